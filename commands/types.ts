@@ -90,6 +90,8 @@ export interface ProgramSpec {
   /** Root command: its persistentFlags are every command's global flags. */
   root: CommandSpec;
   env: readonly EnvVarSpec[];
+  /** Log scopes the `--log_*` flags accept; absent when the program has no log flags. */
+  logScopes?: readonly string[];
   /** Exit code on any command error (Istio's daemons exit -1, i.e. 255; istioctl exits 1). */
   errorExitCode: number;
 }

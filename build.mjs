@@ -1,0 +1,101 @@
+// Builds the one executable: esbuild bundles src/ into dist/mesh.cjs, Node's single-executable support
+// (blob + postject) turns it into dist/mesh, the four program links sit beside it, and a release
+// tarball holds all of them with the README. Nothing is downloaded: @yao-pkg/pkg would fetch base
+// binaries, so it is kept for cross-architecture release builds only (see README).
+//   node build.mjs            everything
+//   node build.mjs --bundle   only dist/mesh.cjs (fast, for development)
+import { build } from 'esbuild';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import path from 'node:path';
+
+const root = path.dirname(new URL(import.meta.url).pathname);
+const dist = path.join(root, 'dist');
+const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'];
+
+function git(...args) {
+  try {
+    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  } catch {
+    return '';
+  }
+}
+
+function buildInfo() {
+  const revision = git('rev-parse', 'HEAD') || 'unknown';
+  const dirty = git('status', '--porcelain', '--untracked-files=no');
+  const tag = git('describe', '--tags', '--exact-match') || pkg.version;
+  return { version: pkg.version, revision, status: revision === 'unknown' ? 'unknown' : dirty ? 'Modified' : 'Clean', tag };
+}
+
+async function bundle(info) {
+  mkdirSync(dist, { recursive: true });
+  const result = await build({
+    entryPoints: [path.join(root, 'src/main.ts')],
+    outfile: path.join(dist, 'mesh.cjs'),
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    minify: true,
+    keepNames: true,
+    legalComments: 'none',
+    metafile: true,
+    define: { __MESH_BUILD__: JSON.stringify(info) },
+    logLevel: 'warning',
+  });
+  writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));
+}
+
+function sea() {
+  const cfg = path.join(dist, 'sea-config.json');
+  writeFileSync(
+    cfg,
+    JSON.stringify({ main: path.join(dist, 'mesh.cjs'), output: path.join(dist, 'mesh.blob'), disableExperimentalSEAWarning: true, useCodeCache: true }),
+  );
+  execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: 'inherit' });
+  const exe = path.join(dist, 'mesh');
+  rmSync(exe, { force: true });
+  copyFileSync(process.execPath, exe);
+  chmodSync(exe, 0o755);
+  const postject = path.join(root, 'node_modules/.bin/postject');
+  execFileSync(
+    postject,
+    [exe, 'NODE_SEA_BLOB', path.join(dist, 'mesh.blob'), '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'],
+    // postject warns about ELF note sections it does not need; only failures matter.
+    { stdio: ['ignore', 'ignore', 'inherit'] },
+  );
+  for (const name of PROGRAM_LINKS) {
+    const link = path.join(dist, name);
+    rmSync(link, { force: true });
+    symlinkSync('mesh', link);
+  }
+}
+
+function tarball(info) {
+  const arch = { x64: 'amd64', arm64: 'arm64' }[process.arch] ?? process.arch;
+  const name = `mesh-${info.version}-linux-${arch}`;
+  const stage = path.join(dist, name);
+  rmSync(stage, { recursive: true, force: true });
+  mkdirSync(stage);
+  copyFileSync(path.join(dist, 'mesh'), path.join(stage, 'mesh'));
+  chmodSync(path.join(stage, 'mesh'), 0o755);
+  for (const l of PROGRAM_LINKS) symlinkSync('mesh', path.join(stage, l));
+  copyFileSync(path.join(root, 'README.md'), path.join(stage, 'README.md'));
+  execFileSync('tar', ['-czf', path.join(dist, `${name}.tar.gz`), '-C', dist, name]);
+  rmSync(stage, { recursive: true, force: true });
+  return `${name}.tar.gz`;
+}
+
+const info = buildInfo();
+const t0 = Date.now();
+await bundle(info);
+if (!process.argv.includes('--bundle')) {
+  sea();
+  const tgz = existsSync(path.join(root, 'README.md')) ? tarball(info) : '(no README.md, no tarball)';
+  const mb = (statSync(path.join(dist, 'mesh')).size / 1048576).toFixed(1);
+  console.log(`built dist/mesh (${mb} MiB, ${info.version} ${info.revision.slice(0, 12)} ${info.status}), links ${PROGRAM_LINKS.join(', ')}, dist/${tgz} in ${Date.now() - t0} ms`);
+} else {
+  console.log(`bundled dist/mesh.cjs in ${Date.now() - t0} ms`);
+}

@@ -1,0 +1,56 @@
+// The test command (README, .ci/run): type-check, build the real binary, run the tap suite, and end
+// with one line `N passed, N failed` counted over every assertion, exiting non-zero on any failure.
+import { spawn, spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const bin = (name) => path.join(root, 'node_modules/.bin', name);
+
+function step(title, cmd, args) {
+  process.stdout.write(`# ${title}\n`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) {
+    process.stdout.write(`${title} failed (exit ${r.status})\n0 passed, 1 failed\n`);
+    process.exit(1);
+  }
+}
+
+step('type check', bin('tsc'), ['--noEmit', '-p', '.']);
+if (!process.argv.includes('--no-build')) step('build', process.execPath, ['build.mjs']);
+
+// tap's TAP output: count every leaf assertion ("ok N" / "not ok N" at any depth, skips and todos apart).
+const files = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const tap = spawn(bin('tap'), ['--reporter=tap', ...(files.length ? files : [])], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] });
+let passed = 0;
+let failed = 0;
+let skipped = 0;
+let buf = '';
+const lines = [];
+tap.stdout.on('data', (chunk) => {
+  process.stdout.write(chunk);
+  buf += chunk.toString();
+  let i;
+  while ((i = buf.indexOf('\n')) >= 0) {
+    lines.push(buf.slice(0, i));
+    buf = buf.slice(i + 1);
+  }
+});
+tap.on('close', (code) => {
+  if (buf) lines.push(buf);
+  const points = [];
+  for (const line of lines) {
+    const m = /^(\s*)(not ok|ok) \d+/.exec(line);
+    if (m) points.push({ depth: m[1].length, ok: m[2] === 'ok', skip: /# (SKIP|TODO)/i.test(line) });
+  }
+  points.forEach((p, idx) => {
+    // A subtest's summary line comes right after its (deeper) children: count leaves only.
+    const prev = points[idx - 1];
+    if (prev !== undefined && prev.depth > p.depth) return;
+    if (p.skip) skipped++;
+    else if (p.ok) passed++;
+    else failed++;
+  });
+  if (code !== 0 && failed === 0) failed = 1;
+  process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+  process.exit(failed > 0 || code !== 0 ? 1 : 0);
+});

@@ -1,0 +1,41 @@
+// Behaviour behind each `run` key of the tables, loaded only when that command runs so that
+// `--help` and `version` start fast.
+import { CommandError, type Handler } from './context';
+import { commandPath } from './tree';
+
+type Loader = () => Promise<{ run: Handler }>;
+
+const LOADERS: Readonly<Record<string, Loader>> = {
+  version: () => import('./version'),
+  completion: () => import('./completion-command'),
+  'agent.mesh-iptables': () => import('../iptables/command'),
+};
+
+/** A command whose behaviour is not in this build: its flags were parsed, but it must not pretend to run. */
+const notAvailable: Handler = async (ctx) => {
+  throw new CommandError(
+    `"${commandPath(ctx.program, [ctx.program.root, ...pathSpecs(ctx)])}" is not available in this build of mesh yet: ` +
+      `its arguments and flags were parsed and validated, but it has no behaviour to run`,
+  );
+};
+
+function pathSpecs(ctx: Parameters<Handler>[0]) {
+  let node = ctx.program.root;
+  const out = [];
+  for (const word of ctx.path) {
+    const next = node.subcommands?.find((s) => s.name === word);
+    if (!next) break;
+    out.push(next);
+    node = next;
+  }
+  return out;
+}
+
+export async function loadHandler(key: string): Promise<Handler> {
+  const loader = LOADERS[key];
+  return loader ? (await loader()).run : notAvailable;
+}
+
+export function hasHandler(key: string): boolean {
+  return key in LOADERS;
+}

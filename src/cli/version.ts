@@ -1,0 +1,30 @@
+// `version` for every program, with the output shapes of Istio's pkg/version command.
+import { stringify } from 'yaml';
+import { CommandError, flagBool, flagString, type Handler } from './context';
+import { buildInfo, longForm } from '../lib/buildinfo';
+
+export const run: Handler = async (ctx) => {
+  const output = flagString(ctx, 'output');
+  if (output !== '' && output !== 'yaml' && output !== 'json') throw new CommandError(`--output must be 'yaml' or 'json'`);
+  const info = buildInfo();
+  const doc = { clientVersion: info };
+  if (output === 'json') ctx.stdout.write(JSON.stringify(doc, null, 2) + '\n');
+  else if (output === 'yaml') ctx.stdout.write(stringify(sortKeys(doc)) + '\n');
+  else ctx.stdout.write(`client version: ${flagBool(ctx, 'short') ? info.version : longForm(info)}\n`);
+  if (ctx.program.name === 'meshctl' && ctx.flags['remote'] === true) {
+    // The control-plane query needs the orchestrator client, which this build does not carry yet;
+    // say so rather than print a version we did not ask for.
+    ctx.stderr.write(
+      'control plane version: not queried: this build of meshctl cannot reach a control plane yet; use --remote=false to skip this check\n',
+    );
+  }
+  return 0;
+};
+
+/** sigs.k8s.io/yaml sorts keys alphabetically. */
+function sortKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v && typeof v === 'object')
+    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
+  return v;
+}

@@ -1,0 +1,55 @@
+// Entry point of the multi-call binary `mesh`. Linked as pilot-discovery, pilot-agent, install-cni or
+// meshctl it becomes that program; otherwise the first word picks it (`mesh discovery …`).
+import path from 'node:path';
+import { PROGRAMS, programByInvocation, programByWord } from './cli/programs';
+import { runProgram } from './cli/run';
+
+/** The name the user invoked us by, before symlinks were resolved. */
+function invocationName(): string {
+  // In a single-executable build, argv[0]/execPath are already resolved to the real file; argv0 is not.
+  if (isSea()) return path.basename(process.argv0);
+  // `node dist/mesh.cjs` (or a symlink to it): the script path as typed.
+  return path.basename(process.argv[1] ?? '');
+}
+
+function isSea(): boolean {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return (require('node:sea') as { isSea(): boolean }).isSea();
+  } catch {
+    return false;
+  }
+}
+
+function meshUsage(): string {
+  const rows = PROGRAMS.map((p) => `  ${p.word.padEnd(11)} ${p.short} (also: link as ${p.name})`).join('\n');
+  return (
+    `mesh: one executable for the whole service mesh.\n\nUsage:\n  mesh [program] [arguments]\n\n` +
+    `Available Programs:\n${rows}\n\nUse "mesh [program] --help" for more information about a program.\n`
+  );
+}
+
+export async function main(): Promise<number> {
+  const args = process.argv.slice(2);
+  const io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
+  const byName = programByInvocation(invocationName());
+  if (byName) return runProgram(await byName.load(), args, io);
+  const byWord = programByWord(args[0]);
+  if (byWord) return runProgram(await byWord.load(), args.slice(1), io);
+  if (args.length === 0 || args[0] === '--help' || args[0] === '-h' || args[0] === 'help') {
+    process.stdout.write(meshUsage());
+    return 0;
+  }
+  process.stderr.write(`Error: unknown program "${args[0]}" for "mesh"\nRun 'mesh --help' for usage.\n`);
+  return 1;
+}
+
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    process.stderr.write(`Error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 255;
+  },
+);

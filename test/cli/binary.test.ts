@@ -1,0 +1,124 @@
+// The packaged executable: dispatch by link name and by first word, version shapes, and bash
+// completion sourced into a real bash.
+import t from 'tap';
+import { mkdtempSync, symlinkSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DIST, MESH, built, exec } from '../helpers/binary';
+
+if (!built()) t.fail('dist/mesh is missing: run `npm run build` first (npm test does)');
+
+const LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'] as const;
+
+t.test('dispatch through each link in dist/, through a link elsewhere, and by first word', async (t) => {
+  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-links-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  for (const name of LINKS) {
+    const own = await exec(path.join(DIST, name), ['--help']);
+    t.equal(own.code, 0, `${name} --help`);
+    t.match(own.stdout, new RegExp(`^  ${name} \\[command\\]$`, 'm'), `${name} is the program`);
+    // A link in another folder, to the binary by absolute path: the link's own name decides.
+    const link = path.join(tmp, name);
+    symlinkSync(MESH, link);
+    const other = await exec(link, ['version', '--short']);
+    t.equal(other.code, 0, `${link} version --short`);
+    t.match(other.stdout, /^client version: \d+\.\d+\.\d+/);
+  }
+  for (const [word, prog] of [['discovery', 'pilot-discovery'], ['agent', 'pilot-agent'], ['cni', 'install-cni'], ['meshctl', 'meshctl'], ['pilot-agent', 'pilot-agent']]) {
+    const r = await exec(MESH, [word!, '--help']);
+    t.equal(r.code, 0, `mesh ${word} --help`);
+    t.match(r.stdout, new RegExp(`^  ${prog} \\[command\\]$`, 'm'), `mesh ${word} is ${prog}`);
+  }
+  const top = await exec(MESH, []);
+  t.equal(top.code, 0);
+  for (const w of ['discovery', 'agent', 'cni', 'meshctl']) t.match(top.stdout, new RegExp(`^  ${w} `, 'm'));
+  const bad = await exec(MESH, ['frobnicate']);
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, 'Error: unknown program "frobnicate" for "mesh"');
+});
+
+t.test('version output shapes', async (t) => {
+  for (const name of LINKS) {
+    const bin = path.join(DIST, name);
+    const long = await exec(bin, ['version', '--remote=false'].slice(0, name === 'meshctl' ? 2 : 1));
+    t.equal(long.code, 0);
+    t.match(
+      long.stdout,
+      /^client version: version\.BuildInfo\{Version:"[^"]+", GitRevision:"[0-9a-f]{40}|unknown", GolangVersion:"node\d+\.\d+\.\d+", BuildStatus:"(Clean|Modified|unknown)", GitTag:"[^"]+"\}\n$/,
+      `${name} version`,
+    );
+    const short = await exec(bin, ['version', '-s']);
+    t.match(short.stdout, /^client version: \d+\.\d+\.\d+\S*\n$/, `${name} version -s`);
+    const json = await exec(bin, ['version', '-o', 'json']);
+    t.equal(json.code, 0);
+    const doc = JSON.parse(json.stdout);
+    t.same(Object.keys(doc), ['clientVersion']);
+    t.same(Object.keys(doc.clientVersion), ['version', 'revision', 'golang_version', 'status', 'tag'], `${name} json keys in Istio's order`);
+    t.equal(doc.clientVersion.golang_version, `node${process.versions.node}`, 'runtime field reports Node.js');
+    const yaml = await exec(bin, ['version', '--output=yaml']);
+    t.match(yaml.stdout, /^clientVersion:\n  golang_version: node[\d.]+\n  revision: \S+\n  status: \S+\n  tag: \S+\n  version: \S+\n/);
+    const bad = await exec(bin, ['version', '-o', 'xml']);
+    t.not(bad.code, 0);
+    t.match(bad.stderr, "Error: --output must be 'yaml' or 'json'");
+  }
+});
+
+t.test('error exit codes are Istio\'s: 255 for the daemons, 1 for meshctl and install-cni', async (t) => {
+  const codes: Record<string, number> = { 'pilot-discovery': 255, 'pilot-agent': 255, 'install-cni': 1, meshctl: 1 };
+  for (const name of LINKS) {
+    const r = await exec(path.join(DIST, name), ['version', '--bogus']);
+    t.equal(r.code, codes[name], name);
+    t.match(r.stderr, 'Error: unknown flag: --bogus');
+  }
+});
+
+t.test('a command without behaviour in this build says so and fails', async (t) => {
+  const r = await exec(path.join(DIST, 'meshctl'), ['analyze', '--use-kube=false', 'a.yaml']);
+  t.equal(r.code, 1);
+  t.match(r.stderr, /Error: "meshctl analyze" is not available in this build of mesh yet/);
+});
+
+function bashComplete(program: string, line: string, extra = ''): Promise<string[]> {
+  const script = `
+set -e
+source <("${path.join(DIST, program)}" completion bash ${extra})
+COMP_LINE=${JSON.stringify(line)}
+COMP_POINT=\${#COMP_LINE}
+COMP_WORDS=(${line.split(' ').map((w) => JSON.stringify(w)).join(' ')})
+COMP_CWORD=$(( \${#COMP_WORDS[@]} - 1 ))
+__${program.replace(/-/g, '_')}_complete
+printf '%s\\n' "\${COMPREPLY[@]}"
+`;
+  return exec('bash', ['-c', script], { env: { PATH: `${DIST}:${process.env.PATH}`, HOME: '/tmp' } }).then((r) => {
+    if (r.code !== 0) throw new Error(`bash failed: ${r.stderr}`);
+    return r.stdout.split('\n').filter(Boolean);
+  });
+}
+
+t.test('bash completion, sourced into a real bash', async (t) => {
+  t.same(await bashComplete('meshctl', 'meshctl proxy-c'), ['proxy-config']);
+  t.same(await bashComplete('meshctl', 'meshctl proxy-config rou'), ['route']);
+  t.ok((await bashComplete('meshctl', 'meshctl ')).includes('analyze'));
+  t.same(await bashComplete('pilot-discovery', 'pilot-discovery discovery --grpc'), ['--grpcAddr']);
+  t.same(await bashComplete('pilot-discovery', 'pilot-discovery discovery --registries '), ['Orchestrator', 'Mock']);
+  t.same(await bashComplete('pilot-discovery', 'pilot-discovery discovery --registries=M'), ['Mock']);
+  t.same(await bashComplete('pilot-agent', 'pilot-agent version --sh'), ['--short']);
+  t.same(await bashComplete('install-cni', 'install-cni --repair-d'), ['--repair-delete-pods']);
+  t.same(await bashComplete('pilot-agent', 'pilot-agent completion '), ['bash', 'fish', 'powershell', 'zsh']);
+  t.same(await bashComplete('meshctl', 'meshctl x ps', '--no-descriptions'), []);
+});
+
+t.test('completion scripts for every shell are generated from the tables', async (t) => {
+  for (const name of LINKS) {
+    for (const shell of ['bash', 'fish', 'powershell', 'zsh']) {
+      const r = await exec(path.join(DIST, name), ['completion', shell]);
+      t.equal(r.code, 0, `${name} completion ${shell}`);
+      t.match(r.stdout, `${name} __complete`, `${name} ${shell} script calls back into the program`);
+      const nd = await exec(path.join(DIST, name), ['completion', shell, '--no-descriptions']);
+      t.match(nd.stdout, `${name} __completeNoDesc`);
+    }
+  }
+  const desc = await exec(path.join(DIST, 'meshctl'), ['__complete', 'proxy-config', '']);
+  t.match(desc.stdout, /^route\t.+$/m, 'candidates carry descriptions');
+  t.match(desc.stdout, /:4\n$/, 'ends with the directive');
+});
