@@ -5,7 +5,7 @@
 //   node build.mjs            everything
 //   node build.mjs --bundle   only dist/mesh.cjs (fast, for development)
 import { build } from 'esbuild';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 
@@ -60,12 +60,16 @@ function sea() {
   copyFileSync(process.execPath, exe);
   chmodSync(exe, 0o755);
   const postject = path.join(root, 'node_modules/.bin/postject');
-  execFileSync(
+  const inject = spawnSync(
     postject,
     [exe, 'NODE_SEA_BLOB', path.join(dist, 'mesh.blob'), '--sentinel-fuse', 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2'],
-    // postject warns about ELF note sections it does not need; only failures matter.
-    { stdio: ['ignore', 'ignore', 'inherit'] },
+    { encoding: 'utf8' },
   );
+  // postject warns about ELF note sections it does not need; show anything else.
+  const noise = /^warning: Can't find string offset for section name '\.note(\.\d+)?'$/;
+  const said = `${inject.stdout}${inject.stderr}`.replace(/\x1b\[[0-9;]*m/g, '').split('\n').filter((l) => l.trim() && !noise.test(l) && !/(Start injection|Injection done)/.test(l));
+  if (said.length) console.error(said.join('\n'));
+  if (inject.status !== 0) throw new Error(`postject failed (exit ${inject.status})`);
   for (const name of PROGRAM_LINKS) {
     const link = path.join(dist, name);
     rmSync(link, { force: true });

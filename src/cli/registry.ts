@@ -21,9 +21,11 @@ export function aliasPaths(chain: readonly CommandSpec[]): string[][] {
   return paths;
 }
 
-export function buildCli(program: ProgramSpec): Cli<MeshContext> {
+/** The clipanion classes of a program: every runnable command, or only those named (start-up cost
+ *  grows with the number of registered classes, and the argv engine has already found the command). */
+export function buildCli(program: ProgramSpec, only?: readonly CommandSpec[][]): Cli<MeshContext> {
   const cli = new Cli<MeshContext>({ binaryName: program.name, enableCapture: false, enableColors: false });
-  for (const chain of walk(program)) {
+  for (const chain of only ?? walk(program)) {
     const spec = leaf(chain);
     if (!spec.run) continue;
     const run = spec.run;

@@ -100,7 +100,7 @@ export async function runProgram(program: ProgramSpec, argv: readonly string[], 
     stderr: io.stderr,
   };
   try {
-    const cli = buildCli(program);
+    const cli = buildCli(program, [[...chain]]);
     const command = cli.process([...path], { stdin: process.stdin, stdout: io.stdout as never, stderr: io.stderr as never, env: io.env, colorDepth: 1, prepared });
     return await command.validateAndExecute();
   } catch (e) {

@@ -1,5 +1,4 @@
 // `version` for every program, with the output shapes of Istio's pkg/version command.
-import { stringify } from 'yaml';
 import { CommandError, flagBool, flagString, type Handler } from './context';
 import { buildInfo, longForm } from '../lib/buildinfo';
 
@@ -9,7 +8,7 @@ export const run: Handler = async (ctx) => {
   const info = buildInfo();
   const doc = { clientVersion: info };
   if (output === 'json') ctx.stdout.write(JSON.stringify(doc, null, 2) + '\n');
-  else if (output === 'yaml') ctx.stdout.write(stringify(sortKeys(doc)) + '\n');
+  else if (output === 'yaml') ctx.stdout.write((await import('yaml')).stringify(sortKeys(doc)) + '\n');
   else ctx.stdout.write(`client version: ${flagBool(ctx, 'short') ? info.version : longForm(info)}\n`);
   if (ctx.program.name === 'meshctl' && ctx.flags['remote'] === true) {
     // The control-plane query needs the orchestrator client, which this build does not carry yet;

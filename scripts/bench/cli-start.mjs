@@ -1,0 +1,43 @@
+// Cold start of the packaged programs against the floor `node -e 0`, measured in the same run.
+//   node scripts/bench/cli-start.mjs [runs=20]
+// Prints the median and p90 wall time of each command and its ratio to the floor, and the binary size.
+import { spawnSync } from 'node:child_process';
+import { statSync } from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const dist = path.join(root, 'dist');
+const runs = Number(process.argv[2] ?? 20);
+
+const cases = [
+  ['node -e 0 (floor)', process.execPath, ['-e', '0']],
+  ['meshctl version --short', path.join(dist, 'meshctl'), ['version', '--short', '--remote=false']],
+  ['pilot-discovery --help', path.join(dist, 'pilot-discovery'), ['--help']],
+  ['pilot-agent mesh-iptables --help', path.join(dist, 'pilot-agent'), ['mesh-iptables', '--help']],
+  ['node dist/mesh.cjs meshctl version --short', process.execPath, [path.join(dist, 'mesh.cjs'), 'meshctl', 'version', '--short', '--remote=false']],
+];
+
+function time(file, args) {
+  const t0 = process.hrtime.bigint();
+  const r = spawnSync(file, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  if (r.status !== 0) throw new Error(`${file} ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+  return ms;
+}
+
+const quantile = (xs, q) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))];
+// Interleave the cases run by run so that machine noise hits them alike; one warm-up round first.
+for (const [, f, a] of cases) time(f, a);
+const samples = cases.map(() => []);
+for (let i = 0; i < runs; i++) cases.forEach(([, f, a], j) => samples[j].push(time(f, a)));
+
+const floor = quantile(samples[0], 0.5);
+console.log(`runs per command: ${runs}, node ${process.version}, ${new Date().toISOString()}`);
+console.log(`${'command'.padEnd(44)} ${'median ms'.padStart(10)} ${'p90 ms'.padStart(8)} ${'× floor'.padStart(8)}`);
+cases.forEach(([name], j) => {
+  const med = quantile(samples[j], 0.5);
+  console.log(`${name.padEnd(44)} ${med.toFixed(1).padStart(10)} ${quantile(samples[j], 0.9).toFixed(1).padStart(8)} ${(med / floor).toFixed(2).padStart(8)}`);
+});
+const size = statSync(path.join(dist, 'mesh')).size;
+const cjs = statSync(path.join(dist, 'mesh.cjs')).size;
+console.log(`dist/mesh: ${(size / 1048576).toFixed(1)} MiB (node runtime ${(statSync(process.execPath).size / 1048576).toFixed(1)} MiB + bundle ${(cjs / 1024).toFixed(0)} KiB and its code cache)`);
