@@ -54,7 +54,7 @@ function sea() {
     cfg,
     JSON.stringify({ main: path.join(dist, 'mesh.cjs'), output: path.join(dist, 'mesh.blob'), disableExperimentalSEAWarning: true, useCodeCache: true }),
   );
-  execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: 'inherit' });
+  execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exe = path.join(dist, 'mesh');
   rmSync(exe, { force: true });
   copyFileSync(process.execPath, exe);

@@ -146,7 +146,8 @@ function outputFlag(help: string, def?: string, values?: readonly string[]): Fla
 /** `--output/-o log|json|yaml` of `analyze` and `experimental precheck`. */
 const MESSAGE_OUTPUT = outputFlag('Output format: one of [log json yaml]', 'log', ['log', 'json', 'yaml']);
 /** `--output/-o yaml|json` of the version commands. */
-const VERSION_OUTPUT = outputFlag("One of 'yaml' or 'json'.", undefined, ['yaml', 'json']);
+// No enum: the version handler answers a bad value with Istio's own message (`--output must be 'yaml' or 'json'`).
+const VERSION_OUTPUT = outputFlag("One of 'yaml' or 'json'.");
 
 function shortVersionFlag(def: boolean): FlagSpec {
   const flag: FlagSpec = {
