@@ -1,0 +1,93 @@
+// `pilot-agent mesh-iptables`: resolve the configuration, then apply it (or record a dry run),
+// set up the routes it relies on, and optionally prove that capture works.
+
+import { writeFile } from 'node:fs/promises';
+import { CommandError, type Handler, type RunContext } from '../cli/context';
+import {
+  CaptureConfigError,
+  ENV,
+  networkNamespaceFlag,
+  pickIptablesFlags,
+  resolveCaptureConfig,
+  type CaptureConfig,
+  type CaptureFacts,
+} from './config';
+import { applyCapture } from './configurator';
+import { VALIDATION_ERROR_EXIT_CODE } from './constants';
+import { DriftError, MissingBinaryError, PermissionError, XtablesError } from './errors';
+import { DryRunRecorder, RealDependencies, type Dependencies } from './executor';
+import { gatherFacts } from './facts';
+import { configureRoutes } from './routes';
+import { ValidationError, validateCapture } from './validation';
+
+/** Seams for tests: where facts and real commands come from. */
+export interface MeshIptablesIO {
+  readonly dependencies?: (networkNamespace: string) => Dependencies;
+  readonly facts?: (networkNamespace: string, deps: Dependencies) => Promise<CaptureFacts>;
+}
+
+/** Failures the user must act on become CommandErrors; anything else is a bug and propagates. */
+function userFacing(err: unknown): unknown {
+  if (
+    err instanceof CaptureConfigError ||
+    err instanceof MissingBinaryError ||
+    err instanceof PermissionError ||
+    err instanceof XtablesError ||
+    err instanceof DriftError
+  ) {
+    return new CommandError(err.message);
+  }
+  if (err instanceof ValidationError) return new CommandError(err.message, VALIDATION_ERROR_EXIT_CODE);
+  return err;
+}
+
+export async function runMeshIptables(ctx: RunContext, io: MeshIptablesIO = {}): Promise<number> {
+  try {
+    return await execute(ctx, io);
+  } catch (err) {
+    throw userFacing(err);
+  }
+}
+
+async function execute(ctx: RunContext, io: MeshIptablesIO): Promise<number> {
+  const flags = pickIptablesFlags(ctx.flags);
+  const namespace = networkNamespaceFlag(flags);
+  const real = (io.dependencies ?? ((ns) => new RealDependencies({ networkNamespace: ns })))(namespace);
+  const facts = await (io.facts ?? gatherFacts)(namespace, real);
+  const cfg: CaptureConfig = resolveCaptureConfig(flags, ctx.env, facts);
+
+  if (cfg.runValidation && cfg.networkNamespace !== '') {
+    throw new CommandError(
+      '--run-validation probes the network namespace it runs in and cannot be combined with --network-namespace; ' +
+        'run the validation inside the pod (for example with --skip-rule-apply --run-validation)',
+    );
+  }
+
+  const log = (line: string) => void ctx.stdout.write(`${line}\n`);
+  if (!cfg.skipRuleApply) {
+    if (cfg.dryRun) {
+      const recorder = new DryRunRecorder();
+      await applyCapture(cfg, recorder);
+      const text = recorder.lines.map((l) => `${l}\n`).join('');
+      ctx.stdout.write(text);
+      const file = ctx.env[ENV.dryRunFile];
+      if (file) await writeFile(file, text);
+    } else {
+      await applyCapture(cfg, real, log);
+      if (!cfg.cleanupOnly) await configureRoutes(cfg, real);
+    }
+  }
+
+  if (cfg.runValidation) {
+    await validateCapture({
+      ipv6: cfg.hostIP.includes(':'),
+      listenPorts: [Number(cfg.proxyPort), Number(cfg.inboundCapturePort)],
+      probePort: cfg.probePort,
+      timeoutMs: cfg.probeTimeoutMs,
+    });
+    log('validation passed');
+  }
+  return 0;
+}
+
+export const run: Handler = (ctx) => runMeshIptables(ctx);

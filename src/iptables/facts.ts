@@ -1,0 +1,77 @@
+// Reading the facts the configuration depends on: resolvers, accounts and the pod's addresses.
+// Parsers are pure; the readers at the bottom do the I/O.
+
+import { readFile } from 'node:fs/promises';
+import os from 'node:os';
+import type { CaptureFacts } from './config';
+import { PermissionError, XtablesError, looksLikePermissionProblem } from './errors';
+import type { Dependencies } from './executor';
+
+/** `nameserver` entries of a resolv.conf, in order. */
+export function parseResolvConf(text: string): string[] {
+  const servers: string[] = [];
+  for (const line of text.split('\n')) {
+    const words = line.replace(/[#;].*$/, '').trim().split(/\s+/);
+    if (words[0] === 'nameserver' && words[1]) servers.push(words[1]);
+  }
+  return servers;
+}
+
+/** Account name → UID from /etc/passwd text. */
+export function parsePasswd(text: string): Record<string, string> {
+  const users: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const [name, , uid] = line.split(':');
+    if (name && uid && /^[0-9]+$/.test(uid) && !(name in users)) users[name] = uid;
+  }
+  return users;
+}
+
+/** Addresses from `ip -o addr show` output, in interface order. */
+export function parseIpAddrShow(text: string): string[] {
+  const out: string[] = [];
+  for (const line of text.split('\n')) {
+    const m = /\sinet6?\s+([^\s/]+)/.exec(line);
+    if (m) out.push(m[1]!);
+  }
+  return out;
+}
+
+export interface FactSources {
+  readonly resolvConfPath?: string;
+  readonly passwdPath?: string;
+}
+
+/**
+ * Reads the facts. With a network namespace the addresses come from inside it (via `ip`), since the
+ * pod's address family is what decides whether IPv6 rules are needed.
+ */
+export async function gatherFacts(networkNamespace: string, deps: Dependencies, sources: FactSources = {}): Promise<CaptureFacts> {
+  const resolvConf = sources.resolvConfPath ?? '/etc/resolv.conf';
+  let nameservers: CaptureFacts['nameservers'];
+  try {
+    nameservers = parseResolvConf(await readFile(resolvConf, 'utf8'));
+  } catch (err) {
+    nameservers = { error: (err as Error).message };
+  }
+
+  let users: Record<string, string> = {};
+  try {
+    users = parsePasswd(await readFile(sources.passwdPath ?? '/etc/passwd', 'utf8'));
+  } catch {
+    // Without /etc/passwd the proxy UID falls back to its well-known default.
+  }
+
+  let localAddresses: string[];
+  if (networkNamespace === '') {
+    localAddresses = Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+  } else {
+    const r = await deps.run('ip', ['-o', 'addr', 'show']);
+    if (r.code !== 0) {
+      const command = `ip -o addr show (in network namespace ${networkNamespace})`;
+      throw looksLikePermissionProblem(r.stderr) ? new PermissionError(command, r.stderr) : new XtablesError(command, r.stderr);
+    }
+    localAddresses = parseIpAddrShow(r.stdout);
+  }
+  return { nameservers, users, localAddresses };
+}
