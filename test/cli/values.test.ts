@@ -1,7 +1,7 @@
 // Each flag type accepts what pflag accepts and rejects bad input with pflag's message, through the
 // real parser and a real flag of that type from the tables.
 import t from 'tap';
-import { program, run } from '../helpers/programs';
+import { flagOf, program, run } from '../helpers/programs';
 
 // [program, command words, flag, bad value, expected message after `invalid argument "<bad>" for "<flag>" flag: `]
 const bad: Array<[string, string[], string, string, string]> = [
@@ -18,14 +18,19 @@ const bad: Array<[string, string[], string, string, string]> = [
   ['pilot-discovery', ['discovery'], '--clusterAliases', 'alias1', 'alias1 must be formatted as key=value'],
   ['pilot-discovery', ['discovery'], '--vklog', 'x', 'strconv.ParseInt: parsing "x": invalid syntax'],
   ['pilot-discovery', ['discovery'], '--registries', 'Consul', '"Consul" is not one of Orchestrator, Mock'],
+  ['meshctl', ['experimental', 'workload', 'group', 'create'], '--weight', '4294967296', 'strconv.ParseUint: parsing "4294967296": value out of range'],
+  ['meshctl', ['experimental', 'workload', 'group', 'create'], '--weight', '-3', 'strconv.ParseUint: parsing "-3": invalid syntax'],
 ];
 
 t.test('bad values are rejected with pflag messages and a usage hint', async (t) => {
   for (const [prog, words, flag, value, msg] of bad) {
     const res = await run(program(prog), [...words, `${flag}=${value}`]);
     const f = program(prog);
+    const spec = flagOf(f, words.filter((w) => !/^[A-Z/]/.test(w)), flag.slice(2))!;
+    // pflag names the flag with its short form when it has one: "-w, --weight".
+    const display = spec.short ? `-${spec.short}, ${flag}` : flag;
     t.equal(res.code, f.errorExitCode, `${flag}=${value} exit code`);
-    t.match(res.stderr, `Error: invalid argument "${value}" for "${flag}" flag: ${msg}`, `${flag}=${value}`);
+    t.match(res.stderr, `Error: invalid argument "${value}" for "${display}" flag: ${msg}`, `${flag}=${value}`);
     t.match(res.stderr, /Run '.+ --help' for usage\./);
   }
 });
