@@ -319,6 +319,8 @@ export interface DestinationRuleSpec {
 
 export interface WorkloadSelector {
   matchLabels?: Record<string, string>;
+  /** ServiceEntry and Sidecar use Istio's networking WorkloadSelector, whose field is `labels`. */
+  labels?: Record<string, string>;
 }
 
 export interface WorkloadEntrySpec {

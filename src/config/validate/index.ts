@@ -1,0 +1,69 @@
+// validateConfig: the daemon's admission check for one resource. Metadata first (the names the
+// API server would insist on), then the spec's structure, then Istio 1.26's semantic rules for
+// the kind. Errors reject the resource; warnings are reported and the resource is accepted.
+import type { FieldError } from '../errors';
+import { isClusterScoped } from '../schemas';
+import type { Config, Kind } from '../types';
+import { checkLabels } from './common';
+import { validateEndpointSlice, validatePod, validateService } from './core';
+import { validateDestinationRule } from './destinationrule';
+import { validateGateway } from './gateway';
+import { k8sDNS1035Errors, k8sLabelErrors, k8sSubdomainErrors } from './names';
+import { Report } from './report';
+import { checkDryRunAnnotation, validateAuthorizationPolicy, validatePeerAuthentication, validateRequestAuthentication } from './security';
+import { validateServiceEntry, validateWorkloadEntry, validateWorkloadGroup } from './serviceentry';
+import { checkShape } from './shape';
+import { SPEC_SHAPES } from './shapes';
+import { validateSidecar } from './sidecar';
+import { validateVirtualService } from './virtualservice';
+
+export type { FieldError } from '../errors';
+export type { ValidationResult } from './report';
+export { toRoutingClaim, type RoutingClaim, HEADER_JWT_CLAIM } from './claims';
+export { re2SyntaxError } from './re2';
+export { hostMatches, hostSubsetOf } from './hosts';
+
+type Validator = (c: Config, r: Report) => void;
+
+const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
+  Gateway: validateGateway as Validator,
+  VirtualService: validateVirtualService as Validator,
+  DestinationRule: validateDestinationRule as Validator,
+  ServiceEntry: validateServiceEntry as Validator,
+  WorkloadEntry: validateWorkloadEntry as Validator,
+  WorkloadGroup: validateWorkloadGroup as Validator,
+  Sidecar: validateSidecar as Validator,
+  RequestAuthentication: validateRequestAuthentication as Validator,
+  AuthorizationPolicy: validateAuthorizationPolicy as Validator,
+  PeerAuthentication: validatePeerAuthentication as Validator,
+  Service: validateService as Validator,
+  EndpointSlice: validateEndpointSlice as Validator,
+  Pod: validatePod as Validator,
+  Namespace: undefined,
+};
+
+/** Validates one resource; `errors` non-empty means it must not be served. */
+export function validateConfig(c: Config): { errors: FieldError[]; warnings: FieldError[] } {
+  const r = new Report();
+  validateMetadata(c, r);
+  const before = r.errors.length;
+  // EndpointSlice fields live at the top level of the object, not under spec.
+  checkShape(c.spec, SPEC_SHAPES[c.kind], c.kind === 'EndpointSlice' ? '' : 'spec', r);
+  // Semantic rules assume well-typed fields: skip them when the structure is wrong.
+  if (r.errors.length === before) VALIDATORS[c.kind]?.(c, r);
+  return r.result();
+}
+
+/** Names and namespaces: DNS-1123 subdomain names (Service: DNS-1035 label, Namespace: label), DNS-1123 label namespaces. */
+export function validateMetadata(c: Config, r: Report): void {
+  const name = c.meta.name;
+  const nameErrors = c.kind === 'Service' ? k8sDNS1035Errors(name) : c.kind === 'Namespace' ? k8sLabelErrors(name) : k8sSubdomainErrors(name);
+  for (const e of nameErrors) r.error('metadata.name', `Invalid value: ${JSON.stringify(name)}: ${e}`);
+  if (!isClusterScoped(c.kind)) {
+    const ns = c.meta.namespace;
+    if (ns === '') r.error('metadata.namespace', 'Required value');
+    else for (const e of k8sLabelErrors(ns)) r.error('metadata.namespace', `Invalid value: ${JSON.stringify(ns)}: ${e}`);
+  }
+  checkLabels(c.meta.labels, 'metadata.labels', r);
+  checkDryRunAnnotation(c, r);
+}

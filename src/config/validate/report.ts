@@ -1,0 +1,41 @@
+// Collects errors and warnings with their field paths while a validator walks a resource.
+import type { FieldError } from '../errors';
+
+export interface ValidationResult {
+  errors: FieldError[];
+  warnings: FieldError[];
+}
+
+export class Report {
+  readonly errors: FieldError[] = [];
+  readonly warnings: FieldError[] = [];
+
+  error(field: string, message: string | undefined): void {
+    if (message !== undefined) this.errors.push({ field, message });
+  }
+  warn(field: string, message: string | undefined): void {
+    if (message !== undefined) this.warnings.push({ field, message });
+  }
+  /** Errors found since `mark` (a previous `errors.length`). */
+  errorsSince(mark: number): number {
+    return this.errors.length - mark;
+  }
+  result(): ValidationResult {
+    return { errors: this.errors, warnings: this.warnings };
+  }
+}
+
+/** `base[i]` */
+export function at(base: string, i: number): string {
+  return `${base}[${i}]`;
+}
+
+/** `base[key]` (map keys, Kubernetes field-path style) */
+export function key(base: string, k: string): string {
+  return `${base}[${k}]`;
+}
+
+/** `base.name` */
+export function dot(base: string, name: string): string {
+  return base === '' ? name : `${base}.${name}`;
+}

@@ -1,0 +1,396 @@
+// The field shapes of every spec, after Istio's API protos (networking v1alpha3/v1, security v1,
+// type v1beta1) and the Kubernetes objects the registries read. Field names are the JSON names.
+import type { Kind } from '../types';
+import { any, bool, dur, en, i32, intOrString, list, map, num, obj, type Shape, str, strMap, strs, u32, u64 } from './shape';
+
+const percent = obj({ value: num });
+const uint32Value = u32; // google.protobuf.UInt32Value in JSON is the bare number
+const boolValue = bool;
+
+const port = obj({ number: u32, protocol: str, name: str, targetPort: u32 });
+const portSelector = obj({ number: u32 });
+const workloadSelectorNet = obj({ labels: strMap }); // networking WorkloadSelector (ServiceEntry, Sidecar)
+const workloadSelector = obj({ matchLabels: strMap }); // type.v1beta1 WorkloadSelector
+const policyTargetRef = obj({ group: str, kind: str, name: str, namespace: str });
+
+const tlsProtocol = en('TLS_AUTO', 'TLSV1_0', 'TLSV1_1', 'TLSV1_2', 'TLSV1_3');
+const serverTLS = obj({
+  httpsRedirect: bool,
+  mode: en('PASSTHROUGH', 'SIMPLE', 'MUTUAL', 'AUTO_PASSTHROUGH', 'ISTIO_MUTUAL', 'OPTIONAL_MUTUAL'),
+  serverCertificate: str,
+  privateKey: str,
+  caCertificates: str,
+  caCrl: str,
+  credentialName: str,
+  credentialNames: strs,
+  tlsCertificates: list(obj({ serverCertificate: str, privateKey: str, caCertificates: str })),
+  subjectAltNames: strs,
+  verifyCertificateSpki: strs,
+  verifyCertificateHash: strs,
+  minProtocolVersion: tlsProtocol,
+  maxProtocolVersion: tlsProtocol,
+  cipherSuites: strs,
+});
+
+const gateway = obj({
+  servers: list(obj({ port, bind: str, hosts: strs, tls: serverTLS, defaultEndpoint: str, name: str })),
+  selector: strMap,
+});
+
+const stringMatch = obj({ exact: str, prefix: str, regex: str }, [['exact', 'prefix', 'regex']]);
+const destination = obj({ host: str, subset: str, port: portSelector });
+const headerOps = obj({ set: strMap, add: strMap, remove: strs });
+const headers = obj({ request: headerOps, response: headerOps });
+
+const httpMatch = obj({
+  name: str,
+  uri: stringMatch,
+  scheme: stringMatch,
+  method: stringMatch,
+  authority: stringMatch,
+  headers: map(stringMatch),
+  port: u32,
+  sourceLabels: strMap,
+  gateways: strs,
+  queryParams: map(stringMatch),
+  ignoreUriCase: bool,
+  withoutHeaders: map(stringMatch),
+  sourceNamespace: str,
+  statPrefix: str,
+});
+
+const httpRoute = obj({
+  name: str,
+  match: list(httpMatch),
+  route: list(obj({ destination, weight: i32, headers })),
+  redirect: obj(
+    {
+      uri: str,
+      authority: str,
+      port: u32,
+      derivePort: en('FROM_PROTOCOL_DEFAULT', 'FROM_REQUEST_PORT'),
+      scheme: str,
+      redirectCode: u32,
+    },
+    [['port', 'derivePort']],
+  ),
+  directResponse: obj({ status: u32, body: obj({ string: str, bytes: str }, [['string', 'bytes']]) }),
+  delegate: obj({ name: str, namespace: str }),
+  rewrite: obj({ uri: str, authority: str, uriRegexRewrite: obj({ match: str, rewrite: str }) }),
+  timeout: dur,
+  retries: obj({
+    attempts: i32,
+    perTryTimeout: dur,
+    retryOn: str,
+    retryRemoteLocalities: boolValue,
+    retryIgnorePreviousHosts: boolValue,
+    backoff: dur,
+  }),
+  fault: obj({
+    delay: obj({ fixedDelay: dur, exponentialDelay: dur, percent: i32, percentage: percent }, [['fixedDelay', 'exponentialDelay']]),
+    abort: obj({ httpStatus: i32, grpcStatus: str, http2Error: str, percentage: percent }, [['httpStatus', 'grpcStatus', 'http2Error']]),
+  }),
+  mirror: destination,
+  mirrors: list(obj({ destination, percentage: percent })),
+  mirrorPercent: uint32Value,
+  mirrorPercentage: percent,
+  corsPolicy: obj({
+    allowOrigins: list(stringMatch),
+    allowOrigin: strs,
+    allowMethods: strs,
+    allowHeaders: strs,
+    exposeHeaders: strs,
+    maxAge: dur,
+    allowCredentials: boolValue,
+    unmatchedPreflights: en('UNSPECIFIED', 'FORWARD', 'IGNORE'),
+  }),
+  headers,
+});
+
+const l4Match = {
+  destinationSubnets: strs,
+  port: u32,
+  sourceLabels: strMap,
+  gateways: strs,
+  sourceNamespace: str,
+};
+const routeDestination = obj({ destination, weight: i32 });
+
+const virtualService = obj({
+  hosts: strs,
+  gateways: strs,
+  http: list(httpRoute),
+  tls: list(obj({ match: list(obj({ ...l4Match, sniHosts: strs })), route: list(routeDestination) })),
+  tcp: list(obj({ match: list(obj({ ...l4Match, sourceSubnet: str })), route: list(routeDestination) })),
+  exportTo: strs,
+});
+
+const loadBalancer = obj(
+  {
+    simple: en('UNSPECIFIED', 'LEAST_CONN', 'RANDOM', 'PASSTHROUGH', 'ROUND_ROBIN', 'LEAST_REQUEST'),
+    consistentHash: obj(
+      {
+        httpHeaderName: str,
+        httpCookie: obj({ name: str, path: str, ttl: dur, attributes: list(obj({ name: str, value: str })) }),
+        useSourceIp: bool,
+        httpQueryParameterName: str,
+        ringHash: obj({ minimumRingSize: u64 }),
+        maglev: obj({ tableSize: u64 }),
+        minimumRingSize: u64,
+      },
+      [
+        ['httpHeaderName', 'httpCookie', 'useSourceIp', 'httpQueryParameterName'],
+        ['ringHash', 'maglev'],
+      ],
+    ),
+    localityLbSetting: obj({
+      distribute: list(obj({ from: str, to: map(u32) })),
+      failover: list(obj({ from: str, to: str })),
+      failoverPriority: strs,
+      enabled: boolValue,
+    }),
+    warmupDurationSecs: dur,
+    warmup: obj({ duration: dur, minimumPercent: num, aggression: num }),
+  },
+  [['simple', 'consistentHash']],
+);
+
+const connectionPool = obj({
+  tcp: obj({
+    maxConnections: i32,
+    connectTimeout: dur,
+    tcpKeepalive: obj({ probes: u32, time: dur, interval: dur }),
+    maxConnectionDuration: dur,
+    idleTimeout: dur,
+  }),
+  http: obj({
+    http1MaxPendingRequests: i32,
+    http2MaxRequests: i32,
+    maxRequestsPerConnection: i32,
+    maxRetries: i32,
+    idleTimeout: dur,
+    h2UpgradePolicy: en('DEFAULT', 'DO_NOT_UPGRADE', 'UPGRADE'),
+    useClientProtocol: bool,
+    maxConcurrentStreams: i32,
+  }),
+});
+
+const outlierDetection = obj({
+  splitExternalLocalOriginErrors: bool,
+  consecutiveLocalOriginFailures: uint32Value,
+  consecutiveGatewayErrors: uint32Value,
+  consecutive5xxErrors: uint32Value,
+  interval: dur,
+  baseEjectionTime: dur,
+  maxEjectionPercent: i32,
+  minHealthPercent: i32,
+  consecutiveErrors: i32,
+});
+
+const clientTLS = obj({
+  mode: en('DISABLE', 'SIMPLE', 'MUTUAL', 'ISTIO_MUTUAL'),
+  clientCertificate: str,
+  privateKey: str,
+  caCertificates: str,
+  credentialName: str,
+  subjectAltNames: strs,
+  sni: str,
+  insecureSkipVerify: boolValue,
+  caCrl: str,
+});
+
+const portTrafficPolicyFields = { port: portSelector, loadBalancer, connectionPool, outlierDetection, tls: clientTLS };
+const trafficPolicy = obj({
+  loadBalancer,
+  connectionPool,
+  outlierDetection,
+  tls: clientTLS,
+  portLevelSettings: list(obj(portTrafficPolicyFields)),
+  tunnel: obj({ protocol: str, targetHost: str, targetPort: u32 }),
+  proxyProtocol: obj({ version: en('V1', 'V2') }),
+});
+
+const destinationRule = obj({
+  host: str,
+  trafficPolicy,
+  subsets: list(obj({ name: str, labels: strMap, trafficPolicy })),
+  exportTo: strs,
+  workloadSelector,
+});
+
+const workloadEntry = obj({
+  address: str,
+  ports: map(u32),
+  labels: strMap,
+  network: str,
+  locality: str,
+  weight: u32,
+  serviceAccount: str,
+});
+
+const serviceEntry = obj({
+  hosts: strs,
+  addresses: strs,
+  ports: list(port),
+  location: en('MESH_EXTERNAL', 'MESH_INTERNAL'),
+  resolution: en('NONE', 'STATIC', 'DNS', 'DNS_ROUND_ROBIN'),
+  endpoints: list(workloadEntry),
+  workloadSelector: workloadSelectorNet,
+  exportTo: strs,
+  subjectAltNames: strs,
+});
+
+const workloadGroup = obj({
+  metadata: obj({ labels: strMap, annotations: strMap }),
+  template: workloadEntry,
+  probe: obj(
+    {
+      initialDelaySeconds: i32,
+      timeoutSeconds: i32,
+      periodSeconds: i32,
+      successThreshold: i32,
+      failureThreshold: i32,
+      httpGet: obj({ path: str, port: u32, host: str, scheme: str, httpHeaders: list(obj({ name: str, value: str })) }),
+      tcpSocket: obj({ host: str, port: u32 }),
+      exec: obj({ command: strs }),
+    },
+    [['httpGet', 'tcpSocket', 'exec']],
+  ),
+});
+
+const captureMode = en('DEFAULT', 'IPTABLES', 'NONE');
+const sidecar = obj({
+  workloadSelector: workloadSelectorNet,
+  ingress: list(obj({ port, bind: str, captureMode, defaultEndpoint: str, tls: serverTLS, connectionPool })),
+  egress: list(obj({ port, bind: str, captureMode, hosts: strs })),
+  inboundConnectionPool: connectionPool,
+  outboundTrafficPolicy: obj({ mode: en('REGISTRY_ONLY', 'ALLOW_ANY'), egressProxy: destination }),
+});
+
+const requestAuthentication = obj({
+  selector: workloadSelector,
+  targetRef: policyTargetRef,
+  targetRefs: list(policyTargetRef),
+  jwtRules: list(
+    obj({
+      issuer: str,
+      audiences: strs,
+      jwksUri: str,
+      jwks: str,
+      fromHeaders: list(obj({ name: str, prefix: str })),
+      fromParams: strs,
+      fromCookies: strs,
+      outputPayloadToHeader: str,
+      forwardOriginalToken: bool,
+      outputClaimToHeaders: list(obj({ header: str, claim: str })),
+      timeout: dur,
+      spaceDelimitedClaims: strs,
+    }),
+  ),
+});
+
+const authorizationPolicy = obj({
+  selector: workloadSelector,
+  targetRef: policyTargetRef,
+  targetRefs: list(policyTargetRef),
+  rules: list(
+    obj({
+      from: list(
+        obj({
+          source: obj({
+            principals: strs,
+            notPrincipals: strs,
+            requestPrincipals: strs,
+            notRequestPrincipals: strs,
+            namespaces: strs,
+            notNamespaces: strs,
+            serviceAccounts: strs,
+            notServiceAccounts: strs,
+            ipBlocks: strs,
+            notIpBlocks: strs,
+            remoteIpBlocks: strs,
+            notRemoteIpBlocks: strs,
+          }),
+        }),
+      ),
+      to: list(
+        obj({
+          operation: obj({ hosts: strs, notHosts: strs, ports: strs, notPorts: strs, methods: strs, notMethods: strs, paths: strs, notPaths: strs }),
+        }),
+      ),
+      when: list(obj({ key: str, values: strs, notValues: strs })),
+    }),
+  ),
+  action: en('ALLOW', 'DENY', 'AUDIT', 'CUSTOM'),
+  provider: obj({ name: str }),
+});
+
+const mtlsMode = obj({ mode: en('UNSET', 'DISABLE', 'PERMISSIVE', 'STRICT') });
+const peerAuthentication = obj({ selector: workloadSelector, mtls: mtlsMode, portLevelMtls: map(mtlsMode, 'uint32') });
+
+// Kubernetes objects: the fields the registries read are typed; the rest of these large APIs is
+// accepted as-is (`any`) rather than warned about.
+const k8sService = obj({
+  selector: strMap,
+  ports: list(obj({ name: str, protocol: str, appProtocol: str, port: i32, targetPort: intOrString, nodePort: i32 })),
+  clusterIP: str,
+  clusterIPs: strs,
+  type: en('ClusterIP', 'NodePort', 'LoadBalancer', 'ExternalName'),
+  externalName: str,
+  externalIPs: strs,
+  sessionAffinity: any,
+  sessionAffinityConfig: any,
+  loadBalancerIP: str,
+  loadBalancerSourceRanges: strs,
+  loadBalancerClass: str,
+  externalTrafficPolicy: str,
+  internalTrafficPolicy: str,
+  healthCheckNodePort: i32,
+  publishNotReadyAddresses: bool,
+  ipFamilies: strs,
+  ipFamilyPolicy: str,
+  allocateLoadBalancerNodePorts: bool,
+  trafficDistribution: str,
+});
+
+const endpointSlice = obj({
+  addressType: str,
+  endpoints: list(
+    obj({
+      addresses: strs,
+      conditions: obj({ ready: bool, serving: bool, terminating: bool }),
+      hostname: str,
+      nodeName: str,
+      zone: str,
+      targetRef: obj({ kind: str, name: str, namespace: str, uid: str, apiVersion: str, resourceVersion: str, fieldPath: str }),
+      deprecatedTopology: strMap,
+      hints: any,
+    }),
+  ),
+  ports: list(obj({ name: str, port: i32, protocol: str, appProtocol: str })),
+});
+
+const pod = obj({
+  serviceAccountName: str,
+  nodeName: str,
+  hostNetwork: bool,
+  containers: list(obj({ name: str, ports: list(obj({ name: str, containerPort: i32, protocol: str, hostPort: i32, hostIP: str })) })),
+});
+
+export const SPEC_SHAPES: Readonly<Record<Kind, Shape>> = {
+  Gateway: gateway,
+  VirtualService: virtualService,
+  DestinationRule: destinationRule,
+  ServiceEntry: serviceEntry,
+  WorkloadEntry: workloadEntry,
+  WorkloadGroup: workloadGroup,
+  Sidecar: sidecar,
+  RequestAuthentication: requestAuthentication,
+  AuthorizationPolicy: authorizationPolicy,
+  PeerAuthentication: peerAuthentication,
+  Service: k8sService,
+  EndpointSlice: endpointSlice,
+  Pod: pod,
+  Namespace: obj({}),
+};
+

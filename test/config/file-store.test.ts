@@ -1,0 +1,219 @@
+// FileConfigStore against a real directory: initial load, add/edit/delete/rename, editors that
+// write through a rename, new sub-directories, invalid edits that keep the last good version and
+// are counted in pilot_total_rejected_configs, duplicates, and one-shot loadConfigDir.
+import { promises as fs } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import t, { type Test } from 'tap';
+import { FileConfigStore, loadConfigDir } from '../../src/config/file';
+import type { ConfigEvent } from '../../src/config/store';
+import { configKey } from '../../src/config/types';
+import { registry } from '../../src/lib/metrics';
+import { setOutputLevel } from '../../src/lib/log';
+
+// Rejections are logged by design; keep the test output readable.
+setOutputLevel('file', 'none');
+setOutputLevel('validation', 'none');
+
+async function tempDir(t: Test): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mesh-cfg-'));
+  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+async function rejectedCount(type: string, name: string): Promise<number> {
+  const m = registry.getSingleMetric('pilot_total_rejected_configs');
+  if (!m) return 0;
+  const v = (await m.get()).values.find((x) => x.labels.type === type && x.labels.name === name);
+  return v?.value ?? 0;
+}
+
+const vs = (name: string, host: string, weight = 100, extra = '') => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata:
+  name: ${name}
+spec:
+  hosts: [${host}]
+  http:
+  - route:
+    - destination: {host: ${host}}
+      weight: ${weight}${extra}
+`;
+const se = (name: string, host: string) => `apiVersion: networking.mesh.io/v1
+kind: ServiceEntry
+metadata: {name: ${name}, namespace: ns1}
+spec:
+  hosts: [${host}]
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  resolution: DNS
+`;
+
+function open(dir: string): { store: FileConfigStore; events: ConfigEvent[] } {
+  const store = new FileConfigStore({ dir, debounceMs: 20 });
+  const events: ConfigEvent[] = [];
+  store.subscribe((ev) => events.push(...ev));
+  return { store, events };
+}
+
+const seen = (events: readonly ConfigEvent[], type: ConfigEvent['type'], key: string) => events.find((e) => e.type === type && configKey(e.config) === key);
+
+t.test('initial load, then add, edit, rename, delete', async (t) => {
+  const dir = await tempDir(t);
+  await fs.mkdir(path.join(dir, 'sub'));
+  await fs.writeFile(path.join(dir, 'reviews.yaml'), vs('reviews', 'reviews'));
+  await fs.writeFile(path.join(dir, 'sub', 'ext.yml'), se('ext', 'api.example.com'));
+  await fs.writeFile(path.join(dir, '.hidden.yaml'), vs('hidden', 'hidden'));
+  await fs.writeFile(path.join(dir, 'notes.txt'), 'not config');
+  await fs.writeFile(path.join(dir, 'reviews.yaml~'), vs('backup', 'backup'));
+  const { store, events } = open(dir);
+  t.teardown(() => store.close());
+  t.equal(store.hasSynced(), false);
+  await store.whenSynced();
+  t.equal(store.hasSynced(), true);
+  t.same(store.list('VirtualService').map(configKey), ['VirtualService/default/reviews'], 'hidden and temp files are ignored');
+  t.same(store.list('ServiceEntry').map(configKey), ['ServiceEntry/ns1/ext']);
+  t.equal(store.get('VirtualService', 'default', 'reviews')!.source, path.join(dir, 'reviews.yaml') + '[0]');
+
+  // add
+  await fs.writeFile(path.join(dir, 'ratings.json'), JSON.stringify({ apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', metadata: { name: 'ratings' }, spec: { hosts: ['ratings'], http: [{ route: [{ destination: { host: 'ratings' } }] }] } }));
+  await waitFor('add of ratings', () => seen(events, 'add', 'VirtualService/default/ratings'));
+
+  // edit
+  await fs.writeFile(path.join(dir, 'reviews.yaml'), vs('reviews', 'reviews', 100, '\n    timeout: 5s'));
+  const upd = await waitFor('update of reviews', () => seen(events, 'update', 'VirtualService/default/reviews'));
+  t.equal((upd.config.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, '5s');
+  t.equal((upd.old!.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, undefined);
+
+  // rename: same resources, no delete; the source follows the file
+  const before = events.length;
+  await fs.rename(path.join(dir, 'sub', 'ext.yml'), path.join(dir, 'sub', 'external.yaml'));
+  await waitFor('source moved', () => store.get('ServiceEntry', 'ns1', 'ext')?.source?.endsWith('external.yaml[0]'));
+  t.equal(events.slice(before).filter((e) => e.type === 'delete').length, 0, 'a rename deletes nothing');
+
+  // delete
+  await fs.rm(path.join(dir, 'ratings.json'));
+  await waitFor('delete of ratings', () => seen(events, 'delete', 'VirtualService/default/ratings'));
+  t.equal(store.get('VirtualService', 'default', 'ratings'), undefined);
+});
+
+t.test('an invalid edit is rejected, counted, and the previous version keeps serving', async (t) => {
+  const dir = await tempDir(t);
+  const file = path.join(dir, 'vs.yaml');
+  await fs.writeFile(file, vs('canary', 'canary', 100) + '---\n' + vs('stable', 'stable'));
+  const { store, events } = open(dir);
+  t.teardown(() => store.close());
+  await store.whenSynced();
+  const good = store.get('VirtualService', 'default', 'canary')!;
+  t.equal(events.length, 2, 'the initial load adds both');
+  const rejectedBefore = await rejectedCount('virtualservice', 'default/canary');
+
+  // A negative weight is invalid; the other document of the file is still read.
+  await fs.writeFile(file, vs('canary', 'canary', -5) + '---\n' + vs('stable', 'stable', 100, '\n    timeout: 2s'));
+  await waitFor('update of stable', () => seen(events, 'update', 'VirtualService/default/stable'));
+  t.equal(await rejectedCount('virtualservice', 'default/canary'), rejectedBefore + 1, 'pilot_total_rejected_configs counts the rejection');
+  t.equal(store.get('VirtualService', 'default', 'canary'), good, 'the last good version is still served');
+  t.notOk(events.slice(2).find((e) => configKey(e.config) === 'VirtualService/default/canary'), 'no event for the rejected resource');
+
+  // A resource that never was valid is absent.
+  await fs.writeFile(path.join(dir, 'bad.yaml'), vs('never', 'never', -1));
+  await waitFor('rejection of never', async () => (await rejectedCount('virtualservice', 'default/never')) > 0);
+  await waitFor('count', () => store.reloadCount() >= 3);
+  t.equal(store.get('VirtualService', 'default', 'never'), undefined);
+
+  // A YAML syntax error keeps the file's resources (they may be in the broken document).
+  await fs.writeFile(file, 'apiVersion: [\n');
+  const reloads = store.reloadCount();
+  await waitFor('reload after syntax error', () => store.reloadCount() > reloads);
+  t.ok(store.get('VirtualService', 'default', 'stable'), 'kept after a syntax error');
+  t.ok(store.get('VirtualService', 'default', 'canary'), 'kept after a syntax error');
+
+  // Fixed: the new valid version replaces the old.
+  await fs.writeFile(file, vs('canary', 'canary', 50));
+  await waitFor('canary updated', () => {
+    const c = store.get('VirtualService', 'default', 'canary');
+    return c && (c.spec.http![0]!.route![0]!.weight === 50);
+  });
+  await waitFor('stable deleted', () => seen(events, 'delete', 'VirtualService/default/stable'));
+});
+
+t.test('editors that write through a rename, new sub-directories', async (t) => {
+  const dir = await tempDir(t);
+  await fs.writeFile(path.join(dir, 'a.yaml'), vs('a', 'a'));
+  const { store, events } = open(dir);
+  t.teardown(() => store.close());
+  await store.whenSynced();
+
+  // vim/IntelliJ style: write a temp file, rename it over the original.
+  await fs.writeFile(path.join(dir, '.a.yaml.swp'), vs('a', 'a', 100, '\n    timeout: 3s'));
+  await fs.rename(path.join(dir, '.a.yaml.swp'), path.join(dir, 'a.yaml'));
+  const upd = await waitFor('update through rename', () => seen(events, 'update', 'VirtualService/default/a'));
+  t.equal((upd.config.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, '3s');
+
+  // A new directory, then files in it (and deeper).
+  await fs.mkdir(path.join(dir, 'team', 'deep'), { recursive: true });
+  await fs.writeFile(path.join(dir, 'team', 'b.yaml'), vs('b', 'b'));
+  await waitFor('add of b', () => seen(events, 'add', 'VirtualService/default/b'));
+  await fs.writeFile(path.join(dir, 'team', 'deep', 'c.yaml'), vs('c', 'c'));
+  await waitFor('add of c', () => seen(events, 'add', 'VirtualService/default/c'));
+  // Removing the directory deletes its resources.
+  await fs.rm(path.join(dir, 'team'), { recursive: true });
+  await waitFor('delete of b and c', () => seen(events, 'delete', 'VirtualService/default/b') && seen(events, 'delete', 'VirtualService/default/c'));
+});
+
+t.test('duplicates: the file loaded last wins', async (t) => {
+  const dir = await tempDir(t);
+  await fs.writeFile(path.join(dir, '10-first.yaml'), vs('dup', 'first'));
+  await fs.writeFile(path.join(dir, '20-second.yaml'), vs('dup', 'second'));
+  const { store } = open(dir);
+  t.teardown(() => store.close());
+  await store.whenSynced();
+  t.same(store.get('VirtualService', 'default', 'dup')!.spec.hosts, ['second']);
+  const once = await loadConfigDir(dir);
+  t.same(once.configs.map((c) => c.spec), [store.get('VirtualService', 'default', 'dup')!.spec]);
+  t.equal(once.warnings.length, 1);
+  t.match(once.warnings[0]!.message, /^duplicate resource: also defined in .*10-first\.yaml\[0\]; the definition loaded last \(.*20-second\.yaml\[0\]\) is used$/);
+});
+
+t.test('a missing directory fails the initial sync', async (t) => {
+  const dir = await tempDir(t);
+  const store = new FileConfigStore({ dir: path.join(dir, 'nope') });
+  t.teardown(() => store.close());
+  await t.rejects(store.whenSynced(), /cannot read config directory .*nope/);
+  t.equal(store.hasSynced(), false);
+});
+
+t.test('close stops watching', async (t) => {
+  const dir = await tempDir(t);
+  const { store, events } = open(dir);
+  await store.whenSynced();
+  await store.close();
+  // A live store on the same directory shows when the change has been seen.
+  const control = open(dir);
+  t.teardown(() => control.store.close());
+  await control.store.whenSynced();
+  await fs.writeFile(path.join(dir, 'late.yaml'), vs('late', 'late'));
+  await waitFor('the control store sees the file', () => seen(control.events, 'add', 'VirtualService/default/late'));
+  await waitFor('a further debounce period', () => control.store.reloadCount() >= 2);
+  t.same(events, [], 'the closed store saw nothing');
+  t.same(store.list('VirtualService'), []);
+});
+
+t.test('loadConfigDir reports errors with file, document, resource and field', async (t) => {
+  const dir = await tempDir(t);
+  await fs.writeFile(path.join(dir, 'x.yaml'), vs('ok', 'ok') + '---\n' + vs('bad', 'bad', -1));
+  const r = await loadConfigDir(dir);
+  t.same(r.configs.map(configKey), ['VirtualService/default/ok']);
+  t.same(r.errors, [{ source: path.join(dir, 'x.yaml'), document: '[1]', resource: 'VirtualService/default/bad', field: 'spec.http[0].route[0].weight', message: 'weight -1 < 0' }]);
+  const unvalidated = await loadConfigDir(dir, { validate: false });
+  t.equal(unvalidated.configs.length, 2);
+});
