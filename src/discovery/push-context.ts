@@ -1,0 +1,376 @@
+// PushContext: an immutable snapshot of configuration and services with the indexes the xDS
+// generators need (Istio model.PushContext). Built by initPushContext from the ConfigStore and the
+// aggregate registry; every rebuild gets a new `version`, and `pushVersion` only grows. Per-proxy
+// derived data (sidecar scopes, merged gateways) is memoised inside the snapshot, which stays valid
+// because the snapshot never changes.
+import type { ConfigStore } from '../config/store';
+import type { Config } from '../config/types';
+import { hostMatches } from './host';
+import { selectorMatches } from './labels';
+import type { Endpoint, Proxy, Service, ServicePort } from './model';
+import { DestinationRuleIndex, type MergedDestinationRule } from './push/destinationrule';
+import { mergeGateways, selectGateways, type MergedGateway } from './push/gateway';
+import { peerAuthenticationsForWorkload, policiesForWorkload, type PeerAuthenticationsForWorkload } from './push/policies';
+import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
+import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
+import { byAge, isExportedTo } from './push/visibility';
+import type { ServiceRegistry } from './registry/types';
+
+export { MESH_GATEWAY };
+export type { MergedDestinationRule, MergedGateway, PeerAuthenticationsForWorkload, SidecarScope, VirtualServiceEntry };
+
+export interface PushContextOptions {
+  /** DNS domain suffix (`--domain`). */
+  domain?: string;
+  /** Mesh root namespace: its Sidecar, DestinationRules and policies apply mesh-wide. */
+  rootNamespace?: string;
+  clusterId?: string;
+  trustDomain?: string;
+  /** PILOT_SCOPE_GATEWAY_TO_NAMESPACE. */
+  scopeGatewayToNamespace?: boolean;
+  /** PILOT_SEND_UNHEALTHY_ENDPOINTS. */
+  sendUnhealthyEndpoints?: boolean;
+  /** PILOT_DRAINING_LABEL. */
+  drainingLabel?: string;
+  /** Mesh connectTimeout in milliseconds (Istio default 10s). */
+  connectTimeoutMs?: number;
+  /** Mesh outboundTrafficPolicy.mode. */
+  outboundTrafficPolicy?: 'ALLOW_ANY' | 'REGISTRY_ONLY';
+  /** PILOT_HTTP10. */
+  http10?: boolean;
+  /** ENABLE_100_CONTINUE_HEADERS. */
+  enable100Continue?: boolean;
+  /** PILOT_ENABLE_ROUTE_COLLAPSE_OPTIMIZATION. */
+  routeCollapse?: boolean;
+  /** Mesh DNS refresh rate in milliseconds (Istio default 60s). */
+  dnsRefreshRateMs?: number;
+  /** PILOT_DNS_JITTER_DURATION in milliseconds. */
+  dnsJitterMs?: number;
+  /** Mesh proxyListenPort (15001) and proxyInboundListenPort (15006). */
+  proxyListenPort?: number;
+  proxyInboundListenPort?: number;
+}
+
+export type ResolvedPushContextOptions = Required<PushContextOptions>;
+
+export const DEFAULT_PUSH_OPTIONS: ResolvedPushContextOptions = {
+  domain: 'cluster.local',
+  rootNamespace: 'mesh-system',
+  clusterId: 'Orchestrator',
+  trustDomain: 'cluster.local',
+  scopeGatewayToNamespace: false,
+  sendUnhealthyEndpoints: false,
+  drainingLabel: 'mesh.io/draining',
+  connectTimeoutMs: 10_000,
+  outboundTrafficPolicy: 'ALLOW_ANY',
+  http10: false,
+  enable100Continue: true,
+  routeCollapse: true,
+  dnsRefreshRateMs: 60_000,
+  dnsJitterMs: 100,
+  proxyListenPort: 15001,
+  proxyInboundListenPort: 15006,
+};
+
+/** A service port a sidecar's own workload serves (Istio ServiceTarget), for inbound config. */
+export interface ServiceTarget {
+  service: Service;
+  port: ServicePort;
+  /** Port the workload listens on. */
+  targetPort: number;
+}
+
+/** The configuration half of a snapshot, shared between a full rebuild and endpoint-only updates. */
+interface ConfigIndex {
+  virtualServices: VirtualServiceEntry[];
+  vsByGateway: Map<string, VirtualServiceEntry[]>;
+  destinationRules: DestinationRuleIndex;
+  gateways: Config<'Gateway'>[];
+  sidecars: Config<'Sidecar'>[];
+  requestAuthentications: Config<'RequestAuthentication'>[];
+  authorizationPolicies: Config<'AuthorizationPolicy'>[];
+  peerAuthentications: Config<'PeerAuthentication'>[];
+}
+
+interface ServiceIndex {
+  services: Service[];
+  byHost: Map<string, Service[]>;
+  endpoints: Map<string, Endpoint[]>;
+}
+
+let pushVersionCounter = 0;
+
+function nextVersion(): { version: string; pushVersion: number } {
+  pushVersionCounter += 1;
+  // Istio formats push versions as RFC 3339 time "/" counter.
+  return { version: `${new Date().toISOString().replace(/\.\d{3}Z$/, 'Z')}/${pushVersionCounter}`, pushVersion: pushVersionCounter };
+}
+
+function endpointsKey(hostname: string, namespace: string): string {
+  return `${namespace}/${hostname}`;
+}
+
+function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions): ConfigIndex {
+  const virtualServices = store
+    .list('VirtualService')
+    .slice()
+    .sort(byAge)
+    .map((c) => resolveVirtualService(c, opts.domain));
+  const vsByGateway = new Map<string, VirtualServiceEntry[]>();
+  for (const v of virtualServices) {
+    for (const g of v.gateways) {
+      const list = vsByGateway.get(g) ?? [];
+      list.push(v);
+      vsByGateway.set(g, list);
+    }
+  }
+  return {
+    virtualServices,
+    vsByGateway,
+    destinationRules: new DestinationRuleIndex(store.list('DestinationRule'), opts.rootNamespace, opts.domain),
+    gateways: store.list('Gateway').slice().sort(byAge),
+    sidecars: store.list('Sidecar').slice(),
+    requestAuthentications: store.list('RequestAuthentication').slice(),
+    authorizationPolicies: store.list('AuthorizationPolicy').slice(),
+    peerAuthentications: store.list('PeerAuthentication').slice(),
+  };
+}
+
+function buildServiceIndex(registry: ServiceRegistry, previous?: ServiceIndex, changedHosts?: ReadonlySet<string>): ServiceIndex {
+  const services = [...registry.services()];
+  const byHost = new Map<string, Service[]>();
+  for (const s of services) {
+    const list = byHost.get(s.hostname) ?? [];
+    list.push(s);
+    byHost.set(s.hostname, list);
+  }
+  const endpoints = new Map<string, Endpoint[]>();
+  for (const s of services) {
+    const k = endpointsKey(s.hostname, s.namespace);
+    const reuse = previous && changedHosts && !changedHosts.has(s.hostname) ? previous.endpoints.get(k) : undefined;
+    endpoints.set(k, reuse ?? [...registry.endpoints(s.hostname, s.namespace)]);
+  }
+  return { services, byHost, endpoints };
+}
+
+export class PushContext {
+  readonly version: string;
+  readonly pushVersion: number;
+  readonly options: ResolvedPushContextOptions;
+  private readonly scopes = new Map<string, SidecarScope>();
+  private readonly gatewayCache = new Map<string, MergedGateway>();
+
+  private constructor(
+    private readonly cfg: ConfigIndex,
+    private readonly svc: ServiceIndex,
+    options: ResolvedPushContextOptions,
+  ) {
+    const v = nextVersion();
+    this.version = v.version;
+    this.pushVersion = v.pushVersion;
+    this.options = options;
+  }
+
+  /** A full snapshot. */
+  static build(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}): PushContext {
+    const o = { ...DEFAULT_PUSH_OPTIONS, ...opts };
+    return new PushContext(buildConfigIndex(store, o), buildServiceIndex(registry), o);
+  }
+
+  /**
+   * A new snapshot that re-reads services and endpoints from the registry (only the endpoints of
+   * `hostnames` when given) and keeps this snapshot's configuration indexes: for registry-only changes.
+   */
+  withRegistryUpdates(registry: ServiceRegistry, hostnames?: ReadonlySet<string>): PushContext {
+    return new PushContext(this.cfg, buildServiceIndex(registry, this.svc, hostnames), this.options);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // services and endpoints
+
+  /** Every service of every registry (debug output, metrics). */
+  allServices(): readonly Service[] {
+    return this.svc.services;
+  }
+
+  /** Services exported to a namespace (ignoring Sidecar scoping). */
+  servicesExportedTo(namespace: string): Service[] {
+    return this.svc.services.filter((s) => isExportedTo(s.exportTo, s.namespace, namespace));
+  }
+
+  /** The services a proxy may see: its Sidecar scope for sidecars, exportTo only for routers. */
+  servicesForProxy(proxy: Proxy): readonly Service[] {
+    return this.sidecarScope(proxy).services;
+  }
+
+  /**
+   * The service for a hostname as a proxy sees it (Istio ServiceForHostname): from its scope, else
+   * any exported to its namespace (the proxy's own namespace first, then the oldest).
+   */
+  serviceForHostname(proxy: Proxy, hostname: string): Service | undefined {
+    const scoped = this.sidecarScope(proxy).servicesByHost.get(hostname);
+    if (scoped) return scoped;
+    const list = (this.svc.byHost.get(hostname) ?? []).filter((s) => isExportedTo(s.exportTo, s.namespace, proxy.namespace));
+    return list.find((s) => s.namespace === proxy.namespace) ?? list[0];
+  }
+
+  /** Services by hostname in every namespace. */
+  servicesByHostname(hostname: string): readonly Service[] {
+    return this.svc.byHost.get(hostname) ?? [];
+  }
+
+  /** Endpoints of a service port, optionally only those carrying every label of a subset. */
+  endpoints(service: Service, port: ServicePort, subsetLabels?: Readonly<Record<string, string>>): Endpoint[] {
+    const all = this.svc.endpoints.get(endpointsKey(service.hostname, service.namespace)) ?? [];
+    return all.filter((e) => endpointServesPort(e, port, service) && (!subsetLabels || selectorMatches(subsetLabels, e.labels)));
+  }
+
+  /** Every endpoint of a service (all ports). */
+  allEndpoints(service: Service): readonly Endpoint[] {
+    return this.svc.endpoints.get(endpointsKey(service.hostname, service.namespace)) ?? [];
+  }
+
+  /** Service ports whose endpoints are this proxy's own workload (matched by IP), for inbound config. */
+  serviceTargets(proxy: Proxy): ServiceTarget[] {
+    const ips = new Set(proxy.ipAddresses);
+    const out: ServiceTarget[] = [];
+    const seen = new Set<string>();
+    for (const s of this.svc.services) {
+      for (const e of this.allEndpoints(s)) {
+        if (!ips.has(e.address)) continue;
+        const port = s.ports.find((p) => endpointServesPort(e, p, s));
+        if (!port) continue;
+        const k = `${s.namespace}/${s.hostname}/${port.port}`;
+        if (seen.has(k)) continue;
+        seen.add(k);
+        out.push({ service: s, port, targetPort: e.port });
+      }
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // VirtualServices
+
+  /** All VirtualServices, oldest first, hosts resolved. */
+  virtualServices(): readonly VirtualServiceEntry[] {
+    return this.cfg.virtualServices;
+  }
+
+  /**
+   * VirtualServices bound to a gateway (`namespace/name`, or `mesh`) that are exported to the proxy's
+   * namespace (Istio VirtualServicesForGateway).
+   */
+  virtualServicesForGateway(proxyNamespace: string, gateway: string): VirtualServiceEntry[] {
+    return (this.cfg.vsByGateway.get(gateway) ?? []).filter((v) => isExportedTo(v.exportTo, v.namespace, proxyNamespace));
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // DestinationRules
+
+  /** The merged DestinationRule that applies to traffic from this proxy to `hostname`. */
+  destinationRule(proxy: Proxy, hostname: string, service?: Service): MergedDestinationRule | undefined {
+    const svc = service ?? this.serviceForHostname(proxy, hostname);
+    return this.cfg.destinationRules.lookup(hostname, proxy.namespace, proxy.labels, svc?.namespace);
+  }
+
+  /** Subset labels of `subset` of the DestinationRule for `hostname`; undefined when unknown. */
+  subsetLabels(proxy: Proxy, hostname: string, subset: string): Readonly<Record<string, string>> | undefined {
+    const s = this.destinationRule(proxy, hostname)?.subsets.find((x) => x.name === subset);
+    return s ? (s.labels ?? {}) : undefined;
+  }
+
+  allDestinationRules(): MergedDestinationRule[] {
+    return this.cfg.destinationRules.all();
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Gateways and Sidecars
+
+  gateways(): readonly Config<'Gateway'>[] {
+    return this.cfg.gateways;
+  }
+
+  /** Gateways selected by a router proxy's labels, merged by port (memoised per namespace+labels). */
+  mergedGateway(proxy: Proxy): MergedGateway {
+    const key = `${proxy.namespace}|${labelsKey(proxy.labels)}`;
+    let g = this.gatewayCache.get(key);
+    if (!g) {
+      g = mergeGateways(selectGateways(this.cfg.gateways, proxy.namespace, proxy.labels, this.options.scopeGatewayToNamespace));
+      this.gatewayCache.set(key, g);
+    }
+    return g;
+  }
+
+  /** The proxy's Sidecar scope (memoised per namespace and selected Sidecar). */
+  sidecarScope(proxy: Proxy): SidecarScope {
+    const sidecar = proxy.type === 'sidecar' ? selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) : undefined;
+    const key = `${proxy.namespace}|${sidecar ? `${sidecar.meta.namespace}/${sidecar.meta.name}` : ''}`;
+    let s = this.scopes.get(key);
+    if (!s) {
+      s = buildSidecarScope(
+        proxy.namespace,
+        sidecar,
+        this.svc.services,
+        this.cfg.vsByGateway.get(MESH_GATEWAY) ?? [],
+        this.options.outboundTrafficPolicy,
+      );
+      this.scopes.set(key, s);
+    }
+    return s;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // security policies (selection only; translation into filters belongs to the security builders)
+
+  requestAuthentications(proxy: Proxy): Config<'RequestAuthentication'>[] {
+    return policiesForWorkload(this.cfg.requestAuthentications, this.options.rootNamespace, proxy.namespace, proxy.labels);
+  }
+
+  authorizationPolicies(proxy: Proxy): Config<'AuthorizationPolicy'>[] {
+    return policiesForWorkload(this.cfg.authorizationPolicies, this.options.rootNamespace, proxy.namespace, proxy.labels);
+  }
+
+  peerAuthentications(proxy: Proxy): PeerAuthenticationsForWorkload {
+    return peerAuthenticationsForWorkload(this.cfg.peerAuthentications, this.options.rootNamespace, proxy.namespace, proxy.labels);
+  }
+
+  /** Counts for pilot_services / pilot_virt_services. */
+  stats(): { services: number; virtualServices: number; destinationRules: number; gateways: number } {
+    return {
+      services: this.svc.services.length,
+      virtualServices: this.cfg.virtualServices.length,
+      destinationRules: this.cfg.destinationRules.all().length,
+      gateways: this.cfg.gateways.length,
+    };
+  }
+}
+
+/** An endpoint serves a service port when it names that port, or the service has a single port. */
+export function endpointServesPort(e: Endpoint, port: ServicePort, service: Service): boolean {
+  if (e.servicePortName === port.name) return true;
+  return e.servicePortName === '' && service.ports.length === 1;
+}
+
+function labelsKey(labels: Readonly<Record<string, string>>): string {
+  return Object.keys(labels)
+    .sort()
+    .map((k) => `${k}=${labels[k]}`)
+    .join(',');
+}
+
+/** Istio's initPushContext: a full snapshot from the config store and the aggregate registry. */
+export function initPushContext(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}): PushContext {
+  return PushContext.build(store, registry, opts);
+}
+
+/** Which hostnames a VirtualService touches (its hosts and destinations), for scoped pushes. */
+export function virtualServiceHostnames(v: VirtualServiceEntry): Set<string> {
+  const out = new Set(v.hosts);
+  for (const r of v.spec.http ?? []) for (const d of r.route ?? []) out.add(d.destination.host);
+  for (const r of v.spec.tcp ?? []) for (const d of r.route ?? []) out.add(d.destination.host);
+  for (const r of v.spec.tls ?? []) for (const d of r.route ?? []) out.add(d.destination.host);
+  return out;
+}
+
+export { hostMatches };

@@ -1,0 +1,137 @@
+// DestinationRule lookup with Istio's precedence (PushContext.destinationRule): rules local to the
+// proxy's namespace, then rules exported from the service's namespace, then rules exported from the
+// root namespace; within a namespace the most specific host wins, and several rules for the same host
+// merge (oldest traffic policy wins, subsets are appended unless their name is taken).
+import type { Config, DestinationRuleSpec, Subset, TrafficPolicy } from '../../config/types';
+import { mostSpecificHostMatch, resolveShortName } from '../host';
+import { selectorMatches } from '../labels';
+import { byAge, isExportedTo } from './visibility';
+
+export interface MergedDestinationRule {
+  /** Host as resolved (FQDN or wildcard). */
+  host: string;
+  namespace: string;
+  trafficPolicy?: TrafficPolicy;
+  subsets: Subset[];
+  /** The rules merged into this one, oldest first (for debug output and config_dump metadata). */
+  from: Config<'DestinationRule'>[];
+  exportTo: readonly string[];
+  workloadSelector?: Readonly<Record<string, string>>;
+}
+
+function merge(rules: Config<'DestinationRule'>[], host: string): MergedDestinationRule {
+  const first = rules[0]!;
+  const subsets: Subset[] = [];
+  const names = new Set<string>();
+  let trafficPolicy: TrafficPolicy | undefined;
+  for (const r of rules) {
+    trafficPolicy ??= r.spec.trafficPolicy;
+    for (const s of r.spec.subsets ?? []) {
+      if (names.has(s.name)) continue;
+      names.add(s.name);
+      subsets.push(s);
+    }
+  }
+  return {
+    host,
+    namespace: first.meta.namespace,
+    ...(trafficPolicy ? { trafficPolicy } : {}),
+    subsets,
+    from: rules,
+    exportTo: first.spec.exportTo ?? [],
+    ...(first.spec.workloadSelector?.matchLabels ? { workloadSelector: first.spec.workloadSelector.matchLabels } : {}),
+  };
+}
+
+function sameExport(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
+  return JSON.stringify([...(a ?? [])].sort()) === JSON.stringify([...(b ?? [])].sort());
+}
+
+/** Rules of one namespace grouped by resolved host, merged where they may be (same selector, same exportTo). */
+export class NamespaceDestinationRules {
+  private readonly byHost = new Map<string, MergedDestinationRule[]>();
+
+  constructor(rules: readonly Config<'DestinationRule'>[], domain: string) {
+    const groups = new Map<string, Config<'DestinationRule'>[][]>();
+    for (const r of [...rules].sort(byAge)) {
+      const host = resolveShortName(r.spec.host, r.meta.namespace, domain);
+      const list = groups.get(host) ?? [];
+      // ENABLE_ENHANCED_DESTINATIONRULE_MERGE: rules with different exportTo or selectors stay apart
+      const g = list.find(
+        (x) =>
+          sameExport(x[0]!.spec.exportTo, r.spec.exportTo) &&
+          JSON.stringify(x[0]!.spec.workloadSelector?.matchLabels ?? null) === JSON.stringify(r.spec.workloadSelector?.matchLabels ?? null),
+      );
+      if (g) g.push(r);
+      else list.push([r]);
+      groups.set(host, list);
+    }
+    for (const [host, list] of groups) this.byHost.set(host, list.map((g) => merge(g, host)));
+  }
+
+  /** The most specific rule for `hostname` usable by a proxy in `proxyNamespace` with `labels`. */
+  lookup(hostname: string, proxyNamespace: string, labels: Readonly<Record<string, string>>, requireExport: boolean): MergedDestinationRule | undefined {
+    const usable = (r: MergedDestinationRule): boolean => {
+      if (r.workloadSelector) {
+        if (r.namespace !== proxyNamespace || !selectorMatches(r.workloadSelector, labels)) return false;
+      }
+      return !requireExport || isExportedTo(r.exportTo, r.namespace, proxyNamespace);
+    };
+    const candidates: [string, MergedDestinationRule][] = [];
+    for (const [h, rules] of this.byHost) {
+      // a rule for a selected workload is more specific than the namespace-wide one for the same host
+      const pick = rules.find((r) => r.workloadSelector && usable(r)) ?? rules.find((r) => !r.workloadSelector && usable(r));
+      if (pick) candidates.push([h, pick]);
+    }
+    return mostSpecificHostMatch(hostname, candidates)?.[1];
+  }
+
+  all(): MergedDestinationRule[] {
+    return [...this.byHost.values()].flat();
+  }
+}
+
+export class DestinationRuleIndex {
+  private readonly byNamespace = new Map<string, NamespaceDestinationRules>();
+
+  constructor(
+    rules: readonly Config<'DestinationRule'>[],
+    private readonly rootNamespace: string,
+    domain: string,
+  ) {
+    const grouped = new Map<string, Config<'DestinationRule'>[]>();
+    for (const r of rules) {
+      const list = grouped.get(r.meta.namespace) ?? [];
+      list.push(r);
+      grouped.set(r.meta.namespace, list);
+    }
+    for (const [ns, list] of grouped) this.byNamespace.set(ns, new NamespaceDestinationRules(list, domain));
+  }
+
+  /**
+   * The rule for `hostname` seen from a proxy: proxy namespace (unless it is the root namespace), the
+   * service's namespace (exported rules), then the root namespace (exported rules).
+   */
+  lookup(
+    hostname: string,
+    proxyNamespace: string,
+    proxyLabels: Readonly<Record<string, string>>,
+    serviceNamespace: string | undefined,
+  ): MergedDestinationRule | undefined {
+    if (proxyNamespace !== this.rootNamespace) {
+      const r = this.byNamespace.get(proxyNamespace)?.lookup(hostname, proxyNamespace, proxyLabels, false);
+      if (r) return r;
+    }
+    if (serviceNamespace !== undefined) {
+      const r = this.byNamespace.get(serviceNamespace)?.lookup(hostname, proxyNamespace, proxyLabels, true);
+      if (r) return r;
+    }
+    return this.byNamespace.get(this.rootNamespace)?.lookup(hostname, proxyNamespace, proxyLabels, true);
+  }
+
+  all(): MergedDestinationRule[] {
+    return [...this.byNamespace.values()].flatMap((n) => n.all());
+  }
+}
+
+export type { DestinationRuleSpec };

@@ -1,0 +1,140 @@
+// HTTP connection managers, HTTP filters, listener filters and TCP proxies as Istio builds them
+// (listener_builder.go buildHTTPConnectionManager, gateway.go buildGatewayConnectionManager).
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import type { Any } from '@bufbuild/protobuf/wkt';
+import type { Proxy } from '../../discovery/model';
+import type { PushContext } from '../../discovery/push-context';
+import type { ListenerFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb';
+import { ListenerFilterSchema, FilterSchema, type Filter } from '../../gen/envoy/config/listener/v3/listener_components_pb';
+import { CorsSchema } from '../../gen/envoy/extensions/filters/http/cors/v3/cors_pb';
+import { HTTPFaultSchema } from '../../gen/envoy/extensions/filters/http/fault/v3/fault_pb';
+import { FilterConfigSchema as GrpcStatsSchema } from '../../gen/envoy/extensions/filters/http/grpc_stats/v3/config_pb';
+import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb';
+import { HttpInspectorSchema } from '../../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb';
+import { OriginalDstSchema } from '../../gen/envoy/extensions/filters/listener/original_dst/v3/original_dst_pb';
+import { TlsInspectorSchema } from '../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb';
+import {
+  HttpConnectionManager_CodecType,
+  HttpConnectionManager_ForwardClientCertDetails,
+  HttpConnectionManager_PathWithEscapedSlashesAction,
+  HttpConnectionManagerSchema,
+  type HttpFilter,
+  HttpFilterSchema,
+} from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
+import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
+import { adsConfigSource, durationMs, pack, rawAny, WK } from './common';
+
+/** Where an HTTP connection manager sits (Istio ListenerClass). */
+export type ListenerClass = 'gateway' | 'sidecarOutbound' | 'sidecarInbound';
+
+/**
+ * Builders of the authentication (jwt_authn, …) and authorization (rbac) HTTP filters of a proxy.
+ * They are placed where Istio places them: after metadata exchange, before grpc_stats/fault/cors/router.
+ * The security issue provides them; without them no such filter is emitted.
+ */
+export interface SecurityFilterBuilders {
+  authn?: (proxy: Proxy, push: PushContext, cls: ListenerClass) => HttpFilter[];
+  authz?: (proxy: Proxy, push: PushContext, cls: ListenerClass) => HttpFilter[];
+}
+
+/** Istio names Envoy's `server` header `istio-envoy` on gateways and inbound. */
+export const ENVOY_SERVER_NAME = 'istio-envoy';
+
+export function httpFilter(name: string, config: Any): HttpFilter {
+  return create(HttpFilterSchema, { name, configType: { case: 'typedConfig', value: config } });
+}
+
+export const routerFilter = (): HttpFilter => httpFilter(WK.router, pack(RouterSchema, {}));
+export const faultFilter = (): HttpFilter => httpFilter(WK.fault, pack(HTTPFaultSchema, {}));
+export const corsFilter = (): HttpFilter => httpFilter(WK.cors, pack(CorsSchema, {}));
+export const grpcStatsFilter = (): HttpFilter =>
+  httpFilter(WK.grpcStats, pack(GrpcStatsSchema, { emitFilterState: true, perMethodStatSpecifier: { case: 'statsForAllMethods', value: { value: false } } }));
+
+/** Istio's HTTP filter chain order (authn and authz filters come from the security builders). */
+export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass, security: SecurityFilterBuilders | undefined): HttpFilter[] {
+  return [
+    ...(security?.authn?.(proxy, push, cls) ?? []),
+    ...(security?.authz?.(proxy, push, cls) ?? []),
+    grpcStatsFilter(),
+    faultFilter(),
+    corsFilter(),
+    routerFilter(),
+  ];
+}
+
+// UuidRequestIdConfig{use_request_id_for_trace_sampling: true}: field 2 (BoolValue{value: true}).
+const UUID_REQUEST_ID = (): Any => rawAny('envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig', new Uint8Array([0x12, 0x02, 0x08, 0x01]));
+
+export interface HcmOptions {
+  statPrefix: string;
+  cls: ListenerClass;
+  /** RDS route name, or an inline route configuration. */
+  rds?: string;
+  routeConfig?: MessageInitShape<typeof RouteConfigurationSchema>;
+  security?: SecurityFilterBuilders;
+}
+
+export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOptions): Any {
+  const gateway = o.cls === 'gateway';
+  const inbound = o.cls === 'sidecarInbound';
+  const init: MessageInitShape<typeof HttpConnectionManagerSchema> = {
+    statPrefix: o.statPrefix,
+    codecType: HttpConnectionManager_CodecType.AUTO,
+    httpFilters: httpFilters(proxy, push, o.cls, o.security),
+    accessLog: [],
+    // mesh pathNormalization DEFAULT (BASE): normalize, keep escaped slashes unchanged
+    normalizePath: true,
+    pathWithEscapedSlashesAction: HttpConnectionManager_PathWithEscapedSlashesAction.KEEP_UNCHANGED,
+    useRemoteAddress: gateway,
+    upgradeConfigs: [{ upgradeType: 'websocket' }],
+    streamIdleTimeout: durationMs(0),
+    proxy100Continue: push.options.enable100Continue,
+    requestIdExtension: { typedConfig: UUID_REQUEST_ID() },
+    routeSpecifier: o.rds !== undefined
+      ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: o.rds } }
+      : { case: 'routeConfig', value: o.routeConfig ?? {} },
+  };
+  if (gateway) {
+    init.xffNumTrustedHops = 0;
+    init.forwardClientCertDetails = HttpConnectionManager_ForwardClientCertDetails.SANITIZE_SET;
+    init.setCurrentClientCertDetails = { subject: true, cert: true, dns: true, uri: true };
+    init.serverName = ENVOY_SERVER_NAME;
+    init.httpProtocolOptions = push.options.http10 ? { acceptHttp10: true } : {};
+  } else if (inbound) {
+    init.forwardClientCertDetails = HttpConnectionManager_ForwardClientCertDetails.APPEND_FORWARD;
+    init.setCurrentClientCertDetails = { subject: true, dns: true, uri: true };
+    init.serverName = ENVOY_SERVER_NAME;
+  } else if (push.options.http10) {
+    init.httpProtocolOptions = { acceptHttp10: true };
+  }
+  return pack(HttpConnectionManagerSchema, init);
+}
+
+export function hcmFilter(config: Any): Filter {
+  return create(FilterSchema, { name: WK.hcm, configType: { case: 'typedConfig', value: config } });
+}
+
+export interface WeightedDestination {
+  cluster: string;
+  weight: number;
+}
+
+/** tcp_proxy to one cluster, or weighted clusters (Istio buildOutboundNetworkFilters). */
+export function tcpProxyFilter(statPrefix: string, dests: readonly WeightedDestination[]): Filter {
+  const clusterSpecifier =
+    dests.length === 1
+      ? { case: 'cluster' as const, value: dests[0]!.cluster }
+      : { case: 'weightedClusters' as const, value: { clusters: dests.map((d) => ({ name: d.cluster, weight: d.weight })) } };
+  return create(FilterSchema, {
+    name: WK.tcpProxy,
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix, clusterSpecifier }) },
+  });
+}
+
+export const tlsInspector = (): ListenerFilter =>
+  create(ListenerFilterSchema, { name: WK.tlsInspector, configType: { case: 'typedConfig', value: pack(TlsInspectorSchema, {}) } });
+export const httpInspector = (): ListenerFilter =>
+  create(ListenerFilterSchema, { name: WK.httpInspector, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } });
+export const originalDst = (): ListenerFilter =>
+  create(ListenerFilterSchema, { name: WK.originalDst, configType: { case: 'typedConfig', value: pack(OriginalDstSchema, {}) } });

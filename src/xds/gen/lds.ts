@@ -1,0 +1,332 @@
+// Listeners: gateways (one `0.0.0.0_<port>` listener per Gateway server port, Istio
+// buildGatewayListeners), sidecars (virtualOutbound 15001, virtualInbound 15006 and per-port outbound
+// listeners) and proxyless gRPC clients (api_listeners `<host>:<port>`, Istio grpcgen/lds.go).
+import { create } from '@bufbuild/protobuf';
+import { hostMatches, isIp } from '../../discovery/host';
+import type { Proxy, Service } from '../../discovery/model';
+import type { PushContext } from '../../discovery/push-context';
+import { isHttpProtocol, isHttpOrSniffed, parseProtocol } from '../../discovery/registry/protocol';
+import { TrafficDirection } from '../../gen/envoy/config/core/v3/base_pb';
+import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
+import { FilterChainSchema, type FilterChain } from '../../gen/envoy/config/listener/v3/listener_components_pb';
+import { HttpConnectionManagerSchema } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import type { GatewayServer } from '../../discovery/push/gateway';
+import { isHttpsTerminating } from '../../discovery/push/gateway';
+import {
+  bareAdsConfigSource,
+  BLACKHOLE_CLUSTER,
+  buildSubsetKey,
+  durationMs,
+  INBOUND_PASSTHROUGH_CLUSTER,
+  pack,
+  PASSTHROUGH_CLUSTER,
+  VIRTUAL_INBOUND_LISTENER,
+  VIRTUAL_OUTBOUND_LISTENER,
+  WK,
+} from './common';
+import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, routerFilter, tcpProxyFilter, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
+import { defaultInboundRoute, destinationCluster } from './route';
+import { splitHostPort } from './rds';
+import { downstreamTransportSocket } from './tls';
+
+export interface ListenerBuildOptions {
+  security?: SecurityFilterBuilders;
+}
+
+function socketAddress(address: string, port: number) {
+  return { address: { case: 'socketAddress' as const, value: { address, portSpecifier: { case: 'portValue' as const, value: port } } } };
+}
+
+// ---------------------------------------------------------------------------------------------
+// gateways
+
+function tcpDestinations(push: PushContext, proxy: Proxy, routes: Array<{ destination: { host: string; subset?: string; port?: { number?: number } }; weight?: number }>, port: number): WeightedDestination[] {
+  return routes
+    .filter((r) => routes.length === 1 || (r.weight ?? 0) > 0)
+    .map((r) => ({ cluster: destinationCluster(r.destination, push.serviceForHostname(proxy, r.destination.host), port), weight: r.weight ?? 100 }));
+}
+
+function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, servers: GatewayServer[], opts: ListenerBuildOptions): FilterChain[] {
+  const chains: FilterChain[] = [];
+  const first = servers[0]!;
+  if (first.routeName && !first.server.tls) {
+    // plain HTTP servers of a port share one chain and the route `http.<port>`
+    const hcm = httpConnectionManager(proxy, push, { statPrefix: `outbound_${listenerName}`, cls: 'gateway', rds: first.routeName, ...(opts.security ? { security: opts.security } : {}) });
+    return [create(FilterChainSchema, { filters: [hcmFilter(hcm)] })];
+  }
+  const sniSeen = new Set<string>();
+  for (const gs of servers) {
+    const s = gs.server;
+    const sni = gs.hosts.map((h) => h.host).filter((h) => h !== '*');
+    if (isHttpsTerminating(s) && gs.routeName) {
+      const hcm = httpConnectionManager(proxy, push, {
+        statPrefix: s.name || `outbound_${listenerName}`,
+        cls: 'gateway',
+        rds: gs.routeName,
+        ...(opts.security ? { security: opts.security } : {}),
+      });
+      chains.push(
+        create(FilterChainSchema, {
+          filterChainMatch: { serverNames: sni },
+          filters: [hcmFilter(hcm)],
+          transportSocket: downstreamTransportSocket(s.tls!, true),
+        }),
+      );
+      continue;
+    }
+    const vss = push.virtualServicesForGateway(proxy.namespace, gs.gatewayName).filter((v) => v.hosts.some((vh) => gs.hosts.some((h) => (h.namespace === '*' || h.namespace === v.namespace) && hostMatches(vh, h.host))));
+    const matchesServer = (m: { port?: number; gateways?: string[] }) => (!m.port || m.port === s.port.number) && (!m.gateways || m.gateways.length === 0 || m.gateways.includes(gs.gatewayName));
+    if (s.tls && (s.tls.mode === 'PASSTHROUGH' || s.tls.mode === 'AUTO_PASSTHROUGH')) {
+      for (const v of vss) {
+        for (const t of v.spec.tls ?? []) {
+          if (!t.route || t.route.length === 0) continue;
+          for (const m of t.match) {
+            if (!matchesServer(m)) continue;
+            const names = m.sniHosts.filter((h) => !sniSeen.has(h));
+            if (names.length === 0) continue; // Envoy rejects two chains with the same SNI match
+            for (const n of names) sniSeen.add(n);
+            const dests = tcpDestinations(push, proxy, t.route, s.port.number);
+            chains.push(create(FilterChainSchema, { filterChainMatch: { serverNames: names }, filters: [tcpProxyFilter(dests[0]!.cluster, dests)] }));
+          }
+        }
+      }
+      continue;
+    }
+    // TCP, or TLS terminated then forwarded as TCP
+    for (const v of vss) {
+      const tcp = (v.spec.tcp ?? []).find((r) => r.route && r.route.length > 0 && (!r.match || r.match.length === 0 || r.match.some(matchesServer)));
+      if (!tcp) continue;
+      const dests = tcpDestinations(push, proxy, tcp.route!, s.port.number);
+      chains.push(
+        create(FilterChainSchema, {
+          ...(s.tls ? { filterChainMatch: { serverNames: sni }, transportSocket: downstreamTransportSocket(s.tls, false) } : {}),
+          filters: [tcpProxyFilter(dests[0]!.cluster, dests)],
+        }),
+      );
+      break;
+    }
+  }
+  return chains;
+}
+
+export function buildGatewayListeners(proxy: Proxy, push: PushContext, opts: ListenerBuildOptions = {}): Listener[] {
+  const out: Listener[] = [];
+  for (const gp of push.mergedGateway(proxy).ports) {
+    const bind = gp.bind ?? '0.0.0.0';
+    const name = `${bind}_${gp.port}`;
+    const chains = gatewayChains(proxy, push, name, gp.servers, opts);
+    if (chains.length === 0) continue; // Istio omits listeners without filter chains
+    const needsTlsInspector = chains.some((c) => (c.filterChainMatch?.serverNames.length ?? 0) > 0 || c.transportSocket !== undefined);
+    out.push(
+      create(ListenerSchema, {
+        name,
+        address: socketAddress(bind, gp.port),
+        filterChains: chains,
+        trafficDirection: TrafficDirection.OUTBOUND,
+        listenerFilters: needsTlsInspector ? [tlsInspector()] : [],
+      }),
+    );
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sidecars
+
+function virtualOutbound(push: PushContext, proxy: Proxy): Listener {
+  const port = push.options.proxyListenPort;
+  const registryOnly = push.sidecarScope(proxy).outboundTrafficPolicy === 'REGISTRY_ONLY';
+  const catchall = registryOnly ? BLACKHOLE_CLUSTER : PASSTHROUGH_CLUSTER;
+  return create(ListenerSchema, {
+    name: VIRTUAL_OUTBOUND_LISTENER,
+    address: socketAddress('0.0.0.0', port),
+    useOriginalDst: true,
+    trafficDirection: TrafficDirection.OUTBOUND,
+    filterChains: [
+      // connections straight to 15001 (not redirected) would loop: black-hole them
+      create(FilterChainSchema, { name: 'virtualOutbound-blackhole', filterChainMatch: { destinationPort: port }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])] }),
+      create(FilterChainSchema, { name: 'virtualOutbound-catchall-tcp', filters: [tcpProxyFilter(catchall, [{ cluster: catchall, weight: 100 }])] }),
+    ],
+  });
+}
+
+function inboundRouteConfig(cluster: string, port: number, operation: string) {
+  return {
+    name: cluster,
+    validateClusters: false,
+    virtualHosts: [{ name: `inbound|http|${port}`, domains: ['*'], routes: [defaultInboundRoute(cluster, operation)] }],
+  };
+}
+
+function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOptions): Listener {
+  const port = push.options.proxyInboundListenPort;
+  const chains: FilterChain[] = [
+    create(FilterChainSchema, { name: 'virtualInbound-blackhole', filterChainMatch: { destinationPort: port }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])] }),
+  ];
+  const seen = new Set<number>();
+  for (const t of push.serviceTargets(proxy)) {
+    if (seen.has(t.targetPort) || t.port.protocol === 'UDP') continue;
+    seen.add(t.targetPort);
+    const cluster = buildSubsetKey('inbound', '', '', t.targetPort);
+    const name = `0.0.0.0_${t.targetPort}`;
+    const filters = isHttpProtocol(t.port.protocol)
+      ? [
+          hcmFilter(
+            httpConnectionManager(proxy, push, {
+              statPrefix: `inbound_${name}`,
+              cls: 'sidecarInbound',
+              routeConfig: inboundRouteConfig(cluster, t.targetPort, `${t.service.hostname}:${t.port.port}/*`),
+              ...(opts.security ? { security: opts.security } : {}),
+            }),
+          ),
+        ]
+      : [tcpProxyFilter(cluster, [{ cluster, weight: 100 }])];
+    chains.push(create(FilterChainSchema, { name, filterChainMatch: { destinationPort: t.targetPort, transportProtocol: 'raw_buffer' }, filters }));
+  }
+  chains.push(
+    create(FilterChainSchema, {
+      name: VIRTUAL_INBOUND_LISTENER,
+      filterChainMatch: { prefixRanges: [{ addressPrefix: '0.0.0.0', prefixLen: 0 }] },
+      filters: [tcpProxyFilter(INBOUND_PASSTHROUGH_CLUSTER, [{ cluster: INBOUND_PASSTHROUGH_CLUSTER, weight: 100 }])],
+    }),
+    create(FilterChainSchema, {
+      name: 'virtualInbound-catchall-http',
+      filterChainMatch: { prefixRanges: [{ addressPrefix: '0.0.0.0', prefixLen: 0 }], applicationProtocols: ['http/1.1', 'h2c'] },
+      filters: [
+        hcmFilter(
+          httpConnectionManager(proxy, push, {
+            statPrefix: `inbound_0.0.0.0_${port}`,
+            cls: 'sidecarInbound',
+            routeConfig: inboundRouteConfig(INBOUND_PASSTHROUGH_CLUSTER, port, `${INBOUND_PASSTHROUGH_CLUSTER}:${port}/*`),
+          }),
+        ),
+      ],
+    }),
+  );
+  return create(ListenerSchema, {
+    name: VIRTUAL_INBOUND_LISTENER,
+    address: socketAddress('0.0.0.0', port),
+    trafficDirection: TrafficDirection.INBOUND,
+    listenerFilters: [originalDst(), tlsInspector(), httpInspector()],
+    listenerFiltersTimeout: durationMs(0),
+    continueOnListenerFiltersTimeout: true,
+    filterChains: chains,
+  });
+}
+
+/** Istio buildSidecarOutboundListeners: HTTP ports share `0.0.0.0_<port>` (RDS `<port>`), TCP services get `<VIP>_<port>`. */
+function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildOptions): Listener[] {
+  const scope = push.sidecarScope(proxy);
+  const listeners = new Map<string, Listener>();
+  const add = (name: string, bind: string, port: number, chains: FilterChain[], sniffed: boolean) => {
+    if (listeners.has(name)) return; // first service on a listener wins, as Istio's conflict resolution
+    listeners.set(
+      name,
+      create(ListenerSchema, {
+        name,
+        address: socketAddress(bind, port),
+        bindToPort: false,
+        trafficDirection: TrafficDirection.OUTBOUND,
+        filterChains: chains,
+        listenerFilters: sniffed ? [httpInspector()] : [],
+      }),
+    );
+  };
+  const httpChain = (port: number, name: string, match: boolean): FilterChain =>
+    create(FilterChainSchema, {
+      ...(match ? { filterChainMatch: { applicationProtocols: ['http/1.1', 'h2c'] } } : {}),
+      filters: [hcmFilter(httpConnectionManager(proxy, push, { statPrefix: `outbound_${name}`, cls: 'sidecarOutbound', rds: String(port), ...(opts.security ? { security: opts.security } : {}) }))],
+    });
+  for (const el of scope.egressListeners) {
+    for (const svc of el.services) {
+      for (const p of svc.ports) {
+        if (el.port && el.port.number !== p.port) continue;
+        if (p.protocol === 'UDP') continue;
+        const protocol = el.port ? parseProtocol(el.port.protocol) : p.protocol;
+        const bind = el.bind ?? '0.0.0.0';
+        const cluster = buildSubsetKey('outbound', '', svc.hostname, p.port);
+        if (isHttpProtocol(protocol)) {
+          add(`${bind}_${p.port}`, bind, p.port, [httpChain(p.port, `${bind}_${p.port}`, false)], false);
+        } else if (protocol === 'UnsupportedProtocol') {
+          const name = `${bind}_${p.port}`;
+          add(name, bind, p.port, [httpChain(p.port, name, true), create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], true);
+        } else {
+          const vip = svc.addresses.find((a) => isIp(a));
+          const addr = el.bind ?? vip ?? '0.0.0.0';
+          add(`${addr}_${p.port}`, addr, p.port, [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false);
+        }
+      }
+    }
+  }
+  return [...listeners.values()];
+}
+
+/** A mesh VirtualService's tcp route for the service, else the service's own cluster. */
+function tcpRouteFor(push: PushContext, proxy: Proxy, svc: Service, port: number, cluster: string): WeightedDestination[] {
+  for (const v of push.sidecarScope(proxy).virtualServices) {
+    if (!v.hosts.some((h) => hostMatches(h, svc.hostname))) continue;
+    const r = (v.spec.tcp ?? []).find((t) => t.route && t.route.length > 0 && (!t.match || t.match.some((m) => !m.port || m.port === port)));
+    if (r) return tcpDestinations(push, proxy, r.route!, port);
+  }
+  return [{ cluster, weight: 100 }];
+}
+
+export function buildSidecarListeners(proxy: Proxy, push: PushContext, opts: ListenerBuildOptions = {}): Listener[] {
+  return [virtualOutbound(push, proxy), virtualInbound(push, proxy, opts), ...outboundListeners(push, proxy, opts)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// proxyless gRPC
+
+/** Prefix of gRPC server-side listener names (xds.NewGRPCServer); those need mTLS support, not served yet. */
+export const GRPC_INBOUND_LISTENER_PREFIX = 'xds.istio.io/grpc/lds/inbound/';
+
+/** Istio tryFindFQDN: `foo` → `foo.<proxy domain>`, `foo.ns` / `foo.ns.svc` → FQDN in the proxy's domain. */
+export function grpcFqdn(name: string, proxy: Proxy): string | undefined {
+  if (!name.includes('.')) return `${name}.${proxy.dnsDomain}`;
+  for (const suffix of [proxy.namespace, `${proxy.namespace}.svc`]) {
+    if (name.endsWith(`.${suffix}`) && proxy.dnsDomain.startsWith(suffix)) return `${name.slice(0, -(suffix.length + 1))}.${proxy.dnsDomain}`;
+  }
+  return undefined;
+}
+
+function grpcApiListener(name: string, address: string, port: number, routeName: string): Listener {
+  return create(ListenerSchema, {
+    name,
+    address: socketAddress(address, port),
+    apiListener: {
+      apiListener: pack(HttpConnectionManagerSchema, {
+        httpFilters: [faultFilter(), routerFilter()],
+        routeSpecifier: { case: 'rds', value: { configSource: bareAdsConfigSource(), routeConfigName: routeName } },
+      }),
+    },
+  });
+}
+
+/**
+ * api_listeners for the requested names (`host`, `host:port`, short names resolved as Istio does);
+ * all visible services when the request names none.
+ */
+export function buildGrpcListeners(proxy: Proxy, push: PushContext, names: readonly string[]): Listener[] {
+  const out: Listener[] = [];
+  const services = push.servicesForProxy(proxy);
+  if (names.length === 0) {
+    for (const s of services) for (const p of s.ports) out.push(grpcApiListener(`${s.hostname}:${p.port}`, s.addresses[0] ?? '0.0.0.0', p.port, `${s.hostname}:${p.port}`));
+    return out;
+  }
+  for (const name of names) {
+    if (name.startsWith(GRPC_INBOUND_LISTENER_PREFIX)) continue;
+    const { host, port } = splitHostPort(name);
+    const candidates = [host, grpcFqdn(host, proxy)].filter((x): x is string => x !== undefined);
+    const svc = candidates.map((h) => services.find((s) => s.hostname === h)).find((s) => s !== undefined);
+    if (!svc) continue;
+    for (const p of svc.ports) {
+      if (port !== undefined && p.port !== port) continue;
+      // the listener keeps the requested name; its route is named after the FQDN like Istio's clusterKey
+      out.push(grpcApiListener(port !== undefined ? name : `${host}:${p.port}`, svc.addresses[0] ?? '0.0.0.0', p.port, `${svc.hostname}:${p.port}`));
+    }
+  }
+  return out;
+}
+
+export { isHttpOrSniffed, WK };

@@ -1,0 +1,311 @@
+// RouteConfigurations: gateways (`http.<port>` / `https.<port>.<portName>.<gw>.<ns>`, Istio
+// buildGatewayHTTPRouteConfig), sidecars (`<port>`, BuildSidecarOutboundVirtualHosts) and proxyless
+// gRPC clients (`<host>:<port>`).
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { hostMatches, domainName, ipv6Compliant, isWildcard } from '../../discovery/host';
+import type { Proxy, Service } from '../../discovery/model';
+import type { PushContext, VirtualServiceEntry } from '../../discovery/push-context';
+import { MESH_GATEWAY } from '../../discovery/push-context';
+import { isHttpOrSniffed } from '../../discovery/registry/protocol';
+import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
+import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
+import { buildSubsetKey } from './common';
+import {
+  blockAllRoute,
+  buildHttpRoutesForVirtualService,
+  defaultOutboundRoute,
+  isCatchAllRoute,
+  MAX_DIRECT_RESPONSE_BODY_BYTES,
+  passthroughRoute,
+  type MetadataMatcherHook,
+  type RouteContext,
+  type RouteInit,
+} from './route';
+
+type VirtualHostInit = MessageInitShape<typeof VirtualHostSchema> & { name: string; domains: string[]; routes: RouteInit[] };
+
+export interface RouteBuildOptions {
+  metadataMatcher?: MetadataMatcherHook;
+}
+
+function sortVirtualHosts(v: VirtualHostInit[]): VirtualHostInit[] {
+  return v.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
+
+/** Istio SortVHostRoutes: catch-all routes move to the end, the rest keep their order. */
+function sortVHostRoutes(routes: RouteInit[]): RouteInit[] {
+  return [...routes.filter((r) => !isCatchAllRoute(r)), ...routes.filter((r) => isCatchAllRoute(r))];
+}
+
+function routeContext(proxy: Proxy, push: PushContext, port: number, gatewayNames: ReadonlySet<string>, isTls: boolean, opts: RouteBuildOptions): RouteContext {
+  return {
+    port,
+    gatewayNames,
+    proxyLabels: proxy.labels,
+    proxyNamespace: proxy.namespace,
+    isTls,
+    proxyless: proxy.proxyless,
+    lookupService: (h) => push.serviceForHostname(proxy, h),
+    ...(opts.metadataMatcher ? { metadataMatcher: opts.metadataMatcher } : {}),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// gateways
+
+/** Of two matching hosts, the more specific (Istio host.Names.Intersection). */
+function moreSpecific(a: string, b: string): string {
+  if (!isWildcard(a)) return a;
+  if (!isWildcard(b)) return b;
+  return a.length >= b.length ? a : b;
+}
+
+export function buildGatewayRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration {
+  const merged = push.mergedGateway(proxy);
+  const servers = merged.serversByRouteName.get(routeName);
+  const base = { name: routeName, validateClusters: false };
+  if (!servers || servers.length === 0) {
+    // the gateway was deleted but the proxy still asks while draining: an empty answer, not an error
+    return create(RouteConfigurationSchema, { ...base, virtualHosts: [] });
+  }
+  const vhosts = new Map<string, { vh: VirtualHostInit; sources: string[] }>();
+  const routeCache = new Map<string, RouteInit[]>();
+  for (const gs of servers) {
+    const port = gs.server.port.number;
+    for (const vs of push.virtualServicesForGateway(proxy.namespace, gs.gatewayName)) {
+      const serverHosts = gs.hosts.filter((h) => h.namespace === '*' || h.namespace === vs.namespace).map((h) => h.host);
+      const intersecting = new Set<string>();
+      for (const vh of vs.hosts) for (const sh of serverHosts) if (hostMatches(vh, sh)) intersecting.add(moreSpecific(vh, sh).toLowerCase());
+      if (intersecting.size === 0) continue;
+      const key = `${gs.gatewayName}|${vs.namespace}/${vs.name}`;
+      let routes = routeCache.get(key);
+      if (!routes) {
+        routes = buildHttpRoutesForVirtualService(vs, routeContext(proxy, push, port, new Set([gs.gatewayName]), !!gs.server.tls, opts));
+        routeCache.set(key, routes);
+      }
+      if (routes.length === 0) continue;
+      for (const h of intersecting) {
+        const existing = vhosts.get(h);
+        if (existing) {
+          existing.vh.routes.push(...routes);
+          existing.sources.push(key);
+          if (gs.server.tls?.httpsRedirect) existing.vh.requireTls = VirtualHost_TlsRequirementType.ALL;
+        } else {
+          vhosts.set(h, {
+            vh: {
+              name: domainName(h, port),
+              domains: [h],
+              routes: [...routes],
+              includeRequestAttemptCount: true,
+              ...(gs.server.tls?.httpsRedirect ? { requireTls: VirtualHost_TlsRequirementType.ALL } : {}),
+            },
+            sources: [key],
+          });
+        }
+      }
+    }
+    if (gs.server.tls?.httpsRedirect) {
+      for (const { host } of gs.hosts) {
+        const h = host.toLowerCase();
+        const existing = vhosts.get(h);
+        if (existing) existing.vh.requireTls = VirtualHost_TlsRequirementType.ALL;
+        else
+          vhosts.set(h, {
+            vh: { name: domainName(h, port), domains: [h], routes: [], includeRequestAttemptCount: true, requireTls: VirtualHost_TlsRequirementType.ALL },
+            sources: [],
+          });
+      }
+    }
+  }
+  let virtualHosts: VirtualHostInit[];
+  if (vhosts.size === 0) {
+    const port = servers[0]!.server.port.number;
+    // no VirtualService matches: a vhost without routes makes Envoy answer 404 (NR)
+    virtualHosts = [{ name: domainName('blackhole', port), domains: ['*'], routes: [] }];
+  } else {
+    virtualHosts = collapseDuplicateRoutes([...vhosts.entries()], push.options.routeCollapse).map(
+      (v) => ({ ...v, routes: sortVHostRoutes(v.routes) }) as VirtualHostInit,
+    );
+  }
+  return create(RouteConfigurationSchema, {
+    ...base,
+    virtualHosts: sortVirtualHosts(virtualHosts),
+    ignorePortInHostMatching: !proxy.proxyless,
+    maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
+  });
+}
+
+/** Istio collapseDuplicateRoutes: vhosts built from the same routes become one vhost with all domains. */
+function collapseDuplicateRoutes(entries: Array<[string, { vh: VirtualHostInit; sources: string[] }]>, enabled: boolean): VirtualHostInit[] {
+  if (!enabled) return entries.map(([, v]) => v.vh);
+  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const known = new Map<string, VirtualHostInit>();
+  const out: VirtualHostInit[] = [];
+  for (const [, { vh, sources }] of entries) {
+    const key = `${sources.join(',')}|${vh.requireTls ?? 0}`;
+    const prev = sources.length > 0 ? known.get(key) : undefined;
+    if (prev) {
+      prev.domains.push(...vh.domains);
+      continue;
+    }
+    known.set(key, vh);
+    out.push(vh);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sidecars and proxyless gRPC
+
+/** Istio generateAltVirtualHostsForKubernetesService / GenerateAltVirtualHosts. */
+export function altVirtualHosts(hostname: string, proxyDomain: string): string[] {
+  if (proxyDomain.includes('.svc.')) {
+    const suffix = proxyDomain.slice(proxyDomain.indexOf('.svc.') + 1); // svc.cluster.local
+    if (!hostname.endsWith(suffix)) return [];
+    const id = proxyDomain.indexOf('.svc.');
+    const ih = hostname.indexOf('.svc.');
+    if (ih <= 0) return [];
+    const ns = hostname.indexOf('.');
+    if (ns + 1 >= hostname.length || ns + 1 > ih) return [];
+    if (hostname.slice(ns + 1, ih) === proxyDomain.slice(0, id)) return [hostname.slice(0, ns), `${hostname.slice(0, ih)}.svc`, hostname.slice(0, ih)];
+    return [hostname.slice(0, ih), `${hostname.slice(0, ih)}.svc`];
+  }
+  const h = hostname.split('.').reverse();
+  const p = proxyDomain.split('.').reverse();
+  let shared = 0;
+  while (shared < Math.min(h.length, p.length) && h[shared] === p[shared]) shared++;
+  if (shared === 0) return [];
+  const unique = h.slice(shared).reverse();
+  const out = [unique.join('.')];
+  // `foo.ns` also gets `foo.ns.<first shared label>`
+  if (unique.length === 2) out.push(`${unique.join('.')}.${h.slice(0, shared).reverse()[0]}`);
+  return out;
+}
+
+/** Istio generateVirtualHostDomains: FQDN, shorter names, VIPs; with `:port` variants only for proxyless gRPC. */
+export function virtualHostDomains(service: Service, port: number, proxy: Proxy): string[] {
+  const withPort = proxy.proxyless;
+  const add = (out: string[], d: string) => {
+    out.push(ipv6Compliant(d));
+    if (withPort) out.push(domainName(d, port));
+  };
+  const out: string[] = [];
+  add(out, service.hostname);
+  for (const alt of altVirtualHosts(service.hostname, proxy.dnsDomain)) add(out, alt);
+  for (const a of service.addresses) if (a && a !== '0.0.0.0' && !a.includes('/')) add(out, a);
+  return out;
+}
+
+interface VHostWrapper {
+  port: number;
+  services: Service[];
+  vsHosts: string[];
+  routes: RouteInit[];
+}
+
+/** Istio BuildSidecarOutboundVirtualHosts for one port (`listenerPort`), limited to `onlyHost` for gRPC. */
+export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPort: number, opts: RouteBuildOptions, onlyHost?: string): VirtualHostInit[] {
+  const scope = push.sidecarScope(proxy);
+  const listener = scope.egressListeners.find((l) => l.port?.number === listenerPort) ?? scope.egressListeners.find((l) => !l.port);
+  if (!listener) return [];
+  const servicesByName = new Map<string, Service>();
+  for (const s of listener.services) {
+    const p = s.ports.find((x) => x.port === listenerPort);
+    if (!p || servicesByName.has(s.hostname)) continue;
+    servicesByName.set(s.hostname, { ...s, ports: [p] });
+  }
+  let vss: VirtualServiceEntry[] = listener.virtualServices.filter((v) => v.gateways.includes(MESH_GATEWAY));
+  if (listenerPort !== 80) vss = vss.filter((v) => v.hosts.some((h) => [...servicesByName.keys()].some((s) => hostMatches(h, s))));
+  const wrappers: VHostWrapper[] = [];
+  const claimed = new Set<string>();
+  const ctx = routeContext(proxy, push, listenerPort, new Set([MESH_GATEWAY]), false, opts);
+  for (const vs of vss) {
+    const routes = buildHttpRoutesForVirtualService(vs, ctx);
+    if (routes.length === 0) continue;
+    const services: Service[] = [];
+    const vsHosts: string[] = [];
+    for (const h of vs.hosts) {
+      if (!isWildcard(h)) {
+        const s = servicesByName.get(h);
+        if (s) services.push(s);
+        else vsHosts.push(h);
+        continue;
+      }
+      let found = false;
+      for (const [sh, s] of servicesByName) {
+        if (!hostMatches(sh, h)) continue;
+        found = true;
+        if (!claimed.has(sh)) services.push(s);
+      }
+      if (!found) vsHosts.push(h);
+    }
+    for (const s of services) claimed.add(s.hostname);
+    const httpServices = services.filter((s) => s.ports.some((p) => isHttpOrSniffed(p.protocol)));
+    if (httpServices.length === 0 && listenerPort !== 80) continue;
+    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes });
+  }
+  for (const [h, s] of servicesByName) {
+    if (claimed.has(h)) continue;
+    const p = s.ports[0]!;
+    if (!isHttpOrSniffed(p.protocol)) continue;
+    const cluster = buildSubsetKey('outbound', '', s.hostname, p.port);
+    wrappers.push({ port: p.port, services: [s], vsHosts: [], routes: [defaultOutboundRoute(cluster, `${s.hostname}:${p.port}/*`, proxy.proxyless)] });
+  }
+  const seenNames = new Set<string>();
+  const seenDomains = new Set<string>();
+  const out: VirtualHostInit[] = [];
+  const build = (hostname: string, w: VHostWrapper, svc: Service | undefined) => {
+    if (onlyHost !== undefined && hostname !== onlyHost) return;
+    const name = domainName(hostname, w.port);
+    if (seenNames.has(name)) return;
+    seenNames.add(name);
+    const domains = (svc ? virtualHostDomains(svc, w.port, proxy) : proxy.proxyless ? [ipv6Compliant(hostname), name] : [ipv6Compliant(hostname)]).filter((d) => {
+      const k = d.toLowerCase();
+      if (seenDomains.has(k)) return false;
+      seenDomains.add(k);
+      return true;
+    });
+    if (domains.length === 0) return;
+    out.push({ name, domains, routes: w.routes, includeRequestAttemptCount: true });
+  };
+  for (const w of wrappers) {
+    for (const h of w.vsHosts) build(h, w, undefined);
+    for (const s of w.services) build(s.hostname, w, s);
+  }
+  return sortVirtualHosts(out);
+}
+
+function catchAllVirtualHost(proxy: Proxy, push: PushContext): VirtualHostInit {
+  const scope = push.sidecarScope(proxy);
+  if (scope.outboundTrafficPolicy === 'REGISTRY_ONLY') return { name: 'block_all', domains: ['*'], routes: [blockAllRoute()], includeRequestAttemptCount: true };
+  return { name: 'allow_any', domains: ['*'], routes: [passthroughRoute()], includeRequestAttemptCount: true };
+}
+
+/** A sidecar's RouteConfiguration for an outbound port (`80`, `9080`…). */
+export function buildSidecarRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration {
+  const port = Number(routeName);
+  const vhosts = Number.isInteger(port) && port > 0 ? sidecarVirtualHosts(proxy, push, port, opts) : [];
+  return create(RouteConfigurationSchema, {
+    name: routeName,
+    virtualHosts: [...vhosts, catchAllVirtualHost(proxy, push)],
+    validateClusters: false,
+    maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
+    ignorePortInHostMatching: true,
+  });
+}
+
+/** Splits `host:port` (IPv6 literals bracketed). */
+export function splitHostPort(name: string): { host: string; port?: number } {
+  const m = /^\[(.+)\]:(\d+)$/.exec(name) ?? /^([^:]+):(\d+)$/.exec(name);
+  if (!m) return { host: name };
+  return { host: m[1]!, port: Number(m[2]) };
+}
+
+/** A proxyless gRPC client's RouteConfiguration `<host>:<port>`: the vhost of that service on that port. */
+export function buildGrpcRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration | undefined {
+  const { host, port } = splitHostPort(routeName);
+  if (!port) return undefined;
+  const svc = push.serviceForHostname(proxy, host);
+  const vhosts = sidecarVirtualHosts(proxy, push, port, opts, svc?.hostname ?? host);
+  return create(RouteConfigurationSchema, { name: routeName, virtualHosts: vhosts });
+}

@@ -1,0 +1,144 @@
+// Generators: decode the packed resources and check them against Istio/Envoy documented output.
+import t from 'tap';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { initPushContext } from '../../../src/discovery/push-context';
+import { buildRegistries } from '../../../src/discovery/registry';
+import { ClusterSchema, Cluster_LbPolicy, type Cluster } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb';
+import { ClusterLoadAssignmentSchema } from '../../../src/gen/envoy/config/endpoint/v3/endpoint_pb';
+import { ListenerSchema } from '../../../src/gen/envoy/config/listener/v3/listener_pb';
+import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3/route_pb';
+import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import { HealthStatus } from '../../../src/gen/envoy/config/core/v3/health_check_pb';
+import { generatorsFor } from '../../../src/xds/gen';
+import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
+import type { PushContext } from '../../../src/discovery/push-context';
+import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+
+const configs = [
+  cfg('ServiceEntry', 'apps', 'reviews', {
+    hosts: ['reviews.apps.svc.cluster.local'], addresses: ['10.96.0.9'], location: 'MESH_INTERNAL', resolution: 'STATIC',
+    ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }], workloadSelector: { matchLabels: { app: 'reviews' } },
+  }),
+  cfg('WorkloadEntry', 'apps', 'r1', { address: '10.1.0.1', labels: { app: 'reviews', version: 'v1' } }),
+  cfg('WorkloadEntry', 'apps', 'r2', { address: '10.1.0.2', labels: { app: 'reviews', version: 'v2', 'mesh.io/draining': 'true' } }),
+  cfg('DestinationRule', 'apps', 'reviews', {
+    host: 'reviews', trafficPolicy: { loadBalancer: { simple: 'ROUND_ROBIN' }, connectionPool: { tcp: { maxConnections: 10 } }, outlierDetection: { consecutive5xxErrors: 3, interval: '5s' } },
+    subsets: [{ name: 'v1', labels: { version: 'v1' } }, { name: 'v2', labels: { version: 'v2' }, trafficPolicy: { loadBalancer: { consistentHash: { httpHeaderName: 'x' } } } }],
+  }),
+  cfg('Gateway', 'mesh-system', 'gw', { selector: { istio: 'ingressgateway' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['bookinfo.com'] }] }),
+  cfg('VirtualService', 'apps', 'reviews', {
+    hosts: ['bookinfo.com', 'reviews'], gateways: ['mesh-system/gw', 'mesh'],
+    http: [
+      { name: 'canary', match: [{ uri: { prefix: '/api' }, headers: { 'x-user': { exact: 'jason' } }, ignoreUriCase: true }], rewrite: { uri: '/v2' }, timeout: '3s',
+        route: [{ destination: { host: 'reviews', subset: 'v1' }, weight: 80 }, { destination: { host: 'reviews', subset: 'v2' }, weight: 20 }], retries: { attempts: 3, retryOn: '5xx,503' } },
+      { name: 'old', match: [{ uri: { exact: '/old' } }], redirect: { uri: '/new', redirectCode: 302 } },
+      { name: 'rest', route: [{ destination: { host: 'reviews' } }], fault: { abort: { httpStatus: 503, percentage: { value: 10 } } } },
+    ],
+  }),
+];
+
+function setup() {
+  const store = new ListStore(configs);
+  return initPushContext(store, buildRegistries(store, []));
+}
+const req = (push: PushContext): PushRequest<PushContext> => ({ full: true, configsUpdated: new Set(), edsUpdates: new Set(), reasons: new Map(), push, start: Date.now() });
+const watch = (typeUrl: string, names: string[] = []) => ({ typeUrl, resourceNames: new Set(names), wildcard: names.length === 0 });
+
+const gw = proxy('router~10.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
+const sc = proxy('sidecar~10.1.0.1~r1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews', version: 'v1' } });
+
+t.test('CDS: outbound default and subset clusters with DestinationRule policy', async (t) => {
+  const push = setup();
+  const res = generatorsFor(gw)[TYPE_URL.cluster]!.generate(gw, watch(TYPE_URL.cluster), req(push)).resources;
+  t.same(res.map((r) => r.name).sort(), ['BlackHoleCluster', 'outbound|9080||reviews.apps.svc.cluster.local', 'outbound|9080|v1|reviews.apps.svc.cluster.local', 'outbound|9080|v2|reviews.apps.svc.cluster.local'].sort());
+  const get = (n: string) => anyUnpack(res.find((r) => r.name === n)!.resource, ClusterSchema) as Cluster;
+  const def = get('outbound|9080||reviews.apps.svc.cluster.local');
+  t.equal(def.clusterDiscoveryType.case, 'type');
+  t.equal(def.edsClusterConfig?.serviceName, 'outbound|9080||reviews.apps.svc.cluster.local');
+  t.equal(def.edsClusterConfig?.edsConfig?.configSourceSpecifier.case, 'ads');
+  t.equal(def.lbPolicy, Cluster_LbPolicy.ROUND_ROBIN);
+  t.equal(def.circuitBreakers?.thresholds[0]?.maxConnections, 10);
+  t.equal(def.circuitBreakers?.thresholds[0]?.maxRequests, 4294967295);
+  t.equal(def.outlierDetection?.consecutive5xx, 3);
+  t.equal(def.outlierDetection?.enforcingConsecutive5xx, 100);
+  t.equal(def.outlierDetection?.interval?.seconds, 5n);
+  t.equal(def.connectTimeout?.seconds, 10n);
+  t.equal(get('outbound|9080|v2|reviews.apps.svc.cluster.local').lbPolicy, Cluster_LbPolicy.RING_HASH, 'subset policy overrides');
+  const sidecarNames = generatorsFor(sc)[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(push)).resources.map((r) => r.name);
+  for (const n of ['PassthroughCluster', 'InboundPassthroughCluster', 'BlackHoleCluster', 'inbound|9080||']) t.ok(sidecarNames.includes(n), n);
+});
+
+t.test('EDS: subset filtering, draining label, empty answer for unknown clusters', async (t) => {
+  const push = setup();
+  const names = ['outbound|9080||reviews.apps.svc.cluster.local', 'outbound|9080|v1|reviews.apps.svc.cluster.local', 'outbound|1|x|nope.example.com'];
+  const res = generatorsFor(gw)[TYPE_URL.endpoint]!.generate(gw, watch(TYPE_URL.endpoint, names), req(push)).resources;
+  t.same(res.map((r) => r.name), names, 'one answer per watched cluster');
+  const cla = (i: number) => anyUnpack(res[i]!.resource, ClusterLoadAssignmentSchema)!;
+  const all = cla(0).endpoints.flatMap((l) => l.lbEndpoints);
+  const addr = (e: (typeof all)[number]) => {
+    const ep = e.hostIdentifier.case === 'endpoint' ? e.hostIdentifier.value : undefined;
+    return ep?.address?.address.case === 'socketAddress' ? ep.address.address.value.address : '';
+  };
+  t.same(all.map((e) => [addr(e), e.healthStatus]), [['10.1.0.1', HealthStatus.HEALTHY], ['10.1.0.2', HealthStatus.DRAINING]]);
+  t.equal(cla(1).endpoints.flatMap((l) => l.lbEndpoints).length, 1);
+  t.same(cla(2).endpoints, []);
+});
+
+t.test('gateway LDS and RDS', async (t) => {
+  const push = setup();
+  const g = generatorsFor(gw);
+  const [l] = g[TYPE_URL.listener]!.generate(gw, watch(TYPE_URL.listener), req(push)).resources;
+  t.equal(l!.name, '0.0.0.0_80');
+  const listener = anyUnpack(l!.resource, ListenerSchema)!;
+  const tc = listener.filterChains[0]!.filters[0]!.configType;
+  const hcm = anyUnpack(tc.case === 'typedConfig' ? tc.value : (undefined as never), HttpConnectionManagerSchema)!;
+  t.equal(hcm.statPrefix, 'outbound_0.0.0.0_80');
+  t.equal(hcm.useRemoteAddress, true);
+  t.equal(hcm.normalizePath, true);
+  t.equal(hcm.routeSpecifier.case === 'rds' && hcm.routeSpecifier.value.routeConfigName, 'http.80');
+  t.same(hcm.httpFilters.map((f) => f.name), ['envoy.filters.http.grpc_stats', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
+  const [r] = g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.80']), req(push)).resources;
+  const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
+  t.equal(rc.virtualHosts.length, 1);
+  const vh = rc.virtualHosts[0]!;
+  t.equal(vh.name, 'bookinfo.com:80');
+  t.same(vh.domains, ['bookinfo.com']);
+  t.equal(rc.ignorePortInHostMatching, true);
+  const [canary, old, rest] = vh.routes;
+  t.equal(canary!.name, 'canary');
+  t.equal(canary!.match?.pathSpecifier.case, 'prefix');
+  t.equal(canary!.match?.caseSensitive, false);
+  t.equal(canary!.match?.headers[0]?.name, 'x-user');
+  const action = canary!.action.case === 'route' ? canary!.action.value : undefined;
+  t.equal(action?.prefixRewrite, '/v2');
+  t.equal(action?.timeout?.seconds, 3n);
+  t.same(action?.clusterSpecifier.case === 'weightedClusters' && action.clusterSpecifier.value.clusters.map((c) => [c.name, c.weight]), [
+    ['outbound|9080|v1|reviews.apps.svc.cluster.local', 80],
+    ['outbound|9080|v2|reviews.apps.svc.cluster.local', 20],
+  ]);
+  t.equal(action?.retryPolicy?.numRetries, 3);
+  t.equal(action?.retryPolicy?.retryOn, '5xx,retriable-status-codes');
+  t.same(action?.retryPolicy?.retriableStatusCodes, [503]);
+  t.equal(old!.action.case, 'redirect');
+  t.equal(old!.action.case === 'redirect' && old!.action.value.pathRewriteSpecifier.value, '/new');
+  t.equal(rest!.action.case === 'route' && rest!.action.value.timeout?.seconds, 0n, 'Istio default timeout 0 (disabled)');
+  t.equal(rest!.action.case === 'route' && rest!.action.value.retryPolicy?.numRetries, 2, 'mesh default retries');
+  t.ok(rest!.typedPerFilterConfig['envoy.filters.http.fault']);
+  const missing = anyUnpack(g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.8080']), req(push)).resources[0]!.resource, RouteConfigurationSchema)!;
+  t.same(missing.virtualHosts, [], 'unknown route: empty configuration');
+});
+
+t.test('sidecar LDS and RDS', async (t) => {
+  const push = setup();
+  const g = generatorsFor(sc);
+  const names = g[TYPE_URL.listener]!.generate(sc, watch(TYPE_URL.listener), req(push)).resources.map((r) => r.name);
+  t.same(names, ['virtualOutbound', 'virtualInbound', '0.0.0.0_9080']);
+  const out = anyUnpack(g[TYPE_URL.listener]!.generate(sc, watch(TYPE_URL.listener, ['virtualOutbound']), req(push)).resources[0]!.resource, ListenerSchema)!;
+  t.equal(out.useOriginalDst, true);
+  t.equal(out.address?.address.case === 'socketAddress' && out.address.address.value.portSpecifier.value, 15001);
+  const rc = anyUnpack(g[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(push)).resources[0]!.resource, RouteConfigurationSchema)!;
+  // the VirtualService host outside the registry gets its own vhost, as in Istio
+  t.same(rc.virtualHosts.map((v) => v.name), ['bookinfo.com:9080', 'reviews.apps.svc.cluster.local:9080', 'allow_any']);
+  t.same(rc.virtualHosts[0]!.domains, ['bookinfo.com']);
+  t.same(rc.virtualHosts[1]!.domains, ['reviews.apps.svc.cluster.local', 'reviews', 'reviews.apps.svc', 'reviews.apps', '10.96.0.9']);
+});
