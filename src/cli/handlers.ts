@@ -9,6 +9,8 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   version: () => import('./version'),
   completion: () => import('./completion-command'),
   'agent.mesh-iptables': () => import('../iptables/command'),
+  'discovery.request': () => import('../meshd/request-command'),
+  'discovery.discovery': () => import('../meshd/discovery-command'),
 };
 
 /** A command whose behaviour is not in this build: its flags were parsed, but it must not pretend to run. */

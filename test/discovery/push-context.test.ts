@@ -68,7 +68,7 @@ t.test('Sidecar egress scoping and exportTo', async (t) => {
     svcEntry('b', 'two', 'two.b.svc.cluster.local'),
     svcEntry('b', 'priv', 'priv.b.svc.cluster.local', ['.']),
     cfg('Sidecar', 'a', 'default', { egress: [{ hosts: ['./*', 'mesh-system/*'] }] }),
-    cfg('Sidecar', 'a', 'special', { workloadSelector: { matchLabels: { app: 'special' } }, egress: [{ hosts: ['b/two.b.svc.cluster.local'] }], outboundTrafficPolicy: { mode: 'REGISTRY_ONLY' } }),
+    cfg('Sidecar', 'a', 'special', { workloadSelector: { labels: { app: 'special' } }, egress: [{ hosts: ['b/two.b.svc.cluster.local'] }], outboundTrafficPolicy: { mode: 'REGISTRY_ONLY' } }),
   ]);
   const plain = proxy('sidecar~10.0.0.5~p.a~a.svc.cluster.local');
   const special = proxy('sidecar~10.0.0.6~s.a~a.svc.cluster.local', { LABELS: { app: 'special' } });

@@ -52,7 +52,7 @@ t.test('workloadSelector picks WorkloadEntries completed by their WorkloadGroup'
     ports: [{ number: 7070, name: 'grpc', protocol: 'GRPC', targetPort: 17070 }],
     resolution: 'STATIC',
     location: 'MESH_INTERNAL',
-    workloadSelector: { matchLabels: { app: 'echo' } },
+    workloadSelector: { labels: { app: 'echo' } },
   });
   const wg = cfg('WorkloadGroup', 'app', 'echo-vms', { metadata: { labels: { app: 'echo', version: 'v2' } }, template: { serviceAccount: 'echo-sa', ports: { grpc: 27070 } } });
   const we1 = cfg('WorkloadEntry', 'app', 'vm-1', { address: '10.2.0.1', labels: { app: 'echo', version: 'v1' }, serviceAccount: 'vm' });
@@ -116,7 +116,7 @@ t.test('Services, EndpointSlices and Pods', async (t) => {
 
 t.test('change notifications say which hosts changed and whether only endpoints did', async (t) => {
   const store = new ListStore([
-    cfg('ServiceEntry', 'ns', 'a', { hosts: ['a.example.com'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }], resolution: 'STATIC', workloadSelector: { matchLabels: { app: 'a' } } }),
+    cfg('ServiceEntry', 'ns', 'a', { hosts: ['a.example.com'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }], resolution: 'STATIC', workloadSelector: { labels: { app: 'a' } } }),
     cfg('WorkloadEntry', 'ns', 'w1', { address: '10.0.0.1', labels: { app: 'a' } }),
   ]);
   const reg = new ServiceEntryRegistry(store);

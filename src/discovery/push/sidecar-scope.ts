@@ -62,7 +62,9 @@ export function selectSidecar(
 ): Config<'Sidecar'> | undefined {
   const sorted = [...sidecars].sort(byAge);
   const inNs = sorted.filter((s) => s.meta.namespace === namespace);
-  const withSelector = inNs.find((s) => !isEmptySelector(s.spec.workloadSelector?.matchLabels) && selectorMatches(s.spec.workloadSelector?.matchLabels, labels));
+  // Sidecar's selector field is `labels` (Istio's networking WorkloadSelector); accept `matchLabels` too.
+  const selectorOf = (s: (typeof inNs)[number]) => s.spec.workloadSelector?.labels ?? s.spec.workloadSelector?.matchLabels;
+  const withSelector = inNs.find((s) => !isEmptySelector(selectorOf(s)) && selectorMatches(selectorOf(s), labels));
   if (withSelector) return withSelector;
   const nsWide = inNs.find((s) => isEmptySelector(s.spec.workloadSelector?.matchLabels));
   if (nsWide) return nsWide;

@@ -76,7 +76,8 @@ export function convertServiceEntries(inputs: ServiceEntryInputs, opts: Registry
     const ns = se.meta.namespace;
     const resolution = seResolution(spec.resolution);
     const ports: ServicePort[] = (spec.ports ?? []).map((p) => ({ name: p.name, port: p.number, protocol: parseProtocol(p.protocol) }));
-    const selector = spec.workloadSelector?.matchLabels;
+    // Istio's ServiceEntry selector field is `labels`; `matchLabels` is accepted for YAML written the other way.
+    const selector = spec.workloadSelector?.labels ?? spec.workloadSelector?.matchLabels;
 
     let workloads: Workload[];
     if (!isEmptySelector(selector)) {

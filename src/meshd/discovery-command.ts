@@ -1,0 +1,188 @@
+// `pilot-discovery discovery`: composes the config sources, registries, push context and ADS server
+// into the daemon shell. Config and registry changes rebuild the push context and push to proxies
+// (endpoint-only changes push EDS alone); the shell serves it all on the spec's listeners.
+import { CommandError, type Handler, type RunContext } from '../cli/context';
+import { EnvTable } from '../cli/env';
+import type { Config } from '../config/types';
+import type { ConfigStore, ConfigEvent } from '../config/store';
+import { AggregateConfigStore } from '../config/aggregate';
+import { FileConfigStore } from '../config/file';
+import { MESH_KINDS } from '../config/schemas';
+import { convertObject } from '../config/parse';
+import { validateConfig } from '../config/validate';
+import { configKey } from '../config/types';
+import type { Endpoint, Proxy } from '../discovery/model';
+import { buildRegistries } from '../discovery/registry';
+import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
+import { proxyFromNode } from '../discovery/proxy';
+import { generatorsFor } from '../xds/gen';
+import type { Generator } from '../xds/types';
+import { AdsServer, adsSettingsFromEnv, newPushRequest } from '../xds/server';
+import { configDumpJson, type TypedResources } from '../xds/config-dump';
+import { registerScope } from '../lib/log';
+import { runDaemon } from './daemon';
+import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
+
+const log = registerScope('model', 'mesh model');
+
+/** Whether orchestrator client configuration is available: a file, or the in-cluster variables. */
+function orchestratorAvailable(ctx: RunContext): boolean {
+  return Boolean(ctx.flags['orchconfig']) || Boolean(ctx.env['ORCH_SERVICE_HOST'] ?? ctx.env['KUBERNETES_SERVICE_HOST']);
+}
+
+async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: ConfigStore; nodeLocality?: (n: string) => string | undefined }> {
+  const stores: ConfigStore[] = [];
+  const configDir = ctx.flags['configDir'] as string;
+  const registries = ctx.flags['registries'] as readonly string[];
+  if (configDir) stores.push(new FileConfigStore({ dir: configDir }));
+  let nodeLocality: ((n: string) => string | undefined) | undefined;
+  if (registries.includes('Orchestrator')) {
+    if (orchestratorAvailable(ctx)) {
+      const { startOrchConfigStore, localityString } = await import('../config/orch');
+      const orch = await startOrchConfigStore({
+        orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
+        qps: ctx.flags['orchApiQPS'] as number,
+        burst: ctx.flags['orchApiBurst'] as number,
+        contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
+        watchNamespace: env.string('MESH_WATCH_NAMESPACE') || undefined,
+        clusterID: ctx.flags['clusterID'] as string,
+        env: ctx.env,
+      });
+      stores.push(orch);
+      nodeLocality = (n) => {
+        const l = orch.nodeLocality(n);
+        return l ? localityString(l) : undefined;
+      };
+    } else if (configDir) {
+      // Istio would fail without a cluster; mesh runs from files alone, and Service/EndpointSlice YAML in
+      // the folder still feeds the Orchestrator registry.
+      log.info('no orchestrator configuration (--orchconfig or in-cluster): reading Orchestrator objects from --configDir only');
+    } else {
+      throw new CommandError(
+        'no orchestrator configuration: give --orchconfig, run inside a cluster, or serve from files with --configDir',
+      );
+    }
+  } else if (!configDir) {
+    log.info('no --configDir and no Orchestrator registry: serving an empty configuration');
+  }
+  const store = stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores);
+  return { store, nodeLocality };
+}
+
+function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
+  return {
+    domain: ctx.flags['domain'] as string,
+    clusterId: ctx.flags['clusterID'] as string,
+    rootNamespace: ctx.flags['namespace'] as string,
+    scopeGatewayToNamespace: env.bool('PILOT_SCOPE_GATEWAY_TO_NAMESPACE'),
+    sendUnhealthyEndpoints: env.bool('PILOT_SEND_UNHEALTHY_ENDPOINTS'),
+    drainingLabel: env.string('PILOT_DRAINING_LABEL'),
+    http10: env.bool('PILOT_HTTP10'),
+    enable100Continue: env.bool('ENABLE_100_CONTINUE_HEADERS'),
+    routeCollapse: env.bool('PILOT_ENABLE_ROUTE_COLLAPSE_OPTIMIZATION'),
+    dnsJitterMs: env.duration('PILOT_DNS_JITTER_DURATION'),
+  };
+}
+
+/** Validation for the webhook: the object as Kubernetes sends it. */
+function validateObject(obj: Readonly<Record<string, unknown>>): ValidationResult {
+  const converted = convertObject(obj, { source: 'admission review' });
+  if (!converted.config) {
+    if (converted.errors.length === 0) return { errors: [], unknownType: true };
+    return { errors: converted.errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)) };
+  }
+  const { errors, warnings } = validateConfig(converted.config);
+  return { errors: errors.map((e) => `${e.field}: ${e.message}`), warnings: warnings.map((w) => `${w.field}: ${w.message}`) };
+}
+
+export const run: Handler = async (ctx) => {
+  const env = new EnvTable(ctx.program.env, ctx.env);
+  const { store, nodeLocality } = await configStores(ctx, env);
+  const registries = ctx.flags['registries'] as readonly string[];
+  let registry;
+  try {
+    registry = buildRegistries(store, registries, {
+      domain: ctx.flags['domain'] as string,
+      clusterId: ctx.flags['clusterID'] as string,
+      nodeLocality,
+      selectWorkloadEntries: env.bool('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
+    });
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
+  const opts = pushOptions(ctx, env);
+  let push: PushContext = initPushContext(store, registry, opts);
+
+  // A proxy's generator table depends only on the proxy, so it is made once per proxy.
+  const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();
+  const server = new AdsServer<PushContext>({
+    generators: (proxy, typeUrl) => {
+      let t = tables.get(proxy);
+      if (!t) tables.set(proxy, (t = generatorsFor(proxy) as Record<string, Generator<PushContext>>));
+      return t[typeUrl];
+    },
+    parseNode: proxyFromNode,
+    pushContext: () => push,
+    settings: adsSettingsFromEnv(env),
+  });
+
+  const unsubscribeConfig = store.subscribe((events: readonly ConfigEvent[]) => {
+    push = initPushContext(store, registry, opts);
+    server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { config: events.length } }));
+  });
+  const unsubscribeRegistry = registry.subscribe((ev) => {
+    if (ev.endpointsOnly) {
+      push = push.withRegistryUpdates(registry, ev.hostnames);
+      server.pushAll(newPushRequest(push, { full: false, edsUpdates: ev.hostnames, reasons: { endpoint: ev.hostnames.size } }));
+    } else {
+      push = initPushContext(store, registry, opts);
+      server.pushAll(newPushRequest(push, { full: true, reasons: { service: ev.hostnames.size } }));
+    }
+  });
+  store.whenSynced().then(
+    () => {
+      push = initPushContext(store, registry, opts);
+      server.pushAll(newPushRequest(push, { full: true, reasons: { global: 1 } }));
+    },
+    (e: unknown) => log.error(`config source failed to sync: ${(e as Error).message}`),
+  );
+
+  const xds: XdsServerHandle = {
+    attach: (grpcServer, o) => server.attach(grpcServer, { secure: o.secure }),
+    connections: () => server.connections(),
+    forceDisconnect: (id) => server.forceDisconnect(id),
+    stop: (graceMs) => server.stop(graceMs),
+    pushAll: () => server.pushAll(newPushRequest(push, { full: true, reasons: { debug: 1 } }), { immediate: true }),
+    configDump: (id, o) => {
+      const con = server.connection(id);
+      if (!con) return undefined;
+      const byType = new Map<string, TypedResources>();
+      for (const w of con.watches) {
+        const got = server.resourcesFor(id, w.typeUrl);
+        if (got) byType.set(w.typeUrl, { version: got.version, resources: got.resources, lastUpdated: w.lastSendTime });
+      }
+      return configDumpJson(byType, { includeEds: o.includeEds });
+    },
+  };
+
+  const providers: MeshdProviders = {
+    synced: () => {
+      if (!store.hasSynced()) return { ready: false, reason: 'config not synced' };
+      if (!registry.hasSynced()) return { ready: false, reason: 'service registries not synced' };
+      return { ready: true };
+    },
+    configs: () => MESH_KINDS.flatMap((k) => store.list(k) as readonly Config[]),
+    services: () => push.allServices(),
+    endpoints: () => push.allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
+    pushStatus: () => undefined,
+    xds,
+    validate: validateObject,
+    close: async () => {
+      unsubscribeConfig();
+      unsubscribeRegistry();
+      registry.close();
+      await store.close();
+    },
+  };
+  return runDaemon(ctx, providers);
+};

@@ -1,0 +1,146 @@
+// One ADS stream: the proxy it serves, its watches, and a serial task chain so requests and pushes for the
+// same stream never interleave (Istio handles both on one goroutine per stream).
+import * as grpc from '@grpc/grpc-js';
+import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
+import type { Proxy } from '../../discovery/model';
+import { orderTypes } from './type-urls';
+import { watchInfo, type WatchInfo, type WatchState } from './watch';
+
+export type StreamKind = 'sotw' | 'delta';
+export type ListenerKind = 'plaintext' | 'tls';
+export type SendResult = 'ok' | 'closed' | 'timeout' | 'error';
+
+/** Debug view of a connection (adsz, syncz, connections). */
+export interface ConnectionInfo {
+  /** Istio's connection ID: `<proxy id>-<counter>`. */
+  conId: string;
+  /** Same as conId (the daemon's XdsConnectionInfo name). */
+  id: string;
+  peer: string;
+  /** Same as peer (the daemon's XdsConnectionInfo name). */
+  peerAddress: string;
+  kind: StreamKind;
+  listener: ListenerKind;
+  proxy: Proxy;
+  /** ms since epoch. */
+  connectedAt: number;
+  /** Verified identities of the peer (TLS client certificate URI SANs), when authenticated. */
+  identities?: string[];
+  /** Version of the last push (or initial state) this connection was served from. */
+  pushVersion: string;
+  /** Watched types in push order. */
+  watches: WatchInfo[];
+  /** Same as watches (the daemon's XdsConnectionInfo name). */
+  watched: WatchInfo[];
+}
+
+type AnyDuplex = grpc.ServerDuplexStream<unknown, unknown>;
+
+export class XdsConnection<P> {
+  conId = '';
+  proxy: Proxy | undefined;
+  node: Node | undefined;
+  identities: readonly string[] | undefined;
+  readonly watches = new Map<string, WatchState>();
+  /** Push context and response version this connection currently answers from. */
+  lastPush: { push: P; version: string } | undefined;
+  closed = false;
+  /** Cleanup ran (removed from the server's tables). */
+  released = false;
+
+  private chain: Promise<void> = Promise.resolve();
+  private readonly pendingSends = new Set<(r: SendResult) => void>();
+
+  constructor(
+    readonly kind: StreamKind,
+    readonly call: AnyDuplex,
+    readonly peer: string,
+    readonly listener: ListenerKind,
+    readonly connectedAt: number,
+    private readonly onTaskError: (err: unknown) => void,
+  ) {}
+
+  get initialized(): boolean {
+    return this.proxy !== undefined;
+  }
+
+  /** Runs `task` after every task queued before it. */
+  run(task: () => Promise<void> | void): Promise<void> {
+    const next = this.chain.then(async () => {
+      if (this.closed) return;
+      try {
+        await task();
+      } catch (err) {
+        this.onTaskError(err);
+      }
+    });
+    this.chain = next;
+    return next;
+  }
+
+  /** Resolves once every task queued so far has finished. */
+  idle(): Promise<void> {
+    return this.chain;
+  }
+
+  /**
+   * Writes one response and waits until grpc-js has handed it to the transport (flow control applies), the
+   * stream closes, or `timeoutMs` (0: none) passes.
+   */
+  send(message: unknown, timeoutMs: number): Promise<SendResult> {
+    if (this.closed) return Promise.resolve('closed');
+    return new Promise<SendResult>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const finish = (r: SendResult): void => {
+        if (!this.pendingSends.delete(finish)) return;
+        if (timer) clearTimeout(timer);
+        resolve(r);
+      };
+      this.pendingSends.add(finish);
+      if (timeoutMs > 0) timer = setTimeout(() => finish('timeout'), timeoutMs);
+      try {
+        // grpc-js never calls back for a write on a cancelled call; markClosed() settles those.
+        this.call.write(message, (err: unknown) => finish(err ? 'error' : 'ok'));
+      } catch {
+        finish('error');
+      }
+    });
+  }
+
+  /** The stream is gone (cancelled, errored, finished): settle pending writes. */
+  markClosed(): void {
+    this.closed = true;
+    for (const finish of [...this.pendingSends]) finish('closed');
+  }
+
+  /** Ends the stream from the server side with a status. */
+  end(code: grpc.status, details: string): void {
+    if (this.closed) return;
+    this.markClosed();
+    try {
+      if (code === grpc.status.OK) this.call.end();
+      else this.call.emit('error', { code, details, metadata: new grpc.Metadata() });
+    } catch {
+      // Already torn down by the transport.
+    }
+  }
+
+  info(): ConnectionInfo | undefined {
+    if (!this.proxy) return undefined;
+    const watches = orderTypes(this.watches.keys()).map((t) => watchInfo(this.watches.get(t) as WatchState));
+    return {
+      conId: this.conId,
+      id: this.conId,
+      peer: this.peer,
+      peerAddress: this.peer,
+      kind: this.kind,
+      listener: this.listener,
+      proxy: this.proxy,
+      connectedAt: this.connectedAt,
+      identities: this.identities ? [...this.identities] : undefined,
+      pushVersion: this.lastPush?.version ?? '',
+      watches,
+      watched: watches,
+    };
+  }
+}

@@ -1,0 +1,136 @@
+// Incremental (delta) xDS rules as the Envoy xDS protocol documents them: subscriptions change by
+// resource_names_subscribe/unsubscribe; `*` subscribes to everything, and a client that never named anything
+// is treated as subscribed to `*` ("legacy wildcard") until it names something; initial_resource_versions
+// tells a reconnecting client's holdings; per-resource versions are content hashes, so only changed
+// resources are sent and vanished ones are listed in removed_resources.
+import type { HashedResource } from './resources';
+import { newWatch, type NackRecord, type WatchState } from './watch';
+
+export interface DeltaRequestView {
+  typeUrl: string;
+  resourceNamesSubscribe: readonly string[];
+  resourceNamesUnsubscribe: readonly string[];
+  initialResourceVersions: Readonly<Record<string, string>>;
+  responseNonce: string;
+  errorDetail?: { code: number; message: string };
+}
+
+export interface DeltaDecision {
+  /** Generate and answer now. */
+  respond: boolean;
+  /** The answer goes out even if it carries nothing (first request of a type, new subscriptions). */
+  required: boolean;
+  /** Names the client subscribed to in this request: sent even if the client seems to hold them. */
+  force: ReadonlySet<string>;
+  init: boolean;
+  nack?: NackRecord;
+  /** The request echoed a nonce other than the last one sent (it is not an ACK). */
+  expired: boolean;
+}
+
+function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<string>): { wildcardAdded: boolean; unsubscribed: string[] } {
+  let wildcardAdded = false;
+  const unsubscribed: string[] = [];
+  for (const name of req.resourceNamesSubscribe) {
+    w.explicitEver = true;
+    if (name === '*') {
+      if (!w.star) wildcardAdded = true;
+      w.star = true;
+    } else {
+      w.names.add(name);
+      force.add(name);
+    }
+  }
+  for (const name of req.resourceNamesUnsubscribe) {
+    if (name === '*') {
+      w.explicitEver = true;
+      w.star = false;
+    } else if (w.names.delete(name)) {
+      // The client drops what it unsubscribes from; if `*` still covers it, it is sent again.
+      w.known.delete(name);
+      force.delete(name);
+      unsubscribed.push(name);
+    }
+  }
+  const wasWildcard = w.wildcard;
+  w.wildcard = w.star || !w.explicitEver;
+  if (!wasWildcard && w.wildcard) wildcardAdded = true;
+  if (wasWildcard && !w.wildcard) {
+    // Leaving wildcard: the client keeps only what it named explicitly.
+    for (const n of [...w.known.keys()]) if (!w.names.has(n)) w.known.delete(n);
+  }
+  return { wildcardAdded, unsubscribed };
+}
+
+/** Applies one delta request to the connection's watches and says whether to answer. */
+export function deltaOnRequest(watches: Map<string, WatchState>, req: DeltaRequestView, now: number): DeltaDecision {
+  const nack: NackRecord | undefined = req.errorDetail
+    ? { time: now, nonce: req.responseNonce, versionInfo: '', code: req.errorDetail.code, message: req.errorDetail.message }
+    : undefined;
+  const force = new Set<string>();
+  let w = watches.get(req.typeUrl);
+  if (!w) {
+    w = newWatch(req.typeUrl);
+    watches.set(req.typeUrl, w);
+    // initial_resource_versions is only meaningful on the first request of a type on a stream.
+    for (const [name, version] of Object.entries(req.initialResourceVersions)) w.known.set(name, version);
+    applySubscriptions(w, req, force);
+    if (nack) w.lastNack = nack;
+    // A reconnecting client re-subscribes to what it holds; what it already holds unchanged is not resent.
+    for (const name of [...force]) if (w.known.has(name)) force.delete(name);
+    return { respond: true, required: true, force, init: true, nack, expired: false };
+  }
+  let expired = false;
+  if (req.responseNonce !== '') {
+    if (req.responseNonce === w.nonceSent) {
+      if (!nack) {
+        w.nonceAcked = req.responseNonce;
+        w.versionAcked = w.versionSent;
+        w.lastNack = undefined;
+      }
+    } else {
+      expired = true;
+    }
+  }
+  if (nack) w.lastNack = nack;
+  // Unlike SotW, subscription changes ride on any request (ACKs, NACKs, even stale ones), so apply them.
+  const { wildcardAdded, unsubscribed } = applySubscriptions(w, req, force);
+  const alwaysRespond = w.alwaysRespond;
+  w.alwaysRespond = false;
+  const required = force.size > 0 || wildcardAdded || alwaysRespond;
+  const respond = required || (unsubscribed.length > 0 && w.wildcard);
+  return { respond, required, force, init: false, nack, expired };
+}
+
+export interface DeltaDiff {
+  send: HashedResource[];
+  removed: string[];
+}
+
+/**
+ * What to send a delta client: resources that are new or changed against what it holds (or forced), and
+ * names it holds that no longer exist. `scope` limits the comparison to some names (incremental EDS);
+ * forced names that do not exist are reported removed so the client stops waiting for them.
+ */
+export function deltaDiff(
+  known: ReadonlyMap<string, string>,
+  desired: readonly HashedResource[],
+  force: ReadonlySet<string> | 'all',
+  scope?: ReadonlySet<string>,
+): DeltaDiff {
+  const send = desired.filter((r) => force === 'all' || force.has(r.name) || known.get(r.name) !== r.hash);
+  const present = new Set(desired.map((r) => r.name));
+  const removed = new Set<string>();
+  for (const name of known.keys()) {
+    if (scope && !scope.has(name)) continue;
+    if (!present.has(name)) removed.add(name);
+  }
+  if (force !== 'all') for (const name of force) if (!present.has(name)) removed.add(name);
+  return { send, removed: [...removed].sort() };
+}
+
+/** Records what a delta response carried. */
+export function deltaRecordSent(w: WatchState, diff: DeltaDiff): void {
+  for (const r of diff.send) w.known.set(r.name, r.hash);
+  for (const n of diff.removed) w.known.delete(n);
+}

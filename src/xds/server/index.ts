@@ -1,0 +1,38 @@
+// Public API of the ADS server.
+export {
+  AdsServer,
+  type AdsServerOptions,
+  type AdsServerStats,
+  type AttachOptions,
+  type GeneratorTable,
+  type PushAllOptions,
+} from './server';
+export type { ConnectionInfo, ListenerKind, StreamKind } from './connection';
+export type { NackRecord, WatchInfo } from './watch';
+export {
+  adsSettingsFromEnv,
+  DEFAULT_ADS_SETTINGS,
+  DEFAULT_GRPC_SERVER_LIMITS,
+  grpcServerLimitsFrom,
+  grpcServerOptions,
+  resolvePushThrottle,
+  type AdsSettings,
+  type GrpcServerLimits,
+} from './settings';
+export {
+  authenticateXdsPeer,
+  authorizeXdsProxy,
+  checkXdsAccess,
+  parseSpiffeIdentity,
+  uriSans,
+  type SpiffeIdentity,
+  type XdsAuthDenied,
+  type XdsAuthenticated,
+  type XdsAuthorized,
+  type XdsAuthSettings,
+  type XdsClaim,
+  type XdsTransport,
+} from './auth';
+export { mergePushRequests, newPushRequest, PROXY_REQUEST_TRIGGER, UNKNOWN_TRIGGER, type PushRequestInit } from './push-request';
+export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from './type-urls';
+export type { XdsCacheStats } from './cache';

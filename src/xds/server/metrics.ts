@@ -1,0 +1,122 @@
+// The xDS server's metrics, with Istio's names, labels and buckets (pilot/pkg/xds/monitoring.go and
+// pkg/xds/monitoring.go).
+import type { Gauge } from 'prom-client';
+import { defineCounter, defineGauge, defineHistogram } from '../../lib/metrics';
+import { metricType } from './type-urls';
+import { TYPE_URL } from '../types';
+
+export const xdsClients = defineGauge<'version'>({
+  name: 'pilot_xds',
+  help: 'Number of endpoints connected to this pilot using XDS.',
+  labelNames: ['version'],
+});
+
+export const xdsPushes = defineCounter<'type'>({
+  name: 'pilot_xds_pushes',
+  help: 'Pilot build and send errors for lds, rds, cds and eds.',
+  labelNames: ['type'],
+});
+
+export const configSizeBytes = defineHistogram<'type'>({
+  name: 'pilot_xds_config_size_bytes',
+  help: 'Distribution of configuration sizes pushed to clients',
+  labelNames: ['type'],
+  buckets: [1, 10000, 1000000, 4000000, 10000000, 40000000],
+});
+
+export const sendTime = defineHistogram({
+  name: 'pilot_xds_send_time',
+  help: 'Total time in seconds Pilot takes to send generated configuration.',
+  buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+});
+
+export const pushTime = defineHistogram<'type'>({
+  name: 'pilot_xds_push_time',
+  help: 'Total time in seconds Pilot takes to push lds, rds, cds and eds.',
+  labelNames: ['type'],
+  buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+});
+
+export const proxiesConvergeDelay = defineHistogram({
+  name: 'pilot_proxy_convergence_time',
+  help: 'Delay in seconds between config change and a proxy receiving all required configuration.',
+  buckets: [0.1, 0.5, 1, 3, 5, 10, 20, 30],
+});
+
+export const proxiesQueueTime = defineHistogram({
+  name: 'pilot_proxy_queue_time',
+  help: 'Time in seconds, a proxy is in the push queue before being dequeued.',
+  buckets: [0.1, 0.5, 1, 3, 5, 10, 20, 30],
+});
+
+export const debounceTime = defineHistogram({
+  name: 'pilot_debounce_time',
+  help: 'Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue.',
+  buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+});
+
+export const pushTriggers = defineCounter<'type'>({
+  name: 'pilot_push_triggers',
+  help: 'Total number of times a push was triggered, labeled by reason for the push.',
+  labelNames: ['type'],
+});
+
+export const responseWriteTimeouts = defineCounter({
+  name: 'pilot_xds_write_timeout',
+  help: 'Pilot XDS response write timeouts.',
+});
+
+export const totalXdsInternalErrors = defineCounter({
+  name: 'pilot_total_xds_internal_errors',
+  help: 'Total number of internal XDS errors in pilot.',
+});
+
+export const expiredNonce = defineCounter<'type'>({
+  name: 'pilot_xds_expired_nonce',
+  help: 'Total number of XDS requests with an expired nonce.',
+  labelNames: ['type'],
+});
+
+export const totalXdsRejects = defineCounter<'type'>({
+  name: 'pilot_total_xds_rejects',
+  help: 'Total number of XDS responses from pilot rejected by proxy.',
+  labelNames: ['type'],
+});
+
+// Kept for compatibility, as in Istio: per node and gRPC error code, only ever incremented.
+const rejectGauges: Readonly<Record<string, Gauge<'node' | 'err'>>> = {
+  [TYPE_URL.cluster]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_cds_reject', help: 'Pilot rejected CDS configs.', labelNames: ['node', 'err'] }),
+  [TYPE_URL.endpoint]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_eds_reject', help: 'Pilot rejected EDS.', labelNames: ['node', 'err'] }),
+  [TYPE_URL.listener]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_lds_reject', help: 'Pilot rejected LDS.', labelNames: ['node', 'err'] }),
+  [TYPE_URL.route]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_rds_reject', help: 'Pilot rejected RDS.', labelNames: ['node', 'err'] }),
+};
+
+/** A proxy rejected (NACKed) a response of `typeUrl`. `node` is the proxy ID, `err` the Go gRPC code name. */
+export function incrementXdsRejects(typeUrl: string, node: string, err: string): void {
+  totalXdsRejects.inc({ type: metricType(typeUrl) });
+  rejectGauges[typeUrl]?.inc({ node, err });
+}
+
+/** A response was sent: Istio's recordPushTime (pilot_xds_pushes counts successful sends per type). */
+export function recordPush(typeUrl: string, seconds: number): void {
+  const type = metricType(typeUrl);
+  pushTime.observe({ type }, seconds);
+  xdsPushes.inc({ type });
+}
+
+/** A send failed for a reason other than the stream closing. */
+export function recordSendError(typeUrl: string): void {
+  xdsPushes.inc({ type: `${metricType(typeUrl)}_senderr` });
+}
+
+const clientsByVersion = new Map<string, number>();
+
+export function recordXdsClients(version: string, delta: number): void {
+  const n = (clientsByVersion.get(version) ?? 0) + delta;
+  clientsByVersion.set(version, n);
+  xdsClients.set({ version }, n);
+}
+
+export function recordPushTriggers(reasons: ReadonlyMap<string, number>): void {
+  for (const [reason, n] of reasons) pushTriggers.inc({ type: reason }, n);
+}

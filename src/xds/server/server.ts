@@ -1,0 +1,745 @@
+// The ADS server (Istio's DiscoveryServer, pilot/pkg/xds): serves StreamAggregatedResources (state of the
+// world) and DeltaAggregatedResources (incremental) on grpc-js servers the caller owns, answers requests
+// with ACK/NACK detection, and pushes config changes through debouncing, a per-connection push queue and a
+// concurrency throttle. Generation is delegated to Generator<P> implementations; P is the push context.
+import { randomUUID } from 'node:crypto';
+import { create } from '@bufbuild/protobuf';
+import type { GenService } from '@bufbuild/protobuf/codegenv2';
+import * as grpc from '@grpc/grpc-js';
+import { ControlPlaneSchema, type ControlPlane, type Node } from '../../gen/envoy/config/core/v3/base_pb';
+import { AggregatedDiscoveryService } from '../../gen/envoy/service/discovery/v3/ads_pb';
+import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../../gen/envoy/service/discovery/v3/discovery_pb';
+import type { Proxy } from '../../discovery/model';
+import { registerScope } from '../../lib/log/index';
+import { addGrpcService, type GrpcServiceImplementation } from '../grpc';
+import { TYPE_URL, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
+import { authenticateXdsPeer, authorizeXdsProxy, uriSans, type XdsTransport } from './auth';
+import { XdsCache, type XdsCacheStats } from './cache';
+import { XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
+import { Debouncer, type DebouncedPush } from './debounce';
+import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from './encode';
+import { deltaDiff, deltaOnRequest, deltaRecordSent, type DeltaDiff } from './delta';
+import {
+  configSizeBytes,
+  debounceTime,
+  expiredNonce,
+  incrementXdsRejects,
+  proxiesConvergeDelay,
+  proxiesQueueTime,
+  recordPush,
+  recordPushTriggers,
+  recordSendError,
+  recordXdsClients,
+  responseWriteTimeouts,
+  sendTime,
+  totalXdsInternalErrors,
+} from './metrics';
+import { PushQueue, type QueuedPush } from './push-queue';
+import { PROXY_REQUEST_TRIGGER, reasonsOrUnknown } from './push-request';
+import { hashResource, totalSize, type HashedResource } from './resources';
+import { DEFAULT_ADS_SETTINGS, resolvePushThrottle, type AdsSettings } from './settings';
+import { sotwOnRequest, sotwPushSelection, sotwRecordSent } from './sotw';
+import { clusterHostname, grpcCodeName, HEALTH_INFO_TYPE_URL, isWildcardType, metricType, orderTypes, shortType } from './type-urls';
+import { watchedResource, type WatchState } from './watch';
+
+const log = registerScope('ads', 'ads debugging');
+const deltaLog = registerScope('delta', 'delta xds debugging');
+
+/** Generators by type URL, or a function choosing one per proxy (e.g. proxyless gRPC clients). */
+export type GeneratorTable<P> =
+  | Readonly<Record<string, Generator<P>>>
+  | ((proxy: Proxy, typeUrl: string) => Generator<P> | undefined);
+
+export interface AdsServerOptions<P extends { version: string }> {
+  generators: GeneratorTable<P>;
+  /** Node → Proxy (ID, metadata). A throw rejects the stream with INVALID_ARGUMENT and the message. */
+  parseNode: (node: Node) => Proxy;
+  /** The current push context: new connections and requests are answered from it. */
+  pushContext: () => P;
+  settings?: Partial<AdsSettings>;
+  /**
+   * Enables the xDS cache: proxies for which this returns the same string get the same output for the same
+   * watched resource and push context. undefined = don't cache this generation.
+   */
+  cacheKey?: (proxy: Proxy, watched: WatchedResource, req: PushRequest<P>) => string | undefined;
+  /** Response version of a push; default `<push.version>/<n>` with n counting pushes of this server. */
+  versionFor?: (push: P, seq: number) => string;
+  /** Sent as control_plane.identifier in every response when set (Istio: JSON of component, ID, version). */
+  controlPlaneIdentifier?: string;
+  /** Host of an EDS resource name, for incremental pushes; default Istio's `outbound|port|subset|host`. */
+  endpointHostname?: (resourceName: string) => string;
+  now?: () => number;
+}
+
+export interface AttachOptions {
+  /** Which listener the grpc server serves: XDS_AUTH authenticates `tls` streams by client certificate. */
+  listener?: ListenerKind;
+  /** Shorthand: true is `listener: 'tls'` (ignored when listener is given). */
+  secure?: boolean;
+}
+
+export interface PushAllOptions {
+  /** Skip debouncing (debug endpoints). */
+  immediate?: boolean;
+}
+
+export interface AdsServerStats {
+  connections: number;
+  /** Connections waiting in the push queue. */
+  pendingPushes: number;
+  /** Connections being pushed now. */
+  inFlightPushes: number;
+  /** Pushes dispatched to the queue (after debouncing). */
+  pushesDispatched: number;
+  /** Requests waiting in the debouncer. */
+  debouncing: number;
+  pushThrottle: number;
+  cache?: XdsCacheStats;
+}
+
+type AdsMethods = typeof AggregatedDiscoveryService extends GenService<infer S> ? S : never;
+type SotwCall = grpc.ServerDuplexStream<DiscoveryRequest, unknown>;
+type DeltaCall = grpc.ServerDuplexStream<DeltaDiscoveryRequest, unknown>;
+type AnyCall = grpc.ServerDuplexStream<DiscoveryRequest | DeltaDiscoveryRequest, unknown>;
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export class AdsServer<P extends { version: string }> {
+  readonly settings: Readonly<AdsSettings>;
+  readonly pushThrottle: number;
+
+  private readonly streams = new Set<XdsConnection<P>>();
+  private readonly byId = new Map<string, XdsConnection<P>>();
+  private readonly queue = new PushQueue<XdsConnection<P>, P>();
+  private readonly debouncer: Debouncer<P>;
+  private readonly cache: XdsCache | undefined;
+  private readonly now: () => number;
+  private readonly controlPlane: ControlPlane | undefined;
+  private readonly endpointHostname: (name: string) => string;
+
+  private pushSeq = 0;
+  private connectionSeq = 0;
+  private dispatched = 0;
+  private current: { push: P; version: string } | undefined;
+  /** Push context the cache entries were made for; a full push with another one empties the cache. */
+  private cachePush: P | undefined;
+  private inFlight = 0;
+  private pumpScheduled = false;
+  private stopping: Promise<void> | undefined;
+
+  constructor(private readonly opts: AdsServerOptions<P>) {
+    this.settings = { ...DEFAULT_ADS_SETTINGS, ...opts.settings };
+    this.pushThrottle = resolvePushThrottle(this.settings.pushThrottle);
+    this.now = opts.now ?? Date.now;
+    this.endpointHostname = opts.endpointHostname ?? clusterHostname;
+    this.controlPlane = opts.controlPlaneIdentifier ? create(ControlPlaneSchema, { identifier: opts.controlPlaneIdentifier }) : undefined;
+    this.cache = this.settings.xdsCache && opts.cacheKey ? new XdsCache(this.settings.xdsCacheSize) : undefined;
+    this.debouncer = new Debouncer<P>(
+      { afterMs: this.settings.debounceAfterMs, maxMs: this.settings.debounceMaxMs, enableEds: this.settings.enableEdsDebounce },
+      (req, info) => this.dispatch(req, info),
+      this.now,
+    );
+  }
+
+  // ---- wiring ---------------------------------------------------------------------------------------
+
+  /**
+   * Adds the AggregatedDiscoveryService to a grpc-js server the caller binds. With MESH_DELTA_XDS=false the
+   * delta method is left out, so grpc-js answers it UNIMPLEMENTED like a server without delta support.
+   */
+  attach(server: grpc.Server, options: AttachOptions = {}): void {
+    const listener: ListenerKind = options.listener ?? (options.secure ? 'tls' : 'plaintext');
+    const impl: Partial<GrpcServiceImplementation<AdsMethods>> = {
+      streamAggregatedResources: (call) => this.acceptStream('sotw', call as unknown as SotwCall, listener),
+    };
+    if (this.settings.deltaXds) {
+      impl.deltaAggregatedResources = (call) => this.acceptStream('delta', call as unknown as DeltaCall, listener);
+    }
+    addGrpcService(server, AggregatedDiscoveryService, impl);
+  }
+
+  // ---- pushes ---------------------------------------------------------------------------------------
+
+  /**
+   * Queues a push to every connection, debounced per PILOT_DEBOUNCE_* unless `immediate`. Returns the
+   * number of connections now (those connected when the push is dispatched get it).
+   */
+  pushAll(req: PushRequest<P>, options: PushAllOptions = {}): number {
+    if (this.stopping) return 0;
+    if (options.immediate) this.dispatch(req, { events: 1, waitedMs: 0, debounced: false });
+    else this.debouncer.submit(req);
+    return this.byId.size;
+  }
+
+  private nextVersion(push: P): string {
+    const seq = ++this.pushSeq;
+    return this.opts.versionFor ? this.opts.versionFor(push, seq) : `${push.version}/${seq}`;
+  }
+
+  /** The push context and version new connections start from. */
+  private currentPush(): { push: P; version: string } {
+    const push = this.opts.pushContext();
+    if (!this.current || this.current.push !== push) this.current = { push, version: this.nextVersion(push) };
+    return this.current;
+  }
+
+  private dispatch(req: PushRequest<P>, info: DebouncedPush): void {
+    if (this.stopping) return;
+    this.dispatched++;
+    if (info.debounced) {
+      debounceTime.observe(info.waitedMs / 1000);
+      log.info(
+        `Push debounce stable[${this.dispatched}] ${info.events} for config ${[...req.configsUpdated].join(', ') || '(all)'}: ${info.waitedMs}ms since first change, full=${req.full}`,
+      );
+    }
+    if (this.cache) {
+      if (req.full && this.cachePush !== req.push) this.cache.clear();
+      if (req.full) this.cachePush = req.push;
+      else this.cache.invalidateEndpoints(req.edsUpdates);
+    }
+    const version = this.nextVersion(req.push);
+    this.current = { push: req.push, version };
+    const enqueuedAt = this.now();
+    log.info(`XDS: ${req.full ? 'Pushing' : 'Incremental Pushing'} ConnectedEndpoints:${this.byId.size} Version:${version}`);
+    for (const con of this.byId.values()) this.queue.enqueue(con, { req, version, enqueuedAt });
+    this.pump();
+  }
+
+  private pump(): void {
+    if (this.pumpScheduled || this.stopping) return;
+    this.pumpScheduled = true;
+    // Deferred so that a burst of enqueues is drained together and requests get processed in between.
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      while (!this.stopping && this.inFlight < this.pushThrottle) {
+        const item = this.queue.dequeue();
+        if (!item) break;
+        this.inFlight++;
+        void this.runQueuedPush(item.con, item.push).finally(() => {
+          this.queue.markDone(item.con);
+          this.inFlight--;
+          this.pump();
+        });
+      }
+    });
+  }
+
+  private async runQueuedPush(con: XdsConnection<P>, item: QueuedPush<P>): Promise<void> {
+    if (con.closed) return;
+    proxiesQueueTime.observe(Math.max(0, this.now() - item.enqueuedAt) / 1000);
+    recordPushTriggers(reasonsOrUnknown(item.req));
+    await con.run(() => this.pushConnection(con, item));
+  }
+
+  /** Sends what changed for one connection, in Istio's push order. */
+  private async pushConnection(con: XdsConnection<P>, item: QueuedPush<P>): Promise<void> {
+    const proxy = con.proxy;
+    if (!proxy) return;
+    const { req, version } = item;
+    con.lastPush = { push: req.push, version };
+    // Clusters sent in this push: Envoy re-warms them and waits for their endpoints.
+    let clustersSent: ReadonlySet<string> | undefined;
+    for (const typeUrl of orderTypes(con.watches.keys())) {
+      if (!req.full && typeUrl !== TYPE_URL.endpoint) continue;
+      const w = con.watches.get(typeUrl);
+      if (!w) continue;
+      const gen = this.generatorFor(proxy, typeUrl);
+      if (!gen) continue;
+      const only = req.full || w.wildcard ? undefined : this.namesForEndpointUpdate(w, req.edsUpdates);
+      if (only && only.size === 0) continue;
+      const generated = this.generate(con, gen, w, req, only);
+      if (!generated) continue;
+      const reason = req.full ? '' : ' (incremental)';
+      if (con.kind === 'sotw') {
+        const forceAll = typeUrl === TYPE_URL.endpoint && clustersSent !== undefined;
+        const selection = sotwPushSelection(w, generated, forceAll);
+        if (!selection) continue;
+        const ok = await this.sendSotw(con, w, selection, generated, version, only === undefined, `PUSH${reason}`);
+        if (!ok) return;
+        if (typeUrl === TYPE_URL.cluster) clustersSent = new Set(selection.map((r) => r.name));
+      } else {
+        let force: ReadonlySet<string> = new Set();
+        if (typeUrl === TYPE_URL.endpoint && clustersSent) {
+          force = new Set([...clustersSent].filter((n) => w.wildcard || w.names.has(n)));
+        }
+        const diff = deltaDiff(w.known, generated, force, only);
+        if (diff.send.length === 0 && diff.removed.length === 0) continue;
+        const ok = await this.sendDelta(con, w, diff, version, `PUSH${reason}`);
+        if (!ok) return;
+        if (typeUrl === TYPE_URL.cluster) clustersSent = new Set(diff.send.map((r) => r.name));
+      }
+    }
+    proxiesConvergeDelay.observe(Math.max(0, this.now() - req.start) / 1000);
+  }
+
+  /** Watched endpoint names whose service host changed (all when the request lists none). */
+  private namesForEndpointUpdate(w: WatchState, hosts: ReadonlySet<string>): ReadonlySet<string> {
+    if (hosts.size === 0) return new Set(w.names);
+    return new Set([...w.names].filter((n) => hosts.has(this.endpointHostname(n))));
+  }
+
+  // ---- generation -----------------------------------------------------------------------------------
+
+  private generatorFor(proxy: Proxy, typeUrl: string): Generator<P> | undefined {
+    const g = this.opts.generators;
+    return typeof g === 'function' ? g(proxy, typeUrl) : g[typeUrl];
+  }
+
+  private cacheable(typeUrl: string): boolean {
+    if (!this.cache) return false;
+    if (typeUrl === TYPE_URL.cluster) return this.settings.cdsCache;
+    if (typeUrl === TYPE_URL.route) return this.settings.rdsCache;
+    return true;
+  }
+
+  /**
+   * Resources for a watch (or some of its names), hashed; undefined when the generator failed, which is
+   * counted and logged while the stream stays up.
+   */
+  private generate(
+    con: XdsConnection<P>,
+    gen: Generator<P>,
+    w: WatchState,
+    req: PushRequest<P>,
+    only?: ReadonlySet<string>,
+  ): HashedResource[] | undefined {
+    const proxy = con.proxy as Proxy;
+    const watch = watchedResource(w, only);
+    try {
+      const key = this.cacheable(w.typeUrl) ? this.opts.cacheKey?.(proxy, watch, req) : undefined;
+      if (key === undefined || !this.cache) return this.generateDirect(gen, proxy, watch, req);
+      return this.generateCached(this.cache, key, gen, proxy, watch, req);
+    } catch (err) {
+      totalXdsInternalErrors.inc();
+      log.error(`ADS:${shortType(w.typeUrl)}: generation failed for node:${con.conId}: ${errorMessage(err)}`);
+      return undefined;
+    }
+  }
+
+  private generateDirect(gen: Generator<P>, proxy: Proxy, watch: WatchedResource, req: PushRequest<P>): HashedResource[] {
+    const out = gen.generate(proxy, watch, req).resources;
+    // A by-name watch gets only what it asked for.
+    const wanted = watch.wildcard ? out : out.filter((r) => watch.resourceNames.has(r.name));
+    return wanted.map(hashResource);
+  }
+
+  private generateCached(
+    cache: XdsCache,
+    key: string,
+    gen: Generator<P>,
+    proxy: Proxy,
+    watch: WatchedResource,
+    req: PushRequest<P>,
+  ): HashedResource[] {
+    const group = cache.group(watch.typeUrl, key, req.push.version);
+    if (watch.wildcard) {
+      const name = `*${[...watch.resourceNames].sort().join(',')}`;
+      const hit = group.get(name);
+      if (hit) return hit as HashedResource[];
+      const fresh = this.generateDirect(gen, proxy, watch, req);
+      group.set(name, fresh);
+      return fresh;
+    }
+    const isEndpoint = watch.typeUrl === TYPE_URL.endpoint;
+    const out: HashedResource[] = [];
+    const missing: string[] = [];
+    for (const name of watch.resourceNames) {
+      const hit = group.get(name);
+      if (hit) {
+        for (const r of hit) out.push(r);
+      } else {
+        missing.push(name);
+      }
+    }
+    if (missing.length > 0) {
+      const fresh = this.generateDirect(gen, proxy, { typeUrl: watch.typeUrl, resourceNames: new Set(missing), wildcard: false }, req);
+      const byName = new Map(fresh.map((r) => [r.name, r]));
+      for (const name of missing) {
+        const r = byName.get(name);
+        group.set(name, r ? [r] : [], isEndpoint ? this.endpointHostname(name) : undefined);
+        if (r) out.push(r);
+      }
+    }
+    return out;
+  }
+
+  private requestPushRequest(con: XdsConnection<P>): PushRequest<P> {
+    return {
+      full: true,
+      configsUpdated: new Set(),
+      edsUpdates: new Set(),
+      reasons: new Map([[PROXY_REQUEST_TRIGGER, 1]]),
+      push: (con.lastPush as { push: P }).push,
+      start: this.now(),
+    };
+  }
+
+  // ---- sending --------------------------------------------------------------------------------------
+
+  private async sendSotw(
+    con: XdsConnection<P>,
+    w: WatchState,
+    resources: readonly HashedResource[],
+    generated: readonly HashedResource[],
+    version: string,
+    complete: boolean,
+    what: string,
+  ): Promise<boolean> {
+    const nonce = randomUUID();
+    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlane });
+    // Recorded before the write: the client's answer can only be read after this task ends.
+    w.nonceSent = nonce;
+    w.versionSent = version;
+    w.lastSendTime = this.now();
+    sotwRecordSent(w, resources, complete, generated);
+    const ok = await this.write(con, w.typeUrl, msg, resources, what, `version:${version} nonce:${nonce}`);
+    return ok;
+  }
+
+  private async sendDelta(con: XdsConnection<P>, w: WatchState, diff: DeltaDiff, version: string, what: string): Promise<boolean> {
+    const nonce = randomUUID();
+    const msg = encodeDeltaDiscoveryResponse({
+      systemVersionInfo: version,
+      resources: diff.send,
+      typeUrl: w.typeUrl,
+      removedResources: diff.removed,
+      nonce,
+      controlPlane: this.controlPlane,
+    });
+    w.nonceSent = nonce;
+    w.versionSent = version;
+    w.lastSendTime = this.now();
+    deltaRecordSent(w, diff);
+    return this.write(con, w.typeUrl, msg, diff.send, what, `removed:${diff.removed.length} version:${version} nonce:${nonce}`);
+  }
+
+  private async write(
+    con: XdsConnection<P>,
+    typeUrl: string,
+    msg: unknown,
+    resources: readonly HashedResource[],
+    what: string,
+    detail: string,
+  ): Promise<boolean> {
+    const t0 = performance.now();
+    const result = await con.send(msg, this.settings.sendTimeoutMs);
+    const seconds = (performance.now() - t0) / 1000;
+    sendTime.observe(seconds);
+    const stype = shortType(typeUrl);
+    const scope = con.kind === 'delta' ? deltaLog : log;
+    if (result === 'ok') {
+      const size = totalSize(resources);
+      recordPush(typeUrl, seconds);
+      configSizeBytes.observe({ type: typeUrl }, size);
+      scope.info(`${stype}: ${what} for node:${con.proxy?.id ?? ''} resources:${resources.length} size:${size}B`);
+      if (scope.debugEnabled()) scope.debug(`${stype}: ${con.conId} ${detail}`);
+      return true;
+    }
+    if (result === 'timeout') {
+      responseWriteTimeouts.inc();
+      scope.info(`Timeout writing ${con.conId}: ${stype}`);
+      this.closeConnection(con, grpc.status.DEADLINE_EXCEEDED, `timeout writing ${stype} response`);
+    } else if (result === 'error') {
+      recordSendError(typeUrl);
+      scope.warn(`${stype}: Send failure for node:${con.proxy?.id ?? ''} resources:${resources.length}`);
+    }
+    return false;
+  }
+
+  // ---- streams --------------------------------------------------------------------------------------
+
+  private acceptStream(kind: StreamKind, anyCall: SotwCall | DeltaCall, listener: ListenerKind): void {
+    const call = anyCall as AnyCall;
+    const peer = call.getPeer();
+    if (this.stopping) {
+      call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'server is shutting down' });
+      return;
+    }
+    const transport: XdsTransport =
+      listener === 'tls' ? { secure: true, peerUris: peerUris(call) } : { secure: false };
+    const authn = authenticateXdsPeer(this.settings, transport);
+    if (!authn.ok) {
+      log.warn(`ADS: rejected unauthenticated stream from ${peer}: ${authn.message}`);
+      call.emit('error', { code: authn.code, details: authn.message });
+      return;
+    }
+    const con = new XdsConnection<P>(kind, call as grpc.ServerDuplexStream<unknown, unknown>, peer, listener, this.now(), (err) => {
+      totalXdsInternalErrors.inc();
+      log.error(`ADS: ${con.conId || peer} internal error: ${errorMessage(err)}`);
+    });
+    con.identities = authn.identities;
+    this.streams.add(con);
+    call.on('data', (req: DiscoveryRequest | DeltaDiscoveryRequest) => {
+      void con.run(() => this.onRequest(con, req));
+    });
+    // Client half-close: finish what is queued, then end the stream (Istio returns on EOF).
+    call.on('end', () => {
+      void con.run(() => this.closeConnection(con, grpc.status.OK, ''));
+    });
+    call.on('error', () => this.streamGone(con));
+    call.on('close', () => this.streamGone(con));
+  }
+
+  private streamGone(con: XdsConnection<P>): void {
+    con.markClosed();
+    this.release(con);
+  }
+
+  private closeConnection(con: XdsConnection<P>, code: grpc.status, details: string): void {
+    con.end(code, details);
+    this.release(con);
+  }
+
+  private release(con: XdsConnection<P>): void {
+    if (con.released) return;
+    con.released = true;
+    this.streams.delete(con);
+    this.queue.remove(con);
+    if (con.proxy && this.byId.get(con.conId) === con) {
+      this.byId.delete(con.conId);
+      recordXdsClients(con.proxy.metadata.meshVersion ?? '', -1);
+      log.info(`ADS: "${con.peer}" ${con.conId} terminated`);
+    }
+  }
+
+  private async onRequest(con: XdsConnection<P>, req: DiscoveryRequest | DeltaDiscoveryRequest): Promise<void> {
+    if (con.closed) return;
+    if (!con.initialized) {
+      // Istio tolerates a health probe before the first real request.
+      if (req.typeUrl === HEALTH_INFO_TYPE_URL) return;
+      if (!this.initialize(con, req.node)) return;
+    }
+    if (req.typeUrl === HEALTH_INFO_TYPE_URL) return;
+    if (con.kind === 'sotw') await this.onSotwRequest(con, req as DiscoveryRequest);
+    else await this.onDeltaRequest(con, req as DeltaDiscoveryRequest);
+  }
+
+  /** First request: the node says who the proxy is; authorize it and start tracking the connection. */
+  private initialize(con: XdsConnection<P>, node: Node | undefined): boolean {
+    if (!node || node.id === '') {
+      log.warn(`ADS: "${con.peer}" rejected: missing node information`);
+      this.closeConnection(con, grpc.status.INVALID_ARGUMENT, 'missing node information: the first request of an ADS stream must carry node.id');
+      return false;
+    }
+    let proxy: Proxy;
+    try {
+      proxy = this.opts.parseNode(node);
+    } catch (err) {
+      log.warn(`ADS: "${con.peer}" rejected: invalid node ${node.id}: ${errorMessage(err)}`);
+      this.closeConnection(con, grpc.status.INVALID_ARGUMENT, `invalid node ${JSON.stringify(node.id)}: ${errorMessage(err)}`);
+      return false;
+    }
+    const authz = authorizeXdsProxy(this.settings, con.identities, {
+      namespace: proxy.namespace,
+      serviceAccount: proxy.metadata.serviceAccount,
+    });
+    if (!authz.ok) {
+      log.warn(`Unauthorized XDS: ${con.peer} with identity [${(con.identities ?? []).join(' ')}]: ${authz.message}`);
+      this.closeConnection(con, authz.code, authz.message);
+      return false;
+    }
+    con.proxy = proxy;
+    con.node = node;
+    con.conId = `${proxy.id}-${++this.connectionSeq}`;
+    con.lastPush = this.currentPush();
+    this.byId.set(con.conId, con);
+    recordXdsClients(proxy.metadata.meshVersion ?? '', 1);
+    (con.kind === 'delta' ? deltaLog : log).info(`ADS: new ${con.kind === 'delta' ? 'delta ' : ''}connection for node:${con.conId}`);
+    return true;
+  }
+
+  private recordNack(con: XdsConnection<P>, typeUrl: string, code: number, message: string): void {
+    const codeName = grpcCodeName(code);
+    log.warn(`ADS:${shortType(typeUrl)}: ACK ERROR ${con.conId} ${codeName}:${message}`);
+    incrementXdsRejects(typeUrl, con.proxy?.id ?? '', codeName);
+  }
+
+  private async onSotwRequest(con: XdsConnection<P>, req: DiscoveryRequest): Promise<void> {
+    const stype = shortType(req.typeUrl);
+    if (log.debugEnabled()) {
+      log.debug(`ADS:${stype}: REQ ${con.conId} resources:${req.resourceNames.length} nonce:${req.responseNonce} version:${req.versionInfo}`);
+    }
+    const d = sotwOnRequest(
+      con.watches,
+      {
+        typeUrl: req.typeUrl,
+        resourceNames: req.resourceNames,
+        responseNonce: req.responseNonce,
+        versionInfo: req.versionInfo,
+        errorDetail: req.errorDetail ? { code: req.errorDetail.code, message: req.errorDetail.message } : undefined,
+      },
+      this.now(),
+    );
+    switch (d.kind) {
+      case 'nack':
+        this.recordNack(con, req.typeUrl, d.nack.code, d.nack.message);
+        return;
+      case 'expired':
+        expiredNonce.inc({ type: metricType(req.typeUrl) });
+        log.debug(`ADS:${stype}: REQ ${con.conId} Expired nonce received ${req.responseNonce}, sent ${d.nonceSent}`);
+        return;
+      case 'unsubscribe':
+        log.debug(`ADS:${stype}: UNSUBSCRIBE ${con.conId} ${req.versionInfo} ${req.responseNonce}`);
+        return;
+      case 'ack':
+        log.debug(`ADS:${stype}: ACK ${con.conId} ${req.versionInfo} ${req.responseNonce}`);
+        return;
+      case 'respond': {
+        if (d.why === 'warming') log.info(`ADS:${stype}: FORCE RESPONSE ${con.conId} for warming.`);
+        const w = con.watches.get(req.typeUrl);
+        const gen = w && this.generatorFor(con.proxy as Proxy, req.typeUrl);
+        if (!w || !gen) {
+          log.debug(`ADS:${stype}: no generator for ${req.typeUrl}, not answering ${con.conId}`);
+          return;
+        }
+        const pr = this.requestPushRequest(con);
+        const generated = this.generate(con, gen, w, pr, d.only);
+        if (!generated) return;
+        await this.sendSotw(con, w, generated, generated, (con.lastPush as { version: string }).version, d.only === undefined, 'PUSH request');
+        return;
+      }
+    }
+  }
+
+  private async onDeltaRequest(con: XdsConnection<P>, req: DeltaDiscoveryRequest): Promise<void> {
+    const stype = shortType(req.typeUrl);
+    if (deltaLog.debugEnabled()) {
+      deltaLog.debug(
+        `ADS:${stype}: REQ ${con.conId} resources sub:${req.resourceNamesSubscribe.length} unsub:${req.resourceNamesUnsubscribe.length} nonce:${req.responseNonce}`,
+      );
+    }
+    const d = deltaOnRequest(
+      con.watches,
+      {
+        typeUrl: req.typeUrl,
+        resourceNamesSubscribe: req.resourceNamesSubscribe,
+        resourceNamesUnsubscribe: req.resourceNamesUnsubscribe,
+        initialResourceVersions: req.initialResourceVersions,
+        responseNonce: req.responseNonce,
+        errorDetail: req.errorDetail ? { code: req.errorDetail.code, message: req.errorDetail.message } : undefined,
+      },
+      this.now(),
+    );
+    if (d.nack) this.recordNack(con, req.typeUrl, d.nack.code, d.nack.message);
+    if (d.expired) {
+      expiredNonce.inc({ type: metricType(req.typeUrl) });
+      deltaLog.debug(`ADS:${stype}: REQ ${con.conId} Expired nonce received ${req.responseNonce}, sent ${con.watches.get(req.typeUrl)?.nonceSent ?? ''}`);
+    }
+    if (!d.respond) return;
+    await this.respondDelta(con, req.typeUrl, d.force, d.required);
+    // Envoy may leave clusters warming unless endpoints follow clusters (envoyproxy/envoy#33607), so a
+    // cluster request is always followed by the endpoints of the clusters.
+    if (req.typeUrl === TYPE_URL.cluster && con.watches.has(TYPE_URL.endpoint) && !con.closed) {
+      deltaLog.info(`ADS:EDS: FORCE EDS PUSH ${con.conId} for warming.`);
+      await this.respondDelta(con, TYPE_URL.endpoint, 'all', false);
+    }
+  }
+
+  private async respondDelta(con: XdsConnection<P>, typeUrl: string, force: ReadonlySet<string> | 'all', required: boolean): Promise<void> {
+    const w = con.watches.get(typeUrl);
+    const gen = w && this.generatorFor(con.proxy as Proxy, typeUrl);
+    if (!w || !gen) {
+      deltaLog.debug(`ADS:${shortType(typeUrl)}: no generator for ${typeUrl}, not answering ${con.conId}`);
+      return;
+    }
+    const generated = this.generate(con, gen, w, this.requestPushRequest(con));
+    if (!generated) return;
+    const diff = deltaDiff(w.known, generated, force);
+    if (!required && diff.send.length === 0 && diff.removed.length === 0) return;
+    await this.sendDelta(con, w, diff, (con.lastPush as { version: string }).version, 'PUSH request');
+  }
+
+  // ---- introspection and control --------------------------------------------------------------------
+
+  /** Every initialized connection, for adsz/syncz/connections. */
+  connections(): ConnectionInfo[] {
+    const out: ConnectionInfo[] = [];
+    for (const con of this.byId.values()) {
+      const info = con.info();
+      if (info) out.push(info);
+    }
+    return out.sort((a, b) => a.conId.localeCompare(b.conId));
+  }
+
+  connection(conId: string): ConnectionInfo | undefined {
+    return this.byId.get(conId)?.info();
+  }
+
+  /**
+   * What a connection would be sent for a type now, from the current push context and its watch (a type
+   * it does not watch: everything for wildcard types, nothing for by-name ones). For config_dump.
+   * undefined: no such connection, or no generator for the type.
+   */
+  resourcesFor(conId: string, typeUrl: string): { version: string; resources: Resource[] } | undefined {
+    const con = this.byId.get(conId);
+    const proxy = con?.proxy;
+    if (!con || !proxy) return undefined;
+    const gen = this.generatorFor(proxy, typeUrl);
+    if (!gen) return undefined;
+    const current = this.currentPush();
+    const w = con.watches.get(typeUrl);
+    const watch: WatchedResource = w
+      ? watchedResource(w)
+      : { typeUrl, resourceNames: new Set(), wildcard: isWildcardType(typeUrl) };
+    if (!watch.wildcard && watch.resourceNames.size === 0) return { version: current.version, resources: [] };
+    const req: PushRequest<P> = { ...this.requestPushRequest(con), push: current.push };
+    try {
+      const out = gen.generate(proxy, watch, req).resources;
+      return { version: current.version, resources: watch.wildcard ? out : out.filter((r) => watch.resourceNames.has(r.name)) };
+    } catch (err) {
+      totalXdsInternalErrors.inc();
+      log.error(`ADS:${shortType(typeUrl)}: generation failed for node:${conId}: ${errorMessage(err)}`);
+      return undefined;
+    }
+  }
+
+  /** Ends one connection (debug force_disconnect); the proxy reconnects. false if there is no such ID. */
+  forceDisconnect(conId: string): boolean {
+    const con = this.byId.get(conId);
+    if (!con) return false;
+    log.info(`ADS: force disconnecting ${conId}`);
+    this.closeConnection(con, grpc.status.UNAVAILABLE, 'connection closed by the control plane (force disconnect)');
+    return true;
+  }
+
+  stats(): AdsServerStats {
+    return {
+      connections: this.byId.size,
+      pendingPushes: this.queue.pending(),
+      inFlightPushes: this.inFlight,
+      pushesDispatched: this.dispatched,
+      debouncing: this.debouncer.pendingEvents(),
+      pushThrottle: this.pushThrottle,
+      cache: this.cache?.stats(),
+    };
+  }
+
+  /**
+   * Graceful stop: refuse new streams, drop pushes not yet started, let running pushes and requests finish
+   * for up to `graceMs`, then end every stream with UNAVAILABLE so proxies reconnect elsewhere.
+   */
+  stop(graceMs: number): Promise<void> {
+    if (this.stopping) return this.stopping;
+    this.debouncer.stop();
+    this.queue.clear();
+    const streams = [...this.streams];
+    this.stopping = (async () => {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, Math.max(0, graceMs));
+      });
+      await Promise.race([Promise.all(streams.map((c) => c.idle())), grace]);
+      if (timer) clearTimeout(timer);
+      for (const con of [...this.streams]) this.closeConnection(con, grpc.status.UNAVAILABLE, 'server is shutting down');
+    })();
+    return this.stopping;
+  }
+}
+
+function peerUris(call: { getAuthContext(): { sslPeerCertificate?: { subjectaltname?: string } } }): string[] | undefined {
+  // grpc-js reports a peer certificate only when the TLS socket verified it against the CA.
+  const cert = call.getAuthContext().sslPeerCertificate;
+  return cert ? uriSans(cert.subjectaltname) : undefined;
+}

@@ -1,0 +1,73 @@
+// Starts the built `pilot-discovery discovery` on loopback with ephemeral ports, as a user would, and
+// learns the chosen addresses from its log lines.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { DIST } from './binary';
+
+export interface RunningDaemon {
+  child: ChildProcess;
+  grpc: string;
+  http: string;
+  monitoring: string;
+  log: () => string;
+  stop: () => Promise<number | null>;
+}
+
+const PURPOSES = { grpc: 'discovery gRPC', http: 'discovery HTTP', monitoring: 'monitoring HTTP' } as const;
+
+export async function startDaemon(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000): Promise<RunningDaemon> {
+  const child = spawn(
+    path.join(DIST, 'pilot-discovery'),
+    [
+      'discovery',
+      '--grpcAddr', '127.0.0.1:0', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0',
+      '--httpsAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '0',
+      ...args,
+    ],
+    { env: { PATH: process.env.PATH, HOME: process.env.HOME, PILOT_DEBOUNCE_AFTER: '10ms', ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  const addr = (purpose: string) => new RegExp(`${purpose} listening on (\\S+)`).exec(out)?.[1];
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = Object.fromEntries(Object.entries(PURPOSES).map(([k, p]) => [k, addr(p)]));
+    if (Object.values(found).every(Boolean)) {
+      const d: RunningDaemon = {
+        child,
+        grpc: found.grpc!,
+        http: found.http!,
+        monitoring: found.monitoring!,
+        log: () => out,
+        stop: async () => {
+          if (child.exitCode === null) child.kill('SIGTERM');
+          return exited;
+        },
+      };
+      await waitFor(async () => (await fetch(`http://${d.http}/ready`)).status === 200, timeoutMs, () => `daemon not ready:\n${out}`);
+      return d;
+    }
+    if (child.exitCode !== null) throw new Error(`pilot-discovery exited ${child.exitCode}:\n${out}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`pilot-discovery did not report its listeners:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** Polls `check` until it is true or the deadline passes. */
+export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, why: () => string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) throw new Error(`timed out: ${why()}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}

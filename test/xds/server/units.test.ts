@@ -1,0 +1,270 @@
+// Pure parts of the ADS server: request merging (Istio's PushRequest.Merge), the push queue (Istio's
+// PushQueue), debouncing, throttle sizing, gRPC server options from the keepalive flags, env settings, and
+// the grpc-js adapter for generated services.
+import t from 'tap';
+import { EnvTable } from '../../../src/cli/env';
+import { sharedEnv } from '../../../commands/env/shared';
+import { AggregatedDiscoveryService } from '../../../src/gen/envoy/service/discovery/v3/ads_pb';
+import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema, ResourceSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb';
+import { create, toBinary } from '@bufbuild/protobuf';
+import { anyPack } from '@bufbuild/protobuf/wkt';
+import { ClusterSchema } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb';
+import { ControlPlaneSchema } from '../../../src/gen/envoy/config/core/v3/base_pb';
+import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from '../../../src/xds/server/encode';
+import { hashResource } from '../../../src/xds/server/resources';
+import { grpcMethodPath, grpcServiceDefinition } from '../../../src/xds/grpc';
+import { parseDurationMs } from '../../../src/lib/duration';
+import { Debouncer, type DebouncedPush } from '../../../src/xds/server/debounce';
+import { PushQueue } from '../../../src/xds/server/push-queue';
+import {
+  adsSettingsFromEnv,
+  clusterHostname,
+  grpcServerOptions,
+  mergePushRequests,
+  newPushRequest,
+  orderTypes,
+  resolvePushThrottle,
+} from '../../../src/xds/server/index';
+import type { PushRequest } from '../../../src/xds/types';
+import { sotwOnRequest } from '../../../src/xds/server/sotw';
+import { deltaDiff, deltaOnRequest } from '../../../src/xds/server/delta';
+import type { WatchState } from '../../../src/xds/server/watch';
+import { CDS, EDS, LDS, RDS, until } from './helpers';
+
+type P = { version: string };
+const p1: P = { version: 'v1' };
+const p2: P = { version: 'v2' };
+
+t.test('mergePushRequests: full wins, later push, earliest start, reasons add, empty means all', async (t) => {
+  const a = newPushRequest(p1, { full: false, edsUpdates: ['a.ns'], configsUpdated: ['ServiceEntry/ns/a'], reasons: { endpoint: 1 }, start: 100 });
+  const b = newPushRequest(p2, { full: false, edsUpdates: ['b.ns'], configsUpdated: ['ServiceEntry/ns/b'], reasons: { endpoint: 2, config: 1 }, start: 50 });
+  const m = mergePushRequests(a, b);
+  t.equal(m.full, false);
+  t.same([...m.edsUpdates].sort(), ['a.ns', 'b.ns']);
+  t.same([...m.configsUpdated].sort(), ['ServiceEntry/ns/a', 'ServiceEntry/ns/b']);
+  t.same(Object.fromEntries(m.reasons), { endpoint: 3, config: 1 });
+  t.equal(m.push, p2);
+  t.equal(m.start, 50);
+
+  const full = newPushRequest(p2, { full: true, start: 200 });
+  const mf = mergePushRequests(a, full);
+  t.equal(mf.full, true);
+  t.equal(mf.configsUpdated.size, 0, 'an unspecific request makes the merge unspecific');
+  const allEds = newPushRequest(p1, { full: false, start: 10 });
+  t.equal(mergePushRequests(a, allEds).edsUpdates.size, 0, 'incremental for all hosts absorbs a host list');
+  t.same([...a.edsUpdates], ['a.ns'], 'inputs untouched');
+});
+
+function qp(push: P, version: string, init: Partial<PushRequest<P>> = {}) {
+  return { req: { ...newPushRequest(push, { full: false, edsUpdates: ['h'] }), ...init }, version, enqueuedAt: Date.now() };
+}
+
+t.test('PushQueue merges waiting pushes and never hands out a connection twice at once', async (t) => {
+  const q = new PushQueue<string, P>();
+  q.enqueue('c1', qp(p1, 'v1/1'));
+  q.enqueue('c2', qp(p1, 'v1/1'));
+  q.enqueue('c1', qp(p2, 'v2/2', { full: true }));
+  t.equal(q.pending(), 2, 'c1 waits once');
+  const first = q.dequeue()!;
+  t.equal(first.con, 'c1');
+  t.equal(first.push.req.full, true, 'merged: full wins');
+  t.equal(first.push.version, 'v2/2', 'merged: later version');
+  // c1 changes again while being pushed: parked, not handed out.
+  q.enqueue('c1', qp(p2, 'v2/3'));
+  const second = q.dequeue()!;
+  t.equal(second.con, 'c2');
+  t.equal(q.dequeue(), undefined, 'c1 is not dequeued while in progress');
+  q.markDone('c1');
+  const third = q.dequeue()!;
+  t.equal(third.con, 'c1', 'parked push re-queued on done');
+  t.equal(third.push.version, 'v2/3');
+  q.markDone('c1');
+  q.markDone('c2');
+  t.equal(q.dequeue(), undefined);
+  q.enqueue('c3', qp(p1, 'x'));
+  q.remove('c3');
+  t.equal(q.dequeue(), undefined, 'removed connections are skipped');
+});
+
+t.test('Debouncer merges a burst, honours the cap, and lets EDS through when told', async (t) => {
+  const out: Array<{ req: PushRequest<P>; info: DebouncedPush }> = [];
+  const d = new Debouncer<P>({ afterMs: 30, maxMs: 10_000, enableEds: true }, (req, info) => out.push({ req, info }));
+  t.teardown(() => d.stop());
+  for (let i = 0; i < 20; i++) d.submit(newPushRequest({ version: `v${i}` }, { configsUpdated: [`VirtualService/ns/r${i}`], reasons: { config: 1 } }));
+  t.equal(d.pendingEvents(), 20);
+  await until(() => out.length === 1, 'debounced push');
+  t.equal(out[0]!.info.events, 20);
+  t.equal(out[0]!.req.push.version, 'v19');
+  t.equal(out[0]!.req.configsUpdated.size, 20);
+  t.equal(out[0]!.req.reasons.get('config'), 20);
+  t.ok(out[0]!.info.waitedMs >= 30);
+
+  // Changes that never pause are still pushed once the cap passes.
+  const capped: DebouncedPush[] = [];
+  const d2 = new Debouncer<P>({ afterMs: 40, maxMs: 100, enableEds: true }, (_r, info) => capped.push(info));
+  t.teardown(() => d2.stop());
+  const timer = setInterval(() => d2.submit(newPushRequest(p1)), 10);
+  t.teardown(() => clearInterval(timer));
+  await until(() => capped.length >= 1, 'capped push', 3000);
+  clearInterval(timer);
+  t.ok(capped[0]!.waitedMs >= 100 && capped[0]!.events >= 2, `pushed at the cap after ${capped[0]!.waitedMs}ms`);
+
+  const direct: DebouncedPush[] = [];
+  const d3 = new Debouncer<P>({ afterMs: 10_000, maxMs: 10_000, enableEds: false }, (_r, info) => direct.push(info));
+  t.teardown(() => d3.stop());
+  d3.submit(newPushRequest(p1, { full: false, edsUpdates: ['h'] }));
+  t.same(direct, [{ events: 1, waitedMs: 0, debounced: false }], 'EDS bypasses debouncing when PILOT_ENABLE_EDS_DEBOUNCE=false');
+  d3.submit(newPushRequest(p1, { full: true }));
+  t.equal(direct.length, 1, 'full pushes are still debounced');
+});
+
+t.test('push throttle: a configured value, else Istio\'s min(15 + 5 × cores, 100)', async (t) => {
+  t.equal(resolvePushThrottle(7, 2), 7);
+  t.equal(resolvePushThrottle(0, 1), 20);
+  t.equal(resolvePushThrottle(0, 2), 25);
+  t.equal(resolvePushThrottle(0, 4), 35);
+  t.equal(resolvePushThrottle(0, 32), 100);
+});
+
+t.test('grpcServerOptions maps the keepalive flags and gRPC env limits', async (t) => {
+  const defaults = grpcServerOptions({
+    keepaliveIntervalMs: parseDurationMs('30s'),
+    keepaliveTimeoutMs: parseDurationMs('10s'),
+    maxConnectionAgeMs: parseDurationMs('2562047h47m16.854775807s'),
+    maxConnectionAgeGraceMs: 10_000,
+    maxRecvMsgSize: 4194304,
+    maxConcurrentStreams: 100000,
+  });
+  t.same(defaults, {
+    'grpc.max_receive_message_length': 4194304,
+    'grpc.max_concurrent_streams': 100000,
+    'grpc.keepalive_time_ms': 30000,
+    'grpc.keepalive_timeout_ms': 10000,
+  }, 'Go\'s maximum duration means no connection age limit');
+  const aged = grpcServerOptions({
+    keepaliveIntervalMs: 5000,
+    keepaliveTimeoutMs: 1000,
+    maxConnectionAgeMs: parseDurationMs('30m'),
+    maxConnectionAgeGraceMs: 10_000,
+    maxRecvMsgSize: 1024,
+    maxConcurrentStreams: 10,
+  });
+  t.equal(aged['grpc.max_connection_age_ms'], 1_800_000);
+  t.equal(aged['grpc.max_connection_age_grace_ms'], 10_000);
+  t.equal(aged['grpc.keepalive_time_ms'], 5000);
+});
+
+t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async (t) => {
+  const d = adsSettingsFromEnv(new EnvTable(sharedEnv, {}));
+  t.match(d, {
+    debounceAfterMs: 100,
+    debounceMaxMs: 10_000,
+    enableEdsDebounce: true,
+    pushThrottle: 0,
+    xdsCache: true,
+    xdsCacheSize: 60000,
+    deltaXds: true,
+    xdsAuth: true,
+    xdsAuthPlaintext: false,
+    identityCheck: true,
+  });
+  const s = adsSettingsFromEnv(
+    new EnvTable(sharedEnv, {
+      PILOT_DEBOUNCE_AFTER: '250ms',
+      PILOT_DEBOUNCE_MAX: '2s',
+      PILOT_ENABLE_EDS_DEBOUNCE: 'false',
+      PILOT_PUSH_THROTTLE: '3',
+      MESH_DELTA_XDS: 'false',
+      XDS_AUTH_PLAINTEXT: 'true',
+      PILOT_XDS_CACHE_SIZE: '10',
+    }),
+  );
+  t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, xdsAuthPlaintext: true, xdsCacheSize: 10 });
+});
+
+t.test('type helpers: push order and EDS hostnames', async (t) => {
+  t.same(orderTypes([RDS, 'type.googleapis.com/x.Y', LDS, EDS, CDS]), [CDS, EDS, LDS, RDS, 'type.googleapis.com/x.Y']);
+  t.equal(clusterHostname('outbound|9080|v1|reviews.default.svc.cluster.local'), 'reviews.default.svc.cluster.local');
+  t.equal(clusterHostname('outbound|80||a.ns.svc.cluster.local'), 'a.ns.svc.cluster.local');
+  t.equal(clusterHostname('plain-name'), 'plain-name');
+});
+
+t.test('grpc adapter: paths, stream flags and a binary round trip', async (t) => {
+  const def = grpcServiceDefinition(AggregatedDiscoveryService);
+  t.equal(def.streamAggregatedResources.path, '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources');
+  t.equal(def.deltaAggregatedResources.path, '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources');
+  t.equal(def.streamAggregatedResources.requestStream, true);
+  t.equal(def.streamAggregatedResources.responseStream, true);
+  t.equal(def.streamAggregatedResources.originalName, 'StreamAggregatedResources');
+  t.equal(grpcMethodPath(AggregatedDiscoveryService, AggregatedDiscoveryService.method.deltaAggregatedResources), def.deltaAggregatedResources.path);
+  const req = create(DiscoveryRequestSchema, { typeUrl: CDS, resourceNames: ['a', 'b'], responseNonce: 'n1' });
+  const bytes = def.streamAggregatedResources.requestSerialize(req);
+  t.ok(Buffer.isBuffer(bytes), 'serializes to a Buffer');
+  const back = def.streamAggregatedResources.requestDeserialize(bytes);
+  t.same(back.resourceNames, ['a', 'b']);
+  t.equal(back.responseNonce, 'n1');
+});
+
+t.test('SotW rules: warming after a CDS reconnect answers the next EDS request even if it looks like an ACK', async (t) => {
+  const watches = new Map<string, WatchState>();
+  t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: '', versionInfo: '' }, 1), { kind: 'respond', why: 'init' });
+  watches.get(EDS)!.nonceSent = 'e1';
+  t.match(sotwOnRequest(watches, { typeUrl: CDS, resourceNames: [], responseNonce: 'old-server-nonce', versionInfo: 'v0' }, 2), { kind: 'respond', why: 'init' });
+  t.equal(watches.get(CDS)!.wildcard, true);
+  t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: 'e1', versionInfo: 'v1' }, 3), { kind: 'respond', why: 'warming' });
+  t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: 'e1', versionInfo: 'v1' }, 4), { kind: 'ack' }, 'only once');
+  t.match(sotwOnRequest(watches, { typeUrl: LDS, resourceNames: ['*', 'l1'], responseNonce: '', versionInfo: '' }, 5), { kind: 'respond' });
+  t.equal(watches.get(LDS)!.wildcard, true, 'explicit * is wildcard');
+  t.same([...watches.get(LDS)!.names], ['l1']);
+});
+
+t.test('delta rules: legacy wildcard ends with the first explicit name; * can be added and dropped', async (t) => {
+  const watches = new Map<string, WatchState>();
+  const base = { typeUrl: CDS, resourceNamesSubscribe: [] as string[], resourceNamesUnsubscribe: [] as string[], initialResourceVersions: {}, responseNonce: '' };
+  t.match(deltaOnRequest(watches, base, 1), { respond: true, required: true, init: true });
+  const w = watches.get(CDS)!;
+  t.equal(w.wildcard, true, 'nothing named yet: legacy wildcard');
+  w.known.set('a', 'h1');
+  w.known.set('b', 'h2');
+  t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['a'] }, 2), { respond: true, required: true });
+  t.equal(w.wildcard, false, 'an explicit name ends the legacy wildcard');
+  t.same([...w.known.keys()], ['a'], 'the client keeps only what it named');
+  t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['*'] }, 3), { respond: true, required: true });
+  t.equal(w.wildcard, true);
+  t.match(deltaOnRequest(watches, { ...base, resourceNamesUnsubscribe: ['a'] }, 4), { respond: true, required: false }, 'still covered by *: resent');
+  t.equal(w.known.has('a'), false);
+  const diff = deltaDiff(new Map([['x', '1'], ['y', '2']]), [
+    { name: 'x', hash: '1', size: 1, resource: undefined as never },
+    { name: 'z', hash: '3', size: 1, resource: undefined as never },
+  ], new Set(['q']));
+  t.same(diff.send.map((r) => r.name), ['z']);
+  t.same(diff.removed, ['q', 'y'], 'gone and non-existent subscribed names are removed');
+});
+
+t.test('hand-encoded responses are byte-identical to protobuf-es toBinary', async (t) => {
+  const resources = [
+    hashResource({ name: 'c1', resource: anyPack(ClusterSchema, create(ClusterSchema, { name: 'c1', connectTimeout: { seconds: 1n } })) }),
+    hashResource({ name: 'c2', resource: anyPack(ClusterSchema, create(ClusterSchema, { name: 'c2' })) }),
+    hashResource({ name: 'empty', resource: anyPack(ClusterSchema, create(ClusterSchema, {})) }),
+  ];
+  const cp = create(ControlPlaneSchema, { identifier: '{"Component":"meshd"}' });
+  for (const controlPlane of [undefined, cp]) {
+    const sotw = encodeDiscoveryResponse({ versionInfo: 'v1/2', resources, typeUrl: CDS, nonce: 'n-1', controlPlane });
+    const want = toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { versionInfo: 'v1/2', resources: resources.map((r) => r.resource), typeUrl: CDS, nonce: 'n-1', controlPlane }));
+    t.same(Buffer.from(want), sotw, `SotW ${controlPlane ? 'with' : 'without'} control plane`);
+    const delta = encodeDeltaDiscoveryResponse({ systemVersionInfo: 'v1/2', resources, typeUrl: CDS, nonce: 'n-2', removedResources: ['gone', ''], controlPlane });
+    const wantDelta = toBinary(
+      DeltaDiscoveryResponseSchema,
+      create(DeltaDiscoveryResponseSchema, {
+        systemVersionInfo: 'v1/2',
+        resources: resources.map((r) => create(ResourceSchema, { name: r.name, version: r.hash, resource: r.resource })),
+        typeUrl: CDS,
+        removedResources: ['gone', ''],
+        nonce: 'n-2',
+        controlPlane,
+      }),
+    );
+    t.same(Buffer.from(wantDelta), delta, `delta ${controlPlane ? 'with' : 'without'} control plane`);
+  }
+  t.same(encodeDiscoveryResponse({ versionInfo: '', resources: [], typeUrl: '', nonce: '' }), Buffer.alloc(0), 'all defaults: empty message');
+});
