@@ -16,7 +16,7 @@ import { buildRegistries } from '../discovery/registry';
 import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
-import type { Generator } from '../xds/types';
+import { TYPE_URL, type Generator } from '../xds/types';
 import { AdsServer, adsSettingsFromEnv, newPushRequest } from '../xds/server';
 import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
@@ -95,6 +95,23 @@ function validateObject(obj: Readonly<Record<string, unknown>>): ValidationResul
   return { errors: errors.map((e) => `${e.field}: ${e.message}`), warnings: warnings.map((w) => `${w.field}: ${w.message}`) };
 }
 
+const proxyKeys = new WeakMap<Proxy, string>();
+
+/**
+ * What generated output depends on, so proxies with equal keys share cached resources: proxy type,
+ * namespace, labels (gateway selection, Sidecar scope, policies) and proxyless-ness; a sidecar's inbound
+ * clusters and listeners also depend on its own addresses, which endpoints and gateways do not.
+ */
+function cacheKeyOf(proxy: Proxy, typeUrl: string): string {
+  let base = proxyKeys.get(proxy);
+  if (base === undefined) {
+    const labels = Object.keys(proxy.labels).sort().map((k) => `${k}=${proxy.labels[k]}`).join(',');
+    base = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${labels}`;
+    proxyKeys.set(proxy, base);
+  }
+  return typeUrl === TYPE_URL.endpoint || proxy.type === 'router' ? base : `${base}|${proxy.ipAddresses.join(',')}`;
+}
+
 export const run: Handler = async (ctx) => {
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, nodeLocality } = await configStores(ctx, env);
@@ -124,6 +141,7 @@ export const run: Handler = async (ctx) => {
     parseNode: proxyFromNode,
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
+    cacheKey: (proxy, watched) => cacheKeyOf(proxy, watched.typeUrl),
   });
 
   const unsubscribeConfig = store.subscribe((events: readonly ConfigEvent[]) => {
