@@ -2,6 +2,7 @@
 // with one line `N passed, N failed` counted over every assertion, exiting non-zero on any failure.
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
+import { readFileSync } from 'node:fs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const bin = (name) => path.join(root, 'node_modules/.bin', name);
@@ -15,6 +16,11 @@ function step(title, cmd, args) {
   }
 }
 
+// tap compiles its plugin list into node_modules; .taprc drops @tapjs/typescript (tsx runs the TS), and a
+// fresh install still has the default list until `tap build` runs (postinstall does it; this covers
+// installs made with --ignore-scripts).
+const tapIndex = path.join(root, 'node_modules/@tapjs/test/dist/esm/index.js');
+if (readFileSync(tapIndex, 'utf8').includes('@tapjs/typescript')) step('tap build', bin('tap'), ['build']);
 step('type check', bin('tsc'), ['--noEmit', '-p', '.']);
 if (!process.argv.includes('--no-build')) step('build', process.execPath, ['build.mjs']);
 
