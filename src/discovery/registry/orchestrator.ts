@@ -9,8 +9,8 @@ import { isEmptySelector, selectorMatches } from '../labels';
 import type { Endpoint, HealthStatus, Service, ServicePort } from '../model';
 import { orchPortProtocol } from './protocol';
 import { creationTime } from './serviceentry';
-import { Notifier, Snapshot, diffSnapshots, type ServiceEntryState } from './snapshot';
-import { DEFAULT_CLUSTER_ID, DEFAULT_DOMAIN, type RegistryHandler, type RegistryOptions, type ServiceRegistry } from './types';
+import { Snapshot, StoreBackedRegistry, type ServiceEntryState } from './snapshot';
+import { DEFAULT_CLUSTER_ID, DEFAULT_DOMAIN, type RegistryOptions } from './types';
 import { groupOf, normalizeLocality, spiffeIdentity, workloadFromEntry } from './workload';
 
 export const ORCHESTRATOR_REGISTRY = 'Orchestrator';
@@ -199,24 +199,19 @@ export function convertOrchestrator(inputs: OrchestratorInputs, opts: Orchestrat
 }
 
 /** The live orchestrator registry over a ConfigStore holding Services, EndpointSlices, Pods and Namespaces. */
-export class OrchestratorRegistry implements ServiceRegistry {
+export class OrchestratorRegistry extends StoreBackedRegistry {
   readonly id = ORCHESTRATOR_REGISTRY;
-  private snapshot: Snapshot;
   private namespaceLabelIndex = new Map<string, Readonly<Record<string, string>>>();
-  private readonly notifier = new Notifier();
-  private readonly unsubscribe: () => void;
 
   constructor(
-    private readonly store: ConfigStore,
+    store: ConfigStore,
     private readonly opts: OrchestratorOptions = {},
   ) {
-    this.snapshot = this.build();
-    this.unsubscribe = store.subscribe((events) => {
-      if (events.some((e) => WATCHED.has(e.config.kind))) this.refresh();
-    });
+    super(store, WATCHED);
+    this.start();
   }
 
-  private build(): Snapshot {
+  protected build(): Snapshot {
     this.namespaceLabelIndex = new Map(this.store.list('Namespace').map((n) => [n.meta.name, n.meta.labels]));
     return new Snapshot(
       convertOrchestrator(
@@ -232,35 +227,8 @@ export class OrchestratorRegistry implements ServiceRegistry {
     );
   }
 
-  refresh(): void {
-    const next = this.build();
-    const ev = diffSnapshots(this.id, this.snapshot, next);
-    this.snapshot = next;
-    if (ev) this.notifier.emit(ev);
-  }
-
-  services(): readonly Service[] {
-    return this.snapshot.services;
-  }
-
-  endpoints(hostname: string, namespace?: string): readonly Endpoint[] {
-    return this.snapshot.endpoints(hostname, namespace);
-  }
-
   /** Labels of a Namespace object, when the store has it. */
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
     return this.namespaceLabelIndex.get(name);
-  }
-
-  subscribe(handler: RegistryHandler): () => void {
-    return this.notifier.subscribe(handler);
-  }
-
-  hasSynced(): boolean {
-    return this.store.hasSynced();
-  }
-
-  close(): void {
-    this.unsubscribe();
   }
 }

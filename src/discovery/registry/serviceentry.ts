@@ -7,8 +7,8 @@ import { isWildcard } from '../host';
 import { isEmptySelector, selectorMatches } from '../labels';
 import type { Endpoint, Resolution, Service, ServicePort } from '../model';
 import { parseProtocol } from './protocol';
-import { Notifier, Snapshot, diffSnapshots, type ServiceEntryState } from './snapshot';
-import { DEFAULT_CLUSTER_ID, type RegistryHandler, type RegistryOptions, type ServiceRegistry } from './types';
+import { Snapshot, StoreBackedRegistry, type ServiceEntryState } from './snapshot';
+import { DEFAULT_CLUSTER_ID, type RegistryOptions } from './types';
 import { groupOf, spiffeIdentity, workloadFromEntry, workloadFromPod, type Workload } from './workload';
 
 export const SERVICE_ENTRY_REGISTRY = 'External';
@@ -157,23 +157,18 @@ function toEndpoint(w: Workload, hostname: string, portName: string, port: numbe
 export { spiffeIdentity };
 
 /** The live ServiceEntry registry over a ConfigStore: rebuilt and diffed after each batch of changes. */
-export class ServiceEntryRegistry implements ServiceRegistry {
+export class ServiceEntryRegistry extends StoreBackedRegistry {
   readonly id = SERVICE_ENTRY_REGISTRY;
-  private snapshot: Snapshot;
-  private readonly notifier = new Notifier();
-  private readonly unsubscribe: () => void;
 
   constructor(
-    private readonly store: ConfigStore,
+    store: ConfigStore,
     private readonly opts: RegistryOptions = {},
   ) {
-    this.snapshot = this.build();
-    this.unsubscribe = store.subscribe((events) => {
-      if (events.some((e) => WATCHED.has(e.config.kind))) this.refresh();
-    });
+    super(store, WATCHED);
+    this.start();
   }
 
-  private build(): Snapshot {
+  protected build(): Snapshot {
     return new Snapshot(
       convertServiceEntries(
         {
@@ -187,31 +182,4 @@ export class ServiceEntryRegistry implements ServiceRegistry {
     );
   }
 
-  /** Rebuilds from the store and notifies subscribers of what changed. */
-  refresh(): void {
-    const next = this.build();
-    const ev = diffSnapshots(this.id, this.snapshot, next);
-    this.snapshot = next;
-    if (ev) this.notifier.emit(ev);
-  }
-
-  services(): readonly Service[] {
-    return this.snapshot.services;
-  }
-
-  endpoints(hostname: string, namespace?: string): readonly Endpoint[] {
-    return this.snapshot.endpoints(hostname, namespace);
-  }
-
-  subscribe(handler: RegistryHandler): () => void {
-    return this.notifier.subscribe(handler);
-  }
-
-  hasSynced(): boolean {
-    return this.store.hasSynced();
-  }
-
-  close(): void {
-    this.unsubscribe();
-  }
 }

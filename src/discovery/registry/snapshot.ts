@@ -4,7 +4,9 @@
 // which is cheap next to an xDS push.
 import type { Endpoint, Service } from '../model';
 import { registerScope } from '../../lib/log';
-import type { RegistryEvent, RegistryHandler } from './types';
+import type { ConfigStore } from '../../config/store';
+import type { Kind } from '../../config/types';
+import type { RegistryEvent, RegistryHandler, ServiceRegistry } from './types';
 
 const log = registerScope('model', 'Model');
 
@@ -113,5 +115,59 @@ export class Notifier {
         log.error(`registry event handler failed: ${err instanceof Error ? err.message : String(err)}`, { registry: e.registry });
       }
     }
+  }
+}
+
+/**
+ * A registry rebuilt from a ConfigStore into immutable snapshots; subscribers hear which hostnames
+ * changed. Subclasses say how to build a snapshot and call start() once their own fields are set
+ * (parameter properties are assigned only after super() returns).
+ */
+export abstract class StoreBackedRegistry implements ServiceRegistry {
+  abstract readonly id: string;
+  private snapshot = new Snapshot([]);
+  private readonly notifier = new Notifier();
+  private unsubscribe: () => void = () => {};
+
+  constructor(
+    protected readonly store: ConfigStore,
+    private readonly watched: ReadonlySet<Kind>,
+  ) {}
+
+  protected start(): void {
+    this.snapshot = this.build();
+    this.unsubscribe = this.store.subscribe((events) => {
+      if (events.some((e) => this.watched.has(e.config.kind))) this.refresh();
+    });
+  }
+
+  protected abstract build(): Snapshot;
+
+  /** Rebuilds from the store and notifies subscribers of what changed. */
+  refresh(): void {
+    const next = this.build();
+    const ev = diffSnapshots(this.id, this.snapshot, next);
+    this.snapshot = next;
+    if (ev) this.notifier.emit(ev);
+  }
+
+  services(): readonly Service[] {
+    return this.snapshot.services;
+  }
+
+  endpoints(hostname: string, namespace?: string): readonly Endpoint[] {
+    return this.snapshot.endpoints(hostname, namespace);
+  }
+
+  subscribe(handler: RegistryHandler): () => void {
+    return this.notifier.subscribe(handler);
+  }
+
+  hasSynced(): boolean {
+    return this.store.hasSynced();
+  }
+
+  close(): void {
+    this.unsubscribe();
   }
 }
