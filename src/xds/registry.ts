@@ -30,6 +30,9 @@ import { file_envoy_extensions_load_balancing_policies_random_v3_random } from '
 import { file_envoy_extensions_load_balancing_policies_ring_hash_v3_ring_hash } from '../gen/envoy/extensions/load_balancing_policies/ring_hash/v3/ring_hash_pb';
 import { file_envoy_extensions_load_balancing_policies_wrr_locality_v3_wrr_locality } from '../gen/envoy/extensions/load_balancing_policies/wrr_locality/v3/wrr_locality_pb';
 import { file_udpa_type_v1_typed_struct } from '../gen/udpa/type/v1/typed_struct_pb';
+import { file_envoy_extensions_retry_host_previous_hosts_v3_previous_hosts } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb';
+import { file_envoy_extensions_request_id_uuid_v3_uuid } from '../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
+import { file_envoy_extensions_retry_priority_previous_priorities_v3_previous_priorities_config } from '../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb';
 
 let registry: Registry | undefined;
 
@@ -64,6 +67,9 @@ export function envoyTypeRegistry(): Registry {
     file_envoy_extensions_load_balancing_policies_ring_hash_v3_ring_hash,
     file_envoy_extensions_load_balancing_policies_wrr_locality_v3_wrr_locality,
     file_udpa_type_v1_typed_struct,
+    file_envoy_extensions_request_id_uuid_v3_uuid,
+    file_envoy_extensions_retry_host_previous_hosts_v3_previous_hosts,
+    file_envoy_extensions_retry_priority_previous_priorities_v3_previous_priorities_config,
   );
   return registry;
 }

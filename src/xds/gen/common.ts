@@ -12,19 +12,6 @@ export function packed<D extends DescMessage>(name: string, schema: D, init: Mes
   return { name, resource: pack(schema, init) };
 }
 
-/**
- * An Any for an extension whose config is an empty message of a type this build has no generated code
- * for (previous_hosts predicate, …): an empty message encodes to zero bytes.
- */
-export function emptyAny(typeName: string): Any {
-  return create(AnySchema, { typeUrl: `type.googleapis.com/${typeName}`, value: new Uint8Array(0) });
-}
-
-/** An Any carrying hand-encoded bytes of a message this build has no generated code for. */
-export function rawAny(typeName: string, value: Uint8Array): Any {
-  return create(AnySchema, { typeUrl: `type.googleapis.com/${typeName}`, value });
-}
-
 export function durationMs(ms: number): Duration {
   const seconds = Math.floor(ms / 1000);
   return create(DurationSchema, { seconds: BigInt(seconds), nanos: Math.round((ms - seconds * 1000) * 1e6) });

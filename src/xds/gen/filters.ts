@@ -22,8 +22,9 @@ import {
   HttpFilterSchema,
 } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
+import { UuidRequestIdConfigSchema } from '../../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
-import { adsConfigSource, durationMs, pack, rawAny, WK } from './common';
+import { adsConfigSource, durationMs, pack, WK } from './common';
 
 /** Where an HTTP connection manager sits (Istio ListenerClass). */
 export type ListenerClass = 'gateway' | 'sidecarOutbound' | 'sidecarInbound';
@@ -63,8 +64,8 @@ export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass,
   ];
 }
 
-// UuidRequestIdConfig{use_request_id_for_trace_sampling: true}: field 2 (BoolValue{value: true}).
-const UUID_REQUEST_ID = (): Any => rawAny('envoy.extensions.request_id.uuid.v3.UuidRequestIdConfig', new Uint8Array([0x12, 0x02, 0x08, 0x01]));
+// Istio sets use_request_id_for_trace_sampling on the HCM's request ID extension.
+const UUID_REQUEST_ID = (): Any => pack(UuidRequestIdConfigSchema, { useRequestIdForTraceSampling: true });
 
 export interface HcmOptions {
   statPrefix: string;

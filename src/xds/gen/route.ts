@@ -21,7 +21,9 @@ import { RedirectAction_RedirectResponseCode, type RouteSchema } from '../../gen
 import { CorsPolicySchema } from '../../gen/envoy/extensions/filters/http/cors/v3/cors_pb';
 import { HTTPFaultSchema } from '../../gen/envoy/extensions/filters/http/fault/v3/fault_pb';
 import { FractionalPercent_DenominatorType } from '../../gen/envoy/type/v3/percent_pb';
-import { buildSubsetKey, configInfoMetadata, durationMs, emptyAny, goDuration, goDurationMs, pack, parseSubsetKey, PASSTHROUGH_CLUSTER, WK } from './common';
+import { PreviousPrioritiesConfigSchema } from '../../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb';
+import { PreviousHostsPredicateSchema } from '../../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb';
+import { buildSubsetKey, configInfoMetadata, durationMs, goDuration, goDurationMs, pack, parseSubsetKey, PASSTHROUGH_CLUSTER, WK } from './common';
 
 export type RouteInit = MessageInitShape<typeof RouteSchema>;
 type RouteMatchInit = NonNullable<RouteInit['match']>;
@@ -180,7 +182,7 @@ export function retryPolicy(r: HTTPRetry | undefined, consistentHash = false): R
   };
   if (!consistentHash) {
     out.retryHostPredicate = [
-      { name: 'envoy.retry_host_predicates.previous_hosts', configType: { case: 'typedConfig', value: emptyAny('envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate') } },
+      { name: 'envoy.retry_host_predicates.previous_hosts', configType: { case: 'typedConfig', value: pack(PreviousHostsPredicateSchema, {}) } },
     ];
   }
   if (r?.retryOn) {
@@ -200,17 +202,11 @@ export function retryPolicy(r: HTTPRetry | undefined, consistentHash = false): R
   if (r?.retryRemoteLocalities) {
     out.retryPriority = {
       name: 'envoy.retry_priorities.previous_priorities',
-      // PreviousPrioritiesConfig{update_frequency: 2}: field 1, varint 2
-      configType: { case: 'typedConfig', value: rawAnyBytes('envoy.extensions.retry.priority.previous_priorities.v3.PreviousPrioritiesConfig', [0x08, 0x02]) },
+      // Istio retries in other localities with update_frequency 2.
+      configType: { case: 'typedConfig', value: pack(PreviousPrioritiesConfigSchema, { updateFrequency: 2 }) },
     };
   }
   return out as never;
-}
-
-function rawAnyBytes(typeName: string, bytes: number[]): Any {
-  const a = emptyAny(typeName);
-  a.value = new Uint8Array(bytes);
-  return a;
 }
 
 function percentFraction(v: number | undefined): { numerator: number; denominator: FractionalPercent_DenominatorType } {
