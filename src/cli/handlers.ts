@@ -10,6 +10,10 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   completion: () => import('./completion-command'),
   'agent.mesh-iptables': () => import('../iptables/command'),
   'discovery.request': () => import('../meshd/request-command'),
+  'agent.proxy': () => import('../agent/proxy-command'),
+  'agent.wait': () => import('../agent/wait-command'),
+  'agent.request': () => import('../agent/request-command'),
+  'agent.envoy': () => import('../proxy/command'),
   'discovery.discovery': () => import('../meshd/discovery-command'),
 };
 

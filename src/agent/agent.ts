@@ -1,0 +1,293 @@
+// The running agent (Istio's istio-agent Agent + envoy.Agent): the xDS proxy, the status server and the
+// data-plane proxy process, and the ways the whole thing ends:
+//  1. the proxy exits by itself: the agent exits with its status;
+//  2. /quitquitquit: the proxy is stopped at once;
+//  3. SIGTERM: graceful drain of listeners (inbound only for sidecars), then terminationDrainDuration — or,
+//     with EXIT_ON_ZERO_ACTIVE_CONNECTIONS, MINIMUM_DRAIN_DURATION and then a check of the proxy's active
+//     downstream connections every second until none is left — then the proxy is stopped;
+//  4. /drain, then SIGTERM: the drain already happened, so SIGTERM stops the proxy at once.
+import * as fs from 'node:fs';
+import path from 'node:path';
+import type { JsonObject } from '@bufbuild/protobuf';
+import { registerScope } from '../lib/log';
+import type { NodeType } from './config';
+import { AdminClient } from './admin-client';
+import { ProxyReadiness } from './readiness';
+import { StatusServer } from './status';
+import { startupDuration } from './metrics';
+import { exitStatus, ProxyProcess, type CommandLine } from './process';
+import { NAME_TABLE_TYPE, XdsProxy, type XdsProxyOptions } from './xds-proxy';
+
+const log = registerScope('default');
+
+/** How long the proxy gets between SIGTERM and SIGKILL when the agent stops it. */
+export const PROXY_STOP_GRACE_MS = 5000;
+const ACTIVE_CONNECTION_CHECK_MS = 1000;
+const ACTIVE_CONNECTION_MAX_RETRIES = 5;
+
+export interface AgentOptions {
+  nodeType: NodeType;
+  /** Where the bootstrap is written (removed again when the proxy ends); undefined with a custom file. */
+  bootstrap?: { path: string; json: JsonObject };
+  /** The proxy's command line; undefined runs without a proxy (DISABLE_PROXY). */
+  proxyCommand?: CommandLine;
+  proxyEnv: NodeJS.ProcessEnv;
+  cwd: string;
+  xds: XdsProxyOptions;
+  /** 127.0.0.1, or ::1 for an IPv6-only node (the bootstrap's admin address). */
+  adminHost: string;
+  adminPort: number;
+  /** The status port; undefined leaves the status server off. */
+  statusPort?: number;
+  statusHost?: string;
+  terminationDrainDurationMs: number;
+  exitOnZeroActiveConnections: boolean;
+  minimumDrainDurationMs: number;
+  /** `listener.*.downstream_cx_active` stats of the agent's own listeners. */
+  knownListeners: ReadonlySet<string>;
+  /** Set when DNS capture is on: readiness waits for the name table. */
+  dnsCapture: boolean;
+  metricsLocalhostOnly: boolean;
+  /** Where to write the gRPC xDS bootstrap (GRPC_XDS_BOOTSTRAP), with its content. */
+  grpcBootstrap?: { path: string; json: JsonObject };
+  stopGraceMs?: number;
+  activeConnectionCheckMs?: number;
+}
+
+type Shutdown = { kind: 'terminate' } | { kind: 'quit' };
+
+export class Agent {
+  readonly xds: XdsProxy;
+  readonly admin: AdminClient;
+  readonly readiness: ProxyReadiness;
+  private status: StatusServer | undefined;
+  private proxy: ProxyProcess | undefined;
+  private statusPortBound: number | undefined;
+  private skipDrain = false;
+  private nameTableArrived = false;
+  private shutdown: Shutdown | undefined;
+  private wake: (() => void) | undefined;
+  private readonly shutdownRequested: Promise<void>;
+
+  constructor(private readonly o: AgentOptions) {
+    const handlers = new Map(o.xds.handlers ?? []);
+    if (o.dnsCapture) {
+      handlers.set(NAME_TABLE_TYPE, () => {
+        this.nameTableArrived = true;
+        return undefined;
+      });
+    }
+    this.xds = new XdsProxy({ ...o.xds, handlers });
+    this.admin = new AdminClient(o.adminHost, o.adminPort);
+    this.readiness = new ProxyReadiness({
+      admin: this.admin,
+      nodeType: o.nodeType,
+      noProxy: o.proxyCommand === undefined,
+      nameTableReady: o.dnsCapture ? () => this.nameTableArrived : undefined,
+      onFirstReady: () => startupDuration.set(process.uptime()),
+    });
+    this.shutdownRequested = new Promise((resolve) => (this.wake = resolve));
+  }
+
+  /** The status server's port once started. */
+  get statusPort(): number | undefined {
+    return this.statusPortBound;
+  }
+
+  /** Starts everything; rejects (after cleaning up) when a part cannot start. */
+  async start(): Promise<void> {
+    try {
+      await this.xds.start();
+      if (this.o.grpcBootstrap) writeAtomically(this.o.grpcBootstrap.path, JSON.stringify(this.o.grpcBootstrap.json, null, '  '));
+      if (this.o.statusPort !== undefined) {
+        this.status = new StatusServer({
+          port: this.o.statusPort,
+          host: this.o.statusHost,
+          readiness: this.readiness,
+          admin: this.o.proxyCommand ? this.admin : undefined,
+          onQuit: () => this.quit(),
+          onDrain: () => void this.drainNow(),
+          metricsLocalhostOnly: this.o.metricsLocalhostOnly,
+        });
+        this.statusPortBound = await this.status.start();
+      }
+      if (this.o.proxyCommand) {
+        if (this.o.bootstrap) writeAtomically(this.o.bootstrap.path, JSON.stringify(this.o.bootstrap.json, null, '  '));
+        this.proxy = new ProxyProcess(this.o.proxyCommand, { env: this.o.proxyEnv, cwd: this.o.cwd });
+        log.info(`Proxy command: ${[this.o.proxyCommand.file, ...this.o.proxyCommand.args].join(' ')}`);
+        await this.proxy.start();
+      }
+    } catch (e) {
+      await this.cleanup();
+      throw e;
+    }
+  }
+
+  /** SIGTERM: graceful termination (or immediate, when /drain already drained). */
+  terminate(): void {
+    this.request({ kind: 'terminate' });
+  }
+
+  /** /quitquitquit: stop now. */
+  quit(): void {
+    this.request({ kind: 'quit' });
+  }
+
+  private request(s: Shutdown): void {
+    if (this.shutdown) {
+      // A quit while a graceful termination is under way cuts it short.
+      if (s.kind === 'quit' && this.shutdown.kind === 'terminate') this.shutdown = s;
+      this.wakeWaits();
+      return;
+    }
+    this.shutdown = s;
+    this.readiness.terminate(s.kind === 'quit' ? '/quitquitquit called' : 'SIGTERM received');
+    this.wake?.();
+  }
+
+  private interrupt: (() => void) | undefined;
+  private wakeWaits(): void {
+    this.interrupt?.();
+  }
+
+  /** /drain: drain the listeners now (for native sidecars); a later SIGTERM then exits at once. */
+  async drainNow(): Promise<void> {
+    log.info('Agent draining proxy');
+    this.readiness.terminate('/drain called');
+    this.skipDrain = true;
+    if (!this.proxy) return;
+    try {
+      await this.admin.drainListeners(this.o.nodeType === 'sidecar', true);
+    } catch (e) {
+      log.warn(`Error in invoking drain listeners endpoint: ${(e as Error).message}`);
+    }
+  }
+
+  /** Runs until the agent is done; resolves with the process exit code. */
+  async run(): Promise<number> {
+    let code = 0;
+    if (this.proxy) {
+      const exited = this.proxy.exited.then((e) => ({ exited: e }));
+      const first = await Promise.race([exited, this.shutdownRequested.then(() => ({ exited: undefined }))]);
+      if (first.exited) {
+        code = exitStatus(first.exited);
+        if (code === 0) log.info('Envoy exited normally');
+        else log.error(`Envoy exited with error: ${first.exited.code !== null ? `exit status ${code}` : `signal: ${first.exited.signal}`}`);
+      } else {
+        await this.terminateProxy();
+        log.info('Agent has successfully terminated');
+      }
+    } else {
+      await this.shutdownRequested;
+      log.info('Agent has successfully terminated');
+    }
+    await this.cleanup();
+    return code;
+  }
+
+  private async terminateProxy(): Promise<void> {
+    const proxy = this.proxy!;
+    const graceMs = this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS;
+    if (this.shutdown?.kind === 'quit' || this.skipDrain) {
+      log.info(this.skipDrain ? 'Agent already drained, exiting immediately' : 'Agent stopping the proxy at once (/quitquitquit)');
+      await proxy.stop(graceMs);
+      return;
+    }
+    log.info('Agent draining Proxy for termination');
+    try {
+      await this.admin.drainListeners(this.o.nodeType === 'sidecar', false);
+    } catch (e) {
+      log.warn(`Error in invoking drain listeners endpoint: ${(e as Error).message}`);
+    }
+    if (this.o.exitOnZeroActiveConnections) {
+      log.info(`Agent draining proxy for ${this.o.minimumDrainDurationMs}ms, then waiting for active connections to terminate...`);
+      if (await this.sleepUnlessProxyExits(this.o.minimumDrainDurationMs)) return;
+      log.info('Checking for active connections...');
+      let retries = 0;
+      for (;;) {
+        if (await this.sleepUnlessProxyExits(this.o.activeConnectionCheckMs ?? ACTIVE_CONNECTION_CHECK_MS)) return;
+        let active: number;
+        try {
+          const r = await this.admin.activeConnections(this.o.knownListeners);
+          for (const w of r.warnings) log.warn(w);
+          active = r.active;
+        } catch (e) {
+          log.error(`unable to get listener stats from Envoy: ${(e as Error).message}`);
+          if (++retries > ACTIVE_CONNECTION_MAX_RETRIES - 1) {
+            log.warn(`Graceful termination logic ended prematurely, error while obtaining downstream_cx_active stat (Max retry ${retries} exceeded)`);
+            break;
+          }
+          log.warn(`Retrying (${retries} attempt) to obtain active connections...`);
+          continue;
+        }
+        if (active === -1) {
+          log.info(
+            'downstream_cx_active are not available. This either means there are no downstream connection established yet or the stats are not enabled. Skipping active connections check...',
+          );
+          break;
+        }
+        if (active === 0) {
+          log.info('There are no more active connections. terminating proxy...');
+          break;
+        }
+        log.info(`There are still ${active} active connections`);
+        retries = 0;
+      }
+    } else {
+      log.info(`Graceful termination period is ${this.o.terminationDrainDurationMs}ms, starting...`);
+      if (await this.sleepUnlessProxyExits(this.o.terminationDrainDurationMs)) return;
+      log.info('Graceful termination period complete, terminating remaining proxies.');
+    }
+    const e = await proxy.stop(graceMs);
+    log.info(e.signal === 'SIGKILL' ? 'Envoy did not stop after SIGTERM and was killed' : 'Envoy aborted normally');
+  }
+
+  /** Sleeps; true when the proxy exited meanwhile (then there is nothing left to wait for). */
+  private async sleepUnlessProxyExits(ms: number): Promise<boolean> {
+    if (this.quitRequested()) {
+      await this.proxy!.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
+      return true;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const slept = new Promise<'slept'>((resolve) => {
+      timer = setTimeout(() => resolve('slept'), ms);
+      this.interrupt = () => resolve('slept');
+    });
+    const r = await Promise.race([slept, this.proxy!.exited.then(() => 'exited' as const)]);
+    clearTimeout(timer);
+    this.interrupt = undefined;
+    if (r === 'exited') {
+      log.info('Graceful termination logic ended prematurely, envoy process terminated early');
+      return true;
+    }
+    // A /quitquitquit during the wait ends it.
+    if (!this.quitRequested()) return false;
+    await this.proxy!.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
+    return true;
+  }
+
+  /** Read through a method: a quit can arrive while the termination awaits. */
+  private quitRequested(): boolean {
+    return this.shutdown?.kind === 'quit';
+  }
+
+  private async cleanup(): Promise<void> {
+    if (this.proxy?.running()) await this.proxy.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
+    await this.status?.stop();
+    await this.xds.stop();
+    if (this.o.bootstrap) {
+      try {
+        fs.unlinkSync(this.o.bootstrap.path);
+      } catch {
+        // never written, or removed already
+      }
+    }
+  }
+}
+
+function writeAtomically(file: string, content: string): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.tmp-${process.pid}`;
+  fs.writeFileSync(tmp, content, { mode: 0o644 });
+  fs.renameSync(tmp, file);
+}

@@ -1,0 +1,99 @@
+// One small HTTP client for the agent's local calls (proxy admin API, readiness URL, `request` command),
+// with Go net/http's error wording (`Get "http://…": dial tcp 127.0.0.1:15000: connect: connection refused`)
+// because Istio users read these messages in logs and scripts.
+import * as http from 'node:http';
+
+export interface HttpResult {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export class HttpCallError extends Error {
+  constructor(
+    message: string,
+    readonly code?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Go's url.Error operation word: `Get`, `Post`. */
+function op(method: string): string {
+  return method ? method[0]!.toUpperCase() + method.slice(1).toLowerCase() : 'Get';
+}
+
+function hostPort(address: string | undefined, port: number | undefined): string {
+  if (!address) return '';
+  return `${address.includes(':') ? `[${address}]` : address}:${port ?? ''}`;
+}
+
+function detail(err: NodeJS.ErrnoException & { address?: string; port?: number }, url: URL): string {
+  const target = hostPort(err.address, err.port) || url.host;
+  switch (err.code) {
+    case 'ECONNREFUSED':
+      return `dial tcp ${target}: connect: connection refused`;
+    case 'ECONNRESET':
+      return `read tcp ${target}: connection reset by peer`;
+    case 'EHOSTUNREACH':
+      return `dial tcp ${target}: connect: no route to host`;
+    case 'ENOTFOUND':
+      return `dial tcp: lookup ${url.hostname}: no such host`;
+    case 'TIMEOUT':
+      return 'context deadline exceeded (Client.Timeout exceeded while awaiting headers)';
+    default:
+      return err.message;
+  }
+}
+
+export interface HttpCallOptions {
+  method?: string;
+  body?: string;
+  timeoutMs: number;
+  headers?: Record<string, string>;
+  /** Abort the call (the error reads as a cancellation). */
+  signal?: AbortSignal;
+}
+
+/** Makes one request; rejects with HttpCallError on transport failures, resolves with any HTTP status. */
+export function httpCall(rawUrl: string, o: HttpCallOptions): Promise<HttpResult> {
+  const method = (o.method ?? 'GET').toUpperCase();
+  return new Promise((resolve, reject) => {
+    let url: URL;
+    try {
+      url = new URL(rawUrl);
+    } catch {
+      reject(new HttpCallError(`parse ${JSON.stringify(rawUrl)}: invalid URL`));
+      return;
+    }
+    if (url.protocol !== 'http:') {
+      reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: unsupported protocol scheme ${JSON.stringify(url.protocol.replace(/:$/, ''))}`));
+      return;
+    }
+    let done = false;
+    const timer = setTimeout(() => {
+      req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' }));
+    }, o.timeoutMs);
+    const finish = (f: () => void) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      f();
+    };
+    const headers: Record<string, string | number> = { ...(o.headers ?? {}) };
+    if (o.body) headers['Content-Length'] = Buffer.byteLength(o.body);
+    const req = http.request(url, { method, headers, agent: false, signal: o.signal });
+    req.on('error', (err: NodeJS.ErrnoException) =>
+      finish(() => reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: ${detail(err, url)}`, err.code))),
+    );
+    req.on('response', (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', (err) => finish(() => reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: ${err.message}`))));
+      res.on('end', () =>
+        finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') })),
+      );
+    });
+    req.end(o.body || undefined);
+  });
+}

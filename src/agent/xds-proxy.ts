@@ -1,0 +1,441 @@
+// The agent's xDS proxy (Istio's pkg/istio-agent xds_proxy.go): a gRPC AggregatedDiscoveryService on a local
+// Unix socket that the data-plane proxy connects to, forwarding each of its streams to the discovery daemon.
+// Unlike Istio, which fails the proxy's stream when the daemon goes away and lets Envoy reconnect, this
+// proxy keeps the downstream stream open, reconnects upstream with exponential backoff and replays the
+// proxy's latest request of each type (version kept, nonce cleared) so the new daemon stream resumes where
+// the old one stopped. The proxy keeps serving its last good config in the meantime.
+import * as fs from 'node:fs';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { clone, create } from '@bufbuild/protobuf';
+import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb';
+import {
+  DeltaDiscoveryRequestSchema,
+  DiscoveryRequestSchema,
+  type DeltaDiscoveryRequest,
+  type DeltaDiscoveryResponse,
+  type DiscoveryRequest,
+  type DiscoveryResponse,
+} from '../gen/envoy/service/discovery/v3/discovery_pb';
+import type { Node } from '../gen/envoy/config/core/v3/base_pb';
+import { StatusSchema } from '../gen/google/rpc/status_pb';
+import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../xds/grpc';
+import { registerScope } from '../lib/log';
+import {
+  meshdConnectionFailures,
+  meshdConnectionTerminations,
+  proxyConnectionTerminations,
+  xdsProxyRequests,
+  xdsProxyResponses,
+  type DisconnectionType,
+} from './metrics';
+
+const log = registerScope('xdsproxy', 'XDS Proxy in the mesh agent');
+
+type Ads = typeof AggregatedDiscoveryService.method;
+const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
+
+export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+/** Istio's DNS name table type (NDS), consumed by the agent when DNS capture is on. */
+export const NAME_TABLE_TYPE = 'type.googleapis.com/istio.networking.nds.v1.NameTable';
+
+export interface UpstreamTls {
+  /** PEM roots; undefined uses the system's trusted roots. */
+  rootCerts?: Buffer;
+  /** Name the daemon's certificate must carry (MESHD_SAN, or the discovery host). */
+  serverName: string;
+  /** Client certificate and key, once workload certificates exist. */
+  certChain?: Buffer;
+  privateKey?: Buffer;
+}
+
+export interface UpstreamOptions {
+  /** `host:port` of the discovery daemon. */
+  address: string;
+  /** Undefined: plaintext (controlPlaneAuthPolicy NONE). */
+  tls?: UpstreamTls;
+  /** Sent as the `ClusterID` metadata, as Istio's agent does. */
+  clusterId: string;
+  keepaliveTimeMs?: number;
+  keepaliveTimeoutMs?: number;
+}
+
+export interface BackoffOptions {
+  initialMs: number;
+  maxMs: number;
+  multiplier: number;
+  /** ±fraction applied to each delay. */
+  jitter: number;
+}
+
+/** Istio's default exponential backoff starts at one second. */
+export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 1000, maxMs: 30_000, multiplier: 2, jitter: 0.2 };
+
+export function backoffDelay(attempt: number, b: BackoffOptions, random: () => number = Math.random): number {
+  const base = Math.min(b.maxMs, b.initialMs * b.multiplier ** attempt);
+  return Math.max(0, Math.round(base * (1 + b.jitter * (2 * random() - 1))));
+}
+
+/** Consumes a response of an agent-internal type; returns an error message to NACK with, or undefined. */
+export type ResponseHandler = (resp: DiscoveryResponse) => string | undefined;
+
+export interface XdsProxyOptions {
+  socketPath: string;
+  upstream: UpstreamOptions;
+  backoff?: BackoffOptions;
+  /** Types the agent consumes itself (not forwarded); requested when the proxy first asks for listeners. */
+  handlers?: ReadonlyMap<string, ResponseHandler>;
+}
+
+/** Istio's GRPCErrorType: expected ends (cancellation, the peer going away) versus errors. */
+export function disconnectionType(code: grpc.status): DisconnectionType {
+  return code === grpc.status.OK || code === grpc.status.CANCELLED || code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED
+    ? 'cancelled'
+    : 'error';
+}
+
+function statusText(s: grpc.StatusObject): string {
+  return `rpc error: code = ${grpc.status[s.code] ?? s.code} desc = ${s.details}`;
+}
+
+type DownstreamCall<Req, Resp> = grpc.ServerDuplexStream<Req, Resp>;
+type UpstreamCall<Req, Resp> = grpc.ClientDuplexStream<Req, Resp>;
+
+let connectionNumber = 0;
+
+interface ProxySession {
+  readonly id: number;
+  start(): void;
+  close(err: Error | undefined): void;
+}
+
+/**
+ * One downstream stream and its upstream counterpart. Subclasses say what of the proxy's requests to
+ * remember and how to replay it on a new upstream stream.
+ */
+abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: string }> implements ProxySession {
+  readonly id = ++connectionNumber;
+  protected node: Node | undefined;
+  private upstream: UpstreamCall<Req, Resp> | undefined;
+  private sentOnUpstream = 0;
+  private established = false;
+  private closed = false;
+  private attempt = 0;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    protected readonly proxy: XdsProxy,
+    private readonly down: DownstreamCall<Req, Resp>,
+  ) {
+    down.on('data', (req: Req) => this.onDownstream(req));
+    down.on('end', () => this.close(undefined));
+    down.on('cancelled', () => this.close(undefined));
+    down.on('error', (e: Error) => this.close(e));
+  }
+
+  protected abstract open(client: GrpcClient<Ads>, md: grpc.Metadata): UpstreamCall<Req, Resp>;
+  /** Remembers what is needed to resume; returns false when the request must not be forwarded. */
+  protected abstract record(req: Req): boolean;
+  /** Requests that resume the subscriptions on a new upstream stream, in the proxy's order. */
+  protected abstract replay(): Req[];
+  /** Handles a response; returns false when it is not for the proxy. */
+  protected abstract observe(resp: Resp): boolean;
+  protected abstract withNode(req: Req, node: Node): Req;
+
+  start(): void {
+    this.connect();
+  }
+
+  private onDownstream(req: Req): void {
+    if (req.node) this.node = req.node;
+    if (!this.record(req)) return;
+    if (this.upstream) this.send(req);
+  }
+
+  protected send(req: Req): void {
+    const call = this.upstream;
+    if (!call) return;
+    let msg = req;
+    // The daemon needs the node on the first message of each stream; the proxy sends it only once.
+    if (this.sentOnUpstream === 0 && !req.node && this.node) msg = this.withNode(req, this.node);
+    this.sentOnUpstream++;
+    xdsProxyRequests.inc();
+    log.debug('request for type url', { id: this.id, type: (req as unknown as { typeUrl: string }).typeUrl });
+    call.write(msg);
+  }
+
+  private connect(): void {
+    this.retry = undefined;
+    if (this.closed) return;
+    const md = new grpc.Metadata();
+    md.set('ClusterID', this.proxy.upstream.clusterId);
+    const call = this.open(this.proxy.client(), md);
+    this.upstream = call;
+    this.sentOnUpstream = 0;
+    this.established = false;
+    call.on('data', (resp: Resp) => {
+      if (call !== this.upstream) return;
+      if (!this.established) {
+        this.established = true;
+        this.attempt = 0;
+        log.info(`connected to upstream XDS server: ${this.proxy.upstream.address}`, { id: this.id });
+      }
+      xdsProxyResponses.inc();
+      log.debug('upstream response', { id: this.id, type: resp.typeUrl });
+      if (this.observe(resp) && !this.closed) this.down.write(resp);
+    });
+    call.on('error', () => {
+      // Reported through 'status'.
+    });
+    call.on('status', (s: grpc.StatusObject) => this.onUpstreamClosed(call, s));
+    for (const req of this.replay()) this.send(req);
+  }
+
+  private onUpstreamClosed(call: UpstreamCall<Req, Resp>, s: grpc.StatusObject): void {
+    if (call !== this.upstream) return;
+    this.upstream = undefined;
+    if (this.closed) return;
+    if (this.established) {
+      const type = disconnectionType(s.code);
+      meshdConnectionTerminations.inc({ type });
+      if (type === 'error') log.warn(`upstream terminated with unexpected error ${statusText(s)}`, { id: this.id });
+      else log.info(`upstream terminated with status ${statusText(s)}`, { id: this.id });
+    } else {
+      meshdConnectionFailures.inc();
+      log.warn(`failed to connect to upstream ${this.proxy.upstream.address}: ${statusText(s)}`, { id: this.id });
+    }
+    const delay = backoffDelay(this.attempt++, this.proxy.backoff);
+    log.info(`reconnecting to upstream ${this.proxy.upstream.address} in ${delay}ms; the proxy keeps its current configuration`, { id: this.id });
+    this.retry = setTimeout(() => this.connect(), delay);
+  }
+
+  /** Internal requests (the agent's own subscriptions) go upstream without passing the proxy. */
+  protected sendInternal(req: Req): void {
+    if (this.upstream) this.send(req);
+  }
+
+  close(err: Error | undefined): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.retry) clearTimeout(this.retry);
+    const up = this.upstream;
+    this.upstream = undefined;
+    up?.cancel();
+    const code = (err as { code?: number } | undefined)?.code ?? grpc.status.CANCELLED;
+    const type = err ? disconnectionType(code) : 'cancelled';
+    proxyConnectionTerminations.inc({ type });
+    if (err && type === 'error') log.warn(`downstream terminated with unexpected error ${err.message}`, { id: this.id });
+    else log.debug('downstream terminated', { id: this.id });
+    try {
+      this.down.end();
+    } catch {
+      // already finished
+    }
+    this.proxy.forget(this);
+  }
+}
+
+class SotwSession extends Session<DiscoveryRequest, DiscoveryResponse> {
+  /** The proxy's latest request of each type, in the order types first appeared. */
+  private readonly latest = new Map<string, DiscoveryRequest>();
+  /** The agent's own subscriptions (NDS) with their latest ACK. */
+  private readonly internal = new Map<string, DiscoveryRequest>();
+
+  protected open(client: GrpcClient<Ads>, md: grpc.Metadata) {
+    return client.streamAggregatedResources(md);
+  }
+
+  protected record(req: DiscoveryRequest): boolean {
+    this.latest.set(req.typeUrl, req);
+    if (req.typeUrl === LISTENER_TYPE && this.internal.size === 0) {
+      for (const typeUrl of this.proxy.handlers.keys()) {
+        const r = create(DiscoveryRequestSchema, { typeUrl });
+        this.internal.set(typeUrl, r);
+        queueMicrotask(() => this.sendInternal(r));
+      }
+    }
+    return true;
+  }
+
+  protected replay(): DiscoveryRequest[] {
+    const out: DiscoveryRequest[] = [];
+    for (const req of [...this.latest.values(), ...this.internal.values()]) {
+      const r = clone(DiscoveryRequestSchema, req);
+      r.responseNonce = '';
+      r.errorDetail = undefined;
+      out.push(r);
+    }
+    return out;
+  }
+
+  protected observe(resp: DiscoveryResponse): boolean {
+    const handler = this.proxy.handlers.get(resp.typeUrl);
+    if (!handler) return true;
+    const error = resp.resources.length ? handler(resp) : undefined;
+    const ack = create(DiscoveryRequestSchema, {
+      typeUrl: resp.typeUrl,
+      versionInfo: error ? (this.internal.get(resp.typeUrl)?.versionInfo ?? '') : resp.versionInfo,
+      responseNonce: resp.nonce,
+      errorDetail: error ? create(StatusSchema, { code: grpc.status.INTERNAL, message: error }) : undefined,
+    });
+    this.internal.set(resp.typeUrl, ack);
+    this.sendInternal(ack);
+    return false;
+  }
+
+  protected withNode(req: DiscoveryRequest, node: Node): DiscoveryRequest {
+    const r = clone(DiscoveryRequestSchema, req);
+    r.node = node;
+    return r;
+  }
+}
+
+class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse> {
+  /** Per type: explicitly subscribed names and whether the subscription is a wildcard. */
+  private readonly subs = new Map<string, { wildcard: boolean; names: Set<string> }>();
+  /** Per type: the versions of the resources the proxy holds, for initial_resource_versions on resume. */
+  private readonly versions = new Map<string, Map<string, string>>();
+
+  protected open(client: GrpcClient<Ads>, md: grpc.Metadata) {
+    return client.deltaAggregatedResources(md);
+  }
+
+  protected record(req: DeltaDiscoveryRequest): boolean {
+    let s = this.subs.get(req.typeUrl);
+    if (!s) {
+      // The first request of a type without names subscribes to everything (legacy wildcard).
+      s = { wildcard: req.resourceNamesSubscribe.length === 0, names: new Set() };
+      this.subs.set(req.typeUrl, s);
+      const known = new Map(Object.entries(req.initialResourceVersions));
+      if (known.size) this.versions.set(req.typeUrl, known);
+    }
+    for (const n of req.resourceNamesSubscribe) {
+      if (n === '*') s.wildcard = true;
+      else s.names.add(n);
+    }
+    for (const n of req.resourceNamesUnsubscribe) {
+      if (n === '*') s.wildcard = false;
+      else s.names.delete(n);
+    }
+    return true;
+  }
+
+  protected replay(): DeltaDiscoveryRequest[] {
+    return [...this.subs.entries()].map(([typeUrl, s]) => {
+      const names = [...s.names];
+      return create(DeltaDiscoveryRequestSchema, {
+        typeUrl,
+        resourceNamesSubscribe: s.wildcard && names.length ? ['*', ...names] : names,
+        initialResourceVersions: Object.fromEntries(this.versions.get(typeUrl) ?? []),
+      });
+    });
+  }
+
+  protected observe(resp: DeltaDiscoveryResponse): boolean {
+    let v = this.versions.get(resp.typeUrl);
+    if (!v) this.versions.set(resp.typeUrl, (v = new Map()));
+    for (const r of resp.resources) v.set(r.name, r.version);
+    for (const n of resp.removedResources) v.delete(n);
+    return true;
+  }
+
+  protected withNode(req: DeltaDiscoveryRequest, node: Node): DeltaDiscoveryRequest {
+    const r = clone(DeltaDiscoveryRequestSchema, req);
+    r.node = node;
+    return r;
+  }
+}
+
+export class XdsProxy {
+  readonly upstream: UpstreamOptions;
+  readonly backoff: BackoffOptions;
+  readonly handlers: ReadonlyMap<string, ResponseHandler>;
+  readonly socketPath: string;
+  private server: grpc.Server | undefined;
+  private upstreamClient: GrpcClient<Ads> | undefined;
+  private readonly sessions = new Set<ProxySession>();
+
+  constructor(o: XdsProxyOptions) {
+    this.upstream = o.upstream;
+    this.backoff = o.backoff ?? DEFAULT_BACKOFF;
+    this.handlers = o.handlers ?? new Map();
+    this.socketPath = path.resolve(o.socketPath);
+  }
+
+  /** The channel to the daemon, shared by all streams (grpc-js reconnects it underneath). */
+  client(): GrpcClient<Ads> {
+    if (!this.upstreamClient) {
+      const u = this.upstream;
+      const options: grpc.ChannelOptions = {
+        'grpc.max_receive_message_length': -1,
+        'grpc.max_send_message_length': -1,
+        'grpc.keepalive_time_ms': u.keepaliveTimeMs ?? 30_000,
+        'grpc.keepalive_timeout_ms': u.keepaliveTimeoutMs ?? 10_000,
+        // Our own backoff paces reconnects; keep the channel's short so a restarted daemon is seen quickly.
+        'grpc.initial_reconnect_backoff_ms': 500,
+        'grpc.max_reconnect_backoff_ms': 2000,
+      };
+      let creds: grpc.ChannelCredentials;
+      if (u.tls) {
+        creds = grpc.credentials.createSsl(u.tls.rootCerts ?? null, u.tls.privateKey ?? null, u.tls.certChain ?? null);
+        options['grpc.ssl_target_name_override'] = u.tls.serverName;
+        options['grpc.default_authority'] = u.tls.serverName;
+      } else {
+        creds = grpc.credentials.createInsecure();
+      }
+      this.upstreamClient = new AdsClient(u.address, creds, options);
+    }
+    return this.upstreamClient;
+  }
+
+  /** Binds the Unix socket (replacing a stale one, as Istio's uds.NewListener does). */
+  async start(): Promise<void> {
+    fs.mkdirSync(path.dirname(this.socketPath), { recursive: true });
+    try {
+      fs.unlinkSync(this.socketPath);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`failed to remove stale xDS socket ${this.socketPath}: ${(e as Error).message}`);
+    }
+    const server = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
+    addGrpcService(server, AggregatedDiscoveryService, {
+      streamAggregatedResources: (call) => this.accept(new SotwSession(this, call)),
+      deltaAggregatedResources: (call) => this.accept(new DeltaSession(this, call)),
+    });
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
+    ).catch((e: Error) => {
+      throw new Error(`failed to start xds proxy: listen unix ${this.socketPath}: ${e.message}`);
+    });
+    this.server = server;
+    log.info(`Initializing with upstream address ${JSON.stringify(this.upstream.address)} and cluster ${JSON.stringify(this.upstream.clusterId)}`);
+  }
+
+  private accept(s: ProxySession): void {
+    log.debug('accepted XDS connection from the proxy, forwarding to upstream XDS server', { id: s.id });
+    this.sessions.add(s);
+    s.start();
+  }
+
+  forget(s: ProxySession): void {
+    this.sessions.delete(s);
+  }
+
+  /** Streams currently proxied. */
+  streamCount(): number {
+    return this.sessions.size;
+  }
+
+  async stop(): Promise<void> {
+    for (const s of [...this.sessions]) s.close(undefined);
+    const server = this.server;
+    this.server = undefined;
+    server?.forceShutdown();
+    this.upstreamClient?.close();
+    this.upstreamClient = undefined;
+    try {
+      fs.unlinkSync(this.socketPath);
+    } catch {
+      // gone already
+    }
+  }
+}

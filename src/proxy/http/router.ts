@@ -1,0 +1,653 @@
+// The router (envoy.filters.http.router): route → cluster → host → upstream request, with Envoy's
+// header handling (x-forwarded-proto, x-envoy-expected-rq-timeout-ms, x-envoy-original-path, attempt
+// count), route timeout and per-try timeout, retries with jittered back-off, circuit breakers,
+// outlier reporting, and the local replies Envoy makes when upstreams fail.
+import type { Readable } from 'node:stream';
+import { applyRequestOps, applyResponseOps } from '../route/header-ops';
+import { pickWeighted, redirectLocation, rewritePath } from '../route/action';
+import type { ForwardAction, RetryPolicy, RouteSelection } from '../route/types';
+import { hash32 } from '../upstream/lb';
+import type { Host } from '../upstream/host';
+import type { UpstreamCluster } from '../upstream/cluster';
+import { connectUpstream, pendingOn, startUpstreamRequest, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
+import { plainIp } from '../stream-info';
+import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from './headers';
+import { copyResponseHeaders, type Stream } from './stream';
+
+export interface RouterOptions {
+  suppressEnvoyHeaders: boolean;
+  respectExpectedRqTimeout: boolean;
+}
+
+const RETRIABLE_4XX = 409;
+const BODY_BUFFER_LIMIT = 1024 * 1024;
+const GRPC_RETRY: Record<string, number> = { cancelled: 1, 'deadline-exceeded': 4, internal: 13, 'resource-exhausted': 8, unavailable: 14 };
+
+/** Downstream request body, buffered (up to a limit) when a retry may need to replay it. */
+class RequestBody {
+  private chunks: Buffer[] | undefined = [];
+  private size = 0;
+  ended = false;
+  private sink: NodeJS.WritableStream | undefined;
+  private paused = false;
+
+  constructor(
+    private readonly src: Readable,
+    buffer: boolean,
+    private readonly onBytes: (n: number) => void,
+  ) {
+    if (!buffer) this.chunks = undefined;
+    src.on('data', (c: Buffer) => {
+      onBytes(c.length);
+      if (this.chunks) {
+        this.size += c.length;
+        if (this.size > BODY_BUFFER_LIMIT) this.chunks = undefined;
+        else this.chunks.push(c);
+      }
+      if (this.sink && !this.sink.write(c) && !this.paused) {
+        this.paused = true;
+        src.pause();
+        this.sink.once('drain', () => {
+          this.paused = false;
+          src.resume();
+        });
+      }
+    });
+    src.on('end', () => {
+      this.ended = true;
+      this.sink?.end();
+    });
+  }
+
+  /** Whether the whole body so far can be replayed. */
+  get replayable(): boolean {
+    return this.chunks !== undefined;
+  }
+
+  attach(sink: NodeJS.WritableStream): void {
+    this.sink = sink;
+    if (this.chunks) for (const c of this.chunks) sink.write(c);
+    if (this.ended) sink.end();
+  }
+
+  detach(): void {
+    this.sink = undefined;
+    if (this.paused) {
+      this.paused = false;
+      this.src.resume();
+    }
+  }
+}
+
+function retryOnFailure(p: RetryPolicy, kind: UpstreamFailure | 'per_try_timeout', refused: boolean): boolean {
+  const on = p.retryOn;
+  switch (kind) {
+    case 'connect_failure':
+      return on.has('connect-failure') || on.has('5xx') || on.has('gateway-error') || on.has('reset');
+    case 'reset':
+      return on.has('reset') || on.has('5xx') || (refused && on.has('refused-stream'));
+    case 'per_try_timeout':
+      return on.has('5xx') || on.has('gateway-error') || on.has('reset');
+    default:
+      return false;
+  }
+}
+
+function retryOnResponse(p: RetryPolicy, status: number, headers: RawHeaders): boolean {
+  const on = p.retryOn;
+  if (status >= 500 && on.has('5xx')) return true;
+  if ((status === 502 || status === 503 || status === 504) && on.has('gateway-error')) return true;
+  if (status === RETRIABLE_4XX && on.has('retriable-4xx')) return true;
+  if (on.has('retriable-status-codes') && p.retriableStatusCodes.has(status)) return true;
+  const gs = headers['grpc-status'];
+  if (gs !== undefined) {
+    const code = Number(Array.isArray(gs) ? gs[0] : gs);
+    for (const [name, c] of Object.entries(GRPC_RETRY)) if (c === code && on.has(name)) return true;
+  }
+  return false;
+}
+
+/** grpc-timeout header (`10S`, `200m`…) in ms. */
+function grpcTimeoutMs(v: string | undefined): number | undefined {
+  if (!v) return undefined;
+  const m = /^(\d{1,8})([HMSmun])$/.exec(v);
+  if (!m) return undefined;
+  const n = Number(m[1]);
+  const unit: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 0.001, n: 0.000001 };
+  return n * unit[m[2]!]!;
+}
+
+export class Router {
+  constructor(private readonly opts: RouterOptions) {}
+
+  route(s: Stream): void {
+    const sel = s.route();
+    const hcm = s.hcm;
+    if (!sel) {
+      hcm.stats.noRoute.inc();
+      s.sendLocalReply({ status: 404, flag: 'NR', details: 'route_not_found' });
+      return;
+    }
+    const route = sel.route;
+    s.info.routeName = route.name;
+    const a = route.action;
+    if (a.kind === 'direct') {
+      hcm.stats.rqDirectResponse.inc();
+      this.applyResponseHeaderOps(s, sel, undefined);
+      const h = new ResponseHeaders(a.status);
+      this.applyResponseHeaderOps(s, sel, h);
+      if (a.body) {
+        h.set('content-type', 'text/plain');
+        h.set('content-length', String(a.body.length));
+      } else h.set('content-length', '0');
+      s.info.responseCodeDetails = 'direct_response';
+      s.sendHeaders(h);
+      s.info.bytesSent += a.body?.length ?? 0;
+      if (s.request.method === 'HEAD' || !a.body) s.res.end();
+      else s.res.end(a.body);
+      return;
+    }
+    if (a.kind === 'redirect') {
+      hcm.stats.rqRedirect.inc();
+      const loc = redirectLocation(a, s.request, route.prefixLength(s));
+      const h = new ResponseHeaders(a.status, { location: loc, 'content-length': '0' });
+      this.applyResponseHeaderOps(s, sel, h);
+      s.info.responseCodeDetails = 'direct_response';
+      s.sendHeaders(h);
+      s.res.end();
+      return;
+    }
+    if (a.kind === 'nonForwarding') {
+      hcm.stats.noRoute.inc();
+      s.sendLocalReply({ status: 404, flag: 'NR', details: 'route_not_found' });
+      return;
+    }
+    this.forward(s, sel, a);
+  }
+
+  private applyResponseHeaderOps(s: Stream, sel: RouteSelection, h: ResponseHeaders | undefined): void {
+    if (!h) return;
+    const ctx = s.formatContext(h);
+    const order = sel.config.mostSpecificHeaderMutationsWins
+      ? [sel.config.headerOps, sel.vhost.headerOps, sel.route.headerOps, s.weighted?.headerOps]
+      : [s.weighted?.headerOps, sel.route.headerOps, sel.vhost.headerOps, sel.config.headerOps];
+    for (const ops of order) applyResponseOps(ops, h, ctx);
+  }
+
+  private clusterName(s: Stream, a: ForwardAction): string | undefined {
+    const spec = a.cluster;
+    if (spec.kind === 'cluster') return spec.name;
+    if (spec.kind === 'header') return s.request.get(spec.header);
+    let r = s.random;
+    if (spec.randomHeader) {
+      const v = s.request.get(spec.randomHeader);
+      if (v !== undefined && /^\d+$/.test(v)) r = (Number(v) % spec.total) / spec.total;
+    }
+    const e = pickWeighted(spec, r);
+    if (!e) return undefined;
+    s.weighted = e;
+    return e.name.startsWith('%header:') ? s.request.get(e.name.slice(8)) : e.name;
+  }
+
+  private forward(s: Stream, sel: RouteSelection, a: ForwardAction): void {
+    const hcm = s.hcm;
+    const name = this.clusterName(s, a);
+    const cluster = name ? hcm.clusters.get(name) : undefined;
+    if (!cluster) {
+      hcm.stats.noCluster.inc();
+      s.sendLocalReply({ status: a.clusterNotFoundCode, flag: 'NC', details: 'cluster_not_found' });
+      return;
+    }
+    s.info.upstreamCluster = cluster.name;
+    const req = s.request;
+    // request header mutations: route → vhost → route config by default (the route config wins)
+    const fctx = s.formatContext();
+    const order = sel.config.mostSpecificHeaderMutationsWins
+      ? [sel.config.headerOps, sel.vhost.headerOps, sel.route.headerOps, s.weighted?.headerOps]
+      : [s.weighted?.headerOps, sel.route.headerOps, sel.vhost.headerOps, sel.config.headerOps];
+    for (const ops of order) applyRequestOps(ops, req, fctx);
+    const newPath = rewritePath(a.pathRewrite, req.path, sel.route.prefixLength(s));
+    if (newPath !== undefined) {
+      if (!this.opts.suppressEnvoyHeaders) req.set('x-envoy-original-path', req.path);
+      req.path = newPath;
+      req.pathChanged();
+    }
+    if (a.appendXForwardedHost) req.add('x-forwarded-host', req.authority);
+    const hr = a.hostRewrite;
+    if (s.weighted?.hostRewriteLiteral) req.authority = s.weighted.hostRewriteLiteral;
+    else if (hr.kind === 'literal') req.authority = hr.value;
+    else if (hr.kind === 'header') {
+      const v = req.get(hr.header);
+      if (v) req.authority = v;
+    } else if (hr.kind === 'pathRegex') {
+      hr.re.lastIndex = 0;
+      req.authority = req.pathOnly().replace(hr.re, hr.sub);
+    }
+    // timeouts
+    let timeoutMs = a.timeoutMs;
+    if (a.maxGrpcTimeoutMs !== undefined && s.isGrpc) {
+      const g = grpcTimeoutMs(req.get('grpc-timeout'));
+      if (g !== undefined) timeoutMs = a.maxGrpcTimeoutMs > 0 ? Math.min(g, a.maxGrpcTimeoutMs) : g;
+    }
+    const hdrTimeout = req.get('x-envoy-upstream-rq-timeout-ms');
+    if (hdrTimeout !== undefined && /^\d+$/.test(hdrTimeout)) timeoutMs = Number(hdrTimeout);
+    if (this.opts.respectExpectedRqTimeout) {
+      const exp = req.get('x-envoy-expected-rq-timeout-ms');
+      if (exp !== undefined && /^\d+$/.test(exp)) timeoutMs = Number(exp);
+    }
+    req.remove('x-envoy-upstream-rq-timeout-ms');
+    if (s.upgrade) {
+      const allowed = a.upgradeTypes.get(s.upgrade) ?? hcm.options.upgradeTypes.has(s.upgrade);
+      if (!allowed) {
+        s.sendLocalReply({ status: 403, details: 'upgrade_failed' });
+        return;
+      }
+      spliceUpgrade(s, cluster, timeoutMs);
+      return;
+    }
+    let retry = sel.route.action.kind === 'route' ? a.retry ?? sel.vhost.retry : undefined;
+    const hdrRetryOn = req.get('x-envoy-retry-on');
+    const hdrMax = req.get('x-envoy-max-retries');
+    if (hdrRetryOn || hdrMax) {
+      const base: RetryPolicy = retry ?? { retryOn: new Set(), numRetries: 1, perTryTimeoutMs: 0, retriableStatusCodes: new Set(), avoidPreviousHosts: false, hostSelectionRetryMaxAttempts: 1, baseIntervalMs: 25, maxIntervalMs: 250 };
+      retry = {
+        ...base,
+        retryOn: hdrRetryOn ? new Set([...base.retryOn, ...hdrRetryOn.split(',').map((x) => x.trim())]) : base.retryOn,
+        numRetries: hdrMax && /^\d+$/.test(hdrMax) ? Number(hdrMax) : base.numRetries,
+      };
+      req.remove('x-envoy-retry-on');
+      req.remove('x-envoy-max-retries');
+    }
+    new UpstreamExchange(s, sel, cluster, timeoutMs, retry, this.opts, (h) => this.applyResponseHeaderOps(s, sel, h), a).start();
+  }
+}
+
+/** One request forwarded upstream, across its attempts. */
+class UpstreamExchange {
+  private attempt = 0;
+  private current: UpstreamRequestHandle | undefined;
+  private currentHost: Host | undefined;
+  private readonly tried = new Set<Host>();
+  private globalTimer: NodeJS.Timeout | undefined;
+  private perTryTimer: NodeJS.Timeout | undefined;
+  private readonly body: RequestBody;
+  private finished = false;
+  private attemptStart = 0;
+  private readonly start0 = performance.now();
+  private attemptActive = false;
+  private readonly protocol: 'http1' | 'http2';
+
+  constructor(
+    private readonly s: Stream,
+    private readonly sel: RouteSelection,
+    private readonly cluster: UpstreamCluster,
+    private readonly timeoutMs: number,
+    private readonly retry: RetryPolicy | undefined,
+    private readonly opts: RouterOptions,
+    private readonly responseOps: (h: ResponseHeaders) => void,
+    private readonly action: ForwardAction,
+  ) {
+    this.protocol = cluster.protocol === 'downstream' ? (s.isH2 ? 'http2' : 'http1') : cluster.protocol;
+    this.body = new RequestBody(s.req, !!retry && retry.numRetries > 0, (n) => (s.info.bytesReceived += n));
+    s.onDone = () => this.cleanup();
+  }
+
+  start(): void {
+    if (this.timeoutMs > 0) {
+      this.globalTimer = setTimeout(() => this.onGlobalTimeout(), this.timeoutMs);
+    }
+    this.send();
+  }
+
+  private cleanup(): void {
+    this.finished = true;
+    if (this.globalTimer) clearTimeout(this.globalTimer);
+    if (this.perTryTimer) clearTimeout(this.perTryTimer);
+    if (!this.s.responded || !this.s.res.writableFinished) this.current?.abort();
+    if (this.currentHost) this.endAttempt(this.currentHost);
+  }
+
+  private pickHost(): Host | undefined {
+    const c = this.cluster;
+    if (c.type === 'ORIGINAL_DST') {
+      const hdr = c.useHttpHeaderForOriginalDst ? this.s.request.get(c.useHttpHeaderForOriginalDst) : undefined;
+      const dst = hdr ? parseHostPort(hdr, 0) : this.s.conn.info.originalDestination ?? parseHostPort(this.s.request.authority, this.s.conn.info.tls ? 443 : 80);
+      if (!dst || dst.port === 0) return undefined;
+      return c.originalDstHost(dst.address, dst.port);
+    }
+    const avoid = this.retry?.avoidPreviousHosts ? this.tried : undefined;
+    return c.chooseHost({ ...(avoid ? { avoid } : {}), ...(this.hash() !== undefined ? { hash: this.hash()! } : {}) });
+  }
+
+  private hashValue: number | null | undefined = null;
+  private hash(): number | undefined {
+    if (this.hashValue === null) {
+      this.hashValue = undefined;
+      if (this.cluster.lb.opts.policy === 'RING_HASH' || this.cluster.lb.opts.policy === 'MAGLEV') {
+        // without a hash policy Envoy picks randomly; with x-envoy-hash-key-like input we hash the source
+        this.hashValue = hash32(this.s.conn.info.remoteAddress);
+      }
+    }
+    return this.hashValue;
+  }
+
+  private send(): void {
+    const s = this.s;
+    const c = this.cluster;
+    const cs = c.stats;
+    const host = this.pickHost();
+    if (!host) {
+      cs.noneHealthy.inc();
+      this.fail(503, 'no healthy upstream', 'UH', 'no_healthy_upstream');
+      return;
+    }
+    // circuit breakers
+    if (c.rqActive >= c.thresholds.maxRequests || (this.protocol === 'http1' && c.thresholds.maxPendingRequests < 1e9 && c.cxActive >= c.thresholds.maxConnections && pendingOn(host) >= c.thresholds.maxPendingRequests)) {
+      cs.rqPendingOverflow.inc();
+      c.updateCircuitBreakerGauges();
+      this.fail(503, 'upstream connect error or disconnect/reset before headers. reset reason: overflow', 'UO', 'overflow', { 'x-envoy-overloaded': 'true' });
+      return;
+    }
+    this.attempt++;
+    s.info.attemptCount = this.attempt;
+    this.tried.add(host);
+    this.currentHost = host;
+    this.attemptActive = true;
+    s.info.upstreamHost = host.key;
+    c.rqActive++;
+    host.stats.rqActive++;
+    host.stats.rqTotal++;
+    cs.rqTotal.inc();
+    cs.rqActive.inc();
+    c.updateCircuitBreakerGauges();
+    const req = s.request;
+    const headers: RawHeaders = {};
+    const src = req.h;
+    for (const k in src) {
+      if (HOP_BY_HOP.has(k) && !(k === 'te' && src[k] === 'trailers')) continue;
+      const v = src[k];
+      if (v !== undefined) headers[k] = v;
+    }
+    if (!this.opts.suppressEnvoyHeaders) {
+      if (this.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(this.retry?.perTryTimeoutMs || this.timeoutMs);
+      if (this.sel.vhost.includeRequestAttemptCount) headers['x-envoy-attempt-count'] = String(this.attempt);
+    }
+    let authority = req.authority;
+    if (this.action.hostRewrite.kind === 'auto' && host.hostname) authority = host.hostname;
+    this.attemptStart = performance.now();
+    let handle: UpstreamRequestHandle;
+    const attemptNo = this.attempt;
+    handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.tls ? 'https' : 'http', headers }, {
+      onResponse: (r) => this.onResponse(attemptNo, host, r),
+      onError: (kind, detail) => this.onError(attemptNo, host, kind, detail),
+    });
+    this.current = handle;
+    this.body.attach(handle.body);
+    const ptt = this.retry?.perTryTimeoutMs ?? 0;
+    if (ptt > 0) {
+      this.perTryTimer = setTimeout(() => this.onPerTryTimeout(attemptNo, host), ptt);
+    }
+  }
+
+  private endAttempt(host: Host): void {
+    if (!this.attemptActive) return;
+    this.attemptActive = false;
+    const c = this.cluster;
+    c.rqActive--;
+    host.stats.rqActive--;
+    c.stats.rqActive.dec();
+    if (this.perTryTimer) clearTimeout(this.perTryTimer);
+    this.perTryTimer = undefined;
+    c.updateCircuitBreakerGauges();
+  }
+
+  private canRetry(): boolean {
+    const r = this.retry;
+    if (!r || this.attempt > r.numRetries || this.finished) return false;
+    if (!this.body.replayable) return false;
+    if (this.cluster.retriesActive >= this.cluster.thresholds.maxRetries) {
+      this.cluster.stats.rqRetryOverflow.inc();
+      return false;
+    }
+    return true;
+  }
+
+  private scheduleRetry(): void {
+    const r = this.retry!;
+    this.cluster.stats.rqRetry.inc();
+    this.cluster.retriesActive++;
+    this.body.detach();
+    const ceiling = Math.min(r.maxIntervalMs, r.baseIntervalMs * 2 ** (this.attempt - 1));
+    const delay = Math.floor(Math.random() * ceiling);
+    setTimeout(() => {
+      this.cluster.retriesActive--;
+      if (this.finished || this.s.downstreamClosed) return;
+      this.send();
+    }, delay);
+  }
+
+  private onPerTryTimeout(attemptNo: number, host: Host): void {
+    if (attemptNo !== this.attempt || this.finished) return;
+    this.cluster.stats.rqPerTryTimeout.inc();
+    host.stats.rqTimeout++;
+    this.current?.abort();
+    this.endAttempt(host);
+    this.cluster.outlier?.reportLocal(host, 'timeout');
+    if (this.retry && retryOnFailure(this.retry, 'per_try_timeout', false) && this.canRetry()) {
+      this.scheduleRetry();
+      return;
+    }
+    this.s.info.setFlag('UT');
+    this.fail(504, 'upstream request timeout', undefined, 'upstream_per_try_timeout');
+  }
+
+  /** Envoy's route timeout runs until the response is complete: after headers it resets the stream. */
+  private onGlobalTimeout(): void {
+    if (this.finished) return;
+    this.cluster.stats.rqTimeout.inc();
+    if (this.currentHost) this.currentHost.stats.rqTimeout++;
+    this.current?.abort();
+    if (this.currentHost) this.endAttempt(this.currentHost);
+    this.s.info.setFlag('UT');
+    this.fail(504, 'upstream request timeout', undefined, 'upstream_response_timeout');
+  }
+
+  private onError(attemptNo: number, host: Host, kind: UpstreamFailure, detail: string): void {
+    if (attemptNo !== this.attempt || this.finished) return;
+    this.endAttempt(host);
+    host.stats.rqError++;
+    if (kind === 'reset') this.cluster.outlier?.reportLocal(host, 'reset');
+    this.s.info.upstreamTransportFailureReason = detail;
+    const refused = detail === 'refused stream';
+    if (this.retry && retryOnFailure(this.retry, kind, refused) && this.canRetry()) {
+      this.scheduleRetry();
+      return;
+    }
+    const reason = kind === 'connect_failure' ? 'connection failure' : refused ? 'remote refused stream reset' : 'connection termination';
+    const flag = kind === 'connect_failure' ? 'UF' : 'UC';
+    if (this.attempt > 1) this.s.info.setFlag('URX');
+    const prefix = this.attempt > 1 ? 'retried and the latest reset reason: ' : 'reset reason: ';
+    this.fail(503, `upstream connect error or disconnect/reset before headers. ${prefix}${reason}`, flag, `upstream_reset_before_response_started{${reason.replace(/ /g, '_')}}`);
+  }
+
+  private fail(status: number, body: string, flag: string | undefined, details: string, headers?: Record<string, string>): void {
+    if (this.finished) return;
+    this.finished = true;
+    if (this.globalTimer) clearTimeout(this.globalTimer);
+    this.body.detach();
+    this.s.sendLocalReply({ status, body, ...(flag ? { flag } : {}), details, ...(headers ? { headers } : {}) });
+  }
+
+  private onResponse(attemptNo: number, host: Host, r: UpstreamResponse): void {
+    if (attemptNo !== this.attempt || this.finished) {
+      r.body.resume();
+      return;
+    }
+    const c = this.cluster;
+    if (this.perTryTimer) clearTimeout(this.perTryTimer);
+    c.outlier?.reportHttp(host, r.status);
+    if (this.retry && retryOnResponse(this.retry, r.status, r.headers) && this.canRetry()) {
+      r.body.resume();
+      this.endAttempt(host);
+      host.stats.rqError++;
+      c.stats.codes.record(r.status);
+      this.scheduleRetry();
+      return;
+    }
+    if (this.attempt > 1) c.stats.rqRetrySuccess.inc();
+    const s = this.s;
+    const h = new ResponseHeaders(r.status, copyResponseHeaders(r.headers));
+    if (!this.opts.suppressEnvoyHeaders) h.set('x-envoy-upstream-service-time', String(Math.round(performance.now() - this.attemptStart)));
+    if (this.sel.vhost.includeAttemptCountInResponse) h.set('x-envoy-attempt-count', String(this.attempt));
+    this.responseOps(h);
+    if (r.endStream) {
+      // trailers-only (gRPC errors): the headers end the stream downstream too
+      s.sendHeadersOnly(h);
+      r.body.resume();
+      r.body.once('end', () => undefined);
+      this.finished = true;
+      if (this.globalTimer) clearTimeout(this.globalTimer);
+      this.endAttempt(host);
+      c.stats.codes.record(r.status);
+      c.stats.rqCompleted.inc();
+      c.stats.rqTime.record(performance.now() - this.start0);
+      host.stats.rqSuccess++;
+      return;
+    }
+    s.sendHeaders(h);
+    const res = s.res;
+    const body = r.body;
+    const isHead = s.request.method === 'HEAD';
+    let paused = false;
+    body.on('data', (chunk: Buffer) => {
+      s.info.bytesSent += chunk.length;
+      if (s.downstreamClosed || isHead) return;
+      if (!res.write(chunk) && !paused) {
+        paused = true;
+        body.pause();
+        res.once('drain', () => {
+          paused = false;
+          body.resume();
+        });
+      }
+    });
+    body.on('end', () => {
+      if (this.globalTimer) clearTimeout(this.globalTimer);
+      this.finished = true;
+      this.endAttempt(host);
+      const code = r.status;
+      c.stats.codes.record(code);
+      c.stats.rqCompleted.inc();
+      c.stats.rqTime.record(performance.now() - this.start0);
+      if (code >= 500) host.stats.rqError++;
+      else host.stats.rqSuccess++;
+      if (s.downstreamClosed) return;
+      const t = r.trailers();
+      if (t && Object.keys(t).length > 0) res.addTrailers(t);
+      res.end();
+    });
+    body.on('error', () => {
+      if (this.finished) return;
+      this.finished = true;
+      this.endAttempt(host);
+      host.stats.rqError++;
+      s.info.setFlag('UC');
+      s.resetDownstream();
+    });
+    body.on('aborted', () => {
+      if (this.finished) return;
+      this.finished = true;
+      this.endAttempt(host);
+      s.info.setFlag('UC');
+      s.resetDownstream();
+    });
+  }
+}
+
+/**
+ * An allowed HTTP/1.1 upgrade (WebSocket): the request goes to the upstream as it came (with its
+ * Upgrade/Connection headers), then the two sockets are spliced; the upstream's 101 goes back verbatim.
+ */
+function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): void {
+  const host = cluster.type === 'ORIGINAL_DST'
+    ? (() => {
+        const d = s.conn.info.originalDestination ?? parseHostPort(s.request.authority, 80);
+        return d ? cluster.originalDstHost(d.address, d.port) : undefined;
+      })()
+    : cluster.chooseHost({});
+  if (!host) {
+    cluster.stats.noneHealthy.inc();
+    s.sendLocalReply({ status: 503, body: 'no healthy upstream', flag: 'UH', details: 'no_healthy_upstream' });
+    return;
+  }
+  s.info.upstreamHost = host.key;
+  cluster.stats.rqTotal.inc();
+  host.stats.rqTotal++;
+  const up = connectUpstream(cluster, host);
+  const down = s.req.socket as import('node:net').Socket;
+  let connected = false;
+  const timer = timeoutMs > 0 ? setTimeout(() => {
+    if (!connected) up.destroy(new Error('upstream request timeout'));
+  }, timeoutMs) : undefined;
+  up.once(cluster.tls ? 'secureConnect' : 'connect', () => {
+    connected = true;
+    if (timer) clearTimeout(timer);
+    const r = s.request;
+    let head = `${r.method} ${r.path} HTTP/1.1\r\nhost: ${r.authority}\r\nconnection: Upgrade\r\nupgrade: ${s.req.headers.upgrade}\r\n`;
+    for (const k in r.h) {
+      if (HOP_BY_HOP.has(k)) continue;
+      const v = r.h[k];
+      for (const x of Array.isArray(v) ? v : v === undefined ? [] : [v]) head += `${k}: ${x}\r\n`;
+    }
+    up.write(`${head}\r\n`);
+    s.responded = true;
+    (s.res as unknown as { detachSocket(sock: unknown): void }).detachSocket(down);
+    up.once('data', (d: Buffer) => {
+      const m = /^HTTP\/1\.[01] (\d{3})/.exec(d.subarray(0, 16).toString('latin1'));
+      s.info.responseCode = m ? Number(m[1]) : 0;
+    });
+    up.on('data', (d: Buffer) => (s.info.bytesSent += d.length));
+    down.on('data', (d: Buffer) => (s.info.bytesReceived += d.length));
+    up.pipe(down);
+    down.pipe(up);
+    down.resume();
+  });
+  const done = () => {
+    up.destroy();
+    down.destroy();
+    s.finish();
+  };
+  up.once('error', (e: Error) => {
+    if (timer) clearTimeout(timer);
+    if (!connected) {
+      s.info.upstreamTransportFailureReason = e.message;
+      s.sendLocalReply({ status: 503, body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure', flag: 'UF', details: 'upstream_reset_before_response_started{connection_failure}' });
+      return;
+    }
+    done();
+  });
+  up.once('close', () => {
+    if (connected) done();
+  });
+  down.once('close', () => up.destroy());
+}
+
+/** `host:port`, `[v6]:port` or a bare host with a default port; undefined for names needing DNS. */
+export function parseHostPort(v: string, defaultPort: number): { address: string; port: number } | undefined {
+  let host = v;
+  let port = defaultPort;
+  const m = /^\[([^\]]+)\](?::(\d+))?$/.exec(v);
+  if (m) {
+    host = m[1]!;
+    if (m[2]) port = Number(m[2]);
+  } else {
+    const i = v.lastIndexOf(':');
+    if (i > 0 && v.indexOf(':') === i) {
+      host = v.slice(0, i);
+      port = Number(v.slice(i + 1));
+    }
+  }
+  host = plainIp(host);
+  if (host === 'localhost') host = '127.0.0.1';
+  return { address: host, port };
+}

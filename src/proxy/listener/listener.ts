@@ -1,0 +1,468 @@
+// One listener (static or from LDS): filter chains compiled from the proto, and connection handling:
+// inspect the first bytes when chain selection or the codec needs them, pick the chain, terminate TLS
+// if the chain says so, then hand the connection to the HTTP connection manager or the TCP proxy.
+import net from 'node:net';
+import tls from 'node:tls';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
+import { TrafficDirection } from '../../gen/envoy/config/core/v3/base_pb';
+import type { FilterChain } from '../../gen/envoy/config/listener/v3/listener_components_pb';
+import { HttpConnectionManagerSchema } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import { DownstreamTlsContextSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
+import { HcmRuntime, type HcmDeps } from '../http/hcm';
+import type { ConnectionContext } from '../http/stream';
+import type { Logger } from '../log';
+import { ConfigError } from '../matchers/string';
+import { durationToMs } from '../route/action';
+import type { Counter, Gauge, StatsStore } from '../stats/store';
+import { plainIp, type DownstreamConnectionInfo } from '../stream-info';
+import { TlsContext } from '../tls/context';
+import type { SecretManager } from '../tls/secrets';
+import type { ClusterManager } from '../upstream/cluster-manager';
+import { chainMatchKey, compileChainMatch, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
+import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
+import { NetworkRbac, TcpProxy } from './tcp-proxy';
+
+const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
+const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
+const NET_RBAC = 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC';
+const TLS_SOCKET = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext';
+const RAW_BUFFER = 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
+const KNOWN_LISTENER_FILTERS = new Set([
+  'type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector',
+  'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector',
+  'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
+]);
+const KNOWN_LISTENER_FILTER_NAMES = new Set(['envoy.filters.listener.tls_inspector', 'envoy.filters.listener.http_inspector', 'envoy.filters.listener.original_dst']);
+
+export interface ListenerDeps extends HcmDeps {
+  clusters: ClusterManager;
+  secrets: SecretManager;
+  log: HcmDeps['log'];
+  /** Engine-wide drain (server draining) on top of this listener's own. */
+  serverDraining: () => boolean;
+  /** use_original_dst: the listener that owns a destination, if any (Envoy's original-dst handoff). */
+  findListenerFor: (address: string, port: number) => ListenerRuntime | undefined;
+}
+
+export interface CompiledChain {
+  name: string;
+  match: CompiledChainMatch;
+  tls: TlsContext | undefined;
+  rbac: NetworkRbac[];
+  hcm: HcmRuntime | undefined;
+  tcp: TcpProxy | undefined;
+}
+
+export interface ListenerStats {
+  cxTotal: Counter;
+  cxActive: Gauge;
+  cxDestroy: Counter;
+  noChain: Counter;
+  preCxActive: Gauge;
+  preCxTimeout: Counter;
+  sslHandshake: Counter;
+  sslError: Counter;
+  sslNoCert: Counter;
+}
+
+export function listenerAddress(l: Listener, where: string): { host: string; port: number; pipe?: string; ipv4Compat?: boolean } {
+  const a = l.address?.address;
+  if (a?.case === 'socketAddress') {
+    if (a.value.portSpecifier.case !== 'portValue') throw new ConfigError(`${where}.address.socket_address: a port_value is required`);
+    return { host: a.value.address, port: a.value.portSpecifier.value, ipv4Compat: a.value.ipv4Compat };
+  }
+  if (a?.case === 'pipe') return { host: '', port: 0, pipe: a.value.path };
+  if (l.apiListener) throw new ConfigError(`${where}.api_listener: API listeners are for gRPC clients, not proxies`);
+  throw new ConfigError(`${where}.address: a socket_address or pipe is required`);
+}
+
+/** Envoy's listener stat prefix: the address as `ip_port` (`[::]_80` for IPv6). */
+export function listenerStatPrefix(l: Listener, addr: { host: string; port: number; pipe?: string }): string {
+  if (l.statPrefix) return l.statPrefix;
+  if (addr.pipe) return addr.pipe;
+  return addr.host.includes(':') ? `[${addr.host}]_${addr.port}` : `${addr.host}_${addr.port}`;
+}
+
+export class ListenerRuntime {
+  readonly address: { host: string; port: number; pipe?: string; ipv4Compat?: boolean };
+  readonly chains: CompiledChain[];
+  readonly defaultChain: CompiledChain | undefined;
+  readonly statPrefix: string;
+  readonly stats: ListenerStats;
+  readonly bindToPort: boolean;
+  readonly useOriginalDst: boolean;
+  /** The original_dst listener filter: restore the destination (here: from the request) for chain matching. */
+  private readonly originalDstFilter: boolean;
+  readonly inbound: boolean;
+  readonly ready: Promise<void>;
+  private readonly inspect: { tls: boolean; http: boolean };
+  private readonly timeoutMs: number;
+  private readonly continueOnTimeout: boolean;
+  /** Set by the listener manager once the listener may serve. */
+  active = false;
+  draining = false;
+  readonly connections = new Set<net.Socket>();
+  private readonly pending: net.Socket[] = [];
+  private readonly log: Logger;
+
+  constructor(
+    readonly proto: Listener,
+    readonly versionInfo: string,
+    readonly isStatic: boolean,
+    private readonly deps: ListenerDeps,
+  ) {
+    const where = `listener '${proto.name}'`;
+    if (!proto.name) throw new ConfigError('listener: name must not be empty');
+    this.log = deps.log.get('conn_handler');
+    this.address = listenerAddress(proto, where);
+    this.statPrefix = listenerStatPrefix(proto, this.address);
+    this.bindToPort = proto.bindToPort ?? true;
+    this.useOriginalDst = proto.useOriginalDst ?? false;
+    this.originalDstFilter = proto.listenerFilters.some((f) => f.name === 'envoy.filters.listener.original_dst' || (f.configType.case === 'typedConfig' && f.configType.value.typeUrl.endsWith('.original_dst.v3.OriginalDst')));
+    this.inbound = proto.trafficDirection === TrafficDirection.INBOUND;
+    if (proto.additionalAddresses.length > 0) throw new ConfigError(`${where}.additional_addresses: listening on several addresses is not supported`);
+    if (proto.filterChainMatcher) throw new ConfigError(`${where}.filter_chain_matcher: the generic matcher is not supported; use filter_chain_match`);
+    if (proto.udpListenerConfig || proto.address?.address.case === 'socketAddress' && proto.address.address.value.protocol === 1) {
+      throw new ConfigError(`${where}: UDP listeners are not supported`);
+    }
+    proto.listenerFilters.forEach((f, i) => {
+      const t = f.configType.case === 'typedConfig' ? f.configType.value.typeUrl : undefined;
+      if (t ? !KNOWN_LISTENER_FILTERS.has(t) : !KNOWN_LISTENER_FILTER_NAMES.has(f.name)) {
+        throw new ConfigError(`${where}.listener_filters[${i}]: Didn't find a registered implementation for name: '${f.name}'`);
+      }
+    });
+    const s = deps.stats.scope(`listener.${this.statPrefix}.`);
+    this.stats = {
+      cxTotal: s.counter('downstream_cx_total'),
+      cxActive: s.gauge('downstream_cx_active'),
+      cxDestroy: s.counter('downstream_cx_destroy'),
+      noChain: s.counter('no_filter_chain_match'),
+      preCxActive: s.gauge('downstream_pre_cx_active'),
+      preCxTimeout: s.counter('downstream_pre_cx_timeout'),
+      sslHandshake: s.counter('ssl.handshake'),
+      sslError: s.counter('ssl.connection_error'),
+      sslNoCert: s.counter('ssl.no_certificate'),
+    };
+    const built: CompiledChain[] = [];
+    try {
+      const seen = new Map<string, number>();
+      proto.filterChains.forEach((fc, i) => {
+        const c = this.compileChain(fc, `${where}.filter_chains[${i}]`);
+        built.push(c);
+        const key = chainMatchKey(c.match);
+        const prev = seen.get(key);
+        if (prev !== undefined) {
+          throw new ConfigError(`multiple filter chains with the same matching rules are defined: filter_chains[${prev}] and filter_chains[${i}]`);
+        }
+        seen.set(key, i);
+      });
+      this.chains = built;
+      this.defaultChain = proto.defaultFilterChain ? this.compileChain(proto.defaultFilterChain, `${where}.default_filter_chain`) : undefined;
+    } catch (e) {
+      for (const c of built) this.releaseChain(c);
+      throw e;
+    }
+    if (this.chains.length === 0 && !this.defaultChain) throw new ConfigError(`${where}: no filter chains specified`);
+    this.inspect = needsInspection(this.chains);
+    this.timeoutMs = durationToMs(proto.listenerFiltersTimeout) ?? 15_000;
+    this.continueOnTimeout = proto.continueOnListenerFiltersTimeout;
+    const waits: Array<Promise<void>> = [];
+    for (const c of [...this.chains, ...(this.defaultChain ? [this.defaultChain] : [])]) {
+      if (c.hcm) waits.push(c.hcm.ready);
+      if (c.tls) waits.push(c.tls.ready);
+    }
+    this.ready = Promise.all(waits).then(() => undefined);
+  }
+
+  private compileChain(fc: FilterChain, where: string): CompiledChain {
+    const match = compileChainMatch(fc.filterChainMatch, `${where}.filter_chain_match`);
+    let tlsCtx: TlsContext | undefined;
+    const ts = fc.transportSocket;
+    if (ts && ts.configType.case === 'typedConfig' && ts.configType.value.typeUrl !== RAW_BUFFER) {
+      if (ts.configType.value.typeUrl !== TLS_SOCKET) throw new ConfigError(`${where}.transport_socket: Didn't find a registered implementation for name: '${ts.name}'`);
+      const d = anyUnpack(ts.configType.value, DownstreamTlsContextSchema);
+      if (!d) throw new ConfigError(`${where}.transport_socket: cannot decode DownstreamTlsContext`);
+      tlsCtx = new TlsContext(d.commonTlsContext, { role: 'server', requireClientCertificate: d.requireClientCertificate ?? false }, this.deps.secrets, `${where}.transport_socket`);
+    }
+    const rbac: NetworkRbac[] = [];
+    let hcm: HcmRuntime | undefined;
+    let tcp: TcpProxy | undefined;
+    try {
+      if (fc.filters.length === 0) throw new ConfigError(`${where}.filters: at least one network filter is required`);
+      fc.filters.forEach((f, i) => {
+        const fw = `${where}.filters[${i}]`;
+        if (f.configType.case !== 'typedConfig') throw new ConfigError(`${fw}: typed_config is required (config discovery is not supported)`);
+        const any = f.configType.value;
+        const last = i === fc.filters.length - 1;
+        switch (any.typeUrl) {
+          case HCM: {
+            if (!last) throw new ConfigError(`Error: terminal filter named ${f.name} of type envoy.filters.network.http_connection_manager must be the last filter in a network filter chain.`);
+            const h = anyUnpack(any, HttpConnectionManagerSchema);
+            if (!h) throw new ConfigError(`${fw}: cannot decode HttpConnectionManager`);
+            hcm = new HcmRuntime(h, fw, this.deps, this.isStatic, this.address.port);
+            break;
+          }
+          case TCP_PROXY:
+            if (!last) throw new ConfigError(`Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`);
+            tcp = new TcpProxy(any, fw, this.deps.stats, this.deps.clusters, this.log);
+            break;
+          case NET_RBAC:
+            if (last) throw new ConfigError(`Error: non-terminal filter named ${f.name} of type envoy.filters.network.rbac is the last filter in a network filter chain.`);
+            rbac.push(new NetworkRbac(any, fw, this.deps.stats));
+            break;
+          default:
+            throw new ConfigError(`Didn't find a registered implementation for name: '${f.name}'`);
+        }
+      });
+    } catch (e) {
+      tlsCtx?.release();
+      hcm?.release();
+      throw e;
+    }
+    return { name: fc.name, match, tls: tlsCtx, rbac, hcm, tcp };
+  }
+
+  private releaseChain(c: CompiledChain): void {
+    c.tls?.release();
+    c.hcm?.release();
+  }
+
+  release(): void {
+    for (const c of this.chains) this.releaseChain(c);
+    if (this.defaultChain) this.releaseChain(this.defaultChain);
+  }
+
+  /** Serve connections that arrived while warming. */
+  activate(): void {
+    this.active = true;
+    for (const s of this.pending.splice(0)) if (!s.destroyed) this.onConnection(s);
+  }
+
+  isDraining(): boolean {
+    return this.draining || this.deps.serverDraining();
+  }
+
+  /** Entry point for accepted sockets (the manager owns the net.Server). */
+  onConnection(socket: net.Socket, handoff?: { head: Buffer; destination: { address: string; port: number } }): void {
+    if (!this.active) {
+      this.pending.push(socket);
+      return;
+    }
+    socket.setNoDelay(true);
+    if (!handoff) {
+      this.connections.add(socket);
+      this.stats.cxTotal.inc();
+      this.stats.cxActive.inc();
+      socket.once('close', () => {
+        this.connections.delete(socket);
+        this.stats.cxActive.dec();
+        this.stats.cxDestroy.inc();
+      });
+    }
+    socket.on('error', () => {});
+    const info: DownstreamConnectionInfo = {
+      remoteAddress: plainIp(socket.remoteAddress),
+      remotePort: socket.remotePort ?? 0,
+      localAddress: plainIp(socket.localAddress),
+      localPort: socket.localPort ?? this.address.port,
+      serverName: '',
+      alpn: '',
+      tls: false,
+      peerCertificatePresented: false,
+      peerCertificateValidated: false,
+      peerUriSans: [],
+      peerDnsSans: [],
+      peerSubject: '',
+      ...(handoff ? { originalDestination: handoff.destination } : {}),
+    };
+    const singleChain = this.chains.length === 1 && !this.defaultChain ? this.chains[0]! : undefined;
+    const plainHttpOnly = singleChain && !this.inspect.tls && !this.inspect.http && !this.useOriginalDst && !this.originalDstFilter;
+    // no inspection for a lone TCP or TLS chain: server-first protocols work and nothing is buffered
+    if (plainHttpOnly && (singleChain.tcp || singleChain.tls) && !handoff) {
+      this.dispatch(socket, singleChain, info, undefined);
+      return;
+    }
+    // Node cannot read SO_ORIGINAL_DST: the original destination is taken from what the client asked
+    // for (HTTP Host / absolute URL, or TLS SNI with port 443), see the report's notes
+    const needHost = (this.useOriginalDst || this.originalDstFilter) && !handoff;
+    this.peek(socket, handoff?.head, needHost, (buf, sniffed, host) => {
+      if (needHost) {
+        const dst = host ? { address: host.host === 'localhost' ? '127.0.0.1' : host.host, port: host.port } : sniffed.kind === 'tls' && sniffed.sni ? { address: sniffed.sni, port: 443 } : undefined;
+        if (dst) {
+          info.originalDestination = dst;
+          const target = this.useOriginalDst ? this.deps.findListenerFor(dst.address, dst.port) : undefined;
+          if (target && target !== this) {
+            socket.unshift(buf);
+            // the target listener accounts the connection under its own stats as Envoy's handoff does
+            target.stats.cxTotal.inc();
+            target.onConnection(socket, { head: Buffer.alloc(0), destination: dst });
+            return;
+          }
+        }
+      }
+      info.serverName = sniffed.kind === 'tls' ? sniffed.sni : '';
+      const facts = {
+        destinationPort: info.originalDestination?.port ?? info.localPort,
+        destinationIp: info.originalDestination && net.isIP(info.originalDestination.address) ? info.originalDestination.address : info.localAddress,
+        serverName: info.serverName,
+        transportProtocol: sniffed.kind === 'tls' ? 'tls' : 'raw_buffer',
+        applicationProtocols: sniffed.kind === 'more' ? [] : sniffed.alpn,
+        sourceIp: info.remoteAddress,
+        sourcePort: info.remotePort,
+      };
+      const chain = selectChain(this.chains, facts) ?? this.defaultChain;
+      socket.unshift(buf);
+      if (!chain) {
+        this.stats.noChain.inc();
+        this.log.debug(`closing connection from ${info.remoteAddress}: no matching filter chain found`);
+        socket.destroy();
+        return;
+      }
+      this.dispatch(socket, chain, info, sniffed);
+    });
+  }
+
+  /** Reads until the first bytes decide what the chain selection and codec need. */
+  private peek(socket: net.Socket, head: Buffer | undefined, needHost: boolean, done: (buf: Buffer, s: Sniffed, host: { host: string; port: number } | undefined) => void): void {
+    let buf = head ?? Buffer.alloc(0);
+    this.stats.preCxActive.inc();
+    let finished = false;
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (s: Sniffed, host: { host: string; port: number } | undefined) => {
+      if (finished) return;
+      finished = true;
+      if (timer) clearTimeout(timer);
+      socket.removeListener('data', onData);
+      socket.removeListener('end', onEnd);
+      socket.pause();
+      this.stats.preCxActive.dec();
+      done(buf, s, host);
+    };
+    const evaluate = (final: boolean): void => {
+      if (buf.length === 0) {
+        if (final) finish({ kind: 'raw', alpn: [] }, undefined);
+        return;
+      }
+      let s: Sniffed;
+      if (buf[0] === 0x16) s = parseClientHello(buf);
+      else s = sniffHttp(buf);
+      if (s.kind === 'more' && !final) return;
+      if (s.kind === 'more') s = { kind: 'raw', alpn: [] };
+      let host: { host: string; port: number } | undefined;
+      if (needHost && s.kind === 'raw' && s.alpn.some((a) => a.startsWith('http/1'))) {
+        const h = sniffHttpHost(buf, 80);
+        if (h === 'more' && !final) return;
+        host = h === 'more' ? undefined : h;
+      }
+      finish(s, host);
+    };
+    const onData = (d: Buffer) => {
+      buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
+      evaluate(false);
+    };
+    const onEnd = () => evaluate(true);
+    if (this.timeoutMs > 0) {
+      timer = setTimeout(() => {
+        this.stats.preCxTimeout.inc();
+        if (this.continueOnTimeout) evaluate(true);
+        else {
+          finished = true;
+          this.stats.preCxActive.dec();
+          socket.destroy();
+        }
+      }, this.timeoutMs);
+    }
+    socket.on('data', onData);
+    socket.once('end', onEnd);
+    // a handed-off socket was paused by the listener that inspected it first
+    if (socket.isPaused()) socket.resume();
+    socket.once('close', () => {
+      if (!finished) {
+        finished = true;
+        if (timer) clearTimeout(timer);
+        this.stats.preCxActive.dec();
+      }
+    });
+    if (buf.length > 0) evaluate(false);
+  }
+
+  private dispatch(socket: net.Socket, chain: CompiledChain, info: DownstreamConnectionInfo, sniffed: Sniffed | undefined): void {
+    for (const r of chain.rbac) {
+      if (!r.check(info)) {
+        socket.destroy();
+        return;
+      }
+    }
+    if (!chain.tls) {
+      if (chain.tcp) {
+        chain.tcp.handle(socket, undefined, info);
+        return;
+      }
+      const h2 = sniffed?.kind === 'raw' && sniffed.alpn.includes('h2c') ? true : chain.hcm!.options.codec === 'http2';
+      this.serveHttp(socket, chain, info, h2);
+      return;
+    }
+    const ctx = chain.tls;
+    if (!ctx.hasCertificates()) {
+      this.stats.sslNoCert.inc();
+      socket.destroy();
+      return;
+    }
+    if (chain.hcm) {
+      chain.hcm.serveTls(socket, { info, draining: () => this.isDraining() }, ctx, {
+        onHandshake: () => this.stats.sslHandshake.inc(),
+        onError: (why) => {
+          this.stats.sslError.inc();
+          this.log.debug(`TLS error from ${info.remoteAddress}: ${why}`);
+        },
+      });
+      return;
+    }
+    // TLS terminated in front of tcp_proxy
+    const o = ctx.secureOptions();
+    let secureContext: tls.SecureContext;
+    try {
+      secureContext = ctx.secureContext();
+    } catch (e) {
+      this.log.warn((e as Error).message);
+      socket.destroy();
+      return;
+    }
+    const t = new tls.TLSSocket(socket, {
+      isServer: true,
+      secureContext,
+      requestCert: o.requestCert ?? false,
+      rejectUnauthorized: o.rejectUnauthorized,
+      ...(ctx.alpn.length > 0 ? { ALPNProtocols: ctx.alpn } : {}),
+    });
+    t.on('error', () => {
+      this.stats.sslError.inc();
+      t.destroy();
+      socket.destroy();
+    });
+    t.once('secure', () => {
+      this.stats.sslHandshake.inc();
+      info.tls = true;
+      info.alpn = typeof t.alpnProtocol === 'string' ? t.alpnProtocol : '';
+      const v = ctx.verifyPeer(t);
+      if (v.error) {
+        this.stats.sslError.inc();
+        this.log.debug(`TLS error from ${info.remoteAddress}: ${v.error}`);
+        t.destroy();
+        return;
+      }
+      info.peerCertificatePresented = v.peer.presented;
+      info.peerCertificateValidated = v.peer.validated;
+      info.peerUriSans = v.peer.uriSans;
+      info.peerDnsSans = v.peer.dnsSans;
+      info.peerSubject = v.peer.subject;
+      chain.tcp!.handle(t, undefined, info);
+    });
+  }
+
+  private serveHttp(socket: net.Socket, chain: CompiledChain, info: DownstreamConnectionInfo, h2: boolean): void {
+    const ctx: ConnectionContext = { info, draining: () => this.isDraining() };
+    chain.hcm!.serveConnection(socket, ctx, h2);
+  }
+}

@@ -1,0 +1,189 @@
+// The engine's statistics: counters, gauges and histograms keyed by Envoy's dotted stat names
+// (`cluster.<name>.upstream_rq_total`, `http.<prefix>.downstream_rq_2xx`…). Holders keep the stat
+// objects, so the request path only bumps a number; names are turned into Prometheus names and tags
+// only when the admin API renders them.
+
+/** Envoy's default histogram bucket bounds (milliseconds for time histograms). */
+export const DEFAULT_BUCKETS: readonly number[] = [
+  0.5, 1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000, 600000, 1800000, 3600000,
+];
+
+export class Counter {
+  value = 0;
+  used = false;
+  constructor(readonly name: string) {}
+  inc(n = 1): void {
+    this.value += n;
+    this.used = true;
+  }
+}
+
+export class Gauge {
+  value = 0;
+  used = false;
+  constructor(readonly name: string) {}
+  set(v: number): void {
+    this.value = v;
+    this.used = true;
+  }
+  inc(n = 1): void {
+    this.value += n;
+    this.used = true;
+  }
+  dec(n = 1): void {
+    this.value -= n;
+    this.used = true;
+  }
+}
+
+export class Histogram {
+  readonly counts: number[];
+  sum = 0;
+  count = 0;
+  used = false;
+  constructor(
+    readonly name: string,
+    readonly bounds: readonly number[] = DEFAULT_BUCKETS,
+  ) {
+    this.counts = new Array<number>(bounds.length).fill(0);
+  }
+  record(v: number): void {
+    this.sum += v;
+    this.count++;
+    this.used = true;
+    const b = this.bounds;
+    for (let i = 0; i < b.length; i++) {
+      if (v <= b[i]!) {
+        this.counts[i]!++;
+        return;
+      }
+    }
+  }
+  /** Cumulative count at or below each bound. */
+  cumulative(): number[] {
+    let acc = 0;
+    return this.counts.map((c) => (acc += c));
+  }
+  /** Quantile estimate by linear interpolation inside the bucket (what the text and JSON outputs show). */
+  quantile(q: number): number | undefined {
+    if (this.count === 0) return undefined;
+    const target = q * this.count;
+    let acc = 0;
+    let lower = 0;
+    for (let i = 0; i < this.bounds.length; i++) {
+      const c = this.counts[i]!;
+      const upper = this.bounds[i]!;
+      if (c > 0 && acc + c >= target) return lower + ((upper - lower) * Math.max(0, target - acc)) / c;
+      acc += c;
+      lower = upper;
+    }
+    return lower;
+  }
+}
+
+export class StatsStore {
+  /**
+   * Bootstrap stats_matcher: stats it rejects are kept (the engine still needs their values) but never
+   * shown, which is what users of /stats and /stats/prometheus see of Envoy's rejection.
+   */
+  visible: (name: string) => boolean = () => true;
+  private readonly counters = new Map<string, Counter>();
+  private readonly gauges = new Map<string, Gauge>();
+  private readonly histograms = new Map<string, Histogram>();
+
+  counter(name: string): Counter {
+    let c = this.counters.get(name);
+    if (!c) {
+      c = new Counter(name);
+      this.counters.set(name, c);
+    }
+    return c;
+  }
+
+  gauge(name: string): Gauge {
+    let g = this.gauges.get(name);
+    if (!g) {
+      g = new Gauge(name);
+      this.gauges.set(name, g);
+    }
+    return g;
+  }
+
+  histogram(name: string): Histogram {
+    let h = this.histograms.get(name);
+    if (!h) {
+      h = new Histogram(name);
+      this.histograms.set(name, h);
+    }
+    return h;
+  }
+
+  /** A prefix-bound view, like an Envoy stats scope. */
+  scope(prefix: string): StatsScope {
+    return new StatsScope(this, prefix);
+  }
+
+  /** Drops every stat under `prefix` (a removed cluster's or listener's scope). */
+  removePrefix(prefix: string): void {
+    for (const m of [this.counters, this.gauges, this.histograms] as Map<string, unknown>[]) {
+      for (const k of [...m.keys()]) if (k.startsWith(prefix)) m.delete(k);
+    }
+  }
+
+  allCounters(): Counter[] {
+    return [...this.counters.values()].filter((c) => this.visible(c.name));
+  }
+  allGauges(): Gauge[] {
+    return [...this.gauges.values()].filter((g) => this.visible(g.name));
+  }
+  allHistograms(): Histogram[] {
+    return [...this.histograms.values()].filter((h) => this.visible(h.name));
+  }
+  /** Value of a counter or gauge by its full name (tests, readiness). */
+  value(name: string): number | undefined {
+    return this.counters.get(name)?.value ?? this.gauges.get(name)?.value;
+  }
+}
+
+export class StatsScope {
+  constructor(
+    readonly store: StatsStore,
+    readonly prefix: string,
+  ) {}
+  counter(name: string): Counter {
+    return this.store.counter(this.prefix + name);
+  }
+  gauge(name: string): Gauge {
+    return this.store.gauge(this.prefix + name);
+  }
+  histogram(name: string): Histogram {
+    return this.store.histogram(this.prefix + name);
+  }
+  scope(prefix: string): StatsScope {
+    return new StatsScope(this.store, this.prefix + prefix);
+  }
+}
+
+/**
+ * Per-response-code counters (`upstream_rq_200`, `upstream_rq_2xx`) created on first use and then
+ * reused, so the request path does a small array lookup instead of building a name.
+ */
+export class ResponseCodeStats {
+  private readonly byCode: Array<Counter | undefined> = [];
+  private readonly byClass: Array<Counter | undefined> = [];
+  constructor(
+    private readonly scope: StatsScope,
+    private readonly base: string,
+    private readonly withCodes = true,
+  ) {}
+  record(code: number): void {
+    const cls = Math.floor(code / 100);
+    let c = this.byClass[cls];
+    if (!c) c = this.byClass[cls] = this.scope.counter(`${this.base}_${cls}xx`);
+    c.inc();
+    if (!this.withCodes) return;
+    let e = this.byCode[code];
+    if (!e) e = this.byCode[code] = this.scope.counter(`${this.base}_${code}`);
+    e.inc();
+  }
+}

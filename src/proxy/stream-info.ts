@@ -1,0 +1,75 @@
+// What is known about one downstream request (or TCP connection) as it goes through the engine:
+// the source of access-log fields, header substitutions and response flags.
+import type { DynamicMetadata } from './matchers/string';
+
+export interface DownstreamConnectionInfo {
+  remoteAddress: string;
+  remotePort: number;
+  localAddress: string;
+  localPort: number;
+  /** SNI the client sent (TLS), else ''. */
+  serverName: string;
+  /** Negotiated or sniffed application protocol. */
+  alpn: string;
+  tls: boolean;
+  /** The client presented a certificate / it was validated (mTLS). */
+  peerCertificatePresented: boolean;
+  peerCertificateValidated: boolean;
+  /** Subject alternative names (URIs and DNS names) of the client certificate. */
+  peerUriSans: readonly string[];
+  peerDnsSans: readonly string[];
+  peerSubject: string;
+  /** Original destination when it is known (see listener/original-dst.ts), `ip:port`. */
+  originalDestination?: { address: string; port: number };
+}
+
+export class StreamInfo {
+  readonly startTime = Date.now();
+  readonly startHr = performance.now();
+  protocol = 'HTTP/1.1';
+  responseCode = 0;
+  /** Envoy's short response flags (UH, UF, NR, UT, UO, URX, DI, FI, RL, UAEX, DC…). */
+  readonly flags: string[] = [];
+  responseCodeDetails = '';
+  bytesReceived = 0;
+  bytesSent = 0;
+  upstreamHost = '';
+  upstreamCluster = '';
+  upstreamLocalAddress = '';
+  upstreamTransportFailureReason = '';
+  routeName = '';
+  attemptCount = 0;
+  endHr = 0;
+  connectionTerminationDetails = '';
+  private md: DynamicMetadata | undefined;
+
+  /** Created on first use: most requests never carry dynamic metadata. */
+  get dynamicMetadata(): DynamicMetadata {
+    return (this.md ??= new Map());
+  }
+
+  constructor(readonly downstream: DownstreamConnectionInfo) {}
+
+  setFlag(flag: string): void {
+    if (!this.flags.includes(flag)) this.flags.push(flag);
+  }
+
+  /** `-` when none, else comma-separated like Envoy's %RESPONSE_FLAGS%. */
+  flagString(): string {
+    return this.flags.length === 0 ? '-' : this.flags.join(',');
+  }
+
+  durationMs(): number {
+    return Math.round((this.endHr || performance.now()) - this.startHr);
+  }
+}
+
+export function hostPort(address: string, port: number): string {
+  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+}
+
+/** Node reports IPv4 clients of dual-stack sockets as `::ffff:a.b.c.d`. */
+export function plainIp(address: string | undefined): string {
+  if (!address) return '';
+  return address.startsWith('::ffff:') && address.includes('.') ? address.slice(7) : address;
+}

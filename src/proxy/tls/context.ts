@@ -1,0 +1,282 @@
+// CommonTlsContext (DownstreamTlsContext / UpstreamTlsContext) → Node TLS options, with certificates
+// and validation contexts inline, from files or from SDS secrets. Peer verification follows Envoy:
+// no validation context = no verification; trusted_ca verifies the chain (unless ACCEPT_UNTRUSTED);
+// SAN matchers and certificate hashes are checked on top; hostnames are not checked against SNI.
+import tls from 'node:tls';
+import type { PeerCertificate, TLSSocket } from 'node:tls';
+import type { CommonTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
+import {
+  CertificateValidationContext_TrustChainVerification,
+  SubjectAltNameMatcher_SanType,
+  TlsParameters_TlsProtocol,
+  type CertificateValidationContext,
+  type TlsCertificate,
+} from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
+import { ConfigError, compileStringMatcher, type StringMatch } from '../matchers/string';
+import { readDataSource } from '../route/action';
+import type { SecretManager, SecretWatch } from './secrets';
+
+const PROTOCOLS: Record<number, tls.SecureVersion | undefined> = {
+  [TlsParameters_TlsProtocol.TLS_AUTO]: undefined,
+  [TlsParameters_TlsProtocol.TLSv1_0]: 'TLSv1',
+  [TlsParameters_TlsProtocol.TLSv1_1]: 'TLSv1.1',
+  [TlsParameters_TlsProtocol.TLSv1_2]: 'TLSv1.2',
+  [TlsParameters_TlsProtocol.TLSv1_3]: 'TLSv1.3',
+};
+const TLS13_SUITES = 'TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256';
+
+interface SanCheck {
+  type: 'dns' | 'uri' | 'email' | 'ip' | 'any';
+  match: StringMatch;
+}
+
+interface Validation {
+  ca: Buffer | undefined;
+  sans: SanCheck[];
+  hashes: string[];
+  acceptUntrusted: boolean;
+  allowExpired: boolean;
+}
+
+export interface PeerInfo {
+  presented: boolean;
+  validated: boolean;
+  uriSans: string[];
+  dnsSans: string[];
+  subject: string;
+}
+
+/** SANs from Node's `subjectaltname` string (`DNS:a, URI:spiffe://…, IP Address:1.2.3.4`). */
+export function parseSans(s: string | undefined): { dns: string[]; uri: string[]; email: string[]; ip: string[] } {
+  const out = { dns: [] as string[], uri: [] as string[], email: [] as string[], ip: [] as string[] };
+  for (const part of (s ?? '').split(/,\s*/)) {
+    const i = part.indexOf(':');
+    if (i < 0) continue;
+    const k = part.slice(0, i);
+    const v = part.slice(i + 1).replace(/^"|"$/g, '');
+    if (k === 'DNS') out.dns.push(v);
+    else if (k === 'URI') out.uri.push(v);
+    else if (k === 'email') out.email.push(v);
+    else if (k === 'IP Address') out.ip.push(v);
+  }
+  return out;
+}
+
+function compileValidation(v: CertificateValidationContext, where: string): Validation {
+  const sans: SanCheck[] = [];
+  v.matchTypedSubjectAltNames.forEach((m, i) => {
+    const t = m.sanType;
+    const type = t === SubjectAltNameMatcher_SanType.DNS ? 'dns' : t === SubjectAltNameMatcher_SanType.URI ? 'uri' : t === SubjectAltNameMatcher_SanType.EMAIL ? 'email' : t === SubjectAltNameMatcher_SanType.IP_ADDRESS ? 'ip' : undefined;
+    if (!type) throw new ConfigError(`${where}.match_typed_subject_alt_names[${i}].san_type: unsupported SAN type`);
+    sans.push({ type, match: compileStringMatcher(m.matcher, `${where}.match_typed_subject_alt_names[${i}].matcher`) });
+  });
+  v.matchSubjectAltNames.forEach((m, i) => sans.push({ type: 'any', match: compileStringMatcher(m, `${where}.match_subject_alt_names[${i}]`) }));
+  if (v.verifyCertificateSpki.length > 0) throw new ConfigError(`${where}.verify_certificate_spki: not supported`);
+  return {
+    ca: readDataSource(v.trustedCa, `${where}.trusted_ca`),
+    sans,
+    hashes: v.verifyCertificateHash.map((h) => h.replace(/:/g, '').toLowerCase()),
+    acceptUntrusted: v.trustChainVerification === CertificateValidationContext_TrustChainVerification.ACCEPT_UNTRUSTED,
+    allowExpired: v.allowExpiredCertificate,
+  };
+}
+
+function mergeValidation(base: Validation | undefined, over: Validation | undefined): Validation | undefined {
+  if (!base) return over;
+  if (!over) return base;
+  return {
+    ca: over.ca ?? base.ca,
+    sans: [...base.sans, ...over.sans],
+    hashes: [...base.hashes, ...over.hashes],
+    acceptUntrusted: base.acceptUntrusted || over.acceptUntrusted,
+    allowExpired: base.allowExpired || over.allowExpired,
+  };
+}
+
+function certPair(c: TlsCertificate, where: string): { cert: Buffer; key: Buffer; passphrase?: string } {
+  const cert = readDataSource(c.certificateChain, `${where}.certificate_chain`);
+  const key = readDataSource(c.privateKey, `${where}.private_key`);
+  if (!cert) throw new ConfigError(`${where}.certificate_chain: is required`);
+  if (!key) throw new ConfigError(`${where}.private_key: is required`);
+  const pass = readDataSource(c.password, `${where}.password`);
+  return pass ? { cert, key, passphrase: pass.toString() } : { cert, key };
+}
+
+export interface TlsContextOptions {
+  role: 'server' | 'client';
+  requireClientCertificate?: boolean;
+  sni?: string;
+}
+
+/**
+ * The TLS side of a filter chain or cluster. Inline material is read at construction (a bad file is a
+ * config error); SDS material arrives later (`ready`) and updates `secureOptions()` in place.
+ */
+export class TlsContext {
+  readonly ready: Promise<void>;
+  private readonly watches: SecretWatch[] = [];
+  private cached: tls.SecureContextOptions | undefined;
+  private cachedContext: tls.SecureContext | undefined;
+  private readonly listeners = new Set<() => void>();
+  private readonly staticCerts: Array<{ cert: Buffer; key: Buffer; passphrase?: string }>;
+  private readonly certWatches: SecretWatch[];
+  private readonly staticValidation: Validation | undefined;
+  private readonly validationWatch: SecretWatch | undefined;
+  readonly alpn: string[];
+  private readonly minVersion: tls.SecureVersion | undefined;
+  private readonly maxVersion: tls.SecureVersion | undefined;
+  private readonly ciphers: string | undefined;
+  private readonly ecdhCurve: string | undefined;
+
+  constructor(
+    common: CommonTlsContext | undefined,
+    readonly opts: TlsContextOptions,
+    secrets: SecretManager,
+    readonly where: string,
+  ) {
+    const c = common;
+    this.alpn = c?.alpnProtocols ?? [];
+    this.staticCerts = (c?.tlsCertificates ?? []).map((t, i) => certPair(t, `${where}.tls_certificates[${i}]`));
+    this.certWatches = (c?.tlsCertificateSdsSecretConfigs ?? []).map((s, i) => secrets.watch(s, `${where}.tls_certificate_sds_secret_configs[${i}]`));
+    let validation: Validation | undefined;
+    let vWatch: SecretWatch | undefined;
+    const vt = c?.validationContextType;
+    if (vt?.case === 'validationContext') validation = compileValidation(vt.value, `${where}.validation_context`);
+    else if (vt?.case === 'validationContextSdsSecretConfig') vWatch = secrets.watch(vt.value, `${where}.validation_context_sds_secret_config`);
+    else if (vt?.case === 'combinedValidationContext') {
+      if (vt.value.defaultValidationContext) validation = compileValidation(vt.value.defaultValidationContext, `${where}.combined_validation_context.default_validation_context`);
+      if (vt.value.validationContextSdsSecretConfig) vWatch = secrets.watch(vt.value.validationContextSdsSecretConfig, `${where}.combined_validation_context.validation_context_sds_secret_config`);
+    } else if (vt?.case) throw new ConfigError(`${where}: certificate provider validation contexts are not supported`);
+    this.staticValidation = validation;
+    this.validationWatch = vWatch;
+    this.watches.push(...this.certWatches, ...(vWatch ? [vWatch] : []));
+    const p = c?.tlsParams;
+    this.minVersion = p ? PROTOCOLS[p.tlsMinimumProtocolVersion] : undefined;
+    this.maxVersion = p ? PROTOCOLS[p.tlsMaximumProtocolVersion] : undefined;
+    const suites = (p?.cipherSuites ?? []).flatMap((s) => s.replace(/^\[|\]$/g, '').split('|')).filter(Boolean);
+    this.ciphers = suites.length > 0 ? `${TLS13_SUITES}:${suites.join(':')}` : undefined;
+    this.ecdhCurve = p && p.ecdhCurves.length > 0 ? p.ecdhCurves.join(':') : undefined;
+    if (opts.role === 'server' && this.staticCerts.length === 0 && this.certWatches.length === 0) {
+      throw new ConfigError(`${where}: No TLS certificates found for server context`);
+    }
+    for (const w of this.watches) {
+      w.onChange(() => {
+        this.cached = undefined;
+        this.cachedContext = undefined;
+        for (const l of this.listeners) l();
+      });
+    }
+    this.ready = Promise.all(this.watches.map((w) => w.ready)).then(() => undefined);
+    // static material is checked now: a bad PEM is a config error, not a failed handshake later
+    if (this.watches.length === 0) this.secureContext();
+  }
+
+  onChange(cb: () => void): void {
+    this.listeners.add(cb);
+  }
+
+  release(): void {
+    for (const w of this.watches) w.release();
+    this.listeners.clear();
+  }
+
+  private validation(): Validation | undefined {
+    let dyn: Validation | undefined;
+    const s = this.validationWatch?.current();
+    if (s?.type.case === 'validationContext') dyn = compileValidation(s.type.value, `${this.where}: secret '${s.name}'`);
+    return mergeValidation(this.staticValidation, dyn);
+  }
+
+  /** Certificates currently available (static + SDS that arrived). */
+  private certs(): Array<{ cert: Buffer; key: Buffer; passphrase?: string }> {
+    const out = [...this.staticCerts];
+    for (const w of this.certWatches) {
+      const s = w.current();
+      if (s?.type.case === 'tlsCertificate') out.push(certPair(s.type.value, `${this.where}: secret '${s.name}'`));
+    }
+    return out;
+  }
+
+  /** True once every certificate the context names is there (SDS may still be missing). */
+  hasCertificates(): boolean {
+    return this.opts.role === 'client' || this.certs().length > 0;
+  }
+
+  secureOptions(): tls.SecureContextOptions & { rejectUnauthorized: boolean; requestCert?: boolean } {
+    if (!this.cached) {
+      const certs = this.certs();
+      const v = this.validation();
+      const o: tls.SecureContextOptions = {};
+      if (certs.length > 0) {
+        o.cert = certs.map((c) => c.cert);
+        o.key = certs.map((c) => (c.passphrase ? { pem: c.key, passphrase: c.passphrase } : { pem: c.key }));
+      }
+      if (v?.ca) o.ca = v.ca;
+      if (this.minVersion) o.minVersion = this.minVersion;
+      if (this.maxVersion) o.maxVersion = this.maxVersion;
+      if (this.ciphers) o.ciphers = this.ciphers;
+      if (this.ecdhCurve) o.ecdhCurve = this.ecdhCurve;
+      this.cached = o;
+    }
+    const v = this.validation();
+    // chain verification by OpenSSL only in the plain case; other rules are checked in verifyPeer()
+    const strict = !!v?.ca && !v.acceptUntrusted && !v.allowExpired;
+    if (this.opts.role === 'server') {
+      return { ...this.cached, requestCert: !!v || !!this.opts.requireClientCertificate, rejectUnauthorized: strict && !!this.opts.requireClientCertificate };
+    }
+    return { ...this.cached, rejectUnauthorized: strict };
+  }
+
+  /** A server SecureContext (built once per certificate change). Throws ConfigError on bad PEM. */
+  secureContext(): tls.SecureContext {
+    if (!this.cachedContext) {
+      try {
+        this.cachedContext = tls.createSecureContext(this.secureOptions());
+      } catch (e) {
+        throw new ConfigError(`${this.where}: invalid TLS material: ${(e as Error).message}`);
+      }
+    }
+    return this.cachedContext;
+  }
+
+  /** Envoy's extra checks after the handshake: undefined when the peer is acceptable, else why not. */
+  verifyPeer(socket: TLSSocket): { error?: string; peer: PeerInfo } {
+    const cert = socket.getPeerCertificate(false) as PeerCertificate | Record<string, never>;
+    const presented = !!cert && Object.keys(cert).length > 0;
+    const sans = parseSans(presented ? (cert as PeerCertificate).subjectaltname : undefined);
+    const peer: PeerInfo = { presented, validated: false, uriSans: sans.uri, dnsSans: sans.dns, subject: presented ? subjectString((cert as PeerCertificate).subject) : '' };
+    const v = this.validation();
+    if (this.opts.role === 'server' && this.opts.requireClientCertificate && !presented) return { error: 'peer did not return a certificate', peer };
+    if (!v || !presented) return { peer };
+    if (v.ca && !socket.authorized && !v.acceptUntrusted) {
+      const err = String(socket.authorizationError ?? '');
+      if (!(v.allowExpired && err === 'CERT_HAS_EXPIRED')) return { error: `certificate verify failed: ${err}`, peer };
+    }
+    if (v.sans.length > 0) {
+      const ok = v.sans.some((s) => {
+        const list = s.type === 'any' ? [...sans.dns, ...sans.uri, ...sans.email, ...sans.ip] : s.type === 'dns' ? sans.dns : s.type === 'uri' ? sans.uri : s.type === 'email' ? sans.email : sans.ip;
+        return list.some((x) => s.match(x));
+      });
+      if (!ok) return { error: 'certificate verify failed: SAN mismatch', peer };
+    }
+    if (v.hashes.length > 0) {
+      const fp = String((cert as PeerCertificate).fingerprint256 ?? '').replace(/:/g, '').toLowerCase();
+      if (!v.hashes.includes(fp)) return { error: 'certificate verify failed: certificate hash mismatch', peer };
+    }
+    peer.validated = true;
+    return { peer };
+  }
+
+  /** Whether OpenSSL alone decides (no extra checks after the handshake). */
+  needsPostHandshakeCheck(): boolean {
+    const v = this.validation();
+    return !!v && (v.sans.length > 0 || v.hashes.length > 0 || v.acceptUntrusted || v.allowExpired || !v.ca);
+  }
+}
+
+function subjectString(s: tls.Certificate | undefined): string {
+  if (!s) return '';
+  return Object.entries(s)
+    .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : v}`)
+    .join(',');
+}

@@ -1,0 +1,256 @@
+// Envoy's cluster manager: static clusters from the bootstrap, dynamic ones from CDS (state of the
+// world: a cluster missing from a response is removed), EDS for EDS clusters, and warming: a new or
+// changed cluster serves only once its endpoints (or DNS answer, or SDS secrets) are there; until then
+// the previous version keeps serving. An invalid cluster rejects the CDS response (NACK) with Envoy's
+// `Error adding/updating cluster(s) <name>: <why>` while the valid ones are applied.
+import { toBinary } from '@bufbuild/protobuf';
+import { ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
+import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
+import { TYPE_URL } from '../../xds/types';
+import type { Logger } from '../log';
+import { ConfigError } from '../matchers/string';
+import type { Counter, Gauge, StatsStore } from '../stats/store';
+import type { SecretManager } from '../tls/secrets';
+import type { DecodedResource, GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import { UpstreamCluster } from './cluster';
+
+interface Slot {
+  cluster: UpstreamCluster;
+  hash: string;
+  lastUpdated: number;
+}
+
+export interface ClusterDumpEntry {
+  cluster: Cluster;
+  versionInfo: string;
+  lastUpdated: number;
+}
+
+export class ClusterManager {
+  private readonly statics = new Map<string, Slot>();
+  private readonly active = new Map<string, Slot>();
+  private readonly warming = new Map<string, Slot>();
+  private readonly cla = new Map<string, { cla: ClusterLoadAssignment; lastUpdated: number }>();
+  private eds: SubscriptionHandle | undefined;
+  private adsMux: GrpcMux | undefined;
+  private readonly gActive: Gauge;
+  private readonly gWarming: Gauge;
+  private readonly cAdded: Counter;
+  private readonly cModified: Counter;
+  private readonly cRemoved: Counter;
+  private cdsVersion = '';
+  private readonly warmWaiters = new Set<() => void>();
+
+  constructor(
+    private readonly store: StatsStore,
+    private readonly log: Logger,
+    private readonly secrets: SecretManager,
+  ) {
+    const s = store.scope('cluster_manager.');
+    this.gActive = s.gauge('active_clusters');
+    this.gWarming = s.gauge('warming_clusters');
+    this.cAdded = s.counter('cluster_added');
+    this.cModified = s.counter('cluster_modified');
+    this.cRemoved = s.counter('cluster_removed');
+    this.gActive.set(0);
+    this.gWarming.set(0);
+  }
+
+  private deps() {
+    return { stats: this.store, log: this.log, secrets: this.secrets };
+  }
+
+  /** Bootstrap clusters; throws ConfigError (the engine refuses to start). */
+  addStatic(c: Cluster): void {
+    if (this.statics.has(c.name)) throw new ConfigError(`cluster manager: duplicate cluster '${c.name}'`);
+    const cluster = new UpstreamCluster(c, false, '', this.deps());
+    this.statics.set(c.name, { cluster, hash: '', lastUpdated: Date.now() });
+    this.cAdded.inc();
+    this.updateGauges();
+  }
+
+  /** Waits for static clusters to initialise (DNS answers, static assignment). */
+  async initializeStatics(): Promise<void> {
+    await Promise.all([...this.statics.values()].map((s) => s.cluster.ready));
+  }
+
+  get(name: string): UpstreamCluster | undefined {
+    return this.active.get(name)?.cluster ?? this.statics.get(name)?.cluster;
+  }
+
+  has(name: string): boolean {
+    return this.get(name) !== undefined;
+  }
+
+  /** Static non-EDS cluster for config sources (Envoy requires one). */
+  staticCluster(name: string): UpstreamCluster | undefined {
+    return this.statics.get(name)?.cluster;
+  }
+
+  /** Subscribes CDS (wildcard) on the ADS stream; EDS follows on the same stream. */
+  subscribeCds(mux: GrpcMux): void {
+    this.adsMux = mux;
+    mux.subscribe<Cluster>(TYPE_URL.cluster, ClusterSchema, undefined, { onUpdate: (r, v) => this.onCds(r, v) }, this.store.scope('cluster_manager.cds.'));
+  }
+
+  /** Resolves once no cluster is warming (used for the init sequence). */
+  whenWarm(): Promise<void> {
+    if (this.warming.size === 0) return Promise.resolve();
+    return new Promise((r) => this.warmWaiters.add(r));
+  }
+
+  /** Called once after the first CDS response was handled (accepted or not): the init sequence goes on. */
+  onFirstCds: (() => void) | undefined;
+
+  private onCds(resources: Array<DecodedResource<Cluster>>, version: string): void {
+    try {
+      this.applyCds(resources, version);
+    } finally {
+      const f = this.onFirstCds;
+      this.onFirstCds = undefined;
+      f?.();
+    }
+  }
+
+  private applyCds(resources: Array<DecodedResource<Cluster>>, version: string): void {
+    const errors: string[] = [];
+    const seen = new Set<string>();
+    for (const r of resources) {
+      const c = r.message;
+      if (seen.has(c.name)) {
+        errors.push(`${c.name}: duplicate cluster ${c.name} found`);
+        continue;
+      }
+      seen.add(c.name);
+      if (this.statics.has(c.name)) {
+        this.log.debug(`cds: add/update cluster '${c.name}' skipped: it is a static cluster`);
+        continue;
+      }
+      const hash = Buffer.from(toBinary(ClusterSchema, c)).toString('base64');
+      const current = this.warming.get(c.name) ?? this.active.get(c.name);
+      if (current && current.hash === hash) continue;
+      let cluster: UpstreamCluster;
+      try {
+        cluster = new UpstreamCluster(c, true, version, this.deps());
+      } catch (e) {
+        errors.push(`${c.name}: ${(e as Error).message}`);
+        continue;
+      }
+      const prevWarming = this.warming.get(c.name);
+      if (prevWarming) prevWarming.cluster.close();
+      const slot: Slot = { cluster, hash, lastUpdated: Date.now() };
+      this.warming.set(c.name, slot);
+      if (cluster.type === 'EDS') {
+        const cached = this.cla.get(cluster.edsServiceName);
+        if (cached) cluster.setAssignment(cached.cla);
+      }
+      this.log.info(`cds: add/update cluster '${c.name}'`);
+      void cluster.ready.then(() => this.promote(c.name, slot));
+    }
+    for (const name of new Set([...this.active.keys(), ...this.warming.keys()])) {
+      if (seen.has(name)) continue;
+      this.remove(name);
+    }
+    this.cdsVersion = version;
+    this.updateEds();
+    this.updateGauges();
+    if (errors.length > 0) throw new Error(`Error adding/updating cluster(s) ${errors.join(', ')}`);
+  }
+
+  private promote(name: string, slot: Slot): void {
+    if (this.warming.get(name) !== slot) return;
+    this.warming.delete(name);
+    const prev = this.active.get(name);
+    this.active.set(name, slot);
+    if (prev) {
+      prev.cluster.close();
+      this.cModified.inc();
+    } else this.cAdded.inc();
+    this.log.debug(`warming cluster ${name} complete`);
+    this.updateGauges();
+    if (this.warming.size === 0) {
+      for (const w of this.warmWaiters) w();
+      this.warmWaiters.clear();
+    }
+  }
+
+  private remove(name: string): void {
+    const a = this.active.get(name);
+    const w = this.warming.get(name);
+    a?.cluster.close();
+    w?.cluster.close();
+    this.active.delete(name);
+    this.warming.delete(name);
+    this.store.removePrefix(`cluster.${name}.`);
+    this.cRemoved.inc();
+    this.log.info(`cds: remove cluster '${name}'`);
+    if (this.warming.size === 0) {
+      for (const waiter of this.warmWaiters) waiter();
+      this.warmWaiters.clear();
+    }
+  }
+
+  private edsClusters(): UpstreamCluster[] {
+    const out: UpstreamCluster[] = [];
+    for (const m of [this.active, this.warming]) for (const s of m.values()) if (s.cluster.type === 'EDS') out.push(s.cluster);
+    return out;
+  }
+
+  private updateEds(): void {
+    const names = new Set(this.edsClusters().map((c) => c.edsServiceName));
+    if (!this.adsMux) return;
+    if (!this.eds) {
+      if (names.size === 0) return;
+      this.eds = this.adsMux.subscribe<ClusterLoadAssignment>(TYPE_URL.endpoint, ClusterLoadAssignmentSchema, names, { onUpdate: (r) => this.onEds(r) });
+    } else this.eds.setNames(names);
+  }
+
+  private onEds(resources: Array<DecodedResource<ClusterLoadAssignment>>): void {
+    const byName = new Map<string, UpstreamCluster[]>();
+    for (const c of this.edsClusters()) {
+      const l = byName.get(c.edsServiceName) ?? [];
+      l.push(c);
+      byName.set(c.edsServiceName, l);
+    }
+    const errors: string[] = [];
+    for (const r of resources) {
+      const name = r.message.clusterName;
+      const targets = byName.get(name);
+      if (!targets) continue;
+      this.cla.set(name, { cla: r.message, lastUpdated: Date.now() });
+      for (const c of targets) {
+        try {
+          c.setAssignment(r.message);
+        } catch (e) {
+          errors.push(`${name}: ${(e as Error).message}`);
+        }
+      }
+    }
+    if (errors.length > 0) throw new Error(errors.join('\n'));
+  }
+
+  private updateGauges(): void {
+    this.gActive.set(this.active.size + this.statics.size);
+    this.gWarming.set(this.warming.size);
+  }
+
+  all(): UpstreamCluster[] {
+    return [...this.statics.values(), ...this.active.values()].map((s) => s.cluster);
+  }
+
+  dump(): { statics: ClusterDumpEntry[]; active: ClusterDumpEntry[]; warming: ClusterDumpEntry[]; version: string } {
+    const m = (s: Slot): ClusterDumpEntry => ({ cluster: s.cluster.proto, versionInfo: s.cluster.versionInfo, lastUpdated: s.lastUpdated });
+    return { statics: [...this.statics.values()].map(m), active: [...this.active.values()].map(m), warming: [...this.warming.values()].map(m), version: this.cdsVersion };
+  }
+
+  endpointsDump(): Array<{ cla: ClusterLoadAssignment; lastUpdated: number; isStatic: boolean }> {
+    const out: Array<{ cla: ClusterLoadAssignment; lastUpdated: number; isStatic: boolean }> = [];
+    for (const s of this.statics.values()) if (s.cluster.proto.loadAssignment) out.push({ cla: s.cluster.proto.loadAssignment, lastUpdated: s.lastUpdated, isStatic: true });
+    for (const [, v] of this.cla) out.push({ cla: v.cla, lastUpdated: v.lastUpdated, isStatic: false });
+    return out;
+  }
+
+  close(): void {
+    for (const m of [this.statics, this.active, this.warming]) for (const s of m.values()) s.cluster.close();
+  }
+}

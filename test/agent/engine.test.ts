@@ -1,0 +1,75 @@
+// Without an `envoy` executable the agent runs this program's own hidden `envoy` command (the built-in
+// engine, src/proxy) with the same bootstrap and flags. Checked against the real engine when it exists;
+// before that, the self-invocation itself is checked (the command line, and the engine's status becoming
+// the agent's).
+import t from 'tap';
+import * as fs from 'node:fs';
+import path from 'node:path';
+import { built } from '../helpers/binary';
+import { REPO } from '../helpers/spec';
+import { AGENT_MAIN, freePort, gatewayConfig, GATEWAY_NS, runAgent, startDiscovery, summarize, tempDir, TSX, waitFor } from './helpers';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+const ENGINE = path.join(REPO, 'src/proxy/command.ts');
+
+t.test('no envoy executable: the agent starts `<self> agent envoy` with the bootstrap', async (t) => {
+  const dir = tempDir(t);
+  const configDir = path.join(dir, 'config');
+  fs.mkdirSync(configDir);
+  const ports = { status: await freePort(), admin: await freePort(), envoyStatus: await freePort(), envoyMetrics: await freePort(), gw: await freePort() };
+  fs.writeFileSync(path.join(configDir, 'gateway.yaml'), gatewayConfig(ports.gw));
+  const daemon = await startDiscovery({ configDir });
+  t.teardown(() => daemon.stop());
+  const a = runAgent(['proxy', 'router'], {
+    cwd: dir,
+    env: {
+      POD_NAME: 'gw-0',
+      POD_NAMESPACE: GATEWAY_NS,
+      INSTANCE_IP: '127.0.0.1',
+      MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
+      PROXY_STATUS_PORT: String(ports.envoyStatus),
+      PROXY_METRICS_PORT: String(ports.envoyMetrics),
+      PROXY_CONFIG: JSON.stringify({
+        binaryPath: path.join(dir, 'no-such-envoy'),
+        discoveryAddress: daemon.grpc,
+        controlPlaneAuthPolicy: 'NONE',
+        statusPort: ports.status,
+        proxyAdminPort: ports.admin,
+        terminationDrainDuration: '1s',
+      }),
+    },
+  });
+  t.teardown(() => a.stop());
+  await a.waitForLog(/Proxy command: /);
+  t.match(a.out(), /no envoy executable \(binaryPath .*no-such-envoy, PATH\): using the built-in proxy engine/);
+  const cmd = /Proxy command: (.*)/.exec(a.out())![1]!;
+  t.ok(
+    cmd.startsWith(`${process.execPath} --import ${TSX} ${AGENT_MAIN} agent envoy -c ${path.join(dir, 'etc/mesh/proxy/envoy-rev.json')} --drain-time-s 45 --drain-strategy immediate`),
+    `self-invocation with the same Node flags and entry script: ${cmd}`,
+  );
+  t.notOk(cmd.includes('--file-flush-interval-msec'), 'no Envoy-only flags for the built-in engine');
+
+  if (!fs.existsSync(ENGINE)) {
+    t.equal(await a.exited, 255, "the engine's exit status is the agent's");
+    t.match(a.out(), /does not exist yet/);
+    t.comment(`${ENGINE} does not exist yet: the built-in engine itself is not exercised`);
+    return;
+  }
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)).status === 200, 60_000, () => `not ready with the built-in engine:\n${summarize(a.out())}`);
+  t.equal((await fetch(`http://127.0.0.1:${ports.envoyStatus}/healthz/ready`)).status, 200, "the engine's :15021 listener forwards readiness to the agent");
+  const dumpRes = await fetch(`http://127.0.0.1:${ports.admin}/config_dump`);
+  const dumpText = await dumpRes.text();
+  t.equal(dumpRes.status, 200, `/config_dump: ${dumpText.slice(0, 300)}`);
+  let dump: { configs?: unknown[] } = {};
+  try {
+    dump = JSON.parse(dumpText) as typeof dump;
+  } catch {
+    // reported below
+  }
+  t.ok(Array.isArray(dump.configs), 'the engine serves /config_dump as JSON');
+  const metrics = await (await fetch(`http://127.0.0.1:${ports.status}/stats/prometheus`)).text();
+  t.match(metrics, /xds_proxy_requests/, 'agent metrics');
+  a.child.kill('SIGTERM');
+  t.equal(await a.exited, 0, 'graceful termination with the built-in engine');
+});

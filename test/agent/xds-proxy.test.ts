@@ -1,0 +1,265 @@
+// The agent's xDS proxy against the real discovery daemon (dist/pilot-discovery): a downstream ADS client on
+// the local Unix socket gets CDS/LDS through it and ACKs; the daemon restarting on the same port is bridged
+// (the downstream stream stays open, the upstream reconnects with backoff and resumes by replaying the
+// latest requests, later pushes still arrive); TLS with the expected server name; delta xDS; metrics.
+import t, { type Test } from 'tap';
+import * as fs from 'node:fs';
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { create, type JsonObject } from '@bufbuild/protobuf';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discovery/v3/ads_pb';
+import {
+  DeltaDiscoveryRequestSchema,
+  DiscoveryRequestSchema,
+  type DeltaDiscoveryResponse,
+  type DiscoveryResponse,
+} from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
+import { NAME_TABLE_TYPE } from '../../src/agent/xds-proxy';
+import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
+import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
+import { addGrpcService, grpcClientConstructor } from '../../src/xds/grpc';
+import { AnySchema } from '@bufbuild/protobuf/wkt';
+import { DiscoveryResponseSchema, type DiscoveryRequest } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
+import { metricsText } from '../../src/lib/metrics';
+import { backoffDelay, DEFAULT_BACKOFF, XdsProxy, type UpstreamOptions } from '../../src/agent/xds-proxy';
+import { built } from '../helpers/binary';
+import { freePort, gatewayConfig, GATEWAY_NS, makeServerCert, metricValue, startDiscovery, tempDir, waitFor, type Discovery } from './helpers';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+const CDS = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
+const LDS = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
+
+const NODE = create(NodeSchema, {
+  id: `router~127.0.0.1~gw-0.${GATEWAY_NS}~${GATEWAY_NS}.svc.cluster.local`,
+  metadata: { LABELS: { mesh: 'ingressgateway' }, NAMESPACE: GATEWAY_NS } as JsonObject,
+});
+
+/** A downstream like Envoy: requests CDS then LDS and ACKs everything it gets. */
+class Downstream {
+  readonly client: InstanceType<typeof AdsClient>;
+  readonly call: ReturnType<InstanceType<typeof AdsClient>['streamAggregatedResources']>;
+  readonly responses: DiscoveryResponse[] = [];
+  status: grpc.StatusObject | undefined;
+  constructor(socket: string) {
+    const client = new AdsClient(`unix:${socket}`, grpc.credentials.createInsecure());
+    this.client = client;
+    this.call = client.streamAggregatedResources();
+    this.call.on('data', (r: DiscoveryResponse) => {
+      this.responses.push(r);
+      this.call.write(create(DiscoveryRequestSchema, { typeUrl: r.typeUrl, versionInfo: r.versionInfo, responseNonce: r.nonce }));
+    });
+    this.call.on('error', () => {});
+    this.call.on('status', (s: grpc.StatusObject) => (this.status = s));
+  }
+  subscribe(): void {
+    this.call.write(create(DiscoveryRequestSchema, { typeUrl: CDS, node: NODE }));
+    this.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS }));
+  }
+  count(type: string): number {
+    return this.responses.filter((r) => r.typeUrl === type).length;
+  }
+  listenerPorts(): number[] {
+    const last = [...this.responses].reverse().find((r) => r.typeUrl === LDS);
+    return (last?.resources ?? []).map((a) => {
+      const l = anyUnpack(a, ListenerSchema)!;
+      const sa = l.address?.address.case === 'socketAddress' ? l.address.address.value : undefined;
+      return sa?.portSpecifier.case === 'portValue' ? sa.portSpecifier.value : 0;
+    });
+  }
+  close(): void {
+    this.call.end();
+    this.client.close();
+  }
+}
+
+async function metric(name: string, labels = ''): Promise<number> {
+  return metricValue(await metricsText(), name, labels) ?? 0;
+}
+
+async function setup(t: Test, upstream?: (d: Discovery) => Partial<UpstreamOptions>, daemonOpts: { tls?: { cert: string; key: string }; env?: NodeJS.ProcessEnv } = {}) {
+  const dir = tempDir(t);
+  const configDir = path.join(dir, 'config');
+  fs.mkdirSync(configDir);
+  const gwPort = await freePort();
+  fs.writeFileSync(path.join(configDir, 'gateway.yaml'), gatewayConfig(gwPort));
+  let daemon = await startDiscovery({ configDir, ...daemonOpts });
+  t.teardown(() => daemon.stop());
+  const proxy = new XdsProxy({
+    socketPath: path.join(dir, 'etc/mesh/proxy/XDS'),
+    upstream: { address: daemon.grpc, clusterId: 'Orchestrator', ...upstream?.(daemon) },
+  });
+  await proxy.start();
+  t.teardown(() => proxy.stop());
+  const restart = async () => {
+    const port = Number(daemon.grpc.split(':')[1]);
+    daemon = await startDiscovery({ configDir, grpcPort: port, ...daemonOpts });
+    return daemon;
+  };
+  return { dir, configDir, gwPort, proxy, daemon: () => daemon, restart };
+}
+
+t.test('forwards the proxy stream to the daemon and its ACKs back', async (t) => {
+  const s = await setup(t);
+  t.ok(fs.statSync(s.proxy.socketPath).isSocket(), 'listens on the Unix socket');
+  const before = { req: await metric('xds_proxy_requests'), resp: await metric('xds_proxy_responses') };
+  const down = new Downstream(s.proxy.socketPath);
+  t.teardown(() => down.close());
+  down.subscribe();
+  await waitFor(() => down.count(CDS) >= 1 && down.count(LDS) >= 1, 15_000, () => `responses: ${down.responses.map((r) => r.typeUrl)}`);
+  t.ok(down.responses.find((r) => r.typeUrl === CDS)!.resources.length > 0, 'clusters arrived');
+  t.same(down.listenerPorts(), [s.gwPort], "the Gateway's listener arrived");
+  await waitFor(async () => (await metric('xds_proxy_requests')) >= before.req + 4, 5000, () => 'requests and ACKs counted');
+  t.ok((await metric('xds_proxy_responses')) >= before.resp + 2, 'responses counted');
+  t.equal(s.proxy.streamCount(), 1);
+  down.close();
+  await waitFor(() => s.proxy.streamCount() === 0, 5000, () => 'stream forgotten after the proxy left');
+});
+
+t.test('discovery restart: the downstream keeps its stream, the upstream reconnects and resumes', async (t) => {
+  const s = await setup(t);
+  const down = new Downstream(s.proxy.socketPath);
+  t.teardown(() => down.close());
+  down.subscribe();
+  await waitFor(() => down.count(LDS) >= 1 && down.count(CDS) >= 1, 15_000, () => 'initial config');
+  const before = { term: (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')), fail: await metric('meshd_connection_failures') };
+  const counts = { cds: down.count(CDS), lds: down.count(LDS) };
+
+  await s.daemon().stop();
+  await waitFor(
+    async () => (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')) > before.term,
+    10_000,
+    () => 'termination counted',
+  );
+  // The first reconnect comes after about a second and fails: nothing listens.
+  await waitFor(async () => (await metric('meshd_connection_failures')) > before.fail, 10_000, () => 'connection failure counted');
+  t.equal(down.status, undefined, 'the downstream stream is still open while discovery is down');
+
+  await s.restart();
+  await waitFor(() => down.count(CDS) > counts.cds && down.count(LDS) > counts.lds, 20_000, () => `resumed responses: ${down.responses.length}`);
+  t.equal(down.status, undefined, 'still the same downstream stream');
+  t.same(down.listenerPorts(), [s.gwPort], 'the same config again');
+
+  // Pushes after the reconnect still reach the proxy.
+  const port2 = await freePort();
+  fs.writeFileSync(path.join(s.configDir, 'gateway.yaml'), gatewayConfig(port2));
+  await waitFor(() => down.listenerPorts().includes(port2), 20_000, () => `ports ${down.listenerPorts()}`);
+  t.pass('a config change after the reconnect is pushed through the new upstream stream');
+});
+
+t.test('a downstream connecting while discovery is down waits, then gets config', async (t) => {
+  const s = await setup(t);
+  await s.daemon().stop();
+  const down = new Downstream(s.proxy.socketPath);
+  t.teardown(() => down.close());
+  down.subscribe();
+  await new Promise((r) => setTimeout(r, 1500));
+  t.equal(down.status, undefined, 'not failed');
+  t.equal(down.responses.length, 0);
+  await s.restart();
+  await waitFor(() => down.count(CDS) >= 1 && down.count(LDS) >= 1, 20_000, () => 'config after discovery came up');
+  t.pass('requests made while discovery was down were replayed');
+});
+
+t.test('TLS to the secure port: the expected server name is checked; no client certificate', async (t) => {
+  const certDir = tempDir(t, 'mesh-agent-certs-');
+  const certs = makeServerCert(certDir, 'meshd.test.svc');
+  const tlsOpts = { tls: { cert: certs.cert, key: certs.key }, env: { XDS_AUTH: 'false' } };
+  const good = await setup(t, (d) => ({ address: d.secureGrpc!, tls: { rootCerts: fs.readFileSync(certs.ca), serverName: 'meshd.test.svc' } }), tlsOpts);
+  const down = new Downstream(good.proxy.socketPath);
+  t.teardown(() => down.close());
+  down.subscribe();
+  await waitFor(() => down.count(LDS) >= 1, 15_000, () => 'config over TLS');
+  t.same(down.listenerPorts(), [good.gwPort]);
+
+  const fails = await metric('meshd_connection_failures');
+  const bad = await setup(t, (d) => ({ address: d.secureGrpc!, tls: { rootCerts: fs.readFileSync(certs.ca), serverName: 'someone-else.svc' } }), tlsOpts);
+  const down2 = new Downstream(bad.proxy.socketPath);
+  t.teardown(() => down2.close());
+  down2.subscribe();
+  await waitFor(async () => (await metric('meshd_connection_failures')) > fails, 10_000, () => 'the wrong name fails the connection');
+  t.equal(down2.responses.length, 0, 'no config from a daemon with an unexpected certificate name');
+  t.equal(down2.status, undefined, 'the downstream is kept waiting, not failed');
+});
+
+t.test('delta xDS is proxied and resumes after a restart', async (t) => {
+  const s = await setup(t);
+  const client = new AdsClient(`unix:${s.proxy.socketPath}`, grpc.credentials.createInsecure());
+  const call = client.deltaAggregatedResources();
+  t.teardown(() => {
+    call.end();
+    client.close();
+  });
+  const got: DeltaDiscoveryResponse[] = [];
+  call.on('data', (r: DeltaDiscoveryResponse) => {
+    got.push(r);
+    call.write(create(DeltaDiscoveryRequestSchema, { typeUrl: r.typeUrl, responseNonce: r.nonce }));
+  });
+  call.on('error', () => {});
+  let status: grpc.StatusObject | undefined;
+  call.on('status', (st: grpc.StatusObject) => (status = st));
+  call.write(create(DeltaDiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
+  await waitFor(() => got.some((r) => r.typeUrl === LDS && r.resources.length > 0), 15_000, () => 'delta LDS');
+  await s.daemon().stop();
+  await s.restart();
+  const port2 = await freePort();
+  fs.writeFileSync(path.join(s.configDir, 'gateway.yaml'), gatewayConfig(port2));
+  await waitFor(
+    () => got.some((r) => r.resources.some((res) => res.resource && anyUnpack(res.resource, ListenerSchema)?.name.endsWith(`_${port2}`))),
+    30_000,
+    () => `delta responses: ${got.map((r) => r.resources.map((x) => x.name)).join(' | ')}`,
+  );
+  t.equal(status, undefined, 'the delta stream stayed open across the restart');
+});
+
+t.test('agent-internal types (the DNS name table) are requested, consumed and ACKed by the agent', async (t) => {
+  // A stand-in upstream that answers LDS and NDS and records what it is sent.
+  const seen: DiscoveryRequest[] = [];
+  const server = new grpc.Server();
+  addGrpcService(server, AggregatedDiscoveryService, {
+    streamAggregatedResources: (call) => {
+      call.on('data', (req: DiscoveryRequest) => {
+        seen.push(req);
+        if (req.responseNonce !== '') return;
+        const resources = req.typeUrl === NAME_TABLE_TYPE ? [create(AnySchema, { typeUrl: NAME_TABLE_TYPE, value: new Uint8Array() })] : [];
+        call.write(create(DiscoveryResponseSchema, { typeUrl: req.typeUrl, versionInfo: 'v1', nonce: `n-${req.typeUrl}`, resources }));
+      });
+      call.on('end', () => call.end());
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  t.teardown(() => server.forceShutdown());
+  const dir = tempDir(t);
+  let tables = 0;
+  const proxy = new XdsProxy({
+    socketPath: path.join(dir, 'XDS'),
+    upstream: { address: `127.0.0.1:${port}`, clusterId: 'c1' },
+    handlers: new Map([[NAME_TABLE_TYPE, () => (tables++, undefined)]]),
+  });
+  await proxy.start();
+  t.teardown(() => proxy.stop());
+  const down = new Downstream(proxy.socketPath);
+  t.teardown(() => down.close());
+  down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
+  await waitFor(() => tables === 1 && seen.some((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce === `n-${NAME_TABLE_TYPE}`), 10_000, () => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`);
+  t.equal(seen[0]!.typeUrl, LDS, "the proxy's request first");
+  t.equal(seen[0]!.node?.id, NODE.id, 'with the node');
+  t.equal(seen[1]!.typeUrl, NAME_TABLE_TYPE, 'then the agent asks for the name table');
+  const ack = seen.find((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce !== '')!;
+  t.equal(ack.versionInfo, 'v1', 'the agent ACKs the name table');
+  t.equal(ack.errorDetail, undefined);
+  await waitFor(() => down.count(LDS) === 1, 5000, () => 'LDS forwarded');
+  t.equal(down.responses.filter((r) => r.typeUrl === NAME_TABLE_TYPE).length, 0, 'the name table is not forwarded to the proxy');
+});
+
+t.test('backoff: exponential from one second, capped, jittered', async (t) => {
+  const mid = () => 0.5;
+  t.equal(backoffDelay(0, DEFAULT_BACKOFF, mid), 1000);
+  t.equal(backoffDelay(1, DEFAULT_BACKOFF, mid), 2000);
+  t.equal(backoffDelay(3, DEFAULT_BACKOFF, mid), 8000);
+  t.equal(backoffDelay(20, DEFAULT_BACKOFF, mid), 30_000, 'capped');
+  t.equal(backoffDelay(0, DEFAULT_BACKOFF, () => 0), 800, '-20% jitter');
+  t.equal(backoffDelay(0, DEFAULT_BACKOFF, () => 1), 1200, '+20% jitter');
+});

@@ -1,0 +1,66 @@
+// `pilot-agent envoy` as the agent runs it: Envoy's flags, a bootstrap file, exit 1 with the reason on
+// a bad bootstrap, exit 0 on /quitquitquit and on SIGTERM.
+import t from 'tap';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { backend, freePort, hcm, request, sock, waitFor } from './helpers';
+
+const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'envoy-command.ts');
+
+function launch(args: string[]) {
+  const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (c) => r(c)));
+  return { child, exited, output: () => out };
+}
+
+const dir = mkdtempSync(path.join(tmpdir(), 'mesh-envoy-cmd-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+
+t.test('a bad bootstrap exits 1 naming the field', async (t) => {
+  const f = path.join(dir, 'bad.yaml');
+  writeFileSync(f, 'admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}\nstatic_resources: {clusters: [{name: c, typo: 1}]}\n');
+  const p = launch(['-c', f]);
+  t.equal(await p.exited, 1);
+  t.match(p.output(), `Error: ${f}: static_resources.clusters[0].typo: unknown field in envoy.config.cluster.v3.Cluster`);
+  const q = launch(['-c', f, '--allow-unknown-static-fields', '--log-level', 'nope']);
+  t.equal(await q.exited, 1);
+  t.match(q.output(), "error: invalid log level specified 'nope'");
+});
+
+t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM exit 0', async (t) => {
+  const b = await backend('b');
+  t.teardown(() => b.close());
+  const [admin, port] = [await freePort(), await freePort()];
+  const f = path.join(dir, 'envoy.json');
+  writeFileSync(f, JSON.stringify({
+    node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
+    admin: { address: sock('127.0.0.1', admin) },
+    static_resources: {
+      listeners: [{ name: 'l', address: sock('127.0.0.1', port), filter_chains: [{ filters: [hcm({ routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }] } })] }] }],
+      clusters: [{ name: 'b', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', b.port) } }] }] } }],
+    },
+  }));
+  const args = ['-c', f, '--drain-time-s', '45', '--drain-strategy', 'immediate', '--parent-shutdown-time-s', '60', '--local-address-ip-version', 'v4', '--log-level', 'warning', '--component-log-level', 'misc:error', '--concurrency', '2', '--disable-hot-restart', '--allow-unknown-static-fields', '--log-format', '%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t'];
+  const p = launch(args);
+  t.teardown(() => p.child.kill('SIGKILL'));
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, 'LIVE', 20_000);
+  t.equal((await request(port, '/x')).body, 'b /x');
+  const info = (await (await fetch(`http://127.0.0.1:${admin}/server_info`)).json()) as { command_line_options: Record<string, unknown> };
+  t.equal(info.command_line_options.drain_strategy, 'Immediate');
+  t.equal(info.command_line_options.drain_time, '45s');
+  t.equal(info.command_line_options.config_path, f);
+  t.equal((await fetch(`http://127.0.0.1:${admin}/quitquitquit`, { method: 'POST' })).status, 200);
+  t.equal(await p.exited, 0, '/quitquitquit exits 0');
+
+  const q = launch(args);
+  t.teardown(() => q.child.kill('SIGKILL'));
+  await waitFor(async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, 'LIVE again', 20_000);
+  q.child.kill('SIGTERM');
+  t.equal(await q.exited, 0, 'SIGTERM exits 0');
+  t.match(q.output(), /\twarning\tenvoy main source\/main:0\tcaught SIGTERM\tthread=\d+/, 'Istio\'s --log-format is honoured');
+});

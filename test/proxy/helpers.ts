@@ -1,0 +1,379 @@
+// Fixtures for the proxy engine tests: a real ADS server (src/xds/server) serving resources built with
+// the generated schemas, HTTP backends on 127.0.0.1:0, bootstraps, and the engine started in-process.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import pathMod from 'node:path';
+import { fromJson, type DescMessage, type JsonObject, type MessageShape } from '@bufbuild/protobuf';
+import { anyPack } from '@bufbuild/protobuf/wkt';
+import * as grpc from '@grpc/grpc-js';
+import type { Proxy } from '../../src/discovery/model';
+import { ClusterSchema, type Cluster } from '../../src/gen/envoy/config/cluster/v3/cluster_pb';
+import type { Node } from '../../src/gen/envoy/config/core/v3/base_pb';
+import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb';
+import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb';
+import { RouteConfigurationSchema, type RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb';
+import { SecretSchema, type Secret } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
+import { MemorySink, setSinks } from '../../src/lib/log/index';
+import { parseBootstrap } from '../../src/proxy/bootstrap';
+import { startEngine, type Engine, type EngineOptions } from '../../src/proxy/engine';
+import { proxyTypeRegistry } from '../../src/proxy/registry';
+import { AdsServer, newPushRequest } from '../../src/xds/server/index';
+import { TYPE_URL, type Generator, type Resource, type WatchedResource } from '../../src/xds/types';
+
+setSinks([new MemorySink()]);
+
+export function pb<D extends DescMessage>(schema: D, json: JsonObject): MessageShape<D> {
+  return fromJson(schema, json, { registry: proxyTypeRegistry() });
+}
+
+export const HCM_TYPE = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
+export const ROUTER = { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } };
+
+export interface World {
+  version: string;
+  clusters: Cluster[];
+  endpoints: ClusterLoadAssignment[];
+  listeners: Listener[];
+  routes: RouteConfiguration[];
+  secrets?: Secret[];
+}
+
+function gen<T>(list: (w: World) => T[], nameOf: (t: T) => string, schema: DescMessage): Generator<World> {
+  return {
+    generate(_p: Proxy, watched: WatchedResource, req) {
+      const all: Resource[] = list(req.push).map((t) => ({ name: nameOf(t), resource: anyPack(schema, t as MessageShape<typeof schema>) }));
+      return { resources: watched.wildcard ? all : all.filter((r) => watched.resourceNames.has(r.name)) };
+    },
+  };
+}
+
+function parseNode(node: Node): Proxy {
+  const [type, ip, id, domain] = node.id.split('~') as [string, string, string, string];
+  const ns = id?.split('.')[1] ?? '';
+  return {
+    nodeId: node.id,
+    type: type === 'router' ? 'router' : 'sidecar',
+    ipAddresses: [ip ?? '127.0.0.1'],
+    id: id ?? 'x',
+    namespace: ns,
+    dnsDomain: domain ?? '',
+    metadata: { labels: {}, namespace: ns, raw: (node.metadata ?? {}) as JsonObject },
+    labels: {},
+    proxyless: false,
+  } as Proxy;
+}
+
+export interface TestAds {
+  ads: AdsServer<World>;
+  address: string;
+  port: number;
+  world(): World;
+  /** Replaces the world and pushes it to every connected proxy. */
+  update(w: Partial<World>): void;
+  /** The last NACK message the server recorded for a type, if any. */
+  lastNack(typeUrl: string): string | undefined;
+  ackedVersion(typeUrl: string): string | undefined;
+  close(): Promise<void>;
+}
+
+let versionSeq = 0;
+
+export async function startAds(initial: Omit<World, 'version'>, port = 0): Promise<TestAds> {
+  let current: World = { version: `v${++versionSeq}`, ...initial };
+  const ads = new AdsServer<World>({
+    generators: {
+      [TYPE_URL.cluster]: gen((w) => w.clusters, (c) => c.name, ClusterSchema),
+      [TYPE_URL.endpoint]: gen((w) => w.endpoints, (c) => c.clusterName, ClusterLoadAssignmentSchema),
+      [TYPE_URL.listener]: gen((w) => w.listeners, (l) => l.name, ListenerSchema),
+      [TYPE_URL.route]: gen((w) => w.routes, (r) => r.name, RouteConfigurationSchema),
+      [TYPE_URL.secret]: gen((w) => w.secrets ?? [], (s) => s.name, SecretSchema),
+    },
+    parseNode,
+    pushContext: () => current,
+    settings: { debounceAfterMs: 1, debounceMaxMs: 50 },
+    versionFor: (p) => p.version,
+  });
+  const server = new grpc.Server();
+  ads.attach(server);
+  const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const watch = (typeUrl: string) => ads.connections()[0]?.watches.find((w) => w.typeUrl === typeUrl);
+  return {
+    ads,
+    address: `127.0.0.1:${bound}`,
+    port: bound,
+    world: () => current,
+    update: (w) => {
+      current = { ...current, ...w, version: `v${++versionSeq}` };
+      ads.pushAll(newPushRequest(current), { immediate: true });
+    },
+    lastNack: (t) => watch(t)?.lastNack?.message,
+    ackedVersion: (t) => watch(t)?.versionAcked,
+    close: async () => {
+      await ads.stop(0);
+      server.forceShutdown();
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// resources
+
+export function sock(address: string, port: number): JsonObject {
+  return { socket_address: { address, port_value: port } };
+}
+
+export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
+  return pb(ClusterSchema, { name, type: 'EDS', connect_timeout: '1s', eds_cluster_config: { eds_config: { ads: {}, initial_fetch_timeout: '0s' }, service_name: name }, ...extra });
+}
+
+export function staticCluster(name: string, ports: number[], extra: JsonObject = {}): Cluster {
+  return pb(ClusterSchema, {
+    name,
+    type: 'STATIC',
+    connect_timeout: '1s',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
+    ...extra,
+  });
+}
+
+export interface Ep {
+  port: number;
+  address?: string;
+  health?: string;
+  weight?: number;
+  priority?: number;
+}
+
+export function cla(name: string, eps: Ep[]): ClusterLoadAssignment {
+  const byP = new Map<number, Ep[]>();
+  for (const e of eps) byP.set(e.priority ?? 0, [...(byP.get(e.priority ?? 0) ?? []), e]);
+  return pb(ClusterLoadAssignmentSchema, {
+    cluster_name: name,
+    endpoints: [...byP.entries()].map(([priority, list]) => ({
+      priority,
+      lb_endpoints: list.map((e) => ({
+        endpoint: { address: sock(e.address ?? '127.0.0.1', e.port) },
+        ...(e.health ? { health_status: e.health } : {}),
+        ...(e.weight ? { load_balancing_weight: e.weight } : {}),
+      })),
+    })),
+  });
+}
+
+export function hcm(opts: { statPrefix?: string; rds?: string; routeConfig?: JsonObject; httpFilters?: JsonObject[]; extra?: JsonObject }): JsonObject {
+  return {
+    name: 'envoy.filters.network.http_connection_manager',
+    typed_config: {
+      '@type': HCM_TYPE,
+      stat_prefix: opts.statPrefix ?? 'ingress',
+      ...(opts.rds ? { rds: { config_source: { ads: {}, initial_fetch_timeout: '0s' }, route_config_name: opts.rds } } : {}),
+      ...(opts.routeConfig ? { route_config: opts.routeConfig } : {}),
+      http_filters: [...(opts.httpFilters ?? []), ROUTER],
+      ...(opts.extra ?? {}),
+    },
+  };
+}
+
+export function httpListener(name: string, port: number, h: JsonObject, extra: JsonObject = {}): Listener {
+  return pb(ListenerSchema, { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra });
+}
+
+export function routeConfig(name: string, vhosts: JsonObject[], extra: JsonObject = {}): RouteConfiguration {
+  return pb(RouteConfigurationSchema, { name, virtual_hosts: vhosts, ...extra });
+}
+
+// ---------------------------------------------------------------------------------------------
+// processes and sockets
+
+export interface Backend {
+  name: string;
+  port: number;
+  server: http.Server;
+  /** Requests seen: method, url, headers. */
+  seen: Array<{ method: string; url: string; headers: http.IncomingHttpHeaders }>;
+  close(): Promise<void>;
+}
+
+/** An HTTP/1.1 backend answering `<name> <path>` with x-backend: <name>. */
+export async function backend(name: string, handler?: (req: http.IncomingMessage, res: http.ServerResponse) => void): Promise<Backend> {
+  const seen: Backend['seen'] = [];
+  const server = http.createServer((req, res) => {
+    seen.push({ method: req.method ?? '', url: req.url ?? '', headers: req.headers });
+    if (handler) return handler(req, res);
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      res.setHeader('x-backend', name);
+      res.end(`${name} ${req.url}${chunks.length ? ` body=${Buffer.concat(chunks).toString()}` : ''}`);
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    name,
+    port: (server.address() as net.AddressInfo).port,
+    server,
+    seen,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
+  };
+}
+
+/** A free TCP port on 127.0.0.1 (bound then released). */
+export async function freePort(): Promise<number> {
+  const s = net.createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const p = (s.address() as net.AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return p;
+}
+
+export function adsBootstrap(adsAddress: string, extra: JsonObject = {}): JsonObject {
+  const [host, port] = adsAddress.split(':');
+  return {
+    node: { id: 'router~127.0.0.1~gw-0.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw', metadata: { NAMESPACE: 'mesh-system' } },
+    admin: { address: sock('127.0.0.1', 0) },
+    dynamic_resources: {
+      ads_config: { api_type: 'GRPC', transport_api_version: 'V3', set_node_on_first_message_only: true, grpc_services: [{ envoy_grpc: { cluster_name: 'xds-grpc' } }] },
+      cds_config: { ads: {}, initial_fetch_timeout: '0s', resource_api_version: 'V3' },
+      lds_config: { ads: {}, initial_fetch_timeout: '0s', resource_api_version: 'V3' },
+    },
+    static_resources: {
+      clusters: [
+        {
+          name: 'xds-grpc',
+          type: 'STATIC',
+          connect_timeout: '1s',
+          load_assignment: { cluster_name: 'xds-grpc', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock(host!, Number(port)) } }] }] },
+          typed_extension_protocol_options: {
+            'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+              '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+              explicit_http_config: { http2_protocol_options: {} },
+            },
+          },
+        },
+      ],
+    },
+    ...extra,
+  };
+}
+
+export interface RunningEngine {
+  engine: Engine;
+  admin: string;
+  logs: string[];
+  close(): Promise<void>;
+}
+
+export async function startProxy(bootstrap: JsonObject, opts: EngineOptions = {}): Promise<RunningEngine> {
+  const logs: string[] = [];
+  const engine = await startEngine(parseBootstrap(bootstrap, 'test-bootstrap'), {
+    logWriter: (l) => logs.push(l),
+    xdsBackoff: { baseMs: 100, maxMs: 1000 },
+    ...opts,
+  });
+  const a = engine.adminAddress!;
+  return { engine, admin: `http://${a.host}:${a.port}`, logs, close: () => engine.close() };
+}
+
+export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v !== undefined && v !== false) return v as T;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+export interface Reply {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+/** One HTTP/1.1 request without connection reuse (so each request is a fresh connection). */
+export function request(port: number, path: string, opts: { host?: string; method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: { ...(opts.host ? { host: opts.host } : {}), ...(opts.headers ?? {}) }, agent: false },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString() }));
+        res.on('error', reject);
+      },
+    );
+    req.setTimeout(opts.timeoutMs ?? 10_000, () => req.destroy(new Error('client timeout')));
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+export async function adminGet(r: RunningEngine, path: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`${r.admin}${path}`);
+  return { status: res.status, body: await res.text() };
+}
+
+export async function adminPost(r: RunningEngine, path: string): Promise<{ status: number; body: string }> {
+  const res = await fetch(`${r.admin}${path}`, { method: 'POST' });
+  return { status: res.status, body: await res.text() };
+}
+
+export function statValue(text: string, name: string): number | undefined {
+  const m = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: (\\d+)$`, 'm').exec(text);
+  return m ? Number(m[1]) : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// certificates (openssl, as users make them)
+
+
+export interface TestCert {
+  certFile: string;
+  keyFile: string;
+  cert: string;
+  key: string;
+}
+
+export interface TestPki {
+  dir: string;
+  ca: TestCert;
+  /** A leaf signed by the CA for the given DNS/URI SANs. */
+  leaf(name: string, sans: string[]): TestCert;
+  cleanup(): void;
+}
+
+export function makePki(): TestPki {
+  const dir = mkdtempSync(pathMod.join(tmpdir(), 'mesh-proxy-pki-'));
+  const run = (args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const caKey = pathMod.join(dir, 'ca.key');
+  const caCert = pathMod.join(dir, 'ca.crt');
+  run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', caKey, '-out', caCert, '-days', '2', '-subj', '/CN=mesh test CA']);
+  const read = (certFile: string, keyFile: string): TestCert => ({ certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') });
+  return {
+    dir,
+    ca: read(caCert, caKey),
+    leaf(name, sans) {
+      const key = pathMod.join(dir, `${name}.key`);
+      const csr = pathMod.join(dir, `${name}.csr`);
+      const crt = pathMod.join(dir, `${name}.crt`);
+      const ext = pathMod.join(dir, `${name}.ext`);
+      execFileSync('sh', ['-c', `printf 'subjectAltName=${sans.join(',')}\\n' > '${ext}'`]);
+      run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
+      run(['x509', '-req', '-in', csr, '-CA', caCert, '-CAkey', caKey, '-CAcreateserial', '-out', crt, '-days', '2', '-extfile', ext]);
+      return read(crt, key);
+    },
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
