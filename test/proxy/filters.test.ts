@@ -269,3 +269,19 @@ t.test('WebSocket upgrade is spliced through when configured, refused otherwise'
   t.match(ok, /echo:ping$/, 'bytes flow both ways after the upgrade');
   t.match(await talk('/no'), /^HTTP\/1\.1 403/, 'route disables the upgrade');
 });
+
+t.test('consistent hashing by header sticks a key to one host', async (t) => {
+  const bs = await Promise.all(['h1', 'h2', 'h3'].map((n) => backend(n)));
+  t.teardown(() => Promise.all(bs.map((b) => b.close())).then(() => undefined));
+  const { port } = await proxy(t, hcm({ routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'ring', hash_policy: [{ header: { header_name: 'x-user' } }] } }]) }), [
+    cluster('ring', bs.map((b) => b.port), { lb_policy: 'RING_HASH' }),
+  ]);
+  const hostFor = async (user: string) => (await request(port, '/', { headers: { 'x-user': user } })).body.split(' ')[0]!;
+  const spread = new Set<string>();
+  for (const user of ['ann', 'bob', 'cid', 'dan', 'eve', 'fay', 'gus', 'hal']) {
+    const first = await hostFor(user);
+    spread.add(first);
+    for (let i = 0; i < 3; i++) t.equal(await hostFor(user), first, `${user} stays on ${first}`);
+  }
+  t.ok(spread.size >= 2, `keys spread over hosts (${[...spread].join(',')})`);
+});

@@ -324,8 +324,23 @@ class UpstreamExchange {
     if (this.hashValue === null) {
       this.hashValue = undefined;
       if (this.cluster.lb.opts.policy === 'RING_HASH' || this.cluster.lb.opts.policy === 'MAGLEV') {
-        // without a hash policy Envoy picks randomly; with x-envoy-hash-key-like input we hash the source
-        this.hashValue = hash32(this.s.conn.info.remoteAddress);
+        // Envoy combines the hashes of the policies that produce a value; none → a random host
+        let h: number | undefined;
+        for (const p of this.action.hashPolicies) {
+          let v: string | undefined;
+          if (p.kind === 'header') v = this.s.request.get(p.name);
+          else if (p.kind === 'query') v = this.s.request.queryParam(p.name);
+          else if (p.kind === 'sourceIp') v = this.s.conn.info.remoteAddress;
+          else {
+            const m = new RegExp(`(?:^|;\\s*)${p.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}=([^;]*)`).exec(this.s.request.get('cookie') ?? '');
+            v = m?.[1];
+          }
+          if (v === undefined) continue;
+          const x = hash32(v);
+          h = h === undefined ? x : (((h << 1) | (h >>> 31)) ^ x) >>> 0;
+          if (p.terminal) break;
+        }
+        this.hashValue = h;
       }
     }
     return this.hashValue;

@@ -19,6 +19,7 @@ import type {
   ClusterSpecifier,
   DirectResponseAction,
   ForwardAction,
+  HashPolicy,
   HostRewrite,
   PathRewrite,
   PerFilterConfig,
@@ -145,10 +146,26 @@ export function compileForward(a: RouteAction, where: string, parsePerFilter: Pe
       hostRewrite = { kind: 'pathRegex', ...regexRewrite(hr.value.pattern?.regex, hr.value.substitution, `${where}.host_rewrite_path_regex`) };
       break;
   }
+  const hashPolicies: HashPolicy[] = a.hashPolicy.map((h, i) => {
+    const p = h.policySpecifier;
+    switch (p.case) {
+      case 'header':
+        return { kind: 'header', name: p.value.headerName.toLowerCase(), terminal: h.terminal };
+      case 'cookie':
+        return { kind: 'cookie', name: p.value.name, terminal: h.terminal };
+      case 'connectionProperties':
+        return { kind: 'sourceIp', terminal: h.terminal };
+      case 'queryParameter':
+        return { kind: 'query', name: p.value.name, terminal: h.terminal };
+      default:
+        throw new ConfigError(`${where}.hash_policy[${i}]: '${p.case ?? 'none'}' is not supported`);
+    }
+  });
   const upgradeTypes = new Map<string, boolean>();
   for (const u of a.upgradeConfigs) upgradeTypes.set(u.upgradeType.toLowerCase(), u.enabled ?? true);
   return {
     kind: 'route',
+    hashPolicies,
     cluster,
     clusterNotFoundCode:
       a.clusterNotFoundResponseCode === RouteAction_ClusterNotFoundResponseCode.NOT_FOUND

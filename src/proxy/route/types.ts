@@ -59,8 +59,16 @@ export type PathRewrite =
   | { kind: 'prefix'; value: string }
   | { kind: 'regex'; re: RegExp; sub: string };
 
+export type HashPolicy =
+  | { kind: 'header'; name: string; terminal: boolean }
+  | { kind: 'cookie'; name: string; terminal: boolean }
+  | { kind: 'sourceIp'; terminal: boolean }
+  | { kind: 'query'; name: string; terminal: boolean };
+
 export interface ForwardAction {
   kind: 'route';
+  /** Consistent-hash inputs for RING_HASH/MAGLEV clusters (Envoy RouteAction.hash_policy). */
+  hashPolicies: readonly HashPolicy[];
   cluster: ClusterSpecifier;
   clusterNotFoundCode: number;
   pathRewrite: PathRewrite;
