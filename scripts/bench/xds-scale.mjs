@@ -1,0 +1,550 @@
+// xDS scale: how fast a VirtualService edit on disk reaches N connected proxies, and what the daemon costs.
+//   node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20]
+//        [--perChannel 50] [--routerEvery 10] [--ramp 0] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300]
+//        [--cpuProf <dir>]
+//
+// For each N: a fresh `dist/pilot-discovery discovery --configDir <generated>` (loopback, ephemeral ports),
+// and a separate process (./xds-scale/clients.mjs) of N simulated Envoy ADS clients (every routerEvery-th
+// an ingress gateway `router`, the rest `sidecar`s of app workloads) that fetch CDS, EDS, LDS and RDS and ACK
+// every response. Once every client holds its initial config, the VirtualService of svc-0000 (bound to the
+// mesh and the ingress gateway, so every proxy's routes contain it) is rewritten `--edits` times; each edit
+// is timed from the file write to the last ACK any client sends for the push it causes. The daemon's RSS
+// (VmRSS, sampled every 100 ms) and CPU (utime+stime) come from /proc. PILOT_*/MESH_* variables in this
+// process's environment are passed to the daemon (its defaults otherwise: 100 ms file and push debounce).
+// All N streams open at once (a control plane restart) unless --ramp k opens k at a time, each batch once the
+// previous one holds its initial config. A run whose daemon passes --maxRssMB (a guard for the shared
+// machine, far above the 1 GB goal) or fails otherwise is reported as failed, with what was measured.
+// --cpuProf <dir> runs the daemon's bundle under `node --cpu-prof` and leaves one .cpuprofile per N there.
+import { fork, spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import path from 'node:path';
+import { EDITED_VS, writeConfigDir, virtualServiceFile } from './xds-scale/config.mjs';
+import { metricSum, scrape, startDaemon } from './xds-scale/daemon.mjs';
+import { cpuSeconds, RssSampler } from './xds-scale/proc.mjs';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
+const CLIENTS_SCRIPT = path.join(ROOT, 'scripts', 'bench', 'xds-scale', 'clients.mjs');
+
+// ---- limits: everything below stops by itself (the per-N ones grow with N: pushes are per proxy) ------
+const connectTimeoutMs = (n) => 5 * 60_000 + n * 1_500; // all N clients hold their initial config
+const SETTLE_QUIET_MS = 1_000; // no responses for this long = the daemon is idle
+const settleTimeoutMs = (n) => 2 * 60_000 + n * 500;
+const EDIT_QUIET_MS = 300; // after every client got the edit, wait this long for further responses
+const EDIT_PARTIAL_QUIET_MS = 15_000; // not every client got it: give up after this long without responses
+const editTimeoutMs = (n) => 2 * 60_000 + n * 1_500;
+const firstResponseTimeoutMs = (n) => 60_000 + n * 200;
+const PROGRESS_EVERY_MS = 30_000; // progress lines on stderr during long phases
+
+// ---- arguments ---------------------------------------------------------------------------------------
+
+function parseArgs(argv) {
+  const o = { clients: [100, 1000], services: 1000, edits: 20, perChannel: 50, routerEvery: 10, ramp: 0, maxRssMB: 6000, build: false, keep: false, maxMinutes: 300 };
+  const int = (name, v, min) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < min) throw new Error(`--${name}: expected an integer ≥ ${min}, got ${JSON.stringify(v)}`);
+    return n;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i];
+    let v;
+    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
+    const value = () => {
+      if (v !== undefined) return v;
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    switch (a) {
+      case '--clients':
+        o.clients = value().split(',').map((s) => int('clients', s.trim(), 1));
+        break;
+      case '--services':
+        o.services = int('services', value(), 1);
+        break;
+      case '--edits':
+        o.edits = int('edits', value(), 1);
+        break;
+      case '--perChannel':
+        o.perChannel = int('perChannel', value(), 1);
+        break;
+      case '--routerEvery':
+        o.routerEvery = int('routerEvery', value(), 1);
+        break;
+      case '--build':
+        o.build = true;
+        break;
+      case '--keep':
+        o.keep = true;
+        break;
+      case '--ramp':
+        o.ramp = int('ramp', value(), 0);
+        break;
+      case '--maxRssMB':
+        o.maxRssMB = int('maxRssMB', value(), 100);
+        break;
+      case '--maxMinutes':
+        o.maxMinutes = int('maxMinutes', value(), 1);
+        break;
+      case '--cpuProf':
+        o.cpuProf = value();
+        break;
+      case '-h':
+      case '--help':
+        console.log('usage: node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20] [--perChannel 50] [--routerEvery 10] [--ramp 0] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300] [--cpuProf <dir>]');
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown argument ${a} (see --help)`);
+    }
+  }
+  return o;
+}
+
+// ---- small helpers -----------------------------------------------------------------------------------
+
+const MB = 1e6;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const now = () => performance.timeOrigin + performance.now();
+
+/** Nearest-rank quantile (p99 of 20 samples is the largest). */
+function quantile(xs, q) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+}
+
+/** Polls `check` until it returns something truthy; `progress()` (if given) is printed every 30 s. */
+async function until(check, timeoutMs, what, progress) {
+  const start = Date.now();
+  const deadline = start + timeoutMs;
+  let nextProgress = start + PROGRESS_EVERY_MS;
+  for (;;) {
+    const r = check();
+    if (r) return r;
+    const t = Date.now();
+    if (t > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (progress && t >= nextProgress) {
+      console.error(`  … ${((t - start) / 1000).toFixed(0)} s: ${progress()}`);
+      nextProgress += PROGRESS_EVERY_MS;
+    }
+    await sleep(10);
+  }
+}
+
+function newestMtime(dir) {
+  let newest = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    newest = Math.max(newest, e.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return newest;
+}
+
+function ensureBinary(build) {
+  if (build || !existsSync(BINARY)) {
+    console.log('building dist/ (node build.mjs) …');
+    const r = spawnSync(process.execPath, ['build.mjs'], { cwd: ROOT, stdio: ['ignore', 'inherit', 'inherit'], timeout: 10 * 60_000 });
+    if (r.status !== 0) throw new Error(`node build.mjs failed (${r.status ?? r.signal})`);
+  } else if (newestMtime(path.join(ROOT, 'src')) > statSync(path.join(ROOT, 'dist', 'mesh')).mtimeMs) {
+    console.log('note: src/ changed after dist/mesh was built; pass --build to measure the current sources');
+  }
+}
+
+/** src/main.ts bundled like build.mjs does, but unminified, for readable CPU profiles. */
+async function profileBundle(dir) {
+  const { build } = await import('esbuild');
+  mkdirSync(dir, { recursive: true });
+  const outfile = path.join(dir, 'mesh-unminified.cjs');
+  await build({
+    entryPoints: [path.join(ROOT, 'src/main.ts')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    format: 'cjs',
+    minify: false,
+    legalComments: 'none',
+    define: { __MESH_BUILD__: JSON.stringify({ version: 'profile', revision: 'unknown', status: 'unknown', tag: 'profile' }) },
+    logLevel: 'warning',
+  });
+  return outfile;
+}
+
+// ---- cleanup: child processes never outlive the benchmark ----------------------------------------------
+
+const children = new Set();
+let tempDir;
+function cleanup() {
+  for (const c of children) {
+    if (c.exitCode === null && c.signalCode === null) {
+      try {
+        c.kill('SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+  }
+  if (tempDir && !keepTemp) rmSync(tempDir, { recursive: true, force: true });
+}
+let keepTemp = false;
+process.on('exit', cleanup);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => {
+    console.error(`\n${sig}: stopping`);
+    process.exit(130);
+  });
+}
+
+// ---- the client process --------------------------------------------------------------------------------
+
+/** Forks the client process; events from it land in `sink`. */
+async function startClients(sink) {
+  const child = fork(CLIENTS_SCRIPT, [], {
+    cwd: ROOT,
+    execArgv: ['--import', 'tsx', '--max-old-space-size=4096'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  children.add(child);
+  let ready = false;
+  let exited = false;
+  child.on('exit', (code, sig) => {
+    exited = true;
+    if (!sink.stopping) sink.fatal = `client process exited (${code ?? sig})`;
+  });
+  child.on('message', (m) => {
+    switch (m.kind) {
+      case 'ready':
+        ready = true;
+        break;
+      case 'started':
+        sink.startedAt = m.at;
+        break;
+      case 'events':
+        for (const e of m.events) sink.onEvent(e);
+        break;
+      case 'initial':
+        sink.initial.set(m.client, m.at);
+        break;
+      case 'streamError':
+        sink.streamErrors.push(`client ${m.client}: ${m.message}`);
+        break;
+    }
+  });
+  await until(() => ready || exited, 120_000, 'the client process to load');
+  if (!ready) throw new Error('the client process exited while loading');
+  return {
+    child,
+    pid: child.pid,
+    send: (m) => child.send(m),
+    async stop() {
+      sink.stopping = true;
+      if (exited) return;
+      try {
+        child.send({ cmd: 'stop' });
+      } catch {
+        // channel closed
+      }
+      const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await until(() => exited, 10_000, 'the client process to exit').catch(() => child.kill('SIGKILL'));
+      clearTimeout(t);
+    },
+  };
+}
+
+/** What the client process reports, plus the collector of the edit being measured. */
+function newSink() {
+  return {
+    startedAt: 0,
+    initial: new Map(),
+    streamErrors: [],
+    fatal: undefined,
+    stopping: false,
+    lastEventAt: 0, // local receive time of the latest event
+    totals: { responses: 0, bytes: 0 },
+    edit: undefined, // {t0, events: [], reached: Set}
+    onEvent(e) {
+      const [client, type, , bytes, , ackAt] = e;
+      this.lastEventAt = now();
+      this.totals.responses++;
+      this.totals.bytes += bytes;
+      if (this.edit && ackAt >= this.edit.t0) {
+        this.edit.events.push(e);
+        this.edit.reached.add(client);
+        this.edit.byType[type] = (this.edit.byType[type] ?? 0) + 1;
+      }
+    },
+  };
+}
+
+function checkHealthy(sink, daemon) {
+  if (sink.fatal) throw new Error(sink.fatal);
+  if (sink.streamErrors.length > 0) throw new Error(`ADS streams failed (${sink.streamErrors.length}): ${sink.streamErrors.slice(0, 5).join('; ')}`);
+  if (daemon.child.exitCode !== null || daemon.child.signalCode !== null) throw new Error(`the daemon exited:\n${daemon.log()}`);
+}
+
+/** Waits until no response arrived for SETTLE_QUIET_MS. */
+async function settle(sink, daemon, n) {
+  await until(() => {
+    checkHealthy(sink, daemon);
+    return now() - sink.lastEventAt >= SETTLE_QUIET_MS;
+  }, settleTimeoutMs(n), 'the daemon to stop pushing');
+}
+
+// ---- one run (one N) -------------------------------------------------------------------------------------
+
+async function runOne(n, opts, configDir) {
+  const vsPath = path.join(configDir, EDITED_VS);
+  writeFileSync(vsPath, virtualServiceFile(0, 0));
+  // With --cpuProf an unminified bundle runs under `node --cpu-prof` (the single executable takes no node
+  // flags, and minified names make the profile unreadable).
+  const command = opts.cpuProf
+    ? [process.execPath, '--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`, `--cpu-prof-name=daemon-n${n}.cpuprofile`, opts.profileBundle, 'pilot-discovery']
+    : [opts.binary];
+  const daemon = await startDaemon(command, ['--configDir', configDir]);
+  children.add(daemon.child);
+  const sink = newSink();
+  const result = { n, routers: Math.ceil(n / opts.routerEvery), channels: Math.ceil(n / opts.perChannel), phase: 'start' };
+  result.sidecars = n - result.routers;
+  let clients;
+  const rss = new RssSampler(daemon.pid, 100, opts.maxRssMB * MB, (bytes) => {
+    sink.fatal = `daemon RSS ${(bytes / MB).toFixed(0)} MB passed the --maxRssMB ${opts.maxRssMB} guard`;
+  });
+  let cpu0;
+  try {
+    const metrics0 = await scrape(daemon);
+    result.rejectedConfigs = metricSum(metrics0, 'pilot_total_rejected_configs');
+    result.servicesSeen = metricSum(metrics0, 'pilot_services');
+    result.rssIdle = rss.sample() ?? 0;
+    daemon.counts.warn = 0;
+    daemon.counts.error = 0;
+    daemon.firstProblems.length = 0;
+
+    clients = await startClients(sink);
+    cpu0 = cpuSeconds(daemon.pid);
+    const sent = now();
+    result.phase = 'connect';
+    result.connectStart = sent;
+    clients.send({ cmd: 'start', address: daemon.grpc, clients: n, perChannel: opts.perChannel, services: opts.services, routerEvery: opts.routerEvery, ramp: opts.ramp });
+    await until(
+      () => {
+        checkHealthy(sink, daemon);
+        return sink.initial.size === n;
+      },
+      connectTimeoutMs(n),
+      `${n} clients to get their initial config`,
+      () => `N=${n}: ${sink.initial.size}/${n} clients have their initial config, ${sink.totals.responses} responses`,
+    );
+    const initialTimes = [...sink.initial.values()].map((t) => t - sent);
+    result.connectMs = Math.max(...initialTimes);
+    result.connectP50Ms = quantile(initialTimes, 0.5);
+    await settle(sink, daemon, n);
+    result.cpuConnect = cpuSeconds(daemon.pid) - cpu0;
+    result.rssConnected = rss.sample() ?? 0;
+    result.initialResponses = sink.totals.responses;
+    result.initialBytes = sink.totals.bytes;
+    result.rssMaxConnect = rss.max;
+
+    // ---- edits
+    result.phase = 'edits';
+    rss.reset();
+    const cpuEdits0 = cpuSeconds(daemon.pid);
+    const clientCpu0 = cpuSeconds(clients.pid);
+    const edits = [];
+    for (let k = 1; k <= opts.edits; k++) {
+      const pushes0 = metricSum(await scrape(daemon), 'pilot_xds_pushes');
+      const edit = { t0: 0, events: [], reached: new Set(), byType: {} };
+      const text = virtualServiceFile(0, k);
+      edit.t0 = now();
+      sink.edit = edit;
+      writeFileSync(vsPath, text);
+      const tEditStart = Date.now();
+      await until(
+        () => {
+          checkHealthy(sink, daemon);
+          const quiet = now() - sink.lastEventAt;
+          if (edit.reached.size === n && quiet >= EDIT_QUIET_MS) return true;
+          if (edit.events.length > 0 && quiet >= EDIT_PARTIAL_QUIET_MS) return true;
+          if (edit.events.length === 0 && Date.now() - tEditStart > firstResponseTimeoutMs(n)) {
+            throw new Error(`edit ${k}: no client got a response within ${firstResponseTimeoutMs(n)} ms`);
+          }
+          return false;
+        },
+        editTimeoutMs(n),
+        `edit ${k} to reach the clients`,
+        () => `N=${n} edit ${k}/${opts.edits}: ${edit.reached.size}/${n} clients reached`,
+      );
+      if (n >= 500) console.error(`  … N=${n} edit ${k}/${opts.edits}: ${((Math.max(...edit.events.map((e) => e[5])) - edit.t0) / 1000).toFixed(1)} s`);
+      sink.edit = undefined;
+      const lastAck = Math.max(...edit.events.map((e) => e[5]));
+      const firstAck = Math.min(...edit.events.map((e) => e[5]));
+      const pushesDaemon = metricSum(await scrape(daemon), 'pilot_xds_pushes') - pushes0;
+      edits.push({
+        ms: lastAck - edit.t0,
+        firstMs: firstAck - edit.t0,
+        responses: edit.events.length,
+        bytes: edit.events.reduce((s, e) => s + e[3], 0),
+        reached: edit.reached.size,
+        byType: edit.byType,
+        pushesDaemon,
+        versions: new Set(edit.events.map((e) => e[2])).size,
+      });
+      await sleep(200); // quiet gap so consecutive edits are separate pushes
+    }
+    result.cpuEdits = cpuSeconds(daemon.pid) - cpuEdits0;
+    result.clientCpuEdits = cpuSeconds(clients.pid) - clientCpu0;
+    result.rssMaxEdits = rss.max;
+    result.edits = edits;
+    result.daemonWarn = daemon.counts.warn;
+    result.daemonError = daemon.counts.error;
+    result.daemonProblems = [...daemon.firstProblems];
+    result.streamErrors = sink.streamErrors.length;
+    result.phase = 'done';
+    return result;
+  } catch (e) {
+    // What was measured up to the failure is still a result.
+    result.failure = e instanceof Error ? e.message.split('\n')[0] : String(e);
+    result.failedAfterMs = result.connectStart ? now() - result.connectStart : 0;
+    result.initialDone = sink.initial.size;
+    result.responsesSoFar = sink.totals.responses;
+    result.rssMaxFailed = rss.max;
+    result.cpuSoFar = cpu0 !== undefined ? (cpuSeconds(daemon.pid) ?? NaN) - cpu0 : NaN;
+    result.daemonLogTail = daemon.log().split('\n').slice(-15).join('\n');
+    return result;
+  } finally {
+    rss.stop();
+    if (clients) await clients.stop();
+    const code = await daemon.stop();
+    result.daemonExit = code;
+    children.delete(daemon.child);
+  }
+}
+
+// ---- report ------------------------------------------------------------------------------------------
+
+const f0 = (x) => x.toFixed(0);
+const f1 = (x) => x.toFixed(1);
+const f2 = (x) => x.toFixed(2);
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+function printRun(r) {
+  console.log(`\nN = ${r.n} (${r.routers} routers, ${r.sidecars} sidecars on ${r.channels} channels)`);
+  if (r.failure) {
+    console.log(`  FAILED during ${r.phase} after ${f1(r.failedAfterMs / 1000)} s: ${r.failure}`);
+    console.log(
+      `  by then: ${r.initialDone}/${r.n} clients had their initial config, ${r.responsesSoFar} responses received; daemon RSS max ${f0(r.rssMaxFailed / MB)} MB, CPU ${f2(r.cpuSoFar)} s`,
+    );
+    console.log(`  daemon log (last lines):\n${r.daemonLogTail.split('\n').map((l) => `    ${l.slice(0, 200)}`).join('\n')}`);
+    return;
+  }
+  const ms = r.edits.map((e) => e.ms);
+  const names = ['CDS', 'EDS', 'LDS', 'RDS'];
+  const byType = {};
+  for (const e of r.edits) for (const [t, c] of Object.entries(e.byType)) byType[names[t] ?? t] = (byType[names[t] ?? t] ?? 0) + c;
+  console.log(
+    `  initial config: all ${r.n} clients in ${f0(r.connectMs)} ms (median client ${f0(r.connectP50Ms)} ms); ${r.initialResponses} responses, ${f1(r.initialBytes / MB)} MB; daemon CPU ${f2(r.cpuConnect)} s, RSS max ${f0(r.rssMaxConnect / MB)} MB`,
+  );
+  console.log(`  edit → last ACK ms: ${ms.map(f0).join(' ')}`);
+  console.log(`  edit → first ACK ms (median): ${f0(quantile(r.edits.map((e) => e.firstMs), 0.5))}`);
+  console.log(
+    `  per edit: clients reached ${Math.min(...r.edits.map((e) => e.reached))}–${Math.max(...r.edits.map((e) => e.reached))}, responses ${f1(mean(r.edits.map((e) => e.responses)))} (${Object.entries(byType).map(([t, c]) => `${t} ${f1(c / r.edits.length)}`).join(', ')}), daemon pilot_xds_pushes +${f1(mean(r.edits.map((e) => e.pushesDaemon)))}, push versions ${Math.max(...r.edits.map((e) => e.versions))} max`,
+  );
+  console.log(`  daemon log during the run: ${r.daemonWarn} warn, ${r.daemonError} error${r.daemonProblems.length ? `; first: ${r.daemonProblems[0]}` : ''}`);
+}
+
+function printTable(runs) {
+  const head = ['N', 'connect+initial s', 'edit p50 ms', 'edit p99 ms', 'pushes/edit', 'MB/edit', 'RSS max MB', 'CPU s (edits)', 'CPU s/edit', 'client CPU s'];
+  const rows = runs.map((r) => {
+    if (r.failure) return [String(r.n), `failed (${r.phase})`, '—', '—', '—', '—', `≥ ${f0(r.rssMaxFailed / MB)}`, '—', '—', '—'];
+    const ms = r.edits.map((e) => e.ms);
+    const rssMax = Math.max(r.rssMaxConnect, r.rssMaxEdits);
+    return [
+      String(r.n),
+      f1(r.connectMs / 1000),
+      f0(quantile(ms, 0.5)),
+      f0(quantile(ms, 0.99)),
+      f0(mean(r.edits.map((e) => e.responses))),
+      f2(mean(r.edits.map((e) => e.bytes)) / MB),
+      f0(rssMax / MB),
+      f2(r.cpuEdits),
+      f2(r.cpuEdits / r.edits.length),
+      f2(r.clientCpuEdits),
+    ];
+  });
+  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
+  const line = (cells) => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join(' | ')} |`;
+  console.log(`\n${line(head)}`);
+  console.log(`|${widths.map((w, i) => (i === 0 ? `-${'-'.repeat(w)}-` : `${'-'.repeat(w + 1)}:`)).join('|')}|`);
+  for (const row of rows) console.log(line(row));
+}
+
+function printGoal(runs) {
+  const goal = runs.find((r) => r.n === 1000);
+  if (!goal) {
+    console.log('\ngoal check needs a run with --clients including 1000');
+    return;
+  }
+  if (goal.failure) {
+    console.log(`\ngoal at N = 1000: p99 < 1 s and RSS < 1 GB → run failed (${goal.failure}): FAIL`);
+    return;
+  }
+  const p99 = quantile(goal.edits.map((e) => e.ms), 0.99);
+  const rss = Math.max(goal.rssMaxConnect, goal.rssMaxEdits);
+  const ok = p99 < 1000 && rss < 1e9;
+  console.log(
+    `\ngoal at N = 1000: p99 < 1 s and RSS < 1 GB → p99 ${f0(p99)} ms (${p99 < 1000 ? 'met' : 'NOT met'}), RSS max ${f0(rss / MB)} MB (${rss < 1e9 ? 'met' : 'NOT met'}): ${ok ? 'PASS' : 'FAIL'}`,
+  );
+}
+
+// ---- main ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  keepTemp = opts.keep;
+  const killer = setTimeout(() => {
+    console.error(`benchmark exceeded --maxMinutes ${opts.maxMinutes}: stopping`);
+    process.exit(1);
+  }, opts.maxMinutes * 60_000);
+  killer.unref();
+  ensureBinary(opts.build);
+  if (opts.cpuProf) {
+    opts.cpuProf = path.resolve(opts.cpuProf);
+    opts.profileBundle = await profileBundle(opts.cpuProf);
+  }
+  tempDir = mkdtempSync(path.join(tmpdir(), 'mesh-xds-scale-'));
+  // Run a private copy of the executable, so a rebuild of dist/ during a long run cannot mix two builds.
+  mkdirSync(path.join(tempDir, 'bin'));
+  copyFileSync(path.join(ROOT, 'dist', 'mesh'), path.join(tempDir, 'bin', 'mesh'));
+  chmodSync(path.join(tempDir, 'bin', 'mesh'), 0o755);
+  symlinkSync('mesh', path.join(tempDir, 'bin', 'pilot-discovery'));
+  opts.binary = path.join(tempDir, 'bin', 'pilot-discovery');
+  const configDir = path.join(tempDir, 'config');
+  const counts = writeConfigDir(configDir, opts.services);
+  console.log(
+    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon dist/pilot-discovery built ${statSync(path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}`,
+  );
+  console.log(
+    `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,
+  );
+  console.log(
+    `edits: ${opts.edits} rewrites of ${EDITED_VS} (weights and timeout), measured file write → last client ACK; ${opts.perChannel} streams per grpc channel; streams opened ${opts.ramp > 0 ? `${opts.ramp} at a time` : 'all at once'}`,
+  );
+  const runs = [];
+  for (const n of opts.clients) {
+    const r = await runOne(n, opts, configDir);
+    if (r.rejectedConfigs) throw new Error(`the daemon rejected ${r.rejectedConfigs} generated configs`);
+    printRun(r);
+    runs.push(r);
+  }
+  printTable(runs);
+  printGoal(runs);
+  // The figures are printed either way; a run that could not be measured makes the exit status say so.
+  return runs.some((r) => r.failure) ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (e) => {
+    console.error(`xds-scale failed: ${e instanceof Error ? e.stack : e}`);
+    process.exit(1);
+  },
+);
