@@ -159,6 +159,12 @@ export class PushContext {
   readonly options: ResolvedPushContextOptions;
   private readonly scopes = new Map<string, SidecarScope>();
   private readonly gatewayCache = new Map<string, MergedGateway>();
+  /** Generated output shared by proxies with equal keys (see sharedKey), valid for this snapshot only. */
+  private readonly shared = new Map<string, unknown>();
+  private readonly sharedKeys = new WeakMap<Proxy, string>();
+  private labelKeysUsed: readonly string[] | undefined;
+  private endpointsByAddress: Map<string, Array<{ service: Service; endpoint: Endpoint }>> | undefined;
+  private readonly targets = new WeakMap<Proxy, ServiceTarget[]>();
 
   private constructor(
     private readonly cfg: ConfigIndex,
@@ -183,6 +189,47 @@ export class PushContext {
    */
   withRegistryUpdates(registry: ServiceRegistry, hostnames?: ReadonlySet<string>): PushContext {
     return new PushContext(this.cfg, buildServiceIndex(registry, this.svc, hostnames), this.options);
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // output shared between proxies
+
+  /**
+   * What a proxy's outbound configuration (outbound clusters, listeners and routes, endpoints) depends on
+   * besides this snapshot: proxy kind, namespace, proxyless-ness, the Sidecar that scopes it, and only those
+   * of its labels some selector looks at (VirtualService sourceLabels, DestinationRule workloadSelector).
+   * Proxies with equal keys get equal outbound output, so it is built and serialised once per key and push
+   * (Istio's xDS cache keys by the same inputs). Inbound output depends on the proxy's own addresses and is
+   * never shared. Routers key on all labels: gateway selection looks at them.
+   */
+  sharedKey(proxy: Proxy): string {
+    let k = this.sharedKeys.get(proxy);
+    if (k !== undefined) return k;
+    const scope = proxy.type === 'sidecar' ? selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) : undefined;
+    const keys = proxy.type === 'router' ? Object.keys(proxy.labels).sort() : this.selectorLabelKeys();
+    const labels = keys.filter((l) => proxy.labels[l] !== undefined).map((l) => `${l}=${proxy.labels[l]}`).join(',');
+    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    this.sharedKeys.set(proxy, k);
+    return k;
+  }
+
+  /** Builds once per key for this snapshot; later calls with the key get the same (never mutated) value. */
+  memo<T>(key: string, build: () => T): T {
+    if (this.shared.has(key)) return this.shared.get(key) as T;
+    const v = build();
+    this.shared.set(key, v);
+    return v;
+  }
+
+  private selectorLabelKeys(): readonly string[] {
+    if (!this.labelKeysUsed) {
+      const keys = new Set<string>();
+      for (const v of this.cfg.virtualServices) for (const h of v.spec.http ?? []) for (const m of h.match ?? []) for (const l of Object.keys(m.sourceLabels ?? {})) keys.add(l);
+      for (const v of this.cfg.virtualServices) for (const t of [...(v.spec.tcp ?? []), ...(v.spec.tls ?? [])]) for (const m of t.match ?? []) for (const l of Object.keys(m.sourceLabels ?? {})) keys.add(l);
+      for (const r of this.cfg.destinationRules.all()) for (const l of Object.keys(r.workloadSelector ?? {})) keys.add(l);
+      this.labelKeysUsed = [...keys].sort();
+    }
+    return this.labelKeysUsed;
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -232,12 +279,28 @@ export class PushContext {
 
   /** Service ports whose endpoints are this proxy's own workload (matched by IP), for inbound config. */
   serviceTargets(proxy: Proxy): ServiceTarget[] {
-    const ips = new Set(proxy.ipAddresses);
+    const memo = this.targets.get(proxy);
+    if (memo) return memo;
+    // Endpoints by address, in service order, built once per snapshot: every sidecar asks, per type.
+    if (!this.endpointsByAddress) {
+      this.endpointsByAddress = new Map();
+      for (const s of this.svc.services) {
+        for (const e of this.allEndpoints(s)) {
+          const list = this.endpointsByAddress.get(e.address);
+          if (list) list.push({ service: s, endpoint: e });
+          else this.endpointsByAddress.set(e.address, [{ service: s, endpoint: e }]);
+        }
+      }
+    }
+    const mine = proxy.ipAddresses.flatMap((ip) => this.endpointsByAddress!.get(ip) ?? []);
+    if (proxy.ipAddresses.length > 1) {
+      const order = new Map(this.svc.services.map((s, i) => [s, i]));
+      mine.sort((a, b) => order.get(a.service)! - order.get(b.service)!);
+    }
     const out: ServiceTarget[] = [];
     const seen = new Set<string>();
-    for (const s of this.svc.services) {
-      for (const e of this.allEndpoints(s)) {
-        if (!ips.has(e.address)) continue;
+    {
+      for (const { service: s, endpoint: e } of mine) {
         const port = s.ports.find((p) => endpointServesPort(e, p, s));
         if (!port) continue;
         const k = `${s.namespace}/${s.hostname}/${port.port}`;
@@ -246,6 +309,7 @@ export class PushContext {
         out.push({ service: s, port, targetPort: e.port });
       }
     }
+    this.targets.set(proxy, out);
     return out;
   }
 

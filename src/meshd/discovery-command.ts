@@ -20,6 +20,7 @@ import { TYPE_URL, type Generator } from '../xds/types';
 import { AdsServer, adsSettingsFromEnv, newPushRequest } from '../xds/server';
 import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
+import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
@@ -95,21 +96,14 @@ function validateObject(obj: Readonly<Record<string, unknown>>): ValidationResul
   return { errors: errors.map((e) => `${e.field}: ${e.message}`), warnings: warnings.map((w) => `${w.field}: ${w.message}`) };
 }
 
-const proxyKeys = new WeakMap<Proxy, string>();
-
 /**
- * What generated output depends on, so proxies with equal keys share cached resources: proxy type,
- * namespace, labels (gateway selection, Sidecar scope, policies) and proxyless-ness; a sidecar's inbound
- * clusters and listeners also depend on its own addresses, which endpoints and gateways do not.
+ * Proxies with equal keys get equal output for a type (PushContext.sharedKey: what outbound output depends
+ * on). A sidecar's clusters and listeners include its own inbound side, so those are not cached whole; the
+ * generators share their outbound part themselves.
  */
-function cacheKeyOf(proxy: Proxy, typeUrl: string): string {
-  let base = proxyKeys.get(proxy);
-  if (base === undefined) {
-    const labels = Object.keys(proxy.labels).sort().map((k) => `${k}=${proxy.labels[k]}`).join(',');
-    base = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${labels}`;
-    proxyKeys.set(proxy, base);
-  }
-  return typeUrl === TYPE_URL.endpoint || proxy.type === 'router' ? base : `${base}|${proxy.ipAddresses.join(',')}`;
+function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | undefined {
+  if (proxy.type === 'sidecar' && (typeUrl === TYPE_URL.cluster || typeUrl === TYPE_URL.listener)) return undefined;
+  return push.sharedKey(proxy);
 }
 
 export const run: Handler = async (ctx) => {
@@ -128,24 +122,41 @@ export const run: Handler = async (ctx) => {
     throw new CommandError((e as Error).message);
   }
   const opts = pushOptions(ctx, env);
+  let security: DaemonSecurity;
+  try {
+    security = createDaemonSecurity(env);
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
   let push: PushContext = initPushContext(store, registry, opts);
+  security.prefetch(store.list('RequestAuthentication'), push);
 
   // A proxy's generator table depends only on the proxy, so it is made once per proxy.
   const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();
   const server = new AdsServer<PushContext>({
     generators: (proxy, typeUrl) => {
       let t = tables.get(proxy);
-      if (!t) tables.set(proxy, (t = generatorsFor(proxy) as Record<string, Generator<PushContext>>));
+      if (!t) tables.set(proxy, (t = generatorsFor(proxy, security.generatorOptions) as Record<string, Generator<PushContext>>));
       return t[typeUrl];
     },
     parseNode: proxyFromNode,
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
-    cacheKey: (proxy, watched) => cacheKeyOf(proxy, watched.typeUrl),
+    cacheKey: (proxy, watched, req) => {
+      const key = cacheKeyOf(proxy, watched.typeUrl, req.push);
+      // Listeners inline fetched key sets: cached ones are only good for one key-set version.
+      return key !== undefined && watched.typeUrl === TYPE_URL.listener ? `${key}|jwks=${security.resolver.version}` : key;
+    },
+  });
+  // New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers.
+  security.onKeysChanged(() => {
+    push = initPushContext(store, registry, opts);
+    server.pushAll(newPushRequest(push, { full: true, reasons: { unknown: 1 } }));
   });
 
   const unsubscribeConfig = store.subscribe((events: readonly ConfigEvent[]) => {
     push = initPushContext(store, registry, opts);
+    security.prefetch(store.list('RequestAuthentication'), push);
     server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { config: events.length } }));
   });
   const unsubscribeRegistry = registry.subscribe((ev) => {
@@ -160,6 +171,7 @@ export const run: Handler = async (ctx) => {
   store.whenSynced().then(
     () => {
       push = initPushContext(store, registry, opts);
+      security.prefetch(store.list('RequestAuthentication'), push);
       server.pushAll(newPushRequest(push, { full: true, reasons: { global: 1 } }));
     },
     (e: unknown) => log.error(`config source failed to sync: ${(e as Error).message}`),
@@ -198,6 +210,7 @@ export const run: Handler = async (ctx) => {
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
+      security.close();
       registry.close();
       await store.close();
     },

@@ -54,9 +54,12 @@ export const grpcStatsFilter = (): HttpFilter =>
 
 /** Istio's HTTP filter chain order (authn and authz filters come from the security builders). */
 export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass, security: SecurityFilterBuilders | undefined): HttpFilter[] {
+  // Policies apply where traffic enters a workload (gateway, sidecar inbound), never on sidecar outbound;
+  // outbound output is also shared between proxies of different workloads (PushContext.sharedKey).
+  const sec = cls === 'sidecarOutbound' ? undefined : security;
   return [
-    ...(security?.authn?.(proxy, push, cls) ?? []),
-    ...(security?.authz?.(proxy, push, cls) ?? []),
+    ...(sec?.authn?.(proxy, push, cls) ?? []),
+    ...(sec?.authz?.(proxy, push, cls) ?? []),
     grpcStatsFilter(),
     faultFilter(),
     corsFilter(),

@@ -5,7 +5,7 @@ import type { Proxy } from '../../discovery/model';
 import type { PushContext } from '../../discovery/push-context';
 import { ClusterSchema, Cluster_DiscoveryType, Cluster_EdsClusterConfigSchema, Cluster_LbPolicy, Cluster_RingHashLbConfigSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
-import { ListenerSchema } from '../../gen/envoy/config/listener/v3/listener_pb';
+import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { TYPE_URL, type GenerateResult, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
@@ -20,9 +20,10 @@ import {
   type ClusterBuildContext,
 } from './clusters';
 import { clusterLoadAssignment } from './endpoints';
+import { initKey, optionsKey, outboundClusterKey, TwoGenerationCache } from './reuse';
 import type { SecurityFilterBuilders } from './filters';
-import { buildGatewayListeners, buildGrpcListeners, buildSidecarListeners } from './lds';
-import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, buildSidecarRouteConfiguration } from './rds';
+import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from './lds';
+import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration } from './rds';
 import type { MetadataMatcherHook } from './route';
 
 export interface GeneratorOptions {
@@ -46,29 +47,57 @@ function filterByWatch(resources: Resource[], w: WatchedResource): Resource[] {
 // CDS
 
 export function buildClusters(proxy: Proxy, push: PushContext): Cluster[] {
+  return uniqueByName([...outboundClusters(proxy, push), ...localClusters(proxy, push)]);
+}
+
+/** Two services with one hostname (Istio pilot_duplicate_proxy_clusters): the first cluster of a name wins. */
+function uniqueByName<T extends { name: string }>(items: readonly T[]): T[] {
+  const seen = new Set<string>();
+  return items.filter((c) => !seen.has(c.name) && (seen.add(c.name), true));
+}
+
+function outboundClusters(proxy: Proxy, push: PushContext): Cluster[] {
   const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
   const out: Cluster[] = [];
-  const seen = new Set<string>();
-  const add = (c: Cluster) => {
-    if (seen.has(c.name)) return; // two services with one hostname (Istio pilot_duplicate_proxy_clusters): first wins
-    seen.add(c.name);
-    out.push(c);
-  };
-  for (const svc of push.servicesForProxy(proxy)) for (const p of svc.ports) for (const c of buildOutboundClusters(svc, p, ctx)) add(c);
-  if (proxy.type === 'sidecar') {
-    for (const t of push.serviceTargets(proxy)) if (t.port.protocol !== 'UDP') add(buildInboundCluster(t.service, t.port, t.targetPort, ctx));
-    add(buildBlackHoleCluster(ctx));
-    add(buildPassthroughCluster(ctx));
-    add(buildInboundPassthroughCluster(ctx));
-  } else {
-    add(buildBlackHoleCluster(ctx));
+  for (const svc of push.servicesForProxy(proxy)) for (const p of svc.ports) out.push(...buildOutboundClusters(svc, p, ctx));
+  return out;
+}
+
+const packedClusters = new TwoGenerationCache<readonly Resource[]>();
+
+/** outboundClusters, packed, reusing clusters whose inputs did not change since the last push. */
+function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
+  packedClusters.nextPush(push.version);
+  const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
+  const out: Resource[] = [];
+  for (const svc of push.servicesForProxy(proxy)) {
+    const dr = push.destinationRule(proxy, svc.hostname, svc);
+    for (const p of svc.ports) {
+      const key = outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p));
+      out.push(...packedClusters.get(key, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
+    }
   }
   return out;
 }
 
+/** Inbound clusters (from the proxy's own service targets) and the special clusters. */
+function localClusters(proxy: Proxy, push: PushContext): Cluster[] {
+  const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
+  if (proxy.type !== 'sidecar') return [buildBlackHoleCluster(ctx)];
+  const out: Cluster[] = [];
+  for (const t of push.serviceTargets(proxy)) if (t.port.protocol !== 'UDP') out.push(buildInboundCluster(t.service, t.port, t.targetPort, ctx));
+  out.push(buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx));
+  return out;
+}
+
+const packCluster = (c: Cluster): Resource => ({ name: c.name, resource: anyPack(ClusterSchema, c) });
+
 export const cdsGenerator: Generator<PushContext> = {
   generate(proxy, watched, req) {
-    const resources = buildClusters(proxy, req.push).map((c) => ({ name: c.name, resource: anyPack(ClusterSchema, c) }));
+    const push = req.push;
+    // Outbound clusters are the bulk and the same for every proxy of a shared key: pack them once.
+    const outbound = push.memo(`cds|${push.sharedKey(proxy)}`, () => packedOutboundClusters(proxy, push));
+    const resources = uniqueByName([...outbound, ...localClusters(proxy, push).map(packCluster)]);
     return { resources: filterByWatch(resources, watched) };
   },
 };
@@ -100,7 +129,9 @@ export const edsGenerator: Generator<PushContext> = {
     // endpoint-only pushes resend just the clusters of the hosts that changed
     if (!req.full && req.edsUpdates.size > 0) requested = requested.filter((n) => req.edsUpdates.has(parseSubsetKey(n)?.hostname ?? ''));
     return {
-      resources: requested.map((n) => ({ name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) })),
+      resources: requested.map((n) =>
+        req.push.memo(`eds|${req.push.sharedKey(proxy)}|${n}`, () => ({ name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) })),
+      ),
     };
   },
 };
@@ -108,11 +139,45 @@ export const edsGenerator: Generator<PushContext> = {
 // ---------------------------------------------------------------------------------------------
 // LDS / RDS for Envoy proxies
 
+const packedInbound = new TwoGenerationCache<Resource>();
+
+/** The proxy's service targets, for reuse keys of its inbound config. */
+function targetsKey(proxy: Proxy, push: PushContext): string {
+  return push
+    .serviceTargets(proxy)
+    .map((t) => `${t.service.namespace}/${t.service.hostname}/${t.port.port}/${t.port.name}/${t.port.protocol}/${t.targetPort}`)
+    .join(',');
+}
+
+/**
+ * The virtual inbound listener, reused across pushes while its inputs (service targets, policies, options)
+ * stay the same. With a RequestAuthentication selected it is always rebuilt: its filter carries key sets
+ * fetched outside the config snapshot.
+ */
+function packedVirtualInbound(proxy: Proxy, push: PushContext, opts: GeneratorOptions, pack: (l: Listener) => Resource): Resource {
+  packedInbound.nextPush(push.version);
+  const build = () => pack(buildVirtualInboundListener(proxy, push, opts));
+  if (push.requestAuthentications(proxy).length > 0) return build();
+  const peer = push.peerAuthentications(proxy);
+  const policies = [...push.authorizationPolicies(proxy), peer.mesh, peer.namespace, ...peer.workload].map((c) => c && [c.kind, c.meta.namespace, c.meta.name, c.spec]);
+  const key = `${push.sharedKey(proxy)}|${targetsKey(proxy, push)}|${optionsKey(push.options)}|${initKey(policies)}`;
+  return packedInbound.get(key, build);
+}
+
 export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext> {
   return {
     generate(proxy, watched, req) {
-      const listeners = proxy.type === 'router' ? buildGatewayListeners(proxy, req.push, opts) : buildSidecarListeners(proxy, req.push, opts);
-      return { resources: filterByWatch(listeners.map((l) => ({ name: l.name, resource: anyPack(ListenerSchema, l) })), watched) };
+      const push = req.push;
+      const pack = (l: Listener): Resource => ({ name: l.name, resource: anyPack(ListenerSchema, l) });
+      let resources: Resource[];
+      if (proxy.type === 'router') {
+        resources = push.memo(`lds|${push.sharedKey(proxy)}`, () => buildGatewayListeners(proxy, push, opts).map(pack));
+      } else {
+        // The virtual inbound listener is the proxy's own; the outbound ones are shared by key.
+        const shared = push.memo(`lds|${push.sharedKey(proxy)}`, () => buildSidecarOutboundListeners(proxy, push, opts).map(pack));
+        resources = [shared[0]!, packedVirtualInbound(proxy, push, opts, pack), ...shared.slice(1)];
+      }
+      return { resources: filterByWatch(resources, watched) };
     },
   };
 }
@@ -120,10 +185,13 @@ export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
 export function rdsGenerator(opts: GeneratorOptions = {}): Generator<PushContext> {
   return {
     generate(proxy, watched, req) {
-      const resources = names(watched).map((n) => {
-        const rc = proxy.type === 'router' ? buildGatewayRouteConfiguration(proxy, req.push, n, opts) : buildSidecarRouteConfiguration(proxy, req.push, n, opts);
-        return { name: n, resource: anyPack(RouteConfigurationSchema, rc) };
-      });
+      const push = req.push;
+      const resources = names(watched).map((n) =>
+        push.memo(`rds|${push.sharedKey(proxy)}|${n}`, () => {
+          if (proxy.type !== 'router') return { name: n, resource: packSidecarRouteConfiguration(proxy, push, n, opts) };
+          return { name: n, resource: anyPack(RouteConfigurationSchema, buildGatewayRouteConfiguration(proxy, push, n, opts)) };
+        }),
+      );
       return { resources };
     },
   };

@@ -218,7 +218,8 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
 function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildOptions): Listener[] {
   const scope = push.sidecarScope(proxy);
   const listeners = new Map<string, Listener>();
-  const add = (name: string, bind: string, port: number, chains: FilterChain[], sniffed: boolean) => {
+  // Chains are built only for the first service on a listener: HTTP ports are shared by every service.
+  const add = (name: string, bind: string, port: number, chains: () => FilterChain[], sniffed: boolean) => {
     if (listeners.has(name)) return; // first service on a listener wins, as Istio's conflict resolution
     listeners.set(
       name,
@@ -227,7 +228,7 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
         address: socketAddress(bind, port),
         bindToPort: false,
         trafficDirection: TrafficDirection.OUTBOUND,
-        filterChains: chains,
+        filterChains: chains(),
         listenerFilters: sniffed ? [httpInspector()] : [],
       }),
     );
@@ -246,14 +247,14 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
         const bind = el.bind ?? '0.0.0.0';
         const cluster = buildSubsetKey('outbound', '', svc.hostname, p.port);
         if (isHttpProtocol(protocol)) {
-          add(`${bind}_${p.port}`, bind, p.port, [httpChain(p.port, `${bind}_${p.port}`, false)], false);
+          add(`${bind}_${p.port}`, bind, p.port, () => [httpChain(p.port, `${bind}_${p.port}`, false)], false);
         } else if (protocol === 'UnsupportedProtocol') {
           const name = `${bind}_${p.port}`;
-          add(name, bind, p.port, [httpChain(p.port, name, true), create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], true);
+          add(name, bind, p.port, () => [httpChain(p.port, name, true), create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], true);
         } else {
           const vip = svc.addresses.find((a) => isIp(a));
           const addr = el.bind ?? vip ?? '0.0.0.0';
-          add(`${addr}_${p.port}`, addr, p.port, [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false);
+          add(`${addr}_${p.port}`, addr, p.port, () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false);
         }
       }
     }
@@ -272,7 +273,21 @@ function tcpRouteFor(push: PushContext, proxy: Proxy, svc: Service, port: number
 }
 
 export function buildSidecarListeners(proxy: Proxy, push: PushContext, opts: ListenerBuildOptions = {}): Listener[] {
-  return [virtualOutbound(push, proxy), virtualInbound(push, proxy, opts), ...outboundListeners(push, proxy, opts)];
+  const [outbound, ...rest] = buildSidecarOutboundListeners(proxy, push, opts);
+  return [outbound!, virtualInbound(push, proxy, opts), ...rest];
+}
+
+/**
+ * The virtual outbound listener first, then the per-port outbound listeners: everything of LDS that does not
+ * depend on the proxy's own addresses (outbound HCMs carry no authn/authz filters, as in Istio).
+ */
+export function buildSidecarOutboundListeners(proxy: Proxy, push: PushContext, opts: ListenerBuildOptions = {}): Listener[] {
+  return [virtualOutbound(push, proxy), ...outboundListeners(push, proxy, opts)];
+}
+
+/** The proxy's own inbound listener (its service targets, inbound policies). */
+export function buildVirtualInboundListener(proxy: Proxy, push: PushContext, opts: ListenerBuildOptions = {}): Listener {
+  return virtualInbound(push, proxy, opts);
 }
 
 // ---------------------------------------------------------------------------------------------

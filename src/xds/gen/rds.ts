@@ -1,7 +1,8 @@
 // RouteConfigurations: gateways (`http.<port>` / `https.<port>.<portName>.<gw>.<ns>`, Istio
 // buildGatewayHTTPRouteConfig), sidecars (`<port>`, BuildSidecarOutboundVirtualHosts) and proxyless
 // gRPC clients (`<host>:<port>`).
-import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
+import { AnySchema, type Any } from '@bufbuild/protobuf/wkt';
 import { hostMatches, domainName, ipv6Compliant, isWildcard } from '../../discovery/host';
 import type { Proxy, Service } from '../../discovery/model';
 import type { PushContext, VirtualServiceEntry } from '../../discovery/push-context';
@@ -10,6 +11,7 @@ import { isHttpOrSniffed } from '../../discovery/registry/protocol';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { buildSubsetKey } from './common';
+import { initKey, TwoGenerationCache } from './reuse';
 import {
   blockAllRoute,
   buildHttpRoutesForVirtualService,
@@ -201,7 +203,12 @@ interface VHostWrapper {
   services: Service[];
   vsHosts: string[];
   routes: RouteInit[];
+  /** Identifies `routes` for reuse of serialised virtual hosts (see packSidecarRouteConfiguration). */
+  routesKey: string;
 }
+
+/** Reuse keys of built virtual hosts: name, domains and what their routes were built from. */
+const vhostKeys = new WeakMap<VirtualHostInit, string>();
 
 /** Istio BuildSidecarOutboundVirtualHosts for one port (`listenerPort`), limited to `onlyHost` for gRPC. */
 export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPort: number, opts: RouteBuildOptions, onlyHost?: string): VirtualHostInit[] {
@@ -242,14 +249,20 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
     for (const s of services) claimed.add(s.hostname);
     const httpServices = services.filter((s) => s.ports.some((p) => isHttpOrSniffed(p.protocol)));
     if (httpServices.length === 0 && listenerPort !== 80) continue;
-    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes });
+    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes, routesKey: initKey(routes) });
   }
   for (const [h, s] of servicesByName) {
     if (claimed.has(h)) continue;
     const p = s.ports[0]!;
     if (!isHttpOrSniffed(p.protocol)) continue;
     const cluster = buildSubsetKey('outbound', '', s.hostname, p.port);
-    wrappers.push({ port: p.port, services: [s], vsHosts: [], routes: [defaultOutboundRoute(cluster, `${s.hostname}:${p.port}/*`, proxy.proxyless)] });
+    wrappers.push({
+      port: p.port,
+      services: [s],
+      vsHosts: [],
+      routes: [defaultOutboundRoute(cluster, `${s.hostname}:${p.port}/*`, proxy.proxyless)],
+      routesKey: `default|${cluster}|${proxy.proxyless}`,
+    });
   }
   const seenNames = new Set<string>();
   const seenDomains = new Set<string>();
@@ -266,7 +279,9 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
       return true;
     });
     if (domains.length === 0) return;
-    out.push({ name, domains, routes: w.routes, includeRequestAttemptCount: true });
+    const vh: VirtualHostInit = { name, domains, routes: w.routes, includeRequestAttemptCount: true };
+    vhostKeys.set(vh, `${name}|${domains.join(',')}|${w.routesKey}`);
+    out.push(vh);
   };
   for (const w of wrappers) {
     for (const h of w.vsHosts) build(h, w, undefined);
@@ -281,17 +296,37 @@ function catchAllVirtualHost(proxy: Proxy, push: PushContext): VirtualHostInit {
   return { name: 'allow_any', domains: ['*'], routes: [passthroughRoute()], includeRequestAttemptCount: true };
 }
 
-/** A sidecar's RouteConfiguration for an outbound port (`80`, `9080`…). */
-export function buildSidecarRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration {
+function sidecarRouteParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions) {
   const port = Number(routeName);
   const vhosts = Number.isInteger(port) && port > 0 ? sidecarVirtualHosts(proxy, push, port, opts) : [];
-  return create(RouteConfigurationSchema, {
-    name: routeName,
+  return {
     virtualHosts: [...vhosts, catchAllVirtualHost(proxy, push)],
-    validateClusters: false,
-    maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
-    ignorePortInHostMatching: true,
-  });
+    rest: { validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true },
+  };
+}
+
+/** A sidecar's RouteConfiguration for an outbound port (`80`, `9080`…). */
+export function buildSidecarRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration {
+  const { virtualHosts, rest } = sidecarRouteParts(proxy, push, routeName, opts);
+  return create(RouteConfigurationSchema, { name: routeName, virtualHosts, ...rest });
+}
+
+const packedVirtualHosts = new TwoGenerationCache<Uint8Array>();
+
+/**
+ * buildSidecarRouteConfiguration serialised, byte for byte as toBinary writes it (fields in number order:
+ * name 1, virtual_hosts 2, then the rest), reusing the bytes of virtual hosts built identically in an
+ * earlier push: an edit of one VirtualService re-serialises one virtual host, not thousands.
+ */
+export function packSidecarRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): Any {
+  packedVirtualHosts.nextPush(push.version);
+  const { virtualHosts, rest } = sidecarRouteParts(proxy, push, routeName, opts);
+  const parts: Uint8Array[] = [toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { name: routeName }))];
+  for (const vh of virtualHosts) {
+    parts.push(packedVirtualHosts.get(vhostKeys.get(vh) ?? initKey(vh), () => toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { virtualHosts: [vh] }))));
+  }
+  parts.push(toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, rest)));
+  return create(AnySchema, { typeUrl: `type.googleapis.com/${RouteConfigurationSchema.typeName}`, value: Buffer.concat(parts) });
 }
 
 /** Splits `host:port` (IPv6 literals bracketed). */

@@ -14,10 +14,16 @@ export interface HashedResource {
 }
 
 export function hashResource(r: Resource): HashedResource {
-  // One-shot hashing: per-resource hashing runs for every proxy on every push, so the cheap call matters.
+  // Generators hand the same packed Any to every proxy that shares it: hash (and later encode) it once.
+  const known = hashed.get(r.resource);
+  if (known && known.name === r.name) return known;
   const digest = hash('sha1', r.resource.value, 'hex');
-  return { name: r.name, resource: r.resource, hash: digest.slice(0, 16), size: r.resource.value.byteLength };
+  const h = { name: r.name, resource: r.resource, hash: digest.slice(0, 16), size: r.resource.value.byteLength };
+  hashed.set(r.resource, h);
+  return h;
 }
+
+const hashed = new WeakMap<Any, HashedResource>();
 
 /**
  * One order-independent digest of a set of resources, for "did anything change" checks that run per proxy

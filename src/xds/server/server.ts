@@ -15,6 +15,7 @@ import { addGrpcService, type GrpcServiceImplementation } from '../grpc';
 import { TYPE_URL, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
 import { authenticateXdsPeer, authorizeXdsProxy, uriSans, type XdsTransport } from './auth';
 import { XdsCache, type XdsCacheStats } from './cache';
+import { typeNeedsFullPush } from './needs-push';
 import { XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
 import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from './encode';
@@ -243,6 +244,9 @@ export class AdsServer<P extends { version: string }> {
     let clustersSent: ReadonlySet<string> | undefined;
     for (const typeUrl of orderTypes(con.watches.keys())) {
       if (!req.full && typeUrl !== TYPE_URL.endpoint) continue;
+      // Clusters just sent are re-warmed by Envoy and wait for their endpoints: EDS then always follows.
+      const forcedEds = typeUrl === TYPE_URL.endpoint && clustersSent !== undefined;
+      if (req.full && !forcedEds && !typeNeedsFullPush(typeUrl, proxy.type, req.configsUpdated)) continue;
       const w = con.watches.get(typeUrl);
       if (!w) continue;
       const gen = this.generatorFor(proxy, typeUrl);

@@ -142,3 +142,35 @@ t.test('sidecar LDS and RDS', async (t) => {
   t.same(rc.virtualHosts[0]!.domains, ['bookinfo.com']);
   t.same(rc.virtualHosts[1]!.domains, ['reviews.apps.svc.cluster.local', 'reviews', 'reviews.apps.svc', 'reviews.apps', '10.96.0.9']);
 });
+
+t.test('reuse across pushes: packed output equals a fresh serialisation, and edits show up', async (t) => {
+  const { toBinary } = await import('@bufbuild/protobuf');
+  const { buildSidecarRouteConfiguration } = await import('../../../src/xds/gen/rds');
+  const { buildClusters } = await import('../../../src/xds/gen/generators');
+  const sorted = (list: { name: string }[]) => list.map((c) => c.name).sort();
+  const first = setup();
+  const gen = generatorsFor(sc);
+  const rds1 = gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(first)).resources[0]!;
+  t.same(Buffer.from(rds1.resource.value), Buffer.from(toBinary(RouteConfigurationSchema, buildSidecarRouteConfiguration(sc, first, '9080'))), 'RDS bytes are toBinary bytes');
+  // second snapshot of the same configs: everything reused, still identical
+  const second = setup();
+  const rds2 = gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(second)).resources[0]!;
+  t.same(Buffer.from(rds2.resource.value), Buffer.from(rds1.resource.value));
+  const cds2 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(second)).resources;
+  t.same(sorted(cds2), sorted(buildClusters(sc, second)));
+  // an edit: the route timeout of the VirtualService and the DestinationRule's connection limit change
+  const edited = configs.map((c) => {
+    if (c.kind === 'VirtualService') return cfg('VirtualService', 'apps', 'reviews', { ...c.spec, http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '7s' }] } as never);
+    if (c.kind === 'DestinationRule') return cfg('DestinationRule', 'apps', 'reviews', { ...c.spec, trafficPolicy: { connectionPool: { tcp: { maxConnections: 77 } } } } as never);
+    return c;
+  });
+  const store = new ListStore(edited);
+  const third = initPushContext(store, buildRegistries(store, []));
+  const rc = anyUnpack(gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(third)).resources[0]!.resource, RouteConfigurationSchema)!;
+  const vh = rc.virtualHosts.find((v) => v.domains.includes('reviews.apps.svc.cluster.local'))!;
+  const action = vh.routes[0]!.action;
+  t.equal(action.case === 'route' ? action.value.timeout?.seconds : undefined, 7n, 'edited VirtualService reaches RDS');
+  const cds3 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(third)).resources;
+  const def = anyUnpack(cds3.find((r) => r.name === 'outbound|9080||reviews.apps.svc.cluster.local')!.resource, ClusterSchema)!;
+  t.equal(def.circuitBreakers?.thresholds[0]?.maxConnections, 77, 'edited DestinationRule reaches CDS');
+});

@@ -1,0 +1,79 @@
+// Serialised pieces of generated config reused across pushes. Most pushes (a VirtualService edit, an
+// endpoint change elsewhere) leave almost every cluster and virtual host as it was, and serialising them is
+// the bulk of generation, so each piece is kept under a key that spells out everything it is built from and
+// only changed pieces are built and serialised again (Istio's xDS cache keys clusters and routes the same
+// way). Entries not used during a whole push are dropped: a cache holds at most what two pushes used.
+import type { Service } from '../../discovery/model';
+import type { MergedDestinationRule } from '../../discovery/push/destinationrule';
+
+const serviceKeys = new WeakMap<Service, string>();
+const ruleKeys = new WeakMap<MergedDestinationRule, string>();
+const optionKeys = new WeakMap<object, string>();
+
+function serviceKey(s: Service): string {
+  let k = serviceKeys.get(s);
+  if (k === undefined) serviceKeys.set(s, (k = JSON.stringify(s)));
+  return k;
+}
+
+function ruleKey(r: MergedDestinationRule | undefined): string {
+  if (!r) return '';
+  let k = ruleKeys.get(r);
+  if (k === undefined) {
+    const from = r.from.map((c) => `${c.apiVersion}/${c.meta.namespace}/${c.meta.name}`);
+    k = JSON.stringify([r.host, r.namespace, r.trafficPolicy ?? null, r.subsets, from]);
+    ruleKeys.set(r, k);
+  }
+  return k;
+}
+
+export function optionsKey(o: object): string {
+  let k = optionKeys.get(o);
+  if (k === undefined) optionKeys.set(o, (k = JSON.stringify(o)));
+  return k;
+}
+
+/**
+ * An outbound cluster is a function of its service, port, the DestinationRule that applies, the daemon's
+ * options, whether it is for a gateway and — for DNS-resolved services, whose endpoints are inlined — the
+ * endpoints.
+ */
+export function outboundClusterKey(
+  service: Service,
+  port: number,
+  rule: MergedDestinationRule | undefined,
+  options: object,
+  gateway: boolean,
+  endpoints: () => unknown,
+): string {
+  const dns = service.resolution === 'DNS' || service.resolution === 'DNSRoundRobin';
+  return `${gateway ? 'g' : 's'}|${port}|${serviceKey(service)}|${ruleKey(rule)}|${optionsKey(options)}|${dns ? JSON.stringify(endpoints()) : ''}`;
+}
+
+/** Two generations: lookups promote from the previous push's map; `nextPush` retires what went unused. */
+export class TwoGenerationCache<V> {
+  private current = new Map<string, V>();
+  private previous = new Map<string, V>();
+  private version: unknown;
+
+  /** Call with the push version before lookups of that push. */
+  nextPush(version: unknown): void {
+    if (version === this.version) return;
+    this.version = version;
+    this.previous = this.current;
+    this.current = new Map();
+  }
+
+  get(key: string, build: () => V): V {
+    let v = this.current.get(key);
+    if (v) return v;
+    v = this.previous.get(key) ?? build();
+    this.current.set(key, v);
+    return v;
+  }
+}
+
+/** JSON of generator init objects, which may hold 64-bit integers as bigint. */
+export function initKey(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x));
+}

@@ -1,0 +1,39 @@
+// Which resource types a full push has to regenerate for a proxy, from the kinds of the configs that
+// changed: Istio 1.26's cdsNeedsPush / edsNeedsPush / ldsNeedsPush / rdsNeedsPush skip lists. A push that
+// names no configs (a registry change, a proxy's own request) regenerates every type.
+import { TYPE_URL } from '../types';
+
+const set = (...kinds: string[]): ReadonlySet<string> => new Set(kinds);
+
+const SKIPPED_CDS = set('Gateway', 'WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'Secret', 'Telemetry', 'WasmPlugin', 'ProxyConfig', 'DNSName');
+const SKIPPED_EDS = set('Gateway', 'VirtualService', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'Secret', 'Telemetry', 'WasmPlugin', 'ProxyConfig', 'DNSName', 'Sidecar');
+const SKIPPED_LDS_ROUTER = set('WorkloadGroup', 'WorkloadEntry', 'Secret', 'ProxyConfig', 'DNSName');
+const SKIPPED_LDS_SIDECAR = set('Gateway', 'WorkloadGroup', 'WorkloadEntry', 'Secret', 'ProxyConfig', 'DNSName');
+const SKIPPED_RDS = set('WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Secret');
+
+function skippedFor(typeUrl: string, proxyType: string): ReadonlySet<string> | undefined {
+  switch (typeUrl) {
+    case TYPE_URL.cluster:
+      return SKIPPED_CDS;
+    case TYPE_URL.endpoint:
+      return SKIPPED_EDS;
+    case TYPE_URL.listener:
+      return proxyType === 'router' ? SKIPPED_LDS_ROUTER : SKIPPED_LDS_SIDECAR;
+    case TYPE_URL.route:
+      return SKIPPED_RDS;
+    default:
+      return undefined;
+  }
+}
+
+/** `configsUpdated` holds `Kind/namespace/name` keys. Types without a skip list always push. */
+export function typeNeedsFullPush(typeUrl: string, proxyType: string, configsUpdated: ReadonlySet<string>): boolean {
+  if (configsUpdated.size === 0) return true;
+  const skipped = skippedFor(typeUrl, proxyType);
+  if (!skipped) return true;
+  for (const key of configsUpdated) {
+    const slash = key.indexOf('/');
+    if (!skipped.has(slash < 0 ? key : key.slice(0, slash))) return true;
+  }
+  return false;
+}
