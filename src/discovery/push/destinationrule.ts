@@ -3,7 +3,7 @@
 // root namespace; within a namespace the most specific host wins, and several rules for the same host
 // merge (oldest traffic policy wins, subsets are appended unless their name is taken).
 import type { Config, DestinationRuleSpec, Subset, TrafficPolicy } from '../../config/types';
-import { mostSpecificHostMatch, resolveShortName } from '../host';
+import { isWildcard, mostSpecificHostMatch, resolveShortName } from '../host';
 import { selectorMatches } from '../labels';
 import { byAge, isExportedTo } from './visibility';
 
@@ -77,10 +77,17 @@ export class NamespaceDestinationRules {
       }
       return !requireExport || isExportedTo(r.exportTo, r.namespace, proxyNamespace);
     };
+    // a rule for a selected workload is more specific than the namespace-wide one for the same host
+    const pickOf = (rules: MergedDestinationRule[]) => rules.find((r) => r.workloadSelector && usable(r)) ?? rules.find((r) => !r.workloadSelector && usable(r));
+    // An exact host is the most specific match there is (looked up per service per namespace: keep it cheap).
+    if (!isWildcard(hostname)) {
+      const exact = this.byHost.get(hostname) ?? this.byHost.get(hostname.toLowerCase());
+      const pick = exact && pickOf(exact);
+      if (pick) return pick;
+    }
     const candidates: [string, MergedDestinationRule][] = [];
     for (const [h, rules] of this.byHost) {
-      // a rule for a selected workload is more specific than the namespace-wide one for the same host
-      const pick = rules.find((r) => r.workloadSelector && usable(r)) ?? rules.find((r) => !r.workloadSelector && usable(r));
+      const pick = pickOf(rules);
       if (pick) candidates.push([h, pick]);
     }
     return mostSpecificHostMatch(hostname, candidates)?.[1];

@@ -11,7 +11,7 @@ import { isHttpOrSniffed } from '../../discovery/registry/protocol';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { buildSubsetKey } from './common';
-import { initKey, TwoGenerationCache } from './reuse';
+import { initKey, internKey, TwoGenerationCache } from './reuse';
 import {
   blockAllRoute,
   buildHttpRoutesForVirtualService,
@@ -210,6 +210,37 @@ interface VHostWrapper {
 /** Reuse keys of built virtual hosts: name, domains and what their routes were built from. */
 const vhostKeys = new WeakMap<VirtualHostInit, string>();
 
+const objectIds = new WeakMap<object, number>();
+let nextObjectId = 0;
+const objectId = (o: object | undefined): number => {
+  if (!o) return -1;
+  let id = objectIds.get(o);
+  if (id === undefined) objectIds.set(o, (id = nextObjectId++));
+  return id;
+};
+
+/**
+ * A VirtualService's routes for sidecars, built once per push for every namespace that would build them
+ * alike: routes depend on the proxy only through source matches (sourceLabels, sourceNamespace) and the
+ * services their destinations resolve to, so those (and the port) are the key. `routesKey` identifies the
+ * routes' content for reuse of serialised virtual hosts across pushes.
+ */
+function sharedVirtualServiceRoutes(push: PushContext, proxy: Proxy, vs: VirtualServiceEntry, ctx: RouteContext): { routes: RouteInit[]; routesKey: string } {
+  const http = vs.spec.http ?? [];
+  const bySource = http.some((h) => (h.match ?? []).some((m) => m.sourceNamespace !== undefined || (m.sourceLabels && Object.keys(m.sourceLabels).length > 0)));
+  const dests: number[] = [];
+  for (const h of http) {
+    for (const d of h.route ?? []) dests.push(objectId(ctx.lookupService(d.destination.host)));
+    if (h.mirror) dests.push(objectId(ctx.lookupService(h.mirror.host)));
+  }
+  const source = bySource ? `${proxy.namespace}|${initKey(proxy.labels)}` : '';
+  const key = `vsroutes|${vs.namespace}/${vs.name}|${ctx.port}|${proxy.proxyless}|${source}|${dests.join(',')}`;
+  return push.memo(key, () => {
+    const routes = buildHttpRoutesForVirtualService(vs, ctx);
+    return { routes, routesKey: internKey(initKey(routes)) };
+  });
+}
+
 /** Istio BuildSidecarOutboundVirtualHosts for one port (`listenerPort`), limited to `onlyHost` for gRPC. */
 export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPort: number, opts: RouteBuildOptions, onlyHost?: string): VirtualHostInit[] {
   const scope = push.sidecarScope(proxy);
@@ -222,12 +253,15 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
     servicesByName.set(s.hostname, { ...s, ports: [p] });
   }
   let vss: VirtualServiceEntry[] = listener.virtualServices.filter((v) => v.gateways.includes(MESH_GATEWAY));
-  if (listenerPort !== 80) vss = vss.filter((v) => v.hosts.some((h) => [...servicesByName.keys()].some((s) => hostMatches(h, s))));
+  if (listenerPort !== 80) {
+    const hosts = [...servicesByName.keys()];
+    vss = vss.filter((v) => v.hosts.some((h) => (isWildcard(h) ? hosts.some((s) => hostMatches(h, s)) : servicesByName.has(h))));
+  }
   const wrappers: VHostWrapper[] = [];
   const claimed = new Set<string>();
   const ctx = routeContext(proxy, push, listenerPort, new Set([MESH_GATEWAY]), false, opts);
   for (const vs of vss) {
-    const routes = buildHttpRoutesForVirtualService(vs, ctx);
+    const { routes, routesKey } = sharedVirtualServiceRoutes(push, proxy, vs, ctx);
     if (routes.length === 0) continue;
     const services: Service[] = [];
     const vsHosts: string[] = [];
@@ -249,7 +283,7 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
     for (const s of services) claimed.add(s.hostname);
     const httpServices = services.filter((s) => s.ports.some((p) => isHttpOrSniffed(p.protocol)));
     if (httpServices.length === 0 && listenerPort !== 80) continue;
-    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes, routesKey: initKey(routes) });
+    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes, routesKey });
   }
   for (const [h, s] of servicesByName) {
     if (claimed.has(h)) continue;

@@ -10,9 +10,26 @@ const serviceKeys = new WeakMap<Service, string>();
 const ruleKeys = new WeakMap<MergedDestinationRule, string>();
 const optionKeys = new WeakMap<object, string>();
 
+/**
+ * Content keys are long JSON; keys made of them would be hashed in full on every lookup. Equal content gets
+ * one short id instead. Ids are never reused, so forgetting the table (when it grows past a bound, as config
+ * churns) only costs cache misses, never a wrong hit.
+ */
+const contentIds = new Map<string, string>();
+let nextContentId = 0;
+const MAX_CONTENT_IDS = 200_000;
+export function internKey(content: string): string {
+  let id = contentIds.get(content);
+  if (id === undefined) {
+    if (contentIds.size >= MAX_CONTENT_IDS) contentIds.clear();
+    contentIds.set(content, (id = `#${(nextContentId++).toString(36)}`));
+  }
+  return id;
+}
+
 function serviceKey(s: Service): string {
   let k = serviceKeys.get(s);
-  if (k === undefined) serviceKeys.set(s, (k = JSON.stringify(s)));
+  if (k === undefined) serviceKeys.set(s, (k = internKey(JSON.stringify(s))));
   return k;
 }
 
@@ -21,7 +38,7 @@ function ruleKey(r: MergedDestinationRule | undefined): string {
   let k = ruleKeys.get(r);
   if (k === undefined) {
     const from = r.from.map((c) => `${c.apiVersion}/${c.meta.namespace}/${c.meta.name}`);
-    k = JSON.stringify([r.host, r.namespace, r.trafficPolicy ?? null, r.subsets, from]);
+    k = internKey(JSON.stringify([r.host, r.namespace, r.trafficPolicy ?? null, r.subsets, from]));
     ruleKeys.set(r, k);
   }
   return k;
@@ -29,7 +46,7 @@ function ruleKey(r: MergedDestinationRule | undefined): string {
 
 export function optionsKey(o: object): string {
   let k = optionKeys.get(o);
-  if (k === undefined) optionKeys.set(o, (k = JSON.stringify(o)));
+  if (k === undefined) optionKeys.set(o, (k = internKey(JSON.stringify(o))));
   return k;
 }
 
@@ -47,7 +64,7 @@ export function outboundClusterKey(
   endpoints: () => unknown,
 ): string {
   const dns = service.resolution === 'DNS' || service.resolution === 'DNSRoundRobin';
-  return `${gateway ? 'g' : 's'}|${port}|${serviceKey(service)}|${ruleKey(rule)}|${optionsKey(options)}|${dns ? JSON.stringify(endpoints()) : ''}`;
+  return `${gateway ? 'g' : 's'}|${port}|${serviceKey(service)}|${ruleKey(rule)}|${optionsKey(options)}|${dns ? internKey(JSON.stringify(endpoints())) : ''}`;
 }
 
 /** Two generations: lookups promote from the previous push's map; `nextPush` retires what went unused. */
