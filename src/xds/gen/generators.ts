@@ -92,12 +92,35 @@ function localClusters(proxy: Proxy, push: PushContext): Cluster[] {
 
 const packCluster = (c: Cluster): Resource => ({ name: c.name, resource: anyPack(ClusterSchema, c) });
 
+/**
+ * Inbound and special clusters, packed: each is built once per push for every proxy with the same shared
+ * key (the special ones) or the same service target (inbound), so their Resource objects (and hashes) are
+ * shared too.
+ */
+function packedLocalClusters(proxy: Proxy, push: PushContext): Resource[] {
+  const key = push.sharedKey(proxy);
+  const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
+  if (proxy.type !== 'sidecar') return push.memo(`cds-local|${key}`, () => [packCluster(buildBlackHoleCluster(ctx))]);
+  const out: Resource[] = [];
+  for (const t of push.serviceTargets(proxy)) {
+    if (t.port.protocol === 'UDP') continue;
+    const k = `cds-inbound|${key}|${t.service.namespace}/${t.service.hostname}|${t.port.port}|${t.port.name}|${t.port.protocol}|${t.targetPort}`;
+    out.push(push.memo(k, () => packCluster(buildInboundCluster(t.service, t.port, t.targetPort, ctx))));
+  }
+  out.push(...push.memo(`cds-special|${key}`, () => [buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx)].map(packCluster)));
+  return out;
+}
+
 export const cdsGenerator: Generator<PushContext> = {
   generate(proxy, watched, req) {
     const push = req.push;
     // Outbound clusters are the bulk and the same for every proxy of a shared key: pack them once.
-    const outbound = push.memo(`cds|${push.sharedKey(proxy)}`, () => packedOutboundClusters(proxy, push));
-    const resources = uniqueByName([...outbound, ...localClusters(proxy, push).map(packCluster)]);
+    const outbound = push.memo(`cds|${push.sharedKey(proxy)}`, () => {
+      const list = uniqueByName(packedOutboundClusters(proxy, push));
+      return { list, names: new Set(list.map((r) => r.name)) };
+    });
+    const local = packedLocalClusters(proxy, push).filter((r) => !outbound.names.has(r.name));
+    const resources = local.length === 0 ? outbound.list : [...outbound.list, ...uniqueByName(local)];
     return { resources: filterByWatch(resources, watched) };
   },
 };

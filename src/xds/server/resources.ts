@@ -9,21 +9,34 @@ export interface HashedResource {
   resource: Any;
   /** 16 hex digits of SHA-1 over the packed bytes (a change detector, not a security boundary). */
   hash: string;
+  /** The two 32-bit halves of `hash`, for setDigest. */
+  readonly h1: number;
+  readonly h2: number;
   /** Bytes of the packed resource, for pilot_xds_config_size_bytes. */
   size: number;
 }
 
+// Generators hand the same Resource objects to every proxy that shares them (and across pushes when
+// unchanged): the hash rides on the object itself, so a proxy's thousands of resources cost a property read
+// each, not a hash or a map lookup.
+const HASHED = Symbol('hashed');
+type Carrier = Resource & { [HASHED]?: HashedResource };
+
 export function hashResource(r: Resource): HashedResource {
-  // Generators hand the same packed Any to every proxy that shares it: hash (and later encode) it once.
-  const known = hashed.get(r.resource);
-  if (known && known.name === r.name) return known;
+  const known = (r as Carrier)[HASHED];
+  if (known) return known;
   const digest = hash('sha1', r.resource.value, 'hex');
-  const h = { name: r.name, resource: r.resource, hash: digest.slice(0, 16), size: r.resource.value.byteLength };
-  hashed.set(r.resource, h);
+  const h: HashedResource = {
+    name: r.name,
+    resource: r.resource,
+    hash: digest.slice(0, 16),
+    h1: Number.parseInt(digest.slice(0, 8), 16),
+    h2: Number.parseInt(digest.slice(8, 16), 16),
+    size: r.resource.value.byteLength,
+  };
+  Object.defineProperty(r, HASHED, { value: h });
   return h;
 }
-
-const hashed = new WeakMap<Any, HashedResource>();
 
 /**
  * One order-independent digest of a set of resources, for "did anything change" checks that run per proxy
@@ -36,8 +49,8 @@ export function setDigest(resources: readonly HashedResource[]): string {
   let a = 0;
   let b = 0;
   for (const r of resources) {
-    a += Number.parseInt(r.hash.slice(0, 8), 16);
-    b += Number.parseInt(r.hash.slice(8, 16), 16);
+    a += r.h1;
+    b += r.h2;
   }
   // Sums of fewer than 2^21 values below 2^32 stay exact in a double.
   const digest = `${resources.length}:${a.toString(36)}:${b.toString(36)}`;

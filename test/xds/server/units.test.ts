@@ -234,8 +234,8 @@ t.test('delta rules: legacy wildcard ends with the first explicit name; * can be
   t.match(deltaOnRequest(watches, { ...base, resourceNamesUnsubscribe: ['a'] }, 4), { respond: true, required: false }, 'still covered by *: resent');
   t.equal(w.known.has('a'), false);
   const diff = deltaDiff(new Map([['x', '1'], ['y', '2']]), [
-    { name: 'x', hash: '1', size: 1, resource: undefined as never },
-    { name: 'z', hash: '3', size: 1, resource: undefined as never },
+    { name: 'x', hash: '1', h1: 0, h2: 1, size: 1, resource: undefined as never },
+    { name: 'z', hash: '3', h1: 0, h2: 3, size: 1, resource: undefined as never },
   ], new Set(['q']));
   t.same(diff.send.map((r) => r.name), ['z']);
   t.same(diff.removed, ['q', 'y'], 'gone and non-existent subscribed names are removed');
