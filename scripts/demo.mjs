@@ -1,10 +1,13 @@
-// The main job on loopback: the discovery daemon on examples/gateway, the httpbin-like sample workload,
-// and an ingress gateway (`pilot-agent proxy router`), then what to try. Ctrl-C stops everything.
+// The main job on loopback: JWT claim routing at an ingress gateway (doc 1). A token issuer with a JWKS
+// endpoint, the discovery daemon on examples/claim-routing, the httpbin-like sample workload and an ingress
+// gateway (`pilot-agent proxy router`), then ready-to-paste curl commands with real tokens.
+// `npm run demo -- gateway` runs the plain gateway example (examples/gateway) instead. Ctrl-C stops everything.
 //   npm run demo        (after npm run build)
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { startIssuer } from '../examples/claim-routing/issuer.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const dist = path.join(root, 'dist');
@@ -46,12 +49,21 @@ async function waitReady(url, what, timeoutMs = 30_000) {
   }
 }
 
+const example = process.argv[2] ?? 'claim-routing';
+if (!['claim-routing', 'gateway'].includes(example)) {
+  console.error(`unknown example ${JSON.stringify(example)}: claim-routing (default) or gateway`);
+  process.exit(2);
+}
+const configDir = path.join(root, 'examples', example);
+// The daemon fetches the key set when it first generates the gateway's config: the issuer comes first.
+const issuer = example === 'claim-routing' ? await startIssuer({ port: 19443 }) : undefined;
+
 start('httpbin', process.execPath, [path.join(root, 'examples/httpbin.mjs'), '19090']);
-start('discovery', path.join(dist, 'pilot-discovery'), ['discovery', '--configDir', path.join(root, 'examples/gateway'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014']);
+start('discovery', path.join(dist, 'pilot-discovery'), ['discovery', '--configDir', configDir, '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014']);
 await waitReady('http://127.0.0.1:8080/ready', 'pilot-discovery');
 // The gateway's working directory holds its bootstrap and xDS socket, as a pod's would.
 const gwDir = mkdtempSync(path.join(tmpdir(), 'mesh-gateway-'));
-start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(root, 'examples/gateway/mesh.yaml')], {
+start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(configDir, 'mesh.yaml')], {
   POD_NAME: 'gateway-0',
   POD_NAMESPACE: 'mesh-system',
   INSTANCE_IP: '127.0.0.1',
@@ -59,7 +71,33 @@ start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConf
 }, gwDir);
 await waitReady('http://127.0.0.1:15021/healthz/ready', 'the gateway');
 
-console.log(`
+if (issuer) {
+  const good = await issuer.mint({ groups: ['group1'], team: 'payments' });
+  const other = await issuer.mint({ groups: ['group2'] });
+  const bad = await issuer.mintBadSignature({ groups: ['group1'] });
+  const expired = await issuer.mint({ groups: ['group1'] }, { exp: Math.floor(Date.now() / 1000) - 600 });
+  console.log(`
+mesh is running on loopback: a token issuer (${issuer.jwksUri}), discovery (xDS :15010, debug :8080,
+metrics :15014), the ingress gateway (listener :18080, admin :15000, status :15020/:15021) and the httpbin
+sample (:19090). GET /headers is routed only for a valid token whose groups claim holds group1
+(examples/claim-routing/gateway.yaml); GET /get needs any valid token (authorizationpolicy.yaml). Try:
+
+  TOKEN=${good}
+  curl -si http://127.0.0.1:18080/headers -H "Authorization: Bearer $TOKEN"   # 200 from the workload
+
+  curl -si http://127.0.0.1:18080/headers                                     # 404: no token, no claim, no route
+  curl -si http://127.0.0.1:18080/headers -H "Authorization: Bearer ${other}"   # 404: valid token, groups [group2]
+  curl -si http://127.0.0.1:18080/headers -H "Authorization: Bearer ${bad}"   # 401: bad signature
+  curl -si http://127.0.0.1:18080/headers -H "Authorization: Bearer ${expired}"   # 401: expired
+  curl -si http://127.0.0.1:18080/get                                         # 403: the policy requires a token
+  curl -si http://127.0.0.1:18080/get -H "Authorization: Bearer $TOKEN"       # 200
+
+  curl -s http://127.0.0.1:15000/config_dump | grep -A3 jwt_authn   # the gateway's jwt_authn filter (inline JWKS)
+  curl -s http://127.0.0.1:15014/metrics | grep jwks                # the daemon's key-set fetches
+
+Ctrl-C stops everything.`);
+} else {
+  console.log(`
 mesh is running on loopback: discovery (xDS :15010, debug :8080, metrics :15014), the ingress gateway
 (listener :18080, admin :15000, status :15020/:15021) and the httpbin sample (:19090). Try:
 
@@ -71,3 +109,4 @@ mesh is running on loopback: discovery (xDS :15010, debug :8080, metrics :15014)
   edit examples/gateway/gateway.yaml (e.g. the /headers prefix) and curl again: no restart needed
 
 Ctrl-C stops everything.`);
+}

@@ -63,9 +63,20 @@ export const run: Handler = async (ctx) => {
   const onInt = () => stop('SIGINT');
   process.on('SIGTERM', onTerm);
   process.on('SIGINT', onInt);
+  // Started by the agent, the engine must not outlive it: an agent killed outright (SIGKILL, a crash) cannot
+  // stop its child, and an orphaned engine would keep the listener ports. Node has no parent-death signal,
+  // so watch for being re-parented.
+  const parent = process.ppid;
+  const orphanWatch = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(orphanWatch);
+    stop('parent exit');
+  }, 500);
+  orphanWatch.unref();
   try {
     return await engine.exited;
   } finally {
+    clearInterval(orphanWatch);
     process.off('SIGTERM', onTerm);
     process.off('SIGINT', onInt);
   }

@@ -59,6 +59,8 @@ export interface Discovery {
   grpc: string;
   secureGrpc?: string;
   http: string;
+  /** host:port of --monitoringAddr (/metrics). */
+  monitoring: string;
   log: () => string;
   stop: () => Promise<void>;
 }
@@ -92,7 +94,7 @@ export async function startDiscovery(o: { configDir: string; grpcPort?: number; 
   await waitFor(
     () => {
       if (child.exitCode !== null) throw new Error(`pilot-discovery exited ${child.exitCode}:\n${out}`);
-      return Boolean(listening(out, 'grpcAddr') && listening(out, 'httpAddr') && (!o.tls || listening(out, 'secureGRPCAddr')));
+      return Boolean(listening(out, 'grpcAddr') && listening(out, 'httpAddr') && listening(out, 'monitoringAddr') && (!o.tls || listening(out, 'secureGRPCAddr')));
     },
     30_000,
     () => `pilot-discovery did not report its listeners:\n${out}`,
@@ -105,6 +107,7 @@ export async function startDiscovery(o: { configDir: string; grpcPort?: number; 
     grpc: listening(out, 'grpcAddr')!,
     secureGrpc: o.tls ? listening(out, 'secureGRPCAddr') : undefined,
     http: listening(out, 'httpAddr')!,
+    monitoring: listening(out, 'monitoringAddr')!,
     log: () => out,
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');

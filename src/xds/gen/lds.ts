@@ -198,6 +198,8 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
             statPrefix: `inbound_0.0.0.0_${port}`,
             cls: 'sidecarInbound',
             routeConfig: inboundRouteConfig(INBOUND_PASSTHROUGH_CLUSTER, port, `${INBOUND_PASSTHROUGH_CLUSTER}:${port}/*`),
+            // Passthrough HTTP is traffic into the workload too: the same policies apply (Istio does so).
+            ...(opts.security ? { security: opts.security } : {}),
           }),
         ),
       ],

@@ -8,6 +8,7 @@ import { HttpFilterRegistry, type HttpFilterFactory, type HttpStream } from '../
 import type { ResponseHeaders } from '../headers';
 import { corsFilterFactory } from './cors';
 import { faultFilterFactory } from './fault';
+import { jwtAuthnFilterFactory } from './jwt-authn/index';
 import { rbacFilterFactory } from './rbac';
 
 export const ROUTER_FILTER = 'envoy.filters.http.router';
@@ -64,7 +65,7 @@ let defaults: HttpFilterRegistry | undefined;
 export function defaultFilterRegistry(): HttpFilterRegistry {
   if (!defaults) {
     defaults = new HttpFilterRegistry();
-    for (const f of [routerFilterFactory, faultFilterFactory, corsFilterFactory, rbacFilterFactory, grpcStatsFilterFactory]) defaults.register(f);
+    for (const f of [routerFilterFactory, faultFilterFactory, corsFilterFactory, rbacFilterFactory, grpcStatsFilterFactory, jwtAuthnFilterFactory]) defaults.register(f);
   }
   return defaults;
 }

@@ -1,0 +1,50 @@
+// The security half of the generators: jwt_authn and RBAC filters for the HTTP connection managers of
+// gateways and sidecar inbound listeners (Istio's authn/authz builders skip sidecar outbound), and the
+// claim-header hook of the route generators.
+import type { Config } from '../config/types';
+import type { PushContext } from '../discovery/push-context';
+import type { SecurityFilterBuilders } from '../xds/gen/filters';
+import type { GeneratorOptions } from '../xds/gen/generators';
+import { goDurationMs } from '../xds/gen/common';
+import { planJwks } from './authn/jwks-source';
+import { jwtFilter } from './authn/jwt-filter';
+import { buildAuthzHttpFilters } from './authz/builder';
+import { claimMetadataMatcherHook } from './claims';
+import type { JwksFetchMode } from './jwks/mode';
+import { DEFAULT_JWKS_TIMEOUT_MS, type JwksResolver } from './jwks/resolver';
+
+export interface SecurityContext {
+  mode: JwksFetchMode;
+  resolver: JwksResolver;
+}
+
+export function securityFilterBuilders(ctx: SecurityContext): SecurityFilterBuilders {
+  return {
+    authn: (proxy, push, cls) => {
+      if (cls === 'sidecarOutbound') return [];
+      // A gateway re-selects the route after validation so that claim matches see the payload.
+      const f = jwtFilter(push.requestAuthentications(proxy), cls === 'gateway', { ...ctx, push });
+      return f ? [f] : [];
+    },
+    authz: (proxy, push, cls) => (cls === 'sidecarOutbound' ? [] : buildAuthzHttpFilters(push.authorizationPolicies(proxy))),
+  };
+}
+
+/** What the daemon passes to generatorsFor. */
+export function securityGeneratorOptions(ctx: SecurityContext): Required<GeneratorOptions> {
+  return { security: securityFilterBuilders(ctx), metadataMatcher: claimMetadataMatcherHook };
+}
+
+/**
+ * Starts the daemon's fetch of every key set it will have to inline, so that keys are usually known
+ * before the first proxy asks. Generation would start the same fetches; this only starts them earlier.
+ */
+export function prefetchJwks(policies: readonly Config<'RequestAuthentication'>[], push: PushContext, ctx: SecurityContext): void {
+  for (const p of policies) {
+    for (const rule of p.spec.jwtRules ?? []) {
+      if (rule.jwks && (ctx.mode === 'istiod' || !rule.jwksUri)) continue;
+      if (planJwks(rule, { mode: ctx.mode, push }, true).by !== 'daemon') continue;
+      ctx.resolver.getPublicKey(rule.issuer, rule.jwksUri ?? '', goDurationMs(rule.timeout) ?? DEFAULT_JWKS_TIMEOUT_MS);
+    }
+  }
+}

@@ -1,0 +1,71 @@
+// Key-set documents: the placeholder the daemon inlines while it has no keys, and the comparison that
+// decides whether a refreshed document is news (Istio CreateFakeJwks / compareJWKSResponse).
+
+/**
+ * Istio's fake JWKS: one RSA key whose modulus is derived from the URI, which no issuer's private key
+ * matches, so every token fails verification (401) instead of passing unverified.
+ */
+export function createFakeJwks(jwksUri: string): string {
+  const n = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${jwksUri}`).toString('base64url');
+  return `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${n}"}]}`;
+}
+
+/** Why a fetched body cannot be inlined as a key set; undefined when it can. */
+export function keySetError(body: string): string | undefined {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(body);
+  } catch (e) {
+    return `not JSON: ${(e as Error).message}`;
+  }
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) return 'not a JSON object';
+  const keys = (doc as { keys?: unknown }).keys;
+  if (!Array.isArray(keys)) return 'no "keys" array';
+  return undefined;
+}
+
+type Jwk = Record<string, unknown>;
+
+function kidOrder(a: unknown, b: unknown): number {
+  const ka = (a as Jwk | null)?.['kid'];
+  const kb = (b as Jwk | null)?.['kid'];
+  if (typeof ka === 'string' && typeof kb === 'string') return ka < kb ? -1 : ka > kb ? 1 : 0;
+  return 0;
+}
+
+function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const o = v as Jwk;
+    return `{${Object.keys(o)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/**
+ * Whether `next` holds other keys than `prev`: byte-equal documents are the same; otherwise the `keys`
+ * arrays are compared by `kid` order and content, so a reordered or reformatted document is not a change.
+ * An unparsable previous document (or none) makes any valid new one a change.
+ */
+export function keySetChanged(prev: string, next: string): boolean {
+  if (prev === next) return false;
+  let a: unknown;
+  let b: unknown;
+  try {
+    b = JSON.parse(next);
+  } catch {
+    return false;
+  }
+  try {
+    a = JSON.parse(prev);
+  } catch {
+    return true;
+  }
+  const ka = (a as { keys?: unknown } | null)?.keys;
+  const kb = (b as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(ka) || !Array.isArray(kb)) return true;
+  return canonical([...ka].sort(kidOrder)) !== canonical([...kb].sort(kidOrder));
+}

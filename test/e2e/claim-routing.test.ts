@@ -1,0 +1,230 @@
+// Doc 1 §7 as real processes: the built pilot-discovery (--configDir) fetching keys from a live JWKS server,
+// the built `pilot-agent proxy router` with its proxy engine, and a workload behind a ServiceEntry. Every row
+// of the table is a request with a real signed token (or none) at the gateway's listener; plus a key
+// rotation picked up after the refresh interval, and a key server that is down rejecting every token.
+import t, { type Test } from 'tap';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { built, DIST } from '../helpers/binary';
+import { freePort, startDiscovery, summarize, tempDir, waitFor, type Discovery } from '../agent/helpers';
+// @ts-expect-error the demo's issuer is plain JavaScript
+import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+interface Issuer {
+  issuer: string;
+  jwksUri: string;
+  mint(claims?: Record<string, unknown>, o?: { issuer?: string; exp?: number; nbf?: number }): Promise<string>;
+  mintBadSignature(claims?: Record<string, unknown>): Promise<string>;
+  rotate(): Promise<void>;
+  setUp(v: boolean): void;
+  close(): Promise<void>;
+}
+
+function config(o: { gwPort: number; backendPort: number; jwksUri: string; issuer: string }): string {
+  const claimRoute = (name: string, prefix: string, header: string, value: string) => `  - name: ${name}
+    match:
+    - uri: {prefix: ${prefix}}
+      headers:
+        "${header}": {exact: "${value}"}
+    route: [{destination: {host: workload.demo.svc.cluster.local, port: {number: 8000}}}]
+`;
+  return `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gateway, namespace: mesh-system}
+spec:
+  selector: {mesh: ingressgateway}
+  servers:
+  - port: {number: ${o.gwPort}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.mesh.io/v1
+kind: VirtualService
+metadata: {name: claims, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-system/gateway]
+  http:
+${claimRoute('list-claim', '/headers', '@request.auth.claims.groups', 'group1')}${claimRoute('string-claim', '/team', '@request.auth.claims.team', 'payments')}${claimRoute('nested-dot', '/nested-dot', '@request.auth.claims.org.unit', 'eng')}${claimRoute('nested-brackets', '/nested-brackets', '@Request.Auth.Claims[org][unit]', 'eng')}${claimRoute('dotted-name', '/dotted', '@request.auth.claims[example.com/role]', 'admin')}  - name: token-required
+    match: [{uri: {prefix: /secure}}]
+    route: [{destination: {host: workload.demo.svc.cluster.local, port: {number: 8000}}}]
+---
+apiVersion: security.mesh.io/v1
+kind: RequestAuthentication
+metadata: {name: issuer, namespace: mesh-system}
+spec:
+  selector: {matchLabels: {mesh: ingressgateway}}
+  jwtRules:
+  - issuer: ${o.issuer}
+    jwksUri: ${o.jwksUri}
+---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: token-required, namespace: mesh-system}
+spec:
+  selector: {matchLabels: {mesh: ingressgateway}}
+  action: DENY
+  rules:
+  - from: [{source: {notRequestPrincipals: ["*"]}}]
+    to: [{operation: {paths: ["/secure", "/secure/*"]}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: workload, namespace: demo}
+spec:
+  hosts: [workload.demo.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1, ports: {http: ${o.backendPort}}}]
+`;
+}
+
+interface Rig {
+  gwPort: number;
+  get: (p: string, token?: string) => Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>;
+  daemon: Discovery;
+  agentOut: () => string;
+}
+
+async function rig(t: Test, issuer: Issuer, env: NodeJS.ProcessEnv = {}): Promise<Rig> {
+  const dir = tempDir(t, 'mesh-claims-');
+  const backend = http.createServer((req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ workload: 'demo', path: req.url, headers: req.headers }));
+  });
+  await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        backend.close(() => r());
+        backend.closeAllConnections(); // the gateway's pooled keep-alive connections
+      }),
+  );
+  const backendPort = (backend.address() as { port: number }).port;
+  const ports = { gw: await freePort(), grpc: await freePort(), status: await freePort(), admin: await freePort(), envoyStatus: await freePort(), envoyMetrics: await freePort() };
+  const configDir = path.join(dir, 'config');
+  fs.mkdirSync(configDir);
+  fs.writeFileSync(path.join(configDir, 'mesh.yaml'), config({ gwPort: ports.gw, backendPort, jwksUri: issuer.jwksUri, issuer: issuer.issuer }));
+  const daemon = await startDiscovery({ configDir, grpcPort: ports.grpc, env });
+  t.teardown(() => daemon.stop());
+  fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
+  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
+    cwd: dir,
+    env: {
+      PATH: process.env['PATH'],
+      HOME: process.env['HOME'],
+      POD_NAME: 'gateway-0',
+      POD_NAMESPACE: 'mesh-system',
+      INSTANCE_IP: '127.0.0.1',
+      MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
+      PROXY_STATUS_PORT: String(ports.envoyStatus),
+      PROXY_METRICS_PORT: String(ports.envoyMetrics),
+      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s' }),
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  agent.stdout!.on('data', (d) => (out += d));
+  agent.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<void>((r) => agent.on('exit', () => r()));
+  t.teardown(async () => {
+    if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL');
+    await exited;
+  });
+  const get = (p: string, token?: string) =>
+    new Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port: ports.gw, path: p, headers: token ? { authorization: `Bearer ${token}` } : {}, agent: false }, (res) => {
+        let body = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
+      });
+      req.on('error', reject);
+      req.setTimeout(10_000, () => req.destroy(new Error(`GET ${p} timed out`)));
+      req.end();
+    });
+  await waitFor(
+    async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`).then((r) => r.status).catch(() => 0)) === 200,
+    60_000,
+    () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${daemon.log()}`,
+  );
+  return { gwPort: ports.gw, get, daemon, agentOut: () => out };
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+t.test('doc 1 §7: claim routing at the ingress gateway', async (t) => {
+  const issuer: Issuer = await startIssuer({ port: 0 });
+  t.teardown(() => issuer.close());
+  const r = await rig(t, issuer, { PILOT_JWT_PUB_KEY_REFRESH_INTERVAL: '1s' });
+  const valid = await issuer.mint({ groups: ['group1', 'group7'], team: 'payments', org: { unit: 'eng' }, 'example.com/role': 'admin' });
+
+  // The gateway's first config may predate the daemon's first key fetch: wait until a valid token routes.
+  await waitFor(async () => (await r.get('/headers', valid)).status === 200, 30_000, () => `a valid token never routed:\n${summarize(r.agentOut())}`);
+
+  t.test('no token, claim route configured → 404', async (t) => {
+    t.equal((await r.get('/headers')).status, 404);
+  });
+  t.test('no token, authorization policy requiring a token → 403', async (t) => {
+    t.equal((await r.get('/secure')).status, 403);
+    t.equal((await r.get('/secure', valid)).status, 200, 'with a token the same path is routed');
+  });
+  t.test('invalid tokens → 401 from the validation, with www-authenticate', async (t) => {
+    const cases: Array<[string, Promise<string>]> = [
+      ['bad signature', issuer.mintBadSignature({ groups: ['group1'] })],
+      ['expired', issuer.mint({ groups: ['group1'] }, { exp: now() - 600 })],
+      ['wrong issuer', issuer.mint({ groups: ['group1'] }, { issuer: 'https://someone-else.example.com' })],
+      ['not yet valid', issuer.mint({ groups: ['group1'] }, { nbf: now() + 600 })],
+      ['not a JWT', Promise.resolve('abc.def')],
+    ];
+    for (const [what, token] of cases) {
+      const res = await r.get('/headers', await token);
+      t.equal(res.status, 401, what);
+      t.match(String(res.headers['www-authenticate']), /^Bearer realm="http:\/\/.+\/headers", error="invalid_token"$/, `${what}: www-authenticate`);
+    }
+    t.equal((await r.get('/secure', await issuer.mintBadSignature())).status, 401, 'an invalid token is 401 before authorization');
+  });
+  t.test('valid token without the required claim value → 404', async (t) => {
+    t.equal((await r.get('/headers', await issuer.mint({ groups: ['group2'] }))).status, 404, 'list claim without the value');
+    t.equal((await r.get('/headers', await issuer.mint({ groups: 'group10' }))).status, 404, 'string claim, other value');
+    t.equal((await r.get('/team', await issuer.mint({ team: 'billing' }))).status, 404);
+    t.equal((await r.get('/nested-dot', await issuer.mint({ org: { unit: 'ops' } }))).status, 404);
+    t.equal((await r.get('/nested-dot', await issuer.mint({ 'org.unit': 'eng' }))).status, 404, 'a dotted name is not the nested claim');
+  });
+  t.test('valid token with the claim value and matching path → 200 from the workload', async (t) => {
+    for (const [p, token] of [
+      ['/headers', valid],
+      ['/headers', await issuer.mint({ groups: 'group1' })],
+      ['/team', valid],
+      ['/nested-dot', valid],
+      ['/nested-brackets', valid],
+      ['/dotted', valid],
+    ] as const) {
+      const res = await r.get(p, token);
+      t.equal(res.status, 200, p);
+      t.equal(JSON.parse(res.body).workload, 'demo', `${p}: answered by the workload`);
+    }
+  });
+  t.test('key rotation at the JWKS server is picked up after the refresh interval', async (t) => {
+    await issuer.rotate();
+    const fresh = await issuer.mint({ groups: ['group1'] });
+    await waitFor(async () => (await r.get('/headers', fresh)).status === 200, 30_000, () => 'a token of the rotated key never verified');
+    t.equal((await r.get('/headers', valid)).status, 401, 'tokens of the retired key are rejected');
+  });
+});
+
+t.test('a key server that is down: every token is rejected, none accepted', async (t) => {
+  const issuer: Issuer = await startIssuer({ port: 0 });
+  t.teardown(() => issuer.close());
+  issuer.setUp(false);
+  const r = await rig(t, issuer);
+  const token = await issuer.mint({ groups: ['group1'] });
+  t.equal((await r.get('/headers', token)).status, 401, 'valid-looking token, keys unknown');
+  t.equal((await r.get('/secure', token)).status, 401);
+  t.equal((await r.get('/headers')).status, 404, 'no token: not validated, no claim route');
+  t.match(await fetch(`http://${r.daemon.monitoring}/metrics`).then((x) => x.text()), /pilot_jwks_resolver_network_fetch_fail_total [1-9]/);
+});
