@@ -1,6 +1,6 @@
 // xDS scale: how fast a VirtualService edit on disk reaches N connected proxies, and what the daemon costs.
 //   node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20]
-//        [--perChannel 50] [--routerEvery 10] [--ramp 0] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300]
+//        [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300]
 //        [--cpuProf <dir>]
 //
 // For each N: a fresh `dist/pilot-discovery discovery --configDir <generated>` (loopback, ephemeral ports),
@@ -19,7 +19,7 @@ import { fork, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
-import { EDITED_VS, writeConfigDir, virtualServiceFile } from './xds-scale/config.mjs';
+import { EDITED_VS, seesEditedService, writeConfigDir, virtualServiceFile } from './xds-scale/config.mjs';
 import { metricSum, scrape, startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, RssSampler } from './xds-scale/proc.mjs';
 
@@ -40,7 +40,7 @@ const PROGRESS_EVERY_MS = 30_000; // progress lines on stderr during long phases
 // ---- arguments ---------------------------------------------------------------------------------------
 
 function parseArgs(argv) {
-  const o = { clients: [100, 1000], services: 1000, edits: 20, perChannel: 50, routerEvery: 10, ramp: 0, maxRssMB: 6000, build: false, keep: false, maxMinutes: 300 };
+  const o = { scoped: false, clients: [100, 1000], services: 1000, edits: 20, perChannel: 50, routerEvery: 10, ramp: 0, maxRssMB: 6000, build: false, keep: false, maxMinutes: 300 };
   const int = (name, v, min) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < min) throw new Error(`--${name}: expected an integer ≥ ${min}, got ${JSON.stringify(v)}`);
@@ -76,6 +76,9 @@ function parseArgs(argv) {
         break;
       case '--keep':
         o.keep = true;
+        break;
+      case '--scoped':
+        o.scoped = true;
         break;
       case '--ramp':
         o.ramp = int('ramp', value(), 0);
@@ -350,6 +353,10 @@ async function runOne(n, opts, configDir) {
     const cpuEdits0 = cpuSeconds(daemon.pid);
     const clientCpu0 = cpuSeconds(clients.pid);
     const edits = [];
+    // Clients whose config contains the edited VirtualService (all of them unless --scoped).
+    let expected = 0;
+    for (let c = 0; c < n; c++) if (seesEditedService(c, opts.services, opts.routerEvery, opts.scoped)) expected++;
+    result.expected = expected;
     for (let k = 1; k <= opts.edits; k++) {
       const pushes0 = metricSum(await scrape(daemon), 'pilot_xds_pushes');
       const edit = { t0: 0, events: [], reached: new Set(), byType: {} };
@@ -362,7 +369,7 @@ async function runOne(n, opts, configDir) {
         () => {
           checkHealthy(sink, daemon);
           const quiet = now() - sink.lastEventAt;
-          if (edit.reached.size === n && quiet >= EDIT_QUIET_MS) return true;
+          if (edit.reached.size === expected && quiet >= EDIT_QUIET_MS) return true;
           if (edit.events.length > 0 && quiet >= EDIT_PARTIAL_QUIET_MS) return true;
           if (edit.events.length === 0 && Date.now() - tEditStart > firstResponseTimeoutMs(n)) {
             throw new Error(`edit ${k}: no client got a response within ${firstResponseTimeoutMs(n)} ms`);
@@ -371,7 +378,7 @@ async function runOne(n, opts, configDir) {
         },
         editTimeoutMs(n),
         `edit ${k} to reach the clients`,
-        () => `N=${n} edit ${k}/${opts.edits}: ${edit.reached.size}/${n} clients reached`,
+        () => `N=${n} edit ${k}/${opts.edits}: ${edit.reached.size}/${expected} clients reached`,
       );
       if (n >= 500) console.error(`  … N=${n} edit ${k}/${opts.edits}: ${((Math.max(...edit.events.map((e) => e[5])) - edit.t0) / 1000).toFixed(1)} s`);
       sink.edit = undefined;
@@ -446,7 +453,7 @@ function printRun(r) {
   console.log(`  edit → last ACK ms: ${ms.map(f0).join(' ')}`);
   console.log(`  edit → first ACK ms (median): ${f0(quantile(r.edits.map((e) => e.firstMs), 0.5))}`);
   console.log(
-    `  per edit: clients reached ${Math.min(...r.edits.map((e) => e.reached))}–${Math.max(...r.edits.map((e) => e.reached))}, responses ${f1(mean(r.edits.map((e) => e.responses)))} (${Object.entries(byType).map(([t, c]) => `${t} ${f1(c / r.edits.length)}`).join(', ')}), daemon pilot_xds_pushes +${f1(mean(r.edits.map((e) => e.pushesDaemon)))}, push versions ${Math.max(...r.edits.map((e) => e.versions))} max`,
+    `  per edit: clients reached ${Math.min(...r.edits.map((e) => e.reached))}–${Math.max(...r.edits.map((e) => e.reached))} of ${r.expected} expected, responses ${f1(mean(r.edits.map((e) => e.responses)))} (${Object.entries(byType).map(([t, c]) => `${t} ${f1(c / r.edits.length)}`).join(', ')}), daemon pilot_xds_pushes +${f1(mean(r.edits.map((e) => e.pushesDaemon)))}, push versions ${Math.max(...r.edits.map((e) => e.versions))} max`,
   );
   console.log(`  daemon log during the run: ${r.daemonWarn} warn, ${r.daemonError} error${r.daemonProblems.length ? `; first: ${r.daemonProblems[0]}` : ''}`);
 }
@@ -518,12 +525,12 @@ async function main() {
   symlinkSync('mesh', path.join(tempDir, 'bin', 'pilot-discovery'));
   opts.binary = path.join(tempDir, 'bin', 'pilot-discovery');
   const configDir = path.join(tempDir, 'config');
-  const counts = writeConfigDir(configDir, opts.services);
+  const counts = writeConfigDir(configDir, opts.services, { scoped: opts.scoped });
   console.log(
     `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon dist/pilot-discovery built ${statSync(path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}`,
   );
   console.log(
-    `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,
+    `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway${counts.sidecars ? `, ${counts.sidecars} namespace Sidecars (egress ./* and mesh-system/*; the edit reaches the routers and app-00's sidecars)` : ''} (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,
   );
   console.log(
     `edits: ${opts.edits} rewrites of ${EDITED_VS} (weights and timeout), measured file write → last client ACK; ${opts.perChannel} streams per grpc channel; streams opened ${opts.ramp > 0 ? `${opts.ramp} at a time` : 'all at once'}`,

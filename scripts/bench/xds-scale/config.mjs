@@ -178,8 +178,22 @@ ${routes}  - route:
 /** Path (relative to the config dir) of the VirtualService file the benchmark rewrites. */
 export const EDITED_VS = path.join(namespaceOf(0), `${serviceName(0)}-vs.yaml`);
 
-/** Writes the whole config tree; returns counts of what it wrote. */
-export function writeConfigDir(dir, services) {
+/**
+ * A namespace-wide Sidecar limiting egress to the namespace itself and the gateway namespace, as production
+ * meshes scope sidecars (Istio's advice for large meshes).
+ */
+function sidecarFile(ns) {
+  return `apiVersion: networking.istio.io/v1
+kind: Sidecar
+metadata: {name: default, namespace: ${ns}}
+spec:
+  egress:
+  - hosts: ["./*", "${GATEWAY_NAMESPACE}/*"]
+`;
+}
+
+/** Writes the whole config tree (with `scoped`, one Sidecar per app namespace); returns counts of what it wrote. */
+export function writeConfigDir(dir, services, { scoped = false } = {}) {
   const counts = { files: 0, serviceEntries: 0, workloadEntries: 0, destinationRules: 0, virtualServices: 1, gateways: 1, namespaces: 0 };
   const put = (rel, text) => {
     const file = path.join(dir, rel);
@@ -199,5 +213,21 @@ export function writeConfigDir(dir, services) {
     }
   }
   counts.namespaces = Math.ceil(services / SERVICES_PER_NAMESPACE);
+  counts.sidecars = 0;
+  if (scoped) {
+    for (let k = 0; k < counts.namespaces; k++) {
+      put(path.join(namespaceOf(k * SERVICES_PER_NAMESPACE), 'sidecar.yaml'), sidecarFile(namespaceOf(k * SERVICES_PER_NAMESPACE)));
+      counts.sidecars++;
+    }
+  }
   return counts;
+}
+
+/**
+ * Whether client c (see nodes.mjs nodeFor) has in its config the edited VirtualService (svc-0000's, bound to the mesh and the
+ * gateway): every router does; with Sidecar scoping only sidecars in svc-0000's namespace do.
+ */
+export function seesEditedService(c, services, routerEvery, scoped) {
+  if (c % routerEvery === 0 || !scoped) return true;
+  return namespaceOf((c * 7919) % services) === namespaceOf(0);
 }

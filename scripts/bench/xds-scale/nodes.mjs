@@ -34,3 +34,4 @@ export function nodeFor(c, services, routerEvery) {
     },
   });
 }
+
