@@ -695,6 +695,15 @@ t.test('engine: remote_jwks fetched through a cluster, cached, refetched, and fe
   t.ok(srv.hits >= 2);
   t.equal((await request(port, '/', { headers: bearer(t1) })).body, "Jwks doesn't have key to match kid or alg from Jwt", 'the old key is gone');
 
+  // a new key under the same kid: a token verified (and remembered) under the old set must be checked again
+  const k2b = await makeKey('ES256', 'k2');
+  srv.body = jwks(k2b);
+  await waitFor(async () => (await request(port, '/', { headers: bearer(t2) })).status === 401, 'the replaced key no longer verifies the earlier token');
+  t.equal((await request(port, '/', { headers: bearer(t2) })).body, 'Jwt verification fails');
+  t.equal((await request(port, '/', { headers: bearer(await sign(k2b, { iss: ISS })) })).status, 200, 'the replacement key verifies its own tokens');
+  srv.body = jwks(k2);
+  await waitFor(async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, 'the original key is back');
+
   // the key server fails: once the cache expires every token is rejected
   srv.status = 500;
   const failed = await waitFor(async () => {

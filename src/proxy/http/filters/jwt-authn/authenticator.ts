@@ -137,8 +137,11 @@ class Run {
   }
 
   private verifyKey(p: ProviderRuntime, jwt: Jwt, loc: TokenLocation, keys: Jwks): Status {
+    if (p.verifiedSignatures.has(jwt.token, keys)) return this.good(p, jwt, loc, false);
     const s = verifySignature(jwt, keys);
-    return s === Status.Ok ? this.good(p, jwt, loc, false) : s;
+    if (s !== Status.Ok) return s;
+    p.verifiedSignatures.add(jwt.token, keys);
+    return this.good(p, jwt, loc, false);
   }
 
   /** A verified token: forward payload and claims, strip the token, publish metadata. */

@@ -35,3 +35,25 @@ export class JwtCache {
     return this.entries.size;
   }
 }
+
+/**
+ * Signatures this provider already verified, per key set: verifying a signature is a pure function of the
+ * signed bytes, the signature and the keys, and it is the bulk of the filter's cost (an RS256 check is tens of
+ * microseconds against a few for everything else). Unlike jwt_cache_config this changes no decision and
+ * skips nothing else: the token is parsed and its issuer, times and audiences checked on every request, and
+ * an entry only counts for the very key set (object) it was verified with, so a key rotation re-verifies.
+ */
+export class VerifiedSignatures {
+  private readonly entries = new Map<string, object>();
+  constructor(private readonly size = 1000) {}
+
+  has(token: string, keys: object): boolean {
+    return this.entries.get(token) === keys;
+  }
+
+  add(token: string, keys: object): void {
+    this.entries.delete(token);
+    this.entries.set(token, keys);
+    if (this.entries.size > this.size) this.entries.delete(this.entries.keys().next().value as string);
+  }
+}

@@ -7,7 +7,7 @@ import { compileStringMatcher, ConfigError, type StringMatch } from '../../../ma
 import { durationToMs, readDataSource } from '../../../route/action';
 import type { ProviderLocations } from './extractor';
 import { DEFAULT_CLOCK_SKEW_SECONDS } from './jwt';
-import { DEFAULT_JWT_CACHE_SIZE, JwtCache } from './jwt-cache';
+import { DEFAULT_JWT_CACHE_SIZE, JwtCache, VerifiedSignatures } from './jwt-cache';
 import { jwksFromText } from './jwks';
 import { LocalKeySource, RemoteKeySource, type KeySource, type UpstreamFn } from './jwks-source';
 import { Status, statusString } from './status';
@@ -64,6 +64,7 @@ export interface ProviderRuntime {
   readonly claimToHeaders: readonly ClaimToHeader[];
   readonly clearRouteCache: boolean;
   readonly jwtCache: JwtCache | undefined;
+  readonly verifiedSignatures: VerifiedSignatures;
   readonly keys: KeySource;
   readonly locations: ProviderLocations;
 }
@@ -220,6 +221,7 @@ export function compileProvider(name: string, p: JwtProvider, where: string, dep
     claimToHeaders,
     clearRouteCache: p.clearRouteCache,
     jwtCache: p.jwtCacheConfig ? new JwtCache(p.jwtCacheConfig.jwtCacheSize || DEFAULT_JWT_CACHE_SIZE) : undefined,
+    verifiedSignatures: new VerifiedSignatures(),
     keys,
     locations: {
       issuer: p.issuer,
