@@ -406,14 +406,16 @@ export function callCluster(clusters: ClusterManager, name: string, call: Upstre
     const h = startUpstreamRequest(c, host, c.protocol === 'http2' ? 'http2' : 'http1', { method: call.method, path: call.path, authority: call.authority, scheme: c.tls ? 'https' : 'http', headers: { ...(call.headers ?? {}) } }, {
       onResponse: (r) => {
         const chunks: Buffer[] = [];
-        r.body.on('data', (d: Buffer) => chunks.push(d));
-        r.body.on('end', () => {
-          clearTimeout(timer);
-          resolve({ status: r.status, headers: r.headers, body: Buffer.concat(chunks) });
-        });
-        r.body.on('error', (e: Error) => {
-          clearTimeout(timer);
-          reject(e);
+        r.body.read({
+          onData: (d) => chunks.push(d),
+          onEnd: () => {
+            clearTimeout(timer);
+            resolve({ status: r.status, headers: r.headers, body: Buffer.concat(chunks) });
+          },
+          onAbort: (detail) => {
+            clearTimeout(timer);
+            reject(new Error(detail));
+          },
         });
       },
       onError: (_k, detail) => {

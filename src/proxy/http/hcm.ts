@@ -4,7 +4,6 @@
 // normalisation, x-forwarded-*/x-request-id, decoder filters in chain order (each may stop with a local
 // reply), then the router.
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
 import http2 from 'node:http2';
 import type net from 'node:net';
 import type tls from 'node:tls';
@@ -30,6 +29,7 @@ import { HOP_BY_HOP, RequestHeaders, type RawHeaders } from './headers';
 import { processPath, type EscapedSlashesAction } from './path';
 import { Router } from './router';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
+import { H1Response, H1ServerConnection } from './h1/server';
 import { unwrapTypedStruct } from './typed-struct';
 import { cidrContains, isInternalAddress, parseCidr, parseIp } from '../listener/cidr';
 import type { TlsContext } from '../tls/context';
@@ -144,7 +144,6 @@ export class HcmRuntime {
   readonly clusters: ClusterManager;
   readonly ready: Promise<void>;
   private readonly router: Router;
-  private readonly h1: http.Server;
   private readonly h2: http2.Http2Server;
   private pendingSessionCtx: ConnectionContext | undefined;
   private readonly log;
@@ -250,31 +249,8 @@ export class HcmRuntime {
       throw new ConfigError(`${where}: HttpConnectionManager needs rds or route_config`);
     }
     this.ready = this.routes.ready;
+    // plaintext HTTP/1.x is served by the engine's own codec (h1/server.ts), HTTP/2 and TLS by Node's servers
     const onRequest = (req: DownstreamRequest, res: DownstreamResponse) => this.onRequest(req, res);
-    this.h1 = http.createServer(
-      {
-        // Envoy sends no Keep-Alive header; the HCM idle timeout is applied on the socket instead
-        keepAliveTimeout: 0,
-        requestTimeout: 0,
-        headersTimeout: 60_000,
-        maxHeaderSize: this.options.maxRequestHeadersKb * 1024,
-        noDelay: true,
-      } as http.ServerOptions,
-      onRequest as unknown as http.RequestListener,
-    );
-    // HTTP/1.1 upgrades (WebSocket): routed like any request; the router splices the sockets when the
-    // upgrade is allowed and answers locally (with a response on this socket) otherwise
-    this.h1.on('upgrade', (req: http.IncomingMessage, socket: net.Socket, head: Buffer) => {
-      const res = new http.ServerResponse(req);
-      res.assignSocket(socket);
-      res.shouldKeepAlive = false;
-      if (head.length > 0) socket.unshift(head);
-      this.onRequest(req as DownstreamRequest, res as unknown as DownstreamResponse, (req.headers.upgrade ?? '').toLowerCase());
-    });
-    this.h1.on('clientError', (err: NodeJS.ErrnoException, socket: net.Socket) => {
-      if (socket.writable && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\nBad Request');
-      else socket.destroy();
-    });
     this.h2 = http2.createServer({ settings: { enablePush: false }, maxSessionMemory: 64 }, onRequest as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
     this.h2.on('session', (session: http2.ServerHttp2Session) => {
       const ctx = this.pendingSessionCtx;
@@ -395,7 +371,10 @@ export class HcmRuntime {
       this.h2.emit('connection', socket);
       this.pendingSessionCtx = undefined;
     } else {
-      this.h1.emit('connection', socket);
+      new H1ServerConnection(socket, {
+        maxHeadBytes: this.options.maxRequestHeadersKb * 1024,
+        onRequest: (req, res, upgrade) => this.onRequest(req, res, upgrade, ctx),
+      });
       // the listener paused the socket while inspecting its first bytes (now back in its buffer)
       if (socket.isPaused()) socket.resume();
     }
@@ -426,9 +405,9 @@ export class HcmRuntime {
     return (req.socket as unknown as Record<symbol, ConnectionContext>)[kCtx];
   }
 
-  private onRequest(req: DownstreamRequest, res: DownstreamResponse, upgrade = ''): void {
+  private onRequest(req: DownstreamRequest, res: DownstreamResponse, upgrade = '', connCtx?: ConnectionContext): void {
     const isH2 = req.httpVersionMajor === 2;
-    const ctx = this.contextOf(req, isH2);
+    const ctx = connCtx ?? this.contextOf(req, isH2);
     if (!ctx) {
       res.writeHead(500);
       res.end();
@@ -464,15 +443,11 @@ export class HcmRuntime {
     const headers = new RequestHeaders(req.method ?? 'GET', path, authority, scheme, h);
     const s = new Stream(this, headers, info, ctx, req, res, isH2);
     s.upgrade = upgrade;
-    res.on('close', () => {
-      if (!res.writableFinished) {
-        s.downstreamClosed = true;
-        if (!s.responded) info.setFlag('DC');
-        st.rqRxReset.inc();
-      }
-      s.finish();
-    });
-    res.on('finish', () => s.finish());
+    if (res instanceof H1Response) res.observer = s;
+    else {
+      res.on('close', () => s.responseClosed());
+      res.on('finish', () => s.responseFinished());
+    }
     const o = this.options;
     if (!authority && !isH2 && req.httpVersion !== '1.0') {
       s.sendLocalReply({ status: 400, body: 'missing required header: host', details: 'missing_host_header' });

@@ -2,17 +2,20 @@
 // header handling (x-forwarded-proto, x-envoy-expected-rq-timeout-ms, x-envoy-original-path, attempt
 // count), route timeout and per-try timeout, retries with jittered back-off, circuit breakers,
 // outlier reporting, and the local replies Envoy makes when upstreams fail.
-import type { Readable } from 'node:stream';
 import { applyRequestOps, applyResponseOps } from '../route/header-ops';
 import { pickWeighted, redirectLocation, rewritePath } from '../route/action';
 import type { ForwardAction, RetryPolicy, RouteSelection } from '../route/types';
-import { hash32 } from '../upstream/lb';
+import { hash32, type LbContext } from '../upstream/lb';
+
+const NO_LB_CONTEXT: LbContext = {};
 import type { Host } from '../upstream/host';
 import type { UpstreamCluster } from '../upstream/cluster';
-import { connectUpstream, pendingOn, startUpstreamRequest, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
+import { connectUpstream, pendingOn, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
 import { plainIp } from '../stream-info';
 import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from './headers';
-import { copyResponseHeaders, type Stream } from './stream';
+import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
+import { BodySource, type BodyReader } from './h1/body';
+import type { StreamInfo } from '../stream-info';
 
 export interface RouterOptions {
   suppressEnvoyHeaders: boolean;
@@ -24,47 +27,62 @@ const BODY_BUFFER_LIMIT = 1024 * 1024;
 const GRPC_RETRY: Record<string, number> = { cancelled: 1, 'deadline-exceeded': 4, internal: 13, 'resource-exhausted': 8, unavailable: 14 };
 
 /** Downstream request body, buffered (up to a limit) when a retry may need to replay it. */
-class RequestBody {
+class RequestBody implements BodyReader {
   private chunks: Buffer[] | undefined = [];
   private size = 0;
   ended = false;
-  private sink: NodeJS.WritableStream | undefined;
+  private sink: BodySink | undefined;
   private paused = false;
 
   constructor(
-    private readonly src: Readable,
+    private readonly src: DownstreamRequest,
     buffer: boolean,
-    private readonly onBytes: (n: number) => void,
+    private readonly info: StreamInfo,
   ) {
     if (!buffer) this.chunks = undefined;
-    src.on('data', (c: Buffer) => {
-      onBytes(c.length);
-      if (this.chunks) {
-        this.size += c.length;
-        if (this.size > BODY_BUFFER_LIMIT) this.chunks = undefined;
-        else this.chunks.push(c);
-      }
-      if (this.sink && !this.sink.write(c) && !this.paused) {
-        this.paused = true;
-        src.pause();
-        this.sink.once('drain', () => {
-          this.paused = false;
-          src.resume();
-        });
-      }
-    });
-    src.on('end', () => {
+    if (src.bodyless) {
+      // nothing will come: the upstream request ends with its head
       this.ended = true;
-      this.sink?.end();
-    });
+      return;
+    }
+    if (src instanceof BodySource) src.read(this);
+    else {
+      src.on!('data', (c: Buffer) => this.onData(c));
+      src.on!('end', () => this.onEnd());
+    }
   }
+
+  onData(c: Buffer): void {
+    this.info.bytesReceived += c.length;
+    if (this.chunks) {
+      this.size += c.length;
+      if (this.size > BODY_BUFFER_LIMIT) this.chunks = undefined;
+      else this.chunks.push(c);
+    }
+    if (this.sink && !this.sink.write(c) && !this.paused) {
+      this.paused = true;
+      this.src.pause();
+      this.sink.once('drain', () => {
+        this.paused = false;
+        this.src.resume();
+      });
+    }
+  }
+
+  onEnd(): void {
+    this.ended = true;
+    this.sink?.end();
+  }
+
+  /** The downstream connection went away: the stream's end takes care of the upstream request. */
+  onAbort(): void {}
 
   /** Whether the whole body so far can be replayed. */
   get replayable(): boolean {
     return this.chunks !== undefined;
   }
 
-  attach(sink: NodeJS.WritableStream): void {
+  attach(sink: BodySink): void {
     this.sink = sink;
     if (this.chunks) for (const c of this.chunks) sink.write(c);
     if (this.ended) sink.end();
@@ -165,7 +183,7 @@ export class Router {
     this.forward(s, sel, a);
   }
 
-  private applyResponseHeaderOps(s: Stream, sel: RouteSelection, h: ResponseHeaders | undefined): void {
+  applyResponseHeaderOps(s: Stream, sel: RouteSelection, h: ResponseHeaders | undefined): void {
     if (!h) return;
     const ctx = s.formatContext(h);
     const order = sel.config.mostSpecificHeaderMutationsWins
@@ -258,16 +276,16 @@ export class Router {
       req.remove('x-envoy-retry-on');
       req.remove('x-envoy-max-retries');
     }
-    new UpstreamExchange(s, sel, cluster, timeoutMs, retry, this.opts, (h) => this.applyResponseHeaderOps(s, sel, h), a).start();
+    new UpstreamExchange(this, s, sel, cluster, timeoutMs, retry, this.opts, a).start();
   }
 }
 
-/** One request forwarded upstream, across its attempts. */
-class UpstreamExchange {
+/** One request forwarded upstream, across its attempts; it reads the response body it forwards. */
+class UpstreamExchange implements BodyReader {
   private attempt = 0;
   private current: UpstreamRequestHandle | undefined;
   private currentHost: Host | undefined;
-  private readonly tried = new Set<Host>();
+  private tried: Set<Host> | undefined;
   private globalTimer: NodeJS.Timeout | undefined;
   private perTryTimer: NodeJS.Timeout | undefined;
   private readonly body: RequestBody;
@@ -276,19 +294,24 @@ class UpstreamExchange {
   private readonly start0 = performance.now();
   private attemptActive = false;
   private readonly protocol: 'http1' | 'http2';
+  private respHost: Host | undefined;
+  private respStatus = 0;
+  private respBody: UpstreamBody | undefined;
+  private respIsHead = false;
+  private respPaused = false;
 
   constructor(
+    private readonly router: Router,
     private readonly s: Stream,
     private readonly sel: RouteSelection,
     private readonly cluster: UpstreamCluster,
     private readonly timeoutMs: number,
     private readonly retry: RetryPolicy | undefined,
     private readonly opts: RouterOptions,
-    private readonly responseOps: (h: ResponseHeaders) => void,
     private readonly action: ForwardAction,
   ) {
     this.protocol = cluster.protocol === 'downstream' ? (s.isH2 ? 'http2' : 'http1') : cluster.protocol;
-    this.body = new RequestBody(s.req, !!retry && retry.numRetries > 0, (n) => (s.info.bytesReceived += n));
+    this.body = new RequestBody(s.req, !!retry && retry.numRetries > 0, s.info);
     s.onDone = () => this.cleanup();
   }
 
@@ -316,7 +339,12 @@ class UpstreamExchange {
       return c.originalDstHost(dst.address, dst.port);
     }
     const avoid = this.retry?.avoidPreviousHosts ? this.tried : undefined;
-    return c.chooseHost({ ...(avoid ? { avoid } : {}), ...(this.hash() !== undefined ? { hash: this.hash()! } : {}) });
+    const hash = this.hash();
+    if (!avoid && hash === undefined) return c.chooseHost(NO_LB_CONTEXT);
+    const ctx: LbContext = {};
+    if (avoid) ctx.avoid = avoid;
+    if (hash !== undefined) ctx.hash = hash;
+    return c.chooseHost(ctx);
   }
 
   private hashValue: number | null | undefined = null;
@@ -365,7 +393,7 @@ class UpstreamExchange {
     }
     this.attempt++;
     s.info.attemptCount = this.attempt;
-    this.tried.add(host);
+    (this.tried ??= new Set()).add(host);
     this.currentHost = host;
     this.attemptActive = true;
     s.info.upstreamHost = host.key;
@@ -390,12 +418,8 @@ class UpstreamExchange {
     let authority = req.authority;
     if (this.action.hostRewrite.kind === 'auto' && host.hostname) authority = host.hostname;
     this.attemptStart = performance.now();
-    let handle: UpstreamRequestHandle;
     const attemptNo = this.attempt;
-    handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.tls ? 'https' : 'http', headers }, {
-      onResponse: (r) => this.onResponse(attemptNo, host, r),
-      onError: (kind, detail) => this.onError(attemptNo, host, kind, detail),
-    });
+    const handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.tls ? 'https' : 'http', headers }, new Attempt(this, attemptNo, host));
     this.current = handle;
     this.body.attach(handle.body);
     const ptt = this.retry?.perTryTimeoutMs ?? 0;
@@ -467,7 +491,7 @@ class UpstreamExchange {
     this.fail(504, 'upstream request timeout', undefined, 'upstream_response_timeout');
   }
 
-  private onError(attemptNo: number, host: Host, kind: UpstreamFailure, detail: string): void {
+  onError(attemptNo: number, host: Host, kind: UpstreamFailure, detail: string): void {
     if (attemptNo !== this.attempt || this.finished) return;
     this.endAttempt(host);
     host.stats.rqError++;
@@ -493,16 +517,16 @@ class UpstreamExchange {
     this.s.sendLocalReply({ status, body, ...(flag ? { flag } : {}), details, ...(headers ? { headers } : {}) });
   }
 
-  private onResponse(attemptNo: number, host: Host, r: UpstreamResponse): void {
+  onResponse(attemptNo: number, host: Host, r: UpstreamResponse): void {
     if (attemptNo !== this.attempt || this.finished) {
-      r.body.resume();
+      r.body.discard();
       return;
     }
     const c = this.cluster;
     if (this.perTryTimer) clearTimeout(this.perTryTimer);
     c.outlier?.reportHttp(host, r.status);
     if (this.retry && retryOnResponse(this.retry, r.status, r.headers) && this.canRetry()) {
-      r.body.resume();
+      r.body.discard();
       this.endAttempt(host);
       host.stats.rqError++;
       c.stats.codes.record(r.status);
@@ -514,12 +538,11 @@ class UpstreamExchange {
     const h = new ResponseHeaders(r.status, copyResponseHeaders(r.headers));
     if (!this.opts.suppressEnvoyHeaders) h.set('x-envoy-upstream-service-time', String(Math.round(performance.now() - this.attemptStart)));
     if (this.sel.vhost.includeAttemptCountInResponse) h.set('x-envoy-attempt-count', String(this.attempt));
-    this.responseOps(h);
+    this.router.applyResponseHeaderOps(s, this.sel, h);
     if (r.endStream) {
       // trailers-only (gRPC errors): the headers end the stream downstream too
       s.sendHeadersOnly(h);
-      r.body.resume();
-      r.body.once('end', () => undefined);
+      r.body.discard();
       this.finished = true;
       if (this.globalTimer) clearTimeout(this.globalTimer);
       this.endAttempt(host);
@@ -530,52 +553,75 @@ class UpstreamExchange {
       return;
     }
     s.sendHeaders(h);
-    const res = s.res;
-    const body = r.body;
-    const isHead = s.request.method === 'HEAD';
-    let paused = false;
-    body.on('data', (chunk: Buffer) => {
-      s.info.bytesSent += chunk.length;
-      if (s.downstreamClosed || isHead) return;
-      if (!res.write(chunk) && !paused) {
-        paused = true;
-        body.pause();
-        res.once('drain', () => {
-          paused = false;
-          body.resume();
-        });
+    this.respHost = host;
+    this.respStatus = r.status;
+    this.respBody = r.body;
+    this.respIsHead = s.request.method === 'HEAD';
+    r.body.read(this);
+  }
+
+  // BodyReader: the upstream response body on its way downstream
+
+  onData(chunk: Buffer): void {
+    const s = this.s;
+    s.info.bytesSent += chunk.length;
+    if (s.downstreamClosed || this.respIsHead) return;
+    if (!s.res.write(chunk) && !this.respPaused) {
+      this.respPaused = true;
+      this.respBody!.pause();
+      s.res.once('drain', () => {
+        this.respPaused = false;
+        this.respBody!.resume();
+      });
+    }
+  }
+
+  onEnd(trailers: RawHeaders | undefined): void {
+    const host = this.respHost!;
+    const c = this.cluster;
+    if (this.globalTimer) clearTimeout(this.globalTimer);
+    this.finished = true;
+    this.endAttempt(host);
+    const code = this.respStatus;
+    c.stats.codes.record(code);
+    c.stats.rqCompleted.inc();
+    c.stats.rqTime.record(performance.now() - this.start0);
+    if (code >= 500) host.stats.rqError++;
+    else host.stats.rqSuccess++;
+    const s = this.s;
+    if (s.downstreamClosed) return;
+    if (trailers) {
+      for (const _ in trailers) {
+        s.res.addTrailers(trailers);
+        break;
       }
-    });
-    body.on('end', () => {
-      if (this.globalTimer) clearTimeout(this.globalTimer);
-      this.finished = true;
-      this.endAttempt(host);
-      const code = r.status;
-      c.stats.codes.record(code);
-      c.stats.rqCompleted.inc();
-      c.stats.rqTime.record(performance.now() - this.start0);
-      if (code >= 500) host.stats.rqError++;
-      else host.stats.rqSuccess++;
-      if (s.downstreamClosed) return;
-      const t = r.trailers();
-      if (t && Object.keys(t).length > 0) res.addTrailers(t);
-      res.end();
-    });
-    body.on('error', () => {
-      if (this.finished) return;
-      this.finished = true;
-      this.endAttempt(host);
-      host.stats.rqError++;
-      s.info.setFlag('UC');
-      s.resetDownstream();
-    });
-    body.on('aborted', () => {
-      if (this.finished) return;
-      this.finished = true;
-      this.endAttempt(host);
-      s.info.setFlag('UC');
-      s.resetDownstream();
-    });
+    }
+    s.res.end();
+  }
+
+  onAbort(): void {
+    if (this.finished) return;
+    this.finished = true;
+    const host = this.respHost!;
+    this.endAttempt(host);
+    host.stats.rqError++;
+    this.s.info.setFlag('UC');
+    this.s.resetDownstream();
+  }
+}
+
+/** One attempt's callbacks (an earlier attempt's late answer is told apart by its number). */
+class Attempt implements UpstreamCallbacks {
+  constructor(
+    private readonly ex: UpstreamExchange,
+    private readonly no: number,
+    private readonly host: Host,
+  ) {}
+  onResponse(r: UpstreamResponse): void {
+    this.ex.onResponse(this.no, this.host, r);
+  }
+  onError(kind: UpstreamFailure, detail: string): void {
+    this.ex.onError(this.no, this.host, kind, detail);
   }
 }
 

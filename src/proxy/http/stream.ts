@@ -1,9 +1,8 @@
 // One downstream request inside an HTTP connection manager: the HttpStream filters see, the cached
 // route, and the response side (local replies and proxied responses) with Envoy's response header
 // rules (server header, request id, drain close, encoder filters).
-import type http from 'node:http';
 import type http2 from 'node:http2';
-import type { Readable } from 'node:stream';
+import type net from 'node:net';
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { FormatContext } from '../format/substitution';
 import type { DynamicMetadata } from '../matchers/string';
@@ -13,8 +12,26 @@ import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import type { HttpStream, LocalReply } from './filter-api';
 import { HOP_BY_HOP, type RawHeaders, type RequestHeaders, ResponseHeaders } from './headers';
 import type { HcmRuntime } from './hcm';
+import type { ResponseObserver } from './h1/server';
 
-export type DownstreamRequest = (http.IncomingMessage | http2.Http2ServerRequest) & Readable;
+/**
+ * A downstream request: the engine's HTTP/1 codec's H1Request (plaintext HTTP/1.x; its body is a
+ * BodySource), or Node's IncomingMessage (TLS HTTP/1.1) or Http2ServerRequest (body from its events).
+ */
+export interface DownstreamRequest {
+  readonly method?: string;
+  readonly url?: string;
+  readonly headers: RawHeaders;
+  readonly httpVersion: string;
+  readonly httpVersionMajor: number;
+  readonly socket: net.Socket;
+  /** Known to have no body (HTTP/1 without Content-Length or Transfer-Encoding): no need to read it. */
+  readonly bodyless?: boolean;
+  /** Node's requests: the body's events (the codec's H1Request is a BodySource instead). */
+  on?(ev: string, fn: (...a: any[]) => void): unknown;
+  pause(): unknown;
+  resume(): unknown;
+}
 
 export interface DownstreamResponse {
   writeHead(status: number, headers?: RawHeaders): unknown;
@@ -62,7 +79,7 @@ export function grpcMessage(s: string): string {
   return out;
 }
 
-export class Stream implements HttpStream, RouteRequest {
+export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   private state: Map<string, unknown> | undefined;
   readonly random = Math.random();
   /** Filters whose decodeHeaders ran (their encoders see the response). */
@@ -251,6 +268,21 @@ export class Stream implements HttpStream, RouteRequest {
   resetDownstream(): void {
     if (this.isH2 && this.res.stream && !this.res.stream.destroyed) this.res.stream.close(0x02);
     else this.req.socket?.destroy();
+  }
+
+  /** The response was handed to the connection completely. */
+  responseFinished(): void {
+    this.finish();
+  }
+
+  /** The downstream connection closed (after the response, or before it was complete). */
+  responseClosed(): void {
+    if (!this.res.writableFinished) {
+      this.downstreamClosed = true;
+      if (!this.responded) this.info.setFlag('DC');
+      this.hcm.stats.rqRxReset.inc();
+    }
+    this.finish();
   }
 
   /** Called when the downstream response is complete or the stream is gone. */

@@ -478,13 +478,16 @@ export class UpstreamCluster {
     return h;
   }
 
+  /** Whether a threshold asks for the remaining_* gauges (known once). */
+  private trackRemaining: boolean | undefined;
+
   updateCircuitBreakerGauges(): void {
     const t = this.thresholds;
     const s = this.stats;
     s.cbRqOpen.set(this.rqActive >= t.maxRequests ? 1 : 0);
     s.cbCxOpen.set(this.cxActive >= t.maxConnections ? 1 : 0);
     s.cbRetryOpen.set(this.retriesActive >= t.maxRetries ? 1 : 0);
-    if (this.proto.circuitBreakers?.thresholds.some((x) => x.trackRemaining)) {
+    if ((this.trackRemaining ??= this.proto.circuitBreakers?.thresholds.some((x) => x.trackRemaining) ?? false)) {
       s.remainingRq.set(Math.max(0, t.maxRequests - this.rqActive));
       s.remainingCx.set(Math.max(0, t.maxConnections - this.cxActive));
       s.remainingRetries.set(Math.max(0, t.maxRetries - this.retriesActive));

@@ -1,19 +1,24 @@
-// Upstream connections per host: an HTTP/1.1 keep-alive agent (connections reused across requests)
-// and one HTTP/2 session (streams multiplexed), both opening sockets through connectUpstream() so
-// connect timeouts, TLS, source binding and the cx_* counters are the same for HTTP and TCP proxying.
-import http from 'node:http';
+// Upstream connections per host: an HTTP/1.1 keep-alive pool (the engine's own codec, connections
+// reused across requests, see http/h1/client.ts) and one HTTP/2 session (streams multiplexed), both
+// opening sockets through connectUpstream() so connect timeouts, TLS, source binding and the cx_*
+// counters are the same for HTTP and TCP proxying.
 import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
-import { PassThrough, type Readable, type Writable } from 'node:stream';
+import { PassThrough } from 'node:stream';
+import type { BodyReader, BodySource } from '../http/h1/body';
+import { H1Pool, type ClientCallbacks, type ClientFailure } from '../http/h1/client';
 import type { RawHeaders } from '../http/headers';
 import type { Host } from './host';
 import type { UpstreamCluster } from './cluster';
 
 export type UpstreamFailure = 'connect_failure' | 'reset' | 'overflow' | 'timeout';
 
+/** Envoy's default limit on upstream response headers (max_response_headers_kb 60). */
+const MAX_RESPONSE_HEAD_BYTES = 60 * 1024;
+
 interface HostPools {
-  h1?: http.Agent;
+  h1?: H1Pool;
   h2?: http2.ClientHttp2Session;
   h2Connecting?: boolean;
 }
@@ -104,18 +109,21 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpn?: str
   return socket;
 }
 
-function h1Agent(cluster: UpstreamCluster, host: Host): http.Agent {
+function h1Pool(cluster: UpstreamCluster, host: Host): H1Pool {
   const p = pools(host);
   if (!p.h1) {
-    const agent = new http.Agent({
-      keepAlive: true,
-      maxSockets: cluster.thresholds.maxConnections >= 1e9 ? Infinity : cluster.thresholds.maxConnections,
-      maxFreeSockets: 1024,
-      scheduling: 'lifo',
-      ...(cluster.idleTimeoutMs > 0 ? { timeout: cluster.idleTimeoutMs } : {}),
+    const st = cluster.stats;
+    p.h1 = new H1Pool({
+      connect: () => connectUpstream(cluster, host, cluster.tls ? ['http/1.1'] : undefined),
+      maxConnections: cluster.thresholds.maxConnections >= 1e9 ? Infinity : cluster.thresholds.maxConnections,
+      idleTimeoutMs: cluster.idleTimeoutMs,
+      maxResponseHeadBytes: MAX_RESPONSE_HEAD_BYTES,
+      onQueued: () => {
+        st.rqPendingTotal.inc();
+        st.rqPendingActive.inc();
+      },
+      onDequeued: () => st.rqPendingActive.dec(),
     });
-    (agent as unknown as { createConnection: () => net.Socket }).createConnection = () => connectUpstream(cluster, host, cluster.tls ? ['http/1.1'] : undefined);
-    p.h1 = agent;
   }
   return p.h1;
 }
@@ -142,25 +150,17 @@ function h2Session(cluster: UpstreamCluster, host: Host): http2.ClientHttp2Sessi
   return session;
 }
 
-/** Requests queued in the host's HTTP/1 agent waiting for a connection (pending requests). */
+/** Requests queued in the host's HTTP/1 pool waiting for a connection (pending requests). */
 export function pendingOn(host: Host): number {
-  const a = (host.pool as HostPools | undefined)?.h1 as (http.Agent & { requests?: Record<string, unknown[]> }) | undefined;
-  if (!a?.requests) return 0;
-  let n = 0;
-  for (const k in a.requests) n += a.requests[k]!.length;
-  return n;
+  return (host.pool as HostPools | undefined)?.h1?.pending ?? 0;
 }
 
 /** Closes idle connections now and the rest when their requests finish. */
 export function releaseHostPools(host: Host): void {
   const p = host.pool as HostPools | undefined;
   if (!p) return;
-  if (p.h1) {
-    const a = p.h1;
-    // free sockets close now; busy ones are not reused after their response
-    for (const list of Object.values((a as unknown as { freeSockets: Record<string, net.Socket[]> }).freeSockets ?? {})) for (const s of list) s.destroy();
-    (a as unknown as { keepAlive: boolean }).keepAlive = false;
-  }
+  // idle connections close now; busy ones are not reused after their response
+  p.h1?.close();
   p.h2?.close();
   host.pool = undefined;
 }
@@ -174,14 +174,28 @@ export interface UpstreamHead {
   headers: RawHeaders;
 }
 
+/** A response body: chunks to a reader, then its end with trailers, or an abort. */
+export interface UpstreamBody {
+  read(reader: BodyReader): void;
+  pause(): void;
+  resume(): void;
+  /** Nobody wants it: read and dropped (the connection stays usable). */
+  discard(): void;
+}
+
+/** Where a request body goes (an HTTP/2 stream, or the HTTP/1 codec's exchange). */
+export interface BodySink {
+  write(chunk: Buffer): boolean;
+  end(chunk?: Buffer): unknown;
+  once(ev: 'drain', fn: () => void): unknown;
+}
+
 export interface UpstreamResponse {
   status: number;
   headers: RawHeaders;
-  body: Readable;
+  body: UpstreamBody;
   /** HTTP/2 headers that ended the stream (gRPC trailers-only responses). */
   endStream?: boolean;
-  /** Trailers once the body ended (HTTP/2 trailers, HTTP/1 chunked trailers). */
-  trailers(): RawHeaders | undefined;
 }
 
 export interface UpstreamCallbacks {
@@ -190,7 +204,7 @@ export interface UpstreamCallbacks {
 }
 
 export interface UpstreamRequestHandle {
-  body: Writable;
+  readonly body: BodySink;
   abort(): void;
 }
 
@@ -203,75 +217,104 @@ function describe(err: NodeJS.ErrnoException): string {
   return err.code ? `${err.code}: ${err.message}` : err.message;
 }
 
+/** An HTTP/2 response stream as an UpstreamBody. */
+class H2Body implements UpstreamBody {
+  trailers: RawHeaders | undefined;
+  constructor(private readonly stream: http2.ClientHttp2Stream) {
+    stream.on('trailers', (t) => {
+      const out: RawHeaders = {};
+      for (const k in t) if (k.charCodeAt(0) !== 58) out[k] = t[k] as string | string[];
+      this.trailers = out;
+    });
+  }
+  read(reader: BodyReader): void {
+    let over = false;
+    const abort = (why: string) => {
+      if (over) return;
+      over = true;
+      reader.onAbort(why);
+    };
+    this.stream.on('data', (c: Buffer) => reader.onData(c));
+    this.stream.on('end', () => {
+      if (over) return;
+      over = true;
+      reader.onEnd(this.trailers);
+    });
+    this.stream.on('error', (e: Error) => abort(e.message));
+    this.stream.on('aborted', () => abort('stream aborted'));
+  }
+  pause(): void {
+    this.stream.pause();
+  }
+  resume(): void {
+    this.stream.resume();
+  }
+  discard(): void {
+    this.stream.resume();
+  }
+}
+
+/** The HTTP/1 pool's callbacks turned into exactly one onResponse or onError. */
+class H1Callbacks implements ClientCallbacks {
+  private done = false;
+  constructor(private readonly cb: UpstreamCallbacks) {}
+  onResponse(status: number, headers: RawHeaders, body: BodySource): void {
+    if (this.done) {
+      body.discard();
+      return;
+    }
+    this.done = true;
+    this.cb.onResponse({ status, headers, body });
+  }
+  onError(kind: ClientFailure, detail: string): void {
+    if (this.done) return;
+    this.done = true;
+    this.cb.onError(kind, detail);
+  }
+}
+
 /** Starts one upstream request; exactly one of onResponse/onError is called. */
 export function startUpstreamRequest(cluster: UpstreamCluster, host: Host, protocol: 'http1' | 'http2', head: UpstreamHead, cb: UpstreamCallbacks): UpstreamRequestHandle {
+  if (protocol === 'http2') return startH2Request(cluster, host, head, cb);
+  head.headers.host = head.authority;
+  return h1Pool(cluster, host).request(head.method, head.path, head.headers, new H1Callbacks(cb));
+}
+
+function startH2Request(cluster: UpstreamCluster, host: Host, head: UpstreamHead, cb: UpstreamCallbacks): UpstreamRequestHandle {
   let done = false;
   const fail = (kind: UpstreamFailure, detail: string) => {
     if (done) return;
     done = true;
     cb.onError(kind, detail);
   };
-  if (protocol === 'http2') {
-    const session = h2Session(cluster, host);
-    const headers = head.headers as http2.OutgoingHttpHeaders;
-    headers[':method'] = head.method;
-    headers[':path'] = head.path;
-    headers[':authority'] = head.authority;
-    headers[':scheme'] = head.scheme;
-    let stream: http2.ClientHttp2Stream;
-    try {
-      stream = session.request(headers);
-    } catch (e) {
-      fail('connect_failure', describe(e as NodeJS.ErrnoException));
-      return { body: new PassThrough(), abort: () => {} };
-    }
-    let trailers: RawHeaders | undefined;
-    stream.on('response', (h, flags: number) => {
-      if (done) return;
-      done = true;
-      const status = Number(h[':status']);
-      const out: RawHeaders = {};
-      for (const k in h) if (k.charCodeAt(0) !== 58) out[k] = h[k] as string | string[];
-      cb.onResponse({ status, headers: out, body: stream, trailers: () => trailers, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0 });
-    });
-    stream.on('trailers', (t) => {
-      trailers = {};
-      for (const k in t) if (k.charCodeAt(0) !== 58) trailers[k] = t[k] as string | string[];
-    });
-    stream.on('error', (e: NodeJS.ErrnoException) => {
-      const sock = (session as unknown as { socket?: { meshConnected?: () => boolean } }).socket;
-      fail(failureKind(e, sock?.meshConnected?.() ?? session.connecting === false), describe(e));
-    });
-    stream.on('close', () => {
-      if (!done) fail('reset', stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM ? 'refused stream' : `stream closed, code ${stream.rstCode}`);
-    });
-    return { body: stream, abort: () => stream.close(http2.constants.NGHTTP2_CANCEL) };
+  const session = h2Session(cluster, host);
+  const headers = head.headers as http2.OutgoingHttpHeaders;
+  headers[':method'] = head.method;
+  headers[':path'] = head.path;
+  headers[':authority'] = head.authority;
+  headers[':scheme'] = head.scheme;
+  let stream: http2.ClientHttp2Stream;
+  try {
+    stream = session.request(headers);
+  } catch (e) {
+    fail('connect_failure', describe(e as NodeJS.ErrnoException));
+    return { body: new PassThrough(), abort: () => {} };
   }
-  const agent = h1Agent(cluster, host);
-  head.headers.host = head.authority;
-  const opts: http.RequestOptions = {
-    agent,
-    method: head.method,
-    path: head.path,
-    headers: head.headers,
-    setHost: false,
-    ...(host.pipe ? { socketPath: host.pipe } : { host: host.address, port: host.port }),
-  };
-  const req = http.request(opts);
-  let sock: (net.Socket & { meshConnected?: () => boolean }) | undefined;
-  req.on('socket', (s: net.Socket & { meshConnected?: () => boolean }) => {
-    sock = s;
-  });
-  // connected = the transport (TCP and TLS with its checks) was established (connectUpstream knows)
-  const connected = () => sock?.meshConnected?.() ?? false;
-  req.on('response', (res) => {
-    if (done) {
-      res.resume();
-      return;
-    }
+  const body = new H2Body(stream);
+  stream.on('response', (h, flags: number) => {
+    if (done) return;
     done = true;
-    cb.onResponse({ status: res.statusCode ?? 502, headers: res.headers as RawHeaders, body: res, trailers: () => (res.complete ? (res.trailers as RawHeaders) : undefined) });
+    const status = Number(h[':status']);
+    const out: RawHeaders = {};
+    for (const k in h) if (k.charCodeAt(0) !== 58) out[k] = h[k] as string | string[];
+    cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0 });
   });
-  req.on('error', (e: NodeJS.ErrnoException) => fail(failureKind(e, connected()), describe(e)));
-  return { body: req, abort: () => req.destroy() };
+  stream.on('error', (e: NodeJS.ErrnoException) => {
+    const sock = (session as unknown as { socket?: { meshConnected?: () => boolean } }).socket;
+    fail(failureKind(e, sock?.meshConnected?.() ?? session.connecting === false), describe(e));
+  });
+  stream.on('close', () => {
+    if (!done) fail('reset', stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM ? 'refused stream' : `stream closed, code ${stream.rstCode}`);
+  });
+  return { body: stream, abort: () => stream.close(http2.constants.NGHTTP2_CANCEL) };
 }
