@@ -1,0 +1,77 @@
+// The benchmark's backend: an HTTP/1.1 server with one small fixed response, in its own process.
+//   node backend.mjs [--kind raw|node] [--port 0]     prints `listening <port>` once it listens
+// `raw` (default) answers each request head with a prebuilt keep-alive response straight from a net
+// server: it costs a fraction of Node's http module, so the core it shares with the load generator
+// limits the proxies under test as little as possible. It reads Content-Length bodies and honours
+// `Connection: close`; chunked request bodies are not expected (the benchmark only sends GETs) and get
+// a 501 and a closed connection. `node` is the same response from node:http, for comparison.
+import http from 'node:http';
+import net from 'node:net';
+
+const args = process.argv.slice(2);
+const opt = (name, dflt) => {
+  const i = args.indexOf(`--${name}`);
+  return i >= 0 && i + 1 < args.length ? args[i + 1] : dflt;
+};
+const kind = opt('kind', 'raw');
+const port = Number(opt('port', '0'));
+const BODY = 'hello from the benchmark backend\n';
+const HEAD = `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(BODY)}\r\n`;
+const KEEP = Buffer.from(`${HEAD}\r\n${BODY}`);
+const CLOSE = Buffer.from(`${HEAD}connection: close\r\n\r\n${BODY}`);
+const NOT_IMPLEMENTED = Buffer.from('HTTP/1.1 501 Not Implemented\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
+const CRLFCRLF = Buffer.from('\r\n\r\n');
+
+function rawConnection(socket) {
+  socket.setNoDelay(true);
+  let pending = null; // bytes of an incomplete request head
+  let skip = 0; // body bytes of the current request still to discard
+  socket.on('data', (chunk) => {
+    let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
+    pending = null;
+    let off = 0;
+    const out = [];
+    let close = false;
+    while (off < buf.length && !close) {
+      if (skip > 0) {
+        const n = Math.min(skip, buf.length - off);
+        skip -= n;
+        off += n;
+        continue;
+      }
+      const end = buf.indexOf(CRLFCRLF, off);
+      if (end < 0) {
+        pending = buf.subarray(off);
+        if (pending.length > 64 * 1024) socket.destroy();
+        break;
+      }
+      const head = buf.toString('latin1', off, end).toLowerCase();
+      off = end + 4;
+      const cl = /\r\ncontent-length:\s*(\d+)/.exec(head);
+      if (cl) skip = Number(cl[1]);
+      if (/\r\ntransfer-encoding:/.test(head)) {
+        out.push(NOT_IMPLEMENTED);
+        close = true;
+        break;
+      }
+      close = /\r\nconnection:[^\r]*\bclose\b/.test(head) || head.includes(' http/1.0\r\n');
+      out.push(close ? CLOSE : KEEP);
+    }
+    if (out.length === 1) socket.write(out[0]);
+    else if (out.length > 1) socket.write(Buffer.concat(out));
+    if (close) socket.end();
+  });
+  socket.on('error', () => socket.destroy());
+}
+
+const server =
+  kind === 'node'
+    ? http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+        req.resume();
+        res.writeHead(200, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(BODY) });
+        res.end(BODY);
+      })
+    : net.createServer(rawConnection);
+if (kind !== 'node' && kind !== 'raw') throw new Error(`--kind: expected raw or node, got ${kind}`);
+server.listen(port, '127.0.0.1', () => console.log(`listening ${server.address().port}`));
+process.on('SIGTERM', () => process.exit(0));

@@ -1,0 +1,125 @@
+// The gateway under test: a config directory for pilot-discovery (Gateway + VirtualService routing
+// everything to a ServiceEntry/WorkloadEntry that is the benchmark backend), and `pilot-agent proxy
+// router` started on loopback with every port chosen by the benchmark, in a working directory of its own.
+import { spawn } from 'node:child_process';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+/** A port nothing listens on right now. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export function writeGatewayConfig(dir, gatewayPort, backendPort) {
+  writeFileSync(
+    path.join(dir, 'gateway.yaml'),
+    `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: bench, namespace: mesh-system}
+spec:
+  selector: {mesh: ingressgateway}
+  servers:
+  - port: {number: ${gatewayPort}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: bench, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-system/bench]
+  http:
+  - route:
+    - destination: {host: backend.bench.svc.cluster.local, port: {number: 8000}}
+`,
+  );
+  writeFileSync(
+    path.join(dir, 'backend.yaml'),
+    `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: bench}
+spec:
+  hosts: [backend.bench.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  workloadSelector: {labels: {app: backend}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: backend-0, namespace: bench}
+spec:
+  address: 127.0.0.1
+  ports: {http: ${backendPort}}
+  labels: {app: backend}
+`,
+  );
+}
+
+/**
+ * Starts `pilot-agent proxy router` (`command` = the words that run it, e.g. [taskset, -c, 1, dist/pilot-agent]).
+ * Returns the child and the ports; the engine is the agent's child (`pilot-agent envoy`).
+ */
+export async function startGateway({ command, dir, discovery, concurrency = 1, extraEnv = {} }) {
+  const ports = { status: await freePort(), admin: await freePort(), proxyStatus: await freePort(), proxyMetrics: await freePort() };
+  writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discovery}\n  controlPlaneAuthPolicy: NONE\n`);
+  const env = {
+    PATH: '/usr/bin:/bin', // no `envoy` on it: the built-in engine serves
+    HOME: process.env.HOME ?? '/root',
+    POD_NAME: 'gw-bench-0',
+    POD_NAMESPACE: 'mesh-system',
+    INSTANCE_IP: '127.0.0.1',
+    MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
+    PROXY_STATUS_PORT: String(ports.proxyStatus),
+    PROXY_METRICS_PORT: String(ports.proxyMetrics),
+    PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s' }),
+    ...extraEnv,
+  };
+  const [file, ...args] = command;
+  const child = spawn(file, [...args, 'proxy', 'router', '--meshConfig', 'mesh.yaml', '--concurrency', String(concurrency)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  const keep = (d) => {
+    out += d;
+    if (out.length > 200_000) out = out.slice(-100_000);
+  };
+  child.stdout.on('data', keep);
+  child.stderr.on('data', keep);
+  child.output = () => out;
+  return { child, ports };
+}
+
+/** Children of a process (from /proc). */
+export function childPids(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    const found = [];
+    for (const d of readdirSync('/proc')) {
+      if (!/^\d+$/.test(d)) continue;
+      try {
+        const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
+        if (Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === pid) found.push(Number(d));
+      } catch {
+        // gone
+      }
+    }
+    return found;
+  }
+}
+
+/** The process's command line, words separated by spaces. */
+export function cmdline(pid) {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+  } catch {
+    return '';
+  }
+}

@@ -1,0 +1,217 @@
+// JWT validation cost at the ingress gateway: requests per second through a gateway whose route needs a
+// RequestAuthentication-validated RS256 token (a valid one on every request) against the same route on a
+// gateway without RequestAuthentication, in the same run. Goal: ≥ 0.8×.
+//   node scripts/bench/jwt.mjs [--duration 10] [--connections 50] [--repeat 3] [--warmup 2] [--proxyCpu 1] [--loadCpu 0] [--noPin]
+//        [--cpuProf <dir>]   (gateways from dist/mesh.cjs under node --cpu-prof; profiles land in <dir>)
+//
+// One daemon (`dist/pilot-discovery discovery --configDir`) serves two Gateways on their own ports, selected
+// by the label `bench: plain` / `bench: jwt`, both routing everything to one backend; a RequestAuthentication
+// (issuer examples/claim-routing/issuer.mjs, JWKS fetched by the daemon and inlined) selects only the `jwt`
+// gateway. Both gateways (`pilot-agent proxy router --concurrency 1`, built-in engine) are pinned to
+// --proxyCpu and measured one after the other, alternating, --repeat times; the backend, daemon and the
+// autocannon process (../gateway/load.mjs) run on --loadCpu. Every jwt request must be answered 200, so a
+// token that stopped verifying shows as non-2xx, not as speed.
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, tmpdir } from 'node:os';
+import path from 'node:path';
+import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
+import { runLoad } from './gateway/load-run.mjs';
+import { childPids, cmdline, freePort, startGateway } from './gateway/mesh.mjs';
+import { cpuSeconds } from './xds-scale/proc.mjs';
+import { startDaemon } from './xds-scale/daemon.mjs';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
+
+function parseArgs(argv) {
+  const o = { duration: 10, connections: 50, repeat: 3, warmup: 2, proxyCpu: 1, loadCpu: 0, pin: availableParallelism() >= 2 };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const num = () => {
+      const v = Number(argv[++i]);
+      if (!Number.isFinite(v) || v < 0) throw new Error(`${a}: expected a non-negative number, got ${JSON.stringify(argv[i])}`);
+      return v;
+    };
+    switch (a) {
+      case '--duration': o.duration = num(); break;
+      case '--connections': o.connections = num(); break;
+      case '--repeat': o.repeat = num(); break;
+      case '--warmup': o.warmup = num(); break;
+      case '--proxyCpu': o.proxyCpu = num(); break;
+      case '--loadCpu': o.loadCpu = num(); break;
+      case '--noPin': o.pin = false; break;
+      case '--cpuProf': o.cpuProf = path.resolve(argv[++i]); break;
+      default: throw new Error(`unknown argument ${a}`);
+    }
+  }
+  return o;
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const pin = (cpu) => (opts.pin ? ['taskset', '-c', String(cpu)] : []);
+const children = [];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function waitFor(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) throw new Error(what());
+    await sleep(100);
+  }
+}
+
+function config(dir, ports, backendPort, issuer) {
+  const gateway = (name, port) => `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: ${name}, namespace: mesh-system}
+spec:
+  selector: {mesh: ingressgateway, bench: ${name}}
+  servers:
+  - port: {number: ${port}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [mesh-system/${name}]
+  http:
+  - route:
+    - destination: {host: backend.bench.svc.cluster.local, port: {number: 8000}}
+---
+`;
+  writeFileSync(
+    path.join(dir, 'bench.yaml'),
+    `${gateway('plain', ports.plain)}${gateway('jwt', ports.jwt)}apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: jwt, namespace: mesh-system}
+spec:
+  selector: {matchLabels: {bench: jwt}}
+  jwtRules:
+  - issuer: ${issuer.issuer}
+    jwksUri: ${issuer.jwksUri}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: bench}
+spec:
+  hosts: [backend.bench.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 8000, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1, ports: {http: ${backendPort}}}]
+`,
+  );
+}
+
+function load(url, o) {
+  return runLoad(url, o, pin(opts.loadCpu));
+}
+
+async function status(url, headers = {}) {
+  const r = await fetch(url, { headers, signal: AbortSignal.timeout(3000) });
+  await r.arrayBuffer();
+  return r.status;
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const binary = (name) => path.join(ROOT, 'dist', name);
+for (const b of ['pilot-discovery', 'pilot-agent']) if (!existsSync(binary(b))) throw new Error(`dist/${b} is missing: run npm run build first`);
+
+const work = mkdtempSync(path.join(tmpdir(), 'mesh-jwt-bench-'));
+const issuer = await startIssuer({ port: 0 });
+try {
+  const backend = spawn(...(() => {
+    const argv = [...pin(opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs')];
+    return [argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] }];
+  })());
+  children.push(backend);
+  let bout = '';
+  backend.stdout.on('data', (d) => (bout += d));
+  await waitFor(() => /listening (\d+)/.test(bout), 10_000, () => `the backend did not start: ${bout}`);
+  const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
+
+  const ports = { plain: await freePort(), jwt: await freePort() };
+  const configDir = path.join(work, 'config');
+  mkdirSync(configDir);
+  config(configDir, ports, backendPort, issuer);
+  const daemon = await startDaemon([...pin(opts.loadCpu), binary('pilot-discovery')], ['--configDir', configDir]);
+  children.push(daemon.child);
+
+  const gateways = {};
+  for (const name of ['plain', 'jwt']) {
+    const dir = path.join(work, name);
+    mkdirSync(dir);
+    const g = await startGateway({
+      // The agent hands its node flags to the engine it starts, so both write profiles.
+      command: opts.cpuProf
+        ? [...pin(opts.proxyCpu), process.execPath, '--cpu-prof', `--cpu-prof-dir=${path.join(opts.cpuProf, name)}`, binary('mesh.cjs'), 'pilot-agent']
+        : [...pin(opts.proxyCpu), binary('pilot-agent')],
+      dir,
+      discovery: daemon.grpc,
+      extraEnv: {
+        POD_NAME: `gw-${name}-0`,
+        MESH_METAJSON_LABELS: JSON.stringify({ mesh: 'ingressgateway', bench: name }),
+      },
+    });
+    children.push(g.child);
+    gateways[name] = g;
+    await waitFor(async () => (await status(`http://127.0.0.1:${g.ports.status}/healthz/ready`)) === 200, 60_000, () => `gateway ${name} not ready:\n${g.child.output()}`);
+    g.engine = childPids(g.child.pid).find((pid) => / envoy /.test(` ${cmdline(pid)} `));
+    if (!g.engine) throw new Error(`cannot find the engine process of gateway ${name}`);
+  }
+  const token = await issuer.mint({ groups: ['group1'], sub: 'bench' });
+  const auth = { authorization: `Bearer ${token}` };
+  const plainUrl = `http://127.0.0.1:${ports.plain}/`;
+  const jwtUrl = `http://127.0.0.1:${ports.jwt}/`;
+  // The gateway's first listener may carry the reject-all keys until the daemon's fetch lands.
+  await waitFor(async () => (await status(jwtUrl, auth)) === 200, 30_000, () => 'a valid token never passed the jwt gateway');
+  const bad = await status(jwtUrl, { authorization: `Bearer ${await issuer.mintBadSignature()}` });
+  if (bad !== 401) throw new Error(`a bad signature got ${bad} at the jwt gateway, expected 401: not validating`);
+
+  console.log(`jwt: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; gateways pinned to cpu ${opts.proxyCpu}${opts.pin ? '' : ' (not pinned)'}`);
+  console.log(`load: autocannon, ${opts.connections} connections, ${opts.duration} s (+${opts.warmup} s warm-up) per run, ${opts.repeat} alternating rounds`);
+  // Requests per second of the engine's own CPU time as well: on two cores the load generator shares a core
+  // with the backend and may saturate first, and a token makes every request ~700 bytes bigger for it too.
+  const measure = async (name, url, headers) => {
+    const engine = gateways[name].engine;
+    const cpu0 = cpuSeconds(engine);
+    const r = await load(url, { connections: opts.connections, duration: opts.duration, warmup: opts.warmup, ...(headers ? { headers } : {}) });
+    const busy = (cpuSeconds(engine) - cpu0) / (opts.duration + opts.warmup);
+    return { ...r, perCore: r.rps / Math.max(busy, 1e-9), busy };
+  };
+  const rounds = [];
+  for (let r = 0; r < opts.repeat; r++) {
+    const plain = await measure('plain', plainUrl);
+    const jwt = await measure('jwt', jwtUrl, auth);
+    if (jwt.non2xx > 0 || jwt.errors > 0) throw new Error(`round ${r + 1}: ${jwt.non2xx} non-2xx and ${jwt.errors} errors with a valid token`);
+    rounds.push({ plain, jwt });
+    console.log(
+      `  round ${r + 1}: no RequestAuthentication ${plain.rps.toFixed(0)} rps (engine ${(plain.busy * 100).toFixed(0)} % busy, ${plain.perCore.toFixed(0)} per core-second); ` +
+        `valid RS256 token ${jwt.rps.toFixed(0)} rps (engine ${(jwt.busy * 100).toFixed(0)} % busy, ${jwt.perCore.toFixed(0)} per core-second); ${(jwt.rps / plain.rps).toFixed(2)}× rps, ${(jwt.perCore / plain.perCore).toFixed(2)}× per core`,
+    );
+  }
+  const m = (f) => median(rounds.map(f));
+  console.log(`\n| route | rps (median) | per engine core-second | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|`);
+  console.log(`| no RequestAuthentication | ${m((x) => x.plain.rps).toFixed(0)} | ${m((x) => x.plain.perCore).toFixed(0)} | ${m((x) => x.plain.latency.p50).toFixed(2)} | ${m((x) => x.plain.latency.p99).toFixed(2)} |`);
+  console.log(`| valid RS256 token on every request | ${m((x) => x.jwt.rps).toFixed(0)} | ${m((x) => x.jwt.perCore).toFixed(0)} | ${m((x) => x.jwt.latency.p50).toFixed(2)} | ${m((x) => x.jwt.latency.p99).toFixed(2)} |`);
+  const ratio = m((x) => x.jwt.rps / x.plain.rps);
+  const perCore = m((x) => x.jwt.perCore / x.plain.perCore);
+  console.log(`\nratio (medians of per-round ratios): ${ratio.toFixed(2)}× rps, ${perCore.toFixed(2)}× per engine core-second — goal ≥ 0.8×: ${ratio >= 0.8 ? 'met' : perCore >= 0.8 ? 'met per core (rps limited by the shared load core)' : 'NOT met'}`);
+} finally {
+  for (const c of children.reverse()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  await sleep(500);
+  await issuer.close();
+  rmSync(work, { recursive: true, force: true });
+}
