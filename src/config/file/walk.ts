@@ -2,7 +2,7 @@
 // skipping hidden entries (dot files, editor locks, Kubernetes ConfigMap `..data` internals) and
 // editor temporaries. Symbolic links are followed (ConfigMap mounts are links), with a guard
 // against directory cycles.
-import { promises as fs } from 'node:fs';
+import { promises as fs, type BigIntStats } from 'node:fs';
 import * as path from 'node:path';
 
 const EXTENSIONS = new Set(['.yaml', '.yml', '.json']);
@@ -64,6 +64,14 @@ export async function scanTree(root: string): Promise<Scan> {
       return;
     }
     entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    // A directory of a thousand files is stat'ed concurrently (one at a time costs a thread-pool round trip
+    // each, and every change rescans); results are still recorded in name order.
+    const stats = new Map<string, Promise<BigIntStats | undefined>>();
+    for (const ent of entries) {
+      if (!ent.name.startsWith('.') && ent.isFile() && isConfigFileName(ent.name)) {
+        stats.set(ent.name, fs.stat(path.join(dirAbs, ent.name), { bigint: true }).catch(() => undefined));
+      }
+    }
     for (const ent of entries) {
       if (ent.name.startsWith('.')) continue;
       const abs = path.join(dirAbs, ent.name);
@@ -82,12 +90,9 @@ export async function scanTree(root: string): Promise<Scan> {
       if (isDir) {
         await visit(abs, rel, false);
       } else if (isFile && isConfigFileName(ent.name)) {
-        try {
-          const st = await fs.stat(abs, { bigint: true });
-          files.set(rel, { rel, abs, dev: st.dev, ino: st.ino, size: st.size, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs });
-        } catch {
-          // removed between readdir and stat
-        }
+        const st = await (stats.get(ent.name) ?? fs.stat(abs, { bigint: true }).catch(() => undefined));
+        // undefined: removed between readdir and stat
+        if (st) files.set(rel, { rel, abs, dev: st.dev, ino: st.ino, size: st.size, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs });
       }
     }
   }
