@@ -37,6 +37,8 @@ export type ListenerClass = 'gateway' | 'sidecarOutbound' | 'sidecarInbound';
 export interface SecurityFilterBuilders {
   authn?: (proxy: Proxy, push: PushContext, cls: ListenerClass) => HttpFilter[];
   authz?: (proxy: Proxy, push: PushContext, cls: ListenerClass) => HttpFilter[];
+  /** Network (TCP) RBAC filters placed before tcp_proxy on inbound and gateway TCP filter chains. */
+  authzTcp?: (proxy: Proxy, push: PushContext, cls: ListenerClass) => Filter[];
 }
 
 /** Istio names Envoy's `server` header `istio-envoy` on gateways and inbound. */
@@ -117,6 +119,16 @@ export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOpt
 
 export function hcmFilter(config: Any): Filter {
   return create(FilterSchema, { name: WK.hcm, configType: { case: 'typedConfig', value: config } });
+}
+
+/**
+ * The network filters in front of tcp_proxy on a TCP filter chain: authorization where traffic enters
+ * a workload (gateway, sidecar inbound), nothing on sidecar outbound (Istio buildInboundNetworkFilters,
+ * buildGatewayListeners).
+ */
+export function tcpSecurityFilters(proxy: Proxy, push: PushContext, cls: ListenerClass, security: SecurityFilterBuilders | undefined): Filter[] {
+  if (cls === 'sidecarOutbound') return [];
+  return security?.authzTcp?.(proxy, push, cls) ?? [];
 }
 
 export interface WeightedDestination {

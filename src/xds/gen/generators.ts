@@ -46,26 +46,15 @@ function filterByWatch(resources: Resource[], w: WatchedResource): Resource[] {
 // ---------------------------------------------------------------------------------------------
 // CDS
 
-export function buildClusters(proxy: Proxy, push: PushContext): Cluster[] {
-  return uniqueByName([...outboundClusters(proxy, push), ...localClusters(proxy, push)]);
-}
-
 /** Two services with one hostname (Istio pilot_duplicate_proxy_clusters): the first cluster of a name wins. */
 function uniqueByName<T extends { name: string }>(items: readonly T[]): T[] {
   const seen = new Set<string>();
   return items.filter((c) => !seen.has(c.name) && (seen.add(c.name), true));
 }
 
-function outboundClusters(proxy: Proxy, push: PushContext): Cluster[] {
-  const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
-  const out: Cluster[] = [];
-  for (const svc of push.servicesForProxy(proxy)) for (const p of svc.ports) out.push(...buildOutboundClusters(svc, p, ctx));
-  return out;
-}
-
 const packedClusters = new TwoGenerationCache<readonly Resource[]>();
 
-/** outboundClusters, packed, reusing clusters whose inputs did not change since the last push. */
+/** The proxy's outbound clusters (every visible service port), packed, reusing clusters whose inputs did not change since the last push. */
 function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
   packedClusters.nextPush(push.version);
   const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
@@ -77,16 +66,6 @@ function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
       out.push(...packedClusters.get(key, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
     }
   }
-  return out;
-}
-
-/** Inbound clusters (from the proxy's own service targets) and the special clusters. */
-function localClusters(proxy: Proxy, push: PushContext): Cluster[] {
-  const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
-  if (proxy.type !== 'sidecar') return [buildBlackHoleCluster(ctx)];
-  const out: Cluster[] = [];
-  for (const t of push.serviceTargets(proxy)) if (t.port.protocol !== 'UDP') out.push(buildInboundCluster(t.service, t.port, t.targetPort, ctx));
-  out.push(buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx));
   return out;
 }
 

@@ -24,7 +24,7 @@ import {
   VIRTUAL_OUTBOUND_LISTENER,
   WK,
 } from './common';
-import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, routerFilter, tcpProxyFilter, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
+import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
 import { defaultInboundRoute, destinationCluster } from './route';
 import { splitHostPort } from './rds';
 import { downstreamTransportSocket } from './tls';
@@ -49,6 +49,8 @@ function tcpDestinations(push: PushContext, proxy: Proxy, routes: Array<{ destin
 function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, servers: GatewayServer[], opts: ListenerBuildOptions): FilterChain[] {
   const chains: FilterChain[] = [];
   const first = servers[0]!;
+  // Every TCP chain of a gateway (TLS passthrough, TCP, TLS terminated to TCP) gets the authz filters.
+  const tcpFilters = (dests: WeightedDestination[]) => [...tcpSecurityFilters(proxy, push, 'gateway', opts.security), tcpProxyFilter(dests[0]!.cluster, dests)];
   if (first.routeName && !first.server.tls) {
     // plain HTTP servers of a port share one chain and the route `http.<port>`
     const hcm = httpConnectionManager(proxy, push, { statPrefix: `outbound_${listenerName}`, cls: 'gateway', rds: first.routeName, ...(opts.security ? { security: opts.security } : {}) });
@@ -86,7 +88,7 @@ function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, se
             if (names.length === 0) continue; // Envoy rejects two chains with the same SNI match
             for (const n of names) sniSeen.add(n);
             const dests = tcpDestinations(push, proxy, t.route, s.port.number);
-            chains.push(create(FilterChainSchema, { filterChainMatch: { serverNames: names }, filters: [tcpProxyFilter(dests[0]!.cluster, dests)] }));
+            chains.push(create(FilterChainSchema, { filterChainMatch: { serverNames: names }, filters: tcpFilters(dests) }));
           }
         }
       }
@@ -100,7 +102,7 @@ function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, se
       chains.push(
         create(FilterChainSchema, {
           ...(s.tls ? { filterChainMatch: { serverNames: sni }, transportSocket: downstreamTransportSocket(s.tls, false) } : {}),
-          filters: [tcpProxyFilter(dests[0]!.cluster, dests)],
+          filters: tcpFilters(dests),
         }),
       );
       break;
@@ -180,14 +182,15 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
             }),
           ),
         ]
-      : [tcpProxyFilter(cluster, [{ cluster, weight: 100 }])];
+      : [...tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security), tcpProxyFilter(cluster, [{ cluster, weight: 100 }])];
     chains.push(create(FilterChainSchema, { name, filterChainMatch: { destinationPort: t.targetPort, transportProtocol: 'raw_buffer' }, filters }));
   }
   chains.push(
     create(FilterChainSchema, {
       name: VIRTUAL_INBOUND_LISTENER,
       filterChainMatch: { prefixRanges: [{ addressPrefix: '0.0.0.0', prefixLen: 0 }] },
-      filters: [tcpProxyFilter(INBOUND_PASSTHROUGH_CLUSTER, [{ cluster: INBOUND_PASSTHROUGH_CLUSTER, weight: 100 }])],
+      // Passthrough TCP enters the workload too: Istio's inbound passthrough chain carries the authz filters.
+      filters: [...tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security), tcpProxyFilter(INBOUND_PASSTHROUGH_CLUSTER, [{ cluster: INBOUND_PASSTHROUGH_CLUSTER, weight: 100 }])],
     }),
     create(FilterChainSchema, {
       name: 'virtualInbound-catchall-http',
@@ -272,11 +275,6 @@ function tcpRouteFor(push: PushContext, proxy: Proxy, svc: Service, port: number
     if (r) return tcpDestinations(push, proxy, r.route!, port);
   }
   return [{ cluster, weight: 100 }];
-}
-
-export function buildSidecarListeners(proxy: Proxy, push: PushContext, opts: ListenerBuildOptions = {}): Listener[] {
-  const [outbound, ...rest] = buildSidecarOutboundListeners(proxy, push, opts);
-  return [outbound!, virtualInbound(push, proxy, opts), ...rest];
 }
 
 /**
