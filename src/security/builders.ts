@@ -1,5 +1,6 @@
 // The security half of the generators: jwt_authn and RBAC filters for the HTTP connection managers of
-// gateways and sidecar inbound listeners (Istio's authn/authz builders skip sidecar outbound), and the
+// gateways and sidecar inbound listeners, network RBAC filters for their TCP filter chains (Istio's
+// authn/authz builders skip sidecar outbound), and the
 // claim-header hook of the route generators.
 import type { Config } from '../config/types';
 import type { PushContext } from '../discovery/push-context';
@@ -8,7 +9,7 @@ import type { GeneratorOptions } from '../xds/gen/generators';
 import { goDurationMs } from '../xds/gen/common';
 import { planJwks } from './authn/jwks-source';
 import { jwtFilter } from './authn/jwt-filter';
-import { buildAuthzHttpFilters } from './authz/builder';
+import { buildAuthzHttpFilters, buildAuthzNetworkFilters } from './authz/builder';
 import { claimMetadataMatcherHook } from './claims';
 import type { JwksFetchMode } from './jwks/mode';
 import { DEFAULT_JWKS_TIMEOUT_MS, type JwksResolver } from './jwks/resolver';
@@ -27,6 +28,7 @@ export function securityFilterBuilders(ctx: SecurityContext): SecurityFilterBuil
       return f ? [f] : [];
     },
     authz: (proxy, push, cls) => (cls === 'sidecarOutbound' ? [] : buildAuthzHttpFilters(push.authorizationPolicies(proxy))),
+    authzTcp: (proxy, push, cls) => (cls === 'sidecarOutbound' ? [] : buildAuthzNetworkFilters(push.authorizationPolicies(proxy))),
   };
 }
 

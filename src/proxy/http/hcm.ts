@@ -38,7 +38,8 @@ import { portStart } from '../route/vhost';
 const kCtx = Symbol('mesh.connection');
 
 export interface TlsHooks {
-  onHandshake(): void;
+  /** Returning false closes the connection (a network filter in front of the HCM refused it). */
+  onHandshake(): boolean | void;
   onError(why: string): void;
 }
 
@@ -322,7 +323,10 @@ export class HcmRuntime {
       info.peerUriSans = v.peer.uriSans;
       info.peerDnsSans = v.peer.dnsSans;
       info.peerSubject = v.peer.subject;
-      p.hooks.onHandshake();
+      if (p.hooks.onHandshake() === false) {
+        t.destroy();
+        return;
+      }
       this.countConnection(t, info.alpn === 'h2');
       (t as unknown as Record<symbol, unknown>)[kCtx] = p.ctx;
       this.pendingSessionCtx = p.ctx;

@@ -84,6 +84,20 @@ export function listenerStatPrefix(l: Listener, addr: { host: string; port: numb
   return addr.host.includes(':') ? `[${addr.host}]_${addr.port}` : `${addr.host}_${addr.port}`;
 }
 
+/**
+ * Node sets `authorized` / `authorizationError` only on sockets a tls.Server accepted; a TLSSocket
+ * wrapped around an accepted socket (TLS in front of tcp_proxy) must read OpenSSL's verdict itself,
+ * or every client certificate would look unverified.
+ */
+function recordChainVerification(t: tls.TLSSocket, requested: boolean): void {
+  if (!requested) return;
+  const handle = (t as unknown as { _handle?: { verifyError?: () => (Error & { code?: string }) | null } })._handle;
+  const err = handle?.verifyError?.();
+  // Node itself stores the OpenSSL code string here despite the Error typing
+  if (err) (t as unknown as { authorizationError: string }).authorizationError = err.code ?? err.message;
+  else if (handle?.verifyError) t.authorized = true;
+}
+
 export class ListenerRuntime {
   readonly address: { host: string; port: number; pipe?: string; ipv4Compat?: boolean };
   readonly chains: CompiledChain[];
@@ -388,13 +402,15 @@ export class ListenerRuntime {
   }
 
   private dispatch(socket: net.Socket, chain: CompiledChain, info: DownstreamConnectionInfo, sniffed: Sniffed | undefined): void {
-    for (const r of chain.rbac) {
-      if (!r.check(info)) {
+    // Network filters see the connection after the transport socket: on TLS chains the peer
+    // certificate is known only once the handshake is done, so RBAC runs there.
+    const rbacAllows = (): boolean => chain.rbac.every((r) => r.check(info));
+    if (!chain.tls) {
+      if (!rbacAllows()) {
+        this.log.debug(`closing connection from ${info.remoteAddress}: rbac denied`);
         socket.destroy();
         return;
       }
-    }
-    if (!chain.tls) {
       if (chain.tcp) {
         chain.tcp.handle(socket, undefined, info);
         return;
@@ -411,7 +427,10 @@ export class ListenerRuntime {
     }
     if (chain.hcm) {
       chain.hcm.serveTls(socket, { info, draining: () => this.isDraining() }, ctx, {
-        onHandshake: () => this.stats.sslHandshake.inc(),
+        onHandshake: () => {
+          this.stats.sslHandshake.inc();
+          return rbacAllows();
+        },
         onError: (why) => {
           this.stats.sslError.inc();
           this.log.debug(`TLS error from ${info.remoteAddress}: ${why}`);
@@ -445,6 +464,7 @@ export class ListenerRuntime {
       this.stats.sslHandshake.inc();
       info.tls = true;
       info.alpn = typeof t.alpnProtocol === 'string' ? t.alpnProtocol : '';
+      recordChainVerification(t, o.requestCert ?? false);
       const v = ctx.verifyPeer(t);
       if (v.error) {
         this.stats.sslError.inc();
@@ -457,6 +477,11 @@ export class ListenerRuntime {
       info.peerUriSans = v.peer.uriSans;
       info.peerDnsSans = v.peer.dnsSans;
       info.peerSubject = v.peer.subject;
+      if (!rbacAllows()) {
+        this.log.debug(`closing connection from ${info.remoteAddress}: rbac denied`);
+        t.destroy();
+        return;
+      }
       chain.tcp!.handle(t, undefined, info);
     });
   }

@@ -16,6 +16,18 @@ import { StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { connectUpstream } from '../upstream/pool';
 
+/** Envoy statPrefixJoin: `a.` + `b` and `a` + `b` both give `a.b`. */
+function statPrefixJoin(prefix: string, token: string): string {
+  if (prefix === '') return token;
+  return prefix.endsWith('.') ? `${prefix}${token}` : `${prefix}.${token}`;
+}
+
+/**
+ * envoy.filters.network.rbac: connection attributes only (addresses, ports, SNI, peer certificate).
+ * Envoy decides on the first bytes (ONE_TIME_ON_FIRST_BYTE) or on every read (CONTINUOUS); since
+ * nothing it looks at changes during a connection, both come down to one decision per connection,
+ * taken here once the connection (and its TLS handshake, if any) is established.
+ */
 export class NetworkRbac {
   private readonly engine: RbacEngine | undefined;
   private readonly shadow: RbacEngine | undefined;
@@ -30,11 +42,12 @@ export class NetworkRbac {
     if (!r.statPrefix) throw new ConfigError(`${where}.stat_prefix: value length must be at least 1 characters`);
     this.engine = r.rules ? new RbacEngine(r.rules, `${where}.rules`) : undefined;
     this.shadow = r.shadowRules ? new RbacEngine(r.shadowRules, `${where}.shadow_rules`) : undefined;
-    const s = stats.scope(`${r.statPrefix}rbac.`);
+    // Envoy generateStats: `<stat_prefix>rbac.` then the shadow rules' own prefix for shadow counters
+    const s = stats.scope(statPrefixJoin(r.statPrefix, 'rbac.'));
     this.allowed = s.counter('allowed');
     this.denied = s.counter('denied');
-    this.shadowAllowed = s.counter('shadow_allowed');
-    this.shadowDenied = s.counter('shadow_denied');
+    this.shadowAllowed = s.counter(`${r.shadowRulesStatPrefix}shadow_allowed`);
+    this.shadowDenied = s.counter(`${r.shadowRulesStatPrefix}shadow_denied`);
   }
   /** false = close the connection. */
   check(conn: DownstreamConnectionInfo): boolean {

@@ -1,12 +1,15 @@
-// AuthorizationPolicies of a workload → RBAC HTTP filters in Istio's order and shape
-// (pilot/pkg/security/authz/builder): one filter per action present, AUDIT (LOG) then DENY then ALLOW,
+// AuthorizationPolicies of a workload → RBAC HTTP filters and RBAC network filters (for TCP filter
+// chains) in Istio's order and shape (pilot/pkg/security/authz/builder): one filter per action present,
+// AUDIT (LOG) then DENY then ALLOW,
 // each holding one policy per rule named `ns[<ns>]-policy[<name>]-rule[<i>]`. Dry-run policies go to
 // shadow rules. A policy without rules gets a policy that never matches, so an ALLOW policy without
 // rules denies everything.
-import type { MessageInitShape } from '@bufbuild/protobuf';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Config } from '../../config/types';
 import { RBAC_Action, type RBACSchema as CoreRbacSchema } from '../../gen/envoy/config/rbac/v3/rbac_pb';
+import { FilterSchema, type Filter } from '../../gen/envoy/config/listener/v3/listener_components_pb';
 import { RBACSchema } from '../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb';
+import { RBACSchema as NetworkRBACSchema } from '../../gen/envoy/extensions/filters/network/rbac/v3/rbac_pb';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { registerScope } from '../../lib/log';
 import { pack } from '../../xds/gen/common';
@@ -16,6 +19,10 @@ import { generatePolicy, newModel, permissionAny, permissionNot, principalAny, p
 const log = registerScope('authorization', 'Istio Authorization Policy');
 
 export const RBAC_FILTER_NAME = 'envoy.filters.http.rbac';
+/** Istio wellknown.RoleBasedAccessControl: the network (TCP) RBAC filter. */
+export const RBAC_NETWORK_FILTER_NAME = 'envoy.filters.network.rbac';
+/** Istio authzmodel.RBACTCPFilterStatPrefix: the network filter's stats are `tcp.rbac.*`. */
+export const RBAC_TCP_FILTER_STAT_PREFIX = 'tcp.';
 export const SHADOW_RULES_ALLOW_STAT_PREFIX = 'istio_dry_run_allow_';
 export const SHADOW_RULES_DENY_STAT_PREFIX = 'istio_dry_run_deny_';
 /** Istio's annotation and ours marking a policy as dry-run. */
@@ -54,9 +61,20 @@ function shadowStatPrefix(action: RbacAction): string {
   return action === 'ALLOW' ? SHADOW_RULES_ALLOW_STAT_PREFIX : action === 'DENY' ? SHADOW_RULES_DENY_STAT_PREFIX : '';
 }
 
-/** Istio Builder.build for one action: the enforced and the dry-run rule sets. */
-function buildAction(policies: readonly Config<'AuthorizationPolicy'>[], action: RbacAction): HttpFilter | undefined {
+interface BuiltRules {
+  rules?: RbacInit;
+  shadowRules?: RbacInit;
+  shadowRulesStatPrefix: string;
+}
+
+/**
+ * Istio Builder.build for one action: the enforced and the dry-run rule sets. With `forTCP`, HTTP-only
+ * conditions make an ALLOW rule disappear (a smaller allow) and are dropped from DENY/AUDIT rules (a
+ * wider deny), as Istio's model does.
+ */
+function buildAction(policies: readonly Config<'AuthorizationPolicy'>[], action: RbacAction, forTCP: boolean): BuiltRules | undefined {
   if (policies.length === 0) return undefined;
+  const chain = forTCP ? 'TCP' : 'HTTP';
   const enforce: RbacInit = { action: ACTIONS[action], policies: {} };
   const shadow: RbacInit = { action: ACTIONS[action], policies: {} };
   let hasEnforce = false;
@@ -74,21 +92,36 @@ function buildAction(policies: readonly Config<'AuthorizationPolicy'>[], action:
         return;
       }
       try {
-        target.policies![name] = generatePolicy(newModel(p.meta.namespace, rule), action);
-        log.debug(`generated config from rule ${name} on HTTP filter chain successfully`);
+        target.policies![name] = generatePolicy(newModel(p.meta.namespace, rule, forTCP), action);
+        log.debug(`generated config from rule ${name} on ${chain} filter chain successfully`);
       } catch (e) {
-        log.debug(`skipped rule ${name}: ${(e as Error).message}`);
+        log.debug(`skipped rule ${name} on ${chain} filter chain: ${(e as Error).message}`);
       }
     });
     if (rules.length === 0) target.policies![policyName(p.meta.namespace, p.meta.name, 0)] = policyMatchNever();
   }
-  const config: MessageInitShape<typeof RBACSchema> = {};
-  if (hasEnforce) config.rules = enforce;
-  if (hasShadow) config.shadowRules = shadow;
-  // Istio derives the prefix from the shadow rules' action, and an absent rule set reads as ALLOW, so
-  // every filter without dry-run policies carries the ALLOW prefix.
-  config.shadowRulesStatPrefix = shadowStatPrefix(hasShadow ? action : 'ALLOW');
-  return httpFilter(RBAC_FILTER_NAME, pack(RBACSchema, config));
+  return {
+    ...(hasEnforce ? { rules: enforce } : {}),
+    ...(hasShadow ? { shadowRules: shadow } : {}),
+    // Istio derives the prefix from the shadow rules' action, and an absent rule set reads as ALLOW, so
+    // every filter without dry-run policies carries the ALLOW prefix.
+    shadowRulesStatPrefix: shadowStatPrefix(hasShadow ? action : 'ALLOW'),
+  };
+}
+
+type ByAction = Record<RbacAction | 'CUSTOM', Config<'AuthorizationPolicy'>[]>;
+
+function byAction(policies: readonly Config<'AuthorizationPolicy'>[]): ByAction {
+  const by: ByAction = { ALLOW: [], DENY: [], AUDIT: [], CUSTOM: [] };
+  for (const p of policies) by[p.spec.action ?? 'ALLOW'].push(p);
+  return by;
+}
+
+/** Istio's rbacDefaultDenyAll for CUSTOM policies whose provider cannot be used; logs why. */
+function badCustomDenyRules(custom: readonly Config<'AuthorizationPolicy'>[], chain: 'HTTP' | 'TCP'): RbacInit {
+  const names = custom.map((p) => `${p.meta.namespace}/${p.meta.name} (provider ${JSON.stringify(p.spec.provider?.name ?? '')})`).join(', ');
+  log.error(`failed to process CUSTOM action on ${chain} filter chain: no extension provider is configured for ${names}; denying all ${chain === 'HTTP' ? 'requests' : 'connections'}`);
+  return { action: RBAC_Action.DENY, policies: { [DENY_ALL_BAD_CUSTOM_POLICY]: { permissions: [permissionAny()], principals: [principalAny()] } } };
 }
 
 /**
@@ -97,22 +130,35 @@ function buildAction(policies: readonly Config<'AuthorizationPolicy'>[], action:
  * they become one filter denying every request, placed first.
  */
 export function buildAuthzHttpFilters(policies: readonly Config<'AuthorizationPolicy'>[]): HttpFilter[] {
-  const by: Record<RbacAction | 'CUSTOM', Config<'AuthorizationPolicy'>[]> = { ALLOW: [], DENY: [], AUDIT: [], CUSTOM: [] };
-  for (const p of policies) by[p.spec.action ?? 'ALLOW'].push(p);
+  const by = byAction(policies);
   const out: HttpFilter[] = [];
-  if (by.CUSTOM.length > 0) {
-    const names = by.CUSTOM.map((p) => `${p.meta.namespace}/${p.meta.name} (provider ${JSON.stringify(p.spec.provider?.name ?? '')})`).join(', ');
-    log.error(`failed to process CUSTOM action: no extension provider is configured for ${names}; denying all requests`);
-    out.push(
-      httpFilter(
-        RBAC_FILTER_NAME,
-        pack(RBACSchema, { rules: { action: RBAC_Action.DENY, policies: { [DENY_ALL_BAD_CUSTOM_POLICY]: { permissions: [permissionAny()], principals: [principalAny()] } } } }),
-      ),
-    );
-  }
+  if (by.CUSTOM.length > 0) out.push(httpFilter(RBAC_FILTER_NAME, pack(RBACSchema, { rules: badCustomDenyRules(by.CUSTOM, 'HTTP') })));
   for (const action of ['AUDIT', 'DENY', 'ALLOW'] as const) {
-    const f = buildAction(by[action], action);
-    if (f) out.push(f);
+    const b = buildAction(by[action], action, false);
+    if (b) out.push(httpFilter(RBAC_FILTER_NAME, pack(RBACSchema, b)));
+  }
+  return out;
+}
+
+function networkRbacFilter(config: MessageInitShape<typeof NetworkRBACSchema>): Filter {
+  return create(FilterSchema, {
+    name: RBAC_NETWORK_FILTER_NAME,
+    configType: { case: 'typedConfig', value: pack(NetworkRBACSchema, { ...config, statPrefix: RBAC_TCP_FILTER_STAT_PREFIX }) },
+  });
+}
+
+/**
+ * The network RBAC filters (Istio Builder.BuildTCP) placed before tcp_proxy on the TCP filter chains of
+ * sidecar inbound listeners and gateways: same order, names and rule sets as the HTTP filters, built
+ * with the TCP model and the stat prefix `tcp.`.
+ */
+export function buildAuthzNetworkFilters(policies: readonly Config<'AuthorizationPolicy'>[]): Filter[] {
+  const by = byAction(policies);
+  const out: Filter[] = [];
+  if (by.CUSTOM.length > 0) out.push(networkRbacFilter({ rules: badCustomDenyRules(by.CUSTOM, 'TCP') }));
+  for (const action of ['AUDIT', 'DENY', 'ALLOW'] as const) {
+    const b = buildAction(by[action], action, true);
+    if (b) out.push(networkRbacFilter(b));
   }
   return out;
 }
