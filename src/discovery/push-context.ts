@@ -129,7 +129,7 @@ function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions):
     vsByGateway,
     destinationRules: new DestinationRuleIndex(store.list('DestinationRule'), opts.rootNamespace, opts.domain),
     gateways: store.list('Gateway').slice().sort(byAge),
-    sidecars: store.list('Sidecar').slice(),
+    sidecars: store.list('Sidecar').slice().sort(byAge),
     requestAuthentications: store.list('RequestAuthentication').slice(),
     authorizationPolicies: store.list('AuthorizationPolicy').slice(),
     peerAuthentications: store.list('PeerAuthentication').slice(),
@@ -165,6 +165,7 @@ export class PushContext {
   private labelKeysUsed: readonly string[] | undefined;
   private endpointsByAddress: Map<string, Array<{ service: Service; endpoint: Endpoint }>> | undefined;
   private readonly targets = new WeakMap<Proxy, ServiceTarget[]>();
+  private readonly selectedSidecars = new WeakMap<Proxy, Config<'Sidecar'> | null>();
 
   private constructor(
     private readonly cfg: ConfigIndex,
@@ -205,7 +206,7 @@ export class PushContext {
   sharedKey(proxy: Proxy): string {
     let k = this.sharedKeys.get(proxy);
     if (k !== undefined) return k;
-    const scope = proxy.type === 'sidecar' ? selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) : undefined;
+    const scope = this.sidecarOf(proxy);
     const keys = proxy.type === 'router' ? Object.keys(proxy.labels).sort() : this.selectorLabelKeys();
     const labels = keys.filter((l) => proxy.labels[l] !== undefined).map((l) => `${l}=${proxy.labels[l]}`).join(',');
     k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
@@ -366,9 +367,17 @@ export class PushContext {
     return g;
   }
 
+  /** The Sidecar resource selecting a sidecar proxy, chosen once per proxy and snapshot (memo null: none). */
+  private sidecarOf(proxy: Proxy): Config<'Sidecar'> | undefined {
+    if (proxy.type !== 'sidecar') return undefined;
+    let s = this.selectedSidecars.get(proxy);
+    if (s === undefined) this.selectedSidecars.set(proxy, (s = selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) ?? null));
+    return s ?? undefined;
+  }
+
   /** The proxy's Sidecar scope (memoised per namespace and selected Sidecar). */
   sidecarScope(proxy: Proxy): SidecarScope {
-    const sidecar = proxy.type === 'sidecar' ? selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) : undefined;
+    const sidecar = this.sidecarOf(proxy);
     const key = `${proxy.namespace}|${sidecar ? `${sidecar.meta.namespace}/${sidecar.meta.name}` : ''}`;
     let s = this.scopes.get(key);
     if (!s) {

@@ -79,6 +79,20 @@ t.test('Sidecar egress scoping and exportTo', async (t) => {
   t.same(push.servicesForProxy(other).map((s) => s.hostname), ['one.a.svc.cluster.local', 'two.b.svc.cluster.local'], 'no Sidecar: everything exported');
 });
 
+t.test('a Sidecar selecting workloads by labels never applies to the rest of its namespace', async (t) => {
+  const push = build([
+    svcEntry('a', 'one', 'one.a.svc.cluster.local'),
+    svcEntry('b', 'two', 'two.b.svc.cluster.local'),
+    cfg('Sidecar', 'a', 'special', { workloadSelector: { labels: { app: 'special' } }, egress: [{ hosts: ['b/*'] }] }),
+    cfg('Sidecar', 'mesh-system', 'default', { egress: [{ hosts: ['./*'] }] }),
+  ]);
+  const special = proxy('sidecar~10.0.0.6~s.a~a.svc.cluster.local', { LABELS: { app: 'special' } });
+  const plain = proxy('sidecar~10.0.0.5~p.a~a.svc.cluster.local', { LABELS: { app: 'plain' } });
+  t.same(push.servicesForProxy(special).map((s) => s.hostname), ['two.b.svc.cluster.local'], 'the selected workload');
+  t.same(push.servicesForProxy(plain).map((s) => s.hostname), ['one.a.svc.cluster.local'], "others get the root namespace's default (egress ./* = their own namespace)");
+  t.not(push.sharedKey(plain), push.sharedKey(special), 'different Sidecars: different shared output');
+});
+
 t.test('security policies: root namespace applies mesh-wide, selectors narrow', async (t) => {
   const push = build([
     cfg('RequestAuthentication', 'mesh-system', 'jwt', { selector: { matchLabels: { istio: 'ingressgateway' } }, jwtRules: [{ issuer: 'i' }] }),

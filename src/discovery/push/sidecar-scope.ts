@@ -7,7 +7,7 @@ import { hostMatches } from '../host';
 import { isEmptySelector, selectorMatches } from '../labels';
 import type { Service } from '../model';
 import { MESH_GATEWAY, type VirtualServiceEntry } from './virtualservice';
-import { byAge, isExportedTo } from './visibility';
+import { isExportedTo } from './visibility';
 
 export interface EgressHost {
   /** `*` any namespace, `~` none, or a namespace name (`.` already resolved). */
@@ -53,22 +53,34 @@ function egressAllows(hosts: readonly EgressHost[], namespace: string, hostnames
   return false;
 }
 
-/** The Sidecar that applies to a workload (oldest wins among equals, like Istio). */
+/** Sidecar's selector field is `labels` (Istio's networking WorkloadSelector); accept `matchLabels` too. */
+function selectorOf(s: Config<'Sidecar'>): Readonly<Record<string, string>> | undefined {
+  return s.spec.workloadSelector?.labels ?? s.spec.workloadSelector?.matchLabels;
+}
+
+/**
+ * The Sidecar that applies to a workload (oldest wins among equals, like Istio): one selecting the workload in
+ * its namespace, else the namespace's selector-less one, else the root namespace's selector-less one.
+ * `sidecars` must be sorted oldest first (PushContext keeps them so).
+ */
 export function selectSidecar(
   sidecars: readonly Config<'Sidecar'>[],
   namespace: string,
   labels: Readonly<Record<string, string>>,
   rootNamespace: string,
 ): Config<'Sidecar'> | undefined {
-  const sorted = [...sidecars].sort(byAge);
-  const inNs = sorted.filter((s) => s.meta.namespace === namespace);
-  // Sidecar's selector field is `labels` (Istio's networking WorkloadSelector); accept `matchLabels` too.
-  const selectorOf = (s: (typeof inNs)[number]) => s.spec.workloadSelector?.labels ?? s.spec.workloadSelector?.matchLabels;
-  const withSelector = inNs.find((s) => !isEmptySelector(selectorOf(s)) && selectorMatches(selectorOf(s), labels));
-  if (withSelector) return withSelector;
-  const nsWide = inNs.find((s) => isEmptySelector(s.spec.workloadSelector?.matchLabels));
-  if (nsWide) return nsWide;
-  return sorted.find((s) => s.meta.namespace === rootNamespace && isEmptySelector(s.spec.workloadSelector?.matchLabels));
+  let nsWide: Config<'Sidecar'> | undefined;
+  let rootWide: Config<'Sidecar'> | undefined;
+  for (const s of sidecars) {
+    const sel = selectorOf(s);
+    if (s.meta.namespace === namespace) {
+      if (isEmptySelector(sel)) nsWide ??= s;
+      else if (selectorMatches(sel, labels)) return s;
+    } else if (s.meta.namespace === rootNamespace && isEmptySelector(sel)) {
+      rootWide ??= s;
+    }
+  }
+  return nsWide ?? rootWide;
 }
 
 export function buildSidecarScope(
