@@ -19,16 +19,16 @@ export interface SecurityContext {
   resolver: JwksResolver;
 }
 
+/** Called only where traffic enters a workload (gateway, sidecar inbound): filters.ts decides placement. */
 export function securityFilterBuilders(ctx: SecurityContext): SecurityFilterBuilders {
   return {
     authn: (proxy, push, cls) => {
-      if (cls === 'sidecarOutbound') return [];
       // A gateway re-selects the route after validation so that claim matches see the payload.
       const f = jwtFilter(push.requestAuthentications(proxy), cls === 'gateway', { ...ctx, push });
       return f ? [f] : [];
     },
-    authz: (proxy, push, cls) => (cls === 'sidecarOutbound' ? [] : buildAuthzHttpFilters(push.authorizationPolicies(proxy))),
-    authzTcp: (proxy, push, cls) => (cls === 'sidecarOutbound' ? [] : buildAuthzNetworkFilters(push.authorizationPolicies(proxy))),
+    authz: (proxy, push) => buildAuthzHttpFilters(push.authorizationPolicies(proxy)),
+    authzTcp: (proxy, push) => buildAuthzNetworkFilters(push.authorizationPolicies(proxy)),
   };
 }
 
