@@ -3,7 +3,7 @@
 //   node scripts/bench/gateway.mjs [--duration 10] [--connections 50] [--rate 1000] [--rateConnections 1]
 //        [--rateDuration <duration>] [--warmup 2] [--repeat 1] [--targets direct,gateway,nginx]
 //        [--binary dist/mesh | path/to/mesh.cjs] [--backend raw|node] [--proxyCpu 1] [--loadCpu 0] [--noPin]
-//        [--cpuProf <dir>] [--keep]
+//        [--cpuProf <dir>] [--keep] [--routes prefix|regex]
 //
 // Processes, all on loopback with ephemeral ports: the backend (./gateway/backend.mjs, one small fixed
 // response); `pilot-discovery discovery --configDir` holding a Gateway, a VirtualService and a ServiceEntry +
@@ -40,7 +40,7 @@ function parseArgs(argv) {
   const o = {
     duration: 10, connections: 50, rate: 1000, rateConnections: 1, rateDuration: undefined, warmup: 2, repeat: 1,
     targets: ['direct', 'gateway', 'nginx'], binary: path.join(ROOT, 'dist', 'mesh'), backend: 'raw',
-    proxyCpu: 1, loadCpu: 0, pin: true, cpuProf: undefined, keep: false,
+    proxyCpu: 1, loadCpu: 0, pin: true, cpuProf: undefined, keep: false, routes: 'prefix',
   };
   const num = (name, v, min) => {
     const n = Number(v);
@@ -80,9 +80,14 @@ function parseArgs(argv) {
       case '--noPin': o.pin = false; break;
       case '--cpuProf': o.cpuProf = path.resolve(value()); break;
       case '--keep': o.keep = true; break;
+      case '--routes': {
+        o.routes = value();
+        if (!['prefix', 'regex'].includes(o.routes)) throw new Error(`--routes: expected prefix or regex, got '${o.routes}'`);
+        break;
+      }
       case '-h':
       case '--help':
-        console.log('usage: node scripts/bench/gateway.mjs [--duration s] [--connections n] [--rate rps] [--rateConnections n] [--rateDuration s] [--warmup s] [--repeat n] [--targets direct,gateway,nginx] [--binary dist/mesh|mesh.cjs] [--backend raw|node] [--proxyCpu n] [--loadCpu n] [--noPin] [--cpuProf dir] [--keep]');
+        console.log('usage: node scripts/bench/gateway.mjs [--duration s] [--connections n] [--rate rps] [--rateConnections n] [--rateDuration s] [--warmup s] [--repeat n] [--targets direct,gateway,nginx] [--binary dist/mesh|mesh.cjs] [--backend raw|node] [--proxyCpu n] [--loadCpu n] [--noPin] [--cpuProf dir] [--keep] [--routes prefix|regex]');
         process.exit(0);
         break;
       default:
@@ -228,7 +233,7 @@ async function main() {
   console.log(`gateway benchmark, node ${process.version}, ${ncpu} cpus (${model}), ${new Date().toISOString()}`);
   console.log(
     `saturating: ${opts.connections} connections × ${opts.duration} s; fixed rate: ${opts.rate} rps over ${opts.rateConnections} connection(s) × ${opts.rateDuration} s; warm-up ${opts.warmup} s; ` +
-      `${opts.repeat} round(s); backend ${opts.backend}; ${opts.pin ? `proxies on cpu ${opts.proxyCpu}, backend/discovery/load generator on cpu ${opts.loadCpu}` : 'not pinned'}`,
+      `${opts.repeat} round(s); backend ${opts.backend}; routes ${opts.routes}; ${opts.pin ? `proxies on cpu ${opts.proxyCpu}, backend/discovery/load generator on cpu ${opts.loadCpu}` : 'not pinned'}`,
   );
   console.log(`gateway: ${agentCommand.join(' ')}`);
 
@@ -242,7 +247,7 @@ async function main() {
     mkdirSync(configDir);
     mkdirSync(gwDir);
     const gwPort = await freePort();
-    writeGatewayConfig(configDir, gwPort, backend.port);
+    writeGatewayConfig(configDir, gwPort, backend.port, opts.routes);
     const daemon = await startDaemon([...pinPrefix(opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
     children.push(daemon.child);
     const gw = await startGateway({ command: [...pinPrefix(opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc });

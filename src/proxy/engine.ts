@@ -31,6 +31,7 @@ import { ClusterManager } from './upstream/cluster-manager';
 import { startUpstreamRequest } from './upstream/pool';
 import { dumpTypeRegistry, proxyTypeRegistry } from './registry';
 import { GrpcMux } from './xds/grpc-mux';
+import { searcher } from '../lib/re2';
 
 export const ENVOY_API_VERSION = '1.34.0';
 
@@ -294,7 +295,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
         return configDump({ bootstrap, startTime, clusters, listeners, routes, secrets }, dumpRegistry, {
           includeEds: q.has('include_eds'),
           ...(q.get('resource') ? { resource: q.get('resource')! } : {}),
-          ...(nameRe ? { nameRegex: new RegExp(nameRe) } : {}),
+          ...(nameRe ? { nameRegex: searcher(nameRe) } : {}),
         });
       },
       clustersText: () => clustersText(clusters.all()),

@@ -1,7 +1,7 @@
 // RE2 syntax check: Go's regexp accepts and rejects exactly these, with these messages
 // (regexp/syntax error codes; the offending text in backquotes).
 import t from 'tap';
-import { re2SyntaxError } from '../../src/config/validate/re2';
+import { re2SyntaxError } from '../../src/lib/re2';
 
 const accepted = [
   '^/api/v[0-9]+/.*$', '(?P<rest>.*)', '(?<name>x)', '(?i)admin', '(?i:a)b', '(?s).', '\\z', '\\A\\b\\B', '\\pL\\p{Greek}\\PN', '[[:alpha:]_]+',

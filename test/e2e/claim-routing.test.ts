@@ -3,12 +3,9 @@
 // of the table is a request with a real signed token (or none) at the gateway's listener; plus a key
 // rotation picked up after the refresh interval, and a key server that is down rejecting every token.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
-import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
-import { built, DIST } from '../helpers/binary';
-import { freePort, startDiscovery, summarize, tempDir, waitFor, type Discovery } from '../agent/helpers';
+import { built } from '../helpers/binary';
+import { summarize, waitFor, type Discovery } from '../agent/helpers';
+import { startGateway, type Reply } from '../helpers/gateway';
 // @ts-expect-error the demo's issuer is plain JavaScript
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 
@@ -84,75 +81,17 @@ spec:
 }
 
 interface Rig {
-  gwPort: number;
-  get: (p: string, token?: string) => Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>;
+  get: (p: string, token?: string) => Promise<Reply>;
   daemon: Discovery;
   agentOut: () => string;
 }
 
 async function rig(t: Test, issuer: Issuer, env: NodeJS.ProcessEnv = {}): Promise<Rig> {
-  const dir = tempDir(t, 'mesh-claims-');
-  const backend = http.createServer((req, res) => {
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ workload: 'demo', path: req.url, headers: req.headers }));
+  const gw = await startGateway(t, {
+    config: (p) => config({ gwPort: p.gw, backendPort: p.backend, jwksUri: issuer.jwksUri, issuer: issuer.issuer }),
+    daemonEnv: env,
   });
-  await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        backend.close(() => r());
-        backend.closeAllConnections(); // the gateway's pooled keep-alive connections
-      }),
-  );
-  const backendPort = (backend.address() as { port: number }).port;
-  const ports = { gw: await freePort(), grpc: await freePort(), status: await freePort(), admin: await freePort(), envoyStatus: await freePort(), envoyMetrics: await freePort() };
-  const configDir = path.join(dir, 'config');
-  fs.mkdirSync(configDir);
-  fs.writeFileSync(path.join(configDir, 'mesh.yaml'), config({ gwPort: ports.gw, backendPort, jwksUri: issuer.jwksUri, issuer: issuer.issuer }));
-  const daemon = await startDiscovery({ configDir, grpcPort: ports.grpc, env });
-  t.teardown(() => daemon.stop());
-  fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
-  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
-    cwd: dir,
-    env: {
-      PATH: process.env['PATH'],
-      HOME: process.env['HOME'],
-      POD_NAME: 'gateway-0',
-      POD_NAMESPACE: 'mesh-system',
-      INSTANCE_IP: '127.0.0.1',
-      MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
-      PROXY_STATUS_PORT: String(ports.envoyStatus),
-      PROXY_METRICS_PORT: String(ports.envoyMetrics),
-      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s' }),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  agent.stdout!.on('data', (d) => (out += d));
-  agent.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<void>((r) => agent.on('exit', () => r()));
-  t.teardown(async () => {
-    if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL');
-    await exited;
-  });
-  const get = (p: string, token?: string) =>
-    new Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port: ports.gw, path: p, headers: token ? { authorization: `Bearer ${token}` } : {}, agent: false }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d) => (body += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, headers: res.headers }));
-      });
-      req.on('error', reject);
-      req.setTimeout(10_000, () => req.destroy(new Error(`GET ${p} timed out`)));
-      req.end();
-    });
-  await waitFor(
-    async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`).then((r) => r.status).catch(() => 0)) === 200,
-    60_000,
-    () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${daemon.log()}`,
-  );
-  return { gwPort: ports.gw, get, daemon, agentOut: () => out };
+  return { get: (p, token) => gw.get(p, token ? { authorization: `Bearer ${token}` } : {}), daemon: gw.daemon, agentOut: gw.agentOut };
 }
 
 const now = () => Math.floor(Date.now() / 1000);

@@ -18,7 +18,19 @@ export function freePort() {
   });
 }
 
-export function writeGatewayConfig(dir, gatewayPort, backendPort) {
+/**
+ * `routes`: `prefix` routes everything with one catch-all route; `regex` puts the bench path behind ten
+ * RE2 routes that do not match and one that does, so the route hot path evaluates eleven regexes.
+ */
+function httpRoutes(routes) {
+  const dest = `    route:\n    - destination: {host: backend.bench.svc.cluster.local, port: {number: 8000}}\n`;
+  if (routes === 'prefix') return `  - route:\n    - destination: {host: backend.bench.svc.cluster.local, port: {number: 8000}}\n`;
+  let out = '';
+  for (let i = 0; i < 10; i++) out += `  - match: [{uri: {regex: "/api/v[0-9]+/item-${i}/[a-z0-9-]+(/.*)?"}}]\n${dest}`;
+  return `${out}  - match: [{uri: {regex: "/(bench|test)(/[a-z]+)*"}}]\n${dest}`;
+}
+
+export function writeGatewayConfig(dir, gatewayPort, backendPort, routes = 'prefix') {
   writeFileSync(
     path.join(dir, 'gateway.yaml'),
     `apiVersion: networking.istio.io/v1
@@ -37,9 +49,7 @@ spec:
   hosts: ["*"]
   gateways: [mesh-system/bench]
   http:
-  - route:
-    - destination: {host: backend.bench.svc.cluster.local, port: {number: 8000}}
-`,
+${httpRoutes(routes)}`,
   );
   writeFileSync(
     path.join(dir, 'backend.yaml'),

@@ -3,7 +3,7 @@
 import { parseDurationNs } from '../../lib/duration';
 import type { StringMatch, WorkloadSelector } from '../types';
 import { isDNS1123Label, validateLabels } from './names';
-import { re2SyntaxError } from './re2';
+import { re2SyntaxError } from '../../lib/re2';
 import { dot, key, type Report } from './report';
 
 const MS = 1_000_000n;

@@ -20,7 +20,7 @@ import { validateVirtualService } from './virtualservice';
 export type { FieldError } from '../errors';
 export type { ValidationResult } from './report';
 export { toRoutingClaim, type RoutingClaim, HEADER_JWT_CLAIM } from './claims';
-export { re2SyntaxError } from './re2';
+export { re2SyntaxError } from '../../lib/re2';
 export { hostMatches, hostSubsetOf } from './hosts';
 
 type Validator = (c: Config, r: Report) => void;

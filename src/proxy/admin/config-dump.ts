@@ -112,7 +112,7 @@ export function typeFirst(v: JsonValue): JsonValue {
 }
 
 /** The JSON body of /config_dump. Throws ConfigDumpError for an unknown `resource`. */
-export function configDump(src: DumpSources, registry: Registry, opts: { includeEds: boolean; resource?: string; nameRegex?: RegExp }): JsonValue {
+export function configDump(src: DumpSources, registry: Registry, opts: { includeEds: boolean; resource?: string; nameRegex?: (name: string) => boolean }): JsonValue {
   const dumps = build(src, opts.includeEds);
   if (!opts.resource) {
     const cd = create(ConfigDumpSchema, { configs: dumps.map((m) => pack(m, registry)) });
@@ -128,7 +128,7 @@ export function configDump(src: DumpSources, registry: Registry, opts: { include
     for (const item of (m as unknown as Record<string, Message[]>)[field.localName] ?? []) {
       if (opts.nameRegex) {
         const n = (item as unknown as { name?: string }).name;
-        if (n !== undefined && !opts.nameRegex.test(n)) continue;
+        if (n !== undefined && !opts.nameRegex(n)) continue;
       }
       items.push(anyPack(field.message, item as MessageShape<typeof field.message>));
     }

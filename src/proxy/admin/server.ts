@@ -4,7 +4,7 @@
 import http from 'node:http';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { LOG_LEVELS, parseLogLevel, type LoggerRegistry } from '../log';
-import { toJsRegExpSource } from '../matchers/regex';
+import { Re2SyntaxError, searcher } from '../../lib/re2';
 import { renderPrometheus, renderStatsJson, renderStatsText, type StatsQuery } from '../stats/render';
 import type { StatsStore } from '../stats/store';
 import type { TagProducer } from '../stats/tags';
@@ -50,12 +50,11 @@ export class AdminServer {
 
   constructor(private readonly h: AdminHandlers) {
     const stats = (q: URLSearchParams, res: http.ServerResponse, forceFormat?: string) => {
-      let filter: RegExp | undefined;
+      let filter: ((name: string) => boolean) | undefined;
       const f = q.get('filter');
       if (f) {
         try {
-          const src = toJsRegExpSource(f);
-          filter = new RegExp(src.source, src.flags);
+          filter = searcher(f);
         } catch (e) {
           send(res, 400, `Invalid re2 regex: ${(e as Error).message}\n`);
           return;
@@ -114,7 +113,8 @@ export class AdminServer {
           try {
             sendJson(res, h.configDump(q));
           } catch (e) {
-            send(res, 404, `${(e as Error).message}\n`);
+            if (e instanceof Re2SyntaxError) send(res, 400, `Error while parsing name_regex: ${e.message}\n`);
+            else send(res, 404, `${(e as Error).message}\n`);
           }
         },
       },

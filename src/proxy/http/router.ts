@@ -238,8 +238,7 @@ export class Router {
       const v = req.get(hr.header);
       if (v) req.authority = v;
     } else if (hr.kind === 'pathRegex') {
-      hr.re.lastIndex = 0;
-      req.authority = req.pathOnly().replace(hr.re, hr.sub);
+      req.authority = hr.replace(req.pathOnly());
     }
     // timeouts
     let timeoutMs = a.timeoutMs;

@@ -6,7 +6,7 @@ import type { StringMatcher, ListStringMatcher } from '../../gen/envoy/type/matc
 import type { ValueMatcher } from '../../gen/envoy/type/matcher/v3/value_pb';
 import type { MetadataMatcher } from '../../gen/envoy/type/matcher/v3/metadata_pb';
 import type { DoubleMatcher } from '../../gen/envoy/type/matcher/v3/number_pb';
-import { compileFullMatch } from './regex';
+import { fullMatcher } from '../../lib/re2';
 
 export type StringMatch = (value: string) => boolean;
 /** Dynamic metadata of a request: filter namespace → Struct as JSON. */
@@ -41,10 +41,8 @@ export function compileStringMatcher(m: StringMatcher | undefined, where: string
       const v = ic ? p.value.toLowerCase() : p.value;
       return ic ? (s) => s.toLowerCase().includes(v) : (s) => s.includes(v);
     }
-    case 'safeRegex': {
-      const re = compileRegex(p.value.regex, `${where}.safe_regex`);
-      return (s) => re.test(s);
-    }
+    case 'safeRegex':
+      return compileRegex(p.value.regex, `${where}.safe_regex`);
     case 'custom':
       throw new ConfigError(`${where}: custom string matcher '${p.value.name}' is not supported`);
     default:
@@ -52,9 +50,10 @@ export function compileStringMatcher(m: StringMatcher | undefined, where: string
   }
 }
 
-export function compileRegex(regex: string, where: string): RegExp {
+/** A full-match RE2 predicate, or a ConfigError naming where the bad pattern is. */
+export function compileRegex(regex: string, where: string): StringMatch {
   try {
-    return compileFullMatch(regex);
+    return fullMatcher(regex);
   } catch (e) {
     throw new ConfigError(`${where}: invalid regex '${regex}': ${(e as Error).message}`);
   }

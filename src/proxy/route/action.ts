@@ -11,7 +11,7 @@ import {
   type RouteAction,
   type WeightedCluster,
 } from '../../gen/envoy/config/route/v3/route_components_pb';
-import { compileGlobal, toJsReplacement } from '../matchers/regex';
+import { globalReplacer } from '../../lib/re2';
 import { ConfigError } from '../matchers/string';
 import type { RequestHeaders } from '../http/headers';
 import { compileHeaderOps } from './header-ops';
@@ -64,10 +64,10 @@ export function compileRetryPolicy(p: RetryProto | undefined, where: string): Re
   };
 }
 
-function regexRewrite(pattern: string | undefined, substitution: string, where: string): { re: RegExp; sub: string } {
+function regexRewrite(pattern: string | undefined, substitution: string, where: string): { replace: (path: string) => string } {
   if (pattern === undefined) throw new ConfigError(`${where}.pattern: is required`);
   try {
-    return { re: compileGlobal(pattern), sub: toJsReplacement(substitution) };
+    return { replace: globalReplacer(pattern, substitution) };
   } catch (e) {
     throw new ConfigError(`${where}.pattern: invalid regex '${pattern}': ${(e as Error).message}`);
   }
@@ -255,8 +255,7 @@ export function rewritePath(rw: PathRewrite, path: string, prefixLength: number)
   if (rw.kind === 'prefix') return rw.value + path.slice(prefixLength);
   const q = path.search(/[?#]/);
   const only = q >= 0 ? path.slice(0, q) : path;
-  rw.re.lastIndex = 0;
-  return only.replace(rw.re, rw.sub) + (q >= 0 ? path.slice(q) : '');
+  return rw.replace(only) + (q >= 0 ? path.slice(q) : '');
 }
 
 /** Envoy processRequestHost: the request's Host, minus a port the new scheme or port makes wrong. */

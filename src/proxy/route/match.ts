@@ -27,8 +27,7 @@ export function compileHeaderMatcher(m: HeaderMatcher, where: string): HeaderPre
       break;
     }
     case 'safeRegexMatch': {
-      const re = compileRegex(spec.value.regex, `${where}.safe_regex_match`);
-      test = (v) => re.test(v);
+      test = compileRegex(spec.value.regex, `${where}.safe_regex_match`);
       break;
     }
     case 'rangeMatch': {
@@ -138,7 +137,7 @@ export function compileRouteMatch(m: RouteMatch | undefined, where: string): Com
     }
     case 'safeRegex': {
       const re = compileRegex(ps.value.regex, `${where}.safe_regex`);
-      pathTest = (r) => re.test(r.headers.pathOnly());
+      pathTest = (r) => re(r.headers.pathOnly());
       prefixLength = (r) => r.headers.pathOnly().length;
       kind = 'regex';
       break;

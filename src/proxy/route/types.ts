@@ -52,12 +52,12 @@ export type HostRewrite =
   | { kind: 'literal'; value: string }
   | { kind: 'auto' }
   | { kind: 'header'; header: string }
-  | { kind: 'pathRegex'; re: RegExp; sub: string };
+  | { kind: 'pathRegex'; replace: (path: string) => string };
 
 export type PathRewrite =
   | { kind: 'none' }
   | { kind: 'prefix'; value: string }
-  | { kind: 'regex'; re: RegExp; sub: string };
+  | { kind: 'regex'; replace: (path: string) => string };
 
 export type HashPolicy =
   | { kind: 'header'; name: string; terminal: boolean }

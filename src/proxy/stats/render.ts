@@ -7,12 +7,13 @@ export const QUANTILES = [0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 1];
 
 export interface StatsQuery {
   usedOnly: boolean;
-  filter: RegExp | undefined;
+  /** RE2 partial match on the stat name (`?filter=`). */
+  filter: ((name: string) => boolean) | undefined;
 }
 
 function selected<T extends { name: string; used: boolean }>(xs: T[], q: StatsQuery): T[] {
   return xs
-    .filter((x) => (!q.usedOnly || x.used) && (!q.filter || q.filter.test(x.name)))
+    .filter((x) => (!q.usedOnly || x.used) && (!q.filter || q.filter(x.name)))
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 

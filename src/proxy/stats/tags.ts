@@ -2,7 +2,7 @@
 // group is cut out of the name, the second (or first) is the tag value. Defaults are Envoy's
 // well-known extractors; bootstrap `stats_config.stats_tags` add or replace them (Istio's bootstrap
 // replaces cluster_name etc. because its cluster names contain dots).
-import { toJsRegExpSource } from '../matchers/regex';
+import { compileRe2, searchGroups, type Re2 } from '../../lib/re2';
 
 export interface TagSpec {
   name: string;
@@ -12,7 +12,7 @@ export interface TagSpec {
 
 interface Extractor {
   name: string;
-  re?: RegExp;
+  re?: Re2;
   fixedValue?: string;
   /** Quick pre-filter like Envoy's substr. */
   substr?: string;
@@ -80,12 +80,12 @@ export class TagProducer {
         continue;
       }
       if (e.substr && !statName.includes(e.substr)) continue;
-      const m = e.re!.exec(statName) as (RegExpExecArray & { indices?: Array<[number, number] | undefined> }) | null;
-      if (!m || m[1] === undefined) continue;
-      const remove = m.indices?.[1];
-      const value = m.length > 2 && m[2] !== undefined ? m[2] : m[1];
+      const m = searchGroups(e.re!, statName);
+      const remove = m?.span(1);
+      if (!m || !remove) continue;
+      const value = (m.groupCount >= 2 ? m.group(2) : undefined) ?? m.group(1)!;
       tags.push([e.name, value]);
-      if (remove) cut.push(remove);
+      cut.push(remove);
     }
     let name = statName;
     if (cut.length > 0) {
@@ -108,21 +108,15 @@ export class TagProducer {
   }
 }
 
-const POSIX: Record<string, string> = { digit: '0-9', alpha: 'A-Za-z', alnum: '0-9A-Za-z', upper: 'A-Z', lower: 'a-z', space: '\\s', xdigit: '0-9A-Fa-f', word: '\\w' };
-
 /**
- * Envoy compiles custom stats_tags with std::regex (ECMAScript, so lookaheads work, as in Istio's
- * bootstrap) and its defaults with RE2: accept both, with POSIX classes rewritten for JavaScript.
+ * Envoy's own extractors are RE2; custom stats_tags (Istio's bootstrap) are held to RE2 too so that no
+ * configured pattern can backtrack (Istio's tags need nothing RE2 lacks).
  */
-function compile(regex: string, tag: string): RegExp {
+function compile(regex: string, tag: string): Re2 {
   try {
-    return new RegExp(toJsRegExpSource(regex).source, 'd');
-  } catch {
-    try {
-      return new RegExp(regex.replace(/\[:(\w+):\]/g, (m, n: string) => POSIX[n] ?? m), 'd');
-    } catch (e) {
-      throw new Error(`stats_tags: invalid regex for tag '${tag}': ${(e as Error).message}`);
-    }
+    return compileRe2(regex);
+  } catch (e) {
+    throw new Error(`stats_tags: invalid regex for tag '${tag}': ${(e as Error).message}`);
   }
 }
 
