@@ -44,6 +44,16 @@ const ap = (spec: Record<string, unknown>, meta = {}) => mk('AuthorizationPolicy
 const when = (key: string, values?: string[], notValues?: string[]) => ap({ rules: [{ when: [{ key, ...(values ? { values } : {}), ...(notValues ? { notValues } : {}) }] }] });
 
 t.test('AuthorizationPolicy', async (t) => {
+  // A misspelt field would turn a rule into a broader one (an ALLOW that allows everyone): rejected.
+  rejects(t, ap({ rules: [{ from: [{ source: { principal: ['cluster.local/ns/a/sa/b'] } }] }] }), [
+    [
+      'spec.rules[0].from[0].source.principal',
+      'unknown field "principal" in Source (known fields: principals, notPrincipals, requestPrincipals, notRequestPrincipals, namespaces, notNamespaces, serviceAccounts, notServiceAccounts, ipBlocks, notIpBlocks, remoteIpBlocks, notRemoteIpBlocks): a misspelt match condition would match more than intended',
+    ],
+  ]);
+  rejects(t, ap({ rules: [{ to: [{ operation: { path: ['/admin'] } }] }] }), [
+    ['spec.rules[0].to[0].operation.path', 'unknown field "path" in Operation (known fields: hosts, notHosts, ports, notPorts, methods, notMethods, paths, notPaths): a misspelt match condition would match more than intended'],
+  ]);
   accepts(t, ap({ selector: { matchLabels: { app: 'httpbin' } }, action: 'ALLOW', rules: [{ from: [{ source: { principals: ['cluster.local/ns/default/sa/sleep'] } }], to: [{ operation: { methods: ['GET'], paths: ['/info*'] } }], when: [{ key: 'request.auth.claims[iss]', values: ['https://accounts.google.com'] }] }] }), []);
   accepts(t, ap({}), [], 'ALLOW without rules (denies everything) is valid');
   rejects(t, ap({ action: 'DENY' }), [

@@ -115,6 +115,26 @@ t.test('hosts and gateways', async (t) => {
   accepts(t, vs({ hostz: ['x'], http: [{ route: [dest('a')] }] }), [['spec.hostz', 'unknown field "hostz"']]);
 });
 
+t.test('a misspelt match condition is rejected, never widened (issue 16)', async (t) => {
+  const widen = ': a misspelt match condition would match more than intended';
+  const sm = 'in StringMatch (known fields: exact, prefix, regex)';
+  rejects(t, vs({ hosts: ['*'], gateways: ['ns/gw'], http: [{ match: [{ headers: { '@request.auth.claims.groups': { exac: 'group1' } } }], route: [dest('a')] }] }), [
+    ['spec.http[0].match[0].headers[@request.auth.claims.groups].exac', `unknown field "exac" ${sm}${widen}`],
+  ]);
+  rejects(t, http({ match: [{ uri: { prefx: '/admin' } }], route: [dest('a')] }), [['spec.http[0].match[0].uri.prefx', `unknown field "prefx" ${sm}${widen}`]]);
+  rejects(t, http({ match: [{ withoutHeaders: { 'x-a': { Exact: 'a' } } }], route: [dest('a')] }), [['spec.http[0].match[0].withoutHeaders[x-a].Exact', `unknown field "Exact" ${sm}${widen}`]]);
+  rejects(t, http({ match: [{ header: { 'x-a': { exact: 'a' } } }], route: [dest('a')] }), [
+    ['spec.http[0].match[0].header', `unknown field "header" in HTTPMatchRequest (known fields: name, uri, scheme, method, authority, headers, port, sourceLabels, gateways, queryParams, ignoreUriCase, withoutHeaders, sourceNamespace, statPrefix)${widen}`],
+  ]);
+  rejects(t, vs({ hosts: ['a'], tcp: [{ match: [{ prot: 27017 }], route: [dest('a')] }] }), [
+    ['spec.tcp[0].match[0].prot', `unknown field "prot" in L4MatchAttributes (known fields: destinationSubnets, port, sourceLabels, gateways, sourceNamespace, sourceSubnet)${widen}`],
+  ]);
+  // Istio's explicit presence form: an empty StringMatch checks that the header is present.
+  accepts(t, http({ match: [{ headers: { 'x-a': {} } }], route: [dest('a')] }), [], 'presence form {}');
+  // Unknown fields elsewhere stay warnings, as Istio decodes them.
+  accepts(t, http({ route: [dest('a')], timeot: '1s' }), [['spec.http[0].timeot', 'unknown field "timeot"']]);
+});
+
 t.test('timeouts, retries, faults, mirrors, rewrites, headers, CORS', async (t) => {
   rejects(t, http({ route: [dest('a')], timeout: '0.5ms' }), [['spec.http[0].timeout', 'duration must be greater than 1ms']]);
   rejects(t, http({ route: [dest('a')], timeout: '1.5ms' }), [['spec.http[0].timeout', 'only durations to ms precision are supported']]);

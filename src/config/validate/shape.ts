@@ -2,6 +2,9 @@
 // decoding would insist on (lists are lists, ports are integers, enums are known names, one field
 // of a oneof). Semantic rules run only on specs that pass, so they can trust the types.
 // Unknown fields are warnings: Istio decodes with unknown fields allowed, but a typo deserves a word.
+// Match conditions are the exception: there a misspelt field silently widens what matches (`{exac: x}`
+// would become "header present"), so unknown fields in them are errors, as the API server's strict field
+// validation makes them on Kubernetes.
 import { DurationError, parseDurationNs } from '../../lib/duration';
 import { isObject, typeName } from '../values';
 import { at, dot, key, type Report } from './report';
@@ -15,7 +18,7 @@ export type Shape =
   | { t: 'enum'; values: readonly string[] }
   | { t: 'list'; of: Shape }
   | { t: 'map'; of: Shape; keys?: 'uint32' }
-  | { t: 'object'; fields: Readonly<Record<string, Shape>>; oneofs?: readonly (readonly string[])[] }
+  | { t: 'object'; fields: Readonly<Record<string, Shape>>; oneofs?: readonly (readonly string[])[]; strict?: string }
   | { t: 'intOrString' }
   | { t: 'any' };
 
@@ -33,6 +36,8 @@ export const en = (...values: string[]): Shape => ({ t: 'enum', values });
 export const list = (of: Shape): Shape => ({ t: 'list', of });
 export const map = (of: Shape, keys?: 'uint32'): Shape => (keys ? { t: 'map', of, keys } : { t: 'map', of });
 export const obj = (fields: Record<string, Shape>, oneofs?: string[][]): Shape => (oneofs ? { t: 'object', fields, oneofs } : { t: 'object', fields });
+/** An object whose unknown fields are errors: a match condition (`what` names it in the message). */
+export const matchObj = (what: string, fields: Record<string, Shape>, oneofs?: string[][]): Shape => ({ ...(obj(fields, oneofs) as Extract<Shape, { t: 'object' }>), strict: what });
 export const strs = list(str);
 export const strMap = map(str);
 
@@ -105,7 +110,10 @@ export function checkShape(value: unknown, shape: Shape, path: string, r: Report
       for (const [k, v] of Object.entries(value)) {
         const fs = shape.fields[k];
         if (!fs) {
-          r.warn(dot(path, k), `unknown field ${JSON.stringify(k)}`);
+          if (shape.strict !== undefined) {
+            const known = Object.keys(shape.fields).join(', ');
+            r.error(dot(path, k), `unknown field ${JSON.stringify(k)} in ${shape.strict} (known fields: ${known}): a misspelt match condition would match more than intended`);
+          } else r.warn(dot(path, k), `unknown field ${JSON.stringify(k)}`);
           continue;
         }
         checkShape(v, fs, dot(path, k), r);

@@ -1,7 +1,7 @@
 // The field shapes of every spec, after Istio's API protos (networking v1alpha3/v1, security v1,
 // type v1beta1) and the Kubernetes objects the registries read. Field names are the JSON names.
 import type { Kind } from '../types';
-import { any, bool, dur, en, i32, intOrString, list, map, num, obj, type Shape, str, strMap, strs, u32, u64 } from './shape';
+import { any, bool, dur, en, i32, intOrString, list, map, matchObj, num, obj, type Shape, str, strMap, strs, u32, u64 } from './shape';
 
 const percent = obj({ value: num });
 const uint32Value = u32; // google.protobuf.UInt32Value in JSON is the bare number
@@ -37,12 +37,12 @@ const gateway = obj({
   selector: strMap,
 });
 
-const stringMatch = obj({ exact: str, prefix: str, regex: str }, [['exact', 'prefix', 'regex']]);
+const stringMatch = matchObj('StringMatch', { exact: str, prefix: str, regex: str }, [['exact', 'prefix', 'regex']]);
 const destination = obj({ host: str, subset: str, port: portSelector });
 const headerOps = obj({ set: strMap, add: strMap, remove: strs });
 const headers = obj({ request: headerOps, response: headerOps });
 
-const httpMatch = obj({
+const httpMatch = matchObj('HTTPMatchRequest', {
   name: str,
   uri: stringMatch,
   scheme: stringMatch,
@@ -120,8 +120,8 @@ const virtualService = obj({
   hosts: strs,
   gateways: strs,
   http: list(httpRoute),
-  tls: list(obj({ match: list(obj({ ...l4Match, sniHosts: strs })), route: list(routeDestination) })),
-  tcp: list(obj({ match: list(obj({ ...l4Match, sourceSubnet: str })), route: list(routeDestination) })),
+  tls: list(obj({ match: list(matchObj('TLSMatchAttributes', { ...l4Match, sniHosts: strs })), route: list(routeDestination) })),
+  tcp: list(obj({ match: list(matchObj('L4MatchAttributes', { ...l4Match, sourceSubnet: str })), route: list(routeDestination) })),
   exportTo: strs,
 });
 
@@ -294,10 +294,10 @@ const authorizationPolicy = obj({
   targetRef: policyTargetRef,
   targetRefs: list(policyTargetRef),
   rules: list(
-    obj({
+    matchObj('Rule', {
       from: list(
-        obj({
-          source: obj({
+        matchObj('Rule.From', {
+          source: matchObj('Source', {
             principals: strs,
             notPrincipals: strs,
             requestPrincipals: strs,
@@ -314,11 +314,11 @@ const authorizationPolicy = obj({
         }),
       ),
       to: list(
-        obj({
-          operation: obj({ hosts: strs, notHosts: strs, ports: strs, notPorts: strs, methods: strs, notMethods: strs, paths: strs, notPaths: strs }),
+        matchObj('Rule.To', {
+          operation: matchObj('Operation', { hosts: strs, notHosts: strs, ports: strs, notPorts: strs, methods: strs, notMethods: strs, paths: strs, notPaths: strs }),
         }),
       ),
-      when: list(obj({ key: str, values: strs, notValues: strs })),
+      when: list(matchObj('Condition', { key: str, values: strs, notValues: strs })),
     }),
   ),
   action: en('ALLOW', 'DENY', 'AUDIT', 'CUSTOM'),
