@@ -4,9 +4,9 @@
 // binaries, so it is kept for cross-architecture release builds only (see README).
 //   node build.mjs            everything
 //   node build.mjs --bundle   only dist/mesh.cjs (fast, for development)
-import { build } from 'esbuild';
+import { build, buildSync } from 'esbuild';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, chmodSync, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import { copyFileSync, chmodSync, cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.dirname(new URL(import.meta.url).pathname);
@@ -46,6 +46,24 @@ async function bundle(info) {
     logLevel: 'warning',
   });
   writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));
+  writeFileSync(path.join(dist, 'THIRD_PARTY_NOTICES'), thirdPartyNotices(result.metafile));
+}
+
+/** Every npm package the bundle took code from, with its version, license and license text. */
+function thirdPartyNotices(metafile) {
+  const dirs = new Map();
+  for (const input of Object.keys(metafile.inputs)) {
+    const m = /^(.*node_modules\/(?:@[^/]+\/)?[^/]+)\//.exec(input);
+    if (m) dirs.set(m[1].replace(/^.*node_modules\//, ''), path.join(root, m[1]));
+  }
+  let out = 'Third-party software bundled into the mesh executable (from the esbuild metafile of this build).\n';
+  for (const [name, dir] of [...dirs].sort(([a], [b]) => a.localeCompare(b))) {
+    const p = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8'));
+    const file = readdirSync(dir).find((f) => /^(licen[cs]e|copying)(\.|$)/i.test(f));
+    const text = file ? readFileSync(path.join(dir, file), 'utf8').trim() : `(no license file in the package; package.json says ${p.license})`;
+    out += `\n${'='.repeat(100)}\n${name} ${p.version} — ${typeof p.license === 'string' ? p.license : JSON.stringify(p.license)}\n${'-'.repeat(100)}\n${text}\n`;
+  }
+  return out;
 }
 
 function sea() {
@@ -86,7 +104,13 @@ function tarball(info) {
   copyFileSync(path.join(dist, 'mesh'), path.join(stage, 'mesh'));
   chmodSync(path.join(stage, 'mesh'), 0o755);
   for (const l of PROGRAM_LINKS) symlinkSync('mesh', path.join(stage, l));
-  copyFileSync(path.join(root, 'README.md'), path.join(stage, 'README.md'));
+  for (const f of ['README.md', 'LICENSE', 'NOTICE']) copyFileSync(path.join(root, f), path.join(stage, f));
+  copyFileSync(path.join(dist, 'THIRD_PARTY_NOTICES'), path.join(stage, 'THIRD_PARTY_NOTICES'));
+  cpSync(path.join(root, 'examples'), path.join(stage, 'examples'), { recursive: true });
+  // The demo and the example token issuer need jose: bundled, they run with a plain `node`, no npm install.
+  const standalone = { bundle: true, platform: 'node', target: 'node20', format: 'esm', legalComments: 'none', logLevel: 'warning' };
+  buildSync({ ...standalone, entryPoints: [path.join(root, 'scripts/demo.mjs')], outfile: path.join(stage, 'demo.mjs') });
+  buildSync({ ...standalone, entryPoints: [path.join(root, 'examples/claim-routing/issuer.mjs')], outfile: path.join(stage, 'examples/claim-routing/issuer.mjs'), allowOverwrite: true });
   execFileSync('tar', ['-czf', path.join(dist, `${name}.tar.gz`), '-C', dist, name]);
   rmSync(stage, { recursive: true, force: true });
   return `${name}.tar.gz`;

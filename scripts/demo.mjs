@@ -1,17 +1,25 @@
 // The main job on loopback: JWT claim routing at an ingress gateway (doc 1). A token issuer with a JWKS
 // endpoint, the discovery daemon on examples/claim-routing, the httpbin-like sample workload and an ingress
 // gateway (`pilot-agent proxy router`), then ready-to-paste curl commands with real tokens.
-// `npm run demo -- gateway` runs the plain gateway example (examples/gateway) instead. Ctrl-C stops everything.
+// `npm run demo -- gateway` runs the plain gateway example (examples/gateway) instead. Ctrl-C stops everything
+// and removes what the demo created.
 //   npm run demo        (after npm run build)
+//   node demo.mjs       (in the release tarball, where this script sits beside the executable, bundled)
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
 
-const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
-const dist = path.join(root, 'dist');
+const here = path.dirname(new URL(import.meta.url).pathname);
+// The release tarball holds this script (bundled) beside the executable and examples/; a checkout has it
+// in scripts/ with the executable in dist/.
+const inTarball = existsSync(path.join(here, 'mesh')) && existsSync(path.join(here, 'examples'));
+const root = inTarball ? here : path.resolve(here, '..');
+const dist = inTarball ? here : path.join(root, 'dist');
 const children = [];
+const created = [];
+let issuer;
 
 function start(name, file, args, env = {}, cwd = root) {
   const child = spawn(file, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -28,10 +36,17 @@ function start(name, file, args, env = {}, cwd = root) {
 }
 
 let stopping = false;
-function stop(code = 0) {
+async function stop(code = 0) {
+  if (stopping) return;
   stopping = true;
+  const exits = children.filter((c) => c.exitCode === null && c.signalCode === null).map((c) => new Promise((r) => c.once('exit', r)));
   for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
-  setTimeout(() => process.exit(code), 1500).unref();
+  const force = setTimeout(() => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')), 5000);
+  await Promise.all(exits);
+  clearTimeout(force);
+  await issuer?.close();
+  for (const dir of created) rmSync(dir, { recursive: true, force: true });
+  process.exit(code);
 }
 process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
@@ -54,16 +69,19 @@ if (!['claim-routing', 'gateway'].includes(example)) {
   console.error(`unknown example ${JSON.stringify(example)}: claim-routing (default) or gateway`);
   process.exit(2);
 }
-const configDir = path.join(root, 'examples', example);
+const exampleDir = path.join(root, 'examples', example);
+// config/ holds only resources (what --configDir serves); mesh.yaml beside it is the gateway's mesh config.
+const configDir = path.join(exampleDir, 'config');
 // The daemon fetches the key set when it first generates the gateway's config: the issuer comes first.
-const issuer = example === 'claim-routing' ? await startIssuer({ port: 19443 }) : undefined;
+issuer = example === 'claim-routing' ? await startIssuer({ port: 19443 }) : undefined;
 
 start('httpbin', process.execPath, [path.join(root, 'examples/httpbin.mjs'), '19090']);
 start('discovery', path.join(dist, 'pilot-discovery'), ['discovery', '--configDir', configDir, '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014']);
 await waitReady('http://127.0.0.1:8080/ready', 'pilot-discovery');
 // The gateway's working directory holds its bootstrap and xDS socket, as a pod's would.
 const gwDir = mkdtempSync(path.join(tmpdir(), 'mesh-gateway-'));
-start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(configDir, 'mesh.yaml')], {
+created.push(gwDir);
+start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(exampleDir, 'mesh.yaml')], {
   POD_NAME: 'gateway-0',
   POD_NAMESPACE: 'mesh-system',
   INSTANCE_IP: '127.0.0.1',
@@ -80,7 +98,7 @@ if (issuer) {
 mesh is running on loopback: a token issuer (${issuer.jwksUri}), discovery (xDS :15010, debug :8080,
 metrics :15014), the ingress gateway (listener :18080, admin :15000, status :15020/:15021) and the httpbin
 sample (:19090). GET /headers is routed only for a valid token whose groups claim holds group1
-(examples/claim-routing/gateway.yaml); GET /get needs any valid token (authorizationpolicy.yaml). Try:
+(examples/claim-routing/config/gateway.yaml); GET /get needs any valid token (authorizationpolicy.yaml). Try:
 
   TOKEN=${good}
   curl -si http://127.0.0.1:18080/headers -H "Authorization: Bearer $TOKEN"   # 200 from the workload
@@ -105,8 +123,8 @@ mesh is running on loopback: discovery (xDS :15010, debug :8080, metrics :15014)
   curl -si http://127.0.0.1:18080/nowhere                # 404 from the gateway: no route
   curl -s http://127.0.0.1:15000/config_dump | head -40  # the gateway's config, Envoy's shape
   curl -s http://127.0.0.1:8080/debug/adsz               # the daemon's view of connected proxies
-  dist/pilot-agent request GET config_dump | head        # the same through the agent
-  edit examples/gateway/gateway.yaml (e.g. the /headers prefix) and curl again: no restart needed
+  ${inTarball ? './' : 'dist/'}pilot-agent request GET config_dump | head        # the same through the agent
+  edit examples/gateway/config/gateway.yaml (e.g. the /headers prefix) and curl again: no restart needed
 
 Ctrl-C stops everything.`);
 }

@@ -22,7 +22,7 @@ function isSea(): boolean {
 }
 
 function meshUsage(): string {
-  const rows = PROGRAMS.map((p) => `  ${p.word.padEnd(11)} ${p.short} (also: link as ${p.name})`).join('\n');
+  const rows = PROGRAMS.map((p) => `  ${p.word.padEnd(11)} ${p.short} (also: link as ${p.name}${p.istioName !== p.name ? ` or ${p.istioName}` : ''})`).join('\n');
   return (
     `mesh: one executable for the whole service mesh.\n\nUsage:\n  mesh [program] [arguments]\n\n` +
     `Available Programs:\n${rows}\n\nUse "mesh [program] --help" for more information about a program.\n`
@@ -32,7 +32,8 @@ function meshUsage(): string {
 export async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
-  const byName = programByInvocation(invocationName());
+  const invokedAs = invocationName();
+  const byName = programByInvocation(invokedAs);
   if (byName) return runProgram(await byName.load(), args, io);
   const byWord = programByWord(args[0]);
   if (byWord) return runProgram(await byWord.load(), args.slice(1), io);
@@ -40,7 +41,10 @@ export async function main(): Promise<number> {
     process.stdout.write(meshUsage());
     return 0;
   }
-  process.stderr.write(`Error: unknown program "${args[0]}" for "mesh"\nRun 'mesh --help' for usage.\n`);
+  // Any other link name falls back to first-word dispatch; say so when the word is not a program either.
+  const base = invokedAs.replace(/\.(c?js|exe)$/, '');
+  const hint = base !== 'mesh' && base !== '' ? ` (invoked as "${base}", which is not a program name: link as ${PROGRAMS.map((p) => p.name).join(', ')} or ${PROGRAMS.filter((p) => p.istioName !== p.name).map((p) => p.istioName).join(', ')}, or give the program as the first word)` : '';
+  process.stderr.write(`Error: unknown program "${args[0]}" for "mesh"${hint}\nRun 'mesh --help' for usage.\n`);
   return 1;
 }
 

@@ -74,7 +74,8 @@ export async function startIssuer({ port = 19443, host = '127.0.0.1', alg = 'RS2
   };
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+// Run as a program (not when imported, nor when bundled into the release tarball's demo.mjs).
+if (import.meta.url === `file://${process.argv[1]}` && process.argv[1]?.endsWith('issuer.mjs')) {
   const iss = await startIssuer({ port: Number(process.argv[2] ?? 19443) });
   console.log(`issuer ${iss.issuer}: JWKS at ${iss.jwksUri}`);
   console.log(`token with groups [group1]:\n${await iss.mint({ groups: ['group1'] })}`);

@@ -39,6 +39,29 @@ t.test('dispatch through each link in dist/, through a link elsewhere, and by fi
   t.match(bad.stderr, 'Error: unknown program "frobnicate" for "mesh"');
 });
 
+t.test("Istio's program names, and any other link name, as Istio users will link it", async (t) => {
+  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-istio-links-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  for (const [istio, ours] of [['istioctl', 'meshctl'], ['istiod', 'pilot-discovery'], ['istio-cni', 'install-cni']] as const) {
+    const link = path.join(tmp, istio);
+    symlinkSync(MESH, link);
+    const r = await exec(link, ['--help']);
+    t.equal(r.code, 0, `${istio} --help`);
+    t.match(r.stdout, new RegExp(`^  ${ours} \\[command\\]$`, 'm'), `${istio} is ${ours}`);
+  }
+  const v = await exec(path.join(tmp, 'istioctl'), ['version', '--remote=false']);
+  t.match(v.stdout, /^client version: \d+\.\d+\.\d+/, 'istioctl version');
+  // Another name falls back to the first word, and says so when the word is no program either.
+  const other = path.join(tmp, 'mymesh');
+  symlinkSync(MESH, other);
+  const byWord = await exec(other, ['meshctl', 'version', '--remote=false']);
+  t.equal(byWord.code, 0, 'mymesh meshctl version');
+  t.match(byWord.stdout, /^client version: /);
+  const bad = await exec(other, ['version']);
+  t.equal(bad.code, 1);
+  t.match(bad.stderr, /^Error: unknown program "version" for "mesh" \(invoked as "mymesh", which is not a program name: link as pilot-discovery, pilot-agent, install-cni, meshctl or istiod, istio-cni, istioctl, or give the program as the first word\)/);
+});
+
 t.test('version output shapes', async (t) => {
   for (const name of LINKS) {
     const bin = path.join(DIST, name);
