@@ -48,12 +48,16 @@ export async function main(): Promise<number> {
   return 1;
 }
 
+// A command that failed is over: its `Error:` line is the last thing it says. Exiting at once stops what it
+// had started in the background (a config source still loading, watchers) from logging after it or
+// keeping the process alive. Stdout and stderr are synchronous for files and pipes on Linux.
 main().then(
   (code) => {
+    if (code !== 0) process.exit(code);
     process.exitCode = code;
   },
   (err: unknown) => {
     process.stderr.write(`Error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exitCode = 255;
+    process.exit(255);
   },
 );

@@ -1,6 +1,7 @@
 // `pilot-discovery discovery`: composes the config sources, registries, push context and ADS server
 // into the daemon shell. Config and registry changes rebuild the push context and push to proxies
 // (endpoint-only changes push EDS alone); the shell serves it all on the spec's listeners.
+import fs from 'node:fs';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
 import type { Config } from '../config/types';
@@ -31,11 +32,32 @@ function orchestratorAvailable(ctx: RunContext): boolean {
   return Boolean(ctx.flags['orchconfig']) || Boolean(ctx.env['ORCH_SERVICE_HOST'] ?? ctx.env['KUBERNETES_SERVICE_HOST']);
 }
 
+/** An unusable --configDir is a start-up error, not a daemon that is never ready. */
+function checkConfigDir(dir: string): void {
+  let st: fs.Stats;
+  try {
+    st = fs.statSync(dir);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new CommandError(`--configDir ${dir}: ${code === 'ENOENT' ? 'no such directory' : (e as Error).message}`);
+  }
+  if (!st.isDirectory()) throw new CommandError(`--configDir ${dir}: not a directory`);
+  try {
+    fs.accessSync(dir, fs.constants.R_OK | fs.constants.X_OK);
+    fs.readdirSync(dir);
+  } catch (e) {
+    throw new CommandError(`--configDir ${dir}: cannot read the directory: ${(e as Error).message}`);
+  }
+}
+
 async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: ConfigStore; nodeLocality?: (n: string) => string | undefined }> {
   const stores: ConfigStore[] = [];
   const configDir = ctx.flags['configDir'] as string;
   const registries = ctx.flags['registries'] as readonly string[];
-  if (configDir) stores.push(new FileConfigStore({ dir: configDir }));
+  if (configDir) {
+    checkConfigDir(configDir);
+    stores.push(new FileConfigStore({ dir: configDir }));
+  }
   let nodeLocality: ((n: string) => string | undefined) | undefined;
   if (registries.includes('Orchestrator')) {
     if (orchestratorAvailable(ctx)) {
