@@ -177,18 +177,47 @@ export interface NodeInfo {
   metadata: JsonObject;
   labels: Record<string, string>;
   warnings: string[];
+  /** What the operator should know but need not fix (e.g. which spelling of a variable was read). */
+  info: string[];
 }
 
-/** The env variables with a prefix, by the rest of their name, in a stable (sorted) order. */
-function withPrefix(env: NodeMetadataInputs['env'], prefixes: readonly string[]): Array<[string, string]> {
+/**
+ * The env variables with a prefix, by the rest of their name, in a stable (sorted) order. The first
+ * prefix (ours) wins over Istio's spelling; `from` records which variable each value came from.
+ */
+function withPrefix(env: NodeMetadataInputs['env'], prefixes: readonly string[]): { values: Array<[string, string]>; from: Map<string, string>; shadowed: string[] } {
   const out = new Map<string, string>();
-  // Later prefixes lose: MESH_META_X wins over ISTIO_META_X.
+  const from = new Map<string, string>();
+  const shadowed: string[] = [];
   for (const prefix of [...prefixes].reverse()) {
     for (const [k, v] of Object.entries(env)) {
-      if (v !== undefined && k.startsWith(prefix) && k.length > prefix.length) out.set(k.slice(prefix.length), v);
+      if (v === undefined || !k.startsWith(prefix) || k.length === prefix.length) continue;
+      const key = k.slice(prefix.length);
+      if (from.has(key)) shadowed.push(from.get(key)!);
+      out.set(key, v);
+      from.set(key, k);
     }
   }
-  return [...out.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const values = [...out.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return { values, from, shadowed: shadowed.sort() };
+}
+
+/**
+ * One line saying which of Istio's metadata variable names were read (and which were ignored because
+ * ours were set too), so an Istio user sees that `ISTIO_META_*` took effect; undefined when none is used.
+ */
+function istioSpellingsNote(sets: ReadonlyArray<ReturnType<typeof withPrefix>>): string | undefined {
+  const used: string[] = [];
+  const ignored: string[] = [];
+  for (const set of sets) {
+    for (const name of set.from.values()) if (name.startsWith('ISTIO_')) used.push(name);
+    ignored.push(...set.shadowed);
+  }
+  if (!used.length && !ignored.length) return undefined;
+  const parts: string[] = [];
+  if (used.length) parts.push(`node metadata read from Istio's variable names ${used.sort().join(', ')} (mesh's own: ${used.map((n) => n.replace(/^ISTIO_/, 'MESH_')).join(', ')})`);
+  if (ignored.length) parts.push(`${ignored.join(', ')} ignored: the MESH_ variable of the same name is set and wins`);
+  return parts.join('; ');
 }
 
 function stringMap(v: unknown): Record<string, string> | undefined {
@@ -216,14 +245,17 @@ export function nodeMetadata(i: NodeMetadataInputs): NodeInfo {
     const prefix = META_PREFIXES.find((p) => k.startsWith(p));
     if (prefix && k.length > prefix.length) md[k.slice(prefix.length)] = v;
   }
-  for (const [k, v] of withPrefix(i.env, META_PREFIXES)) md[k] = v;
-  for (const [k, v] of withPrefix(i.env, METAJSON_PREFIXES)) {
+  const meta = withPrefix(i.env, META_PREFIXES);
+  const metaJson = withPrefix(i.env, METAJSON_PREFIXES);
+  for (const [k, v] of meta.values) md[k] = v;
+  for (const [k, v] of metaJson.values) {
     try {
       md[k] = JSON.parse(v) as JsonValue;
     } catch (e) {
-      warnings.push(`Env variable ${METAJSON_PREFIXES[0]}${k} [${v}] failed json unmarshal: ${(e as Error).message}`);
+      warnings.push(`Env variable ${metaJson.from.get(k)} [${v}] failed json unmarshal: ${(e as Error).message}`);
     }
   }
+  const note = istioSpellingsNote([meta, metaJson]);
 
   // Labels: the static ones from MESH_METAJSON_LABELS, overlaid by the downward-API file.
   const labels: Record<string, string> = { ...(stringMap(md['LABELS']) ?? {}) };
@@ -261,6 +293,7 @@ export function nodeMetadata(i: NodeMetadataInputs): NodeInfo {
     metadata: md,
     labels,
     warnings,
+    info: note ? [note] : [],
   };
 }
 

@@ -10,6 +10,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
 import { buildInfo } from '../lib/buildinfo';
+import { parseGoBool } from '../cli/values';
 import { registerScope } from '../lib/log';
 import { knownAgentListeners } from './admin-client';
 import { Agent, type AgentOptions } from './agent';
@@ -188,6 +189,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     pilotSan: conn.pilotSan,
   });
   notes.push(...node.warnings);
+  info.push(...node.info);
 
   const inputs: BootstrapInputs = {
     node,
@@ -274,7 +276,18 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     info.push(envoy ? `using Envoy at ${envoy}` : `no envoy executable (binaryPath ${pc.binaryPath}, PATH): using the built-in proxy engine`);
   }
 
-  const dnsCapture = (env.bool('MESH_META_DNS_CAPTURE') && nodeType === 'sidecar') || env.bool('MESH_META_ENABLE_DNS_SERVER');
+  // Read from the node metadata, which merges proxyMetadata, MESH_META_* and Istio's ISTIO_META_* spellings.
+  const metaBool = (key: string): boolean => {
+    const v = node.metadata[key];
+    if (v === undefined || v === '') return false;
+    try {
+      return typeof v === 'boolean' ? v : parseGoBool(String(v));
+    } catch {
+      notes.push(`node metadata ${key}=${JSON.stringify(v)} is not a boolean: read as false`);
+      return false;
+    }
+  };
+  const dnsCapture = (metaBool('DNS_CAPTURE') && nodeType === 'sidecar') || metaBool('ENABLE_DNS_SERVER');
   if (dnsCapture) info.push('DNS capture is on: readiness waits for the DNS name table from the discovery daemon');
   if (stsPort > 0) notes.push(`--stsPort ${stsPort}: the security token service is not part of this build; no STS server is started`);
   if (env.string('MESH_ORCH_APP_PROBERS')) notes.push('MESH_ORCH_APP_PROBERS: application probe rewriting is not part of this build; /app-health/ answers 400');

@@ -9,7 +9,7 @@ import { hostMatches } from './host';
 import { selectorMatches } from './labels';
 import type { Endpoint, Proxy, Service, ServicePort } from './model';
 import { DestinationRuleIndex, type MergedDestinationRule } from './push/destinationrule';
-import { mergeGateways, selectGateways, type MergedGateway } from './push/gateway';
+import { explainNoGatewayListeners, mergeGateways, selectGateways, type MergedGateway } from './push/gateway';
 import { peerAuthenticationsForWorkload, policiesForWorkload, type PeerAuthenticationsForWorkload } from './push/policies';
 import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
@@ -365,6 +365,11 @@ export class PushContext {
       this.gatewayCache.set(key, g);
     }
     return g;
+  }
+
+  /** Why a router proxy gets no listener (see explainNoGatewayListeners). */
+  explainNoGatewayListeners(proxy: Proxy): string {
+    return explainNoGatewayListeners(this.cfg.gateways, proxy, this.options.scopeGatewayToNamespace);
   }
 
   /** The Sidecar resource selecting a sidecar proxy, chosen once per proxy and snapshot (memo null: none). */

@@ -106,6 +106,13 @@ function grpcTarget(c: Cluster, where: string): { target: string; credentials: g
   return { target, credentials, options };
 }
 
+/** `node <id> with labels {k: v, …}`: how an operator recognises this proxy in a warning. */
+function nodeText(node: Node): string {
+  const labels = node.metadata?.['LABELS'];
+  const entries = labels && typeof labels === 'object' && !Array.isArray(labels) ? Object.entries(labels).map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`) : [];
+  return `node ${node.id || '(no id)'} with labels {${entries.sort().join(', ')}}`;
+}
+
 function withUserAgent(n: Node | undefined): Node {
   const node = create(NodeSchema, n ?? {});
   if (!node.userAgentName) node.userAgentName = 'envoy';
@@ -227,6 +234,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     stats,
     loggers.get('config'),
     drainTimeMs,
+    nodeText(node),
   );
   let exitResolve!: (code: number) => void;
   const exited = new Promise<number>((r) => (exitResolve = r));

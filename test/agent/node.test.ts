@@ -115,6 +115,11 @@ t.test('metadata from env: MESH_META_* strings, MESH_METAJSON_* JSON, proxyMetad
   t.equal(md['BROKEN'], undefined);
   t.match(n.warnings, [/MESH_METAJSON_BROKEN \[\{not json\] failed json unmarshal/]);
   t.equal(n.cluster, 'gw.mesh-system', 'default service cluster: app label + namespace');
+  t.same(
+    n.info,
+    ["node metadata read from Istio's variable names ISTIO_META_MESH_ID (mesh's own: MESH_META_MESH_ID); ISTIO_META_CLUSTER_ID ignored: the MESH_ variable of the same name is set and wins"],
+    'one line says which spelling was read and which lost',
+  );
 
   // The daemon reads what the agent wrote.
   const proxy = parseServiceNode(n.id, parseNodeMetadata(md as Record<string, unknown>));
@@ -124,6 +129,16 @@ t.test('metadata from env: MESH_META_* strings, MESH_METAJSON_* JSON, proxyMetad
   t.equal(proxy.metadata.clusterId, 'east');
   t.same(proxy.ipAddresses, ['127.0.0.1', '10.0.0.4']);
   t.equal(proxy.metadata.meshVersion, '1.26.0');
+});
+
+t.test("Istio's ISTIO_METAJSON_LABELS alone gives the labels; no note when only ours are used", async (t) => {
+  const istio = nodeMetadata(inputs({ env: { POD_NAMESPACE: 'mesh-system', ISTIO_METAJSON_LABELS: '{"istio":"ingressgateway"}', ISTIO_METAJSON_BAD: '[' } }));
+  t.same(istio.labels, { istio: 'ingressgateway' });
+  t.same(istio.metadata['LABELS'], { istio: 'ingressgateway' });
+  t.match(istio.warnings, [/^Env variable ISTIO_METAJSON_BAD \[\[\] failed json unmarshal/], 'the warning names the variable as written');
+  t.same(istio.info, ["node metadata read from Istio's variable names ISTIO_METAJSON_BAD, ISTIO_METAJSON_LABELS (mesh's own: MESH_METAJSON_BAD, MESH_METAJSON_LABELS)"]);
+  const ours = nodeMetadata(inputs({ env: { MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}' } }));
+  t.same(ours.info, []);
 });
 
 t.test('labels file overrides METAJSON labels, drops pod-template-hash, sets locality', async (t) => {

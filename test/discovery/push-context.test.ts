@@ -28,6 +28,29 @@ t.test('gateways selected by labels, scoped to namespace when asked', async (t) 
   t.same([...scoped.gatewayNames], ['mesh-system/public']);
 });
 
+t.test('a gateway that gets no listener is told why: its labels and the selectors it missed', async (t) => {
+  const gws = [
+    cfg('Gateway', 'mesh-system', 'public', { selector: { istio: 'ingressgateway' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] }),
+    cfg('Gateway', 'apps', 'other', { selector: { istio: 'egress', zone: 'a' }, servers: [{ port: { number: 8080, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] }),
+  ];
+  const id = 'router~10.0.0.1~gw-0.mesh-system~mesh-system.svc.cluster.local';
+  const unlabelled = proxy(id, { NAMESPACE: 'mesh-system' });
+  t.equal(
+    build(gws).explainNoGatewayListeners(unlabelled),
+    'gateway proxy gw-0.mesh-system with labels {} gets no listeners: no Gateway selects it; selectors not matched: mesh-system/public {istio: ingressgateway}; apps/other {istio: egress, zone: a}',
+  );
+  t.equal(
+    build(gws, { scopeGatewayToNamespace: true }).explainNoGatewayListeners(proxy(id, { NAMESPACE: 'mesh-system', LABELS: { app: 'x' } })),
+    'gateway proxy gw-0.mesh-system with labels {app: x} gets no listeners: no Gateway selects it; selectors not matched: mesh-system/public {istio: ingressgateway}',
+    'with PILOT_SCOPE_GATEWAY_TO_NAMESPACE only its namespace counts',
+  );
+  t.equal(build([]).explainNoGatewayListeners(unlabelled), 'gateway proxy gw-0.mesh-system with labels {} gets no listeners: there is no Gateway resource');
+  t.match(
+    build(gws).explainNoGatewayListeners(proxy(id, { NAMESPACE: 'mesh-system', LABELS: { istio: 'ingressgateway' } })),
+    /gets no listeners: the Gateways selecting it \(mesh-system\/public\) have no server it can serve/,
+  );
+});
+
 t.test('VirtualServices bound to gateways by ns/name, short name and mesh', async (t) => {
   const push = build([
     cfg('VirtualService', 'apps', 'short', { hosts: ['a.example.com'], gateways: ['private'] }),

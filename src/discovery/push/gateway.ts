@@ -73,6 +73,37 @@ export function selectGateways(
     .sort(byAge);
 }
 
+function labelsText(labels: Readonly<Record<string, string>>): string {
+  const entries = Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return entries.length ? `{${entries.map(([k, v]) => `${k}: ${v}`).join(', ')}}` : '{}';
+}
+
+/**
+ * Why a router proxy gets no listener, in words an operator can act on: its labels, and either the
+ * Gateways that select it (whose servers then gave nothing to listen on) or the selectors it did not
+ * match. A gateway that silently listens on nothing is the usual symptom of a label typo or of labels
+ * passed under a name the agent does not read.
+ */
+export function explainNoGatewayListeners(
+  gateways: readonly Config<'Gateway'>[],
+  proxy: { id: string; namespace: string; labels: Readonly<Record<string, string>> },
+  scopeToNamespace: boolean,
+  limit = 10,
+): string {
+  const head = `gateway proxy ${proxy.id} with labels ${labelsText(proxy.labels)} gets no listeners`;
+  const selected = selectGateways(gateways, proxy.namespace, proxy.labels, scopeToNamespace);
+  if (selected.length) {
+    const names = selected.map((g) => `${g.meta.namespace}/${g.meta.name}`).join(', ');
+    return `${head}: the Gateways selecting it (${names}) have no server it can serve (no route bound, or ports taken by servers of another protocol)`;
+  }
+  if (gateways.length === 0) return `${head}: there is no Gateway resource`;
+  const candidates = gateways.filter((g) => !scopeToNamespace || g.meta.namespace === proxy.namespace);
+  if (candidates.length === 0) return `${head}: no Gateway in its namespace ${proxy.namespace} (PILOT_SCOPE_GATEWAY_TO_NAMESPACE is on)`;
+  const shown = candidates.slice(0, limit).map((g) => `${g.meta.namespace}/${g.meta.name} ${labelsText(g.spec.selector ?? {})}`);
+  const more = candidates.length > limit ? ` and ${candidates.length - limit} more` : '';
+  return `${head}: no Gateway selects it; selectors not matched: ${shown.join('; ')}${more}`;
+}
+
 export function mergeGateways(gateways: readonly Config<'Gateway'>[]): MergedGateway {
   const ports = new Map<string, GatewayPort>();
   const byRoute = new Map<string, GatewayServer[]>();

@@ -66,6 +66,8 @@ export class ListenerManager {
     private readonly log: Logger,
     /** --drain-time-s: how long removed listeners' connections may finish. */
     private readonly drainTimeMs: number,
+    /** This proxy's node as an operator knows it (id and labels), for the no-listener warning. */
+    private readonly nodeText = 'this proxy',
   ) {
     const s = store.scope('listener_manager.');
     this.s = {
@@ -182,6 +184,10 @@ export class ListenerManager {
   }
 
   private async applyLds(resources: Array<DecodedResource<Listener>>, version: string): Promise<void> {
+    // A proxy with no listener still reports ready: say so, once per change into that state.
+    if (resources.length === 0 && (this.active.size > 0 || this.ldsVersion === '')) {
+      this.log.warn(`lds: the discovery daemon sent no listeners for ${this.nodeText}: it serves no traffic (the daemon's log names the selectors its labels did not match)`);
+    }
     const errors: string[] = [];
     const seen = new Set<string>();
     // removals first, so a new listener may take over a removed one's address (Envoy's order)

@@ -25,6 +25,9 @@ import type { SecurityFilterBuilders } from './filters';
 import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from './lds';
 import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration } from './rds';
 import type { MetadataMatcherHook } from './route';
+import { registerScope } from '../../lib/log';
+
+const log = registerScope('ads', 'ads debugging');
 
 export interface GeneratorOptions {
   /** jwt_authn / rbac filter builders (security issue). */
@@ -167,6 +170,8 @@ function packedVirtualInbound(proxy: Proxy, push: PushContext, opts: GeneratorOp
 }
 
 export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext> {
+  // A gateway with nothing to listen on still reports ready; say why once, and again when the reason changes.
+  const silentGateways = new WeakMap<Proxy, string>();
   return {
     generate(proxy, watched, req) {
       const push = req.push;
@@ -174,6 +179,11 @@ export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
       let resources: Resource[];
       if (proxy.type === 'router') {
         resources = push.memo(`lds|${push.sharedKey(proxy)}`, () => buildGatewayListeners(proxy, push, opts).map(pack));
+        if (resources.length === 0) {
+          const why = push.explainNoGatewayListeners(proxy);
+          if (silentGateways.get(proxy) !== why) log.warn(why);
+          silentGateways.set(proxy, why);
+        } else silentGateways.delete(proxy);
       } else {
         // The virtual inbound listener is the proxy's own; the outbound ones are shared by key.
         const shared = push.memo(`lds|${push.sharedKey(proxy)}`, () => buildSidecarOutboundListeners(proxy, push, opts).map(pack));

@@ -1,0 +1,66 @@
+// Istio users pass a gateway's labels as ISTIO_METAJSON_LABELS; the built agent reads them (saying so in
+// one line), and a gateway whose labels match no Gateway is no longer silent: the daemon and the engine
+// both warn, naming the labels and the selectors that did not match (issue 16, item 3).
+import t from 'tap';
+import { built } from '../helpers/binary';
+import { waitFor } from '../agent/helpers';
+import { startGateway } from '../helpers/gateway';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+function config(gwPort: number, backendPort: number): string {
+  return `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: mesh-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: ${gwPort}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: all, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: demo}
+spec:
+  hosts: [backend.demo.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1, ports: {http: ${backendPort}}}]
+`;
+}
+
+t.test("labels given only as Istio's ISTIO_METAJSON_LABELS select the Gateway", async (t) => {
+  const gw = await startGateway(t, {
+    config: (p) => config(p.gw, p.backend),
+    agentEnv: { MESH_METAJSON_LABELS: undefined, ISTIO_METAJSON_LABELS: '{"istio":"ingressgateway"}' },
+  });
+  await waitFor(async () => (await gw.get('/hello')).status === 200, 30_000, () => gw.agentOut());
+  t.pass('routed through the Gateway selected by the Istio-spelt labels');
+  t.match(gw.agentOut(), /info\s.*node metadata read from Istio's variable names ISTIO_METAJSON_LABELS \(mesh's own: MESH_METAJSON_LABELS\)/);
+  t.notMatch(gw.daemon.log(), /gets no listeners/);
+});
+
+t.test('a gateway whose labels match no Gateway says so, in the daemon and in the engine', async (t) => {
+  const gw = await startGateway(t, {
+    config: (p) => config(p.gw, p.backend),
+    agentEnv: { MESH_METAJSON_LABELS: '{"istio":"ingress-gateway"}' },
+  });
+  await waitFor(async () => /gets no listeners/.test(gw.daemon.log()), 30_000, () => gw.daemon.log());
+  t.match(
+    gw.daemon.log(),
+    /warn\s+ads\s+gateway proxy gateway-0\.mesh-system with labels \{istio: ingress-gateway\} gets no listeners: no Gateway selects it; selectors not matched: mesh-system\/gw \{istio: ingressgateway\}/,
+  );
+  await waitFor(async () => /sent no listeners/.test(gw.agentOut()), 30_000, () => gw.agentOut());
+  t.match(gw.agentOut(), /warn.*lds: the discovery daemon sent no listeners for node router~127\.0\.0\.1~gateway-0\.mesh-system~\S+ with labels \{istio: ingress-gateway\}/);
+  t.equal((gw.daemon.log().match(/gets no listeners/g) ?? []).length, 1, 'said once, not on every push');
+});
