@@ -29,6 +29,22 @@ function buildInfo() {
   return { version: pkg.version, revision, status: revision === 'unknown' ? 'unknown' : dirty ? 'Modified' : 'Clean', tag };
 }
 
+// ws (pulled in by @kubernetes/client-node) tries `require('bufferutil')` and `require('utf-8-validate')`
+// inside try/catch for optional native speed-ups. Left as runtime requires, the single executable prints
+// Node's "require() ... only supports loading built-in modules" warning the moment the orchestrator
+// client loads. They are native add-ons that cannot be bundled anyway, so they resolve to a module that
+// throws, which ws catches exactly as when they are not installed.
+const optionalNativeAddons = {
+  name: 'optional-native-addons',
+  setup(b) {
+    b.onResolve({ filter: /^(bufferutil|utf-8-validate)$/ }, (a) => ({ path: a.path, namespace: 'absent-addon' }));
+    b.onLoad({ filter: /.*/, namespace: 'absent-addon' }, (a) => ({
+      contents: `throw new Error(${JSON.stringify(`${a.path} is not part of this build`)});`,
+      loader: 'js',
+    }));
+  },
+};
+
 async function bundle(info) {
   mkdirSync(dist, { recursive: true });
   const result = await build({
@@ -43,6 +59,7 @@ async function bundle(info) {
     legalComments: 'none',
     metafile: true,
     define: { __MESH_BUILD__: JSON.stringify(info) },
+    plugins: [optionalNativeAddons],
     logLevel: 'warning',
   });
   writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));

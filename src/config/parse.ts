@@ -170,6 +170,8 @@ export function convertObject(obj: unknown, origin: Origin, expected?: Kind): Co
   if (typeof m.uid === 'string' && m.uid !== '') meta.uid = m.uid;
   if (m.creationTimestamp instanceof Date) meta.creationTimestamp = m.creationTimestamp.toISOString();
   else if (typeof m.creationTimestamp === 'string' && m.creationTimestamp !== '') meta.creationTimestamp = m.creationTimestamp;
+  if (m.deletionTimestamp instanceof Date) meta.deletionTimestamp = m.deletionTimestamp.toISOString();
+  else if (typeof m.deletionTimestamp === 'string' && m.deletionTimestamp !== '') meta.deletionTimestamp = m.deletionTimestamp;
 
   let spec: unknown;
   let status: PodStatus | undefined;

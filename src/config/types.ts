@@ -26,6 +26,8 @@ export interface Meta {
   resourceVersion?: string;
   generation?: number;
   creationTimestamp?: string;
+  /** Set once a graceful delete began (orchestrator objects): a Pod is then terminating. */
+  deletionTimestamp?: string;
   uid?: string;
 }
 

@@ -4,7 +4,8 @@
 import fs from 'node:fs';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
-import type { Config } from '../config/types';
+import type { Config, Kind } from '../config/types';
+import { buildInfo } from '../lib/buildinfo';
 import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
@@ -13,7 +14,7 @@ import { convertObject } from '../config/parse';
 import { validateConfig } from '../config/validate';
 import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
-import { buildRegistries } from '../discovery/registry';
+import { buildRegistries, OrchestratorRegistry } from '../discovery/registry';
 import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
@@ -26,6 +27,9 @@ import { runDaemon } from './daemon';
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
+
+/** Kinds read only through the service registries. */
+const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'Pod']);
 
 /** Whether orchestrator client configuration is available: a file, or the in-cluster variables. */
 function orchestratorAvailable(ctx: RunContext): boolean {
@@ -50,7 +54,14 @@ function checkConfigDir(dir: string): void {
   }
 }
 
-async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: ConfigStore; nodeLocality?: (n: string) => string | undefined }> {
+interface ConfigSources {
+  store: ConfigStore;
+  nodeLocality?: (n: string) => string | undefined;
+  /** Called with a Node's name when its topology labels change. */
+  subscribeNodes?: (handler: (nodeName: string) => void) => () => void;
+}
+
+async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSources> {
   const stores: ConfigStore[] = [];
   const configDir = ctx.flags['configDir'] as string;
   const registries = ctx.flags['registries'] as readonly string[];
@@ -59,6 +70,7 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: Co
     stores.push(new FileConfigStore({ dir: configDir }));
   }
   let nodeLocality: ((n: string) => string | undefined) | undefined;
+  let subscribeNodes: ConfigSources['subscribeNodes'];
   if (registries.includes('Orchestrator')) {
     if (orchestratorAvailable(ctx)) {
       const { startOrchConfigStore, localityString } = await import('../config/orch');
@@ -70,12 +82,14 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: Co
         watchNamespace: env.string('MESH_WATCH_NAMESPACE') || undefined,
         clusterID: ctx.flags['clusterID'] as string,
         env: ctx.env,
+        userAgent: `${ctx.program.name}/${buildInfo().version}`,
       });
       stores.push(orch);
       nodeLocality = (n) => {
         const l = orch.nodeLocality(n);
         return l ? localityString(l) : undefined;
       };
+      subscribeNodes = (h) => orch.subscribeNodes(h);
     } else if (configDir) {
       // Istio would fail without a cluster; mesh runs from files alone, and Service/EndpointSlice YAML in
       // the folder still feeds the Orchestrator registry.
@@ -89,7 +103,7 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: Co
     log.info('no --configDir and no Orchestrator registry: serving an empty configuration');
   }
   const store = stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores);
-  return { store, nodeLocality };
+  return { store, ...(nodeLocality ? { nodeLocality } : {}), ...(subscribeNodes ? { subscribeNodes } : {}) };
 }
 
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
@@ -130,7 +144,7 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 
 export const run: Handler = async (ctx) => {
   const env = new EnvTable(ctx.program.env, ctx.env);
-  const { store, nodeLocality } = await configStores(ctx, env);
+  const { store, nodeLocality, subscribeNodes } = await configStores(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   let registry;
   try {
@@ -139,10 +153,14 @@ export const run: Handler = async (ctx) => {
       clusterId: ctx.flags['clusterID'] as string,
       nodeLocality,
       selectWorkloadEntries: env.bool('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
+      persistentSessionLabels: [env.string('PILOT_PERSISTENT_SESSION_LABEL'), env.string('PILOT_PERSISTENT_SESSION_HEADER_LABEL')],
     });
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
+  // Locality comes from Nodes, which are not configs: their label changes reach the endpoints on them.
+  const orchRegistry = registry.getRegistries().find((r): r is OrchestratorRegistry => r instanceof OrchestratorRegistry);
+  const unsubscribeNodes = orchRegistry && subscribeNodes ? subscribeNodes((n) => orchRegistry.nodeChanged(n)) : () => {};
   const opts = pushOptions(ctx, env);
   let security: DaemonSecurity;
   try {
@@ -176,7 +194,11 @@ export const run: Handler = async (ctx) => {
     server.pushAll(newPushRequest(push, { full: true, reasons: { unknown: 1 } }));
   });
 
-  const unsubscribeConfig = store.subscribe((events: readonly ConfigEvent[]) => {
+  const unsubscribeConfig = store.subscribe((all: readonly ConfigEvent[]) => {
+    // Services, EndpointSlices and Pods reach proxies through the registry's events (endpoint-only
+    // changes as incremental EDS); only the rest is configuration that needs a full push here.
+    const events = all.filter((e) => !REGISTRY_ONLY_KINDS.has(e.config.kind));
+    if (events.length === 0) return;
     push = initPushContext(store, registry, opts);
     security.prefetch(store.list('RequestAuthentication'), push);
     server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { config: events.length } }));
@@ -232,6 +254,7 @@ export const run: Handler = async (ctx) => {
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
+      unsubscribeNodes();
       security.close();
       registry.close();
       await store.close();

@@ -76,7 +76,7 @@ export function cfg<K extends Kind>(
   namespace: string,
   name: string,
   spec: SpecOf<K>,
-  extra: { labels?: Record<string, string>; annotations?: Record<string, string>; status?: Config['status']; created?: string } = {},
+  extra: { labels?: Record<string, string>; annotations?: Record<string, string>; status?: Config['status']; created?: string; deletionTimestamp?: string } = {},
 ): Config<K> {
   clock += 1000;
   return {
@@ -88,6 +88,7 @@ export function cfg<K extends Kind>(
       labels: extra.labels ?? {},
       annotations: extra.annotations ?? {},
       creationTimestamp: extra.created ?? new Date(clock).toISOString(),
+      ...(extra.deletionTimestamp ? { deletionTimestamp: extra.deletionTimestamp } : {}),
     },
     spec,
     ...(extra.status ? { status: extra.status } : {}),

@@ -6,6 +6,7 @@ import { convertOrchestrator } from '../../src/discovery/registry/orchestrator';
 import { orchPortProtocol } from '../../src/discovery/registry/protocol';
 import { buildRegistries, MemoryRegistry } from '../../src/discovery/registry';
 import type { RegistryEvent } from '../../src/discovery/registry/types';
+import type { Config } from '../../src/config/types';
 import { cfg, ListStore } from './fixtures';
 
 t.test('ServiceEntry hosts × ports with inline endpoints', async (t) => {
@@ -103,7 +104,9 @@ t.test('Services, EndpointSlices and Pods', async (t) => {
   t.equal(reviews.service.resolution, 'ClientSide');
   t.same(reviews.service.exportTo, ['.', 'istio-system']);
   t.same(reviews.service.ports, [{ name: 'http', port: 9080, protocol: 'HTTP' }]);
-  t.same(reviews.endpoints.map((e) => [e.address, e.healthStatus]), [['10.1.0.5', 'Healthy'], ['10.1.0.6', 'Terminating'], ['10.1.0.7', 'UnHealthy']]);
+  // Istio's endpointHealthStatus counts an unset `terminating` as true: not ready and not said to be
+  // staying is Terminating; UnHealthy needs `terminating: false`.
+  t.same(reviews.endpoints.map((e) => [e.address, e.healthStatus]), [['10.1.0.5', 'Healthy'], ['10.1.0.6', 'Terminating'], ['10.1.0.7', 'Terminating']]);
   const e0 = reviews.endpoints[0]!;
   t.same(e0.labels, { app: 'reviews', version: 'v1' });
   t.equal(e0.serviceAccount, 'spiffe://cluster.local/ns/default/sa/bookinfo-reviews');
@@ -112,6 +115,90 @@ t.test('Services, EndpointSlices and Pods', async (t) => {
   const web = out.find((s) => s.service.name === 'web')!;
   t.equal(web.service.resolution, 'DNS');
   t.same(web.endpoints.map((e) => `${e.address}:${e.port}`), ['www.example.com:80']);
+});
+
+t.test("EndpointSlices joined with Pods as Istio's endpointslice controller and PodCache do", async (t) => {
+  const svc = (labels: Record<string, string> = {}) => cfg('Service', 'ns', 'web', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] }, { labels });
+  const ready = [{ type: 'Ready', status: 'True' }];
+  const pod = (name: string, ip: string, o: { ns?: string; phase?: string; ready?: boolean; deleting?: boolean; node?: string; labels?: Record<string, string> } = {}) =>
+    cfg('Pod', o.ns ?? 'ns', name, { serviceAccountName: name, ...(o.node ? { nodeName: o.node } : {}) }, {
+      labels: { app: 'web', ...o.labels },
+      status: { podIP: ip, phase: o.phase ?? 'Running', conditions: o.ready === false ? [{ type: 'Ready', status: 'False' }] : ready },
+      ...(o.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+    });
+  const slice = (name: string, endpoints: Config<'EndpointSlice'>['spec']['endpoints']) =>
+    cfg('EndpointSlice', 'ns', name, { addressType: 'IPv4', ports: [{ name: 'http', port: 8080 }], endpoints }, { labels: { 'kubernetes.io/service-name': 'web' } });
+  const eps = (inputs: Parameters<typeof convertOrchestrator>[0], o: Parameters<typeof convertOrchestrator>[1] = {}) => {
+    const missing: Array<{ slice: string; ip: string; hostname: string }> = [];
+    const [s] = convertOrchestrator(inputs, o, missing);
+    return { eps: s!.endpoints.map((e) => `${e.address}:${e.port} ${e.healthStatus} ${e.workloadName ?? '-'} ${e.locality ?? '-'}`), missing };
+  };
+
+  // targetRef to a Pod not known yet: left out and reported, served once the Pod is there.
+  const refSlice = slice('web-1', [{ addresses: ['10.0.0.1'], targetRef: { kind: 'Pod', name: 'web-a', namespace: 'ns' }, conditions: { ready: true } }]);
+  const without = eps({ services: [svc()], endpointSlices: [refSlice], pods: [] });
+  t.same(without.eps, [], 'no endpoint without its Pod');
+  t.same(without.missing, [{ slice: 'ns/web-1', ip: '10.0.0.1', hostname: 'web.ns.svc.cluster.local' }]);
+  t.same(eps({ services: [svc()], endpointSlices: [refSlice], pods: [pod('web-a', '10.0.0.1', { node: 'n1' })] }, { nodeLocality: (n) => (n === 'n1' ? 'r/z/s' : undefined) }).eps, [
+    '10.0.0.1:8080 Healthy web-a r/z/s',
+  ], 'with the Pod: its name, and the locality of its Node');
+  t.same(eps({ services: [svc()], endpointSlices: [refSlice], pods: [pod('web-a', '10.0.0.1', { node: 'n1', labels: { 'istio-locality': 'x.y.z' } })] }, { nodeLocality: () => 'r/z/s' }).eps, [
+    '10.0.0.1:8080 Healthy web-a x/y/z',
+  ], 'the istio-locality label wins over the Node');
+
+  // No targetRef: metadata from a ready, running Pod with the IP in the same namespace.
+  const bare = slice('web-2', [{ addresses: ['10.0.0.2'] }]);
+  const byIp = (pods: ReturnType<typeof pod>[]) => eps({ services: [svc()], endpointSlices: [bare], pods }).eps;
+  t.same(byIp([pod('old', '10.0.0.2', { phase: 'Succeeded' }), pod('new', '10.0.0.2')]), ['10.0.0.2:8080 Healthy new -'], 'an IP reused after a Pod finished finds the new Pod');
+  t.same(byIp([pod('gone', '10.0.0.2', { deleting: true })]), ['10.0.0.2:8080 Healthy - -'], 'a Pod being deleted is not matched by IP');
+  t.same(byIp([pod('unready', '10.0.0.2', { ready: false })]), ['10.0.0.2:8080 Healthy - -'], 'nor one that is not ready');
+  t.same(byIp([pod('other-ns', '10.0.0.2', { ns: 'other' })]), ['10.0.0.2:8080 Healthy - -'], 'nor one in another namespace');
+
+  // Conditions, and persistent-session services that keep draining endpoints.
+  const conds = slice('web-3', [
+    { addresses: ['10.0.0.3'], conditions: { ready: false, serving: true, terminating: true } },
+    { addresses: ['10.0.0.4'], conditions: { ready: false, serving: false, terminating: false } },
+    { addresses: ['10.0.0.5'], conditions: {} },
+  ]);
+  t.same(eps({ services: [svc()], endpointSlices: [conds], pods: [] }).eps, ['10.0.0.3:8080 Terminating - -', '10.0.0.4:8080 UnHealthy - -', '10.0.0.5:8080 Healthy - -']);
+  t.same(
+    eps({ services: [svc({ 'mesh.io/persistent-session': 'cookie' })], endpointSlices: [conds], pods: [] }, { persistentSessionLabels: ['mesh.io/persistent-session'] }).eps[0],
+    '10.0.0.3:8080 Draining - -',
+    'serving while terminating is Draining for a persistent-session service',
+  );
+
+  // An endpoint moving between slices is one endpoint.
+  const dup = [slice('web-a', [{ addresses: ['10.0.0.6'] }]), slice('web-b', [{ addresses: ['10.0.0.6'] }])];
+  t.same(eps({ services: [svc()], endpointSlices: dup, pods: [] }).eps, ['10.0.0.6:8080 Healthy - -']);
+});
+
+t.test('the live orchestrator registry recomputes what a change reaches: a Pod arriving, a Node relabelled', async (t) => {
+  const { OrchestratorRegistry } = await import('../../src/discovery/registry/orchestrator');
+  const store = new ListStore([
+    cfg('Service', 'ns', 'web', { selector: { app: 'web' }, ports: [{ name: 'http', port: 80 }] }),
+    cfg('Service', 'ns', 'other', { ports: [{ name: 'http', port: 80 }] }),
+    cfg('EndpointSlice', 'ns', 'web-1', { addressType: 'IPv4', ports: [{ name: 'http', port: 8080 }], endpoints: [{ addresses: ['10.0.0.1'], targetRef: { kind: 'Pod', name: 'web-a', namespace: 'ns' } }] }, { labels: { 'kubernetes.io/service-name': 'web' } }),
+  ]);
+  let zone = 'z1';
+  const reg = new OrchestratorRegistry(store, { nodeLocality: () => `r/${zone}/` });
+  const events: RegistryEvent[] = [];
+  reg.subscribe((e) => events.push(e));
+  t.same(reg.endpoints('web.ns.svc.cluster.local'), [], 'the Pod is not known yet');
+  t.same(reg.endpointsWithoutPod().map((m) => m.ip), ['10.0.0.1']);
+  store.apply(cfg('Pod', 'ns', 'web-a', { nodeName: 'n1' }, { labels: { app: 'web' }, status: { podIP: '10.0.0.1', phase: 'Running', conditions: [{ type: 'Ready', status: 'True' }] } }));
+  t.same(reg.endpoints('web.ns.svc.cluster.local').map((e) => `${e.address} ${e.locality}`), ['10.0.0.1 r/z1/'], 'served once the Pod arrived');
+  t.same(events.map((e) => [...e.hostnames]), [['web.ns.svc.cluster.local']], 'only the service that waited for it');
+  t.same(reg.endpointsWithoutPod(), []);
+  zone = 'z2';
+  reg.nodeChanged('n9');
+  t.equal(events.length, 1, 'a Node no endpoint is on changes nothing');
+  reg.nodeChanged('n1');
+  t.same(reg.endpoints('web.ns.svc.cluster.local').map((e) => e.locality), ['r/z2/']);
+  t.same([...events[1]!.hostnames], ['web.ns.svc.cluster.local']);
+  store.remove('Service', 'ns', 'web');
+  t.same(reg.services().map((s) => s.hostname), ['other.ns.svc.cluster.local']);
+  t.equal(events[2]!.endpointsOnly, false);
+  reg.close();
 });
 
 t.test('change notifications say which hosts changed and whether only endpoints did', async (t) => {

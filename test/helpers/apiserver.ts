@@ -39,7 +39,10 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
   { group: '', versions: ['v1'], plural: 'namespaces', kind: 'Namespace', namespaced: false },
   { group: '', versions: ['v1'], plural: 'nodes', kind: 'Node', namespaced: false },
   { group: 'discovery.k8s.io', versions: ['v1'], plural: 'endpointslices', kind: 'EndpointSlice', namespaced: true },
+  { group: 'apiextensions.k8s.io', versions: ['v1'], plural: 'customresourcedefinitions', kind: 'CustomResourceDefinition', namespaced: false },
 ];
+
+const CRD_RESOURCE = BUILTIN_RESOURCES[BUILTIN_RESOURCES.length - 1]!;
 
 const NETWORKING_KINDS = [
   ['Gateway', 'gateways'],
@@ -178,21 +181,45 @@ export class FakeApiServer {
   // ---------------------------------------------------------------------------------------------
   // What is installed
 
-  /** Installs (serves) a resource, e.g. the CRDs of a mesh group. Idempotent. */
+  /**
+   * Installs (serves) a resource, e.g. the CRDs of a mesh group, with its CustomResourceDefinition
+   * object (established) for resources that are not built in. Idempotent.
+   */
   install(...defs: ResourceDef[]): void {
     for (const d of defs) {
       const key = resKey(d.group, d.plural);
       this.resources.set(key, d);
       if (!this.objects.has(key)) this.objects.set(key, new Map());
+      if (BUILTIN_RESOURCES.includes(d) || !this.resources.has(resKey(CRD_RESOURCE.group, CRD_RESOURCE.plural))) continue;
+      const crd: KubeObject = {
+        metadata: { name: `${d.plural}.${d.group}` },
+        spec: {
+          group: d.group,
+          names: { kind: d.kind, plural: d.plural },
+          scope: d.namespaced ? 'Namespaced' : 'Cluster',
+          versions: d.versions.map((v, i) => ({ name: v, served: true, storage: i === 0 })),
+        },
+        status: { conditions: [{ type: 'Established', status: 'True' }] },
+      };
+      const stored = this.objects.get(resKey(CRD_RESOURCE.group, CRD_RESOURCE.plural))!.get(objKey(CRD_RESOURCE, undefined, crd.metadata.name));
+      if (stored) this.doUpdate(CRD_RESOURCE, { ...crd, metadata: { ...stored.metadata } });
+      else this.doCreate(CRD_RESOURCE, crd);
     }
   }
 
-  /** Stops serving a resource (its objects are forgotten, as when a CRD is deleted). */
+  /**
+   * Stops serving a resource as a CRD deletion does: its objects are deleted (events), its watches end,
+   * then its CustomResourceDefinition goes.
+   */
   uninstall(group: string, plural: string): void {
     const key = resKey(group, plural);
+    const res = this.resources.get(key);
+    if (res) for (const o of [...this.objects.get(key)!.values()]) this.doDelete(res, o.metadata.namespace, o.metadata.name);
     this.resources.delete(key);
     this.objects.delete(key);
     for (const w of [...this.watchers]) if (w.res.group === group && w.res.plural === plural) this.endWatch(w);
+    const crds = this.objects.get(resKey(CRD_RESOURCE.group, CRD_RESOURCE.plural))!;
+    if (crds.has(objKey(CRD_RESOURCE, undefined, `${plural}.${group}`))) this.doDelete(CRD_RESOURCE, undefined, `${plural}.${group}`);
   }
 
   // ---------------------------------------------------------------------------------------------

@@ -20,6 +20,56 @@ export interface BackoffOptions {
 
 export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 800, maxMs: 30_000, jitter: 1 };
 
+/** client-go's pager page size for a reflector's list. */
+export const PAGE_SIZE = 500;
+
+interface ListPage {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items?: K8s.KubernetesObject[] | null;
+}
+
+/**
+ * Lists a collection in pages of `pageSize` (`limit` + `continue`, one consistent snapshot), as
+ * client-go's pager does, so a large collection is never one huge answer. A continue token that
+ * expired before the last page (410) restarts the list in one piece, as the pager falls back to.
+ */
+export async function listPaged(
+  client: OrchClient,
+  path: string,
+  fieldSelector: string | undefined,
+  signal: AbortSignal | undefined,
+  pageSize: number,
+): Promise<{ items: K8s.KubernetesObject[]; resourceVersion: string }> {
+  const items: K8s.KubernetesObject[] = [];
+  let token = '';
+  let limit = pageSize;
+  for (;;) {
+    const query: Record<string, string> = {};
+    if (fieldSelector) query.fieldSelector = fieldSelector;
+    if (limit > 0) query.limit = String(limit);
+    if (token) query.continue = token;
+    let body: ListPage;
+    try {
+      body = (await client.getJson(path, query, signal)) as ListPage;
+    } catch (e) {
+      if (token && (e as { statusCode?: number }).statusCode === 410) {
+        items.length = 0;
+        token = '';
+        limit = 0;
+        continue;
+      }
+      throw e;
+    }
+    if (!body || typeof body !== 'object' || (body.items !== undefined && body.items !== null && !Array.isArray(body.items))) {
+      throw new Error(`GET ${path}: the answer is not a list`);
+    }
+    if (!body.metadata?.resourceVersion) throw new Error(`GET ${path}: the list has no metadata.resourceVersion`);
+    for (const o of body.items ?? []) items.push(o);
+    token = body.metadata.continue ?? '';
+    if (!token) return { items, resourceVersion: body.metadata.resourceVersion };
+  }
+}
+
 export interface RawObject {
   apiVersion?: string;
   kind?: string;
@@ -31,14 +81,19 @@ export interface InformerHandlers {
   add(obj: RawObject): void;
   update(obj: RawObject): void;
   delete(obj: RawObject): void;
-  /** The collection answered 404 (a CRD not installed, or removed): the informer has stopped. */
-  notFound?(err: Error): void;
+  /**
+   * The collection answered 404 (a CRD not installed, or removed). `stop`: the informer stops (the
+   * handler has dealt with it); `retry`: it is retried with backoff like any failure.
+   */
+  notFound?(err: Error): 'retry' | 'stop';
 }
 
 export interface InformerOptions {
   /** Collection path: `/api/v1/services`, `/apis/networking.istio.io/v1/namespaces/ns/virtualservices`. */
   path: string;
   fieldSelector?: string;
+  /** Items per list page (default 500, client-go's pager). */
+  pageSize?: number;
   backoff?: Partial<BackoffOptions>;
   log: Scope;
 }
@@ -62,19 +117,11 @@ export class ResourceInformer {
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
     const list = async (): Promise<K8s.KubernetesListObject<K8s.KubernetesObject>> => {
       this.listAbort = new AbortController();
-      const query = opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : undefined;
-      const body = (await client.getJson(opts.path, query, this.listAbort.signal)) as {
-        metadata?: { resourceVersion?: string };
-        items?: K8s.KubernetesObject[] | null;
-      };
-      if (!body || typeof body !== 'object' || (body.items !== undefined && body.items !== null && !Array.isArray(body.items))) {
-        throw new Error(`GET ${opts.path}: the answer is not a list`);
-      }
-      if (!body.metadata?.resourceVersion) throw new Error(`GET ${opts.path}: the list has no metadata.resourceVersion`);
+      const { items, resourceVersion } = await listPaged(client, opts.path, opts.fieldSelector, this.listAbort.signal, opts.pageSize ?? PAGE_SIZE);
       // ListWatch applies the list synchronously once this promise settles; by the next turn of the
       // event loop the items are in place.
       setImmediate(() => this.listed());
-      return { apiVersion: '', kind: '', metadata: body.metadata, items: body.items ?? [] } as K8s.KubernetesListObject<K8s.KubernetesObject>;
+      return { apiVersion: '', kind: '', metadata: { resourceVersion }, items } as K8s.KubernetesListObject<K8s.KubernetesObject>;
     };
     // ListWatch's own reconnect delay (1 s doubling to 30 s while a resumed watch sees no events)
     // ends early when we stop, and does not keep the process alive.
@@ -150,10 +197,9 @@ export class ResourceInformer {
     if (this.stopped) return; // stopping aborts the request, which ListWatch reports as an error
     const e = err instanceof Error ? err : new Error(String(err));
     const status = (err as { statusCode?: number }).statusCode;
-    if (status === 404 && this.handlers.notFound) {
+    if (status === 404 && this.handlers.notFound && this.handlers.notFound(e) === 'stop') {
       this.stopped = true;
       void this.lw.stop();
-      this.handlers.notFound(e);
       return;
     }
     const base = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);

@@ -14,7 +14,7 @@ import { isClusterScoped, MESH_KINDS } from '../schemas';
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
 import { validateConfig } from '../validate';
-import { createOrchClient, OrchApiError, type OrchClient, type OrchClientOptions } from './client';
+import { createOrchClient, type OrchClient, type OrchClientOptions } from './client';
 import { type BackoffOptions, DEFAULT_BACKOFF, ResourceInformer, type RawObject } from './informer';
 import {
   collectionPath,
@@ -42,14 +42,39 @@ const regEvents = defineCounter({
 
 const MESH_KIND_SET: ReadonlySet<Kind> = new Set(MESH_KINDS);
 
+const CRD_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
+
+/** What is read of a CustomResourceDefinition. */
+interface CrdInfo {
+  group: string;
+  kind: string;
+  plural: string;
+  servedVersions: string[];
+  established: boolean;
+}
+
+function crdName(group: string, plural: string): string {
+  return `${plural}.${group}`;
+}
+
+function crdOf(raw: RawObject): CrdInfo {
+  const spec = (raw.spec ?? {}) as { group?: string; names?: { kind?: string; plural?: string }; versions?: Array<{ name?: string; served?: boolean }> };
+  const status = (raw.status ?? {}) as { conditions?: Array<{ type?: string; status?: string }> };
+  return {
+    group: spec.group ?? '',
+    kind: spec.names?.kind ?? '',
+    plural: spec.names?.plural ?? '',
+    servedVersions: (spec.versions ?? []).filter((v) => v.served && v.name).map((v) => v.name!),
+    established: (status.conditions ?? []).some((c) => c.type === 'Established' && c.status === 'True'),
+  };
+}
+
 export interface OrchConfigStoreOptions {
   client: OrchClient;
   /** MESH_WATCH_NAMESPACE: watch namespaced collections in this namespace only. */
   watchNamespace?: string;
   /** --clusterID, for messages. */
   clusterID?: string;
-  /** How often CRD groups or kinds found missing are looked for again (default 60 s; 0 = never). */
-  crdRecheckMs?: number;
   /** Retry schedule of failed lists, watches and discovery (default 800 ms doubling to 30 s). */
   backoff?: Partial<BackoffOptions>;
   /** close() also closes the client (default true). */
@@ -65,7 +90,6 @@ export class OrchConfigStore implements ConfigStore {
   private readonly client: OrchClient;
   private readonly ns: string | undefined;
   private readonly clusterID: string;
-  private readonly recheckMs: number;
   private readonly backoff: BackoffOptions;
 
   private readonly slots = new Map<string, Slot>();
@@ -84,14 +108,13 @@ export class OrchConfigStore implements ConfigStore {
   private readonly startedAt = performance.now();
 
   private readonly groups: CrdGroup[] = crdGroups();
-  /** Per CRD group: kinds being watched (kind → version). */
-  private readonly watchedKinds = new Map<string, Map<Kind, string>>();
+  private crdWatcher: ResourceInformer | undefined;
+  /** CRDs of our groups and Istio's, by name (`<plural>.<group>`), as last seen. */
+  private readonly crds = new Map<string, CrdInfo>();
+  /** Kinds being watched, by CRD name. */
+  private readonly crdInformers = new Map<string, { kind: Kind; version: string; informer: ResourceInformer }>();
   /** Per CRD group: what was last reported missing, so it is logged once. */
   private readonly reportedMissing = new Map<string, string>();
-  private recheckTimer: NodeJS.Timeout | undefined;
-  /** CRD groups whose discovery is in flight (a slow one must not overlap its recheck). */
-  private readonly discovering = new Set<string>();
-  private readonly retryTimers = new Set<NodeJS.Timeout>();
 
   private readonly nodeSubscribers = new Set<(nodeName: string) => void>();
   private readonly conflictsLogged = new Set<string>();
@@ -102,22 +125,17 @@ export class OrchConfigStore implements ConfigStore {
     this.client = opts.client;
     this.ns = opts.watchNamespace || undefined;
     this.clusterID = opts.clusterID ?? 'Orchestrator';
-    this.recheckMs = opts.crdRecheckMs ?? 60_000;
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
   }
 
-  /** Starts every informer and the CRD discovery; returns at once (see whenSynced). */
+  /** Starts every informer and the CRD watcher; returns at once (see whenSynced). */
   start(): this {
     if (this.startedFlag || this.closed) return this;
     this.startedFlag = true;
     const scope = this.ns ? `namespace ${this.ns}` : 'all namespaces';
     log.info(`watching the orchestrator (${this.client.origin}, ${this.client.server}, cluster ${this.clusterID}) in ${scope}`);
     for (const r of REGISTRY_RESOURCES) this.startRegistryInformer(r);
-    for (const g of this.groups) {
-      const gate = { discovery: g.group };
-      this.syncGate.add(gate);
-      void this.discoverGroup(g, gate, 0);
-    }
+    this.startCrdWatcher();
     return this;
   }
 
@@ -149,9 +167,6 @@ export class OrchConfigStore implements ConfigStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.recheckTimer) clearInterval(this.recheckTimer);
-    for (const t of this.retryTimers) clearTimeout(t);
-    this.retryTimers.clear();
     await Promise.all(this.informers.map((i) => i.stop()));
     for (const w of this.syncWaiters.splice(0)) w.reject(new Error('orchestrator config store closed before it synced'));
     this.dirty.clear();
@@ -215,10 +230,11 @@ export class OrchConfigStore implements ConfigStore {
         add: (o) => (count('add'), this.onObject(kind, group, apiVersion, o)),
         update: (o) => (count('update'), this.onObject(kind, group, apiVersion, o)),
         delete: (o) => (count('delete'), this.onDelete(kind, group, o)),
-        notFound: () => this.crdGone(inf, kind, group),
+        // 404 while the CRD is still there (just created, not yet served at this path): try again.
+        notFound: () => (this.crds.get(crdName(group, plural))?.established ? 'retry' : (this.crdGone(group, plural, `${path}: 404`), 'stop')),
       },
     );
-    this.watchedKinds.get(group)!.set(kind, version);
+    this.crdInformers.set(crdName(group, plural), { kind, version, informer: inf });
     this.track(inf, initial);
   }
 
@@ -245,136 +261,92 @@ export class OrchConfigStore implements ConfigStore {
   }
 
   // -------------------------------------------------------------------------------------------
-  // CRD discovery: which of our groups and Istio's are installed, at which version
+  // CRDs: which kinds of our groups and Istio's are installed, at which version. Istio's CRD watcher:
+  // the CustomResourceDefinitions themselves are watched, so a kind whose CRD appears, goes or comes
+  // back after start is watched (or dropped) as soon as the API server says so.
 
-  private async discoverGroup(g: CrdGroup, gate: object | undefined, attempt: number): Promise<void> {
-    if (this.closed || this.discovering.has(g.group)) return;
-    this.discovering.add(g.group);
-    try {
-      await this.discoverGroupOnce(g, gate, attempt);
-    } finally {
-      this.discovering.delete(g.group);
-    }
+  private startCrdWatcher(): void {
+    const handlers = {
+      add: (o: RawObject) => this.onCrd(o, false),
+      update: (o: RawObject) => this.onCrd(o, false),
+      delete: (o: RawObject) => this.onCrd(o, true),
+    };
+    this.crdWatcher = new ResourceInformer(this.client, { path: CRD_PATH, backoff: this.backoff, log }, handlers);
+    const watcher = this.crdWatcher;
+    this.informers.push(watcher);
+    this.syncGate.add(watcher);
+    void watcher.whenSynced().then(() => {
+      this.reportMissing();
+      this.ungate(watcher);
+    });
+    watcher.start();
   }
 
-  private async discoverGroupOnce(g: CrdGroup, gate: object | undefined, attempt: number): Promise<void> {
-    if (!this.watchedKinds.has(g.group)) this.watchedKinds.set(g.group, new Map());
-    const watched = this.watchedKinds.get(g.group)!;
-    let missingWhy: string;
-    try {
-      const served = await this.servedVersions(g.group);
-      if (!served) {
-        missingWhy = `CRD group ${g.group} is not installed (GET /apis/${g.group}: 404): its kinds are skipped`;
-      } else {
-        const docs = new Map<string, Array<{ name: string; kind: string }>>();
-        const missing: Kind[] = [];
-        for (const kind of g.kinds) {
-          if (watched.has(kind)) continue;
-          const found = await this.findResource(g, kind, served, docs);
-          if (this.closed) return;
-          if (found) {
-            if (this.reportedMissing.has(g.group) && gate === undefined) {
-              log.info(`${kind} is now served as ${g.group}/${found.version} ${found.plural}: watching it`);
-            }
-            this.startCrdInformer(kind, g.group, found.version, found.plural, gate !== undefined);
-          } else {
-            missing.push(kind);
-          }
-        }
-        missingWhy = missing.length > 0 ? `CRD group ${g.group} does not serve ${missing.join(', ')}: skipped` : '';
-      }
-    } catch (e) {
-      if (this.closed) return;
-      const delay = Math.round(Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** attempt) * (1 + Math.random() * this.backoff.jitter));
-      if (gate) {
-        log.warn(`discovery of CRD group ${g.group} failed: ${(e as Error).message}; retrying in ${delay}ms`);
-        const t = setTimeout(() => {
-          this.retryTimers.delete(t);
-          void this.discoverGroup(g, gate, attempt + 1);
-        }, delay);
-        this.retryTimers.add(t);
-      } else {
-        log.debug(`rediscovery of CRD group ${g.group} failed: ${(e as Error).message}`);
-      }
+  private onCrd(raw: RawObject, deleted: boolean): void {
+    if (this.closed) return;
+    const crd = crdOf(raw);
+    // Only the fields read above are kept: a CRD's schema is often the bulk of a cluster's metadata.
+    for (const k of Object.keys(raw)) if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') delete raw[k];
+    raw.metadata = { name: raw.metadata.name, resourceVersion: raw.metadata.resourceVersion };
+    const g = this.groups.find((x) => x.group === crd.group);
+    if (!g) return;
+    const name = crdName(crd.group, crd.plural);
+    const kind = g.kinds.find((k) => k === crd.kind);
+    if (deleted || !kind) {
+      this.crds.delete(name);
+      if (deleted) this.crdGone(crd.group, crd.plural, 'its CustomResourceDefinition was deleted');
       return;
     }
-    if (this.closed) return;
-    const before = this.reportedMissing.get(g.group);
-    if (missingWhy && missingWhy !== before) log.info(missingWhy);
-    if (missingWhy) this.reportedMissing.set(g.group, missingWhy);
-    else this.reportedMissing.delete(g.group);
-    if (gate) this.ungate(gate);
-    this.scheduleRecheck();
+    this.crds.set(name, crd);
+    const watching = this.crdInformers.get(name);
+    const version = g.versions.find((v) => crd.servedVersions.includes(v) && this.acceptsVersion(kind, g.group, v));
+    if (watching && watching.version === version) return;
+    if (watching) this.crdGone(crd.group, crd.plural, `served versions changed to ${crd.servedVersions.join(', ')}`);
+    if (!crd.established || !version) return;
+    // During the watcher's first list, what is found is part of the initial sync.
+    const initial = !this.crdWatcher!.hasSynced();
+    if (!initial) log.info(`${kind} is now served as ${g.group}/${version} ${crd.plural}: watching it`);
+    this.startCrdInformer(kind, g.group, version, crd.plural, initial);
+    if (!initial) this.reportMissing();
   }
 
-  /** Versions of `group` the server serves, or undefined when the group is not installed. */
-  private async servedVersions(group: string): Promise<string[] | undefined> {
-    try {
-      const doc = (await this.client.getJson(`/apis/${group}`)) as { versions?: Array<{ version?: string }> };
-      return (doc.versions ?? []).map((v) => v.version ?? '').filter(Boolean);
-    } catch (e) {
-      if (e instanceof OrchApiError && e.statusCode === 404) return undefined;
-      throw e;
+  /** Logs, once per change, the groups and kinds that no CRD serves. */
+  private reportMissing(): void {
+    for (const g of this.groups) {
+      const watched = g.kinds.filter((k) => [...this.crdInformers.values()].some((c) => c.kind === k && c.informer.path.includes(`/${g.group}/`)));
+      const why =
+        watched.length === 0
+          ? `CRD group ${g.group} is not installed (no CustomResourceDefinition of it is established): its kinds are skipped`
+          : watched.length < g.kinds.length
+            ? `CRD group ${g.group} does not serve ${g.kinds.filter((k) => !watched.includes(k)).join(', ')}: skipped`
+            : '';
+      if (why && why !== this.reportedMissing.get(g.group)) log.info(why);
+      if (why) this.reportedMissing.set(g.group, why);
+      else this.reportedMissing.delete(g.group);
     }
-  }
-
-  private async findResource(
-    g: CrdGroup,
-    kind: Kind,
-    served: readonly string[],
-    docs: Map<string, Array<{ name: string; kind: string }>>,
-  ): Promise<{ version: string; plural: string } | undefined> {
-    for (const version of g.versions) {
-      if (!served.includes(version)) continue;
-      let resources = docs.get(version);
-      if (!resources) {
-        try {
-          const doc = (await this.client.getJson(`/apis/${g.group}/${version}`)) as { resources?: Array<{ name: string; kind: string }> };
-          resources = doc.resources ?? [];
-        } catch (e) {
-          if (!(e instanceof OrchApiError && e.statusCode === 404)) throw e;
-          resources = [];
-        }
-        docs.set(version, resources);
-      }
-      // Subresources (`virtualservices/status`) share the kind; the collection has no slash.
-      const r = resources.find((x) => x.kind === kind && !x.name.includes('/'));
-      if (r && (this.acceptsVersion(kind, g.group, version))) return { version, plural: r.name };
-    }
-    return undefined;
   }
 
   private acceptsVersion(kind: Kind, group: string, version: string): boolean {
     return this.groups.some((x) => x.group === group && x.kinds.includes(kind) && x.versions.includes(version));
   }
 
-  private scheduleRecheck(): void {
-    if (this.recheckTimer || this.recheckMs <= 0 || this.closed || this.reportedMissing.size === 0) return;
-    this.recheckTimer = setInterval(() => {
-      if (this.reportedMissing.size === 0) {
-        clearInterval(this.recheckTimer);
-        this.recheckTimer = undefined;
-        return;
-      }
-      for (const g of this.groups) if (this.reportedMissing.has(g.group)) void this.discoverGroup(g, undefined, 0);
-    }, this.recheckMs);
-    this.recheckTimer.unref();
-  }
-
-  /** A watched CRD answered 404: it was uninstalled. Its objects were deleted with it. */
-  private crdGone(inf: ResourceInformer, kind: Kind, group: string): void {
-    this.watchedKinds.get(group)?.delete(kind);
+  /** A watched CRD went away (deleted, or its collection answers 404): its objects went with it. */
+  private crdGone(group: string, plural: string, why: string): void {
+    const name = crdName(group, plural);
+    const watching = this.crdInformers.get(name);
+    if (!watching) return;
+    this.crdInformers.delete(name);
+    const inf = watching.informer;
     const i = this.informers.indexOf(inf);
     if (i >= 0) this.informers.splice(i, 1);
+    void inf.stop();
     this.ungate(inf);
     for (const [key, slot] of this.slots) {
       const c = slot.get(group);
-      if (c && c.kind === kind) this.removeFrom(kind, group, key);
+      if (c && c.kind === watching.kind) this.removeFrom(watching.kind, group, key);
     }
-    const why = `${kind} is no longer served by CRD group ${group} (${inf.path}: 404): skipped`;
-    log.info(why);
-    this.reportedMissing.set(group, why);
-    this.scheduleRecheck();
+    log.info(`${watching.kind} is no longer served by CRD group ${group} (${why}): skipped`);
+    if (this.crdWatcher?.hasSynced()) this.reportMissing();
   }
 
   // -------------------------------------------------------------------------------------------

@@ -23,9 +23,14 @@ export function serviceKey(hostname: string, namespace: string): string {
 export class Snapshot {
   readonly byKey: ReadonlyMap<string, ServiceEntryState>;
   readonly byHost: ReadonlyMap<string, ServiceEntryState[]>;
-  readonly services: readonly Service[];
+  private sortedServices: readonly Service[] | undefined;
 
-  constructor(states: Iterable<ServiceEntryState>) {
+  constructor(states: Iterable<ServiceEntryState>, indexes?: { byKey: Map<string, ServiceEntryState>; byHost: Map<string, ServiceEntryState[]> }) {
+    if (indexes) {
+      this.byKey = indexes.byKey;
+      this.byHost = indexes.byHost;
+      return;
+    }
     const byKey = new Map<string, ServiceEntryState>();
     for (const s of states) {
       const k = serviceKey(s.service.hostname, s.service.namespace);
@@ -46,7 +51,37 @@ export class Snapshot {
     }
     this.byKey = byKey;
     this.byHost = byHost;
-    this.services = [...byKey.values()].map((s) => s.service).sort(compareServices);
+  }
+
+  /** Services sorted as Istio orders them (creation time, then hostname and namespace); computed once. */
+  get services(): readonly Service[] {
+    this.sortedServices ??= [...this.byKey.values()].map((s) => s.service).sort(compareServices);
+    return this.sortedServices;
+  }
+
+  /**
+   * This snapshot with some keys (`namespace/hostname`, one state per key) replaced, or removed when
+   * undefined; the rest is shared, so a change costs what it touches.
+   */
+  withChanges(changes: ReadonlyMap<string, ServiceEntryState | undefined>): Snapshot {
+    const byKey = new Map(this.byKey);
+    const hosts = new Set<string>();
+    for (const [k, s] of changes) {
+      const prev = byKey.get(k);
+      if (prev) hosts.add(prev.service.hostname);
+      if (s) {
+        byKey.set(k, s);
+        hosts.add(s.service.hostname);
+      } else byKey.delete(k);
+    }
+    const byHost = new Map(this.byHost);
+    for (const h of hosts) {
+      const list = (this.byHost.get(h) ?? []).filter((s) => !changes.has(serviceKey(s.service.hostname, s.service.namespace)));
+      for (const [k, s] of changes) if (s && s.service.hostname === h && byKey.get(k) === s) list.push(s);
+      if (list.length > 0) byHost.set(h, list);
+      else byHost.delete(h);
+    }
+    return new Snapshot([], { byKey, byHost });
   }
 
   endpoints(hostname: string, namespace?: string): Endpoint[] {
@@ -65,10 +100,28 @@ function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
-/** What changed between two snapshots, or undefined when nothing did. */
-export function diffSnapshots(registry: string, prev: Snapshot, next: Snapshot): RegistryEvent | undefined {
+/**
+ * What changed between two snapshots, or undefined when nothing did; `keys` limits the comparison to
+ * the keys that may have changed (the rest is known to be shared).
+ */
+export function diffSnapshots(registry: string, prev: Snapshot, next: Snapshot, keys?: Iterable<string>): RegistryEvent | undefined {
   const hostnames = new Set<string>();
   let endpointsOnly = true;
+  if (keys) {
+    for (const k of keys) {
+      const p = prev.byKey.get(k);
+      const n = next.byKey.get(k);
+      if (p === n) continue;
+      if (!p || !n || !sameJson(p.service, n.service)) {
+        if (p) hostnames.add(p.service.hostname);
+        if (n) hostnames.add(n.service.hostname);
+        endpointsOnly = false;
+      } else if (!sameJson(p.endpoints, n.endpoints)) {
+        hostnames.add(n.service.hostname);
+      }
+    }
+    return hostnames.size === 0 ? undefined : { registry, hostnames, endpointsOnly };
+  }
   for (const [k, n] of next.byKey) {
     const p = prev.byKey.get(k);
     if (!p) {

@@ -1,6 +1,7 @@
 // ClusterLoadAssignments (Istio EndpointBuilder): endpoints of a service port, filtered by subset
 // labels, grouped by locality, with weights and health. Unhealthy endpoints are left out unless
-// PILOT_SEND_UNHEALTHY_ENDPOINTS; endpoints labelled with PILOT_DRAINING_LABEL are sent DRAINING.
+// PILOT_SEND_UNHEALTHY_ENDPOINTS, terminating ones always; endpoints labelled with PILOT_DRAINING_LABEL
+// are sent DRAINING.
 import { create } from '@bufbuild/protobuf';
 import { HealthStatus } from '../../gen/envoy/config/core/v3/health_check_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
@@ -28,8 +29,11 @@ function healthOf(e: Endpoint, opts: EndpointOptions): HealthStatus | undefined 
     case 'Draining':
       return HealthStatus.DRAINING;
     case 'UnHealthy':
-    case 'Terminating':
       return opts.sendUnhealthy ? HealthStatus.UNHEALTHY : undefined;
+    case 'Terminating':
+      // Never sent, not even with PILOT_SEND_UNHEALTHY_ENDPOINTS (Istio): a rollout replacing one pod
+      // must count as fully healthy, not half.
+      return undefined;
   }
 }
 
