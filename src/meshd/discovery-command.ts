@@ -10,6 +10,7 @@ import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
+import { readMeshConfig, watchMeshConfig } from '../config/meshconfig';
 import { convertObject } from '../config/parse';
 import { validateConfig } from '../config/validate';
 import { configKey } from '../config/types';
@@ -56,6 +57,8 @@ function checkConfigDir(dir: string): void {
 
 interface ConfigSources {
   store: ConfigStore;
+  /** Stops what watches the sources' own inputs (the mesh config file). */
+  close: () => void;
   nodeLocality?: (n: string) => string | undefined;
   /** Called with a Node's name when its topology labels change. */
   subscribeNodes?: (handler: (nodeName: string) => void) => () => void;
@@ -71,8 +74,16 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
   }
   let nodeLocality: ((n: string) => string | undefined) | undefined;
   let subscribeNodes: ConfigSources['subscribeNodes'];
+  const closers: Array<() => void> = [];
   if (registries.includes('Orchestrator')) {
     if (orchestratorAvailable(ctx)) {
+      const meshConfigFile = ctx.flags['meshConfig'] as string;
+      let mesh;
+      try {
+        mesh = readMeshConfig(meshConfigFile);
+      } catch (e) {
+        throw new CommandError((e as Error).message);
+      }
       const { startOrchConfigStore, localityString } = await import('../config/orch');
       const orch = await startOrchConfigStore({
         orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
@@ -83,8 +94,10 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
         clusterID: ctx.flags['clusterID'] as string,
         env: ctx.env,
         userAgent: `${ctx.program.name}/${buildInfo().version}`,
+        discoverySelectors: mesh.discoverySelectors,
       });
       stores.push(orch);
+      closers.push(watchMeshConfig(meshConfigFile, mesh, (m) => orch.setDiscoverySelectors(m.discoverySelectors)));
       nodeLocality = (n) => {
         const l = orch.nodeLocality(n);
         return l ? localityString(l) : undefined;
@@ -103,7 +116,7 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
     log.info('no --configDir and no Orchestrator registry: serving an empty configuration');
   }
   const store = stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores);
-  return { store, ...(nodeLocality ? { nodeLocality } : {}), ...(subscribeNodes ? { subscribeNodes } : {}) };
+  return { store, close: () => closers.forEach((c) => c()), ...(nodeLocality ? { nodeLocality } : {}), ...(subscribeNodes ? { subscribeNodes } : {}) };
 }
 
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
@@ -144,7 +157,7 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 
 export const run: Handler = async (ctx) => {
   const env = new EnvTable(ctx.program.env, ctx.env);
-  const { store, nodeLocality, subscribeNodes } = await configStores(ctx, env);
+  const { store, nodeLocality, subscribeNodes, close: closeSources } = await configStores(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   let registry;
   try {
@@ -255,6 +268,7 @@ export const run: Handler = async (ctx) => {
       unsubscribeConfig();
       unsubscribeRegistry();
       unsubscribeNodes();
+      closeSources();
       security.close();
       registry.close();
       await store.close();

@@ -3,6 +3,7 @@
 // through the --orchApiQPS/--orchApiBurst token bucket first. client-node authenticates each
 // request (list, watch, typed API call) through KubeConfig.applySecurityAuthentication, so that
 // is where throttling goes: nothing can reach the API server without taking a token.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type * as K8s from '@kubernetes/client-node';
 import { buildInfo } from '../../lib/buildinfo';
@@ -119,6 +120,7 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     }
   }
   const kc = new ThrottledKubeConfig();
+  reuseConnections(kc);
   const origin = opts.orchconfig !== undefined && opts.orchconfig !== '' ? `--orchconfig ${opts.orchconfig}` : 'in-cluster';
   if (opts.orchconfig) loadFile(kc, opts.orchconfig);
   else loadInCluster(kc, opts.env ?? process.env, opts.serviceAccountPrefix ?? '');
@@ -192,6 +194,28 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     send,
     newWatch: (stopped = () => false) => new BookmarkingWatch(kc, stopped),
     close: () => limiter.close(),
+  };
+}
+
+type DispatcherFactory = (cluster: K8s.Cluster | null, agentOptions: Record<string, unknown>) => unknown;
+
+/**
+ * client-node makes a new undici Agent for every request, so no connection is ever reused: each list,
+ * watch and lease renewal pays a TCP and TLS handshake. The agent depends only on the cluster and the
+ * credentials (re-read from their files per request, so a rotated client certificate still takes
+ * effect): one agent is kept per distinct set and reused until they change.
+ */
+function reuseConnections(kc: K8s.KubeConfig): void {
+  const target = kc as unknown as { createDispatcher: DispatcherFactory };
+  const make = target.createDispatcher.bind(kc);
+  let cached: { key: string; dispatcher: unknown } | undefined;
+  target.createDispatcher = (cluster, agentOptions) => {
+    const h = createHash('sha256');
+    h.update(JSON.stringify([cluster?.name, cluster?.server, cluster?.proxyUrl, agentOptions.rejectUnauthorized, agentOptions.servername]));
+    for (const k of ['ca', 'cert', 'key', 'pfx', 'passphrase'] as const) h.update(`|${k}|`).update(String(agentOptions[k] ?? ''));
+    const key = h.digest('hex');
+    if (cached?.key !== key) cached = { key, dispatcher: make(cluster, agentOptions) };
+    return cached.dispatcher;
   };
 }
 

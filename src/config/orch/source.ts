@@ -13,6 +13,7 @@ import { convertObject } from '../parse';
 import { isClusterScoped, MESH_KINDS } from '../schemas';
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
+import { type LabelSelector, namespaceSelected } from '../meshconfig';
 import { validateConfig } from '../validate';
 import { createOrchClient, type OrchClient, type OrchClientOptions } from './client';
 import { type BackoffOptions, DEFAULT_BACKOFF, ResourceInformer, type RawObject } from './informer';
@@ -79,6 +80,13 @@ export interface OrchConfigStoreOptions {
   backoff?: Partial<BackoffOptions>;
   /** close() also closes the client (default true). */
   closeClient?: boolean;
+  /** Items per list page (default 500, client-go's). */
+  listPageSize?: number;
+  /**
+   * meshConfig discoverySelectors: only objects in namespaces whose labels match one of them are
+   * served (cluster-scoped objects always are); none = every namespace. setDiscoverySelectors changes them.
+   */
+  discoverySelectors?: readonly LabelSelector[];
 }
 
 type EventName = 'add' | 'update' | 'delete';
@@ -117,6 +125,10 @@ export class OrchConfigStore implements ConfigStore {
   private readonly reportedMissing = new Map<string, string>();
 
   private readonly nodeSubscribers = new Set<(nodeName: string) => void>();
+  /** Istio's discovery namespace filter: the selectors, every Namespace's labels, those selected. */
+  private discoverySelectors: readonly LabelSelector[];
+  private readonly namespaceLabels = new Map<string, Readonly<Record<string, string>>>();
+  private readonly selectedNamespaces = new Set<string>();
   private readonly conflictsLogged = new Set<string>();
   private startedFlag = false;
   private closed = false;
@@ -126,6 +138,7 @@ export class OrchConfigStore implements ConfigStore {
     this.ns = opts.watchNamespace || undefined;
     this.clusterID = opts.clusterID ?? 'Orchestrator';
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
+    this.discoverySelectors = opts.discoverySelectors ?? [];
   }
 
   /** Starts every informer and the CRD watcher; returns at once (see whenSynced). */
@@ -177,6 +190,44 @@ export class OrchConfigStore implements ConfigStore {
   // -------------------------------------------------------------------------------------------
   // Nodes (not a Kind: kept for pod locality)
 
+  // -------------------------------------------------------------------------------------------
+  // discoverySelectors
+
+  /** New discoverySelectors (a mesh config change): objects of namespaces that join or leave follow. */
+  setDiscoverySelectors(selectors: readonly LabelSelector[]): void {
+    this.discoverySelectors = selectors;
+    for (const ns of this.namespaceLabels.keys()) this.updateMembership(ns);
+  }
+
+  /** Whether objects of `namespace` are served. */
+  namespaceInScope(namespace: string): boolean {
+    return this.discoverySelectors.length === 0 || this.selectedNamespaces.has(namespace);
+  }
+
+  private inScope(kind: Kind, key: string): boolean {
+    if (this.discoverySelectors.length === 0) return true;
+    const rest = key.slice(kind.length + 1);
+    const ns = rest.slice(0, rest.indexOf('/'));
+    if (kind === 'Namespace') return this.selectedNamespaces.has(rest.slice(rest.indexOf('/') + 1));
+    return ns === '' || this.selectedNamespaces.has(ns);
+  }
+
+  /** Recomputes whether `ns` is selected; when that changed, every object in it is looked at again. */
+  private updateMembership(ns: string): void {
+    const labels = this.namespaceLabels.get(ns);
+    const now = labels !== undefined && namespaceSelected(this.discoverySelectors, labels);
+    if (now === this.selectedNamespaces.has(ns)) return;
+    if (now) this.selectedNamespaces.add(ns);
+    else this.selectedNamespaces.delete(ns);
+    if (this.discoverySelectors.length > 0 && this.syncedFlag) log.info(`namespace ${ns} ${now ? 'is now selected' : 'is no longer selected'} by discoverySelectors`);
+    const prefix = `/${ns}/`;
+    for (const key of this.slots.keys()) {
+      const slash = key.indexOf('/');
+      const kind = key.slice(0, slash) as Kind;
+      if (key.startsWith(prefix, slash) || (kind === 'Namespace' && key === `Namespace//${ns}`)) this.markDirty(kind, key);
+    }
+  }
+
   /** Topology of a node from its labels, or undefined for an unknown node. */
   nodeLocality(nodeName: string): NodeLocality | undefined {
     return this.nodes.get(nodeName);
@@ -215,7 +266,7 @@ export class OrchConfigStore implements ConfigStore {
             update: (o: RawObject) => (count('update'), this.onObject(r.kind as Kind, r.group, apiVersion, o)),
             delete: (o: RawObject) => (count('delete'), this.onDelete(r.kind as Kind, r.group, o)),
           };
-    const inf = new ResourceInformer(this.client, { path, ...(fieldSelector ? { fieldSelector } : {}), backoff: this.backoff, log }, handlers);
+    const inf = new ResourceInformer(this.client, { path, ...(fieldSelector ? { fieldSelector } : {}), backoff: this.backoff, log, ...(this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {}) }, handlers);
     this.track(inf, true);
   }
 
@@ -225,7 +276,7 @@ export class OrchConfigStore implements ConfigStore {
     const count = (event: EventName) => cfgEvents.inc({ type: kind, event });
     const inf = new ResourceInformer(
       this.client,
-      { path, backoff: this.backoff, log },
+      { path, backoff: this.backoff, log, ...(this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {}) },
       {
         add: (o) => (count('add'), this.onObject(kind, group, apiVersion, o)),
         update: (o) => (count('update'), this.onObject(kind, group, apiVersion, o)),
@@ -271,7 +322,7 @@ export class OrchConfigStore implements ConfigStore {
       update: (o: RawObject) => this.onCrd(o, false),
       delete: (o: RawObject) => this.onCrd(o, true),
     };
-    this.crdWatcher = new ResourceInformer(this.client, { path: CRD_PATH, backoff: this.backoff, log }, handlers);
+    this.crdWatcher = new ResourceInformer(this.client, { path: CRD_PATH, backoff: this.backoff, log, ...(this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {}) }, handlers);
     const watcher = this.crdWatcher;
     this.informers.push(watcher);
     this.syncGate.add(watcher);
@@ -424,6 +475,10 @@ export class OrchConfigStore implements ConfigStore {
 
   private put(kind: Kind, group: string, config: Config): void {
     const key = configKey(config);
+    if (kind === 'Namespace') {
+      this.namespaceLabels.set(config.meta.name, config.meta.labels);
+      this.updateMembership(config.meta.name);
+    }
     let slot = this.slots.get(key);
     if (!slot) {
       slot = new Map();
@@ -442,6 +497,11 @@ export class OrchConfigStore implements ConfigStore {
   private removeFrom(kind: Kind, group: string, key: string): void {
     const slot = this.slots.get(key);
     if (!slot || !slot.has(group)) return;
+    if (kind === 'Namespace') {
+      const name = key.slice('Namespace//'.length);
+      this.namespaceLabels.delete(name);
+      this.updateMembership(name);
+    }
     const before = pick(kind, slot);
     slot.delete(group);
     if (slot.size === 0) {
@@ -453,6 +513,10 @@ export class OrchConfigStore implements ConfigStore {
 
   private changed(kind: Kind, key: string, before: Config | undefined, after: Config | undefined): void {
     if (before === after) return; // a change to a version that is not the one served
+    this.markDirty(kind, key);
+  }
+
+  private markDirty(kind: Kind, key: string): void {
     this.dirty.set(key, kind);
     if (this.flushScheduled) return;
     this.flushScheduled = true;
@@ -472,7 +536,7 @@ export class OrchConfigStore implements ConfigStore {
     const put: Config[] = [];
     const gone: ConfigRef[] = [];
     for (const [key, kind] of this.dirty) {
-      const c = pick(kind, this.slots.get(key));
+      const c = this.inScope(kind, key) ? pick(kind, this.slots.get(key)) : undefined;
       if (c) put.push(c);
       else {
         const rest = key.slice(kind.length + 1);
