@@ -1,12 +1,19 @@
 // The built `pilot-discovery discovery --orchconfig` against a real Kubernetes API server
 // (../shared/kube): edits made through the API (Service, Pod, Node, EndpointSlice from the controller
 // manager, VirtualService) are served over xDS to a connected client; a VirtualService CRD deleted and
-// applied again is watched again within seconds (the CRD watcher, not a timer).
+// applied again is watched again within seconds (the CRD watcher, not a timer); unready endpoints are
+// sent only with PILOT_SEND_UNHEALTHY_ENDPOINTS and terminating ones never; meshConfig
+// discoverySelectors (edited on disk) decide which namespaces are served; the API server's audit log
+// names the program and version; the single executable prints no require() warning.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import t from 'tap';
 import { built } from '../helpers/binary';
+import { REPO } from '../helpers/spec';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
 import { applyCrds, type Kube, namespace, node, pod, podStatus, service, startKube } from '../helpers/kube';
-import { addressesOf, EDS, endpointsOf, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
+import { addressesOf, CDS, EDS, endpointsOf, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import type { RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -41,7 +48,7 @@ let kube: Kube;
 let daemon: RunningDaemon;
 
 t.before(async () => {
-  kube = await startKube(t);
+  kube = await startKube(t, { audit: true });
   const api = kube.api;
   await api.create('/api/v1/namespaces', namespace(NS));
   await api.create('/api/v1/nodes', node('node-a', { 'topology.kubernetes.io/region': 'eu', 'topology.kubernetes.io/zone': 'eu-1' }));
@@ -114,4 +121,57 @@ t.test('a VirtualService CRD deleted and applied again is served again within se
   await rds.until((w) => headerMatches(w.resources.get('80')).join() === 'x-again', 'the VirtualService made after the CRD came back', 10_000);
   const took = Date.now() - applied;
   t.ok(took < 10_000, `served ${took}ms after the CRD was applied again (the CRD watcher, not a 60 s recheck)`);
+});
+
+t.test('PILOT_SEND_UNHEALTHY_ENDPOINTS sends unready endpoints as UNHEALTHY; terminating ones are never sent', async (t) => {
+  const unhealthy = await startDaemon(['--orchconfig', kube.kubeconfig], { PILOT_SEND_UNHEALTHY_ENDPOINTS: 'true' });
+  t.teardown(() => unhealthy.stop());
+  const plain = new XdsWatch(daemon.grpc, sidecarNode(NS), EDS, [CLUSTER]);
+  const all = new XdsWatch(unhealthy.grpc, sidecarNode(NS), EDS, [CLUSTER]);
+  t.teardown(() => (plain.close(), all.close()));
+  // web-1 was made unready by the first test; web-2 is ready.
+  const health = (w: XdsWatch<typeof EDS>) => endpointsOf(w.resources.get(CLUSTER)).map((e) => `${e.address} ${e.health}`).join();
+  await all.until((w) => health(w) === '10.1.0.1 2,10.1.0.2 1', 'web-1 UNHEALTHY (2) beside web-2 HEALTHY (1)');
+  await plain.until((w) => health(w) === '10.1.0.2 1', 'only web-2 without the variable');
+  // Deleting a Pod bound to a Node waits for a kubelet: it stays terminating (serving, not ready).
+  await kube.api.delete(`/api/v1/namespaces/${NS}/pods/web-2`);
+  await all.until((w) => health(w) === '10.1.0.1 2', 'the terminating endpoint left out even when sending unhealthy ones', 30_000);
+  await plain.until((w) => health(w) === '', 'and without the variable', 30_000);
+  const slices = await kube.api.get(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices?labelSelector=kubernetes.io/service-name%3Dweb`);
+  const web2 = (slices.items as Array<{ endpoints?: Array<{ addresses: string[]; conditions: Record<string, boolean> }> }>)
+    .flatMap((s) => s.endpoints ?? [])
+    .find((e) => e.addresses[0] === '10.1.0.2');
+  t.same(web2?.conditions, { ready: false, serving: true, terminating: true }, 'the API server says it is terminating');
+  await kube.api.delete(`/api/v1/namespaces/${NS}/pods/web-2`, '?gracePeriodSeconds=0');
+});
+
+t.test('meshConfig discoverySelectors decide which namespaces are served, and an edit of the file applies', async (t) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-config-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'mesh');
+  writeFileSync(file, 'discoverySelectors:\n- matchLabels: {mesh-discovery: "on"}\n');
+  const selective = await startDaemon(['--orchconfig', kube.kubeconfig, '--meshConfig', file]);
+  t.teardown(() => selective.stop());
+  const cds = new XdsWatch(selective.grpc, sidecarNode(NS), CDS);
+  t.teardown(() => cds.close());
+  await cds.until((w) => w.resources.size > 0, 'clusters');
+  t.notOk(cds.resources.has(CLUSTER), 'the namespace is not selected: its Service is not served');
+  await kube.api.merge(`/api/v1/namespaces/${NS}`, { metadata: { labels: { 'mesh-discovery': 'on' } } });
+  await cds.until((w) => w.resources.has(CLUSTER), 'the Service once its namespace is labelled');
+  writeFileSync(file, 'discoverySelectors:\n- matchExpressions: [{key: mesh-discovery, operator: NotIn, values: ["on"]}]\n');
+  await cds.until((w) => !w.resources.has(CLUSTER), 'the Service gone after the mesh config edit');
+  t.match(selective.log(), /mesh config \S+ changed/);
+});
+
+t.test("requests name the program and version; no require() warning from the single executable", async (t) => {
+  const version = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
+  const agents = new Map<string, number>();
+  for (const line of readFileSync(path.join(kube.dir, 'audit.log'), 'utf8').split('\n')) {
+    if (!line) continue;
+    const ua = (JSON.parse(line) as { userAgent?: string }).userAgent ?? '';
+    if (ua.startsWith('pilot-discovery') || ua.startsWith('kubernetes-client-javascript')) agents.set(ua, (agents.get(ua) ?? 0) + 1);
+  }
+  t.same([...agents.keys()], [`pilot-discovery/${version}`], "Istio's IstioUserAgent form, <program>/<version>, on every request");
+  t.ok(agents.get(`pilot-discovery/${version}`)! > 20, `${agents.get(`pilot-discovery/${version}`)} requests`);
+  t.notMatch(daemon.log(), /require\(\)|Warning:/, 'nothing but log lines on the way');
 });

@@ -133,6 +133,11 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
       private readonly stopped: () => boolean,
     ) {
       super(config);
+      // client-node ends a watch that has been silent for 30 s and starts another, so every quiet
+      // collection reconnects twice a minute. The API server sends a bookmark about once a minute on
+      // watches that allow them and ends each watch itself after timeoutSeconds: two minutes of silence
+      // is a dead connection.
+      this.requestTimeoutMs = 120_000;
     }
 
     override async watch(
