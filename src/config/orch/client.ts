@@ -137,7 +137,7 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
       // collection reconnects twice a minute. The API server sends a bookmark about once a minute on
       // watches that allow them and ends each watch itself after timeoutSeconds: two minutes of silence
       // is a dead connection.
-      this.requestTimeoutMs = 120_000;
+      (this as unknown as { requestTimeoutMs: number }).requestTimeoutMs = 120_000;
     }
 
     override async watch(
