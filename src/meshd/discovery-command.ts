@@ -5,12 +5,10 @@ import fs from 'node:fs';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
 import type { Config, Kind } from '../config/types';
-import { buildInfo } from '../lib/buildinfo';
 import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
-import { readMeshConfig, watchMeshConfig } from '../config/meshconfig';
 import { convertObject } from '../config/parse';
 import { validateConfig } from '../config/validate';
 import { configKey } from '../config/types';
@@ -25,17 +23,13 @@ import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
+import { type Orchestrator, orchestratorAvailable, startOrchestrator } from './orchestrator';
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
 
 /** Kinds read only through the service registries. */
 const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'Pod']);
-
-/** Whether orchestrator client configuration is available: a file, or the in-cluster variables. */
-function orchestratorAvailable(ctx: RunContext): boolean {
-  return Boolean(ctx.flags['orchconfig']) || Boolean(ctx.env['ORCH_SERVICE_HOST'] ?? ctx.env['KUBERNETES_SERVICE_HOST']);
-}
 
 /** An unusable --configDir is a start-up error, not a daemon that is never ready. */
 function checkConfigDir(dir: string): void {
@@ -57,11 +51,8 @@ function checkConfigDir(dir: string): void {
 
 interface ConfigSources {
   store: ConfigStore;
-  /** Stops what watches the sources' own inputs (the mesh config file). */
-  close: () => void;
-  nodeLocality?: (n: string) => string | undefined;
-  /** Called with a Node's name when its topology labels change. */
-  subscribeNodes?: (handler: (nodeName: string) => void) => () => void;
+  /** The orchestrator side (client, this cluster's store, leader elections) when it is used. */
+  orchestrator?: Orchestrator;
 }
 
 async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSources> {
@@ -72,37 +63,11 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
     checkConfigDir(configDir);
     stores.push(new FileConfigStore({ dir: configDir }));
   }
-  let nodeLocality: ((n: string) => string | undefined) | undefined;
-  let subscribeNodes: ConfigSources['subscribeNodes'];
-  const closers: Array<() => void> = [];
+  let orchestrator: Orchestrator | undefined;
   if (registries.includes('Orchestrator')) {
     if (orchestratorAvailable(ctx)) {
-      const meshConfigFile = ctx.flags['meshConfig'] as string;
-      let mesh;
-      try {
-        mesh = readMeshConfig(meshConfigFile);
-      } catch (e) {
-        throw new CommandError((e as Error).message);
-      }
-      const { startOrchConfigStore, localityString } = await import('../config/orch');
-      const orch = await startOrchConfigStore({
-        orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
-        qps: ctx.flags['orchApiQPS'] as number,
-        burst: ctx.flags['orchApiBurst'] as number,
-        contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
-        watchNamespace: env.string('MESH_WATCH_NAMESPACE') || undefined,
-        clusterID: ctx.flags['clusterID'] as string,
-        env: ctx.env,
-        userAgent: `${ctx.program.name}/${buildInfo().version}`,
-        discoverySelectors: mesh.discoverySelectors,
-      });
-      stores.push(orch);
-      closers.push(watchMeshConfig(meshConfigFile, mesh, (m) => orch.setDiscoverySelectors(m.discoverySelectors)));
-      nodeLocality = (n) => {
-        const l = orch.nodeLocality(n);
-        return l ? localityString(l) : undefined;
-      };
-      subscribeNodes = (h) => orch.subscribeNodes(h);
+      orchestrator = await startOrchestrator(ctx, env);
+      stores.push(orchestrator.store);
     } else if (configDir) {
       // Istio would fail without a cluster; mesh runs from files alone, and Service/EndpointSlice YAML in
       // the folder still feeds the Orchestrator registry.
@@ -116,7 +81,7 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
     log.info('no --configDir and no Orchestrator registry: serving an empty configuration');
   }
   const store = stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores);
-  return { store, close: () => closers.forEach((c) => c()), ...(nodeLocality ? { nodeLocality } : {}), ...(subscribeNodes ? { subscribeNodes } : {}) };
+  return { store, ...(orchestrator ? { orchestrator } : {}) };
 }
 
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
@@ -157,14 +122,14 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 
 export const run: Handler = async (ctx) => {
   const env = new EnvTable(ctx.program.env, ctx.env);
-  const { store, nodeLocality, subscribeNodes, close: closeSources } = await configStores(ctx, env);
+  const { store, orchestrator } = await configStores(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   let registry;
   try {
     registry = buildRegistries(store, registries, {
       domain: ctx.flags['domain'] as string,
       clusterId: ctx.flags['clusterID'] as string,
-      nodeLocality,
+      ...(orchestrator ? { nodeLocality: (n: string) => orchestrator.nodeLocality(n) } : {}),
       selectWorkloadEntries: env.bool('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
       persistentSessionLabels: [env.string('PILOT_PERSISTENT_SESSION_LABEL'), env.string('PILOT_PERSISTENT_SESSION_HEADER_LABEL')],
     });
@@ -173,7 +138,7 @@ export const run: Handler = async (ctx) => {
   }
   // Locality comes from Nodes, which are not configs: their label changes reach the endpoints on them.
   const orchRegistry = registry.getRegistries().find((r): r is OrchestratorRegistry => r instanceof OrchestratorRegistry);
-  const unsubscribeNodes = orchRegistry && subscribeNodes ? subscribeNodes((n) => orchRegistry.nodeChanged(n)) : () => {};
+  const unsubscribeNodes = orchRegistry && orchestrator ? orchestrator.subscribeNodes((n) => orchRegistry.nodeChanged(n)) : () => {};
   const opts = pushOptions(ctx, env);
   let security: DaemonSecurity;
   try {
@@ -268,10 +233,10 @@ export const run: Handler = async (ctx) => {
       unsubscribeConfig();
       unsubscribeRegistry();
       unsubscribeNodes();
-      closeSources();
       security.close();
       registry.close();
       await store.close();
+      await orchestrator?.close();
     },
   };
   return runDaemon(ctx, providers);
