@@ -58,6 +58,8 @@ export interface Endpoint {
   healthStatus: HealthStatus;
   /** Name of the workload (pod or WorkloadEntry). */
   workloadName?: string;
+  /** Cluster the endpoint was discovered in (orchestrator registries). */
+  clusterId?: string;
 }
 
 /** Node types of Istio's node ID `type~ip~id~domain`. */

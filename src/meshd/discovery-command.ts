@@ -13,7 +13,7 @@ import { convertObject } from '../config/parse';
 import { validateConfig } from '../config/validate';
 import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
-import { buildRegistries, OrchestratorRegistry } from '../discovery/registry';
+import { buildRegistries, OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry';
 import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
@@ -27,6 +27,16 @@ import { type Orchestrator, orchestratorAvailable, startOrchestrator } from './o
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
+
+/**
+ * --clusterAliases: a proxy that says it is in cluster `alias` (CLUSTER_ID) is treated as in the cluster
+ * the alias names (Istio's DiscoveryServer.ClusterAliases).
+ */
+function withClusterAlias(proxy: Proxy, aliases: Readonly<Record<string, string>>): Proxy {
+  const id = proxy.metadata.clusterId;
+  const to = id !== undefined ? aliases[id] : undefined;
+  return to === undefined ? proxy : { ...proxy, metadata: { ...proxy.metadata, clusterId: to } };
+}
 
 /** Kinds read only through the service registries. */
 const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'Pod']);
@@ -124,22 +134,28 @@ export const run: Handler = async (ctx) => {
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, orchestrator } = await configStores(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
+  const registryOptions: OrchestratorOptions = {
+    domain: ctx.flags['domain'] as string,
+    clusterId: ctx.flags['clusterID'] as string,
+    selectWorkloadEntries: env.bool('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
+    persistentSessionLabels: [env.string('PILOT_PERSISTENT_SESSION_LABEL'), env.string('PILOT_PERSISTENT_SESSION_HEADER_LABEL')],
+  };
   let registry;
   try {
     registry = buildRegistries(store, registries, {
-      domain: ctx.flags['domain'] as string,
-      clusterId: ctx.flags['clusterID'] as string,
+      ...registryOptions,
       ...(orchestrator ? { nodeLocality: (n: string) => orchestrator.nodeLocality(n) } : {}),
-      selectWorkloadEntries: env.bool('PILOT_ENABLE_ORCH_SELECT_WORKLOAD_ENTRIES'),
-      persistentSessionLabels: [env.string('PILOT_PERSISTENT_SESSION_LABEL'), env.string('PILOT_PERSISTENT_SESSION_HEADER_LABEL')],
     });
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
+  // Remote clusters joined by secrets add their registries beside this cluster's.
+  if (orchestrator && registries.includes('Orchestrator')) orchestrator.startMulticluster(registry, registryOptions);
   // Locality comes from Nodes, which are not configs: their label changes reach the endpoints on them.
   const orchRegistry = registry.getRegistries().find((r): r is OrchestratorRegistry => r instanceof OrchestratorRegistry);
   const unsubscribeNodes = orchRegistry && orchestrator ? orchestrator.subscribeNodes((n) => orchRegistry.nodeChanged(n)) : () => {};
   const opts = pushOptions(ctx, env);
+  const clusterAliases = (ctx.flags['clusterAliases'] ?? {}) as Readonly<Record<string, string>>;
   let security: DaemonSecurity;
   try {
     security = createDaemonSecurity(env);
@@ -157,7 +173,7 @@ export const run: Handler = async (ctx) => {
       if (!t) tables.set(proxy, (t = generatorsFor(proxy, security.generatorOptions) as Record<string, Generator<PushContext>>));
       return t[typeUrl];
     },
-    parseNode: proxyFromNode,
+    parseNode: (node) => withClusterAlias(proxyFromNode(node), clusterAliases),
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
     cacheKey: (proxy, watched, req) => {
@@ -220,6 +236,7 @@ export const run: Handler = async (ctx) => {
   const providers: MeshdProviders = {
     synced: () => {
       if (!store.hasSynced()) return { ready: false, reason: 'config not synced' };
+      if (orchestrator && !orchestrator.hasSynced()) return { ready: false, reason: 'remote clusters not synced' };
       if (!registry.hasSynced()) return { ready: false, reason: 'service registries not synced' };
       return { ready: true };
     },

@@ -9,11 +9,21 @@ import type { OrchClient } from '../config/orch/client';
 import type { OrchConfigStore } from '../config/orch/source';
 import { buildInfo } from '../lib/buildinfo';
 import { ELECTIONS, Leadership } from '../leader';
+import type { AggregateRegistry } from '../discovery/registry/aggregate';
+import { OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry/orchestrator';
+import { MulticlusterController } from '../multicluster';
 
 export interface Orchestrator {
   client: OrchClient;
   store: OrchConfigStore;
   leadership: Leadership;
+  /**
+   * Starts the remote-cluster secret controller: each remote cluster's registry joins `registry` (and
+   * leaves it with its secret). Readiness should wait for hasSynced().
+   */
+  startMulticluster(registry: AggregateRegistry, registryOptions: OrchestratorOptions): MulticlusterController;
+  /** Local store and remote clusters synced (remote ones within PILOT_REMOTE_CLUSTER_TIMEOUT). */
+  hasSynced(): boolean;
   nodeLocality(nodeName: string): string | undefined;
   subscribeNodes(handler: (nodeName: string) => void): () => void;
   close(): Promise<void>;
@@ -41,6 +51,7 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
     env: ctx.env,
     userAgent: `${ctx.program.name}/${buildInfo().version}`,
   });
+  const localClusterId = ctx.flags['clusterID'] as string;
   const store = new OrchConfigStore({
     client,
     closeClient: false,
@@ -48,7 +59,12 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
     clusterID: ctx.flags['clusterID'] as string,
     discoverySelectors: mesh.discoverySelectors,
   }).start();
-  const stopWatchingMesh = watchMeshConfig(meshConfigFile, mesh, (m) => store.setDiscoverySelectors(m.discoverySelectors));
+  let multicluster: MulticlusterController | undefined;
+  const stopWatchingMesh = watchMeshConfig(meshConfigFile, mesh, (m) => {
+    store.setDiscoverySelectors(m.discoverySelectors);
+    multicluster?.setDiscoverySelectors(m.discoverySelectors);
+  });
+  const userAgent = `${ctx.program.name}/${buildInfo().version}`;
 
   const leadership = new Leadership({
     client,
@@ -70,8 +86,49 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
       return l ? localityString(l) || undefined : undefined;
     },
     subscribeNodes: (h) => store.subscribeNodes(h),
+    startMulticluster(registry, registryOptions) {
+      const registries = new Map<string, OrchestratorRegistry>();
+      multicluster = new MulticlusterController({
+        client,
+        namespace: ctx.flags['clusterRegistriesNamespace'] as string,
+        localClusterId,
+        remoteSyncTimeoutMs: env.duration('PILOT_REMOTE_CLUSTER_TIMEOUT'),
+        allowInsecure: env
+          .string('PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS')
+          .split(',')
+          .map((x) => x.trim())
+          .filter(Boolean),
+        qps: ctx.flags['orchApiQPS'] as number,
+        burst: ctx.flags['orchApiBurst'] as number,
+        userAgent,
+        ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
+        discoverySelectors: mesh.discoverySelectors,
+        added: (c) => {
+          const reg = new OrchestratorRegistry(c.store, {
+            ...registryOptions,
+            id: `Orchestrator/${c.id}`,
+            clusterId: c.id,
+            nodeLocality: (n) => c.nodeLocality(n),
+            synced: () => c.hasSynced(),
+          });
+          c.store.subscribeNodes((n) => reg.nodeChanged(n));
+          registries.set(c.id, reg);
+          registry.addRegistry(reg);
+        },
+        removed: (c) => {
+          const reg = registries.get(c.id);
+          if (!reg) return;
+          registries.delete(c.id);
+          registry.removeRegistry(reg.id);
+          reg.close();
+        },
+      }).start();
+      return multicluster;
+    },
+    hasSynced: () => store.hasSynced() && (multicluster?.hasSynced() ?? true),
     close: async () => {
       stopWatchingMesh();
+      await multicluster?.close();
       await leadership.stop();
       await store.close();
       client.close();

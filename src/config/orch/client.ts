@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type * as K8s from '@kubernetes/client-node';
+import { parse as parseYaml } from 'yaml';
 import { buildInfo } from '../../lib/buildinfo';
 import { registerScope } from '../../lib/log';
 import { limiterFor, type RateLimiter } from './ratelimit';
@@ -24,6 +25,12 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 export interface OrchClientOptions {
   /** --orchconfig: a client configuration file; unset = in-cluster configuration. */
   orchconfig?: string;
+  /**
+   * A client configuration given as text (a remote cluster's, from a secret), and where it came from
+   * for messages. Such a configuration is untrusted: credentials that read local files or run programs
+   * are refused unless named in `allowInsecure` (PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS).
+   */
+  kubeconfig?: { text: string; origin: string; allowInsecure?: readonly string[] };
   /** --orchApiQPS (float): 0 = client-go's default 5, < 0 = unlimited. */
   qps?: number;
   /** --orchApiBurst (int): 0 = client-go's default 10. */
@@ -121,8 +128,9 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   }
   const kc = new ThrottledKubeConfig();
   reuseConnections(kc);
-  const origin = opts.orchconfig !== undefined && opts.orchconfig !== '' ? `--orchconfig ${opts.orchconfig}` : 'in-cluster';
-  if (opts.orchconfig) loadFile(kc, opts.orchconfig);
+  const origin = opts.kubeconfig ? opts.kubeconfig.origin : opts.orchconfig !== undefined && opts.orchconfig !== '' ? `--orchconfig ${opts.orchconfig}` : 'in-cluster';
+  if (opts.kubeconfig) loadUntrusted(kc, opts.kubeconfig.text, opts.kubeconfig.origin, opts.kubeconfig.allowInsecure ?? []);
+  else if (opts.orchconfig) loadFile(kc, opts.orchconfig);
   else loadInCluster(kc, opts.env ?? process.env, opts.serviceAccountPrefix ?? '');
   const cluster = allowPlainHttp(kc, origin);
   const server = cluster.server.replace(/\/+$/, '');
@@ -237,6 +245,43 @@ function loadFile(kc: K8s.KubeConfig, file: string): void {
   } catch (e) {
     throw new OrchConfigError(`cannot load ${where}: ${(e as Error).message}`);
   }
+  checkContext(kc, where);
+}
+
+/**
+ * Istio's sanitizeKubeConfig for configurations that come from secrets: auth providers other than oidc,
+ * exec plugins and credentials read from files could leak the daemon's own secrets or run commands.
+ */
+function loadUntrusted(kc: K8s.KubeConfig, text: string, origin: string, allow: readonly string[]): void {
+  const where = `orchestrator client configuration ${origin}`;
+  // Checked on the document itself: client-node reads `token-file` while loading.
+  let doc: { users?: Array<{ name?: string; user?: Record<string, unknown> }> };
+  try {
+    doc = (parseYaml(text) ?? {}) as typeof doc;
+  } catch (e) {
+    throw new OrchConfigError(`cannot load ${where}: ${(e as Error).message}`);
+  }
+  for (const u of Array.isArray(doc.users) ? doc.users : []) {
+    const user = u?.user ?? {};
+    const refuse = (what: string) => {
+      throw new OrchConfigError(`${where}: user "${u?.name ?? ''}": ${what} is not allowed`);
+    };
+    const provider = (user['auth-provider'] as { name?: string } | undefined)?.name;
+    if (provider && provider !== 'oidc' && !allow.includes(provider)) refuse(`auth provider ${provider}`);
+    if (user['client-key'] && !allow.includes('clientKey')) refuse('clientKey');
+    if (user['client-certificate'] && !allow.includes('clientCertificate')) refuse('clientCertificate');
+    if (user['token-file'] && !allow.includes('tokenFile')) refuse('tokenFile');
+    if (user.exec && !allow.includes('exec')) refuse('exec');
+  }
+  try {
+    kc.loadFromString(text);
+  } catch (e) {
+    throw new OrchConfigError(`cannot load ${where}: ${(e as Error).message}`);
+  }
+  checkContext(kc, where);
+}
+
+function checkContext(kc: K8s.KubeConfig, where: string): void {
   const current = kc.getCurrentContext();
   if (!current) throw new OrchConfigError(`${where}: current-context is not set`);
   const ctx = kc.getContextObject(current);

@@ -36,7 +36,7 @@ interface ListPage {
 export async function listPaged(
   client: OrchClient,
   path: string,
-  fieldSelector: string | undefined,
+  selectors: { fieldSelector?: string | undefined; labelSelector?: string | undefined },
   signal: AbortSignal | undefined,
   pageSize: number,
 ): Promise<{ items: K8s.KubernetesObject[]; resourceVersion: string }> {
@@ -45,7 +45,8 @@ export async function listPaged(
   let limit = pageSize;
   for (;;) {
     const query: Record<string, string> = {};
-    if (fieldSelector) query.fieldSelector = fieldSelector;
+    if (selectors.fieldSelector) query.fieldSelector = selectors.fieldSelector;
+    if (selectors.labelSelector) query.labelSelector = selectors.labelSelector;
     if (limit > 0) query.limit = String(limit);
     if (token) query.continue = token;
     let body: ListPage;
@@ -92,6 +93,7 @@ export interface InformerOptions {
   /** Collection path: `/api/v1/services`, `/apis/networking.istio.io/v1/namespaces/ns/virtualservices`. */
   path: string;
   fieldSelector?: string;
+  labelSelector?: string;
   /** Items per list page (default 500, client-go's pager). */
   pageSize?: number;
   backoff?: Partial<BackoffOptions>;
@@ -117,7 +119,7 @@ export class ResourceInformer {
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
     const list = async (): Promise<K8s.KubernetesListObject<K8s.KubernetesObject>> => {
       this.listAbort = new AbortController();
-      const { items, resourceVersion } = await listPaged(client, opts.path, opts.fieldSelector, this.listAbort.signal, opts.pageSize ?? PAGE_SIZE);
+      const { items, resourceVersion } = await listPaged(client, opts.path, opts, this.listAbort.signal, opts.pageSize ?? PAGE_SIZE);
       // ListWatch applies the list synchronously once this promise settles; by the next turn of the
       // event loop the items are in place.
       setImmediate(() => this.listed());
@@ -138,7 +140,7 @@ export class ResourceInformer {
         };
         this.delays.add(finish);
       });
-    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, undefined, opts.fieldSelector, {
+    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, opts.labelSelector, opts.fieldSelector, {
       delayFn,
     });
     this.lw.on('add', (o) => this.event(() => handlers.add(o as RawObject)));

@@ -83,6 +83,12 @@ export interface OrchConfigStoreOptions {
   /** Items per list page (default 500, client-go's). */
   listPageSize?: number;
   /**
+   * Whether mesh configuration (the CRDs of our groups and Istio's) is read from this cluster (default
+   * true). A remote cluster of a multicluster mesh contributes services and endpoints only: Istio reads
+   * configuration from the config cluster alone.
+   */
+  meshConfigs?: boolean;
+  /**
    * meshConfig discoverySelectors: only objects in namespaces whose labels match one of them are
    * served (cluster-scoped objects always are); none = every namespace. setDiscoverySelectors changes them.
    */
@@ -148,7 +154,7 @@ export class OrchConfigStore implements ConfigStore {
     const scope = this.ns ? `namespace ${this.ns}` : 'all namespaces';
     log.info(`watching the orchestrator (${this.client.origin}, ${this.client.server}, cluster ${this.clusterID}) in ${scope}`);
     for (const r of REGISTRY_RESOURCES) this.startRegistryInformer(r);
-    this.startCrdWatcher();
+    if (this.opts.meshConfigs ?? true) this.startCrdWatcher();
     return this;
   }
 

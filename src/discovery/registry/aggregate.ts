@@ -9,20 +9,36 @@ export class AggregateRegistry implements ServiceRegistry {
   private readonly registries: ServiceRegistry[] = [];
   private readonly unsubs = new Map<ServiceRegistry, () => void>();
   private readonly notifier = new Notifier();
+  /** Per `namespace/hostname`: the registries that have it, first (winning) first; rebuilt after a change. */
+  private index: Map<string, ServiceRegistry[]> | undefined;
+  private sorted: readonly Service[] | undefined;
 
   constructor(registries: Iterable<ServiceRegistry> = []) {
     for (const r of registries) this.addRegistry(r);
   }
 
   /**
-   * Earlier registries win when two define the same hostname in the same namespace (the orchestrator
-   * is added first, as Istio prefers platform services over ServiceEntries for the same host).
+   * Earlier registries win when two define the same hostname in the same namespace: cluster registries
+   * come first (the local cluster, then remote ones in the order added), as Istio prefers platform
+   * services over ServiceEntries for the same host.
    */
   addRegistry(r: ServiceRegistry): void {
-    this.registries.push(r);
+    if (r.provider === 'Orchestrator') {
+      let at = 0;
+      this.registries.forEach((x, i) => {
+        if (x.provider === 'Orchestrator') at = i + 1;
+      });
+      this.registries.splice(at, 0, r);
+    } else {
+      this.registries.push(r);
+    }
+    this.invalidate();
     this.unsubs.set(
       r,
-      r.subscribe((e) => this.notifier.emit(e)),
+      r.subscribe((e) => {
+        this.invalidate();
+        this.notifier.emit(e);
+      }),
     );
     const hostnames = new Set(r.services().map((s) => s.hostname));
     if (hostnames.size > 0) this.notifier.emit({ registry: r.id, hostnames, endpointsOnly: false });
@@ -34,6 +50,7 @@ export class AggregateRegistry implements ServiceRegistry {
     const [r] = this.registries.splice(i, 1);
     this.unsubs.get(r!)?.();
     this.unsubs.delete(r!);
+    this.invalidate();
     const hostnames = new Set(r!.services().map((s) => s.hostname));
     if (hostnames.size > 0) this.notifier.emit({ registry: r!.id, hostnames, endpointsOnly: false });
   }
@@ -42,31 +59,63 @@ export class AggregateRegistry implements ServiceRegistry {
     return this.registries;
   }
 
-  services(): readonly Service[] {
-    const seen = new Set<string>();
-    const out: Service[] = [];
-    for (const r of this.registries) {
-      for (const s of r.services()) {
-        const k = serviceKey(s.hostname, s.namespace);
-        if (seen.has(k)) continue;
-        seen.add(k);
-        out.push(s);
+  private invalidate(): void {
+    this.index = undefined;
+    this.sorted = undefined;
+  }
+
+  private byKey(): Map<string, ServiceRegistry[]> {
+    if (!this.index) {
+      const index = new Map<string, ServiceRegistry[]>();
+      for (const r of this.registries) {
+        for (const s of r.services()) {
+          const k = serviceKey(s.hostname, s.namespace);
+          const list = index.get(k);
+          if (!list) index.set(k, [r]);
+          else if (!list.includes(r)) list.push(r);
+        }
       }
+      this.index = index;
     }
-    return out.sort(compareServices);
+    return this.index;
+  }
+
+  services(): readonly Service[] {
+    if (!this.sorted) {
+      const seen = new Set<string>();
+      const out: Service[] = [];
+      for (const r of this.registries) {
+        for (const s of r.services()) {
+          const k = serviceKey(s.hostname, s.namespace);
+          if (seen.has(k)) continue;
+          seen.add(k);
+          out.push(s);
+        }
+      }
+      this.sorted = out.sort(compareServices);
+    }
+    return this.sorted;
   }
 
   endpoints(hostname: string, namespace?: string): readonly Endpoint[] {
-    // endpoints come from the registry whose service won for (hostname, namespace)
-    const taken = new Set<string>();
     const out: Endpoint[] = [];
-    for (const r of this.registries) {
-      for (const s of r.services()) {
-        if (s.hostname !== hostname || (namespace !== undefined && s.namespace !== namespace)) continue;
-        if (taken.has(s.namespace)) continue;
-        taken.add(s.namespace);
-        out.push(...r.endpoints(hostname, s.namespace));
-      }
+    const namespaces = namespace !== undefined ? [namespace] : this.namespacesOf(hostname);
+    for (const ns of namespaces) {
+      const owners = this.byKey().get(serviceKey(hostname, ns));
+      if (!owners || owners.length === 0) continue;
+      // The winner's endpoints; when a cluster owns the service, those of every cluster that has it too.
+      const winner = owners[0]!;
+      const from = winner.provider === 'Orchestrator' ? owners.filter((r) => r.provider === 'Orchestrator') : [winner];
+      for (const r of from) out.push(...r.endpoints(hostname, ns));
+    }
+    return out;
+  }
+
+  private namespacesOf(hostname: string): string[] {
+    const out: string[] = [];
+    for (const k of this.byKey().keys()) {
+      const slash = k.indexOf('/');
+      if (k.slice(slash + 1) === hostname) out.push(k.slice(0, slash));
     }
     return out;
   }

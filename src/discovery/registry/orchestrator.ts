@@ -52,6 +52,8 @@ export interface OrchestratorOptions extends RegistryOptions {
   persistentSessionLabels?: readonly string[];
   /** Registry id (default `Orchestrator`); remote clusters get their own. */
   id?: string;
+  /** When the registry counts as synced (default: when its store is); a remote cluster may time out instead. */
+  synced?: () => boolean;
 }
 
 export interface OrchestratorInputs {
@@ -207,6 +209,7 @@ function convertService(
             ...(locality ? { locality } : {}),
             healthStatus: health,
             ...(pod ? { workloadName: pod.meta.name } : ref?.name ? { workloadName: ref.name } : {}),
+            clusterId,
           });
         }
       }
@@ -233,6 +236,7 @@ function convertService(
           ...(w.weight ? { weight: w.weight } : {}),
           healthStatus: w.health,
           workloadName: w.name,
+          clusterId,
         });
       }
     }
@@ -306,6 +310,7 @@ const WATCHED: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'P
  */
 export class OrchestratorRegistry implements ServiceRegistry {
   readonly id: string;
+  readonly provider = 'Orchestrator' as const;
   private readonly notifier = new Notifier();
   private snapshot = new Snapshot([]);
   private unsubscribe: () => void = () => {};
@@ -546,7 +551,7 @@ export class OrchestratorRegistry implements ServiceRegistry {
   }
 
   hasSynced(): boolean {
-    return this.store.hasSynced();
+    return this.opts.synced ? this.opts.synced() : this.store.hasSynced();
   }
 
   close(): void {

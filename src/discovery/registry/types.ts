@@ -13,8 +13,13 @@ export interface RegistryEvent {
 export type RegistryHandler = (event: RegistryEvent) => void;
 
 export interface ServiceRegistry {
-  /** Registry identity: `Orchestrator`, `External` (ServiceEntry), `Mock`. */
+  /** Registry identity: `Orchestrator` (`Orchestrator/<cluster>` for a remote cluster), `External` (ServiceEntry), `Mock`. */
   readonly id: string;
+  /**
+   * `Orchestrator` for the registry of a cluster's Services: the same hostname in several clusters is one
+   * service whose endpoints are those of every cluster (Istio's multicluster merge by hostname).
+   */
+  readonly provider?: 'Orchestrator';
   services(): readonly Service[];
   /** Endpoints of every port of the service with this hostname (in the given namespace when known). */
   endpoints(hostname: string, namespace?: string): readonly Endpoint[];

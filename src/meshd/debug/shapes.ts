@@ -82,10 +82,10 @@ export function endpointShardzJson(services: readonly Service[], endpoints: read
   );
   for (const e of sorted) {
     const svc = owner.get(`${e.hostname}\u0000${e.namespace}`);
-    const shardKey = svc ? `${svc.registry}/${svc.clusterId}` : '/';
+    const shardKey = svc ? `${svc.registry}/${e.clusterId ?? svc.clusterId}` : '/';
     const byNs = (out[e.hostname] ??= {});
     const shards = (byNs[e.namespace] ??= { Shards: {}, ServiceAccounts: {} });
-    (shards.Shards[shardKey] ??= []).push(endpointJson(e, svc?.clusterId ?? ''));
+    (shards.Shards[shardKey] ??= []).push(endpointJson(e, e.clusterId ?? svc?.clusterId ?? ''));
     if (e.serviceAccount) shards.ServiceAccounts[e.serviceAccount] = {};
   }
   return out;
