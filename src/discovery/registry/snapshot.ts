@@ -65,19 +65,22 @@ export class Snapshot {
    */
   withChanges(changes: ReadonlyMap<string, ServiceEntryState | undefined>): Snapshot {
     const byKey = new Map(this.byKey);
-    const hosts = new Set<string>();
+    /** Per hostname touched: the new states of the changed keys with that hostname. */
+    const added = new Map<string, ServiceEntryState[]>();
     for (const [k, s] of changes) {
       const prev = byKey.get(k);
-      if (prev) hosts.add(prev.service.hostname);
+      if (prev && !added.has(prev.service.hostname)) added.set(prev.service.hostname, []);
       if (s) {
         byKey.set(k, s);
-        hosts.add(s.service.hostname);
+        const list = added.get(s.service.hostname);
+        if (list) list.push(s);
+        else added.set(s.service.hostname, [s]);
       } else byKey.delete(k);
     }
     const byHost = new Map(this.byHost);
-    for (const h of hosts) {
+    for (const [h, fresh] of added) {
       const list = (this.byHost.get(h) ?? []).filter((s) => !changes.has(serviceKey(s.service.hostname, s.service.namespace)));
-      for (const [k, s] of changes) if (s && s.service.hostname === h && byKey.get(k) === s) list.push(s);
+      list.push(...fresh);
       if (list.length > 0) byHost.set(h, list);
       else byHost.delete(h);
     }
