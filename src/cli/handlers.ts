@@ -16,6 +16,21 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'agent.envoy': () => import('../proxy/command'),
   'discovery.discovery': () => import('../meshd/discovery-command'),
   'meshctl.orch-inject': () => import('../meshctl/orch-inject'),
+  'meshctl.proxy-status': () => import('../meshctl/status'),
+  'meshctl.experimental.proxy-status': () => import('../meshctl/status'),
+  'meshctl.experimental.version': () => import('../meshctl/version'),
+  'meshctl.experimental.internal-debug': () => import('../meshctl/internal-debug'),
+  'meshctl.experimental.proxy-stats': () => import('../meshctl/proxy-stats'),
+  'meshctl.proxy-config.all': async () => ({ run: (await import('../meshctl/proxyconfig/command')).all }),
+  'meshctl.proxy-config.bootstrap': async () => ({ run: (await import('../meshctl/proxyconfig/command')).bootstrap }),
+  'meshctl.proxy-config.cluster': async () => ({ run: (await import('../meshctl/proxyconfig/command')).cluster }),
+  'meshctl.proxy-config.ecds': async () => ({ run: (await import('../meshctl/proxyconfig/command')).ecds }),
+  'meshctl.proxy-config.endpoint': async () => ({ run: (await import('../meshctl/proxyconfig/command')).endpoint }),
+  'meshctl.proxy-config.listener': async () => ({ run: (await import('../meshctl/proxyconfig/command')).listener }),
+  'meshctl.proxy-config.log': async () => ({ run: (await import('../meshctl/proxyconfig/command')).log }),
+  'meshctl.proxy-config.rootca-compare': async () => ({ run: (await import('../meshctl/proxyconfig/command')).rootcaCompare }),
+  'meshctl.proxy-config.route': async () => ({ run: (await import('../meshctl/proxyconfig/command')).route }),
+  'meshctl.proxy-config.secret': async () => ({ run: (await import('../meshctl/proxyconfig/command')).secret }),
 };
 
 /** A command whose behaviour is not in this build: its flags were parsed, but it must not pretend to run. */

@@ -151,6 +151,7 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
   };
 
   const debug = new DebugPages(providers, { profile: options.profile, unsafeAdminEndpoints: options.unsafeAdminEndpoints });
+  providers.xds.setDebugPages?.((name) => debug.serveInternal(name));
   const httpRouter = new Router().handle('/ready', readyHandler(readiness));
   const monitoringShared = options.monitoringAddr === '';
   const monitoringRouter = monitoringShared ? httpRouter : new Router();

@@ -2,6 +2,7 @@
 // into the daemon shell. Config and registry changes rebuild the push context and push to proxies
 // (endpoint-only changes push EDS alone); the shell serves it all on the spec's listeners.
 import fs from 'node:fs';
+import os from 'node:os';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
 import type { Config } from '../config/types';
@@ -17,13 +18,14 @@ import { buildRegistries } from '../discovery/registry';
 import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
+import { controlPlaneIdentifier, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
 import { TYPE_URL, type Generator } from '../xds/types';
 import { AdsServer, adsSettingsFromEnv, newPushRequest } from '../xds/server';
 import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
-import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
+import type { MeshdProviders, ValidationResult, XdsConnectionInfo, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
 
@@ -155,8 +157,17 @@ export const run: Handler = async (ctx) => {
 
   // A proxy's generator table depends only on the proxy, so it is made once per proxy.
   const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();
-  const server = new AdsServer<PushContext>({
-    generators: (proxy, typeUrl) => {
+  let debugPage: ((name: string) => { status: number; body: string } | undefined) | undefined;
+  const debugGens: Record<string, Generator<PushContext>> = debugGenerators<PushContext>({
+    connections: (): readonly XdsConnectionInfo[] => server.connections(),
+    configDump: (id: string): unknown => xds.configDump(id, { includeEds: true, types: [] }),
+    debugPage: (name) => debugPage?.(name),
+  });
+  const server: AdsServer<PushContext> = new AdsServer<PushContext>({
+    controlPlaneIdentifier: controlPlaneIdentifier(ctx.env['POD_NAME'] || os.hostname()),
+    controlPlaneTypes: new Set([TYPE_DEBUG_SYNCZ]),
+    generators: (proxy, typeUrl): Generator<PushContext> | undefined => {
+      if (isDebugType(typeUrl)) return debugGens[typeUrl];
       let t = tables.get(proxy);
       if (!t) tables.set(proxy, (t = generatorsFor(proxy, security.generatorOptions) as Record<string, Generator<PushContext>>));
       return t[typeUrl];
@@ -165,6 +176,8 @@ export const run: Handler = async (ctx) => {
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
     cacheKey: (proxy, watched, req) => {
+      // Debug answers (syncz, config dumps, debug pages) describe the moment, not the push context.
+      if (isDebugType(watched.typeUrl)) return undefined;
       const key = cacheKeyOf(proxy, watched.typeUrl, req.push);
       // Listeners inline fetched key sets: cached ones are only good for one key-set version.
       return key !== undefined && watched.typeUrl === TYPE_URL.listener ? `${key}|jwks=${security.resolver.version}` : key;
@@ -205,6 +218,9 @@ export const run: Handler = async (ctx) => {
     forceDisconnect: (id) => server.forceDisconnect(id),
     stop: (graceMs) => server.stop(graceMs),
     pushAll: () => server.pushAll(newPushRequest(push, { full: true, reasons: { debug: 1 } }), { immediate: true }),
+    setDebugPages: (page) => {
+      debugPage = page;
+    },
     configDump: (id, o) => {
       const con = server.connection(id);
       if (!con) return undefined;

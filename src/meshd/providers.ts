@@ -82,6 +82,11 @@ export interface XdsServerHandle {
   configDump(connectionId: string, opts: ConfigDumpOptions): unknown;
   /** `/debug/adsz?push=true`: a full push to every connection; returns how many were pushed to. Optional. */
   pushAll?(): number;
+  /**
+   * Gives the xDS server the daemon's debug pages, which `istio.io/debug` requests over ADS read (meshctl x
+   * internal-debug, target resolution). Optional: servers without debug over xDS ignore it.
+   */
+  setDebugPages?(page: (name: string) => { status: number; body: string } | undefined): void;
 }
 
 /** Everything the daemon shell reads. One object, so the wiring can pass the real components or a fake. */

@@ -67,6 +67,8 @@ export interface AdsServerOptions<P extends { version: string }> {
   versionFor?: (push: P, seq: number) => string;
   /** Sent as control_plane.identifier in every response when set (Istio: JSON of component, ID, version). */
   controlPlaneIdentifier?: string;
+  /** Types whose responses alone carry controlPlaneIdentifier (Istio sends it only for debug syncz); default all. */
+  controlPlaneTypes?: ReadonlySet<string>;
   /** Host of an EDS resource name, for incremental pushes; default Istio's `outbound|port|subset|host`. */
   endpointHostname?: (resourceName: string) => string;
   now?: () => number;
@@ -392,7 +394,7 @@ export class AdsServer<P extends { version: string }> {
     what: string,
   ): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlane });
+    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
     // Recorded before the write: the client's answer can only be read after this task ends.
     w.nonceSent = nonce;
     w.versionSent = version;
@@ -410,7 +412,7 @@ export class AdsServer<P extends { version: string }> {
       typeUrl: w.typeUrl,
       removedResources: diff.removed,
       nonce,
-      controlPlane: this.controlPlane,
+      controlPlane: this.controlPlaneFor(w.typeUrl),
     });
     w.nonceSent = nonce;
     w.versionSent = version;
@@ -653,6 +655,11 @@ export class AdsServer<P extends { version: string }> {
     const diff = deltaDiff(w.known, generated, force);
     if (!required && diff.send.length === 0 && diff.removed.length === 0) return;
     await this.sendDelta(con, w, diff, (con.lastPush as { version: string }).version, 'PUSH request');
+  }
+
+  private controlPlaneFor(typeUrl: string): ControlPlane | undefined {
+    const only = this.opts.controlPlaneTypes;
+    return only && !only.has(typeUrl) ? undefined : this.controlPlane;
   }
 
   // ---- introspection and control --------------------------------------------------------------------
