@@ -84,32 +84,34 @@ function metadataString(md: Record<string, JsonValue> | undefined, ...keys: stri
   return '';
 }
 
-/** Rows of Istio's XdsStatusWriter from the ClientConfigs of one daemon. */
-export function syncRows(configs: readonly ClientConfig[], meshd: string, namespace: string, now: number): SyncRow[] {
+/** Rows of Istio's XdsStatusWriter from the ClientConfigs each daemon answered, sorted by proxy over all. */
+export function syncRows(answers: ReadonlyArray<{ meshd: string; configs: readonly ClientConfig[] }>, namespace: string, now: number): SyncRow[] {
   const rows: SyncRow[] = [];
-  for (const cc of configs) {
-    const md = cc.node?.metadata as Record<string, JsonValue> | undefined;
-    if (namespace && metadataString(md, 'NAMESPACE') !== namespace) continue;
-    const row: SyncRow = {
-      proxy: cc.node?.id ?? '',
-      cluster: metadataString(md, 'CLUSTER_ID'),
-      cds: 'IGNORED',
-      lds: 'IGNORED',
-      eds: 'IGNORED',
-      rds: 'IGNORED',
-      ecds: 'IGNORED',
-      meshd,
-      version: metadataString(md, 'MESH_VERSION', 'ISTIO_VERSION'),
-    };
-    for (const c of cc.genericXdsConfigs) {
-      const s = formatStatus(c, now);
-      if (c.typeUrl === TYPE.listener) row.lds = s;
-      else if (c.typeUrl === TYPE.cluster) row.cds = s;
-      else if (c.typeUrl === TYPE.route) row.rds = s;
-      else if (c.typeUrl === TYPE.endpoint) row.eds = s;
-      else if (c.typeUrl === TYPE.ecds) row.ecds = s;
+  for (const { meshd, configs } of answers) {
+    for (const cc of configs) {
+      const md = cc.node?.metadata as Record<string, JsonValue> | undefined;
+      if (namespace && metadataString(md, 'NAMESPACE') !== namespace) continue;
+      const row: SyncRow = {
+        proxy: cc.node?.id ?? '',
+        cluster: metadataString(md, 'CLUSTER_ID'),
+        cds: 'IGNORED',
+        lds: 'IGNORED',
+        eds: 'IGNORED',
+        rds: 'IGNORED',
+        ecds: 'IGNORED',
+        meshd,
+        version: metadataString(md, 'MESH_VERSION', 'ISTIO_VERSION'),
+      };
+      for (const c of cc.genericXdsConfigs) {
+        const s = formatStatus(c, now);
+        if (c.typeUrl === TYPE.listener) row.lds = s;
+        else if (c.typeUrl === TYPE.cluster) row.cds = s;
+        else if (c.typeUrl === TYPE.route) row.rds = s;
+        else if (c.typeUrl === TYPE.endpoint) row.eds = s;
+        else if (c.typeUrl === TYPE.ecds) row.ecds = s;
+      }
+      rows.push(row);
     }
-    rows.push(row);
   }
   return goSortSlice(rows, (a, b) => a.proxy < b.proxy);
 }
@@ -225,7 +227,7 @@ async function proxyStatusFor(ctx: RunContext): Promise<string> {
     if (!cc) throw new CommandError(`could not unmarshal ClientConfig: unexpected type ${r.typeUrl}`);
     configs.push(cc);
   }
-  return syncTable(syncRows(configs, cp.ID, (ctx.flags['namespace'] as string) ?? '', Date.now()));
+  return syncTable(syncRows([{ meshd: cp.ID, configs }], (ctx.flags['namespace'] as string) ?? '', Date.now()));
 }
 
 export const run: Handler = async (ctx) => {

@@ -2,8 +2,8 @@
 // with Any values of types this build does not know kept as they are instead of failing (Envoy's dumps carry
 // extensions mesh never configures), and re-encoded as istioctl prints dumps: protobuf JSON with camelCase
 // names, four-space indentation and Go's HTML-safe escaping.
-import { createRegistry, fromJson, toJson, type DescMessage, type JsonValue, type Message, type Registry } from '@bufbuild/protobuf';
-import { anyUnpack, AnySchema, file_google_protobuf_empty, file_google_protobuf_struct, file_google_protobuf_wrappers, type Any } from '@bufbuild/protobuf/wkt';
+import { createRegistry, fromJson, ScalarType, toJson, type DescMessage, type JsonValue, type Message, type Registry } from '@bufbuild/protobuf';
+import { anyUnpack, AnySchema, ListValueSchema, StructSchema, ValueSchema, file_google_protobuf_empty, file_google_protobuf_struct, file_google_protobuf_wrappers, type Any } from '@bufbuild/protobuf/wkt';
 import { BootstrapConfigDumpSchema, ConfigDumpSchema, SecretsConfigDumpSchema, type BootstrapConfigDump, type SecretsConfigDump } from '../../gen/envoy/admin/v3/config_dump_pb';
 import {
   ClustersConfigDumpSchema,
@@ -302,4 +302,131 @@ export function unpackAs<T extends DescMessage>(a: Any, schema: T): Message {
   const m = anyUnpack({ ...a, typeUrl: `type.googleapis.com/${schema.typeName}` }, schema);
   if (!m) throw new ConfigDumpError(`cannot unpack ${a.typeUrl} as ${schema.typeName}`);
   return m;
+}
+
+// ---- the legacy jsonpb writer (github.com/golang/protobuf/jsonpb with Indent) ----
+// istioctl prints bootstrap and secret dumps with protomarshal.ToJSONWithIndent, the legacy jsonpb encoder. Its
+// layout differs from json.MarshalIndent where a google.protobuf.Struct, ListValue or Value sits: their maps and
+// lists are written one indentation level deeper than the key that holds them (and deeper still when nested),
+// and a message with no fields is written "{", blank line, "}". This renders the protobuf JSON of a message
+// with those rules, walking it together with the schema.
+
+const I = '    ';
+
+function goString(s: string): string {
+  return JSON.stringify(s).replace(/[<>&\u2028\u2029]/g, (c) => '\\u' + c.charCodeAt(0).toString(16).padStart(4, '0'));
+}
+
+/** json.Marshal of a float32: the shortest decimal that reads back as the same float32. */
+function float32Text(x: number): string {
+  for (let p = 1; p <= 9; p++) {
+    const y = Number(x.toPrecision(p));
+    if (Math.fround(y) === Math.fround(x)) return String(y);
+  }
+  return String(x);
+}
+
+function scalarText(v: JsonValue, float32: boolean): string {
+  if (typeof v === 'string') return goString(v);
+  if (typeof v === 'number') return float32 ? float32Text(v) : String(v);
+  return JSON.stringify(v);
+}
+
+/** marshalMessage(m, indent, typeURL) for a message given as protobuf JSON. */
+function jsonpbMessage(desc: DescMessage | undefined, v: JsonValue, indent: string, typeURL = ''): string {
+  if (desc?.typeName.startsWith('google.protobuf.')) {
+    switch (desc.typeName) {
+      case 'google.protobuf.Any':
+        return jsonpbAny(v as Record<string, JsonValue>, indent);
+      case 'google.protobuf.Struct':
+        return jsonpbMap(v as Record<string, JsonValue>, indent, (x, ind) => jsonpbSingular(VALUE, x, ind));
+      case 'google.protobuf.ListValue':
+        return jsonpbList(v as JsonValue[], indent, (x, ind) => jsonpbSingular(VALUE, x, ind));
+      case 'google.protobuf.Value':
+        // struct_value / list_value are message fields: marshalSingularValue adds a level
+        if (v !== null && typeof v === 'object') return jsonpbMessage(Array.isArray(v) ? LIST_VALUE : STRUCT, v, indent + I);
+        return scalarText(v, false);
+      case 'google.protobuf.Empty':
+        break;
+      default:
+        // wrappers, Duration, Timestamp, FieldMask: their JSON is a scalar
+        if (v === null || typeof v !== 'object') return scalarText(v, desc.typeName === 'google.protobuf.FloatValue');
+    }
+  }
+  const obj = (v ?? {}) as Record<string, JsonValue>;
+  const parts: string[] = [];
+  if (typeURL) parts.push(`${indent}${I}"@type": ${goString(typeURL)}`);
+  if (desc) {
+    // declaration order, a oneof's field where the oneof is declared
+    for (const f of desc.fields) {
+      if (!(f.jsonName in obj)) continue;
+      parts.push(`${indent}${I}"${f.jsonName}": ${jsonpbValue(f, obj[f.jsonName]!, indent)}`);
+    }
+  } else {
+    for (const [k, x] of Object.entries(obj)) {
+      if (k === '@type') continue;
+      parts.push(`${indent}${I}${goString(k)}: ${jsonpbUntyped(x, indent)}`);
+    }
+  }
+  return `{\n${parts.join(',\n')}\n${indent}}`;
+}
+
+type Field = DescMessage['fields'][number];
+
+function jsonpbValue(f: Field, v: JsonValue, indent: string): string {
+  if (f.fieldKind === 'list') {
+    const elem = f.listKind === 'message' ? f.message : undefined;
+    const float32 = f.listKind === 'scalar' && f.scalar === ScalarType.FLOAT;
+    return jsonpbList(v as JsonValue[], indent, (x, ind) => (elem ? jsonpbMessage(elem, x, ind + I) : scalarText(x, float32)));
+  }
+  if (f.fieldKind === 'map') {
+    const val = f.mapKind === 'message' ? f.message : undefined;
+    const float32 = f.mapKind === 'scalar' && f.scalar === ScalarType.FLOAT;
+    return jsonpbMap(v as Record<string, JsonValue>, indent, (x, ind) => (val ? jsonpbMessage(val, x, ind + I) : scalarText(x, float32)));
+  }
+  if (f.fieldKind === 'message') return jsonpbMessage(f.message, v, indent + I);
+  return scalarText(v, f.fieldKind === 'scalar' && f.scalar === ScalarType.FLOAT);
+}
+
+/** marshalSingularValue of a google.protobuf.Value element. */
+function jsonpbSingular(desc: DescMessage, v: JsonValue, indent: string): string {
+  return jsonpbMessage(desc, v, indent + I);
+}
+
+function jsonpbList(items: readonly JsonValue[], indent: string, elem: (x: JsonValue, indent: string) => string): string {
+  const parts = items.map((x) => `\n${indent}${I}${I}${elem(x, indent + I)}`);
+  return `[${parts.join(',')}\n${indent}${I}]`;
+}
+
+function jsonpbMap(o: Record<string, JsonValue>, indent: string, value: (x: JsonValue, indent: string) => string): string {
+  const keys = Object.keys(o).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const parts = keys.map((k) => `\n${indent}${I}${I}${goString(k)}: ${value(o[k]!, indent + I)}`);
+  return `{${parts.join(',')}\n${indent}${I}}`;
+}
+
+function jsonpbAny(v: Record<string, JsonValue>, indent: string): string {
+  const url = typeof v['@type'] === 'string' ? v['@type'] : '';
+  const inner = dumpRegistry().getMessage(typeName(url));
+  if (!inner || !isWkt(inner)) {
+    const rest: Record<string, JsonValue> = {};
+    for (const [k, x] of Object.entries(v)) if (k !== '@type') rest[k] = x;
+    return jsonpbMessage(inner, rest, indent, url);
+  }
+  return `{\n${indent}${I}"@type": ${goString(url)},\n${indent}${I}"value": ${jsonpbMessage(inner, v['value'] ?? null, indent + I)}\n${indent}}`;
+}
+
+/** JSON of a type this build does not know: objects laid out as messages. */
+function jsonpbUntyped(v: JsonValue, indent: string): string {
+  if (Array.isArray(v)) return jsonpbList(v, indent, (x, ind) => jsonpbUntyped(x, ind + I));
+  if (v !== null && typeof v === 'object') return jsonpbMessage(undefined, v, indent + I, typeof v['@type'] === 'string' ? v['@type'] : '');
+  return scalarText(v, false);
+}
+
+const STRUCT = StructSchema;
+const LIST_VALUE = ListValueSchema;
+const VALUE = ValueSchema;
+
+/** protomarshal.ToJSONWithIndent(m, "    "): the legacy jsonpb layout of a message. */
+export function jsonpbIndent(schema: DescMessage, m: Message): string {
+  return jsonpbMessage(schema, messageJson(schema, m), '');
 }

@@ -24,13 +24,18 @@ import { SecretSchema, type Secret } from '../../gen/envoy/extensions/transport_
 import { goSortSlice } from '../../lib/gosort';
 import { jsonToGoYaml } from '../../lib/goyaml';
 import { TabWriter } from '../../lib/tabwriter';
-import { ConfigDump, ConfigDumpError, decodeMessage, indentJson, messageJson, originalTypeUrl, unpackAs } from './dump';
+import { ConfigDump, ConfigDumpError, decodeMessage, indentJson, jsonpbIndent, messageJson, originalTypeUrl, unpackAs } from './dump';
 
 export type OutputFormat = 'json' | 'yaml';
 
 /** json.MarshalIndent then, for yaml, sigs.k8s.io/yaml.JSONToYAML; println adds the newline. */
 export function formatDump(v: JsonValue, format: OutputFormat): string {
   const json = indentJson(v);
+  return (format === 'yaml' ? jsonToGoYaml(JSON.parse(json)) : json) + '\n';
+}
+
+/** protomarshal.ToJSONWithIndent's text then, for yaml, JSONToYAML of it; println adds the newline. */
+function jsonpbOutput(json: string, format: OutputFormat): string {
   return (format === 'yaml' ? jsonToGoYaml(JSON.parse(json)) : json) + '\n';
 }
 
@@ -694,7 +699,7 @@ export function secretDumpOutput(dump: ConfigDump, format: OutputFormat): string
   } catch (e) {
     throw new ConfigDumpError(`sidecar doesn't support secrets: ${(e as Error).message}`);
   }
-  return formatDump(messageJson(SecretsConfigDumpSchema, d), format);
+  return jsonpbOutput(jsonpbIndent(SecretsConfigDumpSchema, d), format);
 }
 
 /** The ROOTCA trust bundle of a dump's dynamic active secrets (proxy-config rootca-compare). */
@@ -748,7 +753,7 @@ export function bootstrapSummary(dump: ConfigDump): string {
 }
 
 export function bootstrapDumpOutput(dump: ConfigDump, format: OutputFormat): string {
-  return formatDump(messageJson(BootstrapConfigDumpSchema, dump.bootstrap()), format);
+  return jsonpbOutput(jsonpbIndent(BootstrapConfigDumpSchema, dump.bootstrap()), format);
 }
 
 // ---- ecds ----
