@@ -24,10 +24,7 @@ import {
   tempDir,
 } from './helpers';
 
-if (!built()) {
-  t.skip('dist/mesh is not built (node build.mjs)');
-  process.exit(0);
-}
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
 /** The certificate a TLS listener presents, as PEM. */
 function servedCertificate(address: string): Promise<string> {
