@@ -243,6 +243,7 @@ export const run: Handler = async (ctx) => {
     xds,
     validate: validateObject,
     identity,
+    authenticateDebug: (req) => identity.authenticateDebug(req),
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();

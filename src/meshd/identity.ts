@@ -11,7 +11,9 @@ import { ClientCertAuthenticator } from '../ca/authn/client-cert';
 import { JwtAuthenticator, JwtRuleError, parseJwtRule } from '../ca/authn/jwt';
 import { NodeAuthorizer, parseTrustedNodeAccounts } from '../ca/authn/node-authorizer';
 import { OrchTokenAuthenticator } from '../ca/authn/orch-token';
-import type { AuthGate, Authenticator } from '../ca/authn/types';
+import { type AuthGate, type Authenticator, authenticateAny } from '../ca/authn/types';
+import type { IncomingMessage } from 'node:http';
+import { TLSSocket } from 'node:tls';
 import { XfccAuthenticator } from '../ca/authn/xfcc';
 import type { KeyCertBundle } from '../ca/bundle';
 import { ConfigMapRootPublisher, FileRootPublisher, RootPublication, type RootPublisher } from '../ca/publish';
@@ -81,6 +83,8 @@ export interface DaemonIdentity extends IdentityProvider {
   readonly authenticators: readonly Authenticator[];
   readonly gate: AuthGate;
   readonly trustDomain: string;
+  /** Istio's debug-endpoint authentication for callers not on loopback: the chain, ungated. */
+  authenticateDebug(req: IncomingMessage): Promise<readonly string[] | undefined>;
   close(): Promise<void>;
 }
 
@@ -252,6 +256,24 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
         return s;
       }
       return serving;
+    },
+    async authenticateDebug(req: IncomingMessage) {
+      const sock = req.socket;
+      const secure = sock instanceof TLSSocket;
+      const cert = secure && sock.authorized ? sock.getPeerCertificate().raw : undefined;
+      // A dual-stack listener reports IPv4 peers as ::ffff:a.b.c.d.
+      const host = (sock.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '');
+      const r = await authenticateAny(authenticators, {
+        secure,
+        remoteAddress: `${host.includes(':') ? `[${host}]` : host}:${sock.remotePort ?? 0}`,
+        peerCertificate: cert,
+        header: (name) => {
+          const v = req.headers[name];
+          return v === undefined ? [] : Array.isArray(v) ? v : [v];
+        },
+      });
+      if (!r.identities) log.warn(`debug request from ${host} not authenticated: ${r.failures.join('; ')}`);
+      return r.identities;
     },
     registerGrpc(server: grpc.Server, opts: { secure: boolean }) {
       if (!meshCa) return;

@@ -87,6 +87,23 @@ export async function authenticate(authenticators: readonly Authenticator[], req
   return { kind: 'failed', failures, idExtraction };
 }
 
+/**
+ * The chain without the XDS_AUTH gate, as Istio's debug endpoints run it for callers that are not on
+ * loopback: the first authenticator's identities, or undefined (with every reason).
+ */
+export async function authenticateAny(authenticators: readonly Authenticator[], req: AuthRequest): Promise<{ identities?: string[]; failures: string[] }> {
+  const failures: string[] = [];
+  for (const a of authenticators) {
+    try {
+      const caller = await a.authenticate(req);
+      if (caller.identities.length > 0) return { identities: caller.identities, failures };
+    } catch (e) {
+      failures.push(`Authenticator ${a.type}: ${(e as Error).message}`);
+    }
+  }
+  return { failures };
+}
+
 export const BEARER_PREFIX = 'Bearer ';
 
 /** Istio's ExtractBearerToken: the first `authorization` value that starts with `Bearer `. */
