@@ -7,7 +7,7 @@ import { X509Certificate } from 'node:crypto';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
-import { waitFor } from '../agent/helpers';
+import { metricValue, waitFor } from '../agent/helpers';
 import { caClient, createCertificate, openssl, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
@@ -38,6 +38,9 @@ t.test('plug-in CA: chains end to end (RSA and ECDSA intermediates)', async (t) 
       t.match(d.log(), /Use local CA certificate from ROOT_CA_DIR/);
       t.equal(fs.readFileSync(path.join(cwd, 'var/run/secrets/mesh/root-cert.pem'), 'utf8'), pki.rootPem, 'the published root is root-cert.pem');
       t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'no self-signed root is made');
+      const m = await (await fetch(`http://${d.monitoring}/metrics`)).text();
+      t.equal(metricValue(m, 'ca_server_cert_chain_expiry_timestamp'), Date.parse(new X509Certificate(pki.intermediatePem).validTo) / 1000, 'the chain expiry is the intermediate\'s');
+      t.equal(metricValue(m, 'ca_server_root_cert_expiry_timestamp'), Date.parse(new X509Certificate(pki.rootPem).validTo) / 1000);
 
       const ca = caClient(t, d.secureGrpc!, pki.rootPem);
       for (const kind of ['rsa', 'ec'] as const) {
