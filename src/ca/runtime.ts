@@ -93,7 +93,7 @@ export class MeshCa {
     }
     let bundle: KeyCertBundle;
     try {
-      bundle = selfSignedBundle(stored, o.store.describe, extraRoots());
+      bundle = selfSignedBundle(stored, o.store.describe, extraRoots(), new Date(o.now?.() ?? Date.now()));
     } catch (e) {
       throw new CaStartError(`failed to create a self-signed CA from ${o.store.describe}: ${(e as Error).message}`);
     }
@@ -168,7 +168,7 @@ export class MeshCa {
       // Another replica rotated the stored root: take it over.
       rotatorLog.warn(`CA cert in KeyCertBundle does not match CA cert in ${this.o.store.describe}. Start to reload root cert into KeyCertBundle`);
       try {
-        this.set(selfSignedBundle(stored, this.o.store.describe, extraRoots()));
+        this.set(selfSignedBundle(stored, this.o.store.describe, extraRoots(), new Date(now)));
       } catch (e) {
         rotatorLog.error(`failed to reload root cert into KeyCertBundle (${(e as Error).message})`);
         return 'failed';
@@ -180,7 +180,7 @@ export class MeshCa {
     const certPem = rotatedRoot(stored, { ttlMs: s.selfSignedCaTtlMs, org: this.o.trustDomain, now });
     let bundle: KeyCertBundle;
     try {
-      bundle = selfSignedBundle({ certPem, keyPem: stored.keyPem }, this.o.store.describe, extraRoots());
+      bundle = selfSignedBundle({ certPem, keyPem: stored.keyPem }, this.o.store.describe, extraRoots(), new Date(now));
     } catch (e) {
       rotatorLog.error(`unable to generate CA cert and key for self-signed CA: ${(e as Error).message}`);
       return 'failed';

@@ -68,10 +68,11 @@ export function rootRotationWaitMs(notBefore: Date, notAfter: Date, gracePercent
 }
 
 /** The bundle of a self-signed root: no chain; the trust bundle is the root plus ROOT_CA_DIR/root-cert.pem when present. */
-export function selfSignedBundle(stored: { certPem: string; keyPem: string }, where: string, extraRootsPem = ''): KeyCertBundle {
+export function selfSignedBundle(stored: { certPem: string; keyPem: string }, where: string, extraRootsPem = '', now = new Date()): KeyCertBundle {
   const rootPem = extraRootsPem ? `${stored.certPem.replace(/\n*$/, '\n')}${extraRootsPem}` : stored.certPem;
   return verifiedBundle(
     { certPem: stored.certPem, keyPem: stored.keyPem, chainPem: '', rootPem },
     { cert: `${where} ca-cert.pem`, key: `${where} ca-key.pem`, chain: `${where} cert-chain.pem`, root: `${where} ca-cert.pem` },
+    now,
   );
 }
