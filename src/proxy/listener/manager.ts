@@ -60,8 +60,11 @@ export class ListenerManager {
   private readonly warmWaiters = new Set<() => void>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
 
+  /** Said once: listeners restore destinations but SO_ORIGINAL_DST cannot be read. */
+  private warnedNoOriginalDst = false;
+
   constructor(
-    private readonly deps: Omit<ListenerDeps, 'findListenerFor'>,
+    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & { originalDstMissing?: string },
     private readonly store: StatsStore,
     private readonly log: Logger,
     /** --drain-time-s: how long removed listeners' connections may finish. */
@@ -89,9 +92,19 @@ export class ListenerManager {
     return { ...this.deps, findListenerFor: (a, p) => this.findListenerFor(a, p) };
   }
 
+  private checkOriginalDst(rt: ListenerRuntime): void {
+    if (!rt.restoresDestination || this.deps.originalDst || this.warnedNoOriginalDst) return;
+    this.warnedNoOriginalDst = true;
+    this.log.warn(
+      `listener '${rt.proto.name}' restores original destinations, but SO_ORIGINAL_DST cannot be read: ${this.deps.originalDstMissing ?? 'the native addon is not loaded'}; ` +
+        'captured connections are routed by their HTTP Host or TLS SNI instead, and other TCP by the listener port',
+    );
+  }
+
   /** Bootstrap listeners: any failure is fatal (thrown). */
   async addStatic(l: Listener): Promise<void> {
     const rt = new ListenerRuntime(l, '', true, this.fullDeps());
+    this.checkOriginalDst(rt);
     const slot: Slot = { name: l.name, runtime: rt, socket: undefined, hash: '', lastUpdated: Date.now() };
     try {
       slot.socket = await this.socketFor(rt, l.name);
@@ -160,6 +173,14 @@ export class ListenerManager {
         resolve();
       });
     });
+    if (rt.proto.transparent === true && !addr.pipe) {
+      // TPROXY: the socket must accept connections addressed to any IP (IP_TRANSPARENT)
+      const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, net.isIPv6(addr.host)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
+      if (why) {
+        bound.server.close();
+        throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
+      }
+    }
     this.sockets.set(key, bound);
     return bound;
   }
@@ -230,6 +251,7 @@ export class ListenerManager {
     } catch (e) {
       return (e as Error).message;
     }
+    this.checkOriginalDst(rt);
     const prev = this.warming.get(l.name) ?? this.active.get(l.name);
     const prevSocket = prev?.socket;
     let socket: BoundSocket | undefined;
@@ -317,13 +339,18 @@ export class ListenerManager {
     this.log.info(`lds: remove listener '${name}'`);
   }
 
+  /**
+   * Envoy getBalancedHandlerByAddress: the listener bound (or not, bind_to_port false) to exactly the
+   * address, else the wildcard listener of the port in the address's family.
+   */
   findListenerFor(address: string, port: number): ListenerRuntime | undefined {
     let wildcard: ListenerRuntime | undefined;
+    const v6 = net.isIPv6(address);
     for (const s of [...this.active.values(), ...this.statics.values()]) {
       const rt = s.runtime;
       if (rt.useOriginalDst || rt.address.port !== port || !rt.active) continue;
       if (rt.address.host === address) return rt;
-      if (rt.address.host === '0.0.0.0' || rt.address.host === '::') wildcard ??= rt;
+      if (rt.address.host === (v6 ? '::' : '0.0.0.0')) wildcard ??= rt;
     }
     return wildcard;
   }
