@@ -1,0 +1,106 @@
+// The SO_ORIGINAL_DST addon against the kernel: compiled here from src/native/original_dst.c, loaded
+// in a network namespace made by the test, where real iptables rules redirect connections to it.
+//
+//   pod (10.77.0.1, fd00:77::1) ── veth ── client (10.77.0.2, fd00:77::2)
+//
+// In `pod`: nat OUTPUT REDIRECTs 10.77.1.0/24 and fd00:77:1::/64 to local listeners (outbound capture,
+// Istio's REDIRECT mode), and mangle PREROUTING TPROXYs 10.77.2.0/24 from `client` to a transparent
+// listener (Istio's TPROXY mode, with its fwmark 1337 rule and local route table 133). None of these
+// destinations exists: a connection only succeeds if a rule took it to the listener.
+import { spawn, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
+import { ADDON_FILE } from '../../src/native/original-dst';
+import { TSX, tempDir } from '../agent/helpers';
+import { createNetns, must, netnsUnavailable, sh } from '../helpers/netns';
+import { REPO } from '../helpers/spec';
+
+const SERVER = path.join(REPO, 'test/native/fixtures/origdst-server.ts');
+const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+
+const skip = netnsUnavailable() || (spawnSync('iptables', ['--version']).status !== 0 ? 'iptables is not installed' : false);
+
+interface Seen {
+  listener: string;
+  local: { address: string; port: number };
+  original: { address: string; port: number } | null;
+}
+
+/** Connects from inside `ns` and returns the server's JSON line (or the error code). */
+function connectFrom(ns: string, host: string, port: number): Seen | { error: string } {
+  const script = `const c = require('node:net').connect(${port}, ${JSON.stringify(host)}); let d = '';
+c.setTimeout(5000, () => { console.log(JSON.stringify({ error: 'timeout' })); process.exit(0); });
+c.on('data', (x) => (d += x)); c.on('end', () => console.log(d.trim()));
+c.on('error', (e) => console.log(JSON.stringify({ error: e.code })));`;
+  const r = must(['ip', 'netns', 'exec', ns, process.execPath, '-e', script]);
+  return JSON.parse(r.trim()) as Seen | { error: string };
+}
+
+async function startServer(t: Test, ns: string, addon: string, listens: object[]): Promise<void> {
+  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--import', TSX, SERVER, addon, JSON.stringify(listens)], { env: CHILD_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  t.teardown(() => void child.kill('SIGKILL'));
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start: ${err}`)), 20_000);
+    child.stdout.on('data', (d: Buffer) => {
+      if (d.toString().includes('listening')) {
+        clearTimeout(timer);
+        resolve();
+      }
+    });
+    child.once('exit', (code) => reject(new Error(`server exited ${code}: ${err}`)));
+  });
+}
+
+t.test('SO_ORIGINAL_DST after REDIRECT, the local address after TPROXY', { skip }, async (t) => {
+  const dir = tempDir(t, 'mesh-addon-');
+  const addon = path.join(dir, ADDON_FILE);
+  const built = buildOriginalDstAddon(addon);
+  if (!built.ok) {
+    t.fail(`the addon does not compile here: ${built.reason}`);
+    return;
+  }
+
+  const pod = createNetns(t, 'mesh-od');
+  const client = createNetns(t, 'mesh-odc');
+  must(['ip', '-n', pod, 'link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v1', 'netns', client]);
+  must(['ip', '-n', pod, 'addr', 'add', '10.77.0.1/24', 'dev', 'v0']);
+  must(['ip', '-n', client, 'addr', 'add', '10.77.0.2/24', 'dev', 'v1']);
+  must(['ip', '-n', pod, '-6', 'addr', 'add', 'fd00:77::1/64', 'dev', 'v0', 'nodad']);
+  must(['ip', '-n', client, '-6', 'addr', 'add', 'fd00:77::2/64', 'dev', 'v1', 'nodad']);
+  must(['ip', '-n', pod, 'link', 'set', 'v0', 'up']);
+  must(['ip', '-n', client, 'link', 'set', 'v1', 'up']);
+  must(['ip', '-n', pod, 'route', 'add', '10.77.1.0/24', 'via', '10.77.0.2']);
+  must(['ip', '-n', pod, '-6', 'route', 'add', 'fd00:77:1::/64', 'via', 'fd00:77::2']);
+  must(['ip', '-n', client, 'route', 'add', '10.77.2.0/24', 'via', '10.77.0.1']);
+  const ipt = (...args: string[]) => must(['ip', 'netns', 'exec', pod, 'iptables', ...args]);
+  ipt('-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', '10.77.1.5', '-j', 'REDIRECT', '--to-ports', '15001');
+  ipt('-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', '10.77.1.6', '-j', 'REDIRECT', '--to-ports', '15002');
+  ipt('-t', 'mangle', '-A', 'PREROUTING', '-p', 'tcp', '-d', '10.77.2.0/24', '-j', 'TPROXY', '--on-port', '15006', '--on-ip', '0.0.0.0', '--tproxy-mark', '0x539/0xffffffff');
+  must(['ip', '-n', pod, 'rule', 'add', 'fwmark', '0x539', 'lookup', '133']);
+  must(['ip', '-n', pod, 'route', 'add', 'local', 'default', 'dev', 'lo', 'table', '133']);
+  const v6 = sh(['ip', 'netns', 'exec', pod, 'ip6tables', '-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', 'fd00:77:1::5', '-j', 'REDIRECT', '--to-ports', '15001']).code === 0;
+
+  await startServer(t, pod, addon, [
+    { host: '0.0.0.0', port: 15001 },
+    { host: '::', port: 15001, ipv6Only: true },
+    // a dual-stack socket: IPv4 arrives as ::ffff:a.b.c.d, and its NAT record is an IPv4 one
+    { host: '::', port: 15002 },
+    { host: '0.0.0.0', port: 15006, transparent: true },
+  ]);
+
+  // REDIRECT: the NAT record names the address and port the application connected to
+  t.has(connectFrom(pod, '10.77.1.5', 8080), { listener: '0.0.0.0:15001', local: { address: '127.0.0.1', port: 15001 }, original: { address: '10.77.1.5', port: 8080 } }, 'IPv4: the address and port before the REDIRECT');
+  t.has(connectFrom(pod, '10.77.1.5', 9443), { listener: '0.0.0.0:15001', original: { address: '10.77.1.5', port: 9443 } }, 'each connection its own destination');
+  t.has(connectFrom(pod, '10.77.1.6', 5432), { listener: ':::15002', local: { address: '::ffff:127.0.0.1', port: 15002 }, original: { address: '10.77.1.6', port: 5432 } }, 'IPv4 on a dual-stack socket');
+  // no NAT: whether the kernel keeps a record (conntrack loaded) or not, the destination is the local address
+  t.has(connectFrom(pod, '127.0.0.1', 15001), { listener: '0.0.0.0:15001', destination: { address: '127.0.0.1', port: 15001 } }, 'not redirected: the listener itself is the destination');
+  t.has(connectFrom(client, '10.77.2.9', 8080), { listener: '0.0.0.0:15006', local: { address: '10.77.2.9', port: 8080 }, destination: { address: '10.77.2.9', port: 8080 } }, 'TPROXY: the transparent socket (IP_TRANSPARENT set by the addon) has the original destination as its local address');
+  if (v6) {
+    t.has(connectFrom(pod, 'fd00:77:1::5', 9090), { listener: ':::15001', local: { address: '::1', port: 15001 }, original: { address: 'fd00:77:1::5', port: 9090 } }, 'IPv6: IP6T_SO_ORIGINAL_DST');
+  } else {
+    t.comment('ip6tables nat is not usable here: the IPv6 case is not run');
+  }
+});
