@@ -8,10 +8,11 @@
 // listener (Istio's TPROXY mode, with its fwmark 1337 rule and local route table 133). None of these
 // destinations exists: a connection only succeeds if a rule took it to the listener.
 import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
-import { ADDON_FILE } from '../../src/native/original-dst';
+import { ADDON_FILE, loadAddonFile } from '../../src/native/original-dst';
 import { TSX, tempDir } from '../agent/helpers';
 import { createNetns, must, netnsUnavailable, sh } from '../helpers/netns';
 import { REPO } from '../helpers/spec';
@@ -103,4 +104,23 @@ t.test('SO_ORIGINAL_DST after REDIRECT, the local address after TPROXY', { skip 
   } else {
     t.comment('ip6tables nat is not usable here: the IPv6 case is not run');
   }
+});
+
+t.test('where the addon cannot be built or found, the reason is clear', async (t) => {
+  const dir = tempDir(t, 'mesh-addon-');
+  const saved = process.env.CC;
+  process.env.CC = path.join(dir, 'no-such-cc');
+  t.teardown(() => {
+    if (saved === undefined) delete process.env.CC;
+    else process.env.CC = saved;
+  });
+  const r = buildOriginalDstAddon(path.join(dir, ADDON_FILE));
+  t.same(r, { ok: false, reason: `no C compiler (${path.join(dir, 'no-such-cc')}: ENOENT); install one (Debian: gcc) or set CC` });
+  const missing = loadAddonFile(path.join(dir, ADDON_FILE));
+  t.same(missing, { ok: false, reason: `${path.join(dir, ADDON_FILE)} does not exist (node build.mjs compiles it)` });
+  const bogus = path.join(dir, 'bogus.node');
+  fs.writeFileSync(bogus, 'not a shared object');
+  const bad = loadAddonFile(bogus);
+  t.equal(bad.ok, false);
+  t.match(!bad.ok && bad.reason, `cannot load ${bogus}: `);
 });

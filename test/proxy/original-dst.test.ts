@@ -180,3 +180,21 @@ t.test('virtualInbound with SO_ORIGINAL_DST: the filter chain of the original po
   source.next.push({ address: '127.0.0.1', port: raw.port });
   t.equal(await firstLine(vi), 'hello from raw', 'opaque TCP reaches the TCP chain of its port');
 });
+
+t.test('a transparent listener (TPROXY) needs IP_TRANSPARENT: a failure rejects the listener with the reason', async (t) => {
+  const listener = async (port: number) => ({
+    name: 'virtualInbound',
+    address: sock('127.0.0.1', port),
+    transparent: true,
+    filter_chains: [{ filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] }],
+  });
+  const boot = async () => ({ admin: { address: sock('127.0.0.1', 0) }, static_resources: { listeners: [await listener(await freePort())], clusters: [{ name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' }] } });
+  const denied = { from: 'test', read: () => undefined, setTransparent: () => 'IP_TRANSPARENT: EPERM (needs CAP_NET_ADMIN)' };
+  await t.rejects(startProxy(await boot(), { originalDst: denied }), /listener 'virtualInbound': cannot set transparent on '127\.0\.0\.1:\d+': IP_TRANSPARENT: EPERM \(needs CAP_NET_ADMIN\)/);
+  await t.rejects(startProxy(await boot(), { originalDst: false }), /cannot set transparent on '127\.0\.0\.1:\d+': the native addon is not loaded \(disabled for this engine\)/);
+  let asked: boolean | undefined;
+  const granted = { from: 'test', read: () => undefined, setTransparent: (_s: net.Server, v6: boolean) => ((asked = v6), undefined) };
+  const p = await startProxy(await boot(), { originalDst: granted });
+  t.teardown(() => p.close());
+  t.equal(asked, false, 'asked for IPv4 IP_TRANSPARENT on the bound socket');
+});
