@@ -44,6 +44,7 @@ const CONFIG = [
   se('b', { address: '10.88.1.11', port: 80, protocol: 'HTTP', target: 8082, endpoint: '10.88.0.1' }),
   se('echo', { address: '10.88.1.12', port: 9000, protocol: 'TCP', target: 9001, endpoint: '10.88.0.1' }),
   se('h2', { address: '10.88.1.13', port: 80, protocol: 'HTTP2', target: 8083, endpoint: '10.88.0.1' }),
+  se('grpc', { address: '10.88.1.15', port: 7000, protocol: 'GRPC', target: 8083, endpoint: '10.88.0.1' }),
   se('secure', { hosts: ['secure.example.com'], address: '10.88.1.14', port: 443, protocol: 'TLS', target: 8443, endpoint: '10.88.0.1' }),
   // the pod's own service: its inbound chains come from here
   `apiVersion: networking.istio.io/v1
@@ -191,6 +192,12 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
     const r = client(pod, 'h2', '10.88.1.13', 80);
     t.equal(r['status'], 200, JSON.stringify(r));
     t.has(bodyOf(r), { server: 'h2', path: '/over-h2', version: '2.0' });
+  });
+
+  t.test('gRPC by service IP: message and trailers', async (t) => {
+    const r = client(pod, 'grpc', '10.88.1.15', 7000);
+    t.same(r, { status: 200, message: 'grpc /demo.Echo/Say', grpcStatus: '0', grpcMessage: 'served-by-h2' });
+    t.ok(stat(pod, 'cluster.outbound|7000||grpc.demo.svc.cluster.local.upstream_rq_total') >= 1);
   });
 
   t.test('opaque server-first TCP through the <VIP>_<port> listener', async (t) => {
