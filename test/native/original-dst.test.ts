@@ -13,7 +13,8 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
 import { ADDON_FILE, loadAddonFile } from '../../src/native/original-dst';
-import { TSX, tempDir } from '../agent/helpers';
+import { TSX, tempDir, waitFor } from '../agent/helpers';
+import { DIST, MESH, built } from '../helpers/binary';
 import { createNetns, must, netnsUnavailable, sh } from '../helpers/netns';
 import { REPO } from '../helpers/spec';
 
@@ -123,4 +124,40 @@ t.test('where the addon cannot be built or found, the reason is clear', async (t
   const bad = loadAddonFile(bogus);
   t.equal(bad.ok, false);
   t.match(!bad.ok && bad.reason, `cannot load ${bogus}: `);
+});
+
+const BOOTSTRAP = `admin: {address: {socket_address: {address: 127.0.0.1, port_value: 0}}}
+static_resources:
+  listeners:
+  - name: virtualOutbound
+    address: {socket_address: {address: 127.0.0.1, port_value: 0}}
+    use_original_dst: true
+    filter_chains: [{filters: [{name: envoy.filters.network.tcp_proxy, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: x, cluster: PassthroughCluster}}]}]
+  clusters:
+  - {name: PassthroughCluster, type: ORIGINAL_DST, lb_policy: CLUSTER_PROVIDED, connect_timeout: 1s}
+`;
+
+t.test('the built programs load the addon: embedded in dist/mesh, beside dist/mesh.cjs', { skip: built() ? false : 'dist/mesh is not built' }, async (t) => {
+  const dir = tempDir(t, 'mesh-addon-run-');
+  const boot = path.join(dir, 'bootstrap.yaml');
+  fs.writeFileSync(boot, BOOTSTRAP);
+  const runs: Array<[string, string[], string]> = [
+    [MESH, [], 'executable asset original_dst.node'],
+    [process.execPath, [path.join(DIST, 'mesh.cjs')], path.join(DIST, ADDON_FILE)],
+  ];
+  for (const [file, pre, from] of runs) {
+    const child = spawn(file, [...pre, 'agent', 'envoy', '-c', boot, '--component-log-level', 'config:debug'], { env: CHILD_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (out += d));
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    try {
+      await waitFor(() => /starting workers/.test(out), 60_000, () => out);
+      t.match(out, `listener 'virtualOutbound' restores original destinations with SO_ORIGINAL_DST (addon: ${from})`, `${path.basename(pre[0] ?? file)}: addon from ${from}`);
+      t.notMatch(out, /SO_ORIGINAL_DST cannot be read/);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  }
 });

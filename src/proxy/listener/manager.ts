@@ -60,7 +60,7 @@ export class ListenerManager {
   private readonly warmWaiters = new Set<() => void>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
 
-  /** Said once: listeners restore destinations but SO_ORIGINAL_DST cannot be read. */
+  /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
   private warnedNoOriginalDst = false;
 
   constructor(
@@ -93,8 +93,12 @@ export class ListenerManager {
   }
 
   private checkOriginalDst(rt: ListenerRuntime): void {
-    if (!rt.restoresDestination || this.deps.originalDst || this.warnedNoOriginalDst) return;
+    if (!rt.restoresDestination || this.warnedNoOriginalDst) return;
     this.warnedNoOriginalDst = true;
+    if (this.deps.originalDst) {
+      this.log.debug(`listener '${rt.proto.name}' restores original destinations with SO_ORIGINAL_DST (addon: ${this.deps.originalDst.from})`);
+      return;
+    }
     this.log.warn(
       `listener '${rt.proto.name}' restores original destinations, but SO_ORIGINAL_DST cannot be read: ${this.deps.originalDstMissing ?? 'the native addon is not loaded'}; ` +
         'captured connections are routed by their HTTP Host or TLS SNI instead, and other TCP by the listener port',
