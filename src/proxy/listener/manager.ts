@@ -19,6 +19,8 @@ interface BoundSocket {
   /** The runtime new connections go to. */
   target: ListenerRuntime | undefined;
   port: number;
+  /** IP_TRANSPARENT is set (kept while the socket lives: a listener update reuses the socket). */
+  transparent?: boolean;
 }
 
 interface Slot {
@@ -177,16 +179,23 @@ export class ListenerManager {
         resolve();
       });
     });
-    if (rt.proto.transparent === true && !addr.pipe) {
-      // TPROXY: the socket must accept connections addressed to any IP (IP_TRANSPARENT)
-      const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, net.isIPv6(addr.host)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
-      if (why) {
-        bound.server.close();
-        throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
-      }
+    try {
+      this.makeTransparent(bound, rt);
+    } catch (e) {
+      bound.server.close();
+      throw e;
     }
     this.sockets.set(key, bound);
     return bound;
+  }
+
+  /** TPROXY: a `transparent` listener's socket must accept connections addressed to any IP (IP_TRANSPARENT). */
+  private makeTransparent(bound: BoundSocket, rt: ListenerRuntime): void {
+    const addr = rt.address;
+    if (rt.proto.transparent !== true || addr.pipe || bound.transparent) return;
+    const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, net.isIPv6(addr.host)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
+    if (why) throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
+    bound.transparent = true;
   }
 
   private closeSocket(b: BoundSocket | undefined): void {
@@ -261,8 +270,10 @@ export class ListenerManager {
     let socket: BoundSocket | undefined;
     try {
       // a same-address update keeps the socket; another listener on the address is a conflict
-      if (prevSocket && prevSocket.key === addressKey(rt.address)) socket = prevSocket;
-      else socket = await this.socketFor(rt, l.name);
+      if (prevSocket && prevSocket.key === addressKey(rt.address)) {
+        socket = prevSocket;
+        this.makeTransparent(socket, rt);
+      } else socket = await this.socketFor(rt, l.name);
     } catch (e) {
       rt.release();
       return (e as Error).message;
