@@ -220,6 +220,9 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
     const tcp = clientFrom(world, 'tcp-client-first', '10.88.0.2', 9090);
     t.same(tcp['lines'], ['pod-tcp peer=127.0.0.6', 'pod-tcp echo ping'], JSON.stringify(tcp));
     t.ok(stat(pod, 'tcp.inbound|9090||.downstream_cx_total') >= 1, 'served by the 0.0.0.0_9090 chain');
+    const other = clientFrom(world, 'tcp-client-first', '10.88.0.2', 7777);
+    t.same(other['lines'], ['pod-undeclared peer=127.0.0.6', 'pod-undeclared echo ping'], JSON.stringify(other));
+    t.ok(stat(pod, 'cluster.InboundPassthroughCluster.upstream_cx_total') >= 1, 'a port no service declares: the passthrough chain (prefix 0.0.0.0/0)');
   });
 
   t.test('ALLOW_ANY: destinations outside the registry pass through', async (t) => {
