@@ -3,8 +3,8 @@
 // kernel has no NAT record (TPROXY, or a connection that was not redirected) the socket's own local
 // address is the destination. Node exposes neither option, so a small N-API addon (original_dst.c)
 // does the getsockopt. It is compiled at build time and found:
-//   - in the single executable, as the SEA asset `original_dst.node` (written to a private temp file
-//     and loaded from there: dlopen needs a file);
+//   - in the single executable, as the SEA asset `original_dst.node` (written to a private temporary
+//     file and loaded from there: dlopen needs a file);
 //   - beside the bundle (`node dist/mesh.cjs` loads dist/original_dst.node);
 //   - at an explicit path (tests).
 // Without it, capture still works in a degraded way (the engine routes by Host / SNI) and says so.
@@ -99,6 +99,11 @@ function sea(): Sea | undefined {
   }
 }
 
+/**
+ * dlopen needs a file: the asset is written to a directory only we can write to (nobody can swap the
+ * file between writing and loading it), loaded, and removed. The temp directory first; where it is
+ * mounted noexec, the working directory (the proxy's own, e.g. /etc/istio/proxy in a pod).
+ */
 function loadFromSea(s: Sea): AddonLoad {
   let bytes: ArrayBuffer;
   try {
@@ -106,19 +111,22 @@ function loadFromSea(s: Sea): AddonLoad {
   } catch {
     return { ok: false, reason: 'this executable was built without the original-destination addon (it could not be compiled at build time)' };
   }
-  // A directory only we can write to: nobody can swap the file between writing and loading it.
-  let dir: string | undefined;
-  try {
-    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-native-'));
-    const file = path.join(dir, ADDON_FILE);
-    fs.writeFileSync(file, new Uint8Array(bytes), { mode: 0o500 });
-    return { ok: true, source: sourceFrom(dlopen(file), `executable asset ${ADDON_FILE}`) };
-  } catch (e) {
-    return { ok: false, reason: `cannot load the embedded addon: ${(e as Error).message}` };
-  } finally {
-    // the loaded library stays mapped after its file is gone
-    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  const errors: string[] = [];
+  for (const base of [...new Set([os.tmpdir(), process.cwd()])]) {
+    let dir: string | undefined;
+    try {
+      dir = fs.mkdtempSync(path.join(base, 'mesh-native-'));
+      const file = path.join(dir, ADDON_FILE);
+      fs.writeFileSync(file, new Uint8Array(bytes), { mode: 0o500 });
+      return { ok: true, source: sourceFrom(dlopen(file), `executable asset ${ADDON_FILE}`) };
+    } catch (e) {
+      errors.push(`in ${base}: ${(e as Error).message}`);
+    } finally {
+      // the loaded library stays mapped after its file is gone
+      if (dir) fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
+  return { ok: false, reason: `cannot load the embedded addon (${errors.join('; ')})` };
 }
 
 let cached: AddonLoad | undefined;

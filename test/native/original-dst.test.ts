@@ -141,19 +141,25 @@ t.test('the built programs load the addon: embedded in dist/mesh, beside dist/me
   const dir = tempDir(t, 'mesh-addon-run-');
   const boot = path.join(dir, 'bootstrap.yaml');
   fs.writeFileSync(boot, BOOTSTRAP);
-  const runs: Array<[string, string[], string]> = [
+  const noexec = path.join(dir, 'noexec');
+  fs.mkdirSync(noexec);
+  const canUnshare = spawnSync('unshare', ['-m', 'true']).status === 0;
+  const runs: Array<[string, string[], string, NodeJS.ProcessEnv?]> = [
     [MESH, [], 'executable asset original_dst.node'],
     [process.execPath, [path.join(DIST, 'mesh.cjs')], path.join(DIST, ADDON_FILE)],
   ];
-  for (const [file, pre, from] of runs) {
-    const child = spawn(file, [...pre, 'agent', 'envoy', '-c', boot, '--component-log-level', 'config:debug'], { env: CHILD_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  // a temp directory mounted noexec (hardened pods): the embedded addon is loaded from the working directory
+  if (canUnshare) runs.push(['unshare', ['-m', 'sh', '-c', `mount -t tmpfs -o noexec tmpfs '${noexec}' && exec "$0" "$@"`, MESH], 'executable asset original_dst.node', { ...CHILD_ENV, TMPDIR: noexec }]);
+  else t.comment('unshare -m is not available: the noexec temp directory case is not run');
+  for (const [file, pre, from, env] of runs) {
+    const child = spawn(file, [...pre, 'agent', 'envoy', '-c', boot, '--component-log-level', 'config:debug'], { env: env ?? CHILD_ENV, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (out += d));
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     try {
       await waitFor(() => /starting workers/.test(out), 60_000, () => out);
-      t.match(out, `listener 'virtualOutbound' restores original destinations with SO_ORIGINAL_DST (addon: ${from})`, `${path.basename(pre[0] ?? file)}: addon from ${from}`);
+      t.match(out, `listener 'virtualOutbound' restores original destinations with SO_ORIGINAL_DST (addon: ${from})`, `${path.basename(file === 'unshare' ? 'mesh with TMPDIR noexec' : pre[0] ?? file)}: addon from ${from}`);
       t.notMatch(out, /SO_ORIGINAL_DST cannot be read/);
     } finally {
       child.kill('SIGKILL');
