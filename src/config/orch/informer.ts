@@ -39,6 +39,7 @@ export interface InformerOptions {
   /** Collection path: `/api/v1/services`, `/apis/networking.istio.io/v1/namespaces/ns/virtualservices`. */
   path: string;
   fieldSelector?: string;
+  labelSelector?: string;
   backoff?: Partial<BackoffOptions>;
   log: Scope;
 }
@@ -62,7 +63,9 @@ export class ResourceInformer {
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
     const list = async (): Promise<K8s.KubernetesListObject<K8s.KubernetesObject>> => {
       this.listAbort = new AbortController();
-      const query = opts.fieldSelector ? { fieldSelector: opts.fieldSelector } : undefined;
+      const query: Record<string, string> = {};
+      if (opts.fieldSelector) query.fieldSelector = opts.fieldSelector;
+      if (opts.labelSelector) query.labelSelector = opts.labelSelector;
       const body = (await client.getJson(opts.path, query, this.listAbort.signal)) as {
         metadata?: { resourceVersion?: string };
         items?: K8s.KubernetesObject[] | null;
@@ -91,7 +94,7 @@ export class ResourceInformer {
         };
         this.delays.add(finish);
       });
-    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, undefined, opts.fieldSelector, {
+    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, opts.labelSelector || undefined, opts.fieldSelector, {
       delayFn,
     });
     this.lw.on('add', (o) => this.event(() => handlers.add(o as RawObject)));
