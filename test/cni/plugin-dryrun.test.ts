@@ -13,7 +13,7 @@ import { cases, pluginGolden, rulesByTable } from './conformance';
 
 const skip = !built() ? 'needs the built binary (node build.mjs)' : kubeUnavailable();
 
-t.test('plugin dry run: every case of cases.yaml §10 gives its golden', { skip }, async (t) => {
+t.test('plugin dry run: every case of cases.yaml §10 gives its golden', { skip, timeout: 180_000 }, async (t) => {
   const kube = startKube(t);
   const runDir = mkdtempSync(path.join(tmpdir(), 'mesh-cni-run-'));
   writeFileSync(path.join(runDir, 'mesh-cni-kubeconfig'), tokenKubeconfig(kube), { mode: 0o600 });
