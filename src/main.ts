@@ -3,6 +3,7 @@
 import path from 'node:path';
 import { PROGRAMS, programByInvocation, programByWord } from './cli/programs';
 import { runProgram } from './cli/run';
+import { isSea } from './lib/sea';
 
 /** The name the user invoked us by, before symlinks were resolved. */
 function invocationName(): string {
@@ -12,14 +13,6 @@ function invocationName(): string {
   return path.basename(process.argv[1] ?? '');
 }
 
-function isSea(): boolean {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return (require('node:sea') as { isSea(): boolean }).isSea();
-  } catch {
-    return false;
-  }
-}
 
 /** The CNI plugin is not a command-line program: the container runtime drives it through CNI_* and stdin. */
 const CNI_PLUGIN_NAME = 'mesh-cni';

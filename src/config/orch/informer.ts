@@ -9,6 +9,7 @@
 // - "synced" is when the first list has been applied.
 import type * as K8s from '@kubernetes/client-node';
 import type { Scope } from '../../lib/log';
+import { defineCounter } from '../../lib/metrics';
 import type { OrchClient } from './client';
 
 export interface BackoffOptions {
@@ -17,6 +18,12 @@ export interface BackoffOptions {
   /** Up to this fraction of the delay is added at random. */
   jitter: number;
 }
+
+const syncErrors = defineCounter({
+  name: 'controller_sync_errors_total',
+  help: 'Total number of errorMetric syncing controllers.',
+  labelNames: ['cluster'] as const,
+});
 
 export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 800, maxMs: 30_000, jitter: 1 };
 
@@ -42,6 +49,8 @@ export interface InformerOptions {
   labelSelector?: string;
   backoff?: Partial<BackoffOptions>;
   log: Scope;
+  /** Cluster id of the controller_sync_errors_total series (default Orchestrator). */
+  cluster?: string;
 }
 
 export class ResourceInformer {
@@ -159,6 +168,7 @@ export class ResourceInformer {
       this.handlers.notFound(e);
       return;
     }
+    syncErrors.inc({ cluster: this.opts.cluster ?? 'Orchestrator' });
     const base = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
     const delay = Math.round(base * (1 + Math.random() * this.backoff.jitter));
     this.failures += 1;
