@@ -66,6 +66,12 @@ function connectFrom(ns: string, host: string, port: number, token: string): str
   return sh(['ip', 'netns', 'exec', ns, process.execPath, '-e', script]).stdout;
 }
 
+/** `mesh-iptables --run-validation --skip-rule-apply` as the validation init container runs it (uid/gid 1337). */
+function validateIn(ns: string, meshIptables: string[]) {
+  return sh(['ip', 'netns', 'exec', ns, 'setpriv', '--reuid=1337', '--regid=1337', '--clear-groups', 'env', '-u', 'NODE_OPTIONS',
+    ...meshIptables, 'mesh-iptables', '--run-validation', '--skip-rule-apply', '--probe-timeout', '2s']);
+}
+
 async function until(check: () => boolean, ms: number, why: string): Promise<void> {
   const deadline = Date.now() + ms;
   while (!check()) {
@@ -156,6 +162,11 @@ t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_
   t.match(podRules, /-A MESH_OUTPUT -j MESH_REDIRECT/, 'capture rules are in the pod namespace');
   t.equal(podRules, rulesIn(refNs), 'the pod namespace holds exactly what mesh-iptables produces');
 
+  // The validation init container (mesh-validation, running as the proxy's 1337) finds the capture in place.
+  const validated = validateIn(podNs, meshIptables);
+  t.equal(validated.code, 0, `validation passes once mesh-cni ran: ${validated.stderr}`);
+  t.match(validated.stdout, /validation passed/);
+
   // A connection from the pod to an outside address lands on the proxy's outbound port.
   const proxy = listenIn(podNs, 15001);
   await proxy.ready;
@@ -185,6 +196,10 @@ t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_
   await chainDel(list, result, args, async (type) => {
     if (type !== 'mesh-cni') return;
     t.notMatch(rulesIn(podNs), /MESH_/, 'DEL of mesh-cni removed every MESH_ chain and jump');
+    // Without capture the validation container fails with the exit code race repair looks for.
+    const invalid = validateIn(podNs, meshIptables);
+    t.equal(invalid.code, 126, 'validation exits 126 without capture');
+    t.match(invalid.stderr, /Error: iptables validation failed; workload is not ready for Mesh\.\nWhen using Mesh CNI/);
     const token2 = `direct-${randomBytes(4).toString('hex')}`;
     t.match(connectFrom(podNs, gateway, 8443, token2), /connected/);
     await until(() => hostGot.includes(token2), 5000, 'the connection reaches the host, not :15001');
