@@ -10,6 +10,12 @@ export class Report {
   readonly errors: FieldError[] = [];
   readonly warnings: FieldError[] = [];
 
+  /**
+   * `strictFields`: unknown fields are errors, as Istio's strict decoding makes them for `istioctl
+   * validate`. Off, they are warnings: the API server prunes them and kubectl warns.
+   */
+  constructor(readonly strictFields = false) {}
+
   error(field: string, message: string | undefined): void {
     if (message !== undefined) this.errors.push({ field, message });
   }
