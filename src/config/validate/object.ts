@@ -2,6 +2,7 @@
 // admission request and `meshctl validate` runs on each document of a file. Both go through the
 // same conversion and the same rules as the daemon's config sources.
 import { convertObject, type Origin } from '../parse';
+import { MESH_KINDS } from '../schemas';
 import type { Config } from '../types';
 import { isObject } from '../values';
 import { validateConfig } from './index';
@@ -19,7 +20,10 @@ export interface ObjectValidation {
 export interface ObjectValidationOptions {
   /** Where the object came from, for the resource's `source`. */
   origin?: Origin;
-  /** Unknown fields, at the top level and inside the spec, are errors (Istio's strict decoding in `istioctl validate`). */
+  /**
+   * Unknown fields of mesh (Istio CRD) kinds, at the top level and inside the spec, are errors: Istio's
+   * strict decoding in `istioctl validate`. Kubernetes kinds keep the daemon's view (a warning).
+   */
   strict?: boolean;
 }
 
@@ -35,12 +39,11 @@ export function validateObject(obj: unknown, opts: ObjectValidationOptions = {})
     return { errors: converted.errors.map(joined), warnings: converted.warnings.map(joined) };
   }
   const errors: string[] = [];
-  if (opts.strict && isObject(obj)) {
-    // EndpointSlice keeps its fields at the top level.
-    const fields = converted.config.kind === 'EndpointSlice' ? ['addressType', 'endpoints', 'ports'] : [];
-    for (const k of Object.keys(obj)) if (!RESOURCE_FIELDS.has(k) && !fields.includes(k)) errors.push(`unknown field ${JSON.stringify(k)}`);
+  const strict = opts.strict === true && MESH_KINDS.includes(converted.config.kind);
+  if (strict && isObject(obj)) {
+    for (const k of Object.keys(obj)) if (!RESOURCE_FIELDS.has(k)) errors.push(`unknown field ${JSON.stringify(k)}`);
   }
-  const v = validateConfig(converted.config, { strictFields: opts.strict });
+  const v = validateConfig(converted.config, { strictFields: strict });
   return {
     config: converted.config,
     errors: [...errors, ...v.errors.map(joined)],
