@@ -1,5 +1,6 @@
 // Every analyzer `meshctl analyze` runs, Istio's first (its analyzers.All order), then mesh's own.
 import type { Analyzer } from '../model';
+import { annotations } from './annotations';
 import { claimRoutes, denyHosts } from './claims';
 import { certificates, conflictingGateways, ingressGatewayPort, secrets } from './gateway';
 import {
@@ -19,6 +20,7 @@ import { conflictingMeshGatewayHosts, destinationHosts, destinationRules, gatewa
 import { applicationUID, externalControlPlane, image, imageAuto, injection, multiService, portName, webhook } from './workloads';
 
 export const ALL_ANALYZERS: readonly Analyzer[] = [
+  annotations,
   authorizationPolicies,
   multiService,
   applicationUID,
