@@ -101,8 +101,37 @@ function yamlError(doc: YamlDocument, chunk: Chunk): { line: number; message: st
   return { line, message: `error converting YAML to JSON: yaml: line ${line}: ${first}` };
 }
 
+const noLine = (): undefined => undefined;
+
+/**
+ * A `.json` file holding one JSON value (an object, a List, or an array of objects) is read with
+ * JSON.parse: an order of magnitude faster than YAML on large inputs. istioctl keeps no line numbers
+ * for JSON files, so neither do these objects. Anything else goes through the YAML reader.
+ */
+function readJson(text: string, source: string): ReadResult | undefined {
+  if (!/\.json$/i.test(source)) return undefined;
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const out: ReadResult = { objects: [], errors: [] };
+  const push = (x: unknown, document: string): void => {
+    if (x === null) return;
+    if (isObject(x)) out.objects.push({ value: x, source, document, line: 1, lineOf: noLine });
+    else out.errors.push({ source, document, line: 1, message: `a document must be an object with apiVersion and kind, got ${typeName(x)}` });
+  };
+  if (Array.isArray(v)) v.forEach((x, i) => push(x, `[0][${i}]`));
+  else if (isObject(v) && isList(v)) (v.items as unknown[]).forEach((x, j) => push(x, `[0].items[${j}]`));
+  else push(v, '[0]');
+  return out;
+}
+
 /** Reads every object of a manifest; `source` names the file in messages. */
 export function readObjects(text: string, source: string): ReadResult {
+  const json = readJson(text, source);
+  if (json) return json;
   const out: ReadResult = { objects: [], errors: [] };
   splitDocuments(text).forEach((chunk, index) => {
     const document = `[${index}]`;

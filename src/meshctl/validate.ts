@@ -8,6 +8,7 @@ import { CommandError, flagList, flagString, type Handler } from '../cli/context
 import { isClusterScoped, kindOf, SCHEMAS } from '../config/schemas';
 import { parseProtocol } from '../config/validate/protocol';
 import { validateObject } from '../config/validate/object';
+import { loadEnvoyFilterTypes } from '../config/validate';
 import { isObject } from '../config/values';
 import { readObjects, type SourceObject } from './documents';
 import { goFileError, hasManifestExtension, readStdin, walkFiles } from './files';
@@ -127,6 +128,11 @@ function compareDocs(a: string, b: string): number {
   return Number(/^\[(\d+)\]/.exec(a)?.[1]) - Number(/^\[(\d+)\]/.exec(b)?.[1]);
 }
 
+/** Whether a manifest may contain an EnvoyFilter (whose check needs the Envoy types loaded first). */
+export function mayHoldEnvoyFilter(text: string): boolean {
+  return /EnvoyFilter/.test(text);
+}
+
 /** `"x" has warnings: ` + the list, istioctl's warningToString. */
 function warningsText(ws: readonly string[]): string {
   return `\n\t${ws.map((w) => `* ${w}`).join('\n\t')}\n`;
@@ -141,7 +147,7 @@ export const run: Handler = async (ctx) => {
   };
   const errors: string[] = [];
   const results = new Map<string, FileResult>();
-  const processFile = (file: string): void => {
+  const processFile = async (file: string): Promise<void> => {
     let text: string;
     try {
       text = file === '-' ? readStdin() : fs.readFileSync(file, 'utf8');
@@ -149,6 +155,7 @@ export const run: Handler = async (ctx) => {
       errors.push(`cannot read file ${JSON.stringify(file)}: ${goFileError('open', file, e)}`);
       return;
     }
+    if (mayHoldEnvoyFilter(text)) await loadEnvoyFilterTypes();
     const r = validateText(text, file, opts);
     for (const n of r.notes) ctx.stderr.write(n + '\n');
     errors.push(...r.errors);
@@ -156,7 +163,7 @@ export const run: Handler = async (ctx) => {
   };
   for (const name of names) {
     if (name === '-') {
-      processFile(name);
+      await processFile(name);
       continue;
     }
     let st: fs.Stats;
@@ -167,14 +174,17 @@ export const run: Handler = async (ctx) => {
       continue;
     }
     if (!st.isDirectory()) {
-      processFile(name);
+      await processFile(name);
       continue;
     }
+    let files: string[];
     try {
-      for (const f of walkFiles(name)) if (hasManifestExtension(f)) processFile(f);
+      files = walkFiles(name);
     } catch (e) {
       errors.push(goFileError('lstat', name, e));
+      continue;
     }
+    for (const f of files) if (hasManifestExtension(f)) await processFile(f);
   }
 
   const report = (file: string, r: FileResult, valid: boolean): void => {

@@ -10,6 +10,7 @@ import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
 import { validateObject } from '../config/validate/object';
+import { loadEnvoyFilterTypes } from '../config/validate';
 import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
 import { buildRegistries } from '../discovery/registry';
@@ -123,6 +124,8 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 }
 
 export const run: Handler = async (ctx) => {
+  // Config sources validate EnvoyFilters as they load them.
+  await loadEnvoyFilterTypes();
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, nodeLocality } = await configStores(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];

@@ -5,7 +5,10 @@ import t from 'tap';
 import { celSyntaxError } from '../../src/lib/cel';
 import { parseDocuments } from '../../src/config/parse';
 import { validateObject } from '../../src/config/validate/object';
+import { loadEnvoyFilterTypes } from '../../src/config/validate';
 import { accepts, mk, rejects } from './helpers';
+
+await loadEnvoyFilterTypes();
 
 const EF_WARNING = [
   'spec',

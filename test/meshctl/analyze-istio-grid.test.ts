@@ -5,11 +5,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { loadEnvoyFilterTypes } from '../../src/config/validate';
 import { ALL_ANALYZERS } from '../../src/meshctl/analyze/analyzers';
 import { defaultResources, loadResources } from '../../src/meshctl/analyze/load';
 import { fullName, type Resource } from '../../src/meshctl/analyze/model';
 import { analyze, defaultMeshConfig, parseMeshConfig } from '../../src/meshctl/analyze/run';
 
+await loadEnvoyFilterTypes();
 const DIR = path.join(import.meta.dirname, 'analyze', 'istio');
 const grid = JSON.parse(fs.readFileSync(path.join(DIR, 'cases.json'), 'utf8')) as {
   cases: Array<{ name: string; analyzer: string; files: string[]; meshConfig: string | null; expected: Array<[string, string]> }>;

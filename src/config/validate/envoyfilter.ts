@@ -12,10 +12,25 @@ import type { Config, EnvoyFilterApplyTo, EnvoyFilterConfigPatch } from '../type
 import { isObject } from '../values';
 import { checkAlphaWorkloadSelector } from './common';
 import { ALWAYS_LINKED_PREFIXES, ENVOY_PACKAGES } from './envoy-packages';
-import { envoyValidationRegistry } from './envoy-types';
 import { at, dot, type Report } from './report';
 
 const HCM = 'envoy.filters.network.http_connection_manager';
+
+let envoyTypes: Registry | undefined;
+
+/**
+ * Loads the Envoy message types patch values are checked against. They are a hundred generated
+ * files whose descriptors take most of a second to build, so programs load them only when they may
+ * meet an EnvoyFilter (the daemon at start, meshctl when its input has one) and before validating it.
+ */
+export async function loadEnvoyFilterTypes(): Promise<void> {
+  envoyTypes ??= (await import('./envoy-types')).envoyValidationRegistry();
+}
+
+function envoyRegistry(): Registry {
+  if (!envoyTypes) throw new Error('EnvoyFilter validation needs loadEnvoyFilterTypes() to have completed first');
+  return envoyTypes;
+}
 
 /** The Envoy message each applyTo patches (Istio's BuildXDSObjectFromStruct). */
 const PATCH_TYPES: Readonly<Partial<Record<EnvoyFilterApplyTo, string>>> = {
@@ -232,7 +247,7 @@ function decodeMessage(e: unknown): string {
 function checkPatchValue(applyTo: EnvoyFilterApplyTo, value: Record<string, unknown>, path: string, r: Report): void {
   const typeName = PATCH_TYPES[applyTo];
   if (!typeName) return r.error(path, `Envoy filter: unknown object type for applyTo ${applyTo}`);
-  const base = envoyValidationRegistry();
+  const base = envoyRegistry();
   const schema = base.getMessage(typeName)!;
   const unchecked = new Set<string>();
   const unknown = new Set<string>();

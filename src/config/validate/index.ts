@@ -25,6 +25,7 @@ export type { ValidationResult } from './report';
 export { toRoutingClaim, type RoutingClaim, HEADER_JWT_CLAIM } from './claims';
 export { re2SyntaxError } from '../../lib/re2';
 export { hostMatches, hostSubsetOf } from './hosts';
+export { loadEnvoyFilterTypes } from './envoyfilter';
 
 type Validator = (c: Config, r: Report) => void;
 

@@ -4,6 +4,7 @@
 import fs from 'node:fs';
 import { CommandError, flagBool, flagList, flagNumber, flagString, type Handler, type RunContext } from '../../cli/context';
 import { formatDurationMs } from '../../lib/duration';
+import { loadEnvoyFilterTypes } from '../../config/validate';
 import { goFileError, hasManifestExtension, MANIFEST_EXTENSIONS, readStdin, walkFiles } from '../files';
 import { DOCS, multiError } from '../text';
 import { ALL_MESSAGE_TYPES, type Level } from './messages';
@@ -134,6 +135,7 @@ export const run: Handler = async (ctx) => {
   }
   if (parseErrors.length > 0) ctx.stderr.write(`Error(s) adding files: ${multiError(parseErrors)}`);
 
+  if (resources.some((r) => r.kind === 'EnvoyFilter')) await loadEnvoyFilterTypes();
   const target = allNamespaces ? 'all namespaces' : `namespace: ${namespace}`;
   const timeoutMs = flagNumber(ctx, 'timeout');
   let result;
