@@ -385,26 +385,20 @@ const cases: Case[] = [
   },
   {
     code: 'MESH0102',
-    input: `${GW}metadata: {name: gw}\nspec:\n  selector: {mesh: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${RA}metadata: {name: jwt, namespace: mesh-system}\nspec: {jwtRules: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]}\n---\n${VS}metadata: {name: web}\nspec:\n  hosts: [web]\n  gateways: [gw, mesh]\n  http:\n  - match: [{headers: {"@request.auth.claims.group": {exact: admin}}}]\n    route: [{destination: {host: web}}]\n---\n${svc('web')}`,
-    line: 'Warning [MESH0102] (VirtualService default/web case.yaml:20) The route matches JWT claim @request.auth.claims.group and also applies to sidecars (gateway "mesh"), which never see validated claims: there it never matches. Claims can be matched at gateways [gw] only.',
-    fixed: `${GW}metadata: {name: gw}\nspec:\n  selector: {mesh: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${RA}metadata: {name: jwt, namespace: mesh-system}\nspec: {jwtRules: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]}\n---\n${VS}metadata: {name: web}\nspec:\n  hosts: [web]\n  gateways: [gw, mesh]\n  http:\n  - match: [{headers: {"@request.auth.claims.group": {exact: admin}}, gateways: [gw]}]\n    route: [{destination: {host: web}}]\n---\n${svc('web')}`,
-  },
-  {
-    code: 'MESH0103',
     input: `${GW}metadata: {name: edge, namespace: edge}\nspec:\n  selector: {app: edge-gateway}\n  servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${VS}metadata: {name: web, namespace: edge}\nspec:\n  hosts: ["*"]\n  gateways: [edge]\n  http:\n  - match: [{headers: {"@request.auth.claims.group": {exact: admin}}}]\n    route: [{destination: {host: web.default.svc.cluster.local}}]\n---\n${svc('web')}`,
-    line: 'Error [MESH0103] (VirtualService edge/web case.yaml:15) The route matches JWT claim @request.auth.claims.group at gateway edge/edge, but no RequestAuthentication selects that gateway (selector app=edge-gateway): without token validation there are no claims and the route never matches.',
+    line: 'Error [MESH0102] (VirtualService edge/web case.yaml:15) The route matches JWT claim @request.auth.claims.group at gateway edge/edge, but no RequestAuthentication selects that gateway (selector app=edge-gateway): without token validation there are no claims and the route never matches.',
     fixed: `${GW}metadata: {name: edge, namespace: edge}\nspec:\n  selector: {app: edge-gateway}\n  servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${VS}metadata: {name: web, namespace: edge}\nspec:\n  hosts: ["*"]\n  gateways: [edge]\n  http:\n  - match: [{headers: {"@request.auth.claims.group": {exact: admin}}}]\n    route: [{destination: {host: web.default.svc.cluster.local}}]\n---\n${svc('web')}---\n${RA}metadata: {name: jwt, namespace: edge}\nspec:\n  selector: {matchLabels: {app: edge-gateway}}\n  jwtRules: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]\n`,
   },
   {
-    code: 'MESH0104',
+    code: 'MESH0103',
     input: `${GW}metadata: {name: edge, namespace: edge}\nspec:\n  selector: {app: edge-gateway}\n  servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${RA}metadata: {name: jwt, namespace: edge}\nspec:\n  selector: {matchLabels: {app: edge-gateway}}\n  jwtRules: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]\n---\n${VS}metadata: {name: web, namespace: edge}\nspec:\n  hosts: ["*"]\n  gateways: [edge]\n  http:\n  - match: [{headers: {"@request.auth.claims.iss": {exact: "https://login.example.com"}}}]\n    route: [{destination: {host: web.default.svc.cluster.local}}]\n---\n${svc('web')}`,
-    line: 'Error [MESH0104] (VirtualService edge/web case.yaml:22) The route matches issuer "https://login.example.com" at gateway edge/edge, but no RequestAuthentication selecting that gateway lists it (issuers: [https://issuer.example.com]): tokens from it are never validated there.',
+    line: 'Error [MESH0103] (VirtualService edge/web case.yaml:22) The route matches issuer "https://login.example.com" at gateway edge/edge, but no RequestAuthentication selecting that gateway lists it (issuers: [https://issuer.example.com]): tokens from it are never validated there.',
     fixed: `${GW}metadata: {name: edge, namespace: edge}\nspec:\n  selector: {app: edge-gateway}\n  servers: [{port: {number: 8080, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${RA}metadata: {name: jwt, namespace: edge}\nspec:\n  selector: {matchLabels: {app: edge-gateway}}\n  jwtRules: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]\n---\n${VS}metadata: {name: web, namespace: edge}\nspec:\n  hosts: ["*"]\n  gateways: [edge]\n  http:\n  - match: [{headers: {"@request.auth.claims.iss": {exact: "https://issuer.example.com"}}}]\n    route: [{destination: {host: web.default.svc.cluster.local}}]\n---\n${svc('web')}`,
   },
   {
-    code: 'MESH0105',
+    code: 'MESH0104',
     input: `${meshPod('web', 'app: web')}---\n${AP}metadata: {name: deny-admin}\nspec:\n  selector: {matchLabels: {app: web}}\n  action: DENY\n  rules:\n  - to:\n    - operation:\n        hosts:\n        - admin.example.com\n`,
-    line: 'Warning [MESH0105] (AuthorizationPolicy default/deny-admin case.yaml:19) The DENY rule matches host "admin.example.com" but not "admin.example.com:*": a request whose Host header carries a port (admin.example.com:8080) is not denied. List both forms, or use a wildcard port.',
+    line: 'Warning [MESH0104] (AuthorizationPolicy default/deny-admin case.yaml:19) The DENY rule matches host "admin.example.com" but not "admin.example.com:*": a request whose Host header carries a port (admin.example.com:8080) is not denied. List both forms, or use a wildcard port.',
     fixed: `${meshPod('web', 'app: web')}---\n${AP}metadata: {name: deny-admin}\nspec:\n  selector: {matchLabels: {app: web}}\n  action: DENY\n  rules:\n  - to:\n    - operation:\n        hosts:\n        - admin.example.com\n        - admin.example.com:*\n`,
   },
 ];

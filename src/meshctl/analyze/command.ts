@@ -146,7 +146,7 @@ export const run: Handler = async (ctx) => {
       suppressions,
       mesh,
       meshNamespace,
-      deadline: timeoutMs > 0 ? Date.now() + timeoutMs : undefined,
+      deadline: timeoutMs > 0 ? performance.now() + timeoutMs : undefined,
     });
   } catch (e) {
     if (e instanceof AnalysisTimeout) throw new CommandError(`analysis timed out after ${formatDurationMs(timeoutMs)}: ${e.message}`);

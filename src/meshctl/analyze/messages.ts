@@ -91,28 +91,21 @@ const MESH = {
       'The route matches JWT claim %s but the VirtualService is bound to no gateway: only gateways validate tokens, so sidecars never see claims and the match can never succeed. Bind it to the gateway that validates the token.',
     description: 'A VirtualService matching JWT claims is not bound to a gateway.',
   },
-  ClaimRouteAlsoOnSidecars: {
-    code: 'MESH0102',
-    level: 'Warning',
-    template:
-      'The route matches JWT claim %s and also applies to sidecars (gateway "mesh"), which never see validated claims: there it never matches. Claims can be matched at gateways %v only.',
-    description: 'A JWT claim match also applies to sidecars, where it never matches.',
-  },
   ClaimRouteGatewayWithoutRequestAuthN: {
-    code: 'MESH0103',
+    code: 'MESH0102',
     level: 'Error',
     template:
       'The route matches JWT claim %s at gateway %s, but no RequestAuthentication selects that gateway (selector %s): without token validation there are no claims and the route never matches.',
     description: 'A gateway with JWT claim routes has no RequestAuthentication selecting it.',
   },
   ClaimRouteUnknownIssuer: {
-    code: 'MESH0104',
+    code: 'MESH0103',
     level: 'Error',
     template: 'The route matches issuer %q at gateway %s, but no RequestAuthentication selecting that gateway lists it (issuers: %v): tokens from it are never validated there.',
     description: 'A JWT claim route names an issuer no RequestAuthentication for its gateway lists.',
   },
   DenyHostWithoutPortVariant: {
-    code: 'MESH0105',
+    code: 'MESH0104',
     level: 'Warning',
     template:
       'The DENY rule matches host %q but not %q: a request whose Host header carries a port (%s:8080) is not denied. List both forms, or use a wildcard port.',

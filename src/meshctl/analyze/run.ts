@@ -21,7 +21,7 @@ export interface AnalyzeOptions {
   suppressions: readonly Suppression[];
   mesh: AnalysisMeshConfig;
   meshNamespace: string;
-  /** Checked between analyzers: past it, analysis stops with an error. */
+  /** performance.now() deadline, checked between analyzers: past it, analysis stops with an error. */
   deadline?: number;
 }
 
@@ -148,7 +148,7 @@ export function sortAndDedupe(ms: readonly Message[]): Message[] {
 export function analyze(resources: readonly Resource[], opts: AnalyzeOptions): AnalysisResult {
   const ctx = new AnalysisContext(resources, opts.mesh, opts.meshNamespace);
   for (const a of opts.analyzers) {
-    if (opts.deadline !== undefined && Date.now() > opts.deadline) throw new AnalysisTimeout(`analysis did not finish: stopped before ${a.name}`);
+    if (opts.deadline !== undefined && performance.now() > opts.deadline) throw new AnalysisTimeout(`analysis did not finish: stopped before ${a.name}`);
     ctx.current = a.name;
     a.analyze(ctx);
   }
