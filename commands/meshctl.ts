@@ -2266,6 +2266,7 @@ export const meshctl: ProgramSpec = {
   name: 'meshctl',
   word: 'meshctl',
   errorExitCode: 1,
+  usageExitCode: 64,
   env: ENV,
   root: {
     name: 'meshctl',

@@ -9,8 +9,8 @@ import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
-import { convertObject } from '../config/parse';
-import { validateConfig } from '../config/validate';
+import { validateObject } from '../config/validate/object';
+import { loadEnvoyFilterTypes } from '../config/validate';
 import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
 import { buildRegistries } from '../discovery/registry';
@@ -107,15 +107,10 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   };
 }
 
-/** Validation for the webhook: the object as Kubernetes sends it. */
-function validateObject(obj: Readonly<Record<string, unknown>>): ValidationResult {
-  const converted = convertObject(obj, { source: 'admission review' });
-  if (!converted.config) {
-    if (converted.errors.length === 0) return { errors: [], unknownType: true };
-    return { errors: converted.errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)) };
-  }
-  const { errors, warnings } = validateConfig(converted.config);
-  return { errors: errors.map((e) => `${e.field}: ${e.message}`), warnings: warnings.map((w) => `${w.field}: ${w.message}`) };
+/** Validation for the webhook: the object as Kubernetes sends it, through the config model's one check. */
+function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationResult {
+  const v = validateObject(obj, { origin: { source: 'admission review' } });
+  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.errors, warnings: v.warnings };
 }
 
 /**
@@ -129,6 +124,8 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 }
 
 export const run: Handler = async (ctx) => {
+  // Config sources validate EnvoyFilters as they load them.
+  await loadEnvoyFilterTypes();
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, nodeLocality } = await configStores(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
@@ -228,7 +225,7 @@ export const run: Handler = async (ctx) => {
     endpoints: () => push.allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
     pushStatus: () => undefined,
     xds,
-    validate: validateObject,
+    validate: validateAdmission,
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
