@@ -21,7 +21,7 @@ import type { SecretManager } from '../tls/secrets';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { chainMatchKey, compileChainMatch, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
-import { listenBacklog } from './accept';
+import { acceptPacer, listenBacklog } from './accept';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
@@ -263,6 +263,7 @@ export class ListenerRuntime {
 
   /** Entry point for accepted sockets (the manager owns the net.Server). */
   onConnection(socket: net.Socket, handoff?: { head: Buffer; destination: { address: string; port: number } }): void {
+    if (!handoff) acceptPacer.accepted();
     if (!this.active) {
       this.pending.push(socket);
       return;
