@@ -22,6 +22,7 @@ import type { SecretManager } from '../tls/secrets';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { chainMatchKey, compileChainMatch, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
+import { acceptPacer, listenBacklog } from './accept';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
@@ -117,6 +118,8 @@ export class ListenerRuntime {
   readonly statPrefix: string;
   readonly stats: ListenerStats;
   readonly bindToPort: boolean;
+  /** The listen backlog: tcp_backlog_size, else the kernel's somaxconn (Envoy's default; Node's is 511). */
+  readonly backlog: number;
   readonly useOriginalDst: boolean;
   /** The original_dst listener filter: restore the destination (SO_ORIGINAL_DST) for chain matching. */
   private readonly originalDstFilter: boolean;
@@ -144,6 +147,7 @@ export class ListenerRuntime {
     this.address = listenerAddress(proto, where);
     this.statPrefix = listenerStatPrefix(proto, this.address);
     this.bindToPort = proto.bindToPort ?? true;
+    this.backlog = listenBacklog(proto.tcpBacklogSize);
     this.useOriginalDst = proto.useOriginalDst ?? false;
     this.originalDstFilter = proto.listenerFilters.some((f) => f.name === 'envoy.filters.listener.original_dst' || (f.configType.case === 'typedConfig' && f.configType.value.typeUrl.endsWith('.original_dst.v3.OriginalDst')));
     this.inbound = proto.trafficDirection === TrafficDirection.INBOUND;
@@ -292,6 +296,7 @@ export class ListenerRuntime {
    * already counted it because it had to read the request to find the destination).
    */
   onConnection(socket: net.Socket, handoff?: Handoff): void {
+    if (!handoff) acceptPacer.accepted();
     if (!this.active) {
       this.pending.push([socket, handoff]);
       return;

@@ -171,7 +171,8 @@ export class ListenerManager {
       const onErr = (e: NodeJS.ErrnoException) => reject(new Error(`cannot bind '${addr.pipe ?? `${addr.host}:${addr.port}`}': ${errnoText(e)}`));
       bound.server.once('error', onErr);
       // an IPv6 listener takes IPv4 connections only with ipv4_compat, as in Envoy
-      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe } : { host: addr.host, port: addr.port, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) };
+      // the backlog as Envoy's (tcp_backlog_size, else somaxconn), not Node's 511
+      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe, backlog: rt.backlog } : { host: addr.host, port: addr.port, backlog: rt.backlog, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) };
       bound.server.listen(opts, () => {
         bound.server.removeListener('error', onErr);
         const a = bound.server.address();
