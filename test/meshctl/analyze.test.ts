@@ -194,7 +194,7 @@ t.test('bad input: missing file, unreadable YAML, unknown kind, --use-kube, time
   const broken = file('broken.yaml', 'apiVersion: v1\nkind: Namespace\nmetadata: {name: ok}\n---\nkind: [unclosed\n');
   r = await analyze([broken]);
   t.equal(r.code, 65, "istioctl's FileParseError");
-  t.match(r.stderr, new RegExp(`^Error\\(s\\) adding files: 1 error occurred:\\n\\t\\* errors parsing content "${broken.replace(/\./g, '\\.')}": error processing ${broken.replace(/\./g, '\\.')}\\[1\\] \\(line 5\\): error converting YAML to JSON: yaml: line 5: `));
+  t.match(r.stderr, new RegExp(`^Error\\(s\\) adding files: 1 error occurred:\\n\\t\\* errors parsing content "${broken.replace(/\./g, '\\.')}": error processing ${broken.replace(/\./g, '\\.')}\\[1\\] \\(line 5\\): error converting YAML to JSON: yaml: line \\d+: `));
   t.match(r.stderr, /\nNo validation issues found when analyzing namespace: default \(but 1 file could not be parsed\)\.\nError: Some files couldn't be parsed\.\n$/);
   r = await analyze(['--ignore-unknown', broken]);
   t.equal(r.code, 0, '--ignore-unknown keeps the exit code clean');
