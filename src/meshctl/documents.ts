@@ -137,8 +137,7 @@ export function readObjects(text: string, source: string): ReadResult {
     const document = `[${index}]`;
     const doc = parseDocument(chunk.text, { merge: true, uniqueKeys: true, prettyErrors: true });
     if (doc.errors.length > 0) {
-      const { line, message } = yamlError(doc, chunk);
-      out.errors.push({ source, document, line, message });
+      out.errors.push({ source, document, line: chunk.startLine, message: yamlError(doc, chunk).message });
       return;
     }
     let value: unknown;

@@ -96,13 +96,13 @@ export function validateOne(so: SourceObject, opts: ValidateOptions, out: FileRe
   const v = validateObject(copy, { strict: true, origin: { source: so.source, document: so.document, line: so.line } });
   if (v.unknownType) {
     const group = apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
-    if (MESH_GROUPS.has(group)) {
-      for (const w of v.warnings) out.errors.push(`${prefix} ${w.replace(/: skipped$/, '')}`);
-      return;
-    }
+    // A mistake in one of mesh's groups is an error; other YAML (Deployments, CRDs of other projects)
+    // is not mesh's to judge, as istioctl says nothing about it either.
+    if (MESH_GROUPS.has(group)) for (const w of v.warnings) out.errors.push(`${prefix} ${w.replace(/: skipped$/, '')}`);
+  } else {
+    for (const w of v.warnings) out.warnings.push(`${prefix} ${w}`);
   }
   for (const e of v.errors) out.errors.push(`${prefix} ${e}`);
-  for (const w of v.warnings) out.warnings.push(`${prefix} ${w}`);
   if (kind === 'Service' && apiVersion === 'v1') for (const e of servicePortErrors(o, opts)) out.errors.push(`${prefix} ${e}`);
   if (kind === 'Deployment') {
     const note = deploymentNote(o, opts);

@@ -92,6 +92,32 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: Co
   return { store, nodeLocality };
 }
 
+/** PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: untaint nodes once their CNI node agent pod is ready. */
+async function startNodeUntainter(ctx: RunContext, env: EnvTable) {
+  if (!env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS')) return undefined;
+  if (!orchestratorAvailable(ctx)) {
+    throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
+  }
+  const { createOrchClient } = await import('../config/orch');
+  const { NodeUntainter } = await import('./untaint');
+  const client = await createOrchClient({
+    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
+    qps: ctx.flags['orchApiQPS'] as number,
+    burst: ctx.flags['orchApiBurst'] as number,
+    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
+    env: ctx.env,
+  });
+  // Istio: --cniNamespace, else the daemon's own namespace.
+  const untainter = new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || (ctx.flags['namespace'] as string));
+  untainter.start();
+  return {
+    stop: async () => {
+      await untainter.stop();
+      client.close();
+    },
+  };
+}
+
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   return {
     domain: ctx.flags['domain'] as string,
@@ -128,6 +154,7 @@ export const run: Handler = async (ctx) => {
   await loadEnvoyFilterTypes();
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, nodeLocality } = await configStores(ctx, env);
+  const untainter = await startNodeUntainter(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   let registry;
   try {
@@ -231,6 +258,7 @@ export const run: Handler = async (ctx) => {
       unsubscribeRegistry();
       security.close();
       registry.close();
+      await untainter?.stop();
       await store.close();
     },
   };

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { built, DIST } from '../helpers/binary';
-import { kubeUnavailable, startKube, type Kube } from '../helpers/kube';
+import { kubeUnavailable, startKube, tokenKubeconfig, type Kube } from '../helpers/kube';
 import { createNetns, forwardIntoNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { cases } from './conformance';
 
@@ -76,7 +76,7 @@ async function makePods(kube: Kube, specs: string[]): Promise<{ ns: string; name
 }
 
 /** install-cni with repair flags, in a namespace of its own (for :8000) that reaches the API server. */
-async function runRepair(t: Test, kube: Kube, namespace: string, flags: string[]) {
+async function runRepair(t: Test, kube: Kube, namespace: string, flags: string[], kubeconfig = kube.kubeconfig) {
   const ns = createNetns(t, 'mesh-rep');
   await forwardIntoNetns(t, ns, kube.port);
   const root = mkdtempSync(path.join(tmpdir(), 'mesh-host-'));
@@ -87,7 +87,7 @@ async function runRepair(t: Test, kube: Kube, namespace: string, flags: string[]
     '--mounted-cni-net-dir', dirs[0]!, '--cni-agent-run-dir', dirs[2]!, '--skip-tls-verify', '--ctrlz_port', '0',
     '--repair-enabled', '--repair-field-selectors', `metadata.namespace=${namespace}`, ...flags,
   ], {
-    env: { PATH: process.env.PATH, KUBECONFIG: kube.kubeconfig, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', ORCH_SERVICE_ACCOUNT_PATH: dirs[3], HOST_CNI_BIN_DIR: dirs[1] },
+    env: { PATH: process.env.PATH, KUBECONFIG: kubeconfig, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', ORCH_SERVICE_ACCOUNT_PATH: dirs[3], HOST_CNI_BIN_DIR: dirs[1] },
   });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -206,5 +206,33 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
         }
       });
     }
+  });
+
+  await t.test('without the right to label: counted as failures, retried, then given up', async (t) => {
+    // A service account that may watch pods but not patch them or write Events (RBAC forbids: a real 403).
+    const { ns, names } = await makePods(kube, ['broken-pod-waiting']);
+    await kube.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'watcher' } });
+    await kube.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
+      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: `${ns}-watcher` },
+      rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }],
+    });
+    await kube.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
+      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${ns}-watcher` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${ns}-watcher` },
+      subjects: [{ kind: 'ServiceAccount', name: 'watcher', namespace: ns }],
+    });
+    const tr = await kube.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/watcher/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+    const kubeconfig = path.join(mkdtempSync(path.join(tmpdir(), 'mesh-kc-')), 'kubeconfig');
+    writeFileSync(kubeconfig, tokenKubeconfig({ ...kube, env: { ...kube.env, KUBE_TOKEN: tr.status.token } }));
+
+    const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-label-pods'], kubeconfig);
+    await until(() => (inst.repaired()['label/fail'] ?? 0) >= 5, 60_000, () => inst.output().slice(-3000));
+    await new Promise((r) => setTimeout(r, 1500));
+    t.equal(inst.repaired()['label/fail'], 5, 'five attempts, then the pod is dropped until it changes');
+    t.notOk(inst.repaired()['label/success'], 'nothing labelled');
+    t.match(inst.output(), /Failed to update pod: PATCH \/api\/v1\/namespaces\/[^/]+\/pods\/case-0\/status: 403 Forbidden/);
+    t.match(inst.output(), /repair of pod [^ ]+\/case-0 failed 5 times, giving up/);
+    const pod = await kube.request('GET', `/api/v1/namespaces/${ns}/pods/${names.get('broken-pod-waiting')}`);
+    t.notOk(pod.metadata.labels?.['cni.mesh.io/uninitialized'], 'the pod is unchanged');
   });
 });

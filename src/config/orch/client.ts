@@ -98,6 +98,9 @@ let clientNode: Promise<ClientNode> | undefined;
  * a runtime the library cannot run on gets an error that says so instead of a stack from deep inside it.
  */
 export function loadClientNode(): Promise<ClientNode> {
+  // client-node's WebSocket library looks for the optional native addon bufferutil when it loads; the
+  // single executable cannot load addons from disk and Node warns on stderr about the attempt.
+  process.env.WS_NO_BUFFER_UTIL ??= '1';
   clientNode ??= import('@kubernetes/client-node').catch((e: unknown) => {
     clientNode = undefined;
     const err = e as Error;
