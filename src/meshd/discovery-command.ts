@@ -23,6 +23,8 @@ import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
+import { startIdentity, type DaemonIdentity } from './identity';
+import { authenticate } from '../ca/authn/types';
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
@@ -174,6 +176,15 @@ export const run: Handler = async (ctx) => {
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
+  let identity: DaemonIdentity;
+  try {
+    identity = await startIdentity({ ctx, env, orchestrator: orchestratorAvailable(ctx) });
+  } catch (e) {
+    security.close();
+    registry.close();
+    await store.close();
+    throw e;
+  }
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
 
@@ -188,6 +199,8 @@ export const run: Handler = async (ctx) => {
     parseNode: proxyFromNode,
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
+    // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
+    authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     cacheKey: (proxy, watched, req) => {
       const key = cacheKeyOf(proxy, watched.typeUrl, req.push);
       // Listeners inline fetched key sets: cached ones are only good for one key-set version.
@@ -253,9 +266,11 @@ export const run: Handler = async (ctx) => {
     pushStatus: () => undefined,
     xds,
     validate: validateAdmission,
+    identity,
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
+      await identity.close();
       security.close();
       registry.close();
       await untainter?.stop();
