@@ -84,6 +84,8 @@ export interface IdentityOptions {
   fileDebounceMs: number;
   /** The SDS socket (WORKLOAD_IDENTITY_SOCKET_FILE under ./var/run/secrets/workload-spiffe-uds). */
   sdsSocketPath: string;
+  /** WORKLOAD_IDENTITY_SOCKET_FILE */
+  socketFile: string;
   /** True when WORKLOAD_IDENTITY_SOCKET_FILE names a socket other than the agent's own. */
   customSdsSocket: boolean;
   compliance: CompliancePolicy;
@@ -232,6 +234,7 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
     outputDir: env.string('OUTPUT_CERTS'),
     fileDebounceMs: env.duration('FILE_DEBOUNCE_DURATION'),
     sdsSocketPath: `${WORKLOAD_IDENTITY_DIR}/${socketFile}`,
+    socketFile,
     customSdsSocket: socketFile !== DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE,
     compliance,
     info,

@@ -44,6 +44,10 @@ export function toEnvoySecret(item: SecretItem): Secret {
 
 let version = 0;
 
+function fingerprint(i: SecretItem): string {
+  return [i.certificateChain, i.privateKey, i.rootCert].map((b) => b?.toString('base64') ?? '').join('|');
+}
+
 function response(items: SecretItem[]): DiscoveryResponse {
   return create(DiscoveryResponseSchema, {
     typeUrl: TYPE_URL.secret,
@@ -59,6 +63,8 @@ class SdsStream {
   readonly id = ++streamNumber;
   private names = new Set<string>();
   private lastNonce = '';
+  /** What was last sent of each secret, so a change and a pending first answer do not both send it. */
+  private readonly sent = new Map<string, string>();
   private closed = false;
   private readonly pending = new AbortController();
 
@@ -84,6 +90,7 @@ class SdsStream {
     if (req.errorDetail) log.warn(`SDS stream ${this.id}: the proxy rejected secrets [${req.resourceNames.join(', ')}]: ${req.errorDetail.message}`);
     const added = req.resourceNames.filter((n) => !this.names.has(n));
     this.names = new Set(req.resourceNames);
+    for (const n of [...this.sent.keys()]) if (!this.names.has(n)) this.sent.delete(n);
     for (const name of added) void this.sendWhenAvailable(name);
   }
 
@@ -117,7 +124,10 @@ class SdsStream {
     if (item) this.send([item]);
   }
 
-  private send(items: SecretItem[]): void {
+  private send(all: SecretItem[]): void {
+    const items = all.filter((i) => this.sent.get(i.name) !== fingerprint(i));
+    if (items.length === 0) return;
+    for (const i of items) this.sent.set(i.name, fingerprint(i));
     const r = response(items);
     this.lastNonce = r.nonce;
     log.info(`SDS: PUSH for ${items.map((i) => i.name).join(', ')}`, { stream: this.id, version: r.versionInfo });
