@@ -25,7 +25,9 @@ export const SYSTEM_ROOT_CERTS = 'SYSTEM';
 /** The daemon's name in certificates when the address is `localhost` (Istio's istiod.istio-system.svc). */
 export const DAEMON_SERVICE_NAME = 'meshd.mesh-system.svc';
 
-export class IdentityOptionsError extends Error {}
+export class IdentityOptionsError extends Error {
+  override name = 'IdentityOptionsError';
+}
 
 /** Istio's GCE credential fetcher type, under its own name and ours (CREDENTIAL_IDENTITY_PROVIDER's default). */
 const CLOUD_VM_FETCHERS = ['GoogleComputeEngine', 'cloud-vm-provider'];
