@@ -23,6 +23,7 @@ import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
+import { startIdentity, type DaemonIdentity } from './identity';
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
@@ -150,6 +151,15 @@ export const run: Handler = async (ctx) => {
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
+  let identity: DaemonIdentity;
+  try {
+    identity = await startIdentity({ ctx, env, orchestrator: orchestratorAvailable(ctx) });
+  } catch (e) {
+    security.close();
+    registry.close();
+    await store.close();
+    throw e;
+  }
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
 
@@ -229,9 +239,11 @@ export const run: Handler = async (ctx) => {
     pushStatus: () => undefined,
     xds,
     validate: validateObject,
+    identity,
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
+      await identity.close();
       security.close();
       registry.close();
       await store.close();

@@ -1,5 +1,6 @@
-// Server TLS material from --tlsCertFile/--tlsKeyFile/--caCertFile and --tls-cipher-suites, for the TLS
-// gRPC listener and the HTTPS webhook listener.
+// Server TLS material for the TLS gRPC listener and the HTTPS webhook listener: from --tlsCertFile/
+// --tlsKeyFile/--caCertFile and --tls-cipher-suites, or issued by the daemon's own CA (and then replaced when
+// the CA's root or signing certificate changes), with COMPLIANCE_POLICY applied over either.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
@@ -19,8 +20,69 @@ export interface TlsMaterial {
   ca?: Buffer;
   /** OpenSSL cipher list for Node's `ciphers`; undefined = Node's defaults. */
   ciphers?: string;
-  /** The files it came from, for log lines. */
-  files: TlsFiles;
+  /** TLS versions; undefined = TLSv1.2 up to Node's maximum. */
+  minVersion?: 'TLSv1.2' | 'TLSv1.3';
+  maxVersion?: 'TLSv1.2' | 'TLSv1.3';
+  /** ECDH groups (OpenSSL names); undefined = Node's defaults. */
+  ecdhCurve?: string;
+  /** The files it came from, for log lines; absent when the daemon's CA issued it. */
+  files?: TlsFiles;
+}
+
+/** TLS material that may be replaced while the listeners run (a re-issued serving certificate, new roots). */
+export interface TlsSource {
+  current(): TlsMaterial;
+  /** Called after every change; returns the unsubscribe function. */
+  subscribe(fn: () => void): () => void;
+}
+
+export class MutableTlsSource implements TlsSource {
+  private readonly listeners = new Set<() => void>();
+  constructor(private material: TlsMaterial) {}
+  current(): TlsMaterial {
+    return this.material;
+  }
+  set(material: TlsMaterial): void {
+    this.material = material;
+    for (const fn of this.listeners) fn();
+  }
+  subscribe(fn: () => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+}
+
+export function staticTlsSource(material: TlsMaterial): TlsSource {
+  return new MutableTlsSource(material);
+}
+
+/** Node's secure-context options for a server with this material. */
+export function secureContextOptions(m: TlsMaterial): { cert: Buffer; key: Buffer; ca?: Buffer; ciphers?: string; minVersion: 'TLSv1.2' | 'TLSv1.3'; maxVersion?: 'TLSv1.2' | 'TLSv1.3'; ecdhCurve?: string } {
+  return { cert: m.cert, key: m.key, ca: m.ca, ciphers: m.ciphers, minVersion: m.minVersion ?? 'TLSv1.2', maxVersion: m.maxVersion, ecdhCurve: m.ecdhCurve };
+}
+
+export const FIPS_140_2 = 'fips-140-2';
+
+/** Istio's FIPS cipher list (pkg/model/fips.go), in OpenSSL names. */
+export const FIPS_CIPHERS = ['ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-RSA-AES256-GCM-SHA384'];
+
+/**
+ * COMPLIANCE_POLICY over whatever else was configured (Istio's EnforceGoCompliance, applied last):
+ * `fips-140-2` is TLS 1.2 only, the four FIPS ECDHE-GCM suites, P-256. Empty leaves the material as it is.
+ */
+export function enforceCompliance(m: TlsMaterial, policy: string): TlsMaterial {
+  checkCompliancePolicy(policy);
+  if (policy === FIPS_140_2) {
+    return { ...m, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2', ciphers: FIPS_CIPHERS.join(':'), ecdhCurve: 'P-256' };
+  }
+  return m;
+}
+
+/** An unknown COMPLIANCE_POLICY is a start-up error: running without the restrictions asked for would be worse. */
+export function checkCompliancePolicy(policy: string): void {
+  if (policy !== '' && policy !== FIPS_140_2) {
+    throw new TlsConfigError(`COMPLIANCE_POLICY=${policy}: unknown compliance policy (the supported value is ${FIPS_140_2})`);
+  }
 }
 
 // Go's names (what --tls-cipher-suites accepts) → OpenSSL's. TLS 1.3 suites keep their IANA names.

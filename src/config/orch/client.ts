@@ -67,6 +67,8 @@ export interface OrchClient {
   readonly limiter: RateLimiter;
   /** GET a path (`/api/v1/services`) as JSON; non-2xx answers throw OrchApiError. */
   getJson(path: string, query?: Record<string, string>, signal?: AbortSignal): Promise<unknown>;
+  /** Any verb with an optional JSON body (POST a TokenReview, PUT a Secret…); non-2xx answers throw OrchApiError. */
+  requestJson(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, query?: Record<string, string>): Promise<unknown>;
   /**
    * A client-node Watch that asks for bookmarks and a server-side timeout, as client-go's reflector
    * does. A watch that connects after `stopped()` turned true is aborted at once.
@@ -146,27 +148,37 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   }
 
   const http = new lib.IsomorphicFetchHttpLibrary();
+  const request = async (method: string, path: string, body?: unknown, query?: Record<string, string>, signal?: AbortSignal): Promise<unknown> => {
+    const url = new URL(server + path);
+    for (const [k, v] of Object.entries(query ?? {})) url.searchParams.set(k, v);
+    const ctx = new lib.RequestContext(url.toString(), method as K8s.HttpMethod);
+    ctx.setHeaderParam('Accept', 'application/json');
+    if (body !== undefined) {
+      ctx.setHeaderParam('Content-Type', method === 'PATCH' ? 'application/merge-patch+json' : 'application/json');
+      ctx.setBody(JSON.stringify(body));
+    }
+    if (signal) ctx.setSignal(signal);
+    await kc.applySecurityAuthentication(ctx);
+    const resp = await http.send(ctx).toPromise();
+    const text = await resp.body.text();
+    if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, path, text, method);
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (e) {
+      throw new OrchApiError(resp.httpStatusCode, undefined, path, `${method} ${path}: invalid JSON in the answer: ${(e as Error).message}`);
+    }
+  };
   return {
     lib,
     kubeConfig: kc,
     server,
     origin,
     limiter,
-    async getJson(path, query, signal) {
-      const url = new URL(server + path);
-      for (const [k, v] of Object.entries(query ?? {})) url.searchParams.set(k, v);
-      const ctx = new lib.RequestContext(url.toString(), lib.HttpMethod.GET);
-      ctx.setHeaderParam('Accept', 'application/json');
-      if (signal) ctx.setSignal(signal);
-      await kc.applySecurityAuthentication(ctx);
-      const resp = await http.send(ctx).toPromise();
-      const text = await resp.body.text();
-      if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, path, text);
-      try {
-        return JSON.parse(text) as unknown;
-      } catch (e) {
-        throw new OrchApiError(resp.httpStatusCode, undefined, path, `GET ${path}: invalid JSON in the answer: ${(e as Error).message}`);
-      }
+    getJson(path, query, signal) {
+      return request('GET', path, undefined, query, signal);
+    },
+    requestJson(method, path, body, query) {
+      return request(method, path, body, query);
     },
     newWatch: (stopped = () => false) => new BookmarkingWatch(kc, stopped),
     close: () => limiter.close(),
@@ -274,7 +286,7 @@ function reportContentType(contentType: string | undefined): void {
   }
 }
 
-function apiError(statusCode: number, path: string, body: string): OrchApiError {
+function apiError(statusCode: number, path: string, body: string, method = 'GET'): OrchApiError {
   let reason: string | undefined;
   let message = body.trim().slice(0, 500);
   try {
@@ -286,5 +298,5 @@ function apiError(statusCode: number, path: string, body: string): OrchApiError 
   } catch {
     // not a Status object: keep the raw text
   }
-  return new OrchApiError(statusCode, reason, path, `GET ${path}: ${statusCode}${reason ? ` ${reason}` : ''}: ${message}`);
+  return new OrchApiError(statusCode, reason, path, `${method} ${path}: ${statusCode}${reason ? ` ${reason}` : ''}: ${message}`);
 }

@@ -5,6 +5,9 @@
 // - authorization (PILOT_ENABLE_XDS_IDENTITY_CHECK): a proxy may only claim a namespace (and service account,
 //   when it states one) that one of its SPIFFE identities names.
 import { status } from '@grpc/grpc-js';
+import { parseSpiffeIdentity, type SpiffeIdentity } from '../../ca/spiffe';
+
+export { parseSpiffeIdentity, type SpiffeIdentity };
 
 export interface XdsAuthSettings {
   /** XDS_AUTH */
@@ -24,27 +27,9 @@ export interface XdsClaim {
   serviceAccount?: string;
 }
 
-export interface SpiffeIdentity {
-  trustDomain: string;
-  namespace: string;
-  serviceAccount: string;
-}
-
 export type XdsAuthDenied = { ok: false; code: status.UNAUTHENTICATED | status.PERMISSION_DENIED; message: string };
 export type XdsAuthenticated = { ok: true; identities: readonly string[] | undefined };
 export type XdsAuthorized = { ok: true; identities: readonly string[] | undefined; identity?: SpiffeIdentity };
-
-const SPIFFE_PREFIX = 'spiffe://';
-
-/** `spiffe://<trust-domain>/ns/<namespace>/sa/<service-account>`, or an Error saying what is wrong. */
-export function parseSpiffeIdentity(id: string): SpiffeIdentity | Error {
-  if (!id.startsWith(SPIFFE_PREFIX)) return new Error(`identity is not a spiffe format: ${id}`);
-  const parts = id.slice(SPIFFE_PREFIX.length).split('/');
-  if (parts.length !== 5 || parts[1] !== 'ns' || parts[3] !== 'sa' || !parts[0] || !parts[2] || !parts[4]) {
-    return new Error(`identity is not a spiffe format: ${id}`);
-  }
-  return { trustDomain: parts[0], namespace: parts[2], serviceAccount: parts[4] };
-}
 
 /**
  * URI entries of Node's `subjectaltname` string (`DNS:a, URI:spiffe://…, IP Address:…`). Node quotes values
