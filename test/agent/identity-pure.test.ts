@@ -5,7 +5,7 @@ import path from 'node:path';
 import t from 'tap';
 import { EnvTable } from '../../src/cli/env';
 import { defaultProxyConfig, type ProxyConfig } from '../../src/agent/config';
-import { caRootCerts, identityOptions, IdentityOptionsError, THIRD_PARTY_JWT_PATH } from '../../src/agent/identity/options';
+import { caRootCerts, identityOptions, IdentityOptionsError } from '../../src/agent/identity/options';
 import { retryDelayMs, rotationDelayMs, timeLeftText } from '../../src/agent/identity/rotation';
 import { fileResource } from '../../src/agent/identity/secrets';
 import { protocolMismatchHint } from '../../src/agent/tls-client';
@@ -68,8 +68,7 @@ t.test('settings: defaults are Istio\'s', async (t) => {
   t.equal(o.ca.address, 'meshd.mesh-system.svc:15012', 'CA_ADDR defaults to the discovery address');
   t.equal(o.ca.plaintext, false);
   t.equal(o.ca.serverName, 'meshd.mesh-system.svc');
-  t.same(o.credential, { kind: 'token-file', path: THIRD_PARTY_JWT_PATH });
-  t.equal(THIRD_PARTY_JWT_PATH, './var/run/secrets/tokens/istio-token');
+  t.same(o.credential, { kind: 'token-file', paths: ['./var/run/secrets/tokens/mesh-token', './var/run/secrets/tokens/istio-token'] }, "ours, then Istio's third-party token");
   t.equal(o.sdsSocketPath, './var/run/secrets/workload-spiffe-uds/socket');
   t.equal(o.fileMountedCerts, false);
   t.same(o.files, { certChain: './etc/certs/cert-chain.pem', key: './etc/certs/key.pem', root: './etc/certs/root-cert.pem' });

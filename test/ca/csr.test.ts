@@ -64,7 +64,7 @@ t.test('parseCsr reads a request made by openssl', async (t) => {
   t.throws(() => parseCsr(truncated), CsrError, 'a truncated request is a CsrError');
   t.throws(() => parseCsr(truncated), { message: /malformed CSR: truncated DER/ });
   const der = parseCsrDer(pem);
-  der[der.length - 5] ^= 0xff; // inside the signature
+  der[der.length - 5] = der[der.length - 5]! ^ 0xff; // inside the signature
   t.equal(parseCsr(der).signatureValid, false, 'a changed signature does not verify');
   t.throws(() => parseCsr('hello'), { message: /no PEM block of type CERTIFICATE REQUEST/ });
 });

@@ -51,15 +51,19 @@ export class TokenSource {
 
   token(): string {
     if (this.credential.kind !== 'token-file') return '';
-    try {
-      const t = fs.readFileSync(path.resolve(this.cwd, this.credential.path), 'utf8').trim();
-      this.warned = false;
-      return t;
-    } catch (e) {
-      if (!this.warned) log.warn(`failed to fetch token from file: ${(e as Error).message}`);
-      this.warned = true;
-      return '';
+    let error: Error | undefined;
+    for (const p of this.credential.paths) {
+      try {
+        const t = fs.readFileSync(path.resolve(this.cwd, p), 'utf8').trim();
+        this.warned = false;
+        return t;
+      } catch (e) {
+        error ??= e as Error;
+      }
     }
+    if (!this.warned) log.warn(`failed to fetch token from file: ${error?.message} (also tried ${this.credential.paths.slice(1).join(', ')})`);
+    this.warned = true;
+    return '';
   }
 
   /** `authorization: Bearer <token>` when there is a token. */

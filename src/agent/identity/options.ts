@@ -7,8 +7,10 @@ import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } f
 import type { ProxyConfig } from '../config';
 import { pilotSan } from '../node';
 
-/** Istio's constants.ThirdPartyJwtPath: the projected service-account token of the pod. */
-export const THIRD_PARTY_JWT_PATH = './var/run/secrets/tokens/istio-token';
+/** The projected service-account token of the pod (Istio's constants.ThirdPartyJwtPath, renamed)… */
+export const THIRD_PARTY_JWT_PATH = './var/run/secrets/tokens/mesh-token';
+/** …and Istio's own spelling, read when ours is absent (pods and VMs set up for Istio). */
+export const ISTIO_THIRD_PARTY_JWT_PATH = './var/run/secrets/tokens/istio-token';
 /** Where the agent's SDS server listens (Istio's WorkloadIdentityPath + socket file). */
 export const WORKLOAD_IDENTITY_DIR = './var/run/secrets/workload-spiffe-uds';
 export const DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE = 'socket';
@@ -34,8 +36,8 @@ const CLOUD_VM_FETCHERS = ['GoogleComputeEngine', 'cloud-vm-provider'];
 
 export type Credential =
   | { kind: 'none' }
-  /** A token file read at every call (Istio's KubernetesTokenPlugin). */
-  | { kind: 'token-file'; path: string };
+  /** A token file read at every call (Istio's KubernetesTokenPlugin): the first of `paths` that exists. */
+  | { kind: 'token-file'; paths: string[] };
 
 export interface CertificateFiles {
   certChain: string;
@@ -175,10 +177,10 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
   else if (jwtPolicy !== 'third-party-jwt') info.push(`JWT_POLICY=${jwtPolicy}: using existing certs`);
   const fetcher = env.string('CREDENTIAL_FETCHER_TYPE');
   let credential: Credential;
-  if (fetcher === 'JWT' || fetcher === '') credential = { kind: 'token-file', path: THIRD_PARTY_JWT_PATH };
+  if (fetcher === 'JWT' || fetcher === '') credential = { kind: 'token-file', paths: [THIRD_PARTY_JWT_PATH, ISTIO_THIRD_PARTY_JWT_PATH] };
   else if (CLOUD_VM_FETCHERS.includes(fetcher)) {
     throw new IdentityOptionsError(
-      `CREDENTIAL_FETCHER_TYPE=${fetcher}: fetching credentials from a cloud VM metadata server is not available in this build; use the token file (CREDENTIAL_FETCHER_TYPE=JWT, ${THIRD_PARTY_JWT_PATH})`,
+      `CREDENTIAL_FETCHER_TYPE=${fetcher}: fetching credentials from a cloud VM metadata server is not available in this build; use the token file (CREDENTIAL_FETCHER_TYPE=JWT, ${THIRD_PARTY_JWT_PATH} or ${ISTIO_THIRD_PARTY_JWT_PATH})`,
     );
   } else throw new IdentityOptionsError(`CREDENTIAL_FETCHER_TYPE=${fetcher}: invalid credential fetcher type (JWT is supported)`);
 
