@@ -2,7 +2,9 @@
 // over TLS (or plaintext, see options.ts), with `ClusterID`, CA_HEADER_* and `authorization: Bearer <token>`
 // metadata on every call, and Istio's CA retry policy (5 attempts, 100 ms doubling with 10 % jitter, on
 // transient codes). After a failed call the channel is rebuilt, re-reading the roots and the client
-// certificate, as Istio reconnects after an error.
+// certificate, as Istio reconnects after an error. The client certificate is PROV_CERT's (Istio), or else the
+// workload's current one while it is valid, so a renewal authenticates even when the token has expired
+// (the CA accepts certificates it issued).
 import * as fs from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import path from 'node:path';
@@ -75,6 +77,8 @@ export class TokenSource {
 
 export interface CaClientOptions {
   ca: CaConnection;
+  /** The workload's current certificate and key, when it has a valid one. */
+  workloadCertificate?: () => { certChain: Buffer; privateKey: Buffer; expiresAt: number } | undefined;
   tokens: TokenSource;
   cwd: string;
   compliance: CompliancePolicy;
@@ -93,6 +97,7 @@ function statusText(e: grpc.ServiceError): string {
 
 export class CaClient {
   private client: GrpcClient<Service> | undefined;
+  private presented: Buffer | undefined;
 
   constructor(private readonly o: CaClientOptions) {}
 
@@ -101,8 +106,11 @@ export class CaClient {
   }
 
   private channel(): GrpcClient<Service> {
-    if (this.client) return this.client;
     const ca = this.o.ca;
+    const workload = ca.provCertDir || ca.plaintext ? undefined : this.o.workloadCertificate?.();
+    const usable = workload && workload.expiresAt > Date.now() ? workload : undefined;
+    if (this.client && usable && !usable.certChain.equals(this.presented ?? Buffer.alloc(0))) this.reconnect();
+    if (this.client) return this.client;
     let tlsConfig: Parameters<typeof grpcChannelCredentials>[0];
     if (!ca.plaintext) {
       const roots = caRootCerts(ca, this.o.cwd);
@@ -119,7 +127,11 @@ export class CaClient {
         } catch (e) {
           log.warn(`cannot read the provisioning certificate in ${ca.provCertDir} (PROV_CERT), using token instead: ${(e as Error).message}`);
         }
+      } else if (usable) {
+        certChain = usable.certChain;
+        privateKey = usable.privateKey;
       }
+      this.presented = certChain;
       tlsConfig = { rootCerts: roots.pem, serverName: ca.serverName, certChain, privateKey, compliance: this.o.compliance };
     }
     const { credentials, options } = grpcChannelCredentials(tlsConfig);
@@ -130,6 +142,7 @@ export class CaClient {
   private reconnect(): void {
     this.client?.close();
     this.client = undefined;
+    this.presented = undefined;
   }
 
   /** Istio's CSRSign: the PEM chain, leaf first. Throws CaCallError after the retries. */

@@ -66,7 +66,18 @@ export class WorkloadIdentity {
   constructor(private readonly o: WorkloadIdentityOptions) {
     const id = o.options;
     this.tokens = new TokenSource(id.credential, o.cwd);
-    const ca = id.fileMountedCerts ? undefined : new CaClient({ ca: id.ca, tokens: this.tokens, cwd: o.cwd, compliance: id.compliance });
+    const ca = id.fileMountedCerts
+      ? undefined
+      : new CaClient({
+          ca: id.ca,
+          tokens: this.tokens,
+          cwd: o.cwd,
+          compliance: id.compliance,
+          workloadCertificate: () => {
+            const w = this.secrets.workloadItem();
+            return w?.certificateChain && w.privateKey && w.expiresAt ? { certChain: w.certificateChain, privateKey: w.privateKey, expiresAt: w.expiresAt } : undefined;
+          },
+        });
     if (!ca) log.info('Workload is using file mounted certificates. Skipping connecting to CA');
     else log.info(`CA Endpoint ${id.ca.address}, identity ${id.spiffeId}`);
     this.secrets = new WorkloadSecrets({ identity: id, cwd: o.cwd, ca });
