@@ -37,7 +37,7 @@ export function grpcChannelCredentials(c: ClientTls | undefined): { credentials:
 // OpenSSL's words when the peer does not answer a ClientHello with TLS (a plaintext HTTP/2 server).
 const PLAINTEXT_PEER = /wrong version number|packet length too long|unknown protocol|record layer failure|http request/i;
 // What a plaintext HTTP/2 client sees from a TLS server: the connection closes before any frame.
-const TLS_PEER = /Protocol error|Connection dropped|ECONNRESET|socket hang up|Received HTTP status code 400|unexpected end|premature close/i;
+const TLS_PEER = /Last error: Failed to connect|Protocol error|Connection dropped|ECONNRESET|socket hang up|Received HTTP status code 400|unexpected end|premature close/i;
 
 /**
  * A clearer account of a failed connection when the cause is TLS spoken to a plaintext port or the reverse;
@@ -51,4 +51,9 @@ export function protocolMismatchHint(details: string, o: { address: string; tls:
     return `${o.address} dropped a plaintext HTTP/2 connection: it may be a TLS port (such as the daemon's --secureGRPCAddr :15012). With controlPlaneAuthPolicy: NONE, point ${o.setting} at the plaintext port (--grpcAddr :15010), or use MUTUAL_TLS`;
   }
   return undefined;
+}
+
+/** gRPC error details on one log line (OpenSSL's end with a newline). */
+export function oneLine(details: string): string {
+  return details.replace(/\s*\n\s*/g, ' ').trim();
 }

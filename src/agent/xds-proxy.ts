@@ -22,7 +22,7 @@ import { StatusSchema } from '../gen/google/rpc/status_pb';
 import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../xds/grpc';
 import { registerScope } from '../lib/log';
 import type { CompliancePolicy } from '../lib/compliance';
-import { grpcChannelCredentials, protocolMismatchHint } from './tls-client';
+import { grpcChannelCredentials, oneLine, protocolMismatchHint } from './tls-client';
 import {
   meshdConnectionFailures,
   meshdConnectionTerminations,
@@ -107,7 +107,7 @@ export function disconnectionType(code: grpc.status): DisconnectionType {
 }
 
 function statusText(s: grpc.StatusObject): string {
-  return `rpc error: code = ${grpc.status[s.code] ?? s.code} desc = ${s.details}`;
+  return `rpc error: code = ${grpc.status[s.code] ?? s.code} desc = ${oneLine(s.details)}`;
 }
 
 type DownstreamCall<Req, Resp> = grpc.ServerDuplexStream<Req, Resp>;
@@ -227,7 +227,7 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
       meshdConnectionFailures.inc();
       const u = this.proxy.upstream;
       const hint = protocolMismatchHint(s.details, { address: u.address, tls: u.tls !== undefined, setting: 'discoveryAddress' });
-      log.warn(`failed to connect to upstream ${u.address}: ${statusText(s)}${hint ? `: ${hint}` : ''}`, { id: this.id });
+      log.warn(hint ? `failed to connect to upstream: ${hint} (${statusText(s)})` : `failed to connect to upstream ${u.address}: ${statusText(s)}`, { id: this.id });
     }
     const delay = backoffDelay(this.attempt++, this.proxy.backoff);
     log.info(`reconnecting to upstream ${this.proxy.upstream.address} in ${delay}ms; the proxy keeps its current configuration`, { id: this.id });

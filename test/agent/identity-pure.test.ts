@@ -151,4 +151,8 @@ t.test('protocol mismatch: OpenSSL\'s words become a sentence naming the port an
   const tlsToPlain = protocolMismatchHint('No connection established. Last error: Error: C0B7:error:0A00010B:SSL routines:ssl3_get_record:wrong version number', { address: 'meshd:15010', tls: true, setting: 'discoveryAddress' });
   t.match(tlsToPlain!, /meshd:15010 answered the TLS handshake in plaintext.*Point discoveryAddress at the TLS port.*controlPlaneAuthPolicy: NONE/);
   t.equal(protocolMismatchHint('connect ECONNREFUSED 127.0.0.1:1', { address: 'x:1', tls: true, setting: 'discoveryAddress' }), undefined);
+  // grpc-js's words for a plaintext HTTP/2 connection a TLS server closed.
+  const plainToTls = protocolMismatchHint('No connection established. Last error: Failed to connect (2026-11-25T21:02:59.486Z). Resolution note: ', { address: 'meshd:15012', tls: false, setting: 'discoveryAddress' });
+  t.match(plainToTls!, /meshd:15012 dropped a plaintext HTTP\/2 connection: it may be a TLS port.*controlPlaneAuthPolicy: NONE/);
+  t.equal(protocolMismatchHint('No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1.', { address: 'x:1', tls: false, setting: 'discoveryAddress' }), undefined);
 });

@@ -4,10 +4,11 @@
 // (read here with the engine's own SDS client too), and the engine terminates ISTIO_MUTUAL TLS with it. The
 // certificate is renewed under load without a failed request, and an unreachable CA near expiry leaves the
 // last certificate in place until it expires. Certificates are examined with node:crypto and openssl.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import https from 'node:https';
+import os from 'node:os';
 import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import t, { type Test } from 'tap';
@@ -21,8 +22,8 @@ import { LoggerRegistry } from '../../src/proxy/log';
 import { StatsStore } from '../../src/proxy/stats/store';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { sdsConfig } from '../../src/xds/gen/tls';
-import { built } from '../helpers/binary';
-import { freePort, metricValue, waitFor } from '../agent/helpers';
+import { built, DIST } from '../helpers/binary';
+import { freePort, metricValue, startDiscovery, waitFor } from '../agent/helpers';
 import { GATEWAY_IDENTITY, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
 import { caClient, createCertificate, opensslCsr } from '../ca/helpers';
 
@@ -221,4 +222,32 @@ t.test('the daemon down while the certificate nears expiry: the last one is kept
   t.not(renewed.serialNumber, first.serialNumber, 'a new certificate once the daemon is back');
   t.ok(renewed.checkIssued(new X509Certificate(fs.readFileSync(rig.daemon.rootCertPath))), 'from the same root (the daemon kept it across the restart)');
   t.equal((await rig.get('/hello')).status, 200);
+});
+
+t.test('TLS to the plaintext port: the agent says which port it reached and what to set', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-mismatch-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.mkdirSync(path.join(dir, 'config'));
+  const daemon = await startDiscovery({ configDir: path.join(dir, 'config'), cwd: dir });
+  t.teardown(() => daemon.stop());
+  // The default controlPlaneAuthPolicy (MUTUAL_TLS) with the plaintext --grpcAddr: a common slip.
+  fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${daemon.grpc}\n`);
+  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
+    cwd: dir,
+    env: { PATH: process.env['PATH'], POD_NAME: 'gw-0', POD_NAMESPACE: 'mesh-system', SERVICE_ACCOUNT: 'ingressgateway', MESHD_SAN: 'meshd.mesh-system.svc', PROXY_CONFIG: JSON.stringify({ statusPort: await freePort(), proxyAdminPort: await freePort(), binaryPath: path.join(dir, 'no-envoy') }), PROXY_STATUS_PORT: String(await freePort()), PROXY_METRICS_PORT: String(await freePort()) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  agent.stdout!.on('data', (d) => (out += d));
+  agent.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise((r) => agent.on('exit', r));
+  t.teardown(async () => {
+    agent.kill('SIGKILL');
+    await exited;
+  });
+  const sentence = `${daemon.grpc} answered the TLS handshake in plaintext: it is a plaintext port (such as the daemon's --grpcAddr :15010), not a TLS one (--secureGRPCAddr :15012)`;
+  await waitFor(() => out.includes(`${sentence}. Point discoveryAddress at the TLS port`), 30_000, () => out);
+  t.pass('the xDS connection names discoveryAddress');
+  t.ok(out.includes(`${sentence}. Point CA_ADDR (default: the discoveryAddress) at the TLS port`), 'the certificate request names CA_ADDR');
+  t.notMatch(out.split('\n').filter((l) => l.includes('wrong version number') && !l.includes('answered the TLS handshake')).join('\n'), /./, 'never OpenSSL\'s words alone');
 });

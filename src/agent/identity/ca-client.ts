@@ -15,7 +15,7 @@ import { registerScope } from '../../lib/log';
 import type { CompliancePolicy } from '../../lib/compliance';
 import { grpcClientConstructor, type GrpcClient } from '../../xds/grpc';
 import { numOutgoingRetries } from '../metrics';
-import { grpcChannelCredentials, protocolMismatchHint } from '../tls-client';
+import { grpcChannelCredentials, oneLine, protocolMismatchHint } from '../tls-client';
 import { caRootCerts, IdentityOptionsError, type CaConnection, type Credential } from './options';
 
 const log = registerScope('citadelclient', 'citadel client debugging');
@@ -92,7 +92,7 @@ function jitteredBackoff(attempt: number): number {
 }
 
 function statusText(e: grpc.ServiceError): string {
-  return `rpc error: code = ${grpc.status[e.code] ?? e.code} desc = ${e.details}`;
+  return `rpc error: code = ${grpc.status[e.code] ?? e.code} desc = ${oneLine(e.details)}`;
 }
 
 export class CaClient {
@@ -196,7 +196,7 @@ export class CaClient {
       client.createCertificate(request, md, { deadline: Date.now() + ATTEMPT_TIMEOUT_MS }, (err, resp) => {
         if (err) {
           const hint = protocolMismatchHint(err.details ?? err.message, { address: this.o.ca.address, tls: !this.o.ca.plaintext, setting: 'CA_ADDR (default: the discoveryAddress)' });
-          reject(new CaCallError(`create certificate: ${statusText(err)}${hint ? ` (${hint})` : ''}`, err.code));
+          reject(new CaCallError(hint ? `create certificate: ${hint} (${statusText(err)})` : `create certificate: ${statusText(err)}`, err.code));
         } else resolve(resp!);
       });
     });
