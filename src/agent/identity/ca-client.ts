@@ -175,14 +175,18 @@ export class CaClient {
     }
   }
 
-  private call(csrPem: string, ttlSeconds: number): Promise<IstioCertificateResponse> {
-    let client: GrpcClient<Service>;
+  /** Builds the channel now (roots read, TLS set up); throws CaCallError when it cannot be, before a key is made for nothing. */
+  prepare(): GrpcClient<Service> {
     try {
-      client = this.channel();
+      return this.channel();
     } catch (e) {
       if (e instanceof IdentityOptionsError) throw new CaCallError(e.message);
       throw new CaCallError(`cannot connect to the certificate service at ${this.o.ca.address}: ${(e as Error).message}`);
     }
+  }
+
+  private call(csrPem: string, ttlSeconds: number): Promise<IstioCertificateResponse> {
+    const client = this.prepare();
     const md = new grpc.Metadata();
     md.set('ClusterID', this.o.ca.clusterId);
     for (const [k, v] of Object.entries(this.o.ca.headers)) md.add(k, v);

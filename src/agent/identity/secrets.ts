@@ -294,6 +294,7 @@ export class WorkloadSecrets {
   private async issue(): Promise<SecretItem> {
     const id = this.o.identity;
     const t0 = this.now();
+    this.o.ca!.prepare();
     const key = await generateKeyPair(id.key, id.pkcs8);
     const csr = createCsrPem({ privateKey: key.privateKey, sans: { uris: [id.spiffeId] } });
     log.debug(`constructed host name for CSR: ${id.spiffeId} (${describeKeySpec(id.key)} key)`);
@@ -323,7 +324,10 @@ export class WorkloadSecrets {
   private install(item: SecretItem): void {
     this.workload = item;
     this.expiredLogged = false;
-    if (this.firstIssued === undefined) this.firstIssued = this.now() - this.startedAt;
+    if (this.firstIssued === undefined) {
+      this.firstIssued = this.now() - this.startedAt;
+      log.info(`first workload certificate ${Math.round(process.uptime() * 1000)}ms after the agent started (${this.firstIssued}ms after it asked)`);
+    }
     const rootChanged = !this.root || !this.root.equals(item.rootCert!);
     if (rootChanged) {
       if (this.root) log.info('Root cert has changed, start rotating root cert');
