@@ -162,6 +162,8 @@ export class WorkloadSecrets {
   }
 
   private startedAt = 0;
+  /** The key and CSR of an issuance still being retried: a failed call does not cost a new key. */
+  private pending: { privateKeyPem: string; csr: string } | undefined;
 
   /** Starts issuing the workload certificate (unless files provide it), as Istio's SDS server warms it. */
   start(): void {
@@ -295,9 +297,12 @@ export class WorkloadSecrets {
     const id = this.o.identity;
     const t0 = this.now();
     this.o.ca!.prepare();
-    const key = await generateKeyPair(id.key, id.pkcs8);
-    const csr = createCsrPem({ privateKey: key.privateKey, sans: { uris: [id.spiffeId] } });
-    log.debug(`constructed host name for CSR: ${id.spiffeId} (${describeKeySpec(id.key)} key)`);
+    if (!this.pending) {
+      const key = await generateKeyPair(id.key, id.pkcs8);
+      this.pending = { privateKeyPem: key.privateKeyPem, csr: createCsrPem({ privateKey: key.privateKey, sans: { uris: [id.spiffeId] } }) };
+      log.debug(`constructed host name for CSR: ${id.spiffeId} (${describeKeySpec(id.key)} key)`);
+    }
+    const { privateKeyPem, csr } = this.pending;
     numOutgoingRequests.inc({ request_type: 'csr' });
     const before = this.now();
     let chain: string[];
@@ -318,7 +323,8 @@ export class WorkloadSecrets {
     }
     const now = this.now();
     log.info('generated new workload certificate', { resourceName: WORKLOAD_CERT, latency: `${now - t0}ms`, ttl: timeLeftText(expiresAt - now).replace('expires in ', '') });
-    return { name: WORKLOAD_CERT, certificateChain, privateKey: Buffer.from(key.privateKeyPem), rootCert: Buffer.from(chain[chain.length - 1]!), createdAt: now, expiresAt };
+    this.pending = undefined;
+    return { name: WORKLOAD_CERT, certificateChain, privateKey: Buffer.from(privateKeyPem), rootCert: Buffer.from(chain[chain.length - 1]!), createdAt: now, expiresAt };
   }
 
   private install(item: SecretItem): void {
