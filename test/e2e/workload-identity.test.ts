@@ -196,7 +196,7 @@ t.test('renewal under load: ECDSA certificates with a short TTL are replaced twi
 });
 
 t.test('the daemon down while the certificate nears expiry: the last one is kept and retried, not ready once it expires, back with the daemon', async (t) => {
-  const { rig } = await gateway(t, { SECRET_TTL: '16s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' });
+  const { rig } = await gateway(t, { SECRET_TTL: '24s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' });
   await waitFor(async () => (await rig.get('/hello')).status === 200, 30_000, () => rig.agentOut());
   const def = engineSds(t, rig.dir).watch('default');
   await def.ready;
