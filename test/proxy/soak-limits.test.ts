@@ -49,7 +49,7 @@ t.test('listen backlog: tcp_backlog_size, else the kernel somaxconn (Envoy), not
 
 t.test('accept pacer: parks after accepts in consecutive turns, releases in order when a turn has none', async (t) => {
   let now = 0;
-  const p = new AcceptPacer(2, 50, () => now);
+  const p = new AcceptPacer(2, 50, 3, () => now);
   const order: string[] = [];
   const item = (name: string): Parked => ({ unpark: () => order.push(name) });
   p.accepted();
@@ -72,7 +72,7 @@ t.test('accept pacer: parks after accepts in consecutive turns, releases in orde
   t.notOk(p.parking, 'a turn without an accept ends parking');
   t.same(order, ['a', 'b'], 'parked work is handled in arrival order');
 
-  // accepts that never stop: parked work waits at most maxMs
+  // accepts that never stop: parked work waits at most maxMs…
   p.accepted();
   await nextTurn();
   p.accepted();
@@ -87,6 +87,20 @@ t.test('accept pacer: parks after accepts in consecutive turns, releases in orde
   p.accepted();
   await nextTurn();
   t.ok(p.parking, 'and parks again on the next consecutive accept');
+  // or at most maxAccepts accepts
+  p.park(item('d'));
+  p.accepted();
+  await nextTurn();
+  p.accepted();
+  await nextTurn();
+  t.ok(p.parking, 'two accepts while parking');
+  p.accepted();
+  await nextTurn();
+  t.notOk(p.parking, 'released after the third accept (maxAccepts 3)');
+  t.same(order, ['a', 'b', 'c', 'd']);
+  p.accepted();
+  await nextTurn();
+  t.ok(p.parking);
   await nextTurn();
   t.notOk(p.parking);
 });
