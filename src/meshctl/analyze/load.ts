@@ -3,7 +3,6 @@
 // version unknown in one of mesh's API groups is a parse error, not foreign YAML to skip.
 import { convertObject } from '../../config/parse';
 import { isClusterScoped, kindOf, MESH_KINDS, SCHEMAS } from '../../config/schemas';
-import type { Kind } from '../../config/types';
 import { isObject } from '../../config/values';
 import { readObjects, type SourceObject } from '../documents';
 import type { AnalysisMeshConfig, Resource } from './model';
@@ -134,4 +133,3 @@ spec:
   return loadResources(text, 'internal-ingress', meshNamespace).resources.map((r) => ({ ...r, synthetic: true }));
 }
 
-export type { Kind };

@@ -80,7 +80,7 @@ export function labelSelectorMatches(sel: unknown, labels: Readonly<Record<strin
 // --- host names
 
 /** util.ConvertHostToFQDN: a short name is qualified with the namespace. */
-export function hostToFQDN(namespace: string, host: string): string {
+function hostToFQDN(namespace: string, host: string): string {
   return !host.startsWith('*') && !host.includes('.') ? `${host}.${namespace}.${CLUSTER_LOCAL}` : host;
 }
 
@@ -248,8 +248,4 @@ export function joinFullNames(rs: readonly Resource[]): string {
 export function shortOrFull(defaultNs: string, name: string): { namespace: string; name: string } {
   const i = name.indexOf('/');
   return i >= 0 ? { namespace: name.slice(0, i), name: name.slice(i + 1) } : { namespace: defaultNs, name };
-}
-
-export function pods(ctx: AnalysisContext): readonly Resource[] {
-  return ctx.list('Pod');
 }
