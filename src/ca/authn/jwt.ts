@@ -3,7 +3,7 @@
 // is `system:serviceaccount:<namespace>:<service account>` and whose `aud` holds one of the rule's
 // audiences is the workload `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`. This is how a
 // workload with no cluster proves who it is: any OIDC issuer the operator trusts can mint its tokens.
-import { createRemoteJWKSet, errors as joseErrors, jwtVerify, type JWTVerifyGetKey } from 'jose';
+import { checkTimeAndIssuer, type JwtClaims, RemoteKeySet } from './jws';
 import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, spiffeUri } from './types';
 
 /** The JSON of JWT_RULE: Istio's security.v1beta1.JWTRule as encoding/json reads it. */
@@ -81,14 +81,14 @@ export function serviceAccountFromSubject(sub: unknown): [string, string] {
 
 export class JwtAuthenticator implements Authenticator {
   readonly type = 'IDTokenAuthenticator';
-  private readonly keys: JWTVerifyGetKey;
+  private readonly keys: RemoteKeySet;
 
   constructor(
     readonly rule: JwtRule & { jwksUri: string },
     private readonly trustDomain: () => string,
+    private readonly now: () => number = Date.now,
   ) {
-    // jose caches the key set and refetches (at most every 30 s) when a token names an unknown key.
-    this.keys = createRemoteJWKSet(new URL(rule.jwksUri), { timeoutDuration: 10_000 });
+    this.keys = new RemoteKeySet(rule.jwksUri, { now });
   }
 
   /** Resolves the key set location (OIDC discovery when the rule has no jwks_uri) and builds the authenticator. */
@@ -104,12 +104,12 @@ export class JwtAuthenticator implements Authenticator {
     } catch (e) {
       throw new AuthnError(`ID token extraction error: ${(e as Error).message}`);
     }
-    let payload;
+    let payload: JwtClaims;
     try {
-      ({ payload } = await jwtVerify(token, this.keys, { issuer: this.rule.issuer, requiredClaims: ['exp'] }));
+      payload = await this.keys.verify(token);
+      checkTimeAndIssuer(payload, this.rule.issuer, this.now());
     } catch (e) {
-      const why = e instanceof joseErrors.JOSEError ? e.message : String(e);
-      throw new AuthnError(`failed to verify the JWT token (error ${why})`);
+      throw new AuthnError(`failed to verify the JWT token (error ${(e as Error).message})`);
     }
     const [ns, sa] = serviceAccountFromSubject(payload.sub);
     if (!audienceAccepted(payload.aud, this.rule.audiences)) throw new AuthnError(`invalid audiences ${JSON.stringify(payload.aud ?? [])}`);
