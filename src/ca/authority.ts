@@ -6,7 +6,8 @@ import { status } from '@grpc/grpc-js';
 import { type KeyObject } from 'node:crypto';
 import { formatDurationMs } from '../lib/duration';
 import { chainExpiry, type KeyCertBundle } from './bundle';
-import { classifyIdentity, certificatePem, CERT_OID, distinguishedName, issueCertificate, KEY_USAGE } from './pkix/cert';
+import { classifyIdentity, certificatePem, CERT_OID, csrPublicKeyDer, distinguishedName, issueCertificate, KEY_USAGE } from './pkix/cert';
+import { fromPem } from './pkix/der';
 import { CsrError, parseCsr } from './pkix/csr';
 import { generateKeyPair, type KeySpec } from './pkix/keys';
 
@@ -71,6 +72,14 @@ export class CertificateAuthority {
   /** Swaps in new signing material (plug-in reload, root rotation); signing continues with it at once. */
   setBundle(bundle: KeyCertBundle): void {
     this.current = bundle;
+    this.chainEndOf = undefined;
+  }
+
+  private chainEndOf: { bundle: KeyCertBundle; end: Date | undefined } | undefined;
+  /** The chain's expiry, read once per bundle (parsing certificates costs as much as signing). */
+  private chainEnd(): Date | undefined {
+    if (this.chainEndOf?.bundle !== this.current) this.chainEndOf = { bundle: this.current, end: chainExpiry(this.current) };
+    return this.chainEndOf.end;
   }
 
   /**
@@ -78,7 +87,7 @@ export class CertificateAuthority {
    * never more than the signing chain has left.
    */
   defaultTtlMs(): number {
-    const chainEnd = chainExpiry(this.current);
+    const chainEnd = this.chainEnd();
     if (!chainEnd) return this.options.defaultCertTtlMs;
     return Math.min(this.options.defaultCertTtlMs, chainEnd.getTime() - this.now());
   }
@@ -109,10 +118,11 @@ export class CertificateAuthority {
       );
     }
     const commonName = csr.subject.some((a) => a.oid === CERT_OID.commonName && a.value !== '') ? req.subjectIds[0] : undefined;
-    return this.issue(csr.publicKey, req.subjectIds, lifetimeMs, commonName !== undefined && commonName.length <= MAX_CN_LENGTH ? commonName : undefined);
+    const spki = csrPublicKeyDer(fromPem(csrPem, 'CERTIFICATE REQUEST')[0]!);
+    return this.issue(csr.publicKey, req.subjectIds, lifetimeMs, commonName !== undefined && commonName.length <= MAX_CN_LENGTH ? commonName : undefined, spki);
   }
 
-  private issue(publicKey: KeyObject, subjectIds: readonly string[], lifetimeMs: number, commonName?: string): string {
+  private issue(publicKey: KeyObject, subjectIds: readonly string[], lifetimeMs: number, commonName?: string, publicKeyDer?: Buffer): string {
     const b = this.current;
     const now = this.now();
     const signerEnd = b.signingCert.notAfter.getTime();
@@ -123,6 +133,7 @@ export class CertificateAuthority {
     try {
       der = issueCertificate({
         publicKey,
+        publicKeyDer,
         subject: distinguishedName(commonName ? [{ oid: CERT_OID.commonName, value: commonName }] : []),
         notBefore: new Date(now - CLOCK_SKEW_GRACE_MS),
         notAfter: new Date(notAfter),

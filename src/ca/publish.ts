@@ -47,12 +47,12 @@ export class ConfigMapRootPublisher implements RootPublisher {
     const p = `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/configmaps`;
     let current: { metadata?: Record<string, unknown>; data?: Record<string, string> } | undefined;
     try {
-      current = (await this.api.requestJson('GET', `${p}/${encodeURIComponent(this.name)}`)) as typeof current;
+      current = (await this.api.send('GET', `${p}/${encodeURIComponent(this.name)}`)) as typeof current;
     } catch (e) {
       if (!(e instanceof OrchApiError && e.statusCode === 404)) throw e;
     }
     if (!current) {
-      await this.api.requestJson('POST', p, {
+      await this.api.send('POST', p, {
         apiVersion: 'v1',
         kind: 'ConfigMap',
         metadata: { name: this.name, namespace: this.namespace, labels: { 'mesh.io/config': 'true' } },
@@ -61,7 +61,7 @@ export class ConfigMapRootPublisher implements RootPublisher {
       return;
     }
     if (current.data?.[ROOT_CONFIGMAP_KEY] === rootPem) return;
-    await this.api.requestJson('PUT', `${p}/${encodeURIComponent(this.name)}`, {
+    await this.api.send('PUT', `${p}/${encodeURIComponent(this.name)}`, {
       ...current,
       apiVersion: 'v1',
       kind: 'ConfigMap',

@@ -24,6 +24,7 @@ import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
 import { startIdentity, type DaemonIdentity } from './identity';
+import { authenticate } from '../ca/authn/types';
 import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
 
 const log = registerScope('model', 'mesh model');
@@ -174,6 +175,8 @@ export const run: Handler = async (ctx) => {
     parseNode: proxyFromNode,
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
+    // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
+    authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     cacheKey: (proxy, watched, req) => {
       const key = cacheKeyOf(proxy, watched.typeUrl, req.push);
       // Listeners inline fetched key sets: cached ones are only good for one key-set version.

@@ -11,6 +11,7 @@ import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { metricValue } from '../agent/helpers';
 import { rsaKey } from '../security/helpers';
+import { CDS, node, SotwStream } from '../xds/server/helpers';
 import {
   caClient,
   createCertificate,
@@ -24,10 +25,7 @@ import {
   tempDir,
 } from './helpers';
 
-if (!built()) {
-  t.skip('dist/mesh is not built (node build.mjs)');
-  process.exit(0);
-}
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
 /** The certificate a TLS listener presents, as PEM. */
 function servedCertificate(address: string): Promise<string> {
@@ -151,6 +149,52 @@ t.test('no TLS flags: a persisted root, :15012 and :15017 served with certificat
     const next = opensslCsr(dir, 'rsa', { san: 'URI:spiffe://cluster.local/ns/default/sa/app' });
     const renewed = await createCertificate(mtls, { csr: next.csr });
     t.same(sans(renewed[0]!), ['URI:spiffe://cluster.local/ns/payments/sa/billing'], 'no token needed; the identity is the presented certificate');
+  });
+
+  await t.test('secured xDS on :15012: certificate or token, and only the namespace the identity holds', async (t) => {
+    const sni = { 'grpc.ssl_target_name_override': MESHD_HOST, 'grpc.default_authority': MESHD_HOST };
+    const ads = (credentials: grpc.ChannelCredentials) => {
+      const s = new SotwStream(d.secureGrpc!, { credentials, channelOptions: sni });
+      t.teardown(() => s.close());
+      return s;
+    };
+    const withToken = (tok: string) =>
+      grpc.credentials.combineChannelCredentials(
+        grpc.credentials.createSsl(Buffer.from(rootPem)),
+        grpc.credentials.createFromMetadataGenerator((_p, cb) => {
+          const md = new grpc.Metadata();
+          md.set('authorization', `Bearer ${tok}`);
+          cb(null, md);
+        }),
+      );
+    const key = opensslCsr(dir, 'ec');
+    const chain = await createCertificate(ca, { csr: key.csr, token });
+    const byCert = grpc.credentials.createSsl(Buffer.from(rootPem), Buffer.from(key.key), Buffer.from(chain[0]!));
+
+    const a = ads(byCert);
+    a.send({ node: node('sidecar~10.0.0.1~app-1.default~default.svc.cluster.local'), typeUrl: CDS });
+    t.equal((await a.expect(CDS)).typeUrl, CDS, 'the CA-issued certificate of default/app may act in default');
+
+    const b = ads(byCert);
+    b.send({ node: node('sidecar~10.0.0.2~app-2.payments~payments.svc.cluster.local'), typeUrl: CDS });
+    const denied = await b.inbox.status();
+    t.equal(denied.code, grpc.status.PERMISSION_DENIED, 'but not claim another namespace (PILOT_ENABLE_XDS_IDENTITY_CHECK)');
+    t.match(denied.details, /no identities \(\[spiffe:\/\/cluster\.local\/ns\/default\/sa\/app\]\) matched payments\//);
+
+    const c = ads(withToken(await issuer.token({ ns: 'payments', sa: 'billing' })));
+    c.send({ node: node('sidecar~10.0.0.2~app-2.payments~payments.svc.cluster.local'), typeUrl: CDS });
+    t.equal((await c.expect(CDS)).typeUrl, CDS, 'a JWT_RULE token authenticates xDS too');
+
+    const e = ads(grpc.credentials.createSsl(Buffer.from(rootPem)));
+    e.send({ node: node(), typeUrl: CDS });
+    const anon = await e.inbox.status();
+    t.equal(anon.code, grpc.status.UNAUTHENTICATED, 'no credential at all');
+    t.match(anon.details, /^authentication failure: Authenticator ClientCertAuthenticator: .*; Authenticator IDTokenAuthenticator: ID token extraction error/);
+
+    const p = new SotwStream(d.grpc);
+    t.teardown(() => p.close());
+    p.send({ node: node('sidecar~10.0.0.2~app-2.payments~payments.svc.cluster.local'), typeUrl: CDS });
+    t.equal((await p.expect(CDS)).typeUrl, CDS, 'the plaintext port is not authenticated (XDS_AUTH_PLAINTEXT=false)');
   });
 
   await t.test('the plaintext port has no CA service while a secure port serves it, and the root expiry is exported', async (t) => {

@@ -28,7 +28,7 @@ import {
   toPem,
   type Node,
 } from './der';
-import { sign } from './keys';
+import { signatureAlgorithm } from './keys';
 
 export { name as distinguishedName } from './csr';
 
@@ -158,6 +158,8 @@ export function subjectKeyId(publicKey: KeyObject): Buffer {
 export interface IssueOptions {
   /** The certified public key. */
   publicKey: KeyObject;
+  /** Its SubjectPublicKeyInfo DER, when the caller has it (exporting a KeyObject costs as much as a signature). */
+  publicKeyDer?: Buffer;
   /** DER Name of the subject. */
   subject: Buffer;
   notBefore: Date;
@@ -194,8 +196,8 @@ export function issueCertificate(o: IssueOptions): Buffer {
     // Critical because the subject is empty: X.509 and SPIFFE both ask for that (Istio always marks it).
     exts.push({ id: CERT_OID.subjectAltName, critical: true, value: subjectAltNameValue(o.sans) });
   }
-  const spki = o.publicKey.export({ type: 'spki', format: 'der' });
-  const { algorithm } = sign(o.signingKey, Buffer.alloc(0));
+  const spki = o.publicKeyDer ?? o.publicKey.export({ type: 'spki', format: 'der' });
+  const algorithm = signatureAlgorithm(o.signingKey);
   const tbs = sequence(
     explicit(0, integer(2)),
     integer(serial),
@@ -208,6 +210,14 @@ export function issueCertificate(o: IssueOptions): Buffer {
   );
   const signature = crypto.sign(algorithm.hash, tbs, o.signingKey);
   return sequence(tbs, algorithm.identifier, bitString(signature));
+}
+
+/** The SubjectPublicKeyInfo DER of a PKCS#10 request (CertificationRequestInfo's third field), as is. */
+export function csrPublicKeyDer(csrDer: Buffer): Buffer {
+  const [info] = children(parse(csrDer));
+  const spki = children(info!)[2];
+  if (!spki) throw new DerError('CertificationRequestInfo: no subjectPublicKeyInfo');
+  return Buffer.from(spki.raw);
 }
 
 export function certificatePem(der: Buffer): string {

@@ -27,6 +27,7 @@ import {
   toPem,
 } from './der';
 import { sign } from './keys';
+import { importSpki } from './spki';
 
 export const OID = {
   organization: '2.5.4.10',
@@ -166,7 +167,7 @@ export function parseCsr(input: string | Buffer): ParsedCsr {
     }
     let publicKey: KeyObject;
     try {
-      publicKey = crypto.createPublicKey({ key: spki.raw, format: 'der', type: 'spki' });
+      publicKey = importSpki(spki.raw);
     } catch (e) {
       throw new CsrError(`subjectPublicKeyInfo: ${(e as Error).message}`);
     }

@@ -5,6 +5,7 @@
 // is where throttling goes: nothing can reach the API server without taking a token.
 import { readFileSync } from 'node:fs';
 import type * as K8s from '@kubernetes/client-node';
+import { buildInfo } from '../../lib/buildinfo';
 import { registerScope } from '../../lib/log';
 import { limiterFor, type RateLimiter } from './ratelimit';
 
@@ -32,6 +33,11 @@ export interface OrchClientOptions {
   env?: NodeJS.ProcessEnv;
   /** Prefix of the service account directory (tests point it at a temporary tree). */
   serviceAccountPrefix?: string;
+  /**
+   * User-Agent of every request, Istio's `<program>/<version>` (IstioUserAgent), so the API server's
+   * audit log and flow control tell which program asked; default `mesh/<version>`.
+   */
+  userAgent?: string;
 }
 
 /** A problem with the client configuration: the message names the file and entry. */
@@ -67,8 +73,11 @@ export interface OrchClient {
   readonly limiter: RateLimiter;
   /** GET a path (`/api/v1/services`) as JSON; non-2xx answers throw OrchApiError. */
   getJson(path: string, query?: Record<string, string>, signal?: AbortSignal): Promise<unknown>;
-  /** Any verb with an optional JSON body (POST a TokenReview, PUT a Secret…); non-2xx answers throw OrchApiError. */
-  requestJson(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, query?: Record<string, string>): Promise<unknown>;
+  /**
+   * Any verb with a JSON body (`contentType` for patches: `application/merge-patch+json`, …); the
+   * answer as JSON (undefined when empty). Non-2xx answers throw OrchApiError.
+   */
+  send(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, o?: { contentType?: string; signal?: AbortSignal; query?: Record<string, string> }): Promise<unknown>;
   /**
    * A client-node Watch that asks for bookmarks and a server-side timeout, as client-go's reflector
    * does. A watch that connects after `stopped()` turned true is aborted at once.
@@ -100,10 +109,12 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   const lib = await loadClientNode();
   const limiter = limiterFor(opts.qps ?? DEFAULT_ORCH_API_QPS, opts.burst ?? DEFAULT_ORCH_API_BURST);
   reportContentType(opts.contentType);
+  const userAgent = opts.userAgent || `mesh/${buildInfo().version}`;
 
   class ThrottledKubeConfig extends lib.KubeConfig {
     override async applySecurityAuthentication(context: K8s.RequestContext): Promise<void> {
       await limiter.take();
+      context.setHeaderParam('User-Agent', userAgent);
       return super.applySecurityAuthentication(context);
     }
   }
@@ -148,20 +159,21 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   }
 
   const http = new lib.IsomorphicFetchHttpLibrary();
-  const request = async (method: string, path: string, body?: unknown, query?: Record<string, string>, signal?: AbortSignal): Promise<unknown> => {
+  const send: OrchClient['send'] = async (method, path, body, o = {}) => {
     const url = new URL(server + path);
-    for (const [k, v] of Object.entries(query ?? {})) url.searchParams.set(k, v);
-    const ctx = new lib.RequestContext(url.toString(), method as K8s.HttpMethod);
+    for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
+    const ctx = new lib.RequestContext(url.toString(), lib.HttpMethod[method]);
     ctx.setHeaderParam('Accept', 'application/json');
     if (body !== undefined) {
-      ctx.setHeaderParam('Content-Type', method === 'PATCH' ? 'application/merge-patch+json' : 'application/json');
+      ctx.setHeaderParam('Content-Type', o.contentType ?? 'application/json');
       ctx.setBody(JSON.stringify(body));
     }
-    if (signal) ctx.setSignal(signal);
+    if (o.signal) ctx.setSignal(o.signal);
     await kc.applySecurityAuthentication(ctx);
     const resp = await http.send(ctx).toPromise();
     const text = await resp.body.text();
-    if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, path, text, method);
+    if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(method, resp.httpStatusCode, path, text);
+    if (text === '') return undefined;
     try {
       return JSON.parse(text) as unknown;
     } catch (e) {
@@ -175,11 +187,9 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     origin,
     limiter,
     getJson(path, query, signal) {
-      return request('GET', path, undefined, query, signal);
+      return send('GET', path, undefined, { ...(query ? { query } : {}), ...(signal ? { signal } : {}) });
     },
-    requestJson(method, path, body, query) {
-      return request(method, path, body, query);
-    },
+    send,
     newWatch: (stopped = () => false) => new BookmarkingWatch(kc, stopped),
     close: () => limiter.close(),
   };
@@ -286,7 +296,7 @@ function reportContentType(contentType: string | undefined): void {
   }
 }
 
-function apiError(statusCode: number, path: string, body: string, method = 'GET'): OrchApiError {
+function apiError(method: string, statusCode: number, path: string, body: string): OrchApiError {
   let reason: string | undefined;
   let message = body.trim().slice(0, 500);
   try {
