@@ -1,6 +1,7 @@
 // Time from agent start to its first workload certificate (issue 10; goal < 300 ms on loopback), for RSA 2048
 // (the default) and ECDSA P-256 keys, against the built daemon's CA, with the process start of the same
-// binary (`pilot-agent version --short`) measured in the same run as the baseline.
+// binary (`pilot-agent version --short`) measured in the same run as the baseline. scripts/bench/ca.mjs runs
+// it after the signing throughput; alone:
 //   node scripts/bench/agent-cert.mjs [--repeat 7] [--agentCpu 1] [--daemonCpu 0] [--noPin]
 //
 // The daemon (`dist/pilot-discovery discovery`, in a temporary directory where it keeps and publishes its
@@ -10,8 +11,9 @@
 // used until then (a figure that a busy machine inflates less than wall time), "in agent" is what the agent
 // logs (its own start → certificate, without exec), "ask→cert" is key generation + CSR + the CA's signature.
 import { spawn, spawnSync } from 'node:child_process';
+import { pathToFileURL } from 'node:url';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, loadavg, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import net from 'node:net';
 import path from 'node:path';
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
@@ -40,11 +42,10 @@ function parseArgs(argv) {
   return o;
 }
 
-const opts = parseArgs(process.argv.slice(2));
-if (!existsSync(path.join(DIST, 'pilot-agent'))) throw new Error('dist/pilot-agent is missing: run `node build.mjs` first');
+let opts;
 const pin = (cpu) => (opts.pin ? ['taskset', '-c', String(cpu)] : []);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const cleanup = [];
+let cleanup = [];
 
 function run(cmd, args, o) {
   const [file, ...rest] = [...(o.cpu !== undefined ? pin(o.cpu) : []), cmd, ...args];
@@ -80,7 +81,19 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function main() {
+/** Measures; resolves with { base, results } where results map a key kind to one row per run. */
+export async function measureAgentStart(options) {
+  opts = { repeat: 7, agentCpu: 1, daemonCpu: 0, pin: availableParallelism() >= 2, ...options };
+  if (!existsSync(path.join(DIST, 'pilot-agent'))) throw new Error('dist/pilot-agent is missing: run `node build.mjs` first');
+  cleanup = [];
+  try {
+    return await measure();
+  } finally {
+    for (const c of cleanup.reverse()) await c();
+  }
+}
+
+async function measure() {
   const issuer = await startIssuer({ port: 0 });
   cleanup.push(() => issuer.close());
   const daemonDir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-ca-'));
@@ -99,7 +112,8 @@ async function main() {
   const baseline = [];
   for (let i = 0; i < opts.repeat; i++) {
     const t0 = performance.now();
-    const r = spawnSync(...(() => { const c = [...pin(opts.agentCpu), path.join(DIST, 'pilot-agent'), 'version', '--short']; return [c[0], c.slice(1)]; })(), { encoding: 'utf8' });
+    const cmd = [...pin(opts.agentCpu), path.join(DIST, 'pilot-agent'), 'version', '--short'];
+    const r = spawnSync(cmd[0], cmd.slice(1), { encoding: 'utf8' });
     if (r.status !== 0) throw new Error(`pilot-agent version: ${r.stderr}`);
     baseline.push(performance.now() - t0);
   }
@@ -134,11 +148,13 @@ async function main() {
     }
     results[name] = rows;
   }
+  return { base: median(baseline), results };
+}
 
-  const base = median(baseline);
+export function printAgentStart({ base, results }) {
   console.log(`agent start → first workload certificate, ${opts.repeat} runs each, medians (ms)${opts.pin ? `, agent on CPU ${opts.agentCpu}, daemon on CPU ${opts.daemonCpu}` : ''}`);
   console.log(`  baseline: pilot-agent version --short (process start and exit)  ${base.toFixed(0)}`);
-  console.log(`  load average at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')} on ${availableParallelism()} CPUs`);
+  console.log(`  load average at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')} on ${cpus().length} CPUs`);
   for (const [name, rows] of Object.entries(results)) {
     const wall = median(rows.map((r) => r.wall));
     const inAgent = median(rows.map((r) => r.inAgent));
@@ -151,8 +167,6 @@ async function main() {
   }
 }
 
-try {
-  await main();
-} finally {
-  for (const c of cleanup.reverse()) await c();
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  printAgentStart(await measureAgentStart(parseArgs(process.argv.slice(2))));
 }

@@ -158,6 +158,27 @@ t.test('the gateway gets its SPIFFE certificate from the daemon, serves it over 
   t.equal(metricValue(stats, 'num_outgoing_requests', 'request_type="csr"'), 1, 'one CSR');
   t.match(rig.agentOut(), /connecting to the discovery daemon at 127\.0\.0\.1:\d+ over mutual TLS, expecting the name meshd\.mesh-system\.svc/);
   t.match(rig.agentOut(), /generated new workload certificate/);
+
+  // The certificate alone authenticates the agent: without its token, a restarted daemon (XDS_AUTH on) still
+  // serves it config over the reconnected stream.
+  fs.rmSync(path.join(rig.dir, 'var/run/secrets/tokens/mesh-token'));
+  await rig.restartDaemon();
+  fs.writeFileSync(
+    path.join(rig.configDir, 'moved.yaml'),
+    `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: moved, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http:
+  - match: [{uri: {prefix: /moved}}]
+    directResponse: {status: 299}
+`,
+  );
+  await waitFor(async () => (await rig.get('/moved')).status === 299, 60_000, () => `${rig.agentOut()}\n--- daemon:\n${rig.daemon.log()}`);
+  t.pass('config from the restarted daemon, authenticated by the workload certificate only');
+  t.notMatch(rig.daemon.log(), /rejected unauthenticated stream/, 'no stream was refused');
 });
 
 t.test('renewal under load: ECDSA certificates with a short TTL are replaced twice, no request fails', async (t) => {

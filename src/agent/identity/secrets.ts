@@ -136,9 +136,9 @@ export class WorkloadSecrets {
   private readonly rotation = new LongTimer();
   private retry: NodeJS.Timeout | undefined;
   private wakeRetry: (() => void) | undefined;
-  private issuing: Promise<void> | undefined;
   private stopped = false;
   private expiredLogged = false;
+  /** Set once the first certificate is issued: milliseconds from start() to it. */
   private firstIssued: number | undefined;
   private readonly watchers = new Map<string, { watcher: fs.FSWatcher; names: Set<string>; timer?: NodeJS.Timeout }>();
   private readonly now: () => number;
@@ -156,10 +156,6 @@ export class WorkloadSecrets {
     return () => this.listeners.delete(cb);
   }
 
-  /** Milliseconds from start() to the first certificate, once there is one (for the benchmark and logs). */
-  get firstIssuedAfterMs(): number | undefined {
-    return this.firstIssued;
-  }
 
   private startedAt = 0;
   /** The key and CSR of an issuance still being retried: a failed call does not cost a new key. */
@@ -169,17 +165,13 @@ export class WorkloadSecrets {
   start(): void {
     this.startedAt = this.now();
     setCertExpirySource(() => this.workloadItem()?.expiresAt);
-    if (this.fromFiles(WORKLOAD_CERT)) {
-      const item = this.get(WORKLOAD_CERT);
-      if (item) this.firstIssued = this.now() - this.startedAt;
-      return;
-    }
+    if (this.fromFiles(WORKLOAD_CERT)) return;
     if (!this.o.ca) {
       log.warn(`FILE_MOUNTED_CERTS is set but ${this.o.identity.files.certChain} / ${this.o.identity.files.key} are missing: no workload certificate until they appear`);
       this.watchFile(this.o.identity.files.certChain, WORKLOAD_CERT);
       return;
     }
-    this.issuing = this.issueLoop();
+    void this.issueLoop();
   }
 
   stop(): void {
@@ -352,7 +344,7 @@ export class WorkloadSecrets {
     this.rotation.start(delay, () => {
       if (this.stopped || this.workload !== item) return;
       log.info('rotating the workload certificate');
-      this.issuing = this.issueLoop();
+      void this.issueLoop();
     });
   }
 
