@@ -35,7 +35,10 @@
 // then the upstream connections still pooled (the cluster's upstream_cx_active) are allowed above the baseline.
 //
 // Pass: every round has 0 connection errors, 0 time-outs and 0 non-2xx, descriptors back to the baseline, and
-// the rest RSS of every later round within 10 % of the first round's. Exit status 0 on pass, 1 otherwise.
+// the RSS at rest after the last round within 10 % of that after the first (the growth over the soak: a leak grows
+// round after round and shows at the end). The rounds in between are reported, not judged: V8 collects garbage
+// when it chooses, and a round after which no major collection ran yet shows up to ~20 % more at rest (its V8 heap
+// in use, printed beside, says so) that is gone after the next round. Exit status 0 on pass, 1 otherwise.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
@@ -538,14 +541,15 @@ async function main() {
     if (!r.settled) problems.push(`round ${r.round}: descriptors not back to the baseline within ${opts.settle} s (engine ${r.fds?.engine}/${base.fds.engine}, agent ${r.fds?.agent}/${base.fds.agent})`);
   }
   const first = rounds[0].rest;
+  const last = rounds[rounds.length - 1];
   for (const r of rounds.slice(1)) {
     for (const k of ['engine', 'agent']) {
       const g = (r.rest[k] - first[k]) / first[k];
-      console.log(`${k} RSS growth at rest, round ${r.round} vs round 1: ${fmt(g * 100, 1)} %`);
-      if (!(g < RSS_GROWTH_LIMIT)) problems.push(`round ${r.round}: ${k} RSS at rest grew ${fmt(g * 100, 1)} % over round 1 (limit ${RSS_GROWTH_LIMIT * 100} %)`);
+      console.log(`${k} RSS growth at rest, round ${r.round} vs round 1: ${fmt(g * 100, 1)} %${r === last ? ` (judged: limit ${RSS_GROWTH_LIMIT * 100} %)` : ''}`);
+      if (r === last && !(g < RSS_GROWTH_LIMIT)) problems.push(`${k} RSS at rest grew ${fmt(g * 100, 1)} % from round 1 to round ${r.round} (limit ${RSS_GROWTH_LIMIT * 100} %)`);
     }
   }
-  console.log(problems.length ? `FAIL: ${problems.join('; ')}` : 'PASS: 0 errors, 0 time-outs, 0 non-2xx in every round; descriptors back to the baseline; RSS growth after round 1 under 10 %');
+  console.log(problems.length ? `FAIL: ${problems.join('; ')}` : 'PASS: 0 errors, 0 time-outs, 0 non-2xx in every round; descriptors back to the baseline; RSS growth from round 1 to the last under 10 %');
   return problems.length === 0;
 }
 

@@ -187,7 +187,8 @@ t.test('renewal under load: ECDSA certificates with a short TTL are replaced twi
   await waitFor(async () => (await rig.get('/hello')).status === 200, 30_000, () => rig.agentOut());
   const client = await clientCert(t, rig);
   const serials: string[] = [];
-  const lifetimes = new Set<number>();
+  /** Seconds each certificate had left when first served: at most the SECRET_TTL asked for. */
+  const leftAtFirstSight: number[] = [];
   let requests = 0;
   const failures: string[] = [];
   const deadline = Date.now() + 90_000;
@@ -204,7 +205,7 @@ t.test('renewal under load: ECDSA certificates with a short TTL are replaced twi
       if (r.peer.publicKey.asymmetricKeyType !== 'ec') failures.push(`served a ${r.peer.publicKey.asymmetricKeyType} key`);
       if (serials[serials.length - 1] !== r.peer.serialNumber) {
         serials.push(r.peer.serialNumber);
-        lifetimes.add((Date.parse(r.peer.validTo) - Date.parse(r.peer.validFrom)) / 1000);
+        leftAtFirstSight.push((Date.parse(r.peer.validTo) - Date.now()) / 1000);
       }
     } catch (e) {
       failures.push((e as Error).message);
@@ -212,7 +213,7 @@ t.test('renewal under load: ECDSA certificates with a short TTL are replaced twi
   }
   t.ok(serials.length >= 3, `the certificate was replaced at least twice (${serials.length} served)`);
   t.same(failures, [], `0 failed requests of ${requests}`);
-  t.same([...lifetimes], [20], 'each certificate lives the SECRET_TTL asked for');
+  t.ok(leftAtFirstSight.every((s) => s > 0 && s <= 21), `each certificate expires within the 20 s SECRET_TTL asked for (${leftAtFirstSight.map((s) => s.toFixed(1)).join(', ')} s left when first served)`);
   t.match(rig.agentOut(), /rotating the workload certificate[\s\S]*generated new workload certificate/);
 });
 
