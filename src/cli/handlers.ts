@@ -15,6 +15,9 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'agent.request': () => import('../agent/request-command'),
   'agent.envoy': () => import('../proxy/command'),
   'discovery.discovery': () => import('../meshd/discovery-command'),
+  'cni.install': () => import('../cni/install/command'),
+  'meshctl.validate': () => import('../meshctl/validate'),
+  'meshctl.analyze': () => import('../meshctl/analyze/command'),
 };
 
 /** A command whose behaviour is not in this build: its flags were parsed, but it must not pretend to run. */

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
-import { namespace, startKube, type KubeApi } from '../helpers/kube';
+import { namespace, startKube, type KubeApi } from '../helpers/kube-rest';
 import { metricValue } from '../agent/helpers';
 import { caClient, createCertificate, opensslCsr, opensslVerify, sans, tempDir } from './helpers';
 

@@ -101,7 +101,9 @@ export function createCsrPem(o: CsrOptions): string {
   return toPem('CERTIFICATE REQUEST', createCsrDer(o));
 }
 
-export class CsrError extends Error {}
+export class CsrError extends Error {
+  override name = 'CsrError';
+}
 
 export interface ParsedCsr {
   /** Subject attributes in order (e.g. [{oid: '2.5.4.10', value: ''}]). */

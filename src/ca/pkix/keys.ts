@@ -9,7 +9,9 @@ export const MINIMUM_RSA_KEY_SIZE = 2048;
 
 export type KeySpec = { kind: 'rsa'; bits: number } | { kind: 'ec'; curve: 'P256' | 'P384' };
 
-export class KeySpecError extends Error {}
+export class KeySpecError extends Error {
+  override name = 'KeySpecError';
+}
 
 /**
  * The key Istio's agent makes from WORKLOAD_RSA_KEY_SIZE, ECC_SIGNATURE_ALGORITHM and ECC_CURVE: ECDSA when
