@@ -4,6 +4,7 @@
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import { complianceTlsOptions, type CompliancePolicy, CompliancePolicyError, parseCompliancePolicy } from '../lib/compliance';
 
 export class TlsConfigError extends Error {}
 
@@ -61,27 +62,18 @@ export function secureContextOptions(m: TlsMaterial): { cert: Buffer; key: Buffe
   return { cert: m.cert, key: m.key, ca: m.ca, ciphers: m.ciphers, minVersion: m.minVersion ?? 'TLSv1.2', maxVersion: m.maxVersion, ecdhCurve: m.ecdhCurve };
 }
 
-export const FIPS_140_2 = 'fips-140-2';
-
-/** Istio's FIPS cipher list (pkg/model/fips.go), in OpenSSL names. */
-export const FIPS_CIPHERS = ['ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-RSA-AES256-GCM-SHA384'];
-
-/**
- * COMPLIANCE_POLICY over whatever else was configured (Istio's EnforceGoCompliance, applied last):
- * `fips-140-2` is TLS 1.2 only, the four FIPS ECDHE-GCM suites, P-256. Empty leaves the material as it is.
- */
+/** COMPLIANCE_POLICY over whatever else was configured (Istio's EnforceGoCompliance, applied last). */
 export function enforceCompliance(m: TlsMaterial, policy: string): TlsMaterial {
-  checkCompliancePolicy(policy);
-  if (policy === FIPS_140_2) {
-    return { ...m, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2', ciphers: FIPS_CIPHERS.join(':'), ecdhCurve: 'P-256' };
-  }
-  return m;
+  return { ...m, ...complianceTlsOptions(checkCompliancePolicy(policy)) } as TlsMaterial;
 }
 
 /** An unknown COMPLIANCE_POLICY is a start-up error: running without the restrictions asked for would be worse. */
-export function checkCompliancePolicy(policy: string): void {
-  if (policy !== '' && policy !== FIPS_140_2) {
-    throw new TlsConfigError(`COMPLIANCE_POLICY=${policy}: unknown compliance policy (the supported value is ${FIPS_140_2})`);
+export function checkCompliancePolicy(policy: string): CompliancePolicy {
+  try {
+    return parseCompliancePolicy(policy);
+  } catch (e) {
+    if (e instanceof CompliancePolicyError) throw new TlsConfigError(e.message);
+    throw e;
   }
 }
 
