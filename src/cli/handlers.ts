@@ -38,6 +38,9 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'meshctl.proxy-config.rootca-compare': async () => ({ run: (await import('../meshctl/proxyconfig/command')).rootcaCompare }),
   'meshctl.proxy-config.route': async () => ({ run: (await import('../meshctl/proxyconfig/command')).route }),
   'meshctl.proxy-config.secret': async () => ({ run: (await import('../meshctl/proxyconfig/command')).secret }),
+  'cni.install': () => import('../cni/install/command'),
+  'meshctl.validate': () => import('../meshctl/validate'),
+  'meshctl.analyze': () => import('../meshctl/analyze/command'),
 };
 
 /** A command whose behaviour is not in this build: its flags were parsed, but it must not pretend to run. */

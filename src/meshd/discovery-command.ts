@@ -10,8 +10,8 @@ import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
-import { convertObject } from '../config/parse';
-import { validateConfig } from '../config/validate';
+import { validateObject } from '../config/validate/object';
+import { loadEnvoyFilterTypes } from '../config/validate';
 import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
 import { buildRegistries } from '../discovery/registry';
@@ -26,6 +26,8 @@ import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
 import type { MeshdProviders, ValidationResult, XdsConnectionInfo, XdsServerHandle } from './providers';
+import { startIdentity, type DaemonIdentity } from './identity';
+import { authenticate } from '../ca/authn/types';
 
 const log = registerScope('model', 'mesh model');
 
@@ -94,6 +96,32 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<{ store: Co
   return { store, nodeLocality };
 }
 
+/** PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: untaint nodes once their CNI node agent pod is ready. */
+async function startNodeUntainter(ctx: RunContext, env: EnvTable) {
+  if (!env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS')) return undefined;
+  if (!orchestratorAvailable(ctx)) {
+    throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
+  }
+  const { createOrchClient } = await import('../config/orch');
+  const { NodeUntainter } = await import('./untaint');
+  const client = await createOrchClient({
+    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
+    qps: ctx.flags['orchApiQPS'] as number,
+    burst: ctx.flags['orchApiBurst'] as number,
+    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
+    env: ctx.env,
+  });
+  // Istio: --cniNamespace, else the daemon's own namespace.
+  const untainter = new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || (ctx.flags['namespace'] as string));
+  untainter.start();
+  return {
+    stop: async () => {
+      await untainter.stop();
+      client.close();
+    },
+  };
+}
+
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   return {
     domain: ctx.flags['domain'] as string,
@@ -109,15 +137,10 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   };
 }
 
-/** Validation for the webhook: the object as Kubernetes sends it. */
-function validateObject(obj: Readonly<Record<string, unknown>>): ValidationResult {
-  const converted = convertObject(obj, { source: 'admission review' });
-  if (!converted.config) {
-    if (converted.errors.length === 0) return { errors: [], unknownType: true };
-    return { errors: converted.errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)) };
-  }
-  const { errors, warnings } = validateConfig(converted.config);
-  return { errors: errors.map((e) => `${e.field}: ${e.message}`), warnings: warnings.map((w) => `${w.field}: ${w.message}`) };
+/** Validation for the webhook: the object as Kubernetes sends it, through the config model's one check. */
+function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationResult {
+  const v = validateObject(obj, { origin: { source: 'admission review' } });
+  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.errors, warnings: v.warnings };
 }
 
 /**
@@ -131,8 +154,11 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 }
 
 export const run: Handler = async (ctx) => {
+  // Config sources validate EnvoyFilters as they load them.
+  await loadEnvoyFilterTypes();
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, nodeLocality } = await configStores(ctx, env);
+  const untainter = await startNodeUntainter(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   let registry;
   try {
@@ -151,6 +177,15 @@ export const run: Handler = async (ctx) => {
     security = createDaemonSecurity(env);
   } catch (e) {
     throw new CommandError((e as Error).message);
+  }
+  let identity: DaemonIdentity;
+  try {
+    identity = await startIdentity({ ctx, env, orchestrator: orchestratorAvailable(ctx) });
+  } catch (e) {
+    security.close();
+    registry.close();
+    await store.close();
+    throw e;
   }
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
@@ -175,6 +210,8 @@ export const run: Handler = async (ctx) => {
     parseNode: proxyFromNode,
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
+    // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
+    authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     cacheKey: (proxy, watched, req) => {
       // Debug answers (syncz, config dumps, debug pages) describe the moment, not the push context.
       if (isDebugType(watched.typeUrl)) return undefined;
@@ -244,12 +281,16 @@ export const run: Handler = async (ctx) => {
     endpoints: () => push.allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
     pushStatus: () => undefined,
     xds,
-    validate: validateObject,
+    validate: validateAdmission,
+    identity,
+    authenticateDebug: (req) => identity.authenticateDebug(req),
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
+      await identity.close();
       security.close();
       registry.close();
+      await untainter?.stop();
       await store.close();
     },
   };

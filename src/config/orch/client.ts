@@ -5,6 +5,7 @@
 // is where throttling goes: nothing can reach the API server without taking a token.
 import { readFileSync } from 'node:fs';
 import type * as K8s from '@kubernetes/client-node';
+import { buildInfo } from '../../lib/buildinfo';
 import { registerScope } from '../../lib/log';
 import { limiterFor, type RateLimiter } from './ratelimit';
 
@@ -32,6 +33,11 @@ export interface OrchClientOptions {
   env?: NodeJS.ProcessEnv;
   /** Prefix of the service account directory (tests point it at a temporary tree). */
   serviceAccountPrefix?: string;
+  /**
+   * User-Agent of every request, Istio's `<program>/<version>` (IstioUserAgent), so the API server's
+   * audit log and flow control tell which program asked; default `mesh/<version>`.
+   */
+  userAgent?: string;
 }
 
 /** A problem with the client configuration: the message names the file and entry. */
@@ -68,12 +74,29 @@ export interface OrchClient {
   /** GET a path (`/api/v1/services`) as JSON; non-2xx answers throw OrchApiError. */
   getJson(path: string, query?: Record<string, string>, signal?: AbortSignal): Promise<unknown>;
   /**
+   * Any other request (POST, PATCH, DELETE…) with a JSON body, answered as JSON; non-2xx answers throw
+   * OrchApiError carrying the Status reason (`Conflict`, `NotFound`…).
+   */
+  request(method: OrchMethod, path: string, opts?: OrchRequestOptions): Promise<unknown>;
+  /** `request` with the body as its own argument (the CA's writers use this form). */
+  send(method: OrchMethod, path: string, body?: unknown, o?: Omit<OrchRequestOptions, 'body'>): Promise<unknown>;
+  /**
    * A client-node Watch that asks for bookmarks and a server-side timeout, as client-go's reflector
    * does. A watch that connects after `stopped()` turned true is aborted at once.
    */
   newWatch(stopped?: () => boolean): K8s.Watch;
   /** Rejects pending throttled requests; later requests fail. */
   close(): void;
+}
+
+export type OrchMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface OrchRequestOptions {
+  body?: unknown;
+  /** Default `application/json`; a PATCH names its patch type (`application/merge-patch+json`). */
+  contentType?: string;
+  query?: Record<string, string>;
+  signal?: AbortSignal;
 }
 
 let clientNode: Promise<ClientNode> | undefined;
@@ -83,6 +106,9 @@ let clientNode: Promise<ClientNode> | undefined;
  * a runtime the library cannot run on gets an error that says so instead of a stack from deep inside it.
  */
 export function loadClientNode(): Promise<ClientNode> {
+  // client-node's WebSocket library looks for the optional native addon bufferutil when it loads; the
+  // single executable cannot load addons from disk and Node warns on stderr about the attempt.
+  process.env.WS_NO_BUFFER_UTIL ??= '1';
   clientNode ??= import('@kubernetes/client-node').catch((e: unknown) => {
     clientNode = undefined;
     const err = e as Error;
@@ -98,10 +124,12 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   const lib = await loadClientNode();
   const limiter = limiterFor(opts.qps ?? DEFAULT_ORCH_API_QPS, opts.burst ?? DEFAULT_ORCH_API_BURST);
   reportContentType(opts.contentType);
+  const userAgent = opts.userAgent || `mesh/${buildInfo().version}`;
 
   class ThrottledKubeConfig extends lib.KubeConfig {
     override async applySecurityAuthentication(context: K8s.RequestContext): Promise<void> {
       await limiter.take();
+      context.setHeaderParam('User-Agent', userAgent);
       return super.applySecurityAuthentication(context);
     }
   }
@@ -146,6 +174,27 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   }
 
   const http = new lib.IsomorphicFetchHttpLibrary();
+  const send = async (method: OrchMethod, path: string, opts: OrchRequestOptions): Promise<unknown> => {
+    const url = new URL(server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
+    const ctx = new lib.RequestContext(url.toString(), lib.HttpMethod[method]);
+    ctx.setHeaderParam('Accept', 'application/json');
+    if (opts.body !== undefined) {
+      ctx.setHeaderParam('Content-Type', opts.contentType ?? 'application/json');
+      ctx.setBody(JSON.stringify(opts.body));
+    }
+    if (opts.signal) ctx.setSignal(opts.signal);
+    await kc.applySecurityAuthentication(ctx);
+    const resp = await http.send(ctx).toPromise();
+    const text = await resp.body.text();
+    if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, method, path, text);
+    if (text === '') return undefined;
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (e) {
+      throw new OrchApiError(resp.httpStatusCode, undefined, path, `${method} ${path}: invalid JSON in the answer: ${(e as Error).message}`);
+    }
+  };
   return {
     lib,
     kubeConfig: kc,
@@ -153,21 +202,10 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     origin,
     limiter,
     async getJson(path, query, signal) {
-      const url = new URL(server + path);
-      for (const [k, v] of Object.entries(query ?? {})) url.searchParams.set(k, v);
-      const ctx = new lib.RequestContext(url.toString(), lib.HttpMethod.GET);
-      ctx.setHeaderParam('Accept', 'application/json');
-      if (signal) ctx.setSignal(signal);
-      await kc.applySecurityAuthentication(ctx);
-      const resp = await http.send(ctx).toPromise();
-      const text = await resp.body.text();
-      if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, path, text);
-      try {
-        return JSON.parse(text) as unknown;
-      } catch (e) {
-        throw new OrchApiError(resp.httpStatusCode, undefined, path, `GET ${path}: invalid JSON in the answer: ${(e as Error).message}`);
-      }
+      return send('GET', path, { query, signal });
     },
+    request: (method, path, opts = {}) => send(method, path, opts),
+    send: (method, path, body, o = {}) => send(method, path, { ...o, ...(body !== undefined ? { body } : {}) }),
     newWatch: (stopped = () => false) => new BookmarkingWatch(kc, stopped),
     close: () => limiter.close(),
   };
@@ -274,7 +312,7 @@ function reportContentType(contentType: string | undefined): void {
   }
 }
 
-function apiError(statusCode: number, path: string, body: string): OrchApiError {
+function apiError(statusCode: number, method: OrchMethod, path: string, body: string): OrchApiError {
   let reason: string | undefined;
   let message = body.trim().slice(0, 500);
   try {
@@ -286,5 +324,5 @@ function apiError(statusCode: number, path: string, body: string): OrchApiError 
   } catch {
     // not a Status object: keep the raw text
   }
-  return new OrchApiError(statusCode, reason, path, `GET ${path}: ${statusCode}${reason ? ` ${reason}` : ''}: ${message}`);
+  return new OrchApiError(statusCode, reason, path, `${method} ${path}: ${statusCode}${reason ? ` ${reason}` : ''}: ${message}`);
 }
