@@ -8,11 +8,13 @@ import { build, buildSync } from 'esbuild';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, chmodSync, cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { buildOriginalDstAddon } from './scripts/native-addon.mjs';
 
 const root = path.dirname(new URL(import.meta.url).pathname);
 const dist = path.join(root, 'dist');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'];
+const ADDON = path.join(dist, 'original_dst.node');
 
 function git(...args) {
   try {
@@ -83,11 +85,32 @@ function thirdPartyNotices(metafile) {
   return out;
 }
 
-function sea() {
+/**
+ * The SO_ORIGINAL_DST addon beside the bundle (`node dist/mesh.cjs` loads it from there) and, when it
+ * compiled, embedded in the executable. A machine that cannot compile it still gets a working build:
+ * captured connections are then routed by Host / SNI, and the proxy warns about it at run time.
+ */
+function addon() {
+  rmSync(ADDON, { force: true });
+  const r = buildOriginalDstAddon(ADDON);
+  if (!r.ok) {
+    console.error(`warning: the original-destination addon was not built: ${r.reason}\n` +
+      '  the build goes on without it; sidecars will route captured connections by HTTP Host / TLS SNI instead of SO_ORIGINAL_DST');
+  }
+  return r.ok;
+}
+
+function sea(withAddon) {
   const cfg = path.join(dist, 'sea-config.json');
   writeFileSync(
     cfg,
-    JSON.stringify({ main: path.join(dist, 'mesh.cjs'), output: path.join(dist, 'mesh.blob'), disableExperimentalSEAWarning: true, useCodeCache: true }),
+    JSON.stringify({
+      main: path.join(dist, 'mesh.cjs'),
+      output: path.join(dist, 'mesh.blob'),
+      disableExperimentalSEAWarning: true,
+      useCodeCache: true,
+      ...(withAddon ? { assets: { 'original_dst.node': ADDON } } : {}),
+    }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: ['ignore', 'ignore', 'inherit'] });
   const exe = path.join(dist, 'mesh');
@@ -136,11 +159,12 @@ function tarball(info) {
 const info = buildInfo();
 const t0 = Date.now();
 await bundle(info);
+const withAddon = addon();
 if (!process.argv.includes('--bundle')) {
-  sea();
+  sea(withAddon);
   const tgz = existsSync(path.join(root, 'README.md')) ? tarball(info) : '(no README.md, no tarball)';
   const mb = (statSync(path.join(dist, 'mesh')).size / 1048576).toFixed(1);
-  console.log(`built dist/mesh (${mb} MiB, ${info.version} ${info.revision.slice(0, 12)} ${info.status}), links ${PROGRAM_LINKS.join(', ')}, dist/${tgz} in ${Date.now() - t0} ms`);
+  console.log(`built dist/mesh (${mb} MiB, ${info.version} ${info.revision.slice(0, 12)} ${info.status}), links ${PROGRAM_LINKS.join(', ')}, ${withAddon ? 'original-destination addon embedded' : 'NO original-destination addon'}, dist/${tgz} in ${Date.now() - t0} ms`);
 } else {
-  console.log(`bundled dist/mesh.cjs in ${Date.now() - t0} ms`);
+  console.log(`bundled dist/mesh.cjs${withAddon ? ' and dist/original_dst.node' : ''} in ${Date.now() - t0} ms`);
 }

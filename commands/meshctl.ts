@@ -2109,7 +2109,11 @@ const validate: CommandSpec = {
   # Also see the related command 'meshctl analyze'
   meshctl analyze samples/bookinfo/networking/bookinfo-gateway.yaml
 `,
-  flags: [{ name: 'filename', short: 'f', type: 'stringSlice', help: 'Inputs of files to validate' }],
+  flags: [
+    { name: 'filename', short: 'f', type: 'stringSlice', help: 'Inputs of files to validate' },
+    // istioctl keeps this hidden flag for old scripts; validation is always structural.
+    { name: 'referential', short: 'x', type: 'bool', default: 'true', hidden: true, help: 'Enable structural validation for policy and telemetry' },
+  ],
   run: 'meshctl.validate',
 };
 
@@ -2266,6 +2270,7 @@ export const meshctl: ProgramSpec = {
   name: 'meshctl',
   word: 'meshctl',
   errorExitCode: 1,
+  usageExitCode: 64,
   env: ENV,
   root: {
     name: 'meshctl',

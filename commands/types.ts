@@ -94,4 +94,6 @@ export interface ProgramSpec {
   logScopes?: readonly string[];
   /** Exit code on any command error (Istio's daemons exit -1, i.e. 255; istioctl exits 1). */
   errorExitCode: number;
+  /** Exit code for a command line that does not parse (istioctl: 64, sysexits' EX_USAGE); errorExitCode when unset. */
+  usageExitCode?: number;
 }

@@ -1,12 +1,15 @@
 // The main job on loopback: JWT claim routing at an ingress gateway (doc 1). A token issuer with a JWKS
 // endpoint, the discovery daemon on examples/claim-routing, the httpbin-like sample workload and an ingress
-// gateway (`pilot-agent proxy router`), then ready-to-paste curl commands with real tokens.
+// gateway (`pilot-agent proxy router`), then ready-to-paste curl commands with real tokens. The control plane
+// is secured as it is out of the box: the gateway proves who it is to the daemon's CA with a token from the
+// same issuer (JWT_RULE, the no-cluster credential), gets its SPIFFE certificate and speaks xDS over mutual
+// TLS to :15012, trusting the root the daemon published.
 // `npm run demo -- gateway` runs the plain gateway example (examples/gateway) instead. Ctrl-C stops everything
 // and removes what the demo created.
 //   npm run demo        (after npm run build)
 //   node demo.mjs       (in the release tarball, where this script sits beside the executable, bundled)
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
@@ -72,31 +75,58 @@ if (!['claim-routing', 'gateway'].includes(example)) {
 const exampleDir = path.join(root, 'examples', example);
 // config/ holds only resources (what --configDir serves); mesh.yaml beside it is the gateway's mesh config.
 const configDir = path.join(exampleDir, 'config');
-// The daemon fetches the key set when it first generates the gateway's config: the issuer comes first.
-issuer = example === 'claim-routing' ? await startIssuer({ port: 19443 }) : undefined;
+// The issuer comes first: the daemon trusts it for workload identities (JWT_RULE) and, in claim-routing,
+// fetches its key set when it first generates the gateway's config.
+issuer = await startIssuer({ port: 19443 });
 
 start('httpbin', process.execPath, [path.join(root, 'examples/httpbin.mjs'), '19090']);
-start('discovery', path.join(dist, 'pilot-discovery'), ['discovery', '--configDir', configDir, '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014']);
+// The daemon's working directory holds its CA root (./var/lib/mesh/ca) and the root it publishes
+// (./var/run/secrets/mesh/root-cert.pem) for workloads to trust.
+const daemonDir = mkdtempSync(path.join(tmpdir(), 'mesh-discovery-'));
+created.push(daemonDir);
+start('discovery', path.join(dist, 'pilot-discovery'), [
+  'discovery', '--configDir', configDir,
+  '--grpcAddr', '127.0.0.1:15010', '--secureGRPCAddr', '127.0.0.1:15012', '--httpsAddr', '127.0.0.1:15017',
+  '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014',
+], {
+  // A workload with no cluster authenticates with a token of this issuer: sub system:serviceaccount:<ns>:<sa>.
+  JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }),
+}, daemonDir);
 await waitReady('http://127.0.0.1:8080/ready', 'pilot-discovery');
-// The gateway's working directory holds its bootstrap and xDS socket, as a pod's would.
+// The gateway's working directory holds its bootstrap, xDS and SDS sockets and its token, as a pod's would.
 const gwDir = mkdtempSync(path.join(tmpdir(), 'mesh-gateway-'));
 created.push(gwDir);
+mkdirSync(path.join(gwDir, 'var/run/secrets/tokens'), { recursive: true });
+const identityToken = await issuer.mint({ sub: 'system:serviceaccount:mesh-system:ingressgateway' }, { audience: 'mesh-ca', exp: Math.floor(Date.now() / 1000) + 24 * 3600 });
+writeFileSync(path.join(gwDir, 'var/run/secrets/tokens/mesh-token'), identityToken, { mode: 0o600 });
+const publishedRoot = path.join(daemonDir, 'var/run/secrets/mesh/root-cert.pem');
 start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(exampleDir, 'mesh.yaml')], {
   POD_NAME: 'gateway-0',
   POD_NAMESPACE: 'mesh-system',
+  SERVICE_ACCOUNT: 'ingressgateway',
   INSTANCE_IP: '127.0.0.1',
   MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
+  // Trust the root the daemon published, for xDS and for the CA.
+  XDS_ROOT_CA: publishedRoot,
+  CA_ROOT_CA: publishedRoot,
 }, gwDir);
 await waitReady('http://127.0.0.1:15021/healthz/ready', 'the gateway');
 
-if (issuer) {
+const identity = `
+The gateway holds the certificate spiffe://cluster.local/ns/mesh-system/sa/ingressgateway from the daemon's
+CA (xDS and CA on :15012 over mutual TLS; the root is ${publishedRoot}):
+
+  curl -s http://127.0.0.1:15020/stats/prometheus | grep '^cert_expiry_seconds'   # seconds until it is renewed… and expires
+  curl -s http://127.0.0.1:15014/metrics | grep '^ca_server_success_cert_issuance_count'`;
+
+if (example === 'claim-routing') {
   const good = await issuer.mint({ groups: ['group1'], team: 'payments' });
   const other = await issuer.mint({ groups: ['group2'] });
   const bad = await issuer.mintBadSignature({ groups: ['group1'] });
   const expired = await issuer.mint({ groups: ['group1'] }, { exp: Math.floor(Date.now() / 1000) - 600 });
   console.log(`
-mesh is running on loopback: a token issuer (${issuer.jwksUri}), discovery (xDS :15010, debug :8080,
-metrics :15014), the ingress gateway (listener :18080, admin :15000, status :15020/:15021) and the httpbin
+mesh is running on loopback: a token issuer (${issuer.jwksUri}), discovery (xDS :15010, secured xDS and
+CA :15012, debug :8080, metrics :15014), the ingress gateway (listener :18080, admin :15000, status :15020/:15021) and the httpbin
 sample (:19090). GET /headers is routed only for a valid token whose groups claim holds group1
 (examples/claim-routing/config/gateway.yaml); GET /get needs any valid token (authorizationpolicy.yaml). Try:
 
@@ -112,12 +142,14 @@ sample (:19090). GET /headers is routed only for a valid token whose groups clai
 
   curl -s http://127.0.0.1:15000/config_dump | grep -A3 jwt_authn   # the gateway's jwt_authn filter (inline JWKS)
   curl -s http://127.0.0.1:15014/metrics | grep jwks                # the daemon's key-set fetches
+${identity}
 
 Ctrl-C stops everything.`);
 } else {
   console.log(`
-mesh is running on loopback: discovery (xDS :15010, debug :8080, metrics :15014), the ingress gateway
-(listener :18080, admin :15000, status :15020/:15021) and the httpbin sample (:19090). Try:
+mesh is running on loopback: discovery (xDS :15010, secured xDS and CA :15012, debug :8080, metrics
+:15014), the ingress gateway (listener :18080, admin :15000, status :15020/:15021), the httpbin sample
+(:19090) and the token issuer the daemon trusts for workload identities (${issuer.jwksUri}). Try:
 
   curl -s http://127.0.0.1:18080/headers                 # routed by the gateway to the sample workload
   curl -si http://127.0.0.1:18080/nowhere                # 404 from the gateway: no route
@@ -125,6 +157,7 @@ mesh is running on loopback: discovery (xDS :15010, debug :8080, metrics :15014)
   curl -s http://127.0.0.1:8080/debug/adsz               # the daemon's view of connected proxies
   ${inTarball ? './' : 'dist/'}pilot-agent request GET config_dump | head        # the same through the agent
   edit examples/gateway/config/gateway.yaml (e.g. the /headers prefix) and curl again: no restart needed
+${identity}
 
 Ctrl-C stops everything.`);
 }

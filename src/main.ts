@@ -3,6 +3,7 @@
 import path from 'node:path';
 import { PROGRAMS, programByInvocation, programByWord } from './cli/programs';
 import { runProgram } from './cli/run';
+import { isSea } from './lib/sea';
 
 /** The name the user invoked us by, before symlinks were resolved. */
 function invocationName(): string {
@@ -12,20 +13,30 @@ function invocationName(): string {
   return path.basename(process.argv[1] ?? '');
 }
 
-function isSea(): boolean {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return (require('node:sea') as { isSea(): boolean }).isSea();
-  } catch {
-    return false;
-  }
+
+/** The CNI plugin is not a command-line program: the container runtime drives it through CNI_* and stdin. */
+const CNI_PLUGIN_NAME = 'mesh-cni';
+const CNI_PLUGIN_WORD = 'cni-plugin';
+
+async function runCniPlugin(): Promise<number> {
+  const { runCniPlugin: run } = await import('./cni/plugin/main');
+  return run({
+    env: process.env,
+    stdout: process.stdout,
+    stderr: process.stderr,
+    readStdin: async () => {
+      const chunks: Buffer[] = [];
+      for await (const c of process.stdin) chunks.push(c as Buffer);
+      return Buffer.concat(chunks).toString('utf8');
+    },
+  });
 }
 
 function meshUsage(): string {
   const rows = PROGRAMS.map((p) => `  ${p.word.padEnd(11)} ${p.short} (also: link as ${p.name}${p.istioName !== p.name ? ` or ${p.istioName}` : ''})`).join('\n');
   return (
     `mesh: one executable for the whole service mesh.\n\nUsage:\n  mesh [program] [arguments]\n\n` +
-    `Available Programs:\n${rows}\n\nUse "mesh [program] --help" for more information about a program.\n`
+    `Available Programs:\n${rows}\n  ${CNI_PLUGIN_WORD.padEnd(11)} The CNI plugin the container runtime calls (also: link as ${CNI_PLUGIN_NAME}; install-cni puts it on nodes)\n\nUse "mesh [program] --help" for more information about a program.\n`
   );
 }
 
@@ -33,6 +44,9 @@ export async function main(): Promise<number> {
   const args = process.argv.slice(2);
   const io = { stdout: process.stdout, stderr: process.stderr, env: process.env };
   const invokedAs = invocationName();
+  if (invokedAs.replace(/\.(c?js|exe)$/, '') === CNI_PLUGIN_NAME || (args[0] === CNI_PLUGIN_WORD && programByInvocation(invokedAs) === undefined)) {
+    return runCniPlugin();
+  }
   const byName = programByInvocation(invokedAs);
   if (byName) return runProgram(await byName.load(), args, io);
   const byWord = programByWord(args[0]);

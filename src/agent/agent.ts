@@ -17,11 +17,15 @@ import { StatusServer } from './status';
 import { startupDuration } from './metrics';
 import { exitStatus, ProxyProcess, type CommandLine } from './process';
 import { NAME_TABLE_TYPE, XdsProxy, type XdsProxyOptions } from './xds-proxy';
+import { WorkloadIdentity } from './identity';
+import type { IdentityOptions } from './identity/options';
 
 const log = registerScope('default');
 
 /** How long the proxy gets between SIGTERM and SIGKILL when the agent stops it. */
 export const PROXY_STOP_GRACE_MS = 5000;
+/** How long the first xDS connection waits for a workload certificate to present before going without. */
+const FIRST_CERTIFICATE_WAIT_MS = 5000;
 const ACTIVE_CONNECTION_CHECK_MS = 1000;
 const ACTIVE_CONNECTION_MAX_RETRIES = 5;
 
@@ -48,6 +52,8 @@ export interface AgentOptions {
   /** Set when DNS capture is on: readiness waits for the name table. */
   dnsCapture: boolean;
   metricsLocalhostOnly: boolean;
+  /** The workload identity: certificates, their rotation and the SDS server; undefined runs without. */
+  identity?: IdentityOptions;
   /** Where to write the gRPC xDS bootstrap (GRPC_XDS_BOOTSTRAP), with its content. */
   grpcBootstrap?: { path: string; json: JsonObject };
   stopGraceMs?: number;
@@ -58,6 +64,7 @@ type Shutdown = { kind: 'terminate' } | { kind: 'quit' };
 
 export class Agent {
   readonly xds: XdsProxy;
+  readonly identity: WorkloadIdentity | undefined;
   readonly admin: AdminClient;
   readonly readiness: ProxyReadiness;
   private status: StatusServer | undefined;
@@ -77,13 +84,28 @@ export class Agent {
         return undefined;
       });
     }
-    this.xds = new XdsProxy({ ...o.xds, handlers });
+    this.identity = o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyCommand !== undefined }) : undefined;
+    let upstream = o.xds.upstream;
+    const identity = this.identity;
+    if (identity) {
+      upstream = {
+        ...upstream,
+        credentials: identity.tokens,
+        tls: upstream.tls && {
+          ...upstream.tls,
+          clientCertificate: () => identity.clientCertificate(),
+          clientCertificateReady: () => identity.certificateOrTimeout(FIRST_CERTIFICATE_WAIT_MS),
+        },
+      };
+    }
+    this.xds = new XdsProxy({ ...o.xds, upstream, handlers });
     this.admin = new AdminClient(o.adminHost, o.adminPort);
     this.readiness = new ProxyReadiness({
       admin: this.admin,
       nodeType: o.nodeType,
       noProxy: o.proxyCommand === undefined,
       nameTableReady: o.dnsCapture ? () => this.nameTableArrived : undefined,
+      identityNotReady: identity ? () => identity.notReadyReason() : undefined,
       onFirstReady: () => startupDuration.set(process.uptime()),
     });
     this.shutdownRequested = new Promise((resolve) => (this.wake = resolve));
@@ -97,6 +119,7 @@ export class Agent {
   /** Starts everything; rejects (after cleaning up) when a part cannot start. */
   async start(): Promise<void> {
     try {
+      await this.identity?.start();
       await this.xds.start();
       if (this.o.grpcBootstrap) writeAtomically(this.o.grpcBootstrap.path, JSON.stringify(this.o.grpcBootstrap.json, null, '  '));
       if (this.o.statusPort !== undefined) {
@@ -275,6 +298,7 @@ export class Agent {
     if (this.proxy?.running()) await this.proxy.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
     await this.status?.stop();
     await this.xds.stop();
+    await this.identity?.stop();
     if (this.o.bootstrap) {
       try {
         fs.unlinkSync(this.o.bootstrap.path);

@@ -10,9 +10,12 @@ import { envoyTypeRegistry } from '../xds/registry';
 import { protoDuration, splitHostPort, type ProxyConfig } from './config';
 import type { Locality, NodeInfo } from './node';
 import { renderTemplate, TemplateError } from './template';
+import { DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE, WORKLOAD_IDENTITY_DIR } from './identity/options';
 
-/** Where the agent's SDS server listens (Istio's ./var/run/secrets/workload-spiffe-uds/socket). */
-export const SDS_SOCKET_PATH = './var/run/secrets/workload-spiffe-uds/socket';
+/** The SDS socket the proxy dials: WORKLOAD_IDENTITY_SOCKET_FILE under ./var/run/secrets/workload-spiffe-uds. */
+export function sdsSocketPath(socketFile = DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE): string {
+  return `${WORKLOAD_IDENTITY_DIR}/${socketFile}`;
+}
 export const XDS_CLUSTER = 'xds-grpc';
 export const SDS_CLUSTER = 'sds-grpc';
 export const AGENT_CLUSTER = 'agent';
@@ -54,16 +57,22 @@ export interface BootstrapInputs {
   pilotSan: string[];
   /** Root CA path for the control plane, when TLS is used. */
   xdsRootCert: string;
+  /** WORKLOAD_IDENTITY_SOCKET_FILE (default `socket`). */
+  workloadIdentitySocketFile?: string;
+  /** COMPLIANCE_POLICY */
+  compliancePolicy?: string;
 }
 
 /** Istio's extractRuntimeFlags: defaults, then ProxyConfig.runtimeValues ("" removes a default). */
-export function runtimeFlags(pc: ProxyConfig, stripFragmentFromPath: boolean): Record<string, JsonValue> {
+export function runtimeFlags(pc: ProxyConfig, stripFragmentFromPath: boolean, compliancePolicy = ''): Record<string, JsonValue> {
   const flags: Record<string, JsonValue> = {
     'overload.global_downstream_max_connections': '2147483647',
     're2.max_program_size.error_level': '32768',
     'envoy.deprecated_features:envoy.config.listener.v3.Listener.hidden_envoy_deprecated_use_original_dst': true,
     'envoy.reloadable_features.http_reject_path_with_fragment': false,
   };
+  // FIPS: keeps the proxy's google_grpc clients at TLS 1.2 at most.
+  if (compliancePolicy === 'fips-140-2') flags['envoy.reloadable_features.google_grpc_disable_tls_13'] = true;
   // The condition reads backwards on purpose: Istio shipped it so and kept it for compatibility.
   if (!stripFragmentFromPath) flags['envoy.reloadable_features.http_strip_fragment_from_path_unsafe_if_disabled'] = 'false';
   for (const [k, v] of Object.entries(pc.runtimeValues)) {
@@ -178,7 +187,7 @@ export function renderBootstrap(i: BootstrapInputs): JsonObject {
     },
     layered_runtime: {
       layers: [
-        { name: 'global config', static_layer: runtimeFlags(pc, i.stripFragmentFromPath) },
+        { name: 'global config', static_layer: runtimeFlags(pc, i.stripFragmentFromPath, i.compliancePolicy) },
         { name: 'admin', admin_layer: {} },
       ],
     },
@@ -226,7 +235,7 @@ export function renderBootstrap(i: BootstrapInputs): JsonObject {
       clusters: [
         staticCluster(PROMETHEUS_CLUSTER, socket(pc.proxyAdminPort)),
         staticCluster(AGENT_CLUSTER, socket(pc.statusPort)),
-        staticCluster(SDS_CLUSTER, { pipe: { path: SDS_SOCKET_PATH } }, { typed_extension_protocol_options: HTTP2_OPTIONS }),
+        staticCluster(SDS_CLUSTER, { pipe: { path: sdsSocketPath(i.workloadIdentitySocketFile) } }, { typed_extension_protocol_options: HTTP2_OPTIONS }),
         staticCluster(XDS_CLUSTER, { pipe: { path: xdsSocketPath(pc.configPath) } }, {
           circuit_breakers: {
             thresholds: [
@@ -292,7 +301,7 @@ function goProxyConfig(pc: ProxyConfig): Record<string, unknown> {
  * dns_lookup_family, xds_type, discovery_address, discovery_host, pilot_grpc_address, envoy_status_port,
  * envoy_prometheus_port, stats_config (JSON text of the built-in stats_config), inclusionPrefix,
  * inclusionSuffix, inclusionRegexps, extraStatTags, outlier_log_path, sts_port, pilot_SAN, xds_root_cert,
- * xds_socket_path, sds_socket_path, metadata_discovery, and config (the ProxyConfig under Go field names:
+ * xds_socket_path, sds_socket_path, workload_identity_socket_file, metadata_discovery, and config (the ProxyConfig under Go field names:
  * .config.ProxyAdminPort, .config.StatusPort, .config.ConfigPath, .config.DiscoveryAddress, …).
  */
 export function templateParams(i: BootstrapInputs): Record<string, unknown> {
@@ -307,7 +316,7 @@ export function templateParams(i: BootstrapInputs): Record<string, unknown> {
     zone: i.node.locality?.zone ?? '',
     sub_zone: i.node.locality?.subZone ?? '',
     meta_json_str: JSON.stringify(i.node.metadata, null, '  '),
-    runtime_flags: JSON.stringify(runtimeFlags(pc, i.stripFragmentFromPath)),
+    runtime_flags: JSON.stringify(runtimeFlags(pc, i.stripFragmentFromPath, i.compliancePolicy)),
     localhost: i.ipv6 ? '::1' : '127.0.0.1',
     wildcard: i.ipv6 ? '::' : '0.0.0.0',
     additional_wildcard: '',
@@ -329,7 +338,8 @@ export function templateParams(i: BootstrapInputs): Record<string, unknown> {
     pilot_SAN: i.pilotSan,
     xds_root_cert: i.xdsRootCert,
     xds_socket_path: xdsSocketPath(pc.configPath),
-    sds_socket_path: SDS_SOCKET_PATH,
+    sds_socket_path: sdsSocketPath(i.workloadIdentitySocketFile),
+    workload_identity_socket_file: i.workloadIdentitySocketFile ?? DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE,
     config: goProxyConfig(pc),
   };
   if (i.stsPort > 0) {

@@ -1,18 +1,16 @@
 // How the xDS proxy reaches the discovery daemon: plaintext when ProxyConfig.controlPlaneAuthPolicy is NONE
 // (e.g. `:15010`), TLS otherwise (`:15012`), trusting XDS_ROOT_CA (or the mounted mesh root certificate) and
-// expecting MESHD_SAN (or the discovery host) in the daemon's certificate. Workload certificates do not
-// exist yet (a later issue brings the CA), so the TLS connection carries no client certificate: that is
-// logged, not fatal.
+// expecting MESHD_SAN (or the discovery host) in the daemon's certificate. Over TLS the agent presents the
+// workload certificate (see Agent), with COMPLIANCE_POLICY applied.
 import * as fs from 'node:fs';
 import path from 'node:path';
+import type { CompliancePolicy } from '../lib/compliance';
 import type { ProxyConfig } from './config';
+import { DEFAULT_ROOT_CERT_PATHS, SYSTEM_ROOT_CERTS } from './identity/options';
 import { pilotSan } from './node';
 import type { UpstreamOptions } from './xds-proxy';
 
-/** Istio's security.SystemRootCerts: trust the system's roots. */
-export const SYSTEM_ROOT_CERTS = 'SYSTEM';
-/** Mounted root certificates Istio looks for (./var/run/secrets/istio/root-cert.pem, ./etc/certs/root-cert.pem). */
-export const DEFAULT_ROOT_CERT_PATHS = ['./var/run/secrets/mesh/root-cert.pem', './var/run/secrets/istio/root-cert.pem', './etc/certs/root-cert.pem'];
+export { DEFAULT_ROOT_CERT_PATHS, SYSTEM_ROOT_CERTS };
 
 export class DiscoveryConnectionError extends Error {}
 
@@ -36,6 +34,7 @@ export function discoveryConnection(o: {
   cwd: string;
   keepaliveTimeMs: number;
   keepaliveTimeoutMs: number;
+  compliance?: CompliancePolicy;
 }): DiscoveryConnection {
   const pc = o.proxyConfig;
   const base = { address: pc.discoveryAddress, clusterId: o.clusterId, keepaliveTimeMs: o.keepaliveTimeMs, keepaliveTimeoutMs: o.keepaliveTimeoutMs };
@@ -61,11 +60,9 @@ export function discoveryConnection(o: {
     else warnings.push(`no root CA file for XDS (XDS_ROOT_CA unset, none of ${DEFAULT_ROOT_CERT_PATHS.join(', ')} exists): trusting the system root certificates`);
   }
   const san = o.meshdSan || pilotSan(pc.discoveryAddress);
-  warnings.push(
-    `mTLS to the discovery daemon is not available yet (no workload certificate): connecting to ${pc.discoveryAddress} over TLS without a client certificate, expecting the name ${san}`,
-  );
+  info.push(`connecting to the discovery daemon at ${pc.discoveryAddress} over mutual TLS, expecting the name ${san}`);
   return {
-    upstream: { ...base, tls: { rootCerts, serverName: san } },
+    upstream: { ...base, tls: { rootCerts, serverName: san, compliance: o.compliance ?? '' } },
     pilotSan: [san],
     rootCertPath,
     info,

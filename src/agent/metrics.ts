@@ -48,3 +48,58 @@ export const scrapeFailures = defineCounter<'type'>({
   help: 'The total number of failed scrapes.',
   labelNames: ['type'],
 });
+
+// Workload certificates (Istio's security/pkg/nodeagent/cache monitoring). `request_type` is `csr` for calls
+// to the certificate service.
+export const outgoingLatency = defineCounter<'request_type'>({
+  name: 'outgoing_latency',
+  help: 'The latency of outgoing requests (e.g. to a token exchange server, CA, etc.) in milliseconds.',
+  labelNames: ['request_type'],
+});
+
+export const numOutgoingRequests = defineCounter<'request_type'>({
+  name: 'num_outgoing_requests',
+  help: 'Number of total outgoing requests (e.g. to a token exchange server, CA, etc.)',
+  labelNames: ['request_type'],
+});
+
+export const numFailedOutgoingRequests = defineCounter<'request_type'>({
+  name: 'num_failed_outgoing_requests',
+  help: 'Number of failed outgoing requests (e.g. to a token exchange server, CA, etc.)',
+  labelNames: ['request_type'],
+});
+
+export const numOutgoingRetries = defineCounter<'request_type'>({
+  name: 'num_outgoing_retries',
+  help: 'Number of outgoing retry requests (e.g. to a token exchange server, CA, etc.)',
+  labelNames: ['request_type'],
+});
+
+export const numFileWatcherFailures = defineCounter({
+  name: 'num_file_watcher_failures_total',
+  help: 'Number of times file watcher failed to add watchers',
+});
+
+export const numFileSecretFailures = defineCounter({
+  name: 'num_file_secret_failures_total',
+  help: 'Number of times secret generation failed for files',
+});
+
+let certExpirySource: (() => number | undefined) | undefined;
+
+/** Where cert_expiry_seconds{resource_name="default"} reads the served certificate's expiry (ms since the epoch). */
+export function setCertExpirySource(source: (() => number | undefined) | undefined): void {
+  certExpirySource = source;
+}
+
+/** Computed at scrape time from the certificate being served (a derived gauge in Istio). */
+export const certExpirySeconds = defineGauge<'resource_name'>({
+  name: 'cert_expiry_seconds',
+  help: 'The time remaining, in seconds, before the certificate chain will expire. A negative value indicates the cert is expired.',
+  labelNames: ['resource_name'],
+  collect() {
+    const expiresAt = certExpirySource?.();
+    if (expiresAt === undefined) this.reset();
+    else this.set({ resource_name: 'default' }, (expiresAt - Date.now()) / 1000);
+  },
+});

@@ -5,20 +5,13 @@ import * as fs from 'node:fs';
 import path from 'node:path';
 import { constants as osConstants } from 'node:os';
 import { programByInvocation } from '../cli/programs';
+import { isSea } from '../lib/sea';
 
 export interface CommandLine {
   file: string;
   args: string[];
 }
 
-function isSea(): boolean {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return (require('node:sea') as { isSea(): boolean }).isSea();
-  } catch {
-    return false;
-  }
-}
 
 /**
  * This program's hidden `envoy` command as a command line. The packaged binary dispatches on its first word

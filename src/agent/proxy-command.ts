@@ -35,6 +35,8 @@ import {
   type ProxyConfig,
 } from './config';
 import { discoveryConnection, DiscoveryConnectionError } from './discovery-connection';
+import { identityOptions, IdentityOptionsError, type IdentityOptions } from './identity/options';
+import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } from '../lib/compliance';
 import { grpcBootstrap } from './grpc-bootstrap';
 import {
   allIpv6,
@@ -149,9 +151,18 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
   const ipv6 = allIpv6(identity.ipAddresses);
   const localhost = ipv6 ? '::1' : '127.0.0.1';
 
+  let compliance: CompliancePolicy;
+  try {
+    compliance = parseCompliancePolicy(env.string('COMPLIANCE_POLICY'));
+  } catch (e) {
+    if (e instanceof CompliancePolicyError) throw new CommandError(e.message);
+    throw e;
+  }
+
   let conn;
   try {
     conn = discoveryConnection({
+      compliance,
       proxyConfig: pc,
       xdsRootCa: env.string('XDS_ROOT_CA'),
       meshdSan: env.string('MESHD_SAN'),
@@ -191,6 +202,16 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
   notes.push(...node.warnings);
   info.push(...node.info);
 
+  let workload: IdentityOptions;
+  try {
+    workload = identityOptions({ env, raw: ctx.env, proxyConfig: pc, clusterId: env.string('CLUSTER_ID'), metadata: node.metadata, cwd });
+  } catch (e) {
+    if (e instanceof IdentityOptionsError) throw new CommandError(e.message);
+    throw e;
+  }
+  info.push(...workload.info);
+  notes.push(...workload.warnings);
+
   const inputs: BootstrapInputs = {
     node,
     proxyConfig: pc,
@@ -205,6 +226,8 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     stsPort,
     pilotSan: conn.pilotSan,
     xdsRootCert: conn.rootCertPath,
+    workloadIdentitySocketFile: workload.socketFile,
+    compliancePolicy: compliance,
   };
 
   const disableProxy = env.bool('DISABLE_PROXY');
@@ -324,6 +347,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     dnsCapture,
     metricsLocalhostOnly: env.bool('METRICS_LOCALHOST_ACCESS_ONLY'),
     grpcBootstrap: grpcBootstrapOut,
+    identity: workload,
   };
   return { options, proxyConfig: pc, nodeType, nodeId: identity.nodeId, ipAddresses: identity.ipAddresses, info, notes };
 }

@@ -1,7 +1,8 @@
 // Readiness as Istio's agent decides it (pilot-agent status/ready): the proxy has applied CDS and LDS from
 // the daemon (update_success > 0 for both), reports LIVE, and its listeners accept connections; with DNS
 // capture on, the name table has also arrived. Once passed, the proxy checks are not repeated (Istio
-// caches them too): the state only goes back when the agent begins shutting down.
+// caches them too): the state only goes back when the agent begins shutting down, or while the workload
+// certificate has expired without a renewal (the certificate service unreachable for its whole lifetime).
 import * as net from 'node:net';
 import type { NodeType } from './config';
 import { updateStatsText, type AdminClient, type ListenerStatus } from './admin-client';
@@ -46,6 +47,8 @@ export interface ReadinessOptions {
   noProxy: boolean;
   /** Set when DNS capture is on: whether the name table has arrived. */
   nameTableReady?: () => boolean;
+  /** Why the workload identity makes the agent not ready (an expired certificate), or undefined. */
+  identityNotReady?: () => string | undefined;
   /** Called once, the first time every check passes (startup_duration_seconds). */
   onFirstReady?: () => void;
 }
@@ -73,6 +76,9 @@ export class ProxyReadiness {
     if (this.o.nameTableReady && !this.o.nameTableReady()) {
       throw new NotReadyError('mesh DNS capture is turned ON and DNS lookup table is not ready yet');
     }
+    // Checked every time (not cached like the proxy checks): an expired certificate comes back once renewed.
+    const identity = this.o.identityNotReady?.();
+    if (identity) throw new NotReadyError(identity);
     if (this.terminated) throw new NotReadyError(`server is terminated: ${this.terminated}`);
     if (!this.everReady) {
       this.everReady = true;

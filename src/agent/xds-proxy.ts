@@ -21,6 +21,8 @@ import type { Node } from '../gen/envoy/config/core/v3/base_pb';
 import { StatusSchema } from '../gen/google/rpc/status_pb';
 import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../xds/grpc';
 import { registerScope } from '../lib/log';
+import type { CompliancePolicy } from '../lib/compliance';
+import { grpcChannelCredentials, oneLine, protocolMismatchHint } from './tls-client';
 import {
   meshdConnectionFailures,
   meshdConnectionTerminations,
@@ -39,14 +41,22 @@ export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Liste
 /** Istio's DNS name table type (NDS), consumed by the agent when DNS capture is on. */
 export const NAME_TABLE_TYPE = 'type.googleapis.com/istio.networking.nds.v1.NameTable';
 
+export interface ClientCertificate {
+  certChain: Buffer;
+  privateKey: Buffer;
+}
+
 export interface UpstreamTls {
   /** PEM roots; undefined uses the system's trusted roots. */
   rootCerts?: Buffer;
   /** Name the daemon's certificate must carry (MESHD_SAN, or the discovery host). */
   serverName: string;
-  /** Client certificate and key, once workload certificates exist. */
-  certChain?: Buffer;
-  privateKey?: Buffer;
+  /** The certificate presented to the daemon (controlPlaneAuthPolicy MUTUAL_TLS): the workload's current one. */
+  clientCertificate?: () => ClientCertificate | undefined;
+  /** Resolves once there is a certificate to present (or it is time to connect without one). */
+  clientCertificateReady?: () => Promise<void>;
+  /** COMPLIANCE_POLICY (default: none). */
+  compliance?: CompliancePolicy;
 }
 
 export interface UpstreamOptions {
@@ -56,6 +66,8 @@ export interface UpstreamOptions {
   tls?: UpstreamTls;
   /** Sent as the `ClusterID` metadata, as Istio's agent does. */
   clusterId: string;
+  /** Adds `authorization: Bearer <token>` when the workload has a token (Istio's per-RPC credentials). */
+  credentials?: { apply(md: grpc.Metadata): void };
   keepaliveTimeMs?: number;
   keepaliveTimeoutMs?: number;
 }
@@ -95,7 +107,7 @@ export function disconnectionType(code: grpc.status): DisconnectionType {
 }
 
 function statusText(s: grpc.StatusObject): string {
-  return `rpc error: code = ${grpc.status[s.code] ?? s.code} desc = ${s.details}`;
+  return `rpc error: code = ${grpc.status[s.code] ?? s.code} desc = ${oneLine(s.details)}`;
 }
 
 type DownstreamCall<Req, Resp> = grpc.ServerDuplexStream<Req, Resp>;
@@ -167,8 +179,19 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
   private connect(): void {
     this.retry = undefined;
     if (this.closed) return;
+    const ready = this.proxy.upstream.tls?.clientCertificateReady;
+    if (ready && !this.proxy.upstream.tls?.clientCertificate?.()) {
+      void ready().then(() => this.open0());
+      return;
+    }
+    this.open0();
+  }
+
+  private open0(): void {
+    if (this.closed) return;
     const md = new grpc.Metadata();
     md.set('ClusterID', this.proxy.upstream.clusterId);
+    this.proxy.upstream.credentials?.apply(md);
     const call = this.open(this.proxy.client(), md);
     this.upstream = call;
     this.sentOnUpstream = 0;
@@ -202,7 +225,9 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
       else log.info(`upstream terminated with status ${statusText(s)}`, { id: this.id });
     } else {
       meshdConnectionFailures.inc();
-      log.warn(`failed to connect to upstream ${this.proxy.upstream.address}: ${statusText(s)}`, { id: this.id });
+      const u = this.proxy.upstream;
+      const hint = protocolMismatchHint(s.details, { address: u.address, tls: u.tls !== undefined, setting: 'discoveryAddress' });
+      log.warn(hint ? `failed to connect to upstream: ${hint} (${statusText(s)})` : `failed to connect to upstream ${u.address}: ${statusText(s)}`, { id: this.id });
     }
     const delay = backoffDelay(this.attempt++, this.proxy.backoff);
     log.info(`reconnecting to upstream ${this.proxy.upstream.address} in ${delay}ms; the proxy keeps its current configuration`, { id: this.id });
@@ -353,6 +378,8 @@ export class XdsProxy {
   readonly socketPath: string;
   private server: grpc.Server | undefined;
   private upstreamClient: GrpcClient<Ads> | undefined;
+  /** The client certificate the current channel presents. */
+  private presented: Buffer | undefined;
   private readonly sessions = new Set<ProxySession>();
 
   constructor(o: XdsProxyOptions) {
@@ -364,6 +391,12 @@ export class XdsProxy {
 
   /** The channel to the daemon, shared by all streams (grpc-js reconnects it underneath). */
   client(): GrpcClient<Ads> {
+    const cert = this.upstream.tls?.clientCertificate?.();
+    if (this.upstreamClient && cert && !cert.certChain.equals(this.presented ?? Buffer.alloc(0))) {
+      // A renewed certificate: new connections present it; streams open on the old channel run on.
+      this.upstreamClient.close();
+      this.upstreamClient = undefined;
+    }
     if (!this.upstreamClient) {
       const u = this.upstream;
       const options: grpc.ChannelOptions = {
@@ -375,15 +408,11 @@ export class XdsProxy {
         'grpc.initial_reconnect_backoff_ms': 500,
         'grpc.max_reconnect_backoff_ms': 2000,
       };
-      let creds: grpc.ChannelCredentials;
-      if (u.tls) {
-        creds = grpc.credentials.createSsl(u.tls.rootCerts ?? null, u.tls.privateKey ?? null, u.tls.certChain ?? null);
-        options['grpc.ssl_target_name_override'] = u.tls.serverName;
-        options['grpc.default_authority'] = u.tls.serverName;
-      } else {
-        creds = grpc.credentials.createInsecure();
-      }
-      this.upstreamClient = new AdsClient(u.address, creds, options);
+      const { credentials, options: tlsOptions } = grpcChannelCredentials(
+        u.tls ? { rootCerts: u.tls.rootCerts, serverName: u.tls.serverName, certChain: cert?.certChain, privateKey: cert?.privateKey, compliance: u.tls.compliance ?? '' } : undefined,
+      );
+      this.presented = cert?.certChain;
+      this.upstreamClient = new AdsClient(u.address, credentials, { ...options, ...tlsOptions });
     }
     return this.upstreamClient;
   }

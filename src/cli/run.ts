@@ -48,7 +48,7 @@ export async function runProgram(program: ProgramSpec, argv: readonly string[], 
   try {
     parsed = parseArgv(program, argv);
   } catch (e) {
-    if (e instanceof UsageError) return fail(e.message, e.chain);
+    if (e instanceof UsageError) return fail(e.message, e.chain, program.usageExitCode ?? program.errorExitCode);
     throw e;
   }
   const { chain } = parsed;

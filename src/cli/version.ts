@@ -3,6 +3,11 @@ import { CommandError, flagBool, flagString, type Handler } from './context';
 import { buildInfo, longForm } from '../lib/buildinfo';
 
 export const run: Handler = async (ctx) => {
+  // meshctl with a control plane address configured (MESHCTL_XDS_ADDRESS or $HOME/.meshctl/config.yaml) asks it.
+  if (ctx.program.name === 'meshctl' && ctx.flags['remote'] === true) {
+    const { xdsOptions } = await import('../meshctl/xds');
+    if (xdsOptions(ctx).address) return (await import('../meshctl/version')).printVersion(ctx, true);
+  }
   const output = flagString(ctx, 'output');
   if (output !== '' && output !== 'yaml' && output !== 'json') throw new CommandError(`--output must be 'yaml' or 'json'`);
   const info = buildInfo();
@@ -11,10 +16,10 @@ export const run: Handler = async (ctx) => {
   else if (output === 'yaml') ctx.stdout.write((await import('yaml')).stringify(sortKeys(doc)) + '\n');
   else ctx.stdout.write(`client version: ${flagBool(ctx, 'short') ? info.version : longForm(info)}\n`);
   if (ctx.program.name === 'meshctl' && ctx.flags['remote'] === true) {
-    // The control-plane query needs the orchestrator client, which this build does not carry yet;
-    // say so rather than print a version we did not ask for.
+    // Finding the control plane through the orchestrator is not in this build; say how to reach it directly.
     ctx.stderr.write(
-      'control plane version: not queried: this build of meshctl cannot reach a control plane yet; use --remote=false to skip this check\n',
+      'control plane version: not queried: no control plane address (set MESHCTL_XDS_ADDRESS or xds-address in $HOME/.meshctl/config.yaml, ' +
+        'or use `meshctl x version --xds-address`); use --remote=false to skip this check\n',
     );
   }
   return 0;

@@ -5,6 +5,13 @@
 export interface FieldError {
   field: string;
   message: string;
+  /** Set on findings `meshctl analyze` reports under their own code (Istio's AnalysisAwareError). */
+  analysis?: AnalysisFinding;
+}
+
+export interface AnalysisFinding {
+  type: 'VirtualServiceUnreachableRule' | 'VirtualServiceIneffectiveMatch';
+  params: string[];
 }
 
 export interface ConfigError {

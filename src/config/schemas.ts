@@ -1,7 +1,7 @@
 // Which apiVersion/kind pairs name which Kind, and how the orchestrator API serves each Kind.
 // Our groups (networking.mesh.io, security.mesh.io) are accepted beside Istio's so that Istio YAML
 // applies unchanged; every networking kind takes all three Istio versions so that old manifests
-// migrate without edits.
+// migrate without edits (EnvoyFilter, ProxyConfig, Telemetry and WasmPlugin: the versions Istio serves).
 import type { Kind } from './types';
 
 export interface GroupVersion {
@@ -32,6 +32,24 @@ const SECURITY_GROUPS: readonly GroupVersion[] = [
   { group: 'security.istio.io', version: 'v1' },
   { group: 'security.istio.io', version: 'v1beta1' },
 ];
+// Kinds Istio serves at one version only (and ours at the matching one).
+const ENVOY_FILTER_GROUPS: readonly GroupVersion[] = [
+  { group: 'networking.mesh.io', version: 'v1alpha3' },
+  { group: 'networking.istio.io', version: 'v1alpha3' },
+];
+const PROXY_CONFIG_GROUPS: readonly GroupVersion[] = [
+  { group: 'networking.mesh.io', version: 'v1beta1' },
+  { group: 'networking.istio.io', version: 'v1beta1' },
+];
+const TELEMETRY_GROUPS: readonly GroupVersion[] = [
+  { group: 'telemetry.mesh.io', version: 'v1' },
+  { group: 'telemetry.istio.io', version: 'v1' },
+  { group: 'telemetry.istio.io', version: 'v1alpha1' },
+];
+const EXTENSIONS_GROUPS: readonly GroupVersion[] = [
+  { group: 'extensions.mesh.io', version: 'v1alpha1' },
+  { group: 'extensions.istio.io', version: 'v1alpha1' },
+];
 const CORE: readonly GroupVersion[] = [{ group: '', version: 'v1' }];
 const DISCOVERY: readonly GroupVersion[] = [{ group: 'discovery.k8s.io', version: 'v1' }];
 
@@ -60,6 +78,10 @@ export const SCHEMAS: Readonly<Record<Kind, KindSchema>> = {
   RequestAuthentication: schema('RequestAuthentication', 'requestauthentications', SECURITY_GROUPS),
   AuthorizationPolicy: schema('AuthorizationPolicy', 'authorizationpolicies', SECURITY_GROUPS),
   PeerAuthentication: schema('PeerAuthentication', 'peerauthentications', SECURITY_GROUPS),
+  EnvoyFilter: schema('EnvoyFilter', 'envoyfilters', ENVOY_FILTER_GROUPS),
+  ProxyConfig: schema('ProxyConfig', 'proxyconfigs', PROXY_CONFIG_GROUPS),
+  Telemetry: schema('Telemetry', 'telemetries', TELEMETRY_GROUPS),
+  WasmPlugin: schema('WasmPlugin', 'wasmplugins', EXTENSIONS_GROUPS),
   Service: schema('Service', 'services', CORE),
   EndpointSlice: schema('EndpointSlice', 'endpointslices', DISCOVERY),
   Pod: schema('Pod', 'pods', CORE),

@@ -13,6 +13,10 @@ export type Kind =
   | 'RequestAuthentication'
   | 'AuthorizationPolicy'
   | 'PeerAuthentication'
+  | 'EnvoyFilter'
+  | 'ProxyConfig'
+  | 'Telemetry'
+  | 'WasmPlugin'
   | 'Service'
   | 'EndpointSlice'
   | 'Pod'
@@ -57,6 +61,10 @@ export interface SpecMap {
   RequestAuthentication: RequestAuthenticationSpec;
   AuthorizationPolicy: AuthorizationPolicySpec;
   PeerAuthentication: PeerAuthenticationSpec;
+  EnvoyFilter: EnvoyFilterSpec;
+  ProxyConfig: ProxyConfigSpec;
+  Telemetry: TelemetrySpec;
+  WasmPlugin: WasmPluginSpec;
   Service: OrchServiceSpec;
   EndpointSlice: EndpointSliceSpec;
   Pod: PodSpec;
@@ -465,6 +473,121 @@ export interface PeerAuthenticationSpec {
   selector?: WorkloadSelector;
   mtls?: { mode?: 'UNSET' | 'DISABLE' | 'PERMISSIVE' | 'STRICT' };
   portLevelMtls?: Record<string, { mode?: 'UNSET' | 'DISABLE' | 'PERMISSIVE' | 'STRICT' }>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kinds mesh validates and stores but does not act on yet: EnvoyFilter, ProxyConfig (networking),
+// Telemetry (telemetry), WasmPlugin (extensions)
+
+export type EnvoyFilterApplyTo =
+  | 'INVALID'
+  | 'LISTENER'
+  | 'FILTER_CHAIN'
+  | 'NETWORK_FILTER'
+  | 'HTTP_FILTER'
+  | 'ROUTE_CONFIGURATION'
+  | 'VIRTUAL_HOST'
+  | 'HTTP_ROUTE'
+  | 'CLUSTER'
+  | 'EXTENSION_CONFIG'
+  | 'BOOTSTRAP'
+  | 'LISTENER_FILTER';
+
+export type EnvoyFilterOperation = 'INVALID' | 'MERGE' | 'ADD' | 'REMOVE' | 'INSERT_BEFORE' | 'INSERT_AFTER' | 'INSERT_FIRST' | 'REPLACE';
+
+export interface EnvoyFilterListenerMatch {
+  portNumber?: number;
+  portName?: string;
+  filterChain?: {
+    name?: string;
+    sni?: string;
+    transportProtocol?: string;
+    applicationProtocols?: string;
+    filter?: { name?: string; subFilter?: { name?: string } };
+    destinationPort?: number;
+  };
+  listenerFilter?: string;
+  name?: string;
+}
+
+export interface EnvoyFilterConfigPatch {
+  applyTo?: EnvoyFilterApplyTo;
+  match?: {
+    context?: 'ANY' | 'SIDECAR_INBOUND' | 'SIDECAR_OUTBOUND' | 'GATEWAY';
+    proxy?: { proxyVersion?: string; metadata?: Record<string, string> };
+    listener?: EnvoyFilterListenerMatch;
+    routeConfiguration?: {
+      portNumber?: number;
+      portName?: string;
+      gateway?: string;
+      vhost?: { name?: string; domainName?: string; route?: { name?: string; action?: 'ANY' | 'ROUTE' | 'REDIRECT' | 'DIRECT_RESPONSE' } };
+      name?: string;
+    };
+    cluster?: { portNumber?: number; service?: string; subset?: string; name?: string };
+  };
+  patch?: { operation?: EnvoyFilterOperation; value?: Record<string, unknown>; filterClass?: 'UNSPECIFIED' | 'AUTHN' | 'AUTHZ' | 'STATS' };
+}
+
+export interface EnvoyFilterSpec {
+  workloadSelector?: { labels?: Record<string, string> };
+  targetRefs?: PolicyTargetReference[];
+  configPatches?: EnvoyFilterConfigPatch[];
+  priority?: number;
+}
+
+export interface ProxyConfigSpec {
+  selector?: WorkloadSelector;
+  concurrency?: number;
+  environmentVariables?: Record<string, string>;
+  image?: { imageType?: string };
+}
+
+export interface TelemetryProviderRef {
+  name: string;
+}
+
+export interface TelemetrySpec {
+  selector?: WorkloadSelector;
+  targetRef?: PolicyTargetReference;
+  targetRefs?: PolicyTargetReference[];
+  tracing?: Array<{
+    match?: { mode?: string };
+    providers?: TelemetryProviderRef[];
+    customTags?: Record<string, { literal?: { value?: string }; environment?: { name?: string; defaultValue?: string }; header?: { name?: string; defaultValue?: string } }>;
+    disableSpanReporting?: boolean;
+    randomSamplingPercentage?: number;
+    useRequestIdForTraceSampling?: boolean;
+    enableIstioTags?: boolean;
+  }>;
+  metrics?: Array<{
+    providers?: TelemetryProviderRef[];
+    overrides?: Array<{
+      match?: { metric?: string; customMetric?: string; mode?: string };
+      disabled?: boolean;
+      tagOverrides?: Record<string, { operation?: 'UPSERT' | 'REMOVE'; value?: string }>;
+    }>;
+    reportingInterval?: string;
+  }>;
+  accessLogging?: Array<{ match?: { mode?: string }; providers?: TelemetryProviderRef[]; disabled?: boolean; filter?: { expression?: string } }>;
+}
+
+export interface WasmPluginSpec {
+  selector?: WorkloadSelector;
+  targetRef?: PolicyTargetReference;
+  targetRefs?: PolicyTargetReference[];
+  url?: string;
+  sha256?: string;
+  imagePullPolicy?: 'UNSPECIFIED_POLICY' | 'IfNotPresent' | 'Always';
+  imagePullSecret?: string;
+  verificationKey?: string;
+  pluginConfig?: Record<string, unknown>;
+  pluginName?: string;
+  phase?: 'UNSPECIFIED_PHASE' | 'AUTHN' | 'AUTHZ' | 'STATS';
+  priority?: number;
+  failStrategy?: 'FAIL_CLOSE' | 'FAIL_OPEN';
+  vmConfig?: { env?: Array<{ name?: string; value?: string; valueFrom?: 'INLINE' | 'HOST' }> };
+  match?: Array<{ mode?: 'UNDEFINED' | 'CLIENT' | 'SERVER' | 'CLIENT_AND_SERVER'; ports?: Array<{ number?: number }> }>;
+  type?: 'UNSPECIFIED_PLUGIN_TYPE' | 'HTTP' | 'NETWORK';
 }
 
 // ---------------------------------------------------------------------------------------------

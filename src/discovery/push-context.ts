@@ -209,7 +209,8 @@ export class PushContext {
     const scope = this.sidecarOf(proxy);
     const keys = proxy.type === 'router' ? Object.keys(proxy.labels).sort() : this.selectorLabelKeys();
     const labels = keys.filter((l) => proxy.labels[l] !== undefined).map((l) => `${l}=${proxy.labels[l]}`).join(',');
-    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    // the interception mode shapes the virtual listeners (TPROXY makes them transparent)
+    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
     this.sharedKeys.set(proxy, k);
     return k;
   }

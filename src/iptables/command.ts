@@ -1,7 +1,7 @@
 // `pilot-agent mesh-iptables`: resolve the configuration, then apply it (or record a dry run),
 // set up the routes it relies on, and optionally prove that capture works.
 
-import { writeFile } from 'node:fs/promises';
+import { open, writeFile } from 'node:fs/promises';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import {
   CaptureConfigError,
@@ -24,6 +24,8 @@ import { ValidationError, validateCapture } from './validation';
 export interface MeshIptablesIO {
   readonly dependencies?: (networkNamespace: string) => Dependencies;
   readonly facts?: (networkNamespace: string, deps: Dependencies) => Promise<CaptureFacts>;
+  /** The termination log written on a failed validation (default /dev/termination-log, only if it exists). */
+  readonly terminationLog?: string;
 }
 
 /** Failures the user must act on become CommandErrors; anything else is a bug and propagates. */
@@ -37,15 +39,41 @@ function userFacing(err: unknown): unknown {
   ) {
     return new CommandError(err.message);
   }
-  if (err instanceof ValidationError) return new CommandError(err.message, VALIDATION_ERROR_EXIT_CODE);
+  if (err instanceof ValidationError) return new CommandError(err.message.trimEnd(), VALIDATION_ERROR_EXIT_CODE);
   return err;
 }
+
+/** Where the orchestrator reads a container's termination message from (its default terminationMessagePath). */
+export const TERMINATION_LOG = '/dev/termination-log';
 
 export async function runMeshIptables(ctx: RunContext, io: MeshIptablesIO = {}): Promise<number> {
   try {
     return await execute(ctx, io);
   } catch (err) {
+    if (err instanceof ValidationError) {
+      ctx.stderr.write(`validation probe: ${err.detail}\n`);
+      await writeTerminationMessage(io.terminationLog ?? TERMINATION_LOG, err.message);
+    }
     throw userFacing(err);
+  }
+}
+
+/**
+ * In a container the orchestrator mounts the termination log; the message written there becomes the
+ * container's lastState.terminated.message, which race repair can match. Outside a container the file
+ * does not exist and nothing is created.
+ */
+async function writeTerminationMessage(file: string, message: string): Promise<void> {
+  try {
+    const fh = await open(file, 'r+'); // never creates the file
+    try {
+      await fh.truncate(0);
+      await fh.write(message, 0);
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    // no termination log here
   }
 }
 

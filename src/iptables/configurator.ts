@@ -137,6 +137,23 @@ export class Configurator {
     }
   }
 
+  /**
+   * What differs between the namespace and this configuration, without changing anything: empty when
+   * every rule is in place (the CNI plugin's CHECK).
+   */
+  async verify(): Promise<string[]> {
+    const rules = buildCaptureRules(this.cfg);
+    const problems: string[] = [];
+    for (const [family, list] of [[4, rules.v4], [6, rules.v6]] as const) {
+      if (list.length === 0) continue;
+      const f = await this.loadFamily(family, list);
+      if (!f) continue;
+      if (f.status === 'clean') problems.push(`${familyName(family)}: no MESH_ chains are installed`);
+      else if (f.status === 'drift') problems.push(`${familyName(family)}: ${f.reasons.join(', ')}`);
+    }
+    return problems;
+  }
+
   private async apply(families: Family[]): Promise<void> {
     const drifted = families.filter((f) => f.status === 'drift');
     if (drifted.length > 0 && !this.cfg.reconcile && !this.cfg.forceApply) {
@@ -199,6 +216,11 @@ export class Configurator {
 
 function guardrailCleanup(): string[][] {
   return guardrailRules().map((r) => ['-t', r.table, '-D', r.chain, ...r.params.slice(3)]);
+}
+
+/** Differences between the namespace's rules and the configuration; empty when all are in place. */
+export async function verifyCapture(cfg: CaptureConfig, deps: Dependencies): Promise<string[]> {
+  return new Configurator(cfg, deps).verify();
 }
 
 /** Runs the iptables part of mesh-iptables (no routes, no validation). */

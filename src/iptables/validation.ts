@@ -18,13 +18,21 @@ export interface ValidationOptions {
   readonly timeoutMs: number;
 }
 
+/**
+ * Istio's message for a pod whose capture is not in place (renamed), word for word: it is what the
+ * validation init container leaves as its termination message, and what
+ * --repair-init-container-termination-message can be set to match.
+ */
+export const VALIDATION_FAILURE_MESSAGE =
+  'iptables validation failed; workload is not ready for Mesh.\n' +
+  'When using Mesh CNI, this can occur if a pod is scheduled before the node is ready.\n' +
+  '\n' +
+  "If installed with 'cni.repair.deletePods=true', this pod should automatically be deleted and retry.\n" +
+  'Otherwise, this pod will need to be manually removed so that it is scheduled on a node with mesh-cni running, allowing iptables rules to be established.\n';
+
 export class ValidationError extends Error {
-  constructor(detail: string) {
-    super(
-      `iptables validation failed; workload is not ready for the mesh: ${detail}.\n` +
-        'When using the mesh CNI plugin, this can occur if a pod is scheduled before the node is ready; ' +
-        'the pod has to be recreated once the plugin runs on its node.',
-    );
+  constructor(readonly detail: string) {
+    super(VALIDATION_FAILURE_MESSAGE);
     this.name = 'ValidationError';
   }
 }

@@ -23,7 +23,7 @@ import {
 } from './listeners';
 import { clearDaemonMetrics, metricsHandler, recordDaemonMetrics, versionHandler } from './monitoring';
 import type { MeshdProviders, Readiness } from './providers';
-import { loadTlsMaterial, TlsConfigError, type TlsFiles } from './tls';
+import { checkCompliancePolicy, enforceCompliance, loadTlsMaterial, staticTlsSource, TlsConfigError, type TlsFiles, type TlsSource } from './tls';
 import { validateHandler } from './webhook';
 
 const log = registerScope('default');
@@ -47,6 +47,8 @@ export interface DaemonOptions {
   unsafeAdminEndpoints: boolean;
   /** METRICS_LOCALHOST_ACCESS_ONLY. */
   metricsLocalhostOnly: boolean;
+  /** COMPLIANCE_POLICY: applied over every TLS server setting. */
+  compliancePolicy?: string;
 }
 
 /** Istio's keepalive MaxServerConnectionAgeGrace default (no flag sets it). */
@@ -81,6 +83,7 @@ export function daemonOptionsFromContext(ctx: RunContext): DaemonOptions {
     enableDebugOnHttp: env.bool('ENABLE_DEBUG_ON_HTTP'),
     unsafeAdminEndpoints: env.bool('UNSAFE_ENABLE_ADMIN_ENDPOINTS'),
     metricsLocalhostOnly: env.bool('METRICS_LOCALHOST_ACCESS_ONLY'),
+    compliancePolicy: env.string('COMPLIANCE_POLICY'),
   };
 }
 
@@ -128,13 +131,17 @@ function readyHandler(readiness: () => Readiness) {
 
 export async function startDaemon(options: DaemonOptions, providers: MeshdProviders, hooks: DaemonHooks = {}): Promise<Daemon> {
   const startedAt = Date.now();
-  let tlsMaterial;
+  let tlsSource: TlsSource | undefined;
   try {
-    tlsMaterial = loadTlsMaterial(options.tls, options.tls.cipherSuites);
+    checkCompliancePolicy(options.compliancePolicy ?? '');
+    const files = loadTlsMaterial(options.tls, options.tls.cipherSuites);
+    const source = providers.identity ? providers.identity.serverTls(files) : files && staticTlsSource(files);
+    tlsSource = source && compliant(source, options.compliancePolicy ?? '');
   } catch (e) {
     if (e instanceof TlsConfigError) throw new DaemonStartError(e.message);
     throw e;
   }
+  const noTls = providers.identity?.noTlsReason ?? 'no --tlsCertFile/--tlsKeyFile given';
 
   const listeners: Listener[] = [];
   const addresses: Partial<Record<ListenerName, BoundAddress>> = {};
@@ -151,6 +158,7 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
   };
 
   const debug = new DebugPages(providers, { profile: options.profile, unsafeAdminEndpoints: options.unsafeAdminEndpoints });
+  providers.xds.setDebugPages?.((name) => debug.serveInternal(name));
   const httpRouter = new Router().handle('/ready', readyHandler(readiness));
   const monitoringShared = options.monitoringAddr === '';
   const monitoringRouter = monitoringShared ? httpRouter : new Router();
@@ -196,41 +204,39 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
     }
 
     const grpcOptions = grpcServerOptions(options.grpc);
+    // The CA service goes on the secure gRPC server, or on the plain one when there is none (as in Istio).
+    const secureGrpc = options.secureGRPCAddr !== '' && tlsSource !== undefined;
     if (options.grpcAddr === '') {
       log.info('plain discovery gRPC is off: --grpcAddr is empty (multiplexing gRPC on the HTTP port is not supported)');
     } else {
       const server = new grpc.Server(grpcOptions);
       providers.xds.attach(server, { secure: false });
+      if (!secureGrpc) providers.identity?.registerGrpc(server, { secure: false });
       await started(await startGrpcListener({ name: 'grpc', flag: '--grpcAddr', address: options.grpcAddr, server }));
     }
 
     if (options.secureGRPCAddr === '') {
       log.info('secure discovery gRPC is off: --secureGRPCAddr is empty');
-    } else if (!tlsMaterial) {
-      log.info(
-        `secure discovery gRPC (--secureGRPCAddr ${options.secureGRPCAddr}) not started: no --tlsCertFile/--tlsKeyFile given, ` +
-          `and the daemon cannot issue its own serving certificate until its CA exists`,
-      );
+    } else if (!tlsSource) {
+      log.info(`secure discovery gRPC (--secureGRPCAddr ${options.secureGRPCAddr}) not started: ${noTls}`);
     } else {
       const server = new grpc.Server(grpcOptions);
       providers.xds.attach(server, { secure: true });
+      providers.identity?.registerGrpc(server, { secure: true });
       await started(
-        await startGrpcListener({ name: 'secureGrpc', flag: '--secureGRPCAddr', address: options.secureGRPCAddr, server, tls: tlsMaterial }),
+        await startGrpcListener({ name: 'secureGrpc', flag: '--secureGRPCAddr', address: options.secureGRPCAddr, server, tls: tlsSource }),
       );
     }
 
     if (options.httpsAddr === '') {
       log.info('webhook HTTPS is off: --httpsAddr is empty');
-    } else if (!tlsMaterial) {
-      log.info(
-        `webhook HTTPS (--httpsAddr ${options.httpsAddr}) not started: no --tlsCertFile/--tlsKeyFile given, ` +
-          `and the daemon cannot issue its own serving certificate until its CA exists`,
-      );
+    } else if (!tlsSource) {
+      log.info(`webhook HTTPS (--httpsAddr ${options.httpsAddr}) not started: ${noTls}`);
     } else {
       const validate = validateHandler((obj) => providers.validate(obj));
       const httpsRouter = new Router().handle('/validate', validate).handle('/validate/', validate);
       await started(
-        await startHttpListener({ name: 'https', flag: '--httpsAddr', address: options.httpsAddr, handler: httpsRouter.listener, tls: tlsMaterial }),
+        await startHttpListener({ name: 'https', flag: '--httpsAddr', address: options.httpsAddr, handler: httpsRouter.listener, tls: tlsSource }),
       );
     }
 
@@ -252,6 +258,12 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
   recordDaemonMetrics(providers, startedAt);
   listenersUp = true;
   return { addresses, readiness, shutdown, stopped };
+}
+
+/** COMPLIANCE_POLICY applied over a source, now and after each change. */
+function compliant(source: TlsSource, policy: string): TlsSource {
+  if (policy === '') return source;
+  return { current: () => enforceCompliance(source.current(), policy), subscribe: (fn) => source.subscribe(fn) };
 }
 
 /** Waits for `p` until `deadline`; true when it settled in time (a rejection is logged, not thrown). */

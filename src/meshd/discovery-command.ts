@@ -2,6 +2,7 @@
 // into the daemon shell. Config and registry changes rebuild the push context and push to proxies
 // (endpoint-only changes push EDS alone); the shell serves it all on the spec's listeners.
 import fs from 'node:fs';
+import os from 'node:os';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
 import type { Config, Kind } from '../config/types';
@@ -9,14 +10,15 @@ import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
-import { convertObject } from '../config/parse';
-import { validateConfig } from '../config/validate';
+import { validateObject } from '../config/validate/object';
+import { loadEnvoyFilterTypes } from '../config/validate';
 import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
 import { buildRegistries, OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry';
 import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
+import { controlPlaneIdentifier, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
 import { TYPE_URL, type Generator } from '../xds/types';
 import { AdsServer, adsSettingsFromEnv, newPushRequest } from '../xds/server';
 import { configDumpJson, type TypedResources } from '../xds/config-dump';
@@ -24,7 +26,9 @@ import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
 import { runDaemon } from './daemon';
 import { type Orchestrator, orchestratorAvailable, startOrchestrator } from './orchestrator';
-import type { MeshdProviders, ValidationResult, XdsServerHandle } from './providers';
+import type { MeshdProviders, ValidationResult, XdsConnectionInfo, XdsServerHandle } from './providers';
+import { startIdentity, type DaemonIdentity } from './identity';
+import { authenticate } from '../ca/authn/types';
 
 const log = registerScope('model', 'mesh model');
 
@@ -94,6 +98,32 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
   return { store, ...(orchestrator ? { orchestrator } : {}) };
 }
 
+/** PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: untaint nodes once their CNI node agent pod is ready. */
+async function startNodeUntainter(ctx: RunContext, env: EnvTable) {
+  if (!env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS')) return undefined;
+  if (!orchestratorAvailable(ctx)) {
+    throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
+  }
+  const { createOrchClient } = await import('../config/orch');
+  const { NodeUntainter } = await import('./untaint');
+  const client = await createOrchClient({
+    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
+    qps: ctx.flags['orchApiQPS'] as number,
+    burst: ctx.flags['orchApiBurst'] as number,
+    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
+    env: ctx.env,
+  });
+  // Istio: --cniNamespace, else the daemon's own namespace.
+  const untainter = new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || (ctx.flags['namespace'] as string));
+  untainter.start();
+  return {
+    stop: async () => {
+      await untainter.stop();
+      client.close();
+    },
+  };
+}
+
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   return {
     domain: ctx.flags['domain'] as string,
@@ -109,15 +139,10 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   };
 }
 
-/** Validation for the webhook: the object as Kubernetes sends it. */
-function validateObject(obj: Readonly<Record<string, unknown>>): ValidationResult {
-  const converted = convertObject(obj, { source: 'admission review' });
-  if (!converted.config) {
-    if (converted.errors.length === 0) return { errors: [], unknownType: true };
-    return { errors: converted.errors.map((e) => (e.field ? `${e.field}: ${e.message}` : e.message)) };
-  }
-  const { errors, warnings } = validateConfig(converted.config);
-  return { errors: errors.map((e) => `${e.field}: ${e.message}`), warnings: warnings.map((w) => `${w.field}: ${w.message}`) };
+/** Validation for the webhook: the object as Kubernetes sends it, through the config model's one check. */
+function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationResult {
+  const v = validateObject(obj, { origin: { source: 'admission review' } });
+  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.errors, warnings: v.warnings };
 }
 
 /**
@@ -131,8 +156,11 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
 }
 
 export const run: Handler = async (ctx) => {
+  // Config sources validate EnvoyFilters as they load them.
+  await loadEnvoyFilterTypes();
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, orchestrator } = await configStores(ctx, env);
+  const untainter = await startNodeUntainter(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   const registryOptions: OrchestratorOptions = {
     domain: ctx.flags['domain'] as string,
@@ -162,13 +190,31 @@ export const run: Handler = async (ctx) => {
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
+  let identity: DaemonIdentity;
+  try {
+    identity = await startIdentity({ ctx, env, orchestrator: orchestratorAvailable(ctx) });
+  } catch (e) {
+    security.close();
+    registry.close();
+    await store.close();
+    throw e;
+  }
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
 
   // A proxy's generator table depends only on the proxy, so it is made once per proxy.
   const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();
-  const server = new AdsServer<PushContext>({
-    generators: (proxy, typeUrl) => {
+  let debugPage: ((name: string) => { status: number; body: string } | undefined) | undefined;
+  const debugGens: Record<string, Generator<PushContext>> = debugGenerators<PushContext>({
+    connections: (): readonly XdsConnectionInfo[] => server.connections(),
+    configDump: (id: string): unknown => xds.configDump(id, { includeEds: true, types: [] }),
+    debugPage: (name) => debugPage?.(name),
+  });
+  const server: AdsServer<PushContext> = new AdsServer<PushContext>({
+    controlPlaneIdentifier: controlPlaneIdentifier(ctx.env['POD_NAME'] || os.hostname()),
+    controlPlaneTypes: new Set([TYPE_DEBUG_SYNCZ]),
+    generators: (proxy, typeUrl): Generator<PushContext> | undefined => {
+      if (isDebugType(typeUrl)) return debugGens[typeUrl];
       let t = tables.get(proxy);
       if (!t) tables.set(proxy, (t = generatorsFor(proxy, security.generatorOptions) as Record<string, Generator<PushContext>>));
       return t[typeUrl];
@@ -176,7 +222,11 @@ export const run: Handler = async (ctx) => {
     parseNode: (node) => withClusterAlias(proxyFromNode(node), clusterAliases),
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
+    // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
+    authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     cacheKey: (proxy, watched, req) => {
+      // Debug answers (syncz, config dumps, debug pages) describe the moment, not the push context.
+      if (isDebugType(watched.typeUrl)) return undefined;
       const key = cacheKeyOf(proxy, watched.typeUrl, req.push);
       // Listeners inline fetched key sets: cached ones are only good for one key-set version.
       return key !== undefined && watched.typeUrl === TYPE_URL.listener ? `${key}|jwks=${security.resolver.version}` : key;
@@ -221,6 +271,9 @@ export const run: Handler = async (ctx) => {
     forceDisconnect: (id) => server.forceDisconnect(id),
     stop: (graceMs) => server.stop(graceMs),
     pushAll: () => server.pushAll(newPushRequest(push, { full: true, reasons: { debug: 1 } }), { immediate: true }),
+    setDebugPages: (page) => {
+      debugPage = page;
+    },
     configDump: (id, o) => {
       const con = server.connection(id);
       if (!con) return undefined;
@@ -245,13 +298,17 @@ export const run: Handler = async (ctx) => {
     endpoints: () => push.allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
     pushStatus: () => undefined,
     xds,
-    validate: validateObject,
+    validate: validateAdmission,
+    identity,
+    authenticateDebug: (req) => identity.authenticateDebug(req),
     close: async () => {
       unsubscribeConfig();
       unsubscribeRegistry();
       unsubscribeNodes();
+      await identity.close();
       security.close();
       registry.close();
+      await untainter?.stop();
       await store.close();
       await orchestrator?.close();
     },

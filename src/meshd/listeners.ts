@@ -8,7 +8,7 @@ import * as https from 'node:https';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import { AddressError, joinHostPort, parseListenAddress } from './address';
-import type { TlsMaterial } from './tls';
+import { secureContextOptions, type TlsSource } from './tls';
 
 export type ListenerName = 'grpc' | 'secureGrpc' | 'http' | 'https' | 'monitoring' | 'ctrlz';
 
@@ -78,15 +78,26 @@ export interface HttpListenerOptions {
   flag: string;
   address: string;
   handler: http.RequestListener;
-  /** Serve HTTPS with this material (no client certificates are requested). */
-  tls?: TlsMaterial;
+  /** Serve HTTPS with this material (no client certificates are requested); follows its changes. */
+  tls?: TlsSource;
 }
 
 /** An HTTP or HTTPS server with Istio's timeouts (idle 90 s, read 30 s). */
 export async function startHttpListener(o: HttpListenerOptions): Promise<Listener> {
-  const server: http.Server = o.tls
-    ? https.createServer({ cert: o.tls.cert, key: o.tls.key, ciphers: o.tls.ciphers, minVersion: 'TLSv1.2' }, o.handler)
-    : http.createServer(o.handler);
+  let server: http.Server;
+  let unsubscribe = () => {};
+  if (o.tls) {
+    const source = o.tls;
+    const { ca: _clientCa, ...opts } = secureContextOptions(source.current());
+    const httpsServer = https.createServer(opts, o.handler);
+    unsubscribe = source.subscribe(() => {
+      const { ca: _ca, ...next } = secureContextOptions(source.current());
+      httpsServer.setSecureContext(next);
+    });
+    server = httpsServer;
+  } else {
+    server = http.createServer(o.handler);
+  }
   server.keepAliveTimeout = 90_000;
   server.headersTimeout = 30_000;
   server.requestTimeout = 30_000;
@@ -95,6 +106,7 @@ export async function startHttpListener(o: HttpListenerOptions): Promise<Listene
   server.on('error', () => {});
   let closed: Promise<void> | undefined;
   const stopAccepting = () => {
+    unsubscribe();
     closed ??= new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
   };
@@ -157,9 +169,9 @@ export interface GrpcListenerOptions {
   /**
    * TLS with Go's VerifyClientCertIfGiven: a client certificate is requested; one that is presented must
    * verify against the CA bundle (or the handshake is refused), none at all is accepted (XDS_AUTH then
-   * authenticates by token).
+   * authenticates by token). Follows the source's changes (new serving certificate, new roots).
    */
-  tls?: TlsMaterial;
+  tls?: TlsSource;
 }
 
 export async function startGrpcListener(o: GrpcListenerOptions): Promise<Listener> {
@@ -172,18 +184,16 @@ export async function startGrpcListener(o: GrpcListenerOptions): Promise<Listene
     s.once('close', () => sockets.delete(s));
   };
   let server: net.Server;
+  let unsubscribe = () => {};
   if (o.tls) {
-    const material = o.tls;
+    const source = o.tls;
     const tlsServer = tls.createServer({
-      cert: material.cert,
-      key: material.key,
-      ca: material.ca,
-      ciphers: material.ciphers,
-      minVersion: 'TLSv1.2',
+      ...secureContextOptions(source.current()),
       requestCert: true,
       rejectUnauthorized: false,
       ALPNProtocols: ['h2'],
     });
+    unsubscribe = source.subscribe(() => tlsServer.setSecureContext(secureContextOptions(source.current())));
     tlsServer.on('secureConnection', (sock) => {
       const peer = sock.getPeerCertificate();
       const presented = peer && Object.keys(peer).length > 0;
@@ -209,6 +219,7 @@ export async function startGrpcListener(o: GrpcListenerOptions): Promise<Listene
   const stopAccepting = () => {
     if (!accepting) return;
     accepting = false;
+    unsubscribe();
     server.close();
   };
   return {

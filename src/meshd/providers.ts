@@ -6,6 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Server as GrpcServer } from '@grpc/grpc-js';
 import type { Config } from '../config/types';
 import type { Endpoint, Proxy, Service } from '../discovery/model';
+import type { TlsMaterial, TlsSource } from './tls';
 
 /** Whether a component is ready, and if not, why (shown by `/ready` and logged). */
 export type Readiness = { ready: true } | { ready: false; reason: string };
@@ -82,6 +83,24 @@ export interface XdsServerHandle {
   configDump(connectionId: string, opts: ConfigDumpOptions): unknown;
   /** `/debug/adsz?push=true`: a full push to every connection; returns how many were pushed to. Optional. */
   pushAll?(): number;
+  /**
+   * Gives the xDS server the daemon's debug pages, which `istio.io/debug` requests over ADS read (meshctl x
+   * internal-debug, target resolution). Optional: servers without debug over xDS ignore it.
+   */
+  setDebugPages?(page: (name: string) => { status: number; body: string } | undefined): void;
+}
+
+/** The daemon's identity: its CA service and the TLS material of its secure listeners (src/meshd/identity.ts). */
+export interface IdentityProvider {
+  /**
+   * TLS for :15012 and :15017. The operator's files (`files`, already read) win; otherwise the certificate
+   * the daemon's CA issued itself. Client certificates are verified against --caCertFile when given, else
+   * against the mesh roots. Undefined when there is no material; `noTlsReason` then says why.
+   */
+  serverTls(files: TlsMaterial | undefined): TlsSource | undefined;
+  readonly noTlsReason?: string;
+  /** Registers the CA service, when there is one, on a gRPC server (the secure one, or the plain one if none). */
+  registerGrpc(server: GrpcServer, opts: { secure: boolean }): void;
 }
 
 /** Everything the daemon shell reads. One object, so the wiring can pass the real components or a fake. */
@@ -103,6 +122,8 @@ export interface MeshdProviders {
    * Istio with no authenticators.
    */
   authenticateDebug?(req: IncomingMessage): Promise<readonly string[] | undefined>;
+  /** The CA and the daemon's own certificate; without it only --tlsCertFile/--tlsKeyFile start the TLS listeners. */
+  identity?: IdentityProvider;
   /** Releases what the providers hold (watches, clients); called last during shutdown. */
   close?(): Promise<void>;
 }

@@ -1,8 +1,10 @@
-// Server TLS material from --tlsCertFile/--tlsKeyFile/--caCertFile and --tls-cipher-suites, for the TLS
-// gRPC listener and the HTTPS webhook listener.
+// Server TLS material for the TLS gRPC listener and the HTTPS webhook listener: from --tlsCertFile/
+// --tlsKeyFile/--caCertFile and --tls-cipher-suites, or issued by the daemon's own CA (and then replaced when
+// the CA's root or signing certificate changes), with COMPLIANCE_POLICY applied over either.
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createSecureContext } from 'node:tls';
+import { complianceTlsOptions, type CompliancePolicy, CompliancePolicyError, parseCompliancePolicy } from '../lib/compliance';
 
 export class TlsConfigError extends Error {}
 
@@ -19,8 +21,60 @@ export interface TlsMaterial {
   ca?: Buffer;
   /** OpenSSL cipher list for Node's `ciphers`; undefined = Node's defaults. */
   ciphers?: string;
-  /** The files it came from, for log lines. */
-  files: TlsFiles;
+  /** TLS versions; undefined = TLSv1.2 up to Node's maximum. */
+  minVersion?: 'TLSv1.2' | 'TLSv1.3';
+  maxVersion?: 'TLSv1.2' | 'TLSv1.3';
+  /** ECDH groups (OpenSSL names); undefined = Node's defaults. */
+  ecdhCurve?: string;
+  /** The files it came from, for log lines; absent when the daemon's CA issued it. */
+  files?: TlsFiles;
+}
+
+/** TLS material that may be replaced while the listeners run (a re-issued serving certificate, new roots). */
+export interface TlsSource {
+  current(): TlsMaterial;
+  /** Called after every change; returns the unsubscribe function. */
+  subscribe(fn: () => void): () => void;
+}
+
+export class MutableTlsSource implements TlsSource {
+  private readonly listeners = new Set<() => void>();
+  constructor(private material: TlsMaterial) {}
+  current(): TlsMaterial {
+    return this.material;
+  }
+  set(material: TlsMaterial): void {
+    this.material = material;
+    for (const fn of this.listeners) fn();
+  }
+  subscribe(fn: () => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+}
+
+export function staticTlsSource(material: TlsMaterial): TlsSource {
+  return new MutableTlsSource(material);
+}
+
+/** Node's secure-context options for a server with this material. */
+export function secureContextOptions(m: TlsMaterial): { cert: Buffer; key: Buffer; ca?: Buffer; ciphers?: string; minVersion: 'TLSv1.2' | 'TLSv1.3'; maxVersion?: 'TLSv1.2' | 'TLSv1.3'; ecdhCurve?: string } {
+  return { cert: m.cert, key: m.key, ca: m.ca, ciphers: m.ciphers, minVersion: m.minVersion ?? 'TLSv1.2', maxVersion: m.maxVersion, ecdhCurve: m.ecdhCurve };
+}
+
+/** COMPLIANCE_POLICY over whatever else was configured (Istio's EnforceGoCompliance, applied last). */
+export function enforceCompliance(m: TlsMaterial, policy: string): TlsMaterial {
+  return { ...m, ...complianceTlsOptions(checkCompliancePolicy(policy)) } as TlsMaterial;
+}
+
+/** An unknown COMPLIANCE_POLICY is a start-up error: running without the restrictions asked for would be worse. */
+export function checkCompliancePolicy(policy: string): CompliancePolicy {
+  try {
+    return parseCompliancePolicy(policy);
+  } catch (e) {
+    if (e instanceof CompliancePolicyError) throw new TlsConfigError(e.message);
+    throw e;
+  }
 }
 
 // Go's names (what --tls-cipher-suites accepts) → OpenSSL's. TLS 1.3 suites keep their IANA names.

@@ -13,6 +13,7 @@ import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb';
 import { UpstreamTlsContextSchema } from '../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { buildInfo } from '../lib/buildinfo';
+import { originalDstAddon, type OriginalDstSource } from '../native/original-dst';
 import { configDump } from './admin/config-dump';
 import { clustersJson, clustersText, listenersJson, listenersText } from './admin/clusters';
 import { AdminServer } from './admin/server';
@@ -62,6 +63,12 @@ export interface EngineOptions {
   warnings?: readonly string[];
   /** xDS reconnect backoff (Envoy: 500 ms base, 30 s max). */
   xdsBackoff?: { baseMs: number; maxMs: number };
+  /**
+   * How captured connections' original destinations are read: default the native addon
+   * (SO_ORIGINAL_DST); `false` runs without it (destinations guessed from Host / SNI), as where the
+   * addon could not be built.
+   */
+  originalDst?: OriginalDstSource | false;
 }
 
 export type ServerState = 'LIVE' | 'DRAINING' | 'PRE_INITIALIZING' | 'INITIALIZING';
@@ -229,8 +236,13 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
   for (const c of bootstrap.staticResources?.clusters ?? []) clusters.addStatic(c);
   const routes: RouteManager = new RouteManager(() => ({ parsePerFilter: perFilterParser(filters, registry), clusterExists: (n) => clusters.has(n) }), loggers.get('router'), stats);
   const upstreamCall = (cluster: string, call: UpstreamCall): Promise<UpstreamCallResult> => callCluster(clusters, cluster, call);
+  const addon = options.originalDst === undefined ? originalDstAddon() : options.originalDst ? { ok: true as const, source: options.originalDst } : { ok: false as const, reason: 'disabled for this engine' };
   const listeners = new ListenerManager(
-    { stats, log: loggers, clusters, routes, filters, typeRegistry: registry, upstreamCall, secrets, serverDraining: () => healthFailed },
+    {
+      stats, log: loggers, clusters, routes, filters, typeRegistry: registry, upstreamCall, secrets, serverDraining: () => healthFailed,
+      originalDst: addon.ok ? addon.source : undefined,
+      ...(addon.ok ? {} : { originalDstMissing: addon.reason }),
+    },
     stats,
     loggers.get('config'),
     drainTimeMs,

@@ -19,7 +19,7 @@ export interface DownstreamConnectionInfo {
   peerUriSans: readonly string[];
   peerDnsSans: readonly string[];
   peerSubject: string;
-  /** Original destination when it is known (see listener/original-dst.ts), `ip:port`. */
+  /** Original destination when it is known (SO_ORIGINAL_DST, see native/original-dst.ts; or guessed). */
   originalDestination?: { address: string; port: number };
 }
 

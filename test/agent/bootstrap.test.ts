@@ -273,3 +273,15 @@ t.test('finding envoy: binaryPath when executable, else envoy on PATH, else none
   fs.writeFileSync(path.join(dir, 'my-envoy'), '#!/bin/sh\n', { mode: 0o755 });
   t.equal(findProxyBinary('my-envoy', onPath, dir), path.join(dir, 'my-envoy'), 'binaryPath (relative to the working directory) wins');
 });
+
+t.test('sds-grpc follows WORKLOAD_IDENTITY_SOCKET_FILE; fips-140-2 caps the proxy\'s google_grpc clients at TLS 1.2', async (t) => {
+  const sdsPath = (b: ReturnType<typeof validateBootstrap>) => {
+    const c = b.staticResources!.clusters.find((x) => x.name === 'sds-grpc')!;
+    return (c.loadAssignment!.endpoints[0]!.lbEndpoints[0]!.hostIdentifier.value as { address: { address: { value: { path: string } } } }).address.address.value.path;
+  };
+  t.equal(sdsPath(validateBootstrap(renderBootstrap(inputs()), 'test')), './var/run/secrets/workload-spiffe-uds/socket', "Istio's path by default");
+  t.equal(sdsPath(validateBootstrap(renderBootstrap(inputs({ workloadIdentitySocketFile: 'spire.sock' })), 'test')), './var/run/secrets/workload-spiffe-uds/spire.sock');
+  t.equal(templateParams(inputs({ workloadIdentitySocketFile: 'spire.sock' }))['workload_identity_socket_file'], 'spire.sock', 'templates get it too');
+  t.equal(runtimeFlags(defaultProxyConfig(), true)['envoy.reloadable_features.google_grpc_disable_tls_13'], undefined);
+  t.equal(runtimeFlags(defaultProxyConfig(), true, 'fips-140-2')['envoy.reloadable_features.google_grpc_disable_tls_13'], true, "Istio's FIPS runtime flag");
+});

@@ -56,6 +56,10 @@ export function fakeEnvoyBinary(dir: string): string {
 
 export interface Discovery {
   child: ChildProcess;
+  /** The daemon's working directory. */
+  cwd: string;
+  /** Where the daemon publishes the mesh root with no cluster. */
+  rootCertPath: string;
   grpc: string;
   secureGrpc?: string;
   http: string;
@@ -69,28 +73,46 @@ function listening(out: string, flag: string): string | undefined {
   return new RegExp(`listening on (\\S+)\\s+flag=--${flag}\\b`).exec(out)?.[1];
 }
 
-/** Starts dist/pilot-discovery on loopback; `grpcPort` pins the plaintext xDS port (for restarts). */
-export async function startDiscovery(o: { configDir: string; grpcPort?: number; tls?: { cert: string; key: string }; env?: NodeJS.ProcessEnv }): Promise<Discovery> {
+/**
+ * Starts dist/pilot-discovery on loopback; `grpcPort` / `securePort` pin the xDS ports (for restarts). The daemon
+ * runs in `cwd` (default: a temporary directory of its own), where its CA keeps the root (./var/lib/mesh/ca) and
+ * publishes it (./var/run/secrets/mesh/root-cert.pem), so a restart in the same directory keeps the root.
+ */
+export async function startDiscovery(o: {
+  configDir: string;
+  grpcPort?: number;
+  securePort?: number;
+  tls?: { cert: string; key: string };
+  env?: NodeJS.ProcessEnv;
+  cwd?: string;
+}): Promise<Discovery> {
+  const cwd = o.cwd ?? fs.mkdtempSync(path.join(tmpdir(), 'meshd-cwd-'));
   const args = [
     'discovery',
-    '--configDir', o.configDir,
+    '--configDir', path.resolve(o.configDir),
     '--grpcAddr', `127.0.0.1:${o.grpcPort ?? 0}`,
     '--httpAddr', '127.0.0.1:0',
     '--monitoringAddr', '127.0.0.1:0',
     '--httpsAddr', '127.0.0.1:0',
-    '--secureGRPCAddr', '127.0.0.1:0',
+    '--secureGRPCAddr', `127.0.0.1:${o.securePort ?? 0}`,
     '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '0',
     '--shutdownDuration', '1s',
   ];
   if (o.tls) args.push('--tlsCertFile', o.tls.cert, '--tlsKeyFile', o.tls.key);
   const child = spawn(path.join(DIST, 'pilot-discovery'), args, {
+    cwd,
     env: { PATH: process.env['PATH'], HOME: process.env['HOME'], PILOT_DEBOUNCE_AFTER: '10ms', ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) =>
+    child.on('exit', () => {
+      if (o.cwd === undefined) fs.rmSync(cwd, { recursive: true, force: true });
+      resolve();
+    }),
+  );
   await waitFor(
     () => {
       if (child.exitCode !== null) throw new Error(`pilot-discovery exited ${child.exitCode}:\n${out}`);
@@ -104,8 +126,10 @@ export async function startDiscovery(o: { configDir: string; grpcPort?: number; 
   });
   const d: Discovery = {
     child,
+    cwd,
+    rootCertPath: path.join(cwd, 'var/run/secrets/mesh/root-cert.pem'),
     grpc: listening(out, 'grpcAddr')!,
-    secureGrpc: o.tls ? listening(out, 'secureGRPCAddr') : undefined,
+    secureGrpc: listening(out, 'secureGRPCAddr'),
     http: listening(out, 'httpAddr')!,
     monitoring: listening(out, 'monitoringAddr')!,
     log: () => out,
@@ -115,6 +139,8 @@ export async function startDiscovery(o: { configDir: string; grpcPort?: number; 
     },
   };
   await waitFor(async () => (await fetch(`http://${d.http}/ready`)).status === 200, 30_000, () => `daemon not ready:\n${out}`);
+  // Ready means every listener has started and logged its address.
+  d.secureGrpc = listening(out, 'secureGRPCAddr');
   return d;
 }
 

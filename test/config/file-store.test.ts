@@ -217,3 +217,27 @@ t.test('loadConfigDir reports errors with file, document, resource and field', a
   const unvalidated = await loadConfigDir(dir, { validate: false });
   t.equal(unvalidated.configs.length, 2);
 });
+
+t.test('the --configDir store keeps every Istio CRD kind: EnvoyFilter, ProxyConfig, Telemetry, WasmPlugin stored, bad ones rejected', async (t) => {
+  const { loadEnvoyFilterTypes } = await import('../../src/config/validate');
+  await loadEnvoyFilterTypes();
+  const dir = await tempDir(t);
+  await fs.writeFile(
+    path.join(dir, 'extensions.yaml'),
+    [
+      'apiVersion: networking.istio.io/v1alpha3\nkind: EnvoyFilter\nmetadata: {name: ef, namespace: ns1}\nspec:\n  configPatches:\n  - applyTo: CLUSTER\n    patch: {operation: MERGE, value: {connect_timeout: 5s}}\n',
+      'apiVersion: networking.istio.io/v1beta1\nkind: ProxyConfig\nmetadata: {name: pc, namespace: ns1}\nspec: {concurrency: 2}\n',
+      'apiVersion: telemetry.istio.io/v1\nkind: Telemetry\nmetadata: {name: tel, namespace: ns1}\nspec: {accessLogging: [{providers: [{name: envoy}], filter: {expression: "response.code >= 400"}}]}\n',
+      'apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: wasm, namespace: ns1}\nspec: {url: "oci://registry.example.com/filters/auth:1.0"}\n',
+      'apiVersion: extensions.istio.io/v1alpha1\nkind: WasmPlugin\nmetadata: {name: bad, namespace: ns1}\nspec: {url: "ftp://example.com/x.wasm"}\n',
+    ].join('---\n'),
+  );
+  const { store } = open(dir);
+  t.teardown(() => store.close());
+  await store.whenSynced();
+  t.same(store.list('EnvoyFilter').map(configKey), ['EnvoyFilter/ns1/ef']);
+  t.same(store.list('ProxyConfig').map(configKey), ['ProxyConfig/ns1/pc']);
+  t.same(store.list('Telemetry').map(configKey), ['Telemetry/ns1/tel']);
+  t.same(store.list('WasmPlugin').map(configKey), ['WasmPlugin/ns1/wasm'], 'the invalid WasmPlugin is not served');
+  t.equal(await rejectedCount('wasmplugin', 'ns1/bad'), 1);
+});

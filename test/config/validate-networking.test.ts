@@ -94,6 +94,15 @@ t.test('DestinationRule', async (t) => {
     ['spec.trafficPolicy.loadBalancer', 'only one of simple, consistentHash may be set, found simple and consistentHash'],
   ]);
   rejects(t, dr({ trafficPolicy: { loadBalancer: { consistentHash: { httpCookie: { ttl: '10s' } } } } }), [['spec.trafficPolicy.loadBalancer.consistentHash.httpCookie.name', 'name required for HttpCookie']]);
+  // validateLoadBalancer's warmup rules (Istio 1.26).
+  accepts(t, dr({ trafficPolicy: { loadBalancer: { simple: 'ROUND_ROBIN', warmup: { duration: '60s', minimumPercent: 10, aggression: 1 } } } }), []);
+  rejects(t, dr({ trafficPolicy: { loadBalancer: { warmup: { minimumPercent: 10 } } } }), [['spec.trafficPolicy.loadBalancer.warmup.duration', 'duration is required']]);
+  rejects(t, dr({ trafficPolicy: { loadBalancer: { warmup: { duration: '1s', minimumPercent: 101 } } } }), [
+    ['spec.trafficPolicy.loadBalancer.warmup.minimumPercent', 'minimumPercent value should be less than or equal to 100'],
+  ]);
+  rejects(t, dr({ trafficPolicy: { loadBalancer: { warmup: { duration: '1s', aggression: 0.5 } } } }), [
+    ['spec.trafficPolicy.loadBalancer.warmup.aggression', 'aggression should be greater than or equal to 1'],
+  ]);
   rejects(t, dr({ trafficPolicy: { loadBalancer: { consistentHash: { useSourceIp: true, maglev: { tableSize: 10 } } } } }), [
     ['spec.trafficPolicy.loadBalancer.consistentHash.maglev.tableSize', 'tableSize must be a prime number for maglev'],
   ]);

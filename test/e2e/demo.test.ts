@@ -1,6 +1,7 @@
 // `npm run demo` as a newcomer meets it, from the checkout and from the release tarball: it starts clean
 // (no warnings about its own files, nothing rejected), its first printed command works, and Ctrl-C leaves
-// nothing behind. The demo binds fixed ports (15010, 15014, 15021, 18080, 19443…): each run gets a
+// nothing behind, with the control plane secured (the gateway's certificate from the daemon's CA, xDS over
+// mutual TLS on :15012). The demo binds fixed ports (15010, 15012, 15014, 15021, 18080, 19443…): each run gets a
 // network namespace of its own.
 import t, { type Test } from 'tap';
 import { execFileSync } from 'node:child_process';
@@ -44,6 +45,10 @@ async function runDemo(t: Test, script: string, cwd: string): Promise<void> {
   t.equal(httpGetIn(ns, 'http://127.0.0.1:18080/get').status, 403, 'the policy requires a token on /get');
   const metrics = httpGetIn(ns, 'http://127.0.0.1:15014/metrics').body;
   t.equal(metricValue(metrics, 'pilot_total_rejected_configs') ?? 0, 0, 'pilot_total_rejected_configs is 0');
+  // The control plane is secured out of the box: the gateway's identity comes from the daemon's CA.
+  const agentStats = httpGetIn(ns, 'http://127.0.0.1:15020/stats/prometheus').body;
+  t.ok((metricValue(agentStats, 'cert_expiry_seconds', 'resource_name="default"') ?? 0) > 3600, 'the gateway holds a workload certificate');
+  t.match(out, /\[gateway\] [^\n]*connected to upstream XDS server: localhost:15012/, 'xDS over mutual TLS on the secured port');
   t.notMatch(out, /\twarn\t|\terror\t/, 'no warnings or errors in the demo output');
   t.notMatch(out, /skipped/, 'no file of the demo is skipped');
 

@@ -1,6 +1,9 @@
 // An ingress gateway made of the built programs, as a user runs it: `pilot-discovery discovery
 // --configDir` and `pilot-agent proxy router` (our engine), with an HTTP backend on loopback. The config
-// is written by the test from the ports the rig picked.
+// is written by the test from the ports the rig picked. By default the control plane is secured as it is
+// out of the box: the gateway authenticates to the daemon's CA with a token from a loopback OIDC issuer
+// (JWT_RULE, the no-cluster credential), gets its certificate, and speaks xDS over mutual TLS to :15012;
+// daemon and agent share the rig's directory, where the daemon publishes the root the agent trusts.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
@@ -8,14 +11,20 @@ import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
 import { freePort, startDiscovery, summarize, tempDir, waitFor, type Discovery } from '../agent/helpers';
+import { startIssuer, type Issuer } from '../ca/helpers';
 
 export interface GatewayPorts {
   gw: number;
   backend: number;
   grpc: number;
+  /** The daemon's --secureGRPCAddr (xDS over TLS and the CA). */
+  secureGrpc: number;
   status: number;
   admin: number;
 }
+
+/** The gateway's identity: namespace mesh-system, service account ingressgateway. */
+export const GATEWAY_IDENTITY = 'spiffe://cluster.local/ns/mesh-system/sa/ingressgateway';
 
 export interface Reply {
   status: number;
@@ -28,6 +37,10 @@ export interface GatewayRig {
   dir: string;
   configDir: string;
   daemon: Discovery;
+  /** The OIDC issuer the daemon trusts (JWT_RULE); undefined with a plaintext control plane. */
+  issuer?: Issuer;
+  /** Stops the daemon and starts it again on the same ports and directory (the same root). */
+  restartDaemon(): Promise<Discovery>;
   get(p: string, headers?: Record<string, string>): Promise<Reply>;
   agentOut(): string;
 }
@@ -39,6 +52,8 @@ export interface GatewayOptions {
   daemonEnv?: NodeJS.ProcessEnv;
   /** Environment of the agent beyond the pod's identity and ports. */
   agentEnv?: NodeJS.ProcessEnv;
+  /** `plaintext`: controlPlaneAuthPolicy NONE to the plaintext port, no certificates (default `mtls`). */
+  controlPlane?: 'mtls' | 'plaintext';
 }
 
 /** The backend answers JSON naming itself, the path and the headers it saw. */
@@ -74,13 +89,35 @@ export function httpGet(port: number, p: string, headers: Record<string, string>
 
 export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayRig> {
   const dir = tempDir(t, 'mesh-gateway-rig-');
-  const ports: GatewayPorts = { gw: await freePort(), backend: await startBackend(t), grpc: await freePort(), status: await freePort(), admin: await freePort() };
+  const ports: GatewayPorts = {
+    gw: await freePort(),
+    backend: await startBackend(t),
+    grpc: await freePort(),
+    secureGrpc: await freePort(),
+    status: await freePort(),
+    admin: await freePort(),
+  };
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
   fs.writeFileSync(path.join(configDir, 'mesh.yaml'), o.config(ports));
-  const daemon = await startDiscovery({ configDir, grpcPort: ports.grpc, env: o.daemonEnv ?? {} });
+  const mtls = (o.controlPlane ?? 'mtls') === 'mtls';
+  const issuer = mtls ? await startIssuer(t) : undefined;
+  const daemonOptions = {
+    configDir,
+    grpcPort: ports.grpc,
+    securePort: ports.secureGrpc,
+    cwd: dir,
+    env: { ...(issuer ? { JWT_RULE: issuer.rule() } : {}), ...o.daemonEnv },
+  };
+  let daemon = await startDiscovery(daemonOptions);
   t.teardown(() => daemon.stop());
-  fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
+  if (issuer) {
+    fs.mkdirSync(path.join(dir, 'var/run/secrets/tokens'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'var/run/secrets/tokens/mesh-token'), await issuer.token({ ns: 'mesh-system', sa: 'ingressgateway', expSeconds: 4 * 3600 }));
+    fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.secureGrpc}\n`);
+  } else {
+    fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
+  }
   const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
     cwd: dir,
     env: {
@@ -88,6 +125,9 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       HOME: process.env['HOME'],
       POD_NAME: 'gateway-0',
       POD_NAMESPACE: 'mesh-system',
+      SERVICE_ACCOUNT: 'ingressgateway',
+      // The daemon's certificate names its service; the rig dials it by address.
+      MESHD_SAN: 'meshd.mesh-system.svc',
       INSTANCE_IP: '127.0.0.1',
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       PROXY_STATUS_PORT: String(await freePort()),
@@ -110,5 +150,20 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
     60_000,
     () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${daemon.log()}`,
   );
-  return { ports, dir, configDir, daemon, get: (p, headers) => httpGet(ports.gw, p, headers), agentOut: () => out };
+  return {
+    ports,
+    dir,
+    configDir,
+    get daemon() {
+      return daemon;
+    },
+    issuer,
+    restartDaemon: async () => {
+      await daemon.stop();
+      daemon = await startDiscovery(daemonOptions);
+      return daemon;
+    },
+    get: (p, headers) => httpGet(ports.gw, p, headers),
+    agentOut: () => out,
+  };
 }

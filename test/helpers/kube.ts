@@ -284,3 +284,44 @@ export function endpointSlice(ns: string, name: string, svc: string, eps: SliceE
     })),
   };
 }
+
+/** Why the real API server cannot run here (a skip reason), or false. */
+export function kubeUnavailable(): string | false {
+  try {
+    execFileSync(path.join(KUBE_DIR, 'start'), ['--help'], { stdio: 'ignore', timeout: 10_000 });
+    return false;
+  } catch (e) {
+    return `../shared/kube/start is not usable here: ${(e as Error).message}`;
+  }
+}
+
+/** The API server's port (tests that forward it into a network namespace need it). */
+export function kubePort(kube: Kube): number {
+  return Number(new URL(kube.api.url).port);
+}
+
+/** A client configuration with the admin's bearer token, in the shape install-cni writes for the plugin. */
+export function tokenKubeconfig(kube: Kube, server = kube.api.url, token = kube.env.KUBE_TOKEN!): string {
+  const ca = readFileSync(kube.env.KUBE_CA!).toString('base64');
+  return [
+    'apiVersion: v1',
+    'clusters:',
+    '- cluster:',
+    `    certificate-authority-data: ${ca}`,
+    `    server: ${server}`,
+    '  name: local',
+    'contexts:',
+    '- context:',
+    '    cluster: local',
+    '    user: mesh-cni',
+    '  name: mesh-cni-context',
+    'current-context: mesh-cni-context',
+    'kind: Config',
+    'preferences: {}',
+    'users:',
+    '- name: mesh-cni',
+    '  user:',
+    `    token: ${token}`,
+    '',
+  ].join('\n');
+}

@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 
 export const REPO = fileURLToPath(new URL('../..', import.meta.url));
-export const SHARED = path.resolve(REPO, '../shared');
+/** ../shared beside the checkout; MESH_SHARED_DIR names it for a checkout elsewhere (a git worktree). */
+export const SHARED = process.env.MESH_SHARED_DIR ?? path.resolve(REPO, '../shared');
 
 export function specDoc(n: 1 | 2 | 3): string {
   const names = { 1: '01-discovery-and-claim-routing.md', 2: '02-agent-and-cni.md', 3: '03-meshctl.md' };

@@ -1,6 +1,6 @@
 // The mesh-iptables handler end to end, without privileges: dry runs from flags to the golden
 // command lists, DRY_RUN_FILE_PATH, and user-facing errors.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -112,10 +112,27 @@ t.test('--run-validation without capture rules fails with exit code 126 within t
     'iptables-probe-port': probe,
     'probe-timeout': 300,
   });
+  // A termination log as the orchestrator mounts it in every container (empty, owned by the container).
+  const termDir = mkdtempSync(path.join(os.tmpdir(), 'mesh-term-'));
+  const terminationLog = path.join(termDir, 'termination-log');
+  writeFileSync(terminationLog, '');
   const started = Date.now();
-  const err = await runMeshIptables(run.ctx, withFacts(ipv4Pod)).catch((e: unknown) => e);
+  const err = await runMeshIptables(run.ctx, { ...withFacts(ipv4Pod), terminationLog }).catch((e: unknown) => e);
   t.type(err, CommandError);
   t.equal((err as CommandError).exitCode, 126);
-  t.match((err as Error).message, new RegExp(`127\\.0\\.0\\.6:${probe} was not redirected`));
+  // Istio's message (istio-iptables root.go), renamed: repair's --repair-init-container-termination-message matches it.
+  const istio =
+    'iptables validation failed; workload is not ready for Mesh.\n' +
+    'When using Mesh CNI, this can occur if a pod is scheduled before the node is ready.\n\n' +
+    "If installed with 'cni.repair.deletePods=true', this pod should automatically be deleted and retry.\n" +
+    'Otherwise, this pod will need to be manually removed so that it is scheduled on a node with mesh-cni running, allowing iptables rules to be established.\n';
+  t.equal((err as Error).message, istio.trimEnd());
+  t.equal(readFileSync(terminationLog, 'utf8'), istio, 'the termination message is written to the termination log');
+  t.match(run.stderr(), new RegExp(`127\\.0\\.0\\.6:${probe} was not redirected`), 'the probe detail is logged');
   t.ok(Date.now() - started < 5000, 'gives up after the timeout');
+
+  // Outside a container there is no termination log, and none is created.
+  const absent = path.join(termDir, 'absent');
+  await runMeshIptables(runContext({ ...defaults, 'skip-rule-apply': true, 'run-validation': true, 'proxy-port': String(proxy), 'inbound-capture-port': String(inbound), 'iptables-probe-port': probe, 'probe-timeout': 100 }).ctx, { ...withFacts(ipv4Pod), terminationLog: absent }).catch(() => {});
+  t.notOk(existsSync(absent), 'no termination log is created where there is none');
 });

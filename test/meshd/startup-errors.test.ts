@@ -45,6 +45,7 @@ t.test('a port clash ends with its Error: line and nothing after it', async (t) 
   // One pipe for both streams, as a terminal shows them, so the order of log and error lines is kept.
   const args = ['discovery', '--configDir', tmp, '--httpAddr', `127.0.0.1:${port}`, ...EPHEMERAL];
   const r = await exec('/bin/sh', ['-c', 'exec "$0" "$@" 2>&1', DISCOVERY, ...args], {
+    cwd: tmp,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PILOT_DEBOUNCE_AFTER: '10ms' },
   });
   t.equal(r.code, 255);

@@ -1,7 +1,8 @@
-// Sidecar listeners without iptables: connections to virtualOutbound (use_original_dst) are handed to
-// the bind_to_port=false listener of the HTTP request's Host port, as Envoy hands off redirected
-// connections by their original destination; unknown destinations pass through (ORIGINAL_DST) and a
-// connection to virtualOutbound's own port is black-holed like Istio configures it. DNS clusters too.
+// Sidecar listeners where SO_ORIGINAL_DST cannot be read (no native addon: `originalDst: false`):
+// connections to virtualOutbound (use_original_dst) are handed to the bind_to_port=false listener of
+// the HTTP request's Host port; unknown destinations pass through (ORIGINAL_DST) and a connection to
+// virtualOutbound's own port is black-holed like Istio configures it. DNS clusters too. With the addon,
+// see original-dst.test.ts (in-process) and test/e2e/original-dst.test.ts (real iptables).
 import t from 'tap';
 import net from 'node:net';
 import { backend, freePort, hcm, request, sock, startProxy } from './helpers';
@@ -9,7 +10,7 @@ import { backend, freePort, hcm, request, sock, startProxy } from './helpers';
 const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
 const tcp = (prefix: string, cluster: string) => ({ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: prefix, cluster } });
 
-t.test('virtualOutbound hands HTTP to the port listener, passes unknown destinations through, black-holes itself', async (t) => {
+t.test('without the addon, virtualOutbound hands HTTP to the Host port listener, passes unknown destinations through, black-holes itself', async (t) => {
   const svc = await backend('svc');
   const other = await backend('other');
   t.teardown(() => Promise.all([svc.close(), other.close()]).then(() => undefined));
@@ -43,7 +44,7 @@ t.test('virtualOutbound hands HTTP to the port listener, passes unknown destinat
         { name: 'outbound|9080||svc.demo.svc.cluster.local', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'x', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', svc.port) } }] }] } },
       ],
     },
-  });
+  }, { originalDst: false });
   t.teardown(() => p.close());
   await p.engine.initialized;
   t.equal(p.engine.listenerPort('0.0.0.0_9080'), undefined, 'bind_to_port false: nothing is bound');
@@ -60,6 +61,7 @@ t.test('virtualOutbound hands HTTP to the port listener, passes unknown destinat
     c.on('error', () => resolve(d));
   });
   t.equal(loop, '', 'a connection to virtualOutbound itself is black-holed');
+  t.match(p.logs.join('\n'), /listener 'virtualOutbound' restores original destinations, but SO_ORIGINAL_DST cannot be read: disabled for this engine; captured connections are routed by their HTTP Host or TLS SNI/, 'the degraded mode is announced');
 });
 
 t.test('STRICT_DNS and LOGICAL_DNS clusters resolve names', async (t) => {
@@ -119,7 +121,7 @@ t.test('virtualInbound (original_dst listener filter): chain by the requested po
         { name: inbound, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s', upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } } },
       ],
     },
-  });
+  }, { originalDst: false });
   t.teardown(() => p.close());
   await p.engine.initialized;
   const r = await request(vi, '/in', { host: `127.0.0.1:${app.port}` });

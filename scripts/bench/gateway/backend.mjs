@@ -73,5 +73,7 @@ const server =
       })
     : net.createServer(rawConnection);
 if (kind !== 'node' && kind !== 'raw') throw new Error(`--kind: expected raw or node, got ${kind}`);
-server.listen(port, '127.0.0.1', () => console.log(`listening ${server.address().port}`));
+// A backlog as large as the kernel allows (it caps it at net.core.somaxconn): with Node's default of 511, a gateway
+// opening hundreds of upstream connections at once overflows the accept queue and waits out SYN retries (1 s, 3 s, 7 s).
+server.listen({ port, host: '127.0.0.1', backlog: 65535 }, () => console.log(`listening ${server.address().port}`));
 process.on('SIGTERM', () => process.exit(0));

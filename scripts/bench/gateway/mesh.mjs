@@ -76,9 +76,10 @@ spec:
 
 /**
  * Starts `pilot-agent proxy router` (`command` = the words that run it, e.g. [taskset, -c, 1, dist/pilot-agent]).
- * Returns the child and the ports; the engine is the agent's child (`pilot-agent envoy`).
+ * Returns the child and the ports; the engine is the agent's child (`pilot-agent envoy`). `proxyConfig`: more
+ * ProxyConfig fields for PROXY_CONFIG (e.g. proxyStatsMatcher, to see the upstream clusters' counters).
  */
-export async function startGateway({ command, dir, discovery, concurrency = 1, extraEnv = {} }) {
+export async function startGateway({ command, dir, discovery, concurrency = 1, extraEnv = {}, proxyConfig = {} }) {
   const ports = { status: await freePort(), admin: await freePort(), proxyStatus: await freePort(), proxyMetrics: await freePort() };
   writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discovery}\n  controlPlaneAuthPolicy: NONE\n`);
   const env = {
@@ -90,7 +91,7 @@ export async function startGateway({ command, dir, discovery, concurrency = 1, e
     MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
     PROXY_STATUS_PORT: String(ports.proxyStatus),
     PROXY_METRICS_PORT: String(ports.proxyMetrics),
-    PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s' }),
+    PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s', ...proxyConfig }),
     ...extraEnv,
   };
   const [file, ...args] = command;

@@ -82,10 +82,12 @@ export interface OrchClient {
   /** GET a path (`/api/v1/services`) as JSON; non-2xx answers throw OrchApiError. */
   getJson(path: string, query?: Record<string, string>, signal?: AbortSignal): Promise<unknown>;
   /**
-   * Any verb with a JSON body (`contentType` for patches: `application/merge-patch+json`, …); the
-   * answer as JSON (undefined when empty). Non-2xx answers throw OrchApiError.
+   * Any other request (POST, PATCH, DELETE…) with a JSON body, answered as JSON; non-2xx answers throw
+   * OrchApiError carrying the Status reason (`Conflict`, `NotFound`…).
    */
-  send(method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE', path: string, body?: unknown, o?: { contentType?: string; signal?: AbortSignal; query?: Record<string, string> }): Promise<unknown>;
+  request(method: OrchMethod, path: string, opts?: OrchRequestOptions): Promise<unknown>;
+  /** `request` with the body as its own argument (the CA's writers use this form). */
+  send(method: OrchMethod, path: string, body?: unknown, o?: Omit<OrchRequestOptions, 'body'>): Promise<unknown>;
   /**
    * A client-node Watch that asks for bookmarks and a server-side timeout, as client-go's reflector
    * does. A watch that connects after `stopped()` turned true is aborted at once.
@@ -95,6 +97,16 @@ export interface OrchClient {
   close(): void;
 }
 
+export type OrchMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+
+export interface OrchRequestOptions {
+  body?: unknown;
+  /** Default `application/json`; a PATCH names its patch type (`application/merge-patch+json`). */
+  contentType?: string;
+  query?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
 let clientNode: Promise<ClientNode> | undefined;
 
 /**
@@ -102,6 +114,9 @@ let clientNode: Promise<ClientNode> | undefined;
  * a runtime the library cannot run on gets an error that says so instead of a stack from deep inside it.
  */
 export function loadClientNode(): Promise<ClientNode> {
+  // client-node's WebSocket library looks for the optional native addon bufferutil when it loads; the
+  // single executable cannot load addons from disk and Node warns on stderr about the attempt.
+  process.env.WS_NO_BUFFER_UTIL ??= '1';
   clientNode ??= import('@kubernetes/client-node').catch((e: unknown) => {
     clientNode = undefined;
     const err = e as Error;
@@ -174,20 +189,20 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   }
 
   const http = new lib.IsomorphicFetchHttpLibrary();
-  const send: OrchClient['send'] = async (method, path, body, o = {}) => {
+  const send = async (method: OrchMethod, path: string, opts: OrchRequestOptions): Promise<unknown> => {
     const url = new URL(server + path);
-    for (const [k, v] of Object.entries(o.query ?? {})) url.searchParams.set(k, v);
+    for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const ctx = new lib.RequestContext(url.toString(), lib.HttpMethod[method]);
     ctx.setHeaderParam('Accept', 'application/json');
-    if (body !== undefined) {
-      ctx.setHeaderParam('Content-Type', o.contentType ?? 'application/json');
-      ctx.setBody(JSON.stringify(body));
+    if (opts.body !== undefined) {
+      ctx.setHeaderParam('Content-Type', opts.contentType ?? 'application/json');
+      ctx.setBody(JSON.stringify(opts.body));
     }
-    if (o.signal) ctx.setSignal(o.signal);
+    if (opts.signal) ctx.setSignal(opts.signal);
     await kc.applySecurityAuthentication(ctx);
     const resp = await http.send(ctx).toPromise();
     const text = await resp.body.text();
-    if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(method, resp.httpStatusCode, path, text);
+    if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, method, path, text);
     if (text === '') return undefined;
     try {
       return JSON.parse(text) as unknown;
@@ -201,10 +216,11 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     server,
     origin,
     limiter,
-    getJson(path, query, signal) {
-      return send('GET', path, undefined, { ...(query ? { query } : {}), ...(signal ? { signal } : {}) });
+    async getJson(path, query, signal) {
+      return send('GET', path, { query, signal });
     },
-    send,
+    request: (method, path, opts = {}) => send(method, path, opts),
+    send: (method, path, body, o = {}) => send(method, path, { ...o, ...(body !== undefined ? { body } : {}) }),
     newWatch: (stopped = () => false) => new BookmarkingWatch(kc, stopped),
     close: () => limiter.close(),
   };
@@ -370,7 +386,7 @@ function reportContentType(contentType: string | undefined): void {
   }
 }
 
-function apiError(method: string, statusCode: number, path: string, body: string): OrchApiError {
+function apiError(statusCode: number, method: OrchMethod, path: string, body: string): OrchApiError {
   let reason: string | undefined;
   let message = body.trim().slice(0, 500);
   try {

@@ -7,6 +7,8 @@ export {
   OrchApiError,
   type OrchClient,
   type OrchClientOptions,
+  type OrchMethod,
+  type OrchRequestOptions,
   OrchConfigError,
 } from './client';
 export { type BackoffOptions, DEFAULT_BACKOFF } from './informer';

@@ -9,6 +9,7 @@
 // - "synced" is when the first list has been applied.
 import type * as K8s from '@kubernetes/client-node';
 import type { Scope } from '../../lib/log';
+import { defineCounter } from '../../lib/metrics';
 import type { OrchClient } from './client';
 
 export interface BackoffOptions {
@@ -17,6 +18,12 @@ export interface BackoffOptions {
   /** Up to this fraction of the delay is added at random. */
   jitter: number;
 }
+
+const syncErrors = defineCounter({
+  name: 'controller_sync_errors_total',
+  help: 'Total number of errorMetric syncing controllers.',
+  labelNames: ['cluster'] as const,
+});
 
 export const DEFAULT_BACKOFF: BackoffOptions = { initialMs: 800, maxMs: 30_000, jitter: 1 };
 
@@ -98,6 +105,8 @@ export interface InformerOptions {
   pageSize?: number;
   backoff?: Partial<BackoffOptions>;
   log: Scope;
+  /** Cluster id of the controller_sync_errors_total series (default Orchestrator). */
+  cluster?: string;
 }
 
 export class ResourceInformer {
@@ -140,7 +149,7 @@ export class ResourceInformer {
         };
         this.delays.add(finish);
       });
-    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, opts.labelSelector, opts.fieldSelector, {
+    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, opts.labelSelector || undefined, opts.fieldSelector, {
       delayFn,
     });
     this.lw.on('add', (o) => this.event(() => handlers.add(o as RawObject)));
@@ -204,6 +213,7 @@ export class ResourceInformer {
       void this.lw.stop();
       return;
     }
+    syncErrors.inc({ cluster: this.opts.cluster ?? 'Orchestrator' });
     const base = Math.min(this.backoff.maxMs, this.backoff.initialMs * 2 ** this.failures);
     const delay = Math.round(base * (1 + Math.random() * this.backoff.jitter));
     this.failures += 1;

@@ -149,6 +149,14 @@ function checkLoadBalancer(lb: LoadBalancerSettings | undefined, outlier: Outlie
   }
   checkLocalityLbSetting(lb.localityLbSetting as LocalityLbSetting | undefined, outlier, dot(path, 'localityLbSetting'), r);
   checkDuration(lb.warmupDurationSecs, dot(path, 'warmupDurationSecs'), r);
+  const warm = (lb as { warmup?: { duration?: string; minimumPercent?: number; aggression?: number } }).warmup;
+  if (warm) {
+    const wp = dot(path, 'warmup');
+    if (warm.duration === undefined) r.error(dot(wp, 'duration'), 'duration is required');
+    else checkDuration(warm.duration, dot(wp, 'duration'), r);
+    if ((warm.minimumPercent ?? 0) > 100) r.error(dot(wp, 'minimumPercent'), 'minimumPercent value should be less than or equal to 100');
+    if (warm.aggression !== undefined && warm.aggression < 1) r.error(dot(wp, 'aggression'), 'aggression should be greater than or equal to 1');
+  }
 }
 
 const TOPOLOGY_LABELS = new Set(['topology.kubernetes.io/region', 'topology.kubernetes.io/zone', 'topology.istio.io/subzone']);

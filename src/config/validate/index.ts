@@ -7,6 +7,7 @@ import type { Config, Kind } from '../types';
 import { checkLabels } from './common';
 import { validateEndpointSlice, validatePod, validateService } from './core';
 import { validateDestinationRule } from './destinationrule';
+import { validateEnvoyFilter } from './envoyfilter';
 import { validateGateway } from './gateway';
 import { k8sDNS1035Errors, k8sLabelErrors, k8sSubdomainErrors } from './names';
 import { Report } from './report';
@@ -15,15 +16,21 @@ import { validateServiceEntry, validateWorkloadEntry, validateWorkloadGroup } fr
 import { checkShape } from './shape';
 import { SPEC_SHAPES } from './shapes';
 import { validateSidecar } from './sidecar';
+import { validateTelemetry, validateProxyConfig } from './telemetry';
 import { validateVirtualService } from './virtualservice';
+import { validateWasmPlugin } from './wasmplugin';
 
 export type { FieldError } from '../errors';
 export type { ValidationResult } from './report';
 export { toRoutingClaim, type RoutingClaim, HEADER_JWT_CLAIM } from './claims';
 export { re2SyntaxError } from '../../lib/re2';
 export { hostMatches, hostSubsetOf } from './hosts';
+export { loadEnvoyFilterTypes } from './envoyfilter';
 
 type Validator = (c: Config, r: Report) => void;
+
+/** Istio's test hook: a resource carrying this annotation is always rejected (ours and Istio's name). */
+const ALWAYS_REJECT_ANNOTATIONS = ['mesh.io/alwaysReject', 'istio.io/alwaysReject'];
 
 const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
   Gateway: validateGateway as Validator,
@@ -36,15 +43,24 @@ const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
   RequestAuthentication: validateRequestAuthentication as Validator,
   AuthorizationPolicy: validateAuthorizationPolicy as Validator,
   PeerAuthentication: validatePeerAuthentication as Validator,
+  EnvoyFilter: validateEnvoyFilter as Validator,
+  ProxyConfig: validateProxyConfig as Validator,
+  Telemetry: validateTelemetry as Validator,
+  WasmPlugin: validateWasmPlugin as Validator,
   Service: validateService as Validator,
   EndpointSlice: validateEndpointSlice as Validator,
   Pod: validatePod as Validator,
   Namespace: undefined,
 };
 
+export interface ValidateOptions {
+  /** Unknown fields are errors (meshctl validate) instead of warnings (the daemon, the webhook). */
+  strictFields?: boolean;
+}
+
 /** Validates one resource; `errors` non-empty means it must not be served. */
-export function validateConfig(c: Config): { errors: FieldError[]; warnings: FieldError[] } {
-  const r = new Report();
+export function validateConfig(c: Config, opts: ValidateOptions = {}): { errors: FieldError[]; warnings: FieldError[] } {
+  const r = new Report(opts.strictFields);
   validateMetadata(c, r);
   const before = r.errors.length;
   // EndpointSlice fields live at the top level of the object, not under spec.
@@ -66,4 +82,6 @@ export function validateMetadata(c: Config, r: Report): void {
   }
   checkLabels(c.meta.labels, 'metadata.labels', r);
   checkDryRunAnnotation(c, r);
+  for (const a of ALWAYS_REJECT_ANNOTATIONS)
+    if (c.meta.annotations[a] !== undefined) r.error(`metadata.annotations[${a}]`, `${JSON.stringify(a)} annotation found, rejecting`);
 }

@@ -22,7 +22,7 @@ const ALLOWED_TARGET_REFS = [
 ];
 const ALLOWED_TARGET_REFS_TEXT = '[core/v1/Service networking.istio.io/v1/ServiceEntry networking.mesh.io/v1/ServiceEntry gateway.networking.k8s.io/v1/Gateway]';
 
-function checkTargetRef(ref: PolicyTargetReference | undefined, path: string, r: Report): void {
+export function checkTargetRef(ref: PolicyTargetReference | undefined, path: string, r: Report): void {
   if (!ref) return;
   if (!ref.name) r.error(dot(path, 'name'), 'targetRef name must be set');
   if (ref.namespace) r.error(dot(path, 'namespace'), 'targetRef namespace must not be set; cross namespace referencing is not supported');
@@ -31,7 +31,7 @@ function checkTargetRef(ref: PolicyTargetReference | undefined, path: string, r:
     r.error(path, `targetRef must be to one of ${ALLOWED_TARGET_REFS_TEXT} but was ${ref.group ?? ''}/${ref.kind ?? ''}`);
 }
 
-function checkSelectorAndRefs(s: SelectorAndRefs, r: Report): void {
+export function checkSelectorAndRefs(s: SelectorAndRefs, r: Report): void {
   const set = (s.selector ? 1 : 0) + (s.targetRef ? 1 : 0) + ((s.targetRefs ?? []).length > 0 ? 1 : 0);
   if (set > 1) r.error('spec', 'only one of targetRefs or workloadSelector can be set');
   checkWorkloadSelector(s.selector, 'spec.selector', r);

@@ -113,7 +113,7 @@ export function checkShape(value: unknown, shape: Shape, path: string, r: Report
           if (shape.strict !== undefined) {
             const known = Object.keys(shape.fields).join(', ');
             r.error(dot(path, k), `unknown field ${JSON.stringify(k)} in ${shape.strict} (known fields: ${known}): a misspelt match condition would match more than intended`);
-          } else r.warn(dot(path, k), `unknown field ${JSON.stringify(k)}`);
+          } else (r.strictFields ? r.error : r.warn).call(r, dot(path, k), `unknown field ${JSON.stringify(k)}`);
           continue;
         }
         checkShape(v, fs, dot(path, k), r);

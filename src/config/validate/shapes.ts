@@ -328,6 +328,138 @@ const authorizationPolicy = obj({
 const mtlsMode = obj({ mode: en('UNSET', 'DISABLE', 'PERMISSIVE', 'STRICT') });
 const peerAuthentication = obj({ selector: workloadSelector, mtls: mtlsMode, portLevelMtls: map(mtlsMode, 'uint32') });
 
+// EnvoyFilter, ProxyConfig, Telemetry, WasmPlugin (networking v1alpha3/v1beta1, telemetry v1,
+// extensions v1alpha1). A patch value is an Envoy message checked by the EnvoyFilter validator.
+const u32Port = u32;
+const envoyFilter = obj({
+  workloadSelector: workloadSelectorNet,
+  targetRefs: list(policyTargetRef),
+  configPatches: list(
+    obj({
+      applyTo: en('INVALID', 'LISTENER', 'FILTER_CHAIN', 'NETWORK_FILTER', 'HTTP_FILTER', 'ROUTE_CONFIGURATION', 'VIRTUAL_HOST', 'HTTP_ROUTE', 'CLUSTER', 'EXTENSION_CONFIG', 'BOOTSTRAP', 'LISTENER_FILTER'),
+      match: matchObj(
+        'EnvoyConfigObjectMatch',
+        {
+          context: en('ANY', 'SIDECAR_INBOUND', 'SIDECAR_OUTBOUND', 'GATEWAY'),
+          proxy: matchObj('ProxyMatch', { proxyVersion: str, metadata: strMap }),
+          listener: matchObj('ListenerMatch', {
+            portNumber: u32Port,
+            portName: str,
+            filterChain: matchObj('FilterChainMatch', {
+              name: str,
+              sni: str,
+              transportProtocol: str,
+              applicationProtocols: str,
+              filter: matchObj('FilterMatch', { name: str, subFilter: matchObj('SubFilterMatch', { name: str }) }),
+              destinationPort: u32Port,
+            }),
+            listenerFilter: str,
+            name: str,
+          }),
+          routeConfiguration: matchObj('RouteConfigurationMatch', {
+            portNumber: u32Port,
+            portName: str,
+            gateway: str,
+            vhost: matchObj('VirtualHostMatch', { name: str, domainName: str, route: matchObj('RouteMatch', { name: str, action: en('ANY', 'ROUTE', 'REDIRECT', 'DIRECT_RESPONSE') }) }),
+            name: str,
+          }),
+          cluster: matchObj('ClusterMatch', { portNumber: u32Port, service: str, subset: str, name: str }),
+        },
+        [['listener', 'routeConfiguration', 'cluster']],
+      ),
+      patch: obj({
+        operation: en('INVALID', 'MERGE', 'ADD', 'REMOVE', 'INSERT_BEFORE', 'INSERT_AFTER', 'INSERT_FIRST', 'REPLACE'),
+        value: map(any),
+        filterClass: en('UNSPECIFIED', 'AUTHN', 'AUTHZ', 'STATS'),
+      }),
+    }),
+  ),
+  priority: i32,
+});
+
+const proxyConfig = obj({ selector: workloadSelector, concurrency: i32, environmentVariables: strMap, image: obj({ imageType: str }) });
+
+const workloadMode = en('CLIENT_AND_SERVER', 'CLIENT', 'SERVER');
+const providerRefs = list(obj({ name: str }));
+const telemetry = obj({
+  selector: workloadSelector,
+  targetRef: policyTargetRef,
+  targetRefs: list(policyTargetRef),
+  tracing: list(
+    obj({
+      match: obj({ mode: workloadMode }),
+      providers: providerRefs,
+      customTags: map(
+        obj(
+          {
+            literal: obj({ value: str }),
+            environment: obj({ name: str, defaultValue: str }),
+            header: obj({ name: str, defaultValue: str }),
+          },
+          [['literal', 'environment', 'header']],
+        ),
+      ),
+      disableSpanReporting: boolValue,
+      randomSamplingPercentage: num,
+      useRequestIdForTraceSampling: boolValue,
+      enableIstioTags: boolValue,
+    }),
+  ),
+  metrics: list(
+    obj({
+      providers: providerRefs,
+      overrides: list(
+        obj({
+          match: matchObj(
+            'MetricSelector',
+            {
+              metric: en(
+                'ALL_METRICS',
+                'REQUEST_COUNT',
+                'REQUEST_DURATION',
+                'REQUEST_SIZE',
+                'RESPONSE_SIZE',
+                'TCP_OPENED_CONNECTIONS',
+                'TCP_CLOSED_CONNECTIONS',
+                'TCP_SENT_BYTES',
+                'TCP_RECEIVED_BYTES',
+                'GRPC_REQUEST_MESSAGES',
+                'GRPC_RESPONSE_MESSAGES',
+              ),
+              customMetric: str,
+              mode: workloadMode,
+            },
+            [['metric', 'customMetric']],
+          ),
+          disabled: boolValue,
+          tagOverrides: map(obj({ operation: en('UPSERT', 'REMOVE'), value: str })),
+        }),
+      ),
+      reportingInterval: dur,
+    }),
+  ),
+  accessLogging: list(obj({ match: obj({ mode: workloadMode }), providers: providerRefs, disabled: boolValue, filter: obj({ expression: str }) })),
+});
+
+const wasmPlugin = obj({
+  selector: workloadSelector,
+  targetRef: policyTargetRef,
+  targetRefs: list(policyTargetRef),
+  url: str,
+  sha256: str,
+  imagePullPolicy: en('UNSPECIFIED_POLICY', 'IfNotPresent', 'Always'),
+  imagePullSecret: str,
+  verificationKey: str,
+  pluginConfig: map(any),
+  pluginName: str,
+  phase: en('UNSPECIFIED_PHASE', 'AUTHN', 'AUTHZ', 'STATS'),
+  priority: i32,
+  failStrategy: en('FAIL_CLOSE', 'FAIL_OPEN'),
+  vmConfig: obj({ env: list(obj({ name: str, value: str, valueFrom: en('INLINE', 'HOST') })) }),
+  match: list(obj({ mode: en('UNDEFINED', 'CLIENT', 'SERVER', 'CLIENT_AND_SERVER'), ports: list(portSelector) })),
+  type: en('UNSPECIFIED_PLUGIN_TYPE', 'HTTP', 'NETWORK'),
+});
+
 // Kubernetes objects: the fields the registries read are typed; the rest of these large APIs is
 // accepted as-is (`any`) rather than warned about.
 const k8sService = obj({
@@ -388,6 +520,10 @@ export const SPEC_SHAPES: Readonly<Record<Kind, Shape>> = {
   RequestAuthentication: requestAuthentication,
   AuthorizationPolicy: authorizationPolicy,
   PeerAuthentication: peerAuthentication,
+  EnvoyFilter: envoyFilter,
+  ProxyConfig: proxyConfig,
+  Telemetry: telemetry,
+  WasmPlugin: wasmPlugin,
   Service: k8sService,
   EndpointSlice: endpointSlice,
   Pod: pod,

@@ -609,7 +609,7 @@ function analyzeUnreachableHTTPRules(routes: readonly HTTPRoute[], r: Report): v
     const rp = at('spec.http', i);
     const matches = route.match ?? [];
     if (matches.length === 0) {
-      if (emptyMatchAt >= 0) r.warn(rp, `virtualService rule ${routeName(route.name, i)} not used (only the last rule can have no matches)`);
+      if (emptyMatchAt >= 0) r.unusedRule(rp, routeName(route.name, i), 'only the last rule can have no matches');
       emptyMatchAt = i;
       return;
     }
@@ -618,10 +618,7 @@ function analyzeUnreachableHTTPRules(routes: readonly HTTPRoute[], r: Report): v
       const k = matchKey(m);
       const dup = seen.get(k);
       if (dup !== undefined) {
-        r.warn(
-          at(dot(rp, 'match'), j),
-          `virtualService rule ${routeName(route.name, i)} match ${routeName(m.name, j)} is not used (duplicate/overlapping match in rule ${routeName(routes[dup]!.name, dup)})`,
-        );
+        r.ineffectiveMatch(at(dot(rp, 'match'), j), routeName(route.name, i), routeName(m.name, j), routeName(routes[dup]!.name, dup));
         duplicates++;
         return;
       }
@@ -642,18 +639,14 @@ function analyzeUnreachableHTTPRules(routes: readonly HTTPRoute[], r: Report): v
         });
       }
     });
-    if (duplicates === matches.length) r.warn(rp, `virtualService rule ${routeName(route.name, i)} not used (all matches used by prior rules)`);
+    if (duplicates === matches.length) r.unusedRule(rp, routeName(route.name, i), 'all matches used by prior rules');
   });
   for (let a = 0; a < prefixes.length; a++) {
     for (let b = a + 1; b < prefixes.length; b++) {
       const pa = prefixes[a]!;
       const pb = prefixes[b]!;
       if (pa.prefix === pb.prefix) continue;
-      if (covers(pa, pb))
-        r.warn(
-          pb.path,
-          `virtualService rule ${pb.routeStr} match ${pb.matchStr} of prefix ${pb.prefix} is not used (duplicate/overlapping match in rule ${pa.matchStr} of prefix ${pa.prefix} on ${pa.routeStr})`,
-        );
+      if (covers(pa, pb)) r.ineffectiveMatch(pb.path, pb.routeStr, `${pb.matchStr} of prefix ${pb.prefix}`, `${pa.matchStr} of prefix ${pa.prefix} on ${pa.routeStr}`);
     }
   }
 }
@@ -665,7 +658,7 @@ function analyzeUnreachableL4Rules(routes: ReadonlyArray<{ match?: readonly obje
     const rp = at(base, i);
     const matches = route.match ?? [];
     if (matches.length === 0) {
-      if (emptyMatchAt >= 0) r.warn(rp, `virtualService rule #${i} not used (only the last rule can have no matches)`);
+      if (emptyMatchAt >= 0) r.unusedRule(rp, `#${i}`, 'only the last rule can have no matches');
       emptyMatchAt = i;
       return;
     }
@@ -674,10 +667,10 @@ function analyzeUnreachableL4Rules(routes: ReadonlyArray<{ match?: readonly obje
       const k = canonicalJSON(m);
       const dup = seen.get(k);
       if (dup !== undefined) {
-        r.warn(at(dot(rp, 'match'), j), `virtualService rule #${i} match #${j} is not used (duplicate/overlapping match in rule #${dup})`);
+        r.ineffectiveMatch(at(dot(rp, 'match'), j), `#${i}`, `#${j}`, `#${dup}`);
         duplicates++;
       } else seen.set(k, i);
     });
-    if (duplicates === matches.length) r.warn(rp, `virtualService rule #${i} not used (all matches used by prior rules)`);
+    if (duplicates === matches.length) r.unusedRule(rp, `#${i}`, 'all matches used by prior rules');
   });
 }

@@ -100,6 +100,23 @@ export class DebugPages {
     }
   }
 
+  /**
+   * `/debug/<name>` answered inside the process, for debug requests that arrive over ADS (Istio's DebugGen):
+   * the page's status and body. Pages that answer asynchronously (pprof) are not offered this way.
+   */
+  serveInternal(name: string): { status: number; body: string } {
+    const url = new URL(`/debug/${name}`, 'http://meshd');
+    const handler = this.routes.get(url.pathname);
+    const capture = captureResponse();
+    if (!handler || url.pathname.startsWith('/debug/pprof/')) {
+      capture.res.writeHead(404);
+      capture.res.end('404 page not found\n');
+    } else {
+      void handler({} as never, capture.res, url);
+    }
+    return capture.result();
+  }
+
   /** Istio's `/debug/list`: sorted names without `/debug/`, leaving out `list` itself and pprof. */
   commandNames(): string[] {
     return this.entries
@@ -246,3 +263,26 @@ const INDEX_TAIL = `
 </html>
 `;
 
+/** A ServerResponse stand-in recording what a synchronous page handler writes. */
+function captureResponse(): { res: ServerResponse; result(): { status: number; body: string } } {
+  let status = 200;
+  let body = '';
+  const res = {
+    writeHead(code: number) {
+      status = code;
+      return res;
+    },
+    setHeader() {
+      return res;
+    },
+    write(chunk: string | Buffer) {
+      body += String(chunk);
+      return true;
+    },
+    end(chunk?: string | Buffer) {
+      if (chunk !== undefined) body += String(chunk);
+      return res;
+    },
+  };
+  return { res: res as unknown as ServerResponse, result: () => ({ status, body }) };
+}

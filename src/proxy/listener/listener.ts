@@ -17,10 +17,12 @@ import { durationToMs } from '../route/action';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import { plainIp, type DownstreamConnectionInfo } from '../stream-info';
 import { TlsContext } from '../tls/context';
+import type { Destination, OriginalDstSource } from '../../native/original-dst';
 import type { SecretManager } from '../tls/secrets';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { chainMatchKey, compileChainMatch, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
+import { acceptPacer, listenBacklog } from './accept';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
@@ -43,6 +45,17 @@ export interface ListenerDeps extends HcmDeps {
   serverDraining: () => boolean;
   /** use_original_dst: the listener that owns a destination, if any (Envoy's original-dst handoff). */
   findListenerFor: (address: string, port: number) => ListenerRuntime | undefined;
+  /** SO_ORIGINAL_DST; undefined where the native addon is missing (destinations are guessed then). */
+  originalDst: OriginalDstSource | undefined;
+}
+
+/** A connection another listener passes on by its original destination. */
+export interface Handoff {
+  /** Bytes already read from the socket. */
+  head: Buffer;
+  destination: Destination;
+  /** The first listener already counted it (it read the request to guess the destination). */
+  accounted: boolean;
 }
 
 export interface CompiledChain {
@@ -105,8 +118,10 @@ export class ListenerRuntime {
   readonly statPrefix: string;
   readonly stats: ListenerStats;
   readonly bindToPort: boolean;
+  /** The listen backlog: tcp_backlog_size, else the kernel's somaxconn (Envoy's default; Node's is 511). */
+  readonly backlog: number;
   readonly useOriginalDst: boolean;
-  /** The original_dst listener filter: restore the destination (here: from the request) for chain matching. */
+  /** The original_dst listener filter: restore the destination (SO_ORIGINAL_DST) for chain matching. */
   private readonly originalDstFilter: boolean;
   readonly inbound: boolean;
   readonly ready: Promise<void>;
@@ -117,7 +132,7 @@ export class ListenerRuntime {
   active = false;
   draining = false;
   readonly connections = new Set<net.Socket>();
-  private readonly pending: net.Socket[] = [];
+  private readonly pending: Array<[net.Socket, Handoff | undefined]> = [];
   private readonly log: Logger;
 
   constructor(
@@ -132,6 +147,7 @@ export class ListenerRuntime {
     this.address = listenerAddress(proto, where);
     this.statPrefix = listenerStatPrefix(proto, this.address);
     this.bindToPort = proto.bindToPort ?? true;
+    this.backlog = listenBacklog(proto.tcpBacklogSize);
     this.useOriginalDst = proto.useOriginalDst ?? false;
     this.originalDstFilter = proto.listenerFilters.some((f) => f.name === 'envoy.filters.listener.original_dst' || (f.configType.case === 'typedConfig' && f.configType.value.typeUrl.endsWith('.original_dst.v3.OriginalDst')));
     this.inbound = proto.trafficDirection === TrafficDirection.INBOUND;
@@ -250,36 +266,66 @@ export class ListenerRuntime {
   /** Serve connections that arrived while warming. */
   activate(): void {
     this.active = true;
-    for (const s of this.pending.splice(0)) if (!s.destroyed) this.onConnection(s);
+    for (const [s, h] of this.pending.splice(0)) if (!s.destroyed) this.onConnection(s, h);
   }
 
   isDraining(): boolean {
     return this.draining || this.deps.serverDraining();
   }
 
-  /** Entry point for accepted sockets (the manager owns the net.Server). */
-  onConnection(socket: net.Socket, handoff?: { head: Buffer; destination: { address: string; port: number } }): void {
+  /** Whether this listener restores the original destination (original_dst filter or use_original_dst). */
+  get restoresDestination(): boolean {
+    return this.useOriginalDst || this.originalDstFilter;
+  }
+
+  /** Counts a connection as this listener's (Envoy counts a handed-off one only in the listener that takes it). */
+  private account(socket: net.Socket): void {
+    this.connections.add(socket);
+    this.stats.cxTotal.inc();
+    this.stats.cxActive.inc();
+    socket.once('close', () => {
+      this.connections.delete(socket);
+      this.stats.cxActive.dec();
+      this.stats.cxDestroy.inc();
+    });
+  }
+
+  /**
+   * Entry point for accepted sockets (the manager owns the net.Server), and for connections another
+   * listener handed over by their original destination (`handoff`; `accounted` when that listener
+   * already counted it because it had to read the request to find the destination).
+   */
+  onConnection(socket: net.Socket, handoff?: Handoff): void {
+    if (!handoff) acceptPacer.accepted();
     if (!this.active) {
-      this.pending.push(socket);
+      this.pending.push([socket, handoff]);
       return;
     }
-    socket.setNoDelay(true);
-    if (!handoff) {
-      this.connections.add(socket);
-      this.stats.cxTotal.inc();
-      this.stats.cxActive.inc();
-      socket.once('close', () => {
-        this.connections.delete(socket);
-        this.stats.cxActive.dec();
-        this.stats.cxDestroy.inc();
-      });
+    const source = this.deps.originalDst;
+    let destination = handoff?.destination;
+    if (!handoff && this.restoresDestination && source) {
+      // Envoy's original_dst listener filter: the address before the REDIRECT, else (TPROXY, or not
+      // redirected at all) the socket's own local address, which then already is the destination.
+      destination = source.read(socket) ?? { address: plainIp(socket.localAddress), port: socket.localPort ?? this.address.port };
+      if (this.useOriginalDst) {
+        // use_original_dst: the listener that owns the destination takes the connection before any
+        // byte is read and runs its own listener filters and chain selection.
+        const target = this.deps.findListenerFor(destination.address, destination.port);
+        if (target && target !== this) {
+          target.onConnection(socket, { head: Buffer.alloc(0), destination, accounted: false });
+          return;
+        }
+      }
     }
+    socket.setNoDelay(true);
+    if (!handoff?.accounted) this.account(socket);
     socket.on('error', () => {});
     const info: DownstreamConnectionInfo = {
       remoteAddress: plainIp(socket.remoteAddress),
       remotePort: socket.remotePort ?? 0,
-      localAddress: plainIp(socket.localAddress),
-      localPort: socket.localPort ?? this.address.port,
+      // a restored destination is the connection's local address from here on (Envoy restoreLocalAddress)
+      localAddress: destination ? destination.address : plainIp(socket.localAddress),
+      localPort: destination ? destination.port : socket.localPort ?? this.address.port,
       serverName: '',
       alpn: '',
       tls: false,
@@ -288,20 +334,33 @@ export class ListenerRuntime {
       peerUriSans: [],
       peerDnsSans: [],
       peerSubject: '',
-      ...(handoff ? { originalDestination: handoff.destination } : {}),
+      ...(destination ? { originalDestination: destination } : {}),
     };
+    // Without the addon the destination is guessed from what the client asked for (HTTP Host /
+    // absolute URL, or TLS SNI with port 443): the first bytes have to be read for that.
+    const guess = this.restoresDestination && !source && !handoff;
+    const head = handoff?.head;
     const singleChain = this.chains.length === 1 && !this.defaultChain ? this.chains[0]! : undefined;
-    const plainHttpOnly = singleChain && !this.inspect.tls && !this.inspect.http && !this.useOriginalDst && !this.originalDstFilter;
     // no inspection for a lone TCP or TLS chain: server-first protocols work and nothing is buffered
-    if (plainHttpOnly && (singleChain.tcp || singleChain.tls) && !handoff) {
+    if (singleChain && (singleChain.tcp || singleChain.tls) && !this.inspect.tls && !this.inspect.http && !guess && !(head && head.length > 0)) {
       this.dispatch(socket, singleChain, info, undefined);
       return;
     }
-    // Node cannot read SO_ORIGINAL_DST: the original destination is taken from what the client asked
-    // for (HTTP Host / absolute URL, or TLS SNI with port 443), see the report's notes
-    const needHost = (this.useOriginalDst || this.originalDstFilter) && !handoff;
-    this.peek(socket, handoff?.head, needHost, (buf, sniffed, host) => {
-      if (needHost) {
+    // Several chains that differ only by destination (port, prefix ranges) need no byte either: the
+    // passthrough and black-hole chains of virtualOutbound serve server-first protocols too.
+    if (!guess && !this.inspect.tls && !this.inspect.http && !(head && head.length > 0)) {
+      const chain = this.selectFor(info, { kind: 'raw', alpn: [] });
+      if (!chain) {
+        this.noChain(socket, info);
+        return;
+      }
+      if (chain.tcp) {
+        this.dispatch(socket, chain, info, undefined);
+        return;
+      }
+    }
+    this.peek(socket, head, guess, (buf, sniffed, host) => {
+      if (guess) {
         const dst = host ? { address: host.host === 'localhost' ? '127.0.0.1' : host.host, port: host.port } : sniffed.kind === 'tls' && sniffed.sni ? { address: sniffed.sni, port: 443 } : undefined;
         if (dst) {
           info.originalDestination = dst;
@@ -310,31 +369,39 @@ export class ListenerRuntime {
             socket.unshift(buf);
             // the target listener accounts the connection under its own stats as Envoy's handoff does
             target.stats.cxTotal.inc();
-            target.onConnection(socket, { head: Buffer.alloc(0), destination: dst });
+            target.onConnection(socket, { head: Buffer.alloc(0), destination: dst, accounted: true });
             return;
           }
         }
       }
       info.serverName = sniffed.kind === 'tls' ? sniffed.sni : '';
-      const facts = {
-        destinationPort: info.originalDestination?.port ?? info.localPort,
-        destinationIp: info.originalDestination && net.isIP(info.originalDestination.address) ? info.originalDestination.address : info.localAddress,
-        serverName: info.serverName,
-        transportProtocol: sniffed.kind === 'tls' ? 'tls' : 'raw_buffer',
-        applicationProtocols: sniffed.kind === 'more' ? [] : sniffed.alpn,
-        sourceIp: info.remoteAddress,
-        sourcePort: info.remotePort,
-      };
-      const chain = selectChain(this.chains, facts) ?? this.defaultChain;
+      const chain = this.selectFor(info, sniffed);
       socket.unshift(buf);
       if (!chain) {
-        this.stats.noChain.inc();
-        this.log.debug(`closing connection from ${info.remoteAddress}: no matching filter chain found`);
-        socket.destroy();
+        this.noChain(socket, info);
         return;
       }
       this.dispatch(socket, chain, info, sniffed);
     });
+  }
+
+  private noChain(socket: net.Socket, info: DownstreamConnectionInfo): void {
+    this.stats.noChain.inc();
+    this.log.debug(`closing connection from ${info.remoteAddress} to ${info.localAddress}:${info.localPort}: no matching filter chain found`);
+    socket.destroy();
+  }
+
+  private selectFor(info: DownstreamConnectionInfo, sniffed: Sniffed): CompiledChain | undefined {
+    const facts = {
+      destinationPort: info.originalDestination?.port ?? info.localPort,
+      destinationIp: info.originalDestination && net.isIP(info.originalDestination.address) ? info.originalDestination.address : info.localAddress,
+      serverName: info.serverName,
+      transportProtocol: sniffed.kind === 'tls' ? 'tls' : 'raw_buffer',
+      applicationProtocols: sniffed.kind === 'more' ? [] : sniffed.alpn,
+      sourceIp: info.remoteAddress,
+      sourcePort: info.remotePort,
+    };
+    return selectChain(this.chains, facts) ?? this.defaultChain;
   }
 
   /** Reads until the first bytes decide what the chain selection and codec need. */

@@ -19,6 +19,8 @@ interface BoundSocket {
   /** The runtime new connections go to. */
   target: ListenerRuntime | undefined;
   port: number;
+  /** IP_TRANSPARENT is set (kept while the socket lives: a listener update reuses the socket). */
+  transparent?: boolean;
 }
 
 interface Slot {
@@ -60,8 +62,11 @@ export class ListenerManager {
   private readonly warmWaiters = new Set<() => void>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
 
+  /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
+  private warnedNoOriginalDst = false;
+
   constructor(
-    private readonly deps: Omit<ListenerDeps, 'findListenerFor'>,
+    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & { originalDstMissing?: string },
     private readonly store: StatsStore,
     private readonly log: Logger,
     /** --drain-time-s: how long removed listeners' connections may finish. */
@@ -89,9 +94,23 @@ export class ListenerManager {
     return { ...this.deps, findListenerFor: (a, p) => this.findListenerFor(a, p) };
   }
 
+  private checkOriginalDst(rt: ListenerRuntime): void {
+    if (!rt.restoresDestination || this.warnedNoOriginalDst) return;
+    this.warnedNoOriginalDst = true;
+    if (this.deps.originalDst) {
+      this.log.debug(`listener '${rt.proto.name}' restores original destinations with SO_ORIGINAL_DST (addon: ${this.deps.originalDst.from})`);
+      return;
+    }
+    this.log.warn(
+      `listener '${rt.proto.name}' restores original destinations, but SO_ORIGINAL_DST cannot be read: ${this.deps.originalDstMissing ?? 'the native addon is not loaded'}; ` +
+        'captured connections are routed by their HTTP Host or TLS SNI instead, and other TCP by the listener port',
+    );
+  }
+
   /** Bootstrap listeners: any failure is fatal (thrown). */
   async addStatic(l: Listener): Promise<void> {
     const rt = new ListenerRuntime(l, '', true, this.fullDeps());
+    this.checkOriginalDst(rt);
     const slot: Slot = { name: l.name, runtime: rt, socket: undefined, hash: '', lastUpdated: Date.now() };
     try {
       slot.socket = await this.socketFor(rt, l.name);
@@ -152,7 +171,8 @@ export class ListenerManager {
       const onErr = (e: NodeJS.ErrnoException) => reject(new Error(`cannot bind '${addr.pipe ?? `${addr.host}:${addr.port}`}': ${errnoText(e)}`));
       bound.server.once('error', onErr);
       // an IPv6 listener takes IPv4 connections only with ipv4_compat, as in Envoy
-      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe } : { host: addr.host, port: addr.port, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) };
+      // the backlog as Envoy's (tcp_backlog_size, else somaxconn), not Node's 511
+      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe, backlog: rt.backlog } : { host: addr.host, port: addr.port, backlog: rt.backlog, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) };
       bound.server.listen(opts, () => {
         bound.server.removeListener('error', onErr);
         const a = bound.server.address();
@@ -160,8 +180,23 @@ export class ListenerManager {
         resolve();
       });
     });
+    try {
+      this.makeTransparent(bound, rt);
+    } catch (e) {
+      bound.server.close();
+      throw e;
+    }
     this.sockets.set(key, bound);
     return bound;
+  }
+
+  /** TPROXY: a `transparent` listener's socket must accept connections addressed to any IP (IP_TRANSPARENT). */
+  private makeTransparent(bound: BoundSocket, rt: ListenerRuntime): void {
+    const addr = rt.address;
+    if (rt.proto.transparent !== true || addr.pipe || bound.transparent) return;
+    const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, net.isIPv6(addr.host)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
+    if (why) throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
+    bound.transparent = true;
   }
 
   private closeSocket(b: BoundSocket | undefined): void {
@@ -230,13 +265,16 @@ export class ListenerManager {
     } catch (e) {
       return (e as Error).message;
     }
+    this.checkOriginalDst(rt);
     const prev = this.warming.get(l.name) ?? this.active.get(l.name);
     const prevSocket = prev?.socket;
     let socket: BoundSocket | undefined;
     try {
       // a same-address update keeps the socket; another listener on the address is a conflict
-      if (prevSocket && prevSocket.key === addressKey(rt.address)) socket = prevSocket;
-      else socket = await this.socketFor(rt, l.name);
+      if (prevSocket && prevSocket.key === addressKey(rt.address)) {
+        socket = prevSocket;
+        this.makeTransparent(socket, rt);
+      } else socket = await this.socketFor(rt, l.name);
     } catch (e) {
       rt.release();
       return (e as Error).message;
@@ -317,13 +355,18 @@ export class ListenerManager {
     this.log.info(`lds: remove listener '${name}'`);
   }
 
+  /**
+   * Envoy getBalancedHandlerByAddress: the listener bound (or not, bind_to_port false) to exactly the
+   * address, else the wildcard listener of the port in the address's family.
+   */
   findListenerFor(address: string, port: number): ListenerRuntime | undefined {
     let wildcard: ListenerRuntime | undefined;
+    const v6 = net.isIPv6(address);
     for (const s of [...this.active.values(), ...this.statics.values()]) {
       const rt = s.runtime;
       if (rt.useOriginalDst || rt.address.port !== port || !rt.active) continue;
       if (rt.address.host === address) return rt;
-      if (rt.address.host === '0.0.0.0' || rt.address.host === '::') wildcard ??= rt;
+      if (rt.address.host === (v6 ? '::' : '0.0.0.0')) wildcard ??= rt;
     }
     return wildcard;
   }

@@ -135,6 +135,11 @@ export function buildGatewayListeners(proxy: Proxy, push: PushContext, opts: Lis
 // ---------------------------------------------------------------------------------------------
 // sidecars
 
+/** TPROXY delivers connections still addressed to their destination: the sockets must be transparent (Istio). */
+function transparent(proxy: Proxy): { transparent?: boolean } {
+  return proxy.metadata.interceptionMode === 'TPROXY' ? { transparent: true } : {};
+}
+
 function virtualOutbound(push: PushContext, proxy: Proxy): Listener {
   const port = push.options.proxyListenPort;
   const registryOnly = push.sidecarScope(proxy).outboundTrafficPolicy === 'REGISTRY_ONLY';
@@ -142,6 +147,7 @@ function virtualOutbound(push: PushContext, proxy: Proxy): Listener {
   return create(ListenerSchema, {
     name: VIRTUAL_OUTBOUND_LISTENER,
     address: socketAddress('0.0.0.0', port),
+    ...transparent(proxy),
     useOriginalDst: true,
     trafficDirection: TrafficDirection.OUTBOUND,
     filterChains: [
@@ -211,6 +217,7 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
   return create(ListenerSchema, {
     name: VIRTUAL_INBOUND_LISTENER,
     address: socketAddress('0.0.0.0', port),
+    ...transparent(proxy),
     trafficDirection: TrafficDirection.INBOUND,
     listenerFilters: [originalDst(), tlsInspector(), httpInspector()],
     listenerFiltersTimeout: durationMs(0),

@@ -24,14 +24,12 @@ export {
   authorizeXdsProxy,
   checkXdsAccess,
   parseSpiffeIdentity,
-  uriSans,
   type SpiffeIdentity,
   type XdsAuthDenied,
   type XdsAuthenticated,
   type XdsAuthorized,
   type XdsAuthSettings,
   type XdsClaim,
-  type XdsTransport,
 } from './auth';
 export { mergePushRequests, newPushRequest, PROXY_REQUEST_TRIGGER, UNKNOWN_TRIGGER, type PushRequestInit } from './push-request';
 export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from './type-urls';

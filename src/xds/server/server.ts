@@ -13,7 +13,10 @@ import type { Proxy } from '../../discovery/model';
 import { registerScope } from '../../lib/log/index';
 import { addGrpcService, type GrpcServiceImplementation } from '../grpc';
 import { TYPE_URL, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
-import { authenticateXdsPeer, authorizeXdsProxy, uriSans, type XdsTransport } from './auth';
+import { grpcAuthRequest } from '../../ca/authn/grpc';
+import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
+import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn/types';
+import { authenticateXdsPeer, authorizeXdsProxy } from './auth';
 import { XdsCache, type XdsCacheStats } from './cache';
 import { typeNeedsFullPush } from './needs-push';
 import { XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
@@ -67,9 +70,16 @@ export interface AdsServerOptions<P extends { version: string }> {
   versionFor?: (push: P, seq: number) => string;
   /** Sent as control_plane.identifier in every response when set (Istio: JSON of component, ID, version). */
   controlPlaneIdentifier?: string;
+  /** Types whose responses alone carry controlPlaneIdentifier (Istio sends it only for debug syncz); default all. */
+  controlPlaneTypes?: ReadonlySet<string>;
   /** Host of an EDS resource name, for incremental pushes; default Istio's `outbound|port|subset|host`. */
   endpointHostname?: (resourceName: string) => string;
   now?: () => number;
+  /**
+   * The daemon's authenticator chain (Istio's DiscoveryServer.Authenticators), gated by XDS_AUTH /
+   * XDS_AUTH_PLAINTEXT. Default: client certificates only.
+   */
+  authenticate?: (req: AuthRequest) => Promise<AuthOutcome>;
 }
 
 export interface AttachOptions {
@@ -102,6 +112,8 @@ type AdsMethods = typeof AggregatedDiscoveryService extends GenService<infer S> 
 type SotwCall = grpc.ServerDuplexStream<DiscoveryRequest, unknown>;
 type DeltaCall = grpc.ServerDuplexStream<DeltaDiscoveryRequest, unknown>;
 type AnyCall = grpc.ServerDuplexStream<DiscoveryRequest | DeltaDiscoveryRequest, unknown>;
+
+const CERTIFICATE_ONLY = [new ClientCertAuthenticator()];
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -145,6 +157,11 @@ export class AdsServer<P extends { version: string }> {
   }
 
   // ---- wiring ---------------------------------------------------------------------------------------
+
+  private authenticate(req: AuthRequest): Promise<AuthOutcome> {
+    if (this.opts.authenticate) return this.opts.authenticate(req);
+    return authenticate(CERTIFICATE_ONLY, req, this.settings);
+  }
 
   /**
    * Adds the AggregatedDiscoveryService to a grpc-js server the caller binds. With MESH_DELTA_XDS=false the
@@ -392,7 +409,7 @@ export class AdsServer<P extends { version: string }> {
     what: string,
   ): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlane });
+    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
     // Recorded before the write: the client's answer can only be read after this task ends.
     w.nonceSent = nonce;
     w.versionSent = version;
@@ -410,7 +427,7 @@ export class AdsServer<P extends { version: string }> {
       typeUrl: w.typeUrl,
       removedResources: diff.removed,
       nonce,
-      controlPlane: this.controlPlane,
+      controlPlane: this.controlPlaneFor(w.typeUrl),
     });
     w.nonceSent = nonce;
     w.versionSent = version;
@@ -461,20 +478,24 @@ export class AdsServer<P extends { version: string }> {
       call.emit('error', { code: grpc.status.UNAVAILABLE, details: 'server is shutting down' });
       return;
     }
-    const transport: XdsTransport =
-      listener === 'tls' ? { secure: true, peerUris: peerUris(call) } : { secure: false };
-    const authn = authenticateXdsPeer(this.settings, transport);
-    if (!authn.ok) {
-      log.warn(`ADS: rejected unauthenticated stream from ${peer}: ${authn.message}`);
-      call.emit('error', { code: authn.code, details: authn.message });
-      return;
-    }
+    const secure = listener === 'tls';
     const con = new XdsConnection<P>(kind, call as grpc.ServerDuplexStream<unknown, unknown>, peer, listener, this.now(), (err) => {
       totalXdsInternalErrors.inc();
       log.error(`ADS: ${con.conId || peer} internal error: ${errorMessage(err)}`);
     });
-    con.identities = authn.identities;
     this.streams.add(con);
+    // Authentication may call out (a TokenReview, a key set): it runs first on the connection's task chain,
+    // so the requests that arrive meanwhile wait behind it.
+    void con.run(async () => {
+      const outcome = await this.authenticate(grpcAuthRequest(call, secure));
+      const authn = authenticateXdsPeer(outcome, secure);
+      if (!authn.ok) {
+        log.warn(`ADS: rejected unauthenticated stream from ${peer}: ${authn.message}`);
+        this.closeConnection(con, authn.code, authn.message);
+        return;
+      }
+      con.identities = authn.identities;
+    });
     call.on('data', (req: DiscoveryRequest | DeltaDiscoveryRequest) => {
       void con.run(() => this.onRequest(con, req));
     });
@@ -655,6 +676,11 @@ export class AdsServer<P extends { version: string }> {
     await this.sendDelta(con, w, diff, (con.lastPush as { version: string }).version, 'PUSH request');
   }
 
+  private controlPlaneFor(typeUrl: string): ControlPlane | undefined {
+    const only = this.opts.controlPlaneTypes;
+    return only && !only.has(typeUrl) ? undefined : this.controlPlane;
+  }
+
   // ---- introspection and control --------------------------------------------------------------------
 
   /** Every initialized connection, for adsz/syncz/connections. */
@@ -742,8 +768,4 @@ export class AdsServer<P extends { version: string }> {
   }
 }
 
-function peerUris(call: { getAuthContext(): { sslPeerCertificate?: { subjectaltname?: string } } }): string[] | undefined {
-  // grpc-js reports a peer certificate only when the TLS socket verified it against the CA.
-  const cert = call.getAuthContext().sslPeerCertificate;
-  return cert ? uriSans(cert.subjectaltname) : undefined;
-}
+

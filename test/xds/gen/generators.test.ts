@@ -143,6 +143,16 @@ t.test('sidecar LDS and RDS', async (t) => {
   t.same(rc.virtualHosts[1]!.domains, ['reviews.apps.svc.cluster.local', 'reviews', 'reviews.apps.svc', 'reviews.apps', '10.96.0.9']);
 });
 
+t.test('TPROXY interception makes the virtual listeners transparent (Istio buildVirtual*Listener)', async (t) => {
+  const push = setup();
+  const tproxy = proxy('sidecar~10.1.0.1~r1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews', version: 'v1' }, INTERCEPTION_MODE: 'TPROXY' });
+  const listeners = (p: typeof sc) =>
+    generatorsFor(p)[TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push)).resources.map((r) => anyUnpack(r.resource, ListenerSchema)!);
+  const byName = (ls: ReturnType<typeof listeners>) => Object.fromEntries(ls.map((l) => [l.name, l.transparent]));
+  t.same(byName(listeners(tproxy)), { virtualOutbound: true, virtualInbound: true, '0.0.0.0_9080': undefined }, 'only the two listeners iptables sends connections to');
+  t.same(byName(listeners(sc)), { virtualOutbound: undefined, virtualInbound: undefined, '0.0.0.0_9080': undefined }, 'REDIRECT (the default): not transparent');
+});
+
 t.test('reuse across pushes: packed output equals a fresh serialisation, and edits show up', async (t) => {
   const { toBinary } = await import('@bufbuild/protobuf');
   const { buildSidecarRouteConfiguration } = await import('../../../src/xds/gen/rds');

@@ -6,9 +6,11 @@
 // Behaviour kept from Node's http server, which this replaces on plaintext connections: a Date header,
 // 100 Continue for `Expect: 100-continue`, Connection: close/keep-alive handling for HTTP/1.0 and 1.1,
 // a request body nobody read is discarded after the response, CONNECT without an upgrade closes the
-// connection, and a head not complete within 60 s gets 408.
+// connection, and a head not complete within 60 s gets 408. While a burst of connections is being accepted, the bytes
+// a connection reads are parked and handled, in order, once the burst is in (see listener/accept.ts).
 import { STATUS_CODES } from 'node:http';
 import type net from 'node:net';
+import { acceptPacer, type Parked } from '../../listener/accept';
 import type { RawHeaders } from '../headers';
 import { BodySource, type FlowControl } from './body';
 import { bodyKindForRequest, BodyKind, H1ParseError, H1Parser, type MessageHead, type ParserHandler } from './parser';
@@ -20,6 +22,8 @@ export interface H1ServerOptions {
 }
 
 const HEADERS_TIMEOUT_MS = 60_000;
+/** Parked bytes of one connection above which it stops reading until they are handled. */
+const PARK_HIGH_WATER = 64 * 1024;
 /** Response bytes gathered before they are written without waiting for the end of the turn. */
 const FLUSH_AT = 16 * 1024;
 const BAD_NAME = /[^!#$%&'*+\-.^_`|~0-9A-Za-z]/;
@@ -322,7 +326,7 @@ export class H1Response {
 }
 
 /** One downstream HTTP/1.1 connection. */
-export class H1ServerConnection implements ParserHandler, FlowControl {
+export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
   private readonly parser: H1Parser;
   private req: H1Request | undefined;
   private res: H1Response | undefined;
@@ -334,9 +338,22 @@ export class H1ServerConnection implements ParserHandler, FlowControl {
   private closed = false;
   private upgrading = false;
   headStartedAt = 0;
+  /** Bytes read while the accept pacer parks work, not yet handled (in arrival order). */
+  private parked: Buffer[] | undefined;
+  private parkedBytes = 0;
+  /** The peer's end arrived behind parked bytes. */
+  private parkedEnd = false;
+  /** Reading stopped because too much is parked. */
+  private parkPaused = false;
 
-  private readonly onData = (d: Buffer) => this.feed(d);
-  private readonly onEnd = () => this.peerEnd();
+  private readonly onData = (d: Buffer) => {
+    if (this.parked !== undefined || acceptPacer.parking) this.park(d);
+    else this.feed(d);
+  };
+  private readonly onEnd = () => {
+    if (this.parked !== undefined) this.parkedEnd = true;
+    else this.peerEnd();
+  };
   private readonly onClose = () => this.gone();
   private readonly onDrain = () => this.res?.emit('drain');
 
@@ -349,6 +366,36 @@ export class H1ServerConnection implements ParserHandler, FlowControl {
     socket.on('end', this.onEnd);
     socket.on('close', this.onClose);
     socket.on('drain', this.onDrain);
+  }
+
+  private park(d: Buffer): void {
+    if (this.parked === undefined) {
+      this.parked = [d];
+      acceptPacer.park(this);
+    } else this.parked.push(d);
+    this.parkedBytes += d.length;
+    if (this.parkedBytes >= PARK_HIGH_WATER && !this.parkPaused) {
+      this.parkPaused = true;
+      this.socket.pause();
+    }
+  }
+
+  /** The accept burst is over: what was parked is handled now, then the peer's end if it came. */
+  unpark(): void {
+    const chunks = this.parked;
+    if (chunks === undefined) return;
+    while (chunks.length > 0 && !this.closed) this.feed(chunks.shift()!);
+    this.parked = undefined;
+    this.parkedBytes = 0;
+    if (this.closed) return;
+    if (this.parkPaused) {
+      this.parkPaused = false;
+      if (!this.readingPaused) this.socket.resume();
+    }
+    if (this.parkedEnd) {
+      this.parkedEnd = false;
+      this.peerEnd();
+    }
   }
 
   private feed(d: Buffer): void {
@@ -486,7 +533,7 @@ export class H1ServerConnection implements ParserHandler, FlowControl {
   resumeReading(): void {
     if (this.readingPaused) {
       this.readingPaused = false;
-      this.socket.resume();
+      if (!this.parkPaused) this.socket.resume();
     }
   }
 
@@ -504,6 +551,7 @@ export class H1ServerConnection implements ParserHandler, FlowControl {
 
   private gone(): void {
     this.closed = true;
+    this.parked = undefined;
     slowHeads.delete(this);
     const res = this.res;
     const req = this.req;
@@ -525,7 +573,12 @@ export class H1ServerConnection implements ParserHandler, FlowControl {
     this.socket.removeListener('drain', this.onDrain);
     slowHeads.delete(this);
     const rest = this.parser.takeRemaining();
-    if (rest.length > 0) this.socket.unshift(rest);
+    // parked bytes follow what the parser held (the new owner resumes reading, see router.ts)
+    const more = this.parked;
+    this.parked = undefined;
+    this.parkPaused = false;
+    const all = more && more.length > 0 ? Buffer.concat([rest, ...more]) : rest;
+    if (all.length > 0) this.socket.unshift(all);
   }
 
   private protocolError(e: unknown): void {

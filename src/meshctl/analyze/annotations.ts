@@ -1,0 +1,78 @@
+// The annotations mesh knows (Istio 1.26's istio/api annotation/annotations.yaml, `istio.io` renamed
+// `mesh.io`): which resources each applies to, its maturity, and whether it is deprecated. The
+// annotations analyzer reports unknown, misplaced, deprecated and invalid ones from this table.
+
+export interface AnnotationDef {
+  name: string;
+  status: 'Alpha' | 'Beta' | 'Stable';
+  deprecated: boolean;
+  /** Kinds it applies to; `Any` for all. */
+  resources: readonly string[];
+}
+
+export const ANNOTATIONS: readonly AnnotationDef[] = [
+  { name: 'alpha.mesh.io/canonical-serviceaccounts', status: 'Alpha', deprecated: true, resources: ['Service'] },
+  { name: 'alpha.mesh.io/kubernetes-serviceaccounts', status: 'Alpha', deprecated: true, resources: ['Service'] },
+  { name: 'ambient.mesh.io/bypass-inbound-capture', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'ambient.mesh.io/dns-capture', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'ambient.mesh.io/redirection', status: 'Beta', deprecated: false, resources: ['Pod'] },
+  { name: 'ambient.mesh.io/waypoint-inbound-binding', status: 'Alpha', deprecated: false, resources: ['GatewayClass', 'Gateway'] },
+  { name: 'galley.mesh.io/analyze-suppress', status: 'Alpha', deprecated: false, resources: ['Any'] },
+  { name: 'gateway.mesh.io/controller-version', status: 'Alpha', deprecated: false, resources: ['Any'] },
+  { name: 'gateway.mesh.io/name-override', status: 'Alpha', deprecated: false, resources: ['Gateway'] },
+  { name: 'gateway.mesh.io/service-account', status: 'Alpha', deprecated: false, resources: ['Gateway'] },
+  { name: 'inject.mesh.io/templates', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'mesh.io/autoRegistrationGroup', status: 'Alpha', deprecated: false, resources: ['WorkloadEntry'] },
+  { name: 'mesh.io/connectedAt', status: 'Alpha', deprecated: false, resources: ['WorkloadEntry'] },
+  { name: 'mesh.io/disconnectedAt', status: 'Alpha', deprecated: false, resources: ['WorkloadEntry'] },
+  { name: 'mesh.io/dry-run', status: 'Alpha', deprecated: false, resources: ['AuthorizationPolicy'] },
+  { name: 'mesh.io/reroute-virtual-interfaces', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'mesh.io/rev', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'mesh.io/workloadController', status: 'Alpha', deprecated: false, resources: ['WorkloadEntry'] },
+  { name: 'kubernetes.io/ingress.class', status: 'Stable', deprecated: false, resources: ['Ingress'] },
+  { name: 'networking.mesh.io/exportTo', status: 'Alpha', deprecated: false, resources: ['Service'] },
+  { name: 'networking.mesh.io/service-type', status: 'Alpha', deprecated: false, resources: ['Gateway'] },
+  { name: 'networking.mesh.io/traffic-distribution', status: 'Alpha', deprecated: false, resources: ['Service', 'ServiceEntry'] },
+  { name: 'prometheus.mesh.io/merge-metrics', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'proxy.mesh.io/config', status: 'Beta', deprecated: false, resources: ['Pod'] },
+  { name: 'proxy.mesh.io/overrides', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'readiness.status.sidecar.mesh.io/applicationPorts', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'readiness.status.sidecar.mesh.io/failureThreshold', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'readiness.status.sidecar.mesh.io/initialDelaySeconds', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'readiness.status.sidecar.mesh.io/periodSeconds', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/agentLogLevel', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/bootstrapOverride', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/componentLogLevel', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/discoveryAddress', status: 'Alpha', deprecated: true, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/extraStatTags', status: 'Alpha', deprecated: true, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/inject', status: 'Beta', deprecated: true, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/interceptionMode', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/logLevel', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/nativeSidecar', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/proxyCPU', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/proxyCPULimit', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/proxyImage', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/proxyImageType', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/proxyMemory', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/proxyMemoryLimit', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/rewriteAppHTTPProbers', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/statsCompression', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/statsHistogramBuckets', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/statsInclusionPrefixes', status: 'Alpha', deprecated: true, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/statsInclusionRegexps', status: 'Alpha', deprecated: true, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/statsInclusionSuffixes', status: 'Alpha', deprecated: true, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/status', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/userVolume', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'sidecar.mesh.io/userVolumeMount', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'status.sidecar.mesh.io/port', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'topology.mesh.io/controlPlaneClusters', status: 'Alpha', deprecated: false, resources: ['Namespace'] },
+  { name: 'traffic.mesh.io/nodeSelector', status: 'Stable', deprecated: false, resources: ['Service'] },
+  { name: 'traffic.sidecar.mesh.io/excludeInboundPorts', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/excludeInterfaces', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/excludeOutboundIPRanges', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/excludeOutboundPorts', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/includeInboundPorts', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/includeOutboundIPRanges', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/includeOutboundPorts', status: 'Alpha', deprecated: false, resources: ['Pod'] },
+  { name: 'traffic.sidecar.mesh.io/kubevirtInterfaces', status: 'Alpha', deprecated: true, resources: ['Pod'] },
+];

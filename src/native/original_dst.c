@@ -1,0 +1,117 @@
+// Native half of src/native/original-dst.ts: the socket options Node does not expose.
+//   originalDst(fd)          -> { address, port } from SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST, or the errno
+//                               (a number) when the kernel has none (the connection was not NATed).
+//   setTransparent(fd, v6)   -> 0, or the errno: IP_TRANSPARENT / IPV6_TRANSPARENT for TPROXY listeners.
+// Plain N-API in C: no node-addon-api, no node-gyp; it is compiled by scripts/native-addon.mjs with cc.
+#define NAPI_VERSION 8
+#include <node_api.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+
+// <linux/netfilter_ipv4.h> and <linux/netfilter_ipv6/ip6_tables.h> clash with glibc's headers; the
+// values are part of the kernel ABI.
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80
+#endif
+#ifndef IP6T_SO_ORIGINAL_DST
+#define IP6T_SO_ORIGINAL_DST 80
+#endif
+#ifndef IP_TRANSPARENT
+#define IP_TRANSPARENT 19
+#endif
+#ifndef IPV6_TRANSPARENT
+#define IPV6_TRANSPARENT 75
+#endif
+
+static napi_value number(napi_env env, int v) {
+  napi_value out;
+  napi_create_int32(env, v, &out);
+  return out;
+}
+
+static int fd_arg(napi_env env, napi_callback_info info, size_t want, napi_value *argv) {
+  size_t argc = want;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1) return -1;
+  int32_t fd = -1;
+  if (napi_get_value_int32(env, argv[0], &fd) != napi_ok) return -1;
+  return fd;
+}
+
+static napi_value address_object(napi_env env, const struct sockaddr_storage *ss) {
+  char text[INET6_ADDRSTRLEN] = {0};
+  int port = 0;
+  if (ss->ss_family == AF_INET) {
+    const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+    inet_ntop(AF_INET, &a->sin_addr, text, sizeof text);
+    port = ntohs(a->sin_port);
+  } else {
+    const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+    inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof text);
+    port = ntohs(a->sin6_port);
+  }
+  napi_value obj, address, p;
+  napi_create_object(env, &obj);
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &address);
+  napi_create_int32(env, port, &p);
+  napi_set_named_property(env, obj, "address", address);
+  napi_set_named_property(env, obj, "port", p);
+  return obj;
+}
+
+static napi_value original_dst(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  int fd = fd_arg(env, info, 1, argv);
+  if (fd < 0) {
+    napi_throw_type_error(env, NULL, "originalDst(fd): a file descriptor is required");
+    return NULL;
+  }
+  struct sockaddr_storage local;
+  socklen_t len = sizeof local;
+  if (getsockname(fd, (struct sockaddr *)&local, &len) != 0) return number(env, errno);
+  struct sockaddr_storage orig;
+  memset(&orig, 0, sizeof orig);
+  len = sizeof orig;
+  int rc;
+  if (local.ss_family == AF_INET) {
+    rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &len);
+  } else if (local.ss_family == AF_INET6) {
+    // An IPv4 connection accepted on a dual-stack socket was tracked (and NATed) as IPv4.
+    const struct sockaddr_in6 *l6 = (const struct sockaddr_in6 *)&local;
+    if (IN6_IS_ADDR_V4MAPPED(&l6->sin6_addr)) rc = getsockopt(fd, SOL_IP, SO_ORIGINAL_DST, &orig, &len);
+    else rc = getsockopt(fd, SOL_IPV6, IP6T_SO_ORIGINAL_DST, &orig, &len);
+  } else {
+    return number(env, EAFNOSUPPORT);
+  }
+  if (rc != 0) return number(env, errno);
+  if (orig.ss_family != AF_INET && orig.ss_family != AF_INET6) return number(env, EAFNOSUPPORT);
+  return address_object(env, &orig);
+}
+
+static napi_value set_transparent(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  int fd = fd_arg(env, info, 2, argv);
+  if (fd < 0) {
+    napi_throw_type_error(env, NULL, "setTransparent(fd, ipv6): a file descriptor is required");
+    return NULL;
+  }
+  bool v6 = false;
+  napi_get_value_bool(env, argv[1], &v6);
+  int one = 1;
+  int rc = v6 ? setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one) : setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one);
+  return number(env, rc == 0 ? 0 : errno);
+}
+
+static napi_value init(napi_env env, napi_value exports) {
+  napi_property_descriptor props[] = {
+    {"originalDst", NULL, original_dst, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"setTransparent", NULL, set_transparent, NULL, NULL, NULL, napi_enumerable, NULL},
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  return exports;
+}
+
+NAPI_MODULE(NODE_GYP_MODULE_NAME, init)

@@ -1,0 +1,4 @@
+// Half of the orch-inject conformance cases (see conformance.ts).
+import { runConformance } from './conformance';
+
+runConformance(0, 2);
