@@ -50,6 +50,8 @@ let daemon: RunningDaemon;
 t.before(async () => {
   kube = await startKube(t, { audit: true });
   const api = kube.api;
+  // The daemon's own namespace holds its CA Secret and Leases, as istio-system does.
+  await api.create('/api/v1/namespaces', namespace('mesh-system'));
   await api.create('/api/v1/namespaces', namespace(NS));
   await api.create('/api/v1/nodes', node('node-a', { 'topology.kubernetes.io/region': 'eu', 'topology.kubernetes.io/zone': 'eu-1' }));
   await api.create(`/api/v1/namespaces/${NS}/services`, service(NS, 'web', { selector: { app: 'web' } }));
