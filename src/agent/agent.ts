@@ -54,6 +54,8 @@ export interface AgentOptions {
   metricsLocalhostOnly: boolean;
   /** The workload identity: certificates, their rotation and the SDS server; undefined runs without. */
   identity?: IdentityOptions;
+  /** That identity already begun by the caller (see proxy-command: the certificate is asked for first). */
+  workloadIdentity?: WorkloadIdentity;
   /** Where to write the gRPC xDS bootstrap (GRPC_XDS_BOOTSTRAP), with its content. */
   grpcBootstrap?: { path: string; json: JsonObject };
   stopGraceMs?: number;
@@ -84,7 +86,7 @@ export class Agent {
         return undefined;
       });
     }
-    this.identity = o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyCommand !== undefined }) : undefined;
+    this.identity = o.workloadIdentity ?? (o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyCommand !== undefined }) : undefined);
     let upstream = o.xds.upstream;
     const identity = this.identity;
     if (identity) {

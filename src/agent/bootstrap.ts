@@ -4,9 +4,7 @@
 // (/stats/prometheus → admin) and :15021 (/healthz/ready → agent status port) listeners. Pure.
 // `--templateFile` renders a user template instead (see template.ts for the Go-template subset and
 // templateParams below for the names it can use).
-import { fromJson, type JsonObject, type JsonValue } from '@bufbuild/protobuf';
-import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb';
-import { envoyTypeRegistry } from '../xds/registry';
+import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { protoDuration, splitHostPort, type ProxyConfig } from './config';
 import type { Locality, NodeInfo } from './node';
 import { renderTemplate, TemplateError } from './template';
@@ -259,15 +257,6 @@ export function renderBootstrap(i: BootstrapInputs): JsonObject {
 }
 
 export class BootstrapError extends Error {}
-
-/** Parses the bootstrap with the generated Bootstrap schema: what Envoy would refuse fails here. */
-export function validateBootstrap(json: JsonValue, source: string): Bootstrap {
-  try {
-    return fromJson(BootstrapSchema, json, { registry: envoyTypeRegistry() });
-  } catch (e) {
-    throw new BootstrapError(`${source}: invalid envoy.config.bootstrap.v3.Bootstrap: ${(e as Error).message}`);
-  }
-}
 
 /** Go's reflection names of the ProxyConfig fields a template reads as `.config.<Name>`. */
 function goProxyConfig(pc: ProxyConfig): Record<string, unknown> {

@@ -13,14 +13,13 @@ import { buildInfo } from '../lib/buildinfo';
 import { parseGoBool } from '../cli/values';
 import { registerScope } from '../lib/log';
 import { knownAgentListeners } from './admin-client';
-import { Agent, type AgentOptions } from './agent';
+import type { AgentOptions } from './agent';
 import {
   bootstrapFilePath,
   BootstrapError,
   renderBootstrap,
   renderBootstrapTemplate,
   templateParams,
-  validateBootstrap,
   xdsSocketPath,
   type BootstrapInputs,
 } from './bootstrap';
@@ -36,6 +35,7 @@ import {
 } from './config';
 import { discoveryConnection, DiscoveryConnectionError } from './discovery-connection';
 import { identityOptions, IdentityOptionsError, type IdentityOptions } from './identity/options';
+import { WorkloadIdentity } from './identity';
 import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } from '../lib/compliance';
 import { grpcBootstrap } from './grpc-bootstrap';
 import {
@@ -65,6 +65,8 @@ export interface PreparedAgent {
   info: string[];
   /** Things the user may want to fix. */
   notes: string[];
+  /** A bootstrap rendered from the user's template, to check against Envoy's schema. */
+  templateCheck?: { json: JsonObject; source: string };
 }
 
 function readOptional(file: string, what: string): string | undefined {
@@ -232,6 +234,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
 
   const disableProxy = env.bool('DISABLE_PROXY');
   let bootstrap: AgentOptions['bootstrap'];
+  let templateCheck: PreparedAgent['templateCheck'];
   let configFile: string;
   if (pc.customConfigFile) {
     // Istio's CustomConfigFile: the user's bootstrap is used as it is.
@@ -244,15 +247,10 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
         const template = readOptional(path.resolve(cwd, file), 'bootstrap template');
         if (template === undefined) throw new CommandError(`failed to read bootstrap template ${file}: no such file`);
         json = renderBootstrapTemplate(template, templateParams(inputs), file);
-        try {
-          validateBootstrap(json, `bootstrap rendered from ${file}`);
-        } catch (e) {
-          // The schema knows the types mesh emits; a template may use others that Envoy knows.
-          notes.push((e as Error).message);
-        }
+        templateCheck = { json, source: `bootstrap rendered from ${file}` };
       } else {
+        // The built-in bootstrap is checked against Envoy's schema by the tests, not at every start.
         json = renderBootstrap(inputs);
-        validateBootstrap(json, 'built-in bootstrap');
       }
     } catch (e) {
       if (e instanceof BootstrapError) throw new CommandError(`failed to generate bootstrap config: ${e.message}`);
@@ -349,8 +347,11 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     grpcBootstrap: grpcBootstrapOut,
     identity: workload,
   };
-  return { options, proxyConfig: pc, nodeType, nodeId: identity.nodeId, ipAddresses: identity.ipAddresses, info, notes };
+  return { options, proxyConfig: pc, nodeType, nodeId: identity.nodeId, ipAddresses: identity.ipAddresses, info, notes, ...(templateCheck ? { templateCheck } : {}) };
 }
+
+/** How long the agent waits for its first certificate before loading the rest of itself. */
+const FIRST_CERTIFICATE_BEFORE_LOAD_MS = 1000;
 
 export const run: Handler = async (ctx) => {
   const prepared = prepareAgent(ctx);
@@ -365,7 +366,29 @@ export const run: Handler = async (ctx) => {
       (options.exitOnZeroActiveConnections ? ` (minimum drain ${durationText(options.minimumDrainDurationMs)})` : ''),
   );
 
-  const agent = new Agent(options);
+  // The workload certificate is asked for before the rest of the agent (xDS proxy, status server, Envoy's
+  // message types) is loaded: a pod's first certificate is on the path to its readiness.
+  const identity = options.identity ? new WorkloadIdentity({ options: options.identity, cwd: options.cwd, serveSds: options.proxyCommand !== undefined }) : undefined;
+  try {
+    await identity?.begin();
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
+  // Loading the rest blocks this thread for ~0.1–0.3 s; the CA's answer waits for it unless it came first.
+  // Nothing is lost by waiting: the xDS connection waits for this certificate (mutual TLS) and the proxy's
+  // SDS for it too. A CA that is slow or down only delays the rest by this bound.
+  await identity?.certificateOrTimeout(FIRST_CERTIFICATE_BEFORE_LOAD_MS);
+  if (prepared.templateCheck) {
+    const { validateBootstrap } = await import('./bootstrap-schema');
+    try {
+      validateBootstrap(prepared.templateCheck.json, prepared.templateCheck.source);
+    } catch (e) {
+      // The schema knows the types mesh emits; a template may use others that Envoy knows.
+      log.warn((e as Error).message);
+    }
+  }
+  const { Agent } = await import('./agent');
+  const agent = new Agent({ ...options, ...(identity ? { workloadIdentity: identity } : {}) });
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;

@@ -10,9 +10,9 @@ import {
   renderBootstrapTemplate,
   runtimeFlags,
   templateParams,
-  validateBootstrap,
   type BootstrapInputs,
 } from '../../src/agent/bootstrap';
+import { validateBootstrap } from '../../src/agent/bootstrap-schema';
 import { nodeMetadata, proxyIdentity } from '../../src/agent/node';
 import { grpcBootstrap } from '../../src/agent/grpc-bootstrap';
 import { exitStatus, findProxyBinary, proxyArgs, selfCommand } from '../../src/agent/process';

@@ -9,7 +9,7 @@ import { registerScope } from '../../lib/log';
 import type { ClientCertificate } from '../xds-proxy';
 import { CaClient, TokenSource } from './ca-client';
 import type { IdentityOptions } from './options';
-import { SdsServer } from './sds-server';
+import type { SdsServer } from './sds-server';
 import { WorkloadSecrets, WORKLOAD_CERT } from './secrets';
 
 const log = registerScope('security', 'security debugging');
@@ -83,7 +83,17 @@ export class WorkloadIdentity {
     this.secrets = new WorkloadSecrets({ identity: id, cwd: o.cwd, ca });
   }
 
-  async start(): Promise<void> {
+  private begun: Promise<void> | undefined;
+
+  /**
+   * Asks for the first certificate (unless another SDS server owns the workload socket). Cheap to load:
+   * the SDS server and Envoy's message types it needs come later, in start().
+   */
+  begin(): Promise<void> {
+    return (this.begun ??= this.beginOnce());
+  }
+
+  private async beginOnce(): Promise<void> {
     const id = this.o.options;
     const socketPath = path.resolve(this.o.cwd, id.sdsSocketPath);
     if (this.o.serveSds && (await socketInUse(socketPath))) {
@@ -94,11 +104,16 @@ export class WorkloadIdentity {
     if (id.customSdsSocket) {
       throw new IdentityStartError(`agent configured for non-default SDS socket path: ${id.sdsSocketPath} but no socket found (WORKLOAD_IDENTITY_SOCKET_FILE=${id.socketFile})`);
     }
-    if (this.o.serveSds) {
-      this.sds = new SdsServer(socketPath, this.secrets);
+    this.secrets.start();
+  }
+
+  async start(): Promise<void> {
+    await this.begin();
+    if (this.managed && this.o.serveSds && !this.sds) {
+      const { SdsServer } = await import('./sds-server');
+      this.sds = new SdsServer(path.resolve(this.o.cwd, this.o.options.sdsSocketPath), this.secrets);
       await this.sds.start();
     }
-    this.secrets.start();
   }
 
   async stop(): Promise<void> {
@@ -116,8 +131,15 @@ export class WorkloadIdentity {
   /** Resolves when a workload certificate exists, or after `timeoutMs` (then the connection goes without). */
   async certificateOrTimeout(timeoutMs: number): Promise<void> {
     if (!this.managed || this.clientCertificate()) return;
-    const signal = AbortSignal.timeout(timeoutMs);
-    await this.secrets.whenAvailable(WORKLOAD_CERT, signal).catch(() => undefined);
+    // A timer of our own, not AbortSignal.timeout: that one is unref'd, and before the agent's servers
+    // start nothing else may keep the process alive while the CA retries.
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), timeoutMs);
+    try {
+      await this.secrets.whenAvailable(WORKLOAD_CERT, abort.signal).catch(() => undefined);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Why the agent is not ready, when the workload certificate has expired. */
