@@ -9,6 +9,7 @@ import { IstioCertificateResponseSchema, IstioCertificateService, type IstioCert
 import { registerScope } from '../lib/log';
 import { addGrpcService } from '../xds/grpc';
 import { CaError, type CertificateAuthority } from './authority';
+import type { CertificateIssuer } from './ra';
 import { grpcAuthRequest } from './authn/grpc';
 import type { NodeAuthorizer } from './authn/node-authorizer';
 import { authenticate, type AuthGate, type Authenticator, type AuthRequest } from './authn/types';
@@ -21,8 +22,20 @@ const log = registerScope('serverca', 'CA server log');
 export const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
 export const CERT_SIGNER = 'CertSigner';
 
+/** The built-in CA as an issuer: its leaf, its chain, its root bundle. */
+export function caIssuer(ca: CertificateAuthority): CertificateIssuer {
+  return {
+    issue: async (csrPem, req) => {
+      const bundle = ca.bundle;
+      const leaf = ca.sign(csrPem, req);
+      return { chain: splitPemCertificates(leaf + bundle.certChainPem), rootPem: bundle.rootCertPem };
+    },
+  };
+}
+
 export interface CaServiceOptions {
-  ca: CertificateAuthority;
+  /** The built-in CA (caIssuer) or the registration authority. */
+  issuer: CertificateIssuer;
   /** The chain, in Istio's order; read per call so that authenticators added after start apply. */
   authenticators: () => readonly Authenticator[];
   gate: AuthGate;
@@ -77,10 +90,10 @@ export async function createCertificate(o: CaServiceOptions, req: IstioCertifica
   }
   const ttl = ttlSeconds(req.validityDuration);
   log.debug(`generating a certificate, sans: [${sans.join(' ')}], requested ttl: ${ttl}s`, { client: auth.remoteAddress });
-  const bundle = o.ca.bundle;
-  let leaf: string;
+  let issued: { chain: string[]; rootPem: string };
   try {
-    leaf = o.ca.sign(req.csr, { subjectIds: sans, ttlSeconds: ttl });
+    const certSigner = metadataString(req.metadata, CERT_SIGNER);
+    issued = await o.issuer.issue(req.csr, { subjectIds: sans, ttlSeconds: ttl, ...(certSigner ? { certSigner } : {}) });
   } catch (e) {
     if (!(e instanceof CaError)) throw e;
     log.error(`CSR signing error: ${e.message}`, { client: auth.remoteAddress });
@@ -88,9 +101,9 @@ export async function createCertificate(o: CaServiceOptions, req: IstioCertifica
     if (e.type === 'CSR_ERROR') csrParsingErrorCount.inc();
     return { ok: false, code: e.grpcCode, message: `CSR signing error (${e.message})` };
   }
-  const certChain = [...splitPemCertificates(leaf + bundle.certChainPem)];
+  const certChain = [...issued.chain];
   // The root bundle stays one element, the last, so that a client can tell the roots from the chain.
-  if (bundle.rootCertPem !== '') certChain.push(bundle.rootCertPem);
+  if (issued.rootPem !== '') certChain.push(issued.rootPem);
   successCount.inc();
   log.debug(`CSR successfully signed, sans [${sans.join(' ')}].`, { client: auth.remoteAddress });
   return { ok: true, response: create(IstioCertificateResponseSchema, { certChain }) };

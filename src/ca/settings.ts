@@ -28,6 +28,10 @@ export interface CaSettings {
   certProvider: string;
   /** EXTERNAL_CA. */
   externalCa: string;
+  /** ORCH_SIGNER (Istio's K8S_SIGNER): the signerName the registration authority asks for. */
+  orchSigner: string;
+  /** CERT_SIGNER_DOMAIN. */
+  certSignerDomain: string;
   /** MESHD_CUSTOM_HOST, split. */
   customHosts: string[];
   /** PILOT_CA_CERT_CONFIGMAP. */
@@ -67,6 +71,8 @@ export function caSettingsFromEnv(env: EnvTable): CaSettings {
     multiRoot: env.bool('MESH_MULTIROOT_MESH'),
     certProvider: env.string('PILOT_CERT_PROVIDER'),
     externalCa: env.string('EXTERNAL_CA'),
+    orchSigner: env.string('ORCH_SIGNER'),
+    certSignerDomain: env.string('CERT_SIGNER_DOMAIN'),
     customHosts: split(env.string('MESHD_CUSTOM_HOST')),
     rootConfigMap: env.string('PILOT_CA_CERT_CONFIGMAP'),
     tokenAudiences: split(env.string('TOKEN_AUDIENCES')),

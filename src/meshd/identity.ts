@@ -2,6 +2,7 @@
 // the CA, the certificate :15012 and :15017 serve when the operator brings none, the root publication, the
 // authenticator chain shared by the CA service and secured xDS, and the CA service itself.
 import fs from 'node:fs';
+import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type * as grpc from '@grpc/grpc-js';
 import { CommandError, type RunContext } from '../cli/context';
@@ -18,7 +19,9 @@ import { XfccAuthenticator } from '../ca/authn/xfcc';
 import type { KeyCertBundle } from '../ca/bundle';
 import { ConfigMapRootPublisher, FileRootPublisher, RootPublication, type RootPublisher } from '../ca/publish';
 import { CaStartError, MeshCa } from '../ca/runtime';
-import { registerCaService } from '../ca/server';
+import { caIssuer, registerCaService } from '../ca/server';
+import { orchServingCertificate } from '../ca/orch-csr';
+import { EXTERNAL_CA_ORCH, EXTERNAL_CA_ROOT_FILE, OrchRegistrationAuthority } from '../ca/ra';
 import { caSettingsFromEnv, type CaSettings, daemonDnsNames } from '../ca/settings';
 import { FileCaStore, SecretCaStore } from '../ca/store';
 import { registerScope } from '../lib/log';
@@ -95,6 +98,15 @@ export interface IdentityOptions {
   orchestrator: boolean;
 }
 
+/** A file's text, or '' when it cannot be read. */
+function readOptional(file: string): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity> {
   const { ctx, env } = o;
   const settings = caSettingsFromEnv(env);
@@ -102,16 +114,21 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
   const facts = meshFacts(ctx.flags['meshConfig'] as string);
   const inCluster = Boolean(ctx.env['ORCH_SERVICE_HOST'] ?? ctx.env['KUBERNETES_SERVICE_HOST']);
 
-  if (settings.externalCa !== '') {
-    throw new CommandError(
-      `EXTERNAL_CA=${settings.externalCa}: signing workload certificates through the orchestrator's certificate API is not available in this build; unset EXTERNAL_CA to use the built-in CA`,
-    );
+  const ra = settings.externalCa !== '';
+  if (ra && settings.externalCa !== EXTERNAL_CA_ORCH) {
+    throw new CommandError(`EXTERNAL_CA=${settings.externalCa}: invalid CA name; the registration authority mesh has is ${EXTERNAL_CA_ORCH}`);
   }
   if (settings.certProvider === 'kubernetes') throw new CommandError('PILOT_CERT_PROVIDER=kubernetes is no longer supported by upstream Kubernetes');
-  if (settings.certProvider.startsWith('k8s.io/')) {
+  // PILOT_CERT_PROVIDER=k8s.io/<signerName>: the serving certificate from that signer of the certificate API.
+  const servingSigner = settings.certProvider.startsWith('k8s.io/') ? settings.certProvider.slice('k8s.io/'.length) : undefined;
+  if (servingSigner === '') throw new CommandError('PILOT_CERT_PROVIDER=k8s.io/ names no signer: give k8s.io/<signerName>');
+  if ((ra || servingSigner !== undefined) && !o.orchestrator) {
     throw new CommandError(
-      `PILOT_CERT_PROVIDER=${settings.certProvider}: a serving certificate signed by the orchestrator's CA is not available in this build; use PILOT_CERT_PROVIDER=istiod, or give --tlsCertFile/--tlsKeyFile`,
+      `${ra ? `EXTERNAL_CA=${settings.externalCa}` : `PILOT_CERT_PROVIDER=${settings.certProvider}`} signs through the orchestrator's certificate API: give --orchconfig or run inside a cluster`,
     );
+  }
+  if (ra && settings.orchSigner === '') {
+    throw new CommandError(`EXTERNAL_CA=${EXTERNAL_CA_ORCH} needs ORCH_SIGNER: the signerName of the signer that issues workload certificates`);
   }
 
   let orch: OrchClient | undefined;
@@ -130,7 +147,18 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
   }
 
   let meshCa: MeshCa | undefined;
-  if (!settings.enabled) {
+  let registrationAuthority: OrchRegistrationAuthority | undefined;
+  if (settings.enabled && ra) {
+    registrationAuthority = new OrchRegistrationAuthority({
+      api: orch!,
+      signer: settings.orchSigner,
+      signerDomain: settings.certSignerDomain,
+      defaultCertTtlMs: settings.defaultWorkloadCertTtlMs,
+      maxCertTtlMs: settings.maxWorkloadCertTtlMs,
+      rootCertFile: path.resolve(EXTERNAL_CA_ROOT_FILE),
+    });
+    log.info(`registration authority: workload certificates are signed by ${settings.orchSigner} through the orchestrator's certificate API`);
+  } else if (!settings.enabled) {
     log.info('ENABLE_CA_SERVER is false: no CA, no CA service; the secure listeners need --tlsCertFile/--tlsKeyFile');
   } else {
     const store = orch ? new SecretCaStore(orch, namespace, settings.useCacertsForSelfSigned) : new FileCaStore();
@@ -202,20 +230,61 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
   const publishers: RootPublisher[] = orch ? [new ConfigMapRootPublisher(orch, namespace, settings.rootConfigMap)] : [new FileRootPublisher()];
   const publication = new RootPublication(publishers);
   if (meshCa) await publication.publish(meshCa.ca.bundle.rootCertPem);
+  // The external CA's root, as the operator mounted it (Istio's ./etc/external-ca-cert).
+  let externalRoot = registrationAuthority?.mountedRoot() ?? '';
+  if (externalRoot !== '') await publication.publish(externalRoot);
 
   // The serving certificate (PILOT_CERT_PROVIDER=istiod), re-issued whenever the CA's material changes.
   const dnsNames = daemonDnsNames({ namespace, discoveryHost: facts.discoveryHost, customHosts: settings.customHosts, revision: ctx.env['REVISION'] });
   let serving: MutableTlsSource | undefined;
   let noTlsReason: string | undefined;
-  const rootsBuffer = () => (meshCa ? Buffer.from(meshCa.ca.bundle.rootCertPem) : undefined);
+  const rootsBuffer = () => (meshCa ? Buffer.from(meshCa.ca.bundle.rootCertPem) : externalRoot !== '' ? Buffer.from(externalRoot) : undefined);
   const issueServing = async (): Promise<TlsMaterial> => {
     const { certChainPem, keyPem } = await meshCa!.ca.genKeyCert(dnsNames, settings.selfSignedCaTtlMs);
     return { cert: Buffer.from(certChainPem), key: Buffer.from(keyPem), ca: rootsBuffer() };
   };
-  if (!meshCa) {
+  // With a registration authority, the daemon's own certificate comes from the same signer (unless
+  // PILOT_CERT_PROVIDER names another): there is no built-in CA to sign it.
+  const orchSigner = servingSigner ?? (registrationAuthority && settings.certProvider === 'istiod' ? settings.orchSigner : undefined);
+  let servingTimer: NodeJS.Timeout | undefined;
+  const issueFromOrchestrator = async (): Promise<TlsMaterial> => {
+    const c = await orchServingCertificate(orch!, {
+      signerName: orchSigner!,
+      dnsNames,
+      ttlMs: settings.selfSignedCaTtlMs,
+      mountedRootPem: registrationAuthority?.mountedRoot() || readOptional(path.resolve(EXTERNAL_CA_ROOT_FILE)),
+    });
+    if (externalRoot !== c.rootPem) {
+      externalRoot = c.rootPem;
+      void publication.publish(externalRoot);
+    }
+    // Re-issued at half its life, as a workload certificate is.
+    const renewIn = Math.max(60_000, (c.notAfter.getTime() - Date.now()) / 2);
+    clearTimeout(servingTimer);
+    servingTimer = setTimeout(() => {
+      issueFromOrchestrator().then(
+        (m) => {
+          serving?.set(m);
+          log.info(`renewed the serving certificate from ${orchSigner} for [${dnsNames.join(' ')}]`);
+        },
+        (e: unknown) => log.error(`failed renewing the serving certificate from ${orchSigner}: ${(e as Error).message}`),
+      );
+    }, Math.min(renewIn, 2 ** 31 - 1));
+    servingTimer.unref();
+    return { cert: Buffer.from(c.certChainPem), key: Buffer.from(c.keyPem), ca: Buffer.from(c.rootPem) };
+  };
+  if (orchSigner !== undefined) {
+    try {
+      serving = new MutableTlsSource(await issueFromOrchestrator());
+    } catch (e) {
+      orch?.close();
+      throw new CommandError(`failed to get the serving certificate from the orchestrator's signer ${orchSigner}: ${(e as Error).message}`);
+    }
+    log.info(`serving certificate for [${dnsNames.join(' ')}] signed by ${orchSigner}`);
+  } else if (!meshCa) {
     noTlsReason = 'no --tlsCertFile/--tlsKeyFile given and the CA is disabled (ENABLE_CA_SERVER=false)';
   } else if (settings.certProvider !== 'istiod') {
-    log.warn(`PILOT_CERT_PROVIDER=${settings.certProvider} is not implemented`);
+    log.warn(`PILOT_CERT_PROVIDER=${settings.certProvider}: no serving certificate is issued (use istiod or k8s.io/<signerName>)`);
     noTlsReason = `no --tlsCertFile/--tlsKeyFile given and PILOT_CERT_PROVIDER=${settings.certProvider} issues no serving certificate`;
   } else {
     serving = new MutableTlsSource(await issueServing());
@@ -276,11 +345,13 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
       return r.identities;
     },
     registerGrpc(server: grpc.Server, opts: { secure: boolean }) {
-      if (!meshCa) return;
-      registerCaService(server, { ca: meshCa.ca, authenticators: () => authenticators, gate, nodeAuthorizer }, opts);
+      const issuer = meshCa ? caIssuer(meshCa.ca) : registrationAuthority;
+      if (!issuer) return;
+      registerCaService(server, { issuer, authenticators: () => authenticators, gate, nodeAuthorizer }, opts);
       log.info(`CA service istio.v1.auth.IstioCertificateService on the ${opts.secure ? 'secure' : 'plaintext'} gRPC listener`);
     },
     async close() {
+      clearTimeout(servingTimer);
       publication.close();
       meshCa?.close();
       orch?.close();

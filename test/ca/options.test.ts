@@ -65,7 +65,7 @@ t.test('PILOT_CERT_PROVIDER other than istiod: the CA runs but issues no serving
   const d = await startDaemon(['--configDir', cfg, ...MOCK], { PILOT_CERT_PROVIDER: 'none' });
   t.teardown(() => d.stop());
   t.equal(d.secureGrpc, undefined);
-  t.match(d.log(), /PILOT_CERT_PROVIDER=none is not implemented/);
+  t.match(d.log(), /PILOT_CERT_PROVIDER=none: no serving certificate is issued/);
   t.match(d.log(), /CA service istio\.v1\.auth\.IstioCertificateService on the plaintext gRPC listener/, 'with no secure listener the CA service is on the plain one, as in Istio');
 });
 
@@ -128,12 +128,13 @@ t.test('XFCC from a trusted gateway, and XDS_AUTH_PLAINTEXT with a token', async
   t.equal((await first).typeUrl, CDS, 'plaintext xDS with a JWT_RULE token is served');
 });
 
-t.test('settings this build refuses at start', async (t) => {
+t.test('settings refused at start', async (t) => {
   const { dir, cfg } = cfgDir(t);
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ COMPLIANCE_POLICY: 'fips-140-3' }, /^Error: COMPLIANCE_POLICY="fips-140-3": unknown compliance policy/],
-    [{ EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API' }, /^Error: EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: .* not available in this build/],
-    [{ PILOT_CERT_PROVIDER: 'k8s.io/example.com/signer' }, /^Error: PILOT_CERT_PROVIDER=k8s\.io\/example\.com\/signer: .* not available in this build/],
+    // The registration authority and orchestrator-signed serving certificates need the orchestrator (test/ca/ra.test.ts).
+    [{ EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API' }, /^Error: EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API signs through the orchestrator's certificate API: give --orchconfig/],
+    [{ PILOT_CERT_PROVIDER: 'k8s.io/example.com/signer' }, /^Error: PILOT_CERT_PROVIDER=k8s\.io\/example\.com\/signer signs through the orchestrator's certificate API/],
     [{ JWT_RULE: '{"issuer": ' }, /^Error: error initializing OIDC: JWT_RULE: failed to unmarshal JWT rule/],
     [{ JWT_RULE: '{"issuer":"http://127.0.0.1:9"}' }, /^Error: error initializing OIDC: failed at creating an OIDC provider for http:\/\/127\.0\.0\.1:9/],
     [{ CA_SELF_SIGNED_CA_RSA_KEY_SIZE: '1024' }, /requested key size does not meet the minimum required size of 2048 \(requested: 1024\)/],

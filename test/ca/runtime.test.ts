@@ -55,6 +55,8 @@ function settings(dir: string, over: Partial<CaSettings> = {}): CaSettings {
     multiRoot: false,
     certProvider: 'istiod',
     externalCa: '',
+    orchSigner: '',
+    certSignerDomain: '',
     customHosts: [],
     rootConfigMap: 'mesh-ca-root-cert',
     tokenAudiences: ['mesh-ca'],
