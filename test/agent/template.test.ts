@@ -1,6 +1,8 @@
-// The Go text/template subset used for --templateFile, against Go's documented behaviour: trim markers,
-// truthiness, if/else if/else, range (with variables and else), with, and/or returning the deciding
-// argument, comparison functions, printf, js, toJson, "<no value>" for missing map keys, and errors.
+// Bootstrap templates (--templateFile) rendered as Go's text/template with Istio's toJSON and sprig, against
+// Go's documented behaviour: trim markers, truthiness, if/else if/else, range (with variables and else),
+// with, and/or returning the deciding argument, comparison functions, printf, js, toJson/toJSON (maps with
+// sorted keys, as encoding/json writes them), "<no value>" for missing map keys, define/template, and Go's
+// error messages.
 import t from 'tap';
 import { renderTemplate } from '../../src/agent/template';
 
@@ -50,7 +52,8 @@ t.test('range and with', async (t) => {
 });
 
 t.test('functions and pipelines', async (t) => {
-  t.equal(r('{{ toJson .b }}', { b: [{ prefix: 'x', buckets: [1, 2] }] }), '[{"prefix":"x","buckets":[1,2]}]');
+  t.equal(r('{{ toJson .b }}', { b: [{ prefix: 'x', buckets: [1, 2] }] }), '[{"buckets":[1,2],"prefix":"x"}]', 'a Go map marshals with sorted keys');
+  t.equal(r('{{ toJSON .b }}|{{ toJSON .none }}', { b: { port: 15000 } }), '{"port":15000}|{}', "Istio's toJSON: {} for nil");
   t.equal(r('{{ .s | js }}', { s: `a"b'<c>\\` }), `a\\"b\\'\\u003Cc\\u003E\\\\`);
   t.equal(r('{{ printf "%s:%d" .h .p }}', { h: 'host', p: 15012 }), 'host:15012');
   t.equal(r('{{ len .l }}', { l: [1, 2, 3] }), '3');
@@ -59,11 +62,11 @@ t.test('functions and pipelines', async (t) => {
 });
 
 t.test('errors read like Go and name the position', async (t) => {
-  t.throws(() => r('{{ if .a }}x'), { message: 'template: test:1: unexpected EOF: {{if}} has no matching {{end}}' });
-  t.throws(() => r('x\n{{ end }}'), { message: 'template: test:2:1: unexpected {{end}}' });
-  t.throws(() => r('{{ nope .a }}'), { message: 'template: test:1:1: function "nope" not defined' });
-  t.throws(() => r('{{ define "x" }}{{ end }}'), { message: /\{\{define\}\} is not supported/ });
-  t.throws(() => r('{{ $y }}'), { message: 'template: test:1:1: undefined variable: $y' });
+  t.throws(() => r('{{ if .a }}x'), { message: 'template: test:1: unexpected EOF' });
+  t.throws(() => r('x\n{{ end }}'), { message: 'template: test:2: unexpected {{end}}' });
+  t.throws(() => r('{{ nope .a }}'), { message: 'template: test:1: function "nope" not defined' });
+  t.equal(r('{{ define "x" }}[{{ . }}]{{ end }}{{ template "x" .a }}', { a: 'in' }), '[in]', 'define and template work');
+  t.throws(() => r('{{ $y }}'), { message: 'template: test:1: undefined variable "$y"' });
   t.throws(() => r('{{ .a.b }}', { a: 'str' }), { message: /can't evaluate field b in type string/ });
   t.throws(() => r('{{ "x" .a }}'), { message: /can't give argument to non-function/ });
 });
