@@ -16,6 +16,12 @@ export interface LabelSelector {
   matchExpressions?: Array<{ key: string; operator: 'In' | 'NotIn' | 'Exists' | 'DoesNotExist'; values?: string[] }>;
 }
 
+/** A metav1.LabelSelector as written in objects (operators not checked yet). */
+export interface LabelSelectorLike {
+  matchLabels?: Readonly<Record<string, string>>;
+  matchExpressions?: ReadonlyArray<{ key: string; operator: string; values?: readonly string[] }>;
+}
+
 /** What the daemon reads of MeshConfig. */
 export interface MeshConfigView {
   /** discoverySelectors: namespaces whose objects are read; none = every namespace. */
@@ -88,17 +94,22 @@ function labelSelector(v: unknown, where: string): LabelSelector {
   return out;
 }
 
-/** labels.Selector.Matches of the selector LabelSelectorAsSelector makes (empty selects everything). */
-export function labelSelectorMatches(sel: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
+/**
+ * labels.Selector.Matches of the selector LabelSelectorAsSelector makes: an empty selector selects
+ * everything, an unknown operator nothing. The one label-selector matcher (mesh config, injection,
+ * analysis); the config model's plain label maps use discovery/labels.
+ */
+export function labelSelectorMatches(sel: LabelSelectorLike, labels: Readonly<Record<string, string>>): boolean {
   for (const [k, v] of Object.entries(sel.matchLabels ?? {})) if (labels[k] !== v) return false;
   for (const e of sel.matchExpressions ?? []) {
     const has = Object.prototype.hasOwnProperty.call(labels, e.key);
+    const values = e.values ?? [];
     switch (e.operator) {
       case 'In':
-        if (!has || !e.values!.includes(labels[e.key]!)) return false;
+        if (!has || !values.includes(labels[e.key]!)) return false;
         break;
       case 'NotIn':
-        if (has && e.values!.includes(labels[e.key]!)) return false;
+        if (has && values.includes(labels[e.key]!)) return false;
         break;
       case 'Exists':
         if (!has) return false;
@@ -106,6 +117,8 @@ export function labelSelectorMatches(sel: LabelSelector, labels: Readonly<Record
       case 'DoesNotExist':
         if (has) return false;
         break;
+      default:
+        return false;
     }
   }
   return true;

@@ -3,6 +3,7 @@
 // the user's own overrides of injected containers; then Istio's post-processing (probe rewriting for the
 // agent, Prometheus merge annotations, the status annotation, container order). Shared by `meshctl
 // orch-inject` and the daemon's injection webhook.
+import { labelSelectorMatches, type LabelSelectorLike as LabelSelector } from '../config/meshconfig';
 import { GoTemplate, type FuncMap } from '../lib/gotemplate';
 import { parseGoYaml, GoYamlParseError } from '../lib/goyaml-parse';
 import { goView } from '../orch/goview';
@@ -593,37 +594,12 @@ export function injectPod(params: InjectionParameters): JsonObject {
 
 // ---- policy ----
 
-export interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: Array<{ key: string; operator: string; values?: string[] }>;
-}
+export type { LabelSelectorLike as LabelSelector } from '../config/meshconfig';
 
 function selectorMatches(sel: LabelSelector, labels: Record<string, string>): boolean | undefined {
-  const exprs = sel.matchExpressions ?? [];
-  const ml = Object.entries(sel.matchLabels ?? {});
-  if (!ml.length && !exprs.length) return undefined; // an empty selector selects nothing here (Istio skips it)
-  for (const [k, v] of ml) if (labels[k] !== v) return false;
-  for (const e of exprs) {
-    const has = e.key in labels;
-    const vals = e.values ?? [];
-    switch (e.operator) {
-      case 'In':
-        if (!has || !vals.includes(labels[e.key]!)) return false;
-        break;
-      case 'NotIn':
-        if (has && vals.includes(labels[e.key]!)) return false;
-        break;
-      case 'Exists':
-        if (!has) return false;
-        break;
-      case 'DoesNotExist':
-        if (has) return false;
-        break;
-      default:
-        return false;
-    }
-  }
-  return true;
+  // An empty selector selects nothing here (Istio skips it).
+  if (!Object.keys(sel.matchLabels ?? {}).length && !(sel.matchExpressions ?? []).length) return undefined;
+  return labelSelectorMatches(sel, labels);
 }
 
 export const IGNORED_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease', 'local-path-storage'];

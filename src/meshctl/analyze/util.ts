@@ -1,5 +1,6 @@
 // Helpers the analyzers share, after Istio's pkg/config/analysis/analyzers/util: label selectors,
 // host names scoped by exportTo, the host → ServiceEntry map (Services included), mesh membership.
+import { labelSelectorMatches as selectorMatchesLabels, type LabelSelectorLike } from '../../config/meshconfig';
 import { isObject } from '../../config/values';
 import type { FieldPath } from '../documents';
 import { type AnalysisContext, fullName, type Resource, specOf } from './model';
@@ -43,38 +44,12 @@ export function firstSelectorKey(s: string): string {
   return i < 0 ? '' : s.slice(0, i);
 }
 
-interface LabelSelector {
-  matchLabels?: Record<string, string>;
-  matchExpressions?: Array<{ key: string; operator: string; values?: string[] }>;
-}
 
 /** metav1.LabelSelectorAsSelector(...).Matches; an absent selector matches everything, a malformed one nothing. */
 export function labelSelectorMatches(sel: unknown, labels: Readonly<Record<string, string>>): boolean {
   if (sel === undefined || sel === null) return true;
   if (!isObject(sel)) return false;
-  const s = sel as LabelSelector;
-  if (!setMatches(s.matchLabels, labels)) return false;
-  for (const e of s.matchExpressions ?? []) {
-    const has = Object.prototype.hasOwnProperty.call(labels, e.key);
-    const values = e.values ?? [];
-    switch (e.operator) {
-      case 'In':
-        if (!has || !values.includes(labels[e.key]!)) return false;
-        break;
-      case 'NotIn':
-        if (has && values.includes(labels[e.key]!)) return false;
-        break;
-      case 'Exists':
-        if (!has) return false;
-        break;
-      case 'DoesNotExist':
-        if (has) return false;
-        break;
-      default:
-        return false;
-    }
-  }
-  return true;
+  return selectorMatchesLabels(sel as LabelSelectorLike, labels);
 }
 
 // --- host names
