@@ -103,6 +103,7 @@ export const WK = {
   httpInspector: 'envoy.filters.listener.http_inspector',
   originalDst: 'envoy.filters.listener.original_dst',
   tlsTransportSocket: 'envoy.transport_sockets.tls',
+  rawBufferTransportSocket: 'envoy.transport_sockets.raw_buffer',
   httpProtocolOptions: 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
 } as const;
 
