@@ -56,6 +56,8 @@ export interface PushContextOptions {
   metadataExchange?: boolean;
   /** PILOT_DISABLE_MX_ALPN. */
   disableMxAlpn?: boolean;
+  /** PILOT_ENABLE_ALPN_FILTER: the istio.alpn filter on outbound and gateway HTTP connection managers. */
+  alpnFilter?: boolean;
 }
 
 export type ResolvedPushContextOptions = Required<PushContextOptions>;
@@ -80,6 +82,7 @@ export const DEFAULT_PUSH_OPTIONS: ResolvedPushContextOptions = {
   enableAutoMtls: true,
   metadataExchange: true,
   disableMxAlpn: false,
+  alpnFilter: true,
 };
 
 /** A service port a sidecar's own workload serves (Istio ServiceTarget), for inbound config. */

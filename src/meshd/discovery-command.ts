@@ -138,6 +138,7 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
     dnsJitterMs: env.duration('PILOT_DNS_JITTER_DURATION'),
     metadataExchange: env.bool('PILOT_ENABLE_METADATA_EXCHANGE'),
     disableMxAlpn: env.bool('PILOT_DISABLE_MX_ALPN'),
+    alpnFilter: env.bool('PILOT_ENABLE_ALPN_FILTER'),
   };
 }
 

@@ -414,3 +414,16 @@ t.test('identity principals (Istio srcPrincipal/srcNamespace generators, sidecar
   const sni = generatePolicy(newModel('foo', { when: [{ key: 'connection.sni', values: ['exact.com'] }] }, true), 'ALLOW');
   t.same((toJson(PolicySchema, create(PolicySchema, sni)) as { permissions: unknown[] }).permissions, [{ andRules: { rules: [{ orRules: { rules: [{ requestedServerName: { exact: 'exact.com' } }] } }] } }], 'connection.sni → requested_server_name');
 });
+
+t.test('istio.alpn on outbound and gateway HTTP connection managers, not inbound (Istio xdsfilters.Alpn)', async (t) => {
+  const { alpnFilter } = await import('../../src/xds/gen/filters');
+  const f = toJson(ListenerFilterSchema, create(ListenerFilterSchema, { name: 'x', configType: alpnFilter().configType as never }), { registry }) as { typedConfig: unknown };
+  t.same(f.typedConfig, {
+    '@type': 'type.googleapis.com/istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig',
+    alpnOverride: [
+      { alpnOverride: ['istio-http/1.0', 'istio', 'http/1.0'] },
+      { upstreamProtocol: 'HTTP11', alpnOverride: ['istio-http/1.1', 'istio', 'http/1.1'] },
+      { upstreamProtocol: 'HTTP2', alpnOverride: ['istio-h2', 'istio', 'h2'] },
+    ],
+  });
+});

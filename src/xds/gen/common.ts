@@ -99,6 +99,7 @@ export const WK = {
   grpcStats: 'envoy.filters.http.grpc_stats',
   jwtAuthn: 'envoy.filters.http.jwt_authn',
   rbac: 'envoy.filters.http.rbac',
+  alpn: 'istio.alpn',
   tlsInspector: 'envoy.filters.listener.tls_inspector',
   httpInspector: 'envoy.filters.listener.http_inspector',
   originalDst: 'envoy.filters.listener.original_dst',
