@@ -13,6 +13,7 @@ import type { Cluster } from '../../src/gen/envoy/config/cluster/v3/cluster_pb';
 import type { Listener } from '../../src/gen/envoy/config/listener/v3/listener_pb';
 import { DownstreamTlsContextSchema, UpstreamTlsContextSchema, type DownstreamTlsContext, type UpstreamTlsContext } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import type { TransportSocket } from '../../src/gen/envoy/config/core/v3/base_pb';
+import { HttpConnectionManager_ForwardClientCertDetails, HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { CDS, EDS, LDS, XdsWatch } from '../helpers/xds';
@@ -75,6 +76,24 @@ spec:
   host: ${host('disabled')}
   trafficPolicy:
     tls: {mode: ISTIO_MUTUAL}
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: external, namespace: permissive}
+spec:
+  hosts: [api.example.com]
+  location: MESH_EXTERNAL
+  resolution: DNS
+  ports: [{number: 443, name: https, protocol: HTTPS}]
+---
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: external, namespace: permissive}
+spec:
+  host: api.example.com
+  workloadSelector: {matchLabels: {app: permissive-app}}
+  trafficPolicy:
+    tls: {mode: SIMPLE, credentialName: api-ca}
 ---
 apiVersion: security.istio.io/v1
 kind: PeerAuthentication
@@ -169,6 +188,10 @@ t.test('sidecars over ADS: auto mTLS, DestinationRule ISTIO_MUTUAL, and inbound 
     return u ? (toJson(UpstreamTlsContextSchema, u) as { commonTlsContext: { tlsCertificateSdsSecretConfigs: Array<{ name: string; sdsConfig: unknown }> } }).commonTlsContext.tlsCertificateSdsSecretConfigs.map((s) => s.name) : [];
   };
   t.same(sds(cluster('disabled')), ['default'], 'the workload certificate from the agent (SDS `default`)');
+  const ext = upstream(cds.resources.get('outbound|443||api.example.com')?.transportSocket);
+  const extJson = ext && (toJson(UpstreamTlsContextSchema, ext) as { commonTlsContext: { combinedValidationContext: { validationContextSdsSecretConfig: unknown } } });
+  t.same(extJson?.commonTlsContext.combinedValidationContext.validationContextSdsSecretConfig, { name: 'kubernetes://api-ca-cacert', sdsConfig: { ads: {}, resourceApiVersion: 'V3' } }, 'credentialName: the CA secret from the daemon over ADS, not the agent');
+  t.equal(clusterTls(cds.resources.get('outbound|443||api.example.com')).kind, 'rule', 'external service: the rule\'s TLS, never auto mTLS');
 
   // ---- endpoints: tlsMode metadata only where the workload has a sidecar
   const eds = watch('strict', 1, EDS, [`outbound|8080||${host('permissive')}`]);
@@ -191,6 +214,15 @@ t.test('sidecars over ADS: auto mTLS, DestinationRule ISTIO_MUTUAL, and inbound 
   t.same(dtls.commonTlsContext.alpnProtocols, ['h2', 'http/1.1'], 'HTTP chain ALPN');
   t.same((dtls.commonTlsContext.combinedValidationContext as { defaultValidationContext: unknown }).defaultValidationContext, { matchSubjectAltNames: [{ prefix: 'spiffe://cluster.local/' }] }, 'peers of the trust domain');
   t.same(strict.listenerFilters.map((f) => f.name), ['envoy.filters.listener.original_dst', 'envoy.filters.listener.tls_inspector'], 'no chain matches plaintext HTTP ALPNs under STRICT: no HTTP inspector');
+
+  const httpFilterNames = (l: Listener | undefined) =>
+    (l?.filterChains ?? []).flatMap((c) => c.filters).filter((f) => f.name === 'envoy.filters.network.http_connection_manager').map((f) => (f.configType.case === 'typedConfig' ? anyUnpack(f.configType.value, HttpConnectionManagerSchema)!.httpFilters.map((h) => h.name) : []));
+  const outbound = await lds.strict!.until((w) => w.resources.get('0.0.0.0_8080'), 'the outbound HTTP listener');
+  t.ok(httpFilterNames(outbound).every((names) => names.includes('istio.alpn')), 'outbound HCMs carry istio.alpn');
+  t.ok(httpFilterNames(strict).every((names) => !names.includes('istio.alpn')), 'inbound HCMs do not');
+  const hcm = strict.filterChains.find((c) => c.filterChainMatch?.destinationPort === 8080)!.filters.at(-1)!.configType;
+  const inboundHcm = anyUnpack(hcm.case === 'typedConfig' ? hcm.value : (undefined as never), HttpConnectionManagerSchema)!;
+  t.same([inboundHcm.forwardClientCertDetails, inboundHcm.setCurrentClientCertDetails?.subject, inboundHcm.setCurrentClientCertDetails?.uri, inboundHcm.setCurrentClientCertDetails?.dns, inboundHcm.setCurrentClientCertDetails?.cert], [HttpConnectionManager_ForwardClientCertDetails.APPEND_FORWARD, true, true, true, false], 'x-forwarded-client-cert: APPEND_FORWARD with Subject, URI, DNS');
 
   const permissive = await vi('permissive');
   t.same(inboundChains(permissive, 8080), [['tls', ALL_MTLS, true], ['raw_buffer', [], undefined]], 'PERMISSIVE HTTP port: mTLS and plaintext');
