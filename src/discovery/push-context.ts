@@ -10,7 +10,7 @@ import { endpointTlsMode, selectorMatches, TLS_MODE_DISABLED } from './labels';
 import type { Endpoint, Proxy, Service, ServicePort } from './model';
 import { DestinationRuleIndex, type MergedDestinationRule } from './push/destinationrule';
 import { explainNoGatewayListeners, mergeGateways, selectGateways, type MergedGateway } from './push/gateway';
-import { peerAuthenticationsForWorkload, policiesForWorkload, type PeerAuthenticationsForWorkload } from './push/policies';
+import { policiesForWorkload } from './push/policies';
 import { composePeerAuthentication, NamespaceMtlsModes, peerAuthenticationsFor, type MergedPeerAuthentication, type MutualTlsMode } from './push/peer-authentication';
 import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
@@ -18,7 +18,7 @@ import { byAge, isExportedTo } from './push/visibility';
 import type { ServiceRegistry } from './registry/types';
 
 export { MESH_GATEWAY };
-export type { MergedDestinationRule, MergedGateway, MergedPeerAuthentication, MutualTlsMode, PeerAuthenticationsForWorkload, SidecarScope, VirtualServiceEntry };
+export type { MergedDestinationRule, MergedGateway, MergedPeerAuthentication, MutualTlsMode, SidecarScope, VirtualServiceEntry };
 
 export interface PushContextOptions {
   /** DNS domain suffix (`--domain`). */
@@ -423,10 +423,6 @@ export class PushContext {
 
   authorizationPolicies(proxy: Proxy): Config<'AuthorizationPolicy'>[] {
     return policiesForWorkload(this.cfg.authorizationPolicies, this.options.rootNamespace, proxy.namespace, proxy.labels);
-  }
-
-  peerAuthentications(proxy: Proxy): PeerAuthenticationsForWorkload {
-    return peerAuthenticationsForWorkload(this.cfg.peerAuthentications, this.options.rootNamespace, proxy.namespace, proxy.labels);
   }
 
   /** The proxy's own effective PeerAuthentication (Istio ComposePeerAuthentication), for its inbound chains. */
