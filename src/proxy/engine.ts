@@ -424,7 +424,7 @@ export function callCluster(clusters: ClusterManager, name: string, call: Upstre
       h.abort();
       reject(new Error('upstream request timeout'));
     }, call.timeoutMs);
-    const h = startUpstreamRequest(c, host, c.protocol === 'http2' ? 'http2' : 'http1', { method: call.method, path: call.path, authority: call.authority, scheme: c.tls ? 'https' : 'http', headers: { ...(call.headers ?? {}) } }, {
+    const h = startUpstreamRequest(c, host, c.protocol === 'http2' ? 'http2' : 'http1', { method: call.method, path: call.path, authority: call.authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers: { ...(call.headers ?? {}) } }, {
       onResponse: (r) => {
         const chunks: Buffer[] = [];
         r.body.read({

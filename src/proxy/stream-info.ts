@@ -1,5 +1,6 @@
 // What is known about one downstream request (or TCP connection) as it goes through the engine:
 // the source of access-log fields, header substitutions and response flags.
+import type { JsonObject } from '@bufbuild/protobuf';
 import type { DynamicMetadata } from './matchers/string';
 
 export interface DownstreamConnectionInfo {
@@ -22,6 +23,15 @@ export interface DownstreamConnectionInfo {
   /** Original destination when it is known (SO_ORIGINAL_DST, see native/original-dst.ts; or guessed). */
   originalDestination?: { address: string; port: number };
 }
+
+/**
+ * Filter state key of Envoy's Network::ApplicationProtocols: the ALPN list a filter (Istio's istio.alpn)
+ * wants upstream TLS connections to offer instead of the cluster's own.
+ */
+export const APPLICATION_PROTOCOLS_KEY = 'envoy.network.application_protocols';
+
+/** The override for one upstream request, once the router knows the cluster and its HTTP protocol. */
+export type ApplicationProtocolsFor = (upstreamProtocol: 'http1' | 'http2', clusterMetadata: JsonObject | undefined) => readonly string[] | undefined;
 
 export class StreamInfo {
   readonly startTime = Date.now();

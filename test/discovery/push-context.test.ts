@@ -131,9 +131,9 @@ t.test('security policies: root namespace applies mesh-wide, selectors narrow', 
   t.same(push.requestAuthentications(gw).map((p) => p.meta.name), ['jwt']);
   t.same(push.requestAuthentications(web), []);
   t.same(push.authorizationPolicies(web).map((p) => p.meta.name), ['all', 'ns', 'web-only']);
-  const pa = push.peerAuthentications(web);
-  t.equal(pa.mesh?.meta.name, 'default');
-  t.same(pa.workload.map((p) => p.meta.name), ['web']);
+  // mesh-wide STRICT, overridden by the workload's PERMISSIVE (Istio ComposePeerAuthentication)
+  t.equal(push.mergedPeerAuthentication(web).mode, 'PERMISSIVE');
+  t.equal(push.mergedPeerAuthentication(gw).mode, 'STRICT', 'the mesh-wide policy elsewhere');
 });
 
 t.test('versions change on every rebuild, pushVersion grows', async (t) => {

@@ -42,6 +42,14 @@ spec:
   http:
   - route:
     - destination: {host: backend.example.com, port: {number: 80}}
+---
+# The agents here talk plaintext to discovery and get no workload certificate: with mesh mTLS (the
+# PERMISSIVE default) the sidecar's inbound chains would wait for one, as Envoy waits for SDS secrets.
+apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: mesh-system}
+spec:
+  mtls: {mode: DISABLE}
 `;
 
 interface Mesh {

@@ -58,6 +58,15 @@ spec:
   ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9090, name: tcp, protocol: TCP}]
   endpoints: [{address: 10.88.0.2, labels: {app: app}}]
 `,
+  // This test is about capture, not mTLS: its agent talks plaintext to discovery and gets no workload
+  // certificate, and mesh mTLS (the PERMISSIVE default) would make the inbound chains and auto-mTLS
+  // clusters wait for one, as Envoy waits for SDS secrets. Mesh-wide DISABLE keeps everything plaintext.
+  `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: mesh-system}
+spec:
+  mtls: {mode: DISABLE}
+`,
 ].join('---\n');
 
 const REGISTRY_ONLY = `apiVersion: networking.istio.io/v1

@@ -10,7 +10,8 @@ import { hash32, type LbContext } from '../upstream/lb';
 const NO_LB_CONTEXT: LbContext = {};
 import type { Host } from '../upstream/host';
 import type { UpstreamCluster } from '../upstream/cluster';
-import { connectUpstream, pendingOn, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
+import { APPLICATION_PROTOCOLS_KEY, type ApplicationProtocolsFor } from '../stream-info';
+import { connectUpstream, pendingOn, readyEvent, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
 import { plainIp } from '../stream-info';
 import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from './headers';
 import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
@@ -418,7 +419,9 @@ class UpstreamExchange implements BodyReader {
     if (this.action.hostRewrite.kind === 'auto' && host.hostname) authority = host.hostname;
     this.attemptStart = performance.now();
     const attemptNo = this.attempt;
-    const handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.tls ? 'https' : 'http', headers }, new Attempt(this, attemptNo, host));
+    const alpnFor = this.s.filterState.get(APPLICATION_PROTOCOLS_KEY) as ApplicationProtocolsFor | undefined;
+    const alpn = alpnFor?.(this.protocol, c.metadata);
+    const handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers }, new Attempt(this, attemptNo, host), alpn ? { alpnOverride: alpn } : undefined);
     this.current = handle;
     this.body.attach(handle.body);
     const ptt = this.retry?.perTryTimeoutMs ?? 0;
@@ -649,7 +652,7 @@ function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): 
   const timer = timeoutMs > 0 ? setTimeout(() => {
     if (!connected) up.destroy(new Error('upstream request timeout'));
   }, timeoutMs) : undefined;
-  up.once(cluster.tls ? 'secureConnect' : 'connect', () => {
+  up.once(readyEvent(up), () => {
     connected = true;
     if (timer) clearTimeout(timer);
     const r = s.request;

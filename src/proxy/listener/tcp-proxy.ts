@@ -14,7 +14,7 @@ import { durationToMs } from '../route/action';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import { StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';
-import { connectUpstream } from '../upstream/pool';
+import { connectUpstream, readyEvent } from '../upstream/pool';
 
 /** Envoy statPrefixJoin: `a.` + `b` and `a` + `b` both give `a.b`. */
 function statPrefixJoin(prefix: string, token: string): string {
@@ -160,7 +160,7 @@ export class TcpProxy {
       info.upstreamHost = host.key;
       const up = connectUpstream(cluster, host);
       let connected = false;
-      up.once(cluster.tls ? 'secureConnect' : 'connect', () => {
+      up.once(readyEvent(up), () => {
         connected = true;
         if (head && head.length > 0) up.write(head);
         down.pipe(up);

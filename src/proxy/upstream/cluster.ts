@@ -15,18 +15,17 @@ import { RoutingPriority } from '../../gen/envoy/config/core/v3/base_pb';
 import { HealthStatus as HealthProto } from '../../gen/envoy/config/core/v3/health_check_pb';
 import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import type { Address } from '../../gen/envoy/config/core/v3/address_pb';
-import { UpstreamTlsContextSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import { HttpProtocolOptionsSchema } from '../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb';
 import type { Logger } from '../log';
 import { ConfigError } from '../matchers/string';
 import { durationToMs } from '../route/action';
 import { ResponseCodeStats, type Counter, type Gauge, type Histogram, type StatsScope, type StatsStore } from '../stats/store';
-import { TlsContext } from '../tls/context';
 import type { SecretManager } from '../tls/secrets';
 import { Host, type HealthStatus } from './host';
 import { LoadBalancer, type LbContext, type LbPolicy } from './lb';
 import { OutlierDetector, outlierConfig } from './outlier';
 import { releaseHostPools } from './pool';
+import { TransportSocketMatcher, type UpstreamTransport } from './transport-socket';
 
 export type ClusterType = 'STATIC' | 'STRICT_DNS' | 'LOGICAL_DNS' | 'EDS' | 'ORIGINAL_DST';
 export type UpstreamProtocol = 'http1' | 'http2' | 'downstream';
@@ -39,8 +38,6 @@ export interface Thresholds {
 }
 
 const HTTP_PROTOCOL_OPTIONS = 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions';
-const TLS_SOCKET_TYPE = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext';
-const RAW_BUFFER_TYPE = 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
 
 export class ClusterStats {
   readonly cxTotal: Counter;
@@ -189,8 +186,8 @@ export class UpstreamCluster {
   readonly idleTimeoutMs: number;
   readonly thresholds: Thresholds;
   readonly protocol: UpstreamProtocol;
-  readonly tls: TlsContext | undefined;
-  readonly sni: string;
+  /** transport_socket and transport_socket_matches; each host carries the one it resolved to. */
+  readonly transports: TransportSocketMatcher;
   readonly sourceAddress: string | undefined;
   readonly stats: ClusterStats;
   readonly lb: LoadBalancer;
@@ -270,26 +267,13 @@ export class UpstreamCluster {
     }
     this.protocol = protocol;
     this.idleTimeoutMs = idle ?? 3_600_000;
-    const ts = proto.transportSocket;
-    let tlsCtx: TlsContext | undefined;
-    let sni = '';
-    if (ts && ts.configType.case === 'typedConfig' && ts.configType.value.typeUrl !== RAW_BUFFER_TYPE) {
-      if (ts.configType.value.typeUrl !== TLS_SOCKET_TYPE) throw new ConfigError(`${where}.transport_socket: Didn't find a registered implementation for name: '${ts.name}'`);
-      const u = anyUnpack(ts.configType.value, UpstreamTlsContextSchema);
-      if (!u) throw new ConfigError(`${where}.transport_socket: cannot decode UpstreamTlsContext`);
-      tlsCtx = new TlsContext(u.commonTlsContext, { role: 'client', sni: u.sni }, deps.secrets, `${where}.transport_socket`);
-      sni = u.sni;
-    } else if (proto.transportSocketMatches.length > 0) {
-      throw new ConfigError(`${where}.transport_socket_matches: not supported`);
-    }
-    this.tls = tlsCtx;
-    this.sni = sni;
+    const scope = deps.stats.scope(`cluster.${proto.altStatName || proto.name}.`);
+    this.transports = new TransportSocketMatcher(proto, where, deps.secrets, scope);
     const bind = proto.upstreamBindConfig?.sourceAddress;
     this.sourceAddress = bind?.address || undefined;
     this.metadata = proto.metadata?.filterMetadata && Object.keys(proto.metadata.filterMetadata).length > 0 ? proto.metadata.filterMetadata : undefined;
     this.useHttpHeaderForOriginalDst =
       proto.lbConfig.case === 'originalDstLbConfig' && proto.lbConfig.value.useHttpHeader ? proto.lbConfig.value.httpHeaderName.toLowerCase() || 'x-envoy-original-dst-host' : undefined;
-    const scope = deps.stats.scope(`cluster.${proto.altStatName || proto.name}.`);
     this.stats = new ClusterStats(scope);
     const random = deps.random ?? Math.random;
     this.lb = new LoadBalancer({
@@ -304,7 +288,7 @@ export class UpstreamCluster {
       : undefined;
     this.updateCircuitBreakerGauges();
     const ready = new Promise<void>((r) => (this.resolveReady = r));
-    this.ready = Promise.all([ready, tlsCtx?.ready ?? Promise.resolve()]).then(() => undefined);
+    this.ready = Promise.all([ready, ...this.transports.all().map((t) => t.tls?.ready)]).then(() => undefined);
     switch (this.type) {
       case 'STATIC':
         this.setAssignment(proto.loadAssignment, where);
@@ -346,7 +330,7 @@ export class UpstreamCluster {
             region: loc.locality?.region ?? '',
             zone: loc.locality?.zone ?? '',
             subZone: loc.locality?.subZone ?? '',
-          }, lbe.metadata?.filterMetadata, a.pipe),
+          }, lbe.metadata?.filterMetadata, a.pipe, loc.metadata?.filterMetadata),
         );
       }
     }
@@ -368,13 +352,34 @@ export class UpstreamCluster {
         prev.priority = f.priority;
         prev.locality = f.locality;
         prev.metadata = f.metadata;
+        prev.localityMetadata = f.localityMetadata;
+        this.assignTransport(prev);
         next.push(prev);
-      } else next.push(f);
+      } else {
+        this.assignTransport(f);
+        next.push(f);
+      }
     }
     for (const gone of old.values()) releaseHostPools(gone);
     if (old.size > 0 || next.length !== this.hosts.length) this.stats.membershipChange.inc();
     this.hosts = next;
     this.rebuildLb();
+  }
+
+  /** Envoy resolves a host's transport socket when the host is made and again when its metadata changes. */
+  private assignTransport(h: Host): void {
+    const t = this.transports.resolve(h.metadata, h.localityMetadata);
+    if (h.transport !== t) {
+      // connections made with the previous transport are not reused for new requests
+      if (h.transport) releaseHostPools(h);
+      h.transport = t;
+      t.matchCount.inc();
+    }
+  }
+
+  /** The transport socket for a host (resolved at assignment; ORIGINAL_DST hosts use the default). */
+  transportFor(h: Host): UpstreamTransport {
+    return h.transport ?? this.transports.default;
   }
 
   rebuildLb(): void {
@@ -442,7 +447,7 @@ export class UpstreamCluster {
               region: loc.locality?.region ?? '',
               zone: loc.locality?.zone ?? '',
               subZone: loc.locality?.subZone ?? '',
-            }, lbe.metadata?.filterMetadata),
+            }, lbe.metadata?.filterMetadata, undefined, loc.metadata?.filterMetadata),
           );
         }
       }
@@ -465,6 +470,7 @@ export class UpstreamCluster {
     let h = this.hosts.find((x) => x.key === key);
     if (!h) {
       h = new Host(address, port, '', 1, 'healthy', 0, { region: '', zone: '', subZone: '' }, undefined);
+      this.assignTransport(h);
       this.hosts = [...this.hosts, h];
       this.rebuildLb();
     }
@@ -499,7 +505,7 @@ export class UpstreamCluster {
     this.closed = true;
     if (this.dnsTimer) clearTimeout(this.dnsTimer);
     this.outlier?.close();
-    this.tls?.release();
+    this.transports.release();
     for (const h of this.hosts) releaseHostPools(h);
   }
 }

@@ -1,6 +1,7 @@
 // An upstream endpoint of a cluster: address, weight, health as EDS/DNS gave it, outlier state and
 // the per-host counters Envoy's /clusters shows. Connection pools hang off the host (upstream/pool.ts).
 import type { JsonObject } from '@bufbuild/protobuf';
+import type { UpstreamTransport } from './transport-socket';
 
 export type HealthStatus = 'unknown' | 'healthy' | 'unhealthy' | 'draining' | 'timeout' | 'degraded';
 
@@ -31,6 +32,8 @@ export class Host {
   ejections = 0;
   /** Opaque per-protocol pool handles owned by upstream/pool.ts. */
   pool: unknown;
+  /** The transport socket chosen for this host by the cluster's transport_socket_matches. */
+  transport: UpstreamTransport | undefined;
 
   constructor(
     readonly address: string,
@@ -44,6 +47,8 @@ export class Host {
     public metadata: JsonObject | undefined,
     /** Unix socket path for pipe addresses. */
     readonly pipe?: string,
+    /** Filter metadata of the endpoint's LocalityLbEndpoints (a second source for transport socket matches). */
+    public localityMetadata?: JsonObject,
   ) {}
 
   get key(): string {

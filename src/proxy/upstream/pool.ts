@@ -11,6 +11,7 @@ import { H1Pool, type ClientCallbacks, type ClientFailure } from '../http/h1/cli
 import type { RawHeaders } from '../http/headers';
 import type { Host } from './host';
 import type { UpstreamCluster } from './cluster';
+import type { UpstreamTransport } from './transport-socket';
 
 export type UpstreamFailure = 'connect_failure' | 'reset' | 'overflow' | 'timeout';
 
@@ -23,8 +24,37 @@ interface HostPools {
   h2Connecting?: boolean;
 }
 
-function pools(host: Host): HostPools {
-  return (host.pool ??= {}) as HostPools;
+/**
+ * Options of one upstream connection that keep it apart from others (Envoy hashes transport socket
+ * options into the pool key): the ALPN override a filter set (Istio's istio.alpn filter state).
+ */
+export interface ConnectOptions {
+  alpnOverride?: readonly string[];
+}
+
+/** Pools per transport socket and ALPN override: a connection is only reused for requests that would make the same one. */
+function pools(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): HostPools {
+  const all = (host.pool ??= new Map<string, HostPools>()) as Map<string, HostPools>;
+  const key = `${cluster.transportFor(host).name}|${o?.alpnOverride?.join(',') ?? ''}`;
+  let p = all.get(key);
+  if (!p) all.set(key, (p = {}));
+  return p;
+}
+
+/** The event that says a new upstream socket can carry data (after the TLS handshake on TLS). */
+export function readyEvent(socket: net.Socket): 'secureConnect' | 'connect' {
+  return socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect';
+}
+
+/**
+ * ALPN offered upstream, Envoy's precedence: a filter's override, else the context's alpn_protocols,
+ * else the codec's fallback (h2 / http/1.1 for HTTP pools); only on TLS.
+ */
+export function upstreamAlpn(t: UpstreamTransport, override: readonly string[] | undefined, fallback: readonly string[] | undefined): string[] | undefined {
+  if (!t.tls) return undefined;
+  if (override && override.length > 0) return [...override];
+  if (t.tls.alpn.length > 0) return t.tls.alpn;
+  return fallback && fallback.length > 0 ? [...fallback] : undefined;
 }
 
 class ConnectTimeoutError extends Error {
@@ -38,7 +68,7 @@ class ConnectTimeoutError extends Error {
  * Opens a connection to a host with the cluster's connect timeout, transport socket and bind
  * config, counting upstream_cx_* for the cluster and the host.
  */
-export function connectUpstream(cluster: UpstreamCluster, host: Host, alpn?: string[]): net.Socket {
+export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallback?: string[], o?: ConnectOptions): net.Socket {
   const s = cluster.stats;
   s.cxTotal.inc();
   s.cxActive.inc();
@@ -47,16 +77,18 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpn?: str
   cluster.cxActive++;
   let socket: net.Socket;
   const local = cluster.sourceAddress;
+  const transport = cluster.transportFor(host);
+  const tctx = transport.tls;
   if (host.pipe) {
     socket = net.connect({ path: host.pipe });
-  } else if (cluster.tls) {
-    const o = cluster.tls.secureOptions();
-    const protocols = alpn ?? (cluster.tls.alpn.length > 0 ? cluster.tls.alpn : undefined);
+  } else if (tctx) {
+    const so = tctx.secureOptions();
+    const protocols = upstreamAlpn(transport, o?.alpnOverride, alpnFallback);
     socket = tls.connect({
-      ...o,
+      ...so,
       host: host.address,
       port: host.port,
-      servername: cluster.sni || (net.isIP(host.address) ? undefined : host.address),
+      servername: transport.sni || (net.isIP(host.address) ? undefined : host.address),
       ...(protocols ? { ALPNProtocols: protocols } : {}),
       ...(local ? { localAddress: local } : {}),
       checkServerIdentity: () => undefined,
@@ -76,8 +108,8 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpn?: str
         }, timeoutMs)
       : undefined;
   const onConnected = () => {
-    if (cluster.tls && socket instanceof tls.TLSSocket && cluster.tls.needsPostHandshakeCheck()) {
-      const v = cluster.tls.verifyPeer(socket);
+    if (tctx && socket instanceof tls.TLSSocket && tctx.needsPostHandshakeCheck()) {
+      const v = tctx.verifyPeer(socket);
       if (v.error) {
         socket.destroy(Object.assign(new Error(`TLS error: ${v.error}`), { code: 'ETLSVERIFY' }));
         return;
@@ -87,7 +119,7 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpn?: str
     if (timer) clearTimeout(timer);
     cluster.outlier?.reportLocal(host, 'success');
   };
-  socket.once(cluster.tls && !host.pipe ? 'secureConnect' : 'connect', onConnected);
+  socket.once(readyEvent(socket), onConnected);
   let failed = false;
   // `on`, not `once`: a socket can emit more than one error, and an unheard one would crash the process
   socket.on('error', () => {
@@ -109,12 +141,12 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpn?: str
   return socket;
 }
 
-function h1Pool(cluster: UpstreamCluster, host: Host): H1Pool {
-  const p = pools(host);
+function h1Pool(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): H1Pool {
+  const p = pools(cluster, host, o);
   if (!p.h1) {
     const st = cluster.stats;
     p.h1 = new H1Pool({
-      connect: () => connectUpstream(cluster, host, cluster.tls ? ['http/1.1'] : undefined),
+      connect: () => connectUpstream(cluster, host, ['http/1.1'], o),
       maxConnections: cluster.thresholds.maxConnections >= 1e9 ? Infinity : cluster.thresholds.maxConnections,
       idleTimeoutMs: cluster.idleTimeoutMs,
       maxResponseHeadBytes: MAX_RESPONSE_HEAD_BYTES,
@@ -128,12 +160,12 @@ function h1Pool(cluster: UpstreamCluster, host: Host): H1Pool {
   return p.h1;
 }
 
-function h2Session(cluster: UpstreamCluster, host: Host): http2.ClientHttp2Session {
-  const p = pools(host);
+function h2Session(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): http2.ClientHttp2Session {
+  const p = pools(cluster, host, o);
   if (p.h2 && !p.h2.closed && !p.h2.destroyed) return p.h2;
-  const scheme = cluster.tls ? 'https' : 'http';
+  const scheme = cluster.transportFor(host).tls ? 'https' : 'http';
   const session = http2.connect(`${scheme}://${host.key}`, {
-    createConnection: () => connectUpstream(cluster, host, cluster.tls ? ['h2'] : undefined),
+    createConnection: () => connectUpstream(cluster, host, ['h2'], o),
     settings: { enablePush: false },
   });
   session.on('error', () => {});
@@ -152,16 +184,20 @@ function h2Session(cluster: UpstreamCluster, host: Host): http2.ClientHttp2Sessi
 
 /** Requests queued in the host's HTTP/1 pool waiting for a connection (pending requests). */
 export function pendingOn(host: Host): number {
-  return (host.pool as HostPools | undefined)?.h1?.pending ?? 0;
+  let n = 0;
+  for (const p of (host.pool as Map<string, HostPools> | undefined)?.values() ?? []) n += p.h1?.pending ?? 0;
+  return n;
 }
 
 /** Closes idle connections now and the rest when their requests finish. */
 export function releaseHostPools(host: Host): void {
-  const p = host.pool as HostPools | undefined;
-  if (!p) return;
+  const all = host.pool as Map<string, HostPools> | undefined;
+  if (!all) return;
   // idle connections close now; busy ones are not reused after their response
-  p.h1?.close();
-  p.h2?.close();
+  for (const p of all.values()) {
+    p.h1?.close();
+    p.h2?.close();
+  }
   host.pool = undefined;
 }
 
@@ -274,20 +310,20 @@ class H1Callbacks implements ClientCallbacks {
 }
 
 /** Starts one upstream request; exactly one of onResponse/onError is called. */
-export function startUpstreamRequest(cluster: UpstreamCluster, host: Host, protocol: 'http1' | 'http2', head: UpstreamHead, cb: UpstreamCallbacks): UpstreamRequestHandle {
-  if (protocol === 'http2') return startH2Request(cluster, host, head, cb);
+export function startUpstreamRequest(cluster: UpstreamCluster, host: Host, protocol: 'http1' | 'http2', head: UpstreamHead, cb: UpstreamCallbacks, o?: ConnectOptions): UpstreamRequestHandle {
+  if (protocol === 'http2') return startH2Request(cluster, host, head, cb, o);
   head.headers.host = head.authority;
-  return h1Pool(cluster, host).request(head.method, head.path, head.headers, new H1Callbacks(cb));
+  return h1Pool(cluster, host, o).request(head.method, head.path, head.headers, new H1Callbacks(cb));
 }
 
-function startH2Request(cluster: UpstreamCluster, host: Host, head: UpstreamHead, cb: UpstreamCallbacks): UpstreamRequestHandle {
+function startH2Request(cluster: UpstreamCluster, host: Host, head: UpstreamHead, cb: UpstreamCallbacks, o: ConnectOptions | undefined): UpstreamRequestHandle {
   let done = false;
   const fail = (kind: UpstreamFailure, detail: string) => {
     if (done) return;
     done = true;
     cb.onError(kind, detail);
   };
-  const session = h2Session(cluster, host);
+  const session = h2Session(cluster, host, o);
   const headers = head.headers as http2.OutgoingHttpHeaders;
   headers[':method'] = head.method;
   headers[':path'] = head.path;

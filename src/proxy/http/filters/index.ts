@@ -6,6 +6,7 @@ import { FilterConfigSchema as GrpcStatsSchema } from '../../../gen/envoy/extens
 import { ConfigError } from '../../matchers/string';
 import { HttpFilterRegistry, type HttpFilterFactory, type HttpStream } from '../filter-api';
 import type { ResponseHeaders } from '../headers';
+import { alpnFilterFactory } from './alpn';
 import { corsFilterFactory } from './cors';
 import { faultFilterFactory } from './fault';
 import { jwtAuthnFilterFactory } from './jwt-authn/index';
@@ -61,11 +62,11 @@ export const grpcStatsFilterFactory: HttpFilterFactory = {
 
 let defaults: HttpFilterRegistry | undefined;
 
-/** The shared registry with router, fault, cors, rbac and grpc_stats. */
+/** The shared registry with router, fault, cors, rbac, grpc_stats, jwt_authn and istio.alpn. */
 export function defaultFilterRegistry(): HttpFilterRegistry {
   if (!defaults) {
     defaults = new HttpFilterRegistry();
-    for (const f of [routerFilterFactory, faultFilterFactory, corsFilterFactory, rbacFilterFactory, grpcStatsFilterFactory, jwtAuthnFilterFactory]) defaults.register(f);
+    for (const f of [routerFilterFactory, faultFilterFactory, corsFilterFactory, rbacFilterFactory, grpcStatsFilterFactory, jwtAuthnFilterFactory, alpnFilterFactory]) defaults.register(f);
   }
   return defaults;
 }
