@@ -34,6 +34,8 @@ export interface LocalDnsServerOptions {
   forwardParallel: boolean;
   /** Overrides /etc/resolv.conf (tests). */
   resolvConfPath?: string;
+  /** Overrides the resolv.conf nameservers with `host:port` upstreams (tests: resolv.conf has no port). */
+  upstreams?: string[];
   upstreamTimeoutMs?: number;
 }
 
@@ -109,7 +111,7 @@ export class LocalDnsServer {
     const rc = parseResolvConf(text);
     // The application's resolver already walks the search list, one query per domain; the agent answers
     // or forwards each query as it is.
-    this.upstreams = rc.servers.map((s) => joinHostPort(s, rc.port));
+    this.upstreams = o.upstreams ?? rc.servers.map((s) => joinHostPort(s, rc.port));
     this.search = rc.search;
     const { host, port } = splitHostPort(addr);
     const v4 = rc.servers.some(isIPv4);

@@ -58,7 +58,9 @@ export interface Message {
   additionals: ResourceRecord[];
 }
 
-export class DnsWireError extends Error {}
+export class DnsWireError extends Error {
+  override name = 'DnsWireError';
+}
 
 // ---------------------------------------------------------------------------------------------
 // names
