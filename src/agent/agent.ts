@@ -88,8 +88,7 @@ export class Agent {
     const dns = o.dns ? new LocalDnsServer(o.dns) : undefined;
     this.dns = dns;
     if (dns) {
-      handlers.set(NAME_TABLE_TYPE, (resp) => {
-        const any = resp.resources[0]!;
+      handlers.set(NAME_TABLE_TYPE, (any) => {
         if (any.typeUrl !== NAME_TABLE_TYPE) return `name table response holds ${any.typeUrl}`;
         try {
           dns.updateNameTable(fromBinary(NameTableSchema, any.value).table);
