@@ -39,8 +39,7 @@ export interface Question {
 
 /**
  * A resource record. `data` is the record data with every embedded name expanded (no compression
- * pointers), so a record can be written into any message; `address` / `target` are the parsed forms of
- * A/AAAA and CNAME/NS/PTR data.
+ * pointers), so a record can be written into any message; recordValue() reads addresses and targets.
  */
 export interface ResourceRecord {
   name: string;
@@ -174,7 +173,7 @@ function expandData(buf: Buffer, type: number, start: number, end: number): Buff
   }
 }
 
-/** Types whose data names a client may see compressed (RFC 1035 ones, as above). */
+/** Types whose data names may be written compressed (RFC 1035 ones, as above). */
 const COMPRESSIBLE_DATA = new Set<number>([TYPE.CNAME, TYPE.NS, TYPE.PTR, TYPE.MX, TYPE.SOA]);
 
 export function aRecord(name: string, ip: string, ttl: number): ResourceRecord {

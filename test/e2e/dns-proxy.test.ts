@@ -53,11 +53,24 @@ addressType: IPv4
 endpoints:
 - addresses: [10.244.0.11]
   conditions: {ready: true}
+  targetRef: {kind: Pod, name: db-0, namespace: default}
 - addresses: [10.244.0.12]
   conditions: {ready: true}
 - addresses: [10.244.0.13]
-  conditions: {ready: false}
+  conditions: {ready: THIRD_READY}
 ports: [{name: tcp, port: 5432}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db-0, namespace: default, labels: {app: db}}
+spec:
+  hostname: db-0
+  subdomain: db
+  serviceAccountName: db
+status:
+  podIP: 10.244.0.11
+  phase: Running
+  conditions: [{type: Ready, status: "True"}]
 ---
 apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -119,7 +132,7 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
   fs.chmodSync(dir, 0o755);
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
-  fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG);
+  fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG.replace('THIRD_READY', 'false'));
 
   const pod = createNetns(t, 'mesh-dns');
   // the pod's address and its resolver's, both local to the namespace
@@ -196,6 +209,8 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
       'ratings.other',
       'ratings.other.svc.cluster.local',
       'db.default.svc.cluster.local',
+      'db-0.db.default.svc.cluster.local',
+      'db-0.db',
       'api.partner.test',
       'www.outside.test',
       'ratings',
@@ -210,6 +225,9 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
       'ratings.other.svc.cluster.local': ['10.96.0.30'],
       // headless: the ready endpoints
       'db.default.svc.cluster.local': ['10.244.0.11', '10.244.0.12'],
+      // a pod with a subdomain: `<hostname>.<subdomain>`, with the short forms of the proxy's namespace
+      'db-0.db.default.svc.cluster.local': ['10.244.0.11'],
+      'db-0.db': ['10.244.0.11'],
       'api.partner.test': ['240.240.0.7'],
       // not the mesh's: from the test's resolver, through the agent
       'www.outside.test': ['203.0.113.9'],
@@ -259,6 +277,13 @@ let b = Buffer.alloc(0); c.on('data', (d) => { b = Buffer.concat([b, d]); if (b.
     t.ok(d('dns_upstream_requests_total') < d('dns_requests_total'), 'local answers are not forwarded');
     t.equal(d('dns_upstream_failures_total'), 0);
     t.equal(metricValue(after, 'dns_upstream_request_duration_seconds_count'), metricValue(after, 'dns_upstream_requests_total'), 'every forward timed');
+  });
+
+  t.test('headless endpoint changes are pushed to the agent', async (t) => {
+    fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG.replace('THIRD_READY', 'true'));
+    const want = JSON.stringify({ 'db.default.svc.cluster.local': ['10.244.0.11', '10.244.0.12', '10.244.0.13'] });
+    await waitFor(() => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local'])) === want, 30_000, () => `db: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local']))}`);
+    t.pass('the endpoint that became ready is answered');
   });
 
   t.test('a new Service is pushed to the agent', async (t) => {

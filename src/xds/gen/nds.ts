@@ -9,9 +9,9 @@ import type { PushContext } from '../../discovery/push-context';
 import { isIPv4, isIPv6, isIp } from '../../discovery/host';
 import { NameTable_NameInfoSchema, NameTableSchema, type NameTable } from '../../gen/istio/networking/nds/v1/nds_pb';
 import type { Generator } from '../types';
+import { ORCHESTRATOR_REGISTRY } from '../../discovery/registry/orchestrator';
 
-/** The registry names on the wire: Istio's `Kubernetes` is mesh's `Orchestrator` (the default cluster id rename). */
-export const ORCHESTRATOR_REGISTRY = 'Orchestrator';
+/** Registry names on the wire: Istio's `Kubernetes` is mesh's `Orchestrator` (the cluster id rename); `External` as Istio's. */
 export const EXTERNAL_REGISTRY = 'External';
 /** Multi-cluster services hosts (`*.svc.clusterset.local`) get no short names: they would clash with cluster.local's. */
 const CLUSTERSET_SUFFIX = '.clusterset.local';
