@@ -10,7 +10,7 @@ import { registerScope } from '../lib/log';
 import { buildLookupTable, lookupHost, roundRobin, type LookupTable, type NameEntry } from './lookup-table';
 import { dnsRequests, dnsUpstreamFailures, dnsUpstreamRequestDuration, dnsUpstreamRequests } from './metrics';
 import { parseResolvConf } from './resolv-conf';
-import { decodeHeader, decodeMessage, ednsUdpSize, encodeMessage, MAX_MSG_SIZE, MIN_MSG_SIZE, RCODE, replyTo, type Header, type Message } from './wire';
+import { decodeHeader, decodeMessage, ednsUdpSize, encodeMessage, MAX_MSG_SIZE, MIN_MSG_SIZE, OPCODE_QUERY, RCODE, replyTo, type Header, type Message } from './wire';
 
 const log = registerScope('dns', 'mesh DNS proxy');
 
@@ -181,6 +181,9 @@ export class LocalDnsServer {
       log.debug(`malformed ${protocol} request: ${(e as Error).message}`);
       return h && !h.response ? failure(h, RCODE.FORMERR) : undefined;
     }
+    // miekg/dns's default acceptance, which Istio's server keeps: responses are ignored, other opcodes refused
+    if (req.header.response) return undefined;
+    if (req.header.opcode !== OPCODE_QUERY) return encodeMessage(replyTo(req, RCODE.NOTIMP));
     const size = responseSize(protocol, req);
     const q = req.questions[0];
     if (!q) return encodeMessage(replyTo(req, RCODE.SERVFAIL));

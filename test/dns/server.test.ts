@@ -243,6 +243,23 @@ t.test('every upstream down: SERVFAIL, counted as a failure', async (t) => {
   t.equal((metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0) - before, 1);
 });
 
+t.test('what is not a query: responses ignored, other opcodes NOTIMP, garbage FORMERR', async (t) => {
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
+  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [] });
+  dns.updateNameTable({});
+  const resp = query(1, 'x.', TYPE.A);
+  resp.header.response = true;
+  t.equal(await dns.serve('udp', encodeMessage(resp)), undefined, 'a response gets no answer');
+  const notify = query(2, 'x.', TYPE.SOA);
+  notify.header.opcode = 4;
+  t.equal(decodeMessage((await dns.serve('udp', encodeMessage(notify)))!).header.rcode, RCODE.NOTIMP, 'NOTIFY: not implemented');
+  const broken = Buffer.concat([encodeMessage(query(3, 'x.', TYPE.A)).subarray(0, 14)]);
+  const formerr = decodeMessage((await dns.serve('udp', broken))!);
+  t.equal(formerr.header.rcode, RCODE.FORMERR);
+  t.equal(formerr.header.id, 3, 'with the id of the broken query');
+});
+
 t.test('configuration errors name the file and the address', async (t) => {
   t.throws(() => new LocalDnsServer({ address: 'localhost:15053', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: '/nonexistent/resolv.conf' }), {
     message: /failed to load \/nonexistent\/resolv\.conf/,
