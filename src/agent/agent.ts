@@ -19,6 +19,9 @@ import { exitStatus, ProxyProcess, type CommandLine } from './process';
 import { NAME_TABLE_TYPE, XdsProxy, type XdsProxyOptions } from './xds-proxy';
 import { WorkloadIdentity } from './identity';
 import type { IdentityOptions } from './identity/options';
+import { fromBinary } from '@bufbuild/protobuf';
+import { NameTableSchema } from '../gen/istio/networking/nds/v1/nds_pb';
+import { LocalDnsServer, type LocalDnsServerOptions } from '../dns/server';
 
 const log = registerScope('default');
 
@@ -49,8 +52,11 @@ export interface AgentOptions {
   minimumDrainDurationMs: number;
   /** `listener.*.downstream_cx_active` stats of the agent's own listeners. */
   knownListeners: ReadonlySet<string>;
-  /** Set when DNS capture is on: readiness waits for the name table. */
-  dnsCapture: boolean;
+  /**
+   * The local DNS proxy (DNS capture on a sidecar, or MESH_META_ENABLE_DNS_SERVER): served from the name table
+   * the discovery daemon sends; readiness waits for the first one. Undefined: no DNS proxy.
+   */
+  dns?: LocalDnsServerOptions;
   metricsLocalhostOnly: boolean;
   /** The workload identity: certificates, their rotation and the SDS server; undefined runs without. */
   identity?: IdentityOptions;
@@ -69,20 +75,29 @@ export class Agent {
   readonly identity: WorkloadIdentity | undefined;
   readonly admin: AdminClient;
   readonly readiness: ProxyReadiness;
+  readonly dns: LocalDnsServer | undefined;
   private status: StatusServer | undefined;
   private proxy: ProxyProcess | undefined;
   private statusPortBound: number | undefined;
   private skipDrain = false;
-  private nameTableArrived = false;
   private shutdown: Shutdown | undefined;
   private wake: (() => void) | undefined;
   private readonly shutdownRequested: Promise<void>;
 
   constructor(private readonly o: AgentOptions) {
     const handlers = new Map(o.xds.handlers ?? []);
-    if (o.dnsCapture) {
-      handlers.set(NAME_TABLE_TYPE, () => {
-        this.nameTableArrived = true;
+    // Istio starts the DNS proxy when the agent is made: a bad resolv.conf or address fails the start.
+    const dns = o.dns ? new LocalDnsServer(o.dns) : undefined;
+    this.dns = dns;
+    if (dns) {
+      handlers.set(NAME_TABLE_TYPE, (any) => {
+        if (any.typeUrl !== NAME_TABLE_TYPE) return `name table response holds ${any.typeUrl}`;
+        try {
+          dns.updateNameTable(fromBinary(NameTableSchema, any.value).table);
+        } catch (e) {
+          log.error(`failed to unmarshal name table: ${(e as Error).message}`);
+          return `failed to unmarshal name table: ${(e as Error).message}`;
+        }
         return undefined;
       });
     }
@@ -106,7 +121,7 @@ export class Agent {
       admin: this.admin,
       nodeType: o.nodeType,
       noProxy: o.proxyCommand === undefined,
-      nameTableReady: o.dnsCapture ? () => this.nameTableArrived : undefined,
+      nameTableReady: dns ? () => dns.ready() : undefined,
       identityNotReady: identity ? () => identity.notReadyReason() : undefined,
       onFirstReady: () => startupDuration.set(process.uptime()),
     });
@@ -122,6 +137,11 @@ export class Agent {
   async start(): Promise<void> {
     try {
       await this.identity?.start();
+      try {
+        await this.dns?.start();
+      } catch (e) {
+        throw new Error(`failed to start local DNS server: ${(e as Error).message}`);
+      }
       await this.xds.start();
       if (this.o.grpcBootstrap) writeAtomically(this.o.grpcBootstrap.path, JSON.stringify(this.o.grpcBootstrap.json, null, '  '));
       if (this.o.statusPort !== undefined) {
@@ -300,6 +320,7 @@ export class Agent {
     if (this.proxy?.running()) await this.proxy.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
     await this.status?.stop();
     await this.xds.stop();
+    await this.dns?.close();
     await this.identity?.stop();
     if (this.o.bootstrap) {
       try {

@@ -51,6 +51,7 @@ import {
   proxyIdentity,
 } from './node';
 import { findProxyBinary, proxyArgs, selfCommand, type CommandLine } from './process';
+import { DnsConfigError, type LocalDnsServerOptions } from '../dns/server';
 
 const log = registerScope('default');
 
@@ -308,8 +309,18 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
       return false;
     }
   };
-  const dnsCapture = (metaBool('DNS_CAPTURE') && nodeType === 'sidecar') || metaBool('ENABLE_DNS_SERVER');
-  if (dnsCapture) info.push('DNS capture is on: readiness waits for the DNS name table from the discovery daemon');
+  // Istio's isDNSServerEnabled: capture on a sidecar (gateways rarely need it), or the server asked for outright.
+  const dnsServer = (metaBool('DNS_CAPTURE') && nodeType === 'sidecar') || metaBool('ENABLE_DNS_SERVER');
+  let dns: LocalDnsServerOptions | undefined;
+  if (dnsServer) {
+    dns = {
+      address: env.string('DNS_PROXY_ADDR'),
+      proxyNamespace: raw('POD_NAMESPACE'),
+      proxyDomain: identity.dnsDomain,
+      forwardParallel: env.bool('DNS_FORWARD_PARALLEL'),
+    };
+    info.push(`DNS proxy on ${dns.address || 'localhost:15053'}: readiness waits for the DNS name table from the discovery daemon`);
+  }
   if (stsPort > 0) notes.push(`--stsPort ${stsPort}: the security token service is not part of this build; no STS server is started`);
   if (env.string('MESH_ORCH_APP_PROBERS')) notes.push('MESH_ORCH_APP_PROBERS: application probe rewriting is not part of this build; /app-health/ answers 400');
 
@@ -342,7 +353,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     exitOnZeroActiveConnections: exitOnZero,
     minimumDrainDurationMs: env.duration('MINIMUM_DRAIN_DURATION'),
     knownListeners: knownAgentListeners(envoyStatusPort, envoyPrometheusPort),
-    dnsCapture,
+    dns,
     metricsLocalhostOnly: env.bool('METRICS_LOCALHOST_ACCESS_ONLY'),
     grpcBootstrap: grpcBootstrapOut,
     identity: workload,
@@ -388,7 +399,13 @@ export const run: Handler = async (ctx) => {
     }
   }
   const { Agent } = await import('./agent');
-  const agent = new Agent({ ...options, ...(identity ? { workloadIdentity: identity } : {}) });
+  let agent: InstanceType<typeof Agent>;
+  try {
+    agent = new Agent({ ...options, ...(identity ? { workloadIdentity: identity } : {}) });
+  } catch (e) {
+    if (e instanceof DnsConfigError) throw new CommandError(`failed to start local DNS server: ${e.message}`);
+    throw e;
+  }
   let signals = 0;
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;

@@ -19,6 +19,7 @@ import {
 } from '../gen/envoy/service/discovery/v3/discovery_pb';
 import type { Node } from '../gen/envoy/config/core/v3/base_pb';
 import { StatusSchema } from '../gen/google/rpc/status_pb';
+import type { Any } from '@bufbuild/protobuf/wkt';
 import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../xds/grpc';
 import { registerScope } from '../lib/log';
 import type { CompliancePolicy } from '../lib/compliance';
@@ -88,8 +89,11 @@ export function backoffDelay(attempt: number, b: BackoffOptions, random: () => n
   return Math.max(0, Math.round(base * (1 + b.jitter * (2 * random() - 1))));
 }
 
-/** Consumes a response of an agent-internal type; returns an error message to NACK with, or undefined. */
-export type ResponseHandler = (resp: DiscoveryResponse) => string | undefined;
+/**
+ * Consumes the (single) resource of a response of an agent-internal type; returns an error message to NACK
+ * with, or undefined.
+ */
+export type ResponseHandler = (resource: Any) => string | undefined;
 
 export interface XdsProxyOptions {
   socketPath: string;
@@ -296,7 +300,8 @@ class SotwSession extends Session<DiscoveryRequest, DiscoveryResponse> {
   protected observe(resp: DiscoveryResponse): boolean {
     const handler = this.proxy.handlers.get(resp.typeUrl);
     if (!handler) return true;
-    const error = resp.resources.length ? handler(resp) : undefined;
+    // internal types are singletons: the first resource is the whole answer
+    const error = resp.resources[0] ? handler(resp.resources[0]) : undefined;
     const ack = create(DiscoveryRequestSchema, {
       typeUrl: resp.typeUrl,
       versionInfo: error ? (this.internal.get(resp.typeUrl)?.versionInfo ?? '') : resp.versionInfo,
@@ -318,6 +323,8 @@ class SotwSession extends Session<DiscoveryRequest, DiscoveryResponse> {
 class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse> {
   /** Per type: explicitly subscribed names and whether the subscription is a wildcard. */
   private readonly subs = new Map<string, { wildcard: boolean; names: Set<string> }>();
+  /** The agent's own subscriptions (NDS), made when the proxy first asks for listeners, as on SotW streams. */
+  private internalSubscribed = false;
   /** Per type: the versions of the resources the proxy holds, for initial_resource_versions on resume. */
   private readonly versions = new Map<string, Map<string, string>>();
 
@@ -342,10 +349,15 @@ class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse
       if (n === '*') s.wildcard = false;
       else s.names.delete(n);
     }
+    if (req.typeUrl === LISTENER_TYPE && !this.internalSubscribed && this.proxy.handlers.size > 0) {
+      this.internalSubscribed = true;
+      for (const typeUrl of this.proxy.handlers.keys()) queueMicrotask(() => this.sendInternal(create(DeltaDiscoveryRequestSchema, { typeUrl })));
+    }
     return true;
   }
 
   protected replay(): DeltaDiscoveryRequest[] {
+    const internal = this.internalSubscribed ? [...this.proxy.handlers.keys()].map((typeUrl) => create(DeltaDiscoveryRequestSchema, { typeUrl })) : [];
     return [...this.subs.entries()].map(([typeUrl, s]) => {
       const names = [...s.names];
       return create(DeltaDiscoveryRequestSchema, {
@@ -353,10 +365,23 @@ class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse
         resourceNamesSubscribe: s.wildcard && names.length ? ['*', ...names] : names,
         initialResourceVersions: Object.fromEntries(this.versions.get(typeUrl) ?? []),
       });
-    });
+    }).concat(internal);
   }
 
   protected observe(resp: DeltaDiscoveryResponse): boolean {
+    const handler = this.proxy.handlers.get(resp.typeUrl);
+    if (handler) {
+      const any = resp.resources[0]?.resource;
+      const error = any ? handler(any) : undefined;
+      this.sendInternal(
+        create(DeltaDiscoveryRequestSchema, {
+          typeUrl: resp.typeUrl,
+          responseNonce: resp.nonce,
+          errorDetail: error ? create(StatusSchema, { code: grpc.status.INTERNAL, message: error }) : undefined,
+        }),
+      );
+      return false;
+    }
     let v = this.versions.get(resp.typeUrl);
     if (!v) this.versions.set(resp.typeUrl, (v = new Map()));
     for (const r of resp.resources) v.set(r.name, r.version);

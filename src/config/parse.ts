@@ -243,7 +243,7 @@ function objectOrEmpty(
 // Pods are the bulk of an orchestrator's objects: keep only what the registries read.
 function slimPodSpec(s: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const k of ['serviceAccountName', 'nodeName', 'hostNetwork'] as const) if (s[k] !== undefined) out[k] = s[k];
+  for (const k of ['serviceAccountName', 'nodeName', 'hostNetwork', 'hostname', 'subdomain'] as const) if (s[k] !== undefined) out[k] = s[k];
   if (Array.isArray(s.containers)) {
     out.containers = s.containers.map((c: unknown) => {
       if (!isObject(c)) return c;

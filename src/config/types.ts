@@ -610,6 +610,7 @@ export interface OrchServiceSpec {
   type?: 'ClusterIP' | 'NodePort' | 'LoadBalancer' | 'ExternalName';
   externalName?: string;
   externalIPs?: string[];
+  publishNotReadyAddresses?: boolean;
 }
 
 export interface EndpointSliceSpec {
@@ -628,6 +629,9 @@ export interface EndpointSliceSpec {
 
 export interface PodSpec {
   serviceAccountName?: string;
+  /** With `subdomain`, the pod's DNS name `<hostname>.<subdomain>.<namespace>.svc.<domain>` (default hostname: the pod name). */
+  hostname?: string;
+  subdomain?: string;
   nodeName?: string;
   hostNetwork?: boolean;
   containers?: Array<{ name: string; ports?: Array<{ name?: string; containerPort: number; protocol?: string }> }>;

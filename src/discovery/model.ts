@@ -34,6 +34,8 @@ export interface Service {
   serviceAccounts: string[];
   /** Workload selector of the service (orchestrator selector or ServiceEntry workloadSelector). */
   selector?: Readonly<Record<string, string>>;
+  /** Orchestrator `publishNotReadyAddresses`: DNS names not-ready endpoints too. */
+  publishNotReadyAddresses?: boolean;
 }
 
 export type HealthStatus = 'Healthy' | 'UnHealthy' | 'Draining' | 'Terminating';
@@ -60,6 +62,12 @@ export interface Endpoint {
   workloadName?: string;
   /** Cluster the endpoint was discovered in (orchestrator registries). */
   clusterId?: string;
+  /**
+   * The pod's DNS name parts when its spec sets a subdomain (Istio's HostName/SubDomain): headless services
+   * answer `<podHostname>.<podSubdomain>.<namespace>.svc.<domain>` with the pod's address.
+   */
+  podHostname?: string;
+  podSubdomain?: string;
 }
 
 /** Node types of Istio's node ID `type~ip~id~domain`. */
@@ -78,6 +86,10 @@ export interface NodeMetadata {
   workloadName?: string;
   serviceAccount?: string;
   dnsCapture?: boolean;
+  /** DNS_AUTO_ALLOCATE: the proxy consumes auto-allocated ServiceEntry addresses. */
+  dnsAutoAllocate?: boolean;
+  /** NETWORK: the network the proxy is on (headless DNS answers only same-network endpoints). */
+  network?: string;
   /** Every field as sent, for debug output. */
   raw: Readonly<Record<string, unknown>>;
 }

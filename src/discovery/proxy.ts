@@ -60,6 +60,8 @@ export function parseNodeMetadata(raw: Record<string, unknown>): NodeMetadata {
   set('workloadName', str(raw['WORKLOAD_NAME']));
   set('serviceAccount', str(raw['SERVICE_ACCOUNT']));
   set('dnsCapture', bool(raw['DNS_CAPTURE']));
+  set('dnsAutoAllocate', bool(raw['DNS_AUTO_ALLOCATE']));
+  set('network', str(raw['NETWORK']));
   return md;
 }
 

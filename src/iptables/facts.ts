@@ -6,15 +6,11 @@ import os from 'node:os';
 import type { CaptureFacts } from './config';
 import { PermissionError, XtablesError, looksLikePermissionProblem } from './errors';
 import type { Dependencies } from './executor';
+import { parseResolvConf as parseResolv } from '../dns/resolv-conf';
 
 /** `nameserver` entries of a resolv.conf, in order. */
 export function parseResolvConf(text: string): string[] {
-  const servers: string[] = [];
-  for (const line of text.split('\n')) {
-    const words = line.replace(/[#;].*$/, '').trim().split(/\s+/);
-    if (words[0] === 'nameserver' && words[1]) servers.push(words[1]);
-  }
-  return servers;
+  return parseResolv(text).servers;
 }
 
 /** Account name → UID from /etc/passwd text. */

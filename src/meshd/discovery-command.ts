@@ -158,6 +158,21 @@ function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | 
   return push.sharedKey(proxy);
 }
 
+const HTTP_PROTOCOLS = new Set(['HTTP', 'HTTP2', 'GRPC']);
+
+/** `DNSName/ns/host` (HTTP-only) or `ServiceEntry/ns/host` keys of the orchestrator headless services among `hostnames`. */
+function headlessUpdates(push: PushContext, hostnames: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const h of hostnames) {
+    for (const s of push.servicesByHostname(h)) {
+      if (s.registry !== 'Orchestrator' || s.resolution !== 'Passthrough') continue;
+      const kind = s.ports.every((p) => HTTP_PROTOCOLS.has(p.protocol)) ? 'DNSName' : 'ServiceEntry';
+      out.push(`${kind}/${s.namespace}/${h}`);
+    }
+  }
+  return out;
+}
+
 export const run: Handler = async (ctx) => {
   // Config sources validate EnvoyFilters as they load them.
   await loadEnvoyFilterTypes();
@@ -207,6 +222,10 @@ export const run: Handler = async (ctx) => {
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
 
+  const generatorOptions = {
+    ...security.generatorOptions,
+    nameTable: { multiclusterHeadless: env.bool('ENABLE_MULTICLUSTER_HEADLESS'), dualStack: env.bool('MESH_DUAL_STACK') },
+  };
   // A proxy's generator table depends only on the proxy, so it is made once per proxy.
   const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();
   let debugPage: ((name: string) => { status: number; body: string } | undefined) | undefined;
@@ -221,7 +240,7 @@ export const run: Handler = async (ctx) => {
     generators: (proxy, typeUrl): Generator<PushContext> | undefined => {
       if (isDebugType(typeUrl)) return debugGens[typeUrl];
       let t = tables.get(proxy);
-      if (!t) tables.set(proxy, (t = generatorsFor(proxy, security.generatorOptions) as Record<string, Generator<PushContext>>));
+      if (!t) tables.set(proxy, (t = generatorsFor(proxy, generatorOptions) as Record<string, Generator<PushContext>>));
       return t[typeUrl];
     },
     parseNode: (node) => withClusterAlias(proxyFromNode(node), clusterAliases),
@@ -232,7 +251,9 @@ export const run: Handler = async (ctx) => {
     cacheKey: (proxy, watched, req) => {
       // Debug answers (syncz, config dumps, debug pages) describe the moment, not the push context.
       if (isDebugType(watched.typeUrl)) return undefined;
-      const key = cacheKeyOf(proxy, watched.typeUrl, req.push);
+      let key = cacheKeyOf(proxy, watched.typeUrl, req.push);
+      // The name table also depends on the proxy's network, cluster and IP families (headless answers, addresses).
+      if (key !== undefined && watched.typeUrl === TYPE_URL.nameTable) key += `|nds|${proxy.metadata.network ?? ''}|${proxy.metadata.clusterId ?? ''}|${proxy.ipAddresses.map((ip) => (ip.includes(':') ? 6 : 4)).join('')}`;
       // Listeners inline fetched key sets: cached ones are only good for one key-set version.
       return key !== undefined && watched.typeUrl === TYPE_URL.listener ? `${key}|jwks=${security.resolver.version}` : key;
     },
@@ -256,6 +277,10 @@ export const run: Handler = async (ctx) => {
     if (ev.endpointsOnly) {
       push = push.withRegistryUpdates(registry, ev.hostnames);
       server.pushAll(newPushRequest(push, { full: false, edsUpdates: ev.hostnames, reasons: { endpoint: ev.hostnames.size } }));
+      // Istio's HeadlessEndpointUpdate: a headless service's endpoints are its DNS answers (and, unless every
+      // port is HTTP, its listeners), so they need a full push naming it.
+      const headless = headlessUpdates(push, ev.hostnames);
+      if (headless.length > 0) server.pushAll(newPushRequest(push, { full: true, configsUpdated: headless, reasons: { headlessendpoint: headless.length } }));
     } else {
       push = initPushContext(store, registry, opts);
       server.pushAll(newPushRequest(push, { full: true, reasons: { service: ev.hostnames.size } }));

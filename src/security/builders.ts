@@ -33,7 +33,7 @@ export function securityFilterBuilders(ctx: SecurityContext): SecurityFilterBuil
 }
 
 /** What the daemon passes to generatorsFor. */
-export function securityGeneratorOptions(ctx: SecurityContext): Required<GeneratorOptions> {
+export function securityGeneratorOptions(ctx: SecurityContext): Required<Pick<GeneratorOptions, 'security' | 'metadataMatcher'>> {
   return { security: securityFilterBuilders(ctx), metadataMatcher: claimMetadataMatcherHook };
 }
 

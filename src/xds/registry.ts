@@ -35,6 +35,7 @@ import { file_udpa_type_v1_typed_struct } from '../gen/udpa/type/v1/typed_struct
 import { file_envoy_extensions_retry_host_previous_hosts_v3_previous_hosts } from '../gen/envoy/extensions/retry/host/previous_hosts/v3/previous_hosts_pb';
 import { file_envoy_extensions_request_id_uuid_v3_uuid } from '../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import { file_envoy_extensions_retry_priority_previous_priorities_v3_previous_priorities_config } from '../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb';
+import { file_istio_networking_nds_v1_nds } from '../gen/istio/networking/nds/v1/nds_pb';
 
 let registry: Registry | undefined;
 
@@ -74,6 +75,7 @@ export function envoyTypeRegistry(): Registry {
     file_envoy_extensions_request_id_uuid_v3_uuid,
     file_envoy_extensions_retry_host_previous_hosts_v3_previous_hosts,
     file_envoy_extensions_retry_priority_previous_priorities_v3_previous_priorities_config,
+    file_istio_networking_nds_v1_nds,
   );
   return registry;
 }

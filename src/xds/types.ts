@@ -9,6 +9,8 @@ export const TYPE_URL = {
   listener: 'type.googleapis.com/envoy.config.listener.v3.Listener',
   route: 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration',
   secret: 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret',
+  /** Istio's DNS name table (NDS), for agents that capture DNS. */
+  nameTable: 'type.googleapis.com/istio.networking.nds.v1.NameTable',
 } as const;
 
 export type TypeUrl = (typeof TYPE_URL)[keyof typeof TYPE_URL];

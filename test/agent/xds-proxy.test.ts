@@ -22,6 +22,8 @@ import { addGrpcService, grpcClientConstructor } from '../../src/xds/grpc';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
 import { DiscoveryResponseSchema, type DiscoveryRequest } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { metricsText } from '../../src/lib/metrics';
+import { fromBinary } from '@bufbuild/protobuf';
+import { NameTableSchema } from '../../src/gen/istio/networking/nds/v1/nds_pb';
 import { backoffDelay, DEFAULT_BACKOFF, XdsProxy, type UpstreamOptions } from '../../src/agent/xds-proxy';
 import { built } from '../helpers/binary';
 import { freePort, gatewayConfig, GATEWAY_NS, makeServerCert, metricValue, startDiscovery, tempDir, waitFor, type Discovery } from './helpers';
@@ -252,6 +254,52 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
   t.equal(ack.errorDetail, undefined);
   await waitFor(() => down.count(LDS) === 1, 5000, () => 'LDS forwarded');
   t.equal(down.responses.filter((r) => r.typeUrl === NAME_TABLE_TYPE).length, 0, 'the name table is not forwarded to the proxy');
+});
+
+t.test('the name table from the real daemon, over state-of-the-world and delta streams', async (t) => {
+  const configDir = tempDir(t, 'mesh-nds-config-');
+  fs.writeFileSync(
+    path.join(configDir, 'se.yaml'),
+    'apiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: partner, namespace: default}\nspec:\n  hosts: [api.partner.test]\n  addresses: [240.240.0.7]\n  resolution: DNS\n  ports: [{number: 443, name: tls, protocol: TLS}]\n',
+  );
+  const d = await startDiscovery({ configDir });
+  t.teardown(() => d.stop());
+  const sidecar = create(NodeSchema, { id: 'sidecar~10.1.0.5~app-0.default~default.svc.cluster.local', metadata: { NAMESPACE: 'default', DNS_CAPTURE: 'true' } as JsonObject });
+  for (const mode of ['sotw', 'delta'] as const) {
+    const tables: Record<string, { ips: string[]; registry: string }>[] = [];
+    const proxy = new XdsProxy({
+      socketPath: path.join(tempDir(t), 'XDS'),
+      upstream: { address: d.grpc, clusterId: 'Orchestrator' },
+      handlers: new Map([[NAME_TABLE_TYPE, (any) => (tables.push(fromBinary(NameTableSchema, any.value).table), undefined)]]),
+    });
+    await proxy.start();
+    t.teardown(() => proxy.stop());
+    const client = new AdsClient(`unix:${proxy.socketPath}`, grpc.credentials.createInsecure());
+    const types: string[] = [];
+    if (mode === 'sotw') {
+      const call = client.streamAggregatedResources();
+      call.on('data', (r: DiscoveryResponse) => {
+        types.push(r.typeUrl);
+        call.write(create(DiscoveryRequestSchema, { typeUrl: r.typeUrl, versionInfo: r.versionInfo, responseNonce: r.nonce }));
+      });
+      call.on('error', () => {});
+      call.write(create(DiscoveryRequestSchema, { typeUrl: LDS, node: sidecar }));
+      t.teardown(() => call.end());
+    } else {
+      const call = client.deltaAggregatedResources();
+      call.on('data', (r: DeltaDiscoveryResponse) => {
+        types.push(r.typeUrl);
+        call.write(create(DeltaDiscoveryRequestSchema, { typeUrl: r.typeUrl, responseNonce: r.nonce }));
+      });
+      call.on('error', () => {});
+      call.write(create(DeltaDiscoveryRequestSchema, { typeUrl: LDS, node: sidecar }));
+      t.teardown(() => call.end());
+    }
+    t.teardown(() => client.close());
+    await waitFor(() => tables.length >= 1 && types.includes(LDS), 15_000, () => `${mode}: tables ${JSON.stringify(tables)}, proxy got ${types.join(',')}`);
+    t.same({ ips: tables[0]!['api.partner.test']!.ips, registry: tables[0]!['api.partner.test']!.registry }, { ips: ['240.240.0.7'], registry: 'External' }, `${mode}: the ServiceEntry's address`);
+    t.notOk(types.includes(NAME_TABLE_TYPE), `${mode}: the name table stays with the agent`);
+  }
 });
 
 t.test('backoff: exponential from one second, capped, jittered', async (t) => {

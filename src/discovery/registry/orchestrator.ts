@@ -210,6 +210,7 @@ function convertService(
             healthStatus: health,
             ...(pod ? { workloadName: pod.meta.name } : ref?.name ? { workloadName: ref.name } : {}),
             clusterId,
+            ...(pod?.spec.subdomain ? { podHostname: pod.spec.hostname || pod.meta.name, podSubdomain: pod.spec.subdomain } : {}),
           });
         }
       }
@@ -257,6 +258,7 @@ function convertService(
     creationTime: creationTime(svc),
     serviceAccounts: [...sas].sort(),
     ...(selector && !isEmptySelector(selector) ? { selector } : {}),
+    ...(spec.publishNotReadyAddresses ? { publishNotReadyAddresses: true } : {}),
   };
   return { service, endpoints };
 }

@@ -26,6 +26,7 @@ import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListener
 import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration } from './rds';
 import type { MetadataMatcherHook } from './route';
 import { registerScope } from '../../lib/log';
+import { ndsGenerator, type NameTableOptions } from './nds';
 
 const log = registerScope('ads', 'ads debugging');
 
@@ -34,6 +35,8 @@ export interface GeneratorOptions {
   security?: SecurityFilterBuilders;
   /** `@request.auth.claims…` header matcher translation (claim-routing issue). */
   metadataMatcher?: MetadataMatcherHook;
+  /** Name table (NDS) settings from the daemon's environment. */
+  nameTable?: NameTableOptions;
 }
 
 function names(w: WatchedResource): string[] {
@@ -300,6 +303,7 @@ export function generatorsFor(proxy: Proxy, opts: GeneratorOptions = {}): Genera
     [TYPE_URL.endpoint]: edsGenerator,
     [TYPE_URL.listener]: ldsGenerator(opts),
     [TYPE_URL.route]: rdsGenerator(opts),
+    [TYPE_URL.nameTable]: ndsGenerator(opts.nameTable),
   };
 }
 

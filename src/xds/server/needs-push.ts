@@ -9,6 +9,8 @@ const SKIPPED_CDS = set('Gateway', 'WorkloadEntry', 'WorkloadGroup', 'Authorizat
 const SKIPPED_EDS = set('Gateway', 'VirtualService', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'Secret', 'Telemetry', 'WasmPlugin', 'ProxyConfig', 'DNSName', 'Sidecar');
 const SKIPPED_LDS_ROUTER = set('WorkloadGroup', 'WorkloadEntry', 'Secret', 'ProxyConfig', 'DNSName');
 const SKIPPED_LDS_SIDECAR = set('Gateway', 'WorkloadGroup', 'WorkloadEntry', 'Secret', 'ProxyConfig', 'DNSName');
+// Istio's skippedNdsConfigs: kinds that cannot change which names a proxy sees or their addresses.
+const SKIPPED_NDS = set('Gateway', 'VirtualService', 'DestinationRule', 'Secret', 'Telemetry', 'EnvoyFilter', 'WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'WasmPlugin', 'ProxyConfig', 'MeshConfig');
 const SKIPPED_RDS = set('WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Secret');
 
 function skippedFor(typeUrl: string, proxyType: string): ReadonlySet<string> | undefined {
@@ -21,6 +23,8 @@ function skippedFor(typeUrl: string, proxyType: string): ReadonlySet<string> | u
       return proxyType === 'router' ? SKIPPED_LDS_ROUTER : SKIPPED_LDS_SIDECAR;
     case TYPE_URL.route:
       return SKIPPED_RDS;
+    case TYPE_URL.nameTable:
+      return SKIPPED_NDS;
     default:
       return undefined;
   }

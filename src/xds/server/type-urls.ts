@@ -11,6 +11,7 @@ const SHORT: Readonly<Record<string, string>> = {
   [TYPE_URL.listener]: 'LDS',
   [TYPE_URL.route]: 'RDS',
   [TYPE_URL.secret]: 'SDS',
+  [TYPE_URL.nameTable]: 'NDS',
 };
 
 /** `CDS`, `EDS`, … for logs (Istio's GetShortType); the type URL itself for others. */
