@@ -1,11 +1,12 @@
 // `meshctl tag generate <tag> --revision <rev>` (istioctl tag generate): the MutatingWebhookConfiguration and
 // the Service of a revision tag, built from the revision's own injection webhook found in the cluster (its CA
-// bundle, service, path and reinvocation policy), as Istio's revision-tags chart templates render them.
+// bundle, service, path and reinvocation policy), as Istio's revision-tags chart templates render them; for the
+// `default` tag also the cluster-wide ValidatingWebhookConfiguration.
 import { CommandError, flagBool, flagString, type Handler } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
 import { buildInfo } from '../lib/buildinfo';
 import { jsonToGoYaml } from '../lib/goyaml';
-import { meshctlOrchClient } from './orch';
+import { apiStatus, meshctlOrchClient } from './orch';
 
 const REV = 'mesh.io/rev';
 const TAG = 'mesh.io/tag';
@@ -49,10 +50,10 @@ export function canonicalWebhook(wh: Obj): CanonicalWebhook {
   };
 }
 
-function commonLabels(): Record<string, string> {
+function commonLabels(release = 'meshd'): Record<string, string> {
   const version = buildInfo().version;
   return {
-    'app.kubernetes.io/instance': 'meshd',
+    'app.kubernetes.io/instance': release,
     'app.kubernetes.io/managed-by': 'Helm',
     'app.kubernetes.io/part-of': 'mesh',
     'app.kubernetes.io/version': version,
@@ -123,6 +124,65 @@ export function tagWebhook(c: CanonicalWebhook, o: TagOptions): Obj {
   const metadata: Obj = { creationTimestamp: null, labels, name };
   if (Object.keys(c.annotations).length) metadata.annotations = c.annotations;
   return { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata, webhooks };
+}
+
+const VALIDATOR = 'meshd-default-validator';
+/** Both API groups are validated: mesh's own and Istio's, which mesh accepts beside them. */
+const VALIDATED_GROUPS = [
+  'security.mesh.io',
+  'networking.mesh.io',
+  'telemetry.mesh.io',
+  'extensions.mesh.io',
+  'security.istio.io',
+  'networking.istio.io',
+  'telemetry.istio.io',
+  'extensions.istio.io',
+];
+
+/**
+ * The default tag's ValidatingWebhookConfiguration (the `default` chart's validatingwebhook.yaml): validation by
+ * the tag's revision, addressed like its injection webhook but on /validate. `existing` is the validator already in
+ * the cluster: a webhook the daemon has switched to Fail keeps its policy (left out, so the server's Fail stays).
+ */
+export function defaultValidator(c: CanonicalWebhook, o: TagOptions, existing?: Obj): Obj {
+  const clientConfig: Obj = {};
+  if (c.caBundle) clientConfig.caBundle = c.caBundle;
+  if (c.url) {
+    try {
+      const u = new URL(c.url);
+      u.pathname = '/validate';
+      clientConfig.url = u.toString();
+    } catch {
+      clientConfig.url = c.url;
+    }
+  } else clientConfig.service = { name: c.revision ? `meshd-${c.revision}` : 'meshd', namespace: o.meshNamespace, path: '/validate', port: 443 };
+  const webhook: Obj = {
+    admissionReviewVersions: ['v1'],
+    clientConfig,
+    failurePolicy: 'Ignore',
+    name: 'validation.mesh.io',
+    objectSelector: { matchExpressions: [expr(REV, 'DoesNotExist')] },
+    rules: [{ apiGroups: VALIDATED_GROUPS, apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['*'] }],
+    sideEffects: 'None',
+  };
+  const current = (existing?.webhooks ?? []).find((w: Obj) => w.name === webhook.name);
+  if (current) {
+    if (current.failurePolicy === 'Fail') delete webhook.failurePolicy;
+    else if (current.failurePolicy) webhook.failurePolicy = current.failurePolicy;
+  }
+  const labels = {
+    app: 'meshd',
+    mesh: 'meshd',
+    [REV]: c.revision || 'default',
+    [TAG]: 'default',
+    'operator.mesh.io/component': 'Pilot',
+    'app.kubernetes.io/name': 'meshd',
+    ...commonLabels('mesh'),
+    ...c.labels,
+  };
+  const metadata: Obj = { creationTimestamp: null, labels, name: VALIDATOR };
+  if (Object.keys(c.annotations).length) metadata.annotations = c.annotations;
+  return { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata, webhooks: [webhook] };
 }
 
 /** The tag's Service (revision-tags-svc.yaml): the revision's daemon under the tag's name. */
@@ -200,7 +260,17 @@ export const generate: Handler = async (ctx) => {
       autoInjectNamespaces: flagBool(ctx, 'auto-inject-namespaces'),
       webhookName: flagString(ctx, 'webhook-name'),
     };
-    const docs = [jsonToGoYaml(tagWebhook(canonical, opts)), jsonToGoYaml(tagService(canonical.revision, opts))];
+    const docs = [jsonToGoYaml(tagWebhook(canonical, opts))];
+    if (tag === 'default') {
+      let existing: Obj | undefined;
+      try {
+        existing = (await client.getJson(`/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${VALIDATOR}`)) as Obj;
+      } catch (e) {
+        if (apiStatus(e) !== 404) throw new CommandError(`failed to create validating webhook config: ${(e as Error).message}`);
+      }
+      docs.push(jsonToGoYaml(defaultValidator(canonical, opts, existing)));
+    }
+    docs.push(jsonToGoYaml(tagService(canonical.revision, opts)));
     ctx.stdout.write(docs.join('\n---\n'));
     return 0;
   } finally {

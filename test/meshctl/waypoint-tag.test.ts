@@ -110,7 +110,30 @@ t.test('tag generate', async (t) => {
   // The default tag also takes over mesh-injection=enabled namespaces and sidecar.mesh.io/inject=true pods.
   r = await meshctl(['tag', 'generate', 'default', '--revision', 'canary', '--auto-inject-namespaces'], env);
   t.equal(r.code, 0, r.stderr);
-  const def = parseAllDocuments(r.stdout)[0]!.toJS();
+  const defDocs = parseAllDocuments(r.stdout).map((d) => d.toJS());
+  t.same(defDocs.map((d) => `${d.kind}/${d.metadata.name}`), [
+    'MutatingWebhookConfiguration/mesh-revision-tag-default',
+    'ValidatingWebhookConfiguration/meshd-default-validator',
+    'Service/meshd-revision-tag-default',
+  ]);
+  const vwc = defDocs[1];
+  t.same(vwc.webhooks[0].clientConfig, { caBundle, service: { name: 'meshd-canary', namespace: 'mesh-system', path: '/validate', port: 443 } });
+  t.equal(vwc.webhooks[0].failurePolicy, 'Ignore', 'fails open until the daemon patches it');
+  t.match(vwc.metadata.labels, { 'mesh.io/tag': 'default', 'mesh.io/rev': 'canary' });
+  t.ok(vwc.webhooks[0].rules[0].apiGroups.includes('networking.mesh.io') && vwc.webhooks[0].rules[0].apiGroups.includes('networking.istio.io'));
+  const { creationTimestamp: _c4, ...vwcMeta } = vwc.metadata;
+  await kube.api.create('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', { ...vwc, metadata: vwcMeta });
+  // once the daemon has switched the validator to Fail, a new default tag keeps it (the policy is left out)
+  await kube.api.request(
+    'PATCH',
+    '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/meshd-default-validator',
+    [{ op: 'replace', path: '/webhooks/0/failurePolicy', value: 'Fail' }],
+    'application/json-patch+json',
+  );
+  r = await meshctl(['tag', 'generate', 'default', '--revision', 'canary', '--overwrite'], env);
+  t.equal(r.code, 0, r.stderr);
+  t.notOk('failurePolicy' in parseAllDocuments(r.stdout)[1]!.toJS().webhooks[0]);
+  const def = defDocs[0];
   t.same(def.webhooks.map((w: any) => w.name), [
     'rev.namespace.sidecar-injector.mesh.io',
     'rev.object.sidecar-injector.mesh.io',
