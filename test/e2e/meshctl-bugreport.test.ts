@@ -162,6 +162,21 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
     t.notOk(fs.existsSync(path.join(o, 'bug-report.tar.gz')));
   });
 
+  await t.test('--filename: the file’s settings win over the flags', async (t) => {
+    const f = path.join(dir, 'br.yaml');
+    fs.writeFileSync(f, 'dryRun: true\nexclude:\n  - mesh-system\n');
+    const o = path.join(dir, 'out7');
+    const r = await meshctl(['bug-report', '-f', f, '--include', 'mesh-system', '--output-dir', o]);
+    t.equal(r.code, 0, r.stderr);
+    t.match(r.stdout, /dry run: would fetch the daemon's debug\/adsz/);
+    t.notMatch(r.stdout, /gateway-0/, 'the file excludes the gateway’s namespace');
+    t.notOk(fs.existsSync(path.join(o, 'bug-report.tar.gz')));
+    fs.writeFileSync(f, 'commandTimeout: soon\n');
+    const bad = await meshctl(['bug-report', '-f', f]);
+    t.not(bad.code, 0);
+    t.equal(bad.stderr, `Error: ${f}: commandTimeout: time: invalid duration "soon"\n`);
+  });
+
   await t.test('--timeout keeps what was collected', async (t) => {
     const o = path.join(dir, 'out5');
     const r = await meshctl(['bug-report', '--timeout', '1ms', '--output-dir', o]);
