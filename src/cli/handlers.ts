@@ -41,6 +41,11 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'cni.install': () => import('../cni/install/command'),
   'meshctl.validate': () => import('../meshctl/validate'),
   'meshctl.analyze': () => import('../meshctl/analyze/command'),
+  'meshctl.experimental.workload.group.create': async () => ({ run: (await import('../meshctl/workload')).groupCreate }),
+  'meshctl.bug-report': () => import('../meshctl/bugreport/command'),
+  'meshctl.waypoint.generate': async () => ({ run: (await import('../meshctl/waypoint')).generate }),
+  'meshctl.tag.generate': async () => ({ run: (await import('../meshctl/tag')).generate }),
+  'meshctl.experimental.workload.entry.configure': async () => ({ run: (await import('../meshctl/workload')).entryConfigure }),
 };
 
 /** A command whose behaviour is not in this build: its flags were parsed, but it must not pretend to run. */

@@ -8,7 +8,17 @@ export class GoYamlParseError extends Error {}
 const DROPPED = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:binary', 'tag:yaml.org,2002:omap', 'tag:yaml.org,2002:pairs', 'tag:yaml.org,2002:set']);
 
 function customTags(tags: Tags): Tags {
-  return tags.filter((t) => typeof t !== 'object' || (!DROPPED.has(t.tag) && (t as { format?: string }).format !== 'TIME'));
+  return tags
+    .filter((t) => typeof t !== 'object' || (!DROPPED.has(t.tag) && (t as { format?: string }).format !== 'TIME'))
+    .map((t) => (typeof t === 'object' && t.tag === 'tag:yaml.org,2002:float' && t.test ? { ...t, test: numberStart(t.test) } : t));
+}
+
+/**
+ * yaml.v2 reads a plain scalar as a number only when it starts with a digit, a sign or a dot: `e1` and `E5` are
+ * strings (the YAML 1.1 exponent pattern of the yaml package would make them floats).
+ */
+function numberStart(test: RegExp): RegExp {
+  return new RegExp(`^(?=[-+.0-9])(?:${test.source.replace(/^\^/, '').replace(/\$$/, '')})$`, test.flags);
 }
 
 function toJsonShape(v: unknown): unknown {

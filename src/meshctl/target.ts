@@ -37,7 +37,7 @@ export function parseTarget(arg: string, defaultNamespace: string): { kind: stri
 const POD_KINDS = new Set(['pod', 'pods', 'po']);
 const WORKLOAD_KINDS = new Set(['deployment', 'deployments', 'deploy', 'statefulset', 'statefulsets', 'sts', 'daemonset', 'daemonsets', 'ds', 'replicaset', 'replicasets', 'rs', 'job', 'jobs']);
 
-interface AdsClientInfo {
+export interface AdsClientInfo {
   connectionId: string;
   address?: string;
   metadata?: Record<string, unknown>;
@@ -87,6 +87,15 @@ export async function resolveProxy(ctx: RunContext, arg: string): Promise<ProxyT
     const what = POD_KINDS.has(t.kind) ? `pod "${t.name}"` : `${t.kind} "${t.name}"`;
     throw new CommandError(`${what} not found in namespace "${t.namespace}": no proxy of that name is connected to the control plane at ${o.address}`);
   }
+  const flagPort = ctx.flags['proxy-admin-port'] as number | undefined;
+  return proxyTargetOf(match, t.namespace, ctx.changed.has('proxy-admin-port') && flagPort ? flagPort : undefined, flagPort);
+}
+
+/**
+ * How to reach a connected proxy: its ID, the hosts its admin listener may be on, and its admin and status
+ * ports (from the node's PROXY_CONFIG unless `adminPort` overrides).
+ */
+export function proxyTargetOf(match: AdsClientInfo, fallbackNamespace: string, adminPort?: number, defaultAdminPort = 15000): ProxyTarget {
   const md = match.metadata!;
   const pc = proxyConfigOf(md);
   const name = match.connectionId.replace(/-\d+$/, '');
@@ -99,14 +108,13 @@ export async function resolveProxy(ctx: RunContext, arg: string): Promise<ProxyT
   // The admin interface listens on localhost: a proxy on this host is reached there first.
   const onThisHost = local.has(peerHost(match.address)) || ips.some((ip) => local.has(ip));
   const hosts = [...new Set([...(onThisHost ? ['127.0.0.1'] : []), ...ips])];
-  const flagPort = ctx.flags['proxy-admin-port'] as number | undefined;
-  const adminPort = ctx.changed.has('proxy-admin-port') && flagPort ? flagPort : Number(pc['proxyAdminPort'] ?? flagPort ?? 15000);
+  const port = adminPort ?? Number(pc['proxyAdminPort'] ?? defaultAdminPort);
   return {
     name: dot >= 0 ? name.slice(0, dot) : name,
-    namespace: dot >= 0 ? name.slice(dot + 1) : t.namespace,
+    namespace: dot >= 0 ? name.slice(dot + 1) : fallbackNamespace,
     id: name,
     hosts: hosts.length ? hosts : ['127.0.0.1'],
-    adminPort,
+    adminPort: port,
     statusPort: Number(pc['statusPort'] ?? 15020),
     metadata: md,
   };

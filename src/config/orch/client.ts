@@ -25,6 +25,8 @@ export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccoun
 export interface OrchClientOptions {
   /** --orchconfig: a client configuration file; unset = in-cluster configuration. */
   orchconfig?: string;
+  /** --context: the context of `orchconfig` to use instead of its current-context. */
+  context?: string;
   /**
    * A client configuration given as text (a remote cluster's, from a secret), and where it came from
    * for messages. Such a configuration is untrusted: credentials that read local files or run programs
@@ -145,7 +147,7 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   reuseConnections(kc);
   const origin = opts.kubeconfig ? opts.kubeconfig.origin : opts.orchconfig !== undefined && opts.orchconfig !== '' ? `--orchconfig ${opts.orchconfig}` : 'in-cluster';
   if (opts.kubeconfig) loadUntrusted(kc, opts.kubeconfig.text, opts.kubeconfig.origin, opts.kubeconfig.allowInsecure ?? []);
-  else if (opts.orchconfig) loadFile(kc, opts.orchconfig);
+  else if (opts.orchconfig) loadFile(kc, opts.orchconfig, opts.context);
   else loadInCluster(kc, opts.env ?? process.env, opts.serviceAccountPrefix ?? '');
   const cluster = allowPlainHttp(kc, origin);
   const server = cluster.server.replace(/\/+$/, '');
@@ -254,12 +256,16 @@ function aborted(): AbortController {
   return c;
 }
 
-function loadFile(kc: K8s.KubeConfig, file: string): void {
+function loadFile(kc: K8s.KubeConfig, file: string, context?: string): void {
   const where = `orchestrator client configuration ${file}`;
   try {
     kc.loadFromFile(file);
   } catch (e) {
     throw new OrchConfigError(`cannot load ${where}: ${(e as Error).message}`);
+  }
+  if (context) {
+    if (!kc.getContextObject(context)) throw new OrchConfigError(`${where}: context "${context}" does not exist`);
+    kc.setCurrentContext(context);
   }
   checkContext(kc, where);
 }

@@ -1,0 +1,57 @@
+// The orchestrator API as meshctl reaches it: --orchconfig (env ORCHCONFIG), else $KUBECONFIG, else
+// ~/.kube/config, as istioctl's client loading does; --context picks a context of that file.
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { CommandError, type RunContext } from '../cli/context';
+import type { OrchClient } from '../config/orch/client';
+
+/** The client configuration file meshctl would use, or undefined when none is given or present. */
+export function orchConfigPath(ctx: RunContext): string | undefined {
+  const flag = typeof ctx.flags['orchconfig'] === 'string' ? (ctx.flags['orchconfig'] as string) : '';
+  if (flag) return flag;
+  const env = ctx.env.KUBECONFIG?.split(path.delimiter).find((p) => p !== '');
+  if (env) return env;
+  const home = ctx.env.HOME || os.homedir();
+  const file = path.join(home, '.kube', 'config');
+  return existsSync(file) ? file : undefined;
+}
+
+/** A client for the cluster, or a CommandError saying why there is none. */
+export async function meshctlOrchClient(ctx: RunContext, why: string): Promise<OrchClient> {
+  const file = orchConfigPath(ctx);
+  if (!file) {
+    throw new CommandError(
+      `${why} needs the orchestrator API: no client configuration (give --orchconfig, or set ORCHCONFIG or KUBECONFIG)`,
+    );
+  }
+  const context = typeof ctx.flags['context'] === 'string' ? (ctx.flags['context'] as string) : '';
+  const { createOrchClient } = await import('../config/orch/client');
+  try {
+    return await createOrchClient({ orchconfig: file, context: context || undefined, userAgent: 'meshctl' });
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
+}
+
+/** An API answer's status code, or undefined for a failure that never reached the server. */
+export function apiStatus(e: unknown): number | undefined {
+  const code = (e as { statusCode?: unknown }).statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** client-go's text for a failed Get: `configmaps "mesh" not found` on 404, the server's answer otherwise. */
+export function getErrorText(e: unknown, resource: string, name: string): string {
+  if (apiStatus(e) === 404) return `${resource} "${name}" not found`;
+  return (e as Error).message;
+}
+
+/** GET of one object, undefined on 404. */
+export async function findObject(client: OrchClient, p: string): Promise<Record<string, any> | undefined> {
+  try {
+    return (await client.getJson(p)) as Record<string, any>;
+  } catch (e) {
+    if (apiStatus(e) === 404) return undefined;
+    throw e;
+  }
+}
