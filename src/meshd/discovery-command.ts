@@ -117,7 +117,7 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
 /** Validation for the webhook: the object as Kubernetes sends it, through the config model's one check. */
 function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationResult {
   const v = validateObject(obj, { origin: { source: 'admission review' } });
-  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.errors, warnings: v.warnings };
+  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.messages, warnings: v.warnings };
 }
 
 /**
