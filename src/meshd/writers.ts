@@ -9,12 +9,14 @@
 // - the injection webhook itself (INJECT_ENABLED), served on the HTTPS listener.
 import { CommandError, type RunContext } from '../cli/context';
 import type { EnvTable } from '../cli/env';
-import { ELECTIONS, type RunFunction } from '../leader';
+import { type LabelSelector, readMeshConfig } from '../config/meshconfig';
+import { ELECTIONS, Leadership, type RunFunction } from '../leader';
+import { buildInfo } from '../lib/buildinfo';
 import { registerScope } from '../lib/log';
 import type { DaemonIdentity } from './identity';
 import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
-import type { Orchestrator } from './orchestrator';
+import { type Orchestrator, orchestratorAvailable } from './orchestrator';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
 
@@ -56,13 +58,57 @@ function whileLeading(running: Set<Promise<void>>, shutdown: AbortSignal, make: 
   };
 }
 
+/** What the writers need of the orchestrator side. */
+type WriterContext = Pick<Orchestrator, 'client' | 'leadership' | 'discoverySelectors' | 'subscribeDiscoverySelectors'>;
+
+/**
+ * Without the Orchestrator registry the daemon still writes when it has a cluster (Istio's kube client
+ * exists whenever there is a kubeconfig): its own client and elections, selectors read once.
+ */
+async function ownContext(ctx: RunContext, env: EnvTable): Promise<WriterContext & { close(): Promise<void> }> {
+  const { createOrchClient } = await import('../config/orch');
+  let selectors: readonly LabelSelector[];
+  try {
+    selectors = readMeshConfig(ctx.flags['meshConfig'] as string).discoverySelectors;
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
+  const client = await createOrchClient({
+    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
+    qps: ctx.flags['orchApiQPS'] as number,
+    burst: ctx.flags['orchApiBurst'] as number,
+    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
+    env: ctx.env,
+    userAgent: `${ctx.program.name}/${buildInfo().version}`,
+  });
+  const leadership = new Leadership({
+    client,
+    namespace: ctx.flags['namespace'] as string,
+    podName: env.string('POD_NAME'),
+    revision: env.string('REVISION'),
+    enabled: env.bool('ENABLE_LEADER_ELECTION'),
+  });
+  return {
+    client,
+    leadership,
+    discoverySelectors: () => selectors,
+    subscribeDiscoverySelectors: () => () => undefined,
+    close: async () => {
+      await leadership.stop();
+      client.close();
+    },
+  };
+}
+
 export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestrator?: Orchestrator; identity: DaemonIdentity }): Promise<Writers> {
-  const { ctx, env, orchestrator, identity } = o;
+  const { ctx, env, identity } = o;
   const namespace = ctx.flags['namespace'] as string;
   const revision = env.string('REVISION');
   const untaint = env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS');
+  const own = !o.orchestrator && orchestratorAvailable(ctx) ? await ownContext(ctx, env) : undefined;
+  const orchestrator: WriterContext | undefined = o.orchestrator ?? own;
   if (untaint && !orchestrator) {
-    throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster, with the Orchestrator registry');
+    throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
   }
   const inject = await InjectionWebhook.start({
     enabled: env.bool('INJECT_ENABLED'),
@@ -133,6 +179,7 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
       for (const s of stoppers) await s();
       await inject?.stop();
       await Promise.all([...running]);
+      await own?.close();
     },
   };
 }
