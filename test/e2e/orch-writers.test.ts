@@ -265,3 +265,35 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
     t.match(metrics, /galley_validation_config_updates [1-9]/);
   });
 });
+
+t.test('a rotated root reaches every namespace and the webhook configurations', async (t) => {
+  // A daemon of its own namespace has its own CA; its self-signed root is due for rotation 12 s after it
+  // is made (60 % grace of a 30 s lifetime).
+  await kube.api.create('/api/v1/namespaces', namespace('mesh-rot'));
+  // An injector of its own too: the injection patcher runs where the injector does (Istio).
+  const injector = await kube.api.get('/api/v1/namespaces/mesh-system/configmaps/mesh-sidecar-injector');
+  await kube.api.create('/api/v1/namespaces/mesh-rot/configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'mesh-sidecar-injector' }, data: injector.data });
+  const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-rot'], {
+    POD_NAME: 'meshd-rot',
+    CA_SELF_SIGNED_CA_CERT_TTL: '30s',
+    CA_SELF_SIGNED_ROOT_CERT_CHECK_INTERVAL: '1s',
+    CA_SELF_SIGNED_ROOT_CERT_GRACE_PERIOD_PERCENTILE: '60',
+    CA_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR: 'false',
+  });
+  t.teardown(() => d.stop());
+  const secretRoot = async () => b64((await kube.api.get('/api/v1/namespaces/mesh-rot/secrets/mesh-ca-secret')).data['ca-cert.pem']);
+  const oldRoot = await secretRoot();
+  const configured = async (root: string) => {
+    const bundle = Buffer.from(root).toString('base64');
+    const roots = await Promise.all(['team-a', 'team-b', 'mesh-rot'].map(rootIn));
+    const vwc = await kube.api.get('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/mesh-validator-mesh-system');
+    const mwc = await kube.api.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/mesh-sidecar-injector');
+    return roots.every((r) => r === root) && [...vwc.webhooks, ...mwc.webhooks].every((w: Obj) => w.clientConfig.caBundle === bundle);
+  };
+  await waitFor(() => configured(oldRoot), 20_000, () => d.log());
+  t.pass('this CA\'s root published and patched');
+  await waitFor(async () => (await secretRoot()) !== oldRoot, 30_000, () => `not rotated:\n${d.log()}`);
+  const newRoot = await secretRoot();
+  await waitFor(() => configured(newRoot), 10_000, () => d.log());
+  t.pass('the rotated root replaced it everywhere');
+});
