@@ -297,3 +297,21 @@ t.test('a rotated root reaches every namespace and the webhook configurations', 
   await waitFor(() => configured(newRoot), 10_000, () => d.log());
   t.pass('the rotated root replaced it everywhere');
 });
+
+t.test('meshConfig discoverySelectors narrow the namespaces given the root', async (t) => {
+  await kube.api.create('/api/v1/namespaces', namespace('mesh-sel'));
+  const meshFile = path.join(tmp, 'mesh-selectors.yaml');
+  fs.writeFileSync(meshFile, 'discoverySelectors:\n- matchLabels:\n    mesh: "on"\n');
+  const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-sel', '--meshConfig', meshFile], { POD_NAME: 'meshd-sel' });
+  t.teardown(() => d.stop());
+  await waitFor(() => /starting namespace controller:/.test(d.log()), 20_000, () => d.log());
+  await kube.api.create('/api/v1/namespaces', namespace('sel-yes', { mesh: 'on' }));
+  await kube.api.create('/api/v1/namespaces', namespace('sel-no'));
+  await waitFor(async () => (await rootIn('sel-yes')) !== undefined, 10_000, () => d.log());
+  t.pass('a selected namespace gets it');
+  await new Promise((r) => setTimeout(r, 1000));
+  t.equal(await rootIn('sel-no'), undefined, 'a namespace the selectors leave out does not');
+  await kube.api.merge('/api/v1/namespaces/sel-no', { metadata: { labels: { mesh: 'on' } } });
+  await waitFor(async () => (await rootIn('sel-no')) !== undefined, 10_000, () => d.log());
+  t.pass('once labelled to match, it does');
+});
