@@ -18,9 +18,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OrchApiError, type OrchClient } from '../config/orch/client';
 import { ResourceInformer, type RawObject } from '../config/orch/informer';
 import { parseInjectConfig, type InjectConfig } from '../inject/config';
-import { injectPod, injectRequired, InjectionError, normalizePod, parseTemplates, parseValues, ANNOTATION, type InjectionValues, type Templates } from '../inject/inject';
-import { applyProxyConfigAnnotation, defaultMeshConfig, MeshConfigError, readMeshConfig, type MeshConfig } from '../inject/mesh';
-import { deployMetaFromPod } from '../inject/resources';
+import { injectRequired, InjectionError, normalizePod, parseTemplates, parseValues, type InjectionValues, type Templates } from '../inject/inject';
+import { defaultMeshConfig, MeshConfigError, readMeshConfig, type MeshConfig } from '../inject/mesh';
+import { deployMetaFromPod, injectWorkloadPod, podMeshConfig } from '../inject/resources';
 import { registerScope } from '../lib/log';
 import { defineCounter } from '../lib/metrics';
 import { createJsonPatch } from '../orch/jsonpatch';
@@ -121,24 +121,17 @@ export function admitPod(
     return { answer: { allowed: true }, outcome: 'skipped' };
   }
   try {
-    let meshConfig = state.meshConfig;
-    const pca = ((m.annotations as Record<string, string>) ?? {})[ANNOTATION.proxyConfig];
-    if (pca !== undefined) meshConfig = applyProxyConfigAnnotation(meshConfig, pca);
     const { deploy, typeMeta } = deployMetaFromPod(pod);
-    const injected = injectPod({
-      pod,
-      deployMeta: deploy,
-      typeMeta,
+    const injected = injectWorkloadPod(pod, deploy, typeMeta, {
       templates: state.templates,
-      defaultTemplates: state.config.defaultTemplates,
-      aliases: state.config.aliases,
-      meshConfig,
-      proxyConfig: meshConfig.defaultConfig,
       values: state.values,
       revision: o.revision,
-      proxyEnvs: parseInjectEnvs(o.urlPath),
-      injectedAnnotations: state.config.injectedAnnotations,
+      meshConfig: podMeshConfig(state.meshConfig, pod),
       env: o.env,
+      defaultTemplates: state.config.defaultTemplates,
+      aliases: state.config.aliases,
+      injectedAnnotations: state.config.injectedAnnotations,
+      proxyEnvs: parseInjectEnvs(o.urlPath),
     });
     const patch = createJsonPatch(pod, injected);
     return { answer: { allowed: true, patch: Buffer.from(JSON.stringify(patch)).toString('base64'), patchType: 'JSONPatch' }, outcome: 'injected' };
