@@ -163,6 +163,7 @@ export interface InjectionWebhookOptions {
 export class InjectionWebhook {
   private state: InjectorState | undefined;
   private informer: ResourceInformer | undefined;
+  private unwatchMesh: () => void = () => undefined;
 
   private constructor(private readonly o: InjectionWebhookOptions) {}
 
@@ -180,6 +181,7 @@ export class InjectionWebhook {
       const valuesFile = path.join(dir, 'values');
       wh.state = injectorState(fs.readFileSync(configFile, 'utf8'), fs.existsSync(valuesFile) ? fs.readFileSync(valuesFile, 'utf8') : '', meshConfig, dir, o.env);
       log.info(`initializing sidecar injector from ${dir}`);
+      wh.followMeshConfig();
       return wh;
     }
     if (!o.client) {
@@ -205,6 +207,7 @@ export class InjectionWebhook {
     });
     wh.informer.start();
     log.info(`initializing sidecar injector from ConfigMap ${o.namespace}/${name}`);
+    wh.followMeshConfig();
     return wh;
   }
 
@@ -212,6 +215,47 @@ export class InjectionWebhook {
     const f = this.o.meshConfigFile;
     if (!f || !fs.existsSync(f)) return defaultMeshConfig();
     return readMeshConfig(fs.readFileSync(f, 'utf8'), f);
+  }
+
+  /** Istio's webhook follows mesh config changes: the next pods are injected with the new one. */
+  private followMeshConfig(): void {
+    const f = this.o.meshConfigFile;
+    const dir = path.dirname(path.resolve(f || '.'));
+    if (!f || !fs.existsSync(dir)) return;
+    const read = () => {
+      try {
+        return fs.readFileSync(f, 'utf8');
+      } catch {
+        return '';
+      }
+    };
+    let text = read();
+    let timer: NodeJS.Timeout | undefined;
+    const reload = () => {
+      timer = undefined;
+      const next = read();
+      if (next === text || !this.state) return;
+      text = next;
+      try {
+        this.state = { ...this.state, meshConfig: this.meshConfig() };
+        log.info(`injecting with the changed mesh config ${f}`);
+      } catch (e) {
+        log.error(`${(e as Error).message}; injecting with the previous mesh config`);
+      }
+    };
+    try {
+      // The directory, not the file: a mounted ConfigMap changes by swapping a symlink.
+      const watcher = fs.watch(dir, { persistent: false }, () => {
+        if (timer) clearTimeout(timer);
+        timer = setTimeout(reload, 100);
+      });
+      this.unwatchMesh = () => {
+        if (timer) clearTimeout(timer);
+        watcher.close();
+      };
+    } catch (e) {
+      log.warn(`mesh config ${f} is not followed: ${(e as Error).message}`);
+    }
   }
 
   /** A new injector ConfigMap; a broken one is refused and the last good configuration stays. */
@@ -229,6 +273,7 @@ export class InjectionWebhook {
   }
 
   async stop(): Promise<void> {
+    this.unwatchMesh();
     await this.informer?.stop();
   }
 

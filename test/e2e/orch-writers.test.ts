@@ -266,6 +266,15 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
     t.match(metrics, /sidecar_injection_skip_total 1/);
     t.match(metrics, /galley_validation_config_updates [1-9]/);
   });
+
+  await t.test('a changed mesh config is used for the next pods', async (t) => {
+    t.match(builtin.meshText, /trustDomain: cluster\.local/);
+    fs.writeFileSync(meshFile, builtin.meshText.replace('trustDomain: cluster.local', 'trustDomain: example.org'));
+    const trustDomain = (p: Obj) => (p.spec.containers as Obj[]).find((c) => c.name === 'mesh-proxy')?.env?.find((e: Obj) => e.name === 'TRUST_DOMAIN')?.value;
+    let n = 0;
+    await waitFor(async () => trustDomain(await kube.api.create('/api/v1/namespaces/inj/pods', appPod(`after-change-${n++}`))) === 'example.org', 10_000, () => d.log());
+    t.pass('TRUST_DOMAIN from the new mesh config');
+  });
 });
 
 t.test('a rotated root reaches every namespace and the webhook configurations', async (t) => {
