@@ -326,3 +326,16 @@ t.test('meshConfig discoverySelectors narrow the namespaces given the root', asy
   await waitFor(async () => (await rootIn('sel-no')) !== undefined, 10_000, () => d.log());
   t.pass('once labelled to match, it does');
 });
+
+t.test('MESH_WATCH_NAMESPACE: only that namespace is given the root', async (t) => {
+  await kube.api.create('/api/v1/namespaces', namespace('mesh-one'));
+  await kube.api.create('/api/v1/namespaces', namespace('watched'));
+  const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-one'], { POD_NAME: 'meshd-one', MESH_WATCH_NAMESPACE: 'watched' });
+  t.teardown(() => d.stop());
+  await waitFor(() => /starting namespace controller:/.test(d.log()), 20_000, () => d.log());
+  await kube.api.create('/api/v1/namespaces', namespace('unwatched'));
+  await waitFor(async () => (await rootIn('watched')) !== undefined, 10_000, () => d.log());
+  await new Promise((r) => setTimeout(r, 1000));
+  t.equal(await rootIn('unwatched'), undefined, 'another namespace is left alone');
+  t.notMatch(d.log(), /ConfigMap unwatched\//);
+});
