@@ -1,19 +1,14 @@
-// Publishing the mesh roots so that workloads can trust the daemon and each other. In a cluster: the
-// ConfigMap `mesh-ca-root-cert` (PILOT_CA_CERT_CONFIGMAP), key `root-cert.pem` — written here into the
-// daemon's own namespace (copying it into every namespace is the namespace controller's job). With no
+// Publishing the mesh roots so that workloads can trust the daemon and each other when there is no
 // cluster: ./var/run/secrets/mesh/root-cert.pem under the daemon's working directory, the path an agent
-// reads its root from (the ConfigMap's mount point in a pod).
+// reads its root from (the mount point of the ConfigMap `mesh-ca-root-cert` in a pod). In a cluster the
+// namespace controller (src/meshd/namespace-controller.ts) writes that ConfigMap into every namespace.
 import fs from 'node:fs';
 import path from 'node:path';
-import { OrchApiError } from '../config/orch';
 import { registerScope } from '../lib/log';
-import type { OrchApi } from './authn/orch-token';
 import { writeFileAtomic } from './store';
 
 const log = registerScope('ca', 'CA bootstrap');
 
-/** Istio's CACertNamespaceConfigMapDataName. */
-export const ROOT_CONFIGMAP_KEY = 'root-cert.pem';
 /** The no-cluster root file (Istio's ./var/run/secrets/istio/root-cert.pem, renamed). */
 export const DEFAULT_ROOT_FILE = './var/run/secrets/mesh/root-cert.pem';
 
@@ -30,43 +25,6 @@ export class FileRootPublisher implements RootPublisher {
   async publish(rootPem: string): Promise<void> {
     fs.mkdirSync(path.dirname(this.file), { recursive: true });
     writeFileAtomic(this.file, rootPem, 0o644);
-  }
-}
-
-export class ConfigMapRootPublisher implements RootPublisher {
-  readonly describe: string;
-  constructor(
-    private readonly api: OrchApi,
-    readonly namespace: string,
-    readonly name: string,
-  ) {
-    this.describe = `configmap ${namespace}/${name}`;
-  }
-
-  async publish(rootPem: string): Promise<void> {
-    const p = `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/configmaps`;
-    let current: { metadata?: Record<string, unknown>; data?: Record<string, string> } | undefined;
-    try {
-      current = (await this.api.send('GET', `${p}/${encodeURIComponent(this.name)}`)) as typeof current;
-    } catch (e) {
-      if (!(e instanceof OrchApiError && e.statusCode === 404)) throw e;
-    }
-    if (!current) {
-      await this.api.send('POST', p, {
-        apiVersion: 'v1',
-        kind: 'ConfigMap',
-        metadata: { name: this.name, namespace: this.namespace, labels: { 'mesh.io/config': 'true' } },
-        data: { [ROOT_CONFIGMAP_KEY]: rootPem },
-      });
-      return;
-    }
-    if (current.data?.[ROOT_CONFIGMAP_KEY] === rootPem) return;
-    await this.api.send('PUT', `${p}/${encodeURIComponent(this.name)}`, {
-      ...current,
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      data: { ...(current.data ?? {}), [ROOT_CONFIGMAP_KEY]: rootPem },
-    });
   }
 }
 

@@ -105,6 +105,48 @@ function holderOf(kind: string, obj: JsonObject): PodHolder {
   }
 }
 
+/** The mesh config a pod is injected with: the `proxy.mesh.io/config` annotation over meshConfig.defaultConfig. */
+export function podMeshConfig(meshConfig: MeshConfig, pod: JsonObject): MeshConfig {
+  const pca = ((((pod.metadata ?? {}) as JsonObject).annotations as Record<string, string>) ?? {})[ANNOTATION.proxyConfig];
+  if (pca === undefined) return meshConfig;
+  try {
+    return applyProxyConfigAnnotation(meshConfig, pca);
+  } catch (e) {
+    if (e instanceof MeshConfigError) throw new InjectionError(e.message);
+    throw e;
+  }
+}
+
+/** What the injection webhook adds to kube-inject's inputs (the injector ConfigMap's fields, URL parameters). */
+export interface PodInjectionExtras {
+  defaultTemplates?: readonly string[];
+  aliases?: Readonly<Record<string, readonly string[]>>;
+  injectedAnnotations?: Readonly<Record<string, string>>;
+  proxyEnvs?: Record<string, string>;
+}
+
+/**
+ * Injects one pod whose injection is decided (injectRequired): the one path `meshctl orch-inject` and the
+ * daemon's injection webhook both take. `opts.meshConfig` is already podMeshConfig's.
+ */
+export function injectWorkloadPod(pod: JsonObject, deploy: NamespacedName, typeMeta: TypeMeta, opts: Omit<ResourceInjection, 'warn'> & PodInjectionExtras): JsonObject {
+  return injectPod({
+    pod,
+    deployMeta: deploy,
+    typeMeta,
+    templates: opts.templates,
+    defaultTemplates: opts.defaultTemplates ?? ['sidecar'],
+    ...(opts.aliases ? { aliases: opts.aliases } : {}),
+    ...(opts.injectedAnnotations ? { injectedAnnotations: opts.injectedAnnotations } : {}),
+    meshConfig: opts.meshConfig,
+    proxyConfig: opts.meshConfig.defaultConfig,
+    values: opts.values,
+    revision: opts.revision,
+    proxyEnvs: opts.proxyEnvs ?? {},
+    env: opts.env,
+  });
+}
+
 /** Injects one decoded object (already normalized as its kind); returns it changed or as is. */
 export function injectObject(kind: string, obj: JsonObject, opts: ResourceInjection): JsonObject {
   if (kind === 'List') {
@@ -128,33 +170,12 @@ export function injectObject(kind: string, obj: JsonObject, opts: ResourceInject
     return obj;
   }
   const pod = normalizePod({ metadata, spec: podSpec });
-  let meshConfig = opts.meshConfig;
-  const pca = ((metadata.annotations as Record<string, string>) ?? {})[ANNOTATION.proxyConfig];
-  if (pca !== undefined) {
-    try {
-      meshConfig = applyProxyConfigAnnotation(meshConfig, pca);
-    } catch (e) {
-      if (e instanceof MeshConfigError) throw new InjectionError(e.message);
-      throw e;
-    }
-  }
+  const meshConfig = podMeshConfig(opts.meshConfig, pod);
   if (!injectRequired({ policy: 'enabled' }, pod)) {
     opts.warn(kindName ? `===> Skipping injection because ${kindName} ${quote(fullName)} has sidecar injection disabled\n` : `===> Skipping injection because ${quote(fullName)} has sidecar injection disabled\n`);
     return obj;
   }
-  const injected = injectPod({
-    pod,
-    deployMeta: h.deploy,
-    typeMeta: h.typeMeta,
-    templates: opts.templates,
-    defaultTemplates: ['sidecar'],
-    meshConfig,
-    proxyConfig: meshConfig.defaultConfig,
-    values: opts.values,
-    revision: opts.revision,
-    proxyEnvs: {},
-    env: opts.env,
-  });
+  const injected = injectWorkloadPod(pod, h.deploy, h.typeMeta, { ...opts, meshConfig });
   h.metaOwner.metadata = injected.metadata!;
   h.specOwner.spec = injected.spec!;
   return obj;

@@ -235,6 +235,7 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
     } else {
       const validate = validateHandler((obj) => providers.validate(obj));
       const httpsRouter = new Router().handle('/validate', validate).handle('/validate/', validate);
+      if (providers.inject) httpsRouter.handle('/inject', providers.inject).handlePrefix('/inject/', providers.inject);
       await started(
         await startHttpListener({ name: 'https', flag: '--httpsAddr', address: options.httpsAddr, handler: httpsRouter.listener, tls: tlsSource }),
       );

@@ -28,6 +28,7 @@ import { runDaemon } from './daemon';
 import { type Orchestrator, orchestratorAvailable, startOrchestrator } from './orchestrator';
 import type { MeshdProviders, ValidationResult, XdsConnectionInfo, XdsServerHandle } from './providers';
 import { startIdentity, type DaemonIdentity } from './identity';
+import { startWriters, type Writers } from './writers';
 import { authenticate } from '../ca/authn/types';
 
 const log = registerScope('model', 'mesh model');
@@ -98,32 +99,6 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
   return { store, ...(orchestrator ? { orchestrator } : {}) };
 }
 
-/** PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: untaint nodes once their CNI node agent pod is ready. */
-async function startNodeUntainter(ctx: RunContext, env: EnvTable) {
-  if (!env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS')) return undefined;
-  if (!orchestratorAvailable(ctx)) {
-    throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
-  }
-  const { createOrchClient } = await import('../config/orch');
-  const { NodeUntainter } = await import('./untaint');
-  const client = await createOrchClient({
-    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
-    qps: ctx.flags['orchApiQPS'] as number,
-    burst: ctx.flags['orchApiBurst'] as number,
-    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
-    env: ctx.env,
-  });
-  // Istio: --cniNamespace, else the daemon's own namespace.
-  const untainter = new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || (ctx.flags['namespace'] as string));
-  untainter.start();
-  return {
-    stop: async () => {
-      await untainter.stop();
-      client.close();
-    },
-  };
-}
-
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
   return {
     domain: ctx.flags['domain'] as string,
@@ -145,7 +120,7 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
 /** Validation for the webhook: the object as Kubernetes sends it, through the config model's one check. */
 function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationResult {
   const v = validateObject(obj, { origin: { source: 'admission review' } });
-  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.errors, warnings: v.warnings };
+  return v.unknownType ? { errors: [], unknownType: true } : { errors: v.messages, warnings: v.warnings };
 }
 
 /**
@@ -178,7 +153,6 @@ export const run: Handler = async (ctx) => {
   await loadEnvoyFilterTypes();
   const env = new EnvTable(ctx.program.env, ctx.env);
   const { store, orchestrator } = await configStores(ctx, env);
-  const untainter = await startNodeUntainter(ctx, env);
   const registries = ctx.flags['registries'] as readonly string[];
   const registryOptions: OrchestratorOptions = {
     domain: ctx.flags['domain'] as string,
@@ -219,6 +193,17 @@ export const run: Handler = async (ctx) => {
   }
   // Inbound mTLS accepts SPIFFE identities of the mesh's trust domain (Istio TrustDomainsForValidation).
   opts.trustDomain = identity.trustDomain;
+  // The controllers that write (root ConfigMaps, webhook configurations, untainting) and the injector.
+  let writers: Writers;
+  try {
+    writers = await startWriters({ ctx, env, ...(orchestrator ? { orchestrator } : {}), identity });
+  } catch (e) {
+    await identity.close();
+    security.close();
+    registry.close();
+    await store.close();
+    throw e;
+  }
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
 
@@ -329,6 +314,7 @@ export const run: Handler = async (ctx) => {
     pushStatus: () => undefined,
     xds,
     validate: validateAdmission,
+    ...(writers.inject ? { inject: writers.inject.handler() } : {}),
     identity,
     authenticateDebug: (req) => identity.authenticateDebug(req),
     close: async () => {
@@ -338,7 +324,7 @@ export const run: Handler = async (ctx) => {
       await identity.close();
       security.close();
       registry.close();
-      await untainter?.stop();
+      await writers.stop();
       await store.close();
       await orchestrator?.close();
     },

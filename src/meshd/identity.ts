@@ -1,5 +1,5 @@
 // The daemon's identity wiring (Istio's maybeCreateCA, initIstiodCerts, the authenticator list and RunCA):
-// the CA, the certificate :15012 and :15017 serve when the operator brings none, the root publication, the
+// the CA, the certificate :15012 and :15017 serve when the operator brings none, the CA bundle, the
 // authenticator chain shared by the CA service and secured xDS, and the CA service itself.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,7 +17,7 @@ import type { IncomingMessage } from 'node:http';
 import { TLSSocket } from 'node:tls';
 import { XfccAuthenticator } from '../ca/authn/xfcc';
 import type { KeyCertBundle } from '../ca/bundle';
-import { ConfigMapRootPublisher, FileRootPublisher, RootPublication, type RootPublisher } from '../ca/publish';
+import { FileRootPublisher, RootPublication } from '../ca/publish';
 import { CaStartError, MeshCa } from '../ca/runtime';
 import { caIssuer, registerCaService } from '../ca/server';
 import { orchServingCertificate } from '../ca/orch-csr';
@@ -88,6 +88,13 @@ export interface DaemonIdentity extends IdentityProvider {
   readonly trustDomain: string;
   /** Istio's debug-endpoint authentication for callers not on loopback: the chain, ungated. */
   authenticateDebug(req: IncomingMessage): Promise<readonly string[] | undefined>;
+  /**
+   * The roots the daemon's certificates chain to (Istio's CA bundle watcher): published in every namespace
+   * and patched into the webhook configurations. Undefined without a CA.
+   */
+  caBundle(): string | undefined;
+  /** Called with the new bundle whenever it changes (root rotation, plugged-in certificates reloaded). */
+  onCaBundleChange(fn: (pem: string) => void): () => void;
   close(): Promise<void>;
 }
 
@@ -226,13 +233,15 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
 
   const gate: AuthGate = { xdsAuth: settings.xdsAuth, xdsAuthPlaintext: settings.xdsAuthPlaintext };
 
-  // Roots: published where workloads read them, and followed by the listeners that verify client certificates.
-  const publishers: RootPublisher[] = orch ? [new ConfigMapRootPublisher(orch, namespace, settings.rootConfigMap)] : [new FileRootPublisher()];
-  const publication = new RootPublication(publishers);
+  // Roots: with no cluster, published in the file agents read; in a cluster the namespace controller
+  // (leader only) writes them into every namespace from caBundle() below. Either way they are followed by
+  // the listeners that verify client certificates.
+  const publication = new RootPublication(orch ? [] : [new FileRootPublisher()]);
   if (meshCa) await publication.publish(meshCa.ca.bundle.rootCertPem);
   // The external CA's root, as the operator mounted it (Istio's ./etc/external-ca-cert).
   let externalRoot = registrationAuthority?.mountedRoot() ?? '';
   if (externalRoot !== '') await publication.publish(externalRoot);
+  const bundleListeners = new Set<(pem: string) => void>();
 
   // The serving certificate (PILOT_CERT_PROVIDER=istiod), re-issued whenever the CA's material changes.
   const dnsNames = daemonDnsNames({ namespace, discoveryHost: facts.discoveryHost, customHosts: settings.customHosts, revision: ctx.env['REVISION'] });
@@ -257,6 +266,7 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
     if (externalRoot !== c.rootPem) {
       externalRoot = c.rootPem;
       void publication.publish(externalRoot);
+      for (const l of bundleListeners) l(externalRoot);
     }
     // Re-issued at half its life, as a workload certificate is.
     const renewIn = Math.max(60_000, (c.notAfter.getTime() - Date.now()) / 2);
@@ -296,6 +306,7 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
     const ca = meshCa;
     ca.onChange((b: KeyCertBundle) => {
       void publication.publish(b.rootCertPem);
+      for (const l of bundleListeners) l(b.rootCertPem);
       for (const s of fileSources) s.set({ ...s.current(), ca: Buffer.from(b.rootCertPem) });
       if (serving) {
         issueServing().then(
@@ -316,6 +327,11 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
     gate,
     trustDomain: facts.trustDomain,
     noTlsReason,
+    caBundle: () => meshCa?.ca.bundle.rootCertPem ?? (externalRoot !== '' ? externalRoot : undefined),
+    onCaBundleChange(fn) {
+      bundleListeners.add(fn);
+      return () => void bundleListeners.delete(fn);
+    },
     serverTls(files: TlsMaterial | undefined): TlsSource | undefined {
       if (files) {
         if (files.ca || !meshCa) return new MutableTlsSource(files);

@@ -4,11 +4,11 @@
 import type { RunContext } from '../cli/context';
 import { CommandError } from '../cli/context';
 import type { EnvTable } from '../cli/env';
-import { readMeshConfig, watchMeshConfig } from '../config/meshconfig';
+import { type LabelSelector, readMeshConfig, watchMeshConfig } from '../config/meshconfig';
 import type { OrchClient } from '../config/orch/client';
 import type { OrchConfigStore } from '../config/orch/source';
 import { buildInfo } from '../lib/buildinfo';
-import { ELECTIONS, Leadership } from '../leader';
+import { Leadership } from '../leader';
 import type { AggregateRegistry } from '../discovery/registry/aggregate';
 import { OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry/orchestrator';
 import { MulticlusterController } from '../multicluster';
@@ -16,7 +16,11 @@ import { MulticlusterController } from '../multicluster';
 export interface Orchestrator {
   client: OrchClient;
   store: OrchConfigStore;
+  /** The elections of the controllers that write (src/meshd/writers.ts joins them). */
   leadership: Leadership;
+  /** meshConfig discoverySelectors as they are now (the mesh config file is watched). */
+  discoverySelectors(): readonly LabelSelector[];
+  subscribeDiscoverySelectors(fn: () => void): () => void;
   /**
    * Starts the remote-cluster secret controller: each remote cluster's registry joins `registry` (and
    * leaves it with its secret). Readiness should wait for hasSynced().
@@ -60,9 +64,13 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
     discoverySelectors: mesh.discoverySelectors,
   }).start();
   let multicluster: MulticlusterController | undefined;
+  let selectors: readonly LabelSelector[] = mesh.discoverySelectors;
+  const selectorSubscribers = new Set<() => void>();
   const stopWatchingMesh = watchMeshConfig(meshConfigFile, mesh, (m) => {
+    selectors = m.discoverySelectors;
     store.setDiscoverySelectors(m.discoverySelectors);
     multicluster?.setDiscoverySelectors(m.discoverySelectors);
+    for (const s of selectorSubscribers) s();
   });
   const userAgent = `${ctx.program.name}/${buildInfo().version}`;
 
@@ -73,14 +81,15 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
     revision: env.string('REVISION'),
     enabled: env.bool('ENABLE_LEADER_ELECTION'),
   });
-  // Istio's namespace controller election (the root-certificate ConfigMap writer runs under it): joined
-  // on every cluster the daemon manages, so exactly one replica writes.
-  leadership.election(ELECTIONS.NamespaceController);
-
   return {
     client,
     store,
     leadership,
+    discoverySelectors: () => selectors,
+    subscribeDiscoverySelectors(fn) {
+      selectorSubscribers.add(fn);
+      return () => void selectorSubscribers.delete(fn);
+    },
     nodeLocality: (n) => {
       const l = store.nodeLocality(n);
       return l ? localityString(l) || undefined : undefined;

@@ -2,7 +2,7 @@
 // that do the real work: the config store, the service registries, the push context and the ADS server.
 // The daemon only reads through these interfaces, so it can be started against fakes in tests and wired
 // to the real components in the `discovery` command.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as GrpcServer } from '@grpc/grpc-js';
 import type { Config } from '../config/types';
 import type { Endpoint, Proxy, Service } from '../discovery/model';
@@ -116,6 +116,8 @@ export interface MeshdProviders {
   xds: XdsServerHandle;
   /** Validates one Kubernetes-style object for `POST /validate` on the HTTPS listener. */
   validate(obj: Readonly<Record<string, unknown>>): ValidationResult;
+  /** The sidecar injection webhook (`/inject`, `/inject/…` on the HTTPS listener), when injection is on. */
+  inject?: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   /**
    * Authenticates a debug request from a non-loopback client (Istio authenticates these like xDS clients).
    * Returns the identities, or undefined when not authenticated. Without it, such requests get 401, as in

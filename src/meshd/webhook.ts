@@ -27,6 +27,9 @@ const httpError = defineCounter<'status'>({
 
 type Validate = (obj: Readonly<Record<string, unknown>>) => ValidationResult;
 
+/** Istio's constants.AlwaysReject, ours first. */
+export const ALWAYS_REJECT = ['internal.mesh.io/webhook-always-reject', 'internal.istio.io/webhook-always-reject'];
+
 const REVIEW_VERSIONS = ['admission.k8s.io/v1', 'admission.k8s.io/v1beta1'];
 // Top-level fields a config object may have (Istio's checkFields).
 const VALID_FIELDS = new Set(['apiVersion', 'kind', 'metadata', 'spec', 'status']);
@@ -38,7 +41,7 @@ export interface AdmissionResponse {
   warnings?: string[];
 }
 
-interface Request {
+export interface Request {
   uid: string;
   kind: { group: string; version: string; kind: string };
   resource: { group: string; version: string; resource: string };
@@ -49,7 +52,7 @@ interface Request {
 
 type Report = { result: 'passed' } | { result: 'failed'; reason: string };
 
-const deny = (message: string): AdmissionResponse => ({ uid: '', allowed: false, status: { metadata: {}, message } });
+export const deny = (message: string): AdmissionResponse => ({ uid: '', allowed: false, status: { metadata: {}, message } });
 
 /** hashicorp/go-multierror's text for several errors; a single error stays as it is. */
 export function formatErrors(errors: readonly string[]): string {
@@ -98,6 +101,12 @@ export function admitRequest(request: Request, validate: Validate): { response: 
   const version = slash < 0 ? apiVersion : apiVersion.slice(slash + 1);
   const gvk = `${group}/${version}, Kind=${str(obj.kind)}`;
 
+  // The validation controller's probe (Istio's constants.AlwaysReject): refused, quietly.
+  const annotations = rec(rec(obj.metadata).annotations);
+  const always = ALWAYS_REJECT.find((a) => a in annotations);
+  if (always) {
+    return { response: deny(`configuration is invalid: "${always}" annotation found, rejecting`), report: { result: 'failed', reason: 'invalid_resource' } };
+  }
   const result = validate(obj);
   if (result.unknownType) {
     log.info(`unrecognized type ${gvk}`);
@@ -121,28 +130,36 @@ export function admitRequest(request: Request, validate: Validate): { response: 
   return { response, report: { result: 'passed' } };
 }
 
+/** A decoded AdmissionReview, or the denial that answers a body that is not one (Istio does the same). */
+export type DecodedReview = { kind: string; apiVersion: string; request: Request } | { denial: Record<string, unknown> };
+
+export function decodeReview(body: string): DecodedReview {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch (e) {
+    return { denial: { response: deny(`could not decode body: ${(e as Error).message}`) } };
+  }
+  const review = rec(raw);
+  const kind = str(review.kind);
+  const apiVersion = str(review.apiVersion);
+  if (!kind) return { denial: { response: deny(`could not decode body: Object 'Kind' is missing in '${body}'`) } };
+  if (kind !== 'AdmissionReview' || !REVIEW_VERSIONS.includes(apiVersion)) {
+    return { denial: { response: deny(`could not decode body: no kind "${kind}" is registered for version "${apiVersion}"`) } };
+  }
+  const request = decodeRequest(review);
+  if (!request) return { denial: { kind, apiVersion, response: deny('could not decode object: AdmissionReview has no request') } };
+  return { kind, apiVersion, request };
+}
+
 /**
  * The AdmissionReview answer to a request body, as JSON. The response carries the request's apiVersion and
  * uid; a body that is not an AdmissionReview is answered with a denial saying why (Istio does the same).
  */
 export function reviewResponse(body: string, validate: Validate): Record<string, unknown> {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(body);
-  } catch (e) {
-    return { response: deny(`could not decode body: ${(e as Error).message}`) };
-  }
-  const review = rec(raw);
-  const kind = str(review.kind);
-  const apiVersion = str(review.apiVersion);
-  if (!kind) return { response: deny(`could not decode body: Object 'Kind' is missing in '${body}'`) };
-  if (kind !== 'AdmissionReview' || !REVIEW_VERSIONS.includes(apiVersion)) {
-    return { response: deny(`could not decode body: no kind "${kind}" is registered for version "${apiVersion}"`) };
-  }
-  const request = decodeRequest(review);
-  if (!request) {
-    return { kind, apiVersion, response: deny('could not decode object: AdmissionReview has no request') };
-  }
+  const decoded = decodeReview(body);
+  if ('denial' in decoded) return decoded.denial;
+  const { kind, apiVersion, request } = decoded;
   const { response, report } = admitRequest(request, validate);
   const labels = { group: request.resource.group, version: request.resource.version, resource: request.resource.resource };
   if (report.result === 'passed') passed.inc(labels);

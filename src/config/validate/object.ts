@@ -12,6 +12,8 @@ export interface ObjectValidation {
   config?: Config;
   /** `field: message` for each problem that makes the object invalid; empty when valid. */
   errors: string[];
+  /** The same problems as bare messages, as Istio's admission webhook reports them (no field path). */
+  messages: string[];
   warnings: string[];
   /** apiVersion/kind names no type mesh validates (Istio: `unrecognized type`). */
   unknownType?: boolean;
@@ -35,8 +37,8 @@ const joined = (e: { field?: string; message: string }): string => (e.field ? `$
 export function validateObject(obj: unknown, opts: ObjectValidationOptions = {}): ObjectValidation {
   const converted = convertObject(obj, opts.origin ?? { source: 'object' });
   if (!converted.config) {
-    if (converted.errors.length === 0) return { errors: [], warnings: converted.warnings.map(joined), unknownType: true };
-    return { errors: converted.errors.map(joined), warnings: converted.warnings.map(joined) };
+    if (converted.errors.length === 0) return { errors: [], messages: [], warnings: converted.warnings.map(joined), unknownType: true };
+    return { errors: converted.errors.map(joined), messages: converted.errors.map((e) => e.message), warnings: converted.warnings.map(joined) };
   }
   const errors: string[] = [];
   const strict = opts.strict === true && MESH_KINDS.includes(converted.config.kind);
@@ -47,6 +49,7 @@ export function validateObject(obj: unknown, opts: ObjectValidationOptions = {})
   return {
     config: converted.config,
     errors: [...errors, ...v.errors.map(joined)],
+    messages: [...errors, ...v.errors.map((e) => e.message)],
     warnings: [...converted.warnings.map(joined), ...v.warnings.map(joined)],
   };
 }
