@@ -10,8 +10,8 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
 import { built, exec, MESH } from '../helpers/binary';
-import { startDaemon, type RunningDaemon } from '../helpers/daemon';
-import { namespace, startKube, type KubeApi } from '../helpers/kube';
+import { startDaemon, waitFor, type RunningDaemon } from '../helpers/daemon';
+import { namespace, startKube, type KubeApi, type Obj } from '../helpers/kube';
 import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans, tempDir } from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
@@ -111,8 +111,10 @@ t.test('EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates 
   t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'no built-in CA material is made');
   const missing = await api.find('/api/v1/namespaces/mesh-system/secrets/mesh-ca-secret');
   t.notOk(missing, 'no CA Secret either');
-  const cm = await api.get('/api/v1/namespaces/mesh-system/configmaps/mesh-ca-root-cert');
-  t.equal(cm.data['root-cert.pem'], signer.rootPem, 'the external root is what workloads are told to trust');
+  // The namespace controller (leader only) writes it into every namespace.
+  let cm: Obj | undefined;
+  await waitFor(async () => Boolean((cm = await api.find('/api/v1/namespaces/demo/configmaps/mesh-ca-root-cert'))), 30_000, () => 'mesh-ca-root-cert in demo');
+  t.equal(cm!.data['root-cert.pem'], signer.rootPem, 'the external root is what workloads are told to trust, in every namespace');
 
   const ca = caClient(t, d.secureGrpc!, signer.rootPem);
   const id = 'spiffe://cluster.local/ns/demo/sa/app';
