@@ -24,6 +24,15 @@ const skip =
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
+// This test is about DNS, not mTLS: its agent talks plaintext to discovery and gets no workload certificate,
+// and mesh mTLS (the PERMISSIVE default) would make the sidecar wait for one. Mesh-wide DISABLE.
+const PLAINTEXT = `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: mesh-system}
+spec:
+  mtls: {mode: DISABLE}
+`;
+
 const CONFIG = `apiVersion: v1
 kind: Service
 metadata: {name: reviews, namespace: default}
@@ -133,6 +142,7 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
   fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG.replace('THIRD_READY', 'false'));
+  fs.writeFileSync(path.join(configDir, 'plaintext.yaml'), PLAINTEXT);
 
   const pod = createNetns(t, 'mesh-dns');
   // the pod's address and its resolver's, both local to the namespace

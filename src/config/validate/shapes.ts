@@ -506,6 +506,8 @@ const pod = obj({
   serviceAccountName: str,
   nodeName: str,
   hostNetwork: bool,
+  hostname: str,
+  subdomain: str,
   containers: list(obj({ name: str, ports: list(obj({ name: str, containerPort: i32, protocol: str, hostPort: i32, hostIP: str })) })),
 });
 
