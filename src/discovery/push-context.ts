@@ -4,20 +4,21 @@
 // derived data (sidecar scopes, merged gateways) is memoised inside the snapshot, which stays valid
 // because the snapshot never changes.
 import type { ConfigStore } from '../config/store';
-import type { Config } from '../config/types';
+import type { Config, TrafficPolicy } from '../config/types';
 import { hostMatches } from './host';
-import { selectorMatches } from './labels';
+import { endpointTlsMode, selectorMatches, TLS_MODE_DISABLED } from './labels';
 import type { Endpoint, Proxy, Service, ServicePort } from './model';
 import { DestinationRuleIndex, type MergedDestinationRule } from './push/destinationrule';
 import { explainNoGatewayListeners, mergeGateways, selectGateways, type MergedGateway } from './push/gateway';
 import { peerAuthenticationsForWorkload, policiesForWorkload, type PeerAuthenticationsForWorkload } from './push/policies';
+import { composePeerAuthentication, NamespaceMtlsModes, peerAuthenticationsFor, type MergedPeerAuthentication, type MutualTlsMode } from './push/peer-authentication';
 import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
 import { byAge, isExportedTo } from './push/visibility';
 import type { ServiceRegistry } from './registry/types';
 
 export { MESH_GATEWAY };
-export type { MergedDestinationRule, MergedGateway, PeerAuthenticationsForWorkload, SidecarScope, VirtualServiceEntry };
+export type { MergedDestinationRule, MergedGateway, MergedPeerAuthentication, MutualTlsMode, PeerAuthenticationsForWorkload, SidecarScope, VirtualServiceEntry };
 
 export interface PushContextOptions {
   /** DNS domain suffix (`--domain`). */
@@ -49,6 +50,14 @@ export interface PushContextOptions {
   /** Mesh proxyListenPort (15001) and proxyInboundListenPort (15006). */
   proxyListenPort?: number;
   proxyInboundListenPort?: number;
+  /** Mesh enableAutoMtls (Istio default true). */
+  enableAutoMtls?: boolean;
+  /** PILOT_ENABLE_METADATA_EXCHANGE: offer/accept the `istio-peer-exchange` ALPN. */
+  metadataExchange?: boolean;
+  /** PILOT_DISABLE_MX_ALPN. */
+  disableMxAlpn?: boolean;
+  /** PILOT_ENABLE_ALPN_FILTER: the istio.alpn filter on outbound and gateway HTTP connection managers. */
+  alpnFilter?: boolean;
 }
 
 export type ResolvedPushContextOptions = Required<PushContextOptions>;
@@ -70,6 +79,10 @@ export const DEFAULT_PUSH_OPTIONS: ResolvedPushContextOptions = {
   dnsJitterMs: 100,
   proxyListenPort: 15001,
   proxyInboundListenPort: 15006,
+  enableAutoMtls: true,
+  metadataExchange: true,
+  disableMxAlpn: false,
+  alpnFilter: true,
 };
 
 /** A service port a sidecar's own workload serves (Istio ServiceTarget), for inbound config. */
@@ -90,6 +103,7 @@ interface ConfigIndex {
   requestAuthentications: Config<'RequestAuthentication'>[];
   authorizationPolicies: Config<'AuthorizationPolicy'>[];
   peerAuthentications: Config<'PeerAuthentication'>[];
+  namespaceMtls: NamespaceMtlsModes;
 }
 
 interface ServiceIndex {
@@ -133,6 +147,7 @@ function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions):
     requestAuthentications: store.list('RequestAuthentication').slice(),
     authorizationPolicies: store.list('AuthorizationPolicy').slice(),
     peerAuthentications: store.list('PeerAuthentication').slice(),
+    namespaceMtls: new NamespaceMtlsModes(store.list('PeerAuthentication'), opts.rootNamespace),
   };
 }
 
@@ -412,6 +427,34 @@ export class PushContext {
 
   peerAuthentications(proxy: Proxy): PeerAuthenticationsForWorkload {
     return peerAuthenticationsForWorkload(this.cfg.peerAuthentications, this.options.rootNamespace, proxy.namespace, proxy.labels);
+  }
+
+  /** The proxy's own effective PeerAuthentication (Istio ComposePeerAuthentication), for its inbound chains. */
+  mergedPeerAuthentication(proxy: Proxy): MergedPeerAuthentication {
+    return composePeerAuthentication(
+      this.options.rootNamespace,
+      peerAuthenticationsFor(this.cfg.peerAuthentications, this.options.rootNamespace, proxy.namespace, proxy.labels),
+    );
+  }
+
+  /** The selector-less PeerAuthentication mode of a namespace as clients see it (Istio GetNamespaceMutualTLSMode). */
+  namespaceMutualTlsMode(namespace: string): MutualTlsMode {
+    return this.cfg.namespaceMtls.forNamespace(namespace);
+  }
+
+  /**
+   * Istio BestEffortInferServiceMTLSMode: the mode a client assumes for a service port when deciding auto
+   * mTLS. External services: unknown. Passthrough (headless or a PASSTHROUGH balancer): disabled unless
+   * every endpoint has a sidecar. Otherwise the namespace's (or mesh's) mode, PERMISSIVE when none.
+   */
+  inferServiceMtlsMode(tp: TrafficPolicy | undefined, service: Service, port: ServicePort): MutualTlsMode {
+    if (service.meshExternal) return 'UNKNOWN';
+    if (service.resolution === 'Passthrough' || tp?.loadBalancer?.simple === 'PASSTHROUGH') {
+      const eps = this.endpoints(service, port);
+      if (eps.length === 0 || eps.some((e) => endpointTlsMode(e.labels) === TLS_MODE_DISABLED)) return 'DISABLE';
+    }
+    const m = this.namespaceMutualTlsMode(service.namespace);
+    return m === 'UNKNOWN' ? 'PERMISSIVE' : m;
   }
 
   /** Counts for pilot_services / pilot_virt_services. */

@@ -136,6 +136,9 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
     enable100Continue: env.bool('ENABLE_100_CONTINUE_HEADERS'),
     routeCollapse: env.bool('PILOT_ENABLE_ROUTE_COLLAPSE_OPTIMIZATION'),
     dnsJitterMs: env.duration('PILOT_DNS_JITTER_DURATION'),
+    metadataExchange: env.bool('PILOT_ENABLE_METADATA_EXCHANGE'),
+    disableMxAlpn: env.bool('PILOT_DISABLE_MX_ALPN'),
+    alpnFilter: env.bool('PILOT_ENABLE_ALPN_FILTER'),
   };
 }
 
@@ -199,6 +202,8 @@ export const run: Handler = async (ctx) => {
     await store.close();
     throw e;
   }
+  // Inbound mTLS accepts SPIFFE identities of the mesh's trust domain (Istio TrustDomainsForValidation).
+  opts.trustDomain = identity.trustDomain;
   let push: PushContext = initPushContext(store, registry, opts);
   security.prefetch(store.list('RequestAuthentication'), push);
 

@@ -18,6 +18,8 @@ import { file_envoy_extensions_filters_http_rbac_v3_rbac } from '../gen/envoy/ex
 import { file_envoy_extensions_filters_http_grpc_stats_v3_config } from '../gen/envoy/extensions/filters/http/grpc_stats/v3/config_pb';
 import { file_envoy_extensions_filters_http_health_check_v3_health_check } from '../gen/envoy/extensions/filters/http/health_check/v3/health_check_pb';
 import { file_envoy_extensions_transport_sockets_tls_v3_tls } from '../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
+import { file_istio_envoy_config_filter_http_alpn_v2alpha1_config } from '../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
+import { file_envoy_extensions_transport_sockets_raw_buffer_v3_raw_buffer } from '../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb';
 import { file_envoy_extensions_transport_sockets_tls_v3_secret } from '../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { file_envoy_extensions_upstreams_http_v3_http_protocol_options } from '../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb';
 import { file_envoy_extensions_access_loggers_file_v3_file } from '../gen/envoy/extensions/access_loggers/file/v3/file_pb';
@@ -56,6 +58,8 @@ export function envoyTypeRegistry(): Registry {
     file_envoy_extensions_filters_http_health_check_v3_health_check,
     file_envoy_extensions_transport_sockets_tls_v3_tls,
     file_envoy_extensions_transport_sockets_tls_v3_secret,
+    file_envoy_extensions_transport_sockets_raw_buffer_v3_raw_buffer,
+    file_istio_envoy_config_filter_http_alpn_v2alpha1_config,
     file_envoy_extensions_upstreams_http_v3_http_protocol_options,
     file_envoy_extensions_access_loggers_file_v3_file,
     file_envoy_extensions_filters_listener_tls_inspector_v3_tls_inspector,

@@ -205,7 +205,7 @@ t.test('generated listeners: jwt_authn first on gateways and sidecar inbound, ne
   const gwl = listeners(gw);
   t.same(gwl.map((l) => l.name), ['0.0.0.0_8080']);
   const gwh = hcms(gwl[0]!)[0]!;
-  t.same(gwh.httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.grpc_stats', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
+  t.same(gwh.httpFilters.map((f) => f.name), ['envoy.filters.http.jwt_authn', 'envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
   t.same(issuers(gwh), { issuers: ['iss-gw'], clear: true }, 'the root-namespace policy selecting the gateway, clear_route_cache on');
 
   const sc = proxy('sidecar~10.1.0.1~web-1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'web' } });

@@ -159,7 +159,7 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
   const hcm = hcmOf(withKeys);
   t.same(
     hcm.httpFilters.map((f) => f.name),
-    ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.grpc_stats', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router'],
+    ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router'],
     'Istio filter order: authn, authz, then the rest',
   );
   const jwt = toJson(JwtAuthenticationSchema, jwtConfig(hcm)!, { registry: envoyTypeRegistry() }) as Record<string, JsonValue>;

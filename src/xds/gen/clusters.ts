@@ -24,6 +24,8 @@ import { CircuitBreakers_ThresholdsSchema, CircuitBreakersSchema } from '../../g
 import { OutlierDetectionSchema } from '../../gen/envoy/config/cluster/v3/outlier_detection_pb';
 import { PercentSchema } from '../../gen/envoy/type/v3/percent_pb';
 import { MetadataSchema } from '../../gen/envoy/config/core/v3/base_pb';
+import { UpstreamHttpProtocolOptionsSchema } from '../../gen/envoy/config/core/v3/protocol_pb';
+import { anyPack, anyUnpack } from '@bufbuild/protobuf/wkt';
 import { HttpProtocolOptionsSchema } from '../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb';
 import {
   adsConfigSource,
@@ -38,7 +40,10 @@ import {
   WK,
 } from './common';
 import { clusterLoadAssignment } from './endpoints';
-import { upstreamTransportSocket } from './tls';
+import { autoMtlsTransportSocketMatches, buildUpstreamTlsContext, buildUpstreamTlsSettings, tlsTransportSocket } from './tls';
+import { registerScope } from '../../lib/log';
+
+const log = registerScope('default');
 
 const MAX_UINT32 = 4294967295;
 /** Source address Istio binds inbound connections to, so iptables lets them through to the app. */
@@ -190,7 +195,7 @@ export function applyHttpProtocolOptions(c: Cluster, port: ServicePort | undefin
   } as Parameters<typeof pack<typeof HttpProtocolOptionsSchema>>[1]);
 }
 
-function serviceMetadata(service: Service, port: number, subset: string, dr: MergedDestinationRule | undefined): JsonObject {
+function serviceMetadata(service: Service, port: number, subset: string, dr: MergedDestinationRule | undefined, tlsMode?: string): JsonObject {
   const istio: JsonObject = {
     services: [{ host: service.hostname, name: service.name ?? service.hostname, namespace: service.namespace }],
     default_original_port: port,
@@ -198,6 +203,8 @@ function serviceMetadata(service: Service, port: number, subset: string, dr: Mer
   if (subset) istio.subset = subset;
   const from = dr?.from[0];
   if (from) istio.config = `/apis/${from.apiVersion}/namespaces/${from.meta.namespace}/destination-rule/${from.meta.name}`;
+  // Istio AddALPNOverrideToMetadata: TLS the application originates keeps its own ALPN.
+  if (from && (tlsMode === 'SIMPLE' || tlsMode === 'MUTUAL')) istio.alpn_override = 'false';
   return istio;
 }
 
@@ -234,7 +241,7 @@ function discoveryCluster(name: string, service: Service, ctx: ClusterBuildConte
   return c;
 }
 
-function applyPolicy(c: Cluster, service: Service, port: ServicePort, subset: string, policy: PolicyFields, ctx: ClusterBuildContext): void {
+function applyPolicy(c: Cluster, service: Service, port: ServicePort, subset: string, policy: PolicyFields, ctx: ClusterBuildContext, dr: MergedDestinationRule | undefined, subsetPolicy?: TrafficPolicy): void {
   applyConnectionPool(c, policy.connectionPool);
   applyOutlierDetection(c, policy.outlierDetection);
   applyLoadBalancer(c, policy.loadBalancer);
@@ -244,15 +251,60 @@ function applyPolicy(c: Cluster, service: Service, port: ServicePort, subset: st
     c.commonLbConfig ??= create(Cluster_CommonLbConfigSchema, {});
     c.commonLbConfig.healthyPanicThreshold = create(PercentSchema, { value: 0 });
   }
-  if (policy.tls) {
-    const ts = upstreamTransportSocket({
-      tls: policy.tls,
-      istioSni: `outbound_.${port.port}_.${subset}_.${service.hostname}`,
+  applyUpstreamTls(c, service, port, subset, policy, ctx, dr, subsetPolicy);
+}
+
+/**
+ * Istio buildUpstreamTLSSettings + applyUpstreamTLSSettings: the rule's TLS, or ISTIO_MUTUAL by auto mTLS.
+ * Auto mTLS becomes transport socket matches, so endpoints without a sidecar (no tlsMode metadata) still get
+ * plaintext — except on ORIGINAL_DST clusters, which have no endpoint metadata to match on.
+ */
+function applyUpstreamTls(c: Cluster, service: Service, port: ServicePort, subset: string, policy: PolicyFields, ctx: ClusterBuildContext, dr: MergedDestinationRule | undefined, subsetPolicy?: TrafficPolicy): void {
+  const o = ctx.push.options;
+  // A subset's own traffic policy decides passthrough for it; the default cluster looks at the rule's.
+  const serviceMode = ctx.push.inferServiceMtlsMode(subset ? subsetPolicy : dr?.trafficPolicy, service, port);
+  const sni = `outbound_.${port.port}_.${subset}_.${service.hostname}`;
+  const { tls, ctx: mtlsCtx } = buildUpstreamTlsSettings(policy.tls, service.serviceAccounts, sni, o.enableAutoMtls, service.meshExternal, serviceMode);
+  let built;
+  try {
+    built = buildUpstreamTlsContext(tls, {
+      clusterName: c.name,
+      http2: clusterIsHttp2(c),
+      sidecar: !ctx.gateway,
+      drWithSelector: !!dr?.workloadSelector,
+      externalRegistry: service.registry === 'External',
       serviceAccounts: service.serviceAccounts,
-      http2: isHttp2(port.protocol),
+      metadataExchange: o.metadataExchange,
+      disableMxAlpn: o.disableMxAlpn,
     });
-    if (ts) c.transportSocket = ts;
+  } catch (e) {
+    log.error(`failed to build Upstream TLSContext: ${(e as Error).message}`);
+    return;
   }
+  if (!built) return;
+  const socket = tlsTransportSocket(built.context);
+  const originalDst = c.clusterDiscoveryType.case === 'type' && c.clusterDiscoveryType.value === Cluster_DiscoveryType.ORIGINAL_DST;
+  if (mtlsCtx === 'autoDetected' && !originalDst) c.transportSocketMatches = autoMtlsTransportSocketMatches(socket);
+  else c.transportSocket = socket;
+  if (built.autoSni || built.autoSanValidation) setAutoSni(c, built.autoSni, built.autoSanValidation);
+}
+
+/** Istio isHttp2Cluster: the cluster's upstream protocol is HTTP/2 (explicitly). */
+function clusterIsHttp2(c: Cluster): boolean {
+  const any = c.typedExtensionProtocolOptions[WK.httpProtocolOptions];
+  if (!any) return false;
+  const h = anyUnpack(any, HttpProtocolOptionsSchema);
+  return h?.upstreamProtocolOptions.case === 'explicitHttpConfig' && h.upstreamProtocolOptions.value.protocolConfig.case === 'http2ProtocolOptions';
+}
+
+/** Istio setAutoSniAndAutoSanValidation: SNI and SAN checks from the request's host. */
+function setAutoSni(c: Cluster, autoSni: boolean, autoSanValidation: boolean): void {
+  const any = c.typedExtensionProtocolOptions[WK.httpProtocolOptions];
+  const h = (any && anyUnpack(any, HttpProtocolOptionsSchema)) || create(HttpProtocolOptionsSchema, {});
+  h.upstreamHttpProtocolOptions ??= create(UpstreamHttpProtocolOptionsSchema, {});
+  if (autoSni) h.upstreamHttpProtocolOptions.autoSni = true;
+  if (autoSanValidation) h.upstreamHttpProtocolOptions.autoSanValidation = true;
+  c.typedExtensionProtocolOptions[WK.httpProtocolOptions] = anyPack(HttpProtocolOptionsSchema, h);
 }
 
 /**
@@ -267,16 +319,17 @@ export function buildOutboundClusters(service: Service, port: ServicePort, ctx: 
   const basePolicy = mergeTrafficPolicy(dr?.trafficPolicy, undefined, port.port);
   if (!only || only.has(defaultName)) {
     const c = discoveryCluster(defaultName, service, ctx, undefined, port);
-    applyPolicy(c, service, port, '', basePolicy, ctx);
-    c.metadata = create(MetadataSchema, { filterMetadata: { istio: serviceMetadata(service, port.port, '', dr) } });
+    applyPolicy(c, service, port, '', basePolicy, ctx, dr);
+    c.metadata = create(MetadataSchema, { filterMetadata: { istio: serviceMetadata(service, port.port, '', dr, basePolicy.tls?.mode) } });
     out.push(c);
   }
   for (const subset of dr?.subsets ?? []) {
     const name = buildSubsetKey('outbound', subset.name, service.hostname, port.port);
     if (only && !only.has(name)) continue;
     const c = discoveryCluster(name, service, ctx, subset.labels ?? {}, port);
-    applyPolicy(c, service, port, subset.name, mergeTrafficPolicy(dr!.trafficPolicy, subset.trafficPolicy, port.port), ctx);
-    c.metadata = create(MetadataSchema, { filterMetadata: { istio: serviceMetadata(service, port.port, subset.name, dr) } });
+    const policy = mergeTrafficPolicy(dr!.trafficPolicy, subset.trafficPolicy, port.port);
+    applyPolicy(c, service, port, subset.name, policy, ctx, dr, subset.trafficPolicy);
+    c.metadata = create(MetadataSchema, { filterMetadata: { istio: serviceMetadata(service, port.port, subset.name, dr, policy.tls?.mode) } });
     out.push(c);
   }
   return out;

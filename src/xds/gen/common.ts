@@ -99,10 +99,12 @@ export const WK = {
   grpcStats: 'envoy.filters.http.grpc_stats',
   jwtAuthn: 'envoy.filters.http.jwt_authn',
   rbac: 'envoy.filters.http.rbac',
+  alpn: 'istio.alpn',
   tlsInspector: 'envoy.filters.listener.tls_inspector',
   httpInspector: 'envoy.filters.listener.http_inspector',
   originalDst: 'envoy.filters.listener.original_dst',
   tlsTransportSocket: 'envoy.transport_sockets.tls',
+  rawBufferTransportSocket: 'envoy.transport_sockets.raw_buffer',
   httpProtocolOptions: 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
 } as const;
 

@@ -1,13 +1,23 @@
 // ClusterLoadAssignments (Istio EndpointBuilder): endpoints of a service port, filtered by subset
 // labels, grouped by locality, with weights and health. Unhealthy endpoints are left out unless
 // PILOT_SEND_UNHEALTHY_ENDPOINTS, terminating ones always; endpoints labelled with PILOT_DRAINING_LABEL
-// are sent DRAINING.
+// are sent DRAINING. Endpoints with a sidecar carry the tlsMode metadata auto mTLS matches on.
 import { create } from '@bufbuild/protobuf';
 import { HealthStatus } from '../../gen/envoy/config/core/v3/health_check_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import type { LocalityLbEndpoints } from '../../gen/envoy/config/endpoint/v3/endpoint_components_pb';
 import { isIp } from '../../discovery/host';
 import type { Endpoint } from '../../discovery/model';
+import { endpointTlsMode, TLS_MODE_DISABLED } from '../../discovery/labels';
+
+/**
+ * Istio AppendLbEndpointMetadata: an endpoint whose workload has a sidecar says so in
+ * `envoy.transport_socket_match` metadata, which the cluster's `tlsMode-istio` transport socket match selects.
+ */
+export function endpointMetadata(e: Endpoint): { filterMetadata: { [k: string]: { tlsMode: string } } } | undefined {
+  const mode = endpointTlsMode(e.labels);
+  return mode === TLS_MODE_DISABLED ? undefined : { filterMetadata: { 'envoy.transport_socket_match': { tlsMode: mode } } };
+}
 
 export interface EndpointOptions {
   sendUnhealthy: boolean;
@@ -57,6 +67,7 @@ export function localityLbEndpoints(endpoints: readonly Endpoint[], opts: Endpoi
     }
     const weight = e.weight && e.weight > 0 ? e.weight : 1;
     g.weight += weight;
+    const metadata = endpointMetadata(e);
     g.eps.push({
       hostIdentifier: {
         case: 'endpoint',
@@ -68,6 +79,7 @@ export function localityLbEndpoints(endpoints: readonly Endpoint[], opts: Endpoi
       },
       healthStatus: health,
       loadBalancingWeight: weight,
+      ...(metadata ? { metadata } : {}),
     } as LocalityLbEndpoints['lbEndpoints'][number]);
   }
   return [...groups.values()].map(

@@ -21,6 +21,7 @@ import {
   type HttpFilter,
   HttpFilterSchema,
 } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import { FilterConfig_Protocol as AlpnProtocol, FilterConfigSchema as AlpnFilterConfigSchema } from '../../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
 import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
 import { UuidRequestIdConfigSchema } from '../../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
@@ -54,6 +55,23 @@ export const corsFilter = (): HttpFilter => httpFilter(WK.cors, pack(CorsSchema,
 export const grpcStatsFilter = (): HttpFilter =>
   httpFilter(WK.grpcStats, pack(GrpcStatsSchema, { emitFilterState: true, perMethodStatSpecifier: { case: 'statsForAllMethods', value: { value: false } } }));
 
+/**
+ * Istio's `istio.alpn` filter (xdsfilters.Alpn): on mesh mTLS upstreams the ALPN becomes `istio-http/1.0`,
+ * `istio-http/1.1` or `istio-h2` by the upstream HTTP protocol — what the server sidecar's inbound chains
+ * match to tell HTTP from TCP — with `istio` and the plain value after it for servers outside the mesh.
+ */
+export const alpnFilter = (): HttpFilter =>
+  httpFilter(
+    WK.alpn,
+    pack(AlpnFilterConfigSchema, {
+      alpnOverride: [
+        { upstreamProtocol: AlpnProtocol.HTTP10, alpnOverride: ['istio-http/1.0', 'istio', 'http/1.0'] },
+        { upstreamProtocol: AlpnProtocol.HTTP11, alpnOverride: ['istio-http/1.1', 'istio', 'http/1.1'] },
+        { upstreamProtocol: AlpnProtocol.HTTP2, alpnOverride: ['istio-h2', 'istio', 'h2'] },
+      ],
+    }),
+  );
+
 /** Istio's HTTP filter chain order (authn and authz filters come from the security builders). */
 export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass, security: SecurityFilterBuilders | undefined): HttpFilter[] {
   // Policies apply where traffic enters a workload (gateway, sidecar inbound), never on sidecar outbound;
@@ -63,6 +81,8 @@ export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass,
     ...(sec?.authn?.(proxy, push, cls) ?? []),
     ...(sec?.authz?.(proxy, push, cls) ?? []),
     grpcStatsFilter(),
+    // PILOT_ENABLE_ALPN_FILTER: everywhere traffic leaves for an upstream that may be a sidecar (not inbound)
+    ...(push.options.alpnFilter && cls !== 'sidecarInbound' ? [alpnFilter()] : []),
     faultFilter(),
     corsFilter(),
     routerFilter(),

@@ -65,7 +65,9 @@ function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
   for (const svc of push.servicesForProxy(proxy)) {
     const dr = push.destinationRule(proxy, svc.hostname, svc);
     for (const p of svc.ports) {
-      const key = outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p));
+      // auto mTLS depends on the destination's PeerAuthentication mode (and, for passthrough, its endpoints)
+      const mtls = [dr?.trafficPolicy, ...(dr?.subsets ?? []).map((s) => s.trafficPolicy)].map((tp) => push.inferServiceMtlsMode(tp, svc, p)).join(',');
+      const key = `${outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p))}|${mtls}`;
       out.push(...packedClusters.get(key, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
     }
   }
@@ -163,9 +165,10 @@ function packedVirtualInbound(proxy: Proxy, push: PushContext, opts: GeneratorOp
   packedInbound.nextPush(push.version);
   const build = () => pack(buildVirtualInboundListener(proxy, push, opts));
   if (push.requestAuthentications(proxy).length > 0) return build();
-  const peer = push.peerAuthentications(proxy);
-  const policies = [...push.authorizationPolicies(proxy), peer.mesh, peer.namespace, ...peer.workload].map((c) => c && [c.kind, c.meta.namespace, c.meta.name, c.spec]);
-  const key = `${push.sharedKey(proxy)}|${targetsKey(proxy, push)}|${optionsKey(push.options)}|${initKey(policies)}`;
+  const peer = push.mergedPeerAuthentication(proxy);
+  const policies = push.authorizationPolicies(proxy).map((c) => [c.kind, c.meta.namespace, c.meta.name, c.spec]);
+  const mtls = [peer.mode, ...[...peer.perPort].sort(([a], [b]) => a - b)];
+  const key = `${push.sharedKey(proxy)}|${targetsKey(proxy, push)}|${optionsKey(push.options)}|${initKey(policies)}|${initKey(mtls)}`;
   return packedInbound.get(key, build);
 }
 

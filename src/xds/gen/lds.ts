@@ -4,7 +4,7 @@
 import { create } from '@bufbuild/protobuf';
 import { hostMatches, isIp } from '../../discovery/host';
 import type { Proxy, Service } from '../../discovery/model';
-import type { PushContext } from '../../discovery/push-context';
+import type { PushContext, ServiceTarget } from '../../discovery/push-context';
 import { isHttpProtocol, isHttpOrSniffed, parseProtocol } from '../../discovery/registry/protocol';
 import { TrafficDirection } from '../../gen/envoy/config/core/v3/base_pb';
 import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
@@ -27,7 +27,9 @@ import {
 import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
 import { defaultInboundRoute, destinationCluster } from './route';
 import { splitHostPort } from './rds';
-import { downstreamTransportSocket } from './tls';
+import { buildInboundTls, downstreamTransportSocket, tlsTransportSocket } from './tls';
+import { filterChainMatchOptions, inboundListenerFilters, type ListenerProtocol } from './inbound-mtls';
+import { modeForPort, type MutualTlsMode } from '../../discovery/push/peer-authentication';
 
 export interface ListenerBuildOptions {
   security?: SecurityFilterBuilders;
@@ -158,68 +160,108 @@ function virtualOutbound(push: PushContext, proxy: Proxy): Listener {
   });
 }
 
-function inboundRouteConfig(cluster: string, port: number, operation: string) {
+function inboundRouteConfig(cluster: string, servicePort: number, operation: string) {
   return {
     name: cluster,
     validateClusters: false,
-    virtualHosts: [{ name: `inbound|http|${port}`, domains: ['*'], routes: [defaultInboundRoute(cluster, operation)] }],
+    virtualHosts: [{ name: `inbound|http|${servicePort}`, domains: ['*'], routes: [defaultInboundRoute(cluster, operation)] }],
   };
 }
 
+/** Istio inboundChainConfig: one port of the workload (or the passthrough, port 0) to split into chains. */
+interface InboundChainConfig {
+  /** Workload port matched (destination_port); 0 for the passthrough chains. */
+  targetPort: number;
+  /** Service port (route vhost name and trace operation). */
+  servicePort: number;
+  hostname: string;
+  cluster: string;
+  protocol: ListenerProtocol;
+  passthrough: boolean;
+}
+
+function listenerProtocol(p: Service['ports'][number]['protocol']): ListenerProtocol {
+  if (isHttpProtocol(p)) return 'HTTP';
+  return p === 'UnsupportedProtocol' ? 'AUTO' : 'TCP';
+}
+
+/** Istio inboundChainForOpts: the chains of one port, one per match option, TLS from the port's mTLS mode. */
+function inboundChains(push: PushContext, proxy: Proxy, cc: InboundChainConfig, mode: MutualTlsMode, opts: ListenerBuildOptions): FilterChain[] {
+  const tlsOpts = {
+    trustDomains: [push.options.trustDomain],
+    metadataExchange: push.options.metadataExchange,
+    disableMxAlpn: push.options.disableMxAlpn,
+  };
+  const httpTls = buildInboundTls(mode, false, tlsOpts);
+  const tcpTls = buildInboundTls(mode, true, tlsOpts);
+  const name = (protocol: 'HTTP' | 'TCP') => (cc.passthrough ? (protocol === 'HTTP' ? 'virtualInbound-catchall-http' : VIRTUAL_INBOUND_LISTENER) : `0.0.0.0_${cc.targetPort}`);
+  return filterChainMatchOptions(mode, cc.protocol, push.options.http10).map((o) => {
+    const filters =
+      o.protocol === 'HTTP'
+        ? [
+            hcmFilter(
+              httpConnectionManager(proxy, push, {
+                statPrefix: cc.passthrough ? cc.cluster : `inbound_0.0.0.0_${cc.targetPort}`,
+                cls: 'sidecarInbound',
+                routeConfig: inboundRouteConfig(cc.cluster, cc.servicePort, `${cc.hostname}:${cc.servicePort}/*`),
+                ...(opts.security ? { security: opts.security } : {}),
+              }),
+            ),
+          ]
+        : [...tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security), tcpProxyFilter(cc.cluster, [{ cluster: cc.cluster, weight: 100 }])];
+    const tls = o.tls ? (o.protocol === 'HTTP' ? httpTls : tcpTls) : undefined;
+    return create(FilterChainSchema, {
+      name: name(o.protocol),
+      filterChainMatch: {
+        ...(cc.targetPort > 0 ? { destinationPort: cc.targetPort } : {}),
+        transportProtocol: o.transportProtocol,
+        applicationProtocols: [...o.applicationProtocols],
+      },
+      filters,
+      ...(tls ? { transportSocket: tlsTransportSocket(tls) } : {}),
+    });
+  });
+}
+
+/**
+ * Istio buildInboundListeners/inboundVirtualListener: the blackhole chain for 15006 itself, the passthrough
+ * chains (for the workload's mode, plus one set per port-level PeerAuthentication port no service covers),
+ * then each service target port split by its PeerAuthentication mode. Listener filters follow the chains.
+ */
 function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOptions): Listener {
   const port = push.options.proxyInboundListenPort;
+  const peer = push.mergedPeerAuthentication(proxy);
   const chains: FilterChain[] = [
     create(FilterChainSchema, { name: 'virtualInbound-blackhole', filterChainMatch: { destinationPort: port }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])] }),
   ];
-  const seen = new Set<number>();
+  // First service per target port wins (Istio uses the oldest service on a conflict).
+  const targets = new Map<number, ServiceTarget>();
   for (const t of push.serviceTargets(proxy)) {
-    if (seen.has(t.targetPort) || t.port.protocol === 'UDP') continue;
-    seen.add(t.targetPort);
-    const cluster = buildSubsetKey('inbound', '', '', t.targetPort);
-    const name = `0.0.0.0_${t.targetPort}`;
-    const filters = isHttpProtocol(t.port.protocol)
-      ? [
-          hcmFilter(
-            httpConnectionManager(proxy, push, {
-              statPrefix: `inbound_${name}`,
-              cls: 'sidecarInbound',
-              routeConfig: inboundRouteConfig(cluster, t.targetPort, `${t.service.hostname}:${t.port.port}/*`),
-              ...(opts.security ? { security: opts.security } : {}),
-            }),
-          ),
-        ]
-      : [...tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security), tcpProxyFilter(cluster, [{ cluster, weight: 100 }])];
-    chains.push(create(FilterChainSchema, { name, filterChainMatch: { destinationPort: t.targetPort, transportProtocol: 'raw_buffer' }, filters }));
+    if (t.port.protocol === 'UDP' || targets.has(t.targetPort)) continue;
+    targets.set(t.targetPort, t);
   }
-  chains.push(
-    create(FilterChainSchema, {
-      name: VIRTUAL_INBOUND_LISTENER,
-      filterChainMatch: { prefixRanges: [{ addressPrefix: '0.0.0.0', prefixLen: 0 }] },
-      // Passthrough TCP enters the workload too: Istio's inbound passthrough chain carries the authz filters.
-      filters: [...tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security), tcpProxyFilter(INBOUND_PASSTHROUGH_CLUSTER, [{ cluster: INBOUND_PASSTHROUGH_CLUSTER, weight: 100 }])],
-    }),
-    create(FilterChainSchema, {
-      name: 'virtualInbound-catchall-http',
-      filterChainMatch: { prefixRanges: [{ addressPrefix: '0.0.0.0', prefixLen: 0 }], applicationProtocols: ['http/1.1', 'h2c'] },
-      filters: [
-        hcmFilter(
-          httpConnectionManager(proxy, push, {
-            statPrefix: `inbound_0.0.0.0_${port}`,
-            cls: 'sidecarInbound',
-            routeConfig: inboundRouteConfig(INBOUND_PASSTHROUGH_CLUSTER, port, `${INBOUND_PASSTHROUGH_CLUSTER}:${port}/*`),
-            // Passthrough HTTP is traffic into the workload too: the same policies apply (Istio does so).
-            ...(opts.security ? { security: opts.security } : {}),
-          }),
-        ),
-      ],
-    }),
-  );
+  const passthroughPorts = [0, ...[...peer.perPort.keys()].filter((p) => !targets.has(p)).sort((a, b) => a - b)];
+  for (const p of passthroughPorts) {
+    const cc: InboundChainConfig = { targetPort: p, servicePort: 0, hostname: '', cluster: INBOUND_PASSTHROUGH_CLUSTER, protocol: 'AUTO', passthrough: true };
+    chains.push(...inboundChains(push, proxy, cc, modeForPort(peer, p), opts));
+  }
+  for (const t of [...targets.values()].sort((a, b) => a.targetPort - b.targetPort)) {
+    const cc: InboundChainConfig = {
+      targetPort: t.targetPort,
+      servicePort: t.port.port,
+      hostname: t.service.hostname,
+      cluster: buildSubsetKey('inbound', '', '', t.targetPort),
+      protocol: listenerProtocol(t.port.protocol),
+      passthrough: false,
+    };
+    chains.push(...inboundChains(push, proxy, cc, modeForPort(peer, t.targetPort), opts));
+  }
   return create(ListenerSchema, {
     name: VIRTUAL_INBOUND_LISTENER,
     address: socketAddress('0.0.0.0', port),
     ...transparent(proxy),
     trafficDirection: TrafficDirection.INBOUND,
-    listenerFilters: [originalDst(), tlsInspector(), httpInspector()],
+    listenerFilters: inboundListenerFilters(chains, originalDst()),
     listenerFiltersTimeout: durationMs(0),
     continueOnListenerFiltersTimeout: true,
     filterChains: chains,

@@ -1,9 +1,15 @@
-// TLS contexts as Istio builds them: upstream (DestinationRule tls → cluster transport socket) and
-// downstream (Gateway server tls → filter chain transport socket). Secrets always come over SDS from
-// the proxy's agent (`sds-grpc` cluster): `default`/`ROOTCA` for mesh identities,
-// `kubernetes://<credentialName>` for credentials, `file-cert:<cert>~<key>` / `file-root:<ca>` for files.
+// TLS contexts as Istio builds them: upstream (DestinationRule tls and auto mTLS → cluster transport
+// socket or transport socket matches), inbound mesh mTLS (PeerAuthentication → virtualInbound filter
+// chains) and downstream gateway TLS (Gateway server tls). Secrets come over SDS: from the proxy's agent
+// (`sds-grpc` cluster) for `default`/`ROOTCA` (mesh identity) and `file-cert:<cert>~<key>` /
+// `file-root:<ca>` (files), from the discovery daemon over ADS for credentials (`kubernetes://<name>`).
 import { create } from '@bufbuild/protobuf';
+import { anyPack } from '@bufbuild/protobuf/wkt';
 import type { ClientTLSSettings, ServerTLSSettings } from '../../config/types';
+import type { MutualTlsMode } from '../../discovery/push/peer-authentication';
+import { TLS_MODE_ISTIO } from '../../discovery/labels';
+import { Cluster_TransportSocketMatchSchema, type Cluster_TransportSocketMatch } from '../../gen/envoy/config/cluster/v3/cluster_pb';
+import { RawBufferSchema } from '../../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb';
 import { ApiConfigSource_ApiType, ApiVersion, ConfigSourceSchema, type ConfigSource } from '../../gen/envoy/config/core/v3/config_source_pb';
 import { TransportSocketSchema, type TransportSocket } from '../../gen/envoy/config/core/v3/base_pb';
 import { CertificateValidationContextSchema, TlsParameters_TlsProtocol, TlsParametersSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
@@ -13,22 +19,46 @@ import {
   DownstreamTlsContextSchema,
   UpstreamTlsContextSchema,
   type CommonTlsContext,
+  type DownstreamTlsContext,
+  type UpstreamTlsContext,
 } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import { SdsSecretConfigSchema, type SdsSecretConfig } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
-import { StringMatcherSchema } from '../../gen/envoy/type/matcher/v3/string_pb';
-import { pack, WK } from './common';
+import { StringMatcherSchema, type StringMatcher } from '../../gen/envoy/type/matcher/v3/string_pb';
+import { durationMs, pack, WK } from './common';
 
 export const SDS_CLUSTER = 'sds-grpc';
 export const SDS_DEFAULT = 'default';
 export const SDS_ROOTCA = 'ROOTCA';
 export const CREDENTIAL_PREFIX = 'kubernetes://';
 export const CREDENTIAL_CA_SUFFIX = '-cacert';
-/** ALPN Istio offers on mesh mTLS connections. */
-export const ALPN_ISTIO = ['istio-peer-exchange', 'istio'];
-export const ALPN_H2_HTTP11 = ['h2', 'http/1.1'];
+/** credentialName prefixes (Istio pilot/pkg/model/credentials). */
+const BUILTIN_PREFIX = 'builtin://';
+const CONFIGMAP_PREFIX = 'configmap://';
+const INVALID_PREFIX = 'invalid://';
+const GATEWAY_SECRET_PREFIX = 'kubernetes-gateway://';
+export const FILE_ROOT_SYSTEM = 'file-root:system';
+
+// ALPN values (Istio pilot/pkg/networking/util, pkg/model).
+export const ALPN_IN_MESH = ['istio'];
+export const ALPN_IN_MESH_WITH_MXC = ['istio-peer-exchange', 'istio'];
+export const ALPN_IN_MESH_H2 = ['istio', 'h2'];
+export const ALPN_IN_MESH_H2_WITH_MXC = ['istio-peer-exchange', 'istio', 'h2'];
+export const ALPN_H2_ONLY = ['h2'];
+export const ALPN_HTTP = ['h2', 'http/1.1'];
+export const ALPN_DOWNSTREAM_WITH_MXC = ['istio-peer-exchange', 'h2', 'http/1.1'];
+
+/** Cipher suites Istio allows on inbound mesh mTLS (authn/utils SupportedCiphers). */
+export const MESH_MTLS_CIPHERS = [
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'AES256-GCM-SHA384',
+  'AES128-GCM-SHA256',
+];
 
 /** The agent's SDS server as every Istio proxy's bootstrap names it. */
-export function sdsConfig(): ConfigSource {
+export function sdsConfig(initialFetchTimeoutZero = false): ConfigSource {
   return create(ConfigSourceSchema, {
     configSourceSpecifier: {
       case: 'apiConfigSource',
@@ -40,23 +70,57 @@ export function sdsConfig(): ConfigSource {
       },
     },
     resourceApiVersion: ApiVersion.V3,
+    // Istio's shared default/ROOTCA configs do not wait for the first answer; file secrets do.
+    ...(initialFetchTimeoutZero ? { initialFetchTimeout: durationMs(0) } : {}),
   });
 }
 
-function sds(name: string): SdsSecretConfig {
-  return create(SdsSecretConfigSchema, { name, sdsConfig: sdsConfig() });
+/**
+ * Istio SDSAdsConfig: credentials (`kubernetes://…`) are served by the discovery daemon over the ADS stream,
+ * without initial_fetch_timeout 0 so a missing secret does not block the whole listener or cluster.
+ */
+export function sdsAdsConfig(): ConfigSource {
+  return create(ConfigSourceSchema, { configSourceSpecifier: { case: 'ads', value: {} }, resourceApiVersion: ApiVersion.V3 });
 }
 
-function combinedValidation(rootSecret: string, sans: readonly string[]): CommonTlsContext['validationContextType'] {
+/** Istio ConstructSdsSecretConfig: a secret from the agent (`default`, `ROOTCA`, `file-cert:…`, `file-root:…`). */
+export function sds(name: string): SdsSecretConfig {
+  return create(SdsSecretConfigSchema, { name, sdsConfig: sdsConfig(name === SDS_DEFAULT || name === SDS_ROOTCA) });
+}
+
+/** Istio credentials.ToResourceName. */
+export function credentialResourceName(name: string): string {
+  if (name.startsWith(BUILTIN_PREFIX)) return SDS_DEFAULT;
+  if (name.startsWith(INVALID_PREFIX)) return INVALID_PREFIX;
+  if (name.startsWith(CONFIGMAP_PREFIX) || name.startsWith(CREDENTIAL_PREFIX) || name.startsWith(GATEWAY_SECRET_PREFIX)) return name;
+  return `${CREDENTIAL_PREFIX}${name}`;
+}
+
+/**
+ * Istio ConstructSdsSecretConfigForCredential: `builtin://` is the proxy's own identity from the agent;
+ * every other credential is a secret the daemon serves over ADS.
+ */
+export function credentialSds(name: string): SdsSecretConfig {
+  if (name === BUILTIN_PREFIX) return sds(SDS_DEFAULT);
+  if (name === `${BUILTIN_PREFIX}${CREDENTIAL_CA_SUFFIX}`) return sds(SDS_ROOTCA);
+  return create(SdsSecretConfigSchema, { name: credentialResourceName(name), sdsConfig: sdsAdsConfig() });
+}
+
+const exact = (v: string) => create(StringMatcherSchema, { matchPattern: { case: 'exact', value: v } });
+const prefix = (v: string) => create(StringMatcherSchema, { matchPattern: { case: 'prefix', value: v } });
+
+function combined(root: SdsSecretConfig, sans: readonly StringMatcher[]): CommonTlsContext['validationContextType'] {
   return {
     case: 'combinedValidationContext',
     value: create(CommonTlsContext_CombinedCertificateValidationContextSchema, {
-      defaultValidationContext: create(CertificateValidationContextSchema, {
-        matchSubjectAltNames: sans.map((v) => create(StringMatcherSchema, { matchPattern: { case: 'exact', value: v } })),
-      }),
-      validationContextSdsSecretConfig: sds(rootSecret),
+      defaultValidationContext: create(CertificateValidationContextSchema, { matchSubjectAltNames: [...sans] }),
+      validationContextSdsSecretConfig: root,
     }),
   };
+}
+
+function combinedValidation(rootSecret: string, sans: readonly string[]): CommonTlsContext['validationContextType'] {
+  return combined(sds(rootSecret), sans.map(exact));
 }
 
 function protocol(v: string | undefined): TlsParameters_TlsProtocol | undefined {
@@ -74,54 +138,177 @@ function protocol(v: string | undefined): TlsParameters_TlsProtocol | undefined 
   }
 }
 
-export interface UpstreamTlsInput {
-  tls: ClientTLSSettings;
-  /** `outbound_.<port>_.<subset>_.<host>`: SNI Istio uses for ISTIO_MUTUAL. */
-  istioSni: string;
-  /** Identities expected of the endpoints (service accounts), for ISTIO_MUTUAL SAN checks. */
-  serviceAccounts: readonly string[];
-  http2: boolean;
+// ---------------------------------------------------------------------------------------------
+// upstream (Istio cluster_tls.go)
+
+/** Whether TLS settings came from a DestinationRule or were chosen by auto mTLS (Istio mtlsContextType). */
+export type MtlsContextType = 'userSupplied' | 'autoDetected';
+
+/**
+ * Istio buildUpstreamTLSSettings: the DestinationRule's settings (ISTIO_MUTUAL completed with the default SNI
+ * and the service accounts as SANs), or — when it gives none — ISTIO_MUTUAL chosen by auto mTLS unless the
+ * service is external, auto mTLS is off, or the destination's mode is DISABLE or unknown.
+ */
+export function buildUpstreamTlsSettings(
+  tls: ClientTLSSettings | undefined,
+  serviceAccounts: readonly string[],
+  sni: string,
+  autoMtlsEnabled: boolean,
+  meshExternal: boolean,
+  serviceMtlsMode: MutualTlsMode,
+): { tls: ClientTLSSettings | undefined; ctx: MtlsContextType } {
+  if (tls) {
+    if (tls.mode !== 'ISTIO_MUTUAL') return { tls, ctx: 'userSupplied' };
+    const sans = tls.subjectAltNames && tls.subjectAltNames.length > 0 ? tls.subjectAltNames : [...serviceAccounts];
+    return { tls: { mode: 'ISTIO_MUTUAL', subjectAltNames: sans, sni: tls.sni || sni }, ctx: 'userSupplied' };
+  }
+  if (meshExternal || !autoMtlsEnabled || serviceMtlsMode === 'UNKNOWN' || serviceMtlsMode === 'DISABLE') return { tls: undefined, ctx: 'userSupplied' };
+  return { tls: { mode: 'ISTIO_MUTUAL', subjectAltNames: [...serviceAccounts], sni }, ctx: 'autoDetected' };
 }
 
-/** Transport socket for a cluster, or undefined for DISABLE / no TLS. */
-export function upstreamTransportSocket(input: UpstreamTlsInput): TransportSocket | undefined {
-  const tls = input.tls;
+export interface UpstreamTlsOptions {
+  /** Cluster name: ISTIO_MUTUAL's SNI when the settings carry none. */
+  clusterName: string;
+  /** The cluster speaks HTTP/2 upstream. */
+  http2: boolean;
+  /** Built for a sidecar (not a gateway). */
+  sidecar: boolean;
+  /** The DestinationRule has a workloadSelector. */
+  drWithSelector: boolean;
+  /** The service comes from a ServiceEntry (Istio provider.External). */
+  externalRegistry: boolean;
+  serviceAccounts: readonly string[];
+  metadataExchange: boolean;
+  disableMxAlpn: boolean;
+}
+
+export interface UpstreamTls {
+  context: UpstreamTlsContext;
+  /** SIMPLE/MUTUAL without SNI: the cluster's HTTP options ask for auto_sni / auto_san_validation. */
+  autoSni: boolean;
+  autoSanValidation: boolean;
+}
+
+function defaultUpstreamCommon(): CommonTlsContext {
+  // if not specified, Envoy's client default is TLSv1_2 only
+  return create(CommonTlsContextSchema, {
+    tlsParams: create(TlsParametersSchema, {
+      tlsMinimumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_2,
+      tlsMaximumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_3,
+    }),
+  });
+}
+
+/**
+ * Istio buildUpstreamClusterTLSContext; undefined for no TLS. Throws (Istio logs and sends the cluster
+ * without TLS) when MUTUAL names no client certificate.
+ */
+export function buildUpstreamTlsContext(tls: ClientTLSSettings | undefined, o: UpstreamTlsOptions): UpstreamTls | undefined {
+  if (!tls) return undefined;
   const mode = tls.mode ?? 'DISABLE';
-  if (mode === 'DISABLE') return undefined;
-  const common = create(CommonTlsContextSchema, {});
-  let sni = tls.sni ?? '';
+  // A sidecar gets no credentialName TLS from a DestinationRule without workloadSelector: Istio will not hand
+  // every sidecar in scope a secret it cannot read (configmap:// roots excepted).
+  const privileged = !!tls.credentialName && !tls.credentialName.startsWith(CONFIGMAP_PREFIX);
+  if (privileged && o.sidecar && !o.drWithSelector && (mode === 'SIMPLE' || mode === 'MUTUAL')) return undefined;
+  const common = defaultUpstreamCommon();
   switch (mode) {
+    case 'DISABLE':
+      return undefined;
     case 'ISTIO_MUTUAL': {
       common.tlsCertificateSdsSecretConfigs = [sds(SDS_DEFAULT)];
-      const sans = tls.subjectAltNames && tls.subjectAltNames.length > 0 ? tls.subjectAltNames : input.serviceAccounts;
-      common.validationContextType = combinedValidation(SDS_ROOTCA, sans);
-      common.alpnProtocols = input.http2 ? [...ALPN_ISTIO, 'h2'] : [...ALPN_ISTIO];
-      if (!sni) sni = input.istioSni;
-      break;
+      common.validationContextType = combinedValidation(SDS_ROOTCA, tls.subjectAltNames ?? []);
+      const mx = o.metadataExchange && !o.disableMxAlpn;
+      common.alpnProtocols = o.http2 ? [...(mx ? ALPN_IN_MESH_H2_WITH_MXC : ALPN_IN_MESH_H2)] : [...(mx ? ALPN_IN_MESH_WITH_MXC : ALPN_IN_MESH)];
+      const context = create(UpstreamTlsContextSchema, { commonTlsContext: common, sni: tls.sni || o.clusterName });
+      return { context, autoSni: false, autoSanValidation: false };
     }
     case 'SIMPLE':
     case 'MUTUAL': {
+      const autoSni = !tls.sni;
+      const autoSanValidation = autoSni && (tls.subjectAltNames ?? []).length === 0 && !tls.insecureSkipVerify;
+      // ServiceEntry hosts: their subjectAltNames stand in when the rule gives none.
+      const sans = o.externalRegistry && (tls.subjectAltNames ?? []).length === 0 ? [...o.serviceAccounts] : (tls.subjectAltNames ?? []);
       if (tls.credentialName) {
-        if (mode === 'MUTUAL') common.tlsCertificateSdsSecretConfigs = [sds(`${CREDENTIAL_PREFIX}${tls.credentialName}`)];
-        if (!tls.insecureSkipVerify) {
-          common.validationContextType = combinedValidation(`${CREDENTIAL_PREFIX}${tls.credentialName}${CREDENTIAL_CA_SUFFIX}`, tls.subjectAltNames ?? []);
-        }
+        if (mode === 'MUTUAL') common.tlsCertificateSdsSecretConfigs = [credentialSds(tls.credentialName)];
+        if (!tls.insecureSkipVerify) common.validationContextType = combined(credentialSds(`${tls.credentialName}${CREDENTIAL_CA_SUFFIX}`), sans.map(exact));
       } else {
-        if (mode === 'MUTUAL' && tls.clientCertificate && tls.privateKey) {
+        // Files named in the rule are read by the agent and served over SDS (rotation without restarts).
+        const ca = tls.caCertificates || 'system';
+        if (mode === 'MUTUAL') {
+          if (!tls.clientCertificate || !tls.privateKey) {
+            throw new Error(`failed to apply tls setting for ${o.clusterName}: client certificate and private key must not be empty`);
+          }
           common.tlsCertificateSdsSecretConfigs = [sds(`file-cert:${tls.clientCertificate}~${tls.privateKey}`)];
         }
-        if (tls.caCertificates && !tls.insecureSkipVerify) {
-          common.validationContextType = combinedValidation(`file-root:${tls.caCertificates}`, tls.subjectAltNames ?? []);
+        if (tls.insecureSkipVerify) {
+          common.validationContextType = { case: 'validationContext', value: create(CertificateValidationContextSchema, {}) };
+        } else {
+          common.validationContextType = combinedValidation(`file-root:${ca}`, sans);
         }
       }
-      if (input.http2) common.alpnProtocols = ['h2'];
-      break;
+      if (o.http2) common.alpnProtocols = [...ALPN_H2_ONLY];
+      return { context: create(UpstreamTlsContextSchema, { commonTlsContext: common, sni: tls.sni ?? '' }), autoSni, autoSanValidation };
     }
   }
-  return create(TransportSocketSchema, {
-    name: WK.tlsTransportSocket,
-    configType: { case: 'typedConfig', value: pack(UpstreamTlsContextSchema, { commonTlsContext: common, sni }) },
+  return undefined;
+}
+
+export function tlsTransportSocket(context: UpstreamTlsContext | DownstreamTlsContext): TransportSocket {
+  const value = context.$typeName === 'envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext' ? anyPack(UpstreamTlsContextSchema, context) : anyPack(DownstreamTlsContextSchema, context as DownstreamTlsContext);
+  return create(TransportSocketSchema, { name: WK.tlsTransportSocket, configType: { case: 'typedConfig', value } });
+}
+
+/** Istio's raw buffer transport socket (xdsfilters.RawBufferTransportSocket). */
+export function rawBufferTransportSocket(): TransportSocket {
+  return create(TransportSocketSchema, { name: WK.rawBufferTransportSocket, configType: { case: 'typedConfig', value: pack(RawBufferSchema, {}) } });
+}
+
+/** Transport socket match names and values (Istio cluster_tls.go). */
+export const TRANSPORT_SOCKET_MATCH_KEY = 'envoy.transport_socket_match';
+export const TLS_MODE_KEY = 'tlsMode';
+
+/**
+ * Istio applyUpstreamTLSSettings after auto mTLS: `tlsMode-istio` (endpoints whose metadata says tlsMode
+ * istio get the mTLS socket) then `tlsMode-disabled` (everything else, plaintext).
+ */
+export function autoMtlsTransportSocketMatches(socket: TransportSocket): Cluster_TransportSocketMatch[] {
+  return [
+    create(Cluster_TransportSocketMatchSchema, { name: `tlsMode-${TLS_MODE_ISTIO}`, match: { [TLS_MODE_KEY]: TLS_MODE_ISTIO }, transportSocket: socket }),
+    create(Cluster_TransportSocketMatchSchema, { name: 'tlsMode-disabled', match: {}, transportSocket: rawBufferTransportSocket() }),
+  ];
+}
+
+// ---------------------------------------------------------------------------------------------
+// inbound mesh mTLS (Istio authn/utils BuildInboundTLS, security/model ApplyToCommonTLSContext)
+
+export interface InboundTlsOptions {
+  /** The mesh's trust domain and aliases (Istio TrustDomainsForValidation), accepted as SPIFFE prefixes. */
+  trustDomains: readonly string[];
+  metadataExchange: boolean;
+  disableMxAlpn: boolean;
+  /** meshMTLS.minProtocolVersion: TLSV1_3 raises the minimum, anything else is TLS 1.2. */
+  minProtocolVersion?: string;
+}
+
+/**
+ * The DownstreamTlsContext of an inbound mTLS filter chain; undefined for DISABLE/UNKNOWN. TCP chains offer
+ * `istio-peer-exchange` (metadata exchange) before h2/http1.1; HTTP chains only h2/http1.1 — `istio` must not
+ * be negotiated by the server, it is only what the filter chain matches on.
+ */
+export function buildInboundTls(mode: MutualTlsMode, tcp: boolean, o: InboundTlsOptions): DownstreamTlsContext | undefined {
+  if (mode === 'DISABLE' || mode === 'UNKNOWN') return undefined;
+  const alpn = tcp && o.metadataExchange ? (o.disableMxAlpn ? ALPN_HTTP : ALPN_DOWNSTREAM_WITH_MXC) : ALPN_HTTP;
+  const common = create(CommonTlsContextSchema, {
+    alpnProtocols: [...alpn],
+    tlsParams: create(TlsParametersSchema, {
+      cipherSuites: [...MESH_MTLS_CIPHERS],
+      tlsMinimumProtocolVersion: o.minProtocolVersion === 'TLSV1_3' ? TlsParameters_TlsProtocol.TLSv1_3 : TlsParameters_TlsProtocol.TLSv1_2,
+      tlsMaximumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_3,
+    }),
+    validationContextType: combined(sds(SDS_ROOTCA), o.trustDomains.map((td) => prefix(`spiffe://${td}/`))),
+    tlsCertificateSdsSecretConfigs: [sds(SDS_DEFAULT)],
   });
+  return create(DownstreamTlsContextSchema, { commonTlsContext: common, requireClientCertificate: true });
 }
 
 /** DownstreamTlsContext for a gateway server that terminates TLS (Istio BuildListenerTLSContext). */
@@ -134,15 +321,14 @@ export function downstreamTransportSocket(tls: ServerTLSSettings, http: boolean)
     common.validationContextType = combinedValidation(SDS_ROOTCA, tls.subjectAltNames ?? []);
     requireClientCertificate = true;
   } else {
-    const cert = tls.credentialName ? `${CREDENTIAL_PREFIX}${tls.credentialName}` : `file-cert:${tls.serverCertificate ?? ''}~${tls.privateKey ?? ''}`;
-    common.tlsCertificateSdsSecretConfigs = [sds(cert)];
+    common.tlsCertificateSdsSecretConfigs = [tls.credentialName ? credentialSds(tls.credentialName) : sds(`file-cert:${tls.serverCertificate ?? ''}~${tls.privateKey ?? ''}`)];
     if (mode === 'MUTUAL' || mode === 'OPTIONAL_MUTUAL') {
-      const root = tls.credentialName ? `${CREDENTIAL_PREFIX}${tls.credentialName}${CREDENTIAL_CA_SUFFIX}` : `file-root:${tls.caCertificates ?? ''}`;
-      common.validationContextType = combinedValidation(root, tls.subjectAltNames ?? []);
+      const root = tls.credentialName ? credentialSds(`${tls.credentialName}${CREDENTIAL_CA_SUFFIX}`) : sds(`file-root:${tls.caCertificates ?? ''}`);
+      common.validationContextType = combined(root, (tls.subjectAltNames ?? []).map(exact));
       requireClientCertificate = mode === 'MUTUAL';
     }
   }
-  if (http) common.alpnProtocols = [...ALPN_H2_HTTP11];
+  if (http) common.alpnProtocols = [...ALPN_HTTP];
   // Istio servers default to TLS 1.2 as the minimum version.
   common.tlsParams = create(TlsParametersSchema, {
     tlsMinimumProtocolVersion: protocol(tls.minProtocolVersion) ?? TlsParameters_TlsProtocol.TLSv1_2,

@@ -96,7 +96,7 @@ t.test('gateway LDS and RDS', async (t) => {
   t.equal(hcm.useRemoteAddress, true);
   t.equal(hcm.normalizePath, true);
   t.equal(hcm.routeSpecifier.case === 'rds' && hcm.routeSpecifier.value.routeConfigName, 'http.80');
-  t.same(hcm.httpFilters.map((f) => f.name), ['envoy.filters.http.grpc_stats', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
+  t.same(hcm.httpFilters.map((f) => f.name), ['envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
   const [r] = g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.80']), req(push)).resources;
   const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
   t.equal(rc.virtualHosts.length, 1);
