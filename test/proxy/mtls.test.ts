@@ -369,6 +369,16 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
       s.on('error', reject);
     });
     t.equal(peer.subjectaltname, `URI:${idB.id}`);
+    // a client offering only `istio-http/1.1` picks the mTLS HTTP chain, whose context offers h2 and
+    // http/1.1: like Envoy, the handshake completes without ALPN instead of failing
+    const noOverlap = await new Promise<string | false>((resolve, reject) => {
+      const s = tls.connect({ host: '127.0.0.1', port: bHttp, cert: idA.certPem, key: idA.keyPem, ca: rootPem, ALPNProtocols: ['istio-http/1.1'], checkServerIdentity: () => undefined }, () => {
+        resolve(s.alpnProtocol ?? false);
+        s.destroy();
+      });
+      s.on('error', reject);
+    });
+    t.equal(noOverlap, false, 'handshake done, no protocol selected');
   });
 
   await t.test('PERMISSIVE serves plaintext, STRICT refuses it', async (t) => {

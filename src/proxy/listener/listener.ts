@@ -522,12 +522,17 @@ export class ListenerRuntime {
       return;
     }
     const ctx = chain.tls;
+    // Envoy (BoringSSL) completes the handshake without ALPN when the client offers none of the
+    // context's protocols; Node's server would send a fatal no_application_protocol alert instead, so
+    // such a client is served by a context without ALPN (the tls_inspector told what it offers).
+    const offered = sniffed?.kind === 'tls' ? sniffed.alpn : [];
+    const negotiateAlpn = ctx.alpn.length === 0 || offered.length === 0 || offered.some((p) => ctx.alpn.includes(p));
     if (!ctx.hasCertificates()) {
       this.stats.sslNoCert.inc();
       socket.destroy();
       return;
     }
-    if (chain.hcm) {
+    if (chain.hcm && negotiateAlpn) {
       chain.hcm.serveTls(socket, { info, draining: () => this.isDraining() }, ctx, {
         onHandshake: () => {
           this.stats.sslHandshake.inc();
@@ -537,10 +542,10 @@ export class ListenerRuntime {
           this.stats.sslError.inc();
           this.log.debug(`TLS error from ${info.remoteAddress}: ${why}`);
         },
-      });
+      }, negotiateAlpn);
       return;
     }
-    // TLS terminated in front of tcp_proxy
+    // TLS terminated here: in front of tcp_proxy, or of HTTP/1.1 when no ALPN was agreed
     const o = ctx.secureOptions();
     let secureContext: tls.SecureContext;
     try {
@@ -555,7 +560,7 @@ export class ListenerRuntime {
       secureContext,
       requestCert: o.requestCert ?? false,
       rejectUnauthorized: o.rejectUnauthorized,
-      ...(ctx.alpn.length > 0 ? { ALPNProtocols: ctx.alpn } : {}),
+      ...(ctx.alpn.length > 0 && negotiateAlpn ? { ALPNProtocols: ctx.alpn } : {}),
     });
     t.on('error', () => {
       this.stats.sslError.inc();
@@ -580,7 +585,8 @@ export class ListenerRuntime {
         t.destroy();
         return;
       }
-      chain.tcp!.handle(t, undefined, info);
+      if (chain.tcp) chain.tcp.handle(t, undefined, info);
+      else this.serveHttp(t, chain, info, false);
     });
   }
 
