@@ -271,23 +271,20 @@ export class HcmRuntime {
 
   /** Per TLS context, a Node secure HTTP/2 server (HTTP/1.1 allowed) that terminates TLS for this HCM. */
   private readonly secureServers = new Map<TlsContext, http2.Http2SecureServer>();
-  /** The same servers without ALPN, for clients that offer none of the context's protocols. */
-  private readonly secureServersNoAlpn = new Map<TlsContext, http2.Http2SecureServer>();
   private readonly pendingTls = new WeakMap<net.Socket, { ctx: ConnectionContext; hooks: TlsHooks }>();
 
   /**
    * Terminates TLS with the chain's context, then serves HTTP/2 or HTTP/1.1 as ALPN decided. Node's
    * HTTP/2 server only runs on TLS sockets it made itself, so TLS is done by a secure server per context.
    */
-  serveTls(socket: net.Socket, ctx: ConnectionContext, tlsCtx: TlsContext, hooks: TlsHooks, negotiateAlpn = true): void {
-    const srv = this.secureServerFor(tlsCtx, negotiateAlpn);
+  serveTls(socket: net.Socket, ctx: ConnectionContext, tlsCtx: TlsContext, hooks: TlsHooks): void {
+    const srv = this.secureServerFor(tlsCtx);
     this.pendingTls.set(socket, { ctx, hooks });
     srv.emit('connection', socket);
   }
 
-  private secureServerFor(tlsCtx: TlsContext, negotiateAlpn: boolean): http2.Http2SecureServer {
-    const cache = negotiateAlpn ? this.secureServers : this.secureServersNoAlpn;
-    let srv = cache.get(tlsCtx);
+  private secureServerFor(tlsCtx: TlsContext): http2.Http2SecureServer {
+    let srv = this.secureServers.get(tlsCtx);
     if (srv) return srv;
     const o = tlsCtx.secureOptions();
     const onRequest = (req: DownstreamRequest, res: DownstreamResponse) => this.onRequest(req, res);
@@ -295,7 +292,7 @@ export class HcmRuntime {
       {
         ...o,
         allowHTTP1: true,
-        ...(negotiateAlpn ? { ALPNProtocols: tlsCtx.alpn.length > 0 ? tlsCtx.alpn : ['http/1.1'] } : {}),
+        ALPNProtocols: tlsCtx.alpn.length > 0 ? tlsCtx.alpn : ['http/1.1'],
         settings: { enablePush: false },
       } as http2.SecureServerOptions,
       onRequest as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
@@ -352,7 +349,7 @@ export class HcmRuntime {
       }
     });
     srv.on('sessionError', () => {});
-    cache.set(tlsCtx, srv);
+    this.secureServers.set(tlsCtx, srv);
     return srv;
   }
 
@@ -391,7 +388,7 @@ export class HcmRuntime {
 
   release(): void {
     this.routes.release();
-    for (const s of [...this.secureServers.values(), ...this.secureServersNoAlpn.values()]) s.close();
+    for (const s of this.secureServers.values()) s.close();
   }
 
   onStreamDone(s: Stream): void {

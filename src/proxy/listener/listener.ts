@@ -542,7 +542,7 @@ export class ListenerRuntime {
           this.stats.sslError.inc();
           this.log.debug(`TLS error from ${info.remoteAddress}: ${why}`);
         },
-      }, negotiateAlpn);
+      });
       return;
     }
     // TLS terminated here: in front of tcp_proxy, or of HTTP/1.1 when no ALPN was agreed
