@@ -19,7 +19,10 @@ export interface DownstreamConnectionInfo {
   /** Subject alternative names (URIs and DNS names) of the client certificate. */
   peerUriSans: readonly string[];
   peerDnsSans: readonly string[];
+  /** Subject of the client certificate in RFC 2253 form (`CN=a,O=b`), as Envoy's subjectPeerCertificate. */
   peerSubject: string;
+  /** TLS details of the connection for x-forwarded-client-cert (TLS connections with a peer certificate). */
+  ssl?: SslDetails;
   /** Original destination when it is known (SO_ORIGINAL_DST, see native/original-dst.ts; or guessed). */
   originalDestination?: { address: string; port: number };
 }
@@ -32,6 +35,16 @@ export const APPLICATION_PROTOCOLS_KEY = 'envoy.network.application_protocols';
 
 /** The override for one upstream request, once the router knows the cluster and its HTTP protocol. */
 export type ApplicationProtocolsFor = (upstreamProtocol: 'http1' | 'http2', clusterMetadata: JsonObject | undefined) => readonly string[] | undefined;
+
+/** What Envoy's Ssl::ConnectionInfo offers about the certificates of a connection. */
+export interface SslDetails {
+  /** Hex SHA-256 of the peer certificate (DER), lower case. */
+  readonly sha256PeerCertificateDigest: string;
+  /** URI SANs of our own certificate on this connection (XFCC `By=`). */
+  readonly uriSanLocalCertificate: readonly string[];
+  urlEncodedPemEncodedPeerCertificate(): string;
+  urlEncodedPemEncodedPeerCertificateChain(): string;
+}
 
 export class StreamInfo {
   readonly startTime = Date.now();

@@ -10,6 +10,10 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { CertificateAuthority } from '../../src/ca/authority';
+import { createCsrPem } from '../../src/ca/pkix/csr';
+import { generateKeyPair } from '../../src/ca/pkix/keys';
+import { generateRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { DIST, built } from '../helpers/binary';
 import { createNetns, httpGetIn, must, netnsUnavailable, sh } from '../helpers/netns';
 import { REPO } from '../helpers/spec';
@@ -165,6 +169,17 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
   fs.mkdirSync(home);
   fs.chownSync(home, PROXY_UID, PROXY_UID);
   fs.writeFileSync(path.join(home, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 10.88.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
+  // the workload certificate (mounted files, FILE_MOUNTED_CERTS): MESH_INTERNAL services' clusters carry
+  // auto-mTLS transport sockets whose SDS secrets must arrive before the sidecar is ready, as in Istio
+  const root = await generateRoot({ ttlMs: 24 * 3_600_000, org: 'cluster.local', rsaKeySize: 2048 });
+  const ca = new CertificateAuthority(selfSignedBundle(root, 'test'), { defaultCertTtlMs: 3_600_000, maxCertTtlMs: 24 * 3_600_000 });
+  const pair = await generateKeyPair({ kind: 'ec', curve: 'P256' });
+  const id = 'spiffe://cluster.local/ns/demo/sa/default';
+  fs.mkdirSync(path.join(home, 'etc', 'certs'), { recursive: true });
+  fs.writeFileSync(path.join(home, 'etc/certs/cert-chain.pem'), ca.sign(createCsrPem({ privateKey: pair.privateKey, sans: { uris: [id] }, org: '' }), { subjectIds: [id], ttlSeconds: 0 }));
+  fs.writeFileSync(path.join(home, 'etc/certs/key.pem'), pair.privateKeyPem);
+  fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), root.certPem);
+  sh(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
   const agent = await startIn(
     t,
     pod,
@@ -179,6 +194,7 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
         POD_NAME: 'app-0',
         POD_NAMESPACE: 'demo',
         INSTANCE_IP: '10.88.0.2',
+        FILE_MOUNTED_CERTS: 'true',
         MESH_METAJSON_LABELS: '{"app":"app"}',
         // Istio keeps only a few stats unless told otherwise; the test reads cluster, listener and chain stats
         PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', proxyStatsMatcher: { inclusionRegexps: ['.*'] } }),

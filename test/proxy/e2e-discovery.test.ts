@@ -3,11 +3,13 @@
 // real traffic to two backends. A file edit changes routing without restarting the proxy; killing the
 // daemon leaves routing working; restarting it reconnects.
 import t from 'tap';
+import type { JsonObject } from '@bufbuild/protobuf';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { makeCa, sdsCluster, startSds } from './sds';
 import { adminGet, adsBootstrap, backend, freePort, request, startProxy, statValue, waitFor } from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -80,6 +82,12 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
       metadata: { NAMESPACE: 'mesh-system', LABELS: { mesh: 'ingressgateway' }, MESH_VERSION: '1.26.0', INSTANCE_IPS: '127.0.0.1' },
     },
   });
+  // like every Istio proxy, the gateway reads its identity from the agent's SDS server (`sds-grpc`): the
+  // clusters of MESH_INTERNAL services carry auto-mTLS transport sockets that name it
+  const { rootPem, issue } = await makeCa();
+  const sds = await startSds(path.join(dir, 'sds'), rootPem, await issue('spiffe://cluster.local/ns/mesh-system/sa/istio-ingressgateway-service-account'));
+  t.teardown(() => sds.stop());
+  ((bootstrap['static_resources'] as JsonObject)['clusters'] as JsonObject[]).push(sdsCluster(sds.socketPath));
   const proxy = await startProxy(bootstrap);
   t.teardown(() => proxy.close());
   await proxy.engine.initialized;

@@ -52,7 +52,7 @@ t.test('RBAC evaluation', async (t) => {
     connection: conn(o.c),
     dynamicMetadata: o.md ? new Map(Object.entries(o.md)) : undefined,
   });
-  const mtls = { peerCertificatePresented: true, peerUriSans: ['spiffe://cluster.local/ns/foo/sa/app'] };
+  const mtls = { tls: true, peerCertificatePresented: true, peerUriSans: ['spiffe://cluster.local/ns/foo/sa/app'] };
   t.same(allow.evaluate(input({ path: '/api/x', c: mtls })), { allowed: true, policy: 'ns-foo' });
   t.same(allow.evaluate(input({ path: '/api/x', method: 'POST', c: mtls })), { allowed: false, policy: '' }, 'method must match');
   t.same(allow.evaluate(input({ path: '/api/x' })), { allowed: false, policy: '' }, 'plaintext is not authenticated');
@@ -69,8 +69,9 @@ t.test('RBAC evaluation', async (t) => {
   t.equal(empty.evaluate(input({})).allowed, false, 'ALLOW with no policies denies everything');
   t.throws(() => rules('ALLOW', { c: { permissions: [{ any: true }], principals: [{ any: true }], condition: { const_expr: { bool_value: true } } } }), /CEL conditions are not supported/);
   const dns = rules('ALLOW', { p: { permissions: [{ any: true }], principals: [{ authenticated: { principal_name: { suffix: '.example.com' } } }] } });
-  t.equal(dns.evaluate(input({ c: { peerCertificatePresented: true, peerDnsSans: ['svc.example.com'] } })).allowed, true, 'DNS SAN when there is no URI SAN');
-  t.equal(dns.evaluate(input({ c: { peerCertificatePresented: true, peerUriSans: ['spiffe://x'], peerDnsSans: ['svc.example.com'] } })).allowed, false, 'URI SANs take precedence');
+  t.equal(dns.evaluate(input({ c: { tls: true, peerCertificatePresented: true, peerDnsSans: ['svc.example.com'] } })).allowed, true, 'DNS SAN when there is no URI SAN');
+  // Envoy AuthenticatedMatcher: every URI SAN, then every DNS SAN, then the subject
+  t.equal(dns.evaluate(input({ c: { tls: true, peerCertificatePresented: true, peerUriSans: ['spiffe://x'], peerDnsSans: ['svc.example.com'] } })).allowed, true, 'DNS SANs are tried after URI SANs');
 });
 
 function hosts(spec: Array<{ w?: number; health?: 'healthy' | 'unhealthy' | 'draining' | 'degraded'; p?: number }>): Host[] {

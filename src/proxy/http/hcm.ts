@@ -28,14 +28,16 @@ import { typeNameOf, type FilterFactoryContext, type HttpFilter, type HttpFilter
 import { HOP_BY_HOP, RequestHeaders, type RawHeaders } from './headers';
 import { processPath, type EscapedSlashesAction } from './path';
 import { Router } from './router';
+import { clientCertDetailsOf, forwardClientCertOf, xfccAction, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
 import { H1Response, H1ServerConnection } from './h1/server';
 import { unwrapTypedStruct } from './typed-struct';
 import { cidrContains, isInternalAddress, parseCidr, parseIp } from '../listener/cidr';
-import type { TlsContext } from '../tls/context';
+import { applyPeer, type TlsContext } from '../tls/context';
 import { portStart } from '../route/vhost';
 
 const kCtx = Symbol('mesh.connection');
+const XFCC = 'x-forwarded-client-cert';
 
 export interface TlsHooks {
   /** Returning false closes the connection (a network filter in front of the HCM refused it). */
@@ -119,6 +121,8 @@ export interface HcmOptions {
   idleTimeoutMs: number;
   maxRequestHeadersKb: number;
   upgradeTypes: ReadonlySet<string>;
+  forwardClientCert: ForwardClientCert;
+  clientCertDetails: readonly ClientCertDetail[];
 }
 
 interface ChainEntry {
@@ -187,6 +191,8 @@ export class HcmRuntime {
       idleTimeoutMs: durationToMs(proto.commonHttpProtocolOptions?.idleTimeout) ?? 3_600_000,
       maxRequestHeadersKb: proto.maxRequestHeadersKb ?? 60,
       upgradeTypes: new Set(proto.upgradeConfigs.filter((u) => u.enabled !== false).map((u) => u.upgradeType.toLowerCase())),
+      forwardClientCert: forwardClientCertOf(proto.forwardClientCertDetails),
+      clientCertDetails: clientCertDetailsOf(proto.setCurrentClientCertDetails),
     };
     if (proto.localReplyConfig && (proto.localReplyConfig.mappers.length > 0 || proto.localReplyConfig.bodyFormat)) {
       throw new ConfigError(`${where}.local_reply_config: custom local replies are not supported`);
@@ -318,11 +324,7 @@ export class HcmRuntime {
         t.destroy();
         return;
       }
-      info.peerCertificatePresented = v.peer.presented;
-      info.peerCertificateValidated = v.peer.validated;
-      info.peerUriSans = v.peer.uriSans;
-      info.peerDnsSans = v.peer.dnsSans;
-      info.peerSubject = v.peer.subject;
+      applyPeer(info, v.peer);
       if (p.hooks.onHandshake() === false) {
         t.destroy();
         return;
@@ -507,6 +509,13 @@ export class HcmRuntime {
       const last = xff?.split(',').map((x) => x.trim()).filter(Boolean);
       internal = last ? last.length === 1 && this.isInternal(last[0]!) : (s.conn.internal ??= this.isInternal(remote));
       if (!h.has('x-forwarded-proto')) h.set('x-forwarded-proto', s.conn.info.tls ? 'https' : 'http');
+    }
+    const xfcc = xfccAction(o.forwardClientCert, o.clientCertDetails, s.conn.info);
+    if (xfcc.kind === 'remove') h.remove(XFCC);
+    else if (xfcc.kind === 'set') h.set(XFCC, xfcc.value);
+    else if (xfcc.kind === 'append') {
+      const prev = h.get(XFCC);
+      h.set(XFCC, prev ? `${prev},${xfcc.value}` : xfcc.value);
     }
     if (o.via) h.add('via', o.via);
     const edge = o.useRemoteAddress && !internal;

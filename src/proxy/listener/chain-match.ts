@@ -2,7 +2,7 @@
 // then the longest `*.` wildcard), transport protocol, application protocols, direct source IP, source
 // type, source IP, source port. At each step chains naming a matching value win over chains that name
 // nothing; chains naming only other values drop out.
-import type { FilterChainMatch } from '../../gen/envoy/config/listener/v3/listener_components_pb';
+import type { FilterChainMatch, ListenerFilterChainMatchPredicate } from '../../gen/envoy/config/listener/v3/listener_components_pb';
 import { FilterChainMatch_ConnectionSourceType } from '../../gen/envoy/config/listener/v3/listener_components_pb';
 import { ConfigError } from '../matchers/string';
 import { cidrContains, parseCidr, parseIp, type Cidr, type IpValue } from './cidr';
@@ -118,4 +118,36 @@ export function needsInspection(chains: ReadonlyArray<{ match: CompiledChainMatc
     }
   }
   return { tls, http };
+}
+
+/**
+ * A listener filter's `filter_disabled` predicate (ListenerFilterChainMatchPredicate): true when the
+ * filter must not run for a connection to this destination port. Istio turns the TLS and HTTP
+ * inspectors off on inbound ports that do not need them, so server-first protocols are not held.
+ */
+export function compileFilterDisabled(p: ListenerFilterChainMatchPredicate | undefined, where: string): (port: number) => boolean {
+  if (!p) return () => false;
+  const r = p.rule;
+  switch (r.case) {
+    case 'orMatch': {
+      const fs = r.value.rules.map((x, i) => compileFilterDisabled(x, `${where}.or_match.rules[${i}]`));
+      return (port) => fs.some((f) => f(port));
+    }
+    case 'andMatch': {
+      const fs = r.value.rules.map((x, i) => compileFilterDisabled(x, `${where}.and_match.rules[${i}]`));
+      return (port) => fs.every((f) => f(port));
+    }
+    case 'notMatch': {
+      const f = compileFilterDisabled(r.value, `${where}.not_match`);
+      return (port) => !f(port);
+    }
+    case 'anyMatch':
+      return () => r.value;
+    case 'destinationPortRange': {
+      const { start, end } = r.value;
+      return (port) => port >= start && port < end;
+    }
+    default:
+      throw new ConfigError(`${where}: a rule is required`);
+  }
 }

@@ -16,11 +16,11 @@ import { ConfigError } from '../matchers/string';
 import { durationToMs } from '../route/action';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import { plainIp, type DownstreamConnectionInfo } from '../stream-info';
-import { TlsContext } from '../tls/context';
+import { applyPeer, TlsContext } from '../tls/context';
 import type { Destination, OriginalDstSource } from '../../native/original-dst';
 import type { SecretManager } from '../tls/secrets';
 import type { ClusterManager } from '../upstream/cluster-manager';
-import { chainMatchKey, compileChainMatch, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
+import { chainMatchKey, compileChainMatch, compileFilterDisabled, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
 import { acceptPacer, listenBacklog } from './accept';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
@@ -111,6 +111,36 @@ function recordChainVerification(t: tls.TLSSocket, requested: boolean): void {
   else if (handle?.verifyError) t.authorized = true;
 }
 
+interface Inspectors {
+  tls: boolean;
+  http: boolean;
+}
+
+/**
+ * The tls_inspector and http_inspector listener filters, each off where its filter_disabled says so.
+ * Like Envoy, a TLS inspector is assumed when chains match on SNI / transport protocol / ALPN and the
+ * listener names none; listeners that name no inspector at all keep HTTP sniffing for chains matching
+ * on application protocols (configs written for this engine before inspectors were honoured).
+ */
+function inspectorsOf(proto: Listener, needed: { tls: boolean; http: boolean }, where: string): (port: number) => Inspectors {
+  let tls: ((port: number) => boolean) | undefined;
+  let http: ((port: number) => boolean) | undefined;
+  proto.listenerFilters.forEach((f, i) => {
+    const t = f.configType.case === 'typedConfig' ? f.configType.value.typeUrl : '';
+    const disabled = compileFilterDisabled(f.filterDisabled, `${where}.listener_filters[${i}].filter_disabled`);
+    if (t.endsWith('.tls_inspector.v3.TlsInspector') || (!t && f.name === 'envoy.filters.listener.tls_inspector')) tls = disabled;
+    else if (t.endsWith('.http_inspector.v3.HttpInspector') || (!t && f.name === 'envoy.filters.listener.http_inspector')) http = disabled;
+  });
+  const anyInspector = tls !== undefined || http !== undefined;
+  const tlsOff = tls;
+  const httpOff = http;
+  return (port) => ({
+    tls: tlsOff ? !tlsOff(port) : needed.tls,
+    // an HTTP inspector whose result no chain looks at is skipped: server-first protocols are not held
+    http: needed.http && (httpOff ? !httpOff(port) : !anyInspector),
+  });
+}
+
 export class ListenerRuntime {
   readonly address: { host: string; port: number; pipe?: string; ipv4Compat?: boolean };
   readonly chains: CompiledChain[];
@@ -125,7 +155,8 @@ export class ListenerRuntime {
   private readonly originalDstFilter: boolean;
   readonly inbound: boolean;
   readonly ready: Promise<void>;
-  private readonly inspect: { tls: boolean; http: boolean };
+  /** Which inspectors read the first bytes of a connection to this destination port. */
+  private readonly inspect: (port: number) => Inspectors;
   private readonly timeoutMs: number;
   private readonly continueOnTimeout: boolean;
   /** Set by the listener manager once the listener may serve. */
@@ -194,7 +225,7 @@ export class ListenerRuntime {
       throw e;
     }
     if (this.chains.length === 0 && !this.defaultChain) throw new ConfigError(`${where}: no filter chains specified`);
-    this.inspect = needsInspection(this.chains);
+    this.inspect = inspectorsOf(proto, needsInspection(this.chains), where);
     this.timeoutMs = durationToMs(proto.listenerFiltersTimeout) ?? 15_000;
     this.continueOnTimeout = proto.continueOnListenerFiltersTimeout;
     const waits: Array<Promise<void>> = [];
@@ -341,14 +372,15 @@ export class ListenerRuntime {
     const guess = this.restoresDestination && !source && !handoff;
     const head = handoff?.head;
     const singleChain = this.chains.length === 1 && !this.defaultChain ? this.chains[0]! : undefined;
+    const insp = this.inspect(info.localPort);
     // no inspection for a lone TCP or TLS chain: server-first protocols work and nothing is buffered
-    if (singleChain && (singleChain.tcp || singleChain.tls) && !this.inspect.tls && !this.inspect.http && !guess && !(head && head.length > 0)) {
+    if (singleChain && (singleChain.tcp || singleChain.tls) && !insp.tls && !insp.http && !guess && !(head && head.length > 0)) {
       this.dispatch(socket, singleChain, info, undefined);
       return;
     }
     // Several chains that differ only by destination (port, prefix ranges) need no byte either: the
     // passthrough and black-hole chains of virtualOutbound serve server-first protocols too.
-    if (!guess && !this.inspect.tls && !this.inspect.http && !(head && head.length > 0)) {
+    if (!guess && !insp.tls && !insp.http && !(head && head.length > 0)) {
       const chain = this.selectFor(info, { kind: 'raw', alpn: [] });
       if (!chain) {
         this.noChain(socket, info);
@@ -359,7 +391,7 @@ export class ListenerRuntime {
         return;
       }
     }
-    this.peek(socket, head, guess, (buf, sniffed, host) => {
+    this.peek(socket, head, guess, insp, (buf, sniffed, host) => {
       if (guess) {
         const dst = host ? { address: host.host === 'localhost' ? '127.0.0.1' : host.host, port: host.port } : sniffed.kind === 'tls' && sniffed.sni ? { address: sniffed.sni, port: 443 } : undefined;
         if (dst) {
@@ -375,7 +407,8 @@ export class ListenerRuntime {
         }
       }
       info.serverName = sniffed.kind === 'tls' ? sniffed.sni : '';
-      const chain = this.selectFor(info, sniffed);
+      // application protocols of plaintext come only from an http_inspector that ran
+      const chain = this.selectFor(info, sniffed.kind === 'raw' && !insp.http ? { kind: 'raw', alpn: [] } : sniffed);
       socket.unshift(buf);
       if (!chain) {
         this.noChain(socket, info);
@@ -405,7 +438,7 @@ export class ListenerRuntime {
   }
 
   /** Reads until the first bytes decide what the chain selection and codec need. */
-  private peek(socket: net.Socket, head: Buffer | undefined, needHost: boolean, done: (buf: Buffer, s: Sniffed, host: { host: string; port: number } | undefined) => void): void {
+  private peek(socket: net.Socket, head: Buffer | undefined, needHost: boolean, insp: Inspectors, done: (buf: Buffer, s: Sniffed, host: { host: string; port: number } | undefined) => void): void {
     let buf = head ?? Buffer.alloc(0);
     this.stats.preCxActive.inc();
     let finished = false;
@@ -426,7 +459,9 @@ export class ListenerRuntime {
         return;
       }
       let s: Sniffed;
-      if (buf[0] === 0x16) s = parseClientHello(buf);
+      // the destination guess reads HTTP/1 and TLS whatever the inspectors say (it needs the Host or SNI)
+      if (buf[0] === 0x16 && (insp.tls || needHost)) s = parseClientHello(buf);
+      // read even without http_inspector: the HCM's AUTO codec tells HTTP/2 by its preface the same way
       else s = sniffHttp(buf);
       if (s.kind === 'more' && !final) return;
       if (s.kind === 'more') s = { kind: 'raw', alpn: [] };
@@ -487,12 +522,17 @@ export class ListenerRuntime {
       return;
     }
     const ctx = chain.tls;
+    // Envoy (BoringSSL) completes the handshake without ALPN when the client offers none of the
+    // context's protocols; Node's server would send a fatal no_application_protocol alert instead, so
+    // such a client is served by a context without ALPN (the tls_inspector told what it offers).
+    const offered = sniffed?.kind === 'tls' ? sniffed.alpn : [];
+    const negotiateAlpn = ctx.alpn.length === 0 || offered.length === 0 || offered.some((p) => ctx.alpn.includes(p));
     if (!ctx.hasCertificates()) {
       this.stats.sslNoCert.inc();
       socket.destroy();
       return;
     }
-    if (chain.hcm) {
+    if (chain.hcm && negotiateAlpn) {
       chain.hcm.serveTls(socket, { info, draining: () => this.isDraining() }, ctx, {
         onHandshake: () => {
           this.stats.sslHandshake.inc();
@@ -505,7 +545,7 @@ export class ListenerRuntime {
       });
       return;
     }
-    // TLS terminated in front of tcp_proxy
+    // TLS terminated here: in front of tcp_proxy, or of HTTP/1.1 when no ALPN was agreed
     const o = ctx.secureOptions();
     let secureContext: tls.SecureContext;
     try {
@@ -520,7 +560,7 @@ export class ListenerRuntime {
       secureContext,
       requestCert: o.requestCert ?? false,
       rejectUnauthorized: o.rejectUnauthorized,
-      ...(ctx.alpn.length > 0 ? { ALPNProtocols: ctx.alpn } : {}),
+      ...(ctx.alpn.length > 0 && negotiateAlpn ? { ALPNProtocols: ctx.alpn } : {}),
     });
     t.on('error', () => {
       this.stats.sslError.inc();
@@ -539,17 +579,14 @@ export class ListenerRuntime {
         t.destroy();
         return;
       }
-      info.peerCertificatePresented = v.peer.presented;
-      info.peerCertificateValidated = v.peer.validated;
-      info.peerUriSans = v.peer.uriSans;
-      info.peerDnsSans = v.peer.dnsSans;
-      info.peerSubject = v.peer.subject;
+      applyPeer(info, v.peer);
       if (!rbacAllows()) {
         this.log.debug(`closing connection from ${info.remoteAddress}: rbac denied`);
         t.destroy();
         return;
       }
-      chain.tcp!.handle(t, undefined, info);
+      if (chain.tcp) chain.tcp.handle(t, undefined, info);
+      else this.serveHttp(t, chain, info, false);
     });
   }
 

@@ -90,15 +90,15 @@ function compilePrincipal(p: Principal, where: string): Pred {
     case 'any':
       return () => id.value;
     case 'authenticated': {
+      // Envoy AuthenticatedMatcher: any TLS connection matches an empty principal_name; otherwise any
+      // URI SAN, then any DNS SAN, then the RFC 2253 subject of the peer certificate.
       const pn = id.value.principalName;
-      if (!pn) return (q) => q.connection.peerCertificatePresented;
+      if (!pn) return (q) => q.connection.tls;
       const m = compileStringMatcher(pn, `${where}.authenticated.principal_name`);
       return (q) => {
         const c = q.connection;
-        if (!c.peerCertificatePresented) return false;
-        if (c.peerUriSans.length > 0) return c.peerUriSans.some(m);
-        if (c.peerDnsSans.length > 0) return c.peerDnsSans.some(m);
-        return m(c.peerSubject);
+        if (!c.tls) return false;
+        return c.peerUriSans.some(m) || c.peerDnsSans.some(m) || m(c.peerSubject);
       };
     }
     case 'sourceIp':

@@ -2,6 +2,7 @@
 // and validation contexts inline, from files or from SDS secrets. Peer verification follows Envoy:
 // no validation context = no verification; trusted_ca verifies the chain (unless ACCEPT_UNTRUSTED);
 // SAN matchers and certificate hashes are checked on top; hostnames are not checked against SNI.
+import { X509Certificate } from 'node:crypto';
 import tls from 'node:tls';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { CommonTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
@@ -15,6 +16,8 @@ import {
 import { ConfigError, compileStringMatcher, type StringMatch } from '../matchers/string';
 import { readDataSource } from '../route/action';
 import type { SecretManager, SecretWatch } from './secrets';
+import { urlEncodePem } from '../http/xfcc';
+import type { DownstreamConnectionInfo, SslDetails } from '../stream-info';
 
 const PROTOCOLS: Record<number, tls.SecureVersion | undefined> = {
   [TlsParameters_TlsProtocol.TLS_AUTO]: undefined,
@@ -43,7 +46,61 @@ export interface PeerInfo {
   validated: boolean;
   uriSans: string[];
   dnsSans: string[];
+  /** RFC 2253 (Envoy's subjectPeerCertificate). */
   subject: string;
+  ssl: SslDetails | undefined;
+}
+
+/** Records what the handshake established about the peer on the connection's info. */
+export function applyPeer(info: DownstreamConnectionInfo, peer: PeerInfo): void {
+  info.peerCertificatePresented = peer.presented;
+  info.peerCertificateValidated = peer.validated;
+  info.peerUriSans = peer.uriSans;
+  info.peerDnsSans = peer.dnsSans;
+  info.peerSubject = peer.subject;
+  if (peer.ssl) info.ssl = peer.ssl;
+}
+
+/**
+ * OpenSSL's RFC 2253 rendering (XN_FLAG_RFC2253): RDNs last-to-first, comma-separated. Node's
+ * X509Certificate.subject is the multi-line form with values already escaped the RFC 2253 way.
+ */
+export function rfc2253(multiline: string | undefined): string {
+  if (!multiline) return '';
+  return multiline
+    .split('\n')
+    .filter((l) => l !== '')
+    .reverse()
+    .map((l) => l.replace(/ \+ /g, '+'))
+    .join(',');
+}
+
+function sslDetails(socket: TLSSocket, peer: X509Certificate): SslDetails {
+  const local = socket.getX509Certificate();
+  let chain: string | undefined;
+  let pem: string | undefined;
+  return {
+    sha256PeerCertificateDigest: peer.fingerprint256.replace(/:/g, '').toLowerCase(),
+    uriSanLocalCertificate: local ? parseSans(local.subjectAltName).uri : [],
+    urlEncodedPemEncodedPeerCertificate: () => (pem ??= urlEncodePem(peer.toString())),
+    urlEncodedPemEncodedPeerCertificateChain: () => {
+      if (chain === undefined) {
+        // the peer's certificates as they chain up, without the self-signed root
+        const parts: string[] = [];
+        let c: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true) as tls.DetailedPeerCertificate;
+        const seen = new Set<string>();
+        while (c && c.raw && !seen.has(c.fingerprint256)) {
+          seen.add(c.fingerprint256);
+          const x = new X509Certificate(c.raw);
+          if (parts.length > 0 && x.checkIssued(x)) break;
+          parts.push(x.toString());
+          c = c.issuerCertificate;
+        }
+        chain = urlEncodePem(parts.join(''));
+      }
+      return chain;
+    },
+  };
 }
 
 /** SANs from Node's `subjectaltname` string (`DNS:a, URI:spiffe://…, IP Address:1.2.3.4`). */
@@ -244,7 +301,8 @@ export class TlsContext {
     const cert = socket.getPeerCertificate(false) as PeerCertificate | Record<string, never>;
     const presented = !!cert && Object.keys(cert).length > 0;
     const sans = parseSans(presented ? (cert as PeerCertificate).subjectaltname : undefined);
-    const peer: PeerInfo = { presented, validated: false, uriSans: sans.uri, dnsSans: sans.dns, subject: presented ? subjectString((cert as PeerCertificate).subject) : '' };
+    const x509 = presented ? socket.getPeerX509Certificate() : undefined;
+    const peer: PeerInfo = { presented, validated: false, uriSans: sans.uri, dnsSans: sans.dns, subject: rfc2253(x509?.subject), ssl: x509 ? sslDetails(socket, x509) : undefined };
     const v = this.validation();
     if (this.opts.role === 'server' && this.opts.requireClientCertificate && !presented) return { error: 'peer did not return a certificate', peer };
     if (!v || !presented) return { peer };
@@ -272,11 +330,4 @@ export class TlsContext {
     const v = this.validation();
     return !!v && (v.sans.length > 0 || v.hashes.length > 0 || v.acceptUntrusted || v.allowExpired || !v.ca);
   }
-}
-
-function subjectString(s: tls.Certificate | undefined): string {
-  if (!s) return '';
-  return Object.entries(s)
-    .map(([k, v]) => `${k}=${Array.isArray(v) ? v.join('+') : v}`)
-    .join(',');
 }
