@@ -49,12 +49,12 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
   if (r.expirationSeconds !== undefined && r.expirationSeconds > 0) spec['expirationSeconds'] = Math.max(600, Math.round(r.expirationSeconds));
   let created: CsrObject;
   try {
-    created = (await api.send('POST', CSR_PATH, {
+    created = (await api.request('POST', CSR_PATH, { body: {
       apiVersion: 'certificates.k8s.io/v1',
       kind: 'CertificateSigningRequest',
       metadata: { generateName: r.namePrefix ?? 'csr-workload-' },
       spec,
-    })) as CsrObject;
+    } })) as CsrObject;
   } catch (e) {
     throw new OrchCsrError(`failed to create a CertificateSigningRequest for signer ${r.signerName}: ${(e as Error).message}`);
   }
@@ -62,20 +62,20 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
   if (!name) throw new OrchCsrError(`the API server created a CertificateSigningRequest without a name`);
   try {
     try {
-      await api.send('PUT', `${CSR_PATH}/${name}/approval`, {
+      await api.request('PUT', `${CSR_PATH}/${name}/approval`, { body: {
         apiVersion: 'certificates.k8s.io/v1',
         kind: 'CertificateSigningRequest',
         metadata: created.metadata,
         spec,
         status: { conditions: [{ type: 'Approved', status: 'True', reason: 'MeshdApproved', message: 'approved by meshd, the registration authority' }] },
-      });
+      } });
     } catch (e) {
       throw new OrchCsrError(`failed to approve CertificateSigningRequest ${name}: ${(e as Error).message}`);
     }
     const deadline = Date.now() + (r.timeoutMs ?? 60_000);
     let wait = r.pollMs ?? 50;
     for (;;) {
-      const o = (await api.send('GET', `${CSR_PATH}/${name}`)) as CsrObject;
+      const o = (await api.request('GET', `${CSR_PATH}/${name}`)) as CsrObject;
       const failed = o.status?.conditions?.find((c) => (c.type === 'Denied' || c.type === 'Failed') && c.status === 'True');
       if (failed) throw new OrchCsrError(`CertificateSigningRequest ${name} for signer ${r.signerName} ${failed.type === 'Denied' ? 'was denied' : 'failed'}: ${failed.reason ?? ''} ${failed.message ?? ''}`.trimEnd());
       if (o.status?.certificate) {
@@ -93,7 +93,7 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
     }
   } finally {
     // Istio deletes the request once read (or given up): they hold no secret but pile up otherwise.
-    api.send('DELETE', `${CSR_PATH}/${name}`).catch((e: unknown) => log.warn(`failed to delete CertificateSigningRequest ${name}: ${(e as Error).message}`));
+    api.request('DELETE', `${CSR_PATH}/${name}`).catch((e: unknown) => log.warn(`failed to delete CertificateSigningRequest ${name}: ${(e as Error).message}`));
   }
 }
 

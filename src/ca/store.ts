@@ -141,7 +141,7 @@ export class SecretCaStore implements CaStore {
 
   private async read(name: string): Promise<Secret | undefined> {
     try {
-      return (await this.api.send('GET', this.path(name))) as Secret;
+      return (await this.api.request('GET', this.path(name))) as Secret;
     } catch (e) {
       if (isNotFound(e)) return undefined;
       throw e;
@@ -172,7 +172,7 @@ export class SecretCaStore implements CaStore {
 
   async create(root: StoredRoot): Promise<boolean> {
     try {
-      await this.api.send('POST', `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/secrets`, caSecretObject(this.name, this.namespace, root));
+      await this.api.request('POST', `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/secrets`, { body: caSecretObject(this.name, this.namespace, root) });
       return true;
     } catch (e) {
       if (e instanceof OrchApiError && e.statusCode === 409) return false;
@@ -187,7 +187,7 @@ export class SecretCaStore implements CaStore {
       return;
     }
     const data = { ...(current.data ?? {}), [CA_CERT_FILE]: b64(root.certPem), [CA_KEY_FILE]: b64(root.keyPem) };
-    await this.api.send('PUT', this.path(this.name), { ...current, apiVersion: 'v1', kind: 'Secret', data });
+    await this.api.request('PUT', this.path(this.name), { body: { ...current, apiVersion: 'v1', kind: 'Secret', data } });
   }
 }
 

@@ -278,7 +278,7 @@ export class LeaderElection {
     const signal = deadline !== undefined ? AbortSignal.timeout(Math.max(1, Math.ceil(deadline - performance.now()))) : undefined;
     let old: LeaseObject | undefined;
     try {
-      old = (await this.o.client.send('GET', `${this.leasePath}/${encodeURIComponent(this.name)}`, undefined, signal ? { signal } : {})) as LeaseObject;
+      old = (await this.o.client.request('GET', `${this.leasePath}/${encodeURIComponent(this.name)}`, signal ? { signal } : {})) as LeaseObject;
     } catch (e) {
       if (!(e instanceof OrchApiError && e.statusCode === 404)) {
         log.warn(`error retrieving resource lock ${this.o.namespace}/${this.name}: ${(e as Error).message}`);
@@ -287,7 +287,7 @@ export class LeaderElection {
     }
     if (!old) {
       try {
-        this.lease = (await this.o.client.send('POST', this.leasePath, this.leaseObject(record), signal ? { signal } : {})) as LeaseObject;
+        this.lease = (await this.o.client.request('POST', this.leasePath, { ...(signal ? { signal } : {}), body: this.leaseObject(record) })) as LeaseObject;
       } catch (e) {
         log.warn(`error initially creating leader election record ${this.o.namespace}/${this.name}: ${(e as Error).message}`);
         return false;
@@ -317,7 +317,7 @@ export class LeaderElection {
       record.leaseTransitions = oldRecord.leaseTransitions + 1;
     }
     try {
-      this.lease = (await this.o.client.send('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, this.leaseObject(record, old), signal ? { signal } : {})) as LeaseObject;
+      this.lease = (await this.o.client.request('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, { ...(signal ? { signal } : {}), body: this.leaseObject(record, old) })) as LeaseObject;
     } catch (e) {
       log.warn(`failed to update lock ${this.o.namespace}/${this.name}: ${(e as Error).message}`);
       return false;
@@ -377,7 +377,7 @@ export class LeaderElection {
       leaseTransitions: this.observed.record.leaseTransitions,
     };
     try {
-      await this.o.client.send('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, this.leaseObject(r, this.lease), { signal: AbortSignal.timeout(2000) });
+      await this.o.client.request('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, { ...{ signal: AbortSignal.timeout(2000) }, body: this.leaseObject(r, this.lease) });
       log.info(`released leader lease ${this.o.namespace}/${this.name}`);
     } catch (e) {
       log.warn(`failed to release lock ${this.o.namespace}/${this.name}: ${(e as Error).message}`);

@@ -495,16 +495,13 @@ export const entryConfigure: Handler = async (ctx) => {
     const sa = wg.spec.template.serviceAccount;
     let token: Obj;
     try {
-      token = (await client.send(
-        'POST',
-        `/api/v1/namespaces/${encodeURIComponent(wg.namespace)}/serviceaccounts/${encodeURIComponent(sa)}/token`,
-        {
+      token = (await client.request('POST',
+        `/api/v1/namespaces/${encodeURIComponent(wg.namespace)}/serviceaccounts/${encodeURIComponent(sa)}/token`, { body: {
           apiVersion: 'authentication.k8s.io/v1',
           kind: 'TokenRequest',
           metadata: { name: sa, namespace: wg.namespace },
           spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: tokenDuration },
-        },
-      )) as Obj;
+        } })) as Obj;
     } catch (e) {
       throw new CommandError(
         `could not create a token under service account ${sa} in namespace ${wg.namespace}: ${getErrorText(e, 'serviceaccounts', sa)}`,

@@ -145,12 +145,12 @@ export class NamespaceController {
     const current = this.configMaps.get(ns);
     if (!current) {
       try {
-        const created = (await this.o.client.send('POST', collection, {
+        const created = (await this.o.client.request('POST', collection, { body: {
           apiVersion: 'v1',
           kind: 'ConfigMap',
           metadata: { name, namespace: ns, labels: { ...CONFIG_LABEL } },
           data: { [ROOT_CERT_KEY]: pem },
-        })) as ConfigMapObject;
+        } })) as ConfigMapObject;
         this.configMaps.set(ns, created);
         log.info(`created ConfigMap ${ns}/${name}`);
       } catch (e) {
@@ -163,7 +163,7 @@ export class NamespaceController {
     if (current.data?.[ROOT_CERT_KEY] === pem) return;
     const updated: ConfigMapObject = { ...current, apiVersion: 'v1', kind: 'ConfigMap', data: { ...(current.data ?? {}), [ROOT_CERT_KEY]: pem } };
     try {
-      const written = (await this.o.client.send('PUT', `${collection}/${encodeURIComponent(name)}`, updated)) as ConfigMapObject;
+      const written = (await this.o.client.request('PUT', `${collection}/${encodeURIComponent(name)}`, { body: updated })) as ConfigMapObject;
       this.configMaps.set(ns, written);
       log.info(`updated ConfigMap ${ns}/${name}`);
     } catch (e) {

@@ -189,7 +189,7 @@ export class InjectionWebhookPatcher extends WebhookConfigController {
     if (!patched.changed) return;
     patchAttempts.inc({ name: INJECTOR_WEBHOOK_SUFFIXES[0] });
     try {
-      const written = (await this.o.client.send('PUT', `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(name)}`, patched.config)) as WebhookConfiguration;
+      const written = (await this.o.client.request('PUT', `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(name)}`, { body: patched.config })) as WebhookConfiguration;
       this.configs.set(name, written);
       this.log.info(`patched the caBundle of MutatingWebhookConfiguration ${name}`);
     } catch (e) {
@@ -226,7 +226,7 @@ export class ValidationWebhookController extends WebhookConfigController {
     const patch = await patchValidationWebhooks(config, caBundleField(pem!), () => this.readyForFailClose());
     if (!patch) return;
     try {
-      const written = (await this.o.client.send('PUT', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${encodeURIComponent(name)}`, patch.config)) as WebhookConfiguration;
+      const written = (await this.o.client.request('PUT', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${encodeURIComponent(name)}`, { body: patch.config })) as WebhookConfiguration;
       this.configs.set(name, written);
       this.log.info(`successfully updated validatingwebhookconfiguration ${name} (failurePolicy=${patch.failClose ? 'Fail' : 'Ignore'}, resourceVersion=${written.metadata.resourceVersion})`);
       configUpdates.inc();

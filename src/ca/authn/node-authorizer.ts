@@ -40,7 +40,7 @@ export class NodeAuthorizer {
     if (id instanceof Error) throw new Error(`failed to validate impersonated identity ${requested}`);
     let pod: Pod;
     try {
-      pod = (await this.api.send('GET', `/api/v1/namespaces/${encodeURIComponent(caller.podNamespace)}/pods/${encodeURIComponent(caller.podName)}`)) as Pod;
+      pod = (await this.api.request('GET', `/api/v1/namespaces/${encodeURIComponent(caller.podNamespace)}/pods/${encodeURIComponent(caller.podName)}`)) as Pod;
     } catch {
       throw new Error(`pod ${caller.podNamespace}/${caller.podName} not found`);
     }
@@ -50,7 +50,7 @@ export class NodeAuthorizer {
     }
     const node = pod.spec?.nodeName ?? '';
     if (!node) throw new Error(`pod ${caller.podNamespace}/${caller.podName} is not on a node`);
-    const list = (await this.api.send('GET', `/api/v1/namespaces/${encodeURIComponent(id.namespace)}/pods`, undefined, {
+    const list = (await this.api.request('GET', `/api/v1/namespaces/${encodeURIComponent(id.namespace)}/pods`, {
       query: { fieldSelector: `spec.nodeName=${node},status.phase!=Failed` },
     })) as { items?: Pod[] };
     if (!(list.items ?? []).some((p) => p.spec?.serviceAccountName === id.serviceAccount)) {

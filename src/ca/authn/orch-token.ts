@@ -5,7 +5,7 @@
 import type { OrchClient } from '../../config/orch';
 import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, type OrchCallerInfo, spiffeUri } from './types';
 
-export type OrchApi = Pick<OrchClient, 'send'>;
+export type OrchApi = Pick<OrchClient, 'request'>;
 
 /** The gRPC metadata key a caller names its cluster with. */
 export const CLUSTER_ID_META = 'clusterid';
@@ -59,11 +59,11 @@ export class OrchTokenAuthenticator implements Authenticator {
     }
     let review: { status?: TokenReviewStatus };
     try {
-      review = (await this.o.api.send('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
+      review = (await this.o.api.request('POST', '/apis/authentication.k8s.io/v1/tokenreviews', { body: {
         apiVersion: 'authentication.k8s.io/v1',
         kind: 'TokenReview',
         spec: { token, audiences: this.o.audiences },
-      })) as typeof review;
+      } })) as typeof review;
     } catch (e) {
       throw new AuthnError(`failed to validate the JWT from cluster "${clusterId}": ${(e as Error).message}`);
     }

@@ -88,8 +88,6 @@ export interface OrchClient {
    * OrchApiError carrying the Status reason (`Conflict`, `NotFound`…).
    */
   request(method: OrchMethod, path: string, opts?: OrchRequestOptions): Promise<unknown>;
-  /** `request` with the body as its own argument (the CA's writers use this form). */
-  send(method: OrchMethod, path: string, body?: unknown, o?: Omit<OrchRequestOptions, 'body'>): Promise<unknown>;
   /**
    * A client-node Watch that asks for bookmarks and a server-side timeout, as client-go's reflector
    * does. A watch that connects after `stopped()` turned true is aborted at once.
@@ -222,7 +220,6 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
       return send('GET', path, { query, signal });
     },
     request: (method, path, opts = {}) => send(method, path, opts),
-    send: (method, path, body, o = {}) => send(method, path, { ...o, ...(body !== undefined ? { body } : {}) }),
     newWatch: (stopped = () => false) => new BookmarkingWatch(kc, stopped),
     close: () => limiter.close(),
   };
