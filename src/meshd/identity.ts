@@ -7,7 +7,8 @@ import { parse as parseYaml } from 'yaml';
 import type * as grpc from '@grpc/grpc-js';
 import { CommandError, type RunContext } from '../cli/context';
 import type { EnvTable } from '../cli/env';
-import { createOrchClient, type OrchClient } from '../config/orch';
+import type { OrchClient } from '../config/orch';
+import { daemonOrchClient } from './orchestrator';
 import { ClientCertAuthenticator } from '../ca/authn/client-cert';
 import { JwtAuthenticator, JwtRuleError, parseJwtRule } from '../ca/authn/jwt';
 import { NodeAuthorizer, parseTrustedNodeAccounts } from '../ca/authn/node-authorizer';
@@ -141,13 +142,7 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
   let orch: OrchClient | undefined;
   if (o.orchestrator) {
     try {
-      orch = await createOrchClient({
-        orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
-        qps: ctx.flags['orchApiQPS'] as number,
-        burst: ctx.flags['orchApiBurst'] as number,
-        contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
-        env: ctx.env,
-      });
+      orch = await daemonOrchClient(ctx, env);
     } catch (e) {
       throw new CommandError((e as Error).message);
     }

@@ -38,6 +38,30 @@ export function orchestratorAvailable(ctx: RunContext): boolean {
   return Boolean(ctx.flags['orchconfig']) || Boolean(ctx.env['ORCH_SERVICE_HOST'] ?? ctx.env['KUBERNETES_SERVICE_HOST']);
 }
 
+/** The daemon's orchestrator client from its flags: one place for the options (store, CA, writers). */
+export async function daemonOrchClient(ctx: RunContext, env: EnvTable): Promise<OrchClient> {
+  const { createOrchClient } = await import('../config/orch');
+  return createOrchClient({
+    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
+    qps: ctx.flags['orchApiQPS'] as number,
+    burst: ctx.flags['orchApiBurst'] as number,
+    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
+    env: ctx.env,
+    userAgent: `${ctx.program.name}/${buildInfo().version}`,
+  });
+}
+
+/** The daemon's leader elections (ENABLE_LEADER_ELECTION, revision-aware), on `client`. */
+export function daemonLeadership(ctx: RunContext, env: EnvTable, client: OrchClient): Leadership {
+  return new Leadership({
+    client,
+    namespace: ctx.flags['namespace'] as string,
+    podName: env.string('POD_NAME'),
+    revision: env.string('REVISION'),
+    enabled: env.bool('ENABLE_LEADER_ELECTION'),
+  });
+}
+
 export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise<Orchestrator> {
   const meshConfigFile = ctx.flags['meshConfig'] as string;
   let mesh;
@@ -46,15 +70,8 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
-  const { createOrchClient, OrchConfigStore, localityString } = await import('../config/orch');
-  const client = await createOrchClient({
-    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
-    qps: ctx.flags['orchApiQPS'] as number,
-    burst: ctx.flags['orchApiBurst'] as number,
-    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
-    env: ctx.env,
-    userAgent: `${ctx.program.name}/${buildInfo().version}`,
-  });
+  const { OrchConfigStore, localityString } = await import('../config/orch');
+  const client = await daemonOrchClient(ctx, env);
   const localClusterId = ctx.flags['clusterID'] as string;
   const store = new OrchConfigStore({
     client,
@@ -74,13 +91,7 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
   });
   const userAgent = `${ctx.program.name}/${buildInfo().version}`;
 
-  const leadership = new Leadership({
-    client,
-    namespace: ctx.flags['namespace'] as string,
-    podName: env.string('POD_NAME'),
-    revision: env.string('REVISION'),
-    enabled: env.bool('ENABLE_LEADER_ELECTION'),
-  });
+  const leadership = daemonLeadership(ctx, env, client);
   return {
     client,
     store,

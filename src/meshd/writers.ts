@@ -10,13 +10,12 @@
 import { CommandError, type RunContext } from '../cli/context';
 import type { EnvTable } from '../cli/env';
 import { type LabelSelector, readMeshConfig } from '../config/meshconfig';
-import { ELECTIONS, Leadership, type RunFunction } from '../leader';
-import { buildInfo } from '../lib/buildinfo';
+import { ELECTIONS, type RunFunction } from '../leader';
 import { registerScope } from '../lib/log';
 import type { DaemonIdentity } from './identity';
 import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
-import { type Orchestrator, orchestratorAvailable } from './orchestrator';
+import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
 
@@ -66,28 +65,14 @@ type WriterContext = Pick<Orchestrator, 'client' | 'leadership' | 'discoverySele
  * exists whenever there is a kubeconfig): its own client and elections, selectors read once.
  */
 async function ownContext(ctx: RunContext, env: EnvTable): Promise<WriterContext & { close(): Promise<void> }> {
-  const { createOrchClient } = await import('../config/orch');
   let selectors: readonly LabelSelector[];
   try {
     selectors = readMeshConfig(ctx.flags['meshConfig'] as string).discoverySelectors;
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
-  const client = await createOrchClient({
-    orchconfig: (ctx.flags['orchconfig'] as string) || undefined,
-    qps: ctx.flags['orchApiQPS'] as number,
-    burst: ctx.flags['orchApiBurst'] as number,
-    contentType: env.string('MESH_ORCH_CLIENT_CONTENT_TYPE'),
-    env: ctx.env,
-    userAgent: `${ctx.program.name}/${buildInfo().version}`,
-  });
-  const leadership = new Leadership({
-    client,
-    namespace: ctx.flags['namespace'] as string,
-    podName: env.string('POD_NAME'),
-    revision: env.string('REVISION'),
-    enabled: env.bool('ENABLE_LEADER_ELECTION'),
-  });
+  const client = await daemonOrchClient(ctx, env);
+  const leadership = daemonLeadership(ctx, env, client);
   return {
     client,
     leadership,
