@@ -117,14 +117,22 @@ const PURPOSE: Readonly<Record<ListenerName, string>> = {
   ctrlz: 'ControlZ',
 };
 
+const LISTENERS_STARTING = 'listeners are still starting';
+
 function readyHandler(readiness: () => Readiness) {
+  let lastReason: string | undefined;
   return (_req: IncomingMessage, res: ServerResponse): void => {
     const r = readiness();
     if (r.ready) {
+      lastReason = undefined;
       res.writeHead(200).end();
       return;
     }
-    log.warn(`not ready: ${r.reason}`);
+    // Probes poll this: a reason is worth a warning once, not at every poll, and the listeners' own start
+    // (a few milliseconds) not at all.
+    if (r.reason !== lastReason && r.reason !== LISTENERS_STARTING) log.warn(`not ready: ${r.reason}`);
+    else log.debug(`not ready: ${r.reason}`);
+    lastReason = r.reason;
     writeText(res, 503, `not ready: ${r.reason}\n`);
   };
 }
@@ -152,7 +160,7 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
 
   const readiness = (): Readiness => {
     if (shuttingDown) return { ready: false, reason: 'shutting down' };
-    if (!listenersUp) return { ready: false, reason: 'listeners are still starting' };
+    if (!listenersUp) return { ready: false, reason: LISTENERS_STARTING };
     const synced = providers.synced();
     return synced.ready ? synced : { ready: false, reason: synced.reason };
   };
