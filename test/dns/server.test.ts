@@ -44,24 +44,38 @@ async function startUpstream(t: Test): Promise<{ address: string; queries: strin
     else r.header.rcode = RCODE.NXDOMAIN;
     return encodeMessage(r, name === 'giant-tc.' ? 512 : 65535);
   };
-  const udp = dgram.createSocket('udp4');
-  await new Promise<void>((r) => udp.bind(0, '127.0.0.1', () => r()));
-  const port = udp.address().port;
-  udp.on('message', (m, rinfo) => udp.send(answer(m, 'udp'), rinfo.port, rinfo.address));
-  const tcp = net.createServer((s) => {
-    s.on('data', (d) => {
-      const out = answer(d.subarray(2, 2 + d.readUInt16BE(0)), 'tcp');
-      const head = Buffer.alloc(2);
-      head.writeUInt16BE(out.length);
-      s.end(Buffer.concat([head, out]));
+  // One port number for UDP and TCP, as a resolver has: a UDP port from the kernel whose TCP twin may be
+  // taken by another test, so try again until both are free.
+  for (let attempt = 0; ; attempt++) {
+    const udp = dgram.createSocket('udp4');
+    await new Promise<void>((r) => udp.bind(0, '127.0.0.1', () => r()));
+    const port = udp.address().port;
+    udp.on('message', (m, rinfo) => udp.send(answer(m, 'udp'), rinfo.port, rinfo.address));
+    const tcp = net.createServer((s) => {
+      s.on('data', (d) => {
+        const out = answer(d.subarray(2, 2 + d.readUInt16BE(0)), 'tcp');
+        const head = Buffer.alloc(2);
+        head.writeUInt16BE(out.length);
+        s.end(Buffer.concat([head, out]));
+      });
     });
-  });
-  await new Promise<void>((r) => tcp.listen(port, '127.0.0.1', () => r()));
-  t.teardown(() => {
-    udp.close();
-    tcp.close();
-  });
-  return { address: `127.0.0.1:${port}`, queries };
+    const listened = await new Promise<boolean>((r) => {
+      tcp.once('error', (e: NodeJS.ErrnoException) => {
+        if (e.code === 'EADDRINUSE' && attempt < 20) r(false);
+        else throw e;
+      });
+      tcp.listen(port, '127.0.0.1', () => r(true));
+    });
+    if (!listened) {
+      udp.close();
+      continue;
+    }
+    t.teardown(() => {
+      udp.close();
+      tcp.close();
+    });
+    return { address: `127.0.0.1:${port}`, queries };
+  }
 }
 
 async function ask(protocol: Protocol, server: string, m: Message): Promise<Message> {
