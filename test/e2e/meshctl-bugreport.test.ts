@@ -1,63 +1,20 @@
 // `meshctl bug-report` with no cluster, with the built binary against a live daemon and gateway on loopback (in a
 // network namespace of their own, as meshctl-live.test.ts runs them): the archive's real content, --dry-run,
 // --timeout keeping partial results, --include/--exclude, secret redaction, the progress line on a terminal.
-import t, { type Test } from 'tap';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import t from 'tap';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { built, DIST, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { tempDir } from '../agent/helpers';
+import { GATEWAY_CONFIG, until, watch } from '../helpers/live-mesh';
 import { redactSecrets } from '../../src/meshctl/bugreport/command';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
 
-const CONFIG = `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: 8081, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: mesh-system}
-spec:
-  hosts: [backend.example.com]
-  location: MESH_EXTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route:
-    - destination: {host: backend.example.com, port: {number: 80}}
-`;
 
-function watch(t: Test, name: string, child: ChildProcess, out: string[]): void {
-  child.stdout!.on('data', (d) => out.push(`[${name}] ${d}`));
-  child.stderr!.on('data', (d) => out.push(`[${name}] ${d}`));
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
-
-async function until(ns: string, url: string, why: () => string, ms = 60_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (httpGetIn(ns, url).status !== 200) {
-    if (Date.now() > deadline) throw new Error(`${why()}\n(no 200 from ${url})`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 t.test('bug-report with no cluster, against a live daemon and gateway', { skip, timeout: 240_000 }, async (t) => {
   const ns = createNetns(t, 'mesh-br');
@@ -65,7 +22,7 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
   const out: string[] = [];
   const logs = () => out.join('').slice(-6000);
   fs.mkdirSync(path.join(dir, 'config'));
-  fs.writeFileSync(path.join(dir, 'config', 'gateway.yaml'), CONFIG);
+  fs.writeFileSync(path.join(dir, 'config', 'gateway.yaml'), GATEWAY_CONFIG);
   fs.writeFileSync(path.join(dir, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 127.0.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
   const base = { PATH: process.env.PATH, HOME: dir };
   const daemon = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', path.join(dir, 'config'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014', '--ctrlz_port', '0'], { env: base });

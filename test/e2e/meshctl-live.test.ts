@@ -4,53 +4,17 @@
 // a network namespace of its own. The gateway's admin and status ports are not Istio's defaults, so meshctl
 // must learn them from the node metadata the agent sent.
 import t, { type Test } from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { built, DIST, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { tempDir } from '../agent/helpers';
+import { GATEWAY_CONFIG, until, watch } from '../helpers/live-mesh';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
 
-const GATEWAY_CONFIG = `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: 8081, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: mesh-system}
-spec:
-  hosts: [backend.example.com]
-  location: MESH_EXTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route:
-    - destination: {host: backend.example.com, port: {number: 80}}
----
-# The agents here talk plaintext to discovery and get no workload certificate: with mesh mTLS (the
-# PERMISSIVE default) the sidecar's inbound chains would wait for one, as Envoy waits for SDS secrets.
-apiVersion: security.istio.io/v1
-kind: PeerAuthentication
-metadata: {name: default, namespace: mesh-system}
-spec:
-  mtls: {mode: DISABLE}
-`;
 
 interface Mesh {
   ns: string;
@@ -60,21 +24,6 @@ interface Mesh {
   meshctl(args: readonly string[], env?: NodeJS.ProcessEnv): Promise<ExecResult>;
 }
 
-function watch(t: Test, name: string, child: ChildProcess, out: string[]): void {
-  child.stdout!.on('data', (d) => out.push(`[${name}] ${d}`));
-  child.stderr!.on('data', (d) => out.push(`[${name}] ${d}`));
-  t.teardown(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-}
-
-async function until(ns: string, url: string, why: () => string, ms = 60_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (httpGetIn(ns, url).status !== 200) {
-    if (Date.now() > deadline) throw new Error(`${why()}\n(no 200 from ${url})`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 async function startMesh(t: Test): Promise<Mesh> {
   const ns = createNetns(t, 'mesh-ctl');
