@@ -61,16 +61,21 @@ export function csrProblem(csrPem: string, subjectIds: readonly string[]): strin
   return undefined;
 }
 
+/** The external CA's root bundle as mounted (Istio's ./etc/external-ca-cert), or '' when there is none. */
+export function readExternalRoot(file = EXTERNAL_CA_ROOT_FILE): string {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+}
+
 export class OrchRegistrationAuthority implements CertificateIssuer {
   constructor(private readonly o: RaOptions) {}
 
   /** The root workloads trust: the mounted file's bundle, or '' when the signer's chain must tell. */
   mountedRoot(): string {
-    try {
-      return fs.readFileSync(this.o.rootCertFile, 'utf8');
-    } catch {
-      return '';
-    }
+    return readExternalRoot(this.o.rootCertFile);
   }
 
   signerFor(certSigner: string | undefined): string {

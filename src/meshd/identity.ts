@@ -22,7 +22,7 @@ import { FileRootPublisher, RootPublication } from '../ca/publish';
 import { CaStartError, MeshCa } from '../ca/runtime';
 import { caIssuer, registerCaService } from '../ca/server';
 import { orchServingCertificate } from '../ca/orch-csr';
-import { EXTERNAL_CA_ORCH, EXTERNAL_CA_ROOT_FILE, OrchRegistrationAuthority } from '../ca/ra';
+import { EXTERNAL_CA_ORCH, EXTERNAL_CA_ROOT_FILE, OrchRegistrationAuthority, readExternalRoot } from '../ca/ra';
 import { caSettingsFromEnv, type CaSettings, daemonDnsNames } from '../ca/settings';
 import { FileCaStore, SecretCaStore } from '../ca/store';
 import { registerScope } from '../lib/log';
@@ -104,15 +104,6 @@ export interface IdentityOptions {
   env: EnvTable;
   /** The daemon has an orchestrator client configuration. */
   orchestrator: boolean;
-}
-
-/** A file's text, or '' when it cannot be read. */
-function readOptional(file: string): string {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch {
-    return '';
-  }
 }
 
 export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity> {
@@ -256,7 +247,7 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
       signerName: orchSigner!,
       dnsNames,
       ttlMs: settings.selfSignedCaTtlMs,
-      mountedRootPem: registrationAuthority?.mountedRoot() || readOptional(path.resolve(EXTERNAL_CA_ROOT_FILE)),
+      mountedRootPem: readExternalRoot(path.resolve(EXTERNAL_CA_ROOT_FILE)),
     });
     if (externalRoot !== c.rootPem) {
       externalRoot = c.rootPem;
