@@ -210,6 +210,11 @@ async function main() {
     const apiRss = rssBytes(Number(env.APISERVER_PID));
     console.log(`kube-apiserver RSS ${apiRss ? mb(apiRss) : '?'}`);
 
+    // The daemon runs in its system namespace on a cluster, and its CA keeps the root in a Secret there.
+    await api.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'mesh-system' } }).catch((e) => {
+      if (!/409|AlreadyExists/.test(String(e))) throw e;
+    });
+
     // ---- sync and serve
     const started = now();
     daemon = await startDaemon([BINARY], ['--orchconfig', kubeconfig], { env: { PILOT_DEBOUNCE_AFTER: process.env.PILOT_DEBOUNCE_AFTER ?? '100ms' }, timeoutMs: 300_000 });
