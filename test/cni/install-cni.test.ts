@@ -143,12 +143,14 @@ t.test('chained: waits for a primary network, merges into it, repairs a competin
   t.equal(statSync(merged).mode & 0o777, 0o644);
   t.equal(readFileSync(path.join(h.net, 'list.conflist'), 'utf8'), installFile('list.conflist'), 'the other list is untouched');
 
-  // Another component rewrites the list without our entry: repaired within a second.
+  // Another component rewrites the list without our entry: repaired on the file event. A repair that comes
+  // within 5 s of the previous one first waits up to a second (Istio's reconcile rate limit), so the bound is
+  // that second plus the repair on a loaded machine — far below any periodic re-check.
   const theirs = JSON.stringify({ cniVersion: '0.3.1', name: 'k8s-pod-network', plugins: [JSON.parse(installFile('bridge.conf'))] }, null, 2);
   for (let round = 1; round <= 2; round++) {
     writeFileSync(merged, theirs);
-    const took = await until(() => readFileSync(merged, 'utf8').includes('"mesh-cni"'), 1000, `round ${round}: our entry is back`);
-    t.ok(took <= 1000, `round ${round}: repaired in ${took} ms`);
+    const took = await until(() => readFileSync(merged, 'utf8').includes('"mesh-cni"'), 4000, `round ${round}: our entry is back`);
+    t.ok(took <= 4000, `round ${round}: repaired in ${took} ms`);
     await until(() => inst.ready() === 200, 3000, 'ready again');
   }
   t.match(inst.metric('mesh_cni_installs_total'), /mesh_cni_installs_total\{result="SUCCESS"\} ([3-9]|\d\d)/, 'each repair counted');
