@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createCsrPem, parseCsr, CsrError } from '../../src/ca/pkix/csr';
-import { generateKeyPair, keySpecFromEnv, KeySpecError, type KeySpec } from '../../src/ca/pkix/keys';
+import { generateKeyPair, generateKeyPairAhead, keySpecFromEnv, KeySpecError, type KeySpec } from '../../src/ca/pkix/keys';
 import { fromPem, integer, oid, time } from '../../src/ca/pkix/der';
 
 const parseCsrDer = (pem: string): Buffer => Buffer.from(fromPem(pem, 'CERTIFICATE REQUEST')[0]!);
@@ -79,6 +79,19 @@ t.test('key settings as Istio reads them', async (t) => {
   t.throws(() => k(1024), KeySpecError);
   t.throws(() => k(1024), { message: /WORKLOAD_RSA_KEY_SIZE=1024: requested key size does not meet the minimum required size of 2048/ });
   t.throws(() => k(2048, 'ED25519'), { message: /ECC_SIGNATURE_ALGORITHM=ED25519: unsupported/ });
+});
+
+t.test('a key made ahead is taken once, by a request of its own spec only', async (t) => {
+  const made = generateKeyPairAhead({ kind: 'ec', curve: 'P256' });
+  const other = await generateKeyPair({ kind: 'ec', curve: 'P384' });
+  t.equal(other.privateKey.asymmetricKeyDetails?.namedCurve, 'secp384r1', 'another spec gets a key of its own spec');
+  const first = await generateKeyPair({ kind: 'ec', curve: 'P256' }, true);
+  t.equal(first.privateKey.asymmetricKeyDetails?.namedCurve, 'prime256v1');
+  t.ok(first.publicKey.equals((await made)!), 'the first P-256 request got the key made ahead');
+  t.match(first.privateKeyPem, /^-----BEGIN PRIVATE KEY-----/, 'the PEM encoding is the request\'s (PKCS#8 here)');
+  const second = await generateKeyPair({ kind: 'ec', curve: 'P256' });
+  t.notOk(second.publicKey.equals(first.publicKey), 'the ahead key is used once: the next request gets a fresh one');
+  t.match(second.privateKeyPem, /^-----BEGIN EC PRIVATE KEY-----/);
 });
 
 t.test('DER primitives against openssl asn1parse', async (t) => {

@@ -136,6 +136,8 @@ export class CaClient {
     }
     const { credentials, options } = grpcChannelCredentials(tlsConfig);
     this.client = new CaClientCtor(ca.address, credentials, { ...options, 'grpc.max_receive_message_length': 16 << 20 });
+    // Connect now: the TLS handshake then overlaps making the key and the CSR instead of following them.
+    this.client.getChannel().getConnectivityState(true);
     return this.client;
   }
 

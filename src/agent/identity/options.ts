@@ -2,7 +2,8 @@
 // the environment and the ProxyConfig. Pure apart from checking which well-known files exist.
 import * as fs from 'node:fs';
 import path from 'node:path';
-import { KeySpecError, keySpecFromEnv, type KeySpec } from '../../ca/pkix/keys';
+import { KeySpecError, type KeySpec } from '../../ca/pkix/keys';
+import { workloadKeySpec } from './key-spec';
 import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } from '../../lib/compliance';
 import type { ProxyConfig } from '../config';
 import { pilotSan } from '../node';
@@ -149,7 +150,7 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
 
   let key: KeySpec;
   try {
-    key = keySpecFromEnv({ rsaKeySize: env.int('WORKLOAD_RSA_KEY_SIZE'), eccSignatureAlgorithm: env.string('ECC_SIGNATURE_ALGORITHM'), eccCurve: env.string('ECC_CURVE') });
+    key = workloadKeySpec(env);
   } catch (e) {
     if (e instanceof KeySpecError) throw new IdentityOptionsError(e.message);
     throw e;

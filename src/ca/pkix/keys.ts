@@ -45,12 +45,39 @@ export interface KeyPair {
 
 const CURVES = { P256: 'prime256v1', P384: 'secp384r1' } as const;
 
-export async function generateKeyPair(spec: KeySpec, pkcs8 = false): Promise<KeyPair> {
-  const { privateKey, publicKey } = await new Promise<{ privateKey: KeyObject; publicKey: KeyObject }>((resolve, reject) => {
+type RawPair = { privateKey: KeyObject; publicKey: KeyObject };
+
+function generateRaw(spec: KeySpec): Promise<RawPair> {
+  return new Promise<RawPair>((resolve, reject) => {
     const done = (err: Error | null, publicKey: KeyObject, privateKey: KeyObject) => (err ? reject(err) : resolve({ privateKey, publicKey }));
     if (spec.kind === 'rsa') crypto.generateKeyPair('rsa', { modulusLength: spec.bits, publicExponent: 0x10001 }, done);
     else crypto.generateKeyPair('ec', { namedCurve: CURVES[spec.curve] }, done);
   });
+}
+
+/** One key made ahead of need (see generateKeyPairAhead), taken by the first request of its spec. */
+let ahead: { spec: string; pair: Promise<RawPair | undefined> } | undefined;
+
+/**
+ * Starts making a key of `spec` now, in libuv's thread pool, for the next generateKeyPair of the same spec.
+ * The agent calls it before it loads the rest of itself, so that key generation (RSA 2048: 100–300 ms of
+ * prime search) runs beside module loading instead of after it. A failure is forgotten: the request then
+ * generates its own key and reports its own error. Resolves to the public key (for tests).
+ */
+export function generateKeyPairAhead(spec: KeySpec): Promise<KeyObject | undefined> {
+  const pair = generateRaw(spec).catch(() => undefined);
+  ahead = { spec: describeKeySpec(spec), pair };
+  return pair.then((p) => p?.publicKey);
+}
+
+export async function generateKeyPair(spec: KeySpec, pkcs8 = false): Promise<KeyPair> {
+  let pair: RawPair | undefined;
+  if (ahead?.spec === describeKeySpec(spec)) {
+    const early = ahead.pair;
+    ahead = undefined;
+    pair = await early;
+  }
+  const { privateKey, publicKey } = pair ?? (await generateRaw(spec));
   return { privateKey, publicKey, privateKeyPem: privateKeyPem(privateKey, pkcs8) };
 }
 
