@@ -15,6 +15,7 @@ import { AdminClient } from './admin-client';
 import { ProxyReadiness } from './readiness';
 import { StatusServer } from './status';
 import { startupDuration } from './metrics';
+import { recordComponentBuildTag } from '../lib/build-metric';
 import { exitStatus, ProxyProcess, type CommandLine } from './process';
 import { NAME_TABLE_TYPE, XdsProxy, type XdsProxyOptions } from './xds-proxy';
 import { WorkloadIdentity } from './identity';
@@ -135,6 +136,8 @@ export class Agent {
 
   /** Starts everything; rejects (after cleaning up) when a part cannot start. */
   async start(): Promise<void> {
+    // the spec lists mesh_build for the agent too (Istio's agent links istio_build but never sets it)
+    recordComponentBuildTag('pilot-agent');
     try {
       await this.identity?.start();
       try {

@@ -15,6 +15,7 @@ import { composePeerAuthentication, NamespaceMtlsModes, peerAuthenticationsFor, 
 import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
 import { byAge, isExportedTo } from './push/visibility';
+import { PushStatus, type PushStatusMetric } from './push-status';
 import type { ServiceRegistry } from './registry/types';
 
 export { MESH_GATEWAY };
@@ -181,16 +182,32 @@ export class PushContext {
   private endpointsByAddress: Map<string, Array<{ service: Service; endpoint: Endpoint }>> | undefined;
   private readonly targets = new WeakMap<Proxy, ServiceTarget[]>();
   private readonly selectedSidecars = new WeakMap<Proxy, Config<'Sidecar'> | null>();
+  /** Istio ProxyStatus: what generating this snapshot's configuration found wrong (the push-status gauges). */
+  readonly status: PushStatus;
 
   private constructor(
     private readonly cfg: ConfigIndex,
     private readonly svc: ServiceIndex,
     options: ResolvedPushContextOptions,
+    status?: PushStatus,
   ) {
     const v = nextVersion();
     this.version = v.version;
     this.pushVersion = v.pushVersion;
     this.options = options;
+    this.status = status ?? new PushStatus();
+    if (!status) {
+      for (const r of cfg.destinationRules.all()) {
+        for (const s of r.duplicateSubsets) {
+          this.status.add('dupSubsets', r.host, '', `Duplicate subset ${s} found while merging destination rules for ${r.host}`);
+        }
+      }
+    }
+  }
+
+  /** Istio PushContext.AddMetric. */
+  addMetric(metric: PushStatusMetric, key: string, proxyId = '', message = ''): void {
+    this.status.add(metric, key, proxyId, message);
   }
 
   /** A full snapshot. */
@@ -204,7 +221,8 @@ export class PushContext {
    * `hostnames` when given) and keeps this snapshot's configuration indexes: for registry-only changes.
    */
   withRegistryUpdates(registry: ServiceRegistry, hostnames?: ReadonlySet<string>): PushContext {
-    return new PushContext(this.cfg, buildServiceIndex(registry, this.svc, hostnames), this.options);
+    // Istio keeps the push context (and its status) across endpoint-only pushes.
+    return new PushContext(this.cfg, buildServiceIndex(registry, this.svc, hostnames), this.options, this.status);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -323,9 +341,13 @@ export class PushContext {
         const k = `${s.namespace}/${s.hostname}/${port.port}`;
         if (seen.has(k)) continue;
         seen.add(k);
+        // Istio's endpoint-slice serviceTargets report a proxy whose own endpoint is not ready
+        if (e.healthStatus === 'UnHealthy') this.addMetric('endpointNotReady', proxy.id, proxy.id);
         out.push({ service: s, port, targetPort: e.port });
       }
     }
+    // a sidecar no service's endpoints name (normal for client-only workloads, else a stale endpoint table)
+    if (out.length === 0 && proxy.type === 'sidecar') this.addMetric('noIp', proxy.id, proxy.id);
     this.targets.set(proxy, out);
     return out;
   }

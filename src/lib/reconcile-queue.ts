@@ -3,6 +3,19 @@
 // per-key exponential delay (client-go's item rate limiter) until it succeeds, a newer add arrives, or
 // the attempts run out.
 import type { Scope } from './log';
+import { defineGauge, defineHistogram } from './metrics';
+
+// Istio's pkg/queue metrics (label queueID), published only with MESH_ENABLE_CONTROLLER_QUEUE_METRICS.
+const QUEUE_BUCKETS = [0.01, 0.1, 0.2, 0.5, 1, 3, 5];
+const depth = defineGauge<'queueID'>({ name: 'pilot_worker_queue_depth', help: 'Depth of the controller queues', labelNames: ['queueID'] });
+const latency = defineHistogram<'queueID'>({ name: 'pilot_worker_queue_latency', help: 'Latency before the item is processed', labelNames: ['queueID'], buckets: QUEUE_BUCKETS });
+const workDuration = defineHistogram<'queueID'>({ name: 'pilot_worker_queue_duration', help: 'Time taken to process an item', labelNames: ['queueID'], buckets: QUEUE_BUCKETS });
+let metricsEnabled = false;
+
+/** MESH_ENABLE_CONTROLLER_QUEUE_METRICS (Istio's ISTIO_ENABLE_CONTROLLER_QUEUE_METRICS, default off). */
+export function enableQueueMetrics(on: boolean): void {
+  metricsEnabled = on;
+}
 
 export interface ReconcileQueueOptions {
   name: string;
@@ -16,7 +29,8 @@ export interface ReconcileQueueOptions {
 }
 
 export class ReconcileQueue {
-  private readonly queued = new Set<string>();
+  /** Queued keys and when each was first queued (for pilot_worker_queue_latency). */
+  private readonly queued = new Map<string, number>();
   private readonly attempts = new Map<string, number>();
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private running: Promise<void> | undefined;
@@ -31,10 +45,11 @@ export class ReconcileQueue {
       clearTimeout(retry);
       this.timers.delete(key);
     }
-    this.queued.add(key);
+    if (!this.queued.has(key)) this.queued.set(key, performance.now());
+    this.recordDepth();
     this.running ??= this.drain().finally(() => {
       this.running = undefined;
-      if (this.queued.size > 0 && !this.stopped) this.add(this.queued.values().next().value as string);
+      if (this.queued.size > 0 && !this.stopped) this.add(this.queued.keys().next().value as string);
     });
   }
 
@@ -53,8 +68,11 @@ export class ReconcileQueue {
 
   private async drain(): Promise<void> {
     while (!this.stopped && this.queued.size > 0) {
-      const key = this.queued.values().next().value as string;
+      const [key, queuedAt] = this.queued.entries().next().value as [string, number];
       this.queued.delete(key);
+      this.recordDepth();
+      const started = performance.now();
+      if (metricsEnabled) latency.observe({ queueID: this.o.name }, (started - queuedAt) / 1000);
       try {
         await this.o.reconcile(key);
         this.attempts.delete(key);
@@ -77,7 +95,13 @@ export class ReconcileQueue {
         }, delay);
         timer.unref();
         this.timers.set(key, timer);
+      } finally {
+        if (metricsEnabled) workDuration.observe({ queueID: this.o.name }, (performance.now() - started) / 1000);
       }
     }
+  }
+
+  private recordDepth(): void {
+    if (metricsEnabled) depth.set({ queueID: this.o.name }, this.queued.size);
   }
 }

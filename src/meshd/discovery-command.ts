@@ -16,6 +16,9 @@ import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
 import { buildRegistries, OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry';
 import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
+import { setLastPushStatus } from '../discovery/push-status';
+import { enableQueueMetrics } from '../lib/reconcile-queue';
+import { inboundUpdates, pushContextInitTime } from '../xds/server/metrics';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
 import { controlPlaneIdentifier, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
@@ -194,6 +197,7 @@ export const run: Handler = async (ctx) => {
   // Inbound mTLS accepts SPIFFE identities of the mesh's trust domain (Istio TrustDomainsForValidation).
   opts.trustDomain = identity.trustDomain;
   // The controllers that write (root ConfigMaps, webhook configurations, untainting) and the injector.
+  enableQueueMetrics(env.bool('MESH_ENABLE_CONTROLLER_QUEUE_METRICS'));
   let writers: Writers;
   try {
     writers = await startWriters({ ctx, env, ...(orchestrator ? { orchestrator } : {}), identity });
@@ -204,7 +208,15 @@ export const run: Handler = async (ctx) => {
     await store.close();
     throw e;
   }
-  let push: PushContext = initPushContext(store, registry, opts);
+  // Istio initPushContext: a full snapshot, its build time, and the status its generation records
+  const initPush = (): PushContext => {
+    const started = performance.now();
+    const next = initPushContext(store, registry, opts);
+    pushContextInitTime.observe((performance.now() - started) / 1000);
+    setLastPushStatus(next.status);
+    return next;
+  };
+  let push: PushContext = initPush();
   security.prefetch(store.list('RequestAuthentication'), push);
 
   const generatorOptions = {
@@ -245,7 +257,7 @@ export const run: Handler = async (ctx) => {
   });
   // New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers.
   security.onKeysChanged(() => {
-    push = initPushContext(store, registry, opts);
+    push = initPush();
     server.pushAll(newPushRequest(push, { full: true, reasons: { unknown: 1 } }));
   });
 
@@ -254,12 +266,14 @@ export const run: Handler = async (ctx) => {
     // changes as incremental EDS); only the rest is configuration that needs a full push here.
     const events = all.filter((e) => !REGISTRY_ONLY_KINDS.has(e.config.kind));
     if (events.length === 0) return;
-    push = initPushContext(store, registry, opts);
+    inboundUpdates.inc({ type: 'config' }, events.length);
+    push = initPush();
     security.prefetch(store.list('RequestAuthentication'), push);
     server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { config: events.length } }));
   });
   const unsubscribeRegistry = registry.subscribe((ev) => {
     if (ev.endpointsOnly) {
+      inboundUpdates.inc({ type: 'eds' }, ev.hostnames.size);
       push = push.withRegistryUpdates(registry, ev.hostnames);
       server.pushAll(newPushRequest(push, { full: false, edsUpdates: ev.hostnames, reasons: { endpoint: ev.hostnames.size } }));
       // Istio's HeadlessEndpointUpdate: a headless service's endpoints are its DNS answers (and, unless every
@@ -267,13 +281,14 @@ export const run: Handler = async (ctx) => {
       const headless = headlessUpdates(push, ev.hostnames);
       if (headless.length > 0) server.pushAll(newPushRequest(push, { full: true, configsUpdated: headless, reasons: { headlessendpoint: headless.length } }));
     } else {
-      push = initPushContext(store, registry, opts);
+      push = initPush();
+      for (const h of ev.hostnames) inboundUpdates.inc({ type: push.servicesByHostname(h).length > 0 ? 'svc' : 'svcdelete' });
       server.pushAll(newPushRequest(push, { full: true, reasons: { service: ev.hostnames.size } }));
     }
   });
   store.whenSynced().then(
     () => {
-      push = initPushContext(store, registry, opts);
+      push = initPush();
       security.prefetch(store.list('RequestAuthentication'), push);
       server.pushAll(newPushRequest(push, { full: true, reasons: { global: 1 } }));
     },
@@ -311,13 +326,14 @@ export const run: Handler = async (ctx) => {
     configs: () => MESH_KINDS.flatMap((k) => store.list(k) as readonly Config[]),
     services: () => push.allServices(),
     endpoints: () => push.allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
-    pushStatus: () => undefined,
+    pushStatus: () => push.status.toJSON(),
     xds,
     validate: validateAdmission,
     ...(writers.inject ? { inject: writers.inject.handler() } : {}),
     identity,
     authenticateDebug: (req) => identity.authenticateDebug(req),
     close: async () => {
+      setLastPushStatus(undefined);
       unsubscribeConfig();
       unsubscribeRegistry();
       unsubscribeNodes();

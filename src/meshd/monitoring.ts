@@ -3,6 +3,7 @@
 // pilot_services and pilot_virt_services (the last two read from the providers at scrape time).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { buildInfo, type BuildInfo } from '../lib/buildinfo';
+import { recordComponentBuildTag } from '../lib/build-metric';
 import { defineGauge, METRICS_CONTENT_TYPE, metricsText } from '../lib/metrics';
 import { isLoopbackAddress } from './address';
 import { writeText } from './http/router';
@@ -37,7 +38,6 @@ defineGauge({
   },
 });
 const pilotInfo = defineGauge<'version'>({ name: 'pilot_info', help: 'Pilot version and build information.', labelNames: ['version'] });
-const meshBuild = defineGauge<'component' | 'tag'>({ name: 'mesh_build', help: 'Mesh component build info', labelNames: ['component', 'tag'] });
 
 /** Istio's BuildInfo.String(): `<version>-<revision>-<status>`, served by /version and in pilot_info. */
 export function versionString(b: BuildInfo = buildInfo()): string {
@@ -49,7 +49,7 @@ export function recordDaemonMetrics(providers: MeshdProviders, startedAt: number
   source = { providers, startedAt };
   const b = buildInfo();
   pilotInfo.set({ version: versionString(b) }, 1);
-  meshBuild.set({ component: 'pilot', tag: b.tag }, 1);
+  recordComponentBuildTag('pilot', b.tag);
 }
 
 /** Stops the scrape-time gauges from reading a daemon that has shut down. */

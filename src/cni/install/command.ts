@@ -1,6 +1,7 @@
 // `install-cni`: the node agent of the mesh CNI plugin (Istio's cni/pkg/cmd). It installs the plugin on
 // the node and keeps it installed, serves /readyz on :8000 and metrics on --monitoring-port, runs the
 // race repair controller when asked, and on SIGTERM takes back everything it installed.
+import { recordComponentBuildTag } from '../../lib/build-metric';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -9,7 +10,7 @@ import { buildInfo } from '../../lib/buildinfo';
 import { registerScope } from '../../lib/log';
 import { findScopeState } from '../../lib/log/scope';
 import { levelName } from '../../lib/log/levels';
-import { defineGauge, METRICS_CONTENT_TYPE, metricsText } from '../../lib/metrics';
+import { METRICS_CONTENT_TYPE, metricsText } from '../../lib/metrics';
 import { isSea } from '../../lib/sea';
 import { SERVICE_ACCOUNT_DIR } from '../../config/orch/client';
 import { startControlZ } from '../../meshd/controlz/server';
@@ -24,8 +25,6 @@ const log = registerScope('cni-agent', 'CNI agent');
 export const READINESS_PORT = 8000;
 /** Where the host's CNI binary directory is mounted in the installer's container. */
 export const DEFAULT_HOST_CNI_BIN_DIR = '/host/opt/cni/bin';
-
-const meshBuild = defineGauge<'component' | 'tag'>({ name: 'mesh_build', help: 'Mesh component build info', labelNames: ['component', 'tag'] });
 
 /** The level the plugin logs at: --log_output_level for cni-plugin (or all) when given, else --log-level. */
 function pluginLogLevel(ctx: RunContext): string {
@@ -131,7 +130,7 @@ export const run: Handler = async (ctx) => {
   }
   const repairCfg = repairConfigFromContext(ctx);
   const info = buildInfo();
-  meshBuild.set({ component: 'cni', tag: info.tag }, 1);
+  recordComponentBuildTag('cni', info.tag);
   log.info(`CNI version: ${info.version}-${info.revision}-${info.status}`);
   log.info(`CNI logging level: ${levelName(findScopeState('cni-agent')?.outputLevel ?? 2)}`);
   log.info(`CNI install configuration: ${JSON.stringify({ ...cfg, binarySources: cfg.binarySources.map((b) => b.path) })}`);

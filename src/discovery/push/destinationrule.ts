@@ -17,17 +17,23 @@ export interface MergedDestinationRule {
   from: Config<'DestinationRule'>[];
   exportTo: readonly string[];
   workloadSelector?: Readonly<Record<string, string>>;
+  /** Subset names a later rule repeated and the merge dropped (Istio's pilot_destrule_subsets). */
+  duplicateSubsets: string[];
 }
 
 function merge(rules: Config<'DestinationRule'>[], host: string): MergedDestinationRule {
   const first = rules[0]!;
   const subsets: Subset[] = [];
   const names = new Set<string>();
+  const duplicateSubsets: string[] = [];
   let trafficPolicy: TrafficPolicy | undefined;
   for (const r of rules) {
     trafficPolicy ??= r.spec.trafficPolicy;
     for (const s of r.spec.subsets ?? []) {
-      if (names.has(s.name)) continue;
+      if (names.has(s.name)) {
+        duplicateSubsets.push(s.name);
+        continue;
+      }
       names.add(s.name);
       subsets.push(s);
     }
@@ -38,6 +44,7 @@ function merge(rules: Config<'DestinationRule'>[], host: string): MergedDestinat
     ...(trafficPolicy ? { trafficPolicy } : {}),
     subsets,
     from: rules,
+    duplicateSubsets,
     exportTo: first.spec.exportTo ?? [],
     ...(first.spec.workloadSelector?.matchLabels ? { workloadSelector: first.spec.workloadSelector.matchLabels } : {}),
   };

@@ -232,6 +232,10 @@ function discoveryCluster(name: string, service: Service, ctx: ClusterBuildConte
       let eps = ctx.push.endpoints(service, port, subsetLabels);
       if (service.resolution === 'DNSRoundRobin') eps = eps.slice(0, 1);
       c.loadAssignment = clusterLoadAssignment(name, eps, { sendUnhealthy: o.sendUnhealthyEndpoints, drainingLabel: o.drainingLabel, requireIp: false });
+      if (c.loadAssignment.endpoints.length === 0) {
+        const type = service.resolution === 'DNS' ? 'STRICT_DNS' : 'LOGICAL_DNS';
+        ctx.push.addMetric('dnsNoEndpoints', name, ctx.proxy.id, `${type} cluster without endpoints ${name} found while pushing CDS`);
+      }
       break;
     }
     case 'Passthrough':

@@ -52,10 +52,14 @@ function filterByWatch(resources: Resource[], w: WatchedResource): Resource[] {
 // ---------------------------------------------------------------------------------------------
 // CDS
 
-/** Two services with one hostname (Istio pilot_duplicate_proxy_clusters): the first cluster of a name wins. */
-function uniqueByName<T extends { name: string }>(items: readonly T[]): T[] {
+/** Two services with one hostname (Istio normalizeClusters): the first cluster of a name wins, the others are counted. */
+function uniqueByName<T extends { name: string }>(items: readonly T[], push: PushContext, proxy: Proxy): T[] {
   const seen = new Set<string>();
-  return items.filter((c) => !seen.has(c.name) && (seen.add(c.name), true));
+  return items.filter((c) => {
+    if (!seen.has(c.name)) return seen.add(c.name);
+    push.addMetric('duplicateClusters', c.name, proxy.id, `Duplicate cluster ${c.name} found while pushing CDS`);
+    return false;
+  });
 }
 
 const packedClusters = new TwoGenerationCache<readonly Resource[]>();
@@ -103,11 +107,11 @@ export const cdsGenerator: Generator<PushContext> = {
     const push = req.push;
     // Outbound clusters are the bulk and the same for every proxy of a shared key: pack them once.
     const outbound = push.memo(`cds|${push.sharedKey(proxy)}`, () => {
-      const list = uniqueByName(packedOutboundClusters(proxy, push));
+      const list = uniqueByName(packedOutboundClusters(proxy, push), push, proxy);
       return { list, names: new Set(list.map((r) => r.name)) };
     });
     const local = packedLocalClusters(proxy, push).filter((r) => !outbound.names.has(r.name));
-    const resources = local.length === 0 ? outbound.list : [...outbound.list, ...uniqueByName(local)];
+    const resources = local.length === 0 ? outbound.list : [...outbound.list, ...uniqueByName(local, push, proxy)];
     return { resources: filterByWatch(resources, watched) };
   },
 };
@@ -130,7 +134,9 @@ export function buildLoadAssignment(proxy: Proxy, push: PushContext, clusterName
     // a subset no DestinationRule defines selects nothing, as in Istio
     if (labels === undefined) return create(ClusterLoadAssignmentSchema, { clusterName });
   }
-  return clusterLoadAssignment(clusterName, push.endpoints(svc, port, labels), opts);
+  const cla = clusterLoadAssignment(clusterName, push.endpoints(svc, port, labels), opts);
+  if (cla.endpoints.length === 0) push.addMetric('edsNoInstances', clusterName);
+  return cla;
 }
 
 export const edsGenerator: Generator<PushContext> = {

@@ -237,7 +237,15 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
   // First service per target port wins (Istio uses the oldest service on a conflict).
   const targets = new Map<number, ServiceTarget>();
   for (const t of push.serviceTargets(proxy)) {
-    if (t.port.protocol === 'UDP' || targets.has(t.targetPort)) continue;
+    if (t.port.protocol === 'UDP') continue;
+    const old = targets.get(t.targetPort);
+    if (old) {
+      // Istio reportInboundConflict: only two services with different protocols on one pod port are a real conflict
+      if (old.port.protocol !== t.port.protocol && old.service.hostname !== t.service.hostname) {
+        push.addMetric('conflictInbound', proxy.id, proxy.id, `Conflicting inbound listener:${t.targetPort}. existing: ${old.service.hostname}, incoming: ${t.service.hostname}`);
+      }
+      continue;
+    }
     targets.set(t.targetPort, t);
   }
   const passthroughPorts = [0, ...[...peer.perPort.keys()].filter((p) => !targets.has(p)).sort((a, b) => a - b)];
@@ -272,9 +280,19 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
 function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildOptions): Listener[] {
   const scope = push.sidecarScope(proxy);
   const listeners = new Map<string, Listener>();
+  const tcpOwner = new Map<string, string>();
   // Chains are built only for the first service on a listener: HTTP ports are shared by every service.
-  const add = (name: string, bind: string, port: number, chains: () => FilterChain[], sniffed: boolean) => {
-    if (listeners.has(name)) return; // first service on a listener wins, as Istio's conflict resolution
+  const add = (name: string, bind: string, port: number, chains: () => FilterChain[], sniffed: boolean, tcpHost?: string) => {
+    if (listeners.has(name)) {
+      // first service on a listener wins, as Istio's conflict resolution; a second plain-TCP service on a
+      // taken TCP listener is Istio's pilot_conflict_outbound_listener_tcp_over_current_tcp
+      const owner = tcpOwner.get(name);
+      if (tcpHost !== undefined && owner !== undefined && owner !== tcpHost) {
+        push.addMetric('conflictOutboundTcp', name, proxy.id, `Listener=${name} Accepted=TCP Rejected=TCP (${tcpHost})`);
+      }
+      return;
+    }
+    if (tcpHost !== undefined) tcpOwner.set(name, tcpHost);
     listeners.set(
       name,
       create(ListenerSchema, {
@@ -308,7 +326,7 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
         } else {
           const vip = svc.addresses.find((a) => isIp(a));
           const addr = el.bind ?? vip ?? '0.0.0.0';
-          add(`${addr}_${p.port}`, addr, p.port, () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false);
+          add(`${addr}_${p.port}`, addr, p.port, () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false, svc.hostname);
         }
       }
     }

@@ -304,14 +304,21 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
   const build = (hostname: string, w: VHostWrapper, svc: Service | undefined) => {
     if (onlyHost !== undefined && hostname !== onlyHost) return;
     const name = domainName(hostname, w.port);
-    if (seenNames.has(name)) return;
+    // Istio buildSidecarOutboundHTTPRouteConfig: a repeated vhost name or domain is dropped and counted
+    const dupMessage = `duplicate domain from ${svc ? 'service' : 'virtual service'}: ${name}`;
+    if (seenNames.has(name)) {
+      push.addMetric('dupDomain', name, proxy.id, dupMessage);
+      return;
+    }
     seenNames.add(name);
-    const domains = (svc ? virtualHostDomains(svc, w.port, proxy) : proxy.proxyless ? [ipv6Compliant(hostname), name] : [ipv6Compliant(hostname)]).filter((d) => {
+    const all = svc ? virtualHostDomains(svc, w.port, proxy) : proxy.proxyless ? [ipv6Compliant(hostname), name] : [ipv6Compliant(hostname)];
+    const domains = all.filter((d) => {
       const k = d.toLowerCase();
       if (seenDomains.has(k)) return false;
       seenDomains.add(k);
       return true;
     });
+    if (domains.length !== all.length) push.addMetric('dupDomain', name, proxy.id, dupMessage);
     if (domains.length === 0) return;
     const vh: VirtualHostInit = { name, domains, routes: w.routes, includeRequestAttemptCount: true };
     vhostKeys.set(vh, `${name}|${domains.join(',')}|${w.routesKey}`);

@@ -34,7 +34,7 @@ export const pushTime = defineHistogram<'type'>({
   name: 'pilot_xds_push_time',
   help: 'Total time in seconds Pilot takes to push lds, rds, cds and eds.',
   labelNames: ['type'],
-  buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+  buckets: [0.01, 0.1, 0.5, 1, 3, 5, 10, 20, 30],
 });
 
 export const proxiesConvergeDelay = defineHistogram({
@@ -51,8 +51,21 @@ export const proxiesQueueTime = defineHistogram({
 
 export const debounceTime = defineHistogram({
   name: 'pilot_debounce_time',
-  help: 'Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue.',
-  buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
+  help: 'Delay in seconds between the first config enters debouncing and the merged push request is pushed into the push queue (includes pushcontext_init_seconds).',
+  buckets: [0.01, 0.1, 0.5, 1, 3, 5, 10, 20, 30],
+});
+
+export const pushContextInitTime = defineHistogram({
+  name: 'pilot_pushcontext_init_seconds',
+  help: 'Total time in seconds Pilot takes to init pushContext.',
+  buckets: [0.01, 0.1, 0.5, 1, 3, 5],
+});
+
+/** `type`: config (a configuration event), eds (endpoints of a host), svc / svcdelete (a service changed / went away). */
+export const inboundUpdates = defineCounter<'type'>({
+  name: 'pilot_inbound_updates',
+  help: 'Total number of updates received by pilot.',
+  labelNames: ['type'],
 });
 
 export const pushTriggers = defineCounter<'type'>({
