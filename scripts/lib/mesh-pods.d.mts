@@ -34,6 +34,7 @@ export function netnsUnavailable(): string | false;
 export function meshPodsUnavailable(o?: { openssl?: boolean }): string | false;
 export function sh(args: readonly string[], o?: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): ShResult;
 export function must(args: readonly string[], o?: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): string;
+export class Exited extends Error {}
 export function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, why: () => string): Promise<void>;
 export class Cleanup implements Owner {
   teardown(fn: () => unknown): void;
@@ -75,3 +76,28 @@ export function waitSidecarReady(ns: string, timeoutMs: number, why: () => strin
 export function startApp(owner: Owner, ns: string, name: string, o?: { httpPort?: number; tcpPort?: number }): Promise<Started>;
 export function callIn(ns: string, asApp: boolean, ...args: string[]): Record<string, unknown>;
 export function opensslIdentities(dir: string, ids: readonly string[]): { root: string; certs: Record<string, Pem> };
+
+export const meshAddr: { pod(i: number): string; gateway(i: number): string; vip(i: number): string };
+export function spiffeOf(name: string): string;
+export interface MeshPod {
+  name: string;
+  /** false: a bare pod (no capture, no sidecar, no tlsMode label) */
+  mesh?: boolean;
+}
+export function meshRegistry(pods: readonly MeshPod[]): string;
+export interface Mesh {
+  world: string;
+  ns: Record<string, string>;
+  configDir: string;
+  identitiesDir: string;
+  logs: string;
+  discovery: Started;
+  sidecars: Record<string, Started>;
+  apps: Record<string, Started>;
+}
+export function startMesh(
+  owner: Owner,
+  o: { dist: string; dir: string; pods: readonly MeshPod[]; config?: Record<string, string>; prefix?: string; stopSignal?: NodeJS.Signals; timeoutMs?: number; progress?: (what: string) => void },
+): Promise<Mesh>;
+export function proxyPids(ns: string): number[];
+export function cpuSeconds(pids: readonly number[]): number;

@@ -49,14 +49,17 @@ export function must(args, o = {}) {
   return r.stdout;
 }
 
-/** Polls `check` (a throw counts as "not yet") until it holds. */
+/** Thrown by a `waitFor` check to stop waiting at once (the thing waited for cannot happen any more). */
+export class Exited extends Error {}
+
+/** Polls `check` (a throw counts as "not yet", except `Exited`) until it holds. */
 export async function waitFor(check, timeoutMs, why) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
       if (await check()) return;
-    } catch {
-      // not yet
+    } catch (e) {
+      if (e instanceof Exited) throw e;
     }
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms: ${why()}`);
     await new Promise((r) => setTimeout(r, 50));
@@ -342,4 +345,156 @@ export function opensslIdentities(dir, ids) {
     certs[id] = { cert: fs.readFileSync(f(`w${i}.pem`), 'utf8'), key: fs.readFileSync(f(`w${i}.key`), 'utf8') };
   });
   return { root: fs.readFileSync(f('root.pem'), 'utf8'), certs };
+}
+
+/** Addresses of `startMesh`'s pods (index i from 1): pod 10.89.i.2, its gateway in the world 10.89.i.1, service VIP 10.89.9.1i. */
+export const meshAddr = {
+  pod: (i) => `10.89.${i}.2`,
+  gateway: (i) => `10.89.${i}.1`,
+  vip: (i) => `10.89.9.${10 + i}`,
+};
+export const spiffeOf = (name) => `spiffe://cluster.local/ns/${name}/sa/${name}`;
+
+/**
+ * The registry of `startMesh`: pod `<name>` (namespace and service account `<name>`, label app=<name>) backs
+ * the service <name>.<name>.svc.cluster.local on its VIP (HTTP 8080, TCP 9000). A meshed pod's workload
+ * carries the tlsMode label (auto-mTLS sends it mutual TLS); a bare pod's does not.
+ */
+export function meshRegistry(pods) {
+  return pods
+    .map((p, k) => {
+      const i = k + 1;
+      const labels = p.mesh === false ? `{app: ${p.name}}` : `{app: ${p.name}, security.istio.io/tlsMode: istio}`;
+      return `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ${p.name}, namespace: ${p.name}}
+spec:
+  hosts: [${p.name}.${p.name}.svc.cluster.local]
+  addresses: [${meshAddr.vip(i)}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
+  workloadSelector: {labels: {app: ${p.name}}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: ${p.name}-1, namespace: ${p.name}}
+spec:
+  address: ${meshAddr.pod(i)}
+  serviceAccount: ${p.name}
+  labels: ${labels}
+`;
+    })
+    .join('---\n');
+}
+
+/**
+ * A whole mesh on this machine: a world namespace running pilot-discovery (xDS on :15010 of every pod's
+ * gateway address) and, for each of `pods` ({name, mesh}), a pod namespace `<prefix>-<name>-<random>` with
+ * its app; a meshed pod (mesh !== false) also gets capture rules with DNS capture (its resolv.conf names
+ * the cluster's search list), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
+ * maps file names to YAML served beside the registry (the caller may rewrite them: discovery watches the
+ * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
+ */
+export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined }) {
+  const configDir = path.join(dir, 'config');
+  const logs = path.join(dir, 'logs');
+  fs.mkdirSync(configDir, { recursive: true });
+  fs.mkdirSync(logs, { recursive: true });
+  fs.writeFileSync(path.join(configDir, 'registry.yaml'), meshRegistry(pods));
+  for (const [file, yaml] of Object.entries(config)) fs.writeFileSync(path.join(configDir, file), yaml);
+  const logTo = (name) => {
+    const fd = fs.openSync(path.join(logs, `${name}.log`), 'a');
+    owner.teardown(() => fs.closeSync(fd));
+    return (chunk) => fs.writeSync(fd, chunk);
+  };
+  const meshed = pods.filter((p) => p.mesh !== false).map((p) => p.name);
+  progress(`making workload certificates for ${meshed.join(', ')}`);
+  const identities = opensslIdentities(path.join(dir, 'identities'), meshed.map(spiffeOf));
+  meshed.forEach((name) => {
+    fs.writeFileSync(path.join(dir, 'identities', `${name}.pem`), identities.certs[spiffeOf(name)].cert);
+    fs.writeFileSync(path.join(dir, 'identities', `${name}.key`), identities.certs[spiffeOf(name)].key);
+  });
+
+  progress('making network namespaces');
+  const world = createNetns(owner, `${prefix}-world`);
+  const ns = {};
+  pods.forEach((p, k) => {
+    const i = k + 1;
+    // kube's resolver settings; the agent answers the mesh's names (DNS capture), nothing else is asked
+    ns[p.name] = createNetns(owner, `${prefix}-${p.name}`, {
+      resolvConf: `nameserver ${meshAddr.gateway(i)}\nsearch ${p.name}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 timeout:1 attempts:1\n`,
+    });
+    linkPod(world, ns[p.name], { hostIf: `veth-${p.name}`, hostIp: meshAddr.gateway(i), podIp: meshAddr.pod(i) });
+  });
+  progress('starting pilot-discovery');
+  const discovery = await startDiscovery(owner, { ns: world, dist, configDir, grpcAddr: '0.0.0.0:15010', home: dir, onOutput: logTo('discovery'), stopSignal });
+  const sidecars = {};
+  const apps = {};
+  for (const [k, p] of pods.entries()) {
+    const i = k + 1;
+    progress(`starting pod ${p.name}`);
+    if (p.mesh !== false) {
+      const r = capture(ns[p.name], dist, { dns: true });
+      if (r.code !== 0) throw new Error(`mesh-iptables in ${ns[p.name]} failed (${r.code}): ${r.stderr}`);
+    }
+    apps[p.name] = await startApp(owner, ns[p.name], p.name);
+    if (p.mesh === false) continue;
+    sidecars[p.name] = await startSidecar(owner, {
+      ns: ns[p.name],
+      dist,
+      home: path.join(dir, `proxy-${p.name}`),
+      discoveryAddress: `${meshAddr.gateway(i)}:15010`,
+      pod: { name: `${p.name}-1`, namespace: p.name, serviceAccount: p.name, ip: meshAddr.pod(i), labels: { app: p.name, 'security.istio.io/tlsMode': 'istio' } },
+      certs: { ...identities.certs[spiffeOf(p.name)], root: identities.root },
+      env: { MESH_META_DNS_CAPTURE: 'true' },
+      onOutput: logTo(`sidecar-${p.name}`),
+      stopSignal,
+    });
+  }
+  for (const name of meshed) {
+    progress(`waiting for sidecar ${name}`);
+    const agent = sidecars[name].child;
+    await waitFor(
+      () => {
+        if (agent.exitCode !== null || agent.signalCode !== null) throw new Exited(`the sidecar of ${name} exited (${agent.exitCode ?? agent.signalCode}):\n${sidecars[name].out().slice(-3000)}`);
+        return httpGetIn(ns[name], 'http://127.0.0.1:15021/healthz/ready').status === 200;
+      },
+      timeoutMs,
+      () => `the sidecar of ${name} is not ready:\n${sidecars[name].out().slice(-3000)}\n--- discovery:\n${discovery.out().slice(-3000)}`,
+    );
+  }
+  return { world, ns, configDir, identitiesDir: path.join(dir, 'identities'), logs, discovery, sidecars, apps };
+}
+
+/** The pids of a pod's proxy (agent and engine: the processes of uid 1337 in its namespace). */
+export function proxyPids(ns) {
+  return sh(['ip', 'netns', 'pids', ns])
+    .stdout.split(/\s+/)
+    .filter(Boolean)
+    .filter((pid) => {
+      try {
+        return /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] === String(PROXY_UID);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/** CPU seconds (user + system) the processes used so far, from /proc/<pid>/stat (clock ticks of 1/100 s on Linux). */
+export function cpuSeconds(pids) {
+  const hz = Number(sh(['getconf', 'CLK_TCK']).stdout.trim()) || 100;
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      // the command name may hold spaces: fields count from after its closing parenthesis
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(f[11]) + Number(f[12]);
+    } catch {
+      // gone
+    }
+  }
+  return ticks / hz;
 }
