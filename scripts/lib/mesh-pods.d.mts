@@ -100,4 +100,3 @@ export function startMesh(
   o: { dist: string; dir: string; pods: readonly MeshPod[]; config?: Record<string, string>; prefix?: string; stopSignal?: NodeJS.Signals; timeoutMs?: number; progress?: (what: string) => void },
 ): Promise<Mesh>;
 export function proxyPids(ns: string): number[];
-export function cpuSeconds(pids: readonly number[]): number;

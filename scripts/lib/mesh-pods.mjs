@@ -405,8 +405,13 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
   for (const [file, yaml] of Object.entries(config)) fs.writeFileSync(path.join(configDir, file), yaml);
   const logTo = (name) => {
     const fd = fs.openSync(path.join(logs, `${name}.log`), 'a');
-    owner.teardown(() => fs.closeSync(fd));
-    return (chunk) => fs.writeSync(fd, chunk);
+    let open = true;
+    owner.teardown(() => {
+      open = false;
+      fs.closeSync(fd);
+    });
+    // a stopped program's last output may arrive after its log is closed
+    return (chunk) => open && fs.writeSync(fd, chunk);
   };
   const meshed = pods.filter((p) => p.mesh !== false).map((p) => p.name);
   progress(`making workload certificates for ${meshed.join(', ')}`);
@@ -480,21 +485,4 @@ export function proxyPids(ns) {
       }
     })
     .map(Number);
-}
-
-/** CPU seconds (user + system) the processes used so far, from /proc/<pid>/stat (clock ticks of 1/100 s on Linux). */
-export function cpuSeconds(pids) {
-  const hz = Number(sh(['getconf', 'CLK_TCK']).stdout.trim()) || 100;
-  let ticks = 0;
-  for (const pid of pids) {
-    try {
-      // the command name may hold spaces: fields count from after its closing parenthesis
-      const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(f[11]) + Number(f[12]);
-    } catch {
-      // gone
-    }
-  }
-  return ticks / hz;
 }
