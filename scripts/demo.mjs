@@ -4,8 +4,9 @@
 // is secured as it is out of the box: the gateway proves who it is to the daemon's CA with a token from the
 // same issuer (JWT_RULE, the no-cluster credential), gets its SPIFFE certificate and speaks xDS over mutual
 // TLS to :15012, trusting the root the daemon published.
-// `npm run demo -- gateway` runs the plain gateway example (examples/gateway) instead. Ctrl-C stops everything
-// and removes what the demo created.
+// `npm run demo -- gateway` runs the plain gateway example (examples/gateway) instead; `npm run demo -- mesh`
+// runs east-west mutual TLS between captured pods in network namespaces (root; scripts/lib/mesh-demo.mjs).
+// Ctrl-C stops everything and removes what the demo created.
 //   npm run demo        (after npm run build)
 //   node demo.mjs       (in the release tarball, where this script sits beside the executable, bundled)
 import { spawn } from 'node:child_process';
@@ -13,6 +14,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
+import { runMeshDemo } from './lib/mesh-demo.mjs';
 
 const here = path.dirname(new URL(import.meta.url).pathname);
 // The release tarball holds this script (bundled) beside the executable and examples/; a checkout has it
@@ -51,8 +53,6 @@ async function stop(code = 0) {
   for (const dir of created) rmSync(dir, { recursive: true, force: true });
   process.exit(code);
 }
-process.on('SIGINT', () => stop(0));
-process.on('SIGTERM', () => stop(0));
 
 async function waitReady(url, what, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
@@ -68,10 +68,18 @@ async function waitReady(url, what, timeoutMs = 30_000) {
 }
 
 const example = process.argv[2] ?? 'claim-routing';
-if (!['claim-routing', 'gateway'].includes(example)) {
-  console.error(`unknown example ${JSON.stringify(example)}: claim-routing (default) or gateway`);
+if (!['claim-routing', 'gateway', 'mesh'].includes(example)) {
+  console.error(`unknown example ${JSON.stringify(example)}: claim-routing (default), gateway or mesh`);
   process.exit(2);
 }
+if (example === 'mesh') {
+  await runMeshDemo({ dist });
+  // stays up: runMeshDemo exits the process on Ctrl-C, SIGTERM or a failed start
+  setInterval(() => undefined, 1 << 30);
+  await new Promise(() => undefined);
+}
+process.on('SIGINT', () => stop(0));
+process.on('SIGTERM', () => stop(0));
 const exampleDir = path.join(root, 'examples', example);
 // config/ holds only resources (what --configDir serves); mesh.yaml beside it is the gateway's mesh config.
 const configDir = path.join(exampleDir, 'config');

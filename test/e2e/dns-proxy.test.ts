@@ -3,24 +3,17 @@
 // mesh-iptables --redirect-dns` capture rules, discovery serving Services and ServiceEntries from --configDir,
 // and a sidecar (uid 1337) with MESH_META_DNS_CAPTURE=true. Names of the mesh are answered by the agent from
 // the name table; everything else reaches the test's resolver through the agent.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { DIST, built } from '../helpers/binary';
-import { createNetns, httpGetIn, must, netnsUnavailable, sh } from '../helpers/netns';
+import { APP_UID, asUser, capture, createNetns, httpGetIn, meshPodsUnavailable, must, sh, startDiscovery, startIn, startSidecar, waitFor, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
-import { metricValue, tempDir, waitFor } from '../agent/helpers';
+import { metricValue, tempDir } from '../agent/helpers';
 
 const UPSTREAM = path.join(REPO, 'test/e2e/fixtures/dns-upstream.mjs');
-const APP_UID = 4321;
-const PROXY_UID = 1337;
-const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
 
-const skip =
-  netnsUnavailable() ||
-  (spawnSync('iptables', ['--version']).status !== 0 ? 'iptables is not installed' : false) ||
-  (spawnSync('setpriv', ['--version']).status !== 0 ? 'setpriv (util-linux) is not installed' : false);
+const skip = meshPodsUnavailable();
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -100,28 +93,6 @@ spec:
   ports: [{name: http, port: 9080}]
 `;
 
-/** Starts a program in a namespace and waits for a line matching `ready`; killed in teardown. */
-async function startIn(t: Test, ns: string, argv: string[], o: { ready: RegExp; env?: NodeJS.ProcessEnv; cwd?: string; what: string }): Promise<{ child: ChildProcess; out: () => string }> {
-  const child = spawn('ip', ['netns', 'exec', ns, ...argv], { env: o.env ?? CHILD_ENV, cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  await waitFor(
-    () => {
-      if (child.exitCode !== null) throw new Error(`${o.what} exited ${child.exitCode}:\n${out}`);
-      return o.ready.test(out);
-    },
-    30_000,
-    () => `${o.what} did not start:\n${out}`,
-  );
-  return { child, out: () => out };
-}
-
 /** node's resolver (c-ares, no search list) asking `server` for A records, in the pod. */
 function resolve4In(ns: string, server: string, names: string[]): Record<string, string[] | string> {
   const script = `const { Resolver } = require('node:dns').promises; const r = new Resolver({ timeout: 3000, tries: 1 }); r.setServers([${JSON.stringify(server)}]);
@@ -133,7 +104,7 @@ function resolve4In(ns: string, server: string, names: string[]): Record<string,
 function lookupAsApp(ns: string, names: string[]): Record<string, string[] | string> {
   const script = `const dns = require('node:dns').promises;
 (async () => { const out = {}; for (const n of ${JSON.stringify(names)}) { try { out[n] = (await dns.lookup(n, { family: 4, all: true })).map((a) => a.address).sort(); } catch (e) { out[n] = e.code; } } process.stdout.write(JSON.stringify(out)); })();`;
-  return JSON.parse(must(['ip', 'netns', 'exec', ns, 'setpriv', `--reuid=${APP_UID}`, `--regid=${APP_UID}`, '--clear-groups', process.execPath, '-e', script])) as Record<string, string[] | string>;
+  return JSON.parse(must(['ip', 'netns', 'exec', ns, ...asUser(APP_UID, [process.execPath, '-e', script])])) as Record<string, string[] | string>;
 }
 
 t.test('a pod with DNS capture resolves mesh names through its agent', { skip }, async (t) => {
@@ -144,67 +115,31 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
   fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG.replace('THIRD_READY', 'false'));
   fs.writeFileSync(path.join(configDir, 'plaintext.yaml'), PLAINTEXT);
 
-  const pod = createNetns(t, 'mesh-dns');
+  // `ip netns exec` mounts /etc/netns/<ns>/resolv.conf over /etc/resolv.conf: the pod's resolver settings
+  const pod = createNetns(t, 'mesh-dns', { resolvConf: 'nameserver 10.77.0.53\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n' });
   // the pod's address and its resolver's, both local to the namespace
   must(['ip', '-n', pod, 'addr', 'add', '10.77.0.2/32', 'dev', 'lo']);
   must(['ip', '-n', pod, 'addr', 'add', '10.77.0.53/32', 'dev', 'lo']);
-  // `ip netns exec` mounts /etc/netns/<ns>/resolv.conf over /etc/resolv.conf: the pod's resolver settings
-  const etc = path.join('/etc/netns', pod);
-  fs.mkdirSync(etc, { recursive: true });
-  t.teardown(() => fs.rmSync(etc, { recursive: true, force: true }));
-  fs.writeFileSync(path.join(etc, 'resolv.conf'), 'nameserver 10.77.0.53\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n');
 
   const upstream = await startIn(t, pod, [process.execPath, UPSTREAM, '10.77.0.53', '53', JSON.stringify({ 'www.outside.test.': '203.0.113.9' })], { ready: /listening/, what: 'the upstream resolver' });
   const asked = (name: string) => upstream.out().split('\n').filter((l) => l.startsWith('query ') && l.split(' ')[2] === name).length;
 
-  const discovery = await startIn(
-    t,
-    pod,
-    [
-      path.join(DIST, 'pilot-discovery'), 'discovery',
-      '--configDir', configDir,
-      '--grpcAddr', '127.0.0.1:15010',
-      '--httpAddr', '127.0.0.1:18080',
-      '--monitoringAddr', '127.0.0.1:15014',
-      '--httpsAddr', '127.0.0.1:15017',
-      '--secureGRPCAddr', '127.0.0.1:15012',
-      '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '9876',
-      '--shutdownDuration', '1s',
-    ],
-    { ready: /listening on 127\.0\.0\.1:15010/, what: 'pilot-discovery', env: { ...CHILD_ENV, HOME: dir, PILOT_DEBOUNCE_AFTER: '10ms' } },
-  );
+  const discovery = await startDiscovery(t, { ns: pod, dist: DIST, configDir, grpcAddr: '127.0.0.1:15010', home: dir });
 
   // Istio's init container with DNS capture: `istio-iptables … --redirect-dns` (ISTIO_META_DNS_CAPTURE=true)
-  const ipt = sh(['ip', 'netns', 'exec', pod, path.join(DIST, 'pilot-agent'), 'mesh-iptables', '-p', '15001', '-z', '15006', '-u', String(PROXY_UID), '-m', 'REDIRECT', '-i', '*', '-x', '', '-b', '*', '-d', '15090,15021,15020'], {
-    env: { ...CHILD_ENV, MESH_META_DNS_CAPTURE: 'true' },
-  });
+  const ipt = capture(pod, DIST, { dns: true });
   t.equal(ipt.code, 0, `mesh-iptables: ${ipt.stderr}`);
   t.match(sh(['ip', 'netns', 'exec', pod, 'iptables-save', '-t', 'nat']).stdout, /-d 10\.77\.0\.53\/32 .*-j REDIRECT --to-ports 15053/, 'queries to the resolv.conf server go to 15053');
 
-  const home = path.join(dir, 'proxy');
-  fs.mkdirSync(home);
-  fs.chownSync(home, PROXY_UID, PROXY_UID);
-  fs.writeFileSync(path.join(home, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 127.0.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
-  const agent = await startIn(
-    t,
-    pod,
-    ['setpriv', `--reuid=${PROXY_UID}`, `--regid=${PROXY_UID}`, '--clear-groups', path.join(DIST, 'pilot-agent'), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'],
-    {
-      ready: /./,
-      what: 'pilot-agent',
-      cwd: home,
-      env: {
-        ...CHILD_ENV,
-        HOME: home,
-        POD_NAME: 'productpage-0',
-        POD_NAMESPACE: 'default',
-        INSTANCE_IP: '10.77.0.2',
-        MESH_META_DNS_CAPTURE: 'true',
-        PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s' }),
-      },
-    },
-  );
-  await waitFor(() => httpGetIn(pod, 'http://127.0.0.1:15021/healthz/ready').status === 200, 60_000, () => `sidecar not ready:\n${agent.out()}\n--- discovery:\n${discovery.out()}`);
+  const agent = await startSidecar(t, {
+    ns: pod,
+    dist: DIST,
+    home: path.join(dir, 'proxy'),
+    discoveryAddress: '127.0.0.1:15010',
+    pod: { name: 'productpage-0', namespace: 'default', ip: '10.77.0.2' },
+    env: { MESH_META_DNS_CAPTURE: 'true' },
+  });
+  await waitSidecarReady(pod, 60_000, () => `sidecar not ready:\n${agent.out()}\n--- discovery:\n${discovery.out()}`);
   t.match(agent.out(), /Starting local udp DNS server on 127\.0\.0\.1:15053/);
   t.match(agent.out(), /Starting local tcp DNS server on 127\.0\.0\.1:15053/);
   const metrics = () => httpGetIn(pod, 'http://127.0.0.1:15020/stats/prometheus').body;

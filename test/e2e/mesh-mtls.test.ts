@@ -9,35 +9,24 @@
 // B's service b.b.svc.cluster.local has the VIP 10.89.9.10, which exists nowhere: A's plain client reaches
 // B's app only through capture, auto-mTLS (tlsMode-istio endpoint), B's inbound chains and policies.
 // Workload certificates are issued by our CA (src/ca) in the test and mounted as files (FILE_MOUNTED_CERTS).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { CertificateAuthority } from '../../src/ca/authority';
 import { createCsrPem } from '../../src/ca/pkix/csr';
 import { generateKeyPair } from '../../src/ca/pkix/keys';
 import { generateRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { DIST, built } from '../helpers/binary';
-import { createNetns, httpGetIn, must, netnsUnavailable, sh } from '../helpers/netns';
-import { REPO } from '../helpers/spec';
-import { tempDir, waitFor } from '../agent/helpers';
-
-const POD = path.join(REPO, 'test/e2e/fixtures/mesh-pod.mjs');
-const APP_UID = 4321;
-const PROXY_UID = 1337;
-const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+import { callIn as call, capture, createNetns, linkPod, meshPodsUnavailable, sh, startApp, startDiscovery, startSidecar, waitFor, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
+import { tempDir } from '../agent/helpers';
 const VIP = '10.89.9.10';
 const PODS = { a: 1, b: 2, c: 3 } as const;
 type PodName = keyof typeof PODS;
 const podIp = (p: PodName) => `10.89.${PODS[p]}.2`;
 const spiffe = (p: PodName) => `spiffe://cluster.local/ns/${p}/sa/${p}`;
 
-const skip =
-  netnsUnavailable() ||
-  (spawnSync('iptables', ['--version']).status !== 0 ? 'iptables is not installed' : false) ||
-  (spawnSync('setpriv', ['--version']).status !== 0 ? 'setpriv (util-linux) is not installed' : false) ||
-  (spawnSync('openssl', ['version']).status !== 0 ? 'openssl is not installed' : false);
+const skip = meshPodsUnavailable({ openssl: true });
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -83,34 +72,6 @@ spec:
   rules: [{from: [{source: {principals: [cluster.local/ns/a/sa/a]}}]}]
 `;
 
-/** Starts a program in a namespace and waits for a line matching `ready`; killed in teardown. */
-async function startIn(t: Test, ns: string, argv: string[], o: { ready: RegExp; env?: NodeJS.ProcessEnv; cwd?: string; what: string; timeoutMs?: number }): Promise<{ child: ChildProcess; out: () => string }> {
-  const child = spawn('ip', ['netns', 'exec', ns, ...argv], { env: o.env ?? CHILD_ENV, cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  await waitFor(
-    () => {
-      if (child.exitCode !== null) throw new Error(`${o.what} exited ${child.exitCode}:\n${out}`);
-      return o.ready.test(out);
-    },
-    o.timeoutMs ?? 30_000,
-    () => `${o.what} did not start:\n${out}`,
-  );
-  return { child, out: () => out };
-}
-
-/** A plain client in a namespace (as the app's user when it is a pod), as parsed JSON. */
-function call(ns: string, asApp: boolean, ...args: string[]): Record<string, unknown> {
-  const user = asApp ? ['setpriv', `--reuid=${APP_UID}`, `--regid=${APP_UID}`, '--clear-groups'] : [];
-  const r = must(['ip', 'netns', 'exec', ns, ...user, process.execPath, POD, ...args]);
-  return JSON.parse(r.trim()) as Record<string, unknown>;
-}
 const bodyOf = (r: Record<string, unknown>) => (typeof r['body'] === 'string' && r['body'].startsWith('{') ? (JSON.parse(r['body']) as Record<string, unknown>) : {});
 
 t.test('a mesh of three captured pods: mTLS, XFCC, PeerAuthentication, AuthorizationPolicy', { skip }, async (t) => {
@@ -131,74 +92,32 @@ t.test('a mesh of three captured pods: mTLS, XFCC, PeerAuthentication, Authoriza
   }
 
   const world = createNetns(t, 'mesh-world');
-  must(['ip', 'netns', 'exec', world, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
   const pods = {} as Record<PodName, string>;
   for (const p of Object.keys(PODS) as PodName[]) {
-    const ns = createNetns(t, `mesh-${p}`);
-    pods[p] = ns;
-    const i = PODS[p];
-    must(['ip', '-n', world, 'link', 'add', `veth-${p}`, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns]);
-    must(['ip', '-n', world, 'addr', 'add', `10.89.${i}.1/24`, 'dev', `veth-${p}`]);
-    must(['ip', '-n', ns, 'addr', 'add', `${podIp(p)}/24`, 'dev', 'eth0']);
-    must(['ip', '-n', world, 'link', 'set', `veth-${p}`, 'up']);
-    must(['ip', '-n', ns, 'link', 'set', 'eth0', 'up']);
-    must(['ip', '-n', ns, 'route', 'add', 'default', 'via', `10.89.${i}.1`]);
+    pods[p] = createNetns(t, `mesh-${p}`);
+    linkPod(world, pods[p], { hostIf: `veth-${p}`, hostIp: `10.89.${PODS[p]}.1`, podIp: podIp(p) });
   }
 
-  const discovery = await startIn(
-    t,
-    world,
-    [
-      path.join(DIST, 'pilot-discovery'), 'discovery',
-      '--configDir', configDir,
-      '--grpcAddr', '0.0.0.0:15010',
-      '--httpAddr', '127.0.0.1:18080',
-      '--monitoringAddr', '127.0.0.1:15014',
-      '--httpsAddr', '127.0.0.1:15017',
-      '--secureGRPCAddr', '127.0.0.1:15012',
-      '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '9876',
-      '--shutdownDuration', '1s',
-    ],
-    { ready: /listening on .*:15010/, what: 'pilot-discovery', env: { ...CHILD_ENV, HOME: dir, PILOT_DEBOUNCE_AFTER: '10ms' } },
-  );
+  const discovery = await startDiscovery(t, { ns: world, dist: DIST, configDir, grpcAddr: '0.0.0.0:15010', home: dir });
 
   const agents = {} as Record<PodName, { out: () => string }>;
   for (const p of Object.keys(PODS) as PodName[]) {
     const ns = pods[p];
-    const ipt = sh(['ip', 'netns', 'exec', ns, path.join(DIST, 'pilot-agent'), 'mesh-iptables', '-p', '15001', '-z', '15006', '-u', String(PROXY_UID), '-m', 'REDIRECT', '-i', '*', '-x', '', '-b', '*', '-d', '15090,15021,15020']);
+    const ipt = capture(ns, DIST);
     t.equal(ipt.code, 0, `mesh-iptables in ${p}: ${ipt.stderr}`);
-    await startIn(t, ns, ['setpriv', `--reuid=${APP_UID}`, `--regid=${APP_UID}`, '--clear-groups', process.execPath, POD, 'app', p], { ready: /listening/, what: `app ${p}` });
-    const home = path.join(dir, `proxy-${p}`);
-    fs.mkdirSync(path.join(home, 'etc', 'certs'), { recursive: true });
-    fs.writeFileSync(path.join(home, 'etc/certs/cert-chain.pem'), certs[p]!.cert);
-    fs.writeFileSync(path.join(home, 'etc/certs/key.pem'), certs[p]!.key);
-    fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), root.certPem);
-    fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 10.89.${PODS[p]}.1:15010\n  controlPlaneAuthPolicy: NONE\n`);
-    sh(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
-    agents[p] = await startIn(
-      t,
+    await startApp(t, ns, p);
+    agents[p] = await startSidecar(t, {
       ns,
-      ['setpriv', `--reuid=${PROXY_UID}`, `--regid=${PROXY_UID}`, '--clear-groups', path.join(DIST, 'pilot-agent'), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'],
-      {
-        ready: /./,
-        what: `pilot-agent ${p}`,
-        cwd: home,
-        env: {
-          ...CHILD_ENV,
-          HOME: home,
-          POD_NAME: `${p}-1`,
-          POD_NAMESPACE: p,
-          SERVICE_ACCOUNT: p,
-          INSTANCE_IP: podIp(p),
-          FILE_MOUNTED_CERTS: 'true',
-          MESH_METAJSON_LABELS: JSON.stringify({ app: p, 'security.istio.io/tlsMode': 'istio' }),
-          PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', proxyStatsMatcher: { inclusionRegexps: ['.*'] } }),
-        },
-      },
-    );
+      dist: DIST,
+      home: path.join(dir, `proxy-${p}`),
+      discoveryAddress: `10.89.${PODS[p]}.1:15010`,
+      pod: { name: `${p}-1`, namespace: p, serviceAccount: p, ip: podIp(p), labels: { app: p, 'security.istio.io/tlsMode': 'istio' } },
+      certs: { ...certs[p]!, root: root.certPem },
+      allStats: true,
+    });
   }
   for (const p of Object.keys(PODS) as PodName[]) {
-    await waitFor(() => httpGetIn(pods[p], 'http://127.0.0.1:15021/healthz/ready').status === 200, 60_000, () => `sidecar ${p} not ready:\n${agents[p].out()}\n--- discovery:\n${discovery.out()}`);
+    await waitSidecarReady(pods[p], 60_000, () => `sidecar ${p} not ready:\n${agents[p].out()}\n--- discovery:\n${discovery.out()}`);
   }
   const hashA = crypto.createHash('sha256').update(new crypto.X509Certificate(certs['a']!.cert).raw).digest('hex');
 

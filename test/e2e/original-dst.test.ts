@@ -6,28 +6,21 @@
 //
 // The ServiceEntry addresses (10.88.1.0/24) exist nowhere: a plain client in the pod that reaches the
 // right server through one of them was captured and routed by the connection's original destination.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { CertificateAuthority } from '../../src/ca/authority';
 import { createCsrPem } from '../../src/ca/pkix/csr';
 import { generateKeyPair } from '../../src/ca/pkix/keys';
 import { generateRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { DIST, built } from '../helpers/binary';
-import { createNetns, httpGetIn, must, netnsUnavailable, sh } from '../helpers/netns';
+import { APP_UID, asUser, capture, createNetns, httpGetIn, linkPod, meshPodsUnavailable, must, startDiscovery, startIn, startSidecar, waitFor, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
-import { tempDir, waitFor } from '../agent/helpers';
+import { tempDir } from '../agent/helpers';
 
 const WORLD = path.join(REPO, 'test/e2e/fixtures/capture-world.mjs');
-const APP_UID = 4321;
-const PROXY_UID = 1337;
-const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
 
-const skip =
-  netnsUnavailable() ||
-  (spawnSync('iptables', ['--version']).status !== 0 ? 'iptables is not installed' : false) ||
-  (spawnSync('setpriv', ['--version']).status !== 0 ? 'setpriv (util-linux) is not installed' : false);
+const skip = meshPodsUnavailable();
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -80,31 +73,9 @@ spec:
   outboundTrafficPolicy: {mode: REGISTRY_ONLY}
 `;
 
-/** Starts a program in a namespace and waits for a line matching `ready`; killed in teardown. */
-async function startIn(t: Test, ns: string, argv: string[], o: { ready: RegExp; env?: NodeJS.ProcessEnv; cwd?: string; what: string; timeoutMs?: number }): Promise<{ child: ChildProcess; out: () => string }> {
-  const child = spawn('ip', ['netns', 'exec', ns, ...argv], { env: o.env ?? CHILD_ENV, cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  await waitFor(
-    () => {
-      if (child.exitCode !== null) throw new Error(`${o.what} exited ${child.exitCode}:\n${out}`);
-      return o.ready.test(out);
-    },
-    o.timeoutMs ?? 30_000,
-    () => `${o.what} did not start:\n${out}`,
-  );
-  return { child, out: () => out };
-}
-
 /** One call from a plain client in the pod, as the application's user. */
 function client(pod: string, mode: string, host: string, port: number, sni = ''): Record<string, unknown> {
-  const r = must(['ip', 'netns', 'exec', pod, 'setpriv', `--reuid=${APP_UID}`, `--regid=${APP_UID}`, '--clear-groups', process.execPath, WORLD, 'client', mode, host, String(port), sni]);
+  const r = must(['ip', 'netns', 'exec', pod, ...asUser(APP_UID, [process.execPath, WORLD, 'client', mode, host, String(port), sni])]);
   return JSON.parse(r.trim()) as Record<string, unknown>;
 }
 
@@ -134,74 +105,34 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
 
   const world = createNetns(t, 'mesh-world');
   const pod = createNetns(t, 'mesh-pod');
-  must(['ip', '-n', world, 'link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod]);
-  must(['ip', '-n', world, 'addr', 'add', '10.88.0.1/24', 'dev', 'eth0']);
-  must(['ip', '-n', pod, 'addr', 'add', '10.88.0.2/24', 'dev', 'eth0']);
-  must(['ip', '-n', world, 'link', 'set', 'eth0', 'up']);
-  must(['ip', '-n', pod, 'link', 'set', 'eth0', 'up']);
-  must(['ip', '-n', pod, 'route', 'add', 'default', 'via', '10.88.0.1']);
+  linkPod(world, pod, { hostIf: 'eth0', hostIp: '10.88.0.1', podIp: '10.88.0.2' });
 
   await startIn(t, world, [process.execPath, WORLD, 'world', '10.88.0.1', path.join(dir, 'tls.crt'), path.join(dir, 'tls.key')], { ready: /listening/, what: 'the world servers' });
-  const discovery = await startIn(
-    t,
-    world,
-    [
-      path.join(DIST, 'pilot-discovery'), 'discovery',
-      '--configDir', configDir,
-      '--grpcAddr', '10.88.0.1:15010',
-      '--httpAddr', '127.0.0.1:18080',
-      '--monitoringAddr', '127.0.0.1:15014',
-      '--httpsAddr', '127.0.0.1:15017',
-      '--secureGRPCAddr', '127.0.0.1:15012',
-      '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '9876',
-      '--shutdownDuration', '1s',
-    ],
-    { ready: /listening on 10\.88\.0\.1:15010/, what: 'pilot-discovery', env: { ...CHILD_ENV, HOME: dir, PILOT_DEBOUNCE_AFTER: '10ms' } },
-  );
+  const discovery = await startDiscovery(t, { ns: world, dist: DIST, configDir, grpcAddr: '10.88.0.1:15010', home: dir });
 
   // Istio's injected init container: `istio-iptables -p 15001 -z 15006 -u 1337 -m REDIRECT -i '*' -b '*' -d 15090,15021,15020`
-  const ipt = sh(['ip', 'netns', 'exec', pod, path.join(DIST, 'pilot-agent'), 'mesh-iptables', '-p', '15001', '-z', '15006', '-u', String(PROXY_UID), '-m', 'REDIRECT', '-i', '*', '-x', '', '-b', '*', '-d', '15090,15021,15020']);
+  const ipt = capture(pod, DIST);
   t.equal(ipt.code, 0, `mesh-iptables: ${ipt.stderr}`);
 
-  await startIn(t, pod, ['setpriv', `--reuid=${APP_UID}`, `--regid=${APP_UID}`, '--clear-groups', process.execPath, WORLD, 'app'], { ready: /listening/, what: 'the pod app' });
+  await startIn(t, pod, asUser(APP_UID, [process.execPath, WORLD, 'app']), { ready: /listening/, what: 'the pod app' });
 
-  const home = path.join(dir, 'proxy');
-  fs.mkdirSync(home);
-  fs.chownSync(home, PROXY_UID, PROXY_UID);
-  fs.writeFileSync(path.join(home, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 10.88.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
   // the workload certificate (mounted files, FILE_MOUNTED_CERTS): MESH_INTERNAL services' clusters carry
   // auto-mTLS transport sockets whose SDS secrets must arrive before the sidecar is ready, as in Istio
   const root = await generateRoot({ ttlMs: 24 * 3_600_000, org: 'cluster.local', rsaKeySize: 2048 });
   const ca = new CertificateAuthority(selfSignedBundle(root, 'test'), { defaultCertTtlMs: 3_600_000, maxCertTtlMs: 24 * 3_600_000 });
   const pair = await generateKeyPair({ kind: 'ec', curve: 'P256' });
   const id = 'spiffe://cluster.local/ns/demo/sa/default';
-  fs.mkdirSync(path.join(home, 'etc', 'certs'), { recursive: true });
-  fs.writeFileSync(path.join(home, 'etc/certs/cert-chain.pem'), ca.sign(createCsrPem({ privateKey: pair.privateKey, sans: { uris: [id] }, org: '' }), { subjectIds: [id], ttlSeconds: 0 }));
-  fs.writeFileSync(path.join(home, 'etc/certs/key.pem'), pair.privateKeyPem);
-  fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), root.certPem);
-  sh(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
-  const agent = await startIn(
-    t,
-    pod,
-    ['setpriv', `--reuid=${PROXY_UID}`, `--regid=${PROXY_UID}`, '--clear-groups', path.join(DIST, 'pilot-agent'), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'],
-    {
-      ready: /./,
-      what: 'pilot-agent',
-      cwd: home,
-      env: {
-        ...CHILD_ENV,
-        HOME: home,
-        POD_NAME: 'app-0',
-        POD_NAMESPACE: 'demo',
-        INSTANCE_IP: '10.88.0.2',
-        FILE_MOUNTED_CERTS: 'true',
-        MESH_METAJSON_LABELS: '{"app":"app"}',
-        // Istio keeps only a few stats unless told otherwise; the test reads cluster, listener and chain stats
-        PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', proxyStatsMatcher: { inclusionRegexps: ['.*'] } }),
-      },
-    },
-  );
-  await waitFor(() => httpGetIn(pod, 'http://127.0.0.1:15021/healthz/ready').status === 200, 60_000, () => `sidecar not ready:\n${agent.out()}\n--- discovery:\n${discovery.out()}`);
+  const cert = ca.sign(createCsrPem({ privateKey: pair.privateKey, sans: { uris: [id] }, org: '' }), { subjectIds: [id], ttlSeconds: 0 });
+  const agent = await startSidecar(t, {
+    ns: pod,
+    dist: DIST,
+    home: path.join(dir, 'proxy'),
+    discoveryAddress: '10.88.0.1:15010',
+    pod: { name: 'app-0', namespace: 'demo', ip: '10.88.0.2', labels: { app: 'app' } },
+    certs: { cert, key: pair.privateKeyPem, root: root.certPem },
+    allStats: true,
+  });
+  await waitSidecarReady(pod, 60_000, () => `sidecar not ready:\n${agent.out()}\n--- discovery:\n${discovery.out()}`);
   t.notMatch(agent.out(), /SO_ORIGINAL_DST cannot be read/, 'the built executable carries the addon');
 
   t.test('outbound HTTP by service IP reaches the service of that IP', async (t) => {

@@ -1,52 +1,11 @@
 // Network namespaces made and deleted by a test, so programs that bind Istio's fixed ports (15000, 15010,
 // 15021, …) run side by side with other tests. Needs root (CI runs as root).
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import type { Test } from 'tap';
+import { spawnIn } from '../../scripts/lib/mesh-pods.mjs';
 
-export function netnsUnavailable(): string | false {
-  if (process.getuid?.() !== 0) return 'needs root to create network namespaces';
-  if (spawnSync('ip', ['-V']).status !== 0) return 'iproute2 (ip) is not installed';
-  return false;
-}
-
-export function sh(args: readonly string[], o: { input?: string; env?: NodeJS.ProcessEnv } = {}): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(args[0]!, args.slice(1), { encoding: 'utf8', input: o.input, timeout: 30_000, env: o.env ?? { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' } });
-  return { code: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
-}
-
-export function must(args: readonly string[]): string {
-  const r = sh(args);
-  if (r.code !== 0) throw new Error(`${args.join(' ')} failed (${r.code}): ${r.stderr}`);
-  return r.stdout;
-}
-
-/** A new namespace with loopback up; deleted (with everything left in it) in teardown. */
-export function createNetns(t: Test, prefix = 'mesh-t'): string {
-  const ns = `${prefix}-${randomBytes(4).toString('hex')}`;
-  must(['ip', 'netns', 'add', ns]);
-  t.teardown(() => {
-    // processes still inside keep it alive otherwise
-    const pids = sh(['ip', 'netns', 'pids', ns]).stdout.split(/\s+/).filter(Boolean);
-    for (const pid of pids) sh(['kill', '-9', pid]);
-    sh(['ip', 'netns', 'del', ns]);
-  });
-  must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
-  return ns;
-}
-
-/** Runs a program inside the namespace (`ip netns exec` execs it, so the child's pid is the program's). */
-export function spawnIn(ns: string, file: string, args: readonly string[], o: { env?: NodeJS.ProcessEnv; cwd?: string } = {}): ChildProcess {
-  return spawn('ip', ['netns', 'exec', ns, file, ...args], { env: o.env ?? { PATH: process.env.PATH }, cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-/** An HTTP GET made from inside the namespace (a node child there), as {status, body}. */
-export function httpGetIn(ns: string, url: string, headers: Record<string, string> = {}): { status: number; body: string } {
-  const script = `fetch(${JSON.stringify(url)}, { headers: ${JSON.stringify(headers)} }).then(async (r) => process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() })), (e) => { process.stderr.write(String(e)); process.exit(1); })`;
-  const r = sh(['ip', 'netns', 'exec', ns, process.execPath, '-e', script]);
-  if (r.code !== 0) return { status: 0, body: r.stderr };
-  return JSON.parse(r.stdout) as { status: number; body: string };
-}
+// one implementation for tests, the demo and the benchmark
+export { createNetns, httpGetIn, must, netnsUnavailable, sh, spawnIn } from '../../scripts/lib/mesh-pods.mjs';
 
 /**
  * Makes 127.0.0.1:<port> of the host reachable as 127.0.0.1:<port> inside the namespace (for a program

@@ -1,0 +1,285 @@
+// East-west data-plane benchmark (issue 11): A's app → B's app on one machine, in the pods of
+// scripts/lib/mesh-pods.mjs (network namespaces joined by veth pairs through a routing "world" namespace),
+//   direct     two bare pods (no capture, no sidecar): the kernel's path between two pods, the baseline;
+//   plaintext  pods A and B captured with sidecars (uid 1337), PeerAuthentication DISABLE (mesh-wide) and a
+//              DestinationRule with tls DISABLE for B's service;
+//   mtls       the same pods, PeerAuthentication STRICT, auto-mTLS (ISTIO_MUTUAL, both SPIFFE identities checked).
+// For each: a fixed rate (--rate, open loop: requests leave on a schedule whatever the answers do, latency is
+// counted from the scheduled send time, so a stall is not hidden by the generator waiting for it) and a
+// saturated run (closed loop over --connections keep-alive connections: requests per second). The CPU seconds
+// of both proxies (agent + engine processes of uid 1337 in pods A and B, from /proc/<pid>/stat) during the
+// saturated run give requests per proxy core-second. Then, from the same run, the two goals of issue 11: the
+// mTLS pair's p99 added over direct at the fixed rate (≤ 0.5 ms; Istio 1.20 publishes +0.298 ms), and the
+// mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
+//
+//   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
+//
+// Needs root, iproute2, iptables, setpriv and openssl, and the built binary (`node build.mjs`). The load
+// generator is this script run again inside the calling pod (`--load <json>`) as the application's user,
+// node's http with a keep-alive agent (no wrk/h2load on this machine). Everything it makes is removed at the
+// end, on Ctrl-C and on failure.
+import { spawn } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
+import http from 'node:http';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { APP_UID, asUser, callIn, Cleanup, meshAddr, meshPodsUnavailable, proxyPids, startMesh, waitFor } from '../lib/mesh-pods.mjs';
+import { cpuSeconds } from './xds-scale/proc.mjs';
+
+const SELF = new URL(import.meta.url).pathname;
+const ROOT = path.resolve(path.dirname(SELF), '../..');
+
+// ---- the load generator (runs inside a pod) ----
+
+function percentile(sorted, q) {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+/** Fixed rate: request i is due at start + i/rate; its latency runs from then to the end of its response. */
+function openLoop(o, agent, seconds) {
+  return new Promise((resolve) => {
+    const interval = 1000 / o.rate;
+    const start = performance.now();
+    const end = start + seconds * 1000;
+    const latencies = [];
+    const late = [];
+    let due = start;
+    let inflight = 0;
+    let errors = 0;
+    let non2xx = 0;
+    let sent = 0;
+    let finished = false;
+    let giveUp;
+    const done = (force = false) => {
+      if (finished || due < end || (inflight > 0 && !force)) return;
+      finished = true;
+      clearTimeout(giveUp);
+      latencies.sort((x, y) => x - y);
+      late.sort((x, y) => x - y);
+      resolve({ sent, ok: latencies.length, errors, non2xx, unanswered: inflight, p50: percentile(latencies, 0.5), p90: percentile(latencies, 0.9), p99: percentile(latencies, 0.99), max: latencies.at(-1), sendLateP99: percentile(late, 0.99) });
+    };
+    const send = (at) => {
+      sent++;
+      inflight++;
+      late.push(performance.now() - at);
+      const req = http.request({ host: o.host, port: o.port, path: '/hello', agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          inflight--;
+          if (res.statusCode >= 200 && res.statusCode < 300) latencies.push(performance.now() - at);
+          else non2xx++;
+          done();
+        });
+      });
+      req.on('error', () => {
+        inflight--;
+        errors++;
+        done();
+      });
+      req.end();
+    };
+    const tick = () => {
+      const now = performance.now();
+      while (due <= now && due < end) {
+        send(due);
+        due += interval;
+      }
+      if (due < end) setTimeout(tick, Math.max(0, due - performance.now()));
+      else {
+        // an overloaded path queues without end: stop waiting and count what is still unanswered
+        giveUp = setTimeout(() => done(true), Math.max(10, seconds) * 1000);
+        done();
+      }
+    };
+    tick();
+  });
+}
+
+/** Saturated: `connections` loops, each sending its next request when the last one is answered. */
+function closedLoop(o, agent, seconds) {
+  return new Promise((resolve) => {
+    const start = performance.now();
+    const end = start + seconds * 1000;
+    let ok = 0;
+    let errors = 0;
+    let running = o.connections;
+    const loop = () => {
+      if (performance.now() >= end) {
+        if (--running === 0) resolve({ ok, errors, seconds: (performance.now() - start) / 1000, rps: ok / ((performance.now() - start) / 1000) });
+        return;
+      }
+      const req = http.request({ host: o.host, port: o.port, path: '/hello', agent }, (res) => {
+        res.resume();
+        res.on('end', () => {
+          if (res.statusCode >= 200 && res.statusCode < 300) ok++;
+          else errors++;
+          loop();
+        });
+      });
+      req.on('error', () => {
+        errors++;
+        setTimeout(loop, 10);
+      });
+      req.end();
+    };
+    for (let i = 0; i < o.connections; i++) loop();
+  });
+}
+
+/** `--load <json>`: {host, port, mode: fixed|saturated, rate, connections, duration, warmup} → one JSON line. */
+async function loadMain(o) {
+  const newAgent = () => new http.Agent({ keepAlive: true, maxSockets: o.mode === 'saturated' ? o.connections : 256 });
+  const run = o.mode === 'saturated' ? closedLoop : openLoop;
+  if (o.warmup > 0) {
+    // its own connections: what a warm-up left unanswered must not queue ahead of the measurement
+    const warm = newAgent();
+    await run(o, warm, o.warmup);
+    warm.destroy();
+  }
+  const agent = newAgent();
+  // the parent reads CPU counters between these two lines
+  process.stdout.write('{"measuring":true}\n');
+  const r = await run(o, agent, o.duration);
+  process.stdout.write(`${JSON.stringify(r)}\n`);
+  agent.destroy();
+  process.exit(0);
+}
+
+// ---- the benchmark ----
+
+function parseArgs(argv) {
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist') };
+  for (let i = 0; i < argv.length; i++) {
+    const name = argv[i].replace(/^--/, '');
+    if (!(name in o)) throw new Error(`unknown flag ${argv[i]} (flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')})`);
+    o[name] = name === 'binary' ? path.resolve(argv[++i]) : Number(argv[++i]);
+    if (name !== 'binary' && !(o[name] >= 0)) throw new Error(`--${name} needs a number`);
+  }
+  return o;
+}
+
+const PLAINTEXT = {
+  'peer-authentication.yaml': `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: mesh-system}
+spec:
+  mtls: {mode: DISABLE}
+`,
+  'destination-rule.yaml': `apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: b, namespace: b}
+spec:
+  host: b.b.svc.cluster.local
+  trafficPolicy: {tls: {mode: DISABLE}}
+`,
+};
+const MTLS = {
+  'peer-authentication.yaml': `apiVersion: security.istio.io/v1
+kind: PeerAuthentication
+metadata: {name: default, namespace: mesh-system}
+spec:
+  mtls: {mode: STRICT}
+`,
+};
+
+/** Runs the load generator in `ns` as the application's user; `around` is called when measuring starts and when it ends. */
+function load(ns, o, onMeasuring) {
+  return new Promise((resolve, reject) => {
+    const child = spawn('ip', ['netns', 'exec', ns, ...asUser(APP_UID, [process.execPath, SELF, '--load', JSON.stringify(o)])], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('{"measuring":true}\n') && onMeasuring) {
+        onMeasuring();
+        onMeasuring = undefined;
+      }
+    });
+    child.stderr.on('data', (d) => (err += d));
+    child.on('exit', (code) => {
+      const last = out.trim().split('\n').at(-1);
+      if (code !== 0 || !last) reject(new Error(`load generator in ${ns} exited ${code}: ${err}${out}`));
+      else resolve(JSON.parse(last));
+    });
+  });
+}
+
+async function measure(name, ns, target, pids, o) {
+  const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup };
+  const fixed = await load(ns, { ...common, mode: 'fixed', rate: o.rate });
+  let cpu0 = 0;
+  const sat = await load(ns, { ...common, mode: 'saturated', connections: o.connections }, () => (cpu0 = pids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0)));
+  const cpu = pids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0) - cpu0;
+  const perCore = pids.length ? sat.ok / cpu : NaN;
+  const f = (x) => (Number.isFinite(x) ? x.toFixed(3) : '-');
+  console.log(
+    `${name.padEnd(10)} fixed ${o.rate} rps: p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
+      (fixed.sendLateP99 > 2 || fixed.unanswered > 0 ? `${''.padEnd(10)} the load generator could not keep the schedule: this machine is too busy for these figures\n` : '') +
+      `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors})` +
+      (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s → ${perCore.toFixed(0)} requests per proxy core-second` : ''),
+  );
+  return { fixed, sat, cpu, perCore };
+}
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const missing = meshPodsUnavailable({ openssl: true });
+  if (missing) throw new Error(`scripts/bench/mesh.mjs ${missing} (it needs root, iproute2, iptables, setpriv and openssl)`);
+  if (!existsSync(path.join(o.binary, 'pilot-agent'))) throw new Error(`${path.join(o.binary, 'pilot-agent')} is missing: run \`node build.mjs\` first`);
+  const cleanup = new Cleanup();
+  const onSignal = () => void cleanup.run().then(() => process.exit(130));
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-'));
+  cleanup.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  chmodSync(dir, 0o755);
+  try {
+    console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps, saturated ${o.connections} connections`);
+    const mesh = await startMesh(cleanup, {
+      dist: o.binary,
+      dir,
+      // pods 1, 2 (A, B) with sidecars; pods 3, 4 bare, for the direct baseline
+      pods: [{ name: 'a' }, { name: 'b' }, { name: 'da', mesh: false }, { name: 'db', mesh: false }],
+      config: PLAINTEXT,
+      prefix: 'mesh-bench',
+      progress: (what) => console.log(`  ${what}…`),
+    });
+    const pids = [...proxyPids(mesh.ns.a), ...proxyPids(mesh.ns.b)];
+    console.log(`  proxies: pids ${pids.join(' ')} (agent and engine of A and B)`);
+    const vip = { host: meshAddr.vip(2), port: 8080 };
+    const xfcc = () => JSON.parse(String(callIn(mesh.ns.a, true, 'http', vip.host, '8080').body)).xfcc;
+
+    const direct = await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o);
+
+    await waitFor(() => xfcc() === null, 30_000, () => 'the plaintext config did not take effect');
+    const plain = await measure('plaintext', mesh.ns.a, vip, pids, o);
+
+    unlinkSync(path.join(mesh.configDir, 'destination-rule.yaml'));
+    for (const [file, yaml] of Object.entries(MTLS)) writeFileSync(path.join(mesh.configDir, file), yaml);
+    await waitFor(() => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), 30_000, () => 'mTLS did not take effect');
+    const mtls = await measure('mtls', mesh.ns.a, vip, pids, o);
+
+    // a run that left requests unanswered has no p99 worth the name
+    const complete = (r) => r.fixed.unanswered === 0 && r.fixed.errors + r.fixed.non2xx === 0 && Number.isFinite(r.fixed.p99);
+    const added = complete(mtls) && complete(direct) ? mtls.fixed.p99 - direct.fixed.p99 : NaN;
+    const drop = (1 - mtls.perCore / plain.perCore) * 100;
+    console.log(`
+mTLS pair p99 added over direct at ${o.rate} rps: ${Number.isFinite(added) ? `${added.toFixed(3)} ms (goal ≤ 0.5 ms) ${added <= 0.5 ? 'MET' : 'NOT MET'}` : 'not measured: requests failed or went unanswered at that rate'}
+plaintext pair p99 added over direct:       ${(plain.fixed.p99 - direct.fixed.p99).toFixed(3)} ms
+mTLS requests per proxy core-second: ${mtls.perCore.toFixed(0)} vs plaintext pair ${plain.perCore.toFixed(0)}: ${drop >= 0 ? `${drop.toFixed(1)} % lower` : `${(-drop).toFixed(1)} % higher`} (goal ≤ 30 % lower) ${drop <= 30 ? 'MET' : 'NOT MET'}
+saturated rps: direct ${direct.sat.rps.toFixed(0)}, plaintext pair ${plain.sat.rps.toFixed(0)}, mTLS pair ${mtls.sat.rps.toFixed(0)}`);
+  } finally {
+    await cleanup.run();
+  }
+}
+
+if (process.argv[2] === '--load') {
+  await loadMain(JSON.parse(process.argv[3]));
+} else {
+  await main().catch((e) => {
+    console.error(e.message);
+    process.exit(1);
+  });
+}

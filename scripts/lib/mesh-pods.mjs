@@ -1,0 +1,488 @@
+// Pod network namespaces on one machine, as a mesh runs them: each pod has its own network namespace, the
+// capture rules of `pilot-agent mesh-iptables` (Istio's init container), an agent + engine running as uid 1337
+// and an application running as another user; pilot-discovery runs in a "world" namespace that routes between
+// the pods. The e2e tests (test/e2e/*), `npm run demo -- mesh` and scripts/bench/mesh.mjs all build their
+// topology from here, so there is one way to start a sidecar outside a cluster.
+//
+// Plain ESM with no dependency: tests import it through tsx, the demo is bundled with it. Everything made
+// (namespaces, processes, resolver files) is registered with an owner's `teardown(fn)`: a tap test, or a
+// `Cleanup` that a script runs on exit. Names carry random suffixes so parallel runs never meet.
+// Needs root, iproute2, iptables and util-linux's setpriv (openssl for `opensslIdentities`).
+import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+/** The proxy's uid, which the capture rules exempt (Istio's default). */
+export const PROXY_UID = 1337;
+/** Applications run as this uid: their connections are captured. */
+export const APP_UID = 4321;
+/** Istio's injected init container: `istio-iptables -p 15001 -z 15006 -u 1337 -m REDIRECT -i '*' -b '*' -d 15090,15021,15020`. */
+export const CAPTURE_ARGS = ['-p', '15001', '-z', '15006', '-u', String(PROXY_UID), '-m', 'REDIRECT', '-i', '*', '-x', '', '-b', '*', '-d', '15090,15021,15020'];
+export const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
+
+/** Why network namespaces cannot be made here, or false. */
+export function netnsUnavailable() {
+  if (process.getuid?.() !== 0) return 'needs root to create network namespaces';
+  if (spawnSync('ip', ['-V']).status !== 0) return 'iproute2 (ip) is not installed';
+  return false;
+}
+
+/** Why captured pods cannot run here, or false. */
+export function meshPodsUnavailable({ openssl = false } = {}) {
+  return (
+    netnsUnavailable() ||
+    (spawnSync('iptables', ['--version']).status !== 0 ? 'iptables is not installed' : false) ||
+    (spawnSync('setpriv', ['--version']).status !== 0 ? 'setpriv (util-linux) is not installed' : false) ||
+    (openssl && spawnSync('openssl', ['version']).status !== 0 ? 'openssl is not installed' : false)
+  );
+}
+
+export function sh(args, o = {}) {
+  const r = spawnSync(args[0], args.slice(1), { encoding: 'utf8', input: o.input, timeout: o.timeoutMs ?? 30_000, env: o.env ?? CHILD_ENV });
+  return { code: r.status ?? -1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+}
+
+export function must(args, o = {}) {
+  const r = sh(args, o);
+  if (r.code !== 0) throw new Error(`${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+  return r.stdout;
+}
+
+/** Thrown by a `waitFor` check to stop waiting at once (the thing waited for cannot happen any more). */
+export class Exited extends Error {}
+
+/** Polls `check` (a throw counts as "not yet", except `Exited`) until it holds. */
+export async function waitFor(check, timeoutMs, why) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (e) {
+      if (e instanceof Exited) throw e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms: ${why()}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** A teardown list for scripts, run last-in first-out (processes before the namespaces they live in). */
+export class Cleanup {
+  #fns = [];
+  teardown(fn) {
+    this.#fns.push(fn);
+  }
+  async run() {
+    for (let fn = this.#fns.pop(); fn; fn = this.#fns.pop()) {
+      try {
+        await fn();
+      } catch (e) {
+        process.stderr.write(`cleanup: ${e?.message ?? e}\n`);
+      }
+    }
+  }
+}
+
+/**
+ * A new namespace `<prefix>-<random>` with loopback up; deleted (with every process left in it) in teardown.
+ * `resolvConf` is mounted over /etc/resolv.conf for programs started with `ip netns exec` (iproute2 does so
+ * for /etc/netns/<name>/).
+ */
+export function createNetns(owner, prefix = 'mesh-t', o = {}) {
+  const ns = `${prefix}-${randomBytes(4).toString('hex')}`;
+  must(['ip', 'netns', 'add', ns]);
+  owner.teardown(() => {
+    // processes still inside keep it alive otherwise
+    for (const pid of sh(['ip', 'netns', 'pids', ns]).stdout.split(/\s+/).filter(Boolean)) sh(['kill', '-9', pid]);
+    sh(['ip', 'netns', 'del', ns]);
+  });
+  must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+  if (o.resolvConf !== undefined) {
+    const etc = path.join('/etc/netns', ns);
+    fs.mkdirSync(etc, { recursive: true });
+    owner.teardown(() => fs.rmSync(etc, { recursive: true, force: true }));
+    fs.writeFileSync(path.join(etc, 'resolv.conf'), o.resolvConf);
+  }
+  return ns;
+}
+
+/** Whether a namespace of that name exists. */
+export function netnsExists(ns) {
+  return sh(['ip', 'netns', 'list']).stdout.split('\n').some((l) => l.split(' ')[0] === ns);
+}
+
+/**
+ * Joins `pod` to `world` with a veth pair: `<hostIf>` with `hostIp` in the world, `eth0` with `podIp` in the pod,
+ * the pod's default route through the world (which forwards between its pods).
+ */
+export function linkPod(world, pod, { hostIf, hostIp, podIp, prefixLength = 24 }) {
+  must(['ip', '-n', world, 'link', 'add', hostIf, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', pod]);
+  must(['ip', '-n', world, 'addr', 'add', `${hostIp}/${prefixLength}`, 'dev', hostIf]);
+  must(['ip', '-n', pod, 'addr', 'add', `${podIp}/${prefixLength}`, 'dev', 'eth0']);
+  must(['ip', '-n', world, 'link', 'set', hostIf, 'up']);
+  must(['ip', '-n', pod, 'link', 'set', 'eth0', 'up']);
+  must(['ip', '-n', pod, 'route', 'add', 'default', 'via', hostIp]);
+  must(['ip', 'netns', 'exec', world, 'sysctl', '-qw', 'net.ipv4.ip_forward=1']);
+}
+
+/** `argv` run as another user (setpriv: no shell, no PAM). */
+export function asUser(uid, argv) {
+  return ['setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups', ...argv];
+}
+
+/** Runs a program inside the namespace (`ip netns exec` execs it, so the child's pid is the program's). */
+export function spawnIn(ns, file, args, o = {}) {
+  return spawn('ip', ['netns', 'exec', ns, file, ...args], { env: o.env ?? CHILD_ENV, cwd: o.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/**
+ * Starts `argv` in a namespace and waits until its output matches `ready`; killed in teardown. Fails at once
+ * when the program exits first. `onOutput` sees every chunk (the demo prefixes and prints them).
+ */
+export async function startIn(owner, ns, argv, o) {
+  const child = spawnIn(ns, argv[0], argv.slice(1), { env: o.env, cwd: o.cwd });
+  let out = '';
+  for (const s of [child.stdout, child.stderr]) {
+    s.on('data', (d) => {
+      out += d;
+      o.onOutput?.(String(d));
+    });
+  }
+  const exited = new Promise((r) => child.once('exit', () => r()));
+  owner.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill(o.stopSignal ?? 'SIGKILL');
+      const force = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(force);
+    }
+  });
+  const deadline = Date.now() + (o.timeoutMs ?? 30_000);
+  while (!o.ready.test(out)) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`${o.what} exited ${child.exitCode ?? child.signalCode}:\n${out}`);
+    if (Date.now() > deadline) throw new Error(`${o.what} did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { child, out: () => out };
+}
+
+/** An HTTP GET made from inside the namespace (a node child there), as {status, body}. */
+export function httpGetIn(ns, url, headers = {}) {
+  const script = `fetch(${JSON.stringify(url)}, { headers: ${JSON.stringify(headers)} }).then(async (r) => process.stdout.write(JSON.stringify({ status: r.status, body: await r.text() })), (e) => { process.stderr.write(String(e)); process.exit(1); })`;
+  const r = sh(['ip', 'netns', 'exec', ns, process.execPath, '-e', script]);
+  if (r.code !== 0) return { status: 0, body: r.stderr };
+  return JSON.parse(r.stdout);
+}
+
+/** Istio's capture rules in the pod (`mesh-iptables`); `dns` adds the DNS redirect (MESH_META_DNS_CAPTURE). */
+export function capture(ns, dist, { dns = false } = {}) {
+  return sh(['ip', 'netns', 'exec', ns, path.join(dist, 'pilot-agent'), 'mesh-iptables', ...CAPTURE_ARGS], { env: dns ? { ...CHILD_ENV, MESH_META_DNS_CAPTURE: 'true' } : CHILD_ENV });
+}
+
+/** pilot-discovery in `ns` serving `configDir`, xDS on `grpcAddr`, its other ports on the namespace's loopback. */
+export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env = {}, onOutput, stopSignal }) {
+  const host = grpcAddr.slice(0, grpcAddr.lastIndexOf(':'));
+  return startIn(
+    owner,
+    ns,
+    [
+      path.join(dist, 'pilot-discovery'), 'discovery',
+      '--configDir', configDir,
+      '--grpcAddr', grpcAddr,
+      '--httpAddr', '127.0.0.1:18080',
+      '--monitoringAddr', '127.0.0.1:15014',
+      '--httpsAddr', '127.0.0.1:15017',
+      '--secureGRPCAddr', '127.0.0.1:15012',
+      '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '9876',
+      '--shutdownDuration', '1s',
+    ],
+    {
+      ready: new RegExp(`listening on ${host === '0.0.0.0' ? '.*' : host.replace(/\./g, '\\.')}:${grpcAddr.slice(grpcAddr.lastIndexOf(':') + 1)}`),
+      what: 'pilot-discovery',
+      env: { ...CHILD_ENV, HOME: home, PILOT_DEBOUNCE_AFTER: '10ms', ...env },
+      onOutput,
+      stopSignal,
+    },
+  );
+}
+
+/**
+ * The sidecar of a pod: `pilot-agent proxy sidecar` as uid 1337 in `home` (its working directory, owned by
+ * 1337), with the pod's metadata as the injector sets it. `certs` ({cert, key, root} PEM) are mounted as
+ * ./etc/certs files (FILE_MOUNTED_CERTS); without them the agent has no workload certificate. Resolves once
+ * the agent printed something; `waitSidecarReady` waits for its readiness.
+ */
+export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal }) {
+  fs.mkdirSync(home, { recursive: true });
+  fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discoveryAddress}\n  controlPlaneAuthPolicy: NONE\n`);
+  if (certs) {
+    fs.mkdirSync(path.join(home, 'etc', 'certs'), { recursive: true });
+    fs.writeFileSync(path.join(home, 'etc/certs/cert-chain.pem'), certs.cert);
+    fs.writeFileSync(path.join(home, 'etc/certs/key.pem'), certs.key);
+    fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), certs.root);
+  }
+  must(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
+  const proxyConfig = { binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s' };
+  // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
+  if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
+  return startIn(owner, ns, asUser(PROXY_UID, [path.join(dist, 'pilot-agent'), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml']), {
+    ready: /./,
+    what: `pilot-agent ${pod.name}`,
+    cwd: home,
+    onOutput,
+    stopSignal,
+    env: {
+      ...CHILD_ENV,
+      HOME: home,
+      POD_NAME: pod.name,
+      POD_NAMESPACE: pod.namespace,
+      ...(pod.serviceAccount ? { SERVICE_ACCOUNT: pod.serviceAccount } : {}),
+      INSTANCE_IP: pod.ip,
+      ...(certs ? { FILE_MOUNTED_CERTS: 'true' } : {}),
+      ...(pod.labels ? { MESH_METAJSON_LABELS: JSON.stringify(pod.labels) } : {}),
+      PROXY_CONFIG: JSON.stringify(proxyConfig),
+      ...env,
+    },
+  });
+}
+
+/** Waits for the sidecar's readiness probe (:15021/healthz/ready inside the pod). */
+export function waitSidecarReady(ns, timeoutMs, why) {
+  return waitFor(() => httpGetIn(ns, 'http://127.0.0.1:15021/healthz/ready').status === 200, timeoutMs, why);
+}
+
+// The workload and the plain client of a pod, run with `node -e` so they need no file (the bundled demo has
+// none beside it). Only `require` and `process` inside: the text is all a child gets.
+function podProgram() {
+  const http = require('node:http');
+  const net = require('node:net');
+  const [mode, a1, a2, a3] = process.argv.slice(1);
+  const out = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
+  if (mode === 'app') {
+    // HTTP on :8080 echoing what it saw (the caller's identity as the sidecar forwards it), TCP echo on :9000
+    const name = a1;
+    let n = 0;
+    const me = { server: name };
+    http
+      .createServer((req, res) => {
+        res.setHeader('content-type', 'application/json');
+        res.end(JSON.stringify({ ...me, path: req.url, host: req.headers.host ?? '', xfcc: req.headers['x-forwarded-client-cert'] ?? null, peer: req.socket.remoteAddress }));
+      })
+      .listen(Number(a2 || 8080), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
+    net
+      .createServer((c) => {
+        c.on('error', () => undefined);
+        c.on('data', (d) => c.write(`${name} echo ${d}`));
+      })
+      .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
+  } else if (mode === 'http') {
+    // one GET /hello → {"status", "body"} or {"error"}
+    const req = http.request({ host: a1, port: Number(a2), path: '/hello', headers: a3 ? { host: a3 } : {}, agent: false }, (res) => {
+      let body = '';
+      res.on('data', (d) => (body += d));
+      res.on('end', () => out({ status: res.statusCode, body }));
+    });
+    req.setTimeout(8000, () => req.destroy(new Error('timeout')));
+    req.on('error', (e) => out({ error: e.code ?? e.message }));
+    req.end();
+  } else if (mode === 'tcp') {
+    // sends "ping" → {"line"} or {"closed": true}
+    const c = net.connect(Number(a2), a1);
+    let d = '';
+    let done = false;
+    const finish = (o) => {
+      if (done) return;
+      done = true;
+      out(o);
+      c.destroy();
+    };
+    c.setTimeout(8000, () => finish(d ? { line: d.trim() } : { timeout: true }));
+    c.on('connect', () => c.write('ping\n'));
+    c.on('data', (x) => {
+      d += x;
+      if (d.includes('\n')) finish({ line: d.trim() });
+    });
+    c.on('error', () => finish(d ? { line: d.trim() } : { closed: true }));
+    c.on('close', () => finish(d ? { line: d.trim() } : { closed: true }));
+  } else {
+    process.stderr.write(`unknown mode ${mode}\n`);
+    process.exit(2);
+  }
+}
+const POD_PROGRAM = `(${podProgram.toString()})()`;
+
+/**
+ * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer},
+ * TCP on `tcpPort` (9000) echoing lines prefixed with its name.
+ */
+export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = {}) {
+  return startIn(owner, ns, asUser(APP_UID, [process.execPath, '-e', POD_PROGRAM, 'app', name, String(httpPort), String(tcpPort)]), { ready: /listening/, what: `app ${name}` });
+}
+
+/**
+ * One call of a plain client in `ns` (as APP_UID when `asApp`, so that capture applies), as parsed JSON:
+ * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port>` → {line} | {closed: true}.
+ */
+export function callIn(ns, asApp, ...args) {
+  const argv = [process.execPath, '-e', POD_PROGRAM, ...args];
+  return JSON.parse(must(['ip', 'netns', 'exec', ns, ...(asApp ? asUser(APP_UID, argv) : argv)]).trim());
+}
+
+/**
+ * A throwaway root and one workload certificate per SPIFFE id, made with openssl in `dir` (for scripts,
+ * which cannot load our CA's TypeScript; the tests issue theirs with src/ca). Returns {root, certs: {id: {cert, key}}}.
+ */
+export function opensslIdentities(dir, ids) {
+  fs.mkdirSync(dir, { recursive: true });
+  const f = (n) => path.join(dir, n);
+  must(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f('root.key'), '-out', f('root.pem'), '-days', '2', '-subj', '/O=cluster.local', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  const certs = {};
+  ids.forEach((id, i) => {
+    const ext = f(`w${i}.ext`);
+    fs.writeFileSync(ext, `subjectAltName=critical,URI:${id}\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=critical,CA:FALSE\n`);
+    must(['openssl', 'req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f(`w${i}.key`), '-out', f(`w${i}.csr`), '-subj', '/']);
+    must(['openssl', 'x509', '-req', '-in', f(`w${i}.csr`), '-CA', f('root.pem'), '-CAkey', f('root.key'), '-CAcreateserial', '-days', '1', '-extfile', ext, '-out', f(`w${i}.pem`)]);
+    certs[id] = { cert: fs.readFileSync(f(`w${i}.pem`), 'utf8'), key: fs.readFileSync(f(`w${i}.key`), 'utf8') };
+  });
+  return { root: fs.readFileSync(f('root.pem'), 'utf8'), certs };
+}
+
+/** Addresses of `startMesh`'s pods (index i from 1): pod 10.89.i.2, its gateway in the world 10.89.i.1, service VIP 10.89.9.1i. */
+export const meshAddr = {
+  pod: (i) => `10.89.${i}.2`,
+  gateway: (i) => `10.89.${i}.1`,
+  vip: (i) => `10.89.9.${10 + i}`,
+};
+export const spiffeOf = (name) => `spiffe://cluster.local/ns/${name}/sa/${name}`;
+
+/**
+ * The registry of `startMesh`: pod `<name>` (namespace and service account `<name>`, label app=<name>) backs
+ * the service <name>.<name>.svc.cluster.local on its VIP (HTTP 8080, TCP 9000). A meshed pod's workload
+ * carries the tlsMode label (auto-mTLS sends it mutual TLS); a bare pod's does not.
+ */
+export function meshRegistry(pods) {
+  return pods
+    .map((p, k) => {
+      const i = k + 1;
+      const labels = p.mesh === false ? `{app: ${p.name}}` : `{app: ${p.name}, security.istio.io/tlsMode: istio}`;
+      return `apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: ${p.name}, namespace: ${p.name}}
+spec:
+  hosts: [${p.name}.${p.name}.svc.cluster.local]
+  addresses: [${meshAddr.vip(i)}]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
+  workloadSelector: {labels: {app: ${p.name}}}
+---
+apiVersion: networking.istio.io/v1
+kind: WorkloadEntry
+metadata: {name: ${p.name}-1, namespace: ${p.name}}
+spec:
+  address: ${meshAddr.pod(i)}
+  serviceAccount: ${p.name}
+  labels: ${labels}
+`;
+    })
+    .join('---\n');
+}
+
+/**
+ * A whole mesh on this machine: a world namespace running pilot-discovery (xDS on :15010 of every pod's
+ * gateway address) and, for each of `pods` ({name, mesh}), a pod namespace `<prefix>-<name>-<random>` with
+ * its app; a meshed pod (mesh !== false) also gets capture rules with DNS capture (its resolv.conf names
+ * the cluster's search list), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
+ * maps file names to YAML served beside the registry (the caller may rewrite them: discovery watches the
+ * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
+ */
+export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined }) {
+  const configDir = path.join(dir, 'config');
+  const logs = path.join(dir, 'logs');
+  fs.mkdirSync(configDir, { recursive: true });
+  fs.mkdirSync(logs, { recursive: true });
+  fs.writeFileSync(path.join(configDir, 'registry.yaml'), meshRegistry(pods));
+  for (const [file, yaml] of Object.entries(config)) fs.writeFileSync(path.join(configDir, file), yaml);
+  const logTo = (name) => {
+    const fd = fs.openSync(path.join(logs, `${name}.log`), 'a');
+    let open = true;
+    owner.teardown(() => {
+      open = false;
+      fs.closeSync(fd);
+    });
+    // a stopped program's last output may arrive after its log is closed
+    return (chunk) => open && fs.writeSync(fd, chunk);
+  };
+  const meshed = pods.filter((p) => p.mesh !== false).map((p) => p.name);
+  progress(`making workload certificates for ${meshed.join(', ')}`);
+  const identities = opensslIdentities(path.join(dir, 'identities'), meshed.map(spiffeOf));
+  meshed.forEach((name) => {
+    fs.writeFileSync(path.join(dir, 'identities', `${name}.pem`), identities.certs[spiffeOf(name)].cert);
+    fs.writeFileSync(path.join(dir, 'identities', `${name}.key`), identities.certs[spiffeOf(name)].key);
+  });
+
+  progress('making network namespaces');
+  const world = createNetns(owner, `${prefix}-world`);
+  const ns = {};
+  pods.forEach((p, k) => {
+    const i = k + 1;
+    // kube's resolver settings; the agent answers the mesh's names (DNS capture), nothing else is asked
+    ns[p.name] = createNetns(owner, `${prefix}-${p.name}`, {
+      resolvConf: `nameserver ${meshAddr.gateway(i)}\nsearch ${p.name}.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5 timeout:1 attempts:1\n`,
+    });
+    linkPod(world, ns[p.name], { hostIf: `veth-${p.name}`, hostIp: meshAddr.gateway(i), podIp: meshAddr.pod(i) });
+  });
+  progress('starting pilot-discovery');
+  const discovery = await startDiscovery(owner, { ns: world, dist, configDir, grpcAddr: '0.0.0.0:15010', home: dir, onOutput: logTo('discovery'), stopSignal });
+  const sidecars = {};
+  const apps = {};
+  for (const [k, p] of pods.entries()) {
+    const i = k + 1;
+    progress(`starting pod ${p.name}`);
+    if (p.mesh !== false) {
+      const r = capture(ns[p.name], dist, { dns: true });
+      if (r.code !== 0) throw new Error(`mesh-iptables in ${ns[p.name]} failed (${r.code}): ${r.stderr}`);
+    }
+    apps[p.name] = await startApp(owner, ns[p.name], p.name);
+    if (p.mesh === false) continue;
+    sidecars[p.name] = await startSidecar(owner, {
+      ns: ns[p.name],
+      dist,
+      home: path.join(dir, `proxy-${p.name}`),
+      discoveryAddress: `${meshAddr.gateway(i)}:15010`,
+      pod: { name: `${p.name}-1`, namespace: p.name, serviceAccount: p.name, ip: meshAddr.pod(i), labels: { app: p.name, 'security.istio.io/tlsMode': 'istio' } },
+      certs: { ...identities.certs[spiffeOf(p.name)], root: identities.root },
+      env: { MESH_META_DNS_CAPTURE: 'true' },
+      onOutput: logTo(`sidecar-${p.name}`),
+      stopSignal,
+    });
+  }
+  for (const name of meshed) {
+    progress(`waiting for sidecar ${name}`);
+    const agent = sidecars[name].child;
+    await waitFor(
+      () => {
+        if (agent.exitCode !== null || agent.signalCode !== null) throw new Exited(`the sidecar of ${name} exited (${agent.exitCode ?? agent.signalCode}):\n${sidecars[name].out().slice(-3000)}`);
+        return httpGetIn(ns[name], 'http://127.0.0.1:15021/healthz/ready').status === 200;
+      },
+      timeoutMs,
+      () => `the sidecar of ${name} is not ready:\n${sidecars[name].out().slice(-3000)}\n--- discovery:\n${discovery.out().slice(-3000)}`,
+    );
+  }
+  return { world, ns, configDir, identitiesDir: path.join(dir, 'identities'), logs, discovery, sidecars, apps };
+}
+
+/** The pids of a pod's proxy (agent and engine: the processes of uid 1337 in its namespace). */
+export function proxyPids(ns) {
+  return sh(['ip', 'netns', 'pids', ns])
+    .stdout.split(/\s+/)
+    .filter(Boolean)
+    .filter((pid) => {
+      try {
+        return /^Uid:\s+(\d+)/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] === String(PROXY_UID);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}

@@ -1,0 +1,90 @@
+// `npm run demo -- mesh` as a user meets it (issue 11): it starts the mesh in network namespaces, prints
+// commands that work as printed (A reaches B by name over mutual TLS, B's app sees A's identity in the
+// x-forwarded-client-cert header; C is refused by B's AuthorizationPolicy), and Ctrl-C leaves no namespace,
+// process or file behind. Without root it says what it needs and fails. The demo names its namespaces with
+// random suffixes, so runs in parallel do not meet.
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { meshPodsUnavailable, netnsExists, sh } from '../../scripts/lib/mesh-pods.mjs';
+import { built } from '../helpers/binary';
+import { REPO } from '../helpers/spec';
+
+const DEMO = path.join(REPO, 'scripts/demo.mjs');
+const skip = meshPodsUnavailable({ openssl: true }) || (spawnSync('curl', ['--version']).status !== 0 ? 'curl is not installed' : false);
+if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+/** The printed command whose comment starts with `comment`, without the comment. */
+function printed(out: string, comment: string): string {
+  const line = out.split('\n').find((l) => l.trimStart().startsWith('ip netns exec ') && new RegExp(`#\\s*${comment}`).test(l));
+  if (!line) throw new Error(`the demo printed no command commented "${comment}":\n${out}`);
+  return line.replace(/\s+#.*$/, '').trim();
+}
+
+t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything', { skip }, async (t) => {
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-demo-test-'));
+  // as the system's /tmp: the sidecars (uid 1337) live below it
+  fs.chmodSync(tmp, 0o1777);
+  t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const child = spawn(process.execPath, [DEMO, 'mesh'], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  const namespaces = () => [...new Set(out.match(/\bmesh-demo-(?:a|b|c|world)-[0-9a-f]{8}\b/g) ?? [])];
+  t.teardown(async () => {
+    // a failed assertion must not leave the demo's mesh behind
+    if (child.exitCode === null) {
+      child.kill('SIGINT');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
+    }
+    if (child.exitCode === null) child.kill('SIGKILL');
+    for (const ns of namespaces()) {
+      for (const pid of sh(['ip', 'netns', 'pids', ns]).stdout.split(/\s+/).filter(Boolean)) sh(['kill', '-9', pid]);
+      sh(['ip', 'netns', 'del', ns]);
+      fs.rmSync(path.join('/etc/netns', ns), { recursive: true, force: true });
+    }
+  });
+
+  const deadline = Date.now() + 150_000;
+  while (!out.includes('Ctrl-C stops everything.')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the demo did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  t.equal(namespaces().length, 4, `four namespaces: ${namespaces().join(' ')}`);
+  for (const ns of namespaces()) t.ok(netnsExists(ns), `${ns} exists while the demo runs`);
+
+  // the first command, exactly as printed
+  const byName = sh(['bash', '-c', printed(out, "B's app answers")]);
+  t.equal(byName.code, 0, byName.stderr);
+  const body = JSON.parse(byName.stdout) as { server: string; xfcc: string | null };
+  t.equal(body.server, 'b', "B's app answered");
+  // Istio's XFCC for a sidecar-to-sidecar call: By=<B's identity>;Hash=<A's cert>;Subject="";URI=<A's identity>
+  t.match(body.xfcc, /^By=spiffe:\/\/cluster\.local\/ns\/b\/sa\/b;Hash=[0-9a-f]{64};Subject="";URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/, 'B saw A over mutual TLS');
+
+  const fromC = sh(['bash', '-c', printed(out, '403')]);
+  t.match(fromC.stdout, /^HTTP\/1\.1 403 /, 'C is refused by the AuthorizationPolicy');
+  t.match(fromC.stdout, /RBAC: access denied$/);
+
+  const tcp = sh(['bash', '-c', printed(out, 'raw TCP')]);
+  t.equal(tcp.stdout.trim(), 'b echo ping', 'the TCP echo of B through the mesh');
+
+  child.kill('SIGINT');
+  t.equal(await exited, 0, 'Ctrl-C stops the demo with exit 0');
+  for (const ns of namespaces()) {
+    t.notOk(netnsExists(ns), `${ns} is deleted`);
+    t.notOk(fs.existsSync(path.join('/etc/netns', ns)), `/etc/netns/${ns} is removed`);
+  }
+  t.same(fs.readdirSync(tmp), [], 'nothing is left in the temp directory');
+});
+
+t.test('without root the mesh demo says what it needs and fails', { skip: process.getuid?.() !== 0 ? 'needs root to drop to another user' : false }, async (t) => {
+  const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, DEMO, 'mesh'], { cwd: REPO, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: os.tmpdir() }, timeout: 30_000 });
+  t.not(r.status, 0, 'non-zero exit');
+  t.match(r.stderr, /needs root/);
+  t.match(r.stderr, /iproute2/);
+  t.match(r.stderr, /iptables/);
+  t.equal(r.stdout, '', 'nothing else is printed');
+});
