@@ -187,3 +187,8 @@ t.test('bad input names the file, flag and field', async (t) => {
   // unvalidatedValues: passed to the charts unchecked (Istio's escape hatch).
   t.doesNotThrow(() => gen(['unvalidatedValues.global.somethingNew=1']));
 });
+
+t.test('the built-in copy of manifests/ is up to date', async (t) => {
+  const { execFileSync } = await import('node:child_process');
+  t.doesNotThrow(() => execFileSync(process.execPath, [path.join(import.meta.dirname, '../../scripts/gen-manifests.mjs'), '--check'], { stdio: 'pipe' }), 'run node scripts/gen-manifests.mjs');
+});
