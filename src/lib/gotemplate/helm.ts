@@ -71,7 +71,8 @@ export function renderChart(chart: string, files: ReadonlyMap<string, string>, v
     try {
       set = new Map([...set, ...parse(`${chart}/${p}`, files.get(p)!, names)]);
     } catch (e) {
-      if (e instanceof TemplateParseError) throw new ChartRenderError(e.message);
+      // Parse failures (TemplateParseError or the parser's own errors) name the file already.
+      if (e instanceof TemplateParseError || e instanceof Error) throw new ChartRenderError(e.message);
       throw e;
     }
   }
@@ -91,7 +92,7 @@ export function renderChart(chart: string, files: ReadonlyMap<string, string>, v
     try {
       out.set(p, execute(set, `${chart}/${p}`, data, funcs).replaceAll('<no value>', ''));
     } catch (e) {
-      if (e instanceof TemplateError || e instanceof Error) throw new ChartRenderError(`${chart}/${p}: ${e.message}`);
+      if (e instanceof TemplateError || e instanceof Error) throw new ChartRenderError(e.message.includes(`${chart}/${p}`) ? e.message : `${chart}/${p}: ${e.message}`);
       throw e;
     }
   }
