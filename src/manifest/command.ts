@@ -32,7 +32,7 @@ function noArgs(ctx: RunContext): void {
 export function mergedFromFlags(ctx: RunContext, files = list(ctx, 'filename')): MergedOperator {
   const manifests = str(ctx, 'manifests') || str(ctx, 'charts');
   try {
-    return mergeInputs({ files, sets: list(ctx, 'set'), manifests, revision: str(ctx, 'revision') }, manifestSource);
+    return mergeInputs({ files, sets: list(ctx, 'set'), manifests, revision: str(ctx, 'revision'), force: bool(ctx, 'force') }, manifestSource);
   } catch (e) {
     if (e instanceof ManifestInputError) throw new CommandError(`generate config: ${e.message}`);
     throw e;

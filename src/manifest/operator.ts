@@ -165,6 +165,8 @@ export interface OperatorInputs {
   manifests: string;
   /** --revision/-r. */
   revision: string;
+  /** --force: validation problems are reported as warnings and generation goes on (Istio's --force). */
+  force?: boolean;
   /** Reads stdin for `-f -`. */
   stdin?: () => string;
 }
@@ -235,16 +237,20 @@ export function mergeInputs(o: OperatorInputs, pickSource: (dir: string) => Mani
   }
   const source = pickSource(getString(user, 'spec.installPackagePath'));
   const values = valuesShape(source);
+  const problems: string[] = [];
   for (const [doc, f] of docs) {
     const errs = shapeErrors(doc, values);
-    if (errs.length) throw new ManifestInputError(`${f}: invalid MeshOperator: ${errs.join('; ')}${UNVALIDATED_HINT}`);
+    if (errs.length) problems.push(`${f}: invalid MeshOperator: ${errs.join('; ')}`);
   }
   for (const s of o.sets) {
     const probe: Tree = { spec: {} };
     setSpecPaths(probe, [s]);
     const errs = shapeErrors(probe, values);
-    if (errs.length) throw new ManifestInputError(`--set ${s}: ${errs.join('; ')}${UNVALIDATED_HINT}`);
+    if (errs.length) problems.push(`--set ${s}: ${errs.join('; ')}`);
   }
+  const warnings: string[] = [];
+  if (problems.length && !o.force) throw new ManifestInputError(problems.join('; ') + UNVALIDATED_HINT);
+  for (const p of problems) warnings.push(`spec invalid; continuing because of --force: ${p}`);
 
   const profile = getString(user, 'spec.profile') || 'default';
   const userValues = getPath(user, 'spec.values')[0];
@@ -255,7 +261,12 @@ export function mergeInputs(o: OperatorInputs, pickSource: (dir: string) => Mani
   mergeFrom(base, user);
   const iop = translateToValues(base);
   if (isTree(userValues)) mergeFrom(iop, { spec: { values: userValues } });
-  const warnings = validateMerged(iop);
+  try {
+    validateMerged(iop);
+  } catch (e) {
+    if (!(e instanceof ManifestInputError) || !o.force) throw e;
+    warnings.push(`spec invalid; continuing because of --force: ${e.message}`);
+  }
   const unvalidated = getPath(iop, 'spec.unvalidatedValues')[0];
   if (isTree(unvalidated)) mergeFrom(iop, { spec: { values: unvalidated } });
   return { iop, source, warnings };
@@ -286,7 +297,7 @@ function translateToValues(base: Tree): Tree {
 const REVISION_RE = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /** The checks Istio runs on the merged resource (hub, tag, revision); problems are errors. */
-function validateMerged(iop: Tree): string[] {
+function validateMerged(iop: Tree): void {
   const errs: string[] = [];
   const rev = getPath(iop, 'spec.revision')[0];
   if (rev !== undefined && rev !== '' && (typeof rev !== 'string' || !REVISION_RE.test(rev) || rev.length > 63)) {
@@ -307,5 +318,4 @@ function validateMerged(iop: Tree): string[] {
     }
   }
   if (errs.length) throw new ManifestInputError(`invalid MeshOperator: ${errs.join('; ')}`);
-  return [];
 }

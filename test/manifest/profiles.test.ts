@@ -192,3 +192,18 @@ t.test('the built-in copy of manifests/ is up to date', async (t) => {
   const { execFileSync } = await import('node:child_process');
   t.doesNotThrow(() => execFileSync(process.execPath, [path.join(import.meta.dirname, '../../scripts/gen-manifests.mjs'), '--check'], { stdio: 'pipe' }), 'run node scripts/gen-manifests.mjs');
 });
+
+t.test('--set on components: list elements and enablement', async (t) => {
+  // The user's list replaces the profile's (MergeFrom does not merge lists): one disabled ingress gateway, so none.
+  t.same(names(gen(['components.ingressGateways[0].enabled=false']).objects, 'Deployment'), ['meshd']);
+  t.same(names(gen(['components.cni.enabled=true']).objects, 'DaemonSet'), ['mesh-cni-node']);
+  // A values switch turns a gateway component on as Istio's AltEnablementPath does.
+  t.ok(find(gen(['values.gateways.mesh-egressgateway.enabled=true']).objects, 'Deployment', 'mesh-egressgateway'));
+  const named = gen(['components.ingressGateways[0].name=edge', 'components.ingressGateways[0].label.app=edge']).objects;
+  t.same(find(named, 'Service', 'edge')!.spec.selector, { app: 'edge', mesh: 'ingressgateway' });
+});
+
+t.test('--force: validation problems become warnings', async (t) => {
+  const m = mergeInputs({ files: [], sets: ['values.global.bogus=1'], manifests: '', revision: '', force: true }, manifestSource);
+  t.match(m.warnings.join('\n'), /spec invalid; continuing because of --force: --set values\.global\.bogus=1: spec\.values\.global\.bogus: unknown field/);
+});
