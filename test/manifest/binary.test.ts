@@ -86,4 +86,6 @@ t.test('install --dry-run prints the plan without a cluster', async (t) => {
   t.match(r.stdout, /operator\.mesh\.io\/component: Pilot/);
   const up = await meshctl(['upgrade', '--dry-run', '--set', 'profile=minimal']);
   t.equal(up.stdout, r.stdout, 'upgrade is install');
+  const mi = await meshctl(['manifest', 'install', '--dry-run', '--set', 'profile=minimal']);
+  t.equal(mi.stdout, r.stdout, 'manifest install is install');
 });
