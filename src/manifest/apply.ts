@@ -163,9 +163,8 @@ export async function install(ctx: RunContext, plan: InstallPlan, o: { skipConfi
         ctx.stdout.write(`✔ ${text} installed\n`);
       } catch (e) {
         ctx.stdout.write(`✘ ${text} encountered an error: ${(e as Error).message}\n`);
+        // As Istio's installer: a component's dependents still run after it finished, failed or not.
         failures.push((e as Error).message);
-        // Components that depend on this one (discovery on base, gateways on discovery) are not attempted.
-        if (step.component === 'Base' || step.component === 'Pilot') break;
       }
     }
     if (failures.length) throw new CommandError(`failed to install manifests: ${failures.join('; ')}`);

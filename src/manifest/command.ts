@@ -29,13 +29,36 @@ function noArgs(ctx: RunContext): void {
 }
 
 /** The merged MeshOperator from -f/--set/--manifests/--revision, errors as one CommandError. */
-export function mergedFromFlags(ctx: RunContext, files = list(ctx, 'filename')): MergedOperator {
+export function mergedFromFlags(ctx: RunContext, files = list(ctx, 'filename'), clusterSettings: string[] = []): MergedOperator {
   const manifests = str(ctx, 'manifests') || str(ctx, 'charts');
   try {
-    return mergeInputs({ files, sets: list(ctx, 'set'), manifests, revision: str(ctx, 'revision'), force: bool(ctx, 'force') }, manifestSource);
+    return mergeInputs(
+      { files, sets: list(ctx, 'set'), manifests, revision: str(ctx, 'revision'), force: bool(ctx, 'force'), clusterSettings },
+      manifestSource,
+    );
   } catch (e) {
     if (e instanceof ManifestInputError) throw new CommandError(`generate config: ${e.message}`);
     throw e;
+  }
+}
+
+/**
+ * Istio's clusterSpecificSettings: on GKE (a server version with `-gke`) the CNI agent goes to kube-system with the
+ * gke platform settings and no resource quota.
+ */
+async function clusterSpecificSettings(ctx: RunContext): Promise<string[]> {
+  const { meshctlOrchClient } = await import('../meshctl/orch');
+  const client = await meshctlOrchClient(ctx, '--cluster-specific');
+  try {
+    const v = (await client.getJson('/version')) as { gitVersion?: string };
+    if (ctx.env.AUTO_GKE_DETECTION !== 'false' && (v.gitVersion ?? '').includes('-gke')) {
+      return ['components.cni.namespace=kube-system', 'values.global.platform=gke', 'values.cni.resourceQuotas.enabled=false'];
+    }
+    return [];
+  } catch (e) {
+    throw new CommandError(`fail to get the orchestrator version: ${(e as Error).message}`);
+  } finally {
+    client.close();
   }
 }
 
@@ -54,10 +77,7 @@ function warn(ctx: RunContext, warnings: readonly string[]): void {
 
 export const generateCommand: Handler = async (ctx) => {
   noArgs(ctx);
-  if (bool(ctx, 'cluster-specific')) {
-    throw new CommandError('--cluster-specific is not available in this build: cluster-specific settings are not detected');
-  }
-  const m = mergedFromFlags(ctx);
+  const m = mergedFromFlags(ctx, list(ctx, 'filename'), bool(ctx, 'cluster-specific') ? await clusterSpecificSettings(ctx) : []);
   const g = generate(m);
   warn(ctx, g.warnings);
   ctx.stdout.write(generatedText(g));

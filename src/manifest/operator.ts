@@ -165,6 +165,8 @@ export interface OperatorInputs {
   manifests: string;
   /** --revision/-r. */
   revision: string;
+  /** Settings detected from the cluster (--cluster-specific), applied over the profile, under the user's. */
+  clusterSettings?: readonly string[];
   /** --force: validation problems are reported as warnings and generation goes on (Istio's --force). */
   force?: boolean;
   /** Reads stdin for `-f -`. */
@@ -256,6 +258,7 @@ export function mergeInputs(o: OperatorInputs, pickSource: (dir: string) => Mani
   const userValues = getPath(user, 'spec.values')[0];
   const base = readProfile(source, 'default');
   if (profile !== 'default') mergeFrom(base, readProfile(source, profile));
+  setSpecPaths(base, o.clusterSettings ?? []);
   // The build's own image tag, as Istio compiles its hub/tag in (a user's hub/tag still wins).
   setSpecPaths(base, [`tag=${buildInfo().version}`]);
   mergeFrom(base, user);
