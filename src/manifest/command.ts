@@ -234,6 +234,9 @@ export function dryRunText(plan: InstallPlan): string {
 
 function installWith(ctx: RunContext, dryRun: boolean): Promise<number> {
   noArgs(ctx);
+  if (bool(ctx, 'verify')) {
+    throw new CommandError('--verify is not available in this build: the post-install verification is not implemented');
+  }
   const m = mergedFromFlags(ctx);
   let plan: InstallPlan;
   try {
