@@ -45,6 +45,12 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'meshctl.bug-report': () => import('../meshctl/bugreport/command'),
   'meshctl.waypoint.generate': async () => ({ run: (await import('../meshctl/waypoint')).generate }),
   'meshctl.tag.generate': async () => ({ run: (await import('../meshctl/tag')).generate }),
+  'meshctl.manifest.generate': async () => ({ run: (await import('../manifest/command')).generateCommand }),
+  'meshctl.manifest.translate': async () => ({ run: (await import('../manifest/command')).translateCommand }),
+  'meshctl.manifest.install': async () => ({ run: (await import('../manifest/command')).installCommand }),
+  'meshctl.install': async () => ({ run: (await import('../manifest/command')).installCommand }),
+  'meshctl.upgrade': async () => ({ run: (await import('../manifest/command')).installCommand }),
+  'meshctl.uninstall': async () => ({ run: (await import('../manifest/command')).uninstallCommand }),
   'meshctl.experimental.workload.entry.configure': async () => ({ run: (await import('../meshctl/workload')).entryConfigure }),
 };
 

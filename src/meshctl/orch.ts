@@ -28,7 +28,8 @@ export async function meshctlOrchClient(ctx: RunContext, why: string): Promise<O
   const context = typeof ctx.flags['context'] === 'string' ? (ctx.flags['context'] as string) : '';
   const { createOrchClient } = await import('../config/orch/client');
   try {
-    return await createOrchClient({ orchconfig: file, context: context || undefined, userAgent: 'meshctl' });
+    // JSON is what this client speaks; saying so keeps the daemon's protobuf notice out of meshctl's output.
+    return await createOrchClient({ orchconfig: file, context: context || undefined, userAgent: 'meshctl', contentType: 'json' });
   } catch (e) {
     throw new CommandError((e as Error).message);
   }

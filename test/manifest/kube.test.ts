@@ -1,0 +1,98 @@
+// The generated manifests against a real API server (../shared/kube, no CRDs preinstalled): every object of the
+// demo and ambient profiles is accepted, `meshctl install -y` applies each component with the installer's labels
+// and reports the Deployment that cannot become ready (the test tier has no kubelet), and `uninstall` finds what
+// the install left by those labels — listed on --dry-run, removed on --purge.
+import path from 'node:path';
+import t from 'tap';
+import { parse as parseYaml } from 'yaml';
+import { waitFor } from '../agent/helpers';
+import { built, DIST, exec } from '../helpers/binary';
+import { namespace, objectPath, startKube, type Obj } from '../helpers/kube';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+const MESHCTL = path.join(DIST, 'meshctl');
+
+t.test('manifests on a real API server', async (t) => {
+  const kube = await startKube(t, { crds: 'none' });
+  t.teardown(() => kube.api.close());
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', ORCHCONFIG: kube.kubeconfig };
+  const meshctl = (args: string[]) => exec(MESHCTL, args, { env });
+  await kube.api.apply(namespace('mesh-system'));
+
+  for (const profile of ['demo', 'ambient']) {
+    const r = await meshctl(['manifest', 'generate', '--set', `profile=${profile}`]);
+    t.equal(r.code, 0, r.stderr);
+    const objs = r.stdout
+      .split('\n---\n')
+      .filter((d) => d.trim())
+      .map((d) => parseYaml(d) as Obj);
+    t.ok(objs.length > 40, `${profile}: ${objs.length} objects`);
+    const refused: string[] = [];
+    for (const o of objs) {
+      try {
+        await kube.api.apply(o);
+      } catch (e) {
+        refused.push(`${o.kind} ${o.metadata.name}: ${(e as Error).message}`);
+      }
+    }
+    t.same(refused, [], `${profile}: every object accepted`);
+  }
+  const crd = await kube.api.get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io');
+  await waitFor(
+    async () => {
+      const c = await kube.api.get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io');
+      return (c.status?.conditions ?? []).some((x: Obj) => x.type === 'Established' && x.status === 'True');
+    },
+    30_000,
+    () => `CRD ${crd.metadata.name} not Established`,
+  );
+  const cni = await kube.api.get('/apis/apps/v1/namespaces/mesh-system/daemonsets/mesh-cni-node');
+  t.equal(cni.spec.template.spec.containers[0].name, 'install-cni');
+
+  // --cluster-specific asks the server its version (Istio adjusts for GKE only): this one changes nothing.
+  const [plain, specific] = await Promise.all([
+    meshctl(['manifest', 'generate', '--set', 'profile=minimal']),
+    meshctl(['manifest', 'generate', '--set', 'profile=minimal', '--cluster-specific']),
+  ]);
+  t.equal(specific.code, 0, specific.stderr);
+  t.equal(specific.stdout, plain.stdout);
+
+  // install: base is applied and reported; discovery's Deployment never becomes ready here (no kubelet).
+  const inst = await meshctl(['install', '-y', '--readiness-timeout', '3s', '--set', 'profile=minimal']);
+  t.equal(inst.code, 1, inst.stdout + inst.stderr);
+  t.match(inst.stdout, /^✔ Mesh core installed$/m);
+  t.match(inst.stdout, /✘ Meshd encountered an error: failed to wait for resource: resources not ready after 3s: Deployment\/mesh-system\/meshd/);
+  t.match(inst.stderr, /Error: failed to install manifests:/);
+  const d = await kube.api.get('/apis/apps/v1/namespaces/mesh-system/deployments/meshd');
+  t.equal(d.metadata.labels['operator.mesh.io/component'], 'Pilot');
+  t.equal(d.metadata.labels['mesh.io/rev'], 'default');
+  t.equal(d.metadata.managedFields.some((f: Obj) => f.manager === 'mesh-operator'), true, 'server-side applied by the installer');
+  const vs = await kube.api.get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io');
+  t.equal(vs.metadata.labels['operator.mesh.io/component'], 'Base');
+
+  // uninstall --dry-run: lists what the revision's install left, removes nothing.
+  const dry = await meshctl(['uninstall', '--revision', 'default', '--dry-run']);
+  t.equal(dry.code, 0, dry.stderr);
+  t.match(dry.stdout, /^The following resources will be pruned from the cluster:$/m);
+  t.match(dry.stdout, /^Not pruning object apps\/v1, Kind=Deployment\/meshd\.mesh-system because of dry run\.$/m);
+  t.notMatch(dry.stdout, /CustomResourceDefinition/, 'a revision uninstall keeps the shared base');
+  t.ok(await kube.api.find('/apis/apps/v1/namespaces/mesh-system/deployments/meshd'), 'still there after the dry run');
+
+  const none = await meshctl(['uninstall']);
+  t.equal(none.code, 1);
+  t.match(none.stderr, /at least one of the --revision \(or --set revision=<revision>\), --filename or --purge flags must be set/);
+
+  // uninstall --purge: everything the installer labelled, CRDs included.
+  const purge = await meshctl(['uninstall', '--purge', '-y']);
+  t.equal(purge.code, 0, purge.stdout + purge.stderr);
+  t.match(purge.stdout, /^All mesh resources will be pruned from the cluster$/m);
+  t.match(purge.stdout, /Removed apps\/v1, Kind=Deployment\/meshd\.mesh-system\./);
+  await waitFor(
+    async () =>
+      !(await kube.api.find(objectPath({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'meshd', namespace: 'mesh-system' } }))) &&
+      !(await kube.api.find('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io')),
+    60_000,
+    () => 'meshd Deployment or the mesh CRDs still present after uninstall --purge',
+  );
+});
