@@ -108,4 +108,9 @@ export interface Proxy {
   labels: Readonly<Record<string, string>>;
   /** True for proxyless gRPC clients (metadata GENERATOR: grpc). */
   proxyless: boolean;
+  /**
+   * The SPIFFE identity the xDS stream authenticated and that matches the node's claim (Istio's
+   * VerifiedIdentity); undefined on the plaintext port or with the identity check off. Credentials need it.
+   */
+  verifiedIdentity?: { trustDomain: string; namespace: string; serviceAccount: string };
 }
