@@ -96,7 +96,7 @@ interface Reply {
   peer: X509Certificate;
 }
 
-function httpsGet(port: number, o: { ca?: string; cert?: string; key?: string } = {}): Promise<Reply> {
+function httpsGet(port: number, o: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'checkServerIdentity'> = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = https.request(
       { host: '127.0.0.1', port, path: '/hello', servername: 'gateway.example.com', agent: false, rejectUnauthorized: false, ...o },
