@@ -36,6 +36,9 @@ export interface Service {
   selector?: Readonly<Record<string, string>>;
   /** Orchestrator `publishNotReadyAddresses`: DNS names not-ready endpoints too. */
   publishNotReadyAddresses?: boolean;
+  /** A ServiceEntry without addresses: what auto allocation gave it (./auto-allocate), for DNS-capturing proxies. */
+  autoAllocatedIPv4Address?: string;
+  autoAllocatedIPv6Address?: string;
 }
 
 export type HealthStatus = 'Healthy' | 'UnHealthy' | 'Draining' | 'Terminating';

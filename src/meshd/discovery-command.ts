@@ -116,6 +116,7 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
     metadataExchange: env.bool('PILOT_ENABLE_METADATA_EXCHANGE'),
     disableMxAlpn: env.bool('PILOT_DISABLE_MX_ALPN'),
     alpnFilter: env.bool('PILOT_ENABLE_ALPN_FILTER'),
+    ipAutoallocate: env.bool('PILOT_ENABLE_IP_AUTOALLOCATE'),
   };
 }
 

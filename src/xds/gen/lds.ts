@@ -3,6 +3,7 @@
 // listeners) and proxyless gRPC clients (api_listeners `<host>:<port>`, Istio grpcgen/lds.go).
 import { create } from '@bufbuild/protobuf';
 import { hostMatches, isIp } from '../../discovery/host';
+import { autoAddressForProxy } from '../../discovery/auto-allocate';
 import type { Proxy, Service } from '../../discovery/model';
 import type { PushContext, ServiceTarget } from '../../discovery/push-context';
 import { isHttpProtocol, isHttpOrSniffed, parseProtocol } from '../../discovery/registry/protocol';
@@ -306,7 +307,8 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
           const name = `${bind}_${p.port}`;
           add(name, bind, p.port, () => [httpChain(p.port, name, true), create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], true);
         } else {
-          const vip = svc.addresses.find((a) => isIp(a));
+          // Istio GetAddressForProxy: its own VIP, else the auto-allocated one for a proxy that uses it
+          const vip = svc.addresses.find((a) => isIp(a)) ?? autoAddressForProxy(svc, proxy, push.options.ipAutoallocate);
           const addr = el.bind ?? vip ?? '0.0.0.0';
           add(`${addr}_${p.port}`, addr, p.port, () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false);
         }
