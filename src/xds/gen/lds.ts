@@ -25,7 +25,7 @@ import {
   VIRTUAL_OUTBOUND_LISTENER,
   WK,
 } from './common';
-import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
+import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, originalSrc, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
 import { defaultInboundRoute, destinationCluster } from './route';
 import { splitHostPort } from './rds';
 import { buildInboundTls, downstreamTransportSocket, tlsTransportSocket } from './tls';
@@ -262,7 +262,8 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
     address: socketAddress('0.0.0.0', port),
     ...transparent(proxy),
     trafficDirection: TrafficDirection.INBOUND,
-    listenerFilters: inboundListenerFilters(chains, originalDst()),
+    // Istio populateListenerFilters: original_dst, then in TPROXY mode original_src, then the inspectors
+    listenerFilters: inboundListenerFilters(chains, originalDst(), proxy.metadata.interceptionMode === 'TPROXY' ? [originalSrc()] : []),
     listenerFiltersTimeout: durationMs(0),
     continueOnListenerFiltersTimeout: true,
     filterChains: chains,
