@@ -184,6 +184,10 @@ export function convertObject(obj: unknown, origin: Origin, expected?: Kind): Co
       spec = stripNulls({ addressType: obj.addressType, endpoints: obj.endpoints ?? [], ...(obj.ports !== undefined ? { ports: obj.ports } : {}) });
       break;
     }
+    case 'Secret':
+      // Secret keeps its fields at the top level too.
+      spec = stripNulls({ ...(obj.type !== undefined ? { type: obj.type } : {}), ...(obj.data !== undefined ? { data: obj.data } : {}), ...(obj.stringData !== undefined ? { stringData: obj.stringData } : {}) });
+      break;
     case 'Pod': {
       spec = objectOrEmpty(obj.spec, 'spec', metaErrors, (msg, f) => at(msg, f, resource));
       spec = slimPodSpec(spec as Record<string, unknown>);

@@ -86,6 +86,7 @@ export const SCHEMAS: Readonly<Record<Kind, KindSchema>> = {
   EndpointSlice: schema('EndpointSlice', 'endpointslices', DISCOVERY),
   Pod: schema('Pod', 'pods', CORE),
   Namespace: schema('Namespace', 'namespaces', CORE, true),
+  Secret: schema('Secret', 'secrets', CORE),
 };
 
 export const ALL_KINDS: readonly Kind[] = Object.keys(SCHEMAS) as Kind[];

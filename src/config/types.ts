@@ -20,7 +20,8 @@ export type Kind =
   | 'Service'
   | 'EndpointSlice'
   | 'Pod'
-  | 'Namespace';
+  | 'Namespace'
+  | 'Secret';
 
 export interface Meta {
   name: string;
@@ -69,6 +70,7 @@ export interface SpecMap {
   EndpointSlice: EndpointSliceSpec;
   Pod: PodSpec;
   Namespace: Record<string, never>;
+  Secret: SecretSpec;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -635,6 +637,17 @@ export interface PodSpec {
   nodeName?: string;
   hostNetwork?: boolean;
   containers?: Array<{ name: string; ports?: Array<{ name?: string; containerPort: number; protocol?: string }> }>;
+}
+
+/**
+ * A Kubernetes Secret as the credentials controller reads it (gateway and DestinationRule credentialName):
+ * its top-level `type`, `data` (base64) and `stringData` (plain text, merged over data as the API server
+ * does on write), carried as the spec.
+ */
+export interface SecretSpec {
+  type?: string;
+  data?: Record<string, string>;
+  stringData?: Record<string, string>;
 }
 
 export interface PodStatus {

@@ -36,6 +36,9 @@ export interface Service {
   selector?: Readonly<Record<string, string>>;
   /** Orchestrator `publishNotReadyAddresses`: DNS names not-ready endpoints too. */
   publishNotReadyAddresses?: boolean;
+  /** A ServiceEntry without addresses: what auto allocation gave it (./auto-allocate), for DNS-capturing proxies. */
+  autoAllocatedIPv4Address?: string;
+  autoAllocatedIPv6Address?: string;
 }
 
 export type HealthStatus = 'Healthy' | 'UnHealthy' | 'Draining' | 'Terminating';
@@ -108,4 +111,9 @@ export interface Proxy {
   labels: Readonly<Record<string, string>>;
   /** True for proxyless gRPC clients (metadata GENERATOR: grpc). */
   proxyless: boolean;
+  /**
+   * The SPIFFE identity the xDS stream authenticated and that matches the node's claim (Istio's
+   * VerifiedIdentity); undefined on the plaintext port or with the identity check off. Credentials need it.
+   */
+  verifiedIdentity?: { trustDomain: string; namespace: string; serviceAccount: string };
 }

@@ -16,6 +16,7 @@ import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/side
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
 import { byAge, isExportedTo } from './push/visibility';
 import { PushStatus, type PushStatusMetric } from './push-status';
+import { usesAutoAllocatedIPs, withAutoAllocatedIPs } from './auto-allocate';
 import type { ServiceRegistry } from './registry/types';
 
 export { MESH_GATEWAY };
@@ -59,6 +60,11 @@ export interface PushContextOptions {
   disableMxAlpn?: boolean;
   /** PILOT_ENABLE_ALPN_FILTER: the istio.alpn filter on outbound and gateway HTTP connection managers. */
   alpnFilter?: boolean;
+  /**
+   * PILOT_ENABLE_IP_AUTOALLOCATE: every DNS-capturing proxy gets ServiceEntries' auto-allocated addresses;
+   * off, only those asking with DNS_AUTO_ALLOCATE do (Istio's legacy allocation).
+   */
+  ipAutoallocate?: boolean;
 }
 
 export type ResolvedPushContextOptions = Required<PushContextOptions>;
@@ -84,6 +90,7 @@ export const DEFAULT_PUSH_OPTIONS: ResolvedPushContextOptions = {
   metadataExchange: true,
   disableMxAlpn: false,
   alpnFilter: true,
+  ipAutoallocate: true,
 };
 
 /** A service port a sidecar's own workload serves (Istio ServiceTarget), for inbound config. */
@@ -153,7 +160,8 @@ function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions):
 }
 
 function buildServiceIndex(registry: ServiceRegistry, previous?: ServiceIndex, changedHosts?: ReadonlySet<string>): ServiceIndex {
-  const services = [...registry.services()];
+  // ServiceEntries without addresses get auto-allocated ones (oldest first decides collisions).
+  const services = withAutoAllocatedIPs([...registry.services()]);
   const byHost = new Map<string, Service[]>();
   for (const s of services) {
     const list = byHost.get(s.hostname) ?? [];
@@ -243,7 +251,9 @@ export class PushContext {
     const keys = proxy.type === 'router' ? Object.keys(proxy.labels).sort() : this.selectorLabelKeys();
     const labels = keys.filter((l) => proxy.labels[l] !== undefined).map((l) => `${l}=${proxy.labels[l]}`).join(',');
     // the interception mode shapes the virtual listeners (TPROXY makes them transparent)
-    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    // and whether it is given auto-allocated ServiceEntry addresses (NDS answers, TCP listener addresses)
+    const auto = usesAutoAllocatedIPs(proxy, this.options.ipAutoallocate) ? 'auto' : '';
+    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
     this.sharedKeys.set(proxy, k);
     return k;
   }

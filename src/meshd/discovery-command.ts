@@ -10,6 +10,8 @@ import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
+import { ALL_SECRETS_OF } from '../xds/gen/sds';
+import { SecretAccessReviews } from './secret-access';
 import { validateObject } from '../config/validate/object';
 import { loadEnvoyFilterTypes } from '../config/validate';
 import { configKey } from '../config/types';
@@ -117,6 +119,7 @@ function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
     metadataExchange: env.bool('PILOT_ENABLE_METADATA_EXCHANGE'),
     disableMxAlpn: env.bool('PILOT_DISABLE_MX_ALPN'),
     alpnFilter: env.bool('PILOT_ENABLE_ALPN_FILTER'),
+    ipAutoallocate: env.bool('PILOT_ENABLE_IP_AUTOALLOCATE'),
   };
 }
 
@@ -133,6 +136,8 @@ function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationRe
  */
 function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | undefined {
   if (proxy.type === 'sidecar' && (typeUrl === TYPE_URL.cluster || typeUrl === TYPE_URL.listener)) return undefined;
+  // Credentials are read live (a Secret edit keeps the push context) and depend on the proxy's identity.
+  if (typeUrl === TYPE_URL.secret) return undefined;
   return push.sharedKey(proxy);
 }
 
@@ -219,9 +224,13 @@ export const run: Handler = async (ctx) => {
   let push: PushContext = initPush();
   security.prefetch(store.list('RequestAuthentication'), push);
 
+  // Credentials: with a cluster, reading a key pair needs the right to list Secrets (SubjectAccessReview);
+  // from files alone there is no such right to ask about, and a proxy reads its own namespace's.
+  const reviews = orchestrator ? new SecretAccessReviews(orchestrator.client, (ns) => server.pushAll(newPushRequest(push, { full: true, configsUpdated: [ALL_SECRETS_OF(ns)], reasons: { secret: 1 } }))) : undefined;
   const generatorOptions = {
     ...security.generatorOptions,
     nameTable: { multiclusterHeadless: env.bool('ENABLE_MULTICLUSTER_HEADLESS'), dualStack: env.bool('MESH_DUAL_STACK') },
+    secrets: { secrets: { get: (ns: string, name: string) => store.get('Secret', ns, name) }, authorize: reviews ? reviews.authorize : () => true },
   };
   // A proxy's generator table depends only on the proxy, so it is made once per proxy.
   const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();
@@ -267,6 +276,11 @@ export const run: Handler = async (ctx) => {
     const events = all.filter((e) => !REGISTRY_ONLY_KINDS.has(e.config.kind));
     if (events.length === 0) return;
     inboundUpdates.inc({ type: 'config' }, events.length);
+    // Secrets are read live by the credentials generator: they change no push context.
+    if (events.every((e) => e.config.kind === 'Secret')) {
+      server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { secret: events.length } }));
+      return;
+    }
     push = initPush();
     security.prefetch(store.list('RequestAuthentication'), push);
     server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { config: events.length } }));

@@ -26,6 +26,7 @@ import { file_envoy_extensions_access_loggers_file_v3_file } from '../gen/envoy/
 import { file_envoy_extensions_filters_listener_tls_inspector_v3_tls_inspector } from '../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb';
 import { file_envoy_extensions_filters_listener_http_inspector_v3_http_inspector } from '../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb';
 import { file_envoy_extensions_filters_listener_original_dst_v3_original_dst } from '../gen/envoy/extensions/filters/listener/original_dst/v3/original_dst_pb';
+import { file_envoy_extensions_filters_listener_original_src_v3_original_src } from '../gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb';
 import { file_envoy_extensions_load_balancing_policies_round_robin_v3_round_robin } from '../gen/envoy/extensions/load_balancing_policies/round_robin/v3/round_robin_pb';
 import { file_envoy_extensions_load_balancing_policies_least_request_v3_least_request } from '../gen/envoy/extensions/load_balancing_policies/least_request/v3/least_request_pb';
 import { file_envoy_extensions_load_balancing_policies_random_v3_random } from '../gen/envoy/extensions/load_balancing_policies/random/v3/random_pb';
@@ -66,6 +67,7 @@ export function envoyTypeRegistry(): Registry {
     file_envoy_extensions_filters_listener_tls_inspector_v3_tls_inspector,
     file_envoy_extensions_filters_listener_http_inspector_v3_http_inspector,
     file_envoy_extensions_filters_listener_original_dst_v3_original_dst,
+    file_envoy_extensions_filters_listener_original_src_v3_original_src,
     file_envoy_extensions_load_balancing_policies_round_robin_v3_round_robin,
     file_envoy_extensions_load_balancing_policies_least_request_v3_least_request,
     file_envoy_extensions_load_balancing_policies_random_v3_random,

@@ -38,6 +38,7 @@ export const BUILTIN_RESOURCES: readonly ResourceDef[] = [
   { group: '', versions: ['v1'], plural: 'pods', kind: 'Pod', namespaced: true },
   { group: '', versions: ['v1'], plural: 'namespaces', kind: 'Namespace', namespaced: false },
   { group: '', versions: ['v1'], plural: 'nodes', kind: 'Node', namespaced: false },
+  { group: '', versions: ['v1'], plural: 'secrets', kind: 'Secret', namespaced: true },
   { group: 'discovery.k8s.io', versions: ['v1'], plural: 'endpointslices', kind: 'EndpointSlice', namespaced: true },
   { group: 'apiextensions.k8s.io', versions: ['v1'], plural: 'customresourcedefinitions', kind: 'CustomResourceDefinition', namespaced: false },
 ];
@@ -724,7 +725,8 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
 }
 
 type LabelRequirement = { key: string; op: '=' | '!=' | 'exists' | '!exists'; value?: string };
-type FieldRequirement = { field: 'metadata.name' | 'metadata.namespace'; op: '=' | '!='; value: string };
+// `type` is a field selector of Secrets only (as the real server has it).
+type FieldRequirement = { field: 'metadata.name' | 'metadata.namespace' | 'type'; op: '=' | '!='; value: string };
 
 function selectorsOf(namespace: string | undefined, q: URLSearchParams): Selectors {
   const label: LabelRequirement[] = [];
@@ -736,8 +738,8 @@ function selectorsOf(namespace: string | undefined, q: URLSearchParams): Selecto
   }
   const field: FieldRequirement[] = [];
   for (const term of (q.get('fieldSelector') ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
-    const m = /^(metadata\.name|metadata\.namespace)\s*(!=|==|=)\s*(.*)$/.exec(term);
-    if (!m) throw new ApiError(400, 'BadRequest', `"${term}" is not a known field selector: only "metadata.name", "metadata.namespace"`);
+    const m = /^(metadata\.name|metadata\.namespace|type)\s*(!=|==|=)\s*(.*)$/.exec(term);
+    if (!m) throw new ApiError(400, 'BadRequest', `"${term}" is not a known field selector: only "metadata.name", "metadata.namespace", "type"`);
     field.push({ field: m[1] as FieldRequirement['field'], op: m[2] === '!=' ? '!=' : '=', value: m[3]! });
   }
   return { ...(namespace !== undefined ? { namespace } : {}), label, field };
@@ -754,7 +756,7 @@ function matches(o: KubeObject, sel: Selectors): boolean {
     if (r.op === '!=' && labels[r.key] === r.value) return false;
   }
   for (const r of sel.field) {
-    const v = r.field === 'metadata.name' ? o.metadata.name : (o.metadata.namespace ?? '');
+    const v = r.field === 'metadata.name' ? o.metadata.name : r.field === 'type' ? String((o as { type?: unknown }).type ?? '') : (o.metadata.namespace ?? '');
     if ((r.op === '=') !== (v === r.value)) return false;
   }
   return true;

@@ -20,7 +20,15 @@ export const REGISTRY_RESOURCES: readonly RegistryResource[] = [
   { kind: 'EndpointSlice', group: 'discovery.k8s.io', version: 'v1', plural: 'endpointslices', clusterScoped: false, metricType: 'EndpointSlice' },
   { kind: 'Pod', group: '', version: 'v1', plural: 'pods', clusterScoped: false, metricType: 'Pods' },
   { kind: 'Node', group: '', version: 'v1', plural: 'nodes', clusterScoped: true, metricType: 'Nodes' },
+  // gateway and DestinationRule credentials (Istio's credentials controller)
+  { kind: 'Secret', group: '', version: 'v1', plural: 'secrets', clusterScoped: false, metricType: 'Secrets' },
 ];
+
+/**
+ * Istio's SecretsFieldSelector: Helm release records and service-account tokens are never credentials
+ * and are the bulk of a cluster's Secrets.
+ */
+export const SECRETS_FIELD_SELECTOR = 'type!=helm.sh/release.v1,type!=kubernetes.io/service-account-token';
 
 /** One API group of mesh CRDs: the versions we accept, newest first, and its kinds. */
 export interface CrdGroup {

@@ -26,6 +26,7 @@ import {
   nodeLocalityOf,
   REGISTRY_RESOURCES,
   type RegistryResource,
+  SECRETS_FIELD_SELECTOR,
 } from './resources';
 
 const log = registerScope('orch', 'orchestrator client and informers');
@@ -257,7 +258,7 @@ export class OrchConfigStore implements ConfigStore {
     const namespaced = !r.clusterScoped && this.ns !== undefined;
     const path = collectionPath(r.group, r.version, r.plural, namespaced ? this.ns : undefined);
     // With MESH_WATCH_NAMESPACE, the Namespace collection is narrowed to that one namespace.
-    const fieldSelector = r.kind === 'Namespace' && this.ns !== undefined ? `metadata.name=${this.ns}` : undefined;
+    const fieldSelector = r.kind === 'Namespace' && this.ns !== undefined ? `metadata.name=${this.ns}` : r.kind === 'Secret' ? SECRETS_FIELD_SELECTOR : undefined;
     const apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
     const count = (event: EventName) => regEvents.inc({ type: r.metricType, event });
     const handlers =

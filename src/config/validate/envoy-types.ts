@@ -54,6 +54,7 @@ import { file_envoy_extensions_filters_http_rbac_v3_rbac } from '../../gen/envoy
 import { file_envoy_extensions_filters_http_router_v3_router } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb';
 import { file_envoy_extensions_filters_listener_http_inspector_v3_http_inspector } from '../../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb';
 import { file_envoy_extensions_filters_listener_original_dst_v3_original_dst } from '../../gen/envoy/extensions/filters/listener/original_dst/v3/original_dst_pb';
+import { file_envoy_extensions_filters_listener_original_src_v3_original_src } from '../../gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb';
 import { file_envoy_extensions_filters_listener_tls_inspector_v3_tls_inspector } from '../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb';
 import { file_envoy_extensions_filters_network_http_connection_manager_v3_http_connection_manager } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { file_envoy_extensions_filters_network_rbac_v3_rbac } from '../../gen/envoy/extensions/filters/network/rbac/v3/rbac_pb';
@@ -164,6 +165,7 @@ export function envoyValidationRegistry(): Registry {
     file_envoy_extensions_filters_http_router_v3_router,
     file_envoy_extensions_filters_listener_http_inspector_v3_http_inspector,
     file_envoy_extensions_filters_listener_original_dst_v3_original_dst,
+    file_envoy_extensions_filters_listener_original_src_v3_original_src,
     file_envoy_extensions_filters_listener_tls_inspector_v3_tls_inspector,
     file_envoy_extensions_filters_network_http_connection_manager_v3_http_connection_manager,
     file_envoy_extensions_filters_network_rbac_v3_rbac,

@@ -51,6 +51,7 @@ const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
   EndpointSlice: validateEndpointSlice as Validator,
   Pod: validatePod as Validator,
   Namespace: undefined,
+  Secret: undefined,
 };
 
 export interface ValidateOptions {
@@ -63,8 +64,8 @@ export function validateConfig(c: Config, opts: ValidateOptions = {}): { errors:
   const r = new Report(opts.strictFields);
   validateMetadata(c, r);
   const before = r.errors.length;
-  // EndpointSlice fields live at the top level of the object, not under spec.
-  checkShape(c.spec, SPEC_SHAPES[c.kind], c.kind === 'EndpointSlice' ? '' : 'spec', r);
+  // EndpointSlice and Secret fields live at the top level of the object, not under spec.
+  checkShape(c.spec, SPEC_SHAPES[c.kind], c.kind === 'EndpointSlice' || c.kind === 'Secret' ? '' : 'spec', r);
   // Semantic rules assume well-typed fields: skip them when the structure is wrong.
   if (r.errors.length === before) VALIDATORS[c.kind]?.(c, r);
   return r.result();

@@ -530,5 +530,6 @@ export const SPEC_SHAPES: Readonly<Record<Kind, Shape>> = {
   EndpointSlice: endpointSlice,
   Pod: pod,
   Namespace: obj({}),
+  Secret: obj({ type: str, data: strMap, stringData: strMap }),
 };
 

@@ -4,6 +4,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { OriginalSrcSchema } from '../../gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb';
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { TrafficDirection } from '../../gen/envoy/config/core/v3/base_pb';
 import type { FilterChain } from '../../gen/envoy/config/listener/v3/listener_components_pb';
@@ -30,12 +31,26 @@ const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_prox
 const NET_RBAC = 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC';
 const TLS_SOCKET = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext';
 const RAW_BUFFER = 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
+const ORIGINAL_SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
 const KNOWN_LISTENER_FILTERS = new Set([
   'type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector',
   'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector',
   'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
+  ORIGINAL_SRC,
 ]);
-const KNOWN_LISTENER_FILTER_NAMES = new Set(['envoy.filters.listener.tls_inspector', 'envoy.filters.listener.http_inspector', 'envoy.filters.listener.original_dst']);
+const KNOWN_LISTENER_FILTER_NAMES = new Set(['envoy.filters.listener.tls_inspector', 'envoy.filters.listener.http_inspector', 'envoy.filters.listener.original_dst', 'envoy.filters.listener.original_src']);
+
+function originalSrcOf(proto: Listener, where: string): { mark: number } | undefined {
+  const i = proto.listenerFilters.findIndex((f) => (f.configType.case === 'typedConfig' ? f.configType.value.typeUrl === ORIGINAL_SRC : f.name === 'envoy.filters.listener.original_src'));
+  if (i < 0) return undefined;
+  const f = proto.listenerFilters[i]!;
+  if (f.configType.case !== 'typedConfig') return { mark: 0 };
+  try {
+    return { mark: anyUnpack(f.configType.value, OriginalSrcSchema)?.mark ?? 0 };
+  } catch (e) {
+    throw new ConfigError(`${where}.listener_filters[${i}]: cannot decode OriginalSrc: ${(e as Error).message}`);
+  }
+}
 
 export interface ListenerDeps extends HcmDeps {
   clusters: ClusterManager;
@@ -153,6 +168,11 @@ export class ListenerRuntime {
   readonly useOriginalDst: boolean;
   /** The original_dst listener filter: restore the destination (SO_ORIGINAL_DST) for chain matching. */
   private readonly originalDstFilter: boolean;
+  /**
+   * The original_src listener filter's config (Istio adds it in TPROXY mode, mark 1337): upstreams should
+   * leave from the downstream's address with that SO_MARK. Accepted, but not applied: see ListenerManager.
+   */
+  readonly originalSrc: { mark: number } | undefined;
   readonly inbound: boolean;
   readonly ready: Promise<void>;
   /** Which inspectors read the first bytes of a connection to this destination port. */
@@ -182,6 +202,7 @@ export class ListenerRuntime {
     this.useOriginalDst = proto.useOriginalDst ?? false;
     this.originalDstFilter = proto.listenerFilters.some((f) => f.name === 'envoy.filters.listener.original_dst' || (f.configType.case === 'typedConfig' && f.configType.value.typeUrl.endsWith('.original_dst.v3.OriginalDst')));
     this.inbound = proto.trafficDirection === TrafficDirection.INBOUND;
+    this.originalSrc = originalSrcOf(proto, where);
     if (proto.additionalAddresses.length > 0) throw new ConfigError(`${where}.additional_addresses: listening on several addresses is not supported`);
     if (proto.filterChainMatcher) throw new ConfigError(`${where}.filter_chain_matcher: the generic matcher is not supported; use filter_chain_match`);
     if (proto.udpListenerConfig || proto.address?.address.case === 'socketAddress' && proto.address.address.value.protocol === 1) {

@@ -64,6 +64,7 @@ export class ListenerManager {
 
   /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
   private warnedNoOriginalDst = false;
+  private warnedOriginalSrc = false;
 
   constructor(
     private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & { originalDstMissing?: string },
@@ -95,6 +96,15 @@ export class ListenerManager {
   }
 
   private checkOriginalDst(rt: ListenerRuntime): void {
+    if (rt.originalSrc && !this.warnedOriginalSrc) {
+      // Binding an upstream socket to the caller's (non-local) address needs IP_TRANSPARENT and SO_MARK
+      // before bind(), which Node's net.connect cannot set: say so rather than pretend.
+      this.warnedOriginalSrc = true;
+      this.log.warn(
+        `listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}) is accepted but not applied: upstream connections leave from the proxy's own address, ` +
+          'not the downstream\'s (transparent upstream binding is not available in this build); the application sees the proxy as its peer',
+      );
+    }
     if (!rt.restoresDestination || this.warnedNoOriginalDst) return;
     this.warnedNoOriginalDst = true;
     if (this.deps.originalDst) {

@@ -103,6 +103,7 @@ export const WK = {
   tlsInspector: 'envoy.filters.listener.tls_inspector',
   httpInspector: 'envoy.filters.listener.http_inspector',
   originalDst: 'envoy.filters.listener.original_dst',
+  originalSrc: 'envoy.filters.listener.original_src',
   tlsTransportSocket: 'envoy.transport_sockets.tls',
   rawBufferTransportSocket: 'envoy.transport_sockets.raw_buffer',
   httpProtocolOptions: 'envoy.extensions.upstreams.http.v3.HttpProtocolOptions',

@@ -12,6 +12,7 @@ import { FilterConfigSchema as GrpcStatsSchema } from '../../gen/envoy/extension
 import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb';
 import { HttpInspectorSchema } from '../../gen/envoy/extensions/filters/listener/http_inspector/v3/http_inspector_pb';
 import { OriginalDstSchema } from '../../gen/envoy/extensions/filters/listener/original_dst/v3/original_dst_pb';
+import { OriginalSrcSchema } from '../../gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb';
 import { TlsInspectorSchema } from '../../gen/envoy/extensions/filters/listener/tls_inspector/v3/tls_inspector_pb';
 import {
   HttpConnectionManager_CodecType,
@@ -174,3 +175,6 @@ export const httpInspector = (): ListenerFilter =>
   create(ListenerFilterSchema, { name: WK.httpInspector, configType: { case: 'typedConfig', value: pack(HttpInspectorSchema, {}) } });
 export const originalDst = (): ListenerFilter =>
   create(ListenerFilterSchema, { name: WK.originalDst, configType: { case: 'typedConfig', value: pack(OriginalDstSchema, {}) } });
+/** Istio's OriginalSrc: in TPROXY mode inbound upstreams leave from the caller's address, marked 1337 so replies route back to the proxy. */
+export const originalSrc = (): ListenerFilter =>
+  create(ListenerFilterSchema, { name: WK.originalSrc, configType: { case: 'typedConfig', value: pack(OriginalSrcSchema, { mark: 1337 }) } });

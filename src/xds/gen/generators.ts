@@ -27,6 +27,7 @@ import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSideca
 import type { MetadataMatcherHook } from './route';
 import { registerScope } from '../../lib/log';
 import { ndsGenerator, type NameTableOptions } from './nds';
+import { secretGenerator, type SecretGenOptions } from './sds';
 
 const log = registerScope('ads', 'ads debugging');
 
@@ -37,6 +38,8 @@ export interface GeneratorOptions {
   metadataMatcher?: MetadataMatcherHook;
   /** Name table (NDS) settings from the daemon's environment. */
   nameTable?: NameTableOptions;
+  /** Where credentials (`kubernetes://…` SDS over ADS) are read and who may read them; none: not served. */
+  secrets?: SecretGenOptions;
 }
 
 function names(w: WatchedResource): string[] {
@@ -310,6 +313,7 @@ export function generatorsFor(proxy: Proxy, opts: GeneratorOptions = {}): Genera
     [TYPE_URL.listener]: ldsGenerator(opts),
     [TYPE_URL.route]: rdsGenerator(opts),
     [TYPE_URL.nameTable]: ndsGenerator(opts.nameTable),
+    ...(opts.secrets ? { [TYPE_URL.secret]: secretGenerator(opts.secrets) as Generator<PushContext> } : {}),
   };
 }
 

@@ -109,7 +109,7 @@ function inspector(name: string, disabled: ListenerFilterChainMatchPredicate | u
  * plaintext HTTP ALPNs — each switched off (filter_disabled) on ports whose chains do not need it. Port 0
  * stands for the chains without a destination port (the passthrough ones).
  */
-export function inboundListenerFilters(chains: readonly FilterChain[], originalDst: ListenerFilter): ListenerFilter[] {
+export function inboundListenerFilters(chains: readonly FilterChain[], originalDst: ListenerFilter, after: readonly ListenerFilter[] = []): ListenerFilter[] {
   const byPort = new Map<number, Inspectors>();
   for (const fc of chains) {
     const m = fc.filterChainMatch;
@@ -119,7 +119,7 @@ export function inboundListenerFilters(chains: readonly FilterChain[], originalD
     const i = byPort.get(port) ?? { tls: false, http: false };
     byPort.set(port, { tls: i.tls || needsTls, http: i.http || needsHttp });
   }
-  const out: ListenerFilter[] = [originalDst];
+  const out: ListenerFilter[] = [originalDst, ...after];
   const sorted = [...byPort.keys()].sort((a, b) => a - b);
   if ([...byPort.values()].some((i) => i.tls)) {
     const defaultEnabled = byPort.get(0)?.tls ?? false;

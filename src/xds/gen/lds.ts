@@ -3,6 +3,7 @@
 // listeners) and proxyless gRPC clients (api_listeners `<host>:<port>`, Istio grpcgen/lds.go).
 import { create } from '@bufbuild/protobuf';
 import { hostMatches, isIp } from '../../discovery/host';
+import { autoAddressForProxy } from '../../discovery/auto-allocate';
 import type { Proxy, Service } from '../../discovery/model';
 import type { PushContext, ServiceTarget } from '../../discovery/push-context';
 import { isHttpProtocol, isHttpOrSniffed, parseProtocol } from '../../discovery/registry/protocol';
@@ -24,7 +25,7 @@ import {
   VIRTUAL_OUTBOUND_LISTENER,
   WK,
 } from './common';
-import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
+import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, originalSrc, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
 import { defaultInboundRoute, destinationCluster } from './route';
 import { splitHostPort } from './rds';
 import { buildInboundTls, downstreamTransportSocket, tlsTransportSocket } from './tls';
@@ -269,7 +270,8 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
     address: socketAddress('0.0.0.0', port),
     ...transparent(proxy),
     trafficDirection: TrafficDirection.INBOUND,
-    listenerFilters: inboundListenerFilters(chains, originalDst()),
+    // Istio populateListenerFilters: original_dst, then in TPROXY mode original_src, then the inspectors
+    listenerFilters: inboundListenerFilters(chains, originalDst(), proxy.metadata.interceptionMode === 'TPROXY' ? [originalSrc()] : []),
     listenerFiltersTimeout: durationMs(0),
     continueOnListenerFiltersTimeout: true,
     filterChains: chains,
@@ -324,7 +326,8 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
           const name = `${bind}_${p.port}`;
           add(name, bind, p.port, () => [httpChain(p.port, name, true), create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], true);
         } else {
-          const vip = svc.addresses.find((a) => isIp(a));
+          // Istio GetAddressForProxy: its own VIP, else the auto-allocated one for a proxy that uses it
+          const vip = svc.addresses.find((a) => isIp(a)) ?? autoAddressForProxy(svc, proxy, push.options.ipAutoallocate);
           const addr = el.bind ?? vip ?? '0.0.0.0';
           add(`${addr}_${p.port}`, addr, p.port, () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false, svc.hostname);
         }

@@ -10,6 +10,7 @@ import { isIPv4, isIPv6, isIp } from '../../discovery/host';
 import { NameTable_NameInfoSchema, NameTableSchema, type NameTable } from '../../gen/istio/networking/nds/v1/nds_pb';
 import type { Generator } from '../types';
 import { ORCHESTRATOR_REGISTRY } from '../../discovery/registry/orchestrator';
+import { autoAddressesFor } from '../../discovery/auto-allocate';
 
 /** Registry names on the wire: Istio's `Kubernetes` is mesh's `Orchestrator` (the cluster id rename); `External` as Istio's. */
 export const EXTERNAL_REGISTRY = 'External';
@@ -42,15 +43,16 @@ function registryName(s: Service): string {
 }
 
 /**
- * The service's addresses for this proxy (Istio's getAllAddressesForProxy without per-cluster VIPs and
- * auto-allocation, which mesh does not have): filtered to the proxy's IP family unless dual stack is on and
+ * The service's addresses for this proxy (Istio's getAllAddressesForProxy without per-cluster VIPs): filtered to the proxy's IP family unless dual stack is on and
  * the proxy is dual stack; a dual-stack proxy without the feature gets the first address's family; with
  * nothing of the proxy's family, the first address.
  */
-export function addressesForProxy(s: Service, proxy: Proxy, dualStack: boolean): string[] {
+export function addressesForProxy(s: Service, proxy: Proxy, dualStack: boolean, allocateForAll = false): string[] {
   const v4 = proxy.ipAddresses.some(isIPv4);
   const v6 = proxy.ipAddresses.some(isIPv6);
-  const addrs = s.addresses;
+  // a ServiceEntry without addresses: its auto-allocated ones, for proxies that use them (Istio getAllAddressesForProxy)
+  const auto = s.addresses.length === 0 ? autoAddressesFor(s, proxy, allocateForAll) : [];
+  const addrs = auto.length > 0 ? auto : s.addresses;
   if (addrs.length === 0 || (dualStack && v4 && v6)) return [...addrs];
   const family = (a: string) => (isIPv4(a.split('/')[0]!) ? 4 : isIPv6(a.split('/')[0]!) ? 6 : 0);
   const four = addrs.filter((a) => v4 && family(a) === 4);
@@ -71,7 +73,7 @@ export function buildNameTable(proxy: Proxy, push: PushContext, opts: NameTableO
     const host = svc.hostname;
     const registry = registryName(svc);
     let ips: string[] = [];
-    const addresses = addressesForProxy(svc, proxy, opts.dualStack);
+    const addresses = addressesForProxy(svc, proxy, opts.dualStack, push.options.ipAutoallocate);
     if (addresses.length > 0) {
       // CIDR ranges are no answer to a DNS question
       ips = addresses.filter(isIp);

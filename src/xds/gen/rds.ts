@@ -1,6 +1,7 @@
 // RouteConfigurations: gateways (`http.<port>` / `https.<port>.<portName>.<gw>.<ns>`, Istio
 // buildGatewayHTTPRouteConfig), sidecars (`<port>`, BuildSidecarOutboundVirtualHosts) and proxyless
 // gRPC clients (`<host>:<port>`).
+import { autoAddressForProxy } from '../../discovery/auto-allocate';
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import { AnySchema, type Any } from '@bufbuild/protobuf/wkt';
 import { hostMatches, domainName, ipv6Compliant, isWildcard } from '../../discovery/host';
@@ -185,7 +186,7 @@ export function altVirtualHosts(hostname: string, proxyDomain: string): string[]
 }
 
 /** Istio generateVirtualHostDomains: FQDN, shorter names, VIPs; with `:port` variants only for proxyless gRPC. */
-export function virtualHostDomains(service: Service, port: number, proxy: Proxy): string[] {
+export function virtualHostDomains(service: Service, port: number, proxy: Proxy, allocateForAll = false): string[] {
   const withPort = proxy.proxyless;
   const add = (out: string[], d: string) => {
     out.push(ipv6Compliant(d));
@@ -195,6 +196,9 @@ export function virtualHostDomains(service: Service, port: number, proxy: Proxy)
   add(out, service.hostname);
   for (const alt of altVirtualHosts(service.hostname, proxy.dnsDomain)) add(out, alt);
   for (const a of service.addresses) if (a && a !== '0.0.0.0' && !a.includes('/')) add(out, a);
+  // a ServiceEntry without addresses is also called by its auto-allocated one (Istio GetAddressForProxy)
+  const auto = service.addresses.length === 0 ? autoAddressForProxy(service, proxy, allocateForAll) : undefined;
+  if (auto) add(out, auto);
   return out;
 }
 
@@ -311,7 +315,7 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
       return;
     }
     seenNames.add(name);
-    const all = svc ? virtualHostDomains(svc, w.port, proxy) : proxy.proxyless ? [ipv6Compliant(hostname), name] : [ipv6Compliant(hostname)];
+    const all = svc ? virtualHostDomains(svc, w.port, proxy, push.options.ipAutoallocate) : proxy.proxyless ? [ipv6Compliant(hostname), name] : [ipv6Compliant(hostname)];
     const domains = all.filter((d) => {
       const k = d.toLowerCase();
       if (seenDomains.has(k)) return false;

@@ -33,6 +33,8 @@ function skippedFor(typeUrl: string, proxyType: string): ReadonlySet<string> | u
 /** `configsUpdated` holds `Kind/namespace/name` keys. Types without a skip list always push. */
 export function typeNeedsFullPush(typeUrl: string, proxyType: string, configsUpdated: ReadonlySet<string>): boolean {
   if (configsUpdated.size === 0) return true;
+  // Istio sdsNeedsPush: credentials change only with Secrets (ConfigMap credentials are not served).
+  if (typeUrl === TYPE_URL.secret) return [...configsUpdated].some((k) => k.startsWith('Secret/'));
   const skipped = skippedFor(typeUrl, proxyType);
   if (!skipped) return true;
   for (const key of configsUpdated) {

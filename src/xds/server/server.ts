@@ -565,6 +565,7 @@ export class AdsServer<P extends { version: string }> {
       this.closeConnection(con, authz.code, authz.message);
       return false;
     }
+    if (authz.identity) proxy.verifiedIdentity = authz.identity;
     con.proxy = proxy;
     con.node = node;
     con.conId = `${proxy.id}-${++this.connectionSeq}`;

@@ -153,6 +153,20 @@ t.test('TPROXY interception makes the virtual listeners transparent (Istio build
   t.same(byName(listeners(sc)), { virtualOutbound: undefined, virtualInbound: undefined, '0.0.0.0_9080': undefined }, 'REDIRECT (the default): not transparent');
 });
 
+t.test('TPROXY: virtualInbound carries original_src with mark 1337 after original_dst (Istio populateListenerFilters)', async (t) => {
+  const push = setup();
+  const tproxy = proxy('sidecar~10.1.0.1~r1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews', version: 'v1' }, INTERCEPTION_MODE: 'TPROXY' });
+  const inbound = (p: typeof sc) =>
+    generatorsFor(p)[TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push)).resources.map((r) => anyUnpack(r.resource, ListenerSchema)!).find((l) => l.name === 'virtualInbound')!;
+  const filters = inbound(tproxy).listenerFilters;
+  t.same(filters.slice(0, 2).map((f) => f.name), ['envoy.filters.listener.original_dst', 'envoy.filters.listener.original_src']);
+  const src = filters[1]!.configType.case === 'typedConfig' ? filters[1]!.configType.value : undefined;
+  t.equal(src?.typeUrl, 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc');
+  const { OriginalSrcSchema } = await import('../../../src/gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb');
+  t.equal(anyUnpack(src!, OriginalSrcSchema)?.mark, 1337);
+  t.notOk(inbound(sc).listenerFilters.some((f) => f.name === 'envoy.filters.listener.original_src'), 'not in REDIRECT mode');
+});
+
 t.test('reuse across pushes: packed output equals a fresh serialisation, and edits show up', async (t) => {
   const { toBinary } = await import('@bufbuild/protobuf');
   const { buildSidecarRouteConfiguration } = await import('../../../src/xds/gen/rds');

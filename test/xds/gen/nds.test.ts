@@ -198,7 +198,7 @@ t.test('BuildNameTable (Istio TestNameTable)', async (t) => {
   }
 });
 
-t.test('NDS over ServiceEntries (Istio TestNDS "just capture", testdata/nds-se.yaml)', async (t) => {
+t.test('NDS over ServiceEntries (Istio TestNDS "auto allocate" and "just capture", testdata/nds-se.yaml)', async (t) => {
   const se = (name: string, spec: Record<string, unknown>, ns = 'ns2') => cfg('ServiceEntry', ns, name, spec as never);
   const http = [{ number: 80, name: 'http', protocol: 'HTTP' }];
   const store = new ListStore([
@@ -209,7 +209,19 @@ t.test('NDS over ServiceEntries (Istio TestNDS "just capture", testdata/nds-se.y
     se('service-none-no-wildcard', { hosts: ['random-5.host.example'], ports: http, resolution: 'NONE' }),
     se('cidr', { hosts: ['address.internal'], addresses: ['198.51.100.0/31'], ports: [{ number: 8888, name: 'tcp', protocol: 'TCP' }] }, 'default'),
   ]);
-  const p = PushContext.build(store, buildRegistries(store, []));
+  // Istio's test turns PILOT_ENABLE_IP_AUTOALLOCATE off to exercise the in-discovery (legacy) allocation.
+  const p = PushContext.build(store, buildRegistries(store, []), { ipAutoallocate: false });
+  const table = (meta: Record<string, unknown>) => {
+    const n = proxy('sidecar~10.1.1.1~app.ns2~ns2.svc.cluster.local', meta);
+    const r = ndsGenerator().generate(n, { typeUrl: TYPE_URL.nameTable, resourceNames: new Set(), wildcard: true }, newPushRequest(p, { full: true }));
+    const nt = fromBinary(NameTableSchema, r.resources[0]!.resource.value);
+    return Object.fromEntries(Object.entries(nt.table).map(([k, v]) => [k, { ips: v.ips, registry: v.registry, shortname: v.shortname, namespace: v.namespace }]));
+  };
+  t.same(table({ DNS_CAPTURE: 'true', DNS_AUTO_ALLOCATE: 'true' }), {
+    'random-1.host.example': { ips: ['240.240.116.21'], registry: 'External', shortname: '', namespace: '' },
+    'random-2.host.example': { ips: ['9.9.9.9'], registry: 'External', shortname: '', namespace: '' },
+    'random-3.host.example': { ips: ['240.240.81.100'], registry: 'External', shortname: '', namespace: '' },
+  }, 'auto allocate');
   const node = proxy('sidecar~10.1.1.1~app.ns2~ns2.svc.cluster.local', { DNS_CAPTURE: 'true' });
   const res = ndsGenerator().generate(node, { typeUrl: TYPE_URL.nameTable, resourceNames: new Set(), wildcard: true }, newPushRequest(p, { full: true }));
   t.equal(res.resources.length, 1, 'one resource');
@@ -219,6 +231,7 @@ t.test('NDS over ServiceEntries (Istio TestNDS "just capture", testdata/nds-se.y
   t.same(
     Object.fromEntries(Object.entries(nt.table).map(([k, v]) => [k, { ips: v.ips, registry: v.registry, shortname: v.shortname, namespace: v.namespace }])),
     { 'random-2.host.example': { ips: ['9.9.9.9'], registry: 'External', shortname: '', namespace: '' } },
+    'just capture',
   );
 });
 
