@@ -23,10 +23,12 @@ import { clusterLoadAssignment } from './endpoints';
 import { initKey, optionsKey, outboundClusterKey, TwoGenerationCache } from './reuse';
 import type { SecurityFilterBuilders } from './filters';
 import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from './lds';
-import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration } from './rds';
+import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration, routeConfigParts } from './rds';
 import type { MetadataMatcherHook } from './route';
 import { registerScope } from '../../lib/log';
 import { ndsGenerator, type NameTableOptions } from './nds';
+import { usesVhds } from '../vhds';
+import { vhdsGenerator, vhdsRouteConfiguration } from './vhds';
 
 const log = registerScope('ads', 'ads debugging');
 
@@ -204,6 +206,16 @@ export function rdsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
   return {
     generate(proxy, watched, req) {
       const push = req.push;
+      if (usesVhds(proxy)) {
+        // Virtual hosts go out over VHDS: the route configuration is only its other fields.
+        const resources = names(watched).map((n) =>
+          push.memo(`rds-vhds|${push.sharedKey(proxy)}|${n}`, () => ({
+            name: n,
+            resource: anyPack(RouteConfigurationSchema, vhdsRouteConfiguration(n, routeConfigParts(proxy, push, n, opts).rest)),
+          })),
+        );
+        return { resources };
+      }
       const resources = names(watched).map((n) =>
         push.memo(`rds|${push.sharedKey(proxy)}|${n}`, () => {
           if (proxy.type !== 'router') return { name: n, resource: packSidecarRouteConfiguration(proxy, push, n, opts) };
@@ -304,6 +316,7 @@ export function generatorsFor(proxy: Proxy, opts: GeneratorOptions = {}): Genera
     [TYPE_URL.listener]: ldsGenerator(opts),
     [TYPE_URL.route]: rdsGenerator(opts),
     [TYPE_URL.nameTable]: ndsGenerator(opts.nameTable),
+    [TYPE_URL.virtualHost]: vhdsGenerator(opts),
   };
 }
 
