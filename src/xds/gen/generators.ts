@@ -23,7 +23,7 @@ import { clusterLoadAssignment } from './endpoints';
 import { initKey, optionsKey, outboundClusterKey, TwoGenerationCache } from './reuse';
 import type { SecurityFilterBuilders } from './filters';
 import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from './lds';
-import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration, routeConfigParts } from './rds';
+import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration, routeConfigRest } from './rds';
 import type { MetadataMatcherHook } from './route';
 import { registerScope } from '../../lib/log';
 import { ndsGenerator, type NameTableOptions } from './nds';
@@ -211,7 +211,7 @@ export function rdsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
         const resources = names(watched).map((n) =>
           push.memo(`rds-vhds|${push.sharedKey(proxy)}|${n}`, () => ({
             name: n,
-            resource: anyPack(RouteConfigurationSchema, vhdsRouteConfiguration(n, routeConfigParts(proxy, push, n, opts).rest)),
+            resource: anyPack(RouteConfigurationSchema, vhdsRouteConfiguration(n, routeConfigRest(proxy, push, n))),
           })),
         );
         return { resources };

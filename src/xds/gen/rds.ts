@@ -144,9 +144,16 @@ function gatewayRouteParts(proxy: Proxy, push: PushContext, routeName: string, o
   }
   return {
     virtualHosts: sortVirtualHosts(virtualHosts),
-    rest: { validateClusters: false, ignorePortInHostMatching: !proxy.proxyless, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES },
+    rest: gatewayRest(proxy),
   };
 }
+
+const gatewayRest = (proxy: Proxy): RouteConfigRest => ({
+  validateClusters: false,
+  ignorePortInHostMatching: !proxy.proxyless,
+  maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
+});
+const SIDECAR_REST: RouteConfigRest = { validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true };
 
 /** Istio collapseDuplicateRoutes: vhosts built from the same routes become one vhost with all domains. */
 function collapseDuplicateRoutes(entries: Array<[string, { vh: VirtualHostInit; sources: string[] }]>, enabled: boolean): VirtualHostInit[] {
@@ -346,7 +353,7 @@ function sidecarRouteParts(proxy: Proxy, push: PushContext, routeName: string, o
   const vhosts = Number.isInteger(port) && port > 0 ? sidecarVirtualHosts(proxy, push, port, opts) : [];
   return {
     virtualHosts: [...vhosts, catchAllVirtualHost(proxy, push)],
-    rest: { validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true },
+    rest: SIDECAR_REST,
   };
 }
 
@@ -393,6 +400,13 @@ export function buildGrpcRouteConfiguration(proxy: Proxy, push: PushContext, rou
 /** The virtual hosts and other fields of an Envoy proxy's RouteConfiguration (gateway or sidecar). */
 export function routeConfigParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfigParts {
   return proxy.type === 'router' ? gatewayRouteParts(proxy, push, routeName, opts) : sidecarRouteParts(proxy, push, routeName, opts);
+}
+
+/** routeConfigParts(…).rest without building the virtual hosts (VHDS route configurations carry only this). */
+export function routeConfigRest(proxy: Proxy, push: PushContext, routeName: string): RouteConfigRest {
+  if (proxy.type !== 'router') return SIDECAR_REST;
+  const servers = push.mergedGateway(proxy).serversByRouteName.get(routeName);
+  return servers && servers.length > 0 ? gatewayRest(proxy) : { validateClusters: false };
 }
 
 /** What a built virtual host was made from (name, domains, routes' inputs), for reuse of its bytes; undefined when unknown. */
