@@ -72,6 +72,17 @@ t.test('a VHDS proxy gets route configurations without virtual hosts, naming a D
   }
 });
 
+t.test('a VHDS route configuration has every field of the full one but its virtual hosts', async (t) => {
+  const push = pushOf(base);
+  const plainGateway = proxy('router~10.0.0.2~gw2.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
+  for (const [vp, pp, name] of [[vhdsSidecar(), plainSidecar, '9080'], [vhdsGateway(), plainGateway, 'http.80'], [vhdsGateway(), plainGateway, 'http.81']] as const) {
+    const get = (p: Proxy) => anyUnpack(generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources[0]!.resource, RouteConfigurationSchema)!;
+    const viaVhds = get(vp);
+    const full = get(pp);
+    t.same({ ...viaVhds, vhds: undefined, virtualHosts: [] }, { ...full, virtualHosts: [] }, name);
+  }
+});
+
 t.test('a proxy without VHDS keeps full RDS', async (t) => {
   const push = pushOf(base);
   const [r] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), req(push)).resources;
