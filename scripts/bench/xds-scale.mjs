@@ -1,6 +1,6 @@
 // xDS scale: how fast a VirtualService edit on disk reaches N connected proxies, and what the daemon costs.
 //   node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20]
-//        [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300]
+//        [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--vhds] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300]
 //        [--cpuProf <dir>]
 //
 // For each N: a fresh `dist/pilot-discovery discovery --configDir <generated>` (loopback, ephemeral ports),
@@ -14,6 +14,8 @@
 // All N streams open at once (a control plane restart) unless --ramp k opens k at a time, each batch once the
 // previous one holds its initial config. A run whose daemon passes --maxRssMB (a guard for the shared
 // machine, far above the 1 GB goal) or fails otherwise is reported as failed, with what was measured.
+// --vhds: the clients use delta xDS and advertise VHDS (node client feature `mesh.io/vhds`, as the engine
+// does), so route configurations come without virtual hosts and an edit sends only the changed virtual host.
 // --cpuProf <dir> runs the daemon's bundle under `node --cpu-prof` and leaves one .cpuprofile per N there.
 import { fork, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -80,6 +82,9 @@ function parseArgs(argv) {
       case '--scoped':
         o.scoped = true;
         break;
+      case '--vhds':
+        o.vhds = true;
+        break;
       case '--ramp':
         o.ramp = int('ramp', value(), 0);
         break;
@@ -94,7 +99,7 @@ function parseArgs(argv) {
         break;
       case '-h':
       case '--help':
-        console.log('usage: node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20] [--perChannel 50] [--routerEvery 10] [--ramp 0] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300] [--cpuProf <dir>]');
+        console.log('usage: node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20] [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--vhds] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300] [--cpuProf <dir>]');
         process.exit(0);
         break;
       default:
@@ -327,7 +332,7 @@ async function runOne(n, opts, configDir) {
     const sent = now();
     result.phase = 'connect';
     result.connectStart = sent;
-    clients.send({ cmd: 'start', address: daemon.grpc, clients: n, perChannel: opts.perChannel, services: opts.services, routerEvery: opts.routerEvery, ramp: opts.ramp });
+    clients.send({ cmd: 'start', address: daemon.grpc, clients: n, perChannel: opts.perChannel, services: opts.services, routerEvery: opts.routerEvery, ramp: opts.ramp, vhds: !!opts.vhds });
     await until(
       () => {
         checkHealthy(sink, daemon);
@@ -444,7 +449,7 @@ function printRun(r) {
     return;
   }
   const ms = r.edits.map((e) => e.ms);
-  const names = ['CDS', 'EDS', 'LDS', 'RDS'];
+  const names = ['CDS', 'EDS', 'LDS', 'RDS', 'VHDS'];
   const byType = {};
   for (const e of r.edits) for (const [t, c] of Object.entries(e.byType)) byType[names[t] ?? t] = (byType[names[t] ?? t] ?? 0) + c;
   console.log(
@@ -533,7 +538,7 @@ async function main() {
     `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway${counts.sidecars ? `, ${counts.sidecars} namespace Sidecars (egress ./* and mesh-system/*; the edit reaches the routers and app-00's sidecars)` : ''} (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,
   );
   console.log(
-    `edits: ${opts.edits} rewrites of ${EDITED_VS} (weights and timeout), measured file write → last client ACK; ${opts.perChannel} streams per grpc channel; streams opened ${opts.ramp > 0 ? `${opts.ramp} at a time` : 'all at once'}`,
+    `edits: ${opts.edits} rewrites of ${EDITED_VS} (weights and timeout), measured file write → last client ACK; clients ${opts.vhds ? 'delta xDS with VHDS' : 'state of the world (full RDS)'}; ${opts.perChannel} streams per grpc channel; streams opened ${opts.ramp > 0 ? `${opts.ramp} at a time` : 'all at once'}`,
   );
   const runs = [];
   for (const n of opts.clients) {

@@ -11,6 +11,8 @@ export const TYPE_URL = {
   secret: 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret',
   /** Istio's DNS name table (NDS), for agents that capture DNS. */
   nameTable: 'type.googleapis.com/istio.networking.nds.v1.NameTable',
+  /** Envoy's VHDS (delta only): the virtual hosts of route configurations that name a `vhds` source. */
+  virtualHost: 'type.googleapis.com/envoy.config.route.v3.VirtualHost',
 } as const;
 
 export type TypeUrl = (typeof TYPE_URL)[keyof typeof TYPE_URL];
@@ -26,6 +28,8 @@ export interface WatchedResource {
   typeUrl: string;
   resourceNames: ReadonlySet<string>;
   wildcard: boolean;
+  /** VirtualHost watches: the RouteConfiguration names the proxy watches, whose virtual hosts these are. */
+  routeConfigs?: ReadonlySet<string>;
 }
 
 /** Why and with what a push happens. `P` is the push context snapshot (src/discovery). */

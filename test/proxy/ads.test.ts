@@ -45,7 +45,7 @@ function routes(extraRoutes: JsonObject[] = []) {
   ]);
 }
 
-async function setup(t: Test): Promise<{ ads: TestAds; a: Backend; b: Backend; port: number; proxy: Awaited<ReturnType<typeof startProxy>> }> {
+async function setup(t: Test, settings: Parameters<typeof startAds>[2] = {}): Promise<{ ads: TestAds; a: Backend; b: Backend; port: number; proxy: Awaited<ReturnType<typeof startProxy>> }> {
   const a = await backend('a');
   const b = await backend('b');
   const port = await freePort();
@@ -54,7 +54,7 @@ async function setup(t: Test): Promise<{ ads: TestAds; a: Backend; b: Backend; p
     endpoints: [cla(A, [{ port: a.port }]), cla(B, [{ port: b.port }])],
     listeners: [httpListener('0.0.0.0_8080', port, hcm({ statPrefix: 'outbound_0.0.0.0_8080', rds: 'http.8080' }))],
     routes: [routes()],
-  });
+  }, 0, settings);
   const proxy = await startProxy(adsBootstrap(ads.address));
   t.teardown(async () => {
     await proxy.close();
@@ -75,6 +75,17 @@ t.test('routes by host, path prefix, header and weight', async (t) => {
   const seen = new Set<string>();
   for (let i = 0; i < 40 && seen.size < 2; i++) seen.add((await request(port, '/split', { host: 'a.example.com' })).body.split(' ')[0]!);
   t.same([...seen].sort(), ['a', 'b'], 'a 50/50 split reaches both clusters');
+});
+
+t.test('the engine speaks delta xDS, and state of the world to a server without it (MESH_DELTA_XDS=false)', async (t) => {
+  const delta = await setup(t);
+  t.equal(delta.ads.ads.connections()[0]?.kind, 'delta');
+  t.equal((await request(delta.port, '/x', { host: 'a.example.com' })).body, 'a /x');
+  const sotw = await setup(t, { deltaXds: false });
+  t.equal(sotw.ads.ads.connections()[0]?.kind, 'sotw', 'UNIMPLEMENTED: the engine falls back');
+  t.equal((await request(sotw.port, '/x', { host: 'a.example.com' })).body, 'a /x', 'and routes');
+  sotw.ads.update({ routes: [routes([{ match: { prefix: '/x' }, route: { cluster: B } }])] });
+  await waitFor(async () => (await request(sotw.port, '/x', { host: 'a.example.com' })).body === 'b /x', 'update over SotW applied');
 });
 
 t.test('direct response, redirect and unknown host', async (t) => {

@@ -20,7 +20,7 @@ import { MemorySink, setSinks } from '../../src/lib/log/index';
 import { parseBootstrap } from '../../src/proxy/bootstrap';
 import { startEngine, type Engine, type EngineOptions } from '../../src/proxy/engine';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
-import { AdsServer, newPushRequest } from '../../src/xds/server/index';
+import { AdsServer, newPushRequest, type AdsSettings } from '../../src/xds/server/index';
 import { TYPE_URL, type Generator, type Resource, type WatchedResource } from '../../src/xds/types';
 
 setSinks([new MemorySink()]);
@@ -81,7 +81,7 @@ export interface TestAds {
 
 let versionSeq = 0;
 
-export async function startAds(initial: Omit<World, 'version'>, port = 0): Promise<TestAds> {
+export async function startAds(initial: Omit<World, 'version'>, port = 0, settings: Partial<AdsSettings> = {}): Promise<TestAds> {
   let current: World = { version: `v${++versionSeq}`, ...initial };
   const ads = new AdsServer<World>({
     generators: {
@@ -93,7 +93,7 @@ export async function startAds(initial: Omit<World, 'version'>, port = 0): Promi
     },
     parseNode,
     pushContext: () => current,
-    settings: { debounceAfterMs: 1, debounceMaxMs: 50 },
+    settings: { debounceAfterMs: 1, debounceMaxMs: 50, ...settings },
     versionFor: (p) => p.version,
   });
   const server = new grpc.Server();

@@ -7,7 +7,9 @@
 // in the received listeners' HttpConnectionManagers, ACKing every response with its version and nonce.
 // Clients share grpc channels, `perChannel` streams on each, every channel its own HTTP/2 connection.
 //
-// IPC protocol (driver → clients): {cmd:'start', address, clients, perChannel, services, routerEvery, ramp}
+// With `vhds` the clients use DeltaAggregatedResources instead and ask for VHDS (DeltaAdsClient).
+//
+// IPC protocol (driver → clients): {cmd:'start', address, clients, perChannel, services, routerEvery, ramp, vhds}
 // and {cmd:'stop'}. Clients → driver: {kind:'events', events:[[client, type, version, bytes, resources,
 // ackAt], …]} batched, {kind:'initial', client, at}, {kind:'streamError', client, message} and
 // {kind:'started', at}. Times are ms since the epoch with sub-ms precision (performance.timeOrigin-based),
@@ -15,7 +17,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { AggregatedDiscoveryService } from '../../../src/gen/envoy/service/discovery/v3/ads_pb.ts';
-import { DiscoveryRequestSchema, DiscoveryResponseSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb.ts';
+import { DeltaDiscoveryRequestSchema, DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb.ts';
 import { ClusterSchema, Cluster_EdsClusterConfigSchema, Cluster_DiscoveryType } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb.ts';
 import { ListenerSchema } from '../../../src/gen/envoy/config/listener/v3/listener_pb.ts';
 import { FilterChainSchema, FilterSchema } from '../../../src/gen/envoy/config/listener/v3/listener_components_pb.ts';
@@ -23,6 +25,7 @@ import { HttpConnectionManagerSchema, RdsSchema } from '../../../src/gen/envoy/e
 import { ClusterLoadAssignmentSchema } from '../../../src/gen/envoy/config/endpoint/v3/endpoint_pb.ts';
 import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3/route_pb.ts';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
+import { NodeSchema } from '../../../src/gen/envoy/config/core/v3/base_pb.ts';
 import { grpcServiceDefinition } from '../../../src/xds/grpc.ts';
 import { nodeFor } from './nodes.mjs';
 
@@ -31,9 +34,12 @@ const TYPE = {
   endpoint: 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment',
   listener: 'type.googleapis.com/envoy.config.listener.v3.Listener',
   route: 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration',
+  virtualHost: 'type.googleapis.com/envoy.config.route.v3.VirtualHost',
 };
-/** Short type codes in events: 0 CDS, 1 EDS, 2 LDS, 3 RDS. */
-const TYPE_CODE = new Map([TYPE.cluster, TYPE.endpoint, TYPE.listener, TYPE.route].map((t, i) => [t, i]));
+/** Short type codes in events: 0 CDS, 1 EDS, 2 LDS, 3 RDS, 4 VHDS. */
+const TYPE_CODE = new Map([TYPE.cluster, TYPE.endpoint, TYPE.listener, TYPE.route, TYPE.virtualHost].map((t, i) => [t, i]));
+/** node.client_features entry asking the server for VHDS (src/xds/vhds.ts). */
+const VHDS_FEATURE = 'mesh.io/vhds';
 const HCM_TYPE = `type.googleapis.com/${HttpConnectionManagerSchema.typeName}`;
 
 const now = () => performance.timeOrigin + performance.now();
@@ -63,6 +69,7 @@ const F = {
   rdsRouteName: fieldNo(RdsSchema, 'route_config_name'),
   claName: fieldNo(ClusterLoadAssignmentSchema, 'cluster_name'),
   routeName: fieldNo(RouteConfigurationSchema, 'name'),
+  routeVhds: fieldNo(RouteConfigurationSchema, 'vhds'),
 };
 const utf8 = new TextDecoder();
 
@@ -147,7 +154,9 @@ function adsClientConstructor() {
   const def = grpcServiceDefinition(AggregatedDiscoveryService);
   const m = def.streamAggregatedResources;
   const method = { ...m, responseDeserialize: (bytes) => ({ bytes: bytes.length, res: fromBinary(DiscoveryResponseSchema, bytes) }) };
-  return grpc.makeGenericClientConstructor({ streamAggregatedResources: method }, AggregatedDiscoveryService.typeName);
+  const d = def.deltaAggregatedResources;
+  const delta = { ...d, responseDeserialize: (bytes) => ({ bytes: bytes.length, res: fromBinary(DeltaDiscoveryResponseSchema, bytes) }) };
+  return grpc.makeGenericClientConstructor({ streamAggregatedResources: method, deltaAggregatedResources: delta }, AggregatedDiscoveryService.typeName);
 }
 
 const sameSet = (a, b) => a.size === b.size && [...a].every((x) => b.has(x));
@@ -265,6 +274,131 @@ class AdsClient {
   }
 }
 
+/**
+ * The same proxy over DeltaAggregatedResources, as Envoy with VHDS: CDS and LDS legacy wildcard, EDS and
+ * RDS subscribed by name as clusters and listeners name them, and — when a route configuration names a
+ * `vhds` source — VirtualHost wildcard. Every response is ACKed with its nonce.
+ */
+class DeltaAdsClient {
+  constructor(index, node, channel, report) {
+    this.index = index;
+    this.node = create(NodeSchema, { ...node, clientFeatures: [...node.clientFeatures, VHDS_FEATURE] });
+    this.report = report;
+    this.state = new Map(); // typeUrl → {names:Set subscribed, held:Map name → derived info, requested, acked}
+    this.initial = false;
+    this.closed = false;
+    this.sentNode = false;
+    this.stream = channel.deltaAggregatedResources();
+    this.stream.on('data', (msg) => this.onResponse(msg));
+    this.stream.on('error', (err) => {
+      if (!this.closed) report.error(index, `${err.code ?? ''} ${err.details ?? err.message}`);
+      this.closed = true;
+    });
+    this.stream.on('end', () => {
+      if (!this.closed) report.error(index, 'stream ended by the server');
+      this.closed = true;
+    });
+  }
+
+  typeState(typeUrl) {
+    let s = this.state.get(typeUrl);
+    if (!s) this.state.set(typeUrl, (s = { names: new Set(), held: new Map(), requested: false, acked: false }));
+    return s;
+  }
+
+  write(fields) {
+    const req = create(DeltaDiscoveryRequestSchema, { ...fields, ...(this.sentNode ? {} : { node: this.node }) });
+    this.sentNode = true;
+    this.stream.write(req);
+  }
+
+  start() {
+    this.typeState(TYPE.cluster).requested = true;
+    this.write({ typeUrl: TYPE.cluster });
+  }
+
+  /** A by-name type follows a new name set: subscribe to what is new, unsubscribe from what went away. */
+  follow(typeUrl, names) {
+    const s = this.typeState(typeUrl);
+    if (!s.requested && names.size === 0) return;
+    const sub = [...names].filter((n) => !s.names.has(n));
+    const unsub = [...s.names].filter((n) => !names.has(n));
+    if (s.requested && sub.length === 0 && unsub.length === 0) return;
+    s.requested = true;
+    s.names = names;
+    for (const n of unsub) s.held.delete(n);
+    this.write({ typeUrl, resourceNamesSubscribe: sub, resourceNamesUnsubscribe: unsub });
+  }
+
+  onResponse({ bytes, res }) {
+    if (this.closed) return;
+    const typeUrl = res.typeUrl;
+    const s = this.typeState(typeUrl);
+    for (const n of res.removedResources) s.held.delete(n);
+    for (const r of res.resources) {
+      const value = r.resource?.value;
+      if (typeUrl === TYPE.cluster) s.held.set(r.name, value ? edsName(value) : undefined);
+      else if (typeUrl === TYPE.listener) {
+        const routes = new Set();
+        if (value) routeNames(value, routes);
+        s.held.set(r.name, routes);
+      } else if (typeUrl === TYPE.route) s.held.set(r.name, value ? hasVhds(value) : false);
+      else s.held.set(r.name, true);
+    }
+    this.write({ typeUrl, responseNonce: res.nonce });
+    s.acked = true;
+    const ackAt = now();
+    if (typeUrl === TYPE.cluster) {
+      this.follow(TYPE.endpoint, new Set([...s.held.values()].filter((n) => n !== undefined)));
+      if (!this.typeState(TYPE.listener).requested) {
+        this.typeState(TYPE.listener).requested = true;
+        this.write({ typeUrl: TYPE.listener });
+      }
+    } else if (typeUrl === TYPE.listener) {
+      const routes = new Set();
+      for (const rs of s.held.values()) for (const n of rs) routes.add(n);
+      this.follow(TYPE.route, routes);
+    } else if (typeUrl === TYPE.route && !this.typeState(TYPE.virtualHost).requested && [...s.held.values()].some(Boolean)) {
+      this.typeState(TYPE.virtualHost).requested = true;
+      this.write({ typeUrl: TYPE.virtualHost });
+    }
+    this.report.event(this.index, TYPE_CODE.get(typeUrl) ?? -1, res.systemVersionInfo, bytes, res.resources.length, ackAt);
+    if (!this.initial && this.complete()) {
+      this.initial = true;
+      this.report.initial(this.index, ackAt);
+    }
+  }
+
+  complete() {
+    for (const t of [TYPE.cluster, TYPE.listener]) if (!this.state.get(t)?.acked) return false;
+    for (const t of [TYPE.endpoint, TYPE.route]) {
+      const s = this.state.get(t);
+      if (!s) return false;
+      for (const n of s.names) if (!s.held.has(n)) return false;
+    }
+    const vh = this.state.get(TYPE.virtualHost);
+    return !vh?.requested || vh.acked;
+  }
+
+  close() {
+    this.closed = true;
+    try {
+      this.stream.cancel();
+    } catch {
+      // already gone
+    }
+  }
+}
+
+/** Whether a RouteConfiguration names a vhds source. */
+function hasVhds(bytes) {
+  let found = false;
+  eachField(bytes, (no) => {
+    if (no === F.routeVhds) found = true;
+  });
+  return found;
+}
+
 /** Name of an EDS or RDS resource. */
 function nameOf(typeUrl, bytes) {
   const field = typeUrl === TYPE.endpoint ? F.claName : F.routeName;
@@ -329,7 +463,8 @@ function main() {
         const end = Math.min(m.clients, clients.length + batch);
         for (let c = clients.length; c < end; c++) {
           if (c % m.perChannel === 0) channels.push(new Ads(m.address, grpc.credentials.createInsecure(), options));
-          const client = new AdsClient(c, nodeFor(c, m.services, m.routerEvery), channels[channels.length - 1], report);
+          const Client = m.vhds ? DeltaAdsClient : AdsClient;
+          const client = new Client(c, nodeFor(c, m.services, m.routerEvery), channels[channels.length - 1], report);
           clients.push(client);
           client.start();
         }

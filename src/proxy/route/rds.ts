@@ -1,9 +1,14 @@
 // RDS: route configurations by name, shared by every HTTP connection manager naming them, compiled
 // once per update. New connections and requests on existing ones use the latest table (Envoy swaps
 // route tables in place). A config that does not compile rejects the response; the previous table
-// keeps serving.
+// keeps serving. A route configuration that names a `vhds` source gets its virtual hosts over VHDS
+// (VirtualHost resources `<route config>/<virtual host>` on the ADS stream, added and removed one by
+// one); it is ready once VHDS has answered, and each VHDS update recompiles the configurations it touches.
+import { create } from '@bufbuild/protobuf';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
+import { VirtualHostSchema, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
+import { splitVhdsName } from '../../xds/vhds';
 import { TYPE_URL } from '../../xds/types';
 import type { Logger } from '../log';
 import type { StatsStore } from '../stats/store';
@@ -27,6 +32,13 @@ interface RdsEntry {
   refs: number;
   ready: Promise<void>;
   resolveReady: () => void;
+}
+
+/** A route configuration's proto with its VHDS virtual hosts in place of the vhds source (what is compiled). */
+function withVirtualHosts(rc: RouteConfiguration, vhosts: ReadonlyMap<string, VirtualHost> | undefined): RouteConfiguration {
+  const merged = create(RouteConfigurationSchema, { ...rc, virtualHosts: [...rc.virtualHosts, ...(vhosts?.values() ?? [])] });
+  merged.vhds = undefined;
+  return merged;
 }
 
 export class StaticRouteProvider implements RouteConfigProvider {
@@ -53,6 +65,11 @@ export class RouteManager {
   private mux: GrpcMux | undefined;
   /** Inline route configs of static and dynamic listeners (for config_dump). */
   readonly inline = new Set<StaticRouteProvider>();
+  /** VHDS: virtual hosts by route configuration name, then resource name. */
+  private readonly vhds = new Map<string, Map<string, VirtualHost>>();
+  private vhdsHandle: SubscriptionHandle | undefined;
+  /** VHDS answered at least once: route configurations waiting for their virtual hosts can serve. */
+  private vhdsAnswered = false;
 
   constructor(
     private readonly compileOptions: () => RouteCompileOptions,
@@ -63,6 +80,66 @@ export class RouteManager {
   setMux(mux: GrpcMux): void {
     this.mux = mux;
     if (this.entries.size > 0) this.resubscribe();
+  }
+
+  /** Subscribes to VirtualHost (wildcard, as Envoy's VHDS does) the first time a route configuration names vhds. */
+  private ensureVhds(): void {
+    if (this.vhdsHandle || !this.mux) return;
+    this.vhdsHandle = this.mux.subscribe<VirtualHost>(TYPE_URL.virtualHost, VirtualHostSchema, undefined, {
+      onUpdate: (r) => this.onVhds(r, [], true),
+      onDelta: (added, removed) => this.onVhds(added, removed, false),
+    });
+  }
+
+  /**
+   * Applies VirtualHost additions and removals (or, `complete`, a full set) and recompiles the route
+   * configurations they belong to; nothing changes if one of them does not compile.
+   */
+  private onVhds(added: Array<DecodedResource<VirtualHost>>, removed: string[], complete: boolean): void {
+    const next = new Map<string, Map<string, VirtualHost>>();
+    const copy = (rc: string): Map<string, VirtualHost> => {
+      let m = next.get(rc);
+      if (!m) next.set(rc, (m = complete ? new Map() : new Map(this.vhds.get(rc) ?? [])));
+      return m;
+    };
+    if (complete) for (const rc of this.vhds.keys()) copy(rc);
+    for (const name of removed) {
+      const parts = splitVhdsName(name);
+      if (parts) copy(parts.routeConfig).delete(name);
+    }
+    const errors: string[] = [];
+    for (const r of added) {
+      const parts = splitVhdsName(r.name);
+      if (!parts) {
+        errors.push(`virtual host '${r.name}': a VHDS resource is named <route config name>/<virtual host name>`);
+        continue;
+      }
+      copy(parts.routeConfig).set(r.name, r.message);
+    }
+    if (errors.length > 0) throw new Error(errors.join('\n'));
+    const opts = this.compileOptions();
+    const compiled = new Map<RdsEntry, CompiledRouteConfig>();
+    for (const [rc, vhosts] of next) {
+      const e = this.entries.get(rc);
+      if (!e?.proto?.vhds) continue;
+      try {
+        compiled.set(e, compileRouteConfiguration(withVirtualHosts(e.proto, vhosts), { ...opts, isStatic: false }));
+      } catch (err) {
+        errors.push((err as Error).message);
+      }
+    }
+    if (errors.length > 0) throw new Error(errors.join('\n'));
+    for (const [rc, vhosts] of next) {
+      if (vhosts.size === 0) this.vhds.delete(rc);
+      else this.vhds.set(rc, vhosts);
+    }
+    for (const [e, c] of compiled) {
+      e.compiled = c;
+      e.lastUpdated = Date.now();
+    }
+    this.vhdsAnswered = true;
+    // route configurations that were waiting for their first virtual hosts
+    for (const e of this.entries.values()) if (e.proto?.vhds && e.compiled) e.resolveReady();
   }
 
   compileInline(rc: RouteConfiguration, isStatic: boolean): StaticRouteProvider {
@@ -115,11 +192,15 @@ export class RouteManager {
       const scope = this.stats.scope(`http.rds.${r.message.name}.`);
       scope.counter('config_reload').inc();
       try {
-        e.compiled = compileRouteConfiguration(r.message, { ...opts, isStatic: false });
+        const viaVhds = r.message.vhds !== undefined;
+        e.compiled = compileRouteConfiguration(viaVhds ? withVirtualHosts(r.message, this.vhds.get(r.message.name)) : r.message, { ...opts, isStatic: false });
         e.proto = r.message;
         e.version = version;
         e.lastUpdated = Date.now();
-        e.resolveReady();
+        if (viaVhds) {
+          this.ensureVhds();
+          if (this.vhdsAnswered) e.resolveReady();
+        } else e.resolveReady();
         this.log.debug(`rds: loaded route config '${r.message.name}' version ${version}`);
       } catch (err) {
         errors.push((err as Error).message);
@@ -130,7 +211,12 @@ export class RouteManager {
 
   dump(): { statics: Array<{ proto: RouteConfiguration }>; dynamic: Array<{ proto: RouteConfiguration; version: string; lastUpdated: number }> } {
     const dynamic: Array<{ proto: RouteConfiguration; version: string; lastUpdated: number }> = [];
-    for (const e of this.entries.values()) if (e.proto) dynamic.push({ proto: e.proto, version: e.version, lastUpdated: e.lastUpdated });
+    for (const e of this.entries.values()) {
+      if (!e.proto) continue;
+      // as Envoy dumps it: the virtual hosts VHDS delivered in place, the vhds source kept
+      const proto = e.proto.vhds ? create(RouteConfigurationSchema, { ...withVirtualHosts(e.proto, this.vhds.get(e.name)), vhds: e.proto.vhds }) : e.proto;
+      dynamic.push({ proto, version: e.version, lastUpdated: e.lastUpdated });
+    }
     return { statics: [...this.inline].map((p) => ({ proto: p.proto })), dynamic };
   }
 }

@@ -1,5 +1,10 @@
-// State-of-the-world xDS over one gRPC stream (Envoy's GrpcMuxImpl): ADS (every type on one stream) or
-// a single-service stream such as SDS. Each response is decoded with the generated schema of its
+// xDS over one gRPC stream (Envoy's GrpcMuxImpl / NewGrpcMuxImpl): ADS (every type on one stream) or a
+// single-service stream such as SDS. ADS runs incremental (DeltaAggregatedResources) and advertises VHDS
+// (node.client_features, src/xds/vhds.ts), so the control plane may send route configurations' virtual
+// hosts as VirtualHost resources and an edit costs one virtual host, not the route table; a server without
+// delta (UNIMPLEMENTED) gets state of the world on the next attempt. Subscribers see delta responses as
+// state of the world for wildcard types (the full set held) and as the changed resources for named ones
+// (as a SotW server may send them); `onDelta` subscribers get the additions and removals themselves. Each response is decoded with the generated schema of its
 // type and handed to the subscriber; success is ACKed with the response's version and nonce, a thrown
 // error NACKs with the last accepted version and error_detail {code 13, message}. Name changes made
 // while a response is being applied are sent after its ACK (Envoy pauses EDS during CDS, RDS/SDS during
@@ -8,17 +13,21 @@
 import { create, fromBinary, type DescMessage, type Message, type Registry } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
-import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
+import { NodeSchema, type Node } from '../../gen/envoy/config/core/v3/base_pb';
 import { AggregatedDiscoveryService } from '../../gen/envoy/service/discovery/v3/ads_pb';
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb';
 import {
+  DeltaDiscoveryRequestSchema,
   DiscoveryRequestSchema,
   ResourceSchema,
+  type DeltaDiscoveryRequest,
+  type DeltaDiscoveryResponse,
   type DiscoveryRequest,
   type DiscoveryResponse,
 } from '../../gen/envoy/service/discovery/v3/discovery_pb';
 import { StatusSchema } from '../../gen/google/rpc/status_pb';
 import { grpcClientConstructor } from '../../xds/grpc';
+import { VHDS_CLIENT_FEATURE } from '../../xds/vhds';
 import type { Logger } from '../log';
 import type { Counter, Gauge, StatsScope } from '../stats/store';
 
@@ -31,6 +40,11 @@ export interface DecodedResource<M extends Message = Message> {
 export interface XdsSubscriber<M extends Message = Message> {
   /** Applies a state-of-the-world response; throw to NACK (the message becomes error_detail). */
   onUpdate(resources: Array<DecodedResource<M>>, version: string): void | Promise<void>;
+  /**
+   * Delta streams: the added or changed resources and the names removed, instead of onUpdate. Throw to
+   * NACK. A SotW stream calls onUpdate.
+   */
+  onDelta?(added: Array<DecodedResource<M>>, removed: string[], version: string): void | Promise<void>;
 }
 
 export interface SubscriptionHandle {
@@ -49,6 +63,14 @@ interface TypeState {
   nonce: string;
   subscriber: XdsSubscriber;
   stats: SubStats | undefined;
+  /** Delta: resources held, by name, with the version the server gave each. */
+  held: Map<string, { resource: DecodedResource; version: string }>;
+  /** Delta: the names the server knows this stream subscribes to. */
+  sentNames: Set<string>;
+  /** Delta: the first request of the type on this stream was sent. */
+  opened: boolean;
+  /** Delta: nonce of the last request sent (a request that would repeat it and change nothing is not sent). */
+  nonceSent: string;
 }
 
 interface SubStats {
@@ -73,6 +95,8 @@ export interface GrpcMuxOptions {
   backoffBaseMs?: number;
   backoffMaxMs?: number;
   onConnectionChange?: (connected: boolean) => void;
+  /** ADS over DeltaAggregatedResources (default for ADS); false: state of the world. */
+  delta?: boolean;
 }
 
 const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
@@ -95,7 +119,10 @@ export function versionHash(v: string): number {
 export class GrpcMux {
   private readonly types = new Map<string, TypeState>();
   private client: grpc.Client | undefined;
-  private call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse> | undefined;
+  private call: grpc.ClientDuplexStream<DiscoveryRequest | DeltaDiscoveryRequest, DiscoveryResponse | DeltaDiscoveryResponse> | undefined;
+  /** Incremental xDS on this stream; cleared for good when the server does not implement it. */
+  private delta: boolean;
+  private readonly deltaNode: Node;
   private firstMessageSent = false;
   private queue: Promise<void> = Promise.resolve();
   private applying = 0;
@@ -109,6 +136,10 @@ export class GrpcMux {
 
   constructor(private readonly opts: GrpcMuxOptions) {
     this.backoffMs = opts.backoffBaseMs ?? 500;
+    this.delta = opts.service === 'ads' && opts.delta !== false;
+    this.deltaNode = opts.node.clientFeatures.includes(VHDS_CLIENT_FEATURE)
+      ? opts.node
+      : create(NodeSchema, { ...opts.node, clientFeatures: [...opts.node.clientFeatures, VHDS_CLIENT_FEATURE] });
     this.connectedGauge = opts.controlPlaneStats?.gauge('connected_state');
     this.connectedGauge?.set(0);
   }
@@ -127,6 +158,10 @@ export class GrpcMux {
       version: '',
       nonce: '',
       subscriber: subscriber as XdsSubscriber,
+      held: new Map(),
+      sentNames: new Set(),
+      opened: false,
+      nonceSent: '',
       stats: stats
         ? {
             attempt: stats.counter('update_attempt'),
@@ -150,6 +185,11 @@ export class GrpcMux {
       cancel: () => {
         if (this.types.get(typeUrl) !== st) return;
         this.types.delete(typeUrl);
+        if (this.delta) {
+          // unsubscribe from everything, `*` included (legacy wildcard cannot be left otherwise)
+          if (st.opened) this.sendDelta(st, undefined, [...st.sentNames, ...(st.wildcard ? ['*'] : [])]);
+          return;
+        }
         if (!st.wildcard && st.names.size > 0) {
           st.names.clear();
           this.send(st);
@@ -188,23 +228,39 @@ export class GrpcMux {
       const Ctor = this.opts.service === 'ads' ? AdsClient : SdsClient;
       this.client = new Ctor(this.opts.target, this.opts.credentials, channelOptions);
     }
+    type AnyCall = NonNullable<GrpcMux['call']>;
     const c = this.client as unknown as {
-      streamAggregatedResources?: () => grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
-      streamSecrets?: () => grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
+      streamAggregatedResources?: () => AnyCall;
+      deltaAggregatedResources?: () => AnyCall;
+      streamSecrets?: () => AnyCall;
     };
-    const call = this.opts.service === 'ads' ? c.streamAggregatedResources!() : c.streamSecrets!();
+    const delta = this.delta;
+    const call = this.opts.service === 'ads' ? (delta ? c.deltaAggregatedResources!() : c.streamAggregatedResources!()) : c.streamSecrets!();
     this.call = call;
     this.firstMessageSent = false;
-    for (const st of this.types.values()) st.nonce = '';
-    call.on('data', (resp: DiscoveryResponse) => {
+    for (const st of this.types.values()) {
+      st.nonce = '';
+      st.sentNames = new Set();
+      st.opened = false;
+      st.nonceSent = '';
+    }
+    call.on('data', (resp: DiscoveryResponse | DeltaDiscoveryResponse) => {
       if (this.call !== call) return;
       this.setConnected(true);
       this.backoffMs = this.opts.backoffBaseMs ?? 500;
-      this.queue = this.queue.then(() => this.handle(resp, call)).catch((e) => this.opts.log.error(`xds: ${(e as Error).message}`));
+      const handle = delta ? () => this.handleDelta(resp as DeltaDiscoveryResponse, call) : () => this.handle(resp as DiscoveryResponse, call);
+      this.queue = this.queue.then(handle).catch((e) => this.opts.log.error(`xds: ${(e as Error).message}`));
     });
-    const lost = (why: string) => {
+    const lost = (why: string, code?: number) => {
       if (this.call !== call) return;
       this.call = undefined;
+      if (delta && code === grpc.status.UNIMPLEMENTED && !this.closed) {
+        // The server has no incremental xDS: state of the world from now on, without a backoff.
+        this.delta = false;
+        this.opts.log.info(`DeltaAggregatedResources is not implemented by ${this.opts.target}; using StreamAggregatedResources`);
+        this.retryTimer = setTimeout(() => this.connect(), 0);
+        return;
+      }
       this.setConnected(false);
       for (const st of this.types.values()) st.stats?.failure.inc();
       if (this.closed) return;
@@ -214,10 +270,10 @@ export class GrpcMux {
       this.backoffMs = Math.min(this.opts.backoffMaxMs ?? 30_000, this.backoffMs * 2);
       this.retryTimer = setTimeout(() => this.connect(), delay);
     };
-    call.on('error', (e: grpc.ServiceError) => lost(`${e.code}, ${e.details || e.message}`));
+    call.on('error', (e: grpc.ServiceError) => lost(`${e.code}, ${e.details || e.message}`, e.code));
     call.on('end', () => lost('stream ended by the server'));
     call.on('status', (s: grpc.StatusObject) => {
-      if (s.code !== grpc.status.OK) lost(`${s.code}, ${s.details}`);
+      if (s.code !== grpc.status.OK) lost(`${s.code}, ${s.details}`, s.code);
     });
     for (const st of this.types.values()) this.send(st);
   }
@@ -235,6 +291,10 @@ export class GrpcMux {
   }
 
   private send(st: TypeState, errorMessage?: string): void {
+    if (this.delta) {
+      this.sendDelta(st, errorMessage);
+      return;
+    }
     const call = this.call;
     if (!call) return;
     const withNode = !this.firstMessageSent || !this.opts.setNodeOnFirstMessageOnly;
@@ -248,6 +308,111 @@ export class GrpcMux {
     });
     this.firstMessageSent = true;
     call.write(req);
+  }
+
+  /**
+   * A delta request: subscription changes since the last one (all of them, with initial_resource_versions,
+   * when the type opens on this stream), plus the nonce of the response being acknowledged. `extraUnsub`
+   * unsubscribes besides (cancel).
+   */
+  private sendDelta(st: TypeState, errorMessage?: string, extraUnsub?: string[]): void {
+    const call = this.call;
+    if (!call) return;
+    const withNode = !this.firstMessageSent || !this.opts.setNodeOnFirstMessageOnly;
+    const subscribe = st.wildcard ? [] : [...st.names].filter((n) => !st.sentNames.has(n)).sort();
+    const unsubscribe = extraUnsub ?? (st.wildcard ? [] : [...st.sentNames].filter((n) => !st.names.has(n)).sort());
+    const initial: Record<string, string> = {};
+    if (!st.opened) for (const [name, h] of st.held) initial[name] = h.version;
+    // A named type with nothing subscribed does not open (an empty first request would mean wildcard).
+    if (!st.opened && !st.wildcard && subscribe.length === 0) return;
+    if (st.opened && subscribe.length === 0 && unsubscribe.length === 0 && errorMessage === undefined && st.nonce === st.nonceSent) return;
+    st.nonceSent = st.nonce;
+    const req = create(DeltaDiscoveryRequestSchema, {
+      typeUrl: st.typeUrl,
+      resourceNamesSubscribe: subscribe,
+      resourceNamesUnsubscribe: unsubscribe,
+      initialResourceVersions: initial,
+      responseNonce: st.nonce,
+      ...(withNode ? { node: this.deltaNode } : {}),
+      ...(errorMessage !== undefined ? { errorDetail: create(StatusSchema, { code: grpc.status.INTERNAL, message: errorMessage }) } : {}),
+    });
+    st.opened = true;
+    for (const n of subscribe) st.sentNames.add(n);
+    for (const n of unsubscribe) st.sentNames.delete(n);
+    this.firstMessageSent = true;
+    call.write(req);
+  }
+
+  private decodeOne(st: TypeState, raw: Any, where: string): DecodedResource {
+    if (raw.typeUrl !== st.typeUrl) throw new Error(`${where}: ${raw.typeUrl} does not match the message-wide type URL ${st.typeUrl}`);
+    let message: Message;
+    try {
+      message = fromBinary(st.schema, raw.value, { readUnknownFields: false });
+    } catch (e) {
+      throw new Error(`${where} of ${st.typeUrl}: cannot decode: ${(e as Error).message}`);
+    }
+    const name = (message as unknown as { name?: string; clusterName?: string }).name ?? (message as unknown as { clusterName?: string }).clusterName ?? '';
+    return { name, message, any: raw };
+  }
+
+  private async handleDelta(resp: DeltaDiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
+    const st = this.types.get(resp.typeUrl);
+    if (!st) {
+      this.opts.log.warn(`Ignoring the message for type URL ${resp.typeUrl} as it has no current subscribers.`);
+      return;
+    }
+    st.nonce = resp.nonce;
+    st.stats?.attempt.inc();
+    this.applying++;
+    let error: string | undefined;
+    const next = new Map(st.held);
+    try {
+      const added: DecodedResource[] = [];
+      const removed = [...resp.removedResources];
+      resp.resources.forEach((r, i) => {
+        // A resource without a body says the name (an alias asked for on demand) does not exist.
+        if (!r.resource) {
+          removed.push(r.name, ...r.aliases);
+          return;
+        }
+        const d = this.decodeOne(st, r.resource, `resource ${i} (${r.name})`);
+        added.push(d);
+        next.set(r.name || d.name, { resource: d, version: r.version });
+      });
+      for (const n of removed) next.delete(n);
+      if (st.subscriber.onDelta) await st.subscriber.onDelta(added, removed, resp.systemVersionInfo);
+      else if (st.wildcard) await st.subscriber.onUpdate([...next.values()].map((h) => h.resource), resp.systemVersionInfo);
+      else await st.subscriber.onUpdate(added, resp.systemVersionInfo);
+    } catch (e) {
+      error = (e as Error).message;
+    } finally {
+      this.applying--;
+    }
+    if (this.call !== call) return;
+    if (error === undefined) {
+      st.held = next;
+      st.version = resp.systemVersionInfo;
+      st.stats?.success.inc();
+      st.stats?.version.set(versionHash(resp.systemVersionInfo));
+      this.opts.log.debug(`gRPC config for ${resp.typeUrl} accepted with ${resp.resources.length} resources added, ${resp.removedResources.length} removed`);
+      this.sendDelta(st);
+    } else {
+      st.stats?.rejected.inc();
+      this.opts.log.warn(`gRPC config for ${resp.typeUrl} rejected: ${error}`);
+      this.sendDelta(st, error);
+    }
+    this.flushDeferred();
+  }
+
+  private flushDeferred(): void {
+    if (this.applying === 0 && this.deferred.size > 0) {
+      const pending = [...this.deferred];
+      this.deferred.clear();
+      for (const t of pending) {
+        const s = this.types.get(t);
+        if (s) this.send(s);
+      }
+    }
   }
 
   private decode(st: TypeState, resp: DiscoveryResponse): DecodedResource[] {
@@ -272,7 +437,7 @@ export class GrpcMux {
     return out;
   }
 
-  private async handle(resp: DiscoveryResponse, call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>): Promise<void> {
+  private async handle(resp: DiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
     const st = this.types.get(resp.typeUrl);
     if (!st) {
       this.opts.log.warn(`Ignoring the message for type URL ${resp.typeUrl} as it has no current subscribers.`);
@@ -302,13 +467,6 @@ export class GrpcMux {
       this.opts.log.warn(`gRPC config for ${resp.typeUrl} rejected: ${error}`);
       this.send(st, error);
     }
-    if (this.applying === 0 && this.deferred.size > 0) {
-      const pending = [...this.deferred];
-      this.deferred.clear();
-      for (const t of pending) {
-        const s = this.types.get(t);
-        if (s) this.send(s);
-      }
-    }
+    this.flushDeferred();
   }
 }

@@ -23,11 +23,13 @@ import { clusterLoadAssignment } from './endpoints';
 import { initKey, optionsKey, outboundClusterKey, TwoGenerationCache } from './reuse';
 import type { SecurityFilterBuilders } from './filters';
 import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from './lds';
-import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration } from './rds';
+import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration, routeConfigRest } from './rds';
 import type { MetadataMatcherHook } from './route';
 import { registerScope } from '../../lib/log';
 import { ndsGenerator, type NameTableOptions } from './nds';
 import { secretGenerator, type SecretGenOptions } from './sds';
+import { usesVhds } from '../vhds';
+import { vhdsGenerator, vhdsRouteConfiguration } from './vhds';
 
 const log = registerScope('ads', 'ads debugging');
 
@@ -213,6 +215,16 @@ export function rdsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
   return {
     generate(proxy, watched, req) {
       const push = req.push;
+      if (usesVhds(proxy)) {
+        // Virtual hosts go out over VHDS: the route configuration is only its other fields.
+        const resources = names(watched).map((n) =>
+          push.memo(`rds-vhds|${push.sharedKey(proxy)}|${n}`, () => ({
+            name: n,
+            resource: anyPack(RouteConfigurationSchema, vhdsRouteConfiguration(n, routeConfigRest(proxy, push, n))),
+          })),
+        );
+        return { resources };
+      }
       const resources = names(watched).map((n) =>
         push.memo(`rds|${push.sharedKey(proxy)}|${n}`, () => {
           if (proxy.type !== 'router') return { name: n, resource: packSidecarRouteConfiguration(proxy, push, n, opts) };
@@ -314,6 +326,7 @@ export function generatorsFor(proxy: Proxy, opts: GeneratorOptions = {}): Genera
     [TYPE_URL.route]: rdsGenerator(opts),
     [TYPE_URL.nameTable]: ndsGenerator(opts.nameTable),
     ...(opts.secrets ? { [TYPE_URL.secret]: secretGenerator(opts.secrets) as Generator<PushContext> } : {}),
+    [TYPE_URL.virtualHost]: vhdsGenerator(opts),
   };
 }
 

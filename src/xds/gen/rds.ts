@@ -64,12 +64,25 @@ function moreSpecific(a: string, b: string): string {
 }
 
 export function buildGatewayRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration {
+  const { virtualHosts, rest } = gatewayRouteParts(proxy, push, routeName, opts);
+  return create(RouteConfigurationSchema, { name: routeName, virtualHosts, ...rest });
+}
+
+/** What a RouteConfiguration holds besides its name and virtual hosts. */
+export type RouteConfigRest = Omit<MessageInitShape<typeof RouteConfigurationSchema>, 'name' | 'virtualHosts' | '$typeName'>;
+
+/** A route configuration's virtual hosts and its other fields, apart (VHDS sends them separately). */
+export interface RouteConfigParts {
+  virtualHosts: VirtualHostInit[];
+  rest: RouteConfigRest;
+}
+
+function gatewayRouteParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions): RouteConfigParts {
   const merged = push.mergedGateway(proxy);
   const servers = merged.serversByRouteName.get(routeName);
-  const base = { name: routeName, validateClusters: false };
   if (!servers || servers.length === 0) {
     // the gateway was deleted but the proxy still asks while draining: an empty answer, not an error
-    return create(RouteConfigurationSchema, { ...base, virtualHosts: [] });
+    return { virtualHosts: [], rest: { validateClusters: false } };
   }
   const vhosts = new Map<string, { vh: VirtualHostInit; sources: string[] }>();
   const routeCache = new Map<string, RouteInit[]>();
@@ -130,13 +143,18 @@ export function buildGatewayRouteConfiguration(proxy: Proxy, push: PushContext, 
       (v) => ({ ...v, routes: sortVHostRoutes(v.routes) }) as VirtualHostInit,
     );
   }
-  return create(RouteConfigurationSchema, {
-    ...base,
+  return {
     virtualHosts: sortVirtualHosts(virtualHosts),
-    ignorePortInHostMatching: !proxy.proxyless,
-    maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
-  });
+    rest: gatewayRest(proxy),
+  };
 }
+
+const gatewayRest = (proxy: Proxy): RouteConfigRest => ({
+  validateClusters: false,
+  ignorePortInHostMatching: !proxy.proxyless,
+  maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
+});
+const SIDECAR_REST: RouteConfigRest = { validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true };
 
 /** Istio collapseDuplicateRoutes: vhosts built from the same routes become one vhost with all domains. */
 function collapseDuplicateRoutes(entries: Array<[string, { vh: VirtualHostInit; sources: string[] }]>, enabled: boolean): VirtualHostInit[] {
@@ -341,12 +359,12 @@ function catchAllVirtualHost(proxy: Proxy, push: PushContext): VirtualHostInit {
   return { name: 'allow_any', domains: ['*'], routes: [passthroughRoute()], includeRequestAttemptCount: true };
 }
 
-function sidecarRouteParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions) {
+function sidecarRouteParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions): RouteConfigParts {
   const port = Number(routeName);
   const vhosts = Number.isInteger(port) && port > 0 ? sidecarVirtualHosts(proxy, push, port, opts) : [];
   return {
     virtualHosts: [...vhosts, catchAllVirtualHost(proxy, push)],
-    rest: { validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true },
+    rest: SIDECAR_REST,
   };
 }
 
@@ -389,3 +407,22 @@ export function buildGrpcRouteConfiguration(proxy: Proxy, push: PushContext, rou
   const vhosts = sidecarVirtualHosts(proxy, push, port, opts, svc?.hostname ?? host);
   return create(RouteConfigurationSchema, { name: routeName, virtualHosts: vhosts });
 }
+
+/** The virtual hosts and other fields of an Envoy proxy's RouteConfiguration (gateway or sidecar). */
+export function routeConfigParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfigParts {
+  return proxy.type === 'router' ? gatewayRouteParts(proxy, push, routeName, opts) : sidecarRouteParts(proxy, push, routeName, opts);
+}
+
+/** routeConfigParts(…).rest without building the virtual hosts (VHDS route configurations carry only this). */
+export function routeConfigRest(proxy: Proxy, push: PushContext, routeName: string): RouteConfigRest {
+  if (proxy.type !== 'router') return SIDECAR_REST;
+  const servers = push.mergedGateway(proxy).serversByRouteName.get(routeName);
+  return servers && servers.length > 0 ? gatewayRest(proxy) : { validateClusters: false };
+}
+
+/** What a built virtual host was made from (name, domains, routes' inputs), for reuse of its bytes; undefined when unknown. */
+export function virtualHostReuseKey(vh: VirtualHostInit): string | undefined {
+  return vhostKeys.get(vh);
+}
+
+export type { VirtualHostInit };

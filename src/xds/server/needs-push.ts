@@ -22,6 +22,8 @@ function skippedFor(typeUrl: string, proxyType: string): ReadonlySet<string> | u
     case TYPE_URL.listener:
       return proxyType === 'router' ? SKIPPED_LDS_ROUTER : SKIPPED_LDS_SIDECAR;
     case TYPE_URL.route:
+    case TYPE_URL.virtualHost:
+      // virtual hosts are the content of route configurations: the same kinds change them
       return SKIPPED_RDS;
     case TYPE_URL.nameTable:
       return SKIPPED_NDS;

@@ -45,6 +45,7 @@ import { DEFAULT_ADS_SETTINGS, resolvePushThrottle, type AdsSettings } from './s
 import { sotwOnRequest, sotwPushSelection, sotwRecordSent } from './sotw';
 import { clusterHostname, grpcCodeName, HEALTH_INFO_TYPE_URL, isWildcardType, metricType, orderTypes, shortType } from './type-urls';
 import { watchedResource, type WatchState } from './watch';
+import { markVhds, usesVhds, VHDS_CLIENT_FEATURE } from '../vhds';
 
 const log = registerScope('ads', 'ads debugging');
 const deltaLog = registerScope('delta', 'delta xds debugging');
@@ -327,9 +328,10 @@ export class AdsServer<P extends { version: string }> {
     only?: ReadonlySet<string>,
   ): HashedResource[] | undefined {
     const proxy = con.proxy as Proxy;
-    const watch = watchedResource(w, only);
+    let watch = watchedResource(w, only);
+    if (w.typeUrl === TYPE_URL.virtualHost) watch = { ...watch, routeConfigs: con.watches.get(TYPE_URL.route)?.names ?? new Set() };
     try {
-      const key = this.cacheable(w.typeUrl) ? this.opts.cacheKey?.(proxy, watch, req) : undefined;
+      const key = this.cacheable(w.typeUrl) ? this.cacheKeyFor(proxy, watch, req) : undefined;
       if (key === undefined || !this.cache) return this.generateDirect(gen, proxy, watch, req);
       return this.generateCached(this.cache, key, gen, proxy, watch, req);
     } catch (err) {
@@ -337,6 +339,14 @@ export class AdsServer<P extends { version: string }> {
       log.error(`ADS:${shortType(w.typeUrl)}: generation failed for node:${con.conId}: ${errorMessage(err)}`);
       return undefined;
     }
+  }
+
+  /** The caller's cache key, refined by what else shapes the output: VHDS and, for virtual hosts, the route configurations. */
+  private cacheKeyFor(proxy: Proxy, watch: WatchedResource, req: PushRequest<P>): string | undefined {
+    const key = this.opts.cacheKey?.(proxy, watch, req);
+    if (key === undefined) return undefined;
+    const rcs = watch.routeConfigs ? `|rc=${[...watch.routeConfigs].sort().join(',')}` : '';
+    return `${key}${usesVhds(proxy) ? '|vhds' : ''}${rcs}`;
   }
 
   private generateDirect(gen: Generator<P>, proxy: Proxy, watch: WatchedResource, req: PushRequest<P>): HashedResource[] {
@@ -566,6 +576,8 @@ export class AdsServer<P extends { version: string }> {
       return false;
     }
     if (authz.identity) proxy.verifiedIdentity = authz.identity;
+    // VHDS needs delta xDS, and Envoy cannot say it wants it: only clients that advertise it get it.
+    if (con.kind === 'delta' && node.clientFeatures.includes(VHDS_CLIENT_FEATURE)) markVhds(proxy);
     con.proxy = proxy;
     con.node = node;
     con.conId = `${proxy.id}-${++this.connectionSeq}`;
@@ -660,6 +672,11 @@ export class AdsServer<P extends { version: string }> {
     if (req.typeUrl === TYPE_URL.cluster && con.watches.has(TYPE_URL.endpoint) && !con.closed) {
       deltaLog.info(`ADS:EDS: FORCE EDS PUSH ${con.conId} for warming.`);
       await this.respondDelta(con, TYPE_URL.endpoint, 'all', false);
+    }
+    // Virtual hosts belong to the watched route configurations: a new route name brings its virtual hosts,
+    // a dropped one removes them.
+    if (req.typeUrl === TYPE_URL.route && con.watches.has(TYPE_URL.virtualHost) && !con.closed) {
+      await this.respondDelta(con, TYPE_URL.virtualHost, new Set(), false);
     }
   }
 

@@ -12,6 +12,7 @@ const SHORT: Readonly<Record<string, string>> = {
   [TYPE_URL.route]: 'RDS',
   [TYPE_URL.secret]: 'SDS',
   [TYPE_URL.nameTable]: 'NDS',
+  [TYPE_URL.virtualHost]: 'VHDS',
 };
 
 /** `CDS`, `EDS`, … for logs (Istio's GetShortType); the type URL itself for others. */
@@ -34,8 +35,8 @@ export function isWildcardType(typeUrl: string): boolean {
   return !(typeUrl === TYPE_URL.endpoint || typeUrl === TYPE_URL.route || typeUrl === TYPE_URL.secret);
 }
 
-/** Istio's PushOrder: clusters before their endpoints, listeners before their routes. */
-export const PUSH_ORDER: readonly string[] = [TYPE_URL.cluster, TYPE_URL.endpoint, TYPE_URL.listener, TYPE_URL.route, TYPE_URL.secret];
+/** Istio's PushOrder: clusters before their endpoints, listeners before their routes; virtual hosts after their route configurations. */
+export const PUSH_ORDER: readonly string[] = [TYPE_URL.cluster, TYPE_URL.endpoint, TYPE_URL.listener, TYPE_URL.route, TYPE_URL.virtualHost, TYPE_URL.secret];
 
 /** The given types in push order; unknown types follow, sorted for determinism. */
 export function orderTypes(typeUrls: Iterable<string>): string[] {

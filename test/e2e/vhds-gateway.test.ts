@@ -1,0 +1,74 @@
+// The engine takes its virtual hosts over VHDS from the built daemon (through the agent's xDS proxy): its
+// route configuration names the vhds source, a VirtualService edit reaches it as one VirtualHost resource,
+// and requests route by the edited rule right after.
+import t from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { built } from '../helpers/binary';
+import { waitFor } from '../agent/helpers';
+import { startGateway, type GatewayPorts } from '../helpers/gateway';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+function config(p: GatewayPorts, aPrefix: string): string {
+  const vs = (name: string, host: string, prefix: string) => `---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: mesh-system}
+spec:
+  hosts: [${host}]
+  gateways: [gw]
+  http:
+  - match: [{uri: {prefix: ${prefix}}}]
+    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
+`;
+  return `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: mesh-system}
+spec:
+  selector: {mesh: ingressgateway}
+  servers:
+  - port: {number: ${p.gw}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: demo}
+spec:
+  hosts: [backend.demo.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
+${vs('a', 'a.example.com', aPrefix)}${vs('b', 'b.example.com', '/b')}`;
+}
+
+t.test('a VirtualService edit reaches the engine through VHDS and routes right after', async (t) => {
+  let ports: GatewayPorts | undefined;
+  const gw = await startGateway(t, {
+    config: (p) => {
+      ports = p;
+      return config(p, '/one');
+    },
+  });
+  const status = async (host: string, p: string) => (await gw.get(p, { host })).status;
+  await waitFor(async () => (await status('a.example.com', '/one')) === 200, 30_000, () => gw.agentOut());
+  t.equal(await status('a.example.com', '/two'), 404);
+  t.equal(await status('b.example.com', '/b'), 200, 'the other virtual host routes');
+
+  const dump = (await fetch(`http://127.0.0.1:${ports!.admin}/config_dump`).then((r) => r.json())) as { configs: Array<Record<string, unknown>> };
+  const routes = dump.configs.find((c) => String(c['@type']).endsWith('RoutesConfigDump')) as { dynamic_route_configs?: Array<{ route_config: Record<string, unknown> }> };
+  const rc = routes.dynamic_route_configs?.[0]?.route_config;
+  t.ok(rc?.['vhds'], 'the route configuration names a vhds source');
+  t.same(((rc?.['virtual_hosts'] ?? []) as Array<{ name: string }>).map((v) => v.name).sort(), [`http.${ports!.gw}/a.example.com:${ports!.gw}`, `http.${ports!.gw}/b.example.com:${ports!.gw}`]);
+
+  const pushesBefore = (gw.daemon.log().match(/VHDS: PUSH for node/g) ?? []).length;
+  fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), config(ports!, '/two'));
+  await waitFor(async () => (await status('a.example.com', '/two')) === 200, 30_000, () => `the edit did not arrive:\n${gw.agentOut()}`);
+  t.equal(await status('a.example.com', '/one'), 404, 'the old rule is gone');
+  t.equal(await status('b.example.com', '/b'), 200, 'the untouched virtual host still routes');
+  const pushes = gw.daemon.log().split('\n').filter((l) => /VHDS: PUSH for node/.test(l)).slice(pushesBefore);
+  t.ok(pushes.length >= 1, 'the edit went out over VHDS');
+  t.match(pushes.join('\n'), /resources:1 /, 'one virtual host sent');
+  t.notMatch(gw.daemon.log().split('\n').slice(-50).join('\n'), /RDS: PUSH for node/, 'no route configuration resent');
+});

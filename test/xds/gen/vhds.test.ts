@@ -1,0 +1,147 @@
+// VHDS generator: route configurations without virtual hosts for VHDS proxies, their virtual hosts as
+// VirtualHost resources `<route config>/<virtual host>` (Envoy's naming), the same routing content as full
+// RDS, and what a delta push of an edit sends (changed only) and removes.
+import t from 'tap';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { initPushContext, type PushContext } from '../../../src/discovery/push-context';
+import { buildRegistries } from '../../../src/discovery/registry';
+import type { Proxy } from '../../../src/discovery/model';
+import { ApiConfigSource_ApiType } from '../../../src/gen/envoy/config/core/v3/config_source_pb';
+import { VirtualHostSchema } from '../../../src/gen/envoy/config/route/v3/route_components_pb';
+import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3/route_pb';
+import { generatorsFor } from '../../../src/xds/gen';
+import { deltaDiff } from '../../../src/xds/server/delta';
+import { hashResource } from '../../../src/xds/server/resources';
+import { TYPE_URL, type PushRequest, type Resource } from '../../../src/xds/types';
+import { markVhds } from '../../../src/xds/vhds';
+import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+
+const base = [
+  cfg('ServiceEntry', 'apps', 'reviews', {
+    hosts: ['reviews.apps.svc.cluster.local'], addresses: ['10.96.0.9'], location: 'MESH_INTERNAL', resolution: 'STATIC',
+    ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
+  }),
+  cfg('ServiceEntry', 'apps', 'ratings', {
+    hosts: ['ratings.apps.svc.cluster.local'], addresses: ['10.96.0.10'], location: 'MESH_INTERNAL', resolution: 'STATIC',
+    ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
+  }),
+  cfg('Gateway', 'mesh-system', 'gw', { selector: { istio: 'ingressgateway' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*.example.com'] }] }),
+  cfg('VirtualService', 'apps', 'reviews', {
+    hosts: ['reviews', 'shop.example.com'], gateways: ['mesh-system/gw', 'mesh'],
+    http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '3s' }],
+  }),
+];
+
+function pushOf(configs: typeof base): PushContext {
+  const store = new ListStore(configs);
+  return initPushContext(store, buildRegistries(store, []));
+}
+const req = (push: PushContext): PushRequest<PushContext> => ({ full: true, configsUpdated: new Set(), edsUpdates: new Set(), reasons: new Map(), push, start: Date.now() });
+const byName = (typeUrl: string, names: string[]) => ({ typeUrl, resourceNames: new Set(names), wildcard: false });
+const vhdsWatch = (routeConfigs: string[], names: string[] = []) => ({
+  typeUrl: TYPE_URL.virtualHost, resourceNames: new Set(names), wildcard: names.length === 0, routeConfigs: new Set(routeConfigs),
+});
+
+const vhdsSidecar = (): Proxy => {
+  const p = proxy('sidecar~10.1.0.1~r1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews' } });
+  markVhds(p);
+  return p;
+};
+const vhdsGateway = (): Proxy => {
+  const p = proxy('router~10.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
+  markVhds(p);
+  return p;
+};
+const plainSidecar = proxy('sidecar~10.1.0.2~r2.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews' } });
+
+const vhosts = (p: Proxy, push: PushContext, rcs: string[], names: string[] = []): Resource[] =>
+  generatorsFor(p)[TYPE_URL.virtualHost]!.generate(p, vhdsWatch(rcs, names), req(push)).resources;
+const decode = (r: Resource) => anyUnpack(r.resource, VirtualHostSchema)!;
+
+t.test('a VHDS proxy gets route configurations without virtual hosts, naming a DELTA_GRPC vhds source', async (t) => {
+  const push = pushOf(base);
+  for (const [p, name] of [[vhdsSidecar(), '9080'], [vhdsGateway(), 'http.80']] as const) {
+    const [r] = generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources;
+    const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
+    t.equal(rc.name, name);
+    t.same(rc.virtualHosts, [], `${name}: no inline virtual hosts`);
+    const src = rc.vhds?.configSource?.configSourceSpecifier;
+    t.equal(src?.case, 'apiConfigSource', `${name}: vhds config source`);
+    t.equal(src?.case === 'apiConfigSource' && src.value.apiType, ApiConfigSource_ApiType.DELTA_GRPC, 'Envoy accepts VHDS only over DELTA_GRPC');
+    t.equal(rc.ignorePortInHostMatching, true, 'the other fields stay');
+  }
+});
+
+t.test('a VHDS route configuration has every field of the full one but its virtual hosts', async (t) => {
+  const push = pushOf(base);
+  const plainGateway = proxy('router~10.0.0.2~gw2.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
+  for (const [vp, pp, name] of [[vhdsSidecar(), plainSidecar, '9080'], [vhdsGateway(), plainGateway, 'http.80'], [vhdsGateway(), plainGateway, 'http.81']] as const) {
+    const get = (p: Proxy) => anyUnpack(generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources[0]!.resource, RouteConfigurationSchema)!;
+    const viaVhds = get(vp);
+    const full = get(pp);
+    t.same({ ...viaVhds, vhds: undefined, virtualHosts: [] }, { ...full, virtualHosts: [] }, name);
+  }
+});
+
+t.test('a proxy without VHDS keeps full RDS', async (t) => {
+  const push = pushOf(base);
+  const [r] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), req(push)).resources;
+  const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
+  t.equal(rc.vhds, undefined);
+  t.ok(rc.virtualHosts.length >= 3);
+});
+
+// Names `<route config>/<vhost>` and domains as Istio builds them (generateVirtualHostDomains for the
+// proxy's own namespace: FQDN, short name, `name.ns.svc`, `name.ns`, VIP; gateways: the intersected host).
+const table: Array<{ what: string; p: () => Proxy; rcs: string[]; want: Record<string, string[]> }> = [
+  {
+    what: 'sidecar port 9080',
+    p: vhdsSidecar,
+    rcs: ['9080'],
+    want: {
+      '9080/ratings.apps.svc.cluster.local:9080': ['ratings.apps.svc.cluster.local', 'ratings', 'ratings.apps.svc', 'ratings.apps', '10.96.0.10'],
+      '9080/reviews.apps.svc.cluster.local:9080': ['reviews.apps.svc.cluster.local', 'reviews', 'reviews.apps.svc', 'reviews.apps', '10.96.0.9'],
+      '9080/shop.example.com:9080': ['shop.example.com'],
+      '9080/allow_any': ['*'],
+    },
+  },
+  { what: 'gateway http.80', p: vhdsGateway, rcs: ['http.80'], want: { 'http.80/shop.example.com:80': ['shop.example.com'] } },
+  { what: 'no route configuration watched', p: vhdsSidecar, rcs: [], want: {} },
+];
+for (const c of table) {
+  t.test(`VirtualHost names and domains: ${c.what}`, async (t) => {
+    const got = vhosts(c.p(), pushOf(base), c.rcs);
+    t.same(Object.fromEntries(got.map((r) => [r.name, decode(r).domains])), c.want);
+    for (const r of got) t.equal(decode(r).name, r.name, 'the VirtualHost is named like its resource');
+  });
+}
+
+t.test('VHDS carries the same routes as full RDS', async (t) => {
+  const push = pushOf(base);
+  const [full] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), req(push)).resources;
+  const fromRds = anyUnpack(full!.resource, RouteConfigurationSchema)!.virtualHosts.map((v) => ({ ...v, name: `9080/${v.name}` }));
+  const fromVhds = vhosts(vhdsSidecar(), push, ['9080']).map(decode);
+  t.same(fromVhds.sort((a, b) => a.name.localeCompare(b.name)), fromRds.sort((a, b) => a.name.localeCompare(b.name)));
+});
+
+t.test('a named watch gets only what it names', async (t) => {
+  const got = vhosts(vhdsSidecar(), pushOf(base), ['9080'], ['9080/allow_any', '9080/nope']);
+  t.same(got.map((r) => r.name), ['9080/allow_any']);
+});
+
+t.test('an edit: a delta push sends the changed virtual host only, and removes the ones that went away', async (t) => {
+  const p = vhdsSidecar();
+  const before = vhosts(p, pushOf(base), ['9080']).map(hashResource);
+  const known = new Map(before.map((r) => [r.name, r.hash]));
+  // the VirtualService's route timeout changes and it stops claiming shop.example.com
+  const edited = base.map((c) => (c.kind === 'VirtualService' ? cfg('VirtualService', 'apps', 'reviews', { hosts: ['reviews'], gateways: ['mesh'], http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '7s' }] }) : c));
+  const after = vhosts(p, pushOf(edited), ['9080']).map(hashResource);
+  const diff = deltaDiff(known, after, new Set());
+  t.same(diff.send.map((r) => r.name), ['9080/reviews.apps.svc.cluster.local:9080'], 'only the edited virtual host');
+  t.same(diff.removed, ['9080/shop.example.com:9080']);
+  const r = decode(diff.send[0]!).routes[0]!.action;
+  t.equal(r.case === 'route' ? r.value.timeout?.seconds : undefined, 7n);
+  // a route configuration no longer watched takes its virtual hosts with it
+  const gone = deltaDiff(new Map(after.map((x) => [x.name, x.hash])), vhosts(p, pushOf(edited), []).map(hashResource), new Set());
+  t.same(gone.removed, after.map((x) => x.name).sort());
+});

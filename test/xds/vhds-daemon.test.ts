@@ -1,0 +1,123 @@
+// VHDS with the built daemon: a delta client that advertises `mesh.io/vhds` gets route configurations that
+// name a DELTA_GRPC vhds source and the virtual hosts as VirtualHost resources `<route config>/<vhost>`
+// (Envoy's VHDS naming); an edit of one VirtualService sends that one virtual host, a deleted one is
+// listed in removed_resources. Clients without the feature (a real Envoy) and SotW streams keep full RDS.
+import t, { type Test } from 'tap';
+import fs from 'node:fs';
+import path from 'node:path';
+import { anyUnpack } from '@bufbuild/protobuf/wkt';
+import { VirtualHostSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb';
+import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb';
+import { ApiConfigSource_ApiType } from '../../src/gen/envoy/config/core/v3/config_source_pb';
+import { create } from '@bufbuild/protobuf';
+import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
+import type { DeltaDiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
+import { built } from '../helpers/binary';
+import { startDiscovery, tempDir } from '../agent/helpers';
+import { DeltaStream, RDS, SotwStream } from './server/helpers';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+const VHDS = 'type.googleapis.com/envoy.config.route.v3.VirtualHost';
+
+const vs = (name: string, host: string, timeout: string) => `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: ${name}, namespace: mesh-system}
+spec:
+  hosts: [${host}]
+  gateways: [gw]
+  http:
+  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
+    timeout: ${timeout}
+`;
+const base = `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: mesh-system}
+spec:
+  selector: {istio: ingressgateway}
+  servers:
+  - port: {number: 80, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: demo}
+spec:
+  hosts: [backend.demo.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1}]
+`;
+
+const gatewayNode = (features: string[]) =>
+  create(NodeSchema, {
+    id: 'router~10.0.0.9~gw-1.mesh-system~mesh-system.svc.cluster.local',
+    metadata: { NAMESPACE: 'mesh-system', LABELS: { istio: 'ingressgateway' }, ISTIO_VERSION: '1.26.0' },
+    clientFeatures: features,
+  });
+
+async function daemon(t: Test) {
+  const dir = tempDir(t, 'mesh-vhds-');
+  fs.writeFileSync(path.join(dir, 'base.yaml'), base);
+  fs.writeFileSync(path.join(dir, 'a.yaml'), vs('a', 'a.example.com', '3s'));
+  fs.writeFileSync(path.join(dir, 'b.yaml'), vs('b', 'b.example.com', '3s'));
+  const d = await startDiscovery({ configDir: dir });
+  t.teardown(() => d.stop());
+  return { d, dir };
+}
+
+const names = (r: DeltaDiscoveryResponse) => r.resources.map((x) => x.name).sort();
+const timeoutOf = (r: DeltaDiscoveryResponse, i = 0) => {
+  const vh = anyUnpack(r.resources[i]!.resource!, VirtualHostSchema)!;
+  const a = vh.routes[0]!.action;
+  return a.case === 'route' ? a.value.timeout?.seconds : undefined;
+};
+
+t.test('a delta client with the VHDS feature gets virtual hosts one by one, and an edit sends only the one changed', async (t) => {
+  const { d, dir } = await daemon(t);
+  const s = new DeltaStream(d.grpc);
+  t.teardown(() => s.close());
+  s.send({ node: gatewayNode(['mesh.io/vhds']), typeUrl: RDS, resourceNamesSubscribe: ['http.80'] });
+  const rds = await s.expect(RDS, 15_000);
+  const rc = anyUnpack(rds.resources[0]!.resource!, RouteConfigurationSchema)!;
+  t.same(rc.virtualHosts, [], 'no inline virtual hosts');
+  const src = rc.vhds?.configSource?.configSourceSpecifier;
+  t.equal(src?.case === 'apiConfigSource' && src.value.apiType, ApiConfigSource_ApiType.DELTA_GRPC);
+  s.ack(rds);
+  // Envoy's VHDS subscription: VirtualHost with no names (wildcard)
+  s.send({ typeUrl: VHDS });
+  const first = await s.expect(VHDS);
+  t.same(names(first), ['http.80/a.example.com:80', 'http.80/b.example.com:80']);
+  for (const r of first.resources) t.equal(anyUnpack(r.resource!, VirtualHostSchema)!.name, r.name, 'the VirtualHost carries its resource name');
+  s.ack(first);
+
+  fs.writeFileSync(path.join(dir, 'a.yaml'), vs('a', 'a.example.com', '7s'));
+  const edit = await s.expect(VHDS, 15_000);
+  t.same(names(edit), ['http.80/a.example.com:80'], 'only the edited virtual host is sent (the route configuration is unchanged, so no RDS)');
+  t.equal(timeoutOf(edit), 7n);
+  s.ack(edit);
+
+  fs.rmSync(path.join(dir, 'b.yaml'));
+  const removal = await s.expect(VHDS, 15_000);
+  t.same(removal.removedResources, ['http.80/b.example.com:80']);
+  t.same(names(removal), []);
+});
+
+t.test('clients without VHDS keep full RDS: a delta client without the feature, and a SotW stream with it', async (t) => {
+  const { d } = await daemon(t);
+  const s = new DeltaStream(d.grpc);
+  t.teardown(() => s.close());
+  s.send({ node: gatewayNode([]), typeUrl: RDS, resourceNamesSubscribe: ['http.80'] });
+  const rc = anyUnpack((await s.expect(RDS, 15_000)).resources[0]!.resource!, RouteConfigurationSchema)!;
+  t.equal(rc.vhds, undefined);
+  t.same(rc.virtualHosts.map((v) => v.name).sort(), ['a.example.com:80', 'b.example.com:80']);
+
+  const sotw = new SotwStream(d.grpc);
+  t.teardown(() => sotw.close());
+  sotw.send({ node: gatewayNode(['mesh.io/vhds']), typeUrl: RDS, resourceNames: ['http.80'] });
+  const r = await sotw.expect(RDS, 15_000);
+  const full = anyUnpack(r.resources[0]!, RouteConfigurationSchema)!;
+  t.equal(full.vhds, undefined, 'VHDS needs delta xDS');
+  t.same(full.virtualHosts.map((v) => v.name).sort(), ['a.example.com:80', 'b.example.com:80']);
+});
