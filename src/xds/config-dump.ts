@@ -43,9 +43,23 @@ export function configDumpJson(byType: ReadonlyMap<string, TypedResources>, opts
   }
   const routes = byType.get(TYPE_URL.route);
   if (routes) {
+    // A proxy served over VHDS holds each route configuration with the virtual hosts it got for it, as
+    // Envoy's own dump shows them: fold them in, so the daemon's view and the proxy's compare alike.
+    const vhosts = new Map<string, JsonValue[]>();
+    for (const v of byType.get(TYPE_URL.virtualHost)?.resources ?? []) {
+      const rc = v.name.slice(0, v.name.indexOf('/'));
+      vhosts.set(rc, [...(vhosts.get(rc) ?? []), anyJson(v.resource)]);
+    }
+    const withVhosts = (name: string, rc: JsonValue): JsonValue => {
+      const more = vhosts.get(name);
+      if (!more || typeof rc !== 'object' || rc === null || Array.isArray(rc)) return rc;
+      const own = Array.isArray(rc['virtualHosts']) ? rc['virtualHosts'] : [];
+      const bodies = more.map((v) => Object.fromEntries(Object.entries(v as Record<string, JsonValue>).filter(([k]) => k !== '@type')));
+      return { ...rc, virtualHosts: [...own, ...bodies] };
+    };
     configs.push({
       '@type': `${ADMIN}RoutesConfigDump`,
-      dynamic_route_configs: routes.resources.map((r) => ({ ...stamp(routes), route_config: anyJson(r.resource) })),
+      dynamic_route_configs: routes.resources.map((r) => ({ ...stamp(routes), route_config: withVhosts(r.name, anyJson(r.resource)) })),
     });
   }
   const endpoints = byType.get(TYPE_URL.endpoint);

@@ -411,10 +411,13 @@ export function routeSummary(dump: ConfigDump, filter: RouteFilter, withType = f
       continue;
     }
     for (const vh of rc.virtualHosts as VirtualHost[]) {
+      // A virtual host that came over VHDS is named `<route config>/<virtual host>` (Envoy removes them by
+      // that name); the table shows the virtual host's own name, as for one that came with its route config.
+      const vhName = vh.name.startsWith(`${rc.name}/`) ? vh.name.slice(rc.name.length + 1) : vh.name;
       for (const r of vh.routes) {
-        if (!isPassthrough(r)) w.row(name, vh.name, describeRouteDomains(vh.domains), describeMatch(r.match), describeManagement(r.metadata));
+        if (!isPassthrough(r)) w.row(name, vhName, describeRouteDomains(vh.domains), describeMatch(r.match), describeManagement(r.metadata));
       }
-      if (vh.routes.length === 0) w.row(name, vh.name, describeRouteDomains(vh.domains), '/*', '404');
+      if (vh.routes.length === 0) w.row(name, vhName, describeRouteDomains(vh.domains), '/*', '404');
     }
   }
   return w.flush();
