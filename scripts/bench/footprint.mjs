@@ -5,7 +5,7 @@
 // reported at 60–72 MB under that load).
 //   node scripts/bench/footprint.mjs [--binary dist/mesh] [--roles gateway,sidecar] [--configs demo,scale]
 //        [--services 1000] [--rate 1000] [--duration 10] [--settle 8] [--size 1024] [--connections 64]
-//        [--concurrency 1] [--json]
+//        [--concurrency 1] [--nodeOptions '<V8/Node flags for the agent>'] [--json]
 //
 // Everything runs in a network namespace of its own (the script re-executes itself under `unshare --net`;
 // needs root): the sidecar binds Istio's fixed ports, and its outbound traffic is captured by one iptables
@@ -150,7 +150,7 @@ function runLoad(o) {
 function parseArgs(argv) {
   const o = {
     binary: path.join(ROOT, 'dist', 'mesh'), roles: ['gateway', 'sidecar'], configs: ['demo', 'scale'], services: 1000,
-    rate: 1000, duration: 10, settle: 8, size: 1024, connections: 64, concurrency: 1, json: false, inNetns: false,
+    rate: 1000, duration: 10, settle: 8, size: 1024, connections: 64, concurrency: 1, json: false, inNetns: false, nodeOptions: '',
   };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
@@ -174,6 +174,7 @@ function parseArgs(argv) {
       case '--connections': o.connections = num(); break;
       case '--concurrency': o.concurrency = num(); break;
       case '--json': o.json = true; break;
+      case '--nodeOptions': o.nodeOptions = value(); break;
       case '--inNetns': o.inNetns = true; break;
       default: throw new Error(`unknown argument ${a}`);
     }
@@ -242,6 +243,7 @@ async function startAgent(o, role, dir, discovery) {
     PROXY_STATUS_PORT: String(ports.proxyStatus),
     PROXY_METRICS_PORT: String(ports.proxyMetrics),
     PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s' }),
+    ...(o.nodeOptions ? { NODE_OPTIONS: o.nodeOptions } : {}),
   };
   const child = spawn(o.binary, ['pilot-agent', 'proxy', role === 'gateway' ? 'router' : 'sidecar', '--meshConfig', 'mesh.yaml', '--concurrency', String(o.concurrency)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
