@@ -16,7 +16,7 @@ import { ProxyReadiness } from './readiness';
 import { StatusServer } from './status';
 import { startupDuration } from './metrics';
 import { recordComponentBuildTag } from '../lib/build-metric';
-import { exitStatus, ProxyProcess, type CommandLine } from './process';
+import { exitStatus, proxyFor, type Proxy, type ProxyLaunch } from './process';
 import { NAME_TABLE_TYPE, XdsProxy, type XdsProxyOptions } from './xds-proxy';
 import { WorkloadIdentity } from './identity';
 import type { IdentityOptions } from './identity/options';
@@ -37,8 +37,8 @@ export interface AgentOptions {
   nodeType: NodeType;
   /** Where the bootstrap is written (removed again when the proxy ends); undefined with a custom file. */
   bootstrap?: { path: string; json: JsonObject };
-  /** The proxy's command line; undefined runs without a proxy (DISABLE_PROXY). */
-  proxyCommand?: CommandLine;
+  /** How the proxy is run; undefined runs without a proxy (DISABLE_PROXY). */
+  proxyLaunch?: ProxyLaunch;
   proxyEnv: NodeJS.ProcessEnv;
   cwd: string;
   xds: XdsProxyOptions;
@@ -78,7 +78,7 @@ export class Agent {
   readonly readiness: ProxyReadiness;
   readonly dns: LocalDnsServer | undefined;
   private status: StatusServer | undefined;
-  private proxy: ProxyProcess | undefined;
+  private proxy: Proxy | undefined;
   private statusPortBound: number | undefined;
   private skipDrain = false;
   private shutdown: Shutdown | undefined;
@@ -102,7 +102,7 @@ export class Agent {
         return undefined;
       });
     }
-    this.identity = o.workloadIdentity ?? (o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyCommand !== undefined }) : undefined);
+    this.identity = o.workloadIdentity ?? (o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyLaunch !== undefined }) : undefined);
     let upstream = o.xds.upstream;
     const identity = this.identity;
     if (identity) {
@@ -121,7 +121,7 @@ export class Agent {
     this.readiness = new ProxyReadiness({
       admin: this.admin,
       nodeType: o.nodeType,
-      noProxy: o.proxyCommand === undefined,
+      noProxy: o.proxyLaunch === undefined,
       nameTableReady: dns ? () => dns.ready() : undefined,
       identityNotReady: identity ? () => identity.notReadyReason() : undefined,
       onFirstReady: () => startupDuration.set(process.uptime()),
@@ -152,17 +152,17 @@ export class Agent {
           port: this.o.statusPort,
           host: this.o.statusHost,
           readiness: this.readiness,
-          admin: this.o.proxyCommand ? this.admin : undefined,
+          admin: this.o.proxyLaunch ? this.admin : undefined,
           onQuit: () => this.quit(),
           onDrain: () => void this.drainNow(),
           metricsLocalhostOnly: this.o.metricsLocalhostOnly,
         });
         this.statusPortBound = await this.status.start();
       }
-      if (this.o.proxyCommand) {
+      if (this.o.proxyLaunch) {
         if (this.o.bootstrap) writeAtomically(this.o.bootstrap.path, JSON.stringify(this.o.bootstrap.json, null, '  '));
-        this.proxy = new ProxyProcess(this.o.proxyCommand, { env: this.o.proxyEnv, cwd: this.o.cwd });
-        log.info(`Proxy command: ${[this.o.proxyCommand.file, ...this.o.proxyCommand.args].join(' ')}`);
+        this.proxy = proxyFor(this.o.proxyLaunch, { env: this.o.proxyEnv, cwd: this.o.cwd });
+        log.info(`Proxy command: ${this.proxy.description}`);
         await this.proxy.start();
       }
     } catch (e) {

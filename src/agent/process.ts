@@ -1,36 +1,18 @@
-// Starting and stopping the data-plane proxy process: which executable (a real `envoy`, else this binary's
-// hidden `envoy` command), with which flags (the ones Istio's agent passes to Envoy), and how it is stopped.
+// Starting and stopping the data-plane proxy: a real `envoy` as a child process, else the built-in engine
+// inside the agent's own process (one Node heap per pod instead of two), both with the flags Istio's agent
+// passes to Envoy, and how each is stopped.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { constants as osConstants } from 'node:os';
-import { programByInvocation } from '../cli/programs';
-import { isSea } from '../lib/sea';
+import type { FlagValue } from '../cli/context';
+import type { Engine } from '../proxy/engine';
 
 export interface CommandLine {
   file: string;
   args: string[];
 }
 
-
-/**
- * This program's hidden `envoy` command as a command line. The packaged binary dispatches on its first word
- * whatever it is called, so `<execPath> agent envoy` works; under Node (bundle or tsx) the entry script is
- * run again with the same Node flags. The script's real path is used so a `pilot-agent` symlink does not
- * turn `agent` into an unknown subcommand; a script that is itself named pilot-agent needs only `envoy`.
- */
-export function selfCommand(p: Pick<NodeJS.Process, 'execPath' | 'execArgv' | 'argv'> = process, sea = isSea()): CommandLine {
-  if (sea) return { file: p.execPath, args: ['agent', 'envoy'] };
-  const script = p.argv[1] ?? '';
-  let real = script;
-  try {
-    real = fs.realpathSync(script);
-  } catch {
-    // keep it as given
-  }
-  const words = programByInvocation(path.basename(real))?.name === 'pilot-agent' ? ['envoy'] : ['agent', 'envoy'];
-  return { file: p.execPath, args: [...p.execArgv, real, ...words] };
-}
 
 function isExecutableFile(f: string): boolean {
   try {
@@ -103,7 +85,98 @@ export function exitStatus(e: ProxyExit): number {
   return n ? 128 + n : 1;
 }
 
-export class ProxyProcess {
+/** What the agent supervises: an Envoy process, or the built-in engine in this process. */
+export interface Proxy {
+  /** Resolves with how the proxy ended (a shell-style status for the engine, see exitStatus). */
+  readonly exited: Promise<ProxyExit>;
+  /** Starts the proxy; rejects when it cannot be started at all. */
+  start(): Promise<void>;
+  running(): boolean;
+  /** Asks the proxy to stop (Envoy: SIGTERM), forcing it after `graceMs`. */
+  stop(graceMs: number): Promise<ProxyExit>;
+  /** How the agent's log names it. */
+  readonly description: string;
+}
+
+/** How the agent runs its proxy: an executable (Envoy), or the built-in engine with Envoy's flags. */
+export type ProxyLaunch = { kind: 'exec'; command: CommandLine } | { kind: 'builtin'; args: string[] };
+
+export function proxyFor(launch: ProxyLaunch, opts: { env: NodeJS.ProcessEnv; cwd: string }): Proxy {
+  return launch.kind === 'exec' ? new ProxyProcess(launch.command, opts) : new BuiltinEngine(launch.args, opts.env);
+}
+
+/**
+ * The built-in engine inside the agent's process, started from the same command line `pilot-agent envoy`
+ * takes (parsed by that command's own flag table). What a separate process gave is kept: a bad bootstrap is
+ * `Error: …` on stderr and exit status 1; stopping is the engine's own close (what SIGTERM did in the
+ * child), and an engine that has not finished closing after the grace period is left behind as a killed
+ * process would be (status 137), since the agent exits next. The engine cannot outlive the agent.
+ */
+export class BuiltinEngine implements Proxy {
+  private engine: Engine | undefined;
+  private done = false;
+  readonly exited: Promise<ProxyExit>;
+  private resolveExit!: (e: ProxyExit) => void;
+
+  constructor(
+    readonly args: readonly string[],
+    private readonly env: NodeJS.ProcessEnv,
+    private readonly stderr: (line: string) => void = (l) => void process.stderr.write(l),
+  ) {
+    this.exited = new Promise((resolve) => (this.resolveExit = resolve));
+    void this.exited.then(() => (this.done = true));
+  }
+
+  get description(): string {
+    return `built-in engine in the agent process (pid ${process.pid}): envoy ${this.args.join(' ')}`;
+  }
+
+  async start(): Promise<void> {
+    // Loaded only here: an agent in front of a real Envoy never loads the engine.
+    const [{ pilotAgent }, { parseArgv, UsageError }, { effectiveDefaults }, { launchEngine }, { CommandError }] = await Promise.all([
+      import('../../commands/pilot-agent'),
+      import('../cli/argv'),
+      import('../cli/run'),
+      import('../proxy/launch'),
+      import('../cli/context'),
+    ]);
+    try {
+      const parsed = parseArgv(pilotAgent, ['envoy', ...this.args]);
+      const flags: Record<string, FlagValue> = {};
+      for (const [name, d] of effectiveDefaults(parsed.chain, this.env)) flags[name] = d.value;
+      for (const [name, v] of parsed.given) flags[name] = v;
+      this.engine = await launchEngine(flags, this.stderr);
+    } catch (e) {
+      // As the separate process ended: the message on stderr and its exit status.
+      if (e instanceof CommandError || e instanceof UsageError) {
+        this.stderr(`Error: ${e.message}\n`);
+        this.resolveExit({ code: e instanceof CommandError ? (e.exitCode ?? 1) : 1, signal: null });
+        return;
+      }
+      this.stderr(`Error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
+      this.resolveExit({ code: 255, signal: null });
+      return;
+    }
+    void this.engine.exited.then((code) => this.resolveExit({ code, signal: null }));
+  }
+
+  running(): boolean {
+    return this.engine !== undefined && !this.done;
+  }
+
+  async stop(graceMs: number): Promise<ProxyExit> {
+    if (this.running()) {
+      this.engine!.loggers.get('main').warn('caught SIGTERM');
+      void this.engine!.close(0);
+      const timer = setTimeout(() => this.resolveExit({ code: null, signal: 'SIGKILL' }), graceMs);
+      await this.exited;
+      clearTimeout(timer);
+    }
+    return this.exited;
+  }
+}
+
+export class ProxyProcess implements Proxy {
   private child: ChildProcess | undefined;
   readonly exited: Promise<ProxyExit>;
   private resolveExit!: (e: ProxyExit) => void;
@@ -129,8 +202,8 @@ export class ProxyProcess {
     });
   }
 
-  get pid(): number | undefined {
-    return this.child?.pid;
+  get description(): string {
+    return [this.command.file, ...this.command.args].join(' ');
   }
 
   running(): boolean {

@@ -50,7 +50,7 @@ import {
   privateIps,
   proxyIdentity,
 } from './node';
-import { findProxyBinary, proxyArgs, selfCommand, type CommandLine } from './process';
+import { findProxyBinary, proxyArgs, type ProxyLaunch } from './process';
 import { DnsConfigError, type LocalDnsServerOptions } from '../dns/server';
 
 const log = registerScope('default');
@@ -275,7 +275,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     }
   }
 
-  let proxyCommand: CommandLine | undefined;
+  let proxyLaunch: ProxyLaunch | undefined;
   if (!disableProxy) {
     const envoy = findProxyBinary(pc.binaryPath, ctx.env['PATH'], cwd);
     const enableCoreDump = env.bool('MESH_PROXY_ENABLE_CORE_DUMP');
@@ -293,8 +293,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
       skipDeprecatedLogs: env.bool('PROXY_SKIP_DEPRECATED_LOGS'),
       enableCoreDump,
     });
-    const self = selfCommand();
-    proxyCommand = envoy ? { file: envoy, args } : { file: self.file, args: [...self.args, ...args] };
+    proxyLaunch = envoy ? { kind: 'exec', command: { file: envoy, args } } : { kind: 'builtin', args };
     info.push(envoy ? `using Envoy at ${envoy}` : `no envoy executable (binaryPath ${pc.binaryPath}, PATH): using the built-in proxy engine`);
   }
 
@@ -342,7 +341,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
   const options: AgentOptions = {
     nodeType,
     bootstrap: disableProxy ? undefined : bootstrap,
-    proxyCommand,
+    proxyLaunch,
     proxyEnv: ctx.env,
     cwd,
     xds: { socketPath: path.resolve(cwd, xdsSocketPath(pc.configPath)), upstream: conn.upstream },
@@ -379,7 +378,7 @@ export const run: Handler = async (ctx) => {
 
   // The workload certificate is asked for before the rest of the agent (xDS proxy, status server, Envoy's
   // message types) is loaded: a pod's first certificate is on the path to its readiness.
-  const identity = options.identity ? new WorkloadIdentity({ options: options.identity, cwd: options.cwd, serveSds: options.proxyCommand !== undefined }) : undefined;
+  const identity = options.identity ? new WorkloadIdentity({ options: options.identity, cwd: options.cwd, serveSds: options.proxyLaunch !== undefined }) : undefined;
   try {
     await identity?.begin();
   } catch (e) {

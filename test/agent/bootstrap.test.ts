@@ -15,7 +15,7 @@ import {
 import { validateBootstrap } from '../../src/agent/bootstrap-schema';
 import { nodeMetadata, proxyIdentity } from '../../src/agent/node';
 import { grpcBootstrap } from '../../src/agent/grpc-bootstrap';
-import { exitStatus, findProxyBinary, proxyArgs, selfCommand } from '../../src/agent/process';
+import { exitStatus, findProxyBinary, proxyArgs } from '../../src/agent/process';
 import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -248,14 +248,7 @@ t.test("proxy command line: Istio's Envoy flags", async (t) => {
   t.notOk(real.includes('-l'));
 });
 
-t.test('selfCommand: the hidden envoy command of this same program', async (t) => {
-  t.same(selfCommand({ execPath: '/usr/local/bin/mesh', execArgv: [], argv: ['/usr/local/bin/pilot-agent'] }, true), { file: '/usr/local/bin/mesh', args: ['agent', 'envoy'] }, 'packaged binary: dispatch by word');
-  t.same(
-    selfCommand({ execPath: '/usr/bin/node', execArgv: ['--import', '/x/tsx.mjs'], argv: ['/usr/bin/node', '/nonexistent/src/main.ts'] }, false),
-    { file: '/usr/bin/node', args: ['--import', '/x/tsx.mjs', '/nonexistent/src/main.ts', 'agent', 'envoy'] },
-    'under Node: the same flags and entry script',
-  );
-  t.same(selfCommand({ execPath: '/usr/bin/node', execArgv: [], argv: ['/usr/bin/node', '/nonexistent/pilot-agent.cjs'] }, false).args, ['/nonexistent/pilot-agent.cjs', 'envoy'], 'a script named pilot-agent takes the command directly');
+t.test('exitStatus: a shell-style status of the proxy', async (t) => {
   t.equal(exitStatus({ code: 3, signal: null }), 3);
   t.equal(exitStatus({ code: null, signal: 'SIGKILL' }), 137);
 });

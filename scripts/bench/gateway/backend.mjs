@@ -1,5 +1,5 @@
 // The benchmark's backend: an HTTP/1.1 server with one small fixed response, in its own process.
-//   node backend.mjs [--kind raw|node] [--port 0]     prints `listening <port>` once it listens
+//   node backend.mjs [--kind raw|node] [--port 0] [--size <bytes>]     prints `listening <port>` once it listens
 // `raw` (default) answers each request head with a prebuilt keep-alive response straight from a net
 // server: it costs a fraction of Node's http module, so the core it shares with the load generator
 // limits the proxies under test as little as possible. It reads Content-Length bodies and honours
@@ -15,7 +15,9 @@ const opt = (name, dflt) => {
 };
 const kind = opt('kind', 'raw');
 const port = Number(opt('port', '0'));
-const BODY = 'hello from the benchmark backend\n';
+const size = opt('size', undefined);
+// --size: a body of exactly that many bytes (footprint.mjs measures with 1 KB responses).
+const BODY = size === undefined ? 'hello from the benchmark backend\n' : 'x'.repeat(Math.max(0, Number(size) - 1)) + (Number(size) > 0 ? '\n' : '');
 const HEAD = `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(BODY)}\r\n`;
 const KEEP = Buffer.from(`${HEAD}\r\n${BODY}`);
 const CLOSE = Buffer.from(`${HEAD}connection: close\r\n\r\n${BODY}`);
