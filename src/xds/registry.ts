@@ -5,6 +5,7 @@ import { file_envoy_config_cluster_v3_cluster } from '../gen/envoy/config/cluste
 import { file_envoy_config_endpoint_v3_endpoint } from '../gen/envoy/config/endpoint/v3/endpoint_pb';
 import { file_envoy_config_listener_v3_listener } from '../gen/envoy/config/listener/v3/listener_pb';
 import { file_envoy_config_route_v3_route } from '../gen/envoy/config/route/v3/route_pb';
+import { file_envoy_config_route_v3_route_components } from '../gen/envoy/config/route/v3/route_components_pb';
 import { file_envoy_admin_v3_config_dump } from '../gen/envoy/admin/v3/config_dump_pb';
 import { file_envoy_admin_v3_config_dump_shared } from '../gen/envoy/admin/v3/config_dump_shared_pb';
 import { file_envoy_extensions_filters_network_http_connection_manager_v3_http_connection_manager } from '../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
@@ -46,6 +47,8 @@ export function envoyTypeRegistry(): Registry {
     file_envoy_config_endpoint_v3_endpoint,
     file_envoy_config_listener_v3_listener,
     file_envoy_config_route_v3_route,
+    // VirtualHost: VHDS resources
+    file_envoy_config_route_v3_route_components,
     file_envoy_admin_v3_config_dump,
     file_envoy_admin_v3_config_dump_shared,
     file_envoy_extensions_filters_network_http_connection_manager_v3_http_connection_manager,

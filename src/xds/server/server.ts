@@ -728,9 +728,11 @@ export class AdsServer<P extends { version: string }> {
     if (!gen) return undefined;
     const current = this.currentPush();
     const w = con.watches.get(typeUrl);
-    const watch: WatchedResource = w
+    let watch: WatchedResource = w
       ? watchedResource(w)
       : { typeUrl, resourceNames: new Set(), wildcard: isWildcardType(typeUrl) };
+    // Virtual hosts are those of the route configurations the proxy watches, as when they are pushed.
+    if (typeUrl === TYPE_URL.virtualHost) watch = { ...watch, routeConfigs: con.watches.get(TYPE_URL.route)?.names ?? new Set() };
     if (!watch.wildcard && watch.resourceNames.size === 0) return { version: current.version, resources: [] };
     const req: PushRequest<P> = { ...this.requestPushRequest(con), push: current.push };
     try {
