@@ -140,8 +140,13 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
     env: { MESH_META_DNS_CAPTURE: 'true' },
   });
   await waitSidecarReady(pod, 60_000, () => `sidecar not ready:\n${agent.out()}\n--- discovery:\n${discovery.out()}`);
-  t.match(agent.out(), /Starting local udp DNS server on 127\.0\.0\.1:15053/);
-  t.match(agent.out(), /Starting local tcp DNS server on 127\.0\.0\.1:15053/);
+  // The readiness probe runs synchronously (in the pod's namespace): the agent's last lines may still be in
+  // the pipe when it returns.
+  for (const proto of ['udp', 'tcp']) {
+    const line = new RegExp(`Starting local ${proto} DNS server on 127\\.0\\.0\\.1:15053`);
+    await waitFor(() => line.test(agent.out()), 10_000, () => `no ${line} in the agent's output:\n${agent.out()}`);
+    t.match(agent.out(), line);
+  }
   const metrics = () => httpGetIn(pod, 'http://127.0.0.1:15020/stats/prometheus').body;
   const before = metrics();
 
