@@ -52,7 +52,6 @@ const ABSENT: Record<string, string> = {
   auto_registration_updates_total: 'WorkloadEntry auto-registration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION) is not implemented yet',
   num_outgoing_retries: "Istio counts retries of its CA client's CSR calls (pkg/security CARetryInterceptor); the daemon sends no CSR to another CA over gRPC",
   pilot_proxy_filter_status: 'EnvoyFilter is validated and stored, but not applied to generated configuration, so there is no filter status',
-  pilot_sds_certificate_errors_total: 'the daemon serves no SDS of its own (gateway credentialName Secrets are not served over ADS)',
 };
 
 let kube: Kube;
