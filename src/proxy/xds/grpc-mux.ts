@@ -416,25 +416,15 @@ export class GrpcMux {
   }
 
   private decode(st: TypeState, resp: DiscoveryResponse): DecodedResource[] {
-    const out: DecodedResource[] = [];
-    resp.resources.forEach((raw, i) => {
+    return resp.resources.map((raw, i) => {
       let any = raw;
       if (any.typeUrl === 'type.googleapis.com/envoy.service.discovery.v3.Resource') {
         const wrapped = fromBinary(ResourceSchema, any.value);
         if (!wrapped.resource) throw new Error(`resource ${i} of ${st.typeUrl}: envoy.service.discovery.v3.Resource without a resource`);
         any = wrapped.resource;
       }
-      if (any.typeUrl !== st.typeUrl) throw new Error(`${any.typeUrl} does not match the message-wide type URL ${st.typeUrl} in DiscoveryResponse ${resp.nonce}`);
-      let message: Message;
-      try {
-        message = fromBinary(st.schema, any.value, { readUnknownFields: false });
-      } catch (e) {
-        throw new Error(`resource ${i} of ${st.typeUrl}: cannot decode: ${(e as Error).message}`);
-      }
-      const name = (message as unknown as { name?: string; clusterName?: string }).name ?? (message as unknown as { clusterName?: string }).clusterName ?? '';
-      out.push({ name, message, any });
+      return this.decodeOne(st, any, `resource ${i} in DiscoveryResponse ${resp.nonce}`);
     });
-    return out;
   }
 
   private async handle(resp: DiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
