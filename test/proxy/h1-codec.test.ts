@@ -323,6 +323,8 @@ t.test('upstream: a connection the server closed is not reused; close-delimited 
   t.equal((await c.response()).status, 200);
   // the backend closes its idle keep-alive connection; the proxy notices and opens a new one
   await waitFor(() => new Promise<boolean>((r) => b.server.getConnections((_e, n) => r(n === 0))), 'the backend closing its idle connection');
+  // ...and the proxy has seen the close (its FIN can still be in flight when the backend's count drops)
+  await waitFor(async () => statValue((await adminGet(p, '/stats')).body, 'cluster.b.upstream_cx_active') === 0, 'the proxy noticing the closed upstream connection');
   c.send('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
   t.equal((await c.response()).body, 'b /second', 'a request after the server closed the idle connection');
 
