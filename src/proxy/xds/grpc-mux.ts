@@ -355,34 +355,59 @@ export class GrpcMux {
     return { name, message, any: raw };
   }
 
-  private async handleDelta(resp: DeltaDiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
-    const st = this.types.get(resp.typeUrl);
+  private handleDelta(resp: DeltaDiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
+    let next: Map<string, { resource: DecodedResource; version: string }> | undefined;
+    return this.apply(resp.typeUrl, resp.nonce, resp.systemVersionInfo, call, {
+      update: async (st) => {
+        next = new Map(st.held);
+        const added: DecodedResource[] = [];
+        const removed = [...resp.removedResources];
+        resp.resources.forEach((r, i) => {
+          // A resource without a body says the name (an alias asked for on demand) does not exist.
+          if (!r.resource) {
+            removed.push(r.name, ...r.aliases);
+            return;
+          }
+          const d = this.decodeOne(st, r.resource, `resource ${i} (${r.name})`);
+          added.push(d);
+          next!.set(r.name || d.name, { resource: d, version: r.version });
+        });
+        for (const n of removed) next.delete(n);
+        if (st.subscriber.onDelta) await st.subscriber.onDelta(added, removed, resp.systemVersionInfo);
+        else if (st.wildcard) await st.subscriber.onUpdate([...next.values()].map((h) => h.resource), resp.systemVersionInfo);
+        else await st.subscriber.onUpdate(added, resp.systemVersionInfo);
+      },
+      accepted: (st) => {
+        st.held = next!;
+        return `${resp.resources.length} resources added, ${resp.removedResources.length} removed`;
+      },
+      answer: (st, error) => this.sendDelta(st, error),
+    });
+  }
+
+  /**
+   * One response of either protocol: decode and hand it to the subscriber, then ACK (new version) or NACK
+   * (the error), and send what waited while it was applied. A response from a stream that was replaced while
+   * it was applied is not answered.
+   */
+  private async apply(
+    typeUrl: string,
+    nonce: string,
+    version: string,
+    call: NonNullable<GrpcMux['call']>,
+    h: { update: (st: TypeState) => Promise<void> | void; accepted: (st: TypeState) => string; answer: (st: TypeState, error?: string) => void },
+  ): Promise<void> {
+    const st = this.types.get(typeUrl);
     if (!st) {
-      this.opts.log.warn(`Ignoring the message for type URL ${resp.typeUrl} as it has no current subscribers.`);
+      this.opts.log.warn(`Ignoring the message for type URL ${typeUrl} as it has no current subscribers.`);
       return;
     }
-    st.nonce = resp.nonce;
+    st.nonce = nonce;
     st.stats?.attempt.inc();
     this.applying++;
     let error: string | undefined;
-    const next = new Map(st.held);
     try {
-      const added: DecodedResource[] = [];
-      const removed = [...resp.removedResources];
-      resp.resources.forEach((r, i) => {
-        // A resource without a body says the name (an alias asked for on demand) does not exist.
-        if (!r.resource) {
-          removed.push(r.name, ...r.aliases);
-          return;
-        }
-        const d = this.decodeOne(st, r.resource, `resource ${i} (${r.name})`);
-        added.push(d);
-        next.set(r.name || d.name, { resource: d, version: r.version });
-      });
-      for (const n of removed) next.delete(n);
-      if (st.subscriber.onDelta) await st.subscriber.onDelta(added, removed, resp.systemVersionInfo);
-      else if (st.wildcard) await st.subscriber.onUpdate([...next.values()].map((h) => h.resource), resp.systemVersionInfo);
-      else await st.subscriber.onUpdate(added, resp.systemVersionInfo);
+      await h.update(st);
     } catch (e) {
       error = (e as Error).message;
     } finally {
@@ -390,16 +415,16 @@ export class GrpcMux {
     }
     if (this.call !== call) return;
     if (error === undefined) {
-      st.held = next;
-      st.version = resp.systemVersionInfo;
+      const what = h.accepted(st);
+      st.version = version;
       st.stats?.success.inc();
-      st.stats?.version.set(versionHash(resp.systemVersionInfo));
-      this.opts.log.debug(`gRPC config for ${resp.typeUrl} accepted with ${resp.resources.length} resources added, ${resp.removedResources.length} removed`);
-      this.sendDelta(st);
+      st.stats?.version.set(versionHash(version));
+      this.opts.log.debug(`gRPC config for ${typeUrl} accepted with ${what}`);
+      h.answer(st);
     } else {
       st.stats?.rejected.inc();
-      this.opts.log.warn(`gRPC config for ${resp.typeUrl} rejected: ${error}`);
-      this.sendDelta(st, error);
+      this.opts.log.warn(`gRPC config for ${typeUrl} rejected: ${error}`);
+      h.answer(st, error);
     }
     this.flushDeferred();
   }
@@ -427,36 +452,11 @@ export class GrpcMux {
     });
   }
 
-  private async handle(resp: DiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
-    const st = this.types.get(resp.typeUrl);
-    if (!st) {
-      this.opts.log.warn(`Ignoring the message for type URL ${resp.typeUrl} as it has no current subscribers.`);
-      return;
-    }
-    st.nonce = resp.nonce;
-    st.stats?.attempt.inc();
-    this.applying++;
-    let error: string | undefined;
-    try {
-      const resources = this.decode(st, resp);
-      await st.subscriber.onUpdate(resources, resp.versionInfo);
-    } catch (e) {
-      error = (e as Error).message;
-    } finally {
-      this.applying--;
-    }
-    if (this.call !== call) return;
-    if (error === undefined) {
-      st.version = resp.versionInfo;
-      st.stats?.success.inc();
-      st.stats?.version.set(versionHash(resp.versionInfo));
-      this.opts.log.debug(`gRPC config for ${resp.typeUrl} accepted with ${resp.resources.length} resources with version ${resp.versionInfo}`);
-      this.send(st);
-    } else {
-      st.stats?.rejected.inc();
-      this.opts.log.warn(`gRPC config for ${resp.typeUrl} rejected: ${error}`);
-      this.send(st, error);
-    }
-    this.flushDeferred();
+  private handle(resp: DiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
+    return this.apply(resp.typeUrl, resp.nonce, resp.versionInfo, call, {
+      update: (st) => st.subscriber.onUpdate(this.decode(st, resp), resp.versionInfo),
+      accepted: () => `${resp.resources.length} resources with version ${resp.versionInfo}`,
+      answer: (st, error) => this.send(st, error),
+    });
   }
 }
