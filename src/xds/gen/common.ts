@@ -22,7 +22,7 @@ export const ZERO_DURATION = (): Duration => durationMs(0);
 /** Milliseconds of a Go duration string written in a config; undefined when absent or malformed. */
 export function goDurationMs(s: string | undefined): number | undefined {
   if (s === undefined || s === '') return undefined;
-  const re = /(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)/g;
+  const re = /(\d+(?:\.\d+)?)(ns|us|\u00b5s|ms|s|m|h)/g;
   let total = 0;
   let consumed = 0;
   let m: RegExpExecArray | null;
