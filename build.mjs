@@ -4,7 +4,9 @@
 // binaries, so it is kept for cross-architecture release builds only (see README).
 //   node build.mjs            everything
 //   node build.mjs --bundle   only dist/mesh.cjs (fast, for development)
-import { build, buildSync } from 'esbuild';
+import { build, buildSync, transformSync } from 'esbuild';
+import Module from 'node:module';
+import vm from 'node:vm';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, chmodSync, cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
@@ -47,25 +49,68 @@ const optionalNativeAddons = {
   },
 };
 
+// The program is split into chunks (see src/boot.ts): esbuild's code splitting only exists for ES modules, so
+// each chunk is bundled as ESM and then turned into a CommonJS module that src/boot.ts loads with its code cache.
+const CHUNKS = path.join(dist, 'chunks');
+
 async function bundle(info) {
   mkdirSync(dist, { recursive: true });
+  const esmDir = path.join(dist, '.esm');
+  rmSync(esmDir, { recursive: true, force: true });
+  rmSync(CHUNKS, { recursive: true, force: true });
+  const common = { bundle: true, platform: 'node', target: 'node20', minify: true, keepNames: true, legalComments: 'none', charset: 'ascii', logLevel: 'warning' };
   const result = await build({
+    ...common,
     entryPoints: [path.join(root, 'src/main.ts')],
-    outfile: path.join(dist, 'mesh.cjs'),
-    bundle: true,
-    platform: 'node',
-    target: 'node20',
-    format: 'cjs',
-    minify: true,
-    keepNames: true,
-    legalComments: 'none',
+    outdir: esmDir,
+    format: 'esm',
+    splitting: true,
+    chunkNames: 'c-[hash]',
     metafile: true,
     define: { __MESH_BUILD__: JSON.stringify(info) },
     plugins: [optionalNativeAddons],
-    logLevel: 'warning',
   });
+  refuseSplitCommonJsImports(result.metafile);
+  mkdirSync(CHUNKS);
+  for (const file of readdirSync(esmDir)) {
+    const esm = readFileSync(path.join(esmDir, file), 'utf8');
+    // Only ESM syntax changes here (imports/exports → require/exports); the code was minified above.
+    const { code } = transformSync(esm, { format: 'cjs', platform: 'node', target: 'node20', charset: 'ascii', minifyWhitespace: true, minifySyntax: true, supported: { 'dynamic-import': false }, logLevel: 'warning' });
+    writeFileSync(path.join(CHUNKS, file), code, 'latin1');
+    writeFileSync(path.join(CHUNKS, `${file}.cache`), codeCache(path.join(CHUNKS, file), code));
+  }
+  if (!process.env.MESH_KEEP_ESM) rmSync(esmDir, { recursive: true, force: true });
+  await build({ ...common, entryPoints: [path.join(root, 'src/boot.ts')], outfile: path.join(dist, 'mesh.cjs'), format: 'cjs' });
   writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));
   writeFileSync(path.join(dist, 'THIRD_PARTY_NOTICES'), thirdPartyNotices(result.metafile));
+}
+
+/**
+ * `await import('pkg')` of a CommonJS package becomes, once split, a chunk whose only export is `default`, and
+ * esbuild then reads named exports off the namespace (`(await import('./c.js')).stringify` is undefined at
+ * run time). Import such packages statically from a small ES module of ours and import() that instead.
+ */
+function refuseSplitCommonJsImports(metafile) {
+  const bad = [];
+  for (const [file, out] of Object.entries(metafile.outputs)) {
+    for (const imp of out.imports) {
+      if (imp.kind !== 'dynamic-import') continue;
+      const target = metafile.outputs[imp.path];
+      if (!target?.entryPoint || metafile.inputs[target.entryPoint]?.format !== 'cjs') continue;
+      bad.push(`${path.basename(file)} imports ${target.entryPoint}`);
+    }
+  }
+  if (bad.length) throw new Error(`dynamic import() of a CommonJS package loses its named exports when the bundle is split:\n  ${bad.join('\n  ')}\nimport the package from one of our ES modules and import() that module instead`);
+}
+
+/** V8's code cache of a chunk as src/boot.ts compiles it (same wrapper, same Node binary as the executable). */
+function codeCache(filename, code) {
+  return new vm.Script(Module.wrap(code), { filename }).createCachedData();
+}
+
+/** The chunks as single-executable assets (`chunks/<file>`), code caches included. */
+function chunkAssets() {
+  return Object.fromEntries(readdirSync(CHUNKS).map((f) => [`chunks/${f}`, path.join(CHUNKS, f)]));
 }
 
 /** Every npm package the bundle took code from, with its version, license and license text. */
@@ -109,7 +154,7 @@ function sea(withAddon) {
       output: path.join(dist, 'mesh.blob'),
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      ...(withAddon ? { assets: { 'original_dst.node': ADDON } } : {}),
+      assets: { ...chunkAssets(), ...(withAddon ? { 'original_dst.node': ADDON } : {}) },
     }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -166,5 +211,5 @@ if (!process.argv.includes('--bundle')) {
   const mb = (statSync(path.join(dist, 'mesh')).size / 1048576).toFixed(1);
   console.log(`built dist/mesh (${mb} MiB, ${info.version} ${info.revision.slice(0, 12)} ${info.status}), links ${PROGRAM_LINKS.join(', ')}, ${withAddon ? 'original-destination addon embedded' : 'NO original-destination addon'}, dist/${tgz} in ${Date.now() - t0} ms`);
 } else {
-  console.log(`bundled dist/mesh.cjs${withAddon ? ' and dist/original_dst.node' : ''} in ${Date.now() - t0} ms`);
+  console.log(`bundled dist/mesh.cjs and dist/chunks/${withAddon ? ' and dist/original_dst.node' : ''} in ${Date.now() - t0} ms`);
 }

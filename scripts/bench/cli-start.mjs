@@ -2,7 +2,7 @@
 //   node scripts/bench/cli-start.mjs [runs=20]
 // Prints the median and p90 wall time of each command and its ratio to the floor, and the binary size.
 import { spawnSync } from 'node:child_process';
-import { statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -39,5 +39,8 @@ cases.forEach(([name], j) => {
   console.log(`${name.padEnd(44)} ${med.toFixed(1).padStart(10)} ${quantile(samples[j], 0.9).toFixed(1).padStart(8)} ${(med / floor).toFixed(2).padStart(8)}`);
 });
 const size = statSync(path.join(dist, 'mesh')).size;
-const cjs = statSync(path.join(dist, 'mesh.cjs')).size;
-console.log(`dist/mesh: ${(size / 1048576).toFixed(1)} MiB (node runtime ${(statSync(process.execPath).size / 1048576).toFixed(1)} MiB + bundle ${(cjs / 1024).toFixed(0)} KiB and its code cache)`);
+const chunkFiles = readdirSync(path.join(dist, 'chunks'));
+const bytes = (fs) => fs.reduce((n, f) => n + statSync(path.join(dist, 'chunks', f)).size, 0);
+const code = bytes(chunkFiles.filter((f) => f.endsWith('.js')));
+const caches = bytes(chunkFiles.filter((f) => f.endsWith('.cache')));
+console.log(`dist/mesh: ${(size / 1048576).toFixed(1)} MiB (node runtime ${(statSync(process.execPath).size / 1048576).toFixed(1)} MiB + ${chunkFiles.length / 2} chunks: ${(code / 1024).toFixed(0)} KiB of code, ${(caches / 1024).toFixed(0)} KiB of code caches)`);

@@ -13,7 +13,7 @@ export const run: Handler = async (ctx) => {
   const info = buildInfo();
   const doc = { clientVersion: info };
   if (output === 'json') ctx.stdout.write(JSON.stringify(doc, null, 2) + '\n');
-  else if (output === 'yaml') ctx.stdout.write((await import('yaml')).stringify(sortKeys(doc)) + '\n');
+  else if (output === 'yaml') ctx.stdout.write((await import('../lib/goyaml')).jsonToGoYaml(doc));
   else ctx.stdout.write(`client version: ${flagBool(ctx, 'short') ? info.version : longForm(info)}\n`);
   if (ctx.program.name === 'meshctl' && ctx.flags['remote'] === true) {
     // Finding the control plane through the orchestrator is not in this build; say how to reach it directly.
@@ -24,11 +24,3 @@ export const run: Handler = async (ctx) => {
   }
   return 0;
 };
-
-/** sigs.k8s.io/yaml sorts keys alphabetically. */
-function sortKeys(v: unknown): unknown {
-  if (Array.isArray(v)) return v.map(sortKeys);
-  if (v && typeof v === 'object')
-    return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys((v as Record<string, unknown>)[k])]));
-  return v;
-}

@@ -1,0 +1,48 @@
+// The program ships as chunks that src/boot.ts compiles on demand with a code cache made at build time.
+// These tests hold the two promises that make it worth it: every cache is one V8 accepts (a rejected cache
+// silently costs a full compile at every start), and a small command compiles a small part of the program.
+import t from 'tap';
+import Module from 'node:module';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import vm from 'node:vm';
+import { tempDir } from '../agent/helpers';
+import { DIST } from '../helpers/binary';
+
+const CHUNKS = path.join(DIST, 'chunks');
+const built = existsSync(path.join(CHUNKS, 'main.js'));
+
+t.test('every chunk has a code cache this Node accepts', { skip: built ? false : 'dist/chunks is not built' }, async (t) => {
+  const chunks = readdirSync(CHUNKS).filter((f) => f.endsWith('.js'));
+  t.ok(chunks.length > 10, `the program is split (${chunks.length} chunks)`);
+  const rejected: string[] = [];
+  for (const f of chunks) {
+    const code = readFileSync(path.join(CHUNKS, f), 'latin1');
+    t.notOk(/[^\x00-\x7f]/.test(code), `${f} is ASCII (V8 keeps it as a one-byte string)`);
+    const s = new vm.Script(Module.wrap(code), { filename: f, cachedData: readFileSync(path.join(CHUNKS, `${f}.cache`)) });
+    if (s.cachedDataRejected) rejected.push(f);
+  }
+  t.same(rejected, [], 'no chunk cache is rejected');
+});
+
+t.test('meshctl version compiles only a small part of the program', { skip: built ? false : 'dist/chunks is not built' }, async (t) => {
+  const dir = tempDir(t);
+  const trace = path.join(dir, 'trace.cjs');
+  const out = path.join(dir, 'compiled.json');
+  // Records what src/boot.ts compiles: it goes through vm.Script for every chunk.
+  writeFileSync(
+    trace,
+    `const vm = require('node:vm'); const fs = require('node:fs'); const Orig = vm.Script; const seen = [];
+     vm.Script = function (code, o) { seen.push(o.filename); return new Orig(code, o); };
+     process.on('exit', () => fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify(seen)));`,
+  );
+  const said = execFileSync(process.execPath, ['--require', trace, path.join(DIST, 'mesh.cjs'), 'meshctl', 'version', '--short', '--remote=false'], { encoding: 'utf8' });
+  t.match(said, /^client version: \d+\.\d+\.\d+/);
+  const compiled = (JSON.parse(readFileSync(out, 'utf8')) as string[]).map((f) => path.basename(f));
+  t.ok(compiled.includes('main.js'), 'the entry chunk is compiled');
+  const size = (fs: string[]) => fs.reduce((n, f) => n + statSync(path.join(CHUNKS, f)).size, 0);
+  const all = size(readdirSync(CHUNKS).filter((f) => f.endsWith('.js')));
+  const used = size(compiled);
+  t.ok(used < all / 10, `meshctl version compiled ${compiled.length} chunks, ${used} of ${all} bytes`);
+});
