@@ -2,7 +2,9 @@
 // (the default) and ECDSA P-256 keys, against the built daemon's CA, with the process start of the same
 // binary (`pilot-agent version --short`) measured in the same run as the baseline. scripts/bench/ca.mjs runs
 // it after the signing throughput; alone:
-//   node scripts/bench/agent-cert.mjs [--repeat 7] [--agentCpu 1] [--daemonCpu 0] [--noPin]
+//   node scripts/bench/agent-cert.mjs [--repeat 7] [--agentCpu 1] [--daemonCpu 0] [--noPin] [--cpuProf <dir>]
+// (--cpuProf: agents run from dist/mesh.cjs under node --cpu-prof, one profile per run in <dir>; the figures
+// then include the profiler's cost and are not the record)
 //
 // The daemon (`dist/pilot-discovery discovery`, in a temporary directory where it keeps and publishes its
 // root) trusts a loopback OIDC issuer (examples/claim-routing/issuer.mjs) through JWT_RULE, as the demo does.
@@ -36,6 +38,7 @@ function parseArgs(argv) {
       case '--agentCpu': o.agentCpu = num(); break;
       case '--daemonCpu': o.daemonCpu = num(); break;
       case '--noPin': o.pin = false; break;
+      case '--cpuProf': o.cpuProf = path.resolve(argv[++i] ?? '.'); break;
       default: throw new Error(`unknown argument ${a}`);
     }
   }
@@ -127,7 +130,10 @@ async function measure() {
       writeFileSync(path.join(dir, 'var/run/secrets/tokens/mesh-token'), token);
       writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${secure}\n`);
       const t0 = performance.now();
-      const agent = run(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
+      const agentCmd = opts.cpuProf
+        ? [process.execPath, ['--cpu-prof', '--cpu-prof-dir', path.join(opts.cpuProf, name.replace(/\W+/g, '-')), path.join(DIST, 'mesh.cjs'), 'pilot-agent']]
+        : [path.join(DIST, 'pilot-agent'), []];
+      const agent = run(agentCmd[0], [...agentCmd[1], 'proxy', 'router', '--meshConfig', 'mesh.yaml'], {
         cwd: dir,
         cpu: opts.agentCpu,
         env: {
@@ -142,7 +148,10 @@ async function measure() {
       await waitFor(() => /first workload certificate \d+ms after the agent started/.test(agent.out()), 5000, () => `the agent's log line:\n${agent.out()}`);
       const m = /first workload certificate (\d+)ms after the agent started \((\d+)ms after it asked\)/.exec(agent.out());
       rows.push({ wall, cpu, inAgent: Number(m[1]), asked: Number(m[2]) });
-      agent.child.kill('SIGKILL');
+      // A profile is written when the process exits on its own: SIGTERM lets the agent shut down, once it has
+      // installed its signal handlers (they come with the proxy command, after the certificate).
+      if (opts.cpuProf) await sleep(2000);
+      agent.child.kill(opts.cpuProf ? 'SIGTERM' : 'SIGKILL');
       await agent.exited;
       rmSync(dir, { recursive: true, force: true });
     }

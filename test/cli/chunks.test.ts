@@ -46,3 +46,19 @@ t.test('meshctl version compiles only a small part of the program', { skip: buil
   const used = size(compiled);
   t.ok(used < all / 10, `meshctl version compiled ${compiled.length} chunks, ${used} of ${all} bytes`);
 });
+
+// A full build (dist/mesh newer than the chunks) trains the caches; `node build.mjs --bundle` does not.
+const trained = built && existsSync(path.join(DIST, 'mesh')) && statSync(path.join(DIST, 'mesh')).mtimeMs >= statSync(path.join(CHUNKS, 'main.js')).mtimeMs;
+
+t.test('a full build ships caches of what its training runs compiled', { skip: trained ? false : 'no full build (dist/mesh) after the chunks' }, async (t) => {
+  // The proxy command's chunk: compiled only when an agent runs, and trained by the agent's run.
+  const meta = JSON.parse(readFileSync(path.join(DIST, 'meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
+  const chunk = Object.entries(meta.outputs).find(([, o]) => Object.keys(o.inputs).some((i) => i.endsWith('src/agent/proxy-command.ts')))?.[0];
+  t.ok(chunk, 'the bundle has a chunk holding src/agent/proxy-command.ts');
+  for (const name of ['main.js', path.basename(chunk!)]) {
+    const code = readFileSync(path.join(CHUNKS, name), 'latin1');
+    const compileTime = new vm.Script(Module.wrap(code), { filename: name }).createCachedData().length;
+    const shipped = statSync(path.join(CHUNKS, `${name}.cache`)).size;
+    t.ok(shipped > compileTime, `${name}: shipped cache ${shipped} bytes > compile-time cache ${compileTime} bytes (functions the training compiled)`);
+  }
+});
