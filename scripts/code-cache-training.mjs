@@ -1,9 +1,9 @@
 // Training runs for the chunks' code caches (build.mjs). A cache made when a chunk is compiled holds only its
 // top level; every module body and function it runs is compiled lazily at each start (~70 ms of an agent's
 // start). Caches made after a real run hold what that run compiled, so the build runs what matters most for
-// start-up once, against itself, on loopback with ports the kernel picks: `meshctl version`, a discovery
-// daemon, and an agent that obtains its first workload certificate from that daemon. src/boot.ts writes the
-// caches on exit (MESH_BUILD_CODE_CACHE_DIR) and keeps, per chunk, the largest.
+// start-up once, against itself, on loopback with ports the kernel picks: `meshctl version` and an agent that
+// obtains its first workload certificate from a discovery daemon (the daemon itself is not trained). src/boot.ts
+// writes the caches on exit (MESH_BUILD_CODE_CACHE_DIR) and keeps, per chunk, the largest.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -56,7 +56,8 @@ async function stop(proc, what) {
 export async function trainCodeCaches(dist) {
   const bundle = path.join(dist, 'mesh.cjs');
   const cacheDir = path.join(dist, 'chunks');
-  const base = { PATH: process.env.PATH, HOME: process.env.HOME, MESH_BUILD_CODE_CACHE_DIR: cacheDir };
+  const noTraining = { PATH: process.env.PATH, HOME: process.env.HOME };
+  const base = { ...noTraining, MESH_BUILD_CODE_CACHE_DIR: cacheDir };
   const work = mkdtempSync(path.join(tmpdir(), 'mesh-code-cache-'));
   const cleanup = [() => rmSync(work, { recursive: true, force: true })];
   try {
@@ -69,7 +70,9 @@ export async function trainCodeCaches(dist) {
     const daemon = start(bundle, ['pilot-discovery', 'discovery', '--configDir', 'config', '--grpcAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0',
       '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--ctrlz_port', '0'], {
       cwd: work,
-      env: { ...base, JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
+      // Not trained: a chunk the daemon shares with the agent would get the daemon's larger cache, and V8 makes
+      // bytecode for every function a cache holds, used or not (+18 MB RSS per agent when the daemon was trained).
+      env: { ...noTraining, JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
     });
     cleanup.push(() => daemon.child.kill('SIGKILL'));
     const listening = /secure discovery gRPC listening on (\S+)/;
