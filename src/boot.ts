@@ -36,6 +36,8 @@ const sea = seaAssets();
 const chunkDir = path.join(sea ? path.dirname(process.execPath) : __dirname, 'chunks');
 const loaded = new Map<string, ChunkModule>();
 const scripts = new Map<string, vm.Script>();
+/** Set by build.mjs's training runs (scripts/code-cache-training.mjs) only. */
+const trainingDir = process.env['MESH_BUILD_CODE_CACHE_DIR'];
 
 function readChunk(name: string): { code: string; cache?: Buffer } {
   if (sea) {
@@ -73,7 +75,8 @@ function loadChunk(name: string): unknown {
   const { code, cache } = readChunk(name);
   const filename = path.join(chunkDir, name);
   const script = new vm.Script(Module.wrap(code), { filename, cachedData: cache });
-  scripts.set(name, script);
+  // Only training keeps the scripts: each holds its chunk's top-level bytecode, garbage once the chunk ran.
+  if (trainingDir) scripts.set(name, script);
   const wrapper = script.runInThisContext() as (e: unknown, r: typeof chunkRequire, m: ChunkModule, f: string, d: string) => void;
   wrapper.call(mod.exports, mod.exports, chunkRequire, mod, filename, chunkDir);
   return mod.exports;
@@ -81,7 +84,6 @@ function loadChunk(name: string): unknown {
 
 // Build-time training (build.mjs): the code cache V8 makes after a run holds every function the run compiled,
 // not just each chunk's top level; the build keeps, per chunk, the largest one its training runs produced.
-const trainingDir = process.env['MESH_BUILD_CODE_CACHE_DIR'];
 if (trainingDir) {
   process.on('exit', () => {
     for (const [name, script] of scripts) {
