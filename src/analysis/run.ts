@@ -1,7 +1,7 @@
 // Running analyzers and shaping their messages as istioctl does: every analyzer over the whole
 // input, then messages outside the analyzed namespace dropped, suppressions applied (flags and the
 // `galley.mesh.io/analyze-suppress` annotation), sorted by level, code and resource, de-duplicated.
-import { isObject } from '../../config/values';
+import { isObject } from '../config/values';
 import { parse as parseYaml } from 'yaml';
 import { type AnalysisMeshConfig, AnalysisContext, type Analyzer, fullName, type Message, type Resource } from './model';
 import { goSprintf, LEVEL_ORDER } from './messages';
