@@ -26,7 +26,8 @@ export interface AnalyzeOptions {
 }
 
 export interface AnalysisResult {
-  messages: Message[];
+  /** Each with the analyzer that reported it. */
+  messages: Array<Message & { analyzer: string }>;
   executed: string[];
 }
 
@@ -124,7 +125,7 @@ function comparator(r: Resource): string {
 }
 
 /** diag.Messages.Sort then de-duplication by String(). */
-export function sortAndDedupe(ms: readonly Message[]): Message[] {
+export function sortAndDedupe<M extends Message>(ms: readonly M[]): M[] {
   const sorted = [...ms].sort((a, b) => {
     if (a.type.level !== b.type.level) return LEVEL_ORDER[a.type.level] - LEVEL_ORDER[b.type.level];
     if (a.type.code !== b.type.code) return a.type.code < b.type.code ? -1 : 1;
@@ -139,7 +140,7 @@ export function sortAndDedupe(ms: readonly Message[]): Message[] {
     const sb = messageString(b);
     return sa < sb ? -1 : sa > sb ? 1 : 0;
   });
-  const out: Message[] = [];
+  const out: M[] = [];
   for (const m of sorted) if (out.length === 0 || messageString(out[out.length - 1]!) !== messageString(m)) out.push(m);
   return out;
 }

@@ -3,6 +3,8 @@
 // - the namespace controller (root certificate ConfigMaps) under the NamespaceController election, when
 //   the daemon runs a CA (Istio's distributeCACert);
 // - the node untainter under the NodeUntaintController election (PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS);
+// - the in-cluster analysis controller under the AnalyzeController election (PILOT_ENABLE_ANALYSIS):
+//   analyzer messages into each mesh resource's status.validationMessages;
 // - the webhook configuration controllers on every replica (Istio gives them no election: each revision
 //   patches its own configurations): the validation controller when VALIDATION_WEBHOOK_CONFIG_NAME is
 //   set, the injection patcher when INJECTION_WEBHOOK_CONFIG_NAME is set and the injector runs;
@@ -16,6 +18,7 @@ import type { DaemonIdentity } from './identity';
 import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
 import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
+import { AnalysisController, analysisInterval, analysisMeshConfig } from './analysis-controller';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
 
@@ -95,6 +98,12 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
   if (untaint && !orchestrator) {
     throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
   }
+  const analysis = env.bool('PILOT_ENABLE_ANALYSIS');
+  if (analysis && !o.orchestrator) {
+    throw new CommandError(
+      'PILOT_ENABLE_ANALYSIS=true needs the configuration of a cluster: run with the Orchestrator registry (--registries Orchestrator) and --orchconfig or inside a cluster',
+    );
+  }
   const inject = await InjectionWebhook.start({
     enabled: env.bool('INJECT_ENABLED'),
     revision,
@@ -142,6 +151,28 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
       'node untaint controller',
       // Istio: --cniNamespace, else the daemon's own namespace.
       whileLeading(running, shutdown.signal, () => new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || namespace)),
+    );
+  }
+
+  if (analysis && o.orchestrator) {
+    const store = o.orchestrator.store;
+    const intervalMs = analysisInterval(env.duration('PILOT_ANALYSIS_INTERVAL'));
+    orchestrator.leadership.election(ELECTIONS.AnalyzeController).addRunFunction(
+      'analysis controller',
+      whileLeading(
+        running,
+        shutdown.signal,
+        () =>
+          new AnalysisController({
+            client,
+            store,
+            meshNamespace: namespace,
+            mesh: analysisMeshConfig(ctx.flags['meshConfig'] as string),
+            ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
+            intervalMs,
+            maxWorkers: env.int('PILOT_STATUS_MAX_WORKERS'),
+          }),
+      ),
     );
   }
 
