@@ -21,7 +21,7 @@ import { analyze, defaultMeshConfig, messageString, parseMeshConfig } from '../a
 import { analysisMessageBase, statusWithMessages } from '../analysis/status';
 import type { OrchClient } from '../config/orch/client';
 import { ResourceInformer, type RawObject } from '../config/orch/informer';
-import { collectionPath } from '../config/orch/resources';
+import { collectionPath, SECRETS_FIELD_SELECTOR } from '../config/orch/resources';
 import { isClusterScoped, MESH_KINDS, pluralOf } from '../config/schemas';
 import type { ConfigStore } from '../config/store';
 import type { Config, Kind } from '../config/types';
@@ -140,14 +140,17 @@ export class AnalysisController {
         const key = `${o.metadata.namespace ?? ''}/${o.metadata.name ?? ''}`;
         if (gone) cache.delete(key);
         else {
+          // The informer's cache holds the object too: keep only what the analyzers read.
           delete o.metadata.managedFields;
+          if (input.kind === 'Pod') delete o.status;
           cache.set(key, { ...o, apiVersion: input.apiVersion, kind: input.kind });
         }
         this.enqueue(input.kind);
       };
       const inf = new ResourceInformer(
         this.o.client,
-        { path: collectionPath(group!, version!, input.plural, ns), log },
+        // Secrets: not Helm release records or service-account tokens, which are never credentials.
+        { path: collectionPath(group!, version!, input.plural, ns), ...(input.kind === 'Secret' ? { fieldSelector: SECRETS_FIELD_SELECTOR } : {}), log },
         { add: (o) => set(o, false), update: (o) => set(o, false), delete: (o) => set(o, true) },
       );
       this.informers.push(inf);

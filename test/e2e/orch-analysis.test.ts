@@ -11,8 +11,8 @@
 //       type: {code: IST0101}
 //
 // A VirtualService bound to a Gateway that does not exist gets IST0101 (ReferencedResourceNotFound, an
-// Error) and IST0132; fixing it clears the messages; only the leader writes; a status that would not change is not
-// written (the resourceVersion stays).
+// Error) and IST0132; fixing it, or creating the Gateway, clears the messages; only the leader writes;
+// a status that would not change is not written (the resourceVersion stays).
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
@@ -120,4 +120,15 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
   t.same((await kube.api.get(bad)).status, { observedGeneration: '2' }, 'messages cleared: only observedGeneration remains');
   t.match(follower.log(), /Configuration analysis resolved: Error \[IST0101\] \(VirtualService team-a\/bad\)/);
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, missingGateway(1), 'the other resource keeps its messages');
+
+  // A change of another kind re-runs the analyzers reading it: the Gateway appearing clears the messages
+  // of the VirtualService bound to it (same generation: only the messages go).
+  await kube.api.create(`/apis/networking.istio.io/v1/namespaces/${NS}/gateways`, {
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'Gateway',
+    metadata: { name: 'gone', namespace: NS },
+    spec: { servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] },
+  });
+  await waitFor(async () => !(await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages, 20_000, () => follower.log());
+  t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, { observedGeneration: '1' }, 'cleared by a Gateway event');
 });
