@@ -145,13 +145,26 @@ export function sortAndDedupe<M extends Message>(ms: readonly M[]): M[] {
   return out;
 }
 
-/** Runs the analyzers over `resources`. */
-export function analyze(resources: readonly Resource[], opts: AnalyzeOptions): AnalysisResult {
+/**
+ * The analysis one analyzer at a time: each step runs the next analyzer, the return value is the result.
+ * A caller that must not hold its thread for the whole run (the daemon) yields between steps.
+ */
+export function* analysisSteps(resources: readonly Resource[], opts: AnalyzeOptions): Generator<string, AnalysisResult, void> {
   const ctx = new AnalysisContext(resources, opts.mesh, opts.meshNamespace);
   for (const a of opts.analyzers) {
     if (opts.deadline !== undefined && performance.now() > opts.deadline) throw new AnalysisTimeout(`analysis did not finish: stopped before ${a.name}`);
     ctx.current = a.name;
     a.analyze(ctx);
+    yield a.name;
   }
   return { messages: sortAndDedupe(ctx.messages.filter((m) => keep(m, opts))), executed: opts.analyzers.map((a) => a.name) };
+}
+
+/** Runs the analyzers over `resources`. */
+export function analyze(resources: readonly Resource[], opts: AnalyzeOptions): AnalysisResult {
+  const steps = analysisSteps(resources, opts);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
 }

@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs';
 import { ALL_ANALYZERS } from '../analysis/analyzers';
 import type { AnalysisMeshConfig, Analyzer, Message, Resource } from '../analysis/model';
 import { analyzedNamespace, ORCH_INPUTS, toResource } from '../analysis/resource';
-import { analyze, defaultMeshConfig, messageString, parseMeshConfig } from '../analysis/run';
+import { analysisSteps, defaultMeshConfig, messageString, parseMeshConfig } from '../analysis/run';
 import { analysisMessageBase, statusWithMessages } from '../analysis/status';
 import type { OrchClient } from '../config/orch/client';
 import { ResourceInformer, type RawObject } from '../config/orch/informer';
@@ -98,7 +98,8 @@ export interface AnalysisControllerOptions {
 
 export class AnalysisController {
   private readonly informers: ResourceInformer[] = [];
-  private readonly objects = new Map<string, Map<string, RawObject>>();
+  /** The orchestrator inputs, converted when they change, per kind and `namespace/name`. */
+  private readonly objects = new Map<string, Map<string, Resource>>();
   private readonly status: StatusManager;
   private readonly analyzers: readonly Analyzer[];
   private offStore: (() => void) | undefined;
@@ -132,7 +133,7 @@ export class AnalysisController {
   async start(): Promise<void> {
     log.info('Starting analysis controller');
     for (const input of ORCH_INPUTS) {
-      const cache = new Map<string, RawObject>();
+      const cache = new Map<string, Resource>();
       this.objects.set(input.kind, cache);
       const [group, version] = input.apiVersion.includes('/') ? input.apiVersion.split('/') : ['', input.apiVersion];
       const ns = input.clusterScoped ? undefined : this.o.watchNamespace;
@@ -143,7 +144,9 @@ export class AnalysisController {
           // The informer's cache holds the object too: keep only what the analyzers read.
           delete o.metadata.managedFields;
           if (input.kind === 'Pod') delete o.status;
-          cache.set(key, { ...o, apiVersion: input.apiVersion, kind: input.kind });
+          const conv = toResource({ ...o, apiVersion: input.apiVersion, kind: input.kind }, 'default', { source: `orchestrator:${input.kind}` });
+          if ('resource' in conv && analyzedNamespace(conv.resource)) cache.set(key, conv.resource);
+          else cache.delete(key);
         }
         this.enqueue(input.kind);
       };
@@ -235,12 +238,7 @@ export class AnalysisController {
         configs.set(resourceKey(r), c);
       }
     }
-    for (const [kind, cache] of this.objects) {
-      for (const o of cache.values()) {
-        const conv = toResource(o, 'default', { source: `orchestrator:${kind}` });
-        if ('resource' in conv && analyzedNamespace(conv.resource)) resources.push(conv.resource);
-      }
-    }
+    for (const cache of this.objects.values()) for (const r of cache.values()) resources.push(r);
     return { resources, configs };
   }
 
@@ -248,7 +246,15 @@ export class AnalysisController {
     const subset = relevantSubset(this.analyzers, kinds);
     if (subset.length === 0) return;
     const { resources, configs } = this.resources();
-    const result = analyze(resources, { analyzers: subset, suppressions: [], mesh: this.o.mesh, meshNamespace: this.o.meshNamespace });
+    // One analyzer per turn of the event loop: xDS and the API watches are served between them.
+    const steps = analysisSteps(resources, { analyzers: subset, suppressions: [], mesh: this.o.mesh, meshNamespace: this.o.meshNamespace });
+    let step = steps.next();
+    while (!step.done) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      if (this.stopped) return;
+      step = steps.next();
+    }
+    const result = step.value;
     this.runs += 1;
     log.debug(`analysis run ${this.runs}: ${subset.length} analyzers over ${resources.length} resources, ${result.messages.length} messages`);
     this.logMessages(result.messages, result.executed);
