@@ -18,7 +18,6 @@ import type { DaemonIdentity } from './identity';
 import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
 import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
-import { AnalysisController, analysisInterval, analysisMeshConfig } from './analysis-controller';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
 
@@ -155,6 +154,8 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
   }
 
   if (analysis && o.orchestrator) {
+    // Loaded only when on: the analyzers are a large part of the program the daemon otherwise never runs.
+    const { AnalysisController, analysisInterval, analysisMeshConfig } = await import('./analysis-controller');
     const store = o.orchestrator.store;
     const intervalMs = analysisInterval(env.duration('PILOT_ANALYSIS_INTERVAL'));
     orchestrator.leadership.election(ELECTIONS.AnalyzeController).addRunFunction(
