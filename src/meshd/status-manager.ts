@@ -65,10 +65,11 @@ export class StatusManager {
   private maybeAddWorker(): void {
     if (this.workers >= Math.max(1, this.maxWorkers) || this.pending.size === 0) return;
     this.workers += 1;
+    // A worker ends when nothing it may take is left: what waits behind a write in progress is taken by
+    // the worker doing that write once it is done (a new worker for it would find nothing and spin).
     void this.work().finally(() => {
       this.workers -= 1;
-      if (this.pending.size > 0 && !this.stopped) this.maybeAddWorker();
-      if (this.workers === 0 && (this.pending.size === 0 || this.stopped)) for (const w of this.idleWaiters.splice(0)) w();
+      if (this.workers === 0) for (const w of this.idleWaiters.splice(0)) w();
     });
   }
 
