@@ -25,6 +25,7 @@ import { collectionPath, SECRETS_FIELD_SELECTOR } from '../config/orch/resources
 import { isClusterScoped, MESH_KINDS, pluralOf } from '../config/schemas';
 import type { ConfigStore } from '../config/store';
 import type { Config, Kind } from '../config/types';
+import { formatDurationMs } from '../lib/duration';
 import { registerScope } from '../lib/log';
 import { StatusManager } from './status-manager';
 
@@ -38,7 +39,7 @@ const DEFAULT_INTERVAL_MS = 10_000;
 /** PILOT_ANALYSIS_INTERVAL below 1 s is replaced by the 10 s default, with a warning (Istio). */
 export function analysisInterval(ms: number, warn: (m: string) => void = (m) => log.warn(m)): number {
   if (ms < MIN_INTERVAL_MS) {
-    warn(`PILOT_ANALYSIS_INTERVAL ${ms}ms is too small, it will be set to default 10 seconds`);
+    warn(`PILOT_ANALYSIS_INTERVAL ${formatDurationMs(ms)} is too small, it will be set to default 10 seconds`);
     return DEFAULT_INTERVAL_MS;
   }
   return ms;

@@ -38,7 +38,9 @@ t.test('sameStatus: key order and a numeric observedGeneration do not count as c
 t.test('PILOT_ANALYSIS_INTERVAL below 1 s becomes the 10 s default, with a warning', async (t) => {
   const warned: string[] = [];
   t.equal(analysisInterval(500, (m) => warned.push(m)), 10_000);
-  t.match(warned[0], /PILOT_ANALYSIS_INTERVAL .* is too small, it will be set to default 10 seconds/);
+  t.equal(warned[0], 'PILOT_ANALYSIS_INTERVAL 500ms is too small, it will be set to default 10 seconds', "Go's Duration text");
+  analysisInterval(0, (m) => warned.push(m));
+  t.equal(warned.pop(), 'PILOT_ANALYSIS_INTERVAL 0s is too small, it will be set to default 10 seconds');
   t.equal(analysisInterval(1_000, (m) => warned.push(m)), 1_000);
   t.equal(analysisInterval(30_000, (m) => warned.push(m)), 30_000);
   t.equal(warned.length, 1);
