@@ -80,15 +80,15 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
   const b = await replica('replica-b');
   const replicas: Record<string, RunningDaemon> = { 'replica-a': a, 'replica-b': b };
   t.teardown(async () => Promise.all([a.stop(), b.stop()]));
-  await waitFor(async () => (await holder()) in replicas, 20_000, () => `no analysis leader:\n${a.log()}\n${b.log()}`);
+  await waitFor(async () => (await holder()) in replicas, 30_000, () => `no analysis leader:\n${a.log()}\n${b.log()}`);
   const leader = replicas[await holder()]!;
   const follower = leader === a ? b : a;
-  await waitFor(() => runs(leader) >= 1, 20_000, () => leader.log());
+  await waitFor(() => runs(leader) >= 1, 30_000, () => leader.log());
 
   // Invalid by analysis (its gateway does not exist), valid by schema: the API server accepts it.
   await kube.api.create(VS_MESH, virtualService('networking.mesh.io', 'bad', ['missing-gw']));
   const bad = `${VS_MESH}/bad`;
-  await waitFor(async () => Boolean((await kube.api.get(bad)).status?.validationMessages), 20_000, () => leader.log());
+  await waitFor(async () => Boolean((await kube.api.get(bad)).status?.validationMessages), 30_000, () => leader.log());
   const written = await kube.api.get(bad);
   t.same(written.status, missingGateway(1), "Istio's status shape: observedGeneration and the gateway analyzer's two messages");
   t.match(leader.log(), /Configuration analysis: Error \[IST0101\] \(VirtualService team-a\/bad\) Referenced gateway not found: "missing-gw"/);
@@ -101,22 +101,22 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
   const before = runs(leader);
   await kube.api.create(VS_MESH, virtualService('networking.mesh.io', 'good', []));
   await kube.api.create(VS_ISTIO, virtualService('networking.istio.io', 'legacy', ['gone']));
-  await waitFor(async () => Boolean((await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages), 20_000, () => leader.log());
+  await waitFor(async () => Boolean((await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages), 30_000, () => leader.log());
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, missingGateway(1), "Istio's group gets the same status");
-  await waitFor(() => runs(leader) > before, 10_000, () => leader.log());
+  await waitFor(() => runs(leader) > before, 30_000, () => leader.log());
   t.equal((await kube.api.get(bad)).metadata.resourceVersion, rv, 'an unchanged status is not written again');
   t.notOk((await kube.api.get(`${VS_MESH}/good`)).status?.validationMessages, 'no messages written for a valid resource');
 
   // The leader steps down; the other replica takes over, finds the status already right (no write), and
   // clears the messages once the VirtualService is fixed (generation 2).
   await leader.stop();
-  await waitFor(async () => (await holder()) === (follower === a ? 'replica-a' : 'replica-b'), 20_000, () => follower.log());
-  await waitFor(() => runs(follower) >= 1, 20_000, () => follower.log());
+  await waitFor(async () => (await holder()) === (follower === a ? 'replica-a' : 'replica-b'), 30_000, () => follower.log());
+  await waitFor(() => runs(follower) >= 1, 30_000, () => follower.log());
   t.equal((await kube.api.get(bad)).metadata.resourceVersion, rv, 'the new leader does not rewrite an unchanged status');
 
   const fixed = await kube.api.merge(bad, { spec: { gateways: null } });
   t.equal(fixed.metadata.generation, 2);
-  await waitFor(async () => (await kube.api.get(bad)).status?.observedGeneration === '2', 20_000, () => follower.log());
+  await waitFor(async () => (await kube.api.get(bad)).status?.observedGeneration === '2', 30_000, () => follower.log());
   t.same((await kube.api.get(bad)).status, { observedGeneration: '2' }, 'messages cleared: only observedGeneration remains');
   t.match(follower.log(), /Configuration analysis resolved: Error \[IST0101\] \(VirtualService team-a\/bad\)/);
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, missingGateway(1), 'the other resource keeps its messages');
@@ -129,6 +129,6 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
     metadata: { name: 'gone', namespace: NS },
     spec: { servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] },
   });
-  await waitFor(async () => !(await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages, 20_000, () => follower.log());
+  await waitFor(async () => !(await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages, 30_000, () => follower.log());
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, { observedGeneration: '1' }, 'cleared by a Gateway event');
 });
