@@ -104,6 +104,7 @@ export class AnalysisController {
   private readonly status: StatusManager;
   private readonly analyzers: readonly Analyzer[];
   private offStore: (() => void) | undefined;
+  private synced = false;
   private stopped = false;
   private endWait: () => void = () => undefined;
   private readonly stopping = new Promise<void>((resolve) => (this.endWait = resolve));
@@ -125,10 +126,6 @@ export class AnalysisController {
   constructor(private readonly o: AnalysisControllerOptions) {
     this.status = new StatusManager(o.client, o.maxWorkers);
     this.analyzers = o.analyzers ?? ALL_ANALYZERS;
-  }
-
-  get statusWrites(): number {
-    return this.status.writes;
   }
 
   async start(): Promise<void> {
@@ -166,7 +163,9 @@ export class AnalysisController {
     // Stopping before the inputs synced ends the wait too.
     await Promise.race([Promise.all([this.o.store.whenSynced(), ...this.informers.map((i) => i.whenSynced())]), this.stopping]);
     if (this.stopped) return;
-    // The first run covers every analyzer (all their inputs changed from nothing).
+    // Nothing runs on a partial view (a Service not listed yet would make its references "not found");
+    // the first run covers every analyzer (all their inputs changed from nothing).
+    this.synced = true;
     for (const a of this.analyzers) for (const k of a.inputs) this.changed.add(k);
     this.push();
   }
@@ -181,12 +180,6 @@ export class AnalysisController {
     await this.status.stop();
   }
 
-  /** Resolves once no analysis runs and no status is being written. */
-  async idle(): Promise<void> {
-    await this.running;
-    await this.status.idle();
-  }
-
   private enqueue(kind: string): void {
     if (this.stopped) return;
     const now = performance.now();
@@ -197,7 +190,7 @@ export class AnalysisController {
   }
 
   private schedule(): void {
-    if (this.timer || this.running || this.changed.size === 0) return;
+    if (!this.synced || this.timer || this.running || this.changed.size === 0) return;
     const now = performance.now();
     const wait = Math.max(0, Math.min(this.lastChangeAt + DEBOUNCE_QUIET_MS, this.firstChangeAt + this.o.intervalMs) - now);
     this.timer = setTimeout(() => {
