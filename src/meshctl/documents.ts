@@ -5,7 +5,9 @@
 import { parseDocument, type Document as YamlDocument } from 'yaml';
 import { isObject, typeName } from '../config/values';
 
-export type FieldPath = readonly (string | number)[];
+import type { FieldPath } from '../analysis/model';
+
+export type { FieldPath };
 
 /** One object read from a file: a document, or an item of a List document. */
 export interface SourceObject {

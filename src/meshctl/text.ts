@@ -1,10 +1,11 @@
 // Text shapes meshctl shares with istioctl's Go libraries: hashicorp/go-multierror lists, Go's %q of
 // a string map, and the documentation links messages point at.
+import { CONFIG_ANALYSIS_DOCS } from '../analysis/messages';
 import { goQuote } from '../lib/duration';
 
 /** Where messages send readers (istioctl's pkg/url, under mesh.io for release 1.26). */
 export const DOCS = {
-  configAnalysis: 'https://mesh.io/v1.26/docs/reference/config/analysis',
+  configAnalysis: CONFIG_ANALYSIS_DOCS,
   deploymentRequirements: 'https://mesh.io/v1.26/docs/ops/deployment/application-requirements/',
   protocolSelection: 'https://mesh.io/v1.26/docs/ops/configuration/traffic-management/protocol-selection/',
 } as const;

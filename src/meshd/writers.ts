@@ -3,6 +3,8 @@
 // - the namespace controller (root certificate ConfigMaps) under the NamespaceController election, when
 //   the daemon runs a CA (Istio's distributeCACert);
 // - the node untainter under the NodeUntaintController election (PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS);
+// - the in-cluster analysis controller under the AnalyzeController election (PILOT_ENABLE_ANALYSIS):
+//   analyzer messages into each mesh resource's status.validationMessages;
 // - the webhook configuration controllers on every replica (Istio gives them no election: each revision
 //   patches its own configurations): the validation controller when VALIDATION_WEBHOOK_CONFIG_NAME is
 //   set, the injection patcher when INJECTION_WEBHOOK_CONFIG_NAME is set and the injector runs;
@@ -95,6 +97,12 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
   if (untaint && !orchestrator) {
     throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
   }
+  const analysis = env.bool('PILOT_ENABLE_ANALYSIS');
+  if (analysis && !o.orchestrator) {
+    throw new CommandError(
+      'PILOT_ENABLE_ANALYSIS=true needs the configuration of a cluster: run with the Orchestrator registry (--registries Orchestrator) and --orchconfig or inside a cluster',
+    );
+  }
   const inject = await InjectionWebhook.start({
     enabled: env.bool('INJECT_ENABLED'),
     revision,
@@ -142,6 +150,30 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
       'node untaint controller',
       // Istio: --cniNamespace, else the daemon's own namespace.
       whileLeading(running, shutdown.signal, () => new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || namespace)),
+    );
+  }
+
+  if (analysis && o.orchestrator) {
+    // Loaded only when on: the analyzers are a large part of the program the daemon otherwise never runs.
+    const { AnalysisController, analysisInterval, analysisMeshConfig } = await import('./analysis-controller');
+    const store = o.orchestrator.store;
+    const intervalMs = analysisInterval(env.duration('PILOT_ANALYSIS_INTERVAL'));
+    orchestrator.leadership.election(ELECTIONS.AnalyzeController).addRunFunction(
+      'analysis controller',
+      whileLeading(
+        running,
+        shutdown.signal,
+        () =>
+          new AnalysisController({
+            client,
+            store,
+            meshNamespace: namespace,
+            mesh: analysisMeshConfig(ctx.flags['meshConfig'] as string),
+            ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
+            intervalMs,
+            maxWorkers: env.int('PILOT_STATUS_MAX_WORKERS'),
+          }),
+      ),
     );
   }
 

@@ -9,10 +9,10 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { loadEnvoyFilterTypes } from '../../src/config/validate';
-import { ALL_ANALYZERS } from '../../src/meshctl/analyze/analyzers';
+import { ALL_ANALYZERS } from '../../src/analysis/analyzers';
 import { renderLog } from '../../src/meshctl/analyze/format';
 import { defaultResources, loadResources } from '../../src/meshctl/analyze/load';
-import { analyze, defaultMeshConfig, parseMeshConfig } from '../../src/meshctl/analyze/run';
+import { analyze, defaultMeshConfig, parseMeshConfig } from '../../src/analysis/run';
 
 await loadEnvoyFilterTypes();
 
@@ -420,7 +420,7 @@ t.test('every implemented code has a case', async (t) => {
   const covered = new Set(cases.map((c) => c.code));
   // Codes of analyzers mesh does not run (cluster, upgrade, multicluster, Gateway API status, alpha annotations).
   const notImplemented = new Set(['IST0001', 'IST0126', 'IST0136', 'IST0141', 'IST0142', 'IST0143', 'IST0156', 'IST0166', 'IST0168', 'IST0169', 'IST0170', 'IST0171', 'IST0172', 'IST0173', 'IST0174']);
-  const { ALL_MESSAGE_TYPES } = await import('../../src/meshctl/analyze/messages');
+  const { ALL_MESSAGE_TYPES } = await import('../../src/analysis/messages');
   const missing = ALL_MESSAGE_TYPES.map((m) => m.code).filter((code) => !covered.has(code) && !notImplemented.has(code));
   t.same(missing, []);
 });

@@ -6,10 +6,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { loadEnvoyFilterTypes } from '../../src/config/validate';
-import { ALL_ANALYZERS } from '../../src/meshctl/analyze/analyzers';
+import { ALL_ANALYZERS } from '../../src/analysis/analyzers';
 import { defaultResources, loadResources } from '../../src/meshctl/analyze/load';
-import { fullName, type Resource } from '../../src/meshctl/analyze/model';
-import { analyze, defaultMeshConfig, parseMeshConfig } from '../../src/meshctl/analyze/run';
+import { fullName, type Resource } from '../../src/analysis/model';
+import { analyze, defaultMeshConfig, parseMeshConfig } from '../../src/analysis/run';
 
 await loadEnvoyFilterTypes();
 const DIR = path.join(import.meta.dirname, 'analyze', 'istio');
@@ -27,7 +27,7 @@ function expectedOrigin(origin: string): string {
 }
 
 const CODES: Record<string, string> = {};
-import { MESSAGES } from '../../src/meshctl/analyze/messages';
+import { MESSAGES } from '../../src/analysis/messages';
 for (const [name, m] of Object.entries(MESSAGES)) CODES[name] = m.code;
 
 for (const c of grid.cases) {

@@ -52,3 +52,13 @@ t.test('a port clash ends with its Error: line and nothing after it', async (t) 
   t.match(lastLine(r.stdout), new RegExp(`^Error: --httpAddr 127\\.0\\.0\\.1:${port}: listen EADDRINUSE`), 'the error is the last line');
   t.ok(Date.now() - started < 10_000, 'exits promptly: no background work keeps the process alive');
 });
+
+t.test('PILOT_ENABLE_ANALYSIS without a cluster: analysis writes status to cluster resources, so the start fails', async (t) => {
+  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-startup-'));
+  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const r = await exec(DISCOVERY, ['discovery', '--configDir', tmp, '--httpAddr', '127.0.0.1:0', ...EPHEMERAL], {
+    env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmp, PILOT_ENABLE_ANALYSIS: 'true' },
+  });
+  t.equal(r.code, 255);
+  t.match(lastLine(r.stderr), /^Error: PILOT_ENABLE_ANALYSIS=true needs the configuration of a cluster: .*--orchconfig/);
+});

@@ -7,12 +7,12 @@ import { formatDurationMs } from '../../lib/duration';
 import { loadEnvoyFilterTypes } from '../../config/validate';
 import { goFileError, hasManifestExtension, MANIFEST_EXTENSIONS, readStdin, walkFiles } from '../files';
 import { DOCS, multiError } from '../text';
-import { ALL_MESSAGE_TYPES, type Level } from './messages';
-import { ALL_ANALYZERS, analyzersAsString, selectAnalyzers } from './analyzers';
+import { ALL_MESSAGE_TYPES, type Level } from '../../analysis/messages';
+import { ALL_ANALYZERS, analyzersAsString, selectAnalyzers } from '../../analysis/analyzers';
 import { type OutputFormat, printMessages } from './format';
 import { defaultResources, loadResources } from './load';
-import { atLeast, type Resource } from './model';
-import { analyze, AnalysisTimeout, defaultMeshConfig, parseMeshConfig, type Suppression } from './run';
+import { atLeast, type Resource } from '../../analysis/model';
+import { analyze, AnalysisTimeout, defaultMeshConfig, parseMeshConfig, type Suppression } from '../../analysis/run';
 
 /** Exit codes of istioctl's sysexits.go. */
 export const EXIT_DATA_ERROR = 65;

@@ -2,9 +2,9 @@
 // documents with the fields of diag.Message.Unstructured (keys sorted, as Go's encoders write maps).
 import { stringify } from 'yaml';
 import { DOCS } from '../text';
-import type { Message } from './model';
-import { messageText, originText, reference } from './run';
-import { fullName } from './model';
+import type { Message } from '../../analysis/model';
+import { messageText, originText, reference } from '../../analysis/run';
+import { fullName } from '../../analysis/model';
 
 export type OutputFormat = 'log' | 'json' | 'yaml';
 

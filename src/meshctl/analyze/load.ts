@@ -1,26 +1,8 @@
-// Files into analysis resources (Istio's file.KubeSource for analyze): mesh kinds through the config
-// model, the orchestrator objects the analyzers read kept as written, other kinds skipped; a kind or
-// version unknown in one of mesh's API groups is a parse error, not foreign YAML to skip.
-import { convertObject } from '../../config/parse';
-import { isClusterScoped, kindOf, MESH_KINDS, SCHEMAS } from '../../config/schemas';
-import { isObject } from '../../config/values';
+// Files into analysis resources (Istio's file.KubeSource for analyze): each document converted by
+// analysis/resource.ts, which the daemon's analysis controller shares.
+import type { AnalysisMeshConfig, Resource } from '../../analysis/model';
+import { analyzedNamespace, toResource } from '../../analysis/resource';
 import { readObjects, type SourceObject } from '../documents';
-import type { AnalysisMeshConfig, Resource } from './model';
-
-/** Orchestrator kinds the analyzers read from files (apiVersion → kind → cluster-scoped). */
-const ORCH_KINDS: Readonly<Record<string, Readonly<Record<string, boolean>>>> = {
-  v1: { Namespace: true, Service: false, Pod: false, Secret: false, ConfigMap: false },
-  'apps/v1': { Deployment: false },
-  'discovery.k8s.io/v1': { EndpointSlice: false },
-  'admissionregistration.k8s.io/v1': { MutatingWebhookConfiguration: true, ValidatingWebhookConfiguration: true },
-};
-
-/** Namespaces injection ignores; their resources are not analyzed (inject.IgnoredNamespaces). */
-const IGNORED_NAMESPACES = new Set(['kube-system', 'kube-public', 'kube-node-lease', 'local-path-storage']);
-
-const MESH_GROUPS: ReadonlySet<string> = new Set(
-  Object.values(SCHEMAS).flatMap((s) => s.apiVersions.filter((av) => av.includes('/')).map((av) => av.slice(0, av.indexOf('/')))),
-);
 
 export interface LoadResult {
   resources: Resource[];
@@ -30,49 +12,12 @@ export interface LoadResult {
   skipped: string[];
 }
 
-function strMap(v: unknown): Record<string, string> {
-  if (!isObject(v)) return {};
-  return Object.fromEntries(Object.entries(v).filter(([, x]) => typeof x === 'string')) as Record<string, string>;
-}
-
-function toResource(so: SourceObject, defaultNamespace: string, out: LoadResult): void {
-  const o = so.value;
+function addObject(so: SourceObject, defaultNamespace: string, out: LoadResult): void {
   const where = `${so.source}${so.document}`;
-  const apiVersion = typeof o.apiVersion === 'string' ? o.apiVersion : '';
-  const kind = typeof o.kind === 'string' ? o.kind : '';
-  if (!apiVersion || !kind) {
-    out.errors.push(`error processing ${where} (line ${so.line}): unable to parse resource with no group, version and kind`);
-    return;
-  }
-  const m = isObject(o.metadata) ? o.metadata : {};
-  const origin = { file: so.source, line: so.line, lineOf: so.lineOf };
-  const meshKind = kindOf(apiVersion, kind);
-  if (meshKind && MESH_KINDS.includes(meshKind)) {
-    const withNs = !isClusterScoped(meshKind) && !m.namespace ? { ...o, metadata: { ...m, namespace: defaultNamespace } } : o;
-    const conv = convertObject(withNs, { source: so.source, document: so.document, line: so.line });
-    if (!conv.config) {
-      for (const e of conv.errors) out.errors.push(`error processing ${where} (line ${so.line}): ${e.field ? `${e.field}: ` : ''}${e.message}`);
-      return;
-    }
-    const c = conv.config;
-    out.resources.push({ kind: meshKind, name: c.meta.name, namespace: c.meta.namespace, labels: c.meta.labels, annotations: c.meta.annotations, object: o, config: c, origin });
-    return;
-  }
-  const clusterScoped = ORCH_KINDS[apiVersion]?.[kind];
-  if (clusterScoped === undefined) {
-    const group = apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';
-    const version = apiVersion.slice(apiVersion.indexOf('/') + 1);
-    if (MESH_GROUPS.has(group)) out.errors.push(`error processing ${where} (line ${so.line}): failed finding schema for group/version/kind: ${group}/${version}/${kind}`);
-    else out.skipped.push(`${where}: ${apiVersion} ${kind}`);
-    return;
-  }
-  const name = typeof m.name === 'string' ? m.name : '';
-  if (!name) {
-    out.errors.push(`error processing ${where} (line ${so.line}): metadata.name: name is required`);
-    return;
-  }
-  const namespace = clusterScoped ? '' : typeof m.namespace === 'string' && m.namespace ? m.namespace : defaultNamespace;
-  out.resources.push({ kind, name, namespace, labels: strMap(m.labels), annotations: strMap(m.annotations), object: o, origin });
+  const c = toResource(so.value, defaultNamespace, { source: so.source, document: so.document, line: so.line, origin: { file: so.source, line: so.line, lineOf: so.lineOf } });
+  if ('resource' in c) out.resources.push(c.resource);
+  else if ('skipped' in c) out.skipped.push(`${where}: ${c.skipped}`);
+  else for (const e of c.errors) out.errors.push(`error processing ${where} (line ${so.line}): ${e}`);
 }
 
 /** Reads one file's resources. */
@@ -80,8 +25,8 @@ export function loadResources(text: string, file: string, defaultNamespace: stri
   const out: LoadResult = { resources: [], errors: [], skipped: [] };
   const read = readObjects(text, file);
   for (const e of read.errors) out.errors.push(`error processing ${e.source}${e.document} (line ${e.line}): ${e.message}`);
-  for (const so of read.objects) toResource(so, defaultNamespace, out);
-  out.resources = out.resources.filter((r) => !IGNORED_NAMESPACES.has(r.kind === 'Namespace' ? r.name : r.namespace));
+  for (const so of read.objects) addObject(so, defaultNamespace, out);
+  out.resources = out.resources.filter(analyzedNamespace);
   return out;
 }
 

@@ -1,8 +1,8 @@
 // Helpers the analyzers share, after Istio's pkg/config/analysis/analyzers/util: label selectors,
 // host names scoped by exportTo, the host → ServiceEntry map (Services included), mesh membership.
-import { labelSelectorMatches as selectorMatchesLabels, type LabelSelectorLike } from '../../config/meshconfig';
-import { isObject } from '../../config/values';
-import type { FieldPath } from '../documents';
+import { labelSelectorMatches as selectorMatchesLabels, type LabelSelectorLike } from '../config/meshconfig';
+import { isObject } from '../config/values';
+import type { FieldPath } from './model';
 import { type AnalysisContext, fullName, type Resource, specOf } from './model';
 
 export const MESH_GATEWAY = 'mesh';

@@ -1,7 +1,7 @@
 // VirtualService analyzers (Istio's analyzers/virtualservice): conflicting mesh hosts, destination
 // hosts and ports, subsets, gateways, and JWT claim routes without a RequestAuthentication.
-import { hostMatches } from '../../../config/validate/hosts';
-import { toRoutingClaim } from '../../../config/validate/claims';
+import { hostMatches } from '../../config/validate/hosts';
+import { toRoutingClaim } from '../../config/validate/claims';
 import { MESSAGES } from '../messages';
 import { type AnalysisContext, type Analyzer, fullName, type Resource, specOf } from '../model';
 import {

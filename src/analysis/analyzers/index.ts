@@ -1,4 +1,4 @@
-// Every analyzer `meshctl analyze` runs, Istio's first (its analyzers.All order), then mesh's own.
+// Every analyzer (`meshctl analyze` and the daemon's analysis controller run them all), Istio's first (its analyzers.All order), then mesh's own.
 import type { Analyzer } from '../model';
 import { annotations } from './annotations';
 import { claimRoutes, denyHosts } from './claims';

@@ -2,8 +2,8 @@
 // externalcontrolplane): Services and Deployments, sidecar injection of namespaces and pods, the
 // injection webhooks.
 import { isIP } from 'node:net';
-import { isObject } from '../../../config/values';
-import { parseProtocol } from '../../../config/validate/protocol';
+import { isObject } from '../../config/values';
+import { parseProtocol } from '../../config/validate/protocol';
 import { MESSAGES } from '../messages';
 import { parse as parseYaml } from 'yaml';
 import { type AnalysisContext, type Analyzer, fullName, type Resource, specOf } from '../model';

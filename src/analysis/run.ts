@@ -1,7 +1,7 @@
 // Running analyzers and shaping their messages as istioctl does: every analyzer over the whole
 // input, then messages outside the analyzed namespace dropped, suppressions applied (flags and the
 // `galley.mesh.io/analyze-suppress` annotation), sorted by level, code and resource, de-duplicated.
-import { isObject } from '../../config/values';
+import { isObject } from '../config/values';
 import { parse as parseYaml } from 'yaml';
 import { type AnalysisMeshConfig, AnalysisContext, type Analyzer, fullName, type Message, type Resource } from './model';
 import { goSprintf, LEVEL_ORDER } from './messages';
@@ -26,7 +26,8 @@ export interface AnalyzeOptions {
 }
 
 export interface AnalysisResult {
-  messages: Message[];
+  /** Each with the analyzer that reported it. */
+  messages: Array<Message & { analyzer: string }>;
   executed: string[];
 }
 
@@ -124,7 +125,7 @@ function comparator(r: Resource): string {
 }
 
 /** diag.Messages.Sort then de-duplication by String(). */
-export function sortAndDedupe(ms: readonly Message[]): Message[] {
+export function sortAndDedupe<M extends Message>(ms: readonly M[]): M[] {
   const sorted = [...ms].sort((a, b) => {
     if (a.type.level !== b.type.level) return LEVEL_ORDER[a.type.level] - LEVEL_ORDER[b.type.level];
     if (a.type.code !== b.type.code) return a.type.code < b.type.code ? -1 : 1;
@@ -139,18 +140,31 @@ export function sortAndDedupe(ms: readonly Message[]): Message[] {
     const sb = messageString(b);
     return sa < sb ? -1 : sa > sb ? 1 : 0;
   });
-  const out: Message[] = [];
+  const out: M[] = [];
   for (const m of sorted) if (out.length === 0 || messageString(out[out.length - 1]!) !== messageString(m)) out.push(m);
   return out;
 }
 
-/** Runs the analyzers over `resources`. */
-export function analyze(resources: readonly Resource[], opts: AnalyzeOptions): AnalysisResult {
+/**
+ * The analysis one analyzer at a time: each step runs the next analyzer, the return value is the result.
+ * A caller that must not hold its thread for the whole run (the daemon) yields between steps.
+ */
+export function* analysisSteps(resources: readonly Resource[], opts: AnalyzeOptions): Generator<string, AnalysisResult, void> {
   const ctx = new AnalysisContext(resources, opts.mesh, opts.meshNamespace);
   for (const a of opts.analyzers) {
     if (opts.deadline !== undefined && performance.now() > opts.deadline) throw new AnalysisTimeout(`analysis did not finish: stopped before ${a.name}`);
     ctx.current = a.name;
     a.analyze(ctx);
+    yield a.name;
   }
   return { messages: sortAndDedupe(ctx.messages.filter((m) => keep(m, opts))), executed: opts.analyzers.map((a) => a.name) };
+}
+
+/** Runs the analyzers over `resources`. */
+export function analyze(resources: readonly Resource[], opts: AnalyzeOptions): AnalysisResult {
+  const steps = analysisSteps(resources, opts);
+  for (;;) {
+    const r = steps.next();
+    if (r.done) return r.value;
+  }
 }

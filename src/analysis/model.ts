@@ -1,9 +1,11 @@
-// What the analyzers see: resources read from files (mesh kinds through the config model, the
-// orchestrator objects as written), each with where it came from; the mesh config; and the context
+// What the analyzers see: resources read from files or the cluster (mesh kinds through the config
+// model, the orchestrator objects as written), each with where it came from; the mesh config; and the context
 // they report into (Istio's analysis.Context over its in-memory store).
-import type { Config } from '../../config/types';
-import type { FieldPath } from '../documents';
+import type { Config } from '../config/types';
 import { type Arg, LEVEL_ORDER, type MessageType } from './messages';
+
+/** A field's path inside a resource (`spec`, `http`, 0, `route`...). */
+export type FieldPath = readonly (string | number)[];
 
 export interface Origin {
   file: string;

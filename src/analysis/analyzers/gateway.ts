@@ -1,7 +1,7 @@
 // Gateway analyzers (Istio's analyzers/gateway): selectors that select nothing, ports the gateway's
 // Service does not expose, credentialName secrets, duplicate certificates and conflicting servers.
 import { X509Certificate } from 'node:crypto';
-import { isObject } from '../../../config/values';
+import { isObject } from '../../config/values';
 import { MESSAGES } from '../messages';
 import { type Analyzer, fullName, type Resource, specOf } from '../model';
 import { firstSelectorKey, lineOf, selectorString, setMatches } from '../util';

@@ -1,11 +1,11 @@
 // Schema validation as analyzers (Istio's analyzers/schema): one per mesh kind, reporting the
 // config model's errors as IST0106 and its warnings as IST0133, with VirtualService rules that are
 // never reached under their own codes (IST0130, IST0131). The message names the field's line.
-import { MESH_KINDS } from '../../../config/schemas';
-import type { Kind } from '../../../config/types';
-import { validateConfig } from '../../../config/validate';
-import type { FieldError } from '../../../config/errors';
-import type { FieldPath } from '../../documents';
+import { MESH_KINDS } from '../../config/schemas';
+import type { Kind } from '../../config/types';
+import { validateConfig } from '../../config/validate';
+import type { FieldError } from '../../config/errors';
+import type { FieldPath } from '../model';
 import { MESSAGES } from '../messages';
 import type { Analyzer, AnalysisContext, Resource } from '../model';
 import { lineOf } from '../util';

@@ -2,6 +2,9 @@
 // messages.yaml: same names, codes, levels and templates, product words renamed), then mesh's own
 // MESH01xx codes for claim routing and DENY host matching, and the printf subset the templates use.
 
+/** Where each message code is documented (Istio's url.ConfigAnalysis, under mesh.io for release 1.26). */
+export const CONFIG_ANALYSIS_DOCS = 'https://mesh.io/v1.26/docs/reference/config/analysis';
+
 export type Level = 'Error' | 'Warning' | 'Info';
 
 /** Severity order: lower is worse (diag.Level.sortOrder). */

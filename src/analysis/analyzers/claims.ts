@@ -1,6 +1,6 @@
 // mesh's own analyzers (MESH01xx): claim routing mistakes that validation cannot see because they
 // span resources, and DENY AuthorizationPolicies whose host list a port in the Host header slips past.
-import { toRoutingClaim } from '../../../config/validate/claims';
+import { toRoutingClaim } from '../../config/validate/claims';
 import { MESSAGES } from '../messages';
 import { type AnalysisContext, type Analyzer, type Resource, specOf } from '../model';
 import { lineOf, MESH_GATEWAY, selectorString, setMatches, shortOrFull } from '../util';
