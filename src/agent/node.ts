@@ -1,7 +1,7 @@
 // Who the proxy is, as the discovery daemon sees it: Istio's service node ID `type~ip~pod.ns~domain`, the
 // node metadata (bootstrap.GetNodeMetaData) built from the environment, the ProxyConfig and the downward-API
 // files, the locality and the cluster name. Pure: the caller supplies env, file contents and interfaces.
-import { isIP } from 'node:net';
+import { ipFamily } from '../lib/ip';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { proxyConfigToJson, splitHostPort, type NodeType, type ProxyConfig } from './config';
 
@@ -36,7 +36,7 @@ export function privateIps(interfaces: Readonly<Record<string, readonly NetworkI
   for (const addrs of Object.values(interfaces)) {
     for (const a of addrs ?? []) {
       const ip = a.address.replace(/%.*$/, '');
-      if (a.internal || !isIP(ip) || isLinkLocal(ip) || ip === '0.0.0.0' || ip === '::') continue;
+      if (a.internal || !ipFamily(ip) || isLinkLocal(ip) || ip === '0.0.0.0' || ip === '::') continue;
       if (!out.includes(ip)) out.push(ip);
     }
   }
@@ -74,7 +74,7 @@ export function proxyIdentity(o: {
   machineIps: readonly string[];
 }): ProxyIdentity {
   const ips: string[] = [];
-  if (isIP(o.instanceIp)) ips.push(o.instanceIp);
+  if (ipFamily(o.instanceIp)) ips.push(o.instanceIp);
   const machine = o.machineIps.length ? [...o.machineIps] : ['127.0.0.1', '::1'];
   for (const ip of machine) if (!ips.includes(ip)) ips.push(ip);
   const id = `${o.podName}.${o.podNamespace}`;
@@ -84,7 +84,7 @@ export function proxyIdentity(o: {
 
 /** Whether every address is IPv6 (the proxy then uses ::1 and v6 local addresses). */
 export function allIpv6(ips: readonly string[]): boolean {
-  return ips.length > 0 && ips.every((ip) => isIP(ip) === 6);
+  return ips.length > 0 && ips.every((ip) => ipFamily(ip) === 6);
 }
 
 export class DownwardApiError extends Error {}

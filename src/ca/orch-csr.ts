@@ -2,7 +2,7 @@
 // Istio's chiron.SignCSRK8s: create the request for a signer, approve it (the daemon is the registration
 // authority: it has already checked who asks), wait for the signer to fill status.certificate, then delete
 // the request. The signer is whatever serves that signerName in the cluster (cert-manager, a cloud CA…).
-import { isIP } from 'node:net';
+import { ipFamily } from '../lib/ip';
 import type { OrchClient } from '../config/orch/client';
 import { parseCertificatesPem, splitPemCertificates } from './pkix/cert';
 import { createCsrPem } from './pkix/csr';
@@ -105,7 +105,7 @@ export async function orchServingCertificate(
   const pair = await generateKeyPair({ kind: 'rsa', bits: 2048 });
   const dns: string[] = [];
   const ips: string[] = [];
-  for (const n of o.dnsNames) (isIP(n) ? ips : dns).push(n);
+  for (const n of o.dnsNames) (ipFamily(n) ? ips : dns).push(n);
   const csrPem = createCsrPem({ privateKey: pair.privateKey, sans: { dns, ips } });
   const pem = await signWithOrchestrator(api, {
     csrPem,

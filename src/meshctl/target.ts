@@ -7,6 +7,7 @@ import net from 'node:net';
 import os from 'node:os';
 import { CommandError, type RunContext } from '../cli/context';
 import { xdsOptions, xdsRequest, type XdsOptions } from './xds';
+import { ipFamily } from '../lib/ip';
 
 export interface ProxyTarget {
   name: string;
@@ -122,7 +123,7 @@ export function proxyTargetOf(match: AdsClientInfo, fallbackNamespace: string, a
 
 function request(host: string, port: number, method: string, path: string, timeoutMs: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host, port, method, path, agent: false, family: net.isIPv6(host) ? 6 : 4 }, (res) => {
+    const req = http.request({ host, port, method, path, agent: false, family: (ipFamily(host) === 6) ? 6 : 4 }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));

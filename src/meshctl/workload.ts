@@ -2,7 +2,7 @@
 // a WorkloadGroup as YAML, and the files a VM needs to join the mesh (cluster.env, mesh.yaml, root-cert.pem,
 // mesh-token, hosts) built from a WorkloadGroup and what the cluster says about the control plane.
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { isIP } from 'node:net';
+import { ipFamily } from '../lib/ip';
 import path from 'node:path';
 import { CommandError, flagBool, flagList, flagNumber, flagString, type Handler, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
@@ -354,7 +354,7 @@ export function entryFiles(i: EntryInputs): EntryFiles {
 
 /** The hosts file line that lets the VM reach the daemon through the ingress gateway. */
 export function hostsText(ingressIP: string, meshNamespace: string, revision: string): string {
-  return isIP(ingressIP) ? `${ingressIP} ${meshdHost(meshNamespace, revision)}\n` : '';
+  return ipFamily(ingressIP) ? `${ingressIP} ${meshdHost(meshNamespace, revision)}\n` : '';
 }
 
 async function readGroupFromApi(client: OrchClient, name: string, namespace: string): Promise<unknown> {
@@ -514,7 +514,7 @@ export const entryConfigure: Handler = async (ctx) => {
     );
 
     let ingressIP = flagString(ctx, 'ingressIP');
-    if (!isIP(ingressIP)) ingressIP = await ingressAddress(client, flagString(ctx, 'ingressService'), meshNamespace);
+    if (!ipFamily(ingressIP)) ingressIP = await ingressAddress(client, flagString(ctx, 'ingressService'), meshNamespace);
     const hosts = hostsText(ingressIP, meshNamespace, revision);
     if (hosts === '') {
       warnLine(

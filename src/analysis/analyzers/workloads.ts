@@ -1,7 +1,7 @@
 // Analyzers of orchestrator objects (Istio's analyzers/deployment, service, injection, webhook,
 // externalcontrolplane): Services and Deployments, sidecar injection of namespaces and pods, the
 // injection webhooks.
-import { isIP } from 'node:net';
+import { ipFamily } from '../../lib/ip';
 import { isObject } from '../../config/values';
 import { parseProtocol } from '../../config/validate/protocol';
 import { MESSAGES } from '../messages';
@@ -354,7 +354,7 @@ function webhookUrl(u: string): { error?: string; ip?: boolean } {
     return { error: 'was provided in an invalid format' };
   }
   const host = parsed.hostname.replace(/^\[|\]$/g, '');
-  return { ip: isIP(host) !== 0 };
+  return { ip: ipFamily(host) !== 0 };
 }
 
 export const externalControlPlane: Analyzer = {

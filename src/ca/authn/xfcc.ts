@@ -1,7 +1,8 @@
 // x-forwarded-client-cert from a trusted gateway (Istio's XfccAuthenticator, TRUSTED_GATEWAY_CIDR): a
 // gateway that terminated the workload's mTLS forwards what the client certificate said, and a caller
 // connecting from a trusted range (or loopback, which Istio always trusts) is taken at its word.
-import { BlockList, isIP } from 'node:net';
+import { BlockList } from 'node:net';
+import { ipFamily } from '../../lib/ip';
 import { AuthnError, type Authenticator, type AuthRequest, type Caller } from './types';
 
 export const XFCC_HEADER = 'x-forwarded-client-cert';
@@ -84,7 +85,7 @@ export function commonName(subject: string): string | undefined {
 export function hostOf(address: string): string | undefined {
   const m = /^\[([^\]]+)\]:\d+$/.exec(address) ?? /^([^:]+):\d+$/.exec(address);
   const ip = m ? m[1]! : address;
-  return isIP(ip) ? ip : undefined;
+  return ipFamily(ip) ? ip : undefined;
 }
 
 /** A CIDR list as a BlockList; entries without a `/` are ignored, as Istio's isInRange does. */
@@ -92,8 +93,8 @@ export function trustedRanges(cidrs: readonly string[]): BlockList {
   const list = new BlockList();
   for (const c of cidrs) {
     const [addr, bits] = c.trim().split('/');
-    if (!addr || bits === undefined || !isIP(addr)) continue;
-    list.addSubnet(addr, Number(bits), isIP(addr) === 6 ? 'ipv6' : 'ipv4');
+    if (!addr || bits === undefined || !ipFamily(addr)) continue;
+    list.addSubnet(addr, Number(bits), ipFamily(addr) === 6 ? 'ipv6' : 'ipv4');
   }
   return list;
 }
@@ -114,7 +115,7 @@ export class XfccAuthenticator implements Authenticator {
     const header = req.header(XFCC_HEADER);
     if (!req.remoteAddress || header.length === 0) throw new AuthnError(`caller from ${req.remoteAddress} does not have Xfcc header`);
     const ip = hostOf(req.remoteAddress);
-    const trusted = ip !== undefined && (isLoopback(ip) || this.trusted.check(ip, isIP(ip) === 6 ? 'ipv6' : 'ipv4'));
+    const trusted = ip !== undefined && (isLoopback(ip) || this.trusted.check(ip, ipFamily(ip) === 6 ? 'ipv6' : 'ipv4'));
     if (!trusted) throw new AuthnError(`caller from ${req.remoteAddress} is not in the trusted network. XfccAuthenticator can not be used`);
     let elements: XfccElement[];
     try {

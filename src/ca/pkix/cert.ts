@@ -5,7 +5,7 @@
 // issuer has one, then the subjectAltName Istio adds itself (critical: the subject carries no identity).
 // Reading pulls out only what the CA needs: names, validity, key identifiers and the SAN identities.
 import crypto, { type KeyObject } from 'node:crypto';
-import { isIP } from 'node:net';
+import { ipFamily } from '../../lib/ip';
 import {
   bitString,
   boolean,
@@ -66,13 +66,13 @@ export interface SubjectIdentity {
  * `spiffe://…` a URI SAN, anything else a DNS SAN. Order is kept.
  */
 export function classifyIdentity(host: string): SubjectIdentity {
-  if (isIP(host)) return { type: 'ip', value: host };
+  if (ipFamily(host)) return { type: 'ip', value: host };
   if (host.startsWith('spiffe://')) return { type: 'uri', value: host };
   return { type: 'dns', value: host };
 }
 
 function ipBytes(ip: string): Buffer {
-  if (isIP(ip) === 4) return Buffer.from(ip.split('.').map(Number));
+  if (ipFamily(ip) === 4) return Buffer.from(ip.split('.').map(Number));
   // IPv4-mapped IPv6 addresses are written in their 4-byte form, as Istio does.
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(ip);
   if (mapped) return Buffer.from(mapped[1]!.split('.').map(Number));

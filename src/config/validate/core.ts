@@ -4,7 +4,7 @@
 import type { Config } from '../types';
 import { isValidIP, k8sLabelErrors, k8sSubdomainErrors } from './names';
 import { at, dot, key, type Report } from './report';
-import { isIP } from 'node:net';
+import { ipFamily } from '../../lib/ip';
 
 const PORT_RANGE = 'must be between 1 and 65535, inclusive';
 const q = (v: unknown): string => (typeof v === 'string' ? JSON.stringify(v) : String(v));
@@ -79,8 +79,8 @@ export function validateEndpointSlice(c: Config<'EndpointSlice'>, r: Report): vo
     if (addrs.length > 100) r.error(dot(p, 'addresses'), `Too many: ${addrs.length}: must have at most 100 items`);
     addrs.forEach((a, j) => {
       const ap = at(dot(p, 'addresses'), j);
-      if (s.addressType === 'IPv4' && isIP(a) !== 4) invalid(r, ap, a, 'must be a valid IPv4 address');
-      else if (s.addressType === 'IPv6' && isIP(a) !== 6) invalid(r, ap, a, 'must be a valid IPv6 address');
+      if (s.addressType === 'IPv4' && ipFamily(a) !== 4) invalid(r, ap, a, 'must be a valid IPv4 address');
+      else if (s.addressType === 'IPv6' && ipFamily(a) !== 6) invalid(r, ap, a, 'must be a valid IPv6 address');
       else if (s.addressType === 'FQDN') for (const e of k8sSubdomainErrors(a)) invalid(r, ap, a, e);
     });
     if (ep.hostname) for (const e of k8sLabelErrors(ep.hostname)) invalid(r, dot(p, 'hostname'), ep.hostname, e);

@@ -1,7 +1,7 @@
 // Names, hosts, addresses, ports and labels, with Istio's rules and messages
 // (pkg/config/validation/agent, pkg/config/labels). Each check returns the message of the first
 // problem, or undefined when the value is valid.
-import { isIP } from 'node:net';
+import { ipFamily } from '../../lib/ip';
 import { goQuote } from '../../lib/duration';
 
 const DNS1123_LABEL_MAX = 63;
@@ -82,7 +82,7 @@ export function validatePort(port: number): string | undefined {
 
 /** netip.ParseAddr: IPv4 dotted quad or IPv6 (with an optional zone). */
 export function isValidIP(addr: string): boolean {
-  return isIP(addr) !== 0;
+  return ipFamily(addr) !== 0;
 }
 
 export function validateIPAddress(addr: string): string | undefined {
@@ -96,7 +96,7 @@ export function isValidCIDR(s: string): boolean {
   const addr = s.slice(0, slash);
   const bits = s.slice(slash + 1);
   if (addr.includes('%')) return false; // zones are not allowed in prefixes
-  const family = isIP(addr);
+  const family = ipFamily(addr);
   if (family === 0 || !/^(0|[1-9][0-9]{0,2})$/.test(bits)) return false;
   return Number(bits) <= (family === 4 ? 32 : 128);
 }

@@ -3,6 +3,7 @@ import net from 'node:net';
 import type { CidrRange } from '../../gen/envoy/config/core/v3/address_pb';
 import { ConfigError } from '../matchers/string';
 import { plainIp } from '../stream-info';
+import { ipFamily } from '../../lib/ip';
 
 /** IPv4 as a 32-bit value in a bigint, IPv6 as 128 bits; family tells them apart. */
 export interface IpValue {
@@ -12,7 +13,7 @@ export interface IpValue {
 
 export function parseIp(s: string): IpValue | undefined {
   const a = plainIp(s);
-  const fam = net.isIP(a);
+  const fam = ipFamily(a);
   if (fam === 4) {
     const p = a.split('.').map(Number);
     return { family: 4, value: BigInt(((p[0]! << 24) >>> 0) + (p[1]! << 16) + (p[2]! << 8) + p[3]!) };

@@ -25,6 +25,7 @@ import { chainMatchKey, compileChainMatch, compileFilterDisabled, needsInspectio
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
 import { acceptPacer, listenBacklog } from './accept';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
+import { ipFamily } from '../../lib/ip';
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
 const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
@@ -448,7 +449,7 @@ export class ListenerRuntime {
   private selectFor(info: DownstreamConnectionInfo, sniffed: Sniffed): CompiledChain | undefined {
     const facts = {
       destinationPort: info.originalDestination?.port ?? info.localPort,
-      destinationIp: info.originalDestination && net.isIP(info.originalDestination.address) ? info.originalDestination.address : info.localAddress,
+      destinationIp: info.originalDestination && ipFamily(info.originalDestination.address) ? info.originalDestination.address : info.localAddress,
       serverName: info.serverName,
       transportProtocol: sniffed.kind === 'tls' ? 'tls' : 'raw_buffer',
       applicationProtocols: sniffed.kind === 'more' ? [] : sniffed.alpn,

@@ -12,6 +12,7 @@ import type { Logger } from '../log';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { DecodedResource, GrpcMux } from '../xds/grpc-mux';
 import { ListenerRuntime, listenerAddress, type ListenerDeps } from './listener';
+import { ipFamily } from '../../lib/ip';
 
 interface BoundSocket {
   key: string;
@@ -182,7 +183,7 @@ export class ListenerManager {
       bound.server.once('error', onErr);
       // an IPv6 listener takes IPv4 connections only with ipv4_compat, as in Envoy
       // the backlog as Envoy's (tcp_backlog_size, else somaxconn), not Node's 511
-      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe, backlog: rt.backlog } : { host: addr.host, port: addr.port, backlog: rt.backlog, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) };
+      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe, backlog: rt.backlog } : { host: addr.host, port: addr.port, backlog: rt.backlog, ...((ipFamily(addr.host) === 6) ? { ipv6Only: !addr.ipv4Compat } : {}) };
       bound.server.listen(opts, () => {
         bound.server.removeListener('error', onErr);
         const a = bound.server.address();
@@ -204,7 +205,7 @@ export class ListenerManager {
   private makeTransparent(bound: BoundSocket, rt: ListenerRuntime): void {
     const addr = rt.address;
     if (rt.proto.transparent !== true || addr.pipe || bound.transparent) return;
-    const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, net.isIPv6(addr.host)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
+    const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, (ipFamily(addr.host) === 6)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
     if (why) throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
     bound.transparent = true;
   }
@@ -371,7 +372,7 @@ export class ListenerManager {
    */
   findListenerFor(address: string, port: number): ListenerRuntime | undefined {
     let wildcard: ListenerRuntime | undefined;
-    const v6 = net.isIPv6(address);
+    const v6 = (ipFamily(address) === 6);
     for (const s of [...this.active.values(), ...this.statics.values()]) {
       const rt = s.runtime;
       if (rt.useOriginalDst || rt.address.port !== port || !rt.active) continue;

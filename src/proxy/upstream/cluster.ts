@@ -26,6 +26,7 @@ import { LoadBalancer, type LbContext, type LbPolicy } from './lb';
 import { OutlierDetector, outlierConfig } from './outlier';
 import { releaseHostPools } from './pool';
 import { TransportSocketMatcher, type UpstreamTransport } from './transport-socket';
+import { ipFamily } from '../../lib/ip';
 
 export type ClusterType = 'STATIC' | 'STRICT_DNS' | 'LOGICAL_DNS' | 'EDS' | 'ORIGINAL_DST';
 export type UpstreamProtocol = 'http1' | 'http2' | 'downstream';
@@ -322,7 +323,7 @@ export class UpstreamCluster {
         if (lbe.hostIdentifier.case !== 'endpoint') throw new ConfigError(`${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: named endpoints are not supported`);
         const ep = lbe.hostIdentifier.value;
         const a = resolveAddress(ep.address, `${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}].endpoint.address`);
-        if (!a.pipe && net.isIP(a.address) === 0) {
+        if (!a.pipe && ipFamily(a.address) === 0) {
           throw new ConfigError(`${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: malformed IP address: ${a.address}. Consider setting resolver_name or setting cluster type to 'STRICT_DNS' or 'LOGICAL_DNS'`);
         }
         fresh.push(
@@ -430,8 +431,8 @@ export class UpstreamCluster {
         }
         let addrs: dns.LookupAddress[];
         try {
-          addrs = net.isIP(a.address)
-            ? [{ address: a.address, family: net.isIP(a.address) }]
+          addrs = ipFamily(a.address)
+            ? [{ address: a.address, family: ipFamily(a.address) }]
             : await new Promise<dns.LookupAddress[]>((res, rej) => lookup(a.address, { all: true, family }, (e, r) => (e ? rej(e) : res(r as dns.LookupAddress[]))));
         } catch (e) {
           failed = true;

@@ -12,6 +12,7 @@ import type { RawHeaders } from '../http/headers';
 import type { Host } from './host';
 import type { UpstreamCluster } from './cluster';
 import type { UpstreamTransport } from './transport-socket';
+import { ipFamily } from '../../lib/ip';
 
 export type UpstreamFailure = 'connect_failure' | 'reset' | 'overflow' | 'timeout';
 
@@ -88,7 +89,7 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
       ...so,
       host: host.address,
       port: host.port,
-      servername: transport.sni || (net.isIP(host.address) ? undefined : host.address),
+      servername: transport.sni || (ipFamily(host.address) ? undefined : host.address),
       ...(protocols ? { ALPNProtocols: protocols } : {}),
       ...(local ? { localAddress: local } : {}),
       checkServerIdentity: () => undefined,
