@@ -15,6 +15,9 @@ const dist = path.join(root, 'dist');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'];
 const ADDON = path.join(dist, 'original_dst.node');
+// the engine's worker threads run their own smaller bundle (only the engine), beside mesh.cjs and
+// embedded in the executable as an asset (src/proxy/worker/pool.ts)
+const WORKER = path.join(dist, 'engine-worker.cjs');
 
 function git(...args) {
   try {
@@ -49,9 +52,7 @@ const optionalNativeAddons = {
 
 async function bundle(info) {
   mkdirSync(dist, { recursive: true });
-  const result = await build({
-    entryPoints: [path.join(root, 'src/main.ts')],
-    outfile: path.join(dist, 'mesh.cjs'),
+  const common = {
     bundle: true,
     platform: 'node',
     target: 'node20',
@@ -60,10 +61,15 @@ async function bundle(info) {
     keepNames: true,
     legalComments: 'none',
     metafile: true,
-    define: { __MESH_BUILD__: JSON.stringify(info) },
+    // import.meta.url only locates the worker's source when running from src/ (never in a bundle)
+    define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' },
     plugins: [optionalNativeAddons],
     logLevel: 'warning',
-  });
+  };
+  const [result] = await Promise.all([
+    build({ ...common, entryPoints: [path.join(root, 'src/main.ts')], outfile: path.join(dist, 'mesh.cjs') }),
+    build({ ...common, metafile: false, entryPoints: [path.join(root, 'src/proxy/worker/thread.ts')], outfile: WORKER }),
+  ]);
   writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));
   writeFileSync(path.join(dist, 'THIRD_PARTY_NOTICES'), thirdPartyNotices(result.metafile));
 }
@@ -109,7 +115,7 @@ function sea(withAddon) {
       output: path.join(dist, 'mesh.blob'),
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      ...(withAddon ? { assets: { 'original_dst.node': ADDON } } : {}),
+      assets: { 'engine-worker.cjs': WORKER, ...(withAddon ? { 'original_dst.node': ADDON } : {}) },
     }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: ['ignore', 'ignore', 'inherit'] });

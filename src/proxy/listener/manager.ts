@@ -3,6 +3,10 @@
 // as in Envoy), warms until its routes (RDS) and secrets (SDS) are there, then replaces the previous
 // version on the same socket; removed listeners stop accepting and drain. Nothing serves before the
 // server has initialised (CDS and LDS applied), like Envoy's workers.
+// Engine workers (src/proxy/worker/): the main thread binds every socket (with its options, such as
+// IP_TRANSPARENT) and hands each worker thread its own descriptor of it (`shareSocket`); a worker's
+// manager listens on that descriptor (`sharedSocket`) instead of binding. Each thread closes only its
+// own descriptor, so the socket stops accepting when the last one lets go.
 import net from 'node:net';
 import { toBinary } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
@@ -60,6 +64,8 @@ export class ListenerManager {
   private initialized = false;
   private ldsVersion = '';
   private readonly warmWaiters = new Set<() => void>();
+  /** Engine workers waiting for the main thread to bind an address. */
+  private readonly socketWaiters = new Map<string, Set<() => void>>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
 
   /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
@@ -67,7 +73,11 @@ export class ListenerManager {
   private warnedOriginalSrc = false;
 
   constructor(
-    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & { originalDstMissing?: string },
+    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & {
+      originalDstMissing?: string;
+      /** Engine worker: a descriptor of the main thread's socket for an address key (`host:port`, `pipe:path`). */
+      sharedSocket?: (key: string, listener: string) => Promise<number>;
+    },
     private readonly store: StatsStore,
     private readonly log: Logger,
     /** --drain-time-s: how long removed listeners' connections may finish. */
@@ -177,18 +187,24 @@ export class ListenerManager {
     });
     bound.server.on('error', (e) => this.log.warn(`listener ${name}: ${e.message}`));
     const addr = rt.address;
+    const shared = this.deps.sharedSocket ? await this.deps.sharedSocket(key, name) : undefined;
+    // the main thread set the socket's options (IP_TRANSPARENT) before sharing it
+    if (shared !== undefined) bound.transparent = true;
     await new Promise<void>((resolve, reject) => {
       const onErr = (e: NodeJS.ErrnoException) => reject(new Error(`cannot bind '${addr.pipe ?? `${addr.host}:${addr.port}`}': ${errnoText(e)}`));
       bound.server.once('error', onErr);
       // an IPv6 listener takes IPv4 connections only with ipv4_compat, as in Envoy
       // the backlog as Envoy's (tcp_backlog_size, else somaxconn), not Node's 511
-      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe, backlog: rt.backlog } : { host: addr.host, port: addr.port, backlog: rt.backlog, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) };
-      bound.server.listen(opts, () => {
+      const listening = () => {
         bound.server.removeListener('error', onErr);
         const a = bound.server.address();
         if (a && typeof a === 'object') bound.port = a.port;
         resolve();
-      });
+      };
+      // a descriptor is listened on again with the same backlog (Node takes it as an argument then)
+      if (shared !== undefined) bound.server.listen({ fd: shared }, rt.backlog, listening);
+      else if (addr.pipe) bound.server.listen({ path: addr.pipe, backlog: rt.backlog }, listening);
+      else bound.server.listen({ host: addr.host, port: addr.port, backlog: rt.backlog, ...(net.isIPv6(addr.host) ? { ipv6Only: !addr.ipv4Compat } : {}) }, listening);
     });
     try {
       this.makeTransparent(bound, rt);
@@ -197,7 +213,37 @@ export class ListenerManager {
       throw e;
     }
     this.sockets.set(key, bound);
+    const waiting = this.socketWaiters.get(key);
+    this.socketWaiters.delete(key);
+    for (const w of waiting ?? []) w();
     return bound;
+  }
+
+  /**
+   * Main thread: a new descriptor of the socket bound to an address key, for an engine worker, once this
+   * thread has bound it (the worker applies the same LDS response, possibly first). Throws when the
+   * address is not bound within `waitMs` (this thread rejected the listener) or cannot be duplicated.
+   */
+  async shareSocket(key: string, dup: (fd: number) => number, waitMs: number): Promise<number> {
+    if (!this.sockets.has(key)) {
+      await new Promise<void>((resolve, reject) => {
+        let set = this.socketWaiters.get(key);
+        if (!set) this.socketWaiters.set(key, (set = new Set()));
+        const done = () => {
+          clearTimeout(t);
+          resolve();
+        };
+        const t = setTimeout(() => {
+          set!.delete(done);
+          reject(new Error(`the main thread has no socket bound to '${key}'`));
+        }, waitMs);
+        t.unref();
+        set.add(done);
+      });
+    }
+    const fd = (this.sockets.get(key)?.server as unknown as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
+    if (typeof fd !== 'number' || fd < 0) throw new Error(`the socket bound to '${key}' has no file descriptor`);
+    return dup(fd);
   }
 
   /** TPROXY: a `transparent` listener's socket must accept connections addressed to any IP (IP_TRANSPARENT). */
