@@ -160,4 +160,9 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   for (let i = 0; i < 20; i++) if (!(await refused(ports!.gw))) accepted++;
   t.equal(accepted, 0, 'no worker accepts any of 20 connections after the drain');
   t.equal((await fetch(`http://127.0.0.1:${admin}/ready`)).status, 200, 'the admin API still answers');
+
+  // /quitquitquit ends the engine with its workers (a worker thread left running would keep the agent alive)
+  t.equal((await fetch(`http://127.0.0.1:${admin}/quitquitquit`, { method: 'POST' })).status, 200);
+  await waitFor(() => refused(admin), 20_000, () => `the engine did not stop after /quitquitquit:\n${gw.agentOut()}`);
+  t.pass('the admin port closed after /quitquitquit');
 });
