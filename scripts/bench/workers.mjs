@@ -12,7 +12,7 @@
 // discovery --configDir` with a Gateway, VirtualService and ServiceEntry for it, and per measurement a
 // fresh autocannon process (./gateway/load.mjs).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { runLoad } from './gateway/load-run.mjs';
@@ -137,6 +137,12 @@ async function main() {
   mkdirSync(configDir);
   const gwPort = await freePort();
   writeGatewayConfig(configDir, gwPort, backendPort);
+  // plain HTTP to the backend: with auto mTLS its cluster would wait for a workload certificate, which a
+  // plaintext control plane (no CA on :15010) never issues
+  writeFileSync(
+    path.join(configDir, 'backend-plaintext.yaml'),
+    'apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend, namespace: bench}\nspec:\n  host: backend.bench.svc.cluster.local\n  trafficPolicy: {tls: {mode: DISABLE}}\n',
+  );
   const daemon = await startDaemon([...loadPrefix, path.join(bin, 'pilot-discovery')], ['--configDir', configDir]);
   children.push(daemon.child);
   const url = `http://127.0.0.1:${gwPort}/bench`;
