@@ -64,6 +64,12 @@ export class ListenerManager {
   private initialized = false;
   private ldsVersion = '';
   private readonly warmWaiters = new Set<() => void>();
+  /**
+   * Sockets of listeners an LDS update removed, closed when the update is applied unless a new listener
+   * of the same update takes the address over (a renamed listener): closing and binding again would fail
+   * while engine workers still hold the old socket (they apply the update after this thread).
+   */
+  private releasing: Map<string, BoundSocket> | undefined;
   /** Engine workers waiting for the main thread to bind an address. */
   private readonly socketWaiters = new Map<string, Set<() => void>>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
@@ -177,6 +183,12 @@ export class ListenerManager {
     if (!rt.bindToPort) return undefined;
     const key = addressKey(rt.address);
     if (reuse && reuse.key === key) return reuse;
+    const released = this.releasing?.get(key);
+    if (released) {
+      this.releasing!.delete(key);
+      this.makeTransparent(released, rt);
+      return released;
+    }
     const existing = this.sockets.get(key);
     if (existing) throw new Error(`error adding listener: '${name}' has duplicate address '${rt.address.host}:${rt.address.port}' as existing listener`);
     const bound: BoundSocket = { key, server: net.createServer(), target: undefined, port: rt.address.port };
@@ -257,6 +269,12 @@ export class ListenerManager {
 
   private closeSocket(b: BoundSocket | undefined): void {
     if (!b) return;
+    if (this.releasing && !this.releasing.has(b.key) && this.sockets.get(b.key) === b) {
+      // an LDS update is being applied: a new listener may take this address over
+      b.target = undefined;
+      this.releasing.set(b.key, b);
+      return;
+    }
     if (this.sockets.get(b.key) === b) this.sockets.delete(b.key);
     b.server.close();
   }
@@ -280,10 +298,24 @@ export class ListenerManager {
       this.log.warn(`lds: the discovery daemon sent no listeners for ${this.nodeText}: it serves no traffic (the daemon's log names the selectors its labels did not match)`);
     }
     const errors: string[] = [];
-    const seen = new Set<string>();
     // removals first, so a new listener may take over a removed one's address (Envoy's order)
     const named = new Set(resources.map((r) => r.message.name));
+    this.releasing = new Map();
     for (const name of new Set([...this.active.keys(), ...this.warming.keys()])) if (!named.has(name)) this.remove(name);
+    try {
+      await this.addAll(resources, errors, version);
+    } finally {
+      for (const b of this.releasing.values()) this.closeSocket(b);
+      this.releasing = undefined;
+    }
+    this.ldsVersion = version;
+    this.updateGauges();
+    this.notifyWarm();
+    if (errors.length > 0) throw new Error(`Error adding/updating listener(s) ${errors.join('\n')}\n`);
+  }
+
+  private async addAll(resources: Array<DecodedResource<Listener>>, errors: string[], version: string): Promise<void> {
+    const seen = new Set<string>();
     for (const r of resources) {
       const l = r.message;
       if (seen.has(l.name)) {
@@ -308,10 +340,6 @@ export class ListenerManager {
         this.s.createSuccess.inc();
       }
     }
-    this.ldsVersion = version;
-    this.updateGauges();
-    this.notifyWarm();
-    if (errors.length > 0) throw new Error(`Error adding/updating listener(s) ${errors.join('\n')}\n`);
   }
 
   private async addOrUpdate(l: Listener, version: string, hash: string, _any: Any): Promise<string | undefined> {
