@@ -18,6 +18,9 @@ const dist = path.join(root, 'dist');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'];
 const ADDON = path.join(dist, 'original_dst.node');
+// the engine's worker threads run their own smaller bundle (only the engine), beside mesh.cjs and
+// embedded in the executable as an asset (src/proxy/worker/pool.ts)
+const WORKER = path.join(dist, 'engine-worker.cjs');
 
 function git(...args) {
   try {
@@ -68,9 +71,12 @@ async function bundle(info) {
     splitting: true,
     chunkNames: 'c-[hash]',
     metafile: true,
-    define: { __MESH_BUILD__: JSON.stringify(info) },
+    // import.meta.url only locates the worker's source when running from src/ (never in a bundle)
+    define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' },
     plugins: [optionalNativeAddons],
   });
+  // An engine worker thread runs its own small bundle (src/proxy/worker/thread.ts), not the chunks.
+  await build({ ...common, format: 'cjs', define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' }, plugins: [optionalNativeAddons], entryPoints: [path.join(root, 'src/proxy/worker/thread.ts')], outfile: WORKER });
   refuseSplitCommonJsImports(result.metafile);
   mkdirSync(CHUNKS);
   for (const file of readdirSync(esmDir)) {
@@ -80,7 +86,7 @@ async function bundle(info) {
     writeFileSync(path.join(CHUNKS, file), code, 'latin1');
     writeFileSync(path.join(CHUNKS, `${file}.cache`), codeCache(path.join(CHUNKS, file), code));
   }
-  if (!process.env.MESH_KEEP_ESM) rmSync(esmDir, { recursive: true, force: true });
+  rmSync(esmDir, { recursive: true, force: true });
   await build({ ...common, entryPoints: [path.join(root, 'src/boot.ts')], outfile: path.join(dist, 'mesh.cjs'), format: 'cjs' });
   writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));
   writeFileSync(path.join(dist, 'THIRD_PARTY_NOTICES'), thirdPartyNotices(result.metafile));
@@ -155,7 +161,7 @@ function sea(withAddon) {
       output: path.join(dist, 'mesh.blob'),
       disableExperimentalSEAWarning: true,
       useCodeCache: true,
-      assets: { ...chunkAssets(), ...(withAddon ? { 'original_dst.node': ADDON } : {}) },
+      assets: { ...chunkAssets(), 'engine-worker.cjs': WORKER, ...(withAddon ? { 'original_dst.node': ADDON } : {}) },
     }),
   );
   execFileSync(process.execPath, ['--experimental-sea-config', cfg], { stdio: ['ignore', 'ignore', 'inherit'] });

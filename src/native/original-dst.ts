@@ -23,6 +23,7 @@ export interface Destination {
 interface Binding {
   originalDst(fd: number): Destination | number;
   setTransparent(fd: number, ipv6: boolean): number;
+  dupFd?(fd: number): number;
 }
 
 export interface OriginalDstSource {
@@ -35,11 +36,16 @@ export interface OriginalDstSource {
   read(socket: net.Socket): Destination | undefined;
   /** IP_TRANSPARENT / IPV6_TRANSPARENT on a listening socket (TPROXY); the errno text on failure. */
   setTransparent(server: net.Server, ipv6: boolean): string | undefined;
+  /**
+   * A second descriptor of a listening socket, for an engine worker thread to listen on (closing it
+   * leaves the socket open for the others); undefined when this addon build has no dupFd.
+   */
+  readonly dupFd?: ((fd: number) => number) | undefined;
 }
 
 export type AddonLoad = { ok: true; source: OriginalDstSource } | { ok: false; reason: string };
 
-const ERRNO: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 9: 'EBADF', 22: 'EINVAL', 92: 'ENOPROTOOPT', 95: 'EOPNOTSUPP', 97: 'EAFNOSUPPORT' };
+const ERRNO: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 9: 'EBADF', 24: 'EMFILE', 22: 'EINVAL', 92: 'ENOPROTOOPT', 95: 'EOPNOTSUPP', 97: 'EAFNOSUPPORT' };
 const errnoName = (n: number) => ERRNO[n] ?? `errno ${n}`;
 
 function fdOf(handleOwner: unknown): number | undefined {
@@ -62,6 +68,13 @@ function sourceFrom(b: Binding, from: string): OriginalDstSource {
       const r = b.setTransparent(fd, ipv6);
       return r === 0 ? undefined : `${ipv6 ? 'IPV6_TRANSPARENT' : 'IP_TRANSPARENT'}: ${errnoName(r)}${r === 1 ? ' (needs CAP_NET_ADMIN)' : ''}`;
     },
+    dupFd: b.dupFd
+      ? (fd) => {
+          const r = b.dupFd!(fd);
+          if (r < 0) throw new Error(`cannot duplicate descriptor ${fd}: ${errnoName(-r)}`);
+          return r;
+        }
+      : undefined,
   };
 }
 

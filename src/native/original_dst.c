@@ -2,12 +2,16 @@
 //   originalDst(fd)          -> { address, port } from SO_ORIGINAL_DST / IP6T_SO_ORIGINAL_DST, or the errno
 //                               (a number) when the kernel has none (the connection was not NATed).
 //   setTransparent(fd, v6)   -> 0, or the errno: IP_TRANSPARENT / IPV6_TRANSPARENT for TPROXY listeners.
+//   dupFd(fd)                -> a new descriptor of the same socket (close-on-exec), or -errno: each engine
+//                               worker thread listens on its own descriptor of a socket the main thread bound,
+//                               so a worker closing (or dying) never closes the socket under the others.
 // Plain N-API in C: no node-addon-api, no node-gyp; it is compiled by scripts/native-addon.mjs with cc.
 #define NAPI_VERSION 8
 #include <node_api.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -105,10 +109,22 @@ static napi_value set_transparent(napi_env env, napi_callback_info info) {
   return number(env, rc == 0 ? 0 : errno);
 }
 
+static napi_value dup_fd(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  int fd = fd_arg(env, info, 1, argv);
+  if (fd < 0) {
+    napi_throw_type_error(env, NULL, "dupFd(fd): a file descriptor is required");
+    return NULL;
+  }
+  int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  return number(env, copy >= 0 ? copy : -errno);
+}
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"originalDst", NULL, original_dst, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setTransparent", NULL, set_transparent, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"dupFd", NULL, dup_fd, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

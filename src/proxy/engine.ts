@@ -2,11 +2,11 @@
 // LDS → RDS/SDS) with Envoy's initialisation order, and the server states the agent watches
 // (PRE_INITIALIZING → INITIALIZING → LIVE; DRAINING after /healthcheck/fail).
 import path from 'node:path';
-import { create, toJson, type Registry } from '@bufbuild/protobuf';
+import { create, toBinary, toJson, type Registry } from '@bufbuild/protobuf';
 import { DurationSchema } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
 import { ServerInfoSchema, ServerInfo_State, CommandLineOptions_DrainStrategy, CommandLineOptions_IpVersion } from '../gen/envoy/admin/v3/server_info_pb';
-import type { Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb';
+import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import { NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb';
 import type { ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb';
@@ -69,6 +69,26 @@ export interface EngineOptions {
    * addon could not be built.
    */
   originalDst?: OriginalDstSource | false;
+  /** Set by an engine worker thread (src/proxy/worker/thread.ts): what the main thread provides. */
+  worker?: WorkerSide;
+}
+
+/** An engine worker thread's links to the main thread. */
+export interface WorkerSide {
+  id: number;
+  /** A relay mux was made for a config source: `ads`, or the static cluster of an SDS stream. */
+  registerMux(key: string, mux: GrpcMux): void;
+  /** A descriptor of the main thread's socket for a listener address key. */
+  sharedSocket(key: string, listener: string): Promise<number>;
+}
+
+/** What the admin API does to the engine, also done in each worker thread on the main thread's word. */
+export interface EngineControl {
+  drainListeners(o: { graceful: boolean; inboundOnly: boolean }): void;
+  healthcheck(fail: boolean): void;
+  resetCounters(): void;
+  /** Brings server.* gauges (uptime, memory, total_connections) up to date. */
+  refreshStats(): void;
 }
 
 export type ServerState = 'LIVE' | 'DRAINING' | 'PRE_INITIALIZING' | 'INITIALIZING';
@@ -86,6 +106,9 @@ export interface Engine {
   /** Resolves with the exit code when /quitquitquit or close() ends the engine. */
   readonly exited: Promise<number>;
   close(code?: number): Promise<void>;
+  readonly control: EngineControl;
+  /** Worker threads running besides the main thread (0 with concurrency 1). */
+  workerThreads(): number;
 }
 
 /** gRPC target and credentials of a static cluster used as a config source. */
@@ -169,7 +192,10 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
   const gCertExpiry = server.gauge('days_until_first_cert_expiring');
   const gEpoch = server.gauge('hot_restart_epoch');
   server.gauge('version').set(0);
-  gConcurrency.set(options.concurrency ?? 2);
+  const worker = options.worker;
+  // the main thread serves as worker 0; worker threads make up the rest
+  const concurrency = Math.max(1, options.concurrency ?? 1);
+  gConcurrency.set(concurrency);
   gEpoch.set(options.restartEpoch ?? 0);
   gCertExpiry.set(2147483647);
   const stateCode = (s: ServerState) => (s === 'LIVE' ? 0 : s === 'DRAINING' ? 1 : s === 'PRE_INITIALIZING' ? 2 : 3);
@@ -187,6 +213,12 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
   const staticByName = new Map((bootstrap.staticResources?.clusters ?? []).map((c) => [c.name, c]));
   const backoff = options.xdsBackoff ?? { baseMs: 500, maxMs: 30_000 };
   const dr = bootstrap.dynamicResources;
+  let pool: import('./worker/pool').WorkerPool | undefined;
+  const relayed = (key: string, m: GrpcMux) => {
+    if (worker) worker.registerMux(key, m);
+    else pool?.attach(key, m);
+    return m;
+  };
   if (dr?.adsConfig) {
     const svc = dr.adsConfig.grpcServices[0]!;
     let t: { target: string; credentials: grpc.ChannelCredentials };
@@ -204,6 +236,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       typeRegistry: registry,
       backoffBaseMs: backoff.baseMs,
       backoffMaxMs: backoff.maxMs,
+      relay: worker !== undefined,
     });
     muxes.push(ads);
   }
@@ -223,7 +256,8 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       let m = sdsMuxes.get(name);
       if (!m) {
         const t = grpcTarget(c, where);
-        m = new GrpcMux({ target: t.target, credentials: t.credentials, node, service: 'sds', setNodeOnFirstMessageOnly: k.value.setNodeOnFirstMessageOnly, log: loggers.get('secret'), typeRegistry: registry, backoffBaseMs: backoff.baseMs, backoffMaxMs: backoff.maxMs });
+        m = new GrpcMux({ target: t.target, credentials: t.credentials, node, service: 'sds', setNodeOnFirstMessageOnly: k.value.setNodeOnFirstMessageOnly, log: loggers.get('secret'), typeRegistry: registry, backoffBaseMs: backoff.baseMs, backoffMaxMs: backoff.maxMs, relay: worker !== undefined });
+        relayed(name, m);
         sdsMuxes.set(name, m);
         muxes.push(m);
       }
@@ -242,6 +276,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       stats, log: loggers, clusters, routes, filters, typeRegistry: registry, upstreamCall, secrets, serverDraining: () => healthFailed,
       originalDst: addon.ok ? addon.source : undefined,
       ...(addon.ok ? {} : { originalDstMissing: addon.reason }),
+      ...(worker ? { sharedSocket: (key: string, name: string) => worker.sharedSocket(key, name) } : {}),
     },
     stats,
     loggers.get('config'),
@@ -258,25 +293,97 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     if (closed) return;
     closed = true;
     for (const m of muxes) m.close();
+    await pool?.close();
     listeners.close();
     clusters.close();
     await admin?.close();
     exitResolve(code);
   };
+  const refreshStats = () => {
+    gUptime.set(Math.floor((Date.now() - startTime) / 1000));
+    const m = process.memoryUsage();
+    gMemAllocated.set(m.heapUsed);
+    gMemHeap.set(m.heapTotal);
+    gMemPhysical.set(m.rss);
+    gTotalConnections.set(listeners.activeConnections());
+  };
+  const control: EngineControl = {
+    drainListeners: (o) => {
+      listeners.drainListeners({ ...o, drainTimeMs });
+      pool?.drainListeners(o);
+    },
+    healthcheck: (fail) => {
+      healthFailed = fail;
+      setState(state);
+      pool?.healthcheck(fail);
+    },
+    resetCounters: () => {
+      for (const c of stats.allCounters()) c.value = 0;
+      pool?.resetCounters();
+    },
+    refreshStats,
+  };
+  if (ads) relayed('ads', ads);
+  if (!worker && concurrency > 1) {
+    const dup = originalDstAddon();
+    const dupFd = dup.ok ? dup.source.dupFd : undefined;
+    if (!dupFd) {
+      log.warn(`concurrency ${concurrency}: running one engine thread: worker threads share listening sockets through the native addon, which ${dup.ok ? 'has no dupFd in this build' : `is not loaded (${dup.reason})`}`);
+      gConcurrency.set(1);
+    } else {
+      const { WorkerPool } = await import('./worker/pool');
+      pool = new WorkerPool({
+        threads: concurrency - 1,
+        bootstrap: toBinary(BootstrapSchema, bootstrap),
+        engineOptions: {
+          concurrency,
+          drainTimeS: options.drainTimeS ?? 600,
+          ...(options.logLevel ? { logLevel: options.logLevel } : {}),
+          ...(options.componentLogLevel ? { componentLogLevel: options.componentLogLevel } : {}),
+          ...(options.logFormat ? { logFormat: options.logFormat } : {}),
+          ...(options.drainStrategy ? { drainStrategy: options.drainStrategy } : {}),
+          ...(options.parentShutdownTimeS !== undefined ? { parentShutdownTimeS: options.parentShutdownTimeS } : {}),
+          ...(options.localAddressIpVersion ? { localAddressIpVersion: options.localAddressIpVersion } : {}),
+          ...(options.xdsBackoff ? { xdsBackoff: options.xdsBackoff } : {}),
+        },
+        log,
+        logWriter: options.logWriter ?? ((line) => process.stderr.write(`${line}\n`)),
+        shareSocket: (key) => listeners.shareSocket(key, dupFd, 15_000),
+        restarts: server.counter('worker_restarts'),
+      });
+      if (ads) pool.attach('ads', ads);
+      for (const [k, m] of sdsMuxes) pool.attach(k, m);
+    }
+  }
   const adminCfg = bootstrap.admin?.address?.address;
-  if (options.adminAddress || adminCfg) {
+  if (!worker && (options.adminAddress || adminCfg)) {
     admin = new AdminServer({
       stats,
       tags,
       loggers,
-      refreshServerStats: () => {
-        gUptime.set(Math.floor((Date.now() - startTime) / 1000));
-        const m = process.memoryUsage();
-        gMemAllocated.set(m.heapUsed);
-        gMemHeap.set(m.heapTotal);
-        gMemPhysical.set(m.rss);
-        gTotalConnections.set(listeners.activeConnections());
-      },
+      refreshServerStats: refreshStats,
+      ...(pool
+        ? {
+            mergedStats: async () => {
+              const { mergeStats } = await import('./worker/merge');
+              return mergeStats(stats, await pool!.stats());
+            },
+            loggingChanged: (q: URLSearchParams) => pool!.logging(q),
+          }
+        : {}),
+      ...(pool && process.env['MESH_ENGINE_WORKER_TEST_HOOKS'] === 'true'
+        ? {
+            extraRoutes: {
+              '/mesh/crash_worker': {
+                help: 'test hook: make engine worker thread ?id=N throw (MESH_ENGINE_WORKER_TEST_HOOKS=true)',
+                handle: async (q: URLSearchParams) => {
+                  pool!.crash(Number(q.get('id') ?? '1'));
+                  return 'OK\n';
+                },
+              },
+            },
+          }
+        : {}),
       state: effectiveState,
       serverInfo: () => {
         const uptime = create(DurationSchema, { seconds: BigInt(Math.floor((Date.now() - startTime) / 1000)) });
@@ -290,7 +397,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
           node,
           commandLineOptions: {
             baseId: BigInt(options.baseId ?? 0),
-            concurrency: options.concurrency ?? 2,
+            concurrency,
             configPath: options.configPath ?? '',
             configYaml: options.configYaml ?? '',
             allowUnknownStaticFields: options.allowUnknownStaticFields ?? false,
@@ -322,11 +429,8 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       clustersJson: () => clustersJson(clusters.all(), dumpRegistry),
       listenersText: () => listenersText(listeners),
       listenersJson: () => listenersJson(listeners, dumpRegistry),
-      drainListeners: (o) => listeners.drainListeners({ ...o, drainTimeMs }),
-      healthcheck: (fail) => {
-        healthFailed = fail;
-        setState(state);
-      },
+      drainListeners: control.drainListeners,
+      healthcheck: control.healthcheck,
       quit: () => {
         log.info('shutting down server instance (admin /quitquitquit)');
         void close(0);
@@ -335,9 +439,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
         const m = process.memoryUsage();
         return { allocated: String(m.heapUsed), heap_size: String(m.heapTotal), pageheap_unmapped: '0', pageheap_free: '0', total_thread_cache: '0', total_physical_bytes: String(m.rss) };
       },
-      resetCounters: () => {
-        for (const c of stats.allCounters()) c.value = 0;
-      },
+      resetCounters: control.resetCounters,
     });
     let addr: { host: string; port: number } | { path: string };
     if (options.adminAddress) addr = options.adminAddress;
@@ -394,6 +496,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     }
     ads?.start();
     if (closed) return;
+    pool?.start();
     listeners.startWorkers();
     setState('LIVE');
     log.info('all dependencies initialized. starting workers');
@@ -410,6 +513,8 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     listenerPort: (name) => listeners.list().find((l) => l.name === name)?.boundPort,
     exited,
     close,
+    control,
+    workerThreads: () => pool?.running() ?? 0,
   };
 }
 

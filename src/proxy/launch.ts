@@ -1,6 +1,7 @@
 // The engine started from Envoy's command-line flags (the `pilot-agent envoy` table in commands/): shared by
 // that command (a process of its own) and by `pilot-agent proxy`, which runs the engine inside its own
 // process when no external `envoy` is used.
+import os from 'node:os';
 import { CommandError, type FlagValue } from '../cli/context';
 import { BootstrapError, loadBootstrap } from './bootstrap';
 import { startEngine, type Engine } from './engine';
@@ -36,7 +37,8 @@ export async function launchEngine(f: Readonly<Record<string, FlagValue>>, logWr
       ...(str('log-format') ? { logFormat: str('log-format') } : {}),
       logWriter,
       warnings: loaded.warnings,
-      ...(num('concurrency') !== undefined ? { concurrency: num('concurrency')! } : {}),
+      // Envoy's default (and Istio's for a gateway, concurrency 0): one worker per core
+      concurrency: num('concurrency') || os.availableParallelism(),
       drainTimeS: num('drain-time-s') ?? 600,
       drainStrategy,
       parentShutdownTimeS: num('parent-shutdown-time-s') ?? 900,

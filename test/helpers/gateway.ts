@@ -54,6 +54,10 @@ export interface GatewayOptions {
   agentEnv?: NodeJS.ProcessEnv;
   /** `plaintext`: controlPlaneAuthPolicy NONE to the plaintext port, no certificates (default `mtls`). */
   controlPlane?: 'mtls' | 'plaintext';
+  /** ProxyConfig fields beside the rig's own (PROXY_CONFIG), e.g. proxyStatsMatcher. */
+  proxyConfig?: Record<string, unknown>;
+  /** Flags of `pilot-agent proxy router` beyond --meshConfig (e.g. --concurrency 2). */
+  agentArgs?: string[];
 }
 
 /** The backend answers JSON naming itself, the path and the headers it saw. */
@@ -118,7 +122,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   } else {
     fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
   }
-  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
+  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml', ...(o.agentArgs ?? [])], {
     cwd: dir,
     env: {
       PATH: process.env['PATH'],
@@ -132,7 +136,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       PROXY_STATUS_PORT: String(await freePort()),
       PROXY_METRICS_PORT: String(await freePort()),
-      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s' }),
+      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s', ...o.proxyConfig }),
       ...o.agentEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

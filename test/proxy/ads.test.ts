@@ -161,3 +161,15 @@ t.test('an invalid listener is NACKed with a real error_detail; valid ones keep 
   await waitFor(() => ads.ackedVersion(TYPE_URL.listener) === ads.world().version, 'LDS ACK with a disabled unknown filter');
   t.pass('disabled unknown filter accepted');
 });
+
+t.test('a listener renamed on the same address in one LDS update takes the socket over', async (t) => {
+  const { ads, port, proxy } = await setup(t);
+  t.equal((await request(port, '/x', { host: 'a.example.com' })).status, 200);
+  const inline = { name: 'inline', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'renamed' } } }] }] };
+  ads.update({ listeners: [httpListener('renamed_8080', port, hcm({ statPrefix: 'renamed', routeConfig: inline }))] });
+  await waitFor(async () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version || ads.lastNack(TYPE_URL.listener), 'the LDS update answered');
+  t.equal(ads.lastNack(TYPE_URL.listener), undefined, 'accepted: the address is the removed listener\'s, not a conflict');
+  await waitFor(async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'renamed', 'the renamed listener serves on the same port');
+  t.match((await adminGet(proxy, '/listeners')).body, /^renamed_8080::/m);
+  t.notMatch((await adminGet(proxy, '/listeners')).body, /^0\.0\.0\.0_8080::/m, 'the old name is gone');
+});

@@ -27,6 +27,12 @@ export interface AdminHandlers {
   quit(): void;
   memory(): JsonValue;
   resetCounters(): void;
+  /** Engine workers: this thread's stats merged with every worker's (what /stats shows then). */
+  mergedStats?: () => Promise<StatsStore>;
+  /** Engine workers: a /logging change to repeat in every worker. */
+  loggingChanged?: (q: URLSearchParams) => void;
+  /** Extra POST routes (engine worker test hooks, only when enabled). */
+  extraRoutes?: Record<string, { help: string; handle: (q: URLSearchParams) => Promise<string> }>;
 }
 
 type Route = { method: 'GET' | 'POST' | 'ANY'; help: string; handle: (q: URLSearchParams, res: http.ServerResponse) => void };
@@ -38,6 +44,22 @@ function send(res: http.ServerResponse, status: number, body: string, type = 'te
 
 function sendJson(res: http.ServerResponse, v: JsonValue): void {
   send(res, 200, `${JSON.stringify(v, null, 2)}\n`, 'application/json');
+}
+
+/** POST /logging's query applied to a logger registry (also each engine worker's); throws on a bad name or level. */
+export function applyLoggingQuery(loggers: LoggerRegistry, q: URLSearchParams): void {
+  for (const [k, v] of q) {
+    if (k === 'level') {
+      const l = parseLogLevel(v);
+      if (!l) throw new Error('unknown level');
+      loggers.setAll(l);
+    } else if (k === 'paths') {
+      loggers.applyComponentLevels(v);
+    } else {
+      const l = parseLogLevel(v);
+      if (!l || !loggers.set(k, l)) throw new Error('unknown logger or level');
+    }
+  }
 }
 
 function flag(q: URLSearchParams, name: string): boolean {
@@ -63,10 +85,14 @@ export class AdminServer {
       h.refreshServerStats();
       const sq: StatsQuery = { usedOnly: q.has('usedonly'), filter };
       const format = forceFormat ?? q.get('format') ?? 'text';
-      if (format === 'json') send(res, 200, renderStatsJson(h.stats, sq), 'application/json');
-      else if (format === 'prometheus') send(res, 200, renderPrometheus(h.stats, h.tags, sq), 'text/plain; version=0.0.4; charset=UTF-8');
-      else if (format === 'text') send(res, 200, renderStatsText(h.stats, sq));
-      else send(res, 400, `usage: /stats?format=(json|prometheus|text)\n`);
+      const render = (store: StatsStore) => {
+        if (format === 'json') send(res, 200, renderStatsJson(store, sq), 'application/json');
+        else if (format === 'prometheus') send(res, 200, renderPrometheus(store, h.tags, sq), 'text/plain; version=0.0.4; charset=UTF-8');
+        else if (format === 'text') send(res, 200, renderStatsText(store, sq));
+        else send(res, 400, `usage: /stats?format=(json|prometheus|text)\n`);
+      };
+      if (!h.mergedStats) render(h.stats);
+      else h.mergedStats().then(render, (e: Error) => send(res, 500, `${e.message}\n`));
     };
     const logging = (q: URLSearchParams, res: http.ServerResponse) => {
       const usage = () => {
@@ -76,22 +102,12 @@ export class AdminServer {
         return u;
       };
       try {
-        for (const [k, v] of q) {
-          if (k === 'level') {
-            const l = parseLogLevel(v);
-            if (!l) throw new Error('unknown level');
-            h.loggers.setAll(l);
-          } else if (k === 'paths') {
-            h.loggers.applyComponentLevels(v);
-          } else {
-            const l = parseLogLevel(v);
-            if (!l || !h.loggers.set(k, l)) throw new Error('unknown logger or level');
-          }
-        }
+        applyLoggingQuery(h.loggers, q);
       } catch {
         send(res, 404, usage());
         return;
       }
+      if ([...q.keys()].length > 0) h.loggingChanged?.(q);
       let out = 'active loggers:\n';
       for (const [n, l] of h.loggers.entries()) out += `  ${n}: ${l}\n`;
       send(res, 200, out);
@@ -176,6 +192,13 @@ export class AdminServer {
         },
       },
     };
+    for (const [p, r] of Object.entries(h.extraRoutes ?? {})) {
+      this.routes[p] = {
+        method: 'POST',
+        help: r.help,
+        handle: (q, res) => void r.handle(q).then((body) => send(res, 200, body), (e: Error) => send(res, 400, `${e.message}\n`)),
+      };
+    }
     this.server = http.createServer((req, res) => this.dispatch(req, res));
     this.server.keepAliveTimeout = 5000;
   }

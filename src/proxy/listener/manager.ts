@@ -3,6 +3,10 @@
 // as in Envoy), warms until its routes (RDS) and secrets (SDS) are there, then replaces the previous
 // version on the same socket; removed listeners stop accepting and drain. Nothing serves before the
 // server has initialised (CDS and LDS applied), like Envoy's workers.
+// Engine workers (src/proxy/worker/): the main thread binds every socket (with its options, such as
+// IP_TRANSPARENT) and hands each worker thread its own descriptor of it (`shareSocket`); a worker's
+// manager listens on that descriptor (`sharedSocket`) instead of binding. Each thread closes only its
+// own descriptor, so the socket stops accepting when the last one lets go.
 import net from 'node:net';
 import { toBinary } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
@@ -61,6 +65,14 @@ export class ListenerManager {
   private initialized = false;
   private ldsVersion = '';
   private readonly warmWaiters = new Set<() => void>();
+  /**
+   * Sockets of listeners an LDS update removed, closed when the update is applied unless a new listener
+   * of the same update takes the address over (a renamed listener): closing and binding again would fail
+   * while engine workers still hold the old socket (they apply the update after this thread).
+   */
+  private releasing: Map<string, BoundSocket> | undefined;
+  /** Engine workers waiting for the main thread to bind an address. */
+  private readonly socketWaiters = new Map<string, Set<() => void>>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
 
   /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
@@ -68,7 +80,11 @@ export class ListenerManager {
   private warnedOriginalSrc = false;
 
   constructor(
-    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & { originalDstMissing?: string },
+    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & {
+      originalDstMissing?: string;
+      /** Engine worker: a descriptor of the main thread's socket for an address key (`host:port`, `pipe:path`). */
+      sharedSocket?: (key: string, listener: string) => Promise<number>;
+    },
     private readonly store: StatsStore,
     private readonly log: Logger,
     /** --drain-time-s: how long removed listeners' connections may finish. */
@@ -168,6 +184,12 @@ export class ListenerManager {
     if (!rt.bindToPort) return undefined;
     const key = addressKey(rt.address);
     if (reuse && reuse.key === key) return reuse;
+    const released = this.releasing?.get(key);
+    if (released) {
+      this.releasing!.delete(key);
+      this.makeTransparent(released, rt);
+      return released;
+    }
     const existing = this.sockets.get(key);
     if (existing) throw new Error(`error adding listener: '${name}' has duplicate address '${rt.address.host}:${rt.address.port}' as existing listener`);
     const bound: BoundSocket = { key, server: net.createServer(), target: undefined, port: rt.address.port };
@@ -178,18 +200,24 @@ export class ListenerManager {
     });
     bound.server.on('error', (e) => this.log.warn(`listener ${name}: ${e.message}`));
     const addr = rt.address;
+    const shared = this.deps.sharedSocket ? await this.deps.sharedSocket(key, name) : undefined;
+    // the main thread set the socket's options (IP_TRANSPARENT) before sharing it
+    if (shared !== undefined) bound.transparent = true;
     await new Promise<void>((resolve, reject) => {
       const onErr = (e: NodeJS.ErrnoException) => reject(new Error(`cannot bind '${addr.pipe ?? `${addr.host}:${addr.port}`}': ${errnoText(e)}`));
       bound.server.once('error', onErr);
       // an IPv6 listener takes IPv4 connections only with ipv4_compat, as in Envoy
       // the backlog as Envoy's (tcp_backlog_size, else somaxconn), not Node's 511
-      const opts: net.ListenOptions = addr.pipe ? { path: addr.pipe, backlog: rt.backlog } : { host: addr.host, port: addr.port, backlog: rt.backlog, ...((ipFamily(addr.host) === 6) ? { ipv6Only: !addr.ipv4Compat } : {}) };
-      bound.server.listen(opts, () => {
+      const listening = () => {
         bound.server.removeListener('error', onErr);
         const a = bound.server.address();
         if (a && typeof a === 'object') bound.port = a.port;
         resolve();
-      });
+      };
+      // a descriptor is listened on again with the same backlog (Node takes it as an argument then)
+      if (shared !== undefined) bound.server.listen({ fd: shared }, rt.backlog, listening);
+      else if (addr.pipe) bound.server.listen({ path: addr.pipe, backlog: rt.backlog }, listening);
+      else bound.server.listen({ host: addr.host, port: addr.port, backlog: rt.backlog, ...(ipFamily(addr.host) === 6 ? { ipv6Only: !addr.ipv4Compat } : {}) }, listening);
     });
     try {
       this.makeTransparent(bound, rt);
@@ -198,7 +226,37 @@ export class ListenerManager {
       throw e;
     }
     this.sockets.set(key, bound);
+    const waiting = this.socketWaiters.get(key);
+    this.socketWaiters.delete(key);
+    for (const w of waiting ?? []) w();
     return bound;
+  }
+
+  /**
+   * Main thread: a new descriptor of the socket bound to an address key, for an engine worker, once this
+   * thread has bound it (the worker applies the same LDS response, possibly first). Throws when the
+   * address is not bound within `waitMs` (this thread rejected the listener) or cannot be duplicated.
+   */
+  async shareSocket(key: string, dup: (fd: number) => number, waitMs: number): Promise<number> {
+    if (!this.sockets.has(key)) {
+      await new Promise<void>((resolve, reject) => {
+        let set = this.socketWaiters.get(key);
+        if (!set) this.socketWaiters.set(key, (set = new Set()));
+        const done = () => {
+          clearTimeout(t);
+          resolve();
+        };
+        const t = setTimeout(() => {
+          set!.delete(done);
+          reject(new Error(`the main thread has no socket bound to '${key}'`));
+        }, waitMs);
+        t.unref();
+        set.add(done);
+      });
+    }
+    const fd = (this.sockets.get(key)?.server as unknown as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
+    if (typeof fd !== 'number' || fd < 0) throw new Error(`the socket bound to '${key}' has no file descriptor`);
+    return dup(fd);
   }
 
   /** TPROXY: a `transparent` listener's socket must accept connections addressed to any IP (IP_TRANSPARENT). */
@@ -212,6 +270,12 @@ export class ListenerManager {
 
   private closeSocket(b: BoundSocket | undefined): void {
     if (!b) return;
+    if (this.releasing && !this.releasing.has(b.key) && this.sockets.get(b.key) === b) {
+      // an LDS update is being applied: a new listener may take this address over
+      b.target = undefined;
+      this.releasing.set(b.key, b);
+      return;
+    }
     if (this.sockets.get(b.key) === b) this.sockets.delete(b.key);
     b.server.close();
   }
@@ -235,10 +299,24 @@ export class ListenerManager {
       this.log.warn(`lds: the discovery daemon sent no listeners for ${this.nodeText}: it serves no traffic (the daemon's log names the selectors its labels did not match)`);
     }
     const errors: string[] = [];
-    const seen = new Set<string>();
     // removals first, so a new listener may take over a removed one's address (Envoy's order)
     const named = new Set(resources.map((r) => r.message.name));
+    this.releasing = new Map();
     for (const name of new Set([...this.active.keys(), ...this.warming.keys()])) if (!named.has(name)) this.remove(name);
+    try {
+      await this.addAll(resources, errors, version);
+    } finally {
+      for (const b of this.releasing.values()) this.closeSocket(b);
+      this.releasing = undefined;
+    }
+    this.ldsVersion = version;
+    this.updateGauges();
+    this.notifyWarm();
+    if (errors.length > 0) throw new Error(`Error adding/updating listener(s) ${errors.join('\n')}\n`);
+  }
+
+  private async addAll(resources: Array<DecodedResource<Listener>>, errors: string[], version: string): Promise<void> {
+    const seen = new Set<string>();
     for (const r of resources) {
       const l = r.message;
       if (seen.has(l.name)) {
@@ -263,10 +341,6 @@ export class ListenerManager {
         this.s.createSuccess.inc();
       }
     }
-    this.ldsVersion = version;
-    this.updateGauges();
-    this.notifyWarm();
-    if (errors.length > 0) throw new Error(`Error adding/updating listener(s) ${errors.join('\n')}\n`);
   }
 
   private async addOrUpdate(l: Listener, version: string, hash: string, _any: Any): Promise<string | undefined> {

@@ -10,7 +10,12 @@
 // while a response is being applied are sent after its ACK (Envoy pauses EDS during CDS, RDS/SDS during
 // LDS). The stream reconnects with jittered exponential backoff and re-sends every subscription with
 // the last accepted versions; subscribers keep their applied config meanwhile.
-import { create, fromBinary, type DescMessage, type Message, type Registry } from '@bufbuild/protobuf';
+// Engine workers (src/proxy/worker/): the main thread's mux hands every accepted response, as the
+// encoded DiscoveryResponse / DeltaDiscoveryResponse, to `onRelay`, and keeps what it holds so a worker
+// that starts late gets it all as one DeltaDiscoveryResponse per type (`snapshot`); a worker's mux is a
+// `relay` mux: no stream of its own, it decodes and applies those same messages with the same code and
+// answers nobody (the main thread ACKs).
+import { create, fromBinary, toBinary, type DescMessage, type Message, type Registry } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
 import { NodeSchema, type Node } from '../../gen/envoy/config/core/v3/base_pb';
@@ -18,7 +23,9 @@ import { AggregatedDiscoveryService } from '../../gen/envoy/service/discovery/v3
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb';
 import {
   DeltaDiscoveryRequestSchema,
+  DeltaDiscoveryResponseSchema,
   DiscoveryRequestSchema,
+  DiscoveryResponseSchema,
   ResourceSchema,
   type DeltaDiscoveryRequest,
   type DeltaDiscoveryResponse,
@@ -81,6 +88,12 @@ interface SubStats {
   version: Gauge;
 }
 
+/** A response the main thread accepted, as it goes to engine workers: the wire message, encoded. */
+export interface RelayedResponse {
+  delta: boolean;
+  bytes: Uint8Array;
+}
+
 export interface GrpcMuxOptions {
   /** grpc-js target: `unix:///abs/path` or `host:port`. */
   target: string;
@@ -97,6 +110,8 @@ export interface GrpcMuxOptions {
   onConnectionChange?: (connected: boolean) => void;
   /** ADS over DeltaAggregatedResources (default for ADS); false: state of the world. */
   delta?: boolean;
+  /** An engine worker's mux: no stream; responses come from the main thread through `receive`. */
+  relay?: boolean;
 }
 
 const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
@@ -133,6 +148,10 @@ export class GrpcMux {
   private started = false;
   private connectedState = false;
   private readonly connectedGauge: Gauge | undefined;
+  /** Main thread with engine workers: every accepted response, encoded (set before the stream starts). */
+  onRelay: ((r: RelayedResponse) => void) | undefined;
+  /** Relay mux: responses of types nobody subscribed to yet (a worker subscribes RDS after LDS). */
+  private readonly pendingRelay = new Map<string, RelayedResponse[]>();
 
   constructor(private readonly opts: GrpcMuxOptions) {
     this.backoffMs = opts.backoffBaseMs ?? 500;
@@ -173,6 +192,11 @@ export class GrpcMux {
         : undefined,
     };
     this.types.set(typeUrl, st);
+    const waiting = this.pendingRelay.get(typeUrl);
+    if (waiting) {
+      this.pendingRelay.delete(typeUrl);
+      for (const r of waiting) this.receive(r);
+    }
     if (this.started) this.sendOrDefer(st);
     return {
       setNames: (n) => {
@@ -204,7 +228,39 @@ export class GrpcMux {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.connect();
+    if (!this.opts.relay) this.connect();
+  }
+
+  /** Relay mux: applies a response the main thread accepted, in the order it was accepted. */
+  receive(r: RelayedResponse): void {
+    if (this.closed) return;
+    const resp = r.delta ? fromBinary(DeltaDiscoveryResponseSchema, r.bytes) : fromBinary(DiscoveryResponseSchema, r.bytes);
+    if (!this.types.has(resp.typeUrl)) {
+      const list = this.pendingRelay.get(resp.typeUrl) ?? [];
+      list.push(r);
+      this.pendingRelay.set(resp.typeUrl, list);
+      return;
+    }
+    const handle = r.delta ? () => this.handleDelta(resp as DeltaDiscoveryResponse, undefined) : () => this.handle(resp as DiscoveryResponse, undefined);
+    this.queue = this.queue.then(handle).catch((e) => this.opts.log.error(`xds: ${(e as Error).message}`));
+  }
+
+  /**
+   * What this mux holds, one DeltaDiscoveryResponse per type in the order the types were subscribed
+   * (clusters before their endpoints, listeners before their routes): a new engine worker starts from it.
+   */
+  snapshot(): RelayedResponse[] {
+    const out: RelayedResponse[] = [];
+    for (const st of this.types.values()) {
+      if (st.version === '' && st.held.size === 0) continue;
+      const msg = create(DeltaDiscoveryResponseSchema, {
+        typeUrl: st.typeUrl,
+        systemVersionInfo: st.version,
+        resources: [...st.held].map(([name, h]) => ({ name, version: h.version, resource: h.resource.any })),
+      });
+      out.push({ delta: true, bytes: toBinary(DeltaDiscoveryResponseSchema, msg) });
+    }
+    return out;
   }
 
   close(): void {
@@ -355,7 +411,7 @@ export class GrpcMux {
     return { name, message, any: raw };
   }
 
-  private handleDelta(resp: DeltaDiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
+  private handleDelta(resp: DeltaDiscoveryResponse, call: GrpcMux['call']): Promise<void> {
     let next: Map<string, { resource: DecodedResource; version: string }> | undefined;
     return this.apply(resp.typeUrl, resp.nonce, resp.systemVersionInfo, call, {
       update: async (st) => {
@@ -382,6 +438,7 @@ export class GrpcMux {
         return `${resp.resources.length} resources added, ${resp.removedResources.length} removed`;
       },
       answer: (st, error) => this.sendDelta(st, error),
+      relay: () => ({ delta: true, bytes: toBinary(DeltaDiscoveryResponseSchema, resp) }),
     });
   }
 
@@ -394,8 +451,8 @@ export class GrpcMux {
     typeUrl: string,
     nonce: string,
     version: string,
-    call: NonNullable<GrpcMux['call']>,
-    h: { update: (st: TypeState) => Promise<void> | void; accepted: (st: TypeState) => string; answer: (st: TypeState, error?: string) => void },
+    call: GrpcMux['call'],
+    h: { update: (st: TypeState) => Promise<void> | void; accepted: (st: TypeState) => string; answer: (st: TypeState, error?: string) => void; relay: () => RelayedResponse },
   ): Promise<void> {
     const st = this.types.get(typeUrl);
     if (!st) {
@@ -421,6 +478,7 @@ export class GrpcMux {
       st.stats?.version.set(versionHash(version));
       this.opts.log.debug(`gRPC config for ${typeUrl} accepted with ${what}`);
       h.answer(st);
+      this.onRelay?.(h.relay());
     } else {
       st.stats?.rejected.inc();
       this.opts.log.warn(`gRPC config for ${typeUrl} rejected: ${error}`);
@@ -452,11 +510,21 @@ export class GrpcMux {
     });
   }
 
-  private handle(resp: DiscoveryResponse, call: NonNullable<GrpcMux['call']>): Promise<void> {
+  private handle(resp: DiscoveryResponse, call: GrpcMux['call']): Promise<void> {
+    let decoded: DecodedResource[] = [];
     return this.apply(resp.typeUrl, resp.nonce, resp.versionInfo, call, {
-      update: (st) => st.subscriber.onUpdate(this.decode(st, resp), resp.versionInfo),
-      accepted: () => `${resp.resources.length} resources with version ${resp.versionInfo}`,
+      update: (st) => st.subscriber.onUpdate((decoded = this.decode(st, resp)), resp.versionInfo),
+      accepted: (st) => {
+        // what a late engine worker starts from: the whole set (wildcard), else the named ones still watched
+        if (this.onRelay) {
+          if (st.wildcard) st.held = new Map();
+          for (const d of decoded) st.held.set(d.name, { resource: d, version: resp.versionInfo });
+          if (!st.wildcard) for (const n of [...st.held.keys()]) if (!st.names.has(n)) st.held.delete(n);
+        }
+        return `${resp.resources.length} resources with version ${resp.versionInfo}`;
+      },
       answer: (st, error) => this.send(st, error),
+      relay: () => ({ delta: false, bytes: toBinary(DiscoveryResponseSchema, resp) }),
     });
   }
 }

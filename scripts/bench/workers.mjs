@@ -1,0 +1,211 @@
+// Engine workers benchmark (issue 15): a saturated gateway (`pilot-agent proxy router --concurrency N`, the
+// built-in engine in the agent's process) with 1 worker and with N, interleaved in one run: requests per
+// second, the gateway process's CPU (all its threads), and requests per proxy core-second.
+//   node scripts/bench/workers.mjs [--workers 1,2] [--duration 10] [--connections 64] [--warmup 2] [--repeat 1]
+//        [--binary dist/mesh] [--proxyCpus 2,3] [--loadCpus 0,1] [--backend raw|node]
+//
+// Goals: rps with 2 workers ≥ 1.7× rps with 1 when the load generator and the backend run on other cores
+// (pin them with --proxyCpus/--loadCpus: a machine with ≥ 4 cores); and, on any machine, rps per proxy
+// core-second with 2 workers ≥ 0.9× that with 1 (the threads must not waste what they use). Without
+// enough cores nothing is pinned and the rps ratio only shows that a second worker does not hurt.
+// Everything on loopback with ephemeral ports: the backend (./gateway/backend.mjs), `pilot-discovery
+// discovery --configDir` with a Gateway, VirtualService and ServiceEntry for it, and per measurement a
+// fresh autocannon process (./gateway/load.mjs).
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import path from 'node:path';
+import { runLoad } from './gateway/load-run.mjs';
+import { freePort, startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { startDaemon } from './xds-scale/daemon.mjs';
+import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
+
+function parseArgs(argv) {
+  const o = { workers: [1, 2], duration: 10, connections: 64, warmup: 2, repeat: 1, binary: path.join(ROOT, 'dist', 'mesh'), proxyCpus: undefined, loadCpus: undefined, backend: 'raw' };
+  const num = (name, v, min) => {
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
+    return n;
+  };
+  const cpuList = (name, v) => {
+    if (!/^\d+(,\d+)*$/.test(v)) throw new Error(`--${name}: expected a cpu list like 2,3, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i];
+    let v;
+    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
+    const value = () => {
+      if (v !== undefined) return v;
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    switch (a) {
+      case '--workers': o.workers = value().split(',').map((x) => Math.round(num('workers', x, 1))); break;
+      case '--duration': o.duration = num('duration', value(), 1); break;
+      case '--connections': o.connections = Math.round(num('connections', value(), 1)); break;
+      case '--warmup': o.warmup = num('warmup', value(), 0); break;
+      case '--repeat': o.repeat = Math.round(num('repeat', value(), 1)); break;
+      case '--binary': o.binary = path.resolve(value()); break;
+      case '--proxyCpus': o.proxyCpus = cpuList('proxyCpus', value()); break;
+      case '--loadCpus': o.loadCpus = cpuList('loadCpus', value()); break;
+      case '--backend': {
+        o.backend = value();
+        if (!['raw', 'node'].includes(o.backend)) throw new Error(`--backend: expected raw or node, got '${o.backend}'`);
+        break;
+      }
+      case '-h':
+      case '--help':
+        console.log('usage: node scripts/bench/workers.mjs [--workers 1,2] [--duration s] [--connections n] [--warmup s] [--repeat n] [--binary dist/mesh] [--proxyCpus 2,3] [--loadCpus 0,1] [--backend raw|node]');
+        process.exit(0);
+        break;
+      default:
+        throw new Error(`unknown argument ${a} (--help lists them)`);
+    }
+  }
+  if ((o.proxyCpus === undefined) !== (o.loadCpus === undefined)) throw new Error('--proxyCpus and --loadCpus go together');
+  return o;
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const children = [];
+let workDir;
+
+async function waitFor(check, timeoutMs, what) {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (e) {
+      last = e.message;
+    }
+    if (Date.now() > deadline) throw new Error(`${what()} (after ${timeoutMs} ms${last ? `; last error: ${last}` : ''})`);
+    await sleep(100);
+  }
+}
+
+const status = (url) => fetch(url, { signal: AbortSignal.timeout(3000) }).then((r) => r.status);
+
+async function stop(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  const t = setTimeout(() => child.kill('SIGKILL'), 8000);
+  await exited;
+  clearTimeout(t);
+}
+
+const median = (xs) => {
+  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
+  if (s.length === 0) return NaN;
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
+const mib = (b) => (b / 1048576).toFixed(1);
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  if (!existsSync(o.binary)) throw new Error(`${o.binary} is missing: run \`node build.mjs\` first`);
+  const pin = o.proxyCpus !== undefined;
+  if (pin && spawnSync('taskset', ['-c', o.loadCpus, 'true']).status !== 0) throw new Error('taskset cannot pin to --loadCpus here');
+  const proxyPrefix = pin ? ['taskset', '-c', o.proxyCpus] : [];
+  const loadPrefix = pin ? ['taskset', '-c', o.loadCpus] : [];
+  workDir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-workers-'));
+  const bin = path.join(workDir, 'bin');
+  mkdirSync(bin);
+  for (const n of ['pilot-agent', 'pilot-discovery']) spawnSync('ln', ['-s', o.binary, path.join(bin, n)]);
+  const ncpu = availableParallelism();
+  console.log(`engine workers benchmark, node ${process.version}, ${ncpu} cpus (${cpus()[0]?.model ?? 'unknown cpu'}), ${new Date().toISOString()}`);
+  console.log(
+    `saturating: ${o.connections} connections × ${o.duration} s, warm-up ${o.warmup} s, ${o.repeat} round(s), workers ${o.workers.join(' vs ')}; ` +
+      (pin ? `gateway on cpus ${o.proxyCpus}, backend/discovery/load generator on cpus ${o.loadCpus}` : `not pinned (everything shares ${ncpu} cpus: the rps ratio cannot show scaling; rps per proxy core-second can)`),
+  );
+
+  const bargv = [...loadPrefix, process.execPath, path.join(HERE, 'backend.mjs'), '--kind', o.backend];
+  const backend = spawn(bargv[0], bargv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(backend);
+  let bout = '';
+  backend.stdout.on('data', (d) => (bout += d));
+  await waitFor(() => /listening (\d+)/.test(bout), 10_000, () => `the backend did not start: ${bout}`);
+  const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
+
+  const configDir = path.join(workDir, 'config');
+  mkdirSync(configDir);
+  const gwPort = await freePort();
+  writeGatewayConfig(configDir, gwPort, backendPort);
+  // plain HTTP to the backend: with auto mTLS its cluster would wait for a workload certificate, which a
+  // plaintext control plane (no CA on :15010) never issues
+  writeFileSync(
+    path.join(configDir, 'backend-plaintext.yaml'),
+    'apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend, namespace: bench}\nspec:\n  host: backend.bench.svc.cluster.local\n  trafficPolicy: {tls: {mode: DISABLE}}\n',
+  );
+  const daemon = await startDaemon([...loadPrefix, path.join(bin, 'pilot-discovery')], ['--configDir', configDir]);
+  children.push(daemon.child);
+  const url = `http://127.0.0.1:${gwPort}/bench`;
+
+  const runs = new Map(o.workers.map((n) => [n, []]));
+  for (let round = 1; round <= o.repeat; round++) {
+    for (const n of o.workers) {
+      const dir = path.join(workDir, `gw-${n}-${round}`);
+      mkdirSync(dir);
+      const gw = await startGateway({ command: [...proxyPrefix, path.join(bin, 'pilot-agent')], dir, discovery: daemon.grpc, concurrency: n });
+      children.push(gw.child);
+      try {
+        await waitFor(async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
+        await waitFor(async () => (await status(url)) === 200, 30_000, () => `the gateway does not route to the backend:\n${gw.child.output()}`);
+        // worker threads start once the main thread is live: give them a moment, then check they all serve
+        await sleep(1500);
+        const idleRss = rssBytes(gw.child.pid);
+        const pid = gw.child.pid;
+        const cpu0 = cpuSeconds(pid) ?? 0;
+        const t0 = process.hrtime.bigint();
+        const res = await runLoad(url, { connections: o.connections, duration: o.duration, warmup: o.warmup }, loadPrefix);
+        const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+        const cpu = ((cpuSeconds(pid) ?? cpu0) - cpu0) / wall;
+        const loadRss = rssBytes(pid);
+        const text = await fetch(`http://127.0.0.1:${gw.ports.admin}/stats?filter=^server\\.(concurrency|worker_restarts)$`).then((r) => r.text());
+        const conc = Number(/server\.concurrency: (\d+)/.exec(text)?.[1] ?? NaN);
+        // the load's rps counts only the timed part; the process CPU covers the warm-up too
+        const r = { rps: res.rps, cpu, perCore: res.rps / cpu, errors: res.errors + res.non2xx, idleRss, loadRss, conc };
+        runs.get(n).push(r);
+        console.log(
+          `round ${round} workers ${n} (server.concurrency ${conc}): ${fmt(r.rps, 0)} rps, gateway cpu ${fmt(cpu * 100, 0)}%, ${fmt(r.perCore, 0)} rps per proxy core-second` +
+            `${r.errors ? `, ${r.errors} errors/non-2xx` : ''}, RSS idle ${mib(idleRss)} MiB, after load ${mib(loadRss)} MiB`,
+        );
+      } finally {
+        await stop(gw.child);
+      }
+    }
+  }
+  console.log('');
+  console.log(`median of ${o.repeat} round(s)`);
+  const m = (n, k) => median(runs.get(n).map((r) => r[k]));
+  const base = o.workers[0];
+  for (const n of o.workers) {
+    console.log(
+      `workers ${String(n).padStart(2)}: ${fmt(m(n, 'rps'), 0).padStart(7)} rps  cpu ${fmt(m(n, 'cpu') * 100, 0).padStart(4)}%  ${fmt(m(n, 'perCore'), 0).padStart(6)} rps/core-s  RSS idle ${mib(m(n, 'idleRss'))} MiB` +
+        (n !== base ? `  | vs ${base}: rps ×${fmt(m(n, 'rps') / m(base, 'rps'))}, rps per core-second ×${fmt(m(n, 'perCore') / m(base, 'perCore'))}` : ''),
+    );
+  }
+  if (runs.has(1) && runs.has(2)) {
+    const scale = m(2, 'rps') / m(1, 'rps');
+    const eff = m(2, 'perCore') / m(1, 'perCore');
+    console.log(`scaling 1 → 2 workers: ×${fmt(scale)} (goal ≥ 1.7 with the gateway on cores of its own${pin ? '' : ': not pinned here, so not a measure of it'})`);
+    console.log(`rps per proxy core-second 2 vs 1 workers: ×${fmt(eff)} (goal ≥ 0.90)`);
+  }
+}
+
+let exitCode = 0;
+try {
+  await main();
+} catch (e) {
+  console.error(`workers benchmark failed: ${e.stack ?? e.message}`);
+  exitCode = 1;
+}
+for (const c of children.reverse()) await stop(c);
+if (workDir) rmSync(workDir, { recursive: true, force: true });
+process.exit(exitCode);

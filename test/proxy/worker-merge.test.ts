@@ -1,0 +1,58 @@
+// How engine workers' stats become one /stats (src/proxy/worker/merge.ts), as Envoy's shared stats read:
+// traffic stats summed over threads, config stats (Envoy's NeverImport gauges, xDS update counters) once,
+// a circuit breaker open when any thread's is, and Envoy's per-worker listener stats.
+import t from 'tap';
+import { mergeMode, mergeStats, snapshotOf } from '../../src/proxy/worker/merge';
+import { StatsStore } from '../../src/proxy/stats/store';
+
+t.test('merge modes follow what each stat counts', async (t) => {
+  const table: Array<[string, string]> = [
+    ['http.ingress.downstream_rq_total', 'sum'],
+    ['listener.0.0.0.0_8080.downstream_cx_active', 'sum'],
+    ['cluster.outbound|80||a.b.svc.cluster.local.upstream_rq_200', 'sum'],
+    ['cluster.outbound|80||a.b.svc.cluster.local.upstream_cx_active', 'sum'],
+    ['server.total_connections', 'sum'],
+    ['server.concurrency', 'main'],
+    ['server.live', 'main'],
+    ['listener_manager.lds.update_success', 'main'],
+    ['listener_manager.total_listeners_active', 'main'],
+    ['cluster_manager.cds.update_attempt', 'main'],
+    ['control_plane.connected_state', 'main'],
+    ['cluster.outbound|80||a.b.svc.cluster.local.membership_healthy', 'main'],
+    ['cluster.outbound|80||a.b.svc.cluster.local.update_success', 'main'],
+    ['http.ingress.rds.http.8080.config_reload', 'main'],
+    ['cluster.x.circuit_breakers.default.rq_open', 'max'],
+    ['cluster.x.circuit_breakers.default.remaining_rq', 'main'],
+  ];
+  for (const [name, mode] of table) t.equal(mergeMode(name), mode, name);
+});
+
+t.test('merged store: sums, main-only, max, per-worker listener stats, histograms', async (t) => {
+  const main = new StatsStore();
+  const w1 = new StatsStore();
+  for (const [s, cx, active, lds, open] of [[main, 3, 1, 2, 0], [w1, 5, 2, 2, 1]] as const) {
+    s.counter('listener.0.0.0.0_8080.downstream_cx_total').inc(cx);
+    s.gauge('listener.0.0.0.0_8080.downstream_cx_active').set(active);
+    s.counter('listener_manager.lds.update_success').inc(lds);
+    s.gauge('cluster.x.circuit_breakers.default.rq_open').set(open);
+    s.histogram('http.ingress.downstream_rq_time').record(cx);
+  }
+  const out = mergeStats(main, [snapshotOf(w1)]);
+  t.equal(out.value('listener.0.0.0.0_8080.downstream_cx_total'), 8);
+  t.equal(out.value('listener.0.0.0.0_8080.downstream_cx_active'), 3);
+  t.equal(out.value('listener.0.0.0.0_8080.worker_0.downstream_cx_total'), 3);
+  t.equal(out.value('listener.0.0.0.0_8080.worker_1.downstream_cx_total'), 5);
+  t.equal(out.value('listener.0.0.0.0_8080.worker_1.downstream_cx_active'), 2);
+  t.equal(out.value('listener_manager.lds.update_success'), 2, 'one LDS update, not one per thread');
+  t.equal(out.value('cluster.x.circuit_breakers.default.rq_open'), 1);
+  const h = out.allHistograms().find((x) => x.name === 'http.ingress.downstream_rq_time')!;
+  t.equal(h.count, 2);
+  t.equal(h.sum, 8);
+  t.equal(main.value('listener.0.0.0.0_8080.downstream_cx_total'), 3, 'the main thread\'s own store is untouched');
+});
+
+t.test('a worker that did not answer in time is left out', async (t) => {
+  const main = new StatsStore();
+  main.counter('http.x.downstream_rq_total').inc(4);
+  t.equal(mergeStats(main, [undefined]).value('http.x.downstream_rq_total'), 4);
+});
