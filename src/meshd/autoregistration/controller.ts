@@ -427,7 +427,14 @@ export class AutoRegistration implements ConnectionHooks {
 
   private async deleteEntry(wle: Config<'WorkloadEntry'>, periodic: boolean): Promise<void> {
     try {
-      await this.o.api.delete(wle.apiVersion, wle.meta.namespace, wle.meta.name, wle.meta.resourceVersion);
+      // The served store stamps its own versions: the precondition is the API's, from a fresh read that
+      // still calls for the cleanup (Istio deletes with the version its informer holds).
+      const cur = await this.o.api.get(wle.apiVersion, wle.meta.namespace, wle.meta.name);
+      if (!cur) return;
+      const conditions = cur.status?.conditions ?? [];
+      const fresh = { annotations: cur.metadata.annotations, hasHealthCondition: conditions.some((c) => c.type === CONDITION_HEALTHY) };
+      if (!shouldCleanup(fresh, this.now(), this.o.gracePeriodMs, this.o.maxConnectionAgeMs)) return;
+      await this.o.api.delete(wle.apiVersion, wle.meta.namespace, wle.meta.name, cur.metadata.resourceVersion);
     } catch (e) {
       log.warn(`failed cleaning up auto-registered WorkloadEntry ${wle.meta.namespace}/${wle.meta.name}: ${errorMessage(e)}`);
       autoRegistrationErrors.inc();
