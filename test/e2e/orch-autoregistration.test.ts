@@ -193,5 +193,38 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     agent = await startAgent();
     await waitFor(async () => !!(await entry()), 30_000, () => `not registered again\n${logs()}`);
     t.equal(await metric('auto_registration_success_total'), 2);
+
+    // 8. A health-checked entry that is not auto-registered (WORKLOAD_ENTRY metadata): the daemon becomes its
+    // controller on connect and marks it on disconnect, but never deletes it.
+    await kube.api.create(ENTRIES, {
+      apiVersion: 'networking.istio.io/v1',
+      kind: 'WorkloadEntry',
+      metadata: { name: 'db-1', namespace: NS, annotations: { 'proxy.mesh.io/health-checks-enabled': 'true' } },
+      spec: { address: '10.88.0.20', labels: { app: 'db' } },
+    });
+    const dbNode = sidecarNode(NS, '10.88.0.20', 'db-1');
+    await waitFor(() => fetch(`http://${daemon.http}/debug/configz`).then((r) => r.text()).then((b) => b.includes('db-1')), 10_000, () => 'db-1 not seen by the daemon');
+    const db = new XdsWatch(daemon.grpc, { ...dbNode, metadata: { ...dbNode.metadata, WORKLOAD_ENTRY: 'db-1' } }, EDS, [CLUSTER]);
+    t.teardown(() => db.close());
+    await waitFor(async () => (await entry('db-1'))?.metadata.annotations['mesh.io/workloadController'] === 'meshd-a', 20_000, logs);
+    const dbAnn = (await entry('db-1'))!.metadata.annotations;
+    t.match(dbAnn['mesh.io/connectedAt'], RFC3339);
+    t.notOk('mesh.io/autoRegistrationGroup' in dbAnn, 'not made auto-registered');
+    db.close();
+    await waitFor(async () => 'mesh.io/disconnectedAt' in ((await entry('db-1'))?.metadata.annotations ?? {}), 20_000, logs);
+    await new Promise((res) => setTimeout(res, GRACE_MS + 1000));
+    t.ok(await entry('db-1'), 'a health-checked entry without a health condition is never deleted');
+    t.equal(await metric('auto_registration_success_total'), 2, 'not counted as an auto-registration');
+
+    // 9. By default (MESH_WORKLOAD_ENTRY_VALIDATE_IDENTITY=true) registration needs a verified identity, which
+    // the plaintext port does not carry: the stream is refused with Istio's message and no entry is made.
+    const strict = await startDaemon(['--orchconfig', kube.kubeconfig], { POD_NAME: 'meshd-b' });
+    t.teardown(() => strict.stop());
+    const vmNode = sidecarNode(NS, '10.88.0.30', 'vm-2');
+    const refused = new XdsWatch(strict.grpc, { ...vmNode, metadata: { ...vmNode.metadata, AUTO_REGISTER_GROUP: GROUP } }, EDS, [CLUSTER]);
+    t.teardown(() => refused.close());
+    await waitFor(() => refused.ended !== undefined, 30_000, () => `not refused\n${strict.log().slice(-3000)}`);
+    t.match(refused.ended, { details: 'registration of WorkloadEntry requires a verified identity' });
+    t.notOk(await entry(`${GROUP}-10.88.0.30`), 'no entry for the unverified proxy');
   });
 }
