@@ -207,6 +207,10 @@ export class AutoRegistration implements ConnectionHooks {
       t.apiVersion = autoCreate ? await this.registerWorkload(entryName, c, p) : await this.becomeControllerOf(entryName, p, c.connectedAt);
     } catch (e) {
       log.error(errorMessage(e));
+      // the stream is closed without a disconnect: forget it here (Istio's closeConnection → OnDisconnect)
+      this.tracked.delete(c.conId);
+      conns.delete(c.conId);
+      if (conns.size === 0) this.byWorkload.delete(key);
       throw e;
     }
   }
