@@ -22,19 +22,12 @@ import {
   healthCondition,
   isAutoRegistered,
   isHealthChecked,
-  isStaleReport,
-  annotation,
   shouldCleanup,
   shouldMarkConnected,
   shouldMarkDisconnected,
-  WORKLOAD_CONTROLLER,
-  withCondition,
-  withoutCondition,
   workloadEntryFromGroup,
-  type Condition,
   type HealthEvent,
   type RegisteringProxy,
-  type WorkloadEntryObject,
 } from './entry';
 import {
   autoRegistrationDeletes,
@@ -43,7 +36,8 @@ import {
   autoRegistrationUnregistrations,
   autoRegistrationUpdates,
 } from './metrics';
-import { isAlreadyExists, type WorkloadEntryApi } from './orch-api';
+import { WorkloadEntryHealth } from './health';
+import { isAlreadyExists, isNotFound, type WorkloadEntryApi } from './orch-api';
 
 const log = registerScope('wle', 'wle controller debugging');
 
@@ -127,8 +121,7 @@ export class AutoRegistration implements ConnectionHooks {
   private readonly tracked = new Map<string, Tracked>();
   private readonly unregisterItems = new Map<string, WorkItem>();
   private readonly unregisterQueue: ReconcileQueue;
-  private readonly healthItems = new Map<string, { proxyId: string; namespace: string; entryName: string; apiVersion?: string; condition: Condition }>();
-  private readonly healthQueue: ReconcileQueue;
+  private readonly healthStatus: WorkloadEntryHealth;
   private readonly lateQueue: ReconcileQueue;
   private readonly timers = new Set<NodeJS.Timeout>();
   private sweep: NodeJS.Timeout | undefined;
@@ -140,7 +133,7 @@ export class AutoRegistration implements ConnectionHooks {
   constructor(private readonly o: AutoRegistrationOptions) {
     this.now = o.now ?? Date.now;
     this.unregisterQueue = new ReconcileQueue({ name: 'unregister_workloadentry', reconcile: (k) => this.unregister(k), log, maxAttempts: MAX_ATTEMPTS, baseDelayMs: 5 });
-    this.healthQueue = new ReconcileQueue({ name: 'healthcheck', reconcile: (k) => this.updateHealth(k), log, maxAttempts: MAX_ATTEMPTS, baseDelayMs: 5 });
+    this.healthStatus = new WorkloadEntryHealth({ store: o.store, api: o.api, instanceId: o.instanceId, log });
     this.lateQueue = new ReconcileQueue({ name: 'auto-register existing connections', reconcile: (k) => this.registerExisting(k), log, baseDelayMs: 5 });
   }
 
@@ -167,7 +160,7 @@ export class AutoRegistration implements ConnectionHooks {
     if (this.sweep) clearInterval(this.sweep);
     for (const t of this.timers) clearTimeout(t);
     this.timers.clear();
-    await Promise.all([this.unregisterQueue.stop(), this.healthQueue.stop(), this.lateQueue.stop(), this.cleanupChain]);
+    await Promise.all([this.unregisterQueue.stop(), this.healthStatus.stop(), this.lateQueue.stop(), this.cleanupChain]);
   }
 
   // ---- connections (Istio's OnConnect / OnDisconnect) -----------------------------------------------
@@ -246,15 +239,10 @@ export class AutoRegistration implements ConnectionHooks {
       return;
     }
     const ev: HealthEvent = report.healthy ? { healthy: true } : { healthy: false, message: report.message };
-    const k = `${t.proxy.namespace}/${t.entryName}`;
-    this.healthItems.set(k, {
-      proxyId: c.proxy.id,
-      namespace: t.proxy.namespace,
-      entryName: t.entryName,
-      ...(t.apiVersion ? { apiVersion: t.apiVersion } : {}),
-      condition: healthCondition(ev, this.now()),
-    });
-    this.healthQueue.add(k);
+    this.healthStatus.report(
+      { proxyId: c.proxy.id, namespace: t.proxy.namespace, entryName: t.entryName, ...(t.apiVersion ? { apiVersion: t.apiVersion } : {}) },
+      healthCondition(ev, this.now()),
+    );
   }
 
   // ---- registration ---------------------------------------------------------------------------------
@@ -450,38 +438,14 @@ export class AutoRegistration implements ConnectionHooks {
 
   private async deleteHealthCondition(wle: Config<'WorkloadEntry'>, periodic: boolean): Promise<void> {
     try {
-      const cur = await this.o.api.get(wle.apiVersion, wle.meta.namespace, wle.meta.name);
-      if (cur) await this.o.api.updateStatus({ ...cur, status: { ...(cur.status ?? {}), conditions: withoutCondition(cur.status?.conditions, CONDITION_HEALTHY) } });
+      await this.healthStatus.deleteCondition(wle);
     } catch (e) {
-      if (!isNotFoundLike(e)) {
+      if (!isNotFound(e)) {
         log.warn(`failed cleaning up health-checked WorkloadEntry ${wle.meta.namespace}/${wle.meta.name}: ${errorMessage(e)}`);
         return;
       }
     }
     log.info(`cleaned up health-checked WorkloadEntry ${wle.meta.namespace}/${wle.meta.name} periodic:${periodic}`);
-  }
-
-  // ---- health -------------------------------------------------------------------------------------
-
-  /** Istio's UpdateHealth: only the controlling daemon writes, and never over a later probe. */
-  private async updateHealth(key: string): Promise<void> {
-    const item = this.healthItems.get(key);
-    if (!item) return;
-    const { namespace, entryName, condition } = item;
-    const apiVersion = this.o.store.get('WorkloadEntry', namespace, entryName)?.apiVersion ?? item.apiVersion;
-    const wle = apiVersion ? await this.o.api.get(apiVersion, namespace, entryName) : undefined;
-    if (!wle) throw new Error(`failed to update health status for ${item.proxyId}: WorkloadEntry ${namespace} not found`);
-    if (this.healthItems.get(key) === item) this.healthItems.delete(key);
-    if (annotation(wle.metadata.annotations, WORKLOAD_CONTROLLER) !== this.o.instanceId) return;
-    if (isStaleReport(wle.status?.conditions, condition)) return;
-    const next: WorkloadEntryObject = { ...wle, status: { ...(wle.status ?? {}), conditions: withCondition(wle.status?.conditions, condition) } };
-    try {
-      await this.o.api.updateStatus(next);
-    } catch (e) {
-      this.healthItems.set(key, this.healthItems.get(key) ?? item);
-      throw new Error(`error while updating WorkloadEntry health status for ${item.proxyId}: ${errorMessage(e)}`);
-    }
-    log.debug(`updated health status of ${item.proxyId} to ${condition.status}`);
   }
 
   private after(ms: number, fn: () => void): void {
@@ -518,6 +482,3 @@ function isConflict(e: unknown): boolean {
   return (e as { statusCode?: number }).statusCode === 409;
 }
 
-function isNotFoundLike(e: unknown): boolean {
-  return (e as { statusCode?: number }).statusCode === 404;
-}
