@@ -13,6 +13,8 @@ import { registerScope } from '../lib/log';
 import type { NodeType } from './config';
 import { AdminClient } from './admin-client';
 import { ProxyReadiness } from './readiness';
+import { WorkloadHealthChecker } from './health/checker';
+import type { ReadinessProbe } from './health/probe';
 import { StatusServer } from './status';
 import { startupDuration } from './metrics';
 import { recordComponentBuildTag } from '../lib/build-metric';
@@ -67,6 +69,11 @@ export interface AgentOptions {
   grpcBootstrap?: { path: string; json: JsonObject };
   stopGraceMs?: number;
   activeConnectionCheckMs?: number;
+  /**
+   * The application health check (ProxyConfig readinessProbe, as a WorkloadGroup's probe is configured on a
+   * workload outside the cluster), probed at the workload's first IP address; its reports go to the daemon.
+   */
+  healthCheck?: { probe: ReadinessProbe; ipAddresses: readonly string[] };
 }
 
 type Shutdown = { kind: 'terminate' } | { kind: 'quit' };
@@ -84,6 +91,7 @@ export class Agent {
   private shutdown: Shutdown | undefined;
   private wake: (() => void) | undefined;
   private readonly shutdownRequested: Promise<void>;
+  private healthChecker: WorkloadHealthChecker | undefined;
 
   constructor(private readonly o: AgentOptions) {
     const handlers = new Map(o.xds.handlers ?? []);
@@ -146,6 +154,14 @@ export class Agent {
         throw new Error(`failed to start local DNS server: ${(e as Error).message}`);
       }
       await this.xds.start();
+      if (this.o.healthCheck) {
+        // Istio's EnvoyProber first: a workload whose proxy is not ready is not healthy.
+        const proxyReady = this.o.proxyLaunch
+          ? () => this.readiness.check().then(() => undefined, (e: Error) => e.message)
+          : undefined;
+        this.healthChecker = new WorkloadHealthChecker(this.o.healthCheck.probe, { ipAddresses: this.o.healthCheck.ipAddresses, ...(proxyReady ? { proxyReady } : {}) });
+        this.healthChecker.start((e) => this.xds.reportHealth(e));
+      }
       if (this.o.grpcBootstrap) writeAtomically(this.o.grpcBootstrap.path, JSON.stringify(this.o.grpcBootstrap.json, null, '  '));
       if (this.o.statusPort !== undefined) {
         this.status = new StatusServer({
@@ -320,6 +336,7 @@ export class Agent {
   }
 
   private async cleanup(): Promise<void> {
+    this.healthChecker?.stop();
     if (this.proxy?.running()) await this.proxy.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
     await this.status?.stop();
     await this.xds.stop();

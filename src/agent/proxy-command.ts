@@ -38,6 +38,7 @@ import { identityOptions, IdentityOptionsError, type IdentityOptions } from './i
 import { WorkloadIdentity } from './identity';
 import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } from '../lib/compliance';
 import { grpcBootstrap } from './grpc-bootstrap';
+import { parseReadinessProbe, type ReadinessProbe } from './health/probe';
 import {
   allIpv6,
   DownwardApiError,
@@ -323,6 +324,14 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
   if (stsPort > 0) notes.push(`--stsPort ${stsPort}: the security token service is not part of this build; no STS server is started`);
   if (env.string('MESH_ORCH_APP_PROBERS')) notes.push('MESH_ORCH_APP_PROBERS: application probe rewriting is not part of this build; /app-health/ answers 400');
 
+  let healthProbe: ReadinessProbe | undefined;
+  try {
+    healthProbe = parseReadinessProbe(pc.other['readinessProbe'], 'proxy config readinessProbe');
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
+  if (healthProbe) info.push(`application health check (readinessProbe ${healthProbe.method.kind}): reported to the discovery daemon for the WorkloadEntry`);
+
   let grpcBootstrapOut: AgentOptions['grpcBootstrap'];
   if (env.isSet('GRPC_XDS_BOOTSTRAP') && env.string('GRPC_XDS_BOOTSTRAP') !== '') {
     grpcBootstrapOut = {
@@ -356,6 +365,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
     metricsLocalhostOnly: env.bool('METRICS_LOCALHOST_ACCESS_ONLY'),
     grpcBootstrap: grpcBootstrapOut,
     identity: workload,
+    ...(healthProbe ? { healthCheck: { probe: healthProbe, ipAddresses: identity.ipAddresses } } : {}),
   };
   return { options, proxyConfig: pc, nodeType, nodeId: identity.nodeId, ipAddresses: identity.ipAddresses, info, notes, ...(templateCheck ? { templateCheck } : {}) };
 }

@@ -39,6 +39,8 @@ type Ads = typeof AggregatedDiscoveryService.method;
 const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
 
 export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+/** Istio's health report type: the agent's application health check, sent to the daemon (never answered). */
+export const HEALTH_INFO_TYPE = 'type.googleapis.com/istio.v1.HealthInformation';
 /** Istio's DNS name table type (NDS), consumed by the agent when DNS capture is on. */
 export const NAME_TABLE_TYPE = 'type.googleapis.com/istio.networking.nds.v1.NameTable';
 
@@ -122,6 +124,7 @@ let connectionNumber = 0;
 interface ProxySession {
   readonly id: number;
   start(): void;
+  sendHealth(): void;
   close(err: Error | undefined): void;
 }
 
@@ -157,6 +160,16 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
   /** Handles a response; returns false when it is not for the proxy. */
   protected abstract observe(resp: Resp): boolean;
   protected abstract withNode(req: Req, node: Node): Req;
+  /** The health report as a request of this stream's kind (error_detail when unhealthy). */
+  protected abstract healthRequest(report: HealthReport): Req;
+  /** The proxy asked for listeners on this stream: health reports may go upstream (Istio's initialRequestsSent). */
+  private listenersAsked = false;
+
+  /** Sends the latest health report upstream, once the proxy has asked for listeners. */
+  sendHealth(): void {
+    const report = this.proxy.healthReport;
+    if (report && this.listenersAsked) this.sendInternal(this.healthRequest(report));
+  }
 
   start(): void {
     this.connect();
@@ -166,6 +179,11 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
     if (req.node) this.node = req.node;
     if (!this.record(req)) return;
     if (this.upstream) this.send(req);
+    if (!this.listenersAsked && (req as unknown as { typeUrl: string }).typeUrl === LISTENER_TYPE) {
+      this.listenersAsked = true;
+      // after the agent's own initial requests, as Istio sends its initial health request
+      queueMicrotask(() => queueMicrotask(() => this.sendHealth()));
+    }
   }
 
   protected send(req: Req): void {
@@ -216,6 +234,8 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
     });
     call.on('status', (s: grpc.StatusObject) => this.onUpstreamClosed(call, s));
     for (const req of this.replay()) this.send(req);
+    // a new upstream stream gets the latest health report again (Istio's initialHealthRequest)
+    this.sendHealth();
   }
 
   private onUpstreamClosed(call: UpstreamCall<Req, Resp>, s: grpc.StatusObject): void {
@@ -318,6 +338,10 @@ class SotwSession extends Session<DiscoveryRequest, DiscoveryResponse> {
     r.node = node;
     return r;
   }
+
+  protected healthRequest(report: HealthReport): DiscoveryRequest {
+    return create(DiscoveryRequestSchema, { typeUrl: HEALTH_INFO_TYPE, errorDetail: healthErrorDetail(report) });
+  }
 }
 
 class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse> {
@@ -394,10 +418,27 @@ class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse
     r.node = node;
     return r;
   }
+
+  protected healthRequest(report: HealthReport): DeltaDiscoveryRequest {
+    return create(DeltaDiscoveryRequestSchema, { typeUrl: HEALTH_INFO_TYPE, errorDetail: healthErrorDetail(report) });
+  }
+}
+
+/** The application's health as the agent's health check last found it. */
+export interface HealthReport {
+  healthy: boolean;
+  message?: string;
+}
+
+/** Istio: an unhealthy report carries error_detail {code: Internal, message}. */
+function healthErrorDetail(r: HealthReport) {
+  return r.healthy ? undefined : create(StatusSchema, { code: grpc.status.INTERNAL, message: r.message ?? '' });
 }
 
 export class XdsProxy {
   readonly upstream: UpstreamOptions;
+  /** The latest health report, sent on every stream now and on every new upstream stream. */
+  healthReport: HealthReport | undefined;
   readonly backoff: BackoffOptions;
   readonly handlers: ReadonlyMap<string, ResponseHandler>;
   readonly socketPath: string;
@@ -462,6 +503,12 @@ export class XdsProxy {
     });
     this.server = server;
     log.info(`Initializing with upstream address ${JSON.stringify(this.upstream.address)} and cluster ${JSON.stringify(this.upstream.clusterId)}`);
+  }
+
+  /** Istio's sendHealthCheckRequest: send now where connected, and again on each reconnection. */
+  reportHealth(report: HealthReport): void {
+    this.healthReport = report;
+    for (const s of this.sessions) s.sendHealth();
   }
 
   private accept(s: ProxySession): void {

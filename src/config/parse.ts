@@ -197,6 +197,11 @@ export function convertObject(obj: unknown, origin: Origin, expected?: Kind): Co
       }
       break;
     }
+    case 'WorkloadEntry':
+      spec = stripNulls(objectOrEmpty(obj.spec, 'spec', metaErrors, (msg, f) => at(msg, f, resource)));
+      // The `Healthy` condition health checks write decides whether its endpoints are served.
+      if (isObject(obj.status) && Array.isArray(obj.status.conditions)) status = slimPodStatus({ conditions: obj.status.conditions });
+      break;
     default:
       // Protobuf JSON reads a null member as unset: drop them so that consumers see absent fields.
       spec = stripNulls(objectOrEmpty(obj.spec, 'spec', metaErrors, (msg, f) => at(msg, f, resource)));

@@ -43,7 +43,7 @@ export interface Config<K extends Kind = Kind> {
   apiVersion: string;
   meta: Meta;
   spec: SpecOf<K>;
-  /** Status of Kubernetes objects that carry meaning (Pod IPs and phase). */
+  /** Status of Kubernetes objects that carry meaning (Pod IPs and phase, WorkloadEntry conditions). */
   status?: PodStatus;
   /** File and document index, or the orchestrator, for error messages. */
   source?: string;

@@ -93,6 +93,12 @@ export interface NodeMetadata {
   dnsAutoAllocate?: boolean;
   /** NETWORK: the network the proxy is on (headless DNS answers only same-network endpoints). */
   network?: string;
+  /** AUTO_REGISTER_GROUP: the WorkloadGroup a workload outside the cluster registers itself from. */
+  autoRegisterGroup?: string;
+  /** WORKLOAD_ENTRY: the existing WorkloadEntry a health-checked workload corresponds to. */
+  workloadEntry?: string;
+  /** PROXY_CONFIG carries a readinessProbe (the agent health-checks the application). */
+  readinessProbe?: boolean;
   /** Every field as sent, for debug output. */
   raw: Readonly<Record<string, unknown>>;
 }

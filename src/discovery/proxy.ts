@@ -62,6 +62,10 @@ export function parseNodeMetadata(raw: Record<string, unknown>): NodeMetadata {
   set('dnsCapture', bool(raw['DNS_CAPTURE']));
   set('dnsAutoAllocate', bool(raw['DNS_AUTO_ALLOCATE']));
   set('network', str(raw['NETWORK']));
+  set('autoRegisterGroup', str(raw['AUTO_REGISTER_GROUP']));
+  set('workloadEntry', str(raw['WORKLOAD_ENTRY']));
+  const pc = raw['PROXY_CONFIG'];
+  if (pc && typeof pc === 'object' && (pc as Record<string, unknown>)['readinessProbe'] != null) md.readinessProbe = true;
   return md;
 }
 

@@ -34,6 +34,7 @@ import { type Orchestrator, orchestratorAvailable, startOrchestrator } from './o
 import type { MeshdProviders, ValidationResult, XdsConnectionInfo, XdsServerHandle } from './providers';
 import { startIdentity, type DaemonIdentity } from './identity';
 import { startWriters, type Writers } from './writers';
+import { startAutoRegistration } from './autoregistration';
 import { authenticate } from '../ca/authn/types';
 
 const log = registerScope('model', 'mesh model');
@@ -240,7 +241,10 @@ export const run: Handler = async (ctx) => {
     configDump: (id: string): unknown => xds.configDump(id, { includeEds: true, types: [] }),
     debugPage: (name) => debugPage?.(name),
   });
+  // WorkloadEntry auto-registration and health of workloads outside the cluster (every replica, its own proxies).
+  const wle = startAutoRegistration({ ctx, env, store, client: orchestrator?.client });
   const server: AdsServer<PushContext> = new AdsServer<PushContext>({
+    ...(wle.hooks ? { connectionHooks: wle.hooks } : {}),
     controlPlaneIdentifier: controlPlaneIdentifier(ctx.env['POD_NAME'] || os.hostname()),
     controlPlaneTypes: new Set([TYPE_DEBUG_SYNCZ]),
     generators: (proxy, typeUrl): Generator<PushContext> | undefined => {
@@ -351,6 +355,7 @@ export const run: Handler = async (ctx) => {
       unsubscribeConfig();
       unsubscribeRegistry();
       unsubscribeNodes();
+      await wle.stop();
       await identity.close();
       security.close();
       registry.close();

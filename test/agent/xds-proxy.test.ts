@@ -15,7 +15,7 @@ import {
   type DeltaDiscoveryResponse,
   type DiscoveryResponse,
 } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
-import { NAME_TABLE_TYPE } from '../../src/agent/xds-proxy';
+import { HEALTH_INFO_TYPE, NAME_TABLE_TYPE } from '../../src/agent/xds-proxy';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
 import { addGrpcService, grpcClientConstructor } from '../../src/xds/grpc';
@@ -254,6 +254,54 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
   t.equal(ack.errorDetail, undefined);
   await waitFor(() => down.count(LDS) === 1, 5000, () => 'LDS forwarded');
   t.equal(down.responses.filter((r) => r.typeUrl === NAME_TABLE_TYPE).length, 0, 'the name table is not forwarded to the proxy');
+});
+
+t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after the listener request and again on each new upstream stream", async (t) => {
+  const seen: Array<{ stream: number; req: DiscoveryRequest }> = [];
+  const calls: Array<grpc.ServerDuplexStream<DiscoveryRequest, unknown>> = [];
+  const server = new grpc.Server();
+  addGrpcService(server, AggregatedDiscoveryService, {
+    streamAggregatedResources: (call) => {
+      const stream = calls.push(call as never);
+      call.on('data', (req: DiscoveryRequest) => seen.push({ stream, req }));
+      call.on('end', () => call.end());
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  t.teardown(() => server.forceShutdown());
+  const dir = tempDir(t);
+  const proxy = new XdsProxy({
+    socketPath: path.join(dir, 'XDS'),
+    upstream: { address: `127.0.0.1:${port}`, clusterId: 'c1' },
+    backoff: { initialMs: 50, maxMs: 100, multiplier: 2, jitter: 0 },
+  });
+  await proxy.start();
+  t.teardown(() => proxy.stop());
+  const health = (stream?: number) => seen.filter((s) => s.req.typeUrl === HEALTH_INFO_TYPE && (stream === undefined || s.stream === stream)).map((s) => s.req);
+
+  // a report before the proxy asked for listeners waits
+  proxy.reportHealth({ healthy: false, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' });
+  const down = new Downstream(proxy.socketPath);
+  t.teardown(() => down.close());
+  down.call.write(create(DiscoveryRequestSchema, { typeUrl: CDS, node: NODE }));
+  await waitFor(() => seen.length === 1, 5000, () => 'CDS upstream');
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(health().length, 0, 'nothing before the listener request');
+  down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS }));
+  await waitFor(() => health().length === 1, 5000, () => `upstream saw ${seen.map((s) => s.req.typeUrl)}`);
+  t.same(seen.map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE], 'after the listener request');
+  t.match(health()[0]!.errorDetail, { code: grpc.status.INTERNAL, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' }, 'unhealthy: error_detail Internal with the reason');
+
+  proxy.reportHealth({ healthy: true });
+  await waitFor(() => health().length === 2, 5000, () => 'the healthy report');
+  t.equal(health()[1]!.errorDetail, undefined, 'healthy: no error_detail');
+
+  // the upstream stream ends: the new one gets the subscriptions, then the latest report again
+  calls[0]!.emit('error', { code: grpc.status.UNAVAILABLE, details: 'gone' });
+  await waitFor(() => health(2).length === 1, 10_000, () => `second stream saw ${seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl)}`);
+  t.same(seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE]);
+  t.equal(health(2)[0]!.errorDetail, undefined, 'the latest report (healthy)');
+  t.equal(down.responses.filter((r) => r.typeUrl === HEALTH_INFO_TYPE).length, 0);
 });
 
 t.test('the name table from the real daemon, over state-of-the-world and delta streams', async (t) => {

@@ -45,11 +45,6 @@ const LABELS: Record<string, readonly string[]> = {
 const ABSENT: Record<string, string> = {
   ambient_meshd_managed_clusters: "ambient multicluster (Istio's ambient index with AMBIENT_ENABLE_MULTI_NETWORK): mesh has no ambient data plane",
   ambient_remote_cluster_sync_timeouts_total: "ambient multicluster (Istio's ambient index with AMBIENT_ENABLE_MULTI_NETWORK): mesh has no ambient data plane",
-  auto_registration_deletes_total: 'WorkloadEntry auto-registration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION) is not implemented yet',
-  auto_registration_errors_total: 'WorkloadEntry auto-registration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION) is not implemented yet',
-  auto_registration_success_total: 'WorkloadEntry auto-registration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION) is not implemented yet',
-  auto_registration_unregister_total: 'WorkloadEntry auto-registration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION) is not implemented yet',
-  auto_registration_updates_total: 'WorkloadEntry auto-registration (PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION) is not implemented yet',
   num_outgoing_retries: "Istio counts retries of its CA client's CSR calls (pkg/security CARetryInterceptor); the daemon sends no CSR to another CA over gRPC",
   pilot_proxy_filter_status: 'EnvoyFilter is validated and stored, but not applied to generated configuration, so there is no filter status',
 };
@@ -127,7 +122,11 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
   const rds = new XdsWatch(daemon.grpc, web, RDS, ['80']);
   const eds = new XdsWatch(daemon.grpc, web, EDS, [`outbound|80||empty.${NS}.svc.cluster.local`]);
   const strangerCds = new XdsWatch(daemon.grpc, stranger, CDS);
-  t.teardown(() => [cds, lds, rds, eds, strangerCds].forEach((w) => w.close()));
+  // a workload outside the cluster naming a WorkloadGroup that does not exist: its registration fails
+  // (Istio: FailedPrecondition, auto_registration_errors_total) and the stream is closed
+  const orphanNode = sidecarNode(NS, '10.200.0.10', 'vm-orphan');
+  const orphan = new XdsWatch(daemon.grpc, { ...orphanNode, metadata: { ...orphanNode.metadata, AUTO_REGISTER_GROUP: 'no-such-group' } }, CDS);
+  t.teardown(() => [cds, lds, rds, eds, strangerCds, orphan].forEach((w) => w.close()));
   // wait until the configuration made after start is served (the merged subset's cluster exists)
   await cds.until((w) => w.resources.has('outbound|80|v1|api.example.com') || undefined, 'the subset cluster of api.example.com');
   await rds.until((w) => (w.resources.get('80')?.virtualHosts.some((v) => v.domains.includes('ghost.example.com')) ? true : undefined), 'the ghost.example.com vhost');
@@ -178,6 +177,7 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
     ['pilot_info'],
     ['mesh_build', { component: 'pilot' }],
     ['ca_server_root_cert_expiry_seconds'],
+    ['auto_registration_errors_total'],
   ];
   let exp = await scrape();
   await waitFor(
@@ -189,6 +189,8 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
     () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n, l]) => `${n}${l ? JSON.stringify(l) : ''}`).join(', ')}\n${daemon.log().slice(-3000)}`,
   );
   t.same(checkSpecMetrics(exp, spec, LABELS, ABSENT), [], 'every spec name exported with its type and labels, or absent with a reason');
+  // gRPC FAILED_PRECONDITION (9) with Istio's message
+  t.match(orphan.ended, { code: 9, details: /auto-registration WorkloadEntry of vm-orphan\.shop failed: cannot find WorkloadGroup shop\/no-such-group/ }, 'the unregistrable proxy was refused');
   t.equal(sampleSum(exp, 'pilot_destrule_subsets'), 1, 'one host with a repeated subset');
   t.equal(sampleSum(exp, 'pilot_conflict_inbound_listener'), 1, "one proxy (web-1's) with an inbound conflict");
   t.ok(exp.samples.get('pilot_worker_queue_depth')?.some((s) => s.labels.queueID === 'namespace controller'), 'the namespace controller queue reports its depth');

@@ -27,7 +27,7 @@ import { orchPortProtocol } from './protocol';
 import { creationTime } from './serviceentry';
 import { diffSnapshots, Notifier, serviceKey, Snapshot, type ServiceEntryState } from './snapshot';
 import { DEFAULT_CLUSTER_ID, DEFAULT_DOMAIN, type RegistryHandler, type RegistryOptions, type ServiceRegistry } from './types';
-import { groupOf, normalizeLocality, spiffeIdentity, workloadFromEntry } from './workload';
+import { entryHealthy, groupOf, normalizeLocality, spiffeIdentity, workloadFromEntry } from './workload';
 
 export const ORCHESTRATOR_REGISTRY = 'Orchestrator';
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
@@ -219,7 +219,7 @@ function convertService(
   if (selector && (opts.selectWorkloadEntries ?? true)) {
     deps.workloadEntries = true;
     for (const we of src.workloadEntries(ns)) {
-      const w = workloadFromEntry(we.spec, we.meta.name, ns, td, groupOf(we, src.workloadGroups));
+      const w = workloadFromEntry(we.spec, we.meta.name, ns, td, groupOf(we, src.workloadGroups), entryHealthy(we));
       if (!w || !selectorMatches(selector, w.labels)) continue;
       if (w.serviceAccount) sas.add(w.serviceAccount);
       for (const p of spec.ports ?? []) {

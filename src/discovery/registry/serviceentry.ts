@@ -9,7 +9,7 @@ import type { Endpoint, Resolution, Service, ServicePort } from '../model';
 import { parseProtocol } from './protocol';
 import { Snapshot, StoreBackedRegistry, type ServiceEntryState } from './snapshot';
 import { DEFAULT_CLUSTER_ID, type RegistryOptions } from './types';
-import { groupOf, spiffeIdentity, workloadFromEntry, workloadFromPod, type Workload } from './workload';
+import { entryHealthy, groupOf, spiffeIdentity, workloadFromEntry, workloadFromPod, type Workload } from './workload';
 
 export const SERVICE_ENTRY_REGISTRY = 'External';
 
@@ -55,7 +55,7 @@ export function convertServiceEntries(inputs: ServiceEntryInputs, opts: Registry
 
   const entryWorkloadsByNs = new Map<string, Workload[]>();
   for (const we of inputs.workloadEntries) {
-    const w = workloadFromEntry(we.spec, we.meta.name, we.meta.namespace, td, groupOf(we, groups));
+    const w = workloadFromEntry(we.spec, we.meta.name, we.meta.namespace, td, groupOf(we, groups), entryHealthy(we));
     if (!w) continue;
     const list = entryWorkloadsByNs.get(w.namespace) ?? [];
     list.push(w);

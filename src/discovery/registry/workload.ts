@@ -1,6 +1,7 @@
 // Workload instances behind services: inline ServiceEntry endpoints, WorkloadEntries (optionally
 // completed by the WorkloadGroup they were registered from) and Pods, reduced to one shape.
 import type { Config, WorkloadEntrySpec, WorkloadGroupSpec } from '../../config/types';
+import { workloadEntryHealthy } from '../../config/workload-entry';
 import type { HealthStatus } from '../model';
 
 export interface Workload {
@@ -37,6 +38,7 @@ export function workloadFromEntry(
   namespace: string,
   trustDomain: string,
   group?: WorkloadGroupSpec,
+  healthy = true,
 ): Workload | undefined {
   const tmpl = group?.template ?? {};
   const address = spec.address || tmpl.address;
@@ -52,8 +54,13 @@ export function workloadFromEntry(
     locality: normalizeLocality(spec.locality || tmpl.locality),
     weight: spec.weight ?? tmpl.weight,
     serviceAccount: sa ? spiffeIdentity(trustDomain, namespace, sa) : undefined,
-    health: 'Healthy',
+    health: healthy ? 'Healthy' : 'UnHealthy',
   };
+}
+
+/** A WorkloadEntry object's health (its health-checks annotation and `Healthy` condition). */
+export function entryHealthy(we: Config<'WorkloadEntry'>): boolean {
+  return workloadEntryHealthy(we.meta.annotations, we.status?.conditions);
 }
 
 /** The WorkloadGroup a WorkloadEntry was registered from, if it names one that exists. */

@@ -45,6 +45,8 @@ export class XdsConnection<P> {
   /** Push context and response version this connection currently answers from. */
   lastPush: { push: P; version: string } | undefined;
   closed = false;
+  /** Settles with whether the connection hook accepted the proxy (set once it ran). */
+  hooked: Promise<boolean> | undefined;
   /** Cleanup ran (removed from the server's tables). */
   released = false;
 

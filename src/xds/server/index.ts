@@ -4,6 +4,8 @@ export {
   type AdsServerOptions,
   type AdsServerStats,
   type AttachOptions,
+  type ConnectionHooks,
+  type HookedConnection,
   type GeneratorTable,
   type PushAllOptions,
 } from './server';

@@ -81,6 +81,29 @@ export interface AdsServerOptions<P extends { version: string }> {
    * XDS_AUTH_PLAINTEXT. Default: client certificates only.
    */
   authenticate?: (req: AuthRequest) => Promise<AuthOutcome>;
+  /** Told of each proxy's streams and health reports (Istio's WorkloadEntryController). */
+  connectionHooks?: ConnectionHooks;
+}
+
+/** A stream as the connection hooks see it. */
+export interface HookedConnection {
+  conId: string;
+  proxy: Proxy;
+  node: Node;
+  /** ms since epoch. */
+  connectedAt: number;
+}
+
+/**
+ * What Istio's DiscoveryServer tells its WorkloadEntryController: `connect` runs once the proxy is known,
+ * before any request is answered, and a rejection ends the stream with its message (and its gRPC `code`,
+ * when it has one); `disconnect` follows the end of every stream whose `connect` succeeded; `health` gets
+ * each `istio.v1.HealthInformation` request (healthy unless it carries error_detail).
+ */
+export interface ConnectionHooks {
+  connect(c: HookedConnection): Promise<void>;
+  disconnect(c: HookedConnection): void;
+  health(c: HookedConnection, report: { healthy: boolean; message: string }): void;
 }
 
 export interface AttachOptions {
@@ -115,6 +138,10 @@ type DeltaCall = grpc.ServerDuplexStream<DeltaDiscoveryRequest, unknown>;
 type AnyCall = grpc.ServerDuplexStream<DiscoveryRequest | DeltaDiscoveryRequest, unknown>;
 
 const CERTIFICATE_ONLY = [new ClientCertAuthenticator()];
+
+function hooked<P>(con: XdsConnection<P>): HookedConnection {
+  return { conId: con.conId, proxy: con.proxy as Proxy, node: con.node as Node, connectedAt: con.connectedAt };
+}
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
@@ -532,6 +559,11 @@ export class AdsServer<P extends { version: string }> {
     con.released = true;
     this.streams.delete(con);
     this.queue.remove(con);
+    if (con.hooked) {
+      const hooks = this.opts.connectionHooks as ConnectionHooks;
+      const c = hooked(con);
+      void con.hooked.then((ok) => ok && hooks.disconnect(c));
+    }
     if (con.proxy && this.byId.get(con.conId) === con) {
       this.byId.delete(con.conId);
       recordXdsClients(con.proxy.metadata.meshVersion ?? '', -1);
@@ -545,10 +577,33 @@ export class AdsServer<P extends { version: string }> {
       // Istio tolerates a health probe before the first real request.
       if (req.typeUrl === HEALTH_INFO_TYPE_URL) return;
       if (!this.initialize(con, req.node)) return;
+      if (!(await this.connectHook(con))) return;
     }
-    if (req.typeUrl === HEALTH_INFO_TYPE_URL) return;
+    if (req.typeUrl === HEALTH_INFO_TYPE_URL) {
+      if (this.opts.connectionHooks) this.opts.connectionHooks.health(hooked(con), { healthy: !req.errorDetail, message: req.errorDetail?.message ?? '' });
+      return;
+    }
     if (con.kind === 'sotw') await this.onSotwRequest(con, req as DiscoveryRequest);
     else await this.onDeltaRequest(con, req as DeltaDiscoveryRequest);
+  }
+
+  /** The connect hook; false when it rejected the proxy (the stream is then closed). */
+  private async connectHook(con: XdsConnection<P>): Promise<boolean> {
+    const hooks = this.opts.connectionHooks;
+    if (!hooks) return true;
+    let settle: (ok: boolean) => void = () => undefined;
+    con.hooked = new Promise<boolean>((r) => (settle = r));
+    try {
+      await hooks.connect(hooked(con));
+      settle(true);
+      return true;
+    } catch (err) {
+      settle(false);
+      const code = (err as { code?: unknown }).code;
+      log.warn(`ADS: ${con.conId} rejected: ${errorMessage(err)}`);
+      this.closeConnection(con, typeof code === 'number' ? (code as grpc.status) : grpc.status.UNKNOWN, errorMessage(err));
+      return false;
+    }
   }
 
   /** First request: the node says who the proxy is; authorize it and start tracking the connection. */
