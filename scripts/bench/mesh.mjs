@@ -13,19 +13,25 @@
 // mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
+//        [--targets direct,plaintext,mtls] [--cpuProf <dir>] [--perf <dir>] [--nodeArgs '<node flags>'] [--keep]
+// --cpuProf runs both sidecars from <binary>/mesh.cjs under `node --cpu-prof` (profiles in <dir>/a and <dir>/b);
+// --nodeArgs passes node flags to them the same way (e.g. '--trace-gc', or a V8 flag to measure); --keep leaves
+// the work directory (the programs' logs) in place. --perf records the proxies with `perf record -g` during each
+// saturated run (<dir>/<target>.data, kernel and user time: the CPU profile samples wall-clock time of the main
+// thread only, which on a busy machine blames whatever was running when the process was descheduled; add
+// --nodeArgs --perf-basic-prof for JavaScript names).
 //
 // Needs root, iproute2, iptables, setpriv and openssl, and the built binary (`node build.mjs`). The load
 // generator is this script run again inside the calling pod (`--load <json>`) as the application's user,
 // node's http with a keep-alive agent (no wrk/h2load on this machine). Everything it makes is removed at the
 // end, on Ctrl-C and on failure.
-import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { APP_UID, asUser, callIn, Cleanup, meshAddr, meshPodsUnavailable, proxyPids, startMesh, waitFor } from '../lib/mesh-pods.mjs';
-import { cpuSeconds } from './xds-scale/proc.mjs';
+import { APP_UID, asUser, callIn, Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, proxyPids, startMesh, waitFor } from '../lib/mesh-pods.mjs';
 
 const SELF = new URL(import.meta.url).pathname;
 const ROOT = path.resolve(path.dirname(SELF), '../..');
@@ -150,12 +156,27 @@ async function loadMain(o) {
 // ---- the benchmark ----
 
 function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist') };
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false };
+  const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
-    if (!(name in o)) throw new Error(`unknown flag ${argv[i]} (flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')})`);
-    o[name] = name === 'binary' ? path.resolve(argv[++i]) : Number(argv[++i]);
-    if (name !== 'binary' && !(o[name] >= 0)) throw new Error(`--${name} needs a number`);
+    if (!(name in o)) throw new Error(`unknown flag ${argv[i]} (${usage})`);
+    if (name === 'keep') {
+      o.keep = true;
+      continue;
+    }
+    if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
+    const v = argv[++i];
+    if (name === 'binary' || name === 'cpuProf' || name === 'perf') o[name] = path.resolve(v);
+    else if (name === 'nodeArgs') o.nodeArgs = v.split(/\s+/).filter(Boolean);
+    else if (name === 'targets') {
+      o.targets = v.split(',');
+      const bad = o.targets.find((t) => !['direct', 'plaintext', 'mtls'].includes(t));
+      if (bad) throw new Error(`--targets: unknown target ${bad} (direct, plaintext, mtls)`);
+    } else {
+      o[name] = Number(v);
+      if (!(o[name] >= 0)) throw new Error(`--${name} needs a number`);
+    }
   }
   return o;
 }
@@ -206,19 +227,88 @@ function load(ns, o, onMeasuring) {
   });
 }
 
-async function measure(name, ns, target, pids, o) {
+/**
+ * Upstream connections each sidecar has opened so far (cx_total of its hosts in the admin's /clusters): A's to B's
+ * sidecar, B's to its app. A figure that grows with the requests means connections are not reused (with mTLS,
+ * a handshake per request).
+ */
+function upstreamConnections(sidecars) {
+  const out = {};
+  for (const [name, ns] of Object.entries(sidecars)) {
+    const r = httpGetIn(ns, 'http://127.0.0.1:15000/clusters');
+    out[name] = 0;
+    for (const m of String(r.body).matchAll(/^(outbound|inbound)\|8080\|[^:]*::[^:]+:\d+::cx_total::(\d+)$/gm)) out[name] += Number(m[2]);
+  }
+  return out;
+}
+
+/** User and system CPU seconds of the processes together (from /proc/<pid>/stat). */
+function cpuOf(pids) {
+  const t = { user: 0, system: 0 };
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      t.user += Number(rest[11]) / CLK_TCK;
+      t.system += Number(rest[12]) / CLK_TCK;
+    } catch {
+      // gone
+    }
+  }
+  return t;
+}
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** `perf record` of the proxies (kernel and user stacks) while `fn` runs, into `file`. */
+async function perfRecord(pids, file, fn) {
+  const perf = spawn('perf', ['record', '-q', '-F', '499', '-g', '-p', pids.join(','), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  perf.stderr.on('data', (d) => (err += d));
+  const exited = new Promise((r) => perf.once('exit', r));
+  try {
+    return await fn();
+  } finally {
+    perf.kill('SIGINT');
+    if ((await exited) !== 0 && err) console.log(`perf record: ${err.trim()}`);
+  }
+}
+
+async function measure(name, ns, target, pids, o, sidecars = {}) {
   const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup };
+  const cx0 = upstreamConnections(sidecars);
   const fixed = await load(ns, { ...common, mode: 'fixed', rate: o.rate });
-  let cpu0 = 0;
-  const sat = await load(ns, { ...common, mode: 'saturated', connections: o.connections }, () => (cpu0 = pids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0)));
-  const cpu = pids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0) - cpu0;
+  let cpu0 = { user: 0, system: 0 };
+  let perfStarted;
+  const saturated = () =>
+    load(ns, { ...common, mode: 'saturated', connections: o.connections }, () => {
+      cpu0 = cpuOf(pids);
+      perfStarted?.();
+    });
+  const sat =
+    o.perf && pids.length
+      ? await (async () => {
+          // perf records the measured part only: started when the generator says so
+          const measuring = new Promise((r) => (perfStarted = r));
+          const whole = saturated();
+          await Promise.race([measuring, whole]);
+          mkdirSync(o.perf, { recursive: true });
+          return perfRecord(pids, path.join(o.perf, `${name}.data`), () => whole);
+        })()
+      : await saturated();
+  const cpu1 = cpuOf(pids);
+  const cpuUser = cpu1.user - cpu0.user;
+  const cpuSystem = cpu1.system - cpu0.system;
+  const cpu = cpuUser + cpuSystem;
+  const cx1 = upstreamConnections(sidecars);
+  const opened = Object.keys(cx1).map((k) => `${k} ${cx1[k] - cx0[k]}`).join(', ');
   const perCore = pids.length ? sat.ok / cpu : NaN;
   const f = (x) => (Number.isFinite(x) ? x.toFixed(3) : '-');
   console.log(
     `${name.padEnd(10)} fixed ${o.rate} rps: p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
       (fixed.sendLateP99 > 2 || fixed.unanswered > 0 ? `${''.padEnd(10)} the load generator could not keep the schedule: this machine is too busy for these figures\n` : '') +
       `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors})` +
-      (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s → ${perCore.toFixed(0)} requests per proxy core-second` : ''),
+      (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s (user ${cpuUser.toFixed(2)}, system ${cpuSystem.toFixed(2)}) → ${perCore.toFixed(0)} requests per proxy core-second` : '') +
+      (opened ? `\n${''.padEnd(10)} upstream connections opened over both runs (${fixed.sent + sat.ok} requests): ${opened}` : ''),
   );
   return { fixed, sat, cpu, perCore };
 }
@@ -233,11 +323,25 @@ async function main() {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const dir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-'));
-  cleanup.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  cleanup.teardown(() => (o.keep ? console.log(`kept ${dir} (logs/ has the programs' output)`) : rmSync(dir, { recursive: true, force: true })));
   chmodSync(dir, 0o755);
   try {
     console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps, saturated ${o.connections} connections`);
+    // profiling: the sidecars run from the bundle under node with --cpu-prof (one directory per pod) and/or
+    // --nodeArgs (e.g. --trace-gc, whose lines land in the sidecar's log: keep them with --keep); SIGTERM
+    // lets them exit normally so that node writes the profiles
+    const bundle = path.join(o.binary, 'mesh.cjs');
+    const profiled = o.cpuProf || o.nodeArgs.length > 0;
+    if (profiled && !existsSync(bundle)) throw new Error(`${bundle} is missing: run \`node build.mjs\` first`);
+    // the sidecars run as uid 1337: they must be able to write there
+    if (o.cpuProf) for (const pod of ['a', 'b']) mkdirSync(path.join(o.cpuProf, pod), { recursive: true });
+    if (o.cpuProf) for (const d of [o.cpuProf, path.join(o.cpuProf, 'a'), path.join(o.cpuProf, 'b')]) chmodSync(d, 0o777);
+    const sidecarCommand = profiled
+      ? (pod) => [process.execPath, ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(o.cpuProf, pod)}`] : []), ...o.nodeArgs, bundle, 'pilot-agent']
+      : undefined;
     const mesh = await startMesh(cleanup, {
+      sidecarCommand,
+      stopSignal: profiled ? 'SIGTERM' : undefined,
       dist: o.binary,
       dir,
       // pods 1, 2 (A, B) with sidecars; pods 3, 4 bare, for the direct baseline
@@ -251,15 +355,16 @@ async function main() {
     const vip = { host: meshAddr.vip(2), port: 8080 };
     const xfcc = () => JSON.parse(String(callIn(mesh.ns.a, true, 'http', vip.host, '8080').body)).xfcc;
 
-    const direct = await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o);
+    const skipped = { fixed: { unanswered: 0, errors: 0, non2xx: 0, p99: NaN }, sat: { rps: NaN }, perCore: NaN };
+    const direct = o.targets.includes('direct') ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o) : skipped;
 
     await waitFor(() => xfcc() === null, 30_000, () => 'the plaintext config did not take effect');
-    const plain = await measure('plaintext', mesh.ns.a, vip, pids, o);
+    const plain = o.targets.includes('plaintext') ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }) : skipped;
 
     unlinkSync(path.join(mesh.configDir, 'destination-rule.yaml'));
     for (const [file, yaml] of Object.entries(MTLS)) writeFileSync(path.join(mesh.configDir, file), yaml);
     await waitFor(() => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), 30_000, () => 'mTLS did not take effect');
-    const mtls = await measure('mtls', mesh.ns.a, vip, pids, o);
+    const mtls = o.targets.includes('mtls') ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }) : skipped;
 
     // a run that left requests unanswered has no p99 worth the name
     const complete = (r) => r.fixed.unanswered === 0 && r.fixed.errors + r.fixed.non2xx === 0 && Number.isFinite(r.fixed.p99);
@@ -272,6 +377,7 @@ mTLS requests per proxy core-second: ${mtls.perCore.toFixed(0)} vs plaintext pai
 saturated rps: direct ${direct.sat.rps.toFixed(0)}, plaintext pair ${plain.sat.rps.toFixed(0)}, mTLS pair ${mtls.sat.rps.toFixed(0)}`);
   } finally {
     await cleanup.run();
+    if (o.cpuProf) console.log(`cpu profiles of the sidecars in ${o.cpuProf}/{a,b}`);
   }
 }
 
