@@ -41,7 +41,7 @@ const XFCC = 'x-forwarded-client-cert';
 
 export interface TlsHooks {
   /** Returning false closes the connection (a network filter in front of the HCM refused it). */
-  onHandshake(): boolean | void;
+  onHandshake(socket: tls.TLSSocket): boolean | void;
   onError(why: string): void;
 }
 
@@ -331,7 +331,7 @@ export class HcmRuntime {
         return;
       }
       applyPeer(info, v.peer);
-      if (p.hooks.onHandshake() === false) {
+      if (p.hooks.onHandshake(t) === false) {
         t.destroy();
         return;
       }

@@ -91,6 +91,7 @@ export interface ListenerStats {
   preCxTimeout: Counter;
   sslHandshake: Counter;
   sslError: Counter;
+  sslSessionReused: Counter;
   sslNoCert: Counter;
 }
 
@@ -224,6 +225,7 @@ export class ListenerRuntime {
       preCxTimeout: s.counter('downstream_pre_cx_timeout'),
       sslHandshake: s.counter('ssl.handshake'),
       sslError: s.counter('ssl.connection_error'),
+      sslSessionReused: s.counter('ssl.session_reused'),
       sslNoCert: s.counter('ssl.no_certificate'),
     };
     const built: CompiledChain[] = [];
@@ -555,8 +557,9 @@ export class ListenerRuntime {
     }
     if (chain.hcm && negotiateAlpn) {
       chain.hcm.serveTls(socket, { info, draining: () => this.isDraining() }, ctx, {
-        onHandshake: () => {
+        onHandshake: (t) => {
           this.stats.sslHandshake.inc();
+          if (t.isSessionReused()) this.stats.sslSessionReused.inc();
           return rbacAllows();
         },
         onError: (why) => {
@@ -590,6 +593,7 @@ export class ListenerRuntime {
     });
     t.once('secure', () => {
       this.stats.sslHandshake.inc();
+      if (t.isSessionReused()) this.stats.sslSessionReused.inc();
       info.tls = true;
       info.alpn = typeof t.alpnProtocol === 'string' ? t.alpnProtocol : '';
       recordChainVerification(t, o.requestCert ?? false);
