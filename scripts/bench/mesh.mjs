@@ -13,7 +13,8 @@
 // mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
-//        [--targets direct,plaintext,mtls] [--cpuProf <dir>] [--perf <dir>] [--nodeArgs '<node flags>'] [--keep]
+//        [--targets direct,plaintext,mtls] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
+//        [--nodeArgs '<node flags>'] [--keep]      (--rate 0: saturated runs only)
 // --cpuProf runs both sidecars from <binary>/mesh.cjs under `node --cpu-prof` (profiles in <dir>/a and <dir>/b);
 // --nodeArgs passes node flags to them the same way (e.g. '--trace-gc', or a V8 flag to measure); --keep leaves
 // the work directory (the programs' logs) in place. --perf records the proxies with `perf record -g` during each
@@ -22,12 +23,16 @@
 // --nodeArgs --perf-basic-prof for JavaScript names).
 //
 // Needs root, iproute2, iptables, setpriv and openssl, and the built binary (`node build.mjs`). The load
-// generator is this script run again inside the calling pod (`--load <json>`) as the application's user,
-// node's http with a keep-alive agent (no wrk/h2load on this machine). Everything it makes is removed at the
-// end, on Ctrl-C and on failure.
+// generator is this script run again inside the calling pod (`--load <json>`) as the application's user
+// (no wrk/h2load on this machine): by default keep-alive connections on raw sockets writing one prepared
+// request and reading responses only as far as their framing (`--generator raw`), or node's http client with a
+// keep-alive agent (`--generator http`, the method of the figures recorded before; it spends as much CPU per
+// request as a proxy, on the same two cores). Everything it makes is removed at the end, on Ctrl-C and on
+// failure.
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -70,21 +75,13 @@ function openLoop(o, agent, seconds) {
       sent++;
       inflight++;
       late.push(performance.now() - at);
-      const req = http.request({ host: o.host, port: o.port, path: '/hello', agent }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          inflight--;
-          if (res.statusCode >= 200 && res.statusCode < 300) latencies.push(performance.now() - at);
-          else non2xx++;
-          done();
-        });
-      });
-      req.on('error', () => {
+      agent.get((err, status) => {
         inflight--;
-        errors++;
+        if (err) errors++;
+        else if (status >= 200 && status < 300) latencies.push(performance.now() - at);
+        else non2xx++;
         done();
       });
-      req.end();
     };
     const tick = () => {
       const now = performance.now();
@@ -116,27 +113,147 @@ function closedLoop(o, agent, seconds) {
         if (--running === 0) resolve({ ok, errors, seconds: (performance.now() - start) / 1000, rps: ok / ((performance.now() - start) / 1000) });
         return;
       }
-      const req = http.request({ host: o.host, port: o.port, path: '/hello', agent }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode >= 200 && res.statusCode < 300) ok++;
-          else errors++;
-          loop();
-        });
+      agent.get((err, status) => {
+        if (err) {
+          errors++;
+          setTimeout(loop, 10);
+          return;
+        }
+        if (status >= 200 && status < 300) ok++;
+        else errors++;
+        loop();
       });
-      req.on('error', () => {
-        errors++;
-        setTimeout(loop, 10);
-      });
-      req.end();
     };
     for (let i = 0; i < o.connections; i++) loop();
   });
 }
 
 /** `--load <json>`: {host, port, mode: fixed|saturated, rate, connections, duration, warmup} → one JSON line. */
+/** Node's http client with a keep-alive agent (`--generator http`, the method of the first recorded runs). */
+class HttpAgent {
+  constructor(o, maxSockets) {
+    this.o = o;
+    this.agent = new http.Agent({ keepAlive: true, maxSockets });
+  }
+  get(cb) {
+    const req = http.request({ host: this.o.host, port: this.o.port, path: '/hello', agent: this.agent }, (res) => {
+      res.resume();
+      res.on('end', () => cb(undefined, res.statusCode));
+    });
+    req.on('error', (e) => cb(e));
+    req.end();
+  }
+  destroy() {
+    this.agent.destroy();
+  }
+}
+
+/**
+ * The lighter generator (`--generator raw`, the default): keep-alive connections on raw sockets, one request
+ * written as one prepared buffer, the response read only as far as its status line, Content-Length (or chunked
+ * framing) needs. On two cores the generator competes with both apps and both proxies, and Node's http client
+ * (ClientRequest/IncomingMessage streams, header objects) costs as much per request as a proxy does; this
+ * costs a fraction of it, so the schedule is kept and less of the machine goes to measuring.
+ */
+class RawAgent {
+  constructor(o, maxSockets) {
+    this.o = o;
+    this.max = maxSockets;
+    this.idle = [];
+    this.all = new Set();
+    this.queue = [];
+    this.request = Buffer.from(`GET /hello HTTP/1.1\r\nhost: ${o.host}:${o.port}\r\n\r\n`, 'latin1');
+  }
+  get(cb) {
+    const c = this.idle.pop();
+    if (c) this.send(c, cb);
+    else if (this.all.size < this.max) this.open(cb);
+    else this.queue.push(cb);
+  }
+  open(cb) {
+    const s = net.connect({ host: this.o.host, port: this.o.port, noDelay: true });
+    const c = { s, cb: undefined, buf: undefined, status: 0, remaining: -1, chunked: false };
+    this.all.add(c);
+    s.on('data', (d) => this.onData(c, d));
+    const gone = (e) => {
+      if (!this.all.delete(c)) return;
+      const i = this.idle.indexOf(c);
+      if (i >= 0) this.idle.splice(i, 1);
+      const cb2 = c.cb;
+      c.cb = undefined;
+      cb2?.(e ?? new Error('connection closed'));
+      // a queued request takes a new connection in its place
+      if (this.queue.length > 0 && !this.destroyed) this.open(this.queue.shift());
+    };
+    s.on('error', gone);
+    s.on('close', () => gone());
+    this.send(c, cb);
+  }
+  send(c, cb) {
+    c.cb = cb;
+    c.status = 0;
+    c.remaining = -1;
+    c.chunked = false;
+    c.s.write(this.request);
+  }
+  onData(c, d) {
+    let b = c.buf ? Buffer.concat([c.buf, d]) : d;
+    c.buf = undefined;
+    for (;;) {
+      if (!c.cb) return;
+      if (c.status === 0) {
+        const end = b.indexOf('\r\n\r\n');
+        if (end < 0) {
+          c.buf = b;
+          return;
+        }
+        const head = b.toString('latin1', 0, end);
+        c.status = Number(head.slice(9, 12));
+        const len = /\r\ncontent-length: *(\d+)/i.exec(head);
+        c.chunked = !len && /\r\ntransfer-encoding: *chunked/i.test(head);
+        c.remaining = len ? Number(len[1]) : 0;
+        b = b.subarray(end + 4);
+      }
+      if (c.chunked) {
+        // chunks until the zero-size one and its final CRLF
+        const nl = b.indexOf('\r\n');
+        if (nl < 0) {
+          c.buf = b;
+          return;
+        }
+        const size = parseInt(b.toString('latin1', 0, nl), 16);
+        if (b.length < nl + 2 + size + 2) {
+          c.buf = b;
+          return;
+        }
+        b = b.subarray(nl + 2 + size + 2);
+        if (size > 0) continue;
+      } else {
+        const take = Math.min(c.remaining, b.length);
+        c.remaining -= take;
+        b = b.subarray(take);
+        if (c.remaining > 0) return;
+      }
+      const cb = c.cb;
+      const status = c.status;
+      c.cb = undefined;
+      c.status = 0;
+      const next = this.queue.shift();
+      if (next) this.send(c, next);
+      else this.idle.push(c);
+      cb(undefined, status);
+      if (b.length === 0) return;
+    }
+  }
+  destroy() {
+    this.destroyed = true;
+    for (const c of this.all) c.s.destroy();
+  }
+}
+
 async function loadMain(o) {
-  const newAgent = () => new http.Agent({ keepAlive: true, maxSockets: o.mode === 'saturated' ? o.connections : 256 });
+  const Agent = o.generator === 'http' ? HttpAgent : RawAgent;
+  const newAgent = () => new Agent(o, o.mode === 'saturated' ? o.connections : 256);
   const run = o.mode === 'saturated' ? closedLoop : openLoop;
   if (o.warmup > 0) {
     // its own connections: what a warm-up left unanswered must not queue ahead of the measurement
@@ -147,7 +264,10 @@ async function loadMain(o) {
   const agent = newAgent();
   // the parent reads CPU counters between these two lines
   process.stdout.write('{"measuring":true}\n');
+  const cpu0 = process.cpuUsage();
   const r = await run(o, agent, o.duration);
+  const c = process.cpuUsage(cpu0);
+  r.generatorCpu = (c.user + c.system) / 1e6;
   process.stdout.write(`${JSON.stringify(r)}\n`);
   agent.destroy();
   process.exit(0);
@@ -156,7 +276,7 @@ async function loadMain(o) {
 // ---- the benchmark ----
 
 function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false };
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw' };
   const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
@@ -169,6 +289,10 @@ function parseArgs(argv) {
     const v = argv[++i];
     if (name === 'binary' || name === 'cpuProf' || name === 'perf') o[name] = path.resolve(v);
     else if (name === 'nodeArgs') o.nodeArgs = v.split(/\s+/).filter(Boolean);
+    else if (name === 'generator') {
+      if (v !== 'raw' && v !== 'http') throw new Error('--generator: raw or http');
+      o.generator = v;
+    }
     else if (name === 'targets') {
       o.targets = v.split(',');
       const bad = o.targets.find((t) => !['direct', 'plaintext', 'mtls'].includes(t));
@@ -274,9 +398,10 @@ async function perfRecord(pids, file, fn) {
 }
 
 async function measure(name, ns, target, pids, o, sidecars = {}) {
-  const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup };
+  const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup, generator: o.generator };
   const cx0 = upstreamConnections(sidecars);
-  const fixed = await load(ns, { ...common, mode: 'fixed', rate: o.rate });
+  // --rate 0: saturated runs only (the CPU comparison), no fixed-rate run
+  const fixed = o.rate > 0 ? await load(ns, { ...common, mode: 'fixed', rate: o.rate }) : { sent: 0, ok: 0, errors: 0, non2xx: 0, unanswered: 0, p50: NaN, p90: NaN, p99: NaN, sendLateP99: NaN };
   let cpu0 = { user: 0, system: 0 };
   let perfStarted;
   const saturated = () =>
@@ -304,9 +429,9 @@ async function measure(name, ns, target, pids, o, sidecars = {}) {
   const perCore = pids.length ? sat.ok / cpu : NaN;
   const f = (x) => (Number.isFinite(x) ? x.toFixed(3) : '-');
   console.log(
-    `${name.padEnd(10)} fixed ${o.rate} rps: p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
+    `${name.padEnd(10)} fixed ${o.rate} rps: generator ${f(fixed.generatorCpu)} CPU s, p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
       (fixed.sendLateP99 > 2 || fixed.unanswered > 0 ? `${''.padEnd(10)} the load generator could not keep the schedule: this machine is too busy for these figures\n` : '') +
-      `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors})` +
+      `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors}, generator ${sat.generatorCpu.toFixed(2)} CPU s)` +
       (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s (user ${cpuUser.toFixed(2)}, system ${cpuSystem.toFixed(2)}) → ${perCore.toFixed(0)} requests per proxy core-second` : '') +
       (opened ? `\n${''.padEnd(10)} upstream connections opened over both runs (${fixed.sent + sat.ok} requests): ${opened}` : ''),
   );
