@@ -13,19 +13,30 @@
 // mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
+//        [--targets direct,plaintext,mtls] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
+//        [--nodeArgs '<node flags>'] [--keep]      (--rate 0: saturated runs only)
+// --cpuProf runs both sidecars from <binary>/mesh.cjs under `node --cpu-prof` (profiles in <dir>/a and <dir>/b);
+// --nodeArgs passes node flags to them the same way (e.g. '--trace-gc', or a V8 flag to measure); --keep leaves
+// the work directory (the programs' logs) in place. --perf records the proxies with `perf record -g` during each
+// saturated run (<dir>/<target>.data, kernel and user time: the CPU profile samples wall-clock time of the main
+// thread only, which on a busy machine blames whatever was running when the process was descheduled; add
+// --nodeArgs --perf-basic-prof for JavaScript names).
 //
 // Needs root, iproute2, iptables, setpriv and openssl, and the built binary (`node build.mjs`). The load
-// generator is this script run again inside the calling pod (`--load <json>`) as the application's user,
-// node's http with a keep-alive agent (no wrk/h2load on this machine). Everything it makes is removed at the
-// end, on Ctrl-C and on failure.
-import { spawn } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
+// generator is this script run again inside the calling pod (`--load <json>`) as the application's user
+// (no wrk/h2load on this machine): by default keep-alive connections on raw sockets writing one prepared
+// request and reading responses only as far as their framing (`--generator raw`), or node's http client with a
+// keep-alive agent (`--generator http`, the method of the figures recorded before; it spends as much CPU per
+// request as a proxy, on the same two cores). Everything it makes is removed at the end, on Ctrl-C and on
+// failure.
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { APP_UID, asUser, callIn, Cleanup, meshAddr, meshPodsUnavailable, proxyPids, startMesh, waitFor } from '../lib/mesh-pods.mjs';
-import { cpuSeconds } from './xds-scale/proc.mjs';
+import { APP_UID, asUser, callIn, Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, proxyPids, startMesh, waitFor } from '../lib/mesh-pods.mjs';
 
 const SELF = new URL(import.meta.url).pathname;
 const ROOT = path.resolve(path.dirname(SELF), '../..');
@@ -64,21 +75,13 @@ function openLoop(o, agent, seconds) {
       sent++;
       inflight++;
       late.push(performance.now() - at);
-      const req = http.request({ host: o.host, port: o.port, path: '/hello', agent }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          inflight--;
-          if (res.statusCode >= 200 && res.statusCode < 300) latencies.push(performance.now() - at);
-          else non2xx++;
-          done();
-        });
-      });
-      req.on('error', () => {
+      agent.get((err, status) => {
         inflight--;
-        errors++;
+        if (err) errors++;
+        else if (status >= 200 && status < 300) latencies.push(performance.now() - at);
+        else non2xx++;
         done();
       });
-      req.end();
     };
     const tick = () => {
       const now = performance.now();
@@ -110,27 +113,162 @@ function closedLoop(o, agent, seconds) {
         if (--running === 0) resolve({ ok, errors, seconds: (performance.now() - start) / 1000, rps: ok / ((performance.now() - start) / 1000) });
         return;
       }
-      const req = http.request({ host: o.host, port: o.port, path: '/hello', agent }, (res) => {
-        res.resume();
-        res.on('end', () => {
-          if (res.statusCode >= 200 && res.statusCode < 300) ok++;
-          else errors++;
-          loop();
-        });
+      agent.get((err, status) => {
+        if (err) {
+          errors++;
+          setTimeout(loop, 10);
+          return;
+        }
+        if (status >= 200 && status < 300) ok++;
+        else errors++;
+        loop();
       });
-      req.on('error', () => {
-        errors++;
-        setTimeout(loop, 10);
-      });
-      req.end();
     };
     for (let i = 0; i < o.connections; i++) loop();
   });
 }
 
 /** `--load <json>`: {host, port, mode: fixed|saturated, rate, connections, duration, warmup} → one JSON line. */
+/** Node's http client with a keep-alive agent (`--generator http`, the method of the first recorded runs). */
+class HttpAgent {
+  constructor(o, maxSockets) {
+    this.o = o;
+    this.agent = new http.Agent({ keepAlive: true, maxSockets });
+  }
+  get(cb) {
+    const req = http.request({ host: this.o.host, port: this.o.port, path: '/hello', agent: this.agent }, (res) => {
+      res.resume();
+      res.on('end', () => cb(undefined, res.statusCode));
+    });
+    req.on('error', (e) => cb(e));
+    req.end();
+  }
+  destroy() {
+    this.agent.destroy();
+  }
+}
+
+/**
+ * The lighter generator (`--generator raw`, the default): keep-alive connections on raw sockets, one request
+ * written as one prepared buffer, the response read only as far as its status line, Content-Length (or chunked
+ * framing) needs. On two cores the generator competes with both apps and both proxies, and Node's http client
+ * (ClientRequest/IncomingMessage streams, header objects) costs as much per request as a proxy does; this
+ * costs a fraction of it, so the schedule is kept and less of the machine goes to measuring.
+ */
+class RawAgent {
+  constructor(o, maxSockets) {
+    this.o = o;
+    this.max = maxSockets;
+    this.idle = [];
+    this.all = new Set();
+    this.queue = [];
+    this.request = Buffer.from(`GET /hello HTTP/1.1\r\nhost: ${o.host}:${o.port}\r\n\r\n`, 'latin1');
+  }
+  get(cb) {
+    const c = this.idle.pop();
+    if (c) this.send(c, cb);
+    else if (this.all.size < this.max) this.open(cb);
+    else this.queue.push(cb);
+  }
+  open(cb) {
+    const s = net.connect({ host: this.o.host, port: this.o.port, noDelay: true });
+    const c = { s, cb: undefined, buf: undefined, status: 0, remaining: -1, chunked: false, used: 0, got: false };
+    this.all.add(c);
+    s.on('data', (d) => {
+      c.got = true;
+      this.onData(c, d);
+    });
+    const gone = (e) => {
+      if (!this.all.delete(c)) return;
+      s.destroy();
+      const i = this.idle.indexOf(c);
+      if (i >= 0) this.idle.splice(i, 1);
+      const cb2 = c.cb;
+      c.cb = undefined;
+      if (cb2 && c.used > 1 && !c.got && !this.destroyed) {
+        // the keep-alive race (the server closed an idle connection as the request went out): once more on a
+        // new connection, as a browser or Envoy would; not a failure of the path measured, but counted
+        this.retries = (this.retries ?? 0) + 1;
+        this.open(cb2);
+        return;
+      }
+      cb2?.(e ?? new Error('connection closed'));
+      // a queued request takes a new connection in its place
+      if (this.queue.length > 0 && !this.destroyed) this.open(this.queue.shift());
+    };
+    s.on('error', gone);
+    // the server closes an idle keep-alive connection (Node's 5 s): not reused from then on
+    s.on('end', () => gone());
+    s.on('close', () => gone());
+    this.send(c, cb);
+  }
+  send(c, cb) {
+    c.cb = cb;
+    c.used++;
+    c.got = false;
+    c.status = 0;
+    c.remaining = -1;
+    c.chunked = false;
+    c.s.write(this.request);
+  }
+  onData(c, d) {
+    let b = c.buf ? Buffer.concat([c.buf, d]) : d;
+    c.buf = undefined;
+    for (;;) {
+      if (!c.cb) return;
+      if (c.status === 0) {
+        const end = b.indexOf('\r\n\r\n');
+        if (end < 0) {
+          c.buf = b;
+          return;
+        }
+        const head = b.toString('latin1', 0, end);
+        c.status = Number(head.slice(9, 12));
+        const len = /\r\ncontent-length: *(\d+)/i.exec(head);
+        c.chunked = !len && /\r\ntransfer-encoding: *chunked/i.test(head);
+        c.remaining = len ? Number(len[1]) : 0;
+        b = b.subarray(end + 4);
+      }
+      if (c.chunked) {
+        // chunks until the zero-size one and its final CRLF
+        const nl = b.indexOf('\r\n');
+        if (nl < 0) {
+          c.buf = b;
+          return;
+        }
+        const size = parseInt(b.toString('latin1', 0, nl), 16);
+        if (b.length < nl + 2 + size + 2) {
+          c.buf = b;
+          return;
+        }
+        b = b.subarray(nl + 2 + size + 2);
+        if (size > 0) continue;
+      } else {
+        const take = Math.min(c.remaining, b.length);
+        c.remaining -= take;
+        b = b.subarray(take);
+        if (c.remaining > 0) return;
+      }
+      const cb = c.cb;
+      const status = c.status;
+      c.cb = undefined;
+      c.status = 0;
+      const next = this.queue.shift();
+      if (next) this.send(c, next);
+      else this.idle.push(c);
+      cb(undefined, status);
+      if (b.length === 0) return;
+    }
+  }
+  destroy() {
+    this.destroyed = true;
+    for (const c of this.all) c.s.destroy();
+  }
+}
+
 async function loadMain(o) {
-  const newAgent = () => new http.Agent({ keepAlive: true, maxSockets: o.mode === 'saturated' ? o.connections : 256 });
+  const Agent = o.generator === 'http' ? HttpAgent : RawAgent;
+  const newAgent = () => new Agent(o, o.mode === 'saturated' ? o.connections : 256);
   const run = o.mode === 'saturated' ? closedLoop : openLoop;
   if (o.warmup > 0) {
     // its own connections: what a warm-up left unanswered must not queue ahead of the measurement
@@ -141,7 +279,11 @@ async function loadMain(o) {
   const agent = newAgent();
   // the parent reads CPU counters between these two lines
   process.stdout.write('{"measuring":true}\n');
+  const cpu0 = process.cpuUsage();
   const r = await run(o, agent, o.duration);
+  const c = process.cpuUsage(cpu0);
+  r.generatorCpu = (c.user + c.system) / 1e6;
+  r.retries = agent.retries ?? 0;
   process.stdout.write(`${JSON.stringify(r)}\n`);
   agent.destroy();
   process.exit(0);
@@ -150,12 +292,31 @@ async function loadMain(o) {
 // ---- the benchmark ----
 
 function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist') };
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw' };
+  const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
-    if (!(name in o)) throw new Error(`unknown flag ${argv[i]} (flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')})`);
-    o[name] = name === 'binary' ? path.resolve(argv[++i]) : Number(argv[++i]);
-    if (name !== 'binary' && !(o[name] >= 0)) throw new Error(`--${name} needs a number`);
+    if (!(name in o)) throw new Error(`unknown flag ${argv[i]} (${usage})`);
+    if (name === 'keep') {
+      o.keep = true;
+      continue;
+    }
+    if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
+    const v = argv[++i];
+    if (name === 'binary' || name === 'cpuProf' || name === 'perf') o[name] = path.resolve(v);
+    else if (name === 'nodeArgs') o.nodeArgs = v.split(/\s+/).filter(Boolean);
+    else if (name === 'generator') {
+      if (v !== 'raw' && v !== 'http') throw new Error('--generator: raw or http');
+      o.generator = v;
+    }
+    else if (name === 'targets') {
+      o.targets = v.split(',');
+      const bad = o.targets.find((t) => !['direct', 'plaintext', 'mtls'].includes(t));
+      if (bad) throw new Error(`--targets: unknown target ${bad} (direct, plaintext, mtls)`);
+    } else {
+      o[name] = Number(v);
+      if (!(o[name] >= 0)) throw new Error(`--${name} needs a number`);
+    }
   }
   return o;
 }
@@ -206,19 +367,89 @@ function load(ns, o, onMeasuring) {
   });
 }
 
-async function measure(name, ns, target, pids, o) {
-  const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup };
-  const fixed = await load(ns, { ...common, mode: 'fixed', rate: o.rate });
-  let cpu0 = 0;
-  const sat = await load(ns, { ...common, mode: 'saturated', connections: o.connections }, () => (cpu0 = pids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0)));
-  const cpu = pids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0) - cpu0;
+/**
+ * Upstream connections each sidecar has opened so far (cx_total of its hosts in the admin's /clusters): A's to B's
+ * sidecar, B's to its app. A figure that grows with the requests means connections are not reused (with mTLS,
+ * a handshake per request).
+ */
+function upstreamConnections(sidecars) {
+  const out = {};
+  for (const [name, ns] of Object.entries(sidecars)) {
+    const r = httpGetIn(ns, 'http://127.0.0.1:15000/clusters');
+    out[name] = 0;
+    for (const m of String(r.body).matchAll(/^(outbound|inbound)\|8080\|[^:]*::[^:]+:\d+::cx_total::(\d+)$/gm)) out[name] += Number(m[2]);
+  }
+  return out;
+}
+
+/** User and system CPU seconds of the processes together (from /proc/<pid>/stat). */
+function cpuOf(pids) {
+  const t = { user: 0, system: 0 };
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      t.user += Number(rest[11]) / CLK_TCK;
+      t.system += Number(rest[12]) / CLK_TCK;
+    } catch {
+      // gone
+    }
+  }
+  return t;
+}
+const CLK_TCK = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** `perf record` of the proxies (kernel and user stacks) while `fn` runs, into `file`. */
+async function perfRecord(pids, file, fn) {
+  const perf = spawn('perf', ['record', '-q', '-F', '499', '-g', '-p', pids.join(','), '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  perf.stderr.on('data', (d) => (err += d));
+  const exited = new Promise((r) => perf.once('exit', r));
+  try {
+    return await fn();
+  } finally {
+    perf.kill('SIGINT');
+    if ((await exited) !== 0 && err) console.log(`perf record: ${err.trim()}`);
+  }
+}
+
+async function measure(name, ns, target, pids, o, sidecars = {}) {
+  const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup, generator: o.generator };
+  const cx0 = upstreamConnections(sidecars);
+  // --rate 0: saturated runs only (the CPU comparison), no fixed-rate run
+  const fixed = o.rate > 0 ? await load(ns, { ...common, mode: 'fixed', rate: o.rate }) : { sent: 0, ok: 0, errors: 0, non2xx: 0, unanswered: 0, p50: NaN, p90: NaN, p99: NaN, sendLateP99: NaN };
+  let cpu0 = { user: 0, system: 0 };
+  let perfStarted;
+  const saturated = () =>
+    load(ns, { ...common, mode: 'saturated', connections: o.connections }, () => {
+      cpu0 = cpuOf(pids);
+      perfStarted?.();
+    });
+  const sat =
+    o.perf && pids.length
+      ? await (async () => {
+          // perf records the measured part only: started when the generator says so
+          const measuring = new Promise((r) => (perfStarted = r));
+          const whole = saturated();
+          await Promise.race([measuring, whole]);
+          mkdirSync(o.perf, { recursive: true });
+          return perfRecord(pids, path.join(o.perf, `${name}.data`), () => whole);
+        })()
+      : await saturated();
+  const cpu1 = cpuOf(pids);
+  const cpuUser = cpu1.user - cpu0.user;
+  const cpuSystem = cpu1.system - cpu0.system;
+  const cpu = cpuUser + cpuSystem;
+  const cx1 = upstreamConnections(sidecars);
+  const opened = Object.keys(cx1).map((k) => `${k} ${cx1[k] - cx0[k]}`).join(', ');
   const perCore = pids.length ? sat.ok / cpu : NaN;
   const f = (x) => (Number.isFinite(x) ? x.toFixed(3) : '-');
   console.log(
-    `${name.padEnd(10)} fixed ${o.rate} rps: p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
+    `${name.padEnd(10)} fixed ${o.rate} rps: generator ${f(fixed.generatorCpu)} CPU s, p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, keep-alive retries ${fixed.retries ?? 0}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
       (fixed.sendLateP99 > 2 || fixed.unanswered > 0 ? `${''.padEnd(10)} the load generator could not keep the schedule: this machine is too busy for these figures\n` : '') +
-      `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors})` +
-      (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s → ${perCore.toFixed(0)} requests per proxy core-second` : ''),
+      `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors}, keep-alive retries ${sat.retries ?? 0}, generator ${sat.generatorCpu.toFixed(2)} CPU s)` +
+      (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s (user ${cpuUser.toFixed(2)}, system ${cpuSystem.toFixed(2)}) → ${perCore.toFixed(0)} requests per proxy core-second` : '') +
+      (opened ? `\n${''.padEnd(10)} upstream connections opened over both runs (${fixed.sent + sat.ok} requests): ${opened}` : ''),
   );
   return { fixed, sat, cpu, perCore };
 }
@@ -233,11 +464,25 @@ async function main() {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const dir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-'));
-  cleanup.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  cleanup.teardown(() => (o.keep ? console.log(`kept ${dir} (logs/ has the programs' output)`) : rmSync(dir, { recursive: true, force: true })));
   chmodSync(dir, 0o755);
   try {
     console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps, saturated ${o.connections} connections`);
+    // profiling: the sidecars run from the bundle under node with --cpu-prof (one directory per pod) and/or
+    // --nodeArgs (e.g. --trace-gc, whose lines land in the sidecar's log: keep them with --keep); SIGTERM
+    // lets them exit normally so that node writes the profiles
+    const bundle = path.join(o.binary, 'mesh.cjs');
+    const profiled = o.cpuProf || o.nodeArgs.length > 0;
+    if (profiled && !existsSync(bundle)) throw new Error(`${bundle} is missing: run \`node build.mjs\` first`);
+    // the sidecars run as uid 1337: they must be able to write there
+    if (o.cpuProf) for (const pod of ['a', 'b']) mkdirSync(path.join(o.cpuProf, pod), { recursive: true });
+    if (o.cpuProf) for (const d of [o.cpuProf, path.join(o.cpuProf, 'a'), path.join(o.cpuProf, 'b')]) chmodSync(d, 0o777);
+    const sidecarCommand = profiled
+      ? (pod) => [process.execPath, ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(o.cpuProf, pod)}`] : []), ...o.nodeArgs, bundle, 'pilot-agent']
+      : undefined;
     const mesh = await startMesh(cleanup, {
+      sidecarCommand,
+      stopSignal: profiled ? 'SIGTERM' : undefined,
       dist: o.binary,
       dir,
       // pods 1, 2 (A, B) with sidecars; pods 3, 4 bare, for the direct baseline
@@ -251,15 +496,16 @@ async function main() {
     const vip = { host: meshAddr.vip(2), port: 8080 };
     const xfcc = () => JSON.parse(String(callIn(mesh.ns.a, true, 'http', vip.host, '8080').body)).xfcc;
 
-    const direct = await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o);
+    const skipped = { fixed: { unanswered: 0, errors: 0, non2xx: 0, p99: NaN }, sat: { rps: NaN }, perCore: NaN };
+    const direct = o.targets.includes('direct') ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o) : skipped;
 
     await waitFor(() => xfcc() === null, 30_000, () => 'the plaintext config did not take effect');
-    const plain = await measure('plaintext', mesh.ns.a, vip, pids, o);
+    const plain = o.targets.includes('plaintext') ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }) : skipped;
 
     unlinkSync(path.join(mesh.configDir, 'destination-rule.yaml'));
     for (const [file, yaml] of Object.entries(MTLS)) writeFileSync(path.join(mesh.configDir, file), yaml);
     await waitFor(() => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), 30_000, () => 'mTLS did not take effect');
-    const mtls = await measure('mtls', mesh.ns.a, vip, pids, o);
+    const mtls = o.targets.includes('mtls') ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }) : skipped;
 
     // a run that left requests unanswered has no p99 worth the name
     const complete = (r) => r.fixed.unanswered === 0 && r.fixed.errors + r.fixed.non2xx === 0 && Number.isFinite(r.fixed.p99);
@@ -272,6 +518,7 @@ mTLS requests per proxy core-second: ${mtls.perCore.toFixed(0)} vs plaintext pai
 saturated rps: direct ${direct.sat.rps.toFixed(0)}, plaintext pair ${plain.sat.rps.toFixed(0)}, mTLS pair ${mtls.sat.rps.toFixed(0)}`);
   } finally {
     await cleanup.run();
+    if (o.cpuProf) console.log(`cpu profiles of the sidecars in ${o.cpuProf}/{a,b}`);
   }
 }
 

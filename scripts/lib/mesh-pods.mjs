@@ -210,9 +210,10 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
  * The sidecar of a pod: `pilot-agent proxy sidecar` as uid 1337 in `home` (its working directory, owned by
  * 1337), with the pod's metadata as the injector sets it. `certs` ({cert, key, root} PEM) are mounted as
  * ./etc/certs files (FILE_MOUNTED_CERTS); without them the agent has no workload certificate. Resolves once
- * the agent printed something; `waitSidecarReady` waits for its readiness.
+ * the agent printed something; `waitSidecarReady` waits for its readiness. `command` replaces `<dist>/pilot-agent`
+ * (e.g. `node --cpu-prof dist/mesh.cjs pilot-agent` to profile it).
  */
-export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal }) {
+export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command }) {
   fs.mkdirSync(home, { recursive: true });
   fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discoveryAddress}\n  controlPlaneAuthPolicy: NONE\n`);
   if (certs) {
@@ -225,7 +226,7 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
   const proxyConfig = { binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s' };
   // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
   if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
-  return startIn(owner, ns, asUser(PROXY_UID, [path.join(dist, 'pilot-agent'), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml']), {
+  return startIn(owner, ns, asUser(PROXY_UID, [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml']), {
     ready: /./,
     what: `pilot-agent ${pod.name}`,
     cwd: home,
@@ -395,8 +396,9 @@ spec:
  * the cluster's search list), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
  * maps file names to YAML served beside the registry (the caller may rewrite them: discovery watches the
  * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
+ * `sidecarCommand(name)` gives the argv that replaces `<dist>/pilot-agent` for that pod's sidecar (profiling).
  */
-export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined }) {
+export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined, sidecarCommand }) {
   const configDir = path.join(dir, 'config');
   const logs = path.join(dir, 'logs');
   fs.mkdirSync(configDir, { recursive: true });
@@ -455,6 +457,7 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
       env: { MESH_META_DNS_CAPTURE: 'true' },
       onOutput: logTo(`sidecar-${p.name}`),
       stopSignal,
+      command: sidecarCommand?.(p.name),
     });
   }
   for (const name of meshed) {

@@ -293,6 +293,25 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
     t.equal(await tcpRoundTrip(a.tcp, 'ping over mtls'), 'ping over mtls');
   });
 
+  await t.test("A's next connections to B resume its TLS session, and B still knows A's identity", async (t) => {
+    const reused = async (port: number) => {
+      const m = new RegExp(`listener\\.127\\.0\\.0\\.1_${port}\\.ssl\\.session_reused: (\\d+)`).exec(await (await fetch(`${b.admin}/stats?filter=session_reused`)).text());
+      return Number(m?.[1] ?? 0);
+    };
+    // TCP: every downstream connection makes its own upstream one (the first test's made the session)
+    const tcpBefore = await reused(bTcp);
+    t.equal(await tcpRoundTrip(a.tcp, 'resumed'), 'resumed');
+    t.ok((await reused(bTcp)) > tcpBefore, "B's TCP listener resumed A's session");
+    // HTTP: two requests at once need a second pooled connection next to the one the first test opened
+    const httpBefore = await reused(bHttp);
+    const rs = await Promise.all([1, 2, 3].map((i) => request(a.http, `/resume-${i}`, { host: 'b.b.svc.cluster.local' })));
+    for (const r of rs) {
+      t.equal(r.status, 200);
+      t.equal((JSON.parse(r.body) as { headers: Record<string, string> }).headers['x-forwarded-client-cert'], `By=${idB.id};Hash=${sha256Hex(idA.certPem)};Subject="";URI=${idA.id}`, 'XFCC names A on a resumed connection too');
+    }
+    t.ok((await reused(bHttp)) > httpBefore, "B's HTTP listener resumed A's session");
+  });
+
   await t.test("B's certificate carries B's SPIFFE identity (what openssl s_client shows)", async (t) => {
     const peer = await new Promise<tls.PeerCertificate>((resolve, reject) => {
       const s = tls.connect({ host: '127.0.0.1', port: bTcp, cert: idA.certPem, key: idA.keyPem, ca: rootPem, ALPNProtocols: MTLS_TCP_ALPN, checkServerIdentity: () => undefined }, () => {

@@ -41,7 +41,7 @@ const XFCC = 'x-forwarded-client-cert';
 
 export interface TlsHooks {
   /** Returning false closes the connection (a network filter in front of the HCM refused it). */
-  onHandshake(): boolean | void;
+  onHandshake(socket: tls.TLSSocket): boolean | void;
   onError(why: string): void;
 }
 
@@ -256,7 +256,7 @@ export class HcmRuntime {
       throw new ConfigError(`${where}: HttpConnectionManager needs rds or route_config`);
     }
     this.ready = this.routes.ready;
-    // plaintext HTTP/1.x is served by the engine's own codec (h1/server.ts), HTTP/2 and TLS by Node's servers
+    // HTTP/1.x (plaintext or after TLS) is served by the engine's own codec (h1/server.ts), HTTP/2 by Node's servers
     const onRequest = (req: DownstreamRequest, res: DownstreamResponse) => this.onRequest(req, res);
     this.h2 = http2.createServer({ settings: { enablePush: false }, maxSessionMemory: 64 }, onRequest as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
     this.h2.on('session', (session: http2.ServerHttp2Session) => {
@@ -275,7 +275,8 @@ export class HcmRuntime {
 
   /**
    * Terminates TLS with the chain's context, then serves HTTP/2 or HTTP/1.1 as ALPN decided. Node's
-   * HTTP/2 server only runs on TLS sockets it made itself, so TLS is done by a secure server per context.
+   * HTTP/2 server only runs on TLS sockets it made itself, so TLS is done by a secure server per context
+   * (its HTTP/1.1 fallback is not used: see secureServerFor).
    */
   serveTls(socket: net.Socket, ctx: ConnectionContext, tlsCtx: TlsContext, hooks: TlsHooks): void {
     const srv = this.secureServerFor(tlsCtx);
@@ -305,8 +306,13 @@ export class HcmRuntime {
         this.log.warn(`${this.where}: new TLS material rejected: ${(e as Error).message}`);
       }
     });
-    // runs before Node's own handler so the connection context is known when the session starts
-    srv.prependListener('secureConnection', (t: tls.TLSSocket) => {
+    // A finished handshake: HTTP/1.1 (ALPN http/1.1, or none) goes to the engine's own codec as on plaintext
+    // connections — the same keep-alive, limits and per-request cost — and only what Node's secure server
+    // would run as HTTP/2 goes to Node's handler (installed by createSecureServer, taken out here so that
+    // it never sees the HTTP/1.1 connections).
+    const nodeHandlers = srv.listeners('secureConnection') as Array<(t: tls.TLSSocket) => void>;
+    srv.removeAllListeners('secureConnection');
+    srv.on('secureConnection', (t: tls.TLSSocket) => {
       const raw = (t as unknown as { _parent?: net.Socket })._parent;
       const p = raw ? this.pendingTls.get(raw) : undefined;
       if (!p) {
@@ -325,16 +331,23 @@ export class HcmRuntime {
         return;
       }
       applyPeer(info, v.peer);
-      if (p.hooks.onHandshake() === false) {
+      if (p.hooks.onHandshake(t) === false) {
         t.destroy();
         return;
       }
-      this.countConnection(t, info.alpn === 'h2');
+      // Node's rule (http2 connectionListener): no ALPN or http/1.1 is HTTP/1.1, anything else HTTP/2
+      if (t.alpnProtocol === false || t.alpnProtocol === 'http/1.1') {
+        this.serveConnection(t, p.ctx, false);
+        return;
+      }
+      this.countConnection(t, true);
       (t as unknown as Record<symbol, unknown>)[kCtx] = p.ctx;
       this.pendingSessionCtx = p.ctx;
-    });
-    srv.on('secureConnection', () => {
-      this.pendingSessionCtx = undefined;
+      try {
+        for (const f of nodeHandlers) f.call(server, t);
+      } finally {
+        this.pendingSessionCtx = undefined;
+      }
     });
     srv.on('tlsClientError', (e: Error, s: tls.TLSSocket) => {
       const raw = (s as unknown as { _parent?: net.Socket })._parent;

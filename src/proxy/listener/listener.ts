@@ -92,6 +92,7 @@ export interface ListenerStats {
   preCxTimeout: Counter;
   sslHandshake: Counter;
   sslError: Counter;
+  sslSessionReused: Counter;
   sslNoCert: Counter;
 }
 
@@ -225,6 +226,7 @@ export class ListenerRuntime {
       preCxTimeout: s.counter('downstream_pre_cx_timeout'),
       sslHandshake: s.counter('ssl.handshake'),
       sslError: s.counter('ssl.connection_error'),
+      sslSessionReused: s.counter('ssl.session_reused'),
       sslNoCert: s.counter('ssl.no_certificate'),
     };
     const built: CompiledChain[] = [];
@@ -556,8 +558,9 @@ export class ListenerRuntime {
     }
     if (chain.hcm && negotiateAlpn) {
       chain.hcm.serveTls(socket, { info, draining: () => this.isDraining() }, ctx, {
-        onHandshake: () => {
+        onHandshake: (t) => {
           this.stats.sslHandshake.inc();
+          if (t.isSessionReused()) this.stats.sslSessionReused.inc();
           return rbacAllows();
         },
         onError: (why) => {
@@ -591,6 +594,7 @@ export class ListenerRuntime {
     });
     t.once('secure', () => {
       this.stats.sslHandshake.inc();
+      if (t.isSessionReused()) this.stats.sslSessionReused.inc();
       info.tls = true;
       info.alpn = typeof t.alpnProtocol === 'string' ? t.alpnProtocol : '';
       recordChainVerification(t, o.requestCert ?? false);

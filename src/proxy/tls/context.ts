@@ -2,7 +2,7 @@
 // and validation contexts inline, from files or from SDS secrets. Peer verification follows Envoy:
 // no validation context = no verification; trusted_ca verifies the chain (unless ACCEPT_UNTRUSTED);
 // SAN matchers and certificate hashes are checked on top; hostnames are not checked against SNI.
-import { X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import tls from 'node:tls';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { CommonTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
@@ -163,6 +163,23 @@ export interface TlsContextOptions {
   role: 'server' | 'client';
   requireClientCertificate?: boolean;
   sni?: string;
+  /** Client: UpstreamTlsContext.max_session_keys (Envoy's default 1; 0 turns session resumption off). */
+  maxSessionKeys?: number;
+}
+
+/** Sessions kept per client context at most (one per upstream host, the oldest dropped first). */
+const MAX_SESSION_HOSTS = 1024;
+
+/**
+ * A server context that asks for client certificates must name its session id context, or OpenSSL fails
+ * every handshake that offers a session to resume ("session id context uninitialized") instead of doing a
+ * full one — and clients resume by default (Envoy's max_session_keys 1, and ours). Envoy derives it from the
+ * context's certificates and validation material, as here (tls.Server does the same with a fixed value).
+ */
+function setSessionIdContext(sc: tls.SecureContext, o: tls.SecureContextOptions): void {
+  const h = createHash('sha256');
+  for (const c of [o.cert, o.ca].flat()) if (c) h.update(c as Buffer | string);
+  (sc as unknown as { context: { setSessionIdContext(id: string): void } }).context.setSessionIdContext(h.digest('hex').slice(0, 32));
 }
 
 /**
@@ -174,6 +191,14 @@ export class TlsContext {
   private readonly watches: SecretWatch[] = [];
   private cached: tls.SecureContextOptions | undefined;
   private cachedContext: tls.SecureContext | undefined;
+  /** validation(): compiled once per change of the validation secret. */
+  private cachedValidation: { v: Validation | undefined } | undefined;
+  /**
+   * Client: the last TLS session each upstream host gave us, offered on the next connection to it (a resumed
+   * handshake skips the certificate signature and chain verification on both sides). Emptied whenever the
+   * material changes, so that no connection resumes a session made with an old certificate.
+   */
+  private readonly sessions = new Map<string, Buffer>();
   private readonly listeners = new Set<() => void>();
   private readonly staticCerts: Array<{ cert: Buffer; key: Buffer; passphrase?: string }>;
   private readonly certWatches: SecretWatch[];
@@ -220,6 +245,8 @@ export class TlsContext {
       w.onChange(() => {
         this.cached = undefined;
         this.cachedContext = undefined;
+        this.cachedValidation = undefined;
+        this.sessions.clear();
         for (const l of this.listeners) l();
       });
     }
@@ -238,10 +265,14 @@ export class TlsContext {
   }
 
   private validation(): Validation | undefined {
+    if (this.cachedValidation) return this.cachedValidation.v;
     let dyn: Validation | undefined;
     const s = this.validationWatch?.current();
     if (s?.type.case === 'validationContext') dyn = compileValidation(s.type.value, `${this.where}: secret '${s.name}'`);
-    return mergeValidation(this.staticValidation, dyn);
+    const v = mergeValidation(this.staticValidation, dyn);
+    // not kept while the secret is still awaited: its arrival (onChange) would have nothing to clear
+    if (!this.validationWatch || s) this.cachedValidation = { v };
+    return v;
   }
 
   /** Certificates currently available (static + SDS that arrived). */
@@ -284,14 +315,35 @@ export class TlsContext {
     return { ...this.cached, rejectUnauthorized: strict };
   }
 
-  /** A server SecureContext (built once per certificate change). Throws ConfigError on bad PEM. */
+  /** Client: the session to offer when connecting to `hostKey` (undefined: a full handshake). */
+  session(hostKey: string): Buffer | undefined {
+    return this.sessions.get(hostKey);
+  }
+
+  /** Client: keeps a session the server gave on a connection made with `context` (dropped when that is stale). */
+  saveSession(hostKey: string, context: tls.SecureContext, session: Buffer): void {
+    if ((this.opts.maxSessionKeys ?? 1) === 0 || context !== this.cachedContext) return;
+    this.sessions.delete(hostKey);
+    this.sessions.set(hostKey, session);
+    if (this.sessions.size > MAX_SESSION_HOSTS) this.sessions.delete(this.sessions.keys().next().value!);
+  }
+
+  /** Whether sessions are resumed (client contexts unless max_session_keys is 0). */
+  get resumesSessions(): boolean {
+    return this.opts.role === 'client' && (this.opts.maxSessionKeys ?? 1) > 0;
+  }
+
+  /** The SecureContext of this material (built once per certificate change, shared by every connection). Throws ConfigError on bad PEM. */
   secureContext(): tls.SecureContext {
     if (!this.cachedContext) {
+      let sc: tls.SecureContext;
       try {
-        this.cachedContext = tls.createSecureContext(this.secureOptions());
+        sc = tls.createSecureContext(this.secureOptions());
       } catch (e) {
         throw new ConfigError(`${this.where}: invalid TLS material: ${(e as Error).message}`);
       }
+      if (this.opts.role === 'server') setSessionIdContext(sc, this.secureOptions());
+      this.cachedContext = sc;
     }
     return this.cachedContext;
   }

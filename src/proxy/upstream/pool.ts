@@ -80,13 +80,19 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
   const local = cluster.sourceAddress;
   const transport = cluster.transportFor(host);
   const tctx = transport.tls;
+  let connected = false;
+  let verified: (() => void) | undefined;
   if (host.pipe) {
     socket = net.connect({ path: host.pipe });
   } else if (tctx) {
-    const so = tctx.secureOptions();
+    // the context's SecureContext, built once: certificate, key and CA are not parsed again per connection
+    const secureContext = tctx.secureContext();
+    const session = tctx.resumesSessions ? tctx.session(host.key) : undefined;
     const protocols = upstreamAlpn(transport, o?.alpnOverride, alpnFallback);
     socket = tls.connect({
-      ...so,
+      secureContext,
+      rejectUnauthorized: tctx.secureOptions().rejectUnauthorized,
+      ...(session ? { session } : {}),
       host: host.address,
       port: host.port,
       servername: transport.sni || (ipFamily(host.address) ? undefined : host.address),
@@ -97,11 +103,25 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
     // as for plaintext: without it Nagle holds a request's second TLS record until the peer's delayed ACK
     // (up to 40 ms per request between two sidecars)
     socket.setNoDelay(true);
+    // Envoy's client session resumption (max_session_keys): the next connection to this host resumes. Only
+    // sessions of a connection whose peer passed verification are kept (a resumed handshake is not verified
+    // again: its session was, under the same material — the context empties its sessions when that changes).
+    if (tctx.resumesSessions) {
+      const tlsSocket = socket as tls.TLSSocket;
+      let early: Buffer | undefined;
+      tlsSocket.on('session', (s: Buffer) => {
+        if (connected) tctx.saveSession(host.key, secureContext, s);
+        else early = s;
+      });
+      verified = () => {
+        if (early) tctx.saveSession(host.key, secureContext, early);
+        early = undefined;
+      };
+    }
   } else {
     socket = net.connect({ host: host.address, port: host.port, noDelay: true, ...(local ? { localAddress: local } : {}) });
   }
   const timeoutMs = cluster.connectTimeoutMs;
-  let connected = false;
   const timer =
     timeoutMs > 0
       ? setTimeout(() => {
@@ -112,7 +132,7 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
         }, timeoutMs)
       : undefined;
   const onConnected = () => {
-    if (tctx && socket instanceof tls.TLSSocket && tctx.needsPostHandshakeCheck()) {
+    if (tctx && socket instanceof tls.TLSSocket && tctx.needsPostHandshakeCheck() && !socket.isSessionReused()) {
       const v = tctx.verifyPeer(socket);
       if (v.error) {
         socket.destroy(Object.assign(new Error(`TLS error: ${v.error}`), { code: 'ETLSVERIFY' }));
@@ -120,6 +140,7 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
       }
     }
     connected = true;
+    verified?.();
     if (timer) clearTimeout(timer);
     cluster.outlier?.reportLocal(host, 'success');
   };

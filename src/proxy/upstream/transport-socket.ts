@@ -56,7 +56,7 @@ function compileTransport(ts: TransportSocket | undefined, name: string, where: 
   if (ts.configType.value.typeUrl !== TLS_SOCKET_TYPE) throw new ConfigError(`${where}: Didn't find a registered implementation for name: '${ts.name}'`);
   const u = anyUnpack(ts.configType.value, UpstreamTlsContextSchema);
   if (!u) throw new ConfigError(`${where}: cannot decode UpstreamTlsContext`);
-  return { name, tls: new TlsContext(u.commonTlsContext, { role: 'client', sni: u.sni }, secrets, where), sni: u.sni, matchCount };
+  return { name, tls: new TlsContext(u.commonTlsContext, { role: 'client', sni: u.sni, maxSessionKeys: u.maxSessionKeys ?? 1 }, secrets, where), sni: u.sni, matchCount };
 }
 
 export class TransportSocketMatcher {
