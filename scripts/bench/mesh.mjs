@@ -14,7 +14,8 @@
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
 //        [--targets direct,plaintext,mtls] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
-//        [--nodeArgs '<node flags>'] [--keep]      (--rate 0: saturated runs only)
+//        [--nodeArgs '<node flags>'] [--keep] [--concurrency N]      (--rate 0: saturated runs only;
+//        --concurrency: the sidecars' engine workers, proxyConfig.concurrency; unset: the agent's default, 2)
 // --cpuProf runs both sidecars from <binary>/mesh.cjs under `node --cpu-prof` (profiles in <dir>/a and <dir>/b);
 // --nodeArgs passes node flags to them the same way (e.g. '--trace-gc', or a V8 flag to measure); --keep leaves
 // the work directory (the programs' logs) in place. --perf records the proxies with `perf record -g` during each
@@ -292,7 +293,7 @@ async function loadMain(o) {
 // ---- the benchmark ----
 
 function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw' };
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw', concurrency: undefined };
   const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
@@ -482,6 +483,7 @@ async function main() {
       : undefined;
     const mesh = await startMesh(cleanup, {
       sidecarCommand,
+      sidecarConcurrency: o.concurrency,
       stopSignal: profiled ? 'SIGTERM' : undefined,
       dist: o.binary,
       dir,

@@ -213,7 +213,7 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
  * the agent printed something; `waitSidecarReady` waits for its readiness. `command` replaces `<dist>/pilot-agent`
  * (e.g. `node --cpu-prof dist/mesh.cjs pilot-agent` to profile it).
  */
-export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command }) {
+export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command, concurrency }) {
   fs.mkdirSync(home, { recursive: true });
   fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discoveryAddress}\n  controlPlaneAuthPolicy: NONE\n`);
   if (certs) {
@@ -223,7 +223,7 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
     fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), certs.root);
   }
   must(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
-  const proxyConfig = { binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s' };
+  const proxyConfig = { binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', ...(concurrency !== undefined ? { concurrency } : {}) };
   // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
   if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
   return startIn(owner, ns, asUser(PROXY_UID, [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml']), {
@@ -398,7 +398,7 @@ spec:
  * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
  * `sidecarCommand(name)` gives the argv that replaces `<dist>/pilot-agent` for that pod's sidecar (profiling).
  */
-export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined, sidecarCommand }) {
+export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined, sidecarCommand, sidecarConcurrency }) {
   const configDir = path.join(dir, 'config');
   const logs = path.join(dir, 'logs');
   fs.mkdirSync(configDir, { recursive: true });
@@ -458,6 +458,7 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
       onOutput: logTo(`sidecar-${p.name}`),
       stopSignal,
       command: sidecarCommand?.(p.name),
+      concurrency: sidecarConcurrency,
     });
   }
   for (const name of meshed) {
