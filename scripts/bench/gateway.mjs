@@ -255,11 +255,16 @@ async function main() {
     await waitFor(async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
     const url = `http://127.0.0.1:${gwPort}/bench`;
     await waitFor(async () => (await get(url)).status === 200, 30_000, () => `the gateway does not route to the backend:\n${gw.child.output()}`);
+    // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
     const engine = childPids(gw.child.pid).find((p) => / envoy /.test(` ${cmdline(p)} `));
-    if (!engine) throw new Error(`cannot find the engine process (child of ${gw.child.pid}): ${childPids(gw.child.pid).map(cmdline).join('; ')}`);
-    gatewayPids = { agent: gw.child.pid, engine };
-    grandchildren.push(engine);
-    targets.gateway = { url, pids: [engine, gw.child.pid], names: ['engine', 'agent'] };
+    if (engine) {
+      gatewayPids = { agent: gw.child.pid, engine };
+      grandchildren.push(engine);
+      targets.gateway = { url, pids: [engine, gw.child.pid], names: ['engine', 'agent'] };
+    } else {
+      gatewayPids = { agent: gw.child.pid };
+      targets.gateway = { url, pids: [gw.child.pid], names: ['agent with the engine'] };
+    }
   }
   if (opts.targets.includes('nginx')) {
     const port = await freePort();
@@ -280,7 +285,7 @@ async function main() {
 
   // idle RSS: ready, one routed request, a moment to settle
   await sleep(2000);
-  const idle = gatewayPids ? { agent: rssBytes(gatewayPids.agent), engine: rssBytes(gatewayPids.engine) } : undefined;
+  const idle = gatewayPids ? { agent: rssBytes(gatewayPids.agent), engine: gatewayPids.engine ? rssBytes(gatewayPids.engine) : undefined } : undefined;
 
   const runs = Object.fromEntries(opts.targets.map((t) => [t, []]));
   for (let round = 1; round <= opts.repeat; round++) {
@@ -345,7 +350,8 @@ async function main() {
   if (runs.nginx && runs.direct) console.log(`nginx added p99 at ${opts.rate} rps: ${fmt(m('nginx', 'p99') - d99, 3)} ms`);
   if (idle) {
     const loadMax = (i) => Math.max(...runs.gateway.map((r) => r.maxRss[i]));
-    console.log(`gateway RSS idle: engine ${mib(idle.engine)} MiB, agent ${mib(idle.agent)} MiB; under load (max): engine ${mib(loadMax(0))} MiB, agent ${mib(loadMax(1))} MiB`);
+    if (idle.engine === undefined) console.log(`gateway RSS (agent with the built-in engine) idle: ${mib(idle.agent)} MiB; under load (max): ${mib(loadMax(0))} MiB`);
+    else console.log(`gateway RSS idle: engine ${mib(idle.engine)} MiB, agent ${mib(idle.agent)} MiB; under load (max): engine ${mib(loadMax(0))} MiB, agent ${mib(loadMax(1))} MiB`);
   }
   if (runs.nginx) {
     const t = targets.nginx;

@@ -137,12 +137,7 @@ async function main() {
   mkdirSync(configDir);
   const gwPort = await freePort();
   writeGatewayConfig(configDir, gwPort, backendPort);
-  // plain HTTP to the backend: with auto mTLS its cluster would wait for a workload certificate, which a
-  // plaintext control plane (no CA on :15010) never issues
-  writeFileSync(
-    path.join(configDir, 'backend-plaintext.yaml'),
-    'apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata: {name: backend, namespace: bench}\nspec:\n  host: backend.bench.svc.cluster.local\n  trafficPolicy: {tls: {mode: DISABLE}}\n',
-  );
+
   const daemon = await startDaemon([...loadPrefix, path.join(bin, 'pilot-discovery')], ['--configDir', configDir]);
   children.push(daemon.child);
   const url = `http://127.0.0.1:${gwPort}/bench`;

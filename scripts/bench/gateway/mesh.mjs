@@ -30,7 +30,7 @@ function httpRoutes(routes) {
   return `${out}  - match: [{uri: {regex: "/(bench|test)(/[a-z]+)*"}}]\n${dest}`;
 }
 
-export function writeGatewayConfig(dir, gatewayPort, backendPort, routes = 'prefix') {
+export function writeGatewayConfig(dir, gatewayPort, backendPort, routes = 'prefix', { upstreamIdleSeconds } = {}) {
   writeFileSync(
     path.join(dir, 'gateway.yaml'),
     `apiVersion: networking.istio.io/v1
@@ -70,6 +70,18 @@ spec:
   address: 127.0.0.1
   ports: {http: ${backendPort}}
   labels: {app: backend}
+---
+# Plain HTTP to the backend: with auto mTLS its cluster would wait for a workload certificate, which the
+# benches' plaintext control plane (no CA on :15010) never issues.
+apiVersion: networking.istio.io/v1
+kind: DestinationRule
+metadata: {name: backend, namespace: bench}
+spec:
+  host: backend.bench.svc.cluster.local
+  trafficPolicy:
+    tls: {mode: DISABLE}${upstreamIdleSeconds ? `
+    connectionPool:
+      http: {idleTimeout: ${upstreamIdleSeconds}s}` : ''}
 `,
   );
 }
