@@ -10,25 +10,10 @@ import Module from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
-
-interface Sea {
-  isSea(): boolean;
-  getAsset(key: string): ArrayBuffer;
-  getAsset(key: string, encoding: string): string;
-}
+import { seaAssets } from './lib/sea';
 
 interface ChunkModule {
   exports: unknown;
-}
-
-function seaAssets(): Sea | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const s = require('node:sea') as Sea;
-    return s.isSea() ? s : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 const sea = seaAssets();

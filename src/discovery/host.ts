@@ -1,6 +1,7 @@
 // Hostname matching with Istio's wildcard rules (pkg/config/host): `*` matches everything,
 // `*.foo.com` matches any name ending in `.foo.com` (and the wildcard `*.bar.foo.com`), exact
 // names match themselves. Comparison is case-insensitive like DNS.
+import { ipFamily } from '../lib/ip';
 
 export function isWildcard(h: string): boolean {
   return h.startsWith('*');
@@ -67,8 +68,7 @@ export function isIp(s: string): boolean {
 }
 
 export function isIPv4(s: string): boolean {
-  const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(s);
-  return m !== null && m.slice(1).every((p) => Number(p) <= 255 && (p === '0' || !p.startsWith('0')));
+  return ipFamily(s) === 4;
 }
 
 export function isIPv6(s: string): boolean {

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type net from 'node:net';
+import { seaAssets, type SeaAssets } from '../lib/sea';
 
 export const ADDON_FILE = 'original_dst.node';
 
@@ -97,27 +98,12 @@ export function loadAddonFile(file: string): AddonLoad {
   }
 }
 
-interface Sea {
-  isSea(): boolean;
-  getAsset(key: string): ArrayBuffer;
-}
-
-function sea(): Sea | undefined {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const s = require('node:sea') as Sea;
-    return s.isSea() ? s : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
 /**
  * dlopen needs a file: the asset is written to a directory only we can write to (nobody can swap the
  * file between writing and loading it), loaded, and removed. The temp directory first; where it is
  * mounted noexec, the working directory (the proxy's own, e.g. /etc/istio/proxy in a pod).
  */
-function loadFromSea(s: Sea): AddonLoad {
+function loadFromSea(s: SeaAssets): AddonLoad {
   let bytes: ArrayBuffer;
   try {
     bytes = s.getAsset(ADDON_FILE);
@@ -147,7 +133,7 @@ let cached: AddonLoad | undefined;
 /** The addon for this process (loaded once): embedded, else beside the running script. */
 export function originalDstAddon(): AddonLoad {
   if (cached) return cached;
-  const s = sea();
+  const s = seaAssets();
   if (s) return (cached = loadFromSea(s));
   let script = process.argv[1] ?? '';
   try {

@@ -21,6 +21,7 @@ import type { Counter } from '../stats/store';
 import type { GrpcMux, RelayedResponse } from '../xds/grpc-mux';
 import type { StatsSnapshot } from './merge';
 import type { FromWorker, ToWorker, WorkerData, WorkerEngineOptions } from './protocol';
+import { seaAssets } from '../../lib/sea';
 
 declare const __MESH_BUILD__: unknown;
 
@@ -28,13 +29,8 @@ export const WORKER_ASSET = 'engine-worker.cjs';
 
 /** Where a worker thread's code is: the executable's asset, the file beside the bundle, or the source. */
 export function workerScript(): { code: string } | { file: string } {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const sea = require('node:sea') as { isSea(): boolean; getAsset(k: string, enc: string): string };
-    if (sea.isSea()) return { code: sea.getAsset(WORKER_ASSET, 'utf8') };
-  } catch {
-    // not a single executable
-  }
+  const sea = seaAssets();
+  if (sea) return { code: sea.getAsset(WORKER_ASSET, 'utf8') };
   if (typeof __MESH_BUILD__ !== 'undefined') {
     let script = process.argv[1] ?? '';
     try {
