@@ -1,8 +1,10 @@
 // Entry point of the multi-call binary `mesh`. Linked as pilot-discovery, pilot-agent, install-cni or
 // meshctl it becomes that program; otherwise the first word picks it (`mesh discovery …`).
+import net from 'node:net';
 import path from 'node:path';
 import { PROGRAMS, programByInvocation, programByWord } from './cli/programs';
 import { runProgram } from './cli/run';
+import { useRegexFreeNetChecks } from './lib/ip';
 import { isSea } from './lib/sea';
 
 /** The name the user invoked us by, before symlinks were resolved. */
@@ -65,6 +67,7 @@ export async function main(): Promise<number> {
 // A command that failed is over: its `Error:` line is the last thing it says. Exiting at once stops what it
 // had started in the background (a config source still loading, watchers) from logging after it or
 // keeping the process alive. Stdout and stderr are synchronous for files and pipes on Linux.
+useRegexFreeNetChecks(net);
 main().then(
   (code) => {
     if (code !== 0) process.exit(code);

@@ -2,7 +2,9 @@
 // (the default) and ECDSA P-256 keys, against the built daemon's CA, with the process start of the same
 // binary (`pilot-agent version --short`) measured in the same run as the baseline. scripts/bench/ca.mjs runs
 // it after the signing throughput; alone:
-//   node scripts/bench/agent-cert.mjs [--repeat 7] [--agentCpu 1] [--daemonCpu 0] [--noPin] [--cpuProf <dir>]
+//   node scripts/bench/agent-cert.mjs [--repeat 7] [--agentCpu 1] [--daemonCpu 0] [--noPin] [--cpuProf <dir>] [--dist <dir>]
+// (--dist: the build to measure, default this checkout's dist/; to compare two builds, run the script once
+// for each, alternating)
 // (--cpuProf: agents run from dist/mesh.cjs under node --cpu-prof, one profile per run in <dir>; the figures
 // then include the profiler's cost and are not the record)
 //
@@ -22,7 +24,7 @@ import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 import { cpuSeconds } from './xds-scale/proc.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const DIST = path.join(ROOT, 'dist');
+let DIST = path.join(ROOT, 'dist');
 
 function parseArgs(argv) {
   const o = { repeat: 7, agentCpu: 1, daemonCpu: 0, pin: availableParallelism() >= 2 };
@@ -39,6 +41,7 @@ function parseArgs(argv) {
       case '--daemonCpu': o.daemonCpu = num(); break;
       case '--noPin': o.pin = false; break;
       case '--cpuProf': o.cpuProf = path.resolve(argv[++i] ?? '.'); break;
+      case '--dist': DIST = path.resolve(argv[++i] ?? '.'); break;
       default: throw new Error(`unknown argument ${a}`);
     }
   }
@@ -87,7 +90,7 @@ const median = (xs) => {
 /** Measures; resolves with { base, results } where results map a key kind to one row per run. */
 export async function measureAgentStart(options) {
   opts = { repeat: 7, agentCpu: 1, daemonCpu: 0, pin: availableParallelism() >= 2, ...options };
-  if (!existsSync(path.join(DIST, 'pilot-agent'))) throw new Error('dist/pilot-agent is missing: run `node build.mjs` first');
+  if (!existsSync(path.join(DIST, 'pilot-agent'))) throw new Error(`${DIST}/pilot-agent is missing: run \`node build.mjs\` first`);
   cleanup = [];
   try {
     return await measure();

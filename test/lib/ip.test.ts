@@ -2,7 +2,7 @@
 // random strings over the characters addresses are made of.
 import t from 'tap';
 import { isIP } from 'node:net';
-import { ipFamily } from '../../src/lib/ip';
+import { ipFamily, useRegexFreeNetChecks } from '../../src/lib/ip';
 
 const cases = [
   '', '1.2.3.4', '0.0.0.0', '255.255.255.255', '256.1.1.1', '01.2.3.4', '1.2.3', '1.2.3.4.5', '1..2.3', '1.2.3.4 ',
@@ -35,4 +35,22 @@ t.test('random strings: the same verdict as node:net', async (t) => {
     }
   }
   t.equal(mismatches, 0, 'no mismatch in 200 000 random strings');
+});
+
+t.test('useRegexFreeNetChecks: node:net-shaped checks give the same verdicts after the swap', async (t) => {
+  const net = await import('node:net');
+  // A copy of the module's shape, so the process-wide node:net of the other tests stays as it is.
+  const original = { isIP: net.isIP, isIPv4: net.isIPv4, isIPv6: net.isIPv6 };
+  const swapped = { ...original };
+  useRegexFreeNetChecks(swapped);
+  t.not(swapped.isIPv6, original.isIPv6, 'replaced');
+  for (const c of [...cases, 'istiod.mesh-system.svc', 'localhost']) {
+    t.equal(swapped.isIP(c), original.isIP(c), `isIP ${JSON.stringify(c)}`);
+    t.equal(swapped.isIPv4(c), original.isIPv4(c), `isIPv4 ${JSON.stringify(c)}`);
+    t.equal(swapped.isIPv6(c), original.isIPv6(c), `isIPv6 ${JSON.stringify(c)}`);
+  }
+  // Node's checks take anything and test its string form.
+  for (const v of [undefined, null, 1234, { toString: () => '::1' }]) {
+    t.equal(swapped.isIP(v as unknown as string), original.isIP(v as unknown as string), `isIP(${String(v)})`);
+  }
 });

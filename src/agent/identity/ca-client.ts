@@ -9,20 +9,15 @@ import * as fs from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { create } from '@bufbuild/protobuf';
-import { IstioCertificateRequestSchema, IstioCertificateService, type IstioCertificateResponse } from '../../gen/security/v1alpha1/ca_pb';
+import { CREATE_CERTIFICATE_PATH, decodeCertificateResponse, encodeCertificateRequest } from './ca-wire';
 import { registerScope } from '../../lib/log';
 import type { CompliancePolicy } from '../../lib/compliance';
-import { grpcClientConstructor, type GrpcClient } from '../../xds/grpc';
 import { numOutgoingRetries } from '../metrics';
 import { grpcChannelCredentials, oneLine, protocolMismatchHint } from '../tls-client';
 import { caRootCerts, IdentityOptionsError, type CaConnection, type Credential } from './options';
 
 const log = registerScope('citadelclient', 'citadel client debugging');
 const caLog = registerScope('ca', 'ca client');
-
-type Service = typeof IstioCertificateService.method;
-const CaClientCtor = grpcClientConstructor(IstioCertificateService);
 
 /** Istio's CARetryOptions. */
 export const CA_RETRY = {
@@ -96,7 +91,7 @@ function statusText(e: grpc.ServiceError): string {
 }
 
 export class CaClient {
-  private client: GrpcClient<Service> | undefined;
+  private client: grpc.Client | undefined;
   private presented: Buffer | undefined;
 
   constructor(private readonly o: CaClientOptions) {}
@@ -105,7 +100,7 @@ export class CaClient {
     return this.o.ca.address;
   }
 
-  private channel(): GrpcClient<Service> {
+  private channel(): grpc.Client {
     const ca = this.o.ca;
     const workload = ca.provCertDir || ca.plaintext ? undefined : this.o.workloadCertificate?.();
     const usable = workload && workload.expiresAt > Date.now() ? workload : undefined;
@@ -135,7 +130,7 @@ export class CaClient {
       tlsConfig = { rootCerts: roots.pem, serverName: ca.serverName, certChain, privateKey, compliance: this.o.compliance };
     }
     const { credentials, options } = grpcChannelCredentials(tlsConfig);
-    this.client = new CaClientCtor(ca.address, credentials, { ...options, 'grpc.max_receive_message_length': 16 << 20 });
+    this.client = new grpc.Client(ca.address, credentials, { ...options, 'grpc.max_receive_message_length': 16 << 20 });
     // Connect now: the TLS handshake then overlaps making the key and the CSR instead of following them.
     this.client.getChannel().getConnectivityState(true);
     return this.client;
@@ -178,7 +173,7 @@ export class CaClient {
   }
 
   /** Builds the channel now (roots read, TLS set up); throws CaCallError when it cannot be, before a key is made for nothing. */
-  prepare(): GrpcClient<Service> {
+  prepare(): grpc.Client {
     try {
       return this.channel();
     } catch (e) {
@@ -187,19 +182,16 @@ export class CaClient {
     }
   }
 
-  private call(csrPem: string, ttlSeconds: number): Promise<IstioCertificateResponse> {
+  private call(csrPem: string, ttlSeconds: number): Promise<{ certChain: string[] }> {
     const client = this.prepare();
     const md = new grpc.Metadata();
     md.set('ClusterID', this.o.ca.clusterId);
     for (const [k, v] of Object.entries(this.o.ca.headers)) md.add(k, v);
     this.o.tokens.apply(md);
-    const request = create(IstioCertificateRequestSchema, {
-      csr: csrPem,
-      validityDuration: BigInt(ttlSeconds),
-      metadata: { CertSigner: this.o.ca.certSigner },
-    });
+    const request = { csr: csrPem, validityDuration: BigInt(ttlSeconds), metadata: { CertSigner: this.o.ca.certSigner } };
     return new Promise((resolve, reject) => {
-      client.createCertificate(request, md, { deadline: Date.now() + ATTEMPT_TIMEOUT_MS }, (err, resp) => {
+      const decode = (b: Buffer) => decodeCertificateResponse(b);
+      client.makeUnaryRequest(CREATE_CERTIFICATE_PATH, encodeCertificateRequest, decode, request, md, { deadline: Date.now() + ATTEMPT_TIMEOUT_MS }, (err, resp) => {
         if (err) {
           const hint = protocolMismatchHint(err.details ?? err.message, { address: this.o.ca.address, tls: !this.o.ca.plaintext, setting: 'CA_ADDR (default: the discoveryAddress)' });
           reject(new CaCallError(hint ? `create certificate: ${hint} (${statusText(err)})` : `create certificate: ${statusText(err)}`, err.code));

@@ -1,49 +1,13 @@
-// Hand-rolled protobuf encoding of the two response messages. Every proxy gets the same resources, so the
+// Hand-rolled protobuf encoding (src/lib/protowire.ts) of the two response messages. Every proxy gets the same resources, so the
 // wire bytes of each resource (its Any, or delta Resource) are encoded once and reused from a WeakMap; a
 // response is then a few small fields plus byte copies instead of a full message serialization per proxy.
 // The output is byte-for-byte what toBinary would produce for the same message (tested).
 import { toBinary } from '@bufbuild/protobuf';
 import { ControlPlaneSchema, type ControlPlane } from '../../gen/envoy/config/core/v3/base_pb';
 import type { HashedResource } from './resources';
+import { concat, lengthDelimited, stringField } from '../../lib/protowire';
 
 const utf8 = new TextEncoder();
-
-function varintLength(n: number): number {
-  let len = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    len++;
-  }
-  return len;
-}
-
-function writeVarint(buf: Buffer, offset: number, n: number): number {
-  while (n >= 0x80) {
-    buf[offset++] = (n % 128) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[offset++] = n;
-  return offset;
-}
-
-/** A length-delimited field: tag, length, bytes. */
-function lengthDelimited(field: number, bytes: Uint8Array): Buffer {
-  const tag = (field << 3) | 2;
-  const out = Buffer.allocUnsafe(varintLength(tag) + varintLength(bytes.length) + bytes.length);
-  let o = writeVarint(out, 0, tag);
-  o = writeVarint(out, o, bytes.length);
-  out.set(bytes, o);
-  return out;
-}
-
-/** A string field, omitted when empty (proto3 default). */
-function stringField(field: number, s: string): Buffer | undefined {
-  return s === '' ? undefined : lengthDelimited(field, utf8.encode(s));
-}
-
-function concat(parts: Array<Buffer | undefined>): Buffer {
-  return Buffer.concat(parts.filter((p): p is Buffer => p !== undefined));
-}
 
 function anyBytes(r: HashedResource): Buffer {
   const parts: Buffer[] = [];
