@@ -113,6 +113,21 @@ export class MemoryConfigStore implements ConfigStore {
   }
 
   /**
+   * One batch for `source`: adds or updates `configs`, and deletes the resources under `removeKeys`
+   * (configKey form) that `source` owns. A source that knows what changed uses it instead of replaceAll.
+   */
+  patch(source: string, configs: readonly Config[], removeKeys: Iterable<string>): ConfigEvent[] {
+    const events: ConfigEvent[] = [];
+    for (const c of configs) this.put(c, source, events);
+    for (const k of removeKeys) {
+      const kind = k.slice(0, k.indexOf('/')) as Kind;
+      if (this.byKind.get(kind)?.get(k)?.owner === source) this.remove(kind, k, events);
+    }
+    this.publish(events);
+    return events;
+  }
+
+  /**
    * Makes `configs` the complete set owned by `source`: adds what is new, updates what changed,
    * deletes what the source owned and no longer lists. Resources of other sources are untouched
    * unless `configs` names them (they then change owner). Later duplicates win.

@@ -184,6 +184,69 @@ t.test('duplicates: the file loaded last wins', async (t) => {
   t.match(once.warnings[0]!.message, /^duplicate resource: also defined in .*10-first\.yaml\[0\]; the definition loaded last \(.*20-second\.yaml\[0\]\) is used$/);
 });
 
+t.test('an edit in a large tree reads only the file it names; other events rescan the tree', async (t) => {
+  const dir = await tempDir(t);
+  for (let i = 0; i < 300; i++) await fs.writeFile(path.join(dir, `svc-${i}.yaml`), vs(`svc-${i}`, `svc-${i}`));
+  // A ConfigMap mount: the visible file is a link through `..data`, which the kubelet swaps atomically.
+  await fs.mkdir(path.join(dir, '..2026_01'));
+  await fs.writeFile(path.join(dir, '..2026_01', 'cm.yaml'), vs('cm', 'cm-v1'));
+  await fs.symlink('..2026_01', path.join(dir, '..data'));
+  await fs.symlink(path.join('..data', 'cm.yaml'), path.join(dir, 'cm.yaml'));
+  const { store, events } = open(dir);
+  t.teardown(() => store.close());
+  await store.whenSynced();
+  t.equal(store.filesRead(), 301, 'the initial load reads every file');
+  t.same(store.get('VirtualService', 'default', 'cm')!.spec.hosts, ['cm-v1']);
+
+  await fs.writeFile(path.join(dir, 'svc-7.yaml'), vs('svc-7', 'svc-7', 100, '\n    timeout: 7s'));
+  await waitFor('update of svc-7', () => seen(events, 'update', 'VirtualService/default/svc-7'));
+  t.equal(store.filesRead(), 302, 'the edit read one file');
+  t.equal(events.filter((e) => e.type !== 'add').length, 1, 'and changed one resource');
+
+  await fs.rm(path.join(dir, 'svc-8.yaml'));
+  await waitFor('delete of svc-8', () => seen(events, 'delete', 'VirtualService/default/svc-8'));
+  t.equal(store.filesRead(), 302, 'a deletion reads nothing');
+
+  // The swap changes no visible name: the `..data` event makes a rescan find the link's new target.
+  await fs.mkdir(path.join(dir, '..2026_02'));
+  await fs.writeFile(path.join(dir, '..2026_02', 'cm.yaml'), vs('cm', 'cm-v2'));
+  await fs.symlink('..2026_02', path.join(dir, '..data_tmp'));
+  await fs.rename(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
+  await waitFor('ConfigMap swap', () => store.get('VirtualService', 'default', 'cm')?.spec.hosts?.[0] === 'cm-v2');
+  t.equal(store.filesRead(), 303, 'the rescan read only the file whose target changed');
+});
+
+t.test('duplicates follow edits of either file; a resource moving between files is not deleted', async (t) => {
+  const dir = await tempDir(t);
+  await fs.writeFile(path.join(dir, '10-first.yaml'), vs('dup', 'first'));
+  await fs.writeFile(path.join(dir, '20-second.yaml'), vs('dup', 'second'));
+  const { store, events } = open(dir);
+  t.teardown(() => store.close());
+  await store.whenSynced();
+  const hosts = () => store.get('VirtualService', 'default', 'dup')?.spec.hosts?.[0];
+  t.equal(hosts(), 'second');
+
+  // The losing definition changes: what is served does not.
+  const reloads = store.reloadCount();
+  await fs.writeFile(path.join(dir, '10-first.yaml'), vs('dup', 'first-v2'));
+  await waitFor('reload', () => store.reloadCount() > reloads);
+  t.equal(hosts(), 'second', 'the file loaded last still wins');
+  t.equal(events.filter((e) => e.type === 'update').length, 0, 'no event');
+
+  // The winning file goes: the other definition takes over (an update, not a delete).
+  await fs.rm(path.join(dir, '20-second.yaml'));
+  await waitFor('first takes over', () => hosts() === 'first-v2');
+  t.notOk(seen(events, 'delete', 'VirtualService/default/dup'));
+
+  // Moved to another file in one burst: never deleted on the way.
+  const before = events.length;
+  await fs.writeFile(path.join(dir, '30-third.yaml'), vs('dup', 'first-v2'));
+  await fs.rm(path.join(dir, '10-first.yaml'));
+  await waitFor('source moved', () => store.get('VirtualService', 'default', 'dup')?.source?.includes('30-third.yaml'));
+  t.equal(events.slice(before).filter((e) => e.type === 'delete').length, 0, 'no delete');
+  t.equal(hosts(), 'first-v2');
+});
+
 t.test('a missing directory fails the initial sync', async (t) => {
   const dir = await tempDir(t);
   const store = new FileConfigStore({ dir: path.join(dir, 'nope') });

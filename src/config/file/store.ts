@@ -1,9 +1,13 @@
 // The --configDir source: a directory of manifests, watched and reloaded on change.
 //
 // Each directory is watched on its own (new sub-directories are picked up on the rescan their
-// creation triggers), and any event schedules a debounced rescan that re-reads only the files
+// creation triggers), and any event schedules a debounced reload that re-reads only the files
 // whose inode, size or times changed, so editors that write through a rename, moves and deletes
-// all look the same. A resource that fails to parse or validate is logged, counted in
+// all look the same. When every event of a burst names a configuration file, only those files are
+// looked at again, and only the resources they held or hold are merged and handed to the store: an
+// edit costs the same in a tree of ten files as in one of thousands. Any other event (a directory, a
+// hidden name such as a ConfigMap's `..data` swap, a watcher error) rescans the whole tree.
+// A resource that fails to parse or validate is logged, counted in
 // pilot_total_rejected_configs and skipped: if it was served before, the previous version keeps
 // serving; if its file is gone, it is deleted; if it never was valid, it is absent.
 import { type FSWatcher, watch } from 'node:fs';
@@ -15,7 +19,7 @@ import { recordRejectedConfig } from '../metrics';
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
 import { type FileLoad, loadFile, mergeLoads } from './load';
-import { type FileStamp, sameStamp, scanTree } from './walk';
+import { type FileStamp, isConfigFileName, sameStamp, scanTree, stampOf } from './walk';
 
 const fileLog = registerScope('file', 'File client messages');
 const validationLog = registerScope('validation', 'CRD validation debugging');
@@ -47,13 +51,21 @@ export class FileConfigStore implements ConfigStore {
   private readonly watchers = new Map<string, FSWatcher>();
   /** Which file each served resource came from (relative path). */
   private readonly servedFrom = new Map<string, string>();
-  private lastDuplicates = new Set<string>();
+  /** The files whose resources carry each identity (configKey). */
+  private readonly keyFiles = new Map<string, Set<string>>();
+  /** Duplicate warnings last logged, per identity (logged again only when they change). */
+  private readonly duplicatesLogged = new Map<string, Set<string>>();
+  /** Relative paths of the configuration files named by events since the last reload. */
+  private readonly pending = new Set<string>();
+  /** An event since the last reload that only a rescan of the whole tree can answer. */
+  private fullScanDue = true;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
   private again = false;
   private closed = false;
   private readonly initial: Promise<void>;
   private reloads = 0;
+  private reads = 0;
 
   constructor(opts: FileConfigStoreOptions) {
     this.dir = opts.dir;
@@ -90,6 +102,11 @@ export class FileConfigStore implements ConfigStore {
     return this.reloads;
   }
 
+  /** Files read so far (the initial read included), for diagnostics. */
+  filesRead(): number {
+    return this.reads;
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
@@ -102,6 +119,7 @@ export class FileConfigStore implements ConfigStore {
 
   /** Reload now (after the debounce) as if a file had changed. */
   refresh(): void {
+    this.fullScanDue = true;
     this.schedule(0);
   }
 
@@ -132,69 +150,128 @@ export class FileConfigStore implements ConfigStore {
   }
 
   private async reload(initial: boolean): Promise<void> {
-    let scan;
-    try {
-      scan = await scanTree(this.dir);
-    } catch (e) {
-      const msg = `cannot read config directory ${this.dir}: ${(e as Error).message}`;
-      if (initial) {
-        fileLog.error(msg);
-        throw new Error(msg);
+    const full = initial || this.fullScanDue;
+    const named = [...this.pending];
+    this.pending.clear();
+    this.fullScanDue = false;
+    let stamps: Map<string, FileStamp | undefined>;
+    let newDirs = 0;
+    if (full) {
+      let scan;
+      try {
+        scan = await scanTree(this.dir);
+      } catch (e) {
+        const msg = `cannot read config directory ${this.dir}: ${(e as Error).message}`;
+        if (initial) {
+          fileLog.error(msg);
+          throw new Error(msg);
+        }
+        // Keep serving what we have (a ConfigMap swap, an unmounted volume) and look again soon.
+        fileLog.warn(`${msg}; keeping the current configuration`);
+        this.fullScanDue = true;
+        this.retryLater();
+        return;
       }
-      // Keep serving what we have (a ConfigMap swap, an unmounted volume) and look again soon.
-      fileLog.warn(`${msg}; keeping the current configuration`);
-      this.retryLater();
-      return;
+      if (this.closed) return;
+      newDirs = this.watchDirs(scan.dirs);
+      stamps = new Map(scan.files);
+      for (const rel of this.files.keys()) if (!scan.files.has(rel)) stamps.set(rel, undefined);
+    } else {
+      stamps = new Map();
+      for (const rel of named) {
+        const stamp = await stampOf(path.join(this.dir, rel), rel);
+        if (stamp === 'directory') {
+          // A directory under a name that looked like a file: only a rescan knows what it holds.
+          this.fullScanDue = true;
+          this.schedule(0);
+          continue;
+        }
+        stamps.set(rel, stamp);
+      }
+      if (this.closed) return;
     }
-    if (this.closed) return;
-    const newDirs = this.watchDirs(scan.dirs);
 
-    let changed = 0;
-    for (const [rel, stamp] of scan.files) {
+    const changedFiles: string[] = [];
+    for (const [rel, stamp] of stamps) {
       const prev = this.files.get(rel);
+      if (stamp === undefined) {
+        if (prev) changedFiles.push(rel);
+        continue;
+      }
       if (prev && sameStamp(prev.stamp, stamp)) continue;
-      const load = await loadFile(stamp.abs, path.join(this.dir, rel), this.validate);
-      changed++;
-      if (load.missing) {
-        // Deleted between the scan and the read.
+      changedFiles.push(rel);
+    }
+    const affected = new Set<string>();
+    for (const rel of changedFiles) {
+      const prev = this.files.get(rel);
+      const stamp = stamps.get(rel);
+      if (stamp) this.reads++;
+      const load = stamp ? await loadFile(stamp.abs, path.join(this.dir, rel), this.validate) : undefined;
+      if (prev) for (const item of prev.load.items) this.unindex(item.key, rel, affected);
+      if (!stamp || load!.missing) {
+        // Gone (or deleted between the stat and the read).
         this.files.delete(rel);
         continue;
       }
-      this.files.set(rel, { stamp, load });
-      this.report(load);
+      this.files.set(rel, { stamp, load: load! });
+      for (const item of load!.items) this.index(item.key, rel, affected);
+      this.report(load!);
     }
-    for (const rel of [...this.files.keys()]) {
-      if (scan.files.has(rel)) continue;
-      this.files.delete(rel);
-      changed++;
+    if (changedFiles.length > 0 || initial) {
+      // What a changed file served may now come from nowhere (or stay, if the file has an unreadable document).
+      const changed = new Set(changedFiles);
+      for (const [key, rel] of this.servedFrom) if (changed.has(rel)) affected.add(key);
+      this.publish(affected);
     }
-
-    if (changed > 0 || initial) this.publish();
     this.reloads++;
     if (initial) {
-      fileLog.info(`loaded ${this.store.size()} resources from ${scan.files.size} files under ${this.dir}`);
+      fileLog.info(`loaded ${this.store.size()} resources from ${this.files.size} files under ${this.dir}`);
       this.store.markSynced();
     }
     // Files created in a new directory before its watcher existed are caught by one more pass.
-    if (newDirs > 0 && !initial) this.again = true;
+    if (newDirs > 0 && !initial) {
+      this.fullScanDue = true;
+      this.again = true;
+    }
   }
 
-  /** Computes the served set from the current file loads and hands it to the memory store. */
-  private publish(): void {
-    const rels = [...this.files.keys()].sort();
-    const loads = rels.map((r) => this.files.get(r)!.load);
-    const merged = mergeLoads(loads);
+  private index(key: string, rel: string, affected: Set<string>): void {
+    let rels = this.keyFiles.get(key);
+    if (!rels) this.keyFiles.set(key, (rels = new Set()));
+    rels.add(rel);
+    affected.add(key);
+  }
+
+  private unindex(key: string, rel: string, affected: Set<string>): void {
+    const rels = this.keyFiles.get(key);
+    rels?.delete(rel);
+    if (rels?.size === 0) this.keyFiles.delete(key);
+    affected.add(key);
+  }
+
+  /**
+   * Decides the served version of each identity in `keys` from every file that defines it (the merge of
+   * mergeLoads, restricted to those identities) and hands the differences to the memory store as one batch.
+   */
+  private publish(keys: ReadonlySet<string>): void {
+    const rels = new Set<string>();
+    for (const key of keys) for (const rel of this.keyFiles.get(key) ?? []) rels.add(rel);
+    const loads = [...rels].sort().map((rel) => {
+      const load = this.files.get(rel)!.load;
+      return { rel, load: { ...load, items: load.items.filter((item) => keys.has(item.key)) } };
+    });
+    const merged = mergeLoads(loads.map((l) => l.load));
     const desired = new Map<string, Config>();
     const from = new Map<string, string>();
-    rels.forEach((rel) => {
-      for (const item of this.files.get(rel)!.load.items) if (item.errors.length === 0) from.set(item.key, rel);
-    });
+    for (const { rel, load } of loads) for (const item of load.items) if (item.errors.length === 0) from.set(item.key, rel);
     for (const c of merged.configs) desired.set(configKey(c), c);
     const present = new Set<string>();
-    for (const l of loads) for (const item of l.items) present.add(item.key);
+    for (const { load } of loads) for (const item of load.items) present.add(item.key);
 
-    for (const [key, rel] of this.servedFrom) {
+    for (const key of keys) {
       if (desired.has(key)) continue;
+      const rel = this.servedFrom.get(key);
+      if (rel === undefined) continue;
       const current = this.currentConfig(key);
       if (!current) continue;
       if (merged.rejected.has(key)) {
@@ -211,12 +288,23 @@ export class FileConfigStore implements ConfigStore {
       }
     }
 
-    const dupKeys = new Set(merged.duplicates.map(formatConfigError));
-    for (const d of merged.duplicates) if (!this.lastDuplicates.has(formatConfigError(d))) fileLog.warn(formatConfigError(d), fields(d));
-    this.lastDuplicates = dupKeys;
+    const duplicates = new Map<string, Set<string>>();
+    for (const d of merged.duplicates) {
+      let set = duplicates.get(d.resource!);
+      if (!set) duplicates.set(d.resource!, (set = new Set()));
+      const text = formatConfigError(d);
+      set.add(text);
+      if (!this.duplicatesLogged.get(d.resource!)?.has(text)) fileLog.warn(text, fields(d));
+    }
+    for (const key of keys) {
+      const set = duplicates.get(key);
+      if (set) this.duplicatesLogged.set(key, set);
+      else this.duplicatesLogged.delete(key);
+    }
 
-    this.store.replaceAll(OWNER, [...desired.values()]);
-    this.servedFrom.clear();
+    const removed = [...keys].filter((key) => !desired.has(key));
+    this.store.patch(OWNER, [...desired.values()], removed);
+    for (const key of removed) this.servedFrom.delete(key);
     for (const key of desired.keys()) this.servedFrom.set(key, from.get(key) ?? '');
   }
 
@@ -243,6 +331,14 @@ export class FileConfigStore implements ConfigStore {
     }
   }
 
+  /** An event in the directory `relDir` ('' for the root) about the entry `name`. */
+  private changed(relDir: string, name: string | Buffer | null): void {
+    const n = typeof name === 'string' ? name : name?.toString('utf8');
+    if (n && isConfigFileName(n)) this.pending.add(relDir === '' ? n : `${relDir}/${n}`);
+    else this.fullScanDue = true;
+    this.schedule();
+  }
+
   /** Watches directories not yet watched and forgets vanished ones; returns how many were added. */
   private watchDirs(dirs: readonly string[]): number {
     const want = new Set(dirs);
@@ -256,11 +352,13 @@ export class FileConfigStore implements ConfigStore {
     for (const d of dirs) {
       if (this.watchers.has(d)) continue;
       try {
-        const w = watch(d, { persistent: false }, () => this.schedule());
+        const relDir = path.relative(this.dir, d).split(path.sep).join('/');
+        const w = watch(d, { persistent: false }, (_event, name) => this.changed(relDir, name));
         w.on('error', () => {
           // The directory went away (or the watch broke): drop it and let a rescan decide.
           w.close();
           if (this.watchers.get(d) === w) this.watchers.delete(d);
+          this.fullScanDue = true;
           this.schedule();
         });
         this.watchers.set(d, w);

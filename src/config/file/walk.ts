@@ -100,3 +100,19 @@ export async function scanTree(root: string): Promise<Scan> {
   await visit(root, '', true);
   return { files, dirs };
 }
+
+/**
+ * The stamp of one file the watcher named (links followed, as scanTree does); undefined when it is gone
+ * or is not a regular file, 'directory' when the name is a directory's.
+ */
+export async function stampOf(abs: string, rel: string): Promise<FileStamp | undefined | 'directory'> {
+  let st: BigIntStats;
+  try {
+    st = await fs.stat(abs, { bigint: true });
+  } catch {
+    return undefined;
+  }
+  if (st.isDirectory()) return 'directory';
+  if (!st.isFile()) return undefined;
+  return { rel, abs, dev: st.dev, ino: st.ino, size: st.size, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs };
+}
