@@ -7,7 +7,6 @@
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { protoDuration, splitHostPort, type ProxyConfig } from './config';
 import type { Locality, NodeInfo } from './node';
-import { renderTemplate, TemplateError } from './template';
 import { DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE, WORKLOAD_IDENTITY_DIR } from './identity/options';
 
 /** The SDS socket the proxy dials: WORKLOAD_IDENTITY_SOCKET_FILE under ./var/run/secrets/workload-spiffe-uds. */
@@ -336,29 +335,4 @@ export function templateParams(i: BootstrapInputs): Record<string, unknown> {
     params['sts_port'] = i.stsPort;
   }
   return params;
-}
-
-/** Renders a user bootstrap template; the result must be JSON (Envoy reads the file as JSON). */
-export function renderBootstrapTemplate(template: string, params: Record<string, unknown>, file: string): JsonObject {
-  let text: string;
-  try {
-    text = renderTemplate(template, params, file);
-  } catch (e) {
-    if (e instanceof TemplateError) throw new BootstrapError(`failed to render bootstrap template ${file}: ${e.message}`);
-    throw e;
-  }
-  try {
-    const v = JSON.parse(text) as JsonValue;
-    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error('the rendered document is not a JSON object');
-    return v as JsonObject;
-  } catch (e) {
-    const msg = (e as Error).message;
-    const at = /position (\d+)/.exec(msg);
-    let where = '';
-    if (at) {
-      const before = text.slice(0, Number(at[1]));
-      where = ` (rendered line ${before.split('\n').length})`;
-    }
-    throw new BootstrapError(`bootstrap template ${file} did not render to JSON${where}: ${msg}`);
-  }
 }

@@ -18,7 +18,6 @@ import {
   bootstrapFilePath,
   BootstrapError,
   renderBootstrap,
-  renderBootstrapTemplate,
   templateParams,
   xdsSocketPath,
   type BootstrapInputs,
@@ -100,7 +99,7 @@ function readDownwardApi(file: string, notes: string[]): Record<string, string> 
 }
 
 /** Resolves the agent's configuration; throws CommandError for anything the user must fix. */
-export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = os.networkInterfaces()): PreparedAgent {
+export async function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = os.networkInterfaces()): Promise<PreparedAgent> {
   const env = new EnvTable(ctx.program.env, ctx.env);
   const raw = (name: string) => ctx.env[name] ?? '';
   const notes: string[] = [];
@@ -248,6 +247,8 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
         const file = pc.proxyBootstrapTemplatePath;
         const template = readOptional(path.resolve(cwd, file), 'bootstrap template');
         if (template === undefined) throw new CommandError(`failed to read bootstrap template ${file}: no such file`);
+        // Go templates (and their ~40 KB of code) only for those who use them, after the certificate request's code.
+        const { renderBootstrapTemplate } = await import('./template');
         json = renderBootstrapTemplate(template, templateParams(inputs), file);
         templateCheck = { json, source: `bootstrap rendered from ${file}` };
       } else {
@@ -374,7 +375,7 @@ export function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfaces = 
 const FIRST_CERTIFICATE_BEFORE_LOAD_MS = 1000;
 
 export const run: Handler = async (ctx) => {
-  const prepared = prepareAgent(ctx);
+  const prepared = await prepareAgent(ctx);
   const { options, proxyConfig: pc } = prepared;
   log.info(`Version ${buildInfo().version}`);
   log.info(`Effective config: ${yamlStringify(proxyConfigToJson(pc)).trimEnd()}`);

@@ -1,6 +1,8 @@
 // Bootstrap templates (--templateFile, ProxyConfig.proxyBootstrapTemplatePath) rendered as Istio's agent
 // renders them (pkg/bootstrap/instance.go): Go's text/template with `toJSON` and sprig's generic functions.
 // The engine is the one the injector uses (src/lib/gotemplate).
+import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
+import { BootstrapError } from './bootstrap';
 import { GoTemplate, goJsonMarshal, SPRIG, TemplateError as ExecError, TemplateExecError, TemplateParseError, type FuncMap } from '../lib/gotemplate';
 
 export class TemplateError extends Error {}
@@ -26,5 +28,30 @@ export function renderTemplate(src: string, data: Record<string, unknown>, name 
   } catch (e) {
     if (e instanceof ExecError || e instanceof TemplateExecError || e instanceof TemplateParseError) throw new TemplateError(e.message);
     throw e;
+  }
+}
+
+/** Renders a user bootstrap template; the result must be JSON (Envoy reads the file as JSON). */
+export function renderBootstrapTemplate(template: string, params: Record<string, unknown>, file: string): JsonObject {
+  let text: string;
+  try {
+    text = renderTemplate(template, params, file);
+  } catch (e) {
+    if (e instanceof TemplateError) throw new BootstrapError(`failed to render bootstrap template ${file}: ${e.message}`);
+    throw e;
+  }
+  try {
+    const v = JSON.parse(text) as JsonValue;
+    if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new Error('the rendered document is not a JSON object');
+    return v as JsonObject;
+  } catch (e) {
+    const msg = (e as Error).message;
+    const at = /position (\d+)/.exec(msg);
+    let where = '';
+    if (at) {
+      const before = text.slice(0, Number(at[1]));
+      where = ` (rendered line ${before.split('\n').length})`;
+    }
+    throw new BootstrapError(`bootstrap template ${file} did not render to JSON${where}: ${msg}`);
   }
 }

@@ -327,4 +327,9 @@ t.test('bad input fails before anything starts, naming what is wrong', async (t)
   const badEnv = runAgent(['proxy', 'router'], { cwd: r.dir, env: { ...r.env, PROXY_CONFIG: '{"statusPort": "x"}' } });
   t.equal(await badEnv.exited, 255);
   t.match(badEnv.out(), /failed to unmarshal mesh config from environment \[PROXY_CONFIG\]: PROXY_CONFIG\.statusPort: expected a port number/);
+  // The Go-template engine is loaded only for a template: its errors still stop the agent, naming the file.
+  fs.writeFileSync(path.join(r.dir, 'bad.tmpl'), '{"node": {{ .nodeID }');
+  const badTemplate = runAgent(['proxy', 'router', '--templateFile', 'bad.tmpl'], { cwd: r.dir, env: r.env });
+  t.equal(await badTemplate.exited, 255);
+  t.match(badTemplate.out(), /Error: failed to generate bootstrap config: failed to render bootstrap template bad\.tmpl: template: bad\.tmpl:1: /);
 });

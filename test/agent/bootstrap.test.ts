@@ -7,12 +7,12 @@ import { defaultProxyConfig, type ProxyConfig } from '../../src/agent/config';
 import {
   bootstrapFilePath,
   renderBootstrap,
-  renderBootstrapTemplate,
   runtimeFlags,
   templateParams,
   type BootstrapInputs,
 } from '../../src/agent/bootstrap';
 import { validateBootstrap } from '../../src/agent/bootstrap-schema';
+import { renderBootstrapTemplate } from '../../src/agent/template';
 import { nodeMetadata, proxyIdentity } from '../../src/agent/node';
 import { grpcBootstrap } from '../../src/agent/grpc-bootstrap';
 import { exitStatus, findProxyBinary, proxyArgs } from '../../src/agent/process';
