@@ -1,0 +1,185 @@
+// The xDS cache (Istio's XdsCache, pilot/pkg/model/xds_cache.go — the model layer, like PushContext): the one
+// place generated xDS is reused, both between proxies of one push and across pushes. Every entry is keyed by
+// what it is built from, so an entry can never be stale; nothing is invalidated by config names:
+//  - content entries (`get`): the key spells out every input (a service, its DestinationRule, the options…),
+//    so they stay valid across push contexts — an edit elsewhere rebuilds nothing here;
+//  - push entries (`forPush`): output for one push context, shared by every proxy with the same
+//    PushContext.sharedKey. They are kept for the newest two push contexts (connections still finishing the
+//    previous push share its entries) and cleared when a third one appears (Istio's "clear" evictions).
+// PILOT_ENABLE_XDS_CACHE=false turns every lookup into a build; PILOT_ENABLE_CDS_CACHE / _RDS_CACHE do so for
+// clusters / routes (virtual hosts included). At most PILOT_XDS_CACHE_SIZE entries are kept, least recently
+// used evicted first ("size" evictions). With PILOT_XDS_CACHE_STATS, Istio's cache-efficiency metrics.
+import type { Counter, Gauge } from 'prom-client';
+import { defineCounter, defineGauge } from '../../lib/metrics';
+
+/** What an entry holds, for the per-type switches and debug output. */
+export type XdsCacheType = 'cds' | 'eds' | 'lds' | 'rds' | 'nds';
+
+export interface XdsCacheSettings {
+  /** PILOT_ENABLE_XDS_CACHE */
+  enabled: boolean;
+  /** PILOT_XDS_CACHE_SIZE: entries. */
+  size: number;
+  /** PILOT_ENABLE_CDS_CACHE (only with enabled). */
+  cds: boolean;
+  /** PILOT_ENABLE_RDS_CACHE (only with enabled). */
+  rds: boolean;
+  /** PILOT_XDS_CACHE_STATS */
+  stats: boolean;
+}
+
+export const DEFAULT_XDS_CACHE_SETTINGS: Readonly<XdsCacheSettings> = { enabled: true, size: 60_000, cds: true, rds: true, stats: false };
+
+export interface XdsCacheStats {
+  size: number;
+  hits: number;
+  misses: number;
+  /** Evictions because a push context was superseded. */
+  evictedOnClear: number;
+  /** Evictions beyond PILOT_XDS_CACHE_SIZE. */
+  evictedOnSize: number;
+}
+
+interface Entry {
+  value: unknown;
+  /** pushVersion of a push entry; CONTENT for content entries. */
+  version: number;
+}
+
+const CONTENT = -1;
+
+export class XdsCache {
+  readonly settings: Readonly<XdsCacheSettings>;
+  /** Map order is recency: first is least recently used. */
+  private readonly entries = new Map<string, Entry>();
+  private readonly on: Readonly<Record<XdsCacheType, boolean>>;
+  private newest = CONTENT;
+  private previous = CONTENT;
+  private hits = 0;
+  private misses = 0;
+  private evictedOnClear = 0;
+  private evictedOnSize = 0;
+
+  constructor(settings: Partial<XdsCacheSettings> = {}) {
+    this.settings = { ...DEFAULT_XDS_CACHE_SETTINGS, ...settings };
+    const s = this.settings;
+    const all = s.enabled && s.size > 0;
+    this.on = { cds: all && s.cds, eds: all, lds: all, rds: all && s.rds, nds: all };
+    if (s.stats) exposeStats(this);
+  }
+
+  /** Whether entries of this type are cached at all. */
+  enabled(type: XdsCacheType): boolean {
+    return this.on[type];
+  }
+
+  /** A content entry: `key` must spell out everything the value is built from. */
+  get<T>(type: XdsCacheType, key: string, build: () => T): T {
+    if (!this.on[type]) return build();
+    return this.lookup(`${type}\u0000${key}`, CONTENT, build);
+  }
+
+  /** A push entry: the value for push context `pushVersion` (PushContext.pushVersion) and `key`. */
+  forPush<T>(type: XdsCacheType, pushVersion: number, key: string, build: () => T): T {
+    if (!this.on[type]) return build();
+    if (pushVersion > this.newest) this.supersede(pushVersion);
+    else if (pushVersion !== this.newest && pushVersion !== this.previous) {
+      // an older push context than the two kept: its entries were cleared, and storing would resurrect them
+      this.misses++;
+      return build();
+    }
+    return this.lookup(`${type}\u0000${pushVersion}\u0000${key}`, pushVersion, build);
+  }
+
+  stats(): XdsCacheStats {
+    return { size: this.entries.size, hits: this.hits, misses: this.misses, evictedOnClear: this.evictedOnClear, evictedOnSize: this.evictedOnSize };
+  }
+
+  private lookup<T>(key: string, version: number, build: () => T): T {
+    const e = this.entries.get(key);
+    if (e) {
+      this.hits++;
+      // most recently used moves to the end
+      this.entries.delete(key);
+      this.entries.set(key, e);
+      return e.value as T;
+    }
+    this.misses++;
+    const value = build();
+    this.entries.set(key, { value, version });
+    if (this.entries.size > this.settings.size) this.evictLeastRecent();
+    return value;
+  }
+
+  private evictLeastRecent(): void {
+    for (const key of this.entries.keys()) {
+      if (this.entries.size <= this.settings.size) return;
+      this.entries.delete(key);
+      this.evictedOnSize++;
+    }
+  }
+
+  /** A newer push context: keep its entries and the previous one's, clear older ones. */
+  private supersede(pushVersion: number): void {
+    this.previous = this.newest;
+    this.newest = pushVersion;
+    for (const [key, e] of this.entries) {
+      if (e.version !== CONTENT && e.version < this.previous) {
+        this.entries.delete(key);
+        this.evictedOnClear++;
+      }
+    }
+  }
+}
+
+/**
+ * The cache push contexts use when none is given (tests, benches, tools generating config): Istio's defaults.
+ * The daemon makes its own from its environment.
+ */
+export const defaultXdsCache = new XdsCache();
+
+// ---------------------------------------------------------------------------------------------
+// metrics (Istio pilot/pkg/model/typed_xds_cache.go, registered only with PILOT_XDS_CACHE_STATS)
+
+const exposed = new Set<XdsCache>();
+let metrics: { reads: Counter<'type'>; evictions: Counter<'type'>; size: Gauge } | undefined;
+
+function sum(f: (s: XdsCacheStats) => number): number {
+  let n = 0;
+  for (const c of exposed) n += f(c.stats());
+  return n;
+}
+
+/** Counters are read from the caches at scrape time: the hot path only bumps plain numbers. */
+function exposeStats(cache: XdsCache): void {
+  exposed.add(cache);
+  metrics ??= {
+    reads: defineCounter<'type'>({
+      name: 'xds_cache_reads',
+      help: 'Total number of xds cache xdsCacheReads.',
+      labelNames: ['type'],
+      collect() {
+        this.reset();
+        this.inc({ type: 'hit' }, sum((s) => s.hits));
+        this.inc({ type: 'miss' }, sum((s) => s.misses));
+      },
+    }),
+    evictions: defineCounter<'type'>({
+      name: 'xds_cache_evictions',
+      help: 'Total number of xds cache evictions.',
+      labelNames: ['type'],
+      collect() {
+        this.reset();
+        this.inc({ type: 'clear' }, sum((s) => s.evictedOnClear));
+        this.inc({ type: 'size' }, sum((s) => s.evictedOnSize));
+      },
+    }),
+    size: defineGauge({
+      name: 'xds_cache_size',
+      help: 'Current size of xds cache',
+      collect() {
+        this.set(sum((s) => s.size));
+      },
+    }),
+  };
+}
