@@ -97,9 +97,20 @@ function parseArgs(argv) {
       case '--cpuProf':
         o.cpuProf = value();
         break;
+      case '--mesh':
+        o.mesh = path.resolve(value());
+        break;
+      case '--env': {
+        const kv = value();
+        if (!/^[A-Z_][A-Z0-9_]*=/.test(kv)) throw new Error(`--env: expected NAME=value, got ${JSON.stringify(kv)}`);
+        o.env = { ...o.env, [kv.slice(0, kv.indexOf('='))]: kv.slice(kv.indexOf('=') + 1) };
+        break;
+      }
       case '-h':
       case '--help':
-        console.log('usage: node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20] [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--vhds] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300] [--cpuProf <dir>]');
+        console.log('usage: node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20] [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--vhds] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300] [--cpuProf <dir>] [--mesh <executable>] [--env NAME=value]…');
+        console.log('  --mesh: the mesh executable to measure instead of dist/mesh (e.g. another worktree\'s build, for a baseline)');
+        console.log('  --env: a variable for the daemon (repeatable), e.g. --env PILOT_ENABLE_XDS_CACHE=false');
         process.exit(0);
         break;
       default:
@@ -308,7 +319,7 @@ async function runOne(n, opts, configDir) {
   const command = opts.cpuProf
     ? [process.execPath, '--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`, `--cpu-prof-name=daemon-n${n}.cpuprofile`, opts.profileBundle, 'pilot-discovery']
     : [opts.binary];
-  const daemon = await startDaemon(command, ['--configDir', configDir]);
+  const daemon = await startDaemon(command, ['--configDir', configDir], { env: opts.env ?? {} });
   children.add(daemon.child);
   const sink = newSink();
   const result = { n, routers: Math.ceil(n / opts.routerEvery), channels: Math.ceil(n / opts.perChannel), phase: 'start' };
@@ -517,7 +528,8 @@ async function main() {
     process.exit(1);
   }, opts.maxMinutes * 60_000);
   killer.unref();
-  ensureBinary(opts.build);
+  const mesh = opts.mesh ?? path.join(ROOT, 'dist', 'mesh');
+  if (!opts.mesh) ensureBinary(opts.build);
   if (opts.cpuProf) {
     opts.cpuProf = path.resolve(opts.cpuProf);
     opts.profileBundle = await profileBundle(opts.cpuProf);
@@ -525,14 +537,14 @@ async function main() {
   tempDir = mkdtempSync(path.join(tmpdir(), 'mesh-xds-scale-'));
   // Run a private copy of the executable, so a rebuild of dist/ during a long run cannot mix two builds.
   mkdirSync(path.join(tempDir, 'bin'));
-  copyFileSync(path.join(ROOT, 'dist', 'mesh'), path.join(tempDir, 'bin', 'mesh'));
+  copyFileSync(mesh, path.join(tempDir, 'bin', 'mesh'));
   chmodSync(path.join(tempDir, 'bin', 'mesh'), 0o755);
   symlinkSync('mesh', path.join(tempDir, 'bin', 'pilot-discovery'));
   opts.binary = path.join(tempDir, 'bin', 'pilot-discovery');
   const configDir = path.join(tempDir, 'config');
   const counts = writeConfigDir(configDir, opts.services, { scoped: opts.scoped });
   console.log(
-    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon dist/pilot-discovery built ${statSync(path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}`,
+    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon ${opts.mesh ?? 'dist/mesh'} built ${statSync(mesh).mtime.toISOString()}${opts.env ? `, env ${Object.entries(opts.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''}`,
   );
   console.log(
     `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway${counts.sidecars ? `, ${counts.sidecars} namespace Sidecars (egress ./* and mesh-system/*; the edit reaches the routers and app-00's sidecars)` : ''} (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,

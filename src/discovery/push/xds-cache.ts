@@ -4,8 +4,10 @@
 //  - content entries (`get`): the key spells out every input (a service, its DestinationRule, the options…),
 //    so they stay valid across push contexts — an edit elsewhere rebuilds nothing here;
 //  - push entries (`forPush`): output for one push context, shared by every proxy with the same
-//    PushContext.sharedKey. They are kept for the newest two push contexts (connections still finishing the
-//    previous push share its entries) and cleared when a third one appears (Istio's "clear" evictions).
+//    PushContext.sharedKey. Per type, they are kept for the newest two push contexts that produced that type
+//    (connections still finishing the previous push share its entries; endpoint-only push contexts, which
+//    produce only EDS, leave the other types' entries alone) and cleared when a third one appears (Istio's
+//    "clear" evictions).
 // PILOT_ENABLE_XDS_CACHE=false turns every lookup into a build; PILOT_ENABLE_CDS_CACHE / _RDS_CACHE do so for
 // clusters / routes (virtual hosts included). At most PILOT_XDS_CACHE_SIZE entries are kept, least recently
 // used evicted first ("size" evictions). With PILOT_XDS_CACHE_STATS, Istio's cache-efficiency metrics.
@@ -41,6 +43,7 @@ export interface XdsCacheStats {
 }
 
 interface Entry {
+  type: XdsCacheType;
   value: unknown;
   /** pushVersion of a push entry; CONTENT for content entries. */
   version: number;
@@ -53,8 +56,14 @@ export class XdsCache {
   /** Map order is recency: first is least recently used. */
   private readonly entries = new Map<string, Entry>();
   private readonly on: Readonly<Record<XdsCacheType, boolean>>;
-  private newest = CONTENT;
-  private previous = CONTENT;
+  /** Per type: the push versions whose entries are kept. */
+  private readonly windows: Record<XdsCacheType, { newest: number; previous: number }> = {
+    cds: { newest: CONTENT, previous: CONTENT },
+    eds: { newest: CONTENT, previous: CONTENT },
+    lds: { newest: CONTENT, previous: CONTENT },
+    rds: { newest: CONTENT, previous: CONTENT },
+    nds: { newest: CONTENT, previous: CONTENT },
+  };
   private hits = 0;
   private misses = 0;
   private evictedOnClear = 0;
@@ -76,26 +85,27 @@ export class XdsCache {
   /** A content entry: `key` must spell out everything the value is built from. */
   get<T>(type: XdsCacheType, key: string, build: () => T): T {
     if (!this.on[type]) return build();
-    return this.lookup(`${type}\u0000${key}`, CONTENT, build);
+    return this.lookup(type, `${type}\u0000${key}`, CONTENT, build);
   }
 
   /** A push entry: the value for push context `pushVersion` (PushContext.pushVersion) and `key`. */
   forPush<T>(type: XdsCacheType, pushVersion: number, key: string, build: () => T): T {
     if (!this.on[type]) return build();
-    if (pushVersion > this.newest) this.supersede(pushVersion);
-    else if (pushVersion !== this.newest && pushVersion !== this.previous) {
+    const w = this.windows[type];
+    if (pushVersion > w.newest) this.supersede(type, pushVersion);
+    else if (pushVersion !== w.newest && pushVersion !== w.previous) {
       // an older push context than the two kept: its entries were cleared, and storing would resurrect them
       this.misses++;
       return build();
     }
-    return this.lookup(`${type}\u0000${pushVersion}\u0000${key}`, pushVersion, build);
+    return this.lookup(type, `${type}\u0000${pushVersion}\u0000${key}`, pushVersion, build);
   }
 
   stats(): XdsCacheStats {
     return { size: this.entries.size, hits: this.hits, misses: this.misses, evictedOnClear: this.evictedOnClear, evictedOnSize: this.evictedOnSize };
   }
 
-  private lookup<T>(key: string, version: number, build: () => T): T {
+  private lookup<T>(type: XdsCacheType, key: string, version: number, build: () => T): T {
     const e = this.entries.get(key);
     if (e) {
       this.hits++;
@@ -106,7 +116,7 @@ export class XdsCache {
     }
     this.misses++;
     const value = build();
-    this.entries.set(key, { value, version });
+    this.entries.set(key, { type, value, version });
     if (this.entries.size > this.settings.size) this.evictLeastRecent();
     return value;
   }
@@ -119,12 +129,13 @@ export class XdsCache {
     }
   }
 
-  /** A newer push context: keep its entries and the previous one's, clear older ones. */
-  private supersede(pushVersion: number): void {
-    this.previous = this.newest;
-    this.newest = pushVersion;
+  /** A newer push context for a type: keep its entries and the previous one's, clear older ones. */
+  private supersede(type: XdsCacheType, pushVersion: number): void {
+    const w = this.windows[type];
+    w.previous = w.newest;
+    w.newest = pushVersion;
     for (const [key, e] of this.entries) {
-      if (e.version !== CONTENT && e.version < this.previous) {
+      if (e.type === type && e.version !== CONTENT && e.version < w.previous) {
         this.entries.delete(key);
         this.evictedOnClear++;
       }

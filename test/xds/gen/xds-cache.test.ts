@@ -70,6 +70,15 @@ t.test('push entries live for the newest two push contexts; older ones are clear
   t.equal(c.get('cds', 'content', () => 'rebuilt'), 'kept', 'content entries outlive push contexts');
 });
 
+t.test('endpoint-only push contexts (EDS entries only) leave the other types of a full push shared', async (t) => {
+  const c = new XdsCache();
+  let builds = 0;
+  t.equal(c.forPush('lds', 10, 'k', () => ++builds), 1);
+  for (const v of [11, 12, 13]) c.forPush('eds', v, 'cluster', () => 0);
+  t.equal(c.forPush('lds', 10, 'k', () => ++builds), 1, 'the full push still shares its listeners');
+  t.equal(c.stats().evictedOnClear, 1, 'only the EDS entry of push 11 was cleared');
+});
+
 // ---------------------------------------------------------------------------------------------
 // output with and without the cache
 
