@@ -52,6 +52,7 @@ interface Entry {
 }
 
 const CONTENT = -1;
+const SIZE_WHEN_UNSET = 20_000;
 
 export class XdsCache {
   readonly settings: Readonly<XdsCacheSettings>;
@@ -72,9 +73,11 @@ export class XdsCache {
   private evictedOnSize = 0;
 
   constructor(settings: Partial<XdsCacheSettings> = {}) {
-    this.settings = { ...DEFAULT_XDS_CACHE_SETTINGS, ...settings };
-    const s = this.settings;
-    const all = s.enabled && s.size > 0;
+    const s = { ...DEFAULT_XDS_CACHE_SETTINGS, ...settings };
+    // Istio newLru: a PILOT_XDS_CACHE_SIZE of 0 or less means 20000
+    if (!(s.size > 0)) s.size = SIZE_WHEN_UNSET;
+    this.settings = s;
+    const all = s.enabled;
     this.on = { cds: all && s.cds, eds: all, lds: all, rds: all && s.rds, nds: all };
     if (s.stats) exposeStats(this);
   }

@@ -48,6 +48,8 @@ t.test('PILOT_XDS_CACHE_SIZE bounds the entries; the least recently used go firs
   t.equal(c.get('cds', 'b', () => 'B2'), 'B2', 'b was evicted and is rebuilt');
   const s = c.stats();
   t.equal(s.size, 2);
+  t.equal(new XdsCache({ size: 0 }).settings.size, 20000, "Istio's newLru: 0 or less is 20000");
+  t.equal(new XdsCache({ size: -5 }).settings.size, 20000);
   t.equal(s.evictedOnSize, 2, 'b for c, then c for b again');
   t.equal(s.hits, 2);
   t.equal(s.misses, 4);
