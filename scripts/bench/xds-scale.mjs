@@ -14,6 +14,9 @@
 // All N streams open at once (a control plane restart) unless --ramp k opens k at a time, each batch once the
 // previous one holds its initial config. A run whose daemon passes --maxRssMB (a guard for the shared
 // machine, far above the 1 GB goal) or fails otherwise is reported as failed, with what was measured.
+// --mesh <executable> measures that mesh executable instead of dist/mesh (another worktree's build, as a
+// baseline run after or before this one). The daemon inherits PILOT_*, MESH_*, XDS_* and ISTIO_* variables
+// from this process (e.g. PILOT_ENABLE_XDS_CACHE=false).
 // --vhds: the clients use delta xDS and advertise VHDS (node client feature `mesh.io/vhds`, as the engine
 // does), so route configurations come without virtual hosts and an edit sends only the changed virtual host.
 // --cpuProf <dir> runs the daemon's bundle under `node --cpu-prof` and leaves one .cpuprofile per N there.
@@ -58,6 +61,9 @@ function parseArgs(argv) {
       return argv[++i];
     };
     switch (a) {
+      case '--mesh':
+        o.mesh = path.resolve(value());
+        break;
       case '--clients':
         o.clients = value().split(',').map((s) => int('clients', s.trim(), 1));
         break;
@@ -525,14 +531,14 @@ async function main() {
   tempDir = mkdtempSync(path.join(tmpdir(), 'mesh-xds-scale-'));
   // Run a private copy of the executable, so a rebuild of dist/ during a long run cannot mix two builds.
   mkdirSync(path.join(tempDir, 'bin'));
-  copyFileSync(path.join(ROOT, 'dist', 'mesh'), path.join(tempDir, 'bin', 'mesh'));
+  copyFileSync(opts.mesh ?? path.join(ROOT, 'dist', 'mesh'), path.join(tempDir, 'bin', 'mesh'));
   chmodSync(path.join(tempDir, 'bin', 'mesh'), 0o755);
   symlinkSync('mesh', path.join(tempDir, 'bin', 'pilot-discovery'));
   opts.binary = path.join(tempDir, 'bin', 'pilot-discovery');
   const configDir = path.join(tempDir, 'config');
   const counts = writeConfigDir(configDir, opts.services, { scoped: opts.scoped });
   console.log(
-    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon dist/pilot-discovery built ${statSync(path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}`,
+    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon ${opts.mesh ?? 'dist/mesh'} built ${statSync(opts.mesh ?? path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}`,
   );
   console.log(
     `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway${counts.sidecars ? `, ${counts.sidecars} namespace Sidecars (egress ./* and mesh-system/*; the edit reaches the routers and app-00's sidecars)` : ''} (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,

@@ -17,6 +17,7 @@ import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from '.
 import { byAge, isExportedTo } from './push/visibility';
 import { PushStatus, type PushStatusMetric } from './push-status';
 import { usesAutoAllocatedIPs, withAutoAllocatedIPs } from './auto-allocate';
+import { defaultXdsCache, type XdsCache, type XdsCacheType } from './push/xds-cache';
 import type { ServiceRegistry } from './registry/types';
 
 export { MESH_GATEWAY };
@@ -183,8 +184,6 @@ export class PushContext {
   readonly options: ResolvedPushContextOptions;
   private readonly scopes = new Map<string, SidecarScope>();
   private readonly gatewayCache = new Map<string, MergedGateway>();
-  /** Generated output shared by proxies with equal keys (see sharedKey), valid for this snapshot only. */
-  private readonly shared = new Map<string, unknown>();
   private readonly sharedKeys = new WeakMap<Proxy, string>();
   private labelKeysUsed: readonly string[] | undefined;
   private endpointsByAddress: Map<string, Array<{ service: Service; endpoint: Endpoint }>> | undefined;
@@ -197,6 +196,8 @@ export class PushContext {
     private readonly cfg: ConfigIndex,
     private readonly svc: ServiceIndex,
     options: ResolvedPushContextOptions,
+    /** Where generated xDS is reused: between proxies of this snapshot and across snapshots. */
+    readonly cache: XdsCache,
     status?: PushStatus,
   ) {
     const v = nextVersion();
@@ -219,9 +220,9 @@ export class PushContext {
   }
 
   /** A full snapshot. */
-  static build(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}): PushContext {
+  static build(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}, cache: XdsCache = defaultXdsCache): PushContext {
     const o = { ...DEFAULT_PUSH_OPTIONS, ...opts };
-    return new PushContext(buildConfigIndex(store, o), buildServiceIndex(registry), o);
+    return new PushContext(buildConfigIndex(store, o), buildServiceIndex(registry), o, cache);
   }
 
   /**
@@ -230,7 +231,7 @@ export class PushContext {
    */
   withRegistryUpdates(registry: ServiceRegistry, hostnames?: ReadonlySet<string>): PushContext {
     // Istio keeps the push context (and its status) across endpoint-only pushes.
-    return new PushContext(this.cfg, buildServiceIndex(registry, this.svc, hostnames), this.options, this.status);
+    return new PushContext(this.cfg, buildServiceIndex(registry, this.svc, hostnames), this.options, this.cache, this.status);
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -258,12 +259,18 @@ export class PushContext {
     return k;
   }
 
-  /** Builds once per key for this snapshot; later calls with the key get the same (never mutated) value. */
+  /**
+   * Output of this snapshot for a key (usually holding sharedKey(proxy)): built once and shared by every
+   * proxy asking with the same key, through the xDS cache (so PILOT_ENABLE_XDS_CACHE and the per-type
+   * switches decide whether it is shared at all). The value is never mutated by callers.
+   */
+  shared<T>(type: XdsCacheType, key: string, build: () => T): T {
+    return this.cache.forPush(type, this.pushVersion, key, build);
+  }
+
+  /** shared('rds', …): route pieces (VHDS virtual hosts) shared by key for this snapshot. */
   memo<T>(key: string, build: () => T): T {
-    if (this.shared.has(key)) return this.shared.get(key) as T;
-    const v = build();
-    this.shared.set(key, v);
-    return v;
+    return this.shared('rds', key, build);
   }
 
   private selectorLabelKeys(): readonly string[] {
@@ -510,8 +517,8 @@ function labelsKey(labels: Readonly<Record<string, string>>): string {
 }
 
 /** Istio's initPushContext: a full snapshot from the config store and the aggregate registry. */
-export function initPushContext(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}): PushContext {
-  return PushContext.build(store, registry, opts);
+export function initPushContext(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}, cache?: XdsCache): PushContext {
+  return PushContext.build(store, registry, opts, cache);
 }
 
 /** Which hostnames a VirtualService touches (its hosts and destinations), for scoped pushes. */

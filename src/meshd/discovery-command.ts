@@ -24,8 +24,9 @@ import { inboundUpdates, pushContextInitTime } from '../xds/server/metrics';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
 import { controlPlaneIdentifier, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
-import { TYPE_URL, type Generator } from '../xds/types';
-import { AdsServer, adsSettingsFromEnv, newPushRequest } from '../xds/server';
+import type { Generator } from '../xds/types';
+import { AdsServer, adsSettingsFromEnv, newPushRequest, xdsCacheSettingsFromEnv } from '../xds/server';
+import { XdsCache } from '../discovery/push/xds-cache';
 import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
@@ -130,18 +131,6 @@ function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationRe
   return v.unknownType ? { errors: [], unknownType: true } : { errors: v.messages, warnings: v.warnings };
 }
 
-/**
- * Proxies with equal keys get equal output for a type (PushContext.sharedKey: what outbound output depends
- * on). A sidecar's clusters and listeners include its own inbound side, so those are not cached whole; the
- * generators share their outbound part themselves.
- */
-function cacheKeyOf(proxy: Proxy, typeUrl: string, push: PushContext): string | undefined {
-  if (proxy.type === 'sidecar' && (typeUrl === TYPE_URL.cluster || typeUrl === TYPE_URL.listener)) return undefined;
-  // Credentials are read live (a Secret edit keeps the push context) and depend on the proxy's identity.
-  if (typeUrl === TYPE_URL.secret) return undefined;
-  return push.sharedKey(proxy);
-}
-
 const HTTP_PROTOCOLS = new Set(['HTTP', 'HTTP2', 'GRPC']);
 
 /** `DNSName/ns/host` (HTTP-only) or `ServiceEntry/ns/host` keys of the orchestrator headless services among `hostnames`. */
@@ -215,9 +204,11 @@ export const run: Handler = async (ctx) => {
     throw e;
   }
   // Istio initPushContext: a full snapshot, its build time, and the status its generation records
+  // The xDS cache lives across push contexts: unchanged clusters and virtual hosts are reused by content.
+  const xdsCache = new XdsCache(xdsCacheSettingsFromEnv(env));
   const initPush = (): PushContext => {
     const started = performance.now();
-    const next = initPushContext(store, registry, opts);
+    const next = initPushContext(store, registry, opts, xdsCache);
     pushContextInitTime.observe((performance.now() - started) / 1000);
     setLastPushStatus(next.status);
     return next;
@@ -258,15 +249,6 @@ export const run: Handler = async (ctx) => {
     settings: adsSettingsFromEnv(env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
     authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
-    cacheKey: (proxy, watched, req) => {
-      // Debug answers (syncz, config dumps, debug pages) describe the moment, not the push context.
-      if (isDebugType(watched.typeUrl)) return undefined;
-      let key = cacheKeyOf(proxy, watched.typeUrl, req.push);
-      // The name table also depends on the proxy's network, cluster and IP families (headless answers, addresses).
-      if (key !== undefined && watched.typeUrl === TYPE_URL.nameTable) key += `|nds|${proxy.metadata.network ?? ''}|${proxy.metadata.clusterId ?? ''}|${proxy.ipAddresses.map((ip) => (ip.includes(':') ? 6 : 4)).join('')}`;
-      // Listeners inline fetched key sets: cached ones are only good for one key-set version.
-      return key !== undefined && watched.typeUrl === TYPE_URL.listener ? `${key}|jwks=${security.resolver.version}` : key;
-    },
   });
   // New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers.
   security.onKeysChanged(() => {

@@ -20,7 +20,7 @@ import {
   type ClusterBuildContext,
 } from './clusters';
 import { clusterLoadAssignment } from './endpoints';
-import { initKey, optionsKey, outboundClusterKey, TwoGenerationCache } from './reuse';
+import { initKey, optionsKey, outboundClusterKey } from './reuse';
 import type { SecurityFilterBuilders } from './filters';
 import { buildGatewayListeners, buildGrpcListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from './lds';
 import { buildGatewayRouteConfiguration, buildGrpcRouteConfiguration, packSidecarRouteConfiguration, routeConfigRest } from './rds';
@@ -67,11 +67,8 @@ function uniqueByName<T extends { name: string }>(items: readonly T[], push: Pus
   });
 }
 
-const packedClusters = new TwoGenerationCache<readonly Resource[]>();
-
-/** The proxy's outbound clusters (every visible service port), packed, reusing clusters whose inputs did not change since the last push. */
+/** The proxy's outbound clusters (every visible service port), packed, reusing clusters whose inputs did not change since an earlier push. */
 function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
-  packedClusters.nextPush(push.version);
   const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
   const out: Resource[] = [];
   for (const svc of push.servicesForProxy(proxy)) {
@@ -80,7 +77,7 @@ function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
       // auto mTLS depends on the destination's PeerAuthentication mode (and, for passthrough, its endpoints)
       const mtls = [dr?.trafficPolicy, ...(dr?.subsets ?? []).map((s) => s.trafficPolicy)].map((tp) => push.inferServiceMtlsMode(tp, svc, p)).join(',');
       const key = `${outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p))}|${mtls}`;
-      out.push(...packedClusters.get(key, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
+      out.push(...push.cache.get('cds', `outbound|${key}`, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
     }
   }
   return out;
@@ -96,14 +93,14 @@ const packCluster = (c: Cluster): Resource => ({ name: c.name, resource: anyPack
 function packedLocalClusters(proxy: Proxy, push: PushContext): Resource[] {
   const key = push.sharedKey(proxy);
   const ctx: ClusterBuildContext = { push, proxy, gateway: proxy.type === 'router' };
-  if (proxy.type !== 'sidecar') return push.memo(`cds-local|${key}`, () => [packCluster(buildBlackHoleCluster(ctx))]);
+  if (proxy.type !== 'sidecar') return push.shared('cds', `local|${key}`, () => [packCluster(buildBlackHoleCluster(ctx))]);
   const out: Resource[] = [];
   for (const t of push.serviceTargets(proxy)) {
     if (t.port.protocol === 'UDP') continue;
-    const k = `cds-inbound|${key}|${t.service.namespace}/${t.service.hostname}|${t.port.port}|${t.port.name}|${t.port.protocol}|${t.targetPort}`;
-    out.push(push.memo(k, () => packCluster(buildInboundCluster(t.service, t.port, t.targetPort, ctx))));
+    const k = `inbound|${key}|${t.service.namespace}/${t.service.hostname}|${t.port.port}|${t.port.name}|${t.port.protocol}|${t.targetPort}`;
+    out.push(push.shared('cds', k, () => packCluster(buildInboundCluster(t.service, t.port, t.targetPort, ctx))));
   }
-  out.push(...push.memo(`cds-special|${key}`, () => [buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx)].map(packCluster)));
+  out.push(...push.shared('cds', `special|${key}`, () => [buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx)].map(packCluster)));
   return out;
 }
 
@@ -111,7 +108,7 @@ export const cdsGenerator: Generator<PushContext> = {
   generate(proxy, watched, req) {
     const push = req.push;
     // Outbound clusters are the bulk and the same for every proxy of a shared key: pack them once.
-    const outbound = push.memo(`cds|${push.sharedKey(proxy)}`, () => {
+    const outbound = push.shared('cds', `outbound|${push.sharedKey(proxy)}`, () => {
       const list = uniqueByName(packedOutboundClusters(proxy, push), push, proxy);
       return { list, names: new Set(list.map((r) => r.name)) };
     });
@@ -151,7 +148,7 @@ export const edsGenerator: Generator<PushContext> = {
     if (!req.full && req.edsUpdates.size > 0) requested = requested.filter((n) => req.edsUpdates.has(parseSubsetKey(n)?.hostname ?? ''));
     return {
       resources: requested.map((n) =>
-        req.push.memo(`eds|${req.push.sharedKey(proxy)}|${n}`, () => ({ name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) })),
+        req.push.shared('eds', `${req.push.sharedKey(proxy)}|${n}`, () => ({ name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) })),
       ),
     };
   },
@@ -159,8 +156,6 @@ export const edsGenerator: Generator<PushContext> = {
 
 // ---------------------------------------------------------------------------------------------
 // LDS / RDS for Envoy proxies
-
-const packedInbound = new TwoGenerationCache<Resource>();
 
 /** The proxy's service targets, for reuse keys of its inbound config. */
 function targetsKey(proxy: Proxy, push: PushContext): string {
@@ -176,14 +171,13 @@ function targetsKey(proxy: Proxy, push: PushContext): string {
  * fetched outside the config snapshot.
  */
 function packedVirtualInbound(proxy: Proxy, push: PushContext, opts: GeneratorOptions, pack: (l: Listener) => Resource): Resource {
-  packedInbound.nextPush(push.version);
   const build = () => pack(buildVirtualInboundListener(proxy, push, opts));
   if (push.requestAuthentications(proxy).length > 0) return build();
   const peer = push.mergedPeerAuthentication(proxy);
   const policies = push.authorizationPolicies(proxy).map((c) => [c.kind, c.meta.namespace, c.meta.name, c.spec]);
   const mtls = [peer.mode, ...[...peer.perPort].sort(([a], [b]) => a - b)];
   const key = `${push.sharedKey(proxy)}|${targetsKey(proxy, push)}|${optionsKey(push.options)}|${initKey(policies)}|${initKey(mtls)}`;
-  return packedInbound.get(key, build);
+  return push.cache.get('lds', `inbound|${key}`, build);
 }
 
 export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext> {
@@ -195,7 +189,7 @@ export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
       const pack = (l: Listener): Resource => ({ name: l.name, resource: anyPack(ListenerSchema, l) });
       let resources: Resource[];
       if (proxy.type === 'router') {
-        resources = push.memo(`lds|${push.sharedKey(proxy)}`, () => buildGatewayListeners(proxy, push, opts).map(pack));
+        resources = push.shared('lds', push.sharedKey(proxy), () => buildGatewayListeners(proxy, push, opts).map(pack));
         if (resources.length === 0) {
           const why = push.explainNoGatewayListeners(proxy);
           if (silentGateways.get(proxy) !== why) log.warn(why);
@@ -203,7 +197,7 @@ export function ldsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
         } else silentGateways.delete(proxy);
       } else {
         // The virtual inbound listener is the proxy's own; the outbound ones are shared by key.
-        const shared = push.memo(`lds|${push.sharedKey(proxy)}`, () => buildSidecarOutboundListeners(proxy, push, opts).map(pack));
+        const shared = push.shared('lds', push.sharedKey(proxy), () => buildSidecarOutboundListeners(proxy, push, opts).map(pack));
         resources = [shared[0]!, packedVirtualInbound(proxy, push, opts, pack), ...shared.slice(1)];
       }
       return { resources: filterByWatch(resources, watched) };
@@ -218,7 +212,7 @@ export function rdsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
       if (usesVhds(proxy)) {
         // Virtual hosts go out over VHDS: the route configuration is only its other fields.
         const resources = names(watched).map((n) =>
-          push.memo(`rds-vhds|${push.sharedKey(proxy)}|${n}`, () => ({
+          push.shared('rds', `rc-vhds|${push.sharedKey(proxy)}|${n}`, () => ({
             name: n,
             resource: anyPack(RouteConfigurationSchema, vhdsRouteConfiguration(n, routeConfigRest(proxy, push, n))),
           })),
@@ -226,7 +220,7 @@ export function rdsGenerator(opts: GeneratorOptions = {}): Generator<PushContext
         return { resources };
       }
       const resources = names(watched).map((n) =>
-        push.memo(`rds|${push.sharedKey(proxy)}|${n}`, () => {
+        push.shared('rds', `rc|${push.sharedKey(proxy)}|${n}`, () => {
           if (proxy.type !== 'router') return { name: n, resource: packSidecarRouteConfiguration(proxy, push, n, opts) };
           return { name: n, resource: anyPack(RouteConfigurationSchema, buildGatewayRouteConfiguration(proxy, push, n, opts)) };
         }),

@@ -9,6 +9,7 @@ import type { PushContext } from '../../discovery/push-context';
 import { isIPv4, isIPv6, isIp } from '../../discovery/host';
 import { NameTable_NameInfoSchema, NameTableSchema, type NameTable } from '../../gen/istio/networking/nds/v1/nds_pb';
 import type { Generator } from '../types';
+import { optionsKey } from './reuse';
 import { ORCHESTRATOR_REGISTRY } from '../../discovery/registry/orchestrator';
 import { autoAddressesFor } from '../../discovery/auto-allocate';
 
@@ -132,8 +133,13 @@ export function nameTableMessage(table: ReadonlyMap<string, NameInfo>): NameTabl
 export function ndsGenerator(opts: NameTableOptions = DEFAULT_NAME_TABLE_OPTIONS): Generator<PushContext> {
   return {
     generate(proxy, _watched, req) {
-      const nt = nameTableMessage(buildNameTable(proxy, req.push, opts));
-      return { resources: [{ name: '', resource: anyPack(NameTableSchema, nt) }] };
+      const push = req.push;
+      // Besides the shared key, the table depends on the proxy's network, cluster and IP families (headless answers, addresses).
+      const families = proxy.ipAddresses.map((ip) => (ip.includes(':') ? 6 : 4)).join('');
+      const key = `${push.sharedKey(proxy)}|${proxy.metadata.network ?? ''}|${proxy.metadata.clusterId ?? ''}|${families}|${optionsKey(opts)}`;
+      return {
+        resources: push.shared('nds', key, () => [{ name: '', resource: anyPack(NameTableSchema, nameTableMessage(buildNameTable(proxy, push, opts))) }]),
+      };
     },
   };
 }

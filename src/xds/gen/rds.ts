@@ -12,7 +12,7 @@ import { isHttpOrSniffed } from '../../discovery/registry/protocol';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { buildSubsetKey } from './common';
-import { initKey, internKey, TwoGenerationCache } from './reuse';
+import { initKey, internKey } from './reuse';
 import {
   blockAllRoute,
   buildHttpRoutesForVirtualService,
@@ -257,7 +257,7 @@ function sharedVirtualServiceRoutes(push: PushContext, proxy: Proxy, vs: Virtual
   }
   const source = bySource ? `${proxy.namespace}|${initKey(proxy.labels)}` : '';
   const key = `vsroutes|${vs.namespace}/${vs.name}|${ctx.port}|${proxy.proxyless}|${source}|${dests.join(',')}`;
-  return push.memo(key, () => {
+  return push.shared('rds', key, () => {
     const routes = buildHttpRoutesForVirtualService(vs, ctx);
     return { routes, routesKey: internKey(initKey(routes)) };
   });
@@ -374,19 +374,16 @@ export function buildSidecarRouteConfiguration(proxy: Proxy, push: PushContext, 
   return create(RouteConfigurationSchema, { name: routeName, virtualHosts, ...rest });
 }
 
-const packedVirtualHosts = new TwoGenerationCache<Uint8Array>();
-
 /**
  * buildSidecarRouteConfiguration serialised, byte for byte as toBinary writes it (fields in number order:
  * name 1, virtual_hosts 2, then the rest), reusing the bytes of virtual hosts built identically in an
  * earlier push: an edit of one VirtualService re-serialises one virtual host, not thousands.
  */
 export function packSidecarRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): Any {
-  packedVirtualHosts.nextPush(push.version);
   const { virtualHosts, rest } = sidecarRouteParts(proxy, push, routeName, opts);
   const parts: Uint8Array[] = [toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { name: routeName }))];
   for (const vh of virtualHosts) {
-    parts.push(packedVirtualHosts.get(vhostKeys.get(vh) ?? initKey(vh), () => toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { virtualHosts: [vh] }))));
+    parts.push(push.cache.get('rds', `vhbytes|${vhostKeys.get(vh) ?? initKey(vh)}`, () => toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { virtualHosts: [vh] }))));
   }
   parts.push(toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, rest)));
   return create(AnySchema, { typeUrl: `type.googleapis.com/${RouteConfigurationSchema.typeName}`, value: Buffer.concat(parts) });

@@ -1,8 +1,8 @@
-// Serialised pieces of generated config reused across pushes. Most pushes (a VirtualService edit, an
+// Content keys for the xDS cache (src/discovery/push/xds-cache.ts): most pushes (a VirtualService edit, an
 // endpoint change elsewhere) leave almost every cluster and virtual host as it was, and serialising them is
-// the bulk of generation, so each piece is kept under a key that spells out everything it is built from and
-// only changed pieces are built and serialised again (Istio's xDS cache keys clusters and routes the same
-// way). Entries not used during a whole push are dropped: a cache holds at most what two pushes used.
+// the bulk of generation, so each piece is cached under a key that spells out everything it is built from
+// and only changed pieces are built and serialised again (Istio's xDS cache keys clusters and routes the
+// same way).
 import type { Service } from '../../discovery/model';
 import type { MergedDestinationRule } from '../../discovery/push/destinationrule';
 
@@ -67,7 +67,11 @@ export function outboundClusterKey(
   return `${gateway ? 'g' : 's'}|${port}|${serviceKey(service)}|${ruleKey(rule)}|${optionsKey(options)}|${dns ? internKey(JSON.stringify(endpoints())) : ''}`;
 }
 
-/** Two generations: lookups promote from the previous push's map; `nextPush` retires what went unused. */
+/**
+ * Two generations: lookups promote from the previous push's map; `nextPush` retires what went unused.
+ * @deprecated Only src/xds/gen/vhds.ts still uses it (its VirtualHost resources), until it moves to
+ * `push.cache.get('rds', …)` like every other generator; it ignores PILOT_ENABLE_XDS_CACHE.
+ */
 export class TwoGenerationCache<V> {
   private current = new Map<string, V>();
   private previous = new Map<string, V>();

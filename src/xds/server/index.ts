@@ -18,6 +18,7 @@ export {
   grpcServerLimitsFrom,
   grpcServerOptions,
   resolvePushThrottle,
+  xdsCacheSettingsFromEnv,
   type AdsSettings,
   type GrpcServerLimits,
 } from './settings';
@@ -35,4 +36,3 @@ export {
 } from './auth';
 export { mergePushRequests, newPushRequest, PROXY_REQUEST_TRIGGER, UNKNOWN_TRIGGER, type PushRequestInit } from './push-request';
 export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from './type-urls';
-export type { XdsCacheStats } from './cache';

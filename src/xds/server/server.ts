@@ -17,7 +17,6 @@ import { grpcAuthRequest } from '../../ca/authn/grpc';
 import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
 import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn/types';
 import { authenticateXdsPeer, authorizeXdsProxy } from './auth';
-import { XdsCache, type XdsCacheStats } from './cache';
 import { typeNeedsFullPush } from './needs-push';
 import { XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
@@ -62,11 +61,6 @@ export interface AdsServerOptions<P extends { version: string }> {
   /** The current push context: new connections and requests are answered from it. */
   pushContext: () => P;
   settings?: Partial<AdsSettings>;
-  /**
-   * Enables the xDS cache: proxies for which this returns the same string get the same output for the same
-   * watched resource and push context. undefined = don't cache this generation.
-   */
-  cacheKey?: (proxy: Proxy, watched: WatchedResource, req: PushRequest<P>) => string | undefined;
   /** Response version of a push; default `<push.version>/<n>` with n counting pushes of this server. */
   versionFor?: (push: P, seq: number) => string;
   /** Sent as control_plane.identifier in every response when set (Istio: JSON of component, ID, version). */
@@ -129,7 +123,6 @@ export interface AdsServerStats {
   /** Requests waiting in the debouncer. */
   debouncing: number;
   pushThrottle: number;
-  cache?: XdsCacheStats;
 }
 
 type AdsMethods = typeof AggregatedDiscoveryService extends GenService<infer S> ? S : never;
@@ -155,7 +148,6 @@ export class AdsServer<P extends { version: string }> {
   private readonly byId = new Map<string, XdsConnection<P>>();
   private readonly queue = new PushQueue<XdsConnection<P>, P>();
   private readonly debouncer: Debouncer<P>;
-  private readonly cache: XdsCache | undefined;
   private readonly now: () => number;
   private readonly controlPlane: ControlPlane | undefined;
   private readonly endpointHostname: (name: string) => string;
@@ -164,8 +156,6 @@ export class AdsServer<P extends { version: string }> {
   private connectionSeq = 0;
   private dispatched = 0;
   private current: { push: P; version: string } | undefined;
-  /** Push context the cache entries were made for; a full push with another one empties the cache. */
-  private cachePush: P | undefined;
   private inFlight = 0;
   private pumpScheduled = false;
   private stopping: Promise<void> | undefined;
@@ -176,7 +166,6 @@ export class AdsServer<P extends { version: string }> {
     this.now = opts.now ?? Date.now;
     this.endpointHostname = opts.endpointHostname ?? clusterHostname;
     this.controlPlane = opts.controlPlaneIdentifier ? create(ControlPlaneSchema, { identifier: opts.controlPlaneIdentifier }) : undefined;
-    this.cache = this.settings.xdsCache && opts.cacheKey ? new XdsCache(this.settings.xdsCacheSize) : undefined;
     this.debouncer = new Debouncer<P>(
       { afterMs: this.settings.debounceAfterMs, maxMs: this.settings.debounceMaxMs, enableEds: this.settings.enableEdsDebounce },
       (req, info) => this.dispatch(req, info),
@@ -239,11 +228,6 @@ export class AdsServer<P extends { version: string }> {
       log.info(
         `Push debounce stable[${this.dispatched}] ${info.events} for config ${[...req.configsUpdated].join(', ') || '(all)'}: ${info.waitedMs}ms since first change, full=${req.full}`,
       );
-    }
-    if (this.cache) {
-      if (req.full && this.cachePush !== req.push) this.cache.clear();
-      if (req.full) this.cachePush = req.push;
-      else this.cache.invalidateEndpoints(req.edsUpdates);
     }
     const version = this.nextVersion(req.push);
     this.current = { push: req.push, version };
@@ -336,13 +320,6 @@ export class AdsServer<P extends { version: string }> {
     return typeof g === 'function' ? g(proxy, typeUrl) : g[typeUrl];
   }
 
-  private cacheable(typeUrl: string): boolean {
-    if (!this.cache) return false;
-    if (typeUrl === TYPE_URL.cluster) return this.settings.cdsCache;
-    if (typeUrl === TYPE_URL.route) return this.settings.rdsCache;
-    return true;
-  }
-
   /**
    * Resources for a watch (or some of its names), hashed; undefined when the generator failed, which is
    * counted and logged while the stream stays up.
@@ -358,9 +335,8 @@ export class AdsServer<P extends { version: string }> {
     let watch = watchedResource(w, only);
     if (w.typeUrl === TYPE_URL.virtualHost) watch = { ...watch, routeConfigs: con.watches.get(TYPE_URL.route)?.names ?? new Set() };
     try {
-      const key = this.cacheable(w.typeUrl) ? this.cacheKeyFor(proxy, watch, req) : undefined;
-      if (key === undefined || !this.cache) return this.generateDirect(gen, proxy, watch, req);
-      return this.generateCached(this.cache, key, gen, proxy, watch, req);
+      // Reuse of generated output is the generators' (through the push context's xDS cache).
+      return this.generateDirect(gen, proxy, watch, req);
     } catch (err) {
       totalXdsInternalErrors.inc();
       log.error(`ADS:${shortType(w.typeUrl)}: generation failed for node:${con.conId}: ${errorMessage(err)}`);
@@ -368,59 +344,11 @@ export class AdsServer<P extends { version: string }> {
     }
   }
 
-  /** The caller's cache key, refined by what else shapes the output: VHDS and, for virtual hosts, the route configurations. */
-  private cacheKeyFor(proxy: Proxy, watch: WatchedResource, req: PushRequest<P>): string | undefined {
-    const key = this.opts.cacheKey?.(proxy, watch, req);
-    if (key === undefined) return undefined;
-    const rcs = watch.routeConfigs ? `|rc=${[...watch.routeConfigs].sort().join(',')}` : '';
-    return `${key}${usesVhds(proxy) ? '|vhds' : ''}${rcs}`;
-  }
-
   private generateDirect(gen: Generator<P>, proxy: Proxy, watch: WatchedResource, req: PushRequest<P>): HashedResource[] {
     const out = gen.generate(proxy, watch, req).resources;
     // A by-name watch gets only what it asked for.
     const wanted = watch.wildcard ? out : out.filter((r) => watch.resourceNames.has(r.name));
     return wanted.map(hashResource);
-  }
-
-  private generateCached(
-    cache: XdsCache,
-    key: string,
-    gen: Generator<P>,
-    proxy: Proxy,
-    watch: WatchedResource,
-    req: PushRequest<P>,
-  ): HashedResource[] {
-    const group = cache.group(watch.typeUrl, key, req.push.version);
-    if (watch.wildcard) {
-      const name = `*${[...watch.resourceNames].sort().join(',')}`;
-      const hit = group.get(name);
-      if (hit) return hit as HashedResource[];
-      const fresh = this.generateDirect(gen, proxy, watch, req);
-      group.set(name, fresh);
-      return fresh;
-    }
-    const isEndpoint = watch.typeUrl === TYPE_URL.endpoint;
-    const out: HashedResource[] = [];
-    const missing: string[] = [];
-    for (const name of watch.resourceNames) {
-      const hit = group.get(name);
-      if (hit) {
-        for (const r of hit) out.push(r);
-      } else {
-        missing.push(name);
-      }
-    }
-    if (missing.length > 0) {
-      const fresh = this.generateDirect(gen, proxy, { typeUrl: watch.typeUrl, resourceNames: new Set(missing), wildcard: false }, req);
-      const byName = new Map(fresh.map((r) => [r.name, r]));
-      for (const name of missing) {
-        const r = byName.get(name);
-        group.set(name, r ? [r] : [], isEndpoint ? this.endpointHostname(name) : undefined);
-        if (r) out.push(r);
-      }
-    }
-    return out;
   }
 
   private requestPushRequest(con: XdsConnection<P>): PushRequest<P> {
@@ -817,7 +745,6 @@ export class AdsServer<P extends { version: string }> {
       pushesDispatched: this.dispatched,
       debouncing: this.debouncer.pendingEvents(),
       pushThrottle: this.pushThrottle,
-      cache: this.cache?.stats(),
     };
   }
 

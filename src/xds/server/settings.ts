@@ -3,6 +3,7 @@
 import * as os from 'node:os';
 import type { ServerOptions } from '@grpc/grpc-js';
 import type { EnvTable } from '../../cli/env';
+import type { XdsCacheSettings } from '../../discovery/push/xds-cache';
 import type { XdsAuthSettings } from './auth';
 
 export interface AdsSettings extends XdsAuthSettings {
@@ -14,14 +15,6 @@ export interface AdsSettings extends XdsAuthSettings {
   enableEdsDebounce: boolean;
   /** PILOT_PUSH_THROTTLE: 0 chooses by machine size (resolvePushThrottle). */
   pushThrottle: number;
-  /** PILOT_ENABLE_XDS_CACHE */
-  xdsCache: boolean;
-  /** PILOT_XDS_CACHE_SIZE: entries. */
-  xdsCacheSize: number;
-  /** PILOT_ENABLE_CDS_CACHE (only with xdsCache). */
-  cdsCache: boolean;
-  /** PILOT_ENABLE_RDS_CACHE (only with xdsCache). */
-  rdsCache: boolean;
   /** MESH_DELTA_XDS: serve DeltaAggregatedResources. */
   deltaXds: boolean;
   /** Longest a response write may take before the stream is closed (0: no limit), ms. */
@@ -33,10 +26,6 @@ export const DEFAULT_ADS_SETTINGS: Readonly<AdsSettings> = {
   debounceMaxMs: 10_000,
   enableEdsDebounce: true,
   pushThrottle: 0,
-  xdsCache: true,
-  xdsCacheSize: 60_000,
-  cdsCache: true,
-  rdsCache: true,
   deltaXds: true,
   xdsAuth: true,
   xdsAuthPlaintext: false,
@@ -56,15 +45,22 @@ export function adsSettingsFromEnv(env: EnvTable): AdsSettings {
     debounceMaxMs: env.duration('PILOT_DEBOUNCE_MAX'),
     enableEdsDebounce: env.bool('PILOT_ENABLE_EDS_DEBOUNCE'),
     pushThrottle: env.int('PILOT_PUSH_THROTTLE'),
-    xdsCache: env.bool('PILOT_ENABLE_XDS_CACHE'),
-    xdsCacheSize: env.int('PILOT_XDS_CACHE_SIZE'),
-    cdsCache: env.bool('PILOT_ENABLE_CDS_CACHE'),
-    rdsCache: env.bool('PILOT_ENABLE_RDS_CACHE'),
     deltaXds: env.bool('MESH_DELTA_XDS'),
     xdsAuth: env.bool('XDS_AUTH'),
     xdsAuthPlaintext: env.bool('XDS_AUTH_PLAINTEXT'),
     identityCheck: env.bool('PILOT_ENABLE_XDS_IDENTITY_CHECK'),
     sendTimeoutMs: DEFAULT_ADS_SETTINGS.sendTimeoutMs,
+  };
+}
+
+/** The xDS cache's switches (the cache itself: src/discovery/push/xds-cache.ts, used by the generators). */
+export function xdsCacheSettingsFromEnv(env: EnvTable): XdsCacheSettings {
+  return {
+    enabled: env.bool('PILOT_ENABLE_XDS_CACHE'),
+    size: env.int('PILOT_XDS_CACHE_SIZE'),
+    cds: env.bool('PILOT_ENABLE_CDS_CACHE'),
+    rds: env.bool('PILOT_ENABLE_RDS_CACHE'),
+    stats: env.bool('PILOT_XDS_CACHE_STATS'),
   };
 }
 

@@ -18,6 +18,7 @@ import { Debouncer, type DebouncedPush } from '../../../src/xds/server/debounce'
 import { PushQueue } from '../../../src/xds/server/push-queue';
 import {
   adsSettingsFromEnv,
+  xdsCacheSettingsFromEnv,
   clusterHostname,
   grpcServerOptions,
   mergePushRequests,
@@ -161,8 +162,6 @@ t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async 
     debounceMaxMs: 10_000,
     enableEdsDebounce: true,
     pushThrottle: 0,
-    xdsCache: true,
-    xdsCacheSize: 60000,
     deltaXds: true,
     xdsAuth: true,
     xdsAuthPlaintext: false,
@@ -176,10 +175,24 @@ t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async 
       PILOT_PUSH_THROTTLE: '3',
       MESH_DELTA_XDS: 'false',
       XDS_AUTH_PLAINTEXT: 'true',
-      PILOT_XDS_CACHE_SIZE: '10',
     }),
   );
-  t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, xdsAuthPlaintext: true, xdsCacheSize: 10 });
+  t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, xdsAuthPlaintext: true });
+});
+
+t.test('xdsCacheSettingsFromEnv: Istio\'s cache switches and their defaults', async (t) => {
+  // Istio 1.26 pilot/pkg/features: PILOT_ENABLE_XDS_CACHE, _CDS_CACHE, _RDS_CACHE true; PILOT_XDS_CACHE_SIZE 60000; PILOT_XDS_CACHE_STATS false
+  t.same(xdsCacheSettingsFromEnv(new EnvTable(sharedEnv, {})), { enabled: true, size: 60000, cds: true, rds: true, stats: false });
+  const s = xdsCacheSettingsFromEnv(
+    new EnvTable(sharedEnv, {
+      PILOT_ENABLE_XDS_CACHE: 'false',
+      PILOT_XDS_CACHE_SIZE: '10',
+      PILOT_ENABLE_CDS_CACHE: 'false',
+      PILOT_ENABLE_RDS_CACHE: 'false',
+      PILOT_XDS_CACHE_STATS: 'true',
+    }),
+  );
+  t.same(s, { enabled: false, size: 10, cds: false, rds: false, stats: true });
 });
 
 t.test('type helpers: push order and EDS hostnames', async (t) => {
