@@ -19,10 +19,10 @@ import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn
 import { authenticateXdsPeer, authorizeXdsProxy } from './auth';
 import { XdsCache, type XdsCacheStats } from './cache';
 import { typeNeedsFullPush } from './needs-push';
-import { XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
+import { SEND_BUDGET_BYTES, SendBudget, XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
 import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from './encode';
-import { deltaDiff, deltaOnRequest, deltaRecordSent, type DeltaDiff } from './delta';
+import { deltaOnRequest, deltaPushDiff, deltaRecordSent, type DeltaDiff } from './delta';
 import {
   configSizeBytes,
   debounceTime,
@@ -159,6 +159,7 @@ export class AdsServer<P extends { version: string }> {
   private readonly now: () => number;
   private readonly controlPlane: ControlPlane | undefined;
   private readonly endpointHostname: (name: string) => string;
+  private readonly sendBudget = new SendBudget(SEND_BUDGET_BYTES);
 
   private pushSeq = 0;
   private connectionSeq = 0;
@@ -313,7 +314,7 @@ export class AdsServer<P extends { version: string }> {
         if (typeUrl === TYPE_URL.endpoint && clustersSent) {
           force = new Set([...clustersSent].filter((n) => w.wildcard || w.names.has(n)));
         }
-        const diff = deltaDiff(w.known, generated, force, only);
+        const diff = deltaPushDiff(w, generated, force, only);
         if (diff.send.length === 0 && diff.removed.length === 0) continue;
         const ok = await this.sendDelta(con, w, diff, version, `PUSH${reason}`);
         if (!ok) return;
@@ -446,7 +447,7 @@ export class AdsServer<P extends { version: string }> {
     what: string,
   ): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
+    const msg = () => encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
     // Recorded before the write: the client's answer can only be read after this task ends.
     w.nonceSent = nonce;
     w.versionSent = version;
@@ -458,14 +459,15 @@ export class AdsServer<P extends { version: string }> {
 
   private async sendDelta(con: XdsConnection<P>, w: WatchState, diff: DeltaDiff, version: string, what: string): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = encodeDeltaDiscoveryResponse({
-      systemVersionInfo: version,
-      resources: diff.send,
-      typeUrl: w.typeUrl,
-      removedResources: diff.removed,
-      nonce,
-      controlPlane: this.controlPlaneFor(w.typeUrl),
-    });
+    const msg = () =>
+      encodeDeltaDiscoveryResponse({
+        systemVersionInfo: version,
+        resources: diff.send,
+        typeUrl: w.typeUrl,
+        removedResources: diff.removed,
+        nonce,
+        controlPlane: this.controlPlaneFor(w.typeUrl),
+      });
     w.nonceSent = nonce;
     w.versionSent = version;
     w.lastSendTime = this.now();
@@ -476,13 +478,13 @@ export class AdsServer<P extends { version: string }> {
   private async write(
     con: XdsConnection<P>,
     typeUrl: string,
-    msg: unknown,
+    encode: () => unknown,
     resources: readonly HashedResource[],
     what: string,
     detail: string,
   ): Promise<boolean> {
     const t0 = performance.now();
-    const result = await con.send(msg, this.settings.sendTimeoutMs);
+    const result = await con.sendWithin(totalSize(resources), encode, this.settings.sendTimeoutMs);
     const seconds = (performance.now() - t0) / 1000;
     sendTime.observe(seconds);
     const stype = shortType(typeUrl);
@@ -516,10 +518,11 @@ export class AdsServer<P extends { version: string }> {
       return;
     }
     const secure = listener === 'tls';
-    const con = new XdsConnection<P>(kind, call as grpc.ServerDuplexStream<unknown, unknown>, peer, listener, this.now(), (err) => {
+    const onError = (err: unknown): void => {
       totalXdsInternalErrors.inc();
       log.error(`ADS: ${con.conId || peer} internal error: ${errorMessage(err)}`);
-    });
+    };
+    const con = new XdsConnection<P>(kind, call as grpc.ServerDuplexStream<unknown, unknown>, peer, listener, this.now(), onError, this.sendBudget);
     this.streams.add(con);
     // Authentication may call out (a TokenReview, a key set): it runs first on the connection's task chain,
     // so the requests that arrive meanwhile wait behind it.
@@ -744,7 +747,7 @@ export class AdsServer<P extends { version: string }> {
     }
     const generated = this.generate(con, gen, w, this.requestPushRequest(con));
     if (!generated) return;
-    const diff = deltaDiff(w.known, generated, force);
+    const diff = deltaPushDiff(w, generated, force);
     if (!required && diff.send.length === 0 && diff.removed.length === 0) return;
     await this.sendDelta(con, w, diff, (con.lastPush as { version: string }).version, 'PUSH request');
   }

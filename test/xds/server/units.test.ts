@@ -224,15 +224,14 @@ t.test('delta rules: legacy wildcard ends with the first explicit name; * can be
   t.match(deltaOnRequest(watches, base, 1), { respond: true, required: true, init: true });
   const w = watches.get(CDS)!;
   t.equal(w.wildcard, true, 'nothing named yet: legacy wildcard');
-  w.known.set('a', 'h1');
-  w.known.set('b', 'h2');
+  w.held = w.held.with([['a', 'h1'], ['b', 'h2']]);
   t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['a'] }, 2), { respond: true, required: true });
   t.equal(w.wildcard, false, 'an explicit name ends the legacy wildcard');
-  t.same([...w.known.keys()], ['a'], 'the client keeps only what it named');
+  t.same([...w.held.keys()], ['a'], 'the client keeps only what it named');
   t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['*'] }, 3), { respond: true, required: true });
   t.equal(w.wildcard, true);
   t.match(deltaOnRequest(watches, { ...base, resourceNamesUnsubscribe: ['a'] }, 4), { respond: true, required: false }, 'still covered by *: resent');
-  t.equal(w.known.has('a'), false);
+  t.equal(w.held.has('a'), false);
   const diff = deltaDiff(new Map([['x', '1'], ['y', '2']]), [
     { name: 'x', hash: '1', h1: 0, h2: 1, size: 1, resource: undefined as never },
     { name: 'z', hash: '3', h1: 0, h2: 3, size: 1, resource: undefined as never },
