@@ -4,7 +4,7 @@
 // tells a reconnecting client's holdings; per-resource versions are content hashes, so only changed
 // resources are sent and vanished ones are listed in removed_resources.
 import { setDigest, type HashedResource } from './resources';
-import { newWatch, type Held, type NackRecord, type WatchState } from './watch';
+import { internName, newWatch, type Held, type NackRecord, type WatchState } from './watch';
 
 export interface DeltaRequestView {
   typeUrl: string;
@@ -31,7 +31,8 @@ export interface DeltaDecision {
 function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<string>): { wildcardAdded: boolean; unsubscribed: string[] } {
   let wildcardAdded = false;
   const unsubscribed: string[] = [];
-  for (const name of req.resourceNamesSubscribe) {
+  for (const requested of req.resourceNamesSubscribe) {
+    const name = internName(requested);
     w.explicitEver = true;
     if (name === '*') {
       if (!w.star) wildcardAdded = true;
@@ -73,7 +74,7 @@ export function deltaOnRequest(watches: Map<string, WatchState>, req: DeltaReque
     w = newWatch(req.typeUrl);
     watches.set(req.typeUrl, w);
     // initial_resource_versions is only meaningful on the first request of a type on a stream.
-    w.held = w.held.with(Object.entries(req.initialResourceVersions));
+    w.held = w.held.with(Object.entries(req.initialResourceVersions).map(([name, version]) => [internName(name), version] as const));
     applySubscriptions(w, req, force);
     if (nack) w.lastNack = nack;
     // A reconnecting client re-subscribes to what it holds; what it already holds unchanged is not resent.

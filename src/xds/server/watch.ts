@@ -105,6 +105,23 @@ export function watchInfo(w: WatchState): WatchInfo {
   };
 }
 
+// ---- names shared between streams -----------------------------------------------------------------------
+
+/**
+ * One string per resource name. Every request decodes its names into fresh strings, so a thousand proxies
+ * subscribed to the same thousand clusters would keep a million copies in their watches; they keep one.
+ * The table is forgotten when it grows past a bound (only the deduplication is lost).
+ */
+const names = new Map<string, string>();
+const MAX_NAMES = 500_000;
+export function internName(name: string): string {
+  const known = names.get(name);
+  if (known !== undefined) return known;
+  if (names.size >= MAX_NAMES) names.clear();
+  names.set(name, name);
+  return name;
+}
+
 // ---- what a delta client holds, shared ---------------------------------------------------------------
 
 /** Two 32-bit FNV-1a hashes (different offset bases) of a held entry, summed into a Held's fingerprint. */

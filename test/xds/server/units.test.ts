@@ -27,8 +27,9 @@ import {
 } from '../../../src/xds/server/index';
 import type { PushRequest } from '../../../src/xds/types';
 import { sotwOnRequest } from '../../../src/xds/server/sotw';
-import { deltaDiff, deltaOnRequest } from '../../../src/xds/server/delta';
-import type { WatchState } from '../../../src/xds/server/watch';
+import { deltaDiff, deltaOnRequest, deltaPushDiff, deltaRecordSent } from '../../../src/xds/server/delta';
+import { SendBudget } from '../../../src/xds/server/connection';
+import { newWatch, type WatchState } from '../../../src/xds/server/watch';
 import { CDS, EDS, LDS, RDS, until } from './helpers';
 
 type P = { version: string };
@@ -266,4 +267,61 @@ t.test('hand-encoded responses are byte-identical to protobuf-es toBinary', asyn
     t.same(Buffer.from(wantDelta), delta, `delta ${controlPlane ? 'with' : 'without'} control plane`);
   }
   t.same(encodeDiscoveryResponse({ versionInfo: '', resources: [], typeUrl: '', nonce: '' }), Buffer.alloc(0), 'all defaults: empty message');
+});
+
+t.test('SendBudget: writes beyond the budget wait, in order, and a stuck write gives its share back', async (t) => {
+  const budget = new SendBudget(100, 200);
+  const order: string[] = [];
+  const r1 = await budget.acquire(60);
+  const w2 = budget.acquire(60).then((r) => (order.push('second'), r));
+  const w3 = budget.acquire(10).then((r) => (order.push('third'), r));
+  await new Promise((r) => setTimeout(r, 20));
+  t.same(order, [], 'the second does not fit; the third waits behind it (first come, first served)');
+  r1();
+  const r2 = await w2;
+  const r3 = await w3;
+  t.same(order, ['second', 'third']);
+  t.equal(budget.inUse(), 70);
+  r2();
+  r2();
+  t.equal(budget.inUse(), 10, 'releasing twice counts once');
+  r3();
+  const big = await budget.acquire(500);
+  t.equal(budget.inUse(), 500, 'a response larger than the whole budget goes when nothing else is written');
+  const after = budget.acquire(1);
+  const t0 = Date.now();
+  // the budget's own timer does not keep a process alive (a server does)
+  const alive = setTimeout(() => undefined, 5_000);
+  await after;
+  clearTimeout(alive);
+  t.ok(Date.now() - t0 >= 150, 'a write holding its share past holdMs gives it back');
+  big();
+});
+
+t.test('delta: streams holding the same resources share one table and one diff per push, and part when they differ', async (t) => {
+  const res = (name: string, hash: string, n: number) => ({ name, hash, h1: n, h2: n * 7, size: 1, resource: undefined as never });
+  const v1 = [res('a', 'a1', 1), res('b', 'b1', 2)];
+  const watches = [newWatch(CDS), newWatch(CDS), newWatch(CDS)];
+  const diffs = watches.map((w) => deltaPushDiff(w, [...v1], new Set()));
+  t.equal(diffs[0], diffs[1], 'one diff for equal tables and equal resources (in different arrays)');
+  for (let i = 0; i < 3; i++) deltaRecordSent(watches[i]!, diffs[i]!);
+  t.equal(watches[0]!.held, watches[2]!.held, 'one table for what they hold');
+  t.same([...watches[0]!.held.entries()], [['a', 'a1'], ['b', 'b1']]);
+  // the third stream's proxy is due other resources: its diff and table part from the others'
+  const other = deltaPushDiff(watches[2]!, [res('a', 'a2', 3), res('b', 'b1', 2)], new Set());
+  t.same(other.send.map((r) => r.hash), ['a2']);
+  deltaRecordSent(watches[2]!, other);
+  t.not(watches[2]!.held, watches[0]!.held);
+  t.equal(watches[2]!.held.get('a'), 'a2');
+  t.equal(watches[0]!.held.get('a'), 'a1', 'the others still hold theirs');
+  const same = deltaPushDiff(watches[0]!, v1, new Set());
+  t.same([same.send, same.removed], [[], []], 'nothing new for the others');
+  // equal content reached by another path is the same table
+  const w4 = newWatch(CDS);
+  w4.held = w4.held.with([['b', 'b1']]).with([['a', 'a1']]);
+  t.equal(w4.held, watches[0]!.held, 'interned by content');
+  // forced names are per stream
+  const forced = deltaPushDiff(watches[0]!, v1, new Set(['a']));
+  t.not(forced, same);
+  t.same(forced.send.map((r) => r.name), ['a']);
 });
