@@ -47,8 +47,13 @@ type AnyDuplex = grpc.ServerDuplexStream<unknown, unknown>;
 /** Default SendBudget of a server: a few dozen initial responses of a large mesh at a time. */
 export const SEND_BUDGET_BYTES = 64 * 1024 * 1024;
 
+/** Bytes of slow writes that may stop counting against a SendBudget, in budgets. */
+const STALLED_BUDGETS = 4;
+
 export class SendBudget {
   private used = 0;
+  /** Bytes of writes past holdMs that gave their share back. */
+  private stalled = 0;
   private readonly waiting: Array<{ bytes: number; grant: () => void }> = [];
 
   constructor(
@@ -61,15 +66,27 @@ export class SendBudget {
     // A waiter's bytes are counted by grant() when it is let through.
     if (this.waiting.length > 0 || !this.fits(bytes)) await new Promise<void>((grant) => this.waiting.push({ bytes, grant }));
     else this.used += bytes;
-    let released = false;
+    let state: 'held' | 'stalled' | 'done' = 'held';
     const release = (): void => {
-      if (released) return;
-      released = true;
+      if (state === 'done') return;
       clearTimeout(timer);
-      this.used -= bytes;
-      this.grant();
+      if (state === 'held') {
+        this.used -= bytes;
+        this.grant();
+      } else {
+        this.stalled -= bytes;
+      }
+      state = 'done';
     };
-    const timer = setTimeout(release, this.holdMs);
+    // Slow writes give their share back, as long as what they hold stays within a few budgets: when every
+    // proxy stops reading, nothing more is encoded.
+    const timer = setTimeout(() => {
+      if (state !== 'held' || this.stalled + bytes > STALLED_BUDGETS * this.capacity) return;
+      state = 'stalled';
+      this.used -= bytes;
+      this.stalled += bytes;
+      this.grant();
+    }, this.holdMs);
     timer.unref();
     return release;
   }

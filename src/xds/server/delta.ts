@@ -4,7 +4,7 @@
 // tells a reconnecting client's holdings; per-resource versions are content hashes, so only changed
 // resources are sent and vanished ones are listed in removed_resources.
 import { setDigest, type HashedResource } from './resources';
-import { internName, newWatch, type Held, type NackRecord, type WatchState } from './watch';
+import { internName, internNameSet, newWatch, ownNameSet, type Held, type NackRecord, type WatchState } from './watch';
 
 export interface DeltaRequestView {
   typeUrl: string;
@@ -31,6 +31,7 @@ export interface DeltaDecision {
 function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<string>): { wildcardAdded: boolean; unsubscribed: string[] } {
   let wildcardAdded = false;
   const unsubscribed: string[] = [];
+  let changed = false;
   for (const requested of req.resourceNamesSubscribe) {
     const name = internName(requested);
     w.explicitEver = true;
@@ -38,7 +39,10 @@ function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<str
       if (!w.star) wildcardAdded = true;
       w.star = true;
     } else {
-      w.names.add(name);
+      if (!w.names.has(name)) {
+        ownNameSet(w).add(name);
+        changed = true;
+      }
       force.add(name);
     }
   }
@@ -46,13 +50,15 @@ function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<str
     if (name === '*') {
       w.explicitEver = true;
       w.star = false;
-    } else if (w.names.delete(name)) {
+    } else if (w.names.has(name) && ownNameSet(w).delete(name)) {
+      changed = true;
       // The client drops what it unsubscribes from; if `*` still covers it, it is sent again.
       w.held = w.held.with([], [name]);
       force.delete(name);
       unsubscribed.push(name);
     }
   }
+  if (changed) w.names = internNameSet(w.names);
   const wasWildcard = w.wildcard;
   w.wildcard = w.star || !w.explicitEver;
   if (!wasWildcard && w.wildcard) wildcardAdded = true;
@@ -144,8 +150,8 @@ interface SharedDiff {
   after?: Held;
 }
 
-/** Diffs kept per held table: a push and maybe a request's generation in flight at once. */
-const DIFFS_PER_HELD = 4;
+/** Diffs kept per held table: one per kind of proxy holding it (every stream starts from the empty table). */
+const DIFFS_PER_HELD = 64;
 
 function sameResources(a: readonly HashedResource[], b: readonly HashedResource[]): boolean {
   if (a === b) return true;

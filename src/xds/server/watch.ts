@@ -122,6 +122,43 @@ export function internName(name: string): string {
   return name;
 }
 
+/** Interned name sets by fingerprint (see internNameSet). */
+const nameSets = new Map<string, WeakRef<ReadonlySet<string>>>();
+const sharedNameSets = new WeakSet<ReadonlySet<string>>();
+const forgetNameSet = new FinalizationRegistry<string>((fp) => {
+  const ref = nameSets.get(fp);
+  if (ref && ref.deref() === undefined) nameSets.delete(fp);
+});
+
+/**
+ * One set for equal sets of subscribed names: proxies of one kind subscribe to the same thousand endpoint
+ * names. A shared set is never changed: whoever changes a watch's names copies it first (ownNameSet).
+ */
+export function internNameSet(set: Set<string>): Set<string> {
+  if (sharedNameSets.has(set) || set.size === 0) return set;
+  let a = 0;
+  let b = 0;
+  for (const n of set) {
+    const [x, y] = entryHash(n, '');
+    a += x;
+    b += y;
+  }
+  const fp = `${set.size}:${a}:${b}`;
+  const known = nameSets.get(fp)?.deref();
+  if (known && known.size === set.size && [...set].every((n) => known.has(n))) return known as Set<string>;
+  if (known) return set;
+  nameSets.set(fp, new WeakRef(set));
+  forgetNameSet.register(set, fp);
+  sharedNameSets.add(set);
+  return set;
+}
+
+/** The watch's names, copied first when they are a shared set, to be changed. */
+export function ownNameSet(w: WatchState): Set<string> {
+  if (sharedNameSets.has(w.names)) w.names = new Set(w.names);
+  return w.names;
+}
+
 // ---- what a delta client holds, shared ---------------------------------------------------------------
 
 /** Two 32-bit FNV-1a hashes (different offset bases) of a held entry, summed into a Held's fingerprint. */

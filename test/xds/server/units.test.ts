@@ -286,16 +286,26 @@ t.test('SendBudget: writes beyond the budget wait, in order, and a stuck write g
   r2();
   t.equal(budget.inUse(), 10, 'releasing twice counts once');
   r3();
-  const big = await budget.acquire(500);
-  t.equal(budget.inUse(), 500, 'a response larger than the whole budget goes when nothing else is written');
-  const after = budget.acquire(1);
-  const t0 = Date.now();
+  const big = await budget.acquire(300);
+  t.equal(budget.inUse(), 300, 'a response larger than the whole budget goes when nothing else is written');
   // the budget's own timer does not keep a process alive (a server does)
   const alive = setTimeout(() => undefined, 5_000);
-  await after;
-  clearTimeout(alive);
+  const t0 = Date.now();
+  const small = await budget.acquire(1);
   t.ok(Date.now() - t0 >= 150, 'a write holding its share past holdMs gives it back');
+  t.equal(budget.inUse(), 1);
+  small();
+  const big2 = await budget.acquire(300);
+  let late = false;
+  const waiter = budget.acquire(1).then((r) => ((late = true), r));
+  await new Promise((r) => setTimeout(r, 400));
+  t.equal(late, false, 'but no more than a few budgets of stalled writes: then everyone waits');
   big();
+  t.equal(late, false, 'the stalled write finishing frees stalled room, not the budget');
+  big2();
+  (await waiter)();
+  clearTimeout(alive);
+  t.equal(budget.inUse(), 0);
 });
 
 t.test('delta: streams holding the same resources share one table and one diff per push, and part when they differ', async (t) => {
