@@ -146,8 +146,8 @@ export function deltaRecordSent(w: WatchState, diff: DeltaDiff): void {
 interface SharedDiff {
   generated: readonly HashedResource[];
   diff: DeltaDiff;
-  /** What the client holds once it got `diff`. */
-  after?: Held;
+  /** What the client holds once it got `diff` (weak: a stream left behind must not keep every later table alive). */
+  after?: WeakRef<Held>;
 }
 
 /** Diffs kept per held table: one per kind of proxy holding it (every stream starts from the empty table). */
@@ -196,11 +196,12 @@ const sharedDiffs = new WeakMap<DeltaDiff, string>();
 function heldAfter(held: Held, diff: DeltaDiff): Held {
   const key = sharedDiffs.get(diff);
   const shared = key !== undefined ? (held.memo.get(key) as SharedDiff | undefined) : undefined;
-  if (shared && shared.diff === diff && shared.after) return shared.after;
+  const known = shared && shared.diff === diff ? shared.after?.deref() : undefined;
+  if (known) return known;
   const after = held.with(
     diff.send.map((r) => [r.name, r.hash] as const),
     diff.removed,
   );
-  if (shared && shared.diff === diff) shared.after = after;
+  if (shared && shared.diff === diff) shared.after = new WeakRef(after);
   return after;
 }
