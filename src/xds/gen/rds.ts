@@ -227,7 +227,14 @@ interface VHostWrapper {
   routes: RouteInit[];
   /** Identifies `routes` for reuse of serialised virtual hosts (see packSidecarRouteConfiguration). */
   routesKey: string;
+  /** The VirtualService the routes come from (none: a service's default route). */
+  vs?: VirtualServiceEntry;
 }
+
+/** The VirtualService a sidecar virtual host's routes were built from (for VHDS's partial rebuilds). */
+const vhostSources = new WeakMap<VirtualHostInit, VirtualServiceEntry>();
+/** Duplicate-domain reports (push status) made while building a list of sidecar virtual hosts. */
+const dupReports = new WeakMap<readonly VirtualHostInit[], ReadonlyArray<readonly [string, string]>>();
 
 /** Reuse keys of built virtual hosts: name, domains and what their routes were built from. */
 const vhostKeys = new WeakMap<VirtualHostInit, string>();
@@ -305,7 +312,7 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
     for (const s of services) claimed.add(s.hostname);
     const httpServices = services.filter((s) => s.ports.some((p) => isHttpOrSniffed(p.protocol)));
     if (httpServices.length === 0 && listenerPort !== 80) continue;
-    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes, routesKey });
+    wrappers.push({ port: listenerPort, services: httpServices, vsHosts, routes, routesKey, vs });
   }
   for (const [h, s] of servicesByName) {
     if (claimed.has(h)) continue;
@@ -323,6 +330,7 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
   const seenNames = new Set<string>();
   const seenDomains = new Set<string>();
   const out: VirtualHostInit[] = [];
+  const dups: Array<readonly [string, string]> = [];
   const build = (hostname: string, w: VHostWrapper, svc: Service | undefined) => {
     if (onlyHost !== undefined && hostname !== onlyHost) return;
     const name = domainName(hostname, w.port);
@@ -330,6 +338,7 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
     const dupMessage = `duplicate domain from ${svc ? 'service' : 'virtual service'}: ${name}`;
     if (seenNames.has(name)) {
       push.addMetric('dupDomain', name, proxy.id, dupMessage);
+      dups.push([name, dupMessage]);
       return;
     }
     seenNames.add(name);
@@ -340,17 +349,68 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
       seenDomains.add(k);
       return true;
     });
-    if (domains.length !== all.length) push.addMetric('dupDomain', name, proxy.id, dupMessage);
+    if (domains.length !== all.length) {
+      push.addMetric('dupDomain', name, proxy.id, dupMessage);
+      dups.push([name, dupMessage]);
+    }
     if (domains.length === 0) return;
     const vh: VirtualHostInit = { name, domains, routes: w.routes, includeRequestAttemptCount: true };
     vhostKeys.set(vh, `${name}|${domains.join(',')}|${w.routesKey}`);
+    if (w.vs) vhostSources.set(vh, w.vs);
     out.push(vh);
   };
   for (const w of wrappers) {
     for (const h of w.vsHosts) build(h, w, undefined);
     for (const s of w.services) build(s.hostname, w, s);
   }
+  if (dups.length > 0) dupReports.set(out, dups);
   return sortVirtualHosts(out);
+}
+
+/** The VirtualService a sidecar virtual host was built from; undefined for default routes and gateways. */
+export function virtualHostSource(vh: VirtualHostInit): VirtualServiceEntry | undefined {
+  return vhostSources.get(vh);
+}
+
+/** Duplicate-domain reports (vhost name, message) made while building `vhosts` (sidecarRouteParts output). */
+export function duplicateDomainReports(vhosts: readonly VirtualHostInit[]): ReadonlyArray<readonly [string, string]> {
+  return dupReports.get(vhosts) ?? [];
+}
+
+/**
+ * The VirtualService `vs` of this push as a sidecar's listener on `port` sees it (after the mesh-gateway
+ * filter), or undefined when it is not among them.
+ */
+export function sidecarVirtualService(proxy: Proxy, push: PushContext, port: number, namespace: string, name: string): VirtualServiceEntry | undefined {
+  return sidecarListenerVirtualServices(proxy, push, port).find((v) => v.namespace === namespace && v.name === name && v.gateways.includes(MESH_GATEWAY));
+}
+
+function sidecarListenerVirtualServices(proxy: Proxy, push: PushContext, port: number): readonly VirtualServiceEntry[] {
+  const scope = push.sidecarScope(proxy);
+  const listener = scope.egressListeners.find((l) => l.port?.number === port) ?? scope.egressListeners.find((l) => !l.port);
+  return listener?.virtualServices ?? [];
+}
+
+/** The VirtualServices a sidecar's listener on `port` sees, in order (which one claims a host depends on it). */
+export function sidecarVirtualServiceOrder(proxy: Proxy, push: PushContext, port: number): string {
+  return sidecarListenerVirtualServices(proxy, push, port)
+    .map((v) => `${v.namespace}/${v.name}`)
+    .join(',');
+}
+
+/**
+ * A sidecar virtual host built from `vs` with the routes `vs` now gives (same name and domains): what
+ * sidecarVirtualHosts would build when nothing but the routes of `vs` changed. undefined when `vs` now
+ * gives no routes (its hosts then fall back to default routes: a full rebuild is needed).
+ */
+export function rebuiltSidecarVirtualHost(proxy: Proxy, push: PushContext, port: number, vh: VirtualHostInit, vs: VirtualServiceEntry, opts: RouteBuildOptions): VirtualHostInit | undefined {
+  const ctx = routeContext(proxy, push, port, new Set([MESH_GATEWAY]), false, opts);
+  const { routes, routesKey } = sharedVirtualServiceRoutes(push, proxy, vs, ctx);
+  if (routes.length === 0) return undefined;
+  const next = { ...vh, routes } as VirtualHostInit;
+  vhostKeys.set(next, `${vh.name}|${vh.domains.join(',')}|${routesKey}`);
+  vhostSources.set(next, vs);
+  return next;
 }
 
 function catchAllVirtualHost(proxy: Proxy, push: PushContext): VirtualHostInit {
@@ -362,10 +422,10 @@ function catchAllVirtualHost(proxy: Proxy, push: PushContext): VirtualHostInit {
 function sidecarRouteParts(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions): RouteConfigParts {
   const port = Number(routeName);
   const vhosts = Number.isInteger(port) && port > 0 ? sidecarVirtualHosts(proxy, push, port, opts) : [];
-  return {
-    virtualHosts: [...vhosts, catchAllVirtualHost(proxy, push)],
-    rest: SIDECAR_REST,
-  };
+  const virtualHosts = [...vhosts, catchAllVirtualHost(proxy, push)];
+  const dups = dupReports.get(vhosts);
+  if (dups) dupReports.set(virtualHosts, dups);
+  return { virtualHosts, rest: SIDECAR_REST };
 }
 
 /** A sidecar's RouteConfiguration for an outbound port (`80`, `9080`…). */

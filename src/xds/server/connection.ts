@@ -36,6 +36,79 @@ export interface ConnectionInfo {
 
 type AnyDuplex = grpc.ServerDuplexStream<unknown, unknown>;
 
+/**
+ * Bytes of responses being written, across every stream of a server. When a thousand proxies connect at once
+ * each is owed megabytes of initial config; encoding all of it before the transport has taken any holds it
+ * all in memory at once (gigabytes), though the proxies can only read so fast. A response is encoded only
+ * once its size fits in the budget beside the writes in progress (first come, first served; one larger than
+ * the whole budget waits until nothing else is being written). A write that takes longer than `holdMs` (a
+ * proxy that stopped reading) gives its share back, so a few stuck proxies cannot stall everyone.
+ */
+/** Default SendBudget of a server: a few dozen initial responses of a large mesh at a time. */
+export const SEND_BUDGET_BYTES = 64 * 1024 * 1024;
+
+/** Bytes of slow writes that may stop counting against a SendBudget, in budgets. */
+const STALLED_BUDGETS = 4;
+
+export class SendBudget {
+  private used = 0;
+  /** Bytes of writes past holdMs that gave their share back. */
+  private stalled = 0;
+  private readonly waiting: Array<{ bytes: number; grant: () => void }> = [];
+
+  constructor(
+    readonly capacity: number,
+    private readonly holdMs = 5_000,
+  ) {}
+
+  /** Resolves with a release function once `bytes` may be written. */
+  async acquire(bytes: number): Promise<() => void> {
+    // A waiter's bytes are counted by grant() when it is let through.
+    if (this.waiting.length > 0 || !this.fits(bytes)) await new Promise<void>((grant) => this.waiting.push({ bytes, grant }));
+    else this.used += bytes;
+    let state: 'held' | 'stalled' | 'done' = 'held';
+    const release = (): void => {
+      if (state === 'done') return;
+      clearTimeout(timer);
+      if (state === 'held') {
+        this.used -= bytes;
+        this.grant();
+      } else {
+        this.stalled -= bytes;
+      }
+      state = 'done';
+    };
+    // Slow writes give their share back, as long as what they hold stays within a few budgets: when every
+    // proxy stops reading, nothing more is encoded.
+    const timer = setTimeout(() => {
+      if (state !== 'held' || this.stalled + bytes > STALLED_BUDGETS * this.capacity) return;
+      state = 'stalled';
+      this.used -= bytes;
+      this.stalled += bytes;
+      this.grant();
+    }, this.holdMs);
+    timer.unref();
+    return release;
+  }
+
+  /** Bytes granted and not yet released. */
+  inUse(): number {
+    return this.used;
+  }
+
+  private fits(bytes: number): boolean {
+    return this.used === 0 || this.used + bytes <= this.capacity;
+  }
+
+  private grant(): void {
+    while (this.waiting.length > 0 && this.fits(this.waiting[0]!.bytes)) {
+      const next = this.waiting.shift()!;
+      this.used += next.bytes;
+      next.grant();
+    }
+  }
+}
+
 export class XdsConnection<P> {
   conId = '';
   proxy: Proxy | undefined;
@@ -60,6 +133,7 @@ export class XdsConnection<P> {
     readonly listener: ListenerKind,
     readonly connectedAt: number,
     private readonly onTaskError: (err: unknown) => void,
+    private readonly budget?: SendBudget,
   ) {}
 
   get initialized(): boolean {
@@ -107,6 +181,21 @@ export class XdsConnection<P> {
         finish('error');
       }
     });
+  }
+
+  /**
+   * send() for a response of about `bytes` that `encode` builds: encoded only once the server's send budget
+   * has room for it, and counted against the budget until the transport has taken it.
+   */
+  async sendWithin(bytes: number, encode: () => unknown, timeoutMs: number): Promise<SendResult> {
+    if (!this.budget) return this.send(encode(), timeoutMs);
+    const release = await this.budget.acquire(bytes);
+    try {
+      if (this.closed) return 'closed';
+      return await this.send(encode(), timeoutMs);
+    } finally {
+      release();
+    }
   }
 
   /** The stream is gone (cancelled, errored, finished): settle pending writes. */

@@ -3,8 +3,8 @@
 // is treated as subscribed to `*` ("legacy wildcard") until it names something; initial_resource_versions
 // tells a reconnecting client's holdings; per-resource versions are content hashes, so only changed
 // resources are sent and vanished ones are listed in removed_resources.
-import type { HashedResource } from './resources';
-import { newWatch, type NackRecord, type WatchState } from './watch';
+import { setDigest, type HashedResource } from './resources';
+import { internName, internNameSet, newWatch, ownNameSet, type Held, type NackRecord, type WatchState } from './watch';
 
 export interface DeltaRequestView {
   typeUrl: string;
@@ -31,13 +31,18 @@ export interface DeltaDecision {
 function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<string>): { wildcardAdded: boolean; unsubscribed: string[] } {
   let wildcardAdded = false;
   const unsubscribed: string[] = [];
-  for (const name of req.resourceNamesSubscribe) {
+  let changed = false;
+  for (const requested of req.resourceNamesSubscribe) {
+    const name = internName(requested);
     w.explicitEver = true;
     if (name === '*') {
       if (!w.star) wildcardAdded = true;
       w.star = true;
     } else {
-      w.names.add(name);
+      if (!w.names.has(name)) {
+        ownNameSet(w).add(name);
+        changed = true;
+      }
       force.add(name);
     }
   }
@@ -45,19 +50,21 @@ function applySubscriptions(w: WatchState, req: DeltaRequestView, force: Set<str
     if (name === '*') {
       w.explicitEver = true;
       w.star = false;
-    } else if (w.names.delete(name)) {
+    } else if (w.names.has(name) && ownNameSet(w).delete(name)) {
+      changed = true;
       // The client drops what it unsubscribes from; if `*` still covers it, it is sent again.
-      w.known.delete(name);
+      w.held = w.held.with([], [name]);
       force.delete(name);
       unsubscribed.push(name);
     }
   }
+  if (changed) w.names = internNameSet(w.names);
   const wasWildcard = w.wildcard;
   w.wildcard = w.star || !w.explicitEver;
   if (!wasWildcard && w.wildcard) wildcardAdded = true;
   if (wasWildcard && !w.wildcard) {
     // Leaving wildcard: the client keeps only what it named explicitly.
-    for (const n of [...w.known.keys()]) if (!w.names.has(n)) w.known.delete(n);
+    w.held = w.held.filter((n) => w.names.has(n));
   }
   return { wildcardAdded, unsubscribed };
 }
@@ -73,11 +80,11 @@ export function deltaOnRequest(watches: Map<string, WatchState>, req: DeltaReque
     w = newWatch(req.typeUrl);
     watches.set(req.typeUrl, w);
     // initial_resource_versions is only meaningful on the first request of a type on a stream.
-    for (const [name, version] of Object.entries(req.initialResourceVersions)) w.known.set(name, version);
+    w.held = w.held.with(Object.entries(req.initialResourceVersions).map(([name, version]) => [internName(name), version] as const));
     applySubscriptions(w, req, force);
     if (nack) w.lastNack = nack;
     // A reconnecting client re-subscribes to what it holds; what it already holds unchanged is not resent.
-    for (const name of [...force]) if (w.known.has(name)) force.delete(name);
+    for (const name of [...force]) if (w.held.has(name)) force.delete(name);
     return { respond: true, required: true, force, init: true, nack, expired: false };
   }
   let expired = false;
@@ -113,7 +120,7 @@ export interface DeltaDiff {
  * forced names that do not exist are reported removed so the client stops waiting for them.
  */
 export function deltaDiff(
-  known: ReadonlyMap<string, string>,
+  known: Pick<ReadonlyMap<string, string>, 'get' | 'keys'>,
   desired: readonly HashedResource[],
   force: ReadonlySet<string> | 'all',
   scope?: ReadonlySet<string>,
@@ -131,6 +138,70 @@ export function deltaDiff(
 
 /** Records what a delta response carried. */
 export function deltaRecordSent(w: WatchState, diff: DeltaDiff): void {
-  for (const r of diff.send) w.known.set(r.name, r.hash);
-  for (const n of diff.removed) w.known.delete(n);
+  w.held = heldAfter(w.held, diff);
+}
+
+// ---- diffs shared between streams ----------------------------------------------------------------------
+
+interface SharedDiff {
+  generated: readonly HashedResource[];
+  diff: DeltaDiff;
+  /** What the client holds once it got `diff` (weak: a stream left behind must not keep every later table alive). */
+  after?: WeakRef<Held>;
+}
+
+/** Diffs kept per held table: one per kind of proxy holding it (every stream starts from the empty table). */
+const DIFFS_PER_HELD = 64;
+
+function sameResources(a: readonly HashedResource[], b: readonly HashedResource[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) {
+    const x = a[i]!;
+    const y = b[i]!;
+    if (x !== y && (x.name !== y.name || x.hash !== y.hash)) return false;
+  }
+  return true;
+}
+
+/**
+ * deltaDiff for a push. The diff depends only on what the client holds and what it is due, so streams that
+ * hold the same table (Held is interned) and are due the same resources share one diff, worked out once,
+ * and then share the table they hold after it. Forced names and scoped (incremental EDS) diffs are
+ * per-stream and are worked out directly.
+ */
+export function deltaPushDiff(
+  w: WatchState,
+  generated: readonly HashedResource[],
+  force: ReadonlySet<string> | 'all',
+  scope?: ReadonlySet<string>,
+): DeltaDiff {
+  if (scope || force === 'all' || force.size > 0) return deltaDiff(w.held, generated, force, scope);
+  const key = `diff|${setDigest(generated)}`;
+  const memo = w.held.memo;
+  const hit = memo.get(key) as SharedDiff | undefined;
+  // Equal digests of different resource lists are possible in principle: the lists are compared.
+  if (hit && sameResources(hit.generated, generated)) return hit.diff;
+  const diff = deltaDiff(w.held, generated, force);
+  if (memo.size >= DIFFS_PER_HELD) memo.delete(memo.keys().next().value as string);
+  memo.set(key, { generated, diff } satisfies SharedDiff);
+  sharedDiffs.set(diff, key);
+  return diff;
+}
+
+/** Diffs made by deltaPushDiff → their memo key on the table they were made from. */
+const sharedDiffs = new WeakMap<DeltaDiff, string>();
+
+/** The table a client holds after `diff`; a shared diff's is worked out once. */
+function heldAfter(held: Held, diff: DeltaDiff): Held {
+  const key = sharedDiffs.get(diff);
+  const shared = key !== undefined ? (held.memo.get(key) as SharedDiff | undefined) : undefined;
+  const known = shared && shared.diff === diff ? shared.after?.deref() : undefined;
+  if (known) return known;
+  const after = held.with(
+    diff.send.map((r) => [r.name, r.hash] as const),
+    diff.removed,
+  );
+  if (shared && shared.diff === diff) shared.after = new WeakRef(after);
+  return after;
 }

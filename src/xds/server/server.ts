@@ -18,10 +18,10 @@ import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
 import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn/types';
 import { authenticateXdsPeer, authorizeXdsProxy } from './auth';
 import { typeNeedsFullPush } from './needs-push';
-import { XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
+import { SEND_BUDGET_BYTES, SendBudget, XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
 import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from './encode';
-import { deltaDiff, deltaOnRequest, deltaRecordSent, type DeltaDiff } from './delta';
+import { deltaOnRequest, deltaPushDiff, deltaRecordSent, type DeltaDiff } from './delta';
 import {
   configSizeBytes,
   debounceTime,
@@ -151,6 +151,7 @@ export class AdsServer<P extends { version: string }> {
   private readonly now: () => number;
   private readonly controlPlane: ControlPlane | undefined;
   private readonly endpointHostname: (name: string) => string;
+  private readonly sendBudget = new SendBudget(SEND_BUDGET_BYTES);
 
   private pushSeq = 0;
   private connectionSeq = 0;
@@ -297,7 +298,7 @@ export class AdsServer<P extends { version: string }> {
         if (typeUrl === TYPE_URL.endpoint && clustersSent) {
           force = new Set([...clustersSent].filter((n) => w.wildcard || w.names.has(n)));
         }
-        const diff = deltaDiff(w.known, generated, force, only);
+        const diff = deltaPushDiff(w, generated, force, only);
         if (diff.send.length === 0 && diff.removed.length === 0) continue;
         const ok = await this.sendDelta(con, w, diff, version, `PUSH${reason}`);
         if (!ok) return;
@@ -374,7 +375,7 @@ export class AdsServer<P extends { version: string }> {
     what: string,
   ): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
+    const msg = () => encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
     // Recorded before the write: the client's answer can only be read after this task ends.
     w.nonceSent = nonce;
     w.versionSent = version;
@@ -384,33 +385,44 @@ export class AdsServer<P extends { version: string }> {
     return ok;
   }
 
-  private async sendDelta(con: XdsConnection<P>, w: WatchState, diff: DeltaDiff, version: string, what: string): Promise<boolean> {
+  /**
+   * `budgeted`: an answer to a request, written within the send budget. Proxies connecting at once are owed
+   * all their config at once; pushes are already limited by PILOT_PUSH_THROTTLE.
+   */
+  private async sendDelta(con: XdsConnection<P>, w: WatchState, diff: DeltaDiff, version: string, what: string, budgeted = false): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = encodeDeltaDiscoveryResponse({
-      systemVersionInfo: version,
-      resources: diff.send,
-      typeUrl: w.typeUrl,
-      removedResources: diff.removed,
-      nonce,
-      controlPlane: this.controlPlaneFor(w.typeUrl),
-    });
+    const msg = () =>
+      encodeDeltaDiscoveryResponse({
+        systemVersionInfo: version,
+        resources: diff.send,
+        typeUrl: w.typeUrl,
+        removedResources: diff.removed,
+        nonce,
+        controlPlane: this.controlPlaneFor(w.typeUrl),
+      });
     w.nonceSent = nonce;
     w.versionSent = version;
     w.lastSendTime = this.now();
     deltaRecordSent(w, diff);
-    return this.write(con, w.typeUrl, msg, diff.send, what, `removed:${diff.removed.length} version:${version} nonce:${nonce}`);
+    return this.write(con, w.typeUrl, msg, diff.send, what, `removed:${diff.removed.length} version:${version} nonce:${nonce}`, budgeted);
   }
 
   private async write(
     con: XdsConnection<P>,
     typeUrl: string,
-    msg: unknown,
+    encode: () => unknown,
     resources: readonly HashedResource[],
     what: string,
     detail: string,
+    budgeted = false,
   ): Promise<boolean> {
-    const t0 = performance.now();
-    const result = await con.send(msg, this.settings.sendTimeoutMs);
+    // Send time counts from when the response may be written, not the wait for the send budget.
+    let t0 = performance.now();
+    const timed = (): unknown => {
+      t0 = performance.now();
+      return encode();
+    };
+    const result = budgeted ? await con.sendWithin(totalSize(resources), timed, this.settings.sendTimeoutMs) : await con.send(timed(), this.settings.sendTimeoutMs);
     const seconds = (performance.now() - t0) / 1000;
     sendTime.observe(seconds);
     const stype = shortType(typeUrl);
@@ -444,10 +456,11 @@ export class AdsServer<P extends { version: string }> {
       return;
     }
     const secure = listener === 'tls';
-    const con = new XdsConnection<P>(kind, call as grpc.ServerDuplexStream<unknown, unknown>, peer, listener, this.now(), (err) => {
+    const onError = (err: unknown): void => {
       totalXdsInternalErrors.inc();
       log.error(`ADS: ${con.conId || peer} internal error: ${errorMessage(err)}`);
-    });
+    };
+    const con = new XdsConnection<P>(kind, call as grpc.ServerDuplexStream<unknown, unknown>, peer, listener, this.now(), onError, this.sendBudget);
     this.streams.add(con);
     // Authentication may call out (a TokenReview, a key set): it runs first on the connection's task chain,
     // so the requests that arrive meanwhile wait behind it.
@@ -672,9 +685,9 @@ export class AdsServer<P extends { version: string }> {
     }
     const generated = this.generate(con, gen, w, this.requestPushRequest(con));
     if (!generated) return;
-    const diff = deltaDiff(w.known, generated, force);
+    const diff = deltaPushDiff(w, generated, force);
     if (!required && diff.send.length === 0 && diff.removed.length === 0) return;
-    await this.sendDelta(con, w, diff, (con.lastPush as { version: string }).version, 'PUSH request');
+    await this.sendDelta(con, w, diff, (con.lastPush as { version: string }).version, 'PUSH request', true);
   }
 
   private controlPlaneFor(typeUrl: string): ControlPlane | undefined {

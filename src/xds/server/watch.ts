@@ -24,8 +24,10 @@ export interface WatchState {
   star: boolean;
   /** Delta: some name (or `*`) was ever subscribed explicitly; until then an empty subscription is wildcard. */
   explicitEver: boolean;
-  /** Resource name → content hash the client holds, as far as the server knows (delta; SotW by-name types). */
+  /** SotW by-name types: resource name → content hash the client holds, as far as the server knows. */
   known: Map<string, string>;
+  /** Delta: what the client holds, shared with every stream that holds the same (see Held). */
+  held: Held;
   /** SotW wildcard types: digest of the complete set last sent (one string instead of a map per proxy). */
   digest: string;
   /** Resources in the last complete set sent (SotW wildcard types). */
@@ -50,6 +52,7 @@ export function newWatch(typeUrl: string): WatchState {
     star: false,
     explicitEver: false,
     known: new Map(),
+    held: Held.EMPTY,
     digest: '',
     setSize: 0,
     nonceSent: '',
@@ -96,8 +99,185 @@ export function watchInfo(w: WatchState): WatchInfo {
     versionAcked: w.versionAcked,
     nonceAcked: w.nonceAcked,
     lastSendTime: w.lastSendTime,
-    resourceCount: w.digest !== '' ? w.setSize : w.known.size,
+    resourceCount: w.digest !== '' ? w.setSize : Math.max(w.known.size, w.held.size),
     lastNack: w.lastNack ? { ...w.lastNack } : undefined,
     lastError: w.lastNack?.message,
   };
+}
+
+// ---- names shared between streams -----------------------------------------------------------------------
+
+/**
+ * One string per resource name. Every request decodes its names into fresh strings, so a thousand proxies
+ * subscribed to the same thousand clusters would keep a million copies in their watches; they keep one.
+ * The table is forgotten when it grows past a bound (only the deduplication is lost).
+ */
+const names = new Map<string, string>();
+const MAX_NAMES = 500_000;
+export function internName(name: string): string {
+  const known = names.get(name);
+  if (known !== undefined) return known;
+  if (names.size >= MAX_NAMES) names.clear();
+  names.set(name, name);
+  return name;
+}
+
+/** Interned name sets by fingerprint (see internNameSet). */
+const nameSets = new Map<string, WeakRef<ReadonlySet<string>>>();
+const sharedNameSets = new WeakSet<ReadonlySet<string>>();
+const forgetNameSet = new FinalizationRegistry<string>((fp) => {
+  const ref = nameSets.get(fp);
+  if (ref && ref.deref() === undefined) nameSets.delete(fp);
+});
+
+/**
+ * One set for equal sets of subscribed names: proxies of one kind subscribe to the same thousand endpoint
+ * names. A shared set is never changed: whoever changes a watch's names copies it first (ownNameSet).
+ */
+export function internNameSet(set: Set<string>): Set<string> {
+  if (sharedNameSets.has(set) || set.size === 0) return set;
+  let a = 0;
+  let b = 0;
+  for (const n of set) {
+    const [x, y] = entryHash(n, '');
+    a += x;
+    b += y;
+  }
+  const fp = `${set.size}:${a}:${b}`;
+  const known = nameSets.get(fp)?.deref();
+  if (known && known.size === set.size && [...set].every((n) => known.has(n))) return known as Set<string>;
+  if (known) return set;
+  nameSets.set(fp, new WeakRef(set));
+  forgetNameSet.register(set, fp);
+  sharedNameSets.add(set);
+  return set;
+}
+
+/** The watch's names, copied first when they are a shared set, to be changed. */
+export function ownNameSet(w: WatchState): Set<string> {
+  if (sharedNameSets.has(w.names)) w.names = new Set(w.names);
+  return w.names;
+}
+
+// ---- what a delta client holds, shared ---------------------------------------------------------------
+
+/** Two 32-bit FNV-1a hashes (different offset bases) of a held entry, summed into a Held's fingerprint. */
+function entryHash(name: string, version: string): [number, number] {
+  let a = 0x811c9dc5;
+  let b = 0x050c5d1f;
+  const mix = (c: number): void => {
+    a = Math.imul(a ^ c, 0x01000193) >>> 0;
+    b = Math.imul(b ^ c, 0x01000193) >>> 0;
+  };
+  for (let i = 0; i < name.length; i++) mix(name.charCodeAt(i));
+  mix(0);
+  for (let i = 0; i < version.length; i++) mix(version.charCodeAt(i));
+  return [a, b];
+}
+
+/** Interned Helds by fingerprint; entries go when no stream holds their Held any more. */
+const interned = new Map<string, WeakRef<Held>>();
+const forget = new FinalizationRegistry<string>((fp) => {
+  const ref = interned.get(fp);
+  if (ref && ref.deref() === undefined) interned.delete(fp);
+});
+
+/**
+ * What a delta client holds of one type (resource name → version), as far as the server knows: immutable
+ * and interned by content, so the thousand streams of proxies that get the same configuration share one
+ * table instead of a thousand equal copies, and work that depends only on it (the diff against a push's
+ * resources, see deltaPushDiff) is done once per distinct table. A change makes (or finds) another Held.
+ */
+export class Held {
+  static readonly EMPTY = new Held(new Map(), 0, 0);
+  /** Memo of callers keyed by this table (delta.ts keeps its diffs here); dropped with the table. */
+  readonly memo = new Map<string, unknown>();
+
+  private constructor(
+    private readonly versions: ReadonlyMap<string, string>,
+    private readonly sumA: number,
+    private readonly sumB: number,
+  ) {}
+
+  get size(): number {
+    return this.versions.size;
+  }
+
+  get(name: string): string | undefined {
+    return this.versions.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.versions.has(name);
+  }
+
+  keys(): IterableIterator<string> {
+    return this.versions.keys();
+  }
+
+  entries(): IterableIterator<[string, string]> {
+    return this.versions.entries();
+  }
+
+  /** This table with `set` entries added or replaced and `removed` names dropped (interned). */
+  with(set: Iterable<readonly [string, string]>, removed: Iterable<string> = []): Held {
+    let next: Map<string, string> | undefined;
+    let a = this.sumA;
+    let b = this.sumB;
+    const own = (): Map<string, string> => (next ??= new Map(this.versions));
+    for (const name of removed) {
+      const v = (next ?? this.versions).get(name);
+      if (v === undefined) continue;
+      const [x, y] = entryHash(name, v);
+      a -= x;
+      b -= y;
+      own().delete(name);
+    }
+    for (const [name, version] of set) {
+      const v = (next ?? this.versions).get(name);
+      if (v === version) continue;
+      if (v !== undefined) {
+        const [x, y] = entryHash(name, v);
+        a -= x;
+        b -= y;
+      }
+      const [x, y] = entryHash(name, version);
+      a += x;
+      b += y;
+      own().set(name, version);
+    }
+    if (!next) return this;
+    return Held.intern(next, a, b);
+  }
+
+  /** This table keeping only the names `keep` accepts. */
+  filter(keep: (name: string) => boolean): Held {
+    const drop: string[] = [];
+    for (const name of this.versions.keys()) if (!keep(name)) drop.push(name);
+    return drop.length === 0 ? this : this.with([], drop);
+  }
+
+  /** Same entries. */
+  equals(o: Held): boolean {
+    if (o === this) return true;
+    if (o.size !== this.size || o.sumA !== this.sumA || o.sumB !== this.sumB) return false;
+    for (const [name, v] of this.versions) if (o.versions.get(name) !== v) return false;
+    return true;
+  }
+
+  private static intern(versions: Map<string, string>, a: number, b: number): Held {
+    if (versions.size === 0) return Held.EMPTY;
+    // Sums of fewer than 2^21 values below 2^32 stay exact in a double; differences too.
+    const fp = `${versions.size}:${a}:${b}`;
+    const fresh = new Held(versions, a, b);
+    const known = interned.get(fp)?.deref();
+    if (known) {
+      if (known.equals(fresh)) return known;
+      // A fingerprint collision: keep the fresh table unshared (correct, only not deduplicated).
+      return fresh;
+    }
+    interned.set(fp, new WeakRef(fresh));
+    forget.register(fresh, fp);
+    return fresh;
+  }
 }

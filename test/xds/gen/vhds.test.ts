@@ -14,6 +14,9 @@ import { deltaDiff } from '../../../src/xds/server/delta';
 import { hashResource } from '../../../src/xds/server/resources';
 import { TYPE_URL, type PushRequest, type Resource } from '../../../src/xds/types';
 import { markVhds } from '../../../src/xds/vhds';
+import { initKey } from '../../../src/xds/gen/reuse';
+import { routeConfigParts, sidecarVirtualServiceOrder } from '../../../src/xds/gen/rds';
+import { packedRouteVirtualHosts, patchedSidecarVirtualHosts, type LastBuild } from '../../../src/xds/gen/vhds';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 
 const base = [
@@ -144,4 +147,72 @@ t.test('an edit: a delta push sends the changed virtual host only, and removes t
   // a route configuration no longer watched takes its virtual hosts with it
   const gone = deltaDiff(new Map(after.map((x) => [x.name, x.hash])), vhosts(p, pushOf(edited), []).map(hashResource), new Set());
   t.same(gone.removed, after.map((x) => x.name).sort());
+});
+
+// After an edit that changes only some VirtualServices' routes, a sidecar's virtual hosts are patched from
+// the previous push's instead of built again; the result must be exactly what a full build gives.
+t.test('an edit of a VirtualService\'s routes rebuilds only its virtual hosts, and gives what a full build gives', async (t) => {
+  const p = vhdsSidecar();
+  const withTimeout = (timeout: string, hosts = ['reviews', 'shop.example.com']) =>
+    base.map((c) => (c.kind === 'VirtualService' ? cfg('VirtualService', 'apps', 'reviews', { hosts, gateways: ['mesh-system/gw', 'mesh'], http: [{ route: [{ destination: { host: 'reviews' } }], timeout }] }) : c));
+  const edit = (keys: string[]) => ({ full: true, configsUpdated: new Set(keys) });
+  const lastOf = (push: PushContext): LastBuild => ({
+    pushVersion: push.pushVersion,
+    virtualHosts: routeConfigParts(p, push, '9080').virtualHosts,
+    order: sidecarVirtualServiceOrder(p, push, 9080),
+    dups: [],
+  });
+  const p0 = pushOf(base);
+  const last = lastOf(p0);
+  const p1 = pushOf(withTimeout('9s'));
+  const order = sidecarVirtualServiceOrder(p, p1, 9080);
+  const patched = patchedSidecarVirtualHosts(p, p1, '9080', {}, edit(['VirtualService/apps/reviews']), last, order);
+  t.ok(patched, 'patched');
+  const full = routeConfigParts(p, p1, '9080').virtualHosts;
+  t.same(patched!.map((v) => initKey(v)), full.map((v) => initKey(v)), 'same virtual hosts as a full build');
+  const reviews = patched!.find((v) => v.name === 'reviews.apps.svc.cluster.local:9080')!;
+  const action = reviews.routes[0]!.action as { case: string; value: { timeout?: { seconds: bigint } } };
+  t.equal(action.value.timeout?.seconds, 9n, 'the edited route');
+  t.equal(
+    patched!.filter((v, i) => v !== last.virtualHosts[i]).map((v) => v.name).join(','),
+    'reviews.apps.svc.cluster.local:9080,shop.example.com:9080',
+    'the other virtual hosts are the previous objects',
+  );
+  t.same(
+    packedRouteVirtualHosts(p, p1, '9080', {}, patched!).map((r) => hashResource(r).hash),
+    packedRouteVirtualHosts(p, p1, '9080', {}, full).map((r) => hashResource(r).hash),
+    'same bytes',
+  );
+
+  // Cases a patch cannot know the answer to: a full build is needed.
+  const p2 = pushOf(withTimeout('9s', ['reviews']));
+  t.equal(patchedSidecarVirtualHosts(p, p2, '9080', {}, edit(['VirtualService/apps/reviews']), lastOf(p1), sidecarVirtualServiceOrder(p, p2, 9080)), undefined, 'hosts changed');
+  const p3 = pushOf(withTimeout('2s'));
+  t.equal(patchedSidecarVirtualHosts(p, p3, '9080', {}, edit(['VirtualService/apps/reviews']), last, sidecarVirtualServiceOrder(p, p3, 9080)), undefined, 'the last build is not of the push just before');
+  const p4 = pushOf(withTimeout('3s'));
+  const l3 = lastOf(p3);
+  t.equal(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/reviews', 'DestinationRule/apps/reviews']), l3, l3.order), undefined, 'another kind changed too');
+  t.equal(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit([]), l3, l3.order), undefined, 'a push naming nothing changes everything');
+  t.equal(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/other']), l3, l3.order), undefined, 'a VirtualService that built no virtual host here');
+  t.ok(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/reviews']), l3, l3.order), 'the push just after');
+  const gw = vhdsGateway();
+  t.equal(patchedSidecarVirtualHosts(gw, p4, 'http.80', {}, edit(['VirtualService/apps/reviews']), l3, l3.order), undefined, 'gateways are built in full');
+});
+
+t.test('the generator patches across consecutive edits and matches a full build each time', async (t) => {
+  const p = vhdsSidecar();
+  const gen = generatorsFor(p)[TYPE_URL.virtualHost]!;
+  const plain = vhdsSidecar();
+  let push = pushOf(base);
+  gen.generate(p, vhdsWatch(['9080']), req(push));
+  for (const timeout of ['4s', '5s', '6s']) {
+    push = pushOf(base.map((c) => (c.kind === 'VirtualService' ? cfg('VirtualService', 'apps', 'reviews', { ...(c.spec as { hosts: string[] }), http: [{ route: [{ destination: { host: 'reviews' } }], timeout }] }) : c)));
+    const got = gen.generate(p, vhdsWatch(['9080']), { ...req(push), configsUpdated: new Set(['VirtualService/apps/reviews']) }).resources;
+    // a fresh generator and a push request naming nothing: a full build
+    const want = generatorsFor(plain)[TYPE_URL.virtualHost]!.generate(plain, vhdsWatch(['9080']), req(push)).resources;
+    t.same(got.map(decode), want.map(decode), `timeout ${timeout}`);
+    const reviews = got.map(decode).find((v) => v.name === '9080/reviews.apps.svc.cluster.local:9080')!;
+    const a = reviews.routes[0]!.action;
+    t.equal(a.case === 'route' ? a.value.timeout?.seconds : undefined, BigInt(Number.parseInt(timeout, 10)));
+  }
 });

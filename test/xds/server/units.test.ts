@@ -28,8 +28,9 @@ import {
 } from '../../../src/xds/server/index';
 import type { PushRequest } from '../../../src/xds/types';
 import { sotwOnRequest } from '../../../src/xds/server/sotw';
-import { deltaDiff, deltaOnRequest } from '../../../src/xds/server/delta';
-import type { WatchState } from '../../../src/xds/server/watch';
+import { deltaDiff, deltaOnRequest, deltaPushDiff, deltaRecordSent } from '../../../src/xds/server/delta';
+import { SendBudget } from '../../../src/xds/server/connection';
+import { newWatch, type WatchState } from '../../../src/xds/server/watch';
 import { CDS, EDS, LDS, RDS, until } from './helpers';
 
 type P = { version: string };
@@ -237,15 +238,14 @@ t.test('delta rules: legacy wildcard ends with the first explicit name; * can be
   t.match(deltaOnRequest(watches, base, 1), { respond: true, required: true, init: true });
   const w = watches.get(CDS)!;
   t.equal(w.wildcard, true, 'nothing named yet: legacy wildcard');
-  w.known.set('a', 'h1');
-  w.known.set('b', 'h2');
+  w.held = w.held.with([['a', 'h1'], ['b', 'h2']]);
   t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['a'] }, 2), { respond: true, required: true });
   t.equal(w.wildcard, false, 'an explicit name ends the legacy wildcard');
-  t.same([...w.known.keys()], ['a'], 'the client keeps only what it named');
+  t.same([...w.held.keys()], ['a'], 'the client keeps only what it named');
   t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['*'] }, 3), { respond: true, required: true });
   t.equal(w.wildcard, true);
   t.match(deltaOnRequest(watches, { ...base, resourceNamesUnsubscribe: ['a'] }, 4), { respond: true, required: false }, 'still covered by *: resent');
-  t.equal(w.known.has('a'), false);
+  t.equal(w.held.has('a'), false);
   const diff = deltaDiff(new Map([['x', '1'], ['y', '2']]), [
     { name: 'x', hash: '1', h1: 0, h2: 1, size: 1, resource: undefined as never },
     { name: 'z', hash: '3', h1: 0, h2: 3, size: 1, resource: undefined as never },
@@ -280,4 +280,71 @@ t.test('hand-encoded responses are byte-identical to protobuf-es toBinary', asyn
     t.same(Buffer.from(wantDelta), delta, `delta ${controlPlane ? 'with' : 'without'} control plane`);
   }
   t.same(encodeDiscoveryResponse({ versionInfo: '', resources: [], typeUrl: '', nonce: '' }), Buffer.alloc(0), 'all defaults: empty message');
+});
+
+t.test('SendBudget: writes beyond the budget wait, in order, and a stuck write gives its share back', async (t) => {
+  const budget = new SendBudget(100, 200);
+  const order: string[] = [];
+  const r1 = await budget.acquire(60);
+  const w2 = budget.acquire(60).then((r) => (order.push('second'), r));
+  const w3 = budget.acquire(10).then((r) => (order.push('third'), r));
+  await new Promise((r) => setTimeout(r, 20));
+  t.same(order, [], 'the second does not fit; the third waits behind it (first come, first served)');
+  r1();
+  const r2 = await w2;
+  const r3 = await w3;
+  t.same(order, ['second', 'third']);
+  t.equal(budget.inUse(), 70);
+  r2();
+  r2();
+  t.equal(budget.inUse(), 10, 'releasing twice counts once');
+  r3();
+  const big = await budget.acquire(300);
+  t.equal(budget.inUse(), 300, 'a response larger than the whole budget goes when nothing else is written');
+  // the budget's own timer does not keep a process alive (a server does)
+  const alive = setTimeout(() => undefined, 5_000);
+  const t0 = Date.now();
+  const small = await budget.acquire(1);
+  t.ok(Date.now() - t0 >= 150, 'a write holding its share past holdMs gives it back');
+  t.equal(budget.inUse(), 1);
+  small();
+  const big2 = await budget.acquire(300);
+  let late = false;
+  const waiter = budget.acquire(1).then((r) => ((late = true), r));
+  await new Promise((r) => setTimeout(r, 400));
+  t.equal(late, false, 'but no more than a few budgets of stalled writes: then everyone waits');
+  big();
+  t.equal(late, false, 'the stalled write finishing frees stalled room, not the budget');
+  big2();
+  (await waiter)();
+  clearTimeout(alive);
+  t.equal(budget.inUse(), 0);
+});
+
+t.test('delta: streams holding the same resources share one table and one diff per push, and part when they differ', async (t) => {
+  const res = (name: string, hash: string, n: number) => ({ name, hash, h1: n, h2: n * 7, size: 1, resource: undefined as never });
+  const v1 = [res('a', 'a1', 1), res('b', 'b1', 2)];
+  const watches = [newWatch(CDS), newWatch(CDS), newWatch(CDS)];
+  const diffs = watches.map((w) => deltaPushDiff(w, [...v1], new Set()));
+  t.equal(diffs[0], diffs[1], 'one diff for equal tables and equal resources (in different arrays)');
+  for (let i = 0; i < 3; i++) deltaRecordSent(watches[i]!, diffs[i]!);
+  t.equal(watches[0]!.held, watches[2]!.held, 'one table for what they hold');
+  t.same([...watches[0]!.held.entries()], [['a', 'a1'], ['b', 'b1']]);
+  // the third stream's proxy is due other resources: its diff and table part from the others'
+  const other = deltaPushDiff(watches[2]!, [res('a', 'a2', 3), res('b', 'b1', 2)], new Set());
+  t.same(other.send.map((r) => r.hash), ['a2']);
+  deltaRecordSent(watches[2]!, other);
+  t.not(watches[2]!.held, watches[0]!.held);
+  t.equal(watches[2]!.held.get('a'), 'a2');
+  t.equal(watches[0]!.held.get('a'), 'a1', 'the others still hold theirs');
+  const same = deltaPushDiff(watches[0]!, v1, new Set());
+  t.same([same.send, same.removed], [[], []], 'nothing new for the others');
+  // equal content reached by another path is the same table
+  const w4 = newWatch(CDS);
+  w4.held = w4.held.with([['b', 'b1']]).with([['a', 'a1']]);
+  t.equal(w4.held, watches[0]!.held, 'interned by content');
+  // forced names are per stream
+  const forced = deltaPushDiff(watches[0]!, v1, new Set(['a']));
+  t.not(forced, same);
+  t.same(forced.send.map((r) => r.name), ['a']);
 });
