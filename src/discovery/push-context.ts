@@ -268,11 +268,6 @@ export class PushContext {
     return this.cache.forPush(type, this.pushVersion, key, build);
   }
 
-  /** shared('rds', …): route pieces (VHDS virtual hosts) shared by key for this snapshot. */
-  memo<T>(key: string, build: () => T): T {
-    return this.shared('rds', key, build);
-  }
-
   private selectorLabelKeys(): readonly string[] {
     if (!this.labelKeysUsed) {
       const keys = new Set<string>();

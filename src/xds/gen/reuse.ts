@@ -67,33 +67,6 @@ export function outboundClusterKey(
   return `${gateway ? 'g' : 's'}|${port}|${serviceKey(service)}|${ruleKey(rule)}|${optionsKey(options)}|${dns ? internKey(JSON.stringify(endpoints())) : ''}`;
 }
 
-/**
- * Two generations: lookups promote from the previous push's map; `nextPush` retires what went unused.
- * @deprecated Only src/xds/gen/vhds.ts still uses it (its VirtualHost resources), until it moves to
- * `push.cache.get('rds', …)` like every other generator; it ignores PILOT_ENABLE_XDS_CACHE.
- */
-export class TwoGenerationCache<V> {
-  private current = new Map<string, V>();
-  private previous = new Map<string, V>();
-  private version: unknown;
-
-  /** Call with the push version before lookups of that push. */
-  nextPush(version: unknown): void {
-    if (version === this.version) return;
-    this.version = version;
-    this.previous = this.current;
-    this.current = new Map();
-  }
-
-  get(key: string, build: () => V): V {
-    let v = this.current.get(key);
-    if (v) return v;
-    v = this.previous.get(key) ?? build();
-    this.current.set(key, v);
-    return v;
-  }
-}
-
 /** JSON of generator init objects, which may hold 64-bit integers as bigint. */
 export function initKey(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) => (typeof x === 'bigint' ? `${x}n` : x));

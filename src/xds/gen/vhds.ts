@@ -11,7 +11,7 @@ import { VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_compone
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { TYPE_URL, type Generator, type PushRequest, type Resource } from '../types';
 import { vhdsResourceName } from '../vhds';
-import { initKey, TwoGenerationCache } from './reuse';
+import { initKey } from './reuse';
 import {
   duplicateDomainReports,
   rebuiltSidecarVirtualHost,
@@ -47,7 +47,6 @@ export function vhdsRouteConfiguration(name: string, rest: RouteConfigRest): Rou
   return create(RouteConfigurationSchema, { name, ...rest, virtualHosts: [], vhds: { configSource: vhdsConfigSource() } });
 }
 
-const packedVirtualHosts = new TwoGenerationCache<Resource>();
 const VIRTUAL_HOST_TYPE = `type.googleapis.com/${VirtualHostSchema.typeName}`;
 
 /**
@@ -62,11 +61,10 @@ export function packedRouteVirtualHosts(
   opts: RouteBuildOptions = {},
   virtualHosts: readonly VirtualHostInit[] = routeConfigParts(proxy, push, routeName, opts).virtualHosts,
 ): Resource[] {
-  packedVirtualHosts.nextPush(push.version);
   return virtualHosts.map((vh) => {
     const name = vhdsResourceName(routeName, vh.name);
-    const key = `${routeName}|${virtualHostReuseKey(vh) ?? initKey(vh)}`;
-    return packedVirtualHosts.get(key, () => ({
+    const key = `vhds|${routeName}|${virtualHostReuseKey(vh) ?? initKey(vh)}`;
+    return push.cache.get('rds', key, (): Resource => ({
       name,
       resource: create(AnySchema, { typeUrl: VIRTUAL_HOST_TYPE, value: toBinary(VirtualHostSchema, create(VirtualHostSchema, { ...vh, name })) }),
     }));
@@ -179,7 +177,7 @@ export function vhdsGenerator(opts: RouteBuildOptions = {}): Generator<PushConte
       const push = req.push;
       const out: Resource[] = [];
       for (const rc of [...(watched.routeConfigs ?? [])].sort()) {
-        out.push(...push.memo(`vhds|${push.sharedKey(proxy)}|${rc}`, () => packedRouteVirtualHosts(proxy, push, rc, opts, virtualHostsOf(proxy, push, rc, req))));
+        out.push(...push.shared('rds', `vhds|${push.sharedKey(proxy)}|${rc}`, () => packedRouteVirtualHosts(proxy, push, rc, opts, virtualHostsOf(proxy, push, rc, req))));
       }
       return { resources: watched.wildcard ? out : out.filter((r) => watched.resourceNames.has(r.name)) };
     },
