@@ -33,6 +33,11 @@ export interface MemoryBinding {
   releaseMemory(): void;
   /** glibc's malloc_trim(0) alone. */
   trimMalloc(): void;
+  /**
+   * Drops this process's mappings of its executable's clean read-only pages (they stay in the page cache; what is
+   * still used faults back in); the bytes of address space advised.
+   */
+  releaseExecutablePages(): number;
   /** execve(2): returns the errno when it failed, does not return otherwise. */
   execve(file: string, argv: string[], envp: string[]): number;
 }
@@ -90,7 +95,9 @@ function sourceFrom(b: Binding, from: string): OriginalDstSource {
 }
 
 function loaded(b: Binding, from: string): AddonLoad {
-  const memory = b.releaseMemory && b.trimMalloc && b.execve ? { releaseMemory: b.releaseMemory, trimMalloc: b.trimMalloc, execve: b.execve } : undefined;
+  const memory = b.releaseMemory && b.trimMalloc && b.releaseExecutablePages && b.execve
+    ? { releaseMemory: b.releaseMemory, trimMalloc: b.trimMalloc, releaseExecutablePages: b.releaseExecutablePages, execve: b.execve }
+    : undefined;
   return { ok: true, source: sourceFrom(b, from), memory };
 }
 
