@@ -87,7 +87,6 @@ async function bundle(info) {
     writeFileSync(path.join(CHUNKS, `${file}.cache`), codeCache(path.join(CHUNKS, file), code));
   }
   rmSync(esmDir, { recursive: true, force: true });
-  await agentCodeCaches();
   await build({ ...common, entryPoints: [path.join(root, 'src/boot.ts')], outfile: path.join(dist, 'mesh.cjs'), format: 'cjs' });
   writeFileSync(path.join(dist, 'meta.json'), JSON.stringify(result.metafile));
   writeFileSync(path.join(dist, 'THIRD_PARTY_NOTICES'), thirdPartyNotices(result.metafile));
@@ -114,23 +113,6 @@ function refuseSplitCommonJsImports(metafile) {
 /** V8's code cache of a chunk as src/boot.ts compiles it (same wrapper, same Node binary as the executable). */
 function codeCache(filename, code) {
   return new vm.Script(Module.wrap(code), { filename }).createCachedData();
-}
-
-/**
- * `<chunk>.agent.cache` for every chunk: the same caches made by a Node running with the agent's V8 flags
- * (src/lib/agent-heap.ts), which V8 requires of a cache the agent uses. The training run then replaces those the
- * agent loads with larger ones.
- */
-async function agentCodeCaches() {
-  const { code } = transformSync(readFileSync(path.join(root, 'src/lib/agent-heap.ts'), 'utf8'), { loader: 'ts', format: 'esm' });
-  const { AGENT_NODE_OPTIONS, AGENT_CACHE_SUFFIX } = await import(`data:text/javascript,${encodeURIComponent(code)}`);
-  const script = `const fs = require('node:fs'), path = require('node:path'), vm = require('node:vm'), Module = require('node:module');
-for (const f of fs.readdirSync(process.argv[1]).filter((f) => f.endsWith('.js'))) {
-  const file = path.join(process.argv[1], f);
-  const data = new vm.Script(Module.wrap(fs.readFileSync(file, 'latin1')), { filename: file }).createCachedData();
-  fs.writeFileSync(file + process.argv[2] + '.cache', data);
-}`;
-  execFileSync(process.execPath, ['-e', script, CHUNKS, AGENT_CACHE_SUFFIX], { env: { ...process.env, NODE_OPTIONS: AGENT_NODE_OPTIONS }, stdio: ['ignore', 'ignore', 'inherit'] });
 }
 
 /** The chunks as single-executable assets (`chunks/<file>`), code caches included. */

@@ -25,7 +25,7 @@ function headerDirs() {
 /**
  * Builds the addon into `out`: original_dst.c (C) and memory.cc (C++, for V8's memory-pressure call) in one
  * shared object. Returns `{ ok: true }` (with a `note` when only the C part could be built: no C++ compiler or
- * headers of another Node; the agent then keeps Node's default heap) or `{ ok: false, reason }`; never throws,
+ * headers of another Node; the agent then does not give idle memory back) or `{ ok: false, reason }`; never throws,
  * so a machine without a compiler still builds everything else.
  */
 export function buildOriginalDstAddon(out) {
@@ -61,7 +61,7 @@ export function buildOriginalDstAddon(out) {
     if (!cxxFailed) return { ok: true };
     const linked = step(cc, 'C', 'gcc', 'CC', ['-shared', '-o', out, c]);
     if (linked) return { ok: false, reason: linked };
-    return { ok: true, note: `built without its memory functions (the agent keeps Node's default heap): ${cxxFailed}` };
+    return { ok: true, note: `built without its memory functions (the agent does not give idle memory back): ${cxxFailed}` };
   } finally {
     rmSync(work, { recursive: true, force: true });
   }

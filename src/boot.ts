@@ -5,14 +5,12 @@
 //
 // Chunks come from the single executable's assets (dist/mesh), or from dist/chunks/ beside this file when
 // run as `node dist/mesh.cjs`. Each chunk has a V8 code cache made at build time by the same Node binary;
-// V8 checks it (source length, V8 version and flags) and compiles from source when it does not fit. The agent
-// runs with its own V8 flags (src/lib/agent-heap.ts), so the build also makes `<chunk>.agent.cache` under them.
+// V8 checks it (source length, V8 version and flags) and compiles from source when it does not fit.
 import Module from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
 import { seaAssets } from './lib/sea';
-import { cacheVariant } from './lib/agent-heap';
 
 interface ChunkModule {
   exports: unknown;
@@ -25,15 +23,13 @@ const loaded = new Map<string, ChunkModule>();
 const scripts = new Map<string, vm.Script>();
 /** Set by build.mjs's training runs (scripts/code-cache-training.mjs) only. */
 const trainingDir = process.env['MESH_BUILD_CODE_CACHE_DIR'];
-/** Which caches fit this process's V8 flags: '' (none given) or '.agent'. */
-const variant = cacheVariant(process.env['NODE_OPTIONS']);
 
 function readChunk(name: string): { code: string; cache?: Buffer } {
   if (sea) {
     const code = sea.getAsset(`chunks/${name}`, 'latin1');
     let cache: Buffer | undefined;
     try {
-      cache = Buffer.from(sea.getAsset(`chunks/${name}${variant}.cache`));
+      cache = Buffer.from(sea.getAsset(`chunks/${name}.cache`));
     } catch {
       cache = undefined;
     }
@@ -42,7 +38,7 @@ function readChunk(name: string): { code: string; cache?: Buffer } {
   const file = path.join(chunkDir, name);
   let cache: Buffer | undefined;
   try {
-    cache = fs.readFileSync(`${file}${variant}.cache`);
+    cache = fs.readFileSync(`${file}.cache`);
   } catch {
     cache = undefined;
   }
@@ -77,7 +73,7 @@ if (trainingDir) {
   process.on('exit', () => {
     for (const [name, script] of scripts) {
       const data = script.createCachedData();
-      const file = path.join(trainingDir, `${name}${variant}.cache`);
+      const file = path.join(trainingDir, `${name}.cache`);
       let have = 0;
       try {
         have = fs.statSync(file).size;

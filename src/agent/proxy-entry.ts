@@ -1,17 +1,12 @@
 // `pilot-agent proxy`, first step: start making the workload key, then load the agent. Key generation runs in
 // libuv's thread pool, so it overlaps the ~100 ms of loading the proxy command (gRPC, protobuf runtime) instead
-// of following it — the agent's start → first certificate time is mostly those two. Before either, the agent
-// restarts itself once with a small V8 young generation (./memory.ts): heap limits are fixed at process start.
+// of following it — the agent's start → first certificate time is mostly those two.
 import type { Handler } from '../cli/context';
 import { EnvTable } from '../cli/env';
 import { generateKeyPairAhead } from '../ca/pkix/keys';
 import { workloadKeySpec } from './identity/key-spec';
-import { registerScope } from '../lib/log';
-import { restartWithSmallHeap } from './memory';
 
 export const run: Handler = async (ctx) => {
-  const restart = restartWithSmallHeap();
-  if (!restart.restarted) registerScope('default').debug(`V8 heap: ${restart.reason}`);
   const env = new EnvTable(ctx.program.env, ctx.env);
   if (!env.bool('FILE_MOUNTED_CERTS')) {
     try {

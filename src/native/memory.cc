@@ -1,10 +1,9 @@
-// Native half of src/native/memory.ts: what a long-running proxy process needs to keep its memory small and
-// that Node does not expose.
+// What a long-running proxy process needs to keep its memory small and Node does not expose (used by
+// src/agent/memory.ts; loaded with original_dst.c's functions as one addon by src/native/original-dst.ts).
 //   releaseMemory()             -> undefined: V8's critical memory-pressure GC (a full, compacting collection that
 //                                  also shrinks the young generation back to its initial size and returns free
 //                                  heap pages to the system), then glibc's malloc_trim(0) (freed malloc memory
 //                                  that glibc keeps, in the main heap and in every thread's arena).
-//   trimMalloc()                -> undefined: malloc_trim(0) alone (no GC pause).
 //   releaseExecutablePages()    -> bytes: drops this process's mappings of its own executable's read-only pages
 //                                  (MADV_DONTNEED on the clean, never-written mappings of /proc/self/exe). A
 //                                  single executable is ~110 MB, of which start-up touches ~45 MB (Node's start-up
@@ -12,16 +11,12 @@
 //                                  pages stay in the page cache, and those the proxy still runs fault back in on
 //                                  their next use (a minor fault, no I/O). Mappings holding any private copy
 //                                  (relocations) are left alone: dropping those would lose the copy.
-//   execve(file, argv, envp)    -> the errno when execve failed (it does not return otherwise): the agent restarts
-//                                  itself, same pid and descriptors, with V8 heap limits only fixed at start-up.
 // C++ only for the V8 calls (v8::Isolate has no C API); the binding itself is plain N-API. Built with the Node
 // headers of the Node binary the executable is made from (scripts/native-addon.mjs), so the V8 ABI matches.
 #define NAPI_VERSION 8
 #include <node_api.h>
 #include <v8.h>
 
-#include <errno.h>
-#include <fcntl.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +26,6 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include <string>
 #include <vector>
 
 namespace {
@@ -45,11 +39,6 @@ napi_value undefined(napi_env env) {
 napi_value release_memory(napi_env env, napi_callback_info) {
   v8::Isolate* isolate = v8::Isolate::GetCurrent();
   if (isolate != nullptr) isolate->MemoryPressureNotification(v8::MemoryPressureLevel::kCritical);
-  malloc_trim(0);
-  return undefined(env);
-}
-
-napi_value trim_malloc(napi_env env, napi_callback_info) {
   malloc_trim(0);
   return undefined(env);
 }
@@ -92,61 +81,13 @@ napi_value release_executable(napi_env env, napi_callback_info) {
   return out;
 }
 
-bool string_array(napi_env env, napi_value array, std::vector<std::string>* out) {
-  bool is_array = false;
-  if (napi_is_array(env, array, &is_array) != napi_ok || !is_array) return false;
-  uint32_t n = 0;
-  napi_get_array_length(env, array, &n);
-  for (uint32_t i = 0; i < n; i++) {
-    napi_value v;
-    size_t len = 0;
-    if (napi_get_element(env, array, i, &v) != napi_ok) return false;
-    if (napi_get_value_string_utf8(env, v, nullptr, 0, &len) != napi_ok) return false;
-    std::string s(len, '\0');
-    napi_get_value_string_utf8(env, v, &s[0], len + 1, &len);
-    out->push_back(s);
-  }
-  return true;
-}
-
-napi_value exec_ve(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
-  napi_get_cb_info(env, info, &argc, argv, nullptr, nullptr);
-  std::vector<std::string> args, envs;
-  size_t len = 0;
-  if (argc < 3 || napi_get_value_string_utf8(env, argv[0], nullptr, 0, &len) != napi_ok || !string_array(env, argv[1], &args) ||
-      !string_array(env, argv[2], &envs) || args.empty()) {
-    napi_throw_type_error(env, nullptr, "execve(file, argv, envp): a file, a non-empty argv array and an envp array of strings are required");
-    return nullptr;
-  }
-  std::string path(len, '\0');
-  napi_get_value_string_utf8(env, argv[0], &path[0], len + 1, &len);
-  std::vector<char*> a, e;
-  for (auto& s : args) a.push_back(&s[0]);
-  a.push_back(nullptr);
-  for (auto& s : envs) e.push_back(&s[0]);
-  e.push_back(nullptr);
-  // Node marks the standard descriptors close-on-exec; the restarted process keeps its stdin/stdout/stderr.
-  for (int fd = 0; fd <= 2; fd++) {
-    int flags = fcntl(fd, F_GETFD);
-    if (flags >= 0 && (flags & FD_CLOEXEC)) fcntl(fd, F_SETFD, flags & ~FD_CLOEXEC);
-  }
-  execve(path.c_str(), a.data(), e.data());
-  napi_value out;
-  napi_create_int32(env, errno, &out);
-  return out;
-}
-
 }  // namespace
 
 // Called from original_dst.c's module init: one addon file, one dlopen.
 extern "C" void mesh_memory_register(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
       {"releaseMemory", nullptr, release_memory, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
-      {"trimMalloc", nullptr, trim_malloc, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
       {"releaseExecutablePages", nullptr, release_executable, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
-      {"execve", nullptr, exec_ve, nullptr, nullptr, nullptr, napi_enumerable, nullptr},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
 }

@@ -27,19 +27,15 @@ interface Binding extends Partial<MemoryBinding> {
   dupFd?(fd: number): number;
 }
 
-/** memory.cc's functions, built into the same addon (src/native/memory.ts uses them). */
+/** memory.cc's functions, built into the same addon (src/agent/memory.ts uses them). */
 export interface MemoryBinding {
   /** V8's critical memory-pressure GC (compacts, shrinks the young generation, frees heap pages), then malloc_trim. */
   releaseMemory(): void;
-  /** glibc's malloc_trim(0) alone. */
-  trimMalloc(): void;
   /**
    * Drops this process's mappings of its executable's clean read-only pages (they stay in the page cache; what is
    * still used faults back in); the bytes of address space advised.
    */
   releaseExecutablePages(): number;
-  /** execve(2): returns the errno when it failed, does not return otherwise. */
-  execve(file: string, argv: string[], envp: string[]): number;
 }
 
 export interface OriginalDstSource {
@@ -95,9 +91,7 @@ function sourceFrom(b: Binding, from: string): OriginalDstSource {
 }
 
 function loaded(b: Binding, from: string): AddonLoad {
-  const memory = b.releaseMemory && b.trimMalloc && b.releaseExecutablePages && b.execve
-    ? { releaseMemory: b.releaseMemory, trimMalloc: b.trimMalloc, releaseExecutablePages: b.releaseExecutablePages, execve: b.execve }
-    : undefined;
+  const memory = b.releaseMemory && b.releaseExecutablePages ? { releaseMemory: b.releaseMemory, releaseExecutablePages: b.releaseExecutablePages } : undefined;
   return { ok: true, source: sourceFrom(b, from), memory };
 }
 

@@ -6,7 +6,7 @@
 //                               worker thread listens on its own descriptor of a socket the main thread bound,
 //                               so a worker closing (or dying) never closes the socket under the others.
 // Plain N-API in C: no node-addon-api, no node-gyp; it is compiled by scripts/native-addon.mjs with cc.
-// The same addon file also carries memory.cc's functions (releaseMemory, trimMalloc, execve; src/native/memory.ts).
+// The same addon file also carries memory.cc's functions (releaseMemory, releaseExecutablePages: src/agent/memory.ts).
 #define NAPI_VERSION 8
 #include <node_api.h>
 
