@@ -15,9 +15,6 @@
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
 import { originalDstAddon, type MemoryBinding } from '../native/original-dst';
 
-/** A heap setting of the user's in NODE_OPTIONS: theirs wins, no restart. */
-const USER_HEAP_FLAG = /--max-(semi|old)-space-size/;
-
 export interface MemoryReliefOptions {
   /** How often the process checks whether it is idle (ms). */
   intervalMs?: number;
