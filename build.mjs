@@ -145,6 +145,7 @@ function thirdPartyNotices(metafile) {
 function addon() {
   rmSync(ADDON, { force: true });
   const r = buildOriginalDstAddon(ADDON);
+  if (r.ok && r.note) console.error(`warning: the native addon was ${r.note}`);
   if (!r.ok) {
     console.error(`warning: the original-destination addon was not built: ${r.reason}\n` +
       '  the build goes on without it; sidecars will route captured connections by HTTP Host / TLS SNI instead of SO_ORIGINAL_DST');

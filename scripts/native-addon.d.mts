@@ -1,2 +1,3 @@
 export const ADDON_SOURCE: string;
-export function buildOriginalDstAddon(out: string): { ok: true } | { ok: false; reason: string };
+export const MEMORY_SOURCE: string;
+export function buildOriginalDstAddon(out: string): { ok: true; note?: string } | { ok: false; reason: string };

@@ -3,9 +3,15 @@
 // HTTP/1.1 load with 1 KB responses, as a gateway and as a sidecar, with the demo's config and with
 // --services services in scope. Goals: ≤ 80 MB idle, ≤ 100 MB at 1000 rps (Istio's istio-proxy container is
 // reported at 60–72 MB under that load).
-//   node scripts/bench/footprint.mjs [--binary dist/mesh] [--roles gateway,sidecar] [--configs demo,scale]
-//        [--services 1000] [--rate 1000] [--duration 10] [--settle 8] [--size 1024] [--connections 64]
-//        [--concurrency 1] [--nodeOptions '<V8/Node flags for the agent>'] [--json]
+//   node scripts/bench/footprint.mjs [--binary dist/mesh[,/tmp/other-mesh…]] [--roles gateway,sidecar]
+//        [--configs demo,scale] [--services 1000] [--rate 1000] [--duration 10] [--settle 8] [--size 1024]
+//        [--connections 64] [--saturate 5] [--saturateConnections 16] [--concurrency 1]
+//        [--nodeOptions '<V8/Node flags for the agent>'] [--json]
+//
+// Several --binary (comma-separated) are measured one after the other for each role and config, against the
+// same discovery daemon (the first binary's) and backend, and compared with the first as the baseline. Copy
+// binaries with `cp` before comparing them: how many of an executable's pages count in RSS depends on how its
+// file was written and cached (a file written by the build measures ~10 MB more than a `cp` copy).
 //
 // Everything runs in a network namespace of its own (the script re-executes itself under `unshare --net`;
 // needs root): the sidecar binds Istio's fixed ports, and its outbound traffic is captured by one iptables
@@ -19,7 +25,10 @@
 // --settle s after the first routed request succeeded, the last sample is reported (and the spread shown).
 // Load: requests are sent on a fixed schedule (open loop: a late response does not delay the next request;
 // latency is measured from the scheduled time), up to --connections keep-alive connections; the largest
-// RSS seen during the --duration s is reported.
+// RSS seen during the --duration s is reported. RSS is split into anonymous memory (heaps: the process's own)
+// and file pages (mostly the executable's, shared with every process running the same file). Saturated
+// (--saturate s, 0 = skip): --saturateConnections connections send back to back; requests per second and per
+// proxy core-second (the throughput a smaller heap must not cost).
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -43,7 +52,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // ---------------------------------------------------------------------------------------------------------
 // The load generator (worker thread): open loop at `rate` requests/s for `durationS`.
 if (!isMainThread) {
-  const { host, port, hostHeader, rate, durationS, maxConnections } = workerData;
+  const { host, port, hostHeader, rate, durationS, maxConnections, closed } = workerData;
   const request = Buffer.from(`GET /get HTTP/1.1\r\nhost: ${hostHeader}\r\nuser-agent: footprint\r\n\r\n`);
   const idle = [];
   const pending = []; // scheduled times of requests waiting for a connection
@@ -68,6 +77,10 @@ if (!isMainThread) {
       current = undefined;
       if (pending.length > 0 && !stopping) {
         current = pending.shift();
+        s.write(request);
+      } else if (closed && !stopping) {
+        sent++;
+        current = performance.now();
         s.write(request);
       } else idle.push(s);
     };
@@ -119,9 +132,10 @@ if (!isMainThread) {
       setTimeout(() => process.exit(0), 50);
       return;
     }
-    const due = Math.floor(((now - t0) / 1000) * rate);
+    // closed loop (saturating): each connection sends its next request as its response ends (next())
+    const due = closed ? Math.min(sent + maxConnections - open, sent + 1) : Math.floor(((now - t0) / 1000) * rate);
     while (sent < due) {
-      const at = t0 + (sent * 1000) / rate;
+      const at = closed ? now : t0 + (sent * 1000) / rate;
       sent++;
       const s = idle.pop();
       if (s) s.send(at);
@@ -149,7 +163,7 @@ function runLoad(o) {
 
 function parseArgs(argv) {
   const o = {
-    binary: path.join(ROOT, 'dist', 'mesh'), roles: ['gateway', 'sidecar'], configs: ['demo', 'scale'], services: 1000,
+    binaries: [path.join(ROOT, 'dist', 'mesh')], saturate: 5, saturateConnections: 16, roles: ['gateway', 'sidecar'], configs: ['demo', 'scale'], services: 1000,
     rate: 1000, duration: 10, settle: 8, size: 1024, connections: 64, concurrency: 1, json: false, inNetns: false, nodeOptions: '',
   };
   for (let i = 0; i < argv.length; i++) {
@@ -163,7 +177,9 @@ function parseArgs(argv) {
       return n;
     };
     switch (a) {
-      case '--binary': o.binary = path.resolve(value()); break;
+      case '--binary': o.binaries = value().split(',').filter(Boolean).map((b) => path.resolve(b)); break;
+      case '--saturate': o.saturate = num(); break;
+      case '--saturateConnections': o.saturateConnections = num(); break;
       case '--roles': o.roles = value().split(',').filter(Boolean); break;
       case '--configs': o.configs = value().split(',').filter(Boolean); break;
       case '--services': o.services = num(); break;
@@ -203,11 +219,22 @@ function sh(args) {
   return r.stdout;
 }
 
+/** RssAnon and RssFile (+ RssShmem) of one process in bytes, from /proc/<pid>/status. */
+function rssSplit(pid) {
+  try {
+    const st = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)\\s+kB`, 'm').exec(st)?.[1] ?? 0) * 1024;
+    return { anon: kb('RssAnon'), file: kb('RssFile') + kb('RssShmem') };
+  } catch {
+    return { anon: 0, file: 0 };
+  }
+}
+
 function treeRss(pid) {
   const pids = [pid];
   for (let i = 0; i < pids.length; i++) pids.push(...childPids(pids[i]));
-  const per = pids.map((p) => ({ pid: p, rss: rssBytes(p) ?? 0, cmd: cmdline(p) }));
-  return { total: per.reduce((s, x) => s + x.rss, 0), per };
+  const per = pids.map((p) => ({ pid: p, rss: rssBytes(p) ?? 0, cmd: cmdline(p), ...rssSplit(p) }));
+  return { total: per.reduce((s, x) => s + x.rss, 0), anon: per.reduce((s, x) => s + x.anon, 0), file: per.reduce((s, x) => s + x.file, 0), per };
 }
 
 function treeCpu(pid) {
@@ -230,7 +257,7 @@ async function startBackend(size) {
   return { child, port };
 }
 
-async function startAgent(o, role, dir, discovery) {
+async function startAgent(o, binary, role, dir, discovery) {
   const ports = { status: await freePort(), admin: await freePort(), proxyStatus: await freePort(), proxyMetrics: await freePort() };
   writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discovery}\n  controlPlaneAuthPolicy: NONE\n`);
   const env = {
@@ -245,7 +272,7 @@ async function startAgent(o, role, dir, discovery) {
     PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s' }),
     ...(o.nodeOptions ? { NODE_OPTIONS: o.nodeOptions } : {}),
   };
-  const child = spawn(o.binary, ['pilot-agent', 'proxy', role === 'gateway' ? 'router' : 'sidecar', '--meshConfig', 'mesh.yaml', '--concurrency', String(o.concurrency)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(binary, ['pilot-agent', 'proxy', role === 'gateway' ? 'router' : 'sidecar', '--meshConfig', 'mesh.yaml', '--concurrency', String(o.concurrency)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const keep = (d) => {
     out += d;
@@ -268,9 +295,9 @@ function probe(host, port, hostHeader) {
   });
 }
 
-async function measure(o, role, config, discovery, gatewayPort) {
+async function measure(o, binary, role, config, discovery, gatewayPort) {
   const dir = mkdtempSync(path.join(tmpdir(), `mesh-footprint-${role}-`));
-  const agent = await startAgent(o, role, dir, discovery.grpc);
+  const agent = await startAgent(o, binary, role, dir, discovery.grpc);
   try {
     const target = role === 'gateway'
       ? { host: '127.0.0.1', port: gatewayPort, hostHeader: `127.0.0.1:${gatewayPort}` }
@@ -299,11 +326,19 @@ async function measure(o, role, config, discovery, gatewayPort) {
     clearInterval(sampler);
     const cpu = treeCpu(agent.child.pid) - cpu0;
     const after = treeRss(agent.child.pid).total;
+    let saturated;
+    if (o.saturate > 0) {
+      const c0 = treeCpu(agent.child.pid);
+      const r = await runLoad({ ...target, closed: true, durationS: o.saturate, maxConnections: o.saturateConnections });
+      const c = treeCpu(agent.child.pid) - c0;
+      saturated = { ...r, cpuS: c, rpsPerCoreS: c > 0 ? r.ok / c : NaN };
+    }
     return {
-      role, config, readyMs, processes: idle.per.length,
-      idleMB: idle.total / MB, idleMinMB: Math.min(...idleSamples) / MB, idleMaxMB: Math.max(...idleSamples) / MB,
+      binary, role, config, readyMs, processes: idle.per.length,
+      idleMB: idle.total / MB, idleAnonMB: idle.anon / MB, idleFileMB: idle.file / MB,
+      idleMinMB: Math.min(...idleSamples) / MB, idleMaxMB: Math.max(...idleSamples) / MB,
       perProcessMB: idle.per.map((p) => ({ pid: p.pid, mb: p.rss / MB, cmd: p.cmd.split(' ').slice(0, 4).join(' ') })),
-      loadMaxMB: Math.max(max, after) / MB, load, cpuS: cpu,
+      loadMaxMB: Math.max(max, after) / MB, load, cpuS: cpu, saturated,
     };
   } finally {
     agent.child.kill('SIGTERM');
@@ -342,12 +377,14 @@ async function main() {
         cpSync(path.join(ROOT, 'examples', 'gateway', 'config'), own, { recursive: true });
         writeDemoConfig(own, gatewayPort, backend.port);
       }
-      const discovery = await startDaemon([o.binary, 'pilot-discovery'], ['--configDir', dir]);
+      const discovery = await startDaemon([o.binaries[0], 'pilot-discovery'], ['--configDir', dir]);
       try {
         for (const role of o.roles) {
-          const r = await measure(o, role, config, discovery, gatewayPort);
-          results.push(r);
-          if (!o.json) print(r);
+          for (const binary of o.binaries) {
+            const r = await measure(o, binary, role, config, discovery, gatewayPort);
+            results.push(r);
+            if (!o.json) print(r);
+          }
         }
       } finally {
         await discovery.stop();
@@ -357,24 +394,38 @@ async function main() {
   } finally {
     backend.child.kill('SIGTERM');
   }
-  const worst = { idle: Math.max(...results.map((r) => r.idleMB)), load: Math.max(...results.map((r) => r.loadMaxMB)) };
-  if (o.json) console.log(JSON.stringify({ loadavg, options: { rate: o.rate, duration: o.duration, size: o.size, services: o.services, concurrency: o.concurrency }, results, goals: { idleMB: GOAL_IDLE_MB, loadMB: GOAL_LOAD_MB } }, null, 2));
+  if (o.json) console.log(JSON.stringify({ loadavg, options: { rate: o.rate, duration: o.duration, size: o.size, services: o.services, concurrency: o.concurrency, saturate: o.saturate, saturateConnections: o.saturateConnections }, results, goals: { idleMB: GOAL_IDLE_MB, loadMB: GOAL_LOAD_MB } }, null, 2));
   else {
     console.log(`\nload average at start: ${loadavg}`);
-    console.log(`${'role/config'.padEnd(18)} ${'idle MB'.padStart(8)} ${'÷80'.padStart(6)} ${`@${o.rate}rps MB`.padStart(13)} ${'÷100'.padStart(6)} ${'rps'.padStart(7)} ${'p99 ms'.padStart(8)} ${'cpu s'.padStart(6)}`);
+    const sat = o.saturate > 0;
+    const several = o.binaries.length > 1;
+    console.log(
+      `${'role/config'.padEnd(18)} ${several ? 'binary'.padEnd(22) : ''}${'idle MB'.padStart(8)} ${'anon'.padStart(6)} ${'file'.padStart(6)} ${'÷80'.padStart(6)} ${`@${o.rate}rps MB`.padStart(13)} ${'÷100'.padStart(6)} ${'rps'.padStart(7)} ${'p99 ms'.padStart(8)} ${'cpu s'.padStart(6)}` +
+        (sat ? ` ${'sat rps'.padStart(8)} ${'rps/core-s'.padStart(10)}` : ''),
+    );
     for (const r of results) {
+      const base = results.find((b) => b.role === r.role && b.config === r.config && b.binary === o.binaries[0]);
+      const vs = (v, b) => (several && r !== base && b ? ` (×${(v / b).toFixed(2)})` : '');
       console.log(
-        `${`${r.role}/${r.config}`.padEnd(18)} ${r.idleMB.toFixed(1).padStart(8)} ${(r.idleMB / GOAL_IDLE_MB).toFixed(2).padStart(6)} ${r.loadMaxMB.toFixed(1).padStart(13)} ${(r.loadMaxMB / GOAL_LOAD_MB).toFixed(2).padStart(6)} ${r.load.rps.toFixed(0).padStart(7)} ${r.load.p99.toFixed(1).padStart(8)} ${r.cpuS.toFixed(1).padStart(6)}`,
+        `${`${r.role}/${r.config}`.padEnd(18)} ${several ? path.basename(r.binary).slice(0, 21).padEnd(22) : ''}${r.idleMB.toFixed(1).padStart(8)} ${r.idleAnonMB.toFixed(1).padStart(6)} ${r.idleFileMB.toFixed(1).padStart(6)} ${(r.idleMB / GOAL_IDLE_MB).toFixed(2).padStart(6)} ${r.loadMaxMB.toFixed(1).padStart(13)} ${(r.loadMaxMB / GOAL_LOAD_MB).toFixed(2).padStart(6)} ${r.load.rps.toFixed(0).padStart(7)} ${r.load.p99.toFixed(1).padStart(8)} ${r.cpuS.toFixed(1).padStart(6)}` +
+          (sat ? ` ${r.saturated.rps.toFixed(0).padStart(8)} ${r.saturated.rpsPerCoreS.toFixed(0).padStart(10)}` : '') +
+          vs(r.idleMB, base?.idleMB) + (several && r !== base ? ` idle, ×${(r.loadMaxMB / base.loadMaxMB).toFixed(2)} load, ×${(r.cpuS / base.cpuS).toFixed(2)} cpu` : '') +
+          (sat && several && r !== base ? `, ×${(r.saturated.rpsPerCoreS / base.saturated.rpsPerCoreS).toFixed(2)} rps/core-s` : ''),
       );
     }
-    console.log(`worst: idle ${worst.idle.toFixed(1)} MB (goal ≤ ${GOAL_IDLE_MB}: ${worst.idle <= GOAL_IDLE_MB ? 'met' : 'NOT met'}), at ${o.rate} rps ${worst.load.toFixed(1)} MB (goal ≤ ${GOAL_LOAD_MB}: ${worst.load <= GOAL_LOAD_MB ? 'met' : 'NOT met'})`);
+    for (const binary of o.binaries) {
+      const mine = results.filter((r) => r.binary === binary);
+      const worst = { idle: Math.max(...mine.map((r) => r.idleMB)), load: Math.max(...mine.map((r) => r.loadMaxMB)) };
+      console.log(`${several ? `${binary}: ` : ''}worst: idle ${worst.idle.toFixed(1)} MB (goal ≤ ${GOAL_IDLE_MB}: ${worst.idle <= GOAL_IDLE_MB ? 'met' : 'NOT met'}), at ${o.rate} rps ${worst.load.toFixed(1)} MB (goal ≤ ${GOAL_LOAD_MB}: ${worst.load <= GOAL_LOAD_MB ? 'met' : 'NOT met'})`);
+    }
   }
 }
 
 function print(r) {
   const procs = r.perProcessMB.map((p) => `${p.mb.toFixed(1)} MB ${p.cmd.includes(' envoy') ? 'engine' : 'agent'}`).join(' + ');
   console.log(
-    `${r.role}/${r.config}: ready in ${r.readyMs} ms; idle ${r.idleMB.toFixed(1)} MB (${procs}; ${r.idleMinMB.toFixed(1)}–${r.idleMaxMB.toFixed(1)} while settling); ` +
-      `at ${r.load.rps.toFixed(0)} rps max ${r.loadMaxMB.toFixed(1)} MB (ok ${r.load.ok}, non-200 ${r.load.bad}, errors ${r.load.errors}, unsent ${r.load.unsent}, p50 ${r.load.p50.toFixed(1)} ms, p99 ${r.load.p99.toFixed(1)} ms, ${r.load.connections} connections, proxy cpu ${r.cpuS.toFixed(1)} s)`,
+    `${r.role}/${r.config}${path.basename(r.binary) === 'mesh' ? '' : ` [${path.basename(r.binary)}]`}: ready in ${r.readyMs} ms; idle ${r.idleMB.toFixed(1)} MB (${procs}; anon ${r.idleAnonMB.toFixed(1)}, file ${r.idleFileMB.toFixed(1)}; ${r.idleMinMB.toFixed(1)}–${r.idleMaxMB.toFixed(1)} while settling); ` +
+      `at ${r.load.rps.toFixed(0)} rps max ${r.loadMaxMB.toFixed(1)} MB (ok ${r.load.ok}, non-200 ${r.load.bad}, errors ${r.load.errors}, unsent ${r.load.unsent}, p50 ${r.load.p50.toFixed(1)} ms, p99 ${r.load.p99.toFixed(1)} ms, ${r.load.connections} connections, proxy cpu ${r.cpuS.toFixed(1)} s)` +
+      (r.saturated ? `; saturated ${r.saturated.rps.toFixed(0)} rps (non-200 ${r.saturated.bad}, errors ${r.saturated.errors}), ${r.saturated.rpsPerCoreS.toFixed(0)} per proxy core-second` : ''),
   );
 }

@@ -52,6 +52,7 @@ import {
 } from './node';
 import { findProxyBinary, proxyArgs, type ProxyLaunch } from './process';
 import { DnsConfigError, type LocalDnsServerOptions } from '../dns/server';
+import { startMemoryRelief } from './memory';
 
 const log = registerScope('default');
 
@@ -426,6 +427,7 @@ export const run: Handler = async (ctx) => {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  const relief = startMemoryRelief({ onRelease: (before, after) => log.debug(`released memory when idle: RSS ${mb(before)} → ${mb(after)} MB`) });
   try {
     try {
       await agent.start();
@@ -434,7 +436,10 @@ export const run: Handler = async (ctx) => {
     }
     return await agent.run();
   } finally {
+    relief.stop();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);
   }
 };
+
+const mb = (bytes: number) => (bytes / 1048576).toFixed(1);

@@ -21,10 +21,21 @@ export interface Destination {
   port: number;
 }
 
-interface Binding {
+interface Binding extends Partial<MemoryBinding> {
   originalDst(fd: number): Destination | number;
   setTransparent(fd: number, ipv6: boolean): number;
   dupFd?(fd: number): number;
+}
+
+/** memory.cc's functions, built into the same addon (src/agent/memory.ts uses them). */
+export interface MemoryBinding {
+  /** V8's critical memory-pressure GC (compacts, shrinks the young generation, frees heap pages), then malloc_trim. */
+  releaseMemory(): void;
+  /**
+   * Drops this process's mappings of its executable's clean read-only pages (they stay in the page cache; what is
+   * still used faults back in); the bytes of address space advised.
+   */
+  releaseExecutablePages(): number;
 }
 
 export interface OriginalDstSource {
@@ -44,7 +55,7 @@ export interface OriginalDstSource {
   readonly dupFd?: ((fd: number) => number) | undefined;
 }
 
-export type AddonLoad = { ok: true; source: OriginalDstSource } | { ok: false; reason: string };
+export type AddonLoad = { ok: true; source: OriginalDstSource; memory?: MemoryBinding | undefined } | { ok: false; reason: string };
 
 const ERRNO: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 9: 'EBADF', 24: 'EMFILE', 22: 'EINVAL', 92: 'ENOPROTOOPT', 95: 'EOPNOTSUPP', 97: 'EAFNOSUPPORT' };
 const errnoName = (n: number) => ERRNO[n] ?? `errno ${n}`;
@@ -79,6 +90,11 @@ function sourceFrom(b: Binding, from: string): OriginalDstSource {
   };
 }
 
+function loaded(b: Binding, from: string): AddonLoad {
+  const memory = b.releaseMemory && b.releaseExecutablePages ? { releaseMemory: b.releaseMemory, releaseExecutablePages: b.releaseExecutablePages } : undefined;
+  return { ok: true, source: sourceFrom(b, from), memory };
+}
+
 function dlopen(file: string): Binding {
   const m = { exports: {} as Binding };
   process.dlopen(m, file);
@@ -92,7 +108,7 @@ function dlopen(file: string): Binding {
 export function loadAddonFile(file: string): AddonLoad {
   if (!fs.existsSync(file)) return { ok: false, reason: `${file} does not exist (node build.mjs compiles it)` };
   try {
-    return { ok: true, source: sourceFrom(dlopen(file), file) };
+    return loaded(dlopen(file), file);
   } catch (e) {
     return { ok: false, reason: `cannot load ${file}: ${(e as Error).message}` };
   }
@@ -117,7 +133,7 @@ function loadFromSea(s: SeaAssets): AddonLoad {
       dir = fs.mkdtempSync(path.join(base, 'mesh-native-'));
       const file = path.join(dir, ADDON_FILE);
       fs.writeFileSync(file, new Uint8Array(bytes), { mode: 0o500 });
-      return { ok: true, source: sourceFrom(dlopen(file), `executable asset ${ADDON_FILE}`) };
+      return loaded(dlopen(file), `executable asset ${ADDON_FILE}`);
     } catch (e) {
       errors.push(`in ${base}: ${(e as Error).message}`);
     } finally {

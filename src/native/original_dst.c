@@ -6,6 +6,7 @@
 //                               worker thread listens on its own descriptor of a socket the main thread bound,
 //                               so a worker closing (or dying) never closes the socket under the others.
 // Plain N-API in C: no node-addon-api, no node-gyp; it is compiled by scripts/native-addon.mjs with cc.
+// The same addon file also carries memory.cc's functions (releaseMemory, releaseExecutablePages: src/agent/memory.ts).
 #define NAPI_VERSION 8
 #include <node_api.h>
 
@@ -120,6 +121,9 @@ static napi_value dup_fd(napi_env env, napi_callback_info info) {
   return number(env, copy >= 0 ? copy : -errno);
 }
 
+// memory.cc; weak: an addon built without a C++ compiler has only the functions above
+void mesh_memory_register(napi_env env, napi_value exports) __attribute__((weak));
+
 static napi_value init(napi_env env, napi_value exports) {
   napi_property_descriptor props[] = {
     {"originalDst", NULL, original_dst, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -127,6 +131,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"dupFd", NULL, dup_fd, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  if (mesh_memory_register) mesh_memory_register(env, exports);
   return exports;
 }
 
