@@ -49,7 +49,7 @@ t.test('memory is released when the event loop was idle and has grown since, nev
   let released = 0;
   const fake: MemoryBinding = { releaseMemory: () => void released++, releaseExecutablePages: () => 0 };
   // busy: the loop is blocked for most of every interval
-  const busy = startMemoryRelief({ intervalMs: 50, idleUtilisation: 0.5, growthBytes: 0 }, fake);
+  const busy = startMemoryRelief({ intervalMs: 50, idleUtilisation: 0.5, quietIntervals: 1, growthBytes: 0 }, fake);
   const until = Date.now() + 400;
   while (Date.now() < until) {
     const spin = Date.now() + 45;
@@ -59,16 +59,24 @@ t.test('memory is released when the event loop was idle and has grown since, nev
   busy.stop();
   t.equal(released, 0, 'not while busy');
   // idle, no growth asked: released at every interval
-  const idle = startMemoryRelief({ intervalMs: 30, idleUtilisation: 0.5, growthBytes: 0 }, fake);
+  const idle = startMemoryRelief({ intervalMs: 30, idleUtilisation: 0.5, quietIntervals: 1, growthBytes: 0 }, fake);
   await new Promise((r) => setTimeout(r, 200));
   idle.stop();
   t.ok(released >= 2, `idle: released ${released} times`);
   // idle, but the RSS has not grown by the threshold since the first release: once only
   released = 0;
-  const once = startMemoryRelief({ intervalMs: 30, idleUtilisation: 0.5, growthBytes: 1 << 30 }, fake);
+  const once = startMemoryRelief({ intervalMs: 30, idleUtilisation: 0.5, quietIntervals: 1, growthBytes: 1 << 30 }, fake);
   await new Promise((r) => setTimeout(r, 200));
   once.stop();
   t.equal(released, 1, 'once until the process grows');
+  // three quiet intervals in a row before each release
+  released = 0;
+  const patient = startMemoryRelief({ intervalMs: 40, idleUtilisation: 0.5, quietIntervals: 3, growthBytes: 0 }, fake);
+  await new Promise((r) => setTimeout(r, 100));
+  t.equal(released, 0, 'not before the third quiet interval');
+  await new Promise((r) => setTimeout(r, 300));
+  patient.stop();
+  t.ok(released >= 1 && released <= 3, `then every third interval (${released} in 10 intervals)`);
 });
 
 t.test('the built agent gives start-up\'s memory back once idle', { skip: built() ? false : 'dist/mesh is not built' }, async (t) => {
