@@ -133,18 +133,12 @@ export class MemoryConfigStore implements ConfigStore {
    * unless `configs` names them (they then change owner). Later duplicates win.
    */
   replaceAll(source: string, configs: readonly Config[]): ConfigEvent[] {
-    const events: ConfigEvent[] = [];
-    const keep = new Set<string>();
-    for (const c of configs) {
-      keep.add(configKey(c));
-      this.put(c, source, events);
-    }
-    for (const [kind, m] of this.byKind) {
-      for (const [k, e] of [...m]) if (e.owner === source && !keep.has(k)) this.remove(kind, k, events);
-    }
-    this.publish(events);
-    return events;
+    const keep = new Set(configs.map(configKey));
+    const gone: string[] = [];
+    for (const m of this.byKind.values()) for (const [k, e] of m) if (e.owner === source && !keep.has(k)) gone.push(k);
+    return this.patch(source, configs, gone);
   }
+
 
   private put(c: Config, owner: string, events: ConfigEvent[]): void {
     let m = this.byKind.get(c.kind);

@@ -92,7 +92,7 @@ export async function scanTree(root: string): Promise<Scan> {
       } else if (isFile && isConfigFileName(ent.name)) {
         const st = await (stats.get(ent.name) ?? fs.stat(abs, { bigint: true }).catch(() => undefined));
         // undefined: removed between readdir and stat
-        if (st) files.set(rel, { rel, abs, dev: st.dev, ino: st.ino, size: st.size, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs });
+        if (st) files.set(rel, toStamp(st, rel, abs));
       }
     }
   }
@@ -114,5 +114,9 @@ export async function stampOf(abs: string, rel: string): Promise<FileStamp | und
   }
   if (st.isDirectory()) return 'directory';
   if (!st.isFile()) return undefined;
+  return toStamp(st, rel, abs);
+}
+
+function toStamp(st: BigIntStats, rel: string, abs: string): FileStamp {
   return { rel, abs, dev: st.dev, ino: st.ino, size: st.size, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs };
 }
