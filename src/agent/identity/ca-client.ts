@@ -190,8 +190,7 @@ export class CaClient {
     this.o.tokens.apply(md);
     const request = { csr: csrPem, validityDuration: BigInt(ttlSeconds), metadata: { CertSigner: this.o.ca.certSigner } };
     return new Promise((resolve, reject) => {
-      const decode = (b: Buffer) => decodeCertificateResponse(b);
-      client.makeUnaryRequest(CREATE_CERTIFICATE_PATH, encodeCertificateRequest, decode, request, md, { deadline: Date.now() + ATTEMPT_TIMEOUT_MS }, (err, resp) => {
+      client.makeUnaryRequest(CREATE_CERTIFICATE_PATH, encodeCertificateRequest, decodeCertificateResponse, request, md, { deadline: Date.now() + ATTEMPT_TIMEOUT_MS }, (err, resp) => {
         if (err) {
           const hint = protocolMismatchHint(err.details ?? err.message, { address: this.o.ca.address, tls: !this.o.ca.plaintext, setting: 'CA_ADDR (default: the discoveryAddress)' });
           reject(new CaCallError(hint ? `create certificate: ${hint} (${statusText(err)})` : `create certificate: ${statusText(err)}`, err.code));

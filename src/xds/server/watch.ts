@@ -122,13 +122,31 @@ export function internName(name: string): string {
   return name;
 }
 
-/** Interned name sets by fingerprint (see internNameSet). */
-const nameSets = new Map<string, WeakRef<ReadonlySet<string>>>();
+/**
+ * Values shared by fingerprint while something still holds them (name sets, Helds): a later value the caller
+ * finds equal gets the first one instead; an unequal one under the same fingerprint (a collision) stays
+ * unshared. Entries go with their value.
+ */
+class WeakInterner<T extends object> {
+  private readonly byFingerprint = new Map<string, WeakRef<T>>();
+  private readonly forget = new FinalizationRegistry<string>((fp) => {
+    if (this.byFingerprint.get(fp)?.deref() === undefined) this.byFingerprint.delete(fp);
+  });
+
+  /** The known value equal to `fresh`, else `fresh`; `onShared` runs when `fresh` becomes the shared one. */
+  intern(fp: string, fresh: T, equal: (known: T) => boolean, onShared?: (v: T) => void): T {
+    const known = this.byFingerprint.get(fp)?.deref();
+    if (known) return equal(known) ? known : fresh;
+    this.byFingerprint.set(fp, new WeakRef(fresh));
+    this.forget.register(fresh, fp);
+    onShared?.(fresh);
+    return fresh;
+  }
+}
+
+/** Interned name sets (see internNameSet); the shared ones are copied before a change. */
+const nameSets = new WeakInterner<Set<string>>();
 const sharedNameSets = new WeakSet<ReadonlySet<string>>();
-const forgetNameSet = new FinalizationRegistry<string>((fp) => {
-  const ref = nameSets.get(fp);
-  if (ref && ref.deref() === undefined) nameSets.delete(fp);
-});
 
 /**
  * One set for equal sets of subscribed names: proxies of one kind subscribe to the same thousand endpoint
@@ -144,13 +162,7 @@ export function internNameSet(set: Set<string>): Set<string> {
     b += y;
   }
   const fp = `${set.size}:${a}:${b}`;
-  const known = nameSets.get(fp)?.deref();
-  if (known && known.size === set.size && [...set].every((n) => known.has(n))) return known as Set<string>;
-  if (known) return set;
-  nameSets.set(fp, new WeakRef(set));
-  forgetNameSet.register(set, fp);
-  sharedNameSets.add(set);
-  return set;
+  return nameSets.intern(fp, set, (known) => known.size === set.size && [...set].every((n) => known.has(n)), (v) => sharedNameSets.add(v));
 }
 
 /** The watch's names, copied first when they are a shared set, to be changed. */
@@ -176,11 +188,7 @@ function entryHash(name: string, version: string): [number, number] {
 }
 
 /** Interned Helds by fingerprint; entries go when no stream holds their Held any more. */
-const interned = new Map<string, WeakRef<Held>>();
-const forget = new FinalizationRegistry<string>((fp) => {
-  const ref = interned.get(fp);
-  if (ref && ref.deref() === undefined) interned.delete(fp);
-});
+const interned = new WeakInterner<Held>();
 
 /**
  * What a delta client holds of one type (resource name → version), as far as the server knows: immutable
@@ -270,14 +278,7 @@ export class Held {
     // Sums of fewer than 2^21 values below 2^32 stay exact in a double; differences too.
     const fp = `${versions.size}:${a}:${b}`;
     const fresh = new Held(versions, a, b);
-    const known = interned.get(fp)?.deref();
-    if (known) {
-      if (known.equals(fresh)) return known;
-      // A fingerprint collision: keep the fresh table unshared (correct, only not deduplicated).
-      return fresh;
-    }
-    interned.set(fp, new WeakRef(fresh));
-    forget.register(fresh, fp);
-    return fresh;
+    // On a fingerprint collision the fresh table stays unshared (correct, only not deduplicated).
+    return interned.intern(fp, fresh, (known) => known.equals(fresh));
   }
 }
