@@ -110,6 +110,38 @@ t.test('without transparent sockets the engine says original_src cannot be appli
   t.match(warnings[0], /the native addon \(test\) was built without transparentSocket; upstream connections leave from the proxy's own address/);
 });
 
+t.test('socket options refused at run time: the upstream connection fails (as in Envoy) and the first failure is logged', async (t) => {
+  const app = await peerReporter();
+  t.teardown(() => app.close());
+  const port = await freePort();
+  const calls: Array<[string, number]> = [];
+  const refused: OriginalDstSource = {
+    from: 'test',
+    read: () => undefined,
+    setTransparent: () => 'not in tests',
+    transparentSocket: (source, mark) => {
+      calls.push([source, mark]);
+      throw Object.assign(new Error('IP_TRANSPARENT: EPERM (needs CAP_NET_ADMIN)'), { code: 'EPERM' });
+    },
+  };
+  const p = await startProxy(inbound(port, app.port, httpChain()) as never, { originalDst: refused });
+  t.teardown(() => p.close());
+  const status = (from: string) =>
+    new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, path: '/', localAddress: from, agent: false }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+  t.equal(await status('127.0.0.2'), 503, 'no upstream connection from the proxy instead');
+  t.equal(await status('127.0.0.2'), 503);
+  t.same(calls[0], ['127.0.0.2', MARK], "the addon was asked for the caller's address and the filter's mark");
+  const warned = p.logs.filter((l) => /original_src: cannot make an upstream socket from 127\.0\.0\.2 \(mark 1337\) to 127\.0\.0\.1:\d+: IP_TRANSPARENT: EPERM \(needs CAP_NET_ADMIN\); such upstream connections fail/.test(l));
+  t.equal(warned.length, 1, 'warned once');
+});
+
 const rootSkip = process.getuid?.() !== 0 ? 'IP_TRANSPARENT and SO_MARK need root (CAP_NET_ADMIN)' : process.platform !== 'linux' ? 'Linux only' : false;
 
 t.test('with the native addon: each caller is the peer, pools are per caller, upstream sockets carry the mark', { skip: rootSkip }, async (t) => {
@@ -125,6 +157,7 @@ t.test('with the native addon: each caller is the peer, pools are per caller, up
     t.fail(addon.reason);
     return;
   }
+  t.throws(() => addon.source.transparentSocket!('not-an-ip', MARK), { code: 'EINVAL', message: 'source address: EINVAL' }, 'a source that is no IP literal');
   const app = await peerReporter();
   t.teardown(() => app.close());
   const port = await freePort();
