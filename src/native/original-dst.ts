@@ -2,7 +2,8 @@
 // it: SO_ORIGINAL_DST (SOL_IP) / IP6T_SO_ORIGINAL_DST (SOL_IPV6) after an iptables REDIRECT; when the
 // kernel has no NAT record (TPROXY, or a connection that was not redirected) the socket's own local
 // address is the destination. Node exposes neither option, so a small N-API addon (original_dst.c)
-// does the getsockopt. It is compiled at build time and found:
+// does the getsockopt; the same addon makes the transparent upstream sockets of the original_src filter
+// (IP_TRANSPARENT + SO_MARK before bind: proxy/upstream/source.ts). It is compiled at build time and found:
 //   - in the single executable, as the SEA asset `original_dst.node` (written to a private temporary
 //     file and loaded from there: dlopen needs a file);
 //   - beside the bundle (`node dist/mesh.cjs` loads dist/original_dst.node);
