@@ -28,6 +28,7 @@ export interface Pem {
 export const PROXY_UID: number;
 export const APP_UID: number;
 export const CAPTURE_ARGS: readonly string[];
+export const TPROXY_CAPTURE_ARGS: readonly string[];
 export const CHILD_ENV: { PATH: string };
 
 export function netnsUnavailable(): string | false;
@@ -52,7 +53,7 @@ export function startIn(
   o: { ready: RegExp; what: string; env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number; onOutput?: (chunk: string) => void; stopSignal?: NodeJS.Signals },
 ): Promise<Started>;
 export function httpGetIn(ns: string, url: string, headers?: Record<string, string>): { status: number; body: string };
-export function capture(ns: string, dist: string, o?: { dns?: boolean }): ShResult;
+export function capture(ns: string, dist: string, o?: { dns?: boolean; tproxy?: boolean }): ShResult;
 export function startDiscovery(
   owner: Owner,
   o: { ns: string; dist: string; configDir: string; grpcAddr: string; home: string; env?: NodeJS.ProcessEnv; onOutput?: (chunk: string) => void; stopSignal?: NodeJS.Signals },
@@ -70,6 +71,8 @@ export function startSidecar(
     env?: NodeJS.ProcessEnv;
     onOutput?: (chunk: string) => void;
     stopSignal?: NodeJS.Signals;
+    /** Run as Istio runs a TPROXY sidecar: uid 0, group 1337, INTERCEPTION_MODE=TPROXY. */
+    tproxy?: boolean;
   },
 ): Promise<Started>;
 export function waitSidecarReady(ns: string, timeoutMs: number, why: () => string): Promise<void>;

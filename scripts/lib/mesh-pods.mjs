@@ -19,6 +19,8 @@ export const PROXY_UID = 1337;
 export const APP_UID = 4321;
 /** Istio's injected init container: `istio-iptables -p 15001 -z 15006 -u 1337 -m REDIRECT -i '*' -b '*' -d 15090,15021,15020`. */
 export const CAPTURE_ARGS = ['-p', '15001', '-z', '15006', '-u', String(PROXY_UID), '-m', 'REDIRECT', '-i', '*', '-x', '', '-b', '*', '-d', '15090,15021,15020'];
+/** The same in TPROXY mode (`sidecar.istio.io/interceptionMode: TPROXY`): `-m TPROXY`, the rest unchanged. */
+export const TPROXY_CAPTURE_ARGS = CAPTURE_ARGS.map((a) => (a === 'REDIRECT' ? 'TPROXY' : a));
 export const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
 
 /** Why network namespaces cannot be made here, or false. */
@@ -174,9 +176,13 @@ export function httpGetIn(ns, url, headers = {}) {
   return JSON.parse(r.stdout);
 }
 
-/** Istio's capture rules in the pod (`mesh-iptables`); `dns` adds the DNS redirect (MESH_META_DNS_CAPTURE). */
-export function capture(ns, dist, { dns = false } = {}) {
-  return sh(['ip', 'netns', 'exec', ns, path.join(dist, 'pilot-agent'), 'mesh-iptables', ...CAPTURE_ARGS], { env: dns ? { ...CHILD_ENV, MESH_META_DNS_CAPTURE: 'true' } : CHILD_ENV });
+/**
+ * Istio's capture rules in the pod (`mesh-iptables`); `dns` adds the DNS redirect (MESH_META_DNS_CAPTURE),
+ * `tproxy` captures inbound with TPROXY instead of REDIRECT.
+ */
+export function capture(ns, dist, { dns = false, tproxy = false } = {}) {
+  const args = tproxy ? TPROXY_CAPTURE_ARGS : CAPTURE_ARGS;
+  return sh(['ip', 'netns', 'exec', ns, path.join(dist, 'pilot-agent'), 'mesh-iptables', ...args], { env: dns ? { ...CHILD_ENV, MESH_META_DNS_CAPTURE: 'true' } : CHILD_ENV });
 }
 
 /** pilot-discovery in `ns` serving `configDir`, xDS on `grpcAddr`, its other ports on the namespace's loopback. */
@@ -211,9 +217,11 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
  * 1337), with the pod's metadata as the injector sets it. `certs` ({cert, key, root} PEM) are mounted as
  * ./etc/certs files (FILE_MOUNTED_CERTS); without them the agent has no workload certificate. Resolves once
  * the agent printed something; `waitSidecarReady` waits for its readiness. `command` replaces `<dist>/pilot-agent`
- * (e.g. `node --cpu-prof dist/mesh.cjs pilot-agent` to profile it).
+ * (e.g. `node --cpu-prof dist/mesh.cjs pilot-agent` to profile it). `tproxy` runs it as Istio's injector does for
+ * `sidecar.istio.io/interceptionMode: TPROXY`: uid 0 in group 1337 (the capture rules exempt the group; IP_TRANSPARENT
+ * and SO_MARK need the NET_ADMIN capability), with the interception mode in its metadata.
  */
-export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command, concurrency }) {
+export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command, concurrency, tproxy = false }) {
   fs.mkdirSync(home, { recursive: true });
   fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discoveryAddress}\n  controlPlaneAuthPolicy: NONE\n`);
   if (certs) {
@@ -226,7 +234,8 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
   const proxyConfig = { binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', ...(concurrency !== undefined ? { concurrency } : {}) };
   // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
   if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
-  return startIn(owner, ns, asUser(PROXY_UID, [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml']), {
+  const argv = [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'];
+  return startIn(owner, ns, tproxy ? ['setpriv', '--reuid=0', `--regid=${PROXY_UID}`, '--clear-groups', ...argv] : asUser(PROXY_UID, argv), {
     ready: /./,
     what: `pilot-agent ${pod.name}`,
     cwd: home,
@@ -242,6 +251,7 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
       ...(certs ? { FILE_MOUNTED_CERTS: 'true' } : {}),
       ...(pod.labels ? { MESH_METAJSON_LABELS: JSON.stringify(pod.labels) } : {}),
       PROXY_CONFIG: JSON.stringify(proxyConfig),
+      ...(tproxy ? { MESH_META_INTERCEPTION_MODE: 'TPROXY' } : {}),
       ...env,
     },
   });
@@ -273,7 +283,8 @@ function podProgram() {
     net
       .createServer((c) => {
         c.on('error', () => undefined);
-        c.on('data', (d) => c.write(`${name} echo ${d}`));
+        // `peer` asks who the connection came from (TPROXY source preservation); anything else is echoed
+        c.on('data', (d) => c.write(String(d) === 'peer\n' ? `${name} peer ${c.remoteAddress}\n` : `${name} echo ${d}`));
       })
       .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
   } else if (mode === 'http') {
@@ -287,7 +298,7 @@ function podProgram() {
     req.on('error', (e) => out({ error: e.code ?? e.message }));
     req.end();
   } else if (mode === 'tcp') {
-    // sends "ping" → {"line"} or {"closed": true}
+    // sends "ping" (or its third argument) → {"line"} or {"closed": true}
     const c = net.connect(Number(a2), a1);
     let d = '';
     let done = false;
@@ -298,7 +309,7 @@ function podProgram() {
       c.destroy();
     };
     c.setTimeout(8000, () => finish(d ? { line: d.trim() } : { timeout: true }));
-    c.on('connect', () => c.write('ping\n'));
+    c.on('connect', () => c.write(`${a3 || 'ping'}\n`));
     c.on('data', (x) => {
       d += x;
       if (d.includes('\n')) finish({ line: d.trim() });
@@ -314,7 +325,7 @@ const POD_PROGRAM = `(${podProgram.toString()})()`;
 
 /**
  * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer},
- * TCP on `tcpPort` (9000) echoing lines prefixed with its name.
+ * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address).
  */
 export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = {}) {
   return startIn(owner, ns, asUser(APP_UID, [process.execPath, '-e', POD_PROGRAM, 'app', name, String(httpPort), String(tcpPort)]), { ready: /listening/, what: `app ${name}` });
@@ -322,7 +333,7 @@ export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = 
 
 /**
  * One call of a plain client in `ns` (as APP_UID when `asApp`, so that capture applies), as parsed JSON:
- * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port>` → {line} | {closed: true}.
+ * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port> [line]` → {line} | {closed: true}.
  */
 export function callIn(ns, asApp, ...args) {
   const argv = [process.execPath, '-e', POD_PROGRAM, ...args];

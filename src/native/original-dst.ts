@@ -2,7 +2,8 @@
 // it: SO_ORIGINAL_DST (SOL_IP) / IP6T_SO_ORIGINAL_DST (SOL_IPV6) after an iptables REDIRECT; when the
 // kernel has no NAT record (TPROXY, or a connection that was not redirected) the socket's own local
 // address is the destination. Node exposes neither option, so a small N-API addon (original_dst.c)
-// does the getsockopt. It is compiled at build time and found:
+// does the getsockopt; the same addon makes the transparent upstream sockets of the original_src filter
+// (IP_TRANSPARENT + SO_MARK before bind: proxy/upstream/source.ts). It is compiled at build time and found:
 //   - in the single executable, as the SEA asset `original_dst.node` (written to a private temporary
 //     file and loaded from there: dlopen needs a file);
 //   - beside the bundle (`node dist/mesh.cjs` loads dist/original_dst.node);
@@ -25,6 +26,7 @@ interface Binding extends Partial<MemoryBinding> {
   originalDst(fd: number): Destination | number;
   setTransparent(fd: number, ipv6: boolean): number;
   dupFd?(fd: number): number;
+  transparentSocket?(source: string, mark: number): number | { errno: number; step: string };
 }
 
 /** memory.cc's functions, built into the same addon (src/agent/memory.ts uses them). */
@@ -53,11 +55,19 @@ export interface OriginalDstSource {
    * leaves the socket open for the others); undefined when this addon build has no dupFd.
    */
   readonly dupFd?: ((fd: number) => number) | undefined;
+  /**
+   * A new, unconnected TCP socket (its descriptor) bound to `source` port 0 with IP_TRANSPARENT and, when
+   * `mark` is not 0, SO_MARK = mark: what Envoy's original_src filter gives an upstream socket. Throws an
+   * Error (with `code`, e.g. EPERM) naming the step that failed; undefined in an addon built without it.
+   */
+  readonly transparentSocket?: ((source: string, mark: number) => number) | undefined;
 }
 
 export type AddonLoad = { ok: true; source: OriginalDstSource; memory?: MemoryBinding | undefined } | { ok: false; reason: string };
 
-const ERRNO: Record<number, string> = { 1: 'EPERM', 2: 'ENOENT', 9: 'EBADF', 24: 'EMFILE', 22: 'EINVAL', 92: 'ENOPROTOOPT', 95: 'EOPNOTSUPP', 97: 'EAFNOSUPPORT' };
+const ERRNO: Record<number, string> = {
+  1: 'EPERM', 2: 'ENOENT', 9: 'EBADF', 13: 'EACCES', 22: 'EINVAL', 23: 'ENFILE', 24: 'EMFILE', 92: 'ENOPROTOOPT', 95: 'EOPNOTSUPP', 97: 'EAFNOSUPPORT', 98: 'EADDRINUSE', 99: 'EADDRNOTAVAIL',
+};
 const errnoName = (n: number) => ERRNO[n] ?? `errno ${n}`;
 
 function fdOf(handleOwner: unknown): number | undefined {
@@ -85,6 +95,16 @@ function sourceFrom(b: Binding, from: string): OriginalDstSource {
           const r = b.dupFd!(fd);
           if (r < 0) throw new Error(`cannot duplicate descriptor ${fd}: ${errnoName(-r)}`);
           return r;
+        }
+      : undefined,
+    transparentSocket: b.transparentSocket
+      ? (source, mark) => {
+          const r = b.transparentSocket!(source, mark);
+          if (typeof r === 'number') return r;
+          const code = errnoName(r.errno);
+          // IP_TRANSPARENT needs CAP_NET_ADMIN or CAP_NET_RAW, SO_MARK CAP_NET_ADMIN: Istio runs a TPROXY sidecar with NET_ADMIN
+          const hint = r.errno === 1 ? ' (needs CAP_NET_ADMIN)' : '';
+          throw Object.assign(new Error(`${r.step}: ${code}${hint}`), { code, errno: r.errno, syscall: r.step });
         }
       : undefined,
   };

@@ -5,6 +5,13 @@
 //   dupFd(fd)                -> a new descriptor of the same socket (close-on-exec), or -errno: each engine
 //                               worker thread listens on its own descriptor of a socket the main thread bound,
 //                               so a worker closing (or dying) never closes the socket under the others.
+//   transparentSocket(source, mark)
+//                            -> a new, unconnected TCP socket (non-blocking, close-on-exec) bound to the
+//                               IP literal `source` with port 0, IP_TRANSPARENT / IPV6_TRANSPARENT set first
+//                               (binding to an address that is not local) and SO_MARK = mark when mark != 0;
+//                               or { errno, step } naming the call that failed. Envoy's original_src filter
+//                               gives upstream sockets exactly these options; Node's net.connect cannot set
+//                               them before bind(), so the socket is made here and libuv connects it.
 // Plain N-API in C: no node-addon-api, no node-gyp; it is compiled by scripts/native-addon.mjs with cc.
 // The same addon file also carries memory.cc's functions (releaseMemory, releaseExecutablePages: src/agent/memory.ts).
 #define NAPI_VERSION 8
@@ -13,6 +20,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <unistd.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -121,6 +129,63 @@ static napi_value dup_fd(napi_env env, napi_callback_info info) {
   return number(env, copy >= 0 ? copy : -errno);
 }
 
+static napi_value failure(napi_env env, int err, const char *step) {
+  napi_value obj, s;
+  napi_create_object(env, &obj);
+  napi_set_named_property(env, obj, "errno", number(env, err));
+  napi_create_string_utf8(env, step, NAPI_AUTO_LENGTH, &s);
+  napi_set_named_property(env, obj, "step", s);
+  return obj;
+}
+
+static napi_value transparent_socket(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  char text[INET6_ADDRSTRLEN + 1] = {0};
+  size_t len = 0;
+  uint32_t mark = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      napi_get_value_string_utf8(env, argv[0], text, sizeof text, &len) != napi_ok || len >= sizeof text - 1 ||
+      napi_get_value_uint32(env, argv[1], &mark) != napi_ok) {
+    napi_throw_type_error(env, NULL, "transparentSocket(source, mark): an IP address and a mark are required");
+    return NULL;
+  }
+  struct sockaddr_storage ss;
+  memset(&ss, 0, sizeof ss);
+  socklen_t sslen;
+  int family;
+  struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+  if (inet_pton(AF_INET, text, &a4->sin_addr) == 1) {
+    family = a4->sin_family = AF_INET;
+    sslen = sizeof *a4;
+  } else if (inet_pton(AF_INET6, text, &a6->sin6_addr) == 1) {
+    family = a6->sin6_family = AF_INET6;
+    sslen = sizeof *a6;
+  } else {
+    return failure(env, EINVAL, "source address");
+  }
+  int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return failure(env, errno, "socket");
+  int one = 1;
+  int rc = family == AF_INET ? setsockopt(fd, SOL_IP, IP_TRANSPARENT, &one, sizeof one) : setsockopt(fd, SOL_IPV6, IPV6_TRANSPARENT, &one, sizeof one);
+  const char *step = family == AF_INET ? "IP_TRANSPARENT" : "IPV6_TRANSPARENT";
+  if (rc == 0 && mark != 0) {
+    rc = setsockopt(fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark);
+    step = "SO_MARK";
+  }
+  if (rc == 0) {
+    rc = bind(fd, (struct sockaddr *)&ss, sslen);
+    step = "bind";
+  }
+  if (rc != 0) {
+    int err = errno;
+    close(fd);
+    return failure(env, err, step);
+  }
+  return number(env, fd);
+}
+
 // memory.cc; weak: an addon built without a C++ compiler has only the functions above
 void mesh_memory_register(napi_env env, napi_value exports) __attribute__((weak));
 
@@ -129,6 +194,7 @@ static napi_value init(napi_env env, napi_value exports) {
     {"originalDst", NULL, original_dst, NULL, NULL, NULL, napi_enumerable, NULL},
     {"setTransparent", NULL, set_transparent, NULL, NULL, NULL, napi_enumerable, NULL},
     {"dupFd", NULL, dup_fd, NULL, NULL, NULL, napi_enumerable, NULL},
+    {"transparentSocket", NULL, transparent_socket, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   if (mesh_memory_register) mesh_memory_register(env, exports);

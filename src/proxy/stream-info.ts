@@ -2,6 +2,7 @@
 // the source of access-log fields, header substitutions and response flags.
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { DynamicMetadata } from './matchers/string';
+import type { UpstreamSource } from './upstream/source';
 
 export interface DownstreamConnectionInfo {
   remoteAddress: string;
@@ -25,6 +26,11 @@ export interface DownstreamConnectionInfo {
   ssl?: SslDetails;
   /** Original destination when it is known (SO_ORIGINAL_DST, see native/original-dst.ts; or guessed). */
   originalDestination?: { address: string; port: number };
+  /**
+   * Set by the original_src listener filter (Istio's TPROXY mode): upstream connections made for this
+   * connection leave from the downstream's address (upstream/source.ts).
+   */
+  upstreamSource?: UpstreamSource;
 }
 
 /**

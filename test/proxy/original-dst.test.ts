@@ -198,37 +198,3 @@ t.test('a transparent listener (TPROXY) needs IP_TRANSPARENT: a failure rejects 
   t.teardown(() => p.close());
   t.equal(asked, false, 'asked for IPv4 IP_TRANSPARENT on the bound socket');
 });
-
-t.test('original_src (Istio TPROXY virtualInbound, mark 1337) is accepted, and the engine says it is not applied', async (t) => {
-  const SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
-  const app = await greeter('app');
-  t.teardown(() => app.close());
-  const port = await freePort();
-  const boot = {
-    admin: { address: sock('127.0.0.1', 0) },
-    static_resources: {
-      listeners: [
-        {
-          name: 'virtualInbound',
-          address: sock('127.0.0.1', port),
-          listener_filters: [
-            { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
-            { name: 'envoy.filters.listener.original_src', typed_config: { '@type': SRC, mark: 1337 } },
-          ],
-          filter_chains: [{ filters: [tcp('inbound', 'app')] }],
-        },
-      ],
-      clusters: [staticCluster('app', app.port)],
-    },
-  };
-  const p = await startProxy(boot as unknown as Parameters<typeof startProxy>[0], { originalDst: scripted() });
-  t.teardown(() => p.close());
-  const line = await new Promise<string>((resolve, reject) => {
-    const c = net.connect(port, '127.0.0.1');
-    c.setEncoding('utf8');
-    c.once('data', (d: string) => (c.destroy(), resolve(d.split('\n')[0]!)));
-    c.once('error', reject);
-  });
-  t.equal(line, 'hello from app', 'connections are served');
-  t.ok(p.logs.some((l) => /listener 'virtualInbound': original_src \(mark 1337\) is accepted but not applied: upstream connections leave from the proxy's own address/.test(l)), 'and the log says the source is not preserved');
-});

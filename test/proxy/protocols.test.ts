@@ -207,14 +207,15 @@ t.test('TLS certificate delivered over SDS on the ADS stream', async (t) => {
   const p = await startProxy(adsBootstrap(ads.address));
   t.teardown(() => p.close());
   await p.engine.initialized;
-  const r = await httpsGet(port, 'a.example.com', '/sds');
-  t.equal(r.cn, 'a.example.com', 'certificate from the SDS secret');
-  t.equal(r.body, 'a /sds');
   await waitFor(() => ads.ackedVersion(TYPE_URL.secret) !== undefined && ads.ackedVersion(TYPE_URL.secret) !== '', 'secret ACKed');
+  // the dump first: redacting its copy must leave the engine's key alone for the TLS server built afterwards
   const dump = JSON.parse((await adminGet(p, '/config_dump')).body) as { configs: Array<Record<string, unknown>> };
   const secrets = dump.configs.find((c) => c['@type'] === 'type.googleapis.com/envoy.admin.v3.SecretsConfigDump') as { dynamic_active_secrets: Array<{ name: string; secret: { tls_certificate: { private_key: { inline_string: string } } } }> };
   t.equal(secrets.dynamic_active_secrets[0]?.name, 'kubernetes://shop-cert');
   t.equal(secrets.dynamic_active_secrets[0]?.secret.tls_certificate.private_key.inline_string, '[redacted]', 'private keys are redacted');
+  const r = await httpsGet(port, 'a.example.com', '/sds');
+  t.equal(r.cn, 'a.example.com', 'certificate from the SDS secret');
+  t.equal(r.body, 'a /sds');
 });
 
 function echoServer(tag: string): Promise<net.Server> {

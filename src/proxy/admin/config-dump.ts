@@ -2,7 +2,7 @@
 // rendered with proto field names, so istioctl and people read it as they read Envoy's.
 // `?resource=<field>` returns the items of that repeated field; `?include_eds` adds endpoints; private
 // keys in secrets are redacted as Envoy does.
-import { create, toJson, type DescMessage, type JsonValue, type Message, type MessageShape, type Registry } from '@bufbuild/protobuf';
+import { clone, create, toJson, type DescMessage, type JsonValue, type Message, type MessageShape, type Registry } from '@bufbuild/protobuf';
 import { anyPack, timestampFromMs, type Any } from '@bufbuild/protobuf/wkt';
 import { BootstrapConfigDumpSchema, ConfigDumpSchema, SecretsConfigDumpSchema } from '../../gen/envoy/admin/v3/config_dump_pb';
 import {
@@ -35,7 +35,9 @@ const ts = (ms: number) => timestampFromMs(ms);
 
 function redact(s: Secret): Secret {
   if (s.type.case !== 'tlsCertificate') return s;
-  const copy = create(SecretSchema, s);
+  // a deep copy: create() hands back the very message it is given, and redacting the engine's own secret
+  // left it a key of '[redacted]' for every TLS context built after the first config dump
+  const copy = clone(SecretSchema, s);
   if (copy.type.case === 'tlsCertificate' && copy.type.value.privateKey) {
     copy.type.value.privateKey = { ...copy.type.value.privateKey, specifier: { case: 'inlineString', value: '[redacted]' } };
   }

@@ -421,7 +421,8 @@ class UpstreamExchange implements BodyReader {
     const attemptNo = this.attempt;
     const alpnFor = this.s.filterState.get(APPLICATION_PROTOCOLS_KEY) as ApplicationProtocolsFor | undefined;
     const alpn = alpnFor?.(this.protocol, c.metadata);
-    const handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers }, new Attempt(this, attemptNo, host), alpn ? { alpnOverride: alpn } : undefined);
+    const source = this.s.conn.info.upstreamSource;
+    const handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers }, new Attempt(this, attemptNo, host), alpn || source ? { alpnOverride: alpn, source } : undefined);
     this.current = handle;
     this.body.attach(handle.body);
     const ptt = this.retry?.perTryTimeoutMs ?? 0;
@@ -646,7 +647,8 @@ function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): 
   s.info.upstreamHost = host.key;
   cluster.stats.rqTotal.inc();
   host.stats.rqTotal++;
-  const up = connectUpstream(cluster, host);
+  const source = s.conn.info.upstreamSource;
+  const up = connectUpstream(cluster, host, undefined, source ? { source } : undefined);
   const down = s.req.socket as import('node:net').Socket;
   let connected = false;
   const timer = timeoutMs > 0 ? setTimeout(() => {

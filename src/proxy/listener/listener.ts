@@ -21,6 +21,7 @@ import { applyPeer, TlsContext } from '../tls/context';
 import type { Destination, OriginalDstSource } from '../../native/original-dst';
 import type { SecretManager } from '../tls/secrets';
 import type { ClusterManager } from '../upstream/cluster-manager';
+import type { SourceBinder, UpstreamSource } from '../upstream/source';
 import { chainMatchKey, compileChainMatch, compileFilterDisabled, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
 import { acceptPacer, listenBacklog } from './accept';
@@ -63,6 +64,8 @@ export interface ListenerDeps extends HcmDeps {
   findListenerFor: (address: string, port: number) => ListenerRuntime | undefined;
   /** SO_ORIGINAL_DST; undefined where the native addon is missing (destinations are guessed then). */
   originalDst: OriginalDstSource | undefined;
+  /** Transparent upstream sockets for the original_src filter (unavailable without the addon). */
+  sourceBinder: SourceBinder;
 }
 
 /** A connection another listener passes on by its original destination. */
@@ -72,6 +75,8 @@ export interface Handoff {
   destination: Destination;
   /** The first listener already counted it (it read the request to guess the destination). */
   accounted: boolean;
+  /** What the first listener's original_src filter set (socket options stay with the socket). */
+  upstreamSource?: UpstreamSource | undefined;
 }
 
 export interface CompiledChain {
@@ -171,8 +176,9 @@ export class ListenerRuntime {
   /** The original_dst listener filter: restore the destination (SO_ORIGINAL_DST) for chain matching. */
   private readonly originalDstFilter: boolean;
   /**
-   * The original_src listener filter's config (Istio adds it in TPROXY mode, mark 1337): upstreams should
-   * leave from the downstream's address with that SO_MARK. Accepted, but not applied: see ListenerManager.
+   * The original_src listener filter's config (Istio adds it in TPROXY mode, mark 1337): upstreams leave
+   * from the downstream's address with that SO_MARK (upstream/source.ts); where the native addon cannot make
+   * such sockets they leave from the proxy's address (the listener manager says so once).
    */
   readonly originalSrc: { mark: number } | undefined;
   readonly inbound: boolean;
@@ -358,6 +364,7 @@ export class ListenerRuntime {
     }
     const source = this.deps.originalDst;
     let destination = handoff?.destination;
+    const upstreamSource = this.upstreamSourceFor(socket) ?? handoff?.upstreamSource;
     if (!handoff && this.restoresDestination && source) {
       // Envoy's original_dst listener filter: the address before the REDIRECT, else (TPROXY, or not
       // redirected at all) the socket's own local address, which then already is the destination.
@@ -367,7 +374,7 @@ export class ListenerRuntime {
         // byte is read and runs its own listener filters and chain selection.
         const target = this.deps.findListenerFor(destination.address, destination.port);
         if (target && target !== this) {
-          target.onConnection(socket, { head: Buffer.alloc(0), destination, accounted: false });
+          target.onConnection(socket, { head: Buffer.alloc(0), destination, accounted: false, upstreamSource });
           return;
         }
       }
@@ -390,6 +397,7 @@ export class ListenerRuntime {
       peerDnsSans: [],
       peerSubject: '',
       ...(destination ? { originalDestination: destination } : {}),
+      ...(upstreamSource ? { upstreamSource } : {}),
     };
     // Without the addon the destination is guessed from what the client asked for (HTTP Host /
     // absolute URL, or TLS SNI with port 443): the first bytes have to be read for that.
@@ -425,7 +433,7 @@ export class ListenerRuntime {
             socket.unshift(buf);
             // the target listener accounts the connection under its own stats as Envoy's handoff does
             target.stats.cxTotal.inc();
-            target.onConnection(socket, { head: Buffer.alloc(0), destination: dst, accounted: true });
+            target.onConnection(socket, { head: Buffer.alloc(0), destination: dst, accounted: true, upstreamSource });
             return;
           }
         }
@@ -440,6 +448,17 @@ export class ListenerRuntime {
       }
       this.dispatch(socket, chain, info, sniffed);
     });
+  }
+
+  /**
+   * Envoy's original_src listener filter: IP downstreams only (nothing to do for a Unix socket peer), and only
+   * where transparent sockets can be made (else upstreams leave from the proxy, as the manager warned).
+   */
+  private upstreamSourceFor(socket: net.Socket): UpstreamSource | undefined {
+    if (!this.originalSrc || !this.deps.sourceBinder.available) return undefined;
+    const address = plainIp(socket.remoteAddress);
+    if (!address || !ipFamily(address)) return undefined;
+    return { address, mark: this.originalSrc.mark, binder: this.deps.sourceBinder };
   }
 
   private noChain(socket: net.Socket, info: DownstreamConnectionInfo): void {

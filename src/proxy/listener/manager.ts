@@ -17,6 +17,7 @@ import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { DecodedResource, GrpcMux } from '../xds/grpc-mux';
 import { ListenerRuntime, listenerAddress, type ListenerDeps } from './listener';
 import { ipFamily } from '../../lib/ip';
+import { SourceBinder } from '../upstream/source';
 
 interface BoundSocket {
   key: string;
@@ -86,9 +87,11 @@ export class ListenerManager {
   /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
   private warnedNoOriginalDst = false;
   private warnedOriginalSrc = false;
+  /** Transparent upstream sockets for listeners with the original_src filter. */
+  private readonly sourceBinder: SourceBinder;
 
   constructor(
-    private readonly deps: Omit<ListenerDeps, 'findListenerFor'> & {
+    private readonly deps: Omit<ListenerDeps, 'findListenerFor' | 'sourceBinder'> & {
       originalDstMissing?: string;
       /** Engine worker: a descriptor of the main thread's socket for an address key (`host:port`, `pipe:path`). */
       sharedSocket?: (key: string, listener: string) => Promise<number>;
@@ -114,21 +117,32 @@ export class ListenerManager {
     };
     this.s.workersStarted.set(0);
     this.updateGauges();
+    const o = deps.originalDst;
+    const unavailable = !o
+      ? `the native addon is not loaded (${deps.originalDstMissing ?? 'unknown reason'})`
+      : !o.transparentSocket
+        ? `the native addon (${o.from}) was built without transparentSocket`
+        : undefined;
+    this.sourceBinder = new SourceBinder(o?.transparentSocket, unavailable, deps.log.get('upstream'));
   }
 
   private fullDeps(): ListenerDeps {
-    return { ...this.deps, findListenerFor: (a, p) => this.findListenerFor(a, p) };
+    return { ...this.deps, sourceBinder: this.sourceBinder, findListenerFor: (a, p) => this.findListenerFor(a, p) };
   }
 
   private checkOriginalDst(rt: ListenerRuntime): void {
     if (rt.originalSrc && !this.warnedOriginalSrc) {
-      // Binding an upstream socket to the caller's (non-local) address needs IP_TRANSPARENT and SO_MARK
-      // before bind(), which Node's net.connect cannot set: say so rather than pretend.
       this.warnedOriginalSrc = true;
-      this.log.warn(
-        `listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}) is accepted but not applied: upstream connections leave from the proxy's own address, ` +
-          'not the downstream\'s (transparent upstream binding is not available in this build); the application sees the proxy as its peer',
-      );
+      if (this.sourceBinder.available) {
+        this.log.debug(`listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}): upstream connections leave from the downstream's address (addon: ${this.deps.originalDst?.from})`);
+      } else {
+        // Binding an upstream socket to the caller's (non-local) address needs IP_TRANSPARENT and SO_MARK
+        // before bind(), which only the native addon can set: say so rather than pretend.
+        this.log.warn(
+          `listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}) cannot be applied: ${this.sourceBinder.unavailable}; ` +
+            "upstream connections leave from the proxy's own address, so the application sees the proxy, not the caller, as its peer",
+        );
+      }
     }
     if (!rt.restoresDestination || this.warnedNoOriginalDst) return;
     this.warnedNoOriginalDst = true;

@@ -158,7 +158,7 @@ export class TcpProxy {
         return;
       }
       info.upstreamHost = host.key;
-      const up = connectUpstream(cluster, host);
+      const up = connectUpstream(cluster, host, undefined, conn.upstreamSource ? { source: conn.upstreamSource } : undefined);
       let connected = false;
       up.once(readyEvent(up), () => {
         connected = true;

@@ -13,6 +13,7 @@ import type { Host } from './host';
 import type { UpstreamCluster } from './cluster';
 import type { UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
+import { sourcePoolKey, type UpstreamSource } from './source';
 
 export type UpstreamFailure = 'connect_failure' | 'reset' | 'overflow' | 'timeout';
 
@@ -23,23 +24,48 @@ interface HostPools {
   h1?: H1Pool;
   h2?: http2.ClientHttp2Session;
   h2Connecting?: boolean;
+  /** Set on per-source pools: called when one of their connections closed. */
+  forget?: () => void;
 }
 
 /**
  * Options of one upstream connection that keep it apart from others (Envoy hashes transport socket
- * options into the pool key): the ALPN override a filter set (Istio's istio.alpn filter state).
+ * options and socket options into the pool key): the ALPN override a filter set (Istio's istio.alpn
+ * filter state), and the source the original_src listener filter gave the downstream connection.
  */
 export interface ConnectOptions {
-  alpnOverride?: readonly string[];
+  alpnOverride?: readonly string[] | undefined;
+  source?: UpstreamSource | undefined;
 }
 
-/** Pools per transport socket and ALPN override: a connection is only reused for requests that would make the same one. */
+/** The key of the pool a connection with these options belongs to (per host). */
+export function poolKey(transport: string, o: ConnectOptions | undefined): string {
+  return `${transport}|${o?.alpnOverride?.join(',') ?? ''}|${sourcePoolKey(o?.source)}`;
+}
+
+/** Pools per transport socket, ALPN override and source: a connection is only reused for requests that would make the same one. */
 function pools(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): HostPools {
   const all = (host.pool ??= new Map<string, HostPools>()) as Map<string, HostPools>;
-  const key = `${cluster.transportFor(host).name}|${o?.alpnOverride?.join(',') ?? ''}`;
+  const key = poolKey(cluster.transportFor(host).name, o);
   let p = all.get(key);
-  if (!p) all.set(key, (p = {}));
+  if (!p) {
+    all.set(key, (p = {}));
+    if (o?.source) p.forget = () => forgetWhenEmpty(all, key, p!);
+  }
   return p;
+}
+
+/**
+ * A per-source pool is dropped once it has no connection left (Envoy removes idle connection pools): there is
+ * one per downstream address a host ever served, which would otherwise pile up for the life of the host.
+ */
+function forgetWhenEmpty(all: Map<string, HostPools>, key: string, p: HostPools): void {
+  // after every 'close' listener ran (the HTTP/1 pool counts the connection gone in its own)
+  queueMicrotask(() => {
+    if (p.h1 && (p.h1.connections > 0 || p.h1.pending > 0)) return;
+    if (p.h2 && !p.h2.closed && !p.h2.destroyed) return;
+    if (all.get(key) === p) all.delete(key);
+  });
 }
 
 /** The event that says a new upstream socket can carry data (after the TLS handshake on TLS). */
@@ -67,7 +93,8 @@ class ConnectTimeoutError extends Error {
 
 /**
  * Opens a connection to a host with the cluster's connect timeout, transport socket and bind
- * config, counting upstream_cx_* for the cluster and the host.
+ * config, counting upstream_cx_* for the cluster and the host. A source from original_src takes the
+ * place of the cluster's upstream_bind_config (Envoy binds the address the socket options set).
  */
 export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallback?: string[], o?: ConnectOptions): net.Socket {
   const s = cluster.stats;
@@ -82,6 +109,9 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
   const tctx = transport.tls;
   let connected = false;
   let verified: (() => void) | undefined;
+  // a Unix socket has no source address to preserve
+  const source = host.pipe ? undefined : o?.source;
+  const raw = source ? source.binder.connect(source, host.address, host.port) : undefined;
   if (host.pipe) {
     socket = net.connect({ path: host.pipe });
   } else if (tctx) {
@@ -93,11 +123,9 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
       secureContext,
       rejectUnauthorized: tctx.secureOptions().rejectUnauthorized,
       ...(session ? { session } : {}),
-      host: host.address,
-      port: host.port,
+      ...(raw ? { socket: raw } : { host: host.address, port: host.port, ...(local ? { localAddress: local } : {}) }),
       servername: transport.sni || (ipFamily(host.address) ? undefined : host.address),
       ...(protocols ? { ALPNProtocols: protocols } : {}),
-      ...(local ? { localAddress: local } : {}),
       checkServerIdentity: () => undefined,
     } as tls.ConnectionOptions);
     // as for plaintext: without it Nagle holds a request's second TLS record until the peer's delayed ACK
@@ -118,6 +146,8 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
         early = undefined;
       };
     }
+  } else if (raw) {
+    socket = raw;
   } else {
     socket = net.connect({ host: host.address, port: host.port, noDelay: true, ...(local ? { localAddress: local } : {}) });
   }
@@ -166,12 +196,18 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
   return socket;
 }
 
+/** Tells a per-source pool when its connection closes. */
+function watched(p: HostPools, socket: net.Socket): net.Socket {
+  if (p.forget) socket.once('close', p.forget);
+  return socket;
+}
+
 function h1Pool(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): H1Pool {
   const p = pools(cluster, host, o);
   if (!p.h1) {
     const st = cluster.stats;
     p.h1 = new H1Pool({
-      connect: () => connectUpstream(cluster, host, ['http/1.1'], o),
+      connect: () => watched(p, connectUpstream(cluster, host, ['http/1.1'], o)),
       maxConnections: cluster.thresholds.maxConnections >= 1e9 ? Infinity : cluster.thresholds.maxConnections,
       idleTimeoutMs: cluster.idleTimeoutMs,
       maxResponseHeadBytes: MAX_RESPONSE_HEAD_BYTES,
@@ -190,7 +226,7 @@ function h2Session(cluster: UpstreamCluster, host: Host, o: ConnectOptions | und
   if (p.h2 && !p.h2.closed && !p.h2.destroyed) return p.h2;
   const scheme = cluster.transportFor(host).tls ? 'https' : 'http';
   const session = http2.connect(`${scheme}://${host.key}`, {
-    createConnection: () => connectUpstream(cluster, host, ['h2'], o),
+    createConnection: () => watched(p, connectUpstream(cluster, host, ['h2'], o)),
     settings: { enablePush: false },
   });
   session.on('error', () => {});
@@ -199,6 +235,7 @@ function h2Session(cluster: UpstreamCluster, host: Host, o: ConnectOptions | und
   });
   session.on('close', () => {
     if (p.h2 === session) p.h2 = undefined;
+    p.forget?.();
   });
   if (cluster.idleTimeoutMs > 0) {
     session.setTimeout(cluster.idleTimeoutMs, () => session.close());
