@@ -216,6 +216,15 @@ t.test('TLS certificate delivered over SDS on the ADS stream', async (t) => {
   const r = await httpsGet(port, 'a.example.com', '/sds');
   t.equal(r.cn, 'a.example.com', 'certificate from the SDS secret');
   t.equal(r.body, 'a /sds');
+
+  // a key that does not load is refused when it arrives; the secret in use keeps serving
+  const broken = pb(SecretSchema, { name: 'kubernetes://shop-cert', tls_certificate: { certificate_chain: { inline_string: certA.cert }, private_key: { inline_string: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n' } } });
+  ads.update({ secrets: [broken] });
+  await waitFor(() => ads.lastNack(TYPE_URL.secret) !== undefined, 'the broken secret NACKed');
+  t.match(ads.lastNack(TYPE_URL.secret), /secret 'kubernetes:\/\/shop-cert': Failed to load certificate chain and private key/);
+  const after = await httpsGet(port, 'a.example.com', '/sds-after');
+  t.equal(after.cn, 'a.example.com', 'the last good certificate still serves');
+  t.equal(after.body, 'a /sds-after');
 });
 
 function echoServer(tag: string): Promise<net.Server> {

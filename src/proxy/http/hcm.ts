@@ -279,7 +279,16 @@ export class HcmRuntime {
    * (its HTTP/1.1 fallback is not used: see secureServerFor).
    */
   serveTls(socket: net.Socket, ctx: ConnectionContext, tlsCtx: TlsContext, hooks: TlsHooks): void {
-    const srv = this.secureServerFor(tlsCtx);
+    let srv: http2.Http2SecureServer;
+    try {
+      srv = this.secureServerFor(tlsCtx);
+    } catch (e) {
+      // material that does not load fails this connection, not the process
+      hooks.onError((e as Error).message);
+      this.log.warn(`${this.where}: ${(e as Error).message}`);
+      socket.destroy();
+      return;
+    }
     this.pendingTls.set(socket, { ctx, hooks });
     srv.emit('connection', socket);
   }

@@ -159,6 +159,20 @@ function certPair(c: TlsCertificate, where: string): { cert: Buffer; key: Buffer
   return pass ? { cert, key, passphrase: pass.toString() } : { cert, key };
 }
 
+/**
+ * A TLS certificate secret must load before it replaces the one in use: its chain and key (and their match)
+ * go through OpenSSL once here, so that bad material is refused when it arrives (the SDS update is NACKed
+ * and the last good secret keeps serving, as in Envoy) instead of failing every handshake that would use it.
+ */
+export function checkTlsCertificate(c: TlsCertificate, where: string): void {
+  const { cert, key, passphrase } = certPair(c, where);
+  try {
+    tls.createSecureContext({ cert, key, ...(passphrase !== undefined ? { passphrase } : {}) });
+  } catch (e) {
+    throw new ConfigError(`${where}: Failed to load certificate chain and private key: ${(e as Error).message}`);
+  }
+}
+
 export interface TlsContextOptions {
   role: 'server' | 'client';
   requireClientCertificate?: boolean;
