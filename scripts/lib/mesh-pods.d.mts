@@ -86,6 +86,8 @@ export interface MeshPod {
   name: string;
   /** false: a bare pod (no capture, no sidecar, no tlsMode label) */
   mesh?: boolean;
+  /** inbound captured in TPROXY mode (Istio's interceptionMode: TPROXY): original_src on its virtualInbound */
+  tproxy?: boolean;
 }
 export function meshRegistry(pods: readonly MeshPod[]): string;
 export interface Mesh {

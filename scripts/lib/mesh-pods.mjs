@@ -404,7 +404,7 @@ spec:
  * A whole mesh on this machine: a world namespace running pilot-discovery (xDS on :15010 of every pod's
  * gateway address) and, for each of `pods` ({name, mesh}), a pod namespace `<prefix>-<name>-<random>` with
  * its app; a meshed pod (mesh !== false) also gets capture rules with DNS capture (its resolv.conf names
- * the cluster's search list), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
+ * the cluster's search list; `tproxy`: inbound captured in TPROXY mode, see `startSidecar`), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
  * maps file names to YAML served beside the registry (the caller may rewrite them: discovery watches the
  * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
  * `sidecarCommand(name)` gives the argv that replaces `<dist>/pilot-agent` for that pod's sidecar (profiling).
@@ -453,7 +453,7 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
     const i = k + 1;
     progress(`starting pod ${p.name}`);
     if (p.mesh !== false) {
-      const r = capture(ns[p.name], dist, { dns: true });
+      const r = capture(ns[p.name], dist, { dns: true, tproxy: p.tproxy === true });
       if (r.code !== 0) throw new Error(`mesh-iptables in ${ns[p.name]} failed (${r.code}): ${r.stderr}`);
     }
     apps[p.name] = await startApp(owner, ns[p.name], p.name);
@@ -470,6 +470,7 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
       stopSignal,
       command: sidecarCommand?.(p.name),
       concurrency: sidecarConcurrency,
+      tproxy: p.tproxy === true,
     });
   }
   for (const name of meshed) {

@@ -4,104 +4,39 @@
 // injector runs it in that mode (uid 0, group 1337) with INTERCEPTION_MODE=TPROXY, so discovery gives its
 // virtualInbound the original_src listener filter (mark 1337). Pod A is a REDIRECT-mode pod as usual.
 //
-//   pod A 10.88.1.2 ─┐
-//   pod B 10.88.2.2 ─┴─ world 10.88.{1,2}.1 (forwarding, plain clients): pilot-discovery :15010
+//   pod A 10.89.1.2 ─┐
+//   pod B 10.89.2.2 ─┴─ world 10.89.{1,2}.1 (forwarding, plain clients): pilot-discovery :15010
 //
+// (scripts/lib/mesh-pods.mjs startMesh: the topology of `npm run demo -- mesh` and scripts/bench/mesh.mjs.)
 // B's app must see each caller's own address as its peer, where REDIRECT mode shows it 127.0.0.6 (the inbound
 // cluster's bind address): A's pod IP for A's mTLS calls (HTTP through the router, TCP through tcp_proxy), the
 // world's address for a plaintext client there (PERMISSIVE). Calls from A and the world alternate, so an
 // upstream connection kept alive for one caller and reused for the other would show the wrong peer.
 import fs from 'node:fs';
-import path from 'node:path';
 import t from 'tap';
-import { CertificateAuthority } from '../../src/ca/authority';
-import { createCsrPem } from '../../src/ca/pkix/csr';
-import { generateKeyPair } from '../../src/ca/pkix/keys';
-import { generateRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { DIST, built } from '../helpers/binary';
-import { callIn as call, capture, createNetns, linkPod, meshPodsUnavailable, sh, startApp, startDiscovery, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
+import { callIn as call, meshAddr, meshPodsUnavailable, sh, startMesh } from '../../scripts/lib/mesh-pods.mjs';
 import { tempDir } from '../agent/helpers';
 
-const VIP = '10.88.9.10';
 const PODS = { a: 1, b: 2 } as const;
 type PodName = keyof typeof PODS;
-const podIp = (p: PodName) => `10.88.${PODS[p]}.2`;
-const gatewayIp = (p: PodName) => `10.88.${PODS[p]}.1`;
-const spiffe = (p: PodName) => `spiffe://cluster.local/ns/${p}/sa/${p}`;
+const podIp = (p: PodName) => meshAddr.pod(PODS[p]);
+const gatewayIp = (p: PodName) => meshAddr.gateway(PODS[p]);
+const VIP = meshAddr.vip(PODS.b);
 
-const skip = meshPodsUnavailable();
+const skip = meshPodsUnavailable({ openssl: true });
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
-
-const workload = (p: PodName) => `apiVersion: networking.istio.io/v1
-kind: WorkloadEntry
-metadata: {name: ${p}-1, namespace: ${p}}
-spec:
-  address: ${podIp(p)}
-  serviceAccount: ${p}
-  labels: {app: ${p}, security.istio.io/tlsMode: istio}
-`;
-
-const CONFIG = [
-  `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: b, namespace: b}
-spec:
-  hosts: [b.b.svc.cluster.local]
-  addresses: [${VIP}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
-  workloadSelector: {labels: {app: b}}
-`,
-  workload('a'),
-  workload('b'),
-].join('---\n');
 
 const bodyOf = (r: Record<string, unknown>) => (typeof r['body'] === 'string' && r['body'].startsWith('{') ? (JSON.parse(r['body']) as Record<string, unknown>) : {});
 
 t.test("TPROXY: B's app sees its callers' own addresses, and its replies reach them", { skip }, async (t) => {
   const dir = tempDir(t, 'mesh-tproxy-e2e-');
   fs.chmodSync(dir, 0o755);
-  const configDir = path.join(dir, 'config');
-  fs.mkdirSync(configDir);
-  fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG);
-
-  const root = await generateRoot({ ttlMs: 24 * 3_600_000, org: 'cluster.local', rsaKeySize: 2048 });
-  const ca = new CertificateAuthority(selfSignedBundle(root, 'test'), { defaultCertTtlMs: 3_600_000, maxCertTtlMs: 24 * 3_600_000 });
-  const certs: Record<string, { cert: string; key: string }> = {};
-  for (const p of Object.keys(PODS) as PodName[]) {
-    const pair = await generateKeyPair({ kind: 'ec', curve: 'P256' });
-    certs[p] = { cert: ca.sign(createCsrPem({ privateKey: pair.privateKey, sans: { uris: [spiffe(p)] }, org: '' }), { subjectIds: [spiffe(p)], ttlSeconds: 0 }), key: pair.privateKeyPem };
-  }
-
-  const world = createNetns(t, 'mesh-world');
-  const pods = {} as Record<PodName, string>;
-  for (const p of Object.keys(PODS) as PodName[]) {
-    pods[p] = createNetns(t, `mesh-${p}`);
-    linkPod(world, pods[p], { hostIf: `veth-${p}`, hostIp: gatewayIp(p), podIp: podIp(p) });
-  }
-  const discovery = await startDiscovery(t, { ns: world, dist: DIST, configDir, grpcAddr: '0.0.0.0:15010', home: dir });
-
-  const agents = {} as Record<PodName, { out: () => string }>;
-  for (const p of Object.keys(PODS) as PodName[]) {
-    const tproxy = p === 'b';
-    const ipt = capture(pods[p], DIST, { tproxy });
-    t.equal(ipt.code, 0, `mesh-iptables ${tproxy ? '-m TPROXY ' : ''}in ${p}: ${ipt.stderr}`);
-    await startApp(t, pods[p], p);
-    agents[p] = await startSidecar(t, {
-      ns: pods[p],
-      dist: DIST,
-      home: path.join(dir, `proxy-${p}`),
-      discoveryAddress: `${gatewayIp(p)}:15010`,
-      pod: { name: `${p}-1`, namespace: p, serviceAccount: p, ip: podIp(p), labels: { app: p, 'security.istio.io/tlsMode': 'istio' } },
-      certs: { ...certs[p]!, root: root.certPem },
-      tproxy,
-    });
-  }
-  for (const p of Object.keys(PODS) as PodName[]) {
-    await waitSidecarReady(pods[p], 60_000, () => `sidecar ${p} not ready:\n${agents[p].out()}\n--- discovery:\n${discovery.out()}`);
-  }
+  const mesh = await startMesh(t, { dist: DIST, dir, pods: [{ name: 'a' }, { name: 'b', tproxy: true }], prefix: 'mesh-tp' });
+  const pods = mesh.ns as Record<PodName, string>;
+  const world = mesh.world;
+  const agents = mesh.sidecars as Record<PodName, { out: () => string }>;
 
   await t.test("mesh-iptables -m TPROXY set up Istio's policy routing for the replies", async (t) => {
     t.match(sh(['ip', '-n', pods.b, 'rule', 'show']).stdout, /fwmark 0x539 lookup 133/);
