@@ -1,7 +1,7 @@
 // Types a push provably leaves as they were. Istio's skip lists (needs-push.ts) go by the kinds that changed;
 // a VirtualService is on none of them for CDS and LDS, because Istio's clusters and listeners can read
-// VirtualServices (gateway cluster filtering, destinations added to a Sidecar's scope). Ours read them only
-// here: clusters never (they come from services, DestinationRules, PeerAuthentications, endpoints and the
+// VirtualServices (gateway cluster filtering, destinations added to a Sidecar's scope). Our generators read
+// them less: clusters never (they come from services, DestinationRules, PeerAuthentications, endpoints and the
 // daemon's options), listeners only through a VirtualService's hosts, gateways, exportTo, tcp and tls routes
 // and its place among the others (sidecar scopes, the first tcp route that matches, gateway filter chains).
 // So an edit of VirtualServices' HTTP routes — the common edit — leaves every proxy's CDS and LDS as they
