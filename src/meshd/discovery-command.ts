@@ -23,6 +23,7 @@ import { enableQueueMetrics } from '../lib/reconcile-queue';
 import { inboundUpdates, pushContextInitTime } from '../xds/server/metrics';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
+import { typesUnchanged } from '../xds/gen/unchanged';
 import { controlPlaneIdentifier, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
 import type { Generator } from '../xds/types';
 import { AdsServer, adsSettingsFromEnv, newPushRequest, xdsCacheSettingsFromEnv } from '../xds/server';
@@ -267,9 +268,11 @@ export const run: Handler = async (ctx) => {
       server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { secret: events.length } }));
       return;
     }
+    const prev = push;
     push = initPush();
     security.prefetch(store.list('RequestAuthentication'), push);
-    server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { config: events.length } }));
+    const configsUpdated = new Set(events.map((e) => configKey(e.config)));
+    server.pushAll(newPushRequest(push, { full: true, configsUpdated, reasons: { config: events.length }, unchangedTypes: typesUnchanged(prev, push, configsUpdated) }));
   });
   const unsubscribeRegistry = registry.subscribe((ev) => {
     if (ev.endpointsOnly) {

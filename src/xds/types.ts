@@ -45,6 +45,11 @@ export interface PushRequest<P> {
   push: P;
   /** When the first change of this push was seen (ms since epoch), for convergence time. */
   start: number;
+  /**
+   * Type URLs this push provably leaves as they were for every proxy (src/xds/gen/unchanged.ts): a full push
+   * does not regenerate them. Absent: none.
+   */
+  unchangedTypes?: ReadonlySet<string>;
 }
 
 export interface GenerateResult {

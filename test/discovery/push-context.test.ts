@@ -85,6 +85,30 @@ t.test('DestinationRule precedence: proxy namespace, service namespace, root nam
   t.equal(push.subsetLabels(client, 'api.svcns.svc.cluster.local', 'nope'), undefined);
 });
 
+t.test('DestinationRule host match within a namespace: exact host, then the longest wildcard, among many rules', async (t) => {
+  const dr = (name: string, host: string, subset: string, extra: Record<string, unknown> = {}) =>
+    cfg('DestinationRule', 'mesh-system', name, { host, subsets: [{ name: subset, labels: { v: subset } }], ...extra } as never);
+  const rules = [
+    dr('any', '*', 'any'),
+    dr('wide', '*.svc.cluster.local', 'wide'),
+    dr('narrow', '*.shop.svc.cluster.local', 'narrow'),
+    dr('mixed', 'Cart.Shop.svc.cluster.local', 'mixed'),
+    dr('selected', 'pay.shop.svc.cluster.local', 'selected', { workloadSelector: { matchLabels: { app: 'nobody' } } }),
+  ];
+  // Many exact rules for other hosts: none of them may match a host they do not name.
+  for (let i = 0; i < 50; i++) rules.push(dr(`n${i}`, `svc-${i}.shop.svc.cluster.local`, `s${i}`));
+  const push = build(rules);
+  const p = proxy('sidecar~10.0.0.2~c.client~client.svc.cluster.local');
+  const subset = (host: string) => push.destinationRule(p, host)?.subsets.map((s) => s.name);
+  t.same(subset('svc-7.shop.svc.cluster.local'), ['s7'], 'exact host');
+  t.same(subset('other.shop.svc.cluster.local'), ['narrow'], 'the longest wildcard');
+  t.same(subset('x.other.svc.cluster.local'), ['wide']);
+  t.same(subset('example.com'), ['any'], '* matches anything');
+  t.same(subset('cart.shop.svc.cluster.local'), ['mixed'], 'host names compare without case');
+  t.same(subset('pay.shop.svc.cluster.local'), ['narrow'], 'a rule for other workloads falls back to the wildcard');
+  t.same(subset('*.shop.svc.cluster.local'), ['narrow'], 'a wildcard host: its own rule');
+});
+
 t.test('Sidecar egress scoping and exportTo', async (t) => {
   const push = build([
     svcEntry('a', 'one', 'one.a.svc.cluster.local'),

@@ -55,8 +55,21 @@ function sameExport(a: readonly string[] | undefined, b: readonly string[] | und
 }
 
 /** Rules of one namespace grouped by resolved host, merged where they may be (same selector, same exportTo). */
+interface HostEntry {
+  host: string;
+  rules: MergedDestinationRule[];
+  /** Position in byHost's order, which decides among equally specific matches. */
+  index: number;
+}
+
 export class NamespaceDestinationRules {
   private readonly byHost = new Map<string, MergedDestinationRule[]>();
+  /**
+   * The only hosts an exact hostname can match besides itself: wildcard ones, and exact ones by lower case.
+   * Looked up per service per kind of proxy, so a lookup must not walk every rule of the namespace.
+   */
+  private readonly wildcardHosts: HostEntry[] = [];
+  private readonly exactByLowerCase = new Map<string, HostEntry[]>();
 
   constructor(rules: readonly Config<'DestinationRule'>[], domain: string) {
     const groups = new Map<string, Config<'DestinationRule'>[][]>();
@@ -74,6 +87,31 @@ export class NamespaceDestinationRules {
       groups.set(host, list);
     }
     for (const [host, list] of groups) this.byHost.set(host, list.map((g) => merge(g, host)));
+    let index = 0;
+    for (const [host, rules] of this.byHost) {
+      const e: HostEntry = { host, rules, index: index++ };
+      if (isWildcard(host)) this.wildcardHosts.push(e);
+      else {
+        const lower = host.toLowerCase();
+        const same = this.exactByLowerCase.get(lower);
+        if (same) same.push(e);
+        else this.exactByLowerCase.set(lower, [e]);
+      }
+    }
+  }
+
+  /**
+   * Hosts that may match `hostname`, in byHost's order: for an exact hostname the wildcard hosts and its own
+   * spellings (mostSpecificHostMatch skips every other exact host), for a wildcard all of them.
+   */
+  private candidateHosts(hostname: string): Iterable<HostEntry> {
+    if (isWildcard(hostname)) {
+      let index = 0;
+      return [...this.byHost].map(([host, rules]) => ({ host, rules, index: index++ }));
+    }
+    const same = this.exactByLowerCase.get(hostname.toLowerCase());
+    if (!same) return this.wildcardHosts;
+    return [...this.wildcardHosts, ...same].sort((a, b) => a.index - b.index);
   }
 
   /** The most specific rule for `hostname` usable by a proxy in `proxyNamespace` with `labels`. */
@@ -93,9 +131,9 @@ export class NamespaceDestinationRules {
       if (pick) return pick;
     }
     const candidates: [string, MergedDestinationRule][] = [];
-    for (const [h, rules] of this.byHost) {
+    for (const { host, rules } of this.candidateHosts(hostname)) {
       const pick = pickOf(rules);
-      if (pick) candidates.push([h, pick]);
+      if (pick) candidates.push([host, pick]);
     }
     return mostSpecificHostMatch(hostname, candidates)?.[1];
   }

@@ -14,6 +14,7 @@ export interface PushRequestInit {
   edsUpdates?: Iterable<string>;
   reasons?: Iterable<readonly [string, number]> | Record<string, number>;
   start?: number;
+  unchangedTypes?: Iterable<string>;
 }
 
 /** A PushRequest with defaults: full, nothing listed (= everything), reason `unknown`, start now. */
@@ -32,12 +33,20 @@ export function newPushRequest<P>(push: P, init: PushRequestInit = {}, now: () =
     reasons,
     push,
     start: init.start ?? now(),
+    ...(init.unchangedTypes ? { unchangedTypes: new Set(init.unchangedTypes) } : {}),
   };
 }
 
 function unionOrAll(a: ReadonlySet<string>, b: ReadonlySet<string>): ReadonlySet<string> {
   if (a.size === 0 || b.size === 0) return new Set();
   return new Set([...a, ...b]);
+}
+
+/** Types both requests leave unchanged: each one's push context is compared with the one before it. */
+function unchangedByBoth(a: PushRequest<unknown>, b: PushRequest<unknown>): ReadonlySet<string> | undefined {
+  if (!a.unchangedTypes || !b.unchangedTypes) return undefined;
+  const both = [...a.unchangedTypes].filter((t) => b.unchangedTypes!.has(t));
+  return both.length > 0 ? new Set(both) : undefined;
 }
 
 /** `b` is the later request. Neither input is modified. */
@@ -48,6 +57,7 @@ export function mergePushRequests<P>(a: PushRequest<P>, b: PushRequest<P>): Push
   // For incremental EDS an empty edsUpdates means "all endpoints"; a full push regenerates everything
   // anyway, so its hostname list is kept only as information.
   const edsUpdates = full ? new Set([...a.edsUpdates, ...b.edsUpdates]) : unionOrAll(a.edsUpdates, b.edsUpdates);
+  const unchangedTypes = unchangedByBoth(a, b);
   return {
     full,
     configsUpdated: unionOrAll(a.configsUpdated, b.configsUpdated),
@@ -55,6 +65,7 @@ export function mergePushRequests<P>(a: PushRequest<P>, b: PushRequest<P>): Push
     reasons,
     push: b.push,
     start: Math.min(a.start, b.start),
+    ...(unchangedTypes ? { unchangedTypes } : {}),
   };
 }
 

@@ -276,7 +276,7 @@ export class AdsServer<P extends { version: string }> {
       if (!req.full && typeUrl !== TYPE_URL.endpoint) continue;
       // Clusters just sent are re-warmed by Envoy and wait for their endpoints: EDS then always follows.
       const forcedEds = typeUrl === TYPE_URL.endpoint && clustersSent !== undefined;
-      if (req.full && !forcedEds && !typeNeedsFullPush(typeUrl, proxy.type, req.configsUpdated)) continue;
+      if (req.full && !forcedEds && (req.unchangedTypes?.has(typeUrl) || !typeNeedsFullPush(typeUrl, proxy.type, req.configsUpdated))) continue;
       const w = con.watches.get(typeUrl);
       if (!w) continue;
       const gen = this.generatorFor(proxy, typeUrl);

@@ -272,6 +272,29 @@ t.test('a full push that changes every type arrives in Istio\'s order CDS, EDS, 
   t.same(order, [CDS, EDS, LDS, RDS]);
 });
 
+t.test('a push that leaves clusters and listeners unchanged neither generates nor sends them', async (t) => {
+  const srv = await startServer(W1);
+  t.teardown(srv.close);
+  const s = new SotwStream(srv.address);
+  t.teardown(() => s.close());
+  const { rds } = await bootstrap(s);
+  const calls = { ...srv.gens.calls };
+  const W2 = world('routes-only', W1.clusters, undefined, { '80': 'vh2' });
+  srv.setWorld(W2);
+  srv.ads.pushAll(pushReq(W2, { configsUpdated: new Set(['VirtualService/default/r']), unchangedTypes: new Set([CDS, LDS]) }), { immediate: true });
+  const next = await s.next('push');
+  t.equal(next.typeUrl, RDS, 'the route configuration comes first: no clusters, endpoints or listeners before it');
+  t.not(next.versionInfo, rds.versionInfo);
+  t.equal(srv.gens.calls[CDS], calls[CDS], 'clusters not generated');
+  t.equal(srv.gens.calls[LDS], calls[LDS], 'listeners not generated');
+  // Without the claim the same push regenerates clusters and listeners (Istio's skip lists keep them for a VirtualService).
+  s.ack(next, ['80']);
+  srv.ads.pushAll(pushReq(W2, { configsUpdated: new Set(['VirtualService/default/r']) }), { immediate: true });
+  await sentinel(s);
+  t.equal(srv.gens.calls[CDS], calls[CDS]! + 1, 'clusters generated');
+  t.ok(srv.gens.calls[LDS]! >= calls[LDS]! + 2, 'listeners generated (and the sentinel answered)');
+});
+
 t.test('with a push throttle of 1 every connection is still pushed', async (t) => {
   const srv = await startServer(W1, { pushThrottle: 1 });
   t.teardown(srv.close);

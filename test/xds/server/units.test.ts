@@ -57,6 +57,22 @@ t.test('mergePushRequests: full wins, later push, earliest start, reasons add, e
   t.same([...a.edsUpdates], ['a.ns'], 'inputs untouched');
 });
 
+t.test('mergePushRequests: types left unchanged are those both requests leave unchanged', async (t) => {
+  const cds = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
+  const lds = 'type.googleapis.com/envoy.config.listener.v3.Listener';
+  const a = newPushRequest(p1, { configsUpdated: ['VirtualService/ns/a'], unchangedTypes: [cds, lds] });
+  const b = newPushRequest(p2, { configsUpdated: ['VirtualService/ns/b'], unchangedTypes: [cds] });
+  t.same([...(mergePushRequests(a, b).unchangedTypes ?? [])], [cds], 'the intersection');
+  t.same([...(mergePushRequests(b, a).unchangedTypes ?? [])], [cds], 'either order');
+  const other = newPushRequest(p2, { configsUpdated: ['DestinationRule/ns/a'] });
+  t.equal(mergePushRequests(a, other).unchangedTypes, undefined, 'a request that says nothing: nothing is known unchanged');
+  t.equal(mergePushRequests(other, a).unchangedTypes, undefined, 'also when it came first');
+  const eds = newPushRequest(p2, { full: false, edsUpdates: ['h'] });
+  t.equal(mergePushRequests(a, eds).unchangedTypes, undefined, 'an endpoint push merged in');
+  const rds = 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration';
+  t.equal(mergePushRequests(a, newPushRequest(p2, { unchangedTypes: [rds] })).unchangedTypes, undefined, 'no common type');
+});
+
 function qp(push: P, version: string, init: Partial<PushRequest<P>> = {}) {
   return { req: { ...newPushRequest(push, { full: false, edsUpdates: ['h'] }), ...init }, version, enqueuedAt: Date.now() };
 }
