@@ -92,7 +92,8 @@ export class ClusterStats {
     this.rqActive = g('upstream_rq_active');
     this.rqCompleted = c('upstream_rq_completed');
     this.rqPendingTotal = c('upstream_rq_pending_total');
-    this.rqPendingActive = g('upstream_rq_pending_active');
+    // read back for circuit_breakers.*.remaining_pending: counts even where stats_matcher hides it
+    this.rqPendingActive = scope.gauge('upstream_rq_pending_active', true);
     this.rqPendingOverflow = c('upstream_rq_pending_overflow');
     this.rqTimeout = c('upstream_rq_timeout');
     this.rqPerTryTimeout = c('upstream_rq_per_try_timeout');
