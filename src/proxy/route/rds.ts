@@ -4,7 +4,7 @@
 // keeps serving. A route configuration that names a `vhds` source gets its virtual hosts over VHDS
 // (VirtualHost resources `<route config>/<virtual host>` on the ADS stream, added and removed one by
 // one); it is ready once VHDS has answered, and each VHDS update recompiles the configurations it touches.
-import { create } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHostSchema, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
@@ -26,12 +26,22 @@ export interface RouteConfigProvider {
 interface RdsEntry {
   name: string;
   compiled: CompiledRouteConfig | undefined;
-  proto: RouteConfiguration | undefined;
+  /**
+   * The RouteConfiguration as received, encoded (decoded for config_dump and to merge VHDS virtual hosts):
+   * the compiled table is what routes, and a sidecar with 1000 services in scope holds MBs of decoded routes.
+   */
+  encoded: Uint8Array | undefined;
+  /** Its virtual hosts come from VHDS. */
+  viaVhds: boolean;
   version: string;
   lastUpdated: number;
   refs: number;
   ready: Promise<void>;
   resolveReady: () => void;
+}
+
+function decodeRoutes(encoded: Uint8Array): RouteConfiguration {
+  return fromBinary(RouteConfigurationSchema, encoded);
 }
 
 /** A route configuration's proto with its VHDS virtual hosts in place of the vhds source (what is compiled). */
@@ -121,9 +131,9 @@ export class RouteManager {
     const compiled = new Map<RdsEntry, CompiledRouteConfig>();
     for (const [rc, vhosts] of next) {
       const e = this.entries.get(rc);
-      if (!e?.proto?.vhds) continue;
+      if (!e?.encoded || !e.viaVhds) continue;
       try {
-        compiled.set(e, compileRouteConfiguration(withVirtualHosts(e.proto, vhosts), { ...opts, isStatic: false }));
+        compiled.set(e, compileRouteConfiguration(withVirtualHosts(decodeRoutes(e.encoded), vhosts), { ...opts, isStatic: false }));
       } catch (err) {
         errors.push((err as Error).message);
       }
@@ -139,7 +149,7 @@ export class RouteManager {
     }
     this.vhdsAnswered = true;
     // route configurations that were waiting for their first virtual hosts
-    for (const e of this.entries.values()) if (e.proto?.vhds && e.compiled) e.resolveReady();
+    for (const e of this.entries.values()) if (e.viaVhds && e.compiled) e.resolveReady();
   }
 
   compileInline(rc: RouteConfiguration, isStatic: boolean): StaticRouteProvider {
@@ -154,7 +164,7 @@ export class RouteManager {
     if (!e) {
       let resolveReady!: () => void;
       const ready = new Promise<void>((r) => (resolveReady = r));
-      e = { name, compiled: undefined, proto: undefined, version: '', lastUpdated: 0, refs: 0, ready, resolveReady };
+      e = { name, compiled: undefined, encoded: undefined, viaVhds: false, version: '', lastUpdated: 0, refs: 0, ready, resolveReady };
       this.entries.set(name, e);
       this.resubscribe();
     }
@@ -194,7 +204,8 @@ export class RouteManager {
       try {
         const viaVhds = r.message.vhds !== undefined;
         e.compiled = compileRouteConfiguration(viaVhds ? withVirtualHosts(r.message, this.vhds.get(r.message.name)) : r.message, { ...opts, isStatic: false });
-        e.proto = r.message;
+        e.encoded = toBinary(RouteConfigurationSchema, r.message);
+        e.viaVhds = viaVhds;
         e.version = version;
         e.lastUpdated = Date.now();
         if (viaVhds) {
@@ -212,9 +223,10 @@ export class RouteManager {
   dump(): { statics: Array<{ proto: RouteConfiguration }>; dynamic: Array<{ proto: RouteConfiguration; version: string; lastUpdated: number }> } {
     const dynamic: Array<{ proto: RouteConfiguration; version: string; lastUpdated: number }> = [];
     for (const e of this.entries.values()) {
-      if (!e.proto) continue;
+      if (!e.encoded) continue;
+      const rc = decodeRoutes(e.encoded);
       // as Envoy dumps it: the virtual hosts VHDS delivered in place, the vhds source kept
-      const proto = e.proto.vhds ? create(RouteConfigurationSchema, { ...withVirtualHosts(e.proto, this.vhds.get(e.name)), vhds: e.proto.vhds }) : e.proto;
+      const proto = rc.vhds ? create(RouteConfigurationSchema, { ...withVirtualHosts(rc, this.vhds.get(e.name)), vhds: rc.vhds }) : rc;
       dynamic.push({ proto, version: e.version, lastUpdated: e.lastUpdated });
     }
     return { statics: [...this.inline].map((p) => ({ proto: p.proto })), dynamic };

@@ -4,7 +4,7 @@
 // the previous version keeps serving. An invalid cluster rejects the CDS response (NACK) with Envoy's
 // `Error adding/updating cluster(s) <name>: <why>` while the valid ones are applied.
 import { createHash } from 'node:crypto';
-import { toBinary } from '@bufbuild/protobuf';
+import { fromBinary, toBinary } from '@bufbuild/protobuf';
 import { ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import { TYPE_URL } from '../../xds/types';
@@ -31,7 +31,8 @@ export class ClusterManager {
   private readonly statics = new Map<string, Slot>();
   private readonly active = new Map<string, Slot>();
   private readonly warming = new Map<string, Slot>();
-  private readonly cla = new Map<string, { cla: ClusterLoadAssignment; lastUpdated: number }>();
+  /** The last assignment per EDS service name, encoded (clusters made later start from it; config_dump). */
+  private readonly cla = new Map<string, { encoded: Uint8Array; lastUpdated: number }>();
   private eds: SubscriptionHandle | undefined;
   private adsMux: GrpcMux | undefined;
   private readonly gActive: Gauge;
@@ -152,7 +153,7 @@ export class ClusterManager {
       this.warming.set(c.name, slot);
       if (cluster.type === 'EDS') {
         const cached = this.cla.get(cluster.edsServiceName);
-        if (cached) cluster.setAssignment(cached.cla);
+        if (cached) cluster.setAssignment(fromBinary(ClusterLoadAssignmentSchema, cached.encoded));
       }
       this.log.info(`cds: add/update cluster '${c.name}'`);
       void cluster.ready.then(() => this.promote(c.name, slot));
@@ -225,7 +226,7 @@ export class ClusterManager {
       const name = r.message.clusterName;
       const targets = byName.get(name);
       if (!targets) continue;
-      this.cla.set(name, { cla: r.message, lastUpdated: Date.now() });
+      this.cla.set(name, { encoded: toBinary(ClusterLoadAssignmentSchema, r.message), lastUpdated: Date.now() });
       for (const c of targets) {
         try {
           c.setAssignment(r.message);
@@ -254,7 +255,7 @@ export class ClusterManager {
   endpointsDump(): Array<{ cla: ClusterLoadAssignment; lastUpdated: number; isStatic: boolean }> {
     const out: Array<{ cla: ClusterLoadAssignment; lastUpdated: number; isStatic: boolean }> = [];
     for (const s of this.statics.values()) if (s.cluster.proto.loadAssignment) out.push({ cla: s.cluster.proto.loadAssignment, lastUpdated: s.lastUpdated, isStatic: true });
-    for (const [, v] of this.cla) out.push({ cla: v.cla, lastUpdated: v.lastUpdated, isStatic: false });
+    for (const [, v] of this.cla) out.push({ cla: fromBinary(ClusterLoadAssignmentSchema, v.encoded), lastUpdated: v.lastUpdated, isStatic: false });
     return out;
   }
 
