@@ -130,14 +130,14 @@ export class StatsStore {
   /**
    * `visible` is the bootstrap's stats_matcher. A name it rejects is never stored: it gets the shared null
    * stat (Envoy's behaviour: not shown, value 0), or, when the engine reads the value itself (`needed`), a
-   * stat of its own that counts but is neither stored nor shown.
+   * stat of its own that counts but is neither stored nor shown (nor named: nothing renders it).
    */
   constructor(readonly visible: (name: string) => boolean = () => true) {}
 
   counter(name: string, needed = false): Counter {
     let c = this.counters.get(name);
     if (!c) {
-      if (!this.visible(name)) return needed ? new Counter(name) : NULL_COUNTER;
+      if (!this.visible(name)) return needed ? new Counter('') : NULL_COUNTER;
       c = new Counter(name);
       this.counters.set(name, c);
     }
@@ -147,7 +147,7 @@ export class StatsStore {
   gauge(name: string, needed = false): Gauge {
     let g = this.gauges.get(name);
     if (!g) {
-      if (!this.visible(name)) return needed ? new Gauge(name) : NULL_GAUGE;
+      if (!this.visible(name)) return needed ? new Gauge('') : NULL_GAUGE;
       g = new Gauge(name);
       this.gauges.set(name, g);
     }

@@ -404,6 +404,7 @@ export class GrpcMux {
 
   private decodeOne(st: TypeState, raw: Any, where: string): DecodedResource {
     if (raw.typeUrl !== st.typeUrl) throw new Error(`${where}: ${raw.typeUrl} does not match the message-wide type URL ${st.typeUrl}`);
+    raw.typeUrl = st.typeUrl; // one string for the thousands of held resources of a type, not a copy each
     let message: Message;
     try {
       message = fromBinary(st.schema, raw.value, { readUnknownFields: false });
