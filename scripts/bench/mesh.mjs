@@ -14,11 +14,16 @@
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
 //        [--targets direct,plaintext,mtls] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
-//        [--nodeArgs '<node flags>'] [--keep] [--concurrency N] [--proxyCpus 1 --otherCpus 0]
+//        [--nodeArgs '<node flags>'] [--keep] [--concurrency N] [--proxyCpus 1 --otherCpus 0] [--rt 50]
 //        (--rate 0: saturated runs only; --concurrency: the sidecars' engine workers, proxyConfig.concurrency;
 //        unset: the agent's default, 2; --proxyCpus/--otherCpus: taskset CPU lists, both sidecars (every
 //        thread) on the first, everything else — generator, apps, discovery, this script — on the second, as
-//        on a benchmark cluster where the proxies do not share cores with the load; unset: nothing pinned)
+//        on a benchmark cluster where the proxies do not share cores with the load; unset: nothing pinned;
+//        --rt P: during the fixed-rate runs only, every process of the measured pods (apps, agents with their
+//        engines, every thread) and the generator run under SCHED_FIFO priority P, for direct and sidecar runs
+//        alike: what else runs on the machine cannot delay them, which is the nearest a shared 2-core machine
+//        comes to the dedicated cores of published figures; the saturated runs stay under the normal scheduler,
+//        since FIFO tasks that never block would starve the machine)
 // --cpuProf runs both sidecars from <binary>/mesh.cjs under `node --cpu-prof` (profiles in <dir>/a and <dir>/b);
 // --nodeArgs passes node flags to them the same way (e.g. '--trace-gc', or a V8 flag to measure); --keep leaves
 // the work directory (the programs' logs) in place. --perf records the proxies with `perf record -g` during each
@@ -301,7 +306,7 @@ function taskset(args) {
 }
 
 function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw', concurrency: undefined, proxyCpus: undefined, otherCpus: undefined };
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw', concurrency: undefined, proxyCpus: undefined, otherCpus: undefined, rt: 0 };
   const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
@@ -329,6 +334,7 @@ function parseArgs(argv) {
     } else {
       o[name] = Number(v);
       if (!(o[name] >= 0)) throw new Error(`--${name} needs a number`);
+      if (name === 'rt' && !(Number.isInteger(o.rt) && o.rt <= 99)) throw new Error('--rt: a SCHED_FIFO priority, 1–99');
     }
   }
   return o;
@@ -359,9 +365,12 @@ spec:
 };
 
 /** Runs the load generator in `ns` as the application's user; `around` is called when measuring starts and when it ends. */
-function load(ns, o, onMeasuring) {
+function load(ns, o, onMeasuring, rt = 0) {
   return new Promise((resolve, reject) => {
-    const child = spawn('ip', ['netns', 'exec', ns, ...asUser(APP_UID, [process.execPath, SELF, '--load', JSON.stringify(o)])], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = ['ip', 'netns', 'exec', ns, ...asUser(APP_UID, [process.execPath, SELF, '--load', JSON.stringify(o)])];
+    // the policy is inherited through ip's and setpriv's exec
+    const [file, ...args] = rt > 0 ? ['chrt', '-f', String(rt), ...argv] : argv;
+    const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => {
@@ -372,9 +381,9 @@ function load(ns, o, onMeasuring) {
       }
     });
     child.stderr.on('data', (d) => (err += d));
-    child.on('exit', (code) => {
+    child.on('exit', (code, signal) => {
       const last = out.trim().split('\n').at(-1);
-      if (code !== 0 || !last) reject(new Error(`load generator in ${ns} exited ${code}: ${err}${out}`));
+      if (code !== 0 || !last) reject(new Error(`load generator in ${ns} exited ${signal ?? code}: ${err}${out}`));
       else resolve(JSON.parse(last));
     });
   });
@@ -426,11 +435,30 @@ async function perfRecord(pids, file, fn) {
   }
 }
 
-async function measure(name, ns, target, pids, o, sidecars = {}) {
+/** Every thread of every process in the namespaces to SCHED_FIFO `rt` (0: back to the normal scheduler). */
+function schedule(namespaces, rt) {
+  for (const ns of namespaces) {
+    for (const pid of spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).stdout.split(/\s+/).filter(Boolean)) {
+      const r = spawnSync('chrt', ['-a', ...(rt > 0 ? ['-f', '-p', String(rt)] : ['-o', '-p', '0']), pid], { encoding: 'utf8' });
+      // a process may have exited in between; anything else means the figures would not be what they say
+      if (r.status !== 0 && existsSync(`/proc/${pid}`)) throw new Error(`chrt on pid ${pid}: ${r.error?.message ?? r.stderr.trim()}`);
+    }
+  }
+}
+
+async function measure(name, ns, target, pids, o, sidecars = {}, pods = [ns]) {
   const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup, generator: o.generator };
   const cx0 = upstreamConnections(sidecars);
+  const fixedRun = async () => {
+    if (o.rt > 0) schedule(pods, o.rt);
+    try {
+      return await load(ns, { ...common, mode: 'fixed', rate: o.rate }, undefined, o.rt);
+    } finally {
+      if (o.rt > 0) schedule(pods, 0);
+    }
+  };
   // --rate 0: saturated runs only (the CPU comparison), no fixed-rate run
-  const fixed = o.rate > 0 ? await load(ns, { ...common, mode: 'fixed', rate: o.rate }) : { sent: 0, ok: 0, errors: 0, non2xx: 0, unanswered: 0, p50: NaN, p90: NaN, p99: NaN, sendLateP99: NaN };
+  const fixed = o.rate > 0 ? await fixedRun() : { sent: 0, ok: 0, errors: 0, non2xx: 0, unanswered: 0, p50: NaN, p90: NaN, p99: NaN, sendLateP99: NaN };
   let cpu0 = { user: 0, system: 0 };
   let perfStarted;
   const saturated = () =>
@@ -480,7 +508,7 @@ async function main() {
   cleanup.teardown(() => (o.keep ? console.log(`kept ${dir} (logs/ has the programs' output)`) : rmSync(dir, { recursive: true, force: true })));
   chmodSync(dir, 0o755);
   try {
-    console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps, saturated ${o.connections} connections`);
+    console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps${o.rt > 0 ? ` (measured pods and generator under SCHED_FIFO ${o.rt})` : ''}, saturated ${o.connections} connections`);
     // profiling: the sidecars run from the bundle under node with --cpu-prof (one directory per pod) and/or
     // --nodeArgs (e.g. --trace-gc, whose lines land in the sidecar's log: keep them with --keep); SIGTERM
     // lets them exit normally so that node writes the profiles
@@ -519,15 +547,15 @@ async function main() {
     const xfcc = () => JSON.parse(String(callIn(mesh.ns.a, true, 'http', vip.host, '8080').body)).xfcc;
 
     const skipped = { fixed: { unanswered: 0, errors: 0, non2xx: 0, p99: NaN }, sat: { rps: NaN }, perCore: NaN };
-    const direct = o.targets.includes('direct') ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o) : skipped;
+    const direct = o.targets.includes('direct') ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o, {}, [mesh.ns.da, mesh.ns.db]) : skipped;
 
     await waitFor(() => xfcc() === null, 30_000, () => 'the plaintext config did not take effect');
-    const plain = o.targets.includes('plaintext') ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }) : skipped;
+    const plain = o.targets.includes('plaintext') ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b]) : skipped;
 
     unlinkSync(path.join(mesh.configDir, 'destination-rule.yaml'));
     for (const [file, yaml] of Object.entries(MTLS)) writeFileSync(path.join(mesh.configDir, file), yaml);
     await waitFor(() => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), 30_000, () => 'mTLS did not take effect');
-    const mtls = o.targets.includes('mtls') ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }) : skipped;
+    const mtls = o.targets.includes('mtls') ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b]) : skipped;
 
     // a run that left requests unanswered has no p99 worth the name
     const complete = (r) => r.fixed.unanswered === 0 && r.fixed.errors + r.fixed.non2xx === 0 && Number.isFinite(r.fixed.p99);

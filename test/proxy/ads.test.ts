@@ -174,6 +174,20 @@ t.test('a listener renamed on the same address in one LDS update takes the socke
   t.notMatch((await adminGet(proxy, '/listeners')).body, /^0\.0\.0\.0_8080::/m, 'the old name is gone');
 });
 
+t.test('a listener renamed in one LDS update keeps its RDS route configuration and warms', async (t) => {
+  // The old listener's route provider must outlive the update: were it released first, the engine would
+  // drop the RDS name and re-add it in the same breath, the server would see no change, and the new
+  // listener would wait for a route table that never comes again.
+  const { ads, port, proxy } = await setup(t);
+  t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x');
+  ads.update({ listeners: [httpListener('renamed_8080', port, hcm({ statPrefix: 'renamed', rds: 'http.8080' }))] });
+  await waitFor(async () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version || ads.lastNack(TYPE_URL.listener), 'the LDS update answered');
+  t.equal(ads.lastNack(TYPE_URL.listener), undefined);
+  await waitFor(async () => /^renamed_8080::/m.test((await adminGet(proxy, '/listeners')).body), 'the renamed listener is active (warmed with the route table it already had)');
+  t.equal(statValue((await adminGet(proxy, '/stats')).body, 'listener_manager.total_listeners_warming'), 0);
+  t.equal((await request(port, '/x', { host: 'b.example.com' })).body, 'b /x', 'routes by the same table');
+});
+
 // Delta CDS hands the cluster manager only what changed (the mux keeps the rest encoded): an unchanged
 // cluster is kept as it is, a changed one rebuilt, a removed one dropped; config_dump shows what was sent.
 t.test('clusters over delta xDS: changed ones are rebuilt, unchanged kept, removed dropped', async (t) => {

@@ -71,6 +71,14 @@ export class ListenerManager {
    * while engine workers still hold the old socket (they apply the update after this thread).
    */
   private releasing: Map<string, BoundSocket> | undefined;
+  /**
+   * During an LDS update: removed listeners' runtimes, released only once the update's listeners have
+   * taken their route and secret providers, so a provider both use (a listener renamed with the same RDS
+   * name) stays subscribed and ready instead of being dropped and asked for again, which a server that
+   * sees no change in the subscription never answers (Envoy keeps a removed listener's providers while it
+   * drains).
+   */
+  private releaseAfterUpdate: ListenerRuntime[] | undefined;
   /** Engine workers waiting for the main thread to bind an address. */
   private readonly socketWaiters = new Map<string, Set<() => void>>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
@@ -302,12 +310,15 @@ export class ListenerManager {
     // removals first, so a new listener may take over a removed one's address (Envoy's order)
     const named = new Set(resources.map((r) => r.message.name));
     this.releasing = new Map();
+    this.releaseAfterUpdate = [];
     for (const name of new Set([...this.active.keys(), ...this.warming.keys()])) if (!named.has(name)) this.remove(name);
     try {
       await this.addAll(resources, errors, version);
     } finally {
       for (const b of this.releasing.values()) this.closeSocket(b);
       this.releasing = undefined;
+      for (const rt of this.releaseAfterUpdate) rt.release();
+      this.releaseAfterUpdate = undefined;
     }
     this.ldsVersion = version;
     this.updateGauges();
@@ -398,12 +409,17 @@ export class ListenerManager {
     this.warmWaiters.clear();
   }
 
+  private releaseRuntime(rt: ListenerRuntime): void {
+    if (this.releaseAfterUpdate) this.releaseAfterUpdate.push(rt);
+    else rt.release();
+  }
+
   /** Old listener versions: existing connections drain, then are closed after the drain time. */
   private retire(rt: ListenerRuntime): void {
     rt.draining = true;
     rt.active = false;
     if (rt.connections.size === 0) {
-      rt.release();
+      this.releaseRuntime(rt);
       return;
     }
     this.draining.add(rt);
@@ -429,7 +445,7 @@ export class ListenerManager {
     this.active.delete(name);
     if (w) {
       if (w.socket !== a?.socket) this.closeSocket(w.socket);
-      w.runtime.release();
+      this.releaseRuntime(w.runtime);
     }
     if (a) {
       this.closeSocket(a.socket);
