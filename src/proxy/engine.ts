@@ -161,21 +161,20 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
   const registry: Registry = proxyTypeRegistry();
   const dumpRegistry: Registry = dumpTypeRegistry();
   const filters = options.filters ?? defaultFilterRegistry();
-  const stats = new StatsStore();
   const sc = bootstrap.statsConfig;
   const tags = new TagProducer(
     (sc?.statsTags ?? []).map((t) => ({ name: t.tagName, ...(t.tagValue.case === 'regex' ? { regex: t.tagValue.value } : {}), ...(t.tagValue.case === 'fixedValue' ? { fixedValue: t.tagValue.value } : {}) })),
     sc?.useAllDefaultTags ?? true,
   );
   const sm = sc?.statsMatcher?.statsMatcher;
-  if (sm?.case === 'rejectAll' && sm.value) stats.visible = () => false;
-  else if (sm?.case === 'inclusionList') {
-    const m = compileListStringMatcher(sm.value, 'stats_config.stats_matcher.inclusion_list');
-    stats.visible = m;
-  } else if (sm?.case === 'exclusionList') {
+  let visible: ((name: string) => boolean) | undefined;
+  if (sm?.case === 'rejectAll' && sm.value) visible = () => false;
+  else if (sm?.case === 'inclusionList') visible = compileListStringMatcher(sm.value, 'stats_config.stats_matcher.inclusion_list');
+  else if (sm?.case === 'exclusionList') {
     const m = compileListStringMatcher(sm.value, 'stats_config.stats_matcher.exclusion_list');
-    stats.visible = (n) => !m(n);
+    visible = (n) => !m(n);
   }
+  const stats = new StatsStore(visible);
   const node = withUserAgent(bootstrap.node);
   const drainTimeMs = (options.drainTimeS ?? 600) * 1000;
   let state: ServerState = 'PRE_INITIALIZING';

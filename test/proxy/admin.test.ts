@@ -203,3 +203,65 @@ t.test('stats_config: stats_matcher limits what is shown, stats_tags name the la
   const prom = (await adminGet(p, '/stats/prometheus')).body;
   t.match(prom, /^envoy_cluster_membership_total\{cluster_name="outbound\|80\|\|a\.demo\.svc\.cluster\.local"\} 0$/m, "Istio's cluster_name tag keeps the whole name");
 });
+
+// Envoy gives a name stats_matcher rejects a null stat (nothing kept per cluster); the engine's own use of a
+// rejected value — remaining_pending is max_pending_requests minus upstream_rq_pending_active — keeps counting.
+t.test('stats_matcher: a rejected stat is neither kept nor shown, what the engine reads of one still counts', async (t) => {
+  const held: Array<() => void> = [];
+  const b = await backend('b', (_req, res) => {
+    const answer = () => res.end('b');
+    if (held.length === 0) held.push(answer);
+    else answer();
+  });
+  t.teardown(() => b.close());
+  const lport = await freePort();
+  const p = await startProxy({
+    node: { id: 'sidecar~127.0.0.1~app.ns~ns.svc.cluster.local' },
+    admin: { address: { socket_address: { address: '127.0.0.1', port_value: 0 } } },
+    stats_config: { stats_matcher: { inclusion_list: { patterns: [{ prefix: 'server.' }, { suffix: '.remaining_pending' }, { suffix: '.upstream_rq_total' }] } } },
+    static_resources: {
+      clusters: [
+        {
+          name: 'b',
+          type: 'STATIC',
+          connect_timeout: '1s',
+          load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: '127.0.0.1', port_value: b.port } } } }] }] },
+          circuit_breakers: { thresholds: [{ max_connections: 1, max_pending_requests: 10, track_remaining: true }] },
+        },
+      ],
+      listeners: [
+        {
+          name: 'in',
+          address: { socket_address: { address: '127.0.0.1', port_value: lport } },
+          filter_chains: [{ filters: [hcm({ statPrefix: 'in', routeConfig: { virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }] } })] }],
+        },
+      ],
+    },
+  });
+  t.teardown(() => p.close());
+  await p.engine.initialized;
+  const stats = async () => (await adminGet(p, '/stats')).body;
+  t.equal(statValue(await stats(), 'cluster.b.circuit_breakers.default.remaining_pending'), 10);
+  // one connection: the first request holds it, the next ones wait in the pool
+  const replies = [request(lport, '/1')];
+  await waitFor(() => held.length === 1, 'the backend holds the first request');
+  replies.push(request(lport, '/2'));
+  await new Promise((r) => setTimeout(r, 200));
+  replies.push(request(lport, '/3'));
+  const remaining = await waitFor(async () => {
+    const v = statValue(await stats(), 'cluster.b.circuit_breakers.default.remaining_pending');
+    return v !== undefined && v < 10 ? v : undefined;
+  }, 'remaining_pending counts the waiting requests');
+  t.ok(remaining === 9 || remaining === 8, `remaining_pending ${remaining}: 10 less the requests waiting when it was last set`);
+  const text = await stats();
+  t.notMatch(text, /upstream_rq_pending_active/, 'the rejected gauge the engine reads is not shown');
+  t.notMatch(text, /upstream_cx_total|upstream_rq_active|http\.in\./, 'rejected stats are not shown');
+  t.equal(p.engine.stats.value('cluster.b.upstream_rq_pending_active'), undefined, 'nor kept in the store');
+  t.equal(p.engine.stats.value('cluster.b.upstream_cx_total'), undefined);
+  held[0]!();
+  t.same((await Promise.all(replies)).map((r) => r.status), [200, 200, 200]);
+  t.equal((await request(lport, '/4')).status, 200);
+  const after = await stats();
+  t.equal(statValue(after, 'cluster.b.circuit_breakers.default.remaining_pending'), 10, 'back to the maximum once nothing waits');
+  t.equal(statValue(after, 'cluster.b.upstream_rq_total'), 4, 'an included stat of the same cluster counts');
+});

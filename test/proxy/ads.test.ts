@@ -187,3 +187,25 @@ t.test('a listener renamed in one LDS update keeps its RDS route configuration a
   t.equal(statValue((await adminGet(proxy, '/stats')).body, 'listener_manager.total_listeners_warming'), 0);
   t.equal((await request(port, '/x', { host: 'b.example.com' })).body, 'b /x', 'routes by the same table');
 });
+
+// Delta CDS hands the cluster manager only what changed (the mux keeps the rest encoded): an unchanged
+// cluster is kept as it is, a changed one rebuilt, a removed one dropped; config_dump shows what was sent.
+t.test('clusters over delta xDS: changed ones are rebuilt, unchanged kept, removed dropped', async (t) => {
+  const { ads, port, proxy } = await setup(t);
+  const stat = async (name: string) => statValue((await adminGet(proxy, '/stats')).body, name);
+  t.equal(ads.ads.connections()[0]?.kind, 'delta');
+  const added = (await stat('cluster_manager.cluster_added'))!;
+  const active = (await stat('cluster_manager.active_clusters'))!;
+  t.ok(added >= 2 && active >= 2, "A, B (and the bootstrap's static cluster)");
+  ads.update({ clusters: [edsCluster(A, { connect_timeout: '2s' }), edsCluster(B)] });
+  await waitFor(async () => (await stat('cluster_manager.cluster_modified')) === 1, 'the changed cluster is rebuilt');
+  t.equal(await stat('cluster_manager.cluster_added'), added, 'the unchanged one is not');
+  ads.update({ clusters: [edsCluster(A, { connect_timeout: '2s' })] });
+  await waitFor(async () => (await stat('cluster_manager.cluster_removed')) === 1, 'the removed cluster is dropped');
+  t.equal(await stat('cluster_manager.active_clusters'), active - 1);
+  t.equal(await stat('cluster_manager.cluster_modified'), 1);
+  const dump = JSON.parse((await adminGet(proxy, '/config_dump?resource=dynamic_active_clusters')).body) as { configs: Array<{ cluster: { name: string; connect_timeout: string } }> };
+  t.same(dump.configs.map((c) => [c.cluster.name, c.cluster.connect_timeout]), [[A, '2s']]);
+  t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x', 'the rebuilt cluster routes');
+  t.equal((await request(port, '/b/1', { host: 'a.example.com' })).status, 503, 'the removed one is gone');
+});

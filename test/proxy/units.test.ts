@@ -13,7 +13,7 @@ import { FilterChainMatchSchema } from '../../src/gen/envoy/config/listener/v3/l
 import { parseClientHello, sniffHttp, sniffHttpHost } from '../../src/proxy/listener/sniff';
 import { processPath } from '../../src/proxy/http/path';
 import { TagProducer } from '../../src/proxy/stats/tags';
-import { StatsStore } from '../../src/proxy/stats/store';
+import { isNullStat, StatsStore } from '../../src/proxy/stats/store';
 import { renderPrometheus, renderStatsText } from '../../src/proxy/stats/render';
 import { fullMatcher, globalReplacer, searcher } from '../../src/lib/re2';
 import { compileFormat, formatLog } from '../../src/proxy/format/substitution';
@@ -268,6 +268,30 @@ t.test('stat tags and renderings', async (t) => {
   t.equal(text.split('\n')[0], 'cluster.backend.upstream_rq_200: 2');
   t.notMatch(text, /unused/);
   t.notMatch(text, /server\.live/);
+});
+
+t.test('stats store: a name stats_matcher rejects gets a null stat, unless the engine reads it', async (t) => {
+  const s = new StatsStore((n) => n.startsWith('server.'));
+  const shown = s.counter('server.ok');
+  shown.inc();
+  const a = s.scope('cluster.x.').counter('upstream_rq_total');
+  const b = s.scope('cluster.y.').counter('upstream_rq_total');
+  t.ok(isNullStat(a) && a === b, "Envoy's null counter: one shared, nothing per cluster");
+  a.inc(5);
+  a.value = 7; // what a merge of worker stats writes
+  t.equal(b.value, 0, 'writes to a null stat are dropped');
+  t.equal(b.used, false);
+  const g = s.gauge('cluster.x.upstream_rq_pending_active', true);
+  t.notOk(isNullStat(g), 'a stat the engine reads is its own');
+  g.inc();
+  g.inc();
+  t.equal(g.value, 2, 'and counts');
+  t.ok(isNullStat(s.histogram('cluster.x.upstream_rq_time')));
+  s.histogram('cluster.x.upstream_rq_time').record(3);
+  t.same(s.allCounters().map((c) => [c.name, c.value]), [['server.ok', 1]], 'only shown stats are stored');
+  t.same(s.allGauges(), []);
+  t.same(s.allHistograms(), []);
+  t.equal(s.value('cluster.x.upstream_rq_pending_active'), undefined);
 });
 
 t.test('RE2 matching (linear time, Go syntax)', async (t) => {

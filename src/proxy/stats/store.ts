@@ -81,28 +81,73 @@ export class Histogram {
   }
 }
 
+/**
+ * Envoy's null stats: what a name the bootstrap's stats_matcher rejects gets. Writes are dropped and the
+ * value stays 0, as in Envoy, so a rejected stat costs nothing per cluster or listener; one shared instance
+ * per kind. A holder whose value the engine itself reads asks for a kept stat instead (see `needed`).
+ */
+class NullCounter extends Counter {
+  constructor() {
+    super('');
+    frozenValue(this);
+  }
+  override inc(): void {}
+}
+class NullGauge extends Gauge {
+  constructor() {
+    super('');
+    frozenValue(this);
+  }
+  override set(): void {}
+  override inc(): void {}
+  override dec(): void {}
+}
+class NullHistogram extends Histogram {
+  constructor() {
+    super('', []);
+    frozenValue(this);
+  }
+  override record(): void {}
+}
+/** A write to a shared null stat's fields (merging copies values in) must not reach every holder of it. */
+function frozenValue(s: object): void {
+  for (const k of ['value', 'used', 'sum', 'count']) Object.defineProperty(s, k, { get: () => (k === 'used' ? false : 0), set: () => {} });
+}
+const NULL_COUNTER: Counter = new NullCounter();
+const NULL_GAUGE: Gauge = new NullGauge();
+const NULL_HISTOGRAM: Histogram = new NullHistogram();
+
+/** Whether a stat is Envoy's null stat (a name stats_matcher rejected): tests and diagnostics. */
+export function isNullStat(s: Counter | Gauge | Histogram): boolean {
+  return s === NULL_COUNTER || s === NULL_GAUGE || s === NULL_HISTOGRAM;
+}
+
 export class StatsStore {
-  /**
-   * Bootstrap stats_matcher: stats it rejects are kept (the engine still needs their values) but never
-   * shown, which is what users of /stats and /stats/prometheus see of Envoy's rejection.
-   */
-  visible: (name: string) => boolean = () => true;
   private readonly counters = new Map<string, Counter>();
   private readonly gauges = new Map<string, Gauge>();
   private readonly histograms = new Map<string, Histogram>();
 
-  counter(name: string): Counter {
+  /**
+   * `visible` is the bootstrap's stats_matcher. A name it rejects is never stored: it gets the shared null
+   * stat (Envoy's behaviour: not shown, value 0), or, when the engine reads the value itself (`needed`), a
+   * stat of its own that counts but is neither stored nor shown (nor named: nothing renders it).
+   */
+  constructor(readonly visible: (name: string) => boolean = () => true) {}
+
+  counter(name: string, needed = false): Counter {
     let c = this.counters.get(name);
     if (!c) {
+      if (!this.visible(name)) return needed ? new Counter('') : NULL_COUNTER;
       c = new Counter(name);
       this.counters.set(name, c);
     }
     return c;
   }
 
-  gauge(name: string): Gauge {
+  gauge(name: string, needed = false): Gauge {
     let g = this.gauges.get(name);
     if (!g) {
+      if (!this.visible(name)) return needed ? new Gauge('') : NULL_GAUGE;
       g = new Gauge(name);
       this.gauges.set(name, g);
     }
@@ -112,6 +157,7 @@ export class StatsStore {
   histogram(name: string): Histogram {
     let h = this.histograms.get(name);
     if (!h) {
+      if (!this.visible(name)) return NULL_HISTOGRAM;
       h = new Histogram(name);
       this.histograms.set(name, h);
     }
@@ -131,15 +177,15 @@ export class StatsStore {
   }
 
   allCounters(): Counter[] {
-    return [...this.counters.values()].filter((c) => this.visible(c.name));
+    return [...this.counters.values()];
   }
   allGauges(): Gauge[] {
-    return [...this.gauges.values()].filter((g) => this.visible(g.name));
+    return [...this.gauges.values()];
   }
   allHistograms(): Histogram[] {
-    return [...this.histograms.values()].filter((h) => this.visible(h.name));
+    return [...this.histograms.values()];
   }
-  /** Value of a counter or gauge by its full name (tests, readiness). */
+  /** Value of a shown counter or gauge by its full name (tests, readiness). */
   value(name: string): number | undefined {
     return this.counters.get(name)?.value ?? this.gauges.get(name)?.value;
   }
@@ -150,11 +196,11 @@ export class StatsScope {
     readonly store: StatsStore,
     readonly prefix: string,
   ) {}
-  counter(name: string): Counter {
-    return this.store.counter(this.prefix + name);
+  counter(name: string, needed = false): Counter {
+    return this.store.counter(this.prefix + name, needed);
   }
-  gauge(name: string): Gauge {
-    return this.store.gauge(this.prefix + name);
+  gauge(name: string, needed = false): Gauge {
+    return this.store.gauge(this.prefix + name, needed);
   }
   histogram(name: string): Histogram {
     return this.store.histogram(this.prefix + name);

@@ -4,11 +4,12 @@
 import dns from 'node:dns';
 import net from 'node:net';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
-import type { JsonObject } from '@bufbuild/protobuf';
+import { fromBinary, toBinary, type JsonObject } from '@bufbuild/protobuf';
 import {
   Cluster_DiscoveryType,
   Cluster_DnsLookupFamily,
   Cluster_LbPolicy,
+  ClusterSchema,
   type Cluster,
 } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { RoutingPriority } from '../../gen/envoy/config/core/v3/base_pb';
@@ -92,7 +93,8 @@ export class ClusterStats {
     this.rqActive = g('upstream_rq_active');
     this.rqCompleted = c('upstream_rq_completed');
     this.rqPendingTotal = c('upstream_rq_pending_total');
-    this.rqPendingActive = g('upstream_rq_pending_active');
+    // read back for circuit_breakers.*.remaining_pending: counts even where stats_matcher hides it
+    this.rqPendingActive = scope.gauge('upstream_rq_pending_active', true);
     this.rqPendingOverflow = c('upstream_rq_pending_overflow');
     this.rqTimeout = c('upstream_rq_timeout');
     this.rqPerTryTimeout = c('upstream_rq_per_try_timeout');
@@ -208,8 +210,17 @@ export class UpstreamCluster {
   private closed = false;
   private readonly log: Logger;
 
+  /**
+   * The Cluster as received, kept encoded and decoded when asked (config_dump, /clusters, DNS refresh): with
+   * thousands of clusters in scope the decoded messages (~3.7 KB each) were held only for those.
+   */
+  private readonly encoded: Uint8Array;
+  get proto(): Cluster {
+    return fromBinary(ClusterSchema, this.encoded);
+  }
+
   constructor(
-    readonly proto: Cluster,
+    proto: Cluster,
     readonly addedViaApi: boolean,
     readonly versionInfo: string,
     private readonly deps: ClusterDeps,
@@ -217,6 +228,7 @@ export class UpstreamCluster {
     const where = `cluster '${proto.name}'`;
     if (!proto.name) throw new ConfigError('cluster: name must not be empty');
     this.name = proto.name;
+    this.encoded = toBinary(ClusterSchema, proto);
     this.log = deps.log;
     const dt = proto.clusterDiscoveryType;
     if (dt.case === 'clusterType') throw new ConfigError(`${where}.cluster_type: custom cluster types ('${dt.value.name}') are not supported`);
@@ -287,6 +299,7 @@ export class UpstreamCluster {
     this.outlier = proto.outlierDetection
       ? new OutlierDetector(outlierConfig(proto.outlierDetection), scope, () => this.hosts, () => this.rebuildLb(), Date.now, random)
       : undefined;
+    this.trackRemaining = proto.circuitBreakers?.thresholds.some((x) => x.trackRemaining) ?? false;
     this.updateCircuitBreakerGauges();
     const ready = new Promise<void>((r) => (this.resolveReady = r));
     this.ready = Promise.all([ready, ...this.transports.all().map((t) => t.tls?.ready)]).then(() => undefined);
@@ -485,8 +498,8 @@ export class UpstreamCluster {
     return h;
   }
 
-  /** Whether a threshold asks for the remaining_* gauges (known once). */
-  private trackRemaining: boolean | undefined;
+  /** Whether a threshold asks for the remaining_* gauges. */
+  private readonly trackRemaining: boolean;
 
   updateCircuitBreakerGauges(): void {
     const t = this.thresholds;
@@ -494,7 +507,7 @@ export class UpstreamCluster {
     s.cbRqOpen.set(this.rqActive >= t.maxRequests ? 1 : 0);
     s.cbCxOpen.set(this.cxActive >= t.maxConnections ? 1 : 0);
     s.cbRetryOpen.set(this.retriesActive >= t.maxRetries ? 1 : 0);
-    if ((this.trackRemaining ??= this.proto.circuitBreakers?.thresholds.some((x) => x.trackRemaining) ?? false)) {
+    if (this.trackRemaining) {
       s.remainingRq.set(Math.max(0, t.maxRequests - this.rqActive));
       s.remainingCx.set(Math.max(0, t.maxConnections - this.cxActive));
       s.remainingRetries.set(Math.max(0, t.maxRetries - this.retriesActive));

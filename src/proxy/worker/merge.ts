@@ -5,7 +5,7 @@
 // thread, so their copies of config stats are dropped here rather than counted N times. Envoy's
 // per-worker listener stats (`listener.<address>.worker_<N>.downstream_cx_total|active`) are derived from
 // each worker's own listener stats.
-import { Histogram, StatsStore } from '../stats/store';
+import { Histogram, isNullStat, StatsStore } from '../stats/store';
 
 /** What a worker thread sends of its stats store. */
 export interface StatsSnapshot {
@@ -46,8 +46,8 @@ export function snapshotOf(store: StatsStore): StatsSnapshot {
  * threads by id. A new store, rendered by the admin API exactly as a single thread's.
  */
 export function mergeStats(main: StatsStore, sources: ReadonlyArray<StatsSnapshot | undefined>): StatsStore {
-  const out = new StatsStore();
-  out.visible = main.visible;
+  // the snapshots hold shown stats only; the matcher still decides the per-worker listener stats derived here
+  const out = new StatsStore(main.visible);
   const add = (kind: 'counter' | 'gauge', name: string, value: number, used: boolean, fromMain: boolean) => {
     const mode = mergeMode(name);
     if (mode === 'main' && !fromMain) return;
@@ -65,6 +65,7 @@ export function mergeStats(main: StatsStore, sources: ReadonlyArray<StatsSnapsho
   };
   const addHistogram = (name: string, bounds: readonly number[], counts: readonly number[], sum: number, count: number) => {
     const h = out.histogram(name);
+    if (isNullStat(h)) return;
     if (h.bounds.length !== bounds.length || h.bounds.some((b, i) => b !== bounds[i])) {
       if (h.count > 0) return;
       // a histogram with its own bounds: replace the default-bounded one just made

@@ -70,8 +70,11 @@ interface TypeState {
   nonce: string;
   subscriber: XdsSubscriber;
   stats: SubStats | undefined;
-  /** Delta: resources held, by name, with the version the server gave each. */
-  held: Map<string, { resource: DecodedResource; version: string }>;
+  /**
+   * Delta: resources held, by name, with the version the server gave each. Encoded only: the subscribers
+   * keep what they use of the decoded messages (thousands of clusters in scope: a decoded Cluster is ~3.7 KB).
+   */
+  held: Map<string, { any: Any; version: string }>;
   /** Delta: the names the server knows this stream subscribes to. */
   sentNames: Set<string>;
   /** Delta: the first request of the type on this stream was sent. */
@@ -256,7 +259,7 @@ export class GrpcMux {
       const msg = create(DeltaDiscoveryResponseSchema, {
         typeUrl: st.typeUrl,
         systemVersionInfo: st.version,
-        resources: [...st.held].map(([name, h]) => ({ name, version: h.version, resource: h.resource.any })),
+        resources: [...st.held].map(([name, h]) => ({ name, version: h.version, resource: h.any })),
       });
       out.push({ delta: true, bytes: toBinary(DeltaDiscoveryResponseSchema, msg) });
     }
@@ -401,6 +404,7 @@ export class GrpcMux {
 
   private decodeOne(st: TypeState, raw: Any, where: string): DecodedResource {
     if (raw.typeUrl !== st.typeUrl) throw new Error(`${where}: ${raw.typeUrl} does not match the message-wide type URL ${st.typeUrl}`);
+    raw.typeUrl = st.typeUrl; // one string for the thousands of held resources of a type, not a copy each
     let message: Message;
     try {
       message = fromBinary(st.schema, raw.value, { readUnknownFields: false });
@@ -412,11 +416,12 @@ export class GrpcMux {
   }
 
   private handleDelta(resp: DeltaDiscoveryResponse, call: GrpcMux['call']): Promise<void> {
-    let next: Map<string, { resource: DecodedResource; version: string }> | undefined;
+    let next: Map<string, { any: Any; version: string }> | undefined;
     return this.apply(resp.typeUrl, resp.nonce, resp.systemVersionInfo, call, {
       update: async (st) => {
         next = new Map(st.held);
         const added: DecodedResource[] = [];
+        const fresh = new Map<string, DecodedResource>();
         const removed = [...resp.removedResources];
         resp.resources.forEach((r, i) => {
           // A resource without a body says the name (an alias asked for on demand) does not exist.
@@ -426,12 +431,16 @@ export class GrpcMux {
           }
           const d = this.decodeOne(st, r.resource, `resource ${i} (${r.name})`);
           added.push(d);
-          next!.set(r.name || d.name, { resource: d, version: r.version });
+          next!.set(r.name || d.name, { any: r.resource, version: r.version });
+          fresh.set(r.name || d.name, d);
         });
         for (const n of removed) next.delete(n);
         if (st.subscriber.onDelta) await st.subscriber.onDelta(added, removed, resp.systemVersionInfo);
-        else if (st.wildcard) await st.subscriber.onUpdate([...next.values()].map((h) => h.resource), resp.systemVersionInfo);
-        else await st.subscriber.onUpdate(added, resp.systemVersionInfo);
+        else if (st.wildcard) {
+          // the whole set for a subscriber without onDelta: the unchanged resources decoded again from what is held
+          const all = [...next].map(([name, h]) => fresh.get(name) ?? this.decodeOne(st, h.any, `held resource ${name}`));
+          await st.subscriber.onUpdate(all, resp.systemVersionInfo);
+        } else await st.subscriber.onUpdate(added, resp.systemVersionInfo);
       },
       accepted: (st) => {
         st.held = next!;
@@ -518,7 +527,7 @@ export class GrpcMux {
         // what a late engine worker starts from: the whole set (wildcard), else the named ones still watched
         if (this.onRelay) {
           if (st.wildcard) st.held = new Map();
-          for (const d of decoded) st.held.set(d.name, { resource: d, version: resp.versionInfo });
+          for (const d of decoded) st.held.set(d.name, { any: d.any, version: resp.versionInfo });
           if (!st.wildcard) for (const n of [...st.held.keys()]) if (!st.names.has(n)) st.held.delete(n);
         }
         return `${resp.resources.length} resources with version ${resp.versionInfo}`;
