@@ -14,16 +14,16 @@
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
 //        [--targets direct,plaintext,mtls] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
-//        [--nodeArgs '<node flags>'] [--keep] [--concurrency N] [--proxyCpus 1 --otherCpus 0] [--rt 50]
+//        [--nodeArgs '<node flags>'] [--keep] [--concurrency N] [--proxyCpus 1 --otherCpus 0] [--nice -19]
 //        (--rate 0: saturated runs only; --concurrency: the sidecars' engine workers, proxyConfig.concurrency;
 //        unset: the agent's default, 2; --proxyCpus/--otherCpus: taskset CPU lists, both sidecars (every
 //        thread) on the first, everything else — generator, apps, discovery, this script — on the second, as
 //        on a benchmark cluster where the proxies do not share cores with the load; unset: nothing pinned;
-//        --rt P: during the fixed-rate runs only, every process of the measured pods (apps, agents with their
-//        engines, every thread) and the generator run under SCHED_FIFO priority P, for direct and sidecar runs
-//        alike: what else runs on the machine cannot delay them, which is the nearest a shared 2-core machine
-//        comes to the dedicated cores of published figures; the saturated runs stay under the normal scheduler,
-//        since FIFO tasks that never block would starve the machine)
+//        --nice N: during the fixed-rate runs only, every thread of every process of the measured pods (apps,
+//        agents with their engines) and the generator run at nice N (-20…19), for direct and sidecar runs
+//        alike: the scheduler then prefers them to whatever else runs on the machine, the nearest a shared
+//        2-core machine comes to the dedicated cores of published figures. Not a real-time policy: under
+//        SCHED_FIFO, threads of equal priority that wait on each other on one core stalled whole runs)
 // --cpuProf runs both sidecars from <binary>/mesh.cjs under `node --cpu-prof` (profiles in <dir>/a and <dir>/b);
 // --nodeArgs passes node flags to them the same way (e.g. '--trace-gc', or a V8 flag to measure); --keep leaves
 // the work directory (the programs' logs) in place. --perf records the proxies with `perf record -g` during each
@@ -39,7 +39,7 @@
 // request as a proxy, on the same two cores). Everything it makes is removed at the end, on Ctrl-C and on
 // failure.
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -306,7 +306,7 @@ function taskset(args) {
 }
 
 function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw', concurrency: undefined, proxyCpus: undefined, otherCpus: undefined, rt: 0 };
+  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw', concurrency: undefined, proxyCpus: undefined, otherCpus: undefined, nice: 0 };
   const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
   for (let i = 0; i < argv.length; i++) {
     const name = argv[i].replace(/^--/, '');
@@ -322,6 +322,10 @@ function parseArgs(argv) {
       if (!/^\d+([-,]\d+)*$/.test(v)) throw new Error(`--${name}: a CPU list such as 1 or 0,2-3`);
       o[name] = v;
     }
+    else if (name === 'nice') {
+      o.nice = Number(v);
+      if (!(Number.isInteger(o.nice) && o.nice >= -20 && o.nice <= 19)) throw new Error('--nice: a nice value, -20…19');
+    }
     else if (name === 'nodeArgs') o.nodeArgs = v.split(/\s+/).filter(Boolean);
     else if (name === 'generator') {
       if (v !== 'raw' && v !== 'http') throw new Error('--generator: raw or http');
@@ -334,7 +338,6 @@ function parseArgs(argv) {
     } else {
       o[name] = Number(v);
       if (!(o[name] >= 0)) throw new Error(`--${name} needs a number`);
-      if (name === 'rt' && !(Number.isInteger(o.rt) && o.rt <= 99)) throw new Error('--rt: a SCHED_FIFO priority, 1–99');
     }
   }
   return o;
@@ -365,11 +368,11 @@ spec:
 };
 
 /** Runs the load generator in `ns` as the application's user; `around` is called when measuring starts and when it ends. */
-function load(ns, o, onMeasuring, rt = 0) {
+function load(ns, o, onMeasuring, nice = 0) {
   return new Promise((resolve, reject) => {
     const argv = ['ip', 'netns', 'exec', ns, ...asUser(APP_UID, [process.execPath, SELF, '--load', JSON.stringify(o)])];
-    // the policy is inherited through ip's and setpriv's exec
-    const [file, ...args] = rt > 0 ? ['chrt', '-f', String(rt), ...argv] : argv;
+    // the nice value is inherited through ip's and setpriv's exec, and by every thread node starts
+    const [file, ...args] = nice !== 0 ? ['nice', '-n', String(nice), ...argv] : argv;
     const child = spawn(file, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
@@ -435,13 +438,19 @@ async function perfRecord(pids, file, fn) {
   }
 }
 
-/** Every thread of every process in the namespaces to SCHED_FIFO `rt` (0: back to the normal scheduler). */
-function schedule(namespaces, rt) {
+/** Every thread of every process in the namespaces to nice `nice` (0: back to the default). */
+function schedule(namespaces, nice) {
   for (const ns of namespaces) {
     for (const pid of spawnSync('ip', ['netns', 'pids', ns], { encoding: 'utf8' }).stdout.split(/\s+/).filter(Boolean)) {
-      const r = spawnSync('chrt', ['-a', ...(rt > 0 ? ['-f', '-p', String(rt)] : ['-o', '-p', '0']), pid], { encoding: 'utf8' });
-      // a process may have exited in between; anything else means the figures would not be what they say
-      if (r.status !== 0 && existsSync(`/proc/${pid}`)) throw new Error(`chrt on pid ${pid}: ${r.error?.message ?? r.stderr.trim()}`);
+      let tids;
+      try {
+        tids = readdirSync(`/proc/${pid}/task`);
+      } catch {
+        continue; // exited in between
+      }
+      const r = spawnSync('renice', ['-n', String(nice), '-p', ...tids], { encoding: 'utf8' });
+      // a thread may have exited in between; anything else means the figures would not be what they say
+      if (r.status !== 0 && existsSync(`/proc/${pid}`) && !/No such process/.test(r.stderr)) throw new Error(`renice of pid ${pid}: ${r.error?.message ?? r.stderr.trim()}`);
     }
   }
 }
@@ -450,11 +459,11 @@ async function measure(name, ns, target, pids, o, sidecars = {}, pods = [ns]) {
   const common = { host: target.host, port: target.port, duration: o.duration, warmup: o.warmup, generator: o.generator };
   const cx0 = upstreamConnections(sidecars);
   const fixedRun = async () => {
-    if (o.rt > 0) schedule(pods, o.rt);
+    if (o.nice !== 0) schedule(pods, o.nice);
     try {
-      return await load(ns, { ...common, mode: 'fixed', rate: o.rate }, undefined, o.rt);
+      return await load(ns, { ...common, mode: 'fixed', rate: o.rate }, undefined, o.nice);
     } finally {
-      if (o.rt > 0) schedule(pods, 0);
+      if (o.nice !== 0) schedule(pods, 0);
     }
   };
   // --rate 0: saturated runs only (the CPU comparison), no fixed-rate run
@@ -508,7 +517,7 @@ async function main() {
   cleanup.teardown(() => (o.keep ? console.log(`kept ${dir} (logs/ has the programs' output)`) : rmSync(dir, { recursive: true, force: true })));
   chmodSync(dir, 0o755);
   try {
-    console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps${o.rt > 0 ? ` (measured pods and generator under SCHED_FIFO ${o.rt})` : ''}, saturated ${o.connections} connections`);
+    console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps${o.nice !== 0 ? ` (measured pods and generator at nice ${o.nice})` : ''}, saturated ${o.connections} connections`);
     // profiling: the sidecars run from the bundle under node with --cpu-prof (one directory per pod) and/or
     // --nodeArgs (e.g. --trace-gc, whose lines land in the sidecar's log: keep them with --keep); SIGTERM
     // lets them exit normally so that node writes the profiles
