@@ -19,6 +19,7 @@ import { built } from '../helpers/binary';
 import { startDaemon, waitFor } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi } from '../helpers/kube';
 import { tempDir } from '../ca/helpers';
+import { generateRoot, rotatedRoot } from '../../src/ca/selfsigned';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -103,24 +104,29 @@ t.test('a Secret created through the API reaches the gateway over ADS, subject t
   const nobodyCert = nobody.watch('kubernetes://gw-cert');
   const nobodyCa = nobody.watch('kubernetes://gw-cert-cacert');
 
+  // A real key pair, and a second certificate for the same key: the gateway's secret manager loads a key pair
+  // before it takes it (as Envoy does), so placeholder text would be NACKed.
+  const one = await generateRoot({ ttlMs: 3_600_000, org: 'gw', rsaKeySize: 2048 });
+  const two = rotatedRoot(one, { ttlMs: 7_200_000, org: 'gw' });
+  const caPem = (await generateRoot({ ttlMs: 3_600_000, org: 'gw-ca', rsaKeySize: 2048 })).certPem;
   // Made after the watches: it arrives through the informer and a push.
   await api.create(`/api/v1/namespaces/${NS}/secrets`, {
     apiVersion: 'v1',
     kind: 'Secret',
     metadata: { name: 'gw-cert' },
     type: 'kubernetes.io/tls',
-    data: { 'tls.crt': b64('CERT-ONE'), 'tls.key': b64('KEY-ONE'), 'ca.crt': b64('CA-ONE') },
+    data: { 'tls.crt': b64(one.certPem), 'tls.key': b64(one.keyPem), 'ca.crt': b64(caPem) },
   });
   const why = () => d.log().slice(-4000);
-  await waitFor(() => inline(cert.current()) === 'CERT-ONE', 30_000, why);
-  await waitFor(() => inline(ca.current()) === 'CA-ONE', 30_000, why);
+  await waitFor(() => inline(cert.current()) === one.certPem, 30_000, why);
+  await waitFor(() => inline(ca.current()) === caPem, 30_000, why);
   t.pass('the key pair and its -cacert companion reached the gateway');
 
-  await api.merge(`/api/v1/namespaces/${NS}/secrets/gw-cert`, { data: { 'tls.crt': b64('CERT-TWO') } });
-  await waitFor(() => inline(cert.current()) === 'CERT-TWO', 30_000, why);
+  await api.merge(`/api/v1/namespaces/${NS}/secrets/gw-cert`, { data: { 'tls.crt': b64(two) } });
+  await waitFor(() => inline(cert.current()) === two, 30_000, why);
   t.pass('an edit through the API follows');
 
-  await waitFor(() => inline(nobodyCa.current()) === 'CA-ONE', 30_000, why);
+  await waitFor(() => inline(nobodyCa.current()) === caPem, 30_000, why);
   t.equal(nobodyCert.current(), undefined, 'a service account that may not list Secrets gets no key pair, only the CA');
   t.match(d.log(), /proxy nobody-0\.mesh-system attempted to access unauthorized certificates gw-cert: nobody\/mesh-system is not authorized to read secrets/);
 });
