@@ -137,12 +137,13 @@ export class ClusterManager {
         continue;
       }
       // a digest, as Envoy's MessageUtil::hash: the whole encoding per cluster was ~600 bytes held for each
-      const hash = createHash('sha256').update(toBinary(ClusterSchema, c)).digest('base64');
+      const encoded = toBinary(ClusterSchema, c);
+      const hash = createHash('sha256').update(encoded).digest('base64');
       const current = this.warming.get(c.name) ?? this.active.get(c.name);
       if (current && current.hash === hash) continue;
       let cluster: UpstreamCluster;
       try {
-        cluster = new UpstreamCluster(c, true, version, this.deps());
+        cluster = new UpstreamCluster(c, true, version, this.deps(), encoded);
       } catch (e) {
         errors.push(`${c.name}: ${(e as Error).message}`);
         continue;

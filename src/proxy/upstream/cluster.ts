@@ -224,11 +224,13 @@ export class UpstreamCluster {
     readonly addedViaApi: boolean,
     readonly versionInfo: string,
     private readonly deps: ClusterDeps,
+    /** `proto` encoded, when the caller already has it (CDS hashes it to tell changed clusters). */
+    encoded?: Uint8Array,
   ) {
     const where = `cluster '${proto.name}'`;
     if (!proto.name) throw new ConfigError('cluster: name must not be empty');
     this.name = proto.name;
-    this.encoded = toBinary(ClusterSchema, proto);
+    this.encoded = encoded ?? toBinary(ClusterSchema, proto);
     this.log = deps.log;
     const dt = proto.clusterDiscoveryType;
     if (dt.case === 'clusterType') throw new ConfigError(`${where}.cluster_type: custom cluster types ('${dt.value.name}') are not supported`);
