@@ -54,7 +54,6 @@ function sameExport(a: readonly string[] | undefined, b: readonly string[] | und
   return JSON.stringify([...(a ?? [])].sort()) === JSON.stringify([...(b ?? [])].sort());
 }
 
-/** Rules of one namespace grouped by resolved host, merged where they may be (same selector, same exportTo). */
 interface HostEntry {
   host: string;
   rules: MergedDestinationRule[];
@@ -62,8 +61,11 @@ interface HostEntry {
   index: number;
 }
 
+/** Rules of one namespace grouped by resolved host, merged where they may be (same selector, same exportTo). */
 export class NamespaceDestinationRules {
   private readonly byHost = new Map<string, MergedDestinationRule[]>();
+  /** byHost's entries, in its order. */
+  private readonly entries: HostEntry[] = [];
   /**
    * The only hosts an exact hostname can match besides itself: wildcard ones, and exact ones by lower case.
    * Looked up per service per kind of proxy, so a lookup must not walk every rule of the namespace.
@@ -90,6 +92,7 @@ export class NamespaceDestinationRules {
     let index = 0;
     for (const [host, rules] of this.byHost) {
       const e: HostEntry = { host, rules, index: index++ };
+      this.entries.push(e);
       if (isWildcard(host)) this.wildcardHosts.push(e);
       else {
         const lower = host.toLowerCase();
@@ -105,10 +108,7 @@ export class NamespaceDestinationRules {
    * spellings (mostSpecificHostMatch skips every other exact host), for a wildcard all of them.
    */
   private candidateHosts(hostname: string): Iterable<HostEntry> {
-    if (isWildcard(hostname)) {
-      let index = 0;
-      return [...this.byHost].map(([host, rules]) => ({ host, rules, index: index++ }));
-    }
+    if (isWildcard(hostname)) return this.entries;
     const same = this.exactByLowerCase.get(hostname.toLowerCase());
     if (!same) return this.wildcardHosts;
     return [...this.wildcardHosts, ...same].sort((a, b) => a.index - b.index);
