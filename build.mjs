@@ -62,7 +62,7 @@ async function bundle(info) {
   const esmDir = path.join(dist, '.esm');
   rmSync(esmDir, { recursive: true, force: true });
   rmSync(CHUNKS, { recursive: true, force: true });
-  const common = { bundle: true, platform: 'node', target: 'node20', minify: true, keepNames: true, legalComments: 'none', charset: 'ascii', logLevel: 'warning' };
+  const common = { bundle: true, platform: 'node', target: 'node20', minify: true, keepNames: false, legalComments: 'none', charset: 'ascii', logLevel: 'warning' };
   const result = await build({
     ...common,
     entryPoints: [path.join(root, 'src/main.ts')],
