@@ -329,3 +329,31 @@ t.test('header mutations: append actions, removals, substitutions and precedence
   t.equal(resp.get('x-served-by'), 'mesh');
   t.equal(resp.get('x-internal'), undefined);
 });
+
+t.test('routes with the same retry policy share one compiled policy; no upgrade_configs share one empty map', async (t) => {
+  const policy = { retry_on: 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes', num_retries: 2, retriable_status_codes: [503] };
+  const rc = compile({
+    name: 'r',
+    virtual_hosts: [
+      { name: 'a', domains: ['a'], routes: [{ match: { prefix: '/' }, route: { cluster: 'a', retry_policy: policy } }] },
+      { name: 'b', domains: ['b'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b', retry_policy: policy } }] },
+      { name: 'c', domains: ['c'], routes: [{ match: { prefix: '/' }, route: { cluster: 'c', retry_policy: { ...policy, num_retries: 3 } } }] },
+      { name: 'd', domains: ['d'], routes: [{ match: { prefix: '/' }, route: { cluster: 'd', retry_policy: { ...policy, retriable_status_codes: [502] } } }] },
+      { name: 'e', domains: ['e'], routes: [{ match: { prefix: '/' }, route: { cluster: 'e', upgrade_configs: [{ upgrade_type: 'WebSocket' }] } }] },
+    ],
+  });
+  const action = (host: string) => {
+    const a = selectRoute(rc, req({ authority: host }))!.route.action;
+    if (a.kind !== 'route') throw new Error(`${host}: not a forwarding route`);
+    return a;
+  };
+  t.equal(action('a').retry, action('b').retry, 'equal policies: one object');
+  t.not(action('a').retry, action('c').retry, 'another num_retries: its own');
+  t.not(action('a').retry, action('d').retry, 'other status codes: its own');
+  t.same([...action('a').retry!.retryOn], ['connect-failure', 'refused-stream', 'unavailable', 'cancelled', 'retriable-status-codes']);
+  t.same([...action('a').retry!.retriableStatusCodes], [503]);
+  t.same([...action('d').retry!.retriableStatusCodes], [502]);
+  t.equal(action('c').retry!.numRetries, 3);
+  t.equal(action('a').upgradeTypes, action('b').upgradeTypes, 'no upgrade_configs: the shared empty map');
+  t.same([...action('e').upgradeTypes], [['websocket', true]]);
+});

@@ -129,6 +129,22 @@ t.test('load balancing', async (t) => {
   t.equal(rh.choose({ hash: 42 }), rh.choose({ hash: 42 }), 'consistent hash is stable for a key');
 });
 
+t.test('load balancing state shares its lists where they are equal (thousands of clusters in a sidecar)', async (t) => {
+  const all = hosts([{}, {}]);
+  const [one] = priorityStates(all);
+  t.equal(one!.hosts, all, 'one priority: the hosts list is the cluster\'s own');
+  t.equal(one!.healthy, one!.hosts, 'all healthy: the healthy list is the hosts list');
+  t.same(one!.degraded, []);
+  t.same(priorityLoads([one!]), [100]);
+  const mixed = hosts([{}, { health: 'unhealthy' }, { health: 'degraded' }]);
+  const [m] = priorityStates(mixed);
+  t.same(m!.healthy.map((h) => h.address), ['10.0.0.1'], 'an unhealthy host: a list of its own');
+  t.same(m!.degraded.map((h) => h.address), ['10.0.0.3']);
+  t.equal(mixed.length, 3, 'the cluster\'s list is not changed');
+  const two = priorityStates(hosts([{ p: 0 }, { p: 1 }]));
+  t.same(two.map((s) => s.hosts.length), [1, 1], 'two priorities: a list each');
+});
+
 t.test('outlier detection: consecutive 5xx ejects, max_ejection_percent caps, time returns hosts', async (t) => {
   let now = 1000;
   const hs = hosts([{}, {}, {}, {}]);

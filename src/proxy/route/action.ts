@@ -28,6 +28,9 @@ import type {
   WeightedClusterEntry,
 } from './types';
 
+/** Routes without upgrade_configs (nearly all) share this one. */
+const NO_UPGRADES: ReadonlyMap<string, boolean> = new Map();
+
 export const DEFAULT_ROUTE_TIMEOUT_MS = 15_000;
 export const DEFAULT_MAX_DIRECT_RESPONSE_BODY = 4096;
 
@@ -45,6 +48,15 @@ const RETRY_ON = new Set([
   'resource-exhausted', 'unavailable',
 ]);
 
+/**
+ * Compiled retry policies by content. A sidecar with a thousand services in scope has a route per service, each
+ * with Istio's same default policy: one shared copy instead of a policy and its two sets per route (~0.5 KB
+ * each). Policies are immutable (RetryPolicy's fields are read-only sets); the table is emptied when it grows
+ * past MAX_INTERNED distinct policies, so a stream of distinct ones cannot grow it without bound.
+ */
+const internedRetry = new Map<string, RetryPolicy>();
+const MAX_INTERNED = 1024;
+
 export function compileRetryPolicy(p: RetryProto | undefined, where: string): RetryPolicy | undefined {
   if (!p) return undefined;
   const retryOn = new Set(p.retryOn.split(',').map((s) => s.trim()).filter(Boolean));
@@ -52,7 +64,7 @@ export function compileRetryPolicy(p: RetryProto | undefined, where: string): Re
   const base = durationToMs(p.retryBackOff?.baseInterval) ?? 25;
   const max = durationToMs(p.retryBackOff?.maxInterval) ?? base * 10;
   if (max < base) throw new ConfigError(`${where}.retry_back_off: max_interval must be greater than or equal to the base_interval`);
-  return {
+  const policy: RetryPolicy = {
     retryOn,
     numRetries: p.numRetries ?? 1,
     perTryTimeoutMs: durationToMs(p.perTryTimeout) ?? 0,
@@ -62,6 +74,21 @@ export function compileRetryPolicy(p: RetryProto | undefined, where: string): Re
     baseIntervalMs: base,
     maxIntervalMs: max,
   };
+  const key = [
+    [...retryOn].join(','),
+    [...policy.retriableStatusCodes].join(','),
+    policy.numRetries,
+    policy.perTryTimeoutMs,
+    policy.avoidPreviousHosts,
+    policy.hostSelectionRetryMaxAttempts,
+    base,
+    max,
+  ].join('|');
+  const known = internedRetry.get(key);
+  if (known) return known;
+  if (internedRetry.size >= MAX_INTERNED) internedRetry.clear();
+  internedRetry.set(key, policy);
+  return policy;
 }
 
 function regexRewrite(pattern: string | undefined, substitution: string, where: string): { replace: (path: string) => string } {
@@ -161,8 +188,8 @@ export function compileForward(a: RouteAction, where: string, parsePerFilter: Pe
         throw new ConfigError(`${where}.hash_policy[${i}]: '${p.case ?? 'none'}' is not supported`);
     }
   });
-  const upgradeTypes = new Map<string, boolean>();
-  for (const u of a.upgradeConfigs) upgradeTypes.set(u.upgradeType.toLowerCase(), u.enabled ?? true);
+  let upgradeTypes: ReadonlyMap<string, boolean> = NO_UPGRADES;
+  if (a.upgradeConfigs.length > 0) upgradeTypes = new Map(a.upgradeConfigs.map((u) => [u.upgradeType.toLowerCase(), u.enabled ?? true]));
   return {
     kind: 'route',
     hashPolicies,

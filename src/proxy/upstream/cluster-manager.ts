@@ -136,8 +136,11 @@ export class ClusterManager {
         this.log.debug(`cds: add/update cluster '${c.name}' skipped: it is a static cluster`);
         continue;
       }
-      // a digest, as Envoy's MessageUtil::hash: the whole encoding per cluster was ~600 bytes held for each
-      const encoded = toBinary(ClusterSchema, c);
+      // The bytes as received: the ADS client holds them anyway (delta), so the cluster's copy costs nothing
+      // more; a state-of-the-world response's view is copied, or each cluster would keep its whole response.
+      // The digest (Envoy's MessageUtil::hash) tells an unchanged cluster; the same server sends the same
+      // bytes for it.
+      const encoded = !r.any ? toBinary(ClusterSchema, c) : removed ? r.any.value : r.any.value.slice();
       const hash = createHash('sha256').update(encoded).digest('base64');
       const current = this.warming.get(c.name) ?? this.active.get(c.name);
       if (current && current.hash === hash) continue;

@@ -22,7 +22,7 @@ import { ConfigError } from '../matchers/string';
 import { durationToMs } from '../route/action';
 import { ResponseCodeStats, type Counter, type Gauge, type Histogram, type StatsScope, type StatsStore } from '../stats/store';
 import type { SecretManager } from '../tls/secrets';
-import { Host, type HealthStatus } from './host';
+import { Host, type HealthStatus, type Locality } from './host';
 import { LoadBalancer, type LbContext, type LbPolicy } from './lb';
 import { OutlierDetector, outlierConfig } from './outlier';
 import { releaseHostPools } from './pool';
@@ -181,6 +181,42 @@ function typedPolicy(c: Cluster, where: string): LbPolicy | undefined {
   throw new ConfigError(`${where}.load_balancing_policy: none of the policies is supported`);
 }
 
+/**
+ * Localities by value: a mesh has a few, a sidecar's hosts thousands. Hosts never change a locality's fields
+ * (an update gives the host another one); the table is emptied past 1024 distinct ones.
+ */
+const localities = new Map<string, Locality>();
+const NO_LOCALITY: Locality = Object.freeze({ region: '', zone: '', subZone: '' });
+
+function localityOf(l: { region: string; zone: string; subZone: string } | undefined): Locality {
+  if (!l || (!l.region && !l.zone && !l.subZone)) return NO_LOCALITY;
+  const key = `${l.region}/${l.zone}/${l.subZone}`;
+  let known = localities.get(key);
+  if (!known) {
+    if (localities.size >= 1024) localities.clear();
+    known = Object.freeze({ region: l.region, zone: l.zone, subZone: l.subZone });
+    localities.set(key, known);
+  }
+  return known;
+}
+
+/**
+ * A cluster's filter_metadata as the engine keeps it: Istio's `istio.services` (the destination services, for
+ * Istio's telemetry) is read by nothing here and is ~400 bytes per cluster, a sidecar has thousands; the
+ * encoded cluster keeps all of it for config_dump.
+ */
+function keptMetadata(m: JsonObject | undefined): JsonObject | undefined {
+  if (!m) return undefined;
+  const out: JsonObject = {};
+  for (const [k, v] of Object.entries(m)) {
+    if (k === 'istio' && v && typeof v === 'object' && !Array.isArray(v)) {
+      const { services: _services, ...rest } = v;
+      if (Object.keys(rest).length > 0) out[k] = rest;
+    } else out[k] = v;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
 export class UpstreamCluster {
   readonly name: string;
   readonly type: ClusterType;
@@ -195,6 +231,7 @@ export class UpstreamCluster {
   readonly stats: ClusterStats;
   readonly lb: LoadBalancer;
   readonly outlier: OutlierDetector | undefined;
+  /** filter_metadata, without what nothing in the engine reads (see keptMetadata). */
   readonly metadata: JsonObject | undefined;
   readonly useHttpHeaderForOriginalDst: string | undefined;
   readonly ready: Promise<void>;
@@ -205,7 +242,7 @@ export class UpstreamCluster {
   retriesActive = 0;
   /** Set once the first assignment / resolution arrived. */
   initialized = false;
-  private resolveReady!: () => void;
+  private resolveReady: (() => void) | undefined;
   private dnsTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly log: Logger;
@@ -241,7 +278,9 @@ export class UpstreamCluster {
           : t === Cluster_DiscoveryType.EDS ? 'EDS'
             : t === Cluster_DiscoveryType.ORIGINAL_DST ? 'ORIGINAL_DST'
               : 'STATIC';
-    this.edsServiceName = proto.edsClusterConfig?.serviceName || proto.name;
+    const service = proto.edsClusterConfig?.serviceName;
+    // one string for both when they are equal (Istio's clusters): thousands of clusters in a sidecar's scope
+    this.edsServiceName = !service || service === proto.name ? this.name : service;
     if (this.type === 'EDS' && proto.edsClusterConfig?.edsConfig?.configSourceSpecifier.case !== 'ads' && proto.edsClusterConfig?.edsConfig !== undefined) {
       throw new ConfigError(`${where}.eds_cluster_config.eds_config: only ADS config sources are supported`);
     }
@@ -286,7 +325,7 @@ export class UpstreamCluster {
     this.transports = new TransportSocketMatcher(proto, where, deps.secrets, scope);
     const bind = proto.upstreamBindConfig?.sourceAddress;
     this.sourceAddress = bind?.address || undefined;
-    this.metadata = proto.metadata?.filterMetadata && Object.keys(proto.metadata.filterMetadata).length > 0 ? proto.metadata.filterMetadata : undefined;
+    this.metadata = keptMetadata(proto.metadata?.filterMetadata);
     this.useHttpHeaderForOriginalDst =
       proto.lbConfig.case === 'originalDstLbConfig' && proto.lbConfig.value.useHttpHeader ? proto.lbConfig.value.httpHeaderName.toLowerCase() || 'x-envoy-original-dst-host' : undefined;
     this.stats = new ClusterStats(scope);
@@ -326,7 +365,8 @@ export class UpstreamCluster {
   private markInitialized(): void {
     if (this.initialized) return;
     this.initialized = true;
-    this.resolveReady();
+    this.resolveReady?.();
+    this.resolveReady = undefined;
   }
 
   /** STATIC and EDS: the assignment's endpoints replace the hosts (same address keeps its state). */
@@ -342,11 +382,7 @@ export class UpstreamCluster {
           throw new ConfigError(`${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: malformed IP address: ${a.address}. Consider setting resolver_name or setting cluster type to 'STRICT_DNS' or 'LOGICAL_DNS'`);
         }
         fresh.push(
-          new Host(a.address, a.port, ep.hostname, lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, {
-            region: loc.locality?.region ?? '',
-            zone: loc.locality?.zone ?? '',
-            subZone: loc.locality?.subZone ?? '',
-          }, lbe.metadata?.filterMetadata, a.pipe, loc.metadata?.filterMetadata),
+          new Host(a.address, a.port, ep.hostname, lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, localityOf(loc.locality), lbe.metadata?.filterMetadata, a.pipe, loc.metadata?.filterMetadata),
         );
       }
     }
@@ -358,24 +394,23 @@ export class UpstreamCluster {
 
   private replaceHosts(fresh: Host[]): void {
     const old = new Map(this.hosts.map((h) => [h.key, h]));
-    const next: Host[] = [];
-    for (const f of fresh) {
+    // map, not push: the list is kept, at its exact size
+    const next = fresh.map((f) => {
       const prev = old.get(f.key);
-      if (prev) {
-        old.delete(f.key);
-        prev.weight = f.weight;
-        prev.health = f.health;
-        prev.priority = f.priority;
-        prev.locality = f.locality;
-        prev.metadata = f.metadata;
-        prev.localityMetadata = f.localityMetadata;
-        this.assignTransport(prev);
-        next.push(prev);
-      } else {
+      if (!prev) {
         this.assignTransport(f);
-        next.push(f);
+        return f;
       }
-    }
+      old.delete(f.key);
+      prev.weight = f.weight;
+      prev.health = f.health;
+      prev.priority = f.priority;
+      prev.locality = f.locality;
+      prev.metadata = f.metadata;
+      prev.localityMetadata = f.localityMetadata;
+      this.assignTransport(prev);
+      return prev;
+    });
     for (const gone of old.values()) releaseHostPools(gone);
     if (old.size > 0 || next.length !== this.hosts.length) this.stats.membershipChange.inc();
     this.hosts = next;
@@ -441,7 +476,7 @@ export class UpstreamCluster {
         const ep = lbe.hostIdentifier.value;
         const a = resolveAddress(ep.address, 'endpoint');
         if (a.pipe) {
-          fresh.push(new Host('', 0, '', lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, { region: '', zone: '', subZone: '' }, undefined, a.pipe));
+          fresh.push(new Host('', 0, '', lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, NO_LOCALITY, undefined, a.pipe));
           continue;
         }
         let addrs: dns.LookupAddress[];
@@ -459,11 +494,7 @@ export class UpstreamCluster {
         if (this.type === 'LOGICAL_DNS') addrs = addrs.slice(0, 1);
         for (const x of addrs) {
           fresh.push(
-            new Host(x.address, a.port, ep.hostname || a.address, lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, {
-              region: loc.locality?.region ?? '',
-              zone: loc.locality?.zone ?? '',
-              subZone: loc.locality?.subZone ?? '',
-            }, lbe.metadata?.filterMetadata, undefined, loc.metadata?.filterMetadata),
+            new Host(x.address, a.port, ep.hostname || a.address, lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, localityOf(loc.locality), lbe.metadata?.filterMetadata, undefined, loc.metadata?.filterMetadata),
           );
         }
       }
@@ -485,7 +516,7 @@ export class UpstreamCluster {
     const key = address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
     let h = this.hosts.find((x) => x.key === key);
     if (!h) {
-      h = new Host(address, port, '', 1, 'healthy', 0, { region: '', zone: '', subZone: '' }, undefined);
+      h = new Host(address, port, '', 1, 'healthy', 0, NO_LOCALITY, undefined);
       this.assignTransport(h);
       this.hosts = [...this.hosts, h];
       this.rebuildLb();

@@ -32,7 +32,13 @@ export interface LbOptions {
   random: () => number;
 }
 
-/** Groups hosts by priority and health. */
+const NO_HOSTS: Host[] = [];
+
+/**
+ * Groups hosts by priority and health. The lists are read, never changed; where one equals another (one
+ * priority, every host healthy: the usual case) it is the same array, not a copy, so a sidecar's thousands of
+ * clusters do not each hold three lists of the same hosts with room for seventeen.
+ */
 export function priorityStates(hosts: readonly Host[]): PriorityState[] {
   const byP = new Map<number, PriorityState>();
   for (const h of hosts) {
@@ -42,14 +48,24 @@ export function priorityStates(hosts: readonly Host[]): PriorityState[] {
     if (h.healthyForLb) s.healthy.push(h);
     else if (h.degraded) s.degraded.push(h);
   }
-  return [...byP.values()].sort((a, b) => a.priority - b.priority);
+  const states = [...byP.values()].sort((a, b) => a.priority - b.priority);
+  for (const s of states) {
+    if (states.length === 1) s.hosts = hosts as Host[];
+    if (s.healthy.length === s.hosts.length) s.healthy = s.hosts;
+    if (s.degraded.length === 0) s.degraded = NO_HOSTS;
+  }
+  return states;
 }
+
+/** The loads of a single priority (shared: loads are never changed). */
+const ALL_TO_ONE = [100];
 
 /** Envoy's per-priority load (percent, summing to 100) from each priority's healthy share. */
 export function priorityLoads(states: readonly PriorityState[], overprovisioningFactor = 140): number[] {
   const health = states.map((s) => (s.hosts.length === 0 ? 0 : Math.min(100, Math.floor((overprovisioningFactor * (s.healthy.length + s.degraded.length)) / s.hosts.length))));
   const total = Math.min(100, health.reduce((a, b) => a + b, 0));
   if (total === 0) return states.map((_, i) => (i === 0 ? 100 : 0));
+  if (states.length === 1) return ALL_TO_ONE;
   const loads: number[] = [];
   let remaining = 100;
   for (let i = 0; i < health.length; i++) {
