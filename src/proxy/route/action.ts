@@ -74,16 +74,8 @@ export function compileRetryPolicy(p: RetryProto | undefined, where: string): Re
     baseIntervalMs: base,
     maxIntervalMs: max,
   };
-  const key = [
-    [...retryOn].join(','),
-    [...policy.retriableStatusCodes].join(','),
-    policy.numRetries,
-    policy.perTryTimeoutMs,
-    policy.avoidPreviousHosts,
-    policy.hostSelectionRetryMaxAttempts,
-    base,
-    max,
-  ].join('|');
+  // every field of the compiled policy, so one added later cannot make two different policies one
+  const key = JSON.stringify(policy, (_k, v: unknown) => (v instanceof Set ? [...(v as Set<unknown>)] : v));
   const known = internedRetry.get(key);
   if (known) return known;
   if (internedRetry.size >= MAX_INTERNED) internedRetry.clear();
