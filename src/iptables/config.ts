@@ -295,8 +295,8 @@ export function pickIptablesFlags(values: Readonly<Record<string, unknown>>): Pa
   return out as Partial<IptablesFlags>;
 }
 
-/** Picks the pod address like Istio: the first usable one, or with dual stack the first IPv6 one. */
-function pickHostAddress(addresses: readonly string[], dualStack: boolean): { ip: string; isIPv6: boolean } | undefined {
+/** The pod's own address (the first that is not loopback or link-local) and whether IPv6 rules are needed. */
+export function pickHostAddress(addresses: readonly string[], dualStack: boolean): { ip: string; isIPv6: boolean } | undefined {
   let chosen: { ip: string; isIPv6: boolean } | undefined;
   for (const text of addresses) {
     const parsed = parseIp(text.split('%')[0]!);

@@ -3,7 +3,7 @@
 
 import { readFile } from 'node:fs/promises';
 import os from 'node:os';
-import type { CaptureFacts } from './config';
+import { pickHostAddress, type CaptureFacts } from './config';
 import { PermissionError, XtablesError, looksLikePermissionProblem } from './errors';
 import type { Dependencies } from './executor';
 import { parseResolvConf as parseResolv } from '../dns/resolv-conf';
@@ -61,6 +61,13 @@ export async function gatherFacts(networkNamespace: string, deps: Dependencies, 
   let localAddresses: string[];
   if (networkNamespace === '') {
     localAddresses = Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address));
+    // os.networkInterfaces() (libuv) leaves out interfaces that are not up and running, as a veth is for a moment
+    // after both its ends were set up; Istio reads every address (Go's net.InterfaceAddrs). Without a usable one,
+    // `ip` lists them all, where it is installed.
+    if (!pickHostAddress(localAddresses, false)) {
+      const r = await deps.run('ip', ['-o', 'addr', 'show']).catch(() => undefined);
+      if (r?.code === 0) localAddresses = [...localAddresses, ...parseIpAddrShow(r.stdout)];
+    }
   } else {
     const r = await deps.run('ip', ['-o', 'addr', 'show']);
     if (r.code !== 0) {

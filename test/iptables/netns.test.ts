@@ -13,6 +13,7 @@ import { CommandError } from '../../src/cli/context';
 import { runMeshIptables } from '../../src/iptables/command';
 import { findExecutable } from '../../src/iptables/executor';
 import { golden, REPO_ROOT, runContext, specFlagDefaults } from './helpers';
+import { DIST, built } from '../helpers/binary';
 
 const FIXTURES = path.join(REPO_ROOT, 'test/iptables/fixtures');
 const APP_UID = 4321;
@@ -203,4 +204,25 @@ t.test('TPROXY and IPv6: policy routing, ::6 on lo and ip6tables rules', { skip 
   await apply(ns, { ...flags, 'cleanup-only': true });
   t.same(meshLines(save(ns)), []);
   t.same(meshLines(save(ns, 'ip6tables-save')), []);
+});
+
+t.test('the pod address is found while its interface has no carrier yet (a veth whose peer is still down)', { skip: skip || (built() ? false : 'dist/mesh is not built') }, async (t) => {
+  // os.networkInterfaces() leaves such an interface out; Istio (Go's net.InterfaceAddrs) sees its address
+  const ns = `mesh-ipt-${randomBytes(4).toString('hex')}`;
+  must(['ip', 'netns', 'add', ns]);
+  t.teardown(() => void sh(['ip', 'netns', 'del', ns]));
+  must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
+  must(['ip', '-n', ns, 'link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v1']);
+  must(['ip', '-n', ns, 'addr', 'add', '10.78.0.1/24', 'dev', 'v0']);
+  must(['ip', '-n', ns, 'link', 'set', 'v0', 'up']);
+  t.match(must(['ip', '-n', ns, 'link', 'show', 'v0']), /NO-CARRIER/, 'v0 is up without a carrier');
+  const dryRun = () => sh(['ip', 'netns', 'exec', ns, path.join(DIST, 'pilot-agent'), 'mesh-iptables', '--dry-run', '-p', '15001', '-u', '1337', '-m', 'REDIRECT', '-i', '*']);
+  const r = dryRun();
+  t.equal(r.code, 0, `mesh-iptables found the pod's address: ${r.stderr}`);
+  t.match(r.stdout, /-A MESH_OUTPUT/);
+  // with the carrier (both ends up) the address is found the usual way: the same rules
+  must(['ip', '-n', ns, 'link', 'set', 'v1', 'up']);
+  const withCarrier = dryRun();
+  t.equal(withCarrier.code, 0, withCarrier.stderr);
+  t.equal(r.stdout, withCarrier.stdout, 'the same rules as once the interface has its carrier');
 });
