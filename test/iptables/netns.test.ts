@@ -208,13 +208,8 @@ t.test('TPROXY and IPv6: policy routing, ::6 on lo and ip6tables rules', { skip 
 
 t.test('the pod address is found while its interface has no carrier yet (a veth whose peer is still down)', { skip: skip || (built() ? false : 'dist/mesh is not built') }, async (t) => {
   // os.networkInterfaces() leaves such an interface out; Istio (Go's net.InterfaceAddrs) sees its address
-  const ns = `mesh-ipt-${randomBytes(4).toString('hex')}`;
-  must(['ip', 'netns', 'add', ns]);
-  t.teardown(() => void sh(['ip', 'netns', 'del', ns]));
-  must(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
-  must(['ip', '-n', ns, 'link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v1']);
-  must(['ip', '-n', ns, 'addr', 'add', '10.78.0.1/24', 'dev', 'v0']);
-  must(['ip', '-n', ns, 'link', 'set', 'v0', 'up']);
+  const ns = createNamespace(t);
+  must(['ip', '-n', ns, 'link', 'set', 'v1', 'down']);
   t.match(must(['ip', '-n', ns, 'link', 'show', 'v0']), /NO-CARRIER/, 'v0 is up without a carrier');
   const dryRun = () => sh(['ip', 'netns', 'exec', ns, path.join(DIST, 'pilot-agent'), 'mesh-iptables', '--dry-run', '-p', '15001', '-u', '1337', '-m', 'REDIRECT', '-i', '*']);
   const r = dryRun();
