@@ -11,6 +11,7 @@ import {
   type RouteAction,
   type WeightedCluster,
 } from '../../gen/envoy/config/route/v3/route_components_pb';
+import { WeakInterner } from '../../lib/intern';
 import { globalReplacer } from '../../lib/re2';
 import { ConfigError } from '../matchers/string';
 import type { RequestHeaders } from '../http/headers';
@@ -51,11 +52,9 @@ const RETRY_ON = new Set([
 /**
  * Compiled retry policies by content. A sidecar with a thousand services in scope has a route per service, each
  * with Istio's same default policy: one shared copy instead of a policy and its two sets per route (~0.5 KB
- * each). Policies are immutable (RetryPolicy's fields are read-only sets); the table is emptied when it grows
- * past MAX_INTERNED distinct policies, so a stream of distinct ones cannot grow it without bound.
+ * each). Policies are immutable (RetryPolicy's fields are read-only sets).
  */
-const internedRetry = new Map<string, RetryPolicy>();
-const MAX_INTERNED = 1024;
+const retryPolicies = new WeakInterner<RetryPolicy>();
 
 export function compileRetryPolicy(p: RetryProto | undefined, where: string): RetryPolicy | undefined {
   if (!p) return undefined;
@@ -76,11 +75,7 @@ export function compileRetryPolicy(p: RetryProto | undefined, where: string): Re
   };
   // every field of the compiled policy, so one added later cannot make two different policies one
   const key = JSON.stringify(policy, (_k, v: unknown) => (v instanceof Set ? [...(v as Set<unknown>)] : v));
-  const known = internedRetry.get(key);
-  if (known) return known;
-  if (internedRetry.size >= MAX_INTERNED) internedRetry.clear();
-  internedRetry.set(key, policy);
-  return policy;
+  return retryPolicies.intern(key, policy);
 }
 
 function regexRewrite(pattern: string | undefined, substitution: string, where: string): { replace: (path: string) => string } {

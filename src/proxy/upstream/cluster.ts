@@ -28,6 +28,7 @@ import { OutlierDetector, outlierConfig } from './outlier';
 import { releaseHostPools } from './pool';
 import { TransportSocketMatcher, type UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
+import { WeakInterner } from '../../lib/intern';
 
 export type ClusterType = 'STATIC' | 'STRICT_DNS' | 'LOGICAL_DNS' | 'EDS' | 'ORIGINAL_DST';
 export type UpstreamProtocol = 'http1' | 'http2' | 'downstream';
@@ -181,23 +182,14 @@ function typedPolicy(c: Cluster, where: string): LbPolicy | undefined {
   throw new ConfigError(`${where}.load_balancing_policy: none of the policies is supported`);
 }
 
-/**
- * Localities by value: a mesh has a few, a sidecar's hosts thousands. Hosts never change a locality's fields
- * (an update gives the host another one); the table is emptied past 1024 distinct ones.
- */
-const localities = new Map<string, Locality>();
+/** Localities by value: a mesh has a few, a sidecar's hosts thousands. Hosts never change a locality's fields. */
+const localities = new WeakInterner<Locality>();
 const NO_LOCALITY: Locality = Object.freeze({ region: '', zone: '', subZone: '' });
 
 function localityOf(l: { region: string; zone: string; subZone: string } | undefined): Locality {
   if (!l || (!l.region && !l.zone && !l.subZone)) return NO_LOCALITY;
-  const key = `${l.region}/${l.zone}/${l.subZone}`;
-  let known = localities.get(key);
-  if (!known) {
-    if (localities.size >= 1024) localities.clear();
-    known = Object.freeze({ region: l.region, zone: l.zone, subZone: l.subZone });
-    localities.set(key, known);
-  }
-  return known;
+  const fresh = Object.freeze({ region: l.region, zone: l.zone, subZone: l.subZone });
+  return localities.intern(`${l.region}/${l.zone}/${l.subZone}`, fresh, (k) => k.region === fresh.region && k.zone === fresh.zone && k.subZone === fresh.subZone);
 }
 
 /**

@@ -1,6 +1,7 @@
 // What one connection watches of one type, and what it was sent and acknowledged: the state behind ACK/NACK
 // detection, resend suppression and the debug views.
 import type { WatchedResource } from '../types';
+import { WeakInterner } from '../../lib/intern';
 
 export interface NackRecord {
   /** ms since epoch. */
@@ -120,28 +121,6 @@ export function internName(name: string): string {
   if (names.size >= MAX_NAMES) names.clear();
   names.set(name, name);
   return name;
-}
-
-/**
- * Values shared by fingerprint while something still holds them (name sets, Helds): a later value the caller
- * finds equal gets the first one instead; an unequal one under the same fingerprint (a collision) stays
- * unshared. Entries go with their value.
- */
-class WeakInterner<T extends object> {
-  private readonly byFingerprint = new Map<string, WeakRef<T>>();
-  private readonly forget = new FinalizationRegistry<string>((fp) => {
-    if (this.byFingerprint.get(fp)?.deref() === undefined) this.byFingerprint.delete(fp);
-  });
-
-  /** The known value equal to `fresh`, else `fresh`; `onShared` runs when `fresh` becomes the shared one. */
-  intern(fp: string, fresh: T, equal: (known: T) => boolean, onShared?: (v: T) => void): T {
-    const known = this.byFingerprint.get(fp)?.deref();
-    if (known) return equal(known) ? known : fresh;
-    this.byFingerprint.set(fp, new WeakRef(fresh));
-    this.forget.register(fresh, fp);
-    onShared?.(fresh);
-    return fresh;
-  }
 }
 
 /** Interned name sets (see internNameSet); the shared ones are copied before a change. */
