@@ -9,9 +9,9 @@ export type LbPolicy = 'ROUND_ROBIN' | 'LEAST_REQUEST' | 'RANDOM' | 'RING_HASH' 
 
 export interface PriorityState {
   priority: number;
-  hosts: Host[];
-  healthy: Host[];
-  degraded: Host[];
+  readonly hosts: readonly Host[];
+  readonly healthy: readonly Host[];
+  readonly degraded: readonly Host[];
 }
 
 export interface LbContext {
@@ -32,7 +32,7 @@ export interface LbOptions {
   random: () => number;
 }
 
-const NO_HOSTS: Host[] = [];
+const NO_HOSTS: readonly Host[] = [];
 
 /**
  * Groups hosts by priority and health. The lists are read, never changed; where one equals another (one
@@ -40,7 +40,7 @@ const NO_HOSTS: Host[] = [];
  * clusters do not each hold three lists of the same hosts with room for seventeen.
  */
 export function priorityStates(hosts: readonly Host[]): PriorityState[] {
-  const byP = new Map<number, PriorityState>();
+  const byP = new Map<number, { priority: number; hosts: Host[]; healthy: Host[]; degraded: Host[] }>();
   for (const h of hosts) {
     let s = byP.get(h.priority);
     if (!s) byP.set(h.priority, (s = { priority: h.priority, hosts: [], healthy: [], degraded: [] }));
@@ -48,20 +48,18 @@ export function priorityStates(hosts: readonly Host[]): PriorityState[] {
     if (h.healthyForLb) s.healthy.push(h);
     else if (h.degraded) s.degraded.push(h);
   }
-  const states = [...byP.values()].sort((a, b) => a.priority - b.priority);
-  for (const s of states) {
-    if (states.length === 1) s.hosts = hosts as Host[];
-    if (s.healthy.length === s.hosts.length) s.healthy = s.hosts;
-    if (s.degraded.length === 0) s.degraded = NO_HOSTS;
-  }
-  return states;
+  const grouped = [...byP.values()].sort((a, b) => a.priority - b.priority);
+  return grouped.map((g) => {
+    const all = grouped.length === 1 ? hosts : g.hosts;
+    return { priority: g.priority, hosts: all, healthy: g.healthy.length === all.length ? all : g.healthy, degraded: g.degraded.length === 0 ? NO_HOSTS : g.degraded };
+  });
 }
 
 /** The loads of a single priority (shared: loads are never changed). */
-const ALL_TO_ONE = [100];
+const ALL_TO_ONE: readonly number[] = [100];
 
 /** Envoy's per-priority load (percent, summing to 100) from each priority's healthy share. */
-export function priorityLoads(states: readonly PriorityState[], overprovisioningFactor = 140): number[] {
+export function priorityLoads(states: readonly PriorityState[], overprovisioningFactor = 140): readonly number[] {
   const health = states.map((s) => (s.hosts.length === 0 ? 0 : Math.min(100, Math.floor((overprovisioningFactor * (s.healthy.length + s.degraded.length)) / s.hosts.length))));
   const total = Math.min(100, health.reduce((a, b) => a + b, 0));
   if (total === 0) return states.map((_, i) => (i === 0 ? 100 : 0));
@@ -84,9 +82,9 @@ export function priorityLoads(states: readonly PriorityState[], overprovisioning
 export class LoadBalancer {
   private rr = 0;
   /** Smooth weighted round robin state, per host list identity. */
-  private swrr: { list: Host[]; current: Map<Host, number> } | undefined;
+  private swrr: { list: readonly Host[]; current: Map<Host, number> } | undefined;
   private states: PriorityState[] = [];
-  private loads: number[] = [];
+  private loads: readonly number[] = [];
   /** Envoy's lb_healthy_panic counter. */
   panicCount = 0;
 
@@ -106,7 +104,7 @@ export class LoadBalancer {
   }
 
   /** The hosts to balance over for one request (priority chosen by load; panic → all of them). */
-  candidates(): Host[] {
+  candidates(): readonly Host[] {
     const states = this.states;
     if (states.length === 0) return [];
     let idx = 0;
@@ -153,7 +151,7 @@ export class LoadBalancer {
     }
   }
 
-  private roundRobin(list: Host[]): Host {
+  private roundRobin(list: readonly Host[]): Host {
     const w0 = list[0]!.weight;
     if (list.every((h) => h.weight === w0)) return list[this.rr++ % list.length]!;
     // smooth weighted round robin: each pick adds weights and takes the largest, minus the total
@@ -175,7 +173,7 @@ export class LoadBalancer {
     return best!;
   }
 
-  private leastRequest(list: Host[]): Host {
+  private leastRequest(list: readonly Host[]): Host {
     const w0 = list[0]!.weight;
     const equal = list.every((h) => h.weight === w0);
     let best: Host | undefined;
@@ -193,7 +191,7 @@ export class LoadBalancer {
   }
 }
 
-function weightedPick(list: Host[], r: number): Host {
+function weightedPick(list: readonly Host[], r: number): Host {
   const total = list.reduce((a, h) => a + h.weight, 0);
   let x = r * total;
   for (const h of list) {
@@ -214,7 +212,7 @@ export function hash32(s: string): number {
 }
 
 /** Highest-random-weight hashing: the same key keeps its host while the host stays in the set. */
-function rendezvous(list: Host[], key: number): Host {
+function rendezvous(list: readonly Host[], key: number): Host {
   let best = list[0]!;
   let bestScore = -1;
   for (const h of list) {
