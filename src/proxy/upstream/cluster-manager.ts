@@ -4,7 +4,7 @@
 // the previous version keeps serving. An invalid cluster rejects the CDS response (NACK) with Envoy's
 // `Error adding/updating cluster(s) <name>: <why>` while the valid ones are applied.
 import { createHash } from 'node:crypto';
-import { fromBinary, toBinary } from '@bufbuild/protobuf';
+import { fromBinary } from '@bufbuild/protobuf';
 import { ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import { TYPE_URL } from '../../xds/types';
@@ -125,6 +125,7 @@ export class ClusterManager {
   private applyCds(resources: Array<DecodedResource<Cluster>>, version: string, removed: readonly string[] | undefined): void {
     const errors: string[] = [];
     const seen = new Set<string>();
+    const delta = removed !== undefined;
     for (const r of resources) {
       const c = r.message;
       if (seen.has(c.name)) {
@@ -140,7 +141,7 @@ export class ClusterManager {
       // more; a state-of-the-world response's view is copied, or each cluster would keep its whole response.
       // The digest (Envoy's MessageUtil::hash) tells an unchanged cluster; the same server sends the same
       // bytes for it.
-      const encoded = !r.any ? toBinary(ClusterSchema, c) : removed ? r.any.value : r.any.value.slice();
+      const encoded = delta ? r.any.value : r.any.value.slice();
       const hash = createHash('sha256').update(encoded).digest('base64');
       const current = this.warming.get(c.name) ?? this.active.get(c.name);
       if (current && current.hash === hash) continue;
@@ -230,7 +231,8 @@ export class ClusterManager {
       const name = r.message.clusterName;
       const targets = byName.get(name);
       if (!targets) continue;
-      this.cla.set(name, { encoded: toBinary(ClusterLoadAssignmentSchema, r.message), lastUpdated: Date.now() });
+      // the bytes as received (copied out of the response), not encoded again
+      this.cla.set(name, { encoded: r.any.value.slice(), lastUpdated: Date.now() });
       for (const c of targets) {
         try {
           c.setAssignment(r.message);
