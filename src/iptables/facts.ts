@@ -64,17 +64,19 @@ export async function gatherFacts(networkNamespace: string, deps: Dependencies, 
     // os.networkInterfaces() (libuv) leaves out interfaces that are not up and running, as a veth is for a moment
     // after both its ends were set up; Istio reads every address (Go's net.InterfaceAddrs). Without a usable one,
     // `ip` lists them all, where it is installed.
-    if (!pickHostAddress(localAddresses, false)) {
-      const r = await deps.run('ip', ['-o', 'addr', 'show']).catch(() => undefined);
-      if (r?.code === 0) localAddresses = [...localAddresses, ...parseIpAddrShow(r.stdout)];
-    }
+    if (!pickHostAddress(localAddresses, false)) localAddresses = [...localAddresses, ...(await ipAddresses(deps, '').catch(() => []))];
   } else {
-    const r = await deps.run('ip', ['-o', 'addr', 'show']);
-    if (r.code !== 0) {
-      const command = `ip -o addr show (in network namespace ${networkNamespace})`;
-      throw looksLikePermissionProblem(r.stderr) ? new PermissionError(command, r.stderr) : new XtablesError(command, r.stderr);
-    }
-    localAddresses = parseIpAddrShow(r.stdout);
+    localAddresses = await ipAddresses(deps, networkNamespace);
   }
   return { nameservers, users, localAddresses };
+}
+
+/** Every address `ip -o addr show` lists (run inside the namespace given, if any). */
+async function ipAddresses(deps: Dependencies, networkNamespace: string): Promise<string[]> {
+  const r = await deps.run('ip', ['-o', 'addr', 'show']);
+  if (r.code !== 0) {
+    const command = `ip -o addr show${networkNamespace ? ` (in network namespace ${networkNamespace})` : ''}`;
+    throw looksLikePermissionProblem(r.stderr) ? new PermissionError(command, r.stderr) : new XtablesError(command, r.stderr);
+  }
+  return parseIpAddrShow(r.stdout);
 }
