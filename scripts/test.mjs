@@ -1,5 +1,7 @@
 // The test command (README, .ci/run): type-check, build the real binary, run the tap suite, and end
-// with one line `N passed, N failed` counted over every assertion, exiting non-zero on any failure.
+// with one line `N passed, N failed` counted over every assertion, exiting non-zero on any failure. Failed
+// assertions are listed again just before that line, with the file and subtests they sit in, because a CI
+// log is often read from its tail.
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
@@ -44,19 +46,45 @@ tap.stdout.on('data', (chunk) => {
 tap.on('close', (code) => {
   if (buf) lines.push(buf);
   const points = [];
-  for (const line of lines) {
+  // names of the subtests open at each indent: a `# Subtest:` header at indent h holds the points at h + 4
+  const open = [];
+  lines.forEach((line, at) => {
+    const header = /^(\s*)# Subtest: (.*)$/.exec(line);
+    if (header) {
+      open.length = header[1].length / 4;
+      open.push(header[2]);
+      return;
+    }
     const m = /^(\s*)(not ok|ok) \d+/.exec(line);
-    if (m) points.push({ depth: m[1].length, ok: m[2] === 'ok', skip: /# (SKIP|TODO)/i.test(line) });
-  }
+    if (m) points.push({ depth: m[1].length, ok: m[2] === 'ok', skip: /# (SKIP|TODO)/i.test(line), at, within: open.slice(0, m[1].length / 4) });
+  });
+  const failures = [];
   points.forEach((p, idx) => {
     // A subtest's summary line comes right after its (deeper) children: count leaves only.
     const prev = points[idx - 1];
     if (prev !== undefined && prev.depth > p.depth) return;
     if (p.skip) skipped++;
     else if (p.ok) passed++;
-    else failed++;
+    else {
+      failed++;
+      failures.push(p);
+    }
   });
+  if (failures.length) process.stdout.write(`\n# failed assertions:\n${failures.map((p) => describeFailure(p)).join('')}`);
   if (code !== 0 && failed === 0) failed = 1;
   process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
   process.exit(failed > 0 || code !== 0 ? 1 : 0);
 });
+
+// A failed assertion with where it sits and the first lines of its diagnostic block (tap's YAML).
+function describeFailure(p) {
+  const out = [`${p.within.join(' > ')}\n  ${lines[p.at].trim()}\n`];
+  const diag = [];
+  for (let i = p.at + 1; i < lines.length && diag.length < 24; i++) {
+    const l = lines[i];
+    if (l.trim() === '...') break;
+    if (!l.startsWith(' '.repeat(p.depth + 2))) break;
+    diag.push(`    ${l.slice(p.depth + 2)}`);
+  }
+  return out.join('') + (diag.length ? `${diag.join('\n')}\n` : '');
+}
