@@ -70,7 +70,7 @@ tap.on('close', (code) => {
       failures.push(p);
     }
   });
-  if (failures.length) process.stdout.write(`\n# failed assertions:\n${failures.map((p) => describeFailure(p)).join('')}`);
+  if (failures.length) process.stdout.write(`\n# failed assertions:\n${failures.map(describeFailure).join('')}`);
   if (code !== 0 && failed === 0) failed = 1;
   process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
   process.exit(failed > 0 || code !== 0 ? 1 : 0);
@@ -78,13 +78,10 @@ tap.on('close', (code) => {
 
 // A failed assertion with where it sits and the first lines of its diagnostic block (tap's YAML).
 function describeFailure(p) {
-  const out = [`${p.within.join(' > ')}\n  ${lines[p.at].trim()}\n`];
-  const diag = [];
-  for (let i = p.at + 1; i < lines.length && diag.length < 24; i++) {
-    const l = lines[i];
-    if (l.trim() === '...') break;
-    if (!l.startsWith(' '.repeat(p.depth + 2))) break;
-    diag.push(`    ${l.slice(p.depth + 2)}`);
+  let text = `${p.within.join(' > ')}\n  ${lines[p.at].trim()}\n`;
+  const inBlock = ' '.repeat(p.depth + 2);
+  for (let i = p.at + 1; i < lines.length && i <= p.at + 24 && lines[i].startsWith(inBlock) && lines[i].trim() !== '...'; i++) {
+    text += `    ${lines[i].slice(inBlock.length)}\n`;
   }
-  return out.join('') + (diag.length ? `${diag.join('\n')}\n` : '');
+  return text;
 }
