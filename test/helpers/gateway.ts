@@ -12,6 +12,7 @@ import type { Test } from 'tap';
 import { DIST } from './binary';
 import { freePort, startDiscovery, summarize, tempDir, waitFor, type Discovery } from '../agent/helpers';
 import { startIssuer, type Issuer } from '../ca/helpers';
+import { envoyPath, type DataPlane } from './envoy';
 
 export interface GatewayPorts {
   gw: number;
@@ -58,6 +59,8 @@ export interface GatewayOptions {
   proxyConfig?: Record<string, unknown>;
   /** Flags of `pilot-agent proxy router` beyond --meshConfig (e.g. --concurrency 2). */
   agentArgs?: string[];
+  /** `envoy`: the agent runs the installed real Envoy as its child (binaryPath); default our engine. */
+  dataPlane?: DataPlane;
 }
 
 /** The backend answers JSON naming itself, the path and the headers it saw. */
@@ -122,6 +125,8 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   } else {
     fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
   }
+  const envoy = o.dataPlane === 'envoy' ? envoyPath() : undefined;
+  if (o.dataPlane === 'envoy' && !envoy) throw new Error('dataPlane envoy asked for, but no Envoy is installed (test/helpers/envoy.ts)');
   const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml', ...(o.agentArgs ?? [])], {
     cwd: dir,
     env: {
@@ -136,7 +141,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       PROXY_STATUS_PORT: String(await freePort()),
       PROXY_METRICS_PORT: String(await freePort()),
-      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s', ...o.proxyConfig }),
+      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: envoy ?? path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s', ...o.proxyConfig }),
       ...o.agentEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],

