@@ -19,6 +19,16 @@ import { createKubeconfig, writeKubeconfigFile } from '../../src/cni/install/kub
 import { matchesFilter, type PodLike, type RepairFilter } from '../../src/cni/repair/filter';
 import { cases, INSTALL_DATA, installFile } from './conformance';
 
+// The counts ../shared/conformance/README.md gives: a case lost from the data (or a section renamed) fails here
+// instead of silently running fewer cases.
+t.test('cases.yaml holds every case: 51 install, 9 plugin, 17 repair', async (t) => {
+  const n = (k: string) => (cases[k] as unknown[]).length;
+  const install = ['defaultNetwork', 'configFilepath', 'insertConfig', 'createConfigFile', 'checkInstall', 'sleepWatchInstall', 'cleanup', 'orchconfig', 'copyBinaries'];
+  t.equal(install.reduce((sum, k) => sum + n(k), 0), 51, 'install cases');
+  t.equal(n('plugin'), 9, 'plugin dry-run cases');
+  t.equal(n('repairFilter') + n('repairLabel') + n('repairDelete'), 17, 'repair cases');
+});
+
 const tempDir = (prefix = 'mesh-cni-conf-') => mkdtempSync(path.join(tmpdir(), prefix));
 const copyIn = (dir: string, files: Record<string, string> = {}) => {
   for (const [src, dst] of Object.entries(files)) copyFileSync(path.join(INSTALL_DATA, src), path.join(dir, dst));

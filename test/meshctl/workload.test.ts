@@ -16,6 +16,14 @@ if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const MESHCTL = path.join(DIST, 'meshctl');
 const DIR = path.join(SHARED, 'conformance', 'workload');
 const cases = parseYaml(readFileSync(path.join(DIR, 'cases.yaml'), 'utf8'));
+
+// The counts ../shared/conformance/README.md gives (6 + 4 + 3, plus 10 helper rows): a lost case fails here.
+t.test('cases.yaml holds every case', async (t) => {
+  t.equal(cases.groupCreate.length, 6, 'workload group create');
+  t.equal(cases.entryConfigureErrors.length, 4, 'entry configure errors');
+  t.equal(cases.entryConfigure.length, 3, 'entry configure');
+  t.equal(cases.podPortsMeta.length + cases.convertToMap.length + cases.splitEqual.length, 10, 'helper rows');
+});
 const tmp = mkdtempSync(path.join(tmpdir(), 'meshctl-workload-'));
 t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
 

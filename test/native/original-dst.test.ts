@@ -103,7 +103,7 @@ t.test('SO_ORIGINAL_DST after REDIRECT, the local address after TPROXY', { skip 
   if (v6) {
     t.has(connectFrom(pod, 'fd00:77:1::5', 9090), { listener: ':::15001', local: { address: '::1', port: 15001 }, original: { address: 'fd00:77:1::5', port: 9090 } }, 'IPv6: IP6T_SO_ORIGINAL_DST');
   } else {
-    t.comment('ip6tables nat is not usable here: the IPv6 case is not run');
+    t.pass('IPv6: IP6T_SO_ORIGINAL_DST', { skip: 'ip6tables nat is not usable here' });
   }
 });
 
@@ -150,7 +150,7 @@ t.test('the built programs load the addon: embedded in dist/mesh, beside dist/me
   ];
   // a temp directory mounted noexec (hardened pods): the embedded addon is loaded from the working directory
   if (canUnshare) runs.push(['unshare', ['-m', 'sh', '-c', `mount -t tmpfs -o noexec tmpfs '${noexec}' && exec "$0" "$@"`, MESH], 'executable asset original_dst.node', { ...CHILD_ENV, TMPDIR: noexec }]);
-  else t.comment('unshare -m is not available: the noexec temp directory case is not run');
+  else t.pass('the addon loads from the working directory under a noexec temp directory', { skip: 'unshare -m is not available' });
   for (const [file, pre, from, env] of runs) {
     const child = spawn(file, [...pre, 'agent', 'envoy', '-c', boot, '--component-log-level', 'config:debug'], { env: env ?? CHILD_ENV, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';

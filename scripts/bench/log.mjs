@@ -1,0 +1,29 @@
+// What a disabled debug call costs on a hot path, against a call of an empty method in the same run (the
+// yardstick: what any guarded call costs). Moved out of the parallel test suite, where a timing is noise.
+//   node --import tsx scripts/bench/log.mjs [--calls 1000000] [--rounds 5]
+import { parseArgs } from 'node:util';
+import { configure, parseLogOptions, registerScope } from '../../src/lib/log/index.ts';
+
+const { values } = parseArgs({ options: { calls: { type: 'string', default: '1000000' }, rounds: { type: 'string', default: '5' } } });
+const calls = Number(values.calls);
+const rounds = Number(values.rounds);
+
+configure(parseLogOptions({}), { scopes: ['ads'], sinks: [] });
+const ads = registerScope('ads');
+const empty = { debug(_msg, _fields) {} };
+
+function nsPerCall(target) {
+  const start = process.hrtime.bigint();
+  for (let i = 0; i < calls; i++) target.debug('never written', undefined);
+  return Number(process.hrtime.bigint() - start) / calls;
+}
+
+const ratios = [];
+for (let r = 0; r < rounds; r++) {
+  const base = nsPerCall(empty);
+  const disabled = nsPerCall(ads);
+  ratios.push(disabled / base);
+  console.log(`round ${r + 1}: disabled debug ${disabled.toFixed(1)} ns/call, empty method ${base.toFixed(1)} ns/call, ratio ${(disabled / base).toFixed(2)}`);
+}
+ratios.sort((a, b) => a - b);
+console.log(`median ratio disabled debug / empty method: ${ratios[Math.floor(ratios.length / 2)].toFixed(2)}`);
