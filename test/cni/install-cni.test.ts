@@ -145,12 +145,13 @@ t.test('chained: waits for a primary network, merges into it, repairs a competin
 
   // Another component rewrites the list without our entry: repaired on the file event. A repair that comes
   // within 5 s of the previous one first waits up to a second (Istio's reconcile rate limit), so the bound is
-  // that second plus the repair on a loaded machine — far below any periodic re-check.
+  // that second plus 500 ms for the repair on a loaded machine (210-250 ms measured at load 15 on two cores) —
+  // far below any periodic re-check. The wait itself is longer, so that a slow repair is reported with its time.
   const theirs = JSON.stringify({ cniVersion: '0.3.1', name: 'k8s-pod-network', plugins: [JSON.parse(installFile('bridge.conf'))] }, null, 2);
   for (let round = 1; round <= 2; round++) {
     writeFileSync(merged, theirs);
-    const took = await until(() => readFileSync(merged, 'utf8').includes('"mesh-cni"'), 4000, `round ${round}: our entry is back`);
-    t.ok(took <= 4000, `round ${round}: repaired in ${took} ms`);
+    const took = await until(() => readFileSync(merged, 'utf8').includes('"mesh-cni"'), 10_000, `round ${round}: our entry is back`);
+    t.ok(took <= 1000 + 500, `round ${round}: repaired in ${took} ms`);
     await until(() => inst.ready() === 200, 3000, 'ready again');
   }
   t.match(inst.metric('mesh_cni_installs_total'), /mesh_cni_installs_total\{result="SUCCESS"\} ([3-9]|\d\d)/, 'each repair counted');

@@ -96,7 +96,8 @@ t.test('pushes that never finish are cut at --shutdownDuration; still exit 0', a
   t.equal(exit.code, 0, d.output());
   // The grace period ends 150 ms (a tenth, at most 500 ms) before the deadline so that closing fits in it.
   t.ok(took >= 1300, `waited for the grace period (${took} ms)`);
-  t.ok(took < 1500 + 2500, `exited by the deadline, give or take process teardown on a loaded machine (${took} ms)`);
+  // The margin is for process teardown on a loaded machine: 1469-1607 ms measured at load 15 on two cores.
+  t.ok(took < 1500 + 1000, `exited by the deadline, give or take process teardown on a loaded machine (${took} ms)`);
   t.match(await held.ended, /^status (CANCELLED|UNAVAILABLE|INTERNAL)$/, 'the stream was cut');
   held.client.close();
   t.match(d.output(), /in-flight pushes did not finish within --shutdownDuration/);
