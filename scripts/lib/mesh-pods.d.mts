@@ -78,7 +78,7 @@ export function startSidecar(
 export function waitSidecarReady(ns: string, timeoutMs: number, why: () => string): Promise<void>;
 export function startApp(owner: Owner, ns: string, name: string, o?: { httpPort?: number; tcpPort?: number }): Promise<Started>;
 export function callIn(ns: string, asApp: boolean, ...args: string[]): Record<string, unknown>;
-export function opensslIdentities(dir: string, ids: readonly string[]): { root: string; certs: Record<string, Pem> };
+export function opensslIdentities(dir: string, ids: readonly string[], root?: Pem): { root: string; certs: Record<string, Pem> };
 
 export const meshAddr: { pod(i: number): string; gateway(i: number): string; vip(i: number): string };
 export function spiffeOf(name: string): string;

@@ -341,13 +341,20 @@ export function callIn(ns, asApp, ...args) {
 }
 
 /**
- * A throwaway root and one workload certificate per SPIFFE id, made with openssl in `dir` (for scripts,
- * which cannot load our CA's TypeScript; the tests issue theirs with src/ca). Returns {root, certs: {id: {cert, key}}}.
+ * One workload certificate per SPIFFE id, made with openssl in `dir`, under a throwaway root or under `root`
+ * ({cert, key} PEM) when given: scripts cannot load our CA's TypeScript, and tests use it so that at least one
+ * identity in a mesh comes from a CA other than ours (a CA bug our engine also accepts would cancel out).
+ * Returns {root, certs: {id: {cert, key}}}.
  */
-export function opensslIdentities(dir, ids) {
+export function opensslIdentities(dir, ids, root) {
   fs.mkdirSync(dir, { recursive: true });
   const f = (n) => path.join(dir, n);
-  must(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f('root.key'), '-out', f('root.pem'), '-days', '2', '-subj', '/O=cluster.local', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  if (root) {
+    fs.writeFileSync(f('root.pem'), root.cert);
+    fs.writeFileSync(f('root.key'), root.key, { mode: 0o600 });
+  } else {
+    must(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f('root.key'), '-out', f('root.pem'), '-days', '2', '-subj', '/O=cluster.local', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  }
   const certs = {};
   ids.forEach((id, i) => {
     const ext = f(`w${i}.ext`);
