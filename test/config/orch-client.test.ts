@@ -1,6 +1,6 @@
-// The orchestrator client: --orchconfig loading with errors that name the file, in-cluster
-// configuration, the bearer token reaching the server, MESH_ORCH_CLIENT_CONTENT_TYPE, and the
-// --orchApiQPS/--orchApiBurst throttle as seen from the server.
+// The orchestrator client: --orchconfig loading with errors that name the file, and in-cluster configuration.
+// The bearer token, MESH_ORCH_CLIENT_CONTENT_TYPE and the --orchApiQPS/--orchApiBurst throttle are shown against
+// the real API server in orch-client-kube.test.ts.
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,63 +88,3 @@ t.test('in-cluster: ORCH_SERVICE_HOST/PORT name the API server, with the mounted
   t.equal(c.origin, 'in-cluster');
 });
 
-t.test('the kubeconfig token reaches the server; errors carry the HTTP status and Status reason', async (t) => {
-  const api = await FakeApiServer.start({ token: 'good' });
-  t.teardown(() => api.close());
-  const dir = await tempDir(t);
-  const good = await createOrchClient({ orchconfig: await api.writeKubeconfig(dir, { fileName: 'good' }) });
-  t.teardown(() => good.close());
-  const list = (await good.getJson('/api/v1/services')) as { kind: string };
-  t.equal(list.kind, 'ServiceList');
-  const bad = await createOrchClient({ orchconfig: await api.writeKubeconfig(dir, { token: 'bad', fileName: 'bad' }) });
-  t.teardown(() => bad.close());
-  const err = await bad.getJson('/api/v1/services').catch((e: unknown) => e);
-  t.ok(err instanceof OrchApiError);
-  t.equal((err as OrchApiError).statusCode, 401);
-  t.equal((err as OrchApiError).reason, 'Unauthorized');
-  const missing = await good.getJson('/apis/nope.io/v1/things').catch((e: unknown) => e);
-  t.equal((missing as OrchApiError).statusCode, 404);
-  t.match((missing as OrchApiError).message, /GET \/apis\/nope\.io\/v1\/things: 404 NotFound/);
-});
-
-t.test('MESH_ORCH_CLIENT_CONTENT_TYPE=protobuf is logged at info as served in JSON; json is silent', async (t) => {
-  const api = await FakeApiServer.start();
-  t.teardown(() => api.close());
-  const file = await api.writeKubeconfig(await tempDir(t));
-  let mark = logSink.text.length;
-  const a = await createOrchClient({ orchconfig: file, contentType: 'protobuf' });
-  a.close();
-  const lines = logSince(mark).filter((l) => l.includes('MESH_ORCH_CLIENT_CONTENT_TYPE'));
-  t.equal(lines.length, 1);
-  t.match(lines[0]!, /\tinfo\torch\t.*protobuf.*JSON/);
-  mark = logSink.text.length;
-  const b = await createOrchClient({ orchconfig: file, contentType: 'json' });
-  b.close();
-  t.same(logSince(mark).filter((l) => l.includes('MESH_ORCH_CLIENT_CONTENT_TYPE')), []);
-});
-
-t.test('--orchApiQPS/--orchApiBurst: requests reach the server no faster than the bucket allows', async (t) => {
-  const api = await FakeApiServer.start();
-  t.teardown(() => api.close());
-  const file = await api.writeKubeconfig(await tempDir(t));
-  const fire = async (qps: number, burst: number, n: number): Promise<number[]> => {
-    const c = await createOrchClient({ orchconfig: file, qps, burst });
-    const from = api.requests.length;
-    await Promise.all(Array.from({ length: n }, () => c.getJson('/api/v1/pods')));
-    c.close();
-    return api.requests.slice(from).map((r) => r.at).sort((x, y) => x - y);
-  };
-  const qps = 10;
-  const burst = 2;
-  const times = await fire(qps, burst, 8);
-  t.equal(times.length, 8);
-  // The i-th request (0-based) can leave no earlier than (i + 1 - burst) / qps after the first.
-  for (let i = burst; i < times.length; i++) {
-    const earliest = ((i + 1 - burst) / qps) * 1000;
-    t.ok(times[i]! - times[0]! >= earliest - 30, `request ${i} at +${(times[i]! - times[0]!).toFixed(0)}ms, not before +${earliest}ms`);
-  }
-  t.ok(times.slice(0, burst).every((x) => x - times[0]! < 100), 'the burst goes at once');
-  // Control: unthrottled, the same requests are not spread out, so the checks above can fail.
-  const free = await fire(-1, 0, 8);
-  t.ok(free[7]! - free[0]! < 400, `unthrottled spread ${(free[7]! - free[0]!).toFixed(0)}ms`);
-});
