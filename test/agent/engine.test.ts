@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { AGENT_MAIN, freePort, gatewayConfig, GATEWAY_NS, runAgent, startDiscovery, summarize, tempDir, TSX, waitFor } from './helpers';
+import { freePort, gatewayConfig, GATEWAY_NS, runAgent, startDiscovery, summarize, tempDir, waitFor } from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

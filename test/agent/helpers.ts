@@ -11,7 +11,6 @@ import { DIST } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 
 export const FIXTURES = path.join(REPO, 'test/agent/fixtures');
-export const AGENT_MAIN = path.join(FIXTURES, 'pilot-agent-main.ts');
 export const FAKE_ENVOY = path.join(FIXTURES, 'fake-envoy.ts');
 /** tsx by absolute URL: the agent's children run in temp dirs, where a bare `tsx` does not resolve. */
 export const TSX = pathToFileURL(path.join(REPO, 'node_modules/tsx/dist/loader.mjs')).href;
@@ -187,9 +186,12 @@ export interface AgentChild {
   stop: () => Promise<number | null>;
 }
 
-/** Runs `pilot-agent <args>` from source with `cwd` as its working directory. */
+/**
+ * Runs the built `dist/pilot-agent <args>` with `cwd` as its working directory: the handler map, bundle, chunks
+ * and code cache users get are what the agent tests exercise.
+ */
 export function runAgent(args: readonly string[], o: { cwd: string; env: NodeJS.ProcessEnv }): AgentChild {
-  const child = spawn(process.execPath, ['--import', TSX, AGENT_MAIN, ...args], {
+  const child = spawn(path.join(DIST, 'pilot-agent'), args, {
     cwd: o.cwd,
     env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...o.env },
     stdio: ['ignore', 'pipe', 'pipe'],
