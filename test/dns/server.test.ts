@@ -257,19 +257,82 @@ t.test('every upstream down: SERVFAIL, counted as a failure', async (t) => {
   t.equal((metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0) - before, 1);
 });
 
-t.test('what is not a query: responses ignored, other opcodes NOTIMP, garbage FORMERR', async (t) => {
+t.test('an upstream that cannot be reached at all: SERVFAIL at once, the next upstream still asked', async (t) => {
+  const up = await startUpstream(t);
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
+  // connect() to the broadcast address without SO_BROADCAST fails (EACCES) as a route-less one does (ENETUNREACH):
+  // reported to connect's callback, not as an error event
+  const start = async (upstreams: string[], forwardParallel: boolean) => {
+    const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel, resolvConfPath: path.join(dir, 'r'), upstreams, upstreamTimeoutMs: 3000 });
+    await dns.start();
+    t.teardown(() => dns.close());
+    dns.updateNameTable({});
+    return dns;
+  };
+  for (const parallel of [false, true]) {
+    const down = await start(['255.255.255.255:53'], parallel);
+    const before = metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0;
+    for (const protocol of ['udp', 'tcp'] as const) {
+      const began = Date.now();
+      const res = await ask(protocol, down.addresses().find((a) => a.startsWith(protocol))!.slice(6), query(9, 'upstream-only.example.org.', TYPE.A));
+      t.equal(res.header.rcode, RCODE.SERVFAIL, `${protocol} parallel=${parallel}: SERVFAIL`);
+      t.equal(res.header.id, 9);
+      t.ok(Date.now() - began < 2500, `${protocol} parallel=${parallel}: answered before the upstream timeout`);
+    }
+    t.equal((metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0) - before, 2, 'counted as upstream failures');
+    const mixed = await start(['255.255.255.255:53', up.address], parallel);
+    const res = await ask('udp', mixed.addresses()[0]!.slice(6), query(10, 'www.bing.com.', TYPE.A));
+    t.same(show(res.answers), show(A('www.bing.com.', '1.1.1.1')), `parallel=${parallel}: the reachable upstream answers`);
+  }
+});
+
+t.test('what a client sends is accepted or refused as miekg/dns DefaultMsgAcceptFunc does', async (t) => {
   const dir = tempDir(t, 'mesh-dns-');
   fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
   const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [] });
-  dns.updateNameTable({});
+  dns.updateNameTable({ 'known.example': { ips: ['10.0.0.1'], registry: 'External' } });
+  const serve = async (m: Message | Buffer) => {
+    const out = await dns.serve('udp', Buffer.isBuffer(m) ? m : encodeMessage(m));
+    return out && decodeMessage(out);
+  };
   const resp = query(1, 'x.', TYPE.A);
   resp.header.response = true;
-  t.equal(await dns.serve('udp', encodeMessage(resp)), undefined, 'a response gets no answer');
-  const notify = query(2, 'x.', TYPE.SOA);
+  t.equal(await serve(resp), undefined, 'a response gets no answer');
+  t.equal(await serve(Buffer.alloc(11)), undefined, 'no header, no answer');
+  const update = query(2, 'x.', TYPE.SOA);
+  update.header.opcode = 5;
+  const notimp = (await serve(update))!;
+  t.equal(notimp.header.rcode, RCODE.NOTIMP, 'UPDATE: not implemented');
+  t.equal(notimp.header.opcode, 5, 'NOTIMP keeps the opcode');
+  // NOTIFY passes the accept function: Istio's handler answers it as a query
+  const notify = query(3, 'known.example.', TYPE.A);
   notify.header.opcode = 4;
-  t.equal(decodeMessage((await dns.serve('udp', encodeMessage(notify)))!).header.rcode, RCODE.NOTIMP, 'NOTIFY: not implemented');
-  const broken = Buffer.concat([encodeMessage(query(3, 'x.', TYPE.A)).subarray(0, 14)]);
-  const formerr = decodeMessage((await dns.serve('udp', broken))!);
+  const notified = (await serve(notify))!;
+  t.equal(notified.header.rcode, RCODE.NOERROR);
+  t.same(notified.answers.map(recordValue), ['10.0.0.1'], 'NOTIFY for a mesh name answered from the table');
+  const counts = (qd: number, an: number, ns: number, ar: number) => {
+    const b = encodeMessage(query(4, 'known.example.', TYPE.A));
+    [qd, an, ns, ar].forEach((n, i) => b.writeUInt16BE(n, 4 + i * 2));
+    return b;
+  };
+  for (const [c, rcode] of [
+    [[0, 0, 0, 0], RCODE.FORMERR],
+    [[2, 0, 0, 0], RCODE.FORMERR],
+    [[1, 2, 0, 0], RCODE.FORMERR],
+    [[1, 0, 2, 0], RCODE.FORMERR],
+    [[1, 0, 0, 3], RCODE.FORMERR],
+    // accepted by the counts, then the records announced are missing: unpack error, FORMERR
+    [[1, 1, 1, 2], RCODE.FORMERR],
+  ] as Array<[[number, number, number, number], number]>) {
+    const r = (await serve(counts(...c)))!;
+    t.equal(r.header.rcode, rcode, `counts ${c.join('/')}`);
+    t.equal(r.header.id, 4);
+    t.same(r.questions, [], 'a rejected message is answered with its header only');
+  }
+  t.equal((await serve(counts(1, 0, 0, 0).subarray(0, 12)))!.header.rcode, RCODE.SERVFAIL, 'a bare header: no question, SERVFAIL (Istio)');
+  const broken = encodeMessage(query(3, 'x.', TYPE.A)).subarray(0, 14);
+  const formerr = (await serve(broken))!;
   t.equal(formerr.header.rcode, RCODE.FORMERR);
   t.equal(formerr.header.id, 3, 'with the id of the broken query');
 });
