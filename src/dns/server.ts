@@ -116,6 +116,8 @@ export class LocalDnsServer {
       throw new DnsConfigError(`failed to load ${resolvConf}: ${(e as Error).message}`);
     }
     const rc = parseResolvConf(text);
+    for (const n of rc.notes) log.warn(`${resolvConf}:${n.line}: ${JSON.stringify(n.text)} ignored: ${n.reason}`);
+    if (rc.servers.length === 0 && !o.upstreams) log.warn(`${resolvConf} names no nameserver: names outside the mesh are answered SERVFAIL`);
     // The application's resolver already walks the search list, one query per domain; the agent answers
     // or forwards each query as it is.
     this.upstreams = o.upstreams ?? rc.servers.map((s) => joinHostPort(s, rc.port));
@@ -130,7 +132,7 @@ export class LocalDnsServer {
       this.bindAddresses = [joinHostPort(host === 'localhost' ? '127.0.0.1' : host, port)];
     }
     this.timeoutMs = o.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS;
-    log.debug('initialized DNS', { search: this.search.join(','), servers: this.upstreams.join(',') });
+    log.debug('initialized DNS', { search: this.search.join(','), servers: this.upstreams.join(','), ndots: String(rc.options.ndots), unknown: rc.unknown.join(',') });
   }
 
   /** Binds UDP and TCP on every address; rejects (after closing what was bound) when one cannot be bound. */

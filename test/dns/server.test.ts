@@ -337,6 +337,14 @@ t.test('what a client sends is accepted or refused as miekg/dns DefaultMsgAccept
   t.equal(formerr.header.id, 3, 'with the id of the broken query');
 });
 
+t.test('upstreams from resolv.conf: every valid nameserver on port 53, IPv6 in brackets', async (t) => {
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), '# kubelet\nnameserver 10.96.0.10\nnameserver fd00::a\nnameserver 10.96.0.11:5353\nnameserver fe80::1%lo\nsearch ns1.svc.cluster.local svc.cluster.local\noptions ndots:5\n');
+  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r') });
+  t.same(dns.upstreams, ['10.96.0.10:53', '[fd00::a]:53', '[fe80::1%lo]:53']);
+  t.same(dns.search, ['ns1.svc.cluster.local', 'svc.cluster.local']);
+});
+
 t.test('configuration errors name the file and the address', async (t) => {
   t.throws(() => new LocalDnsServer({ address: 'localhost:15053', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: '/nonexistent/resolv.conf' }), {
     message: /failed to load \/nonexistent\/resolv\.conf/,
