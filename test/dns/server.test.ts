@@ -13,6 +13,7 @@ import { LocalDnsServer, type Protocol } from '../../src/dns/server';
 import { aaaaRecord, aRecord, cnameRecord, decodeMessage, encodeMessage, query, RCODE, recordValue, replyTo, TYPE, type Message, type ResourceRecord } from '../../src/dns/wire';
 import { metricsText } from '../../src/lib/metrics';
 import { metricValue, tempDir } from '../agent/helpers';
+import { mutate, seededRandom } from '../helpers/seeded-random.mjs';
 
 const TABLE: Record<string, NameEntry> = {
   'www.google.com': { ips: ['1.1.1.1'], registry: 'External' },
@@ -335,6 +336,45 @@ t.test('what a client sends is accepted or refused as miekg/dns DefaultMsgAccept
   const formerr = (await serve(broken))!;
   t.equal(formerr.header.rcode, RCODE.FORMERR);
   t.equal(formerr.header.id, 3, 'with the id of the broken query');
+});
+
+t.test('fuzz: mutated queries and mutated upstream answers never break the proxy', async (t) => {
+  const random = seededRandom(3101);
+  // an upstream answering every query with a mutation of a valid answer carrying the query's id
+  const answer = encodeMessage({ ...replyTo(query(0, 'www.bing.com.', TYPE.A)), answers: [...A('www.bing.com.', '1.1.1.1', '1.1.1.2'), ...CNAME('www.bing.com.', 'bing.example.')] });
+  const up = dgram.createSocket('udp4');
+  await new Promise<void>((r) => up.bind(0, '127.0.0.1', () => r()));
+  t.teardown(() => up.close());
+  up.on('message', (m, rinfo) => {
+    const out = mutate(answer, random);
+    if (out.length >= 2) m.copy(out, 0, 0, 2);
+    up.send(out, rinfo.port, rinfo.address);
+  });
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
+  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [`127.0.0.1:${up.address().port}`], upstreamTimeoutMs: 200 });
+  dns.updateNameTable(TABLE);
+  const valid = encodeMessage(query(77, 'www.bing.com.', TYPE.A, { udpSize: 1232 }));
+  let answered = 0;
+  for (let i = 0; i < 1500; i++) {
+    const q = i % 3 === 0 ? valid : mutate(valid, random);
+    for (const protocol of ['udp', 'tcp'] as const) {
+      const out = await dns.serve(protocol, q);
+      if (!out) continue;
+      answered++;
+      // whatever came in and whatever the upstream sent: a message a client can read, for the query's id
+      const m = decodeMessage(out);
+      if (m.header.id !== q.readUInt16BE(0)) t.fail(`answer ${m.header.id} to query ${q.readUInt16BE(0)}: ${q.toString('hex')}`);
+      if (protocol === 'udp' && out.length > 1232) t.fail(`UDP answer of ${out.length} bytes`);
+    }
+  }
+  t.ok(answered > 1000, `${answered} answers`);
+  // and the proxy still answers properly once the upstream does
+  up.removeAllListeners('message');
+  up.on('message', (m, rinfo) => up.send(encodeMessage({ ...replyTo(decodeMessage(m)), answers: A('www.bing.com.', '1.1.1.1') }), rinfo.port, rinfo.address));
+  const res = decodeMessage((await dns.serve('udp', valid))!);
+  t.same(show(res.answers), show(A('www.bing.com.', '1.1.1.1')));
+  t.same(show(decodeMessage((await dns.serve('udp', encodeMessage(query(78, 'productpage.', TYPE.A))))!).answers), show(A('productpage.', '9.9.9.9')));
 });
 
 t.test('upstreams from resolv.conf: every valid nameserver on port 53, IPv6 in brackets', async (t) => {
