@@ -232,7 +232,15 @@ export class LocalDnsServer {
       dnsUpstreamFailures.inc();
       return encodeMessage(replyTo(req, RCODE.SERVFAIL));
     }
-    return answer.raw.length <= size ? answer.raw : encodeMessage(answer.message, size);
+    if (answer.raw.length <= size) return answer.raw;
+    try {
+      return encodeMessage(answer.message, size);
+    } catch (e) {
+      // the upstream's answer, not the client's query, is at fault: not FORMERR
+      log.info(`upstream answer for ${JSON.stringify(hostname)} cannot be cut to ${size} bytes: ${(e as Error).message}`);
+      dnsUpstreamFailures.inc();
+      return encodeMessage(replyTo(req, RCODE.SERVFAIL));
+    }
   }
 
   /** Upstreams in random order (Istio 1.26 spreads load so), the first answer wins. */
