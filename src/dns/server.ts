@@ -2,6 +2,12 @@
 // DNS_PROXY_ADDR (iptables sends the pod's DNS here when capture is on) answering the names of the mesh's
 // name table, and forwarding every other question, unchanged, to the nameservers of /etc/resolv.conf over
 // the protocol it came in on, returning their answer as it is (cut to what the client can take).
+// What a client sends is accepted or refused as miekg/dns's server does for Istio (DefaultMsgAcceptFunc); an
+// upstream that cannot be reached, times out or sends what does not decode is a failed exchange, as in miekg/dns's
+// client, and when every upstream failed the client gets SERVFAIL. Differences on purpose: an upstream answer too
+// big for the client is read whole and cut with TC set (Istio's client fails on it: SERVFAIL); a question without
+// its type and class is FORMERR (miekg/dns reads it as type 0); nothing a client or an upstream sends may end the
+// agent's process, which here also carries the pod's proxy.
 import * as dgram from 'node:dgram';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
@@ -10,7 +16,7 @@ import { registerScope } from '../lib/log';
 import { buildLookupTable, lookupHost, roundRobin, type LookupTable, type NameEntry } from './lookup-table';
 import { dnsRequests, dnsUpstreamFailures, dnsUpstreamRequestDuration, dnsUpstreamRequests } from './metrics';
 import { parseResolvConf } from './resolv-conf';
-import { decodeHeader, decodeMessage, ednsUdpSize, encodeMessage, MAX_MSG_SIZE, MIN_MSG_SIZE, OPCODE_QUERY, RCODE, replyTo, type Header, type Message } from './wire';
+import { decodeHeader, decodeMessage, DnsWireError, ednsUdpSize, encodeMessage, HEADER_SIZE, headerCounts, MAX_MSG_SIZE, MIN_MSG_SIZE, OPCODE_NOTIFY, OPCODE_QUERY, RCODE, replyTo, type Header, type Message, type SectionCounts } from './wire';
 
 const log = registerScope('dns', 'mesh DNS proxy');
 
@@ -60,9 +66,10 @@ export function responseSize(protocol: Protocol, req: Message): number {
   return Math.max(ednsUdpSize(req) ?? 0, MIN_MSG_SIZE);
 }
 
+/** miekg/dns's answer to a message it rejects: the request's header turned into a response, no sections. */
 function failure(header: Header, rcode: number): Buffer {
   return encodeMessage({
-    header: { ...header, response: true, authoritative: false, truncated: false, recursionAvailable: false, rcode },
+    header: { ...header, response: true, opcode: rcode === RCODE.NOTIMP ? header.opcode : OPCODE_QUERY, authoritative: false, zero: false, rcode },
     questions: [],
     answers: [],
     authorities: [],
@@ -109,6 +116,8 @@ export class LocalDnsServer {
       throw new DnsConfigError(`failed to load ${resolvConf}: ${(e as Error).message}`);
     }
     const rc = parseResolvConf(text);
+    for (const n of rc.notes) log.warn(`${resolvConf}:${n.line}: ${JSON.stringify(n.text)} ignored: ${n.reason}`);
+    if (rc.servers.length === 0 && !o.upstreams) log.warn(`${resolvConf} names no nameserver: names outside the mesh are answered SERVFAIL`);
     // The application's resolver already walks the search list, one query per domain; the agent answers
     // or forwards each query as it is.
     this.upstreams = o.upstreams ?? rc.servers.map((s) => joinHostPort(s, rc.port));
@@ -123,7 +132,7 @@ export class LocalDnsServer {
       this.bindAddresses = [joinHostPort(host === 'localhost' ? '127.0.0.1' : host, port)];
     }
     this.timeoutMs = o.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS;
-    log.debug('initialized DNS', { search: this.search.join(','), servers: this.upstreams.join(',') });
+    log.debug('initialized DNS', { search: this.search.join(','), servers: this.upstreams.join(','), ndots: String(rc.options.ndots), unknown: rc.unknown.join(',') });
   }
 
   /** Binds UDP and TCP on every address; rejects (after closing what was bound) when one cannot be bound. */
@@ -170,20 +179,29 @@ export class LocalDnsServer {
 
   // ---- serving ---------------------------------------------------------------------------------------
 
-  /** One query in, one answer out (undefined: nothing to say to something that is not DNS). */
+  /** One query in, one answer out (undefined: nothing to say to something that is not DNS). Never rejects. */
   async serve(protocol: Protocol, buf: Buffer): Promise<Buffer | undefined> {
     dnsRequests.inc();
-    let req: Message;
+    const h = decodeHeader(buf);
+    // miekg/dns: no header, no answer ("any reply can be used to amplify"); responses are ignored
+    if (!h || h.response) return undefined;
+    const verdict = accept(h, headerCounts(buf)!);
+    if (verdict !== undefined) return failure(h, verdict);
     try {
-      req = decodeMessage(buf);
+      // miekg/dns takes a bare header as a message without questions (Istio: SERVFAIL below)
+      const req = buf.length === HEADER_SIZE ? { header: h, questions: [], answers: [], authorities: [], additionals: [] } : decodeMessage(buf);
+      return await this.answer(protocol, req, buf);
     } catch (e) {
-      const h = decodeHeader(buf);
-      log.debug(`malformed ${protocol} request: ${(e as Error).message}`);
-      return h && !h.response ? failure(h, RCODE.FORMERR) : undefined;
+      if (e instanceof DnsWireError) {
+        log.debug(`malformed ${protocol} request: ${e.message}`);
+        return failure(h, RCODE.FORMERR);
+      }
+      log.error(`${protocol} DNS request ${h.id} failed: ${(e as Error).message}`);
+      return failure(h, RCODE.SERVFAIL);
     }
-    // miekg/dns's default acceptance, which Istio's server keeps: responses are ignored, other opcodes refused
-    if (req.header.response) return undefined;
-    if (req.header.opcode !== OPCODE_QUERY) return encodeMessage(replyTo(req, RCODE.NOTIMP));
+  }
+
+  private async answer(protocol: Protocol, req: Message, buf: Buffer): Promise<Buffer> {
     const size = responseSize(protocol, req);
     const q = req.questions[0];
     if (!q) return encodeMessage(replyTo(req, RCODE.SERVFAIL));
@@ -214,18 +232,19 @@ export class LocalDnsServer {
       dnsUpstreamFailures.inc();
       return encodeMessage(replyTo(req, RCODE.SERVFAIL));
     }
-    if (answer.length <= size) return answer;
+    if (answer.raw.length <= size) return answer.raw;
     try {
-      return encodeMessage(decodeMessage(answer), size);
+      return encodeMessage(answer.message, size);
     } catch (e) {
-      log.info(`upstream answer for ${JSON.stringify(hostname)} does not fit and cannot be decoded: ${(e as Error).message}`);
+      // the upstream's answer, not the client's query, is at fault: not FORMERR
+      log.info(`upstream answer for ${JSON.stringify(hostname)} cannot be cut to ${size} bytes: ${(e as Error).message}`);
       dnsUpstreamFailures.inc();
       return encodeMessage(replyTo(req, RCODE.SERVFAIL));
     }
   }
 
   /** Upstreams in random order (Istio 1.26 spreads load so), the first answer wins. */
-  private async querySequential(protocol: Protocol, raw: Buffer): Promise<Buffer | undefined> {
+  private async querySequential(protocol: Protocol, raw: Buffer): Promise<Upstream | undefined> {
     const servers = [...this.upstreams];
     for (let i = servers.length - 1; i > 0; i--) {
       const j = Math.floor(Math.random() * (i + 1));
@@ -241,7 +260,7 @@ export class LocalDnsServer {
     return undefined;
   }
 
-  private async queryParallel(protocol: Protocol, raw: Buffer): Promise<Buffer | undefined> {
+  private async queryParallel(protocol: Protocol, raw: Buffer): Promise<Upstream | undefined> {
     if (this.upstreams.length === 0) return undefined;
     return new Promise((resolve) => {
       let failed = 0;
@@ -276,10 +295,15 @@ export class LocalDnsServer {
     });
     sock.on('error', (e) => log.error(`Local udp DNS server error: ${e.message}`));
     sock.on('message', (msg, rinfo) => {
-      this.serve('udp', msg).then(
-        (out) => out && sock.send(out, rinfo.port, rinfo.address),
-        (e: Error) => log.error(`udp DNS request failed: ${e.message}`),
-      );
+      void this.serve('udp', msg).then((out) => {
+        // a datagram from port 0 cannot be answered, and send() throws on it
+        if (!out || rinfo.port === 0) return;
+        try {
+          sock.send(out, rinfo.port, rinfo.address);
+        } catch (e) {
+          log.debug(`cannot answer ${rinfo.address}:${rinfo.port}: ${(e as Error).message}`);
+        }
+      }, logUnexpected('udp'));
     });
     const a = sock.address();
     return {
@@ -320,75 +344,123 @@ export class LocalDnsServer {
         const msg = pending.subarray(2, 2 + len);
         pending = pending.subarray(2 + len);
         chain = chain.then(async () => {
-          const out = await this.serve('tcp', Buffer.from(msg)).catch((e: Error) => {
-            log.error(`tcp DNS request failed: ${e.message}`);
-            return undefined;
-          });
+          const out = await this.serve('tcp', Buffer.from(msg));
           if (!out || s.destroyed) return;
           const head = Buffer.alloc(2);
           head.writeUInt16BE(out.length);
           s.write(Buffer.concat([head, out]));
-        });
+        }).catch(logUnexpected('tcp'));
       }
     });
   }
 }
 
-/** One query to one upstream over `protocol`; the raw answer (its ID matching the query's). */
-export function exchange(protocol: Protocol, server: string, query: Buffer, timeoutMs: number): Promise<Buffer> {
+/** The last guard of a listener: what escapes it is a bug of the proxy, logged, never the end of the process. */
+function logUnexpected(protocol: Protocol): (e: unknown) => void {
+  return (e) => log.error(`${protocol} DNS request failed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+}
+
+/** An upstream's answer: as received, and decoded (an answer that does not decode is a failed exchange). */
+export interface Upstream {
+  raw: Buffer;
+  message: Message;
+}
+
+/**
+ * miekg/dns's DefaultMsgAcceptFunc, which Istio's server keeps: QUERY and NOTIFY only (else NOTIMP), exactly one
+ * question, at most one answer, one authority and two additional records (else FORMERR). Undefined: accepted.
+ */
+function accept(h: Header, c: SectionCounts): number | undefined {
+  if (h.opcode !== OPCODE_QUERY && h.opcode !== OPCODE_NOTIFY) return RCODE.NOTIMP;
+  if (c.questions !== 1 || c.answers > 1 || c.authorities > 1 || c.additionals > 2) return RCODE.FORMERR;
+  return undefined;
+}
+
+/** The answer decoded, or why it is no answer to query `id` (miekg/dns's client: short read, unpack error, id). */
+function readAnswer(msg: Buffer, from: string): Upstream | Error {
+  if (msg.length < HEADER_SIZE) return new Error(`${from}: short read (${msg.length} bytes)`);
+  try {
+    return { raw: msg, message: decodeMessage(msg) };
+  } catch (e) {
+    return new Error(`${from}: ${(e as Error).message}`);
+  }
+}
+
+/** One query to one upstream over `protocol`: its answer, whose ID matches the query's. */
+export async function exchange(protocol: Protocol, server: string, query: Buffer, timeoutMs: number): Promise<Upstream> {
   const { host, port } = splitHostPort(server);
   const id = query.readUInt16BE(0);
   return protocol === 'udp' ? exchangeUdp(host, port, query, id, timeoutMs) : exchangeTcp(host, port, query, id, timeoutMs);
 }
 
-function exchangeUdp(host: string, port: number, query: Buffer, id: number, timeoutMs: number): Promise<Buffer> {
+function exchangeUdp(host: string, port: number, query: Buffer, id: number, timeoutMs: number): Promise<Upstream> {
+  const to = joinHostPort(host, port);
   return new Promise((resolve, reject) => {
     // A socket per query: a fresh random source port each time, as the upstream client in Istio dials.
     const sock = dgram.createSocket({ type: isIPv6(host.split('%')[0]!) ? 'udp6' : 'udp4' });
-    const done = (err: Error | undefined, b?: Buffer) => {
+    let settled = false;
+    const done = (r: Upstream | Error) => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       sock.close();
-      if (err) reject(err);
-      else resolve(b!);
+      if (r instanceof Error) reject(r);
+      else resolve(r);
     };
-    const timer = setTimeout(() => done(new Error(`read udp ${joinHostPort(host, port)}: i/o timeout`)), timeoutMs);
-    sock.on('error', (e) => done(new Error(`udp ${joinHostPort(host, port)}: ${e.message}`)));
-    // answers from elsewhere, or to another query, are not ours
-    sock.on('message', (msg, rinfo) => {
-      if (msg.length >= 2 && msg.readUInt16BE(0) === id && rinfo.port === port) done(undefined, msg);
+    const timer = setTimeout(() => done(new Error(`read udp ${to}: i/o timeout`)), timeoutMs);
+    sock.on('error', (e) => done(new Error(`udp ${to}: ${e.message}`)));
+    sock.on('message', (msg) => {
+      // a connected socket hears only its upstream; an answer to another (earlier) query is skipped, as miekg/dns does
+      if (msg.length >= HEADER_SIZE && msg.readUInt16BE(0) !== id) return;
+      done(readAnswer(msg, `udp ${to}`));
     });
-    sock.connect(port, host, () => sock.send(query));
+    try {
+      // connect() reports an unreachable network or a refused address to its callback, not as an 'error'
+      sock.connect(port, host, (err?: Error) => {
+        if (err) done(new Error(`dial udp ${to}: ${err.message}`));
+        else if (!settled) sock.send(query, (e) => e && done(new Error(`write udp ${to}: ${e.message}`)));
+      });
+    } catch (e) {
+      done(new Error(`dial udp ${to}: ${(e as Error).message}`));
+    }
   });
 }
 
-function exchangeTcp(host: string, port: number, query: Buffer, id: number, timeoutMs: number): Promise<Buffer> {
+function exchangeTcp(host: string, port: number, query: Buffer, id: number, timeoutMs: number): Promise<Upstream> {
+  const to = joinHostPort(host, port);
   return new Promise((resolve, reject) => {
-    const s = net.connect({ host, port });
     let buf = Buffer.alloc(0);
     let settled = false;
-    const done = (err: Error | undefined, b?: Buffer) => {
+    let s: net.Socket | undefined;
+    const done = (r: Upstream | Error) => {
       if (settled) return;
       settled = true;
-      s.destroy();
-      if (err) reject(err);
-      else resolve(b!);
+      s?.destroy();
+      if (r instanceof Error) reject(r);
+      else resolve(r);
     };
-    s.setTimeout(timeoutMs, () => done(new Error(`tcp ${joinHostPort(host, port)}: i/o timeout`)));
-    s.on('error', (e) => done(new Error(`dial tcp ${joinHostPort(host, port)}: ${e.message}`)));
+    try {
+      s = net.connect({ host, port });
+    } catch (e) {
+      done(new Error(`dial tcp ${to}: ${(e as Error).message}`));
+      return;
+    }
+    s.setTimeout(timeoutMs, () => done(new Error(`tcp ${to}: i/o timeout`)));
+    s.on('error', (e) => done(new Error(`dial tcp ${to}: ${e.message}`)));
     s.on('connect', () => {
       const head = Buffer.alloc(2);
       head.writeUInt16BE(query.length);
-      s.write(Buffer.concat([head, query]));
+      s!.write(Buffer.concat([head, query]));
     });
     s.on('data', (d: Buffer) => {
       buf = Buffer.concat([buf, d]);
       if (buf.length < 2) return;
       const len = buf.readUInt16BE(0);
       if (buf.length < 2 + len) return;
-      const msg = buf.subarray(2, 2 + len);
-      if (msg.length < 2 || msg.readUInt16BE(0) !== id) done(new Error(`tcp ${joinHostPort(host, port)}: id mismatch`));
-      else done(undefined, Buffer.from(msg));
+      const msg = Buffer.from(buf.subarray(2, 2 + len));
+      if (msg.length >= HEADER_SIZE && msg.readUInt16BE(0) !== id) done(new Error(`tcp ${to}: id mismatch`));
+      else done(readAnswer(msg, `tcp ${to}`));
     });
-    s.on('end', () => done(new Error(`tcp ${joinHostPort(host, port)}: connection closed before an answer`)));
+    s.on('end', () => done(new Error(`tcp ${to}: connection closed before an answer`)));
   });
 }

@@ -8,12 +8,13 @@ export const TYPE = { A: 1, NS: 2, CNAME: 5, SOA: 6, PTR: 12, MX: 15, TXT: 16, A
 export const CLASS_INET = 1;
 export const RCODE = { NOERROR: 0, FORMERR: 1, SERVFAIL: 2, NXDOMAIN: 3, NOTIMP: 4, REFUSED: 5 } as const;
 export const OPCODE_QUERY = 0;
+export const OPCODE_NOTIFY = 4;
 
 /** The smallest payload every client takes (RFC 1035 / RFC 6891 §6.2.5). */
 export const MIN_MSG_SIZE = 512;
 /** The largest DNS message (DNS over TCP). */
 export const MAX_MSG_SIZE = 65535;
-const HEADER_SIZE = 12;
+export const HEADER_SIZE = 12;
 
 export interface Header {
   id: number;
@@ -297,6 +298,19 @@ export function decodeMessage(buf: Buffer): Message {
 /** Only the header, for answering a message too broken to decode. */
 export function decodeHeader(buf: Buffer): Header | undefined {
   return buf.length >= HEADER_SIZE ? readHeader(buf) : undefined;
+}
+
+export interface SectionCounts {
+  questions: number;
+  answers: number;
+  authorities: number;
+  additionals: number;
+}
+
+/** The section counts a header announces (whether or not the message holds that many). */
+export function headerCounts(buf: Buffer): SectionCounts | undefined {
+  if (buf.length < HEADER_SIZE) return undefined;
+  return { questions: buf.readUInt16BE(4), answers: buf.readUInt16BE(6), authorities: buf.readUInt16BE(8), additionals: buf.readUInt16BE(10) };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { LocalDnsServer, type Protocol } from '../../src/dns/server';
 import { aaaaRecord, aRecord, cnameRecord, decodeMessage, encodeMessage, query, RCODE, recordValue, replyTo, TYPE, type Message, type ResourceRecord } from '../../src/dns/wire';
 import { metricsText } from '../../src/lib/metrics';
 import { metricValue, tempDir } from '../agent/helpers';
+import { mutate, seededRandom } from '../helpers/seeded-random.mjs';
 
 const TABLE: Record<string, NameEntry> = {
   'www.google.com': { ips: ['1.1.1.1'], registry: 'External' },
@@ -257,21 +258,131 @@ t.test('every upstream down: SERVFAIL, counted as a failure', async (t) => {
   t.equal((metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0) - before, 1);
 });
 
-t.test('what is not a query: responses ignored, other opcodes NOTIMP, garbage FORMERR', async (t) => {
+t.test('an upstream that cannot be reached at all: SERVFAIL at once, the next upstream still asked', async (t) => {
+  const up = await startUpstream(t);
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
+  // connect() to the broadcast address without SO_BROADCAST fails (EACCES) as a route-less one does (ENETUNREACH):
+  // reported to connect's callback, not as an error event
+  const start = async (upstreams: string[], forwardParallel: boolean) => {
+    const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel, resolvConfPath: path.join(dir, 'r'), upstreams, upstreamTimeoutMs: 3000 });
+    await dns.start();
+    t.teardown(() => dns.close());
+    dns.updateNameTable({});
+    return dns;
+  };
+  for (const parallel of [false, true]) {
+    const down = await start(['255.255.255.255:53'], parallel);
+    const before = metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0;
+    for (const protocol of ['udp', 'tcp'] as const) {
+      const began = Date.now();
+      const res = await ask(protocol, down.addresses().find((a) => a.startsWith(protocol))!.slice(6), query(9, 'upstream-only.example.org.', TYPE.A));
+      t.equal(res.header.rcode, RCODE.SERVFAIL, `${protocol} parallel=${parallel}: SERVFAIL`);
+      t.equal(res.header.id, 9);
+      t.ok(Date.now() - began < 2500, `${protocol} parallel=${parallel}: answered before the upstream timeout`);
+    }
+    t.equal((metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0) - before, 2, 'counted as upstream failures');
+    const mixed = await start(['255.255.255.255:53', up.address], parallel);
+    const res = await ask('udp', mixed.addresses()[0]!.slice(6), query(10, 'www.bing.com.', TYPE.A));
+    t.same(show(res.answers), show(A('www.bing.com.', '1.1.1.1')), `parallel=${parallel}: the reachable upstream answers`);
+  }
+});
+
+t.test('what a client sends is accepted or refused as miekg/dns DefaultMsgAcceptFunc does', async (t) => {
   const dir = tempDir(t, 'mesh-dns-');
   fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
   const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [] });
-  dns.updateNameTable({});
+  dns.updateNameTable({ 'known.example': { ips: ['10.0.0.1'], registry: 'External' } });
+  const serve = async (m: Message | Buffer) => {
+    const out = await dns.serve('udp', Buffer.isBuffer(m) ? m : encodeMessage(m));
+    return out && decodeMessage(out);
+  };
   const resp = query(1, 'x.', TYPE.A);
   resp.header.response = true;
-  t.equal(await dns.serve('udp', encodeMessage(resp)), undefined, 'a response gets no answer');
-  const notify = query(2, 'x.', TYPE.SOA);
+  t.equal(await serve(resp), undefined, 'a response gets no answer');
+  t.equal(await serve(Buffer.alloc(11)), undefined, 'no header, no answer');
+  const update = query(2, 'x.', TYPE.SOA);
+  update.header.opcode = 5;
+  const notimp = (await serve(update))!;
+  t.equal(notimp.header.rcode, RCODE.NOTIMP, 'UPDATE: not implemented');
+  t.equal(notimp.header.opcode, 5, 'NOTIMP keeps the opcode');
+  // NOTIFY passes the accept function: Istio's handler answers it as a query
+  const notify = query(3, 'known.example.', TYPE.A);
   notify.header.opcode = 4;
-  t.equal(decodeMessage((await dns.serve('udp', encodeMessage(notify)))!).header.rcode, RCODE.NOTIMP, 'NOTIFY: not implemented');
-  const broken = Buffer.concat([encodeMessage(query(3, 'x.', TYPE.A)).subarray(0, 14)]);
-  const formerr = decodeMessage((await dns.serve('udp', broken))!);
+  const notified = (await serve(notify))!;
+  t.equal(notified.header.rcode, RCODE.NOERROR);
+  t.same(notified.answers.map(recordValue), ['10.0.0.1'], 'NOTIFY for a mesh name answered from the table');
+  const counts = (qd: number, an: number, ns: number, ar: number) => {
+    const b = encodeMessage(query(4, 'known.example.', TYPE.A));
+    [qd, an, ns, ar].forEach((n, i) => b.writeUInt16BE(n, 4 + i * 2));
+    return b;
+  };
+  for (const [c, rcode] of [
+    [[0, 0, 0, 0], RCODE.FORMERR],
+    [[2, 0, 0, 0], RCODE.FORMERR],
+    [[1, 2, 0, 0], RCODE.FORMERR],
+    [[1, 0, 2, 0], RCODE.FORMERR],
+    [[1, 0, 0, 3], RCODE.FORMERR],
+    // accepted by the counts, then the records announced are missing: unpack error, FORMERR
+    [[1, 1, 1, 2], RCODE.FORMERR],
+  ] as Array<[[number, number, number, number], number]>) {
+    const r = (await serve(counts(...c)))!;
+    t.equal(r.header.rcode, rcode, `counts ${c.join('/')}`);
+    t.equal(r.header.id, 4);
+    t.same(r.questions, [], 'a rejected message is answered with its header only');
+  }
+  t.equal((await serve(counts(1, 0, 0, 0).subarray(0, 12)))!.header.rcode, RCODE.SERVFAIL, 'a bare header: no question, SERVFAIL (Istio)');
+  const broken = encodeMessage(query(3, 'x.', TYPE.A)).subarray(0, 14);
+  const formerr = (await serve(broken))!;
   t.equal(formerr.header.rcode, RCODE.FORMERR);
   t.equal(formerr.header.id, 3, 'with the id of the broken query');
+});
+
+t.test('fuzz: mutated queries and mutated upstream answers never break the proxy', async (t) => {
+  const random = seededRandom(3101);
+  // an upstream answering every query with a mutation of a valid answer carrying the query's id
+  const answer = encodeMessage({ ...replyTo(query(0, 'www.bing.com.', TYPE.A)), answers: [...A('www.bing.com.', '1.1.1.1', '1.1.1.2'), ...CNAME('www.bing.com.', 'bing.example.')] });
+  const up = dgram.createSocket('udp4');
+  await new Promise<void>((r) => up.bind(0, '127.0.0.1', () => r()));
+  t.teardown(() => up.close());
+  up.on('message', (m, rinfo) => {
+    const out = mutate(answer, random);
+    if (out.length >= 2) m.copy(out, 0, 0, 2);
+    up.send(out, rinfo.port, rinfo.address);
+  });
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
+  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [`127.0.0.1:${up.address().port}`], upstreamTimeoutMs: 200 });
+  dns.updateNameTable(TABLE);
+  const valid = encodeMessage(query(77, 'www.bing.com.', TYPE.A, { udpSize: 1232 }));
+  let answered = 0;
+  for (let i = 0; i < 1500; i++) {
+    const q = i % 3 === 0 ? valid : mutate(valid, random);
+    for (const protocol of ['udp', 'tcp'] as const) {
+      const out = await dns.serve(protocol, q);
+      if (!out) continue;
+      answered++;
+      // whatever came in and whatever the upstream sent: a message a client can read, for the query's id
+      const m = decodeMessage(out);
+      if (m.header.id !== q.readUInt16BE(0)) t.fail(`answer ${m.header.id} to query ${q.readUInt16BE(0)}: ${q.toString('hex')}`);
+      if (protocol === 'udp' && out.length > 1232) t.fail(`UDP answer of ${out.length} bytes`);
+    }
+  }
+  t.ok(answered > 1000, `${answered} answers`);
+  // and the proxy still answers properly once the upstream does
+  up.removeAllListeners('message');
+  up.on('message', (m, rinfo) => up.send(encodeMessage({ ...replyTo(decodeMessage(m)), answers: A('www.bing.com.', '1.1.1.1') }), rinfo.port, rinfo.address));
+  const res = decodeMessage((await dns.serve('udp', valid))!);
+  t.same(show(res.answers), show(A('www.bing.com.', '1.1.1.1')));
+  t.same(show(decodeMessage((await dns.serve('udp', encodeMessage(query(78, 'productpage.', TYPE.A))))!).answers), show(A('productpage.', '9.9.9.9')));
+});
+
+t.test('upstreams from resolv.conf: every valid nameserver on port 53, IPv6 in brackets', async (t) => {
+  const dir = tempDir(t, 'mesh-dns-');
+  fs.writeFileSync(path.join(dir, 'r'), '# kubelet\nnameserver 10.96.0.10\nnameserver fd00::a\nnameserver 10.96.0.11:5353\nnameserver fe80::1%lo\nsearch ns1.svc.cluster.local svc.cluster.local\noptions ndots:5\n');
+  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r') });
+  t.same(dns.upstreams, ['10.96.0.10:53', '[fd00::a]:53', '[fe80::1%lo]:53']);
+  t.same(dns.search, ['ns1.svc.cluster.local', 'svc.cluster.local']);
 });
 
 t.test('configuration errors name the file and the address', async (t) => {
