@@ -9,9 +9,11 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { namespace, startKube, type KubeApi } from '../helpers/kube';
+import { namespace, startKube, type KubeApi, requireKube } from '../helpers/kube';
 import { metricValue } from '../agent/helpers';
 import { caClient, createCertificate, opensslCsr, opensslVerify, sans, tempDir } from './helpers';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 

@@ -16,7 +16,9 @@ import type { Config, Kind } from '../../src/config/types';
 import { OrchestratorRegistry } from '../../src/discovery/registry/orchestrator';
 import { configure, MemorySink, parseLogOptions } from '../../src/lib/log/index';
 import { registry as metrics } from '../../src/lib/metrics';
-import { applyCrds, endpointSlice, type Kube, KubeApiError, namespace, node, type Obj, pod, podStatus, service, startKube } from '../helpers/kube';
+import { applyCrds, endpointSlice, type Kube, KubeApiError, namespace, node, type Obj, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
+
+requireKube();
 
 const logSink = new MemorySink();
 configure(parseLogOptions({}), { sinks: [logSink] });

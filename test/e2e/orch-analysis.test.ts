@@ -16,7 +16,9 @@
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { type Kube, namespace, type Obj, service, startKube } from '../helpers/kube';
+import { type Kube, namespace, type Obj, service, startKube, requireKube } from '../helpers/kube';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

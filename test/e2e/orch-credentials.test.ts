@@ -17,9 +17,11 @@ import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { sdsAdsConfig } from '../../src/xds/gen/tls';
 import { built } from '../helpers/binary';
 import { startDaemon, waitFor } from '../helpers/daemon';
-import { namespace, startKube, type KubeApi } from '../helpers/kube';
+import { namespace, startKube, type KubeApi, requireKube } from '../helpers/kube';
 import { tempDir } from '../ca/helpers';
 import { generateRoot, rotatedRoot } from '../../src/ca/selfsigned';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

@@ -12,9 +12,11 @@ import t from 'tap';
 import { built } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { applyCrds, type Kube, namespace, node, pod, podStatus, service, startKube } from '../helpers/kube';
+import { applyCrds, type Kube, namespace, node, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
 import { addressesOf, CDS, EDS, endpointsOf, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import type { RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

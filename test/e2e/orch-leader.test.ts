@@ -6,8 +6,10 @@
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { type Kube, namespace, type Obj, startKube } from '../helpers/kube';
+import { type Kube, namespace, type Obj, startKube, requireKube } from '../helpers/kube';
 import { CDS, sidecarNode, XdsWatch } from '../helpers/xds';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

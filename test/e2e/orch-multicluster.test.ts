@@ -10,8 +10,10 @@ import t from 'tap';
 import { metricValue } from '../agent/helpers';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { endpointSlice, type Kube, namespace, type Obj, service, startKube } from '../helpers/kube';
+import { endpointSlice, type Kube, namespace, type Obj, service, startKube, requireKube } from '../helpers/kube';
 import { addressesOf, CDS, EDS, sidecarNode, XdsWatch } from '../helpers/xds';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

@@ -7,7 +7,9 @@ import t from 'tap';
 import { freePort } from '../agent/helpers';
 import { built } from '../helpers/binary';
 import { startDaemon, waitFor } from '../helpers/daemon';
-import { type Kube, namespace, type Obj, startKube } from '../helpers/kube';
+import { type Kube, namespace, type Obj, startKube, requireKube } from '../helpers/kube';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

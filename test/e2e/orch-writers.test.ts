@@ -16,7 +16,9 @@ import { parse as parseYaml } from 'yaml';
 import { builtinInjectConfig } from '../../src/inject/config';
 import { built, exec, DIST } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { type Kube, KubeApiError, namespace, type Obj, startKube } from '../helpers/kube';
+import { type Kube, KubeApiError, namespace, type Obj, startKube, requireKube } from '../helpers/kube';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

@@ -7,6 +7,7 @@ import https from 'node:https';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { REPO, SHARED } from './spec';
+import tap from 'tap';
 
 const run = promisify(execFile);
 
@@ -285,14 +286,32 @@ export function endpointSlice(ns: string, name: string, svc: string, eps: SliceE
   };
 }
 
+let unavailable: string | false | undefined;
+
 /** Why the real API server cannot run here (a skip reason), or false. */
 export function kubeUnavailable(): string | false {
+  if (unavailable !== undefined) return unavailable;
   try {
     execFileSync(path.join(KUBE_DIR, 'start'), ['--help'], { stdio: 'ignore', timeout: 10_000 });
-    return false;
+    unavailable = false;
   } catch (e) {
-    return `../shared/kube/start is not usable here: ${(e as Error).message}`;
+    unavailable = `../shared/kube/start is not usable here: ${(e as Error).message}`;
   }
+  return unavailable;
+}
+
+/**
+ * The one rule for a test file whose every test needs the real API server: where it cannot run, the whole file
+ * is skipped with the reason (and with CI=true, where the suite's runner fails every skip, the run fails naming
+ * it). Call it before any t.before or t.test. Files with tests that need no API server skip per test instead,
+ * with `{ skip: kubeUnavailable() }`.
+ */
+export function requireKube(): void {
+  const why = kubeUnavailable();
+  if (!why) return;
+  tap.plan(0, why);
+  tap.end();
+  process.exit(0);
 }
 
 /** The API server's port (tests that forward it into a network namespace need it). */

@@ -7,7 +7,9 @@ import t from 'tap';
 import { parse as parseYaml } from 'yaml';
 import { waitFor } from '../agent/helpers';
 import { built, DIST, exec } from '../helpers/binary';
-import { namespace, objectPath, startKube, type Obj } from '../helpers/kube';
+import { namespace, objectPath, startKube, type Obj, requireKube } from '../helpers/kube';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

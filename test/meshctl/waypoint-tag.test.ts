@@ -4,7 +4,7 @@ import path from 'node:path';
 import t from 'tap';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { built, DIST, exec } from '../helpers/binary';
-import { startKube, KubeApiError } from '../helpers/kube';
+import { startKube, KubeApiError, kubeUnavailable } from '../helpers/kube';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -42,7 +42,7 @@ spec:
   t.match(r.stderr, /bogus/);
 });
 
-t.test('tag generate', async (t) => {
+t.test('tag generate', { skip: kubeUnavailable() }, async (t) => {
   const kube = await startKube(t, { crds: 'none', controllerManager: false });
   const env = { ORCHCONFIG: kube.kubeconfig };
   await kube.api.create('/api/v1/namespaces', { metadata: { name: 'mesh-system' } });

@@ -7,9 +7,11 @@
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
-import { endpointSlice, type Kube, namespace, pod, podStatus, service, startKube } from '../helpers/kube';
+import { endpointSlice, type Kube, namespace, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
 import { checkSpecMetrics, parseExposition, sampleSum, specMetrics } from '../helpers/metrics-spec';
 import { CDS, EDS, LDS, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
+
+requireKube();
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

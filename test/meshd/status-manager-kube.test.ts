@@ -5,7 +5,9 @@
 import t from 'tap';
 import { createOrchClient } from '../../src/config/orch';
 import { StatusManager } from '../../src/meshd/status-manager';
-import { type Kube, namespace, startKube } from '../helpers/kube';
+import { type Kube, namespace, startKube, requireKube } from '../helpers/kube';
+
+requireKube();
 
 const NS = 'team-a';
 const VS = `/apis/networking.mesh.io/v1/namespaces/${NS}/virtualservices`;
