@@ -6,10 +6,11 @@
 //        [--concurrency 1]
 //
 // --pattern burst (issue 24, item 5) replaces autocannon in each round by ./gateway/burst.mjs: --connections
-// keep-alive connections opened --spacing ms apart, each sending a GET as soon as it is connected (the first batch),
-// (with --hold: once all of them are open, all at once), then --batches - 1 more GETs on every connection, all at once, batch after batch; --duration is not used. The
-// issue's run: `--pattern burst --connections 1000 --spacing 2 --timeout 15`. --concurrency n runs the gateway with n
-// engine workers (default 1; Istio's gateway default 0 means one per core).
+// keep-alive connections opened --spacing ms apart, each sending a GET as soon as it is connected (the first batch;
+// with --hold, once all of them are open, all at once), then --batches - 1 more GETs on every connection, all at
+// once, batch after batch; --duration is not used. The issue's run: `--pattern burst --connections 1000 --spacing 2
+// --timeout 15`. --concurrency n runs the gateway with n engine workers (default 1; Istio's gateway default, 0,
+// means one per core).
 //
 // Processes, all on loopback with ephemeral ports, as in ./gateway.mjs: the backend (./gateway/backend.mjs),
 // `pilot-discovery discovery --configDir` (a Gateway, a VirtualService and a ServiceEntry + WorkloadEntry for
@@ -81,6 +82,10 @@ function parseArgs(argv) {
     if (!Number.isInteger(n)) throw new Error(`--${name}: expected a whole number, got ${JSON.stringify(v)}`);
     return n;
   };
+  const oneOf = (name, v, allowed) => {
+    if (!allowed.includes(v)) throw new Error(`--${name}: expected ${allowed.join(' or ')}, got '${v}'`);
+    return v;
+  };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
     let v;
@@ -100,18 +105,10 @@ function parseArgs(argv) {
       case '--rest': o.rest = num('rest', value(), 0); break;
       case '--upstreamIdle': o.upstreamIdle = num('upstreamIdle', value(), 0); break;
       case '--fdLimit': o.fdLimit = int('fdLimit', value(), 64); break;
-      case '--backend': {
-        o.backend = value();
-        if (!['raw', 'node'].includes(o.backend)) throw new Error(`--backend: expected raw or node, got '${o.backend}'`);
-        break;
-      }
+      case '--backend': o.backend = oneOf('backend', value(), ['raw', 'node']); break;
       case '--proxyCpu': o.proxyCpu = int('proxyCpu', value(), 0); break;
       case '--loadCpu': o.loadCpu = int('loadCpu', value(), 0); break;
-      case '--pattern': {
-        o.pattern = value();
-        if (!['steady', 'burst'].includes(o.pattern)) throw new Error(`--pattern: expected steady or burst, got '${o.pattern}'`);
-        break;
-      }
+      case '--pattern': o.pattern = oneOf('pattern', value(), ['steady', 'burst']); break;
       case '--spacing': o.spacing = num('spacing', value(), 0); break;
       case '--batches': o.batches = int('batches', value(), 1); break;
       case '--concurrency': o.concurrency = int('concurrency', value(), 0); break;
