@@ -210,7 +210,7 @@ t.test('responses: status line and framing by RFC 9112 §6.3', async (t) => {
 });
 
 t.test("request lines judged as Envoy's codec does, before the head is complete (issue 24, item 4)", async (t) => {
-  const envoy = { acceptHttp10: false, maxHeadersCount: 100 };
+  const envoy = { acceptHttp10: false, maxHeadersCount: 100, allowCustomMethods: false };
   const status = (f: () => unknown) => {
     try {
       f();
@@ -222,6 +222,8 @@ t.test("request lines judged as Envoy's codec does, before the head is complete 
   t.equal(status(() => parseRequestHead('get / HTTP/1.1\r\nhost: a', envoy)), 400, 'a lower-case method');
   t.equal(status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', envoy)), 400, 'a method outside the list');
   t.equal(status(() => parseRequestHead('MKCALENDAR / HTTP/1.1\r\nhost: a', envoy)), 0, 'a method in the list');
+  t.equal(status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })), 0, 'any token with allow_custom_methods');
+  t.equal(status(() => parseRequestHead('F(O / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })), 400, 'but a token');
   t.equal(status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', envoy)), 426, 'HTTP/1.0 not accepted');
   t.equal(status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', { ...envoy, acceptHttp10: true })), 0, 'HTTP/1.0 accepted');
   t.equal(status(() => parseRequestHead('GET /', envoy)), 426, 'HTTP/0.9');

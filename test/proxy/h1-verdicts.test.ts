@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { built, DIST } from '../helpers/binary';
 import { dataPlanes, envoyPath, type DataPlane } from '../helpers/envoy';
-import { backend, freePort, hcm, sock, waitFor } from './helpers';
+import { freePort, hcm, sock, waitFor } from './helpers';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mesh-h1-verdicts-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,6 +30,8 @@ interface Case extends Verdict {
   bytes: string;
   /** Sent to the listener with http_protocol_options.accept_http_10. */
   http10?: boolean;
+  /** Sent to the listener with http_protocol_options.allow_custom_methods. */
+  custom?: boolean;
   /** The answer's status line starts with this (default 'HTTP/1.1 '). */
   version?: string;
 }
@@ -40,6 +42,8 @@ const CASES: Case[] = [
   { name: 'a lower-case method', bytes: 'get / HTTP/1.1\r\nhost: a\r\n\r\n', status: 400, closed: true },
   { name: 'a lower-case method, request line only', bytes: 'get / HTTP/1.1\r\n', status: 400, closed: true },
   { name: 'a method outside the list', bytes: 'FOO / HTTP/1.1\r\nhost: a\r\n\r\n', status: 400, closed: true },
+  { name: 'a method outside the list where custom methods are allowed', bytes: 'FOO / HTTP/1.1\r\nhost: a\r\n\r\n', custom: true, status: 200, closed: false },
+  { name: 'a lower-case method where custom methods are allowed', bytes: 'get / HTTP/1.1\r\nhost: a\r\n\r\n', custom: true, status: 200, closed: false },
   { name: 'a request-target without scheme or slash', bytes: 'GET abc HTTP/1.1\r\nhost: a\r\n\r\n', status: 400, closed: true },
   { name: '100 header lines (host included)', bytes: `GET / HTTP/1.1\r\nhost: a\r\n${headerLines(99)}\r\n`, status: 200, closed: false },
   { name: '101 header lines (host included)', bytes: `GET / HTTP/1.1\r\nhost: a\r\n${headerLines(100)}\r\n`, status: 431, closed: true },
@@ -96,10 +100,11 @@ function exchange(port: number, bytes: string): Promise<{ text: string; closed: 
 interface Plane {
   port: number;
   http10Port: number;
+  customPort: number;
 }
 
 async function startPlane(t: { teardown(f: () => unknown): void }, plane: DataPlane, backendPort: number): Promise<Plane> {
-  const [port, http10Port, admin] = [await freePort(), await freePort(), await freePort()];
+  const [port, http10Port, customPort, admin] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const routeConfig = { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }] };
   const listener = (name: string, p: number, extra: JsonObject = {}) => ({ name, address: sock('127.0.0.1', p), filter_chains: [{ filters: [hcm({ routeConfig, extra })] }] });
   const file = path.join(dir, `${plane}.json`);
@@ -109,7 +114,11 @@ async function startPlane(t: { teardown(f: () => unknown): void }, plane: DataPl
       node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
       admin: { address: sock('127.0.0.1', admin) },
       static_resources: {
-        listeners: [listener('plain', port), listener('http10', http10Port, { http_protocol_options: { accept_http_10: true } })],
+        listeners: [
+          listener('plain', port),
+          listener('http10', http10Port, { http_protocol_options: { accept_http_10: true } }),
+          listener('custom', customPort, { http_protocol_options: { allow_custom_methods: true } }),
+        ],
         clusters: [{ name: 'b', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', backendPort) } }] }] } }],
       },
     }),
@@ -133,16 +142,39 @@ async function startPlane(t: { teardown(f: () => unknown): void }, plane: DataPl
     `${plane} ready`,
     30_000,
   );
-  return { port, http10Port };
+  return { port, http10Port, customPort };
+}
+
+/** A backend that answers 200 to every request head, whatever its method (Node's server refuses methods it does not know). */
+async function rawBackend(t: { teardown(f: () => unknown): void }): Promise<number> {
+  const open = new Set<net.Socket>();
+  const server = net.createServer((s) => {
+    open.add(s);
+    s.on('close', () => open.delete(s));
+    let buf = '';
+    s.on('data', (d: Buffer) => {
+      buf += d.toString('latin1');
+      for (let end = buf.indexOf('\r\n\r\n'); end >= 0; end = buf.indexOf('\r\n\r\n')) {
+        buf = buf.slice(end + 4);
+        s.write('HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok');
+      }
+    });
+    s.on('error', () => undefined);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(() => {
+    for (const s of open) s.destroy();
+    return new Promise<void>((r) => server.close(() => r()));
+  });
+  return (server.address() as net.AddressInfo).port;
 }
 
 t.test('HTTP/1 verdicts on refused requests, same on the built engine and on Envoy', { skip: built() ? false : 'dist/mesh is not built (node build.mjs)' }, async (t) => {
-  const b = await backend('b');
-  t.teardown(() => b.close());
+  const b = { port: await rawBackend(t) };
   for (const plane of dataPlanes()) {
     t.test(plane, async (t) => {
       const p = await startPlane(t, plane, b.port);
-      const results = await Promise.all(CASES.map((c) => exchange(c.http10 ? p.http10Port : p.port, c.bytes)));
+      const results = await Promise.all(CASES.map((c) => exchange(c.http10 ? p.http10Port : c.custom ? p.customPort : p.port, c.bytes)));
       CASES.forEach((c, i) => {
         const r = results[i]!;
         const m = /^(HTTP\/1\.[01] )(\d{3}) /.exec(r.text);

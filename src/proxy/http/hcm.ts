@@ -121,7 +121,7 @@ export interface HcmOptions {
   codec: 'auto' | 'http1' | 'http2';
   idleTimeoutMs: number;
   maxRequestHeadersKb: number;
-  /** common_http_protocol_options.max_headers_count (Envoy's default 100) and http_protocol_options.accept_http_10. */
+  /** common_http_protocol_options.max_headers_count (Envoy's default 100), http_protocol_options.accept_http_10 and allow_custom_methods. */
   h1Policy: RequestPolicy;
   defaultHostForHttp10: string;
   upgradeTypes: ReadonlySet<string>;
@@ -194,7 +194,11 @@ export class HcmRuntime {
       codec: proto.codecType === HttpConnectionManager_CodecType.HTTP1 ? 'http1' : proto.codecType === HttpConnectionManager_CodecType.HTTP2 ? 'http2' : 'auto',
       idleTimeoutMs: durationToMs(proto.commonHttpProtocolOptions?.idleTimeout) ?? 3_600_000,
       maxRequestHeadersKb: proto.maxRequestHeadersKb ?? 60,
-      h1Policy: { acceptHttp10: proto.httpProtocolOptions?.acceptHttp10 ?? false, maxHeadersCount: proto.commonHttpProtocolOptions?.maxHeadersCount ?? 100 },
+      h1Policy: {
+        acceptHttp10: proto.httpProtocolOptions?.acceptHttp10 ?? false,
+        maxHeadersCount: proto.commonHttpProtocolOptions?.maxHeadersCount ?? 100,
+        allowCustomMethods: proto.httpProtocolOptions?.allowCustomMethods ?? false,
+      },
       defaultHostForHttp10: proto.httpProtocolOptions?.defaultHostForHttp10 ?? '',
       upgradeTypes: new Set(proto.upgradeConfigs.filter((u) => u.enabled !== false).map((u) => u.upgradeType.toLowerCase())),
       forwardClientCert: forwardClientCertOf(proto.forwardClientCertDetails),

@@ -104,10 +104,12 @@ export interface RequestPolicy {
   acceptHttp10: boolean;
   /** HttpProtocolOptions.max_headers_count: more header lines than this is 431. */
   maxHeadersCount: number;
+  /** Http1ProtocolOptions.allow_custom_methods: any token is a method, not only Envoy's list. */
+  allowCustomMethods: boolean;
 }
 
-/** No policy: every version this parser reads, any number of headers (unit tests, tools). */
-export const LENIENT: RequestPolicy = { acceptHttp10: true, maxHeadersCount: Infinity };
+/** No policy: every version this parser reads, any number of headers, any token as method (unit tests, tools). */
+export const LENIENT: RequestPolicy = { acceptHttp10: true, maxHeadersCount: Infinity, allowCustomMethods: true };
 
 /** Envoy's isUrlValid: origin form or '*', absolute form (scheme://authority[path]), authority form for CONNECT. */
 function urlValid(target: string, isConnect: boolean): boolean {
@@ -251,7 +253,7 @@ function parseRequestLine(line: string, head: MessageHead, policy: RequestPolicy
   const sp1 = line.indexOf(' ');
   if (sp1 <= 0) throw new H1ParseError(400, 'malformed request line');
   head.method = line.slice(0, sp1);
-  if (!METHODS.has(head.method)) throw new H1ParseError(400, `invalid method '${head.method.slice(0, 32)}'`);
+  if (!(policy.allowCustomMethods ? TOKEN.test(head.method) : METHODS.has(head.method))) throw new H1ParseError(400, `invalid method '${head.method.slice(0, 32)}'`);
   const sp2 = line.indexOf(' ', sp1 + 1);
   if (sp2 < 0) {
     // HTTP/0.9: a method and a target, no version
