@@ -2,7 +2,15 @@
 // several rounds, and nothing may fail, leak descriptors or keep growing.
 //   node scripts/bench/soak.mjs [--duration 60] [--connections 1000] [--rounds 3] [--binary dist/mesh | mesh.cjs]
 //        [--timeout 10] [--settle 30] [--rest 10] [--upstreamIdle 5] [--fdLimit 65536] [--backend raw|node]
-//        [--proxyCpu 1] [--loadCpu 0] [--noPin] [--keep]
+//        [--proxyCpu 1] [--loadCpu 0] [--noPin] [--keep] [--pattern steady|burst] [--spacing 2] [--batches 5] [--hold]
+//        [--concurrency 1]
+//
+// --pattern burst (issue 24, item 5) replaces autocannon in each round by ./gateway/burst.mjs: --connections
+// keep-alive connections opened --spacing ms apart, each sending a GET as soon as it is connected (the first batch;
+// with --hold, once all of them are open, all at once), then --batches - 1 more GETs on every connection, all at
+// once, batch after batch; --duration is not used. The issue's run: `--pattern burst --connections 1000 --spacing 2
+// --timeout 15`. --concurrency n runs the gateway with n engine workers (default 1; Istio's gateway default, 0,
+// means one per core).
 //
 // Processes, all on loopback with ephemeral ports, as in ./gateway.mjs: the backend (./gateway/backend.mjs),
 // `pilot-discovery discovery --configDir` (a Gateway, a VirtualService and a ServiceEntry + WorkloadEntry for
@@ -50,16 +58,19 @@ import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
+const BURST = path.join(HERE, 'burst.mjs');
 const USAGE =
   'usage: node scripts/bench/soak.mjs [--duration s] [--connections n] [--rounds n] [--binary dist/mesh|mesh.cjs] [--timeout s] ' +
-  '[--settle s] [--rest s] [--upstreamIdle s] [--fdLimit n] [--backend raw|node] [--proxyCpu n] [--loadCpu n] [--noPin] [--keep]';
+  '[--settle s] [--rest s] [--upstreamIdle s] [--fdLimit n] [--backend raw|node] [--proxyCpu n] [--loadCpu n] [--noPin] [--keep] ' +
+  '[--pattern steady|burst] [--spacing ms] [--batches n] [--hold] [--concurrency n]';
 /** RSS at rest after a later round may exceed the first round's by less than this. */
 const RSS_GROWTH_LIMIT = 0.1;
 
 function parseArgs(argv) {
   const o = {
     duration: 60, connections: 1000, rounds: 3, binary: path.join(ROOT, 'dist', 'mesh'), timeout: 10, settle: 30, rest: 10,
-    upstreamIdle: 5, fdLimit: 65536, backend: 'raw', proxyCpu: 1, loadCpu: 0, pin: true, keep: false,
+    upstreamIdle: 5, fdLimit: 65536, backend: 'raw', proxyCpu: 1, loadCpu: 0, pin: true, keep: false, pattern: 'steady', spacing: 2,
+    batches: 5, concurrency: 1, hold: false,
   };
   const num = (name, v, min) => {
     const n = Number(v);
@@ -70,6 +81,10 @@ function parseArgs(argv) {
     const n = num(name, v, min);
     if (!Number.isInteger(n)) throw new Error(`--${name}: expected a whole number, got ${JSON.stringify(v)}`);
     return n;
+  };
+  const oneOf = (name, v, allowed) => {
+    if (!allowed.includes(v)) throw new Error(`--${name}: expected ${allowed.join(' or ')}, got '${v}'`);
+    return v;
   };
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
@@ -90,13 +105,14 @@ function parseArgs(argv) {
       case '--rest': o.rest = num('rest', value(), 0); break;
       case '--upstreamIdle': o.upstreamIdle = num('upstreamIdle', value(), 0); break;
       case '--fdLimit': o.fdLimit = int('fdLimit', value(), 64); break;
-      case '--backend': {
-        o.backend = value();
-        if (!['raw', 'node'].includes(o.backend)) throw new Error(`--backend: expected raw or node, got '${o.backend}'`);
-        break;
-      }
+      case '--backend': o.backend = oneOf('backend', value(), ['raw', 'node']); break;
       case '--proxyCpu': o.proxyCpu = int('proxyCpu', value(), 0); break;
       case '--loadCpu': o.loadCpu = int('loadCpu', value(), 0); break;
+      case '--pattern': o.pattern = oneOf('pattern', value(), ['steady', 'burst']); break;
+      case '--spacing': o.spacing = num('spacing', value(), 0); break;
+      case '--batches': o.batches = int('batches', value(), 1); break;
+      case '--concurrency': o.concurrency = int('concurrency', value(), 0); break;
+      case '--hold': o.hold = true; break;
       case '--noPin': o.pin = false; break;
       case '--keep': o.keep = true; break;
       case '-h':
@@ -359,7 +375,7 @@ async function main() {
   const model = cpus()[0]?.model ?? 'unknown cpu';
   console.log(`soak benchmark, node ${process.version}, ${ncpu} cpus (${model}), ${new Date().toISOString()}`);
   console.log(
-    `${opts.rounds} round(s) of ${opts.connections} keep-alive connections × ${opts.duration} s, client time-out ${opts.timeout} s; backend ${opts.backend}; ` +
+    `${opts.rounds} round(s) of ${opts.connections} keep-alive connections ${opts.pattern === 'burst' ? `opened ${opts.spacing} ms apart, ${opts.batches} batches of GETs` : `× ${opts.duration} s`}, client time-out ${opts.timeout} s; backend ${opts.backend}; ` +
       `upstream idle timeout ${opts.upstreamIdle > 0 ? `${opts.upstreamIdle} s` : "Istio's default (1 h)"}; ` +
       `${opts.pin ? `gateway on cpu ${opts.proxyCpu}, backend/discovery/load generator on cpu ${opts.loadCpu}` : 'not pinned'}; ` +
       `ulimit -n ${fdLimit} (was ${limits.soft}, hard ${limits.hard})`,
@@ -378,7 +394,7 @@ async function main() {
   // Istio's bootstrap keeps only a few stat prefixes: ask for the listeners', the HCM's and the backend cluster's too
   // (a safe_regex stats matcher must match the whole name, as in Envoy)
   const proxyStatsMatcher = { inclusionRegexps: ['^(http\\.|listener\\.|cluster\\.outbound\\|).*'] };
-  const gw = await startGateway({ command: [...ulimitPrefix(), ...pinPrefix(opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc, proxyConfig: { proxyStatsMatcher } });
+  const gw = await startGateway({ command: [...ulimitPrefix(), ...pinPrefix(opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc, concurrency: opts.concurrency, proxyConfig: { proxyStatsMatcher } });
   children.push(gw.child);
   await waitFor(async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
   const url = `http://127.0.0.1:${gwPort}/bench`;
@@ -433,7 +449,11 @@ async function main() {
     const t0 = Date.now();
     let result;
     try {
-      result = await runLoad(url, { connections: opts.connections, duration: opts.duration, warmup: 0, timeout: opts.timeout }, [...ulimitPrefix(), ...pinPrefix(opts.loadCpu)]);
+      const prefix = [...ulimitPrefix(), ...pinPrefix(opts.loadCpu)];
+      result =
+        opts.pattern === 'burst'
+          ? await runLoad(url, { connections: opts.connections, spacing: opts.spacing, batches: opts.batches, hold: opts.hold, timeout: opts.timeout }, prefix, BURST)
+          : await runLoad(url, { connections: opts.connections, duration: opts.duration, warmup: 0, timeout: opts.timeout }, prefix);
     } finally {
       clearInterval(timer);
     }
@@ -482,6 +502,7 @@ async function main() {
         `errors ${result.connErrors}, time-outs ${result.timeouts}, non-2xx ${result.non2xx}${fail ? '  <-- FAILURES' : ''}`,
     );
     if (result.connErrors || result.timeouts) console.log(`  errors by code: ${list(result.errorCodes)}`);
+    if (result.batches) console.log(`  batches (requests/time-outs/errors/non-2xx/slowest ms): ${result.batches.map((b) => `${b.requests}/${b.timeouts}/${b.errors}/${b.non2xx}/${b.slowestMs}`).join('  ')}`);
     if (result.non2xx) console.log(`  answers by status: ${list(result.statusCodes)}`);
     if (fail) console.log(`  failures per second of the run: ${seconds(result.errorSeconds)}`);
     console.log(`  first answer per connection: ${result.first.count} connections, slowest ${fmt(result.first.max, 0)} ms, ${result.first.slow} took 1 s or more`);

@@ -254,7 +254,9 @@ export class PushContext {
     // the interception mode shapes the virtual listeners (TPROXY makes them transparent)
     // and whether it is given auto-allocated ServiceEntry addresses (NDS answers, TCP listener addresses)
     const auto = usesAutoAllocatedIPs(proxy, this.options.ipAutoallocate) ? 'auto' : '';
-    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    // HTTP10 metadata "1" makes its HCMs accept HTTP/1.0 (Istio enableHTTP10)
+    const http10 = proxy.metadata.raw['HTTP10'] === '1' ? 'http10' : '';
+    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${http10}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
     this.sharedKeys.set(proxy, k);
     return k;
   }

@@ -208,3 +208,44 @@ t.test('responses: status line and framing by RFC 9112 §6.3', async (t) => {
   const head = parse('response', ['HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n'], { method: 'HEAD' });
   t.same(head.map((m) => m.head.status), [200, 201], 'after a HEAD response the next response starts right away');
 });
+
+t.test("request lines judged as Envoy's codec does, before the head is complete (issue 24, item 4)", async (t) => {
+  const envoy = { acceptHttp10: false, maxHeadersCount: 100, allowCustomMethods: false };
+  const status = (f: () => unknown) => {
+    try {
+      f();
+      return 0;
+    } catch (e) {
+      return e instanceof H1ParseError ? e.status : -1;
+    }
+  };
+  t.equal(status(() => parseRequestHead('get / HTTP/1.1\r\nhost: a', envoy)), 400, 'a lower-case method');
+  t.equal(status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', envoy)), 400, 'a method outside the list');
+  t.equal(status(() => parseRequestHead('MKCALENDAR / HTTP/1.1\r\nhost: a', envoy)), 0, 'a method in the list');
+  t.equal(status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })), 0, 'any token with allow_custom_methods');
+  t.equal(status(() => parseRequestHead('F(O / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })), 400, 'but a token');
+  t.equal(status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', envoy)), 426, 'HTTP/1.0 not accepted');
+  t.equal(status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', { ...envoy, acceptHttp10: true })), 0, 'HTTP/1.0 accepted');
+  t.equal(status(() => parseRequestHead('GET /', envoy)), 426, 'HTTP/0.9');
+  t.equal(status(() => parseRequestHead('GET / HTTP/2.0', envoy)), 426, 'another HTTP version');
+  t.equal(status(() => parseRequestHead('GET / FOO/1.1', envoy)), 400, 'a version that is not HTTP');
+  t.equal(status(() => parseRequestHead('GET abc HTTP/1.1', envoy)), 400, 'a target neither origin nor absolute form');
+  t.equal(status(() => parseRequestHead('GET http://a.example/x?y HTTP/1.1', envoy)), 0, 'absolute form');
+  t.equal(status(() => parseRequestHead('CONNECT a.example:443 HTTP/1.1', envoy)), 0, 'authority form for CONNECT');
+  t.equal(status(() => parseRequestHead('GET /\xe9 HTTP/1.1', envoy)), 400, 'obs-text in the target');
+  const lines = (n: number) => Array.from({ length: n }, (_, i) => `\r\nx-${i}: v`).join('');
+  t.equal(status(() => parseRequestHead(`GET / HTTP/1.1${lines(100)}`, envoy)), 0, '100 header lines');
+  t.equal(status(() => parseRequestHead(`GET / HTTP/1.1${lines(101)}`, envoy)), 431, '101 header lines');
+
+  const partial = (bytes: string) => {
+    const p = new H1Parser('request', { onHead: () => BodyKind.None, onBody: () => undefined, onComplete: () => undefined }, 8192, envoy);
+    return status(() => p.execute(Buffer.from(bytes, 'latin1')));
+  };
+  t.equal(partial('get / HTTP/1.1\r\n'), 400, 'a refused request line is answered before the headers end');
+  t.equal(partial('GET / HTTP/1.1\r\n'), 0, 'a valid request line waits for its headers');
+  t.equal(partial('\x16\x03\x01'), 400, 'a control character first');
+  t.equal(partial(' '), 400, 'white space first');
+  t.equal(partial('GET / HTTP/1.1\nhost: a\n\n'), 400, 'a request line ended by a bare LF');
+  t.equal(partial('\r\n'), 0, 'an empty line before a request');
+  t.equal(partial('hello'), 0, 'a first line not ended yet');
+});

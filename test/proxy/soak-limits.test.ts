@@ -135,7 +135,7 @@ t.test('HTTP/1 codec: bytes read while parking are handled in order afterwards',
   });
   const before = a.text().length;
   a.s.write('GET /p1 HTTP/1.1\r\nhost: x\r\n\r\nGET /p2 HTTP/1.1\r\nhost: x\r\n\r\n');
-  b.s.write('GET /b HTTP/1.0\r\nhost: x\r\n\r\n');
+  b.s.write('GET /b HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
   await waitFor(() => acceptPacer.parked >= 2, 'both connections parked');
   await new Promise((r) => setTimeout(r, 100));
   t.equal(a.text().length, before, 'nothing answered while parked');
@@ -144,8 +144,8 @@ t.test('HTTP/1 codec: bytes read while parking are handled in order afterwards',
   acceptPacer.endOfTurn(); // a turn without accepts: the burst is over
   t.notOk(acceptPacer.parking);
   await waitFor(() => (a.text().slice(before).match(/HTTP\/1\.1 200/g) ?? []).length === 2, 'both pipelined requests answered');
-  await waitFor(() => b.closed(), 'the HTTP/1.0 connection answered and closed');
-  t.match(b.text(), /^HTTP\/1\.1 200 OK\r\n[\s\S]*connection: close\r\n\r\nok$/, 'the HTTP/1.0 request answered, then its connection closed');
+  await waitFor(() => b.closed(), 'the connection: close request answered and closed');
+  t.match(b.text(), /^HTTP\/1\.1 200 OK\r\n[\s\S]*connection: close\r\n\r\nok$/, 'the connection: close request answered, then its connection closed');
 });
 
 // The child: `busy` connections each sending a request as soon as the previous one was answered, then, once they

@@ -218,6 +218,8 @@ t.test('first-byte inspection', async (t) => {
   t.same(sniffHttp(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n')), { kind: 'raw', alpn: ['h2c'] });
   t.same(sniffHttp(Buffer.from('PRI * HTTP/2')), { kind: 'more' });
   t.same(sniffHttp(Buffer.from('GET /x HTTP/1.1\r\nHost: a\r\n')), { kind: 'raw', alpn: ['http/1.1'] });
+  t.same(sniffHttp(Buffer.from('GET /x HTTP/1.1\nHost: a\n')), { kind: 'raw', alpn: ['http/1.1'] }, 'a bare LF ends the request line: the codec answers it');
+  t.same(sniffHttp(Buffer.from(' ')), { kind: 'raw', alpn: [] }, 'white space first is no request line to wait for');
   t.same(sniffHttp(Buffer.from('GET /x HT')), { kind: 'more' });
   t.same(sniffHttp(Buffer.from('\x00\x01binary')), { kind: 'raw', alpn: [] });
   t.same(sniffHttpHost(Buffer.from('GET / HTTP/1.1\r\nHost: svc.ns:9080\r\n\r\n'), 80), { host: 'svc.ns', port: 9080 });

@@ -1,14 +1,14 @@
-// Runs ./load.mjs (one autocannon run) in a fresh process, optionally pinned (`prefix`, e.g. taskset -c 0),
-// and resolves with the JSON it prints.
+// Runs ./load.mjs (one autocannon run), or another generator printing the same JSON (`script`, e.g. ./burst.mjs), in
+// a fresh process, optionally pinned (`prefix`, e.g. taskset -c 0), and resolves with the JSON it prints.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 
 const LOAD = path.join(path.dirname(new URL(import.meta.url).pathname), 'load.mjs');
 
 /** `o`: connections, duration, warmup, overallRate, headers (see load.mjs). */
-export function runLoad(url, o, prefix = []) {
+export function runLoad(url, o, prefix = [], script = LOAD) {
   return new Promise((resolve, reject) => {
-    const argv = [...prefix, process.execPath, LOAD, JSON.stringify({ url, ...o })];
+    const argv = [...prefix, process.execPath, script, JSON.stringify({ url, ...o })];
     const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';

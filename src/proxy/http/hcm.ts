@@ -30,6 +30,7 @@ import { processPath, type EscapedSlashesAction } from './path';
 import { Router } from './router';
 import { clientCertDetailsOf, forwardClientCertOf, xfccAction, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
+import type { RequestPolicy } from './h1/parser';
 import { H1Response, H1ServerConnection } from './h1/server';
 import { unwrapTypedStruct } from './typed-struct';
 import { cidrContains, isInternalAddress, parseCidr, parseIp } from '../listener/cidr';
@@ -120,6 +121,9 @@ export interface HcmOptions {
   codec: 'auto' | 'http1' | 'http2';
   idleTimeoutMs: number;
   maxRequestHeadersKb: number;
+  /** common_http_protocol_options.max_headers_count (Envoy's default 100), http_protocol_options.accept_http_10 and allow_custom_methods. */
+  h1Policy: RequestPolicy;
+  defaultHostForHttp10: string;
   upgradeTypes: ReadonlySet<string>;
   forwardClientCert: ForwardClientCert;
   clientCertDetails: readonly ClientCertDetail[];
@@ -190,6 +194,12 @@ export class HcmRuntime {
       codec: proto.codecType === HttpConnectionManager_CodecType.HTTP1 ? 'http1' : proto.codecType === HttpConnectionManager_CodecType.HTTP2 ? 'http2' : 'auto',
       idleTimeoutMs: durationToMs(proto.commonHttpProtocolOptions?.idleTimeout) ?? 3_600_000,
       maxRequestHeadersKb: proto.maxRequestHeadersKb ?? 60,
+      h1Policy: {
+        acceptHttp10: proto.httpProtocolOptions?.acceptHttp10 ?? false,
+        maxHeadersCount: proto.commonHttpProtocolOptions?.maxHeadersCount ?? 100,
+        allowCustomMethods: proto.httpProtocolOptions?.allowCustomMethods ?? false,
+      },
+      defaultHostForHttp10: proto.httpProtocolOptions?.defaultHostForHttp10 ?? '',
       upgradeTypes: new Set(proto.upgradeConfigs.filter((u) => u.enabled !== false).map((u) => u.upgradeType.toLowerCase())),
       forwardClientCert: forwardClientCertOf(proto.forwardClientCertDetails),
       clientCertDetails: clientCertDetailsOf(proto.setCurrentClientCertDetails),
@@ -401,6 +411,8 @@ export class HcmRuntime {
     } else {
       new H1ServerConnection(socket, {
         maxHeadBytes: this.options.maxRequestHeadersKb * 1024,
+        policy: this.options.h1Policy,
+        defaultHostForHttp10: this.options.defaultHostForHttp10,
         onRequest: (req, res, upgrade) => this.onRequest(req, res, upgrade, ctx),
       });
       // the listener paused the socket while inspecting its first bytes (now back in its buffer)

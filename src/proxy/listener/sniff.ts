@@ -90,11 +90,14 @@ export function sniffHttp(b: Buffer): Sniffed {
   if (b.subarray(0, n).equals(H2_PREFACE.subarray(0, n))) {
     return n === H2_PREFACE.length ? { kind: 'raw', alpn: ['h2c'] } : { kind: 'more' };
   }
-  const eol = b.indexOf('\r\n');
+  // a bare LF ends the line too: such a request goes on to the HTTP codec, which answers it, instead of waiting here
+  const lf = b.indexOf(10);
+  const eol = lf > 0 && b[lf - 1] === 13 ? lf - 1 : lf;
   const line = b.subarray(0, eol >= 0 ? eol : Math.min(b.length, 8192)).toString('latin1');
   const sp = line.indexOf(' ');
   const method = sp >= 0 ? line.slice(0, sp) : line;
-  if (!/^[A-Z]*$/.test(method) || method.length > 20) return { kind: 'raw', alpn: [] };
+  // anything but a method's upper-case letters first (a space, a control byte) is no HTTP/1 request to wait for
+  if (!/^[A-Z]*$/.test(method) || method.length > 20 || sp === 0) return { kind: 'raw', alpn: [] };
   if (eol < 0) return b.length >= 8192 ? { kind: 'raw', alpn: [] } : { kind: 'more' };
   const parts = line.split(' ');
   if (parts.length !== 3 || !METHOD.test(parts[0]!)) return { kind: 'raw', alpn: [] };

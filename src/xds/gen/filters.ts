@@ -105,6 +105,8 @@ export interface HcmOptions {
 export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOptions): Any {
   const gateway = o.cls === 'gateway';
   const inbound = o.cls === 'sidecarInbound';
+  // Istio's enableHTTP10: PILOT_HTTP10, or the proxy's own HTTP10 metadata (ISTIO_META_HTTP10 / proxyMetadata) set to "1"
+  const http10 = push.options.http10 === true || proxy.metadata.raw['HTTP10'] === '1';
   const init: MessageInitShape<typeof HttpConnectionManagerSchema> = {
     statPrefix: o.statPrefix,
     codecType: HttpConnectionManager_CodecType.AUTO,
@@ -127,14 +129,13 @@ export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOpt
     init.forwardClientCertDetails = HttpConnectionManager_ForwardClientCertDetails.SANITIZE_SET;
     init.setCurrentClientCertDetails = { subject: true, cert: true, dns: true, uri: true };
     init.serverName = ENVOY_SERVER_NAME;
-    init.httpProtocolOptions = push.options.http10 ? { acceptHttp10: true } : {};
+    init.httpProtocolOptions = http10 ? { acceptHttp10: true } : {};
   } else if (inbound) {
     init.forwardClientCertDetails = HttpConnectionManager_ForwardClientCertDetails.APPEND_FORWARD;
     init.setCurrentClientCertDetails = { subject: true, dns: true, uri: true };
     init.serverName = ENVOY_SERVER_NAME;
-  } else if (push.options.http10) {
-    init.httpProtocolOptions = { acceptHttp10: true };
   }
+  if (!gateway && http10) init.httpProtocolOptions = { acceptHttp10: true };
   return pack(HttpConnectionManagerSchema, init);
 }
 

@@ -199,3 +199,24 @@ t.test('reuse across pushes: packed output equals a fresh serialisation, and edi
   const def = anyUnpack(cds3.find((r) => r.name === 'outbound|9080||reviews.apps.svc.cluster.local')!.resource, ClusterSchema)!;
   t.equal(def.circuitBreakers?.thresholds[0]?.maxConnections, 77, 'edited DestinationRule reaches CDS');
 });
+
+t.test("HTTP/1.0: the proxy's HTTP10 metadata \"1\" (ISTIO_META_HTTP10) sets accept_http_10 on its HCMs (Istio enableHTTP10)", async (t) => {
+  const push = setup();
+  const hcms = (p: typeof gw) =>
+    generatorsFor(p)[TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push)).resources.flatMap((r) =>
+      anyUnpack(r.resource, ListenerSchema)!.filterChains.flatMap((c) =>
+        c.filters.flatMap((f) => (f.name === 'envoy.filters.network.http_connection_manager' && f.configType.case === 'typedConfig' ? [anyUnpack(f.configType.value, HttpConnectionManagerSchema)!] : [])),
+      ),
+    );
+  const gw10 = proxy('router~10.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system', HTTP10: '1' });
+  const sc10 = proxy('sidecar~10.1.0.1~r1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews', version: 'v1' }, HTTP10: '1' });
+  for (const [name, plain, with10] of [['gateway', gw, gw10], ['sidecar', sc, sc10]] as const) {
+    const off = hcms(plain);
+    const on = hcms(with10);
+    t.ok(off.length > 0 && on.length === off.length, `${name}: HCMs generated`);
+    t.ok(off.every((h) => h.httpProtocolOptions?.acceptHttp10 !== true), `${name}: HTTP/1.0 refused (426) by default`);
+    t.ok(on.every((h) => h.httpProtocolOptions?.acceptHttp10 === true), `${name}: every HCM accepts HTTP/1.0 with HTTP10=1`);
+  }
+  const yes = proxy('router~10.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system', HTTP10: 'true' });
+  t.ok(hcms(yes).every((h) => h.httpProtocolOptions?.acceptHttp10 !== true), 'only "1" enables it, as in Istio');
+});

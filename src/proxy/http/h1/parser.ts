@@ -5,6 +5,14 @@
 // Content-Length value, Transfer-Encoding and Content-Length not together, chunked last. Node's own
 // parser (llhttp) is strict in the same places; this one exists because Node's http module, not
 // parsing, is what limits a proxy's throughput (see BENCHMARKS.md).
+// Request lines are judged as Envoy's codec (balsa_parser.cc, codec_impl.cc) judges them, and as early: a method
+// outside Envoy's list (so `get`) is 400; a request-target balsa's isUrlValid refuses is 400; HTTP/1.0 and
+// HTTP/0.9 are 426 unless accepted (Http1ProtocolOptions.accept_http_10), other versions 426 too; more than
+// max_headers_count header lines is 431; a first byte that is a control or white-space character is 400 at once,
+// and a request line is judged as soon as its line end arrives, not when the head is complete, so a peer that
+// sends something that is not HTTP is answered and closed instead of held until the headers time-out.
+// Differs on purpose: a request line ending in a bare LF is 400 (Envoy accepts bare LF line ends; this codec
+// reads CRLF only, which keeps one reading of a message's framing).
 import type { RawHeaders } from '../headers';
 
 /** A malformed or unacceptable message; `status` is what a server answers (400, 431, 501). */
@@ -79,6 +87,46 @@ const BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
 /** request-target: visible characters (obs-text allowed), no whitespace or controls. */
 const BAD_TARGET = /[\x00-\x20\x7f]/;
 const DIGITS = /^\d{1,15}$/;
+/** The request methods Envoy's HTTP/1 codec accepts (balsa_parser.cc isMethodValid, http-parser's list). */
+const METHODS: ReadonlySet<string> = new Set([
+  'ACL', 'BIND', 'CHECKOUT', 'CONNECT', 'COPY', 'DELETE', 'GET', 'HEAD', 'LINK', 'LOCK', 'MERGE', 'MKACTIVITY', 'MKCALENDAR', 'MKCOL',
+  'MOVE', 'MSEARCH', 'NOTIFY', 'OPTIONS', 'PATCH', 'POST', 'PROPFIND', 'PROPPATCH', 'PURGE', 'PUT', 'REBIND', 'REPORT', 'SEARCH', 'SOURCE',
+  'SUBSCRIBE', 'TRACE', 'UNBIND', 'UNLINK', 'UNLOCK', 'UNSUBSCRIBE',
+]);
+/** Path and query characters balsa's isUrlValid allows: HTAB, FF and visible ASCII (no obs-text). */
+const PATH_QUERY = /^[\t\f!-~]*$/;
+/** Authority characters it allows (alphanumerics and sub-delims, ':', '@', '[', ']', '%', '.', '-', '_', '~'). */
+const AUTHORITY = /^[A-Za-z0-9!$%&'()*+,\-.:;=@[\]_~]*$/;
+
+/** What a server accepts beyond the message syntax (an HCM's settings; a client reading responses uses none). */
+export interface RequestPolicy {
+  /** Http1ProtocolOptions.accept_http_10: HTTP/1.0 and 0.9 requests are served, else answered 426. */
+  acceptHttp10: boolean;
+  /** HttpProtocolOptions.max_headers_count: more header lines than this is 431. */
+  maxHeadersCount: number;
+  /** Http1ProtocolOptions.allow_custom_methods: any token is a method, not only Envoy's list. */
+  allowCustomMethods: boolean;
+}
+
+/** No policy: every version this parser reads, any number of headers, any token as method (unit tests, tools). */
+export const LENIENT: RequestPolicy = { acceptHttp10: true, maxHeadersCount: Infinity, allowCustomMethods: true };
+
+/** Envoy's isUrlValid: origin form or '*', absolute form (scheme://authority[path]), authority form for CONNECT. */
+function urlValid(target: string, isConnect: boolean): boolean {
+  if (target.length === 0) return false;
+  const c = target.charCodeAt(0);
+  if (c === 47 || c === 42) return PATH_QUERY.test(target.slice(1)); // '/' or '*'
+  let rest = target;
+  if (!isConnect) {
+    const m = /^[A-Za-z]+:\/\//.exec(target);
+    if (!m) return false;
+    rest = target.slice(m[0].length);
+  }
+  let split = rest.search(/[/?]/);
+  if (split < 0) split = rest.length;
+  const host = rest.slice(0, split);
+  return AUTHORITY.test(host) && !host.includes('@@') && PATH_QUERY.test(rest.slice(split));
+}
 const MAX_CHUNK_LINE = 4096;
 
 function trimOws(s: string): string {
@@ -109,9 +157,10 @@ export function headerTokens(v: string | string[] | undefined): string[] {
 }
 
 /** Parses header lines `lines[from..]` into `h`; returns facts the framing needs. */
-function parseFields(text: string, from: number, h: RawHeaders, head: MessageHead | undefined): void {
+function parseFields(text: string, from: number, h: RawHeaders, head: MessageHead | undefined, maxCount = Infinity): void {
   let pos = from;
   const n = text.length;
+  let count = 0;
   let te: string | undefined;
   let conn: string | undefined;
   let hasUpgrade = false;
@@ -120,6 +169,7 @@ function parseFields(text: string, from: number, h: RawHeaders, head: MessageHea
     if (eol < 0) eol = n;
     const c0 = text.charCodeAt(pos);
     if (c0 === 32 || c0 === 9) throw new H1ParseError(400, 'obsolete line folding in a header');
+    if (++count > maxCount) throw new H1ParseError(431, `more than ${maxCount} headers`);
     const colon = text.indexOf(':', pos);
     if (colon <= pos || colon > eol) throw new H1ParseError(400, 'header line without a name and colon');
     const rawName = text.slice(pos, colon);
@@ -190,21 +240,54 @@ function version(s: string): number {
   throw new H1ParseError(s.startsWith('HTTP/') ? 505 : 400, `unsupported HTTP version '${s.slice(0, 16)}'`);
 }
 
+/** Envoy's verdict on a request's HTTP version: 1.1 is served, 1.0 only when accepted, any other HTTP/x.y is 426. */
+function requestVersion(s: string, policy: RequestPolicy): number {
+  if (s === 'HTTP/1.1') return 1;
+  if (!/^HTTP\/\d\.\d$/.test(s)) throw new H1ParseError(400, `malformed HTTP version '${s.slice(0, 16)}'`);
+  if (!policy.acceptHttp10) throw new H1ParseError(426, `HTTP/1.1 required, got '${s}'`);
+  return version(s);
+}
+
+/** Judges a request line (without its CRLF) into `head`; throws the status Envoy answers it with. */
+function parseRequestLine(line: string, head: MessageHead, policy: RequestPolicy): void {
+  const sp1 = line.indexOf(' ');
+  if (sp1 <= 0) throw new H1ParseError(400, 'malformed request line');
+  head.method = line.slice(0, sp1);
+  if (!(policy.allowCustomMethods ? TOKEN.test(head.method) : METHODS.has(head.method))) throw new H1ParseError(400, `invalid method '${head.method.slice(0, 32)}'`);
+  const sp2 = line.indexOf(' ', sp1 + 1);
+  if (sp2 < 0) {
+    // HTTP/0.9: a method and a target, no version
+    throw new H1ParseError(policy.acceptHttp10 ? 400 : 426, 'HTTP/0.9 request');
+  }
+  head.target = line.slice(sp1 + 1, sp2);
+  if (BAD_TARGET.test(head.target) || !urlValid(head.target, head.method === 'CONNECT')) throw new H1ParseError(400, 'invalid request target');
+  head.versionMinor = requestVersion(line.slice(sp2 + 1), policy);
+}
+
 /** Parses a request head (without the final empty line). Exported for tests. */
-export function parseRequestHead(text: string): MessageHead {
+export function parseRequestHead(text: string, policy: RequestPolicy = LENIENT): MessageHead {
   const head = newHead();
   let eol = text.indexOf('\r\n');
   if (eol < 0) eol = text.length;
-  const sp1 = text.indexOf(' ');
-  const sp2 = text.lastIndexOf(' ', eol - 1);
-  if (sp1 <= 0 || sp2 <= sp1 + 1 || sp1 > eol) throw new H1ParseError(400, 'malformed request line');
-  head.method = text.slice(0, sp1);
-  if (!TOKEN.test(head.method)) throw new H1ParseError(400, 'invalid method');
-  head.target = text.slice(sp1 + 1, sp2);
-  if (BAD_TARGET.test(head.target)) throw new H1ParseError(400, 'invalid request target');
-  head.versionMinor = version(text.slice(sp2 + 1, eol));
-  parseFields(text, eol + 2, head.headers, head);
+  parseRequestLine(text.slice(0, eol), head, policy);
+  parseFields(text, eol + 2, head.headers, head, policy.maxHeadersCount);
   return head;
+}
+
+/**
+ * Judges the start of a request head not complete yet, as Envoy does before the end of the head: a first byte that
+ * is a control or white-space character, and a complete request line. Returns whether the request line was judged.
+ */
+function checkPartialRequest(buf: Buffer, off: number, policy: RequestPolicy): boolean {
+  const c = buf[off]!;
+  // a lone CR or LF before the request line: Envoy skips it, this codec waits for what follows
+  if (c === 13 || c === 10) return false;
+  if (c <= 0x20) throw new H1ParseError(400, 'a request does not start with a method');
+  const lf = buf.indexOf(10, off);
+  if (lf < 0) return false;
+  if (lf === off || buf[lf - 1] !== 13) throw new H1ParseError(400, 'request line not ended by CRLF');
+  parseRequestLine(buf.toString('latin1', off, lf - 1), newHead(), policy);
+  return true;
 }
 
 /** Parses a response head (without the final empty line). Exported for tests. */
@@ -260,10 +343,14 @@ export class H1Parser {
   /** Bytes of the current body delivered (for close-delimited and diagnostics). */
   bodyBytes = 0;
 
+  /** The request line of the head in progress was judged already (the head is still incomplete). */
+  private lineChecked = false;
+
   constructor(
     kind: 'request' | 'response',
     private readonly handler: ParserHandler,
     private readonly maxHeadBytes: number,
+    private readonly policy: RequestPolicy = LENIENT,
   ) {
     this.isRequest = kind === 'request';
   }
@@ -447,14 +534,22 @@ export class H1Parser {
     const end = buf.indexOf(CRLFCRLF, Math.max(this.off, this.scanned - 3));
     if (end < 0) {
       this.scanned = buf.length;
+      if (this.isRequest && !this.lineChecked) {
+        try {
+          this.lineChecked = checkPartialRequest(buf, this.off, this.policy);
+        } catch (e) {
+          this.fail(e);
+        }
+      }
       if (buf.length - this.off > this.maxHeadBytes) this.fail(new H1ParseError(431, 'headers too large'));
       return false;
     }
     if (end - this.off > this.maxHeadBytes) this.fail(new H1ParseError(431, 'headers too large'));
+    this.lineChecked = false;
     let head: MessageHead;
     try {
       const text = buf.toString('latin1', this.off, end);
-      head = this.isRequest ? parseRequestHead(text) : parseResponseHead(text);
+      head = this.isRequest ? parseRequestHead(text, this.policy) : parseResponseHead(text);
     } catch (e) {
       this.fail(e);
     }

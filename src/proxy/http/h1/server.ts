@@ -13,10 +13,14 @@ import type net from 'node:net';
 import { acceptPacer, type Parked } from '../../listener/accept';
 import type { RawHeaders } from '../headers';
 import { BodySource, type FlowControl } from './body';
-import { bodyKindForRequest, BodyKind, H1ParseError, H1Parser, type MessageHead, type ParserHandler } from './parser';
+import { bodyKindForRequest, BodyKind, H1ParseError, H1Parser, type MessageHead, type ParserHandler, type RequestPolicy } from './parser';
 
 export interface H1ServerOptions {
   maxHeadBytes: number;
+  /** accept_http_10 and max_headers_count of the HCM. */
+  policy: RequestPolicy;
+  /** Http1ProtocolOptions.default_host_for_http_10: the Host of an HTTP/1.0 request without one ('' = 400). */
+  defaultHostForHttp10: string;
   /** A request head arrived; `upgrade` is the Upgrade protocol of an upgrade request, else ''. */
   onRequest(req: H1Request, res: H1Response, upgrade: string): void;
 }
@@ -81,8 +85,9 @@ export class H1Request extends BodySource {
   }
 }
 
-function statusLine(status: number): string {
-  return `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+/** Envoy answers an HTTP/1.0 request in HTTP/1.0 (accept_http_10), everything else in HTTP/1.1. */
+function statusLine(status: number, versionMinor: number): string {
+  return `HTTP/1.${versionMinor === 0 ? 0 : 1} ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
 }
 
 /** What the HTTP connection manager hears of a response's fate (no events on the request path). */
@@ -170,7 +175,7 @@ export class H1Response {
     const h = this.pendingHeaders ?? {};
     this.pendingHeaders = undefined;
     this.headersSent = true;
-    let s = statusLine(this.statusCode);
+    let s = statusLine(this.statusCode, this.req.httpVersionMinor);
     let hasDate = false;
     let close = !this.shouldKeepAlive;
     for (const k in h) {
@@ -338,6 +343,8 @@ export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
   private closed = false;
   private upgrading = false;
   headStartedAt = 0;
+  /** HTTP/1.x of the request whose head was read: what a protocol error found after the head is answered in. */
+  private versionMinor = 1;
   /** Bytes read while the accept pacer parks work, not yet handled (in arrival order). */
   private parked: Buffer[] | undefined;
   private parkedBytes = 0;
@@ -361,7 +368,7 @@ export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
     readonly socket: net.Socket,
     private readonly opts: H1ServerOptions,
   ) {
-    this.parser = new H1Parser('request', this, opts.maxHeadBytes);
+    this.parser = new H1Parser('request', this, opts.maxHeadBytes, opts.policy);
     socket.on('data', this.onData);
     socket.on('end', this.onEnd);
     socket.on('close', this.onClose);
@@ -450,7 +457,14 @@ export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
   }
 
   onHead(head: MessageHead): BodyKind {
+    this.versionMinor = head.versionMinor;
     if (head.hostCount > 1) throw new H1ParseError(400, 'more than one host header');
+    if (head.versionMinor === 0 && head.hostCount === 0) {
+      // Envoy: an accepted HTTP/1.0 request needs a Host, or default_host_for_http_10
+      if (!this.opts.defaultHostForHttp10) throw new H1ParseError(400, 'HTTP/1.0 request without a host');
+      head.headers['host'] = this.opts.defaultHostForHttp10;
+      head.hostCount = 1;
+    }
     const req = new H1Request(head, this.socket, this);
     const upgrade = head.upgrade;
     const res = new H1Response(req, this, head.keepAlive && !upgrade);
@@ -521,6 +535,7 @@ export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
     this.req = undefined;
     this.res = undefined;
     this.reqComplete = false;
+    this.versionMinor = 1;
   }
 
   pauseReading(): void {
@@ -592,6 +607,6 @@ export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
       return;
     }
     const text = STATUS_CODES[e.status] ?? 'Bad Request';
-    socket.end(`HTTP/1.1 ${e.status} ${text}\r\ncontent-length: ${text.length}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n${text}`);
+    socket.end(`HTTP/1.${this.versionMinor} ${e.status} ${text}\r\ncontent-length: ${text.length}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n${text}`);
   }
 }
