@@ -83,3 +83,14 @@ t.test('--configDir: the bad versions are rejected and the last good ones keep s
   const after = await Promise.all(CASES.map(served));
   t.same(after, before, 'the last good versions keep serving');
 });
+
+t.test('meshctl analyze on files reports the CRD rule as a schema validation error (IST0106)', async (t) => {
+  const f = path.join(tmp, 'analyze-authz.yaml');
+  fs.writeFileSync(f, AUTHZ_BAD);
+  const r = await exec(MESHCTL, ['analyze', '--use-kube=false', '-A', f]);
+  t.equal(r.code, 79, 'istioctl analyze: errors found');
+  t.match(r.stdout, `Error [IST0106] (AuthorizationPolicy demo/authz ${f}:1) Schema validation error: Invalid value: "object": Cannot set serviceAccounts with namespaces or principals\n`);
+  fs.writeFileSync(f, AUTHZ_GOOD);
+  const ok = await exec(MESHCTL, ['analyze', '--use-kube=false', '-A', f]);
+  t.notMatch(ok.stdout, 'IST0106', 'the good version has no schema error');
+});
