@@ -8,7 +8,7 @@
 import { searcher } from '../../lib/re2';
 import type { Kind } from '../types';
 import { isObject } from '../values';
-import { type Schema, type SchemaError, validateSchema } from './openapi';
+import { NO_FIELD, type Schema, type SchemaError, validateSchema } from './openapi';
 import { validateListTypes, validateRules } from './rules';
 import { CRD_SCHEMAS_JSON } from './schemas.gen';
 
@@ -51,7 +51,7 @@ export function validateCustomResource(kind: Kind, obj: Record<string, unknown>)
   const { status: _status, ...value } = obj;
   const errors = [...validateSchema(schema, value, pattern), ...validateListTypes(schema, value)];
   if (errors.some((e) => BLOCKING.has(e.type)))
-    errors.push({ field: '', type: 'Invalid', body: 'Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation' });
+    errors.push({ field: NO_FIELD, type: 'Invalid', body: 'Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation' });
   else errors.push(...validateRules(schema, value));
   // field.ErrorList.ToAggregate drops repeated messages
   const seen = new Set<string>();

@@ -55,6 +55,9 @@ export function goValue(v: unknown): string {
   return JSON.stringify(v);
 }
 
+/** How apimachinery prints the nil field path of the errors that are not about one field. */
+export const NO_FIELD = '<nil>';
+
 const invalid = (field: string, value: unknown, detail: string): SchemaError => ({ field, type: 'Invalid', body: `Invalid value: ${goValue(value)}: ${detail}` });
 
 /** The JSON type kube-openapi infers for a decoded value. */
@@ -107,7 +110,7 @@ function stringErrors(s: Schema, v: string, path: string, pattern: (p: string) =
 function numberErrors(s: Schema, v: number, path: string): SchemaError[] {
   const out: SchemaError[] = [];
   if (s.type === 'integer' && s.format === 'int32' && (v < -2147483648 || v > 2147483647))
-    out.push({ field: '', type: 'Invalid', body: `Invalid value: "": Checked value must be of type integer with format int32 in ${path}` });
+    out.push({ field: NO_FIELD, type: 'Invalid', body: `Invalid value: "": Checked value must be of type integer with format int32 in ${path}` });
   if (s.minimum !== undefined && (s.exclusiveMinimum ? v <= s.minimum : v < s.minimum))
     out.push(invalid(path, v, `${path} in body should be greater than ${s.exclusiveMinimum ? '' : 'or equal to '}${s.minimum}`));
   if (s.maximum !== undefined && (s.exclusiveMaximum ? v >= s.maximum : v > s.maximum))
@@ -115,10 +118,10 @@ function numberErrors(s: Schema, v: number, path: string): SchemaError[] {
   return out;
 }
 
-/** allOf/oneOf/anyOf/not: the composite messages are plain errors, which the API server reports with no field. */
+/** allOf/oneOf/anyOf/not: the composite messages are plain errors, which the API server reports on a nil path. */
 function compositeErrors(s: Schema, v: unknown, path: string, ctx: Ctx): SchemaError[] {
   const out: SchemaError[] = [];
-  const composite = (detail: string): SchemaError => ({ field: '', type: 'Invalid', body: `Invalid value: "": ${detail}` });
+  const composite = (detail: string): SchemaError => ({ field: NO_FIELD, type: 'Invalid', body: `Invalid value: "": ${detail}` });
   const fewest = (rs: SchemaError[][]) => rs.reduce((a, b) => (b.length < a.length ? b : a));
   if (s.anyOf?.length) {
     const results = s.anyOf.map((a) => validate(a, v, path, ctx).errors);
@@ -186,7 +189,3 @@ export function validateSchema(schema: Schema, value: unknown, pattern: (p: stri
   return validate(schema, value, '', { pattern }).errors;
 }
 
-/** field.Error.Error(): `field: body` (the composite errors have no field). */
-export function formatSchemaError(e: { field: string; body: string }): string {
-  return `${e.field}: ${e.body}`;
-}
