@@ -11,6 +11,8 @@ import { celEnv, isCelError, parse, plan } from '@bufbuild/cel';
 import t from 'tap';
 import { kubernetesCelEnv } from '../../src/config/crd/cel-library';
 import { validateCustomResource } from '../../src/config/crd';
+import type { Schema } from '../../src/config/crd/openapi';
+import { validateRules } from '../../src/config/crd/rules';
 import { parseDocuments } from '../../src/config/parse';
 import { validateConfig } from '../../src/config/validate';
 import { parseRequestURI, parseURL } from '../../src/lib/gourl';
@@ -73,6 +75,23 @@ t.test("the API server's phrasing: field, value or schema type, message", async 
     ['<nil>: Invalid value: "": "spec.http[0].match[0].uri" must validate one and only one schema (oneOf). Found 2 valid alternatives'],
   );
   t.same(validateCustomResource('Service', { spec: {} }), [], 'kinds without a CRD are not checked here');
+});
+
+t.test('where rules run: every node present, paths as the API server writes them, transition rules never', async (t) => {
+  const schema: Schema = {
+    type: 'object',
+    properties: {
+      list: { type: 'array', items: { type: 'integer', 'x-kubernetes-validations': [{ rule: 'self > 0', message: 'positive' }] } },
+      labels: { type: 'object', additionalProperties: { type: 'string', 'x-kubernetes-validations': [{ rule: 'self != "x"' }] } },
+      name: { type: 'string', 'x-kubernetes-validations': [{ rule: 'self == oldSelf', message: 'immutable' }] },
+      absent: { type: 'string', 'x-kubernetes-validations': [{ rule: 'false', message: 'never evaluated' }] },
+    },
+  };
+  t.same(
+    validateRules(schema, { list: [1, 0], labels: { a: 'x' }, name: 'n' }, 'spec').map((e) => `${e.field}: ${e.body}`),
+    // failed rule: <rule> when there is no message (validation.go ruleMessageOrDefault)
+    ['spec.list[1]: Invalid value: "integer": positive', 'spec.labels[a]: Invalid value: "string": failed rule: self != "x"'],
+  );
 });
 
 t.test('validateConfig with the object as written: CRD errors first and alone, as the API server rejects before the webhook', async (t) => {

@@ -6,7 +6,7 @@
 // `... <error> evaluating rule: <message>`. Transition rules (oldSelf) never run: a file is always a create.
 // Not done: the cost budget (Istio's rules are all linear in their input, which the schema bounds), and
 // messageExpression, fieldPath and reason, which no Istio rule uses.
-import { type CelInput, isCelError, parse, plan } from '@bufbuild/cel';
+import { type CelInput, celError, isCelError, parse, plan } from '@bufbuild/cel';
 import { isObject } from '../values';
 import { kubernetesCelEnv } from './cel-library';
 import { goValue, type Schema, type SchemaError } from './openapi';
@@ -68,7 +68,13 @@ function evaluate(s: Schema, v: unknown, path: string, out: SchemaError[]): void
       continue;
     }
     self ??= toCel(s, v);
-    const result = p({ self });
+    let result: unknown;
+    try {
+      result = p({ self });
+    } catch (e) {
+      // @bufbuild/cel returns its errors; anything thrown is still this rule's failure, not the loader's
+      result = celError(e);
+    }
     if (isCelError(result)) {
       out.push({ field: path, type: 'Invalid', body: `Invalid value: ${type}: ${celGoMessage(result.message)} evaluating rule: ${ruleText(r)}` });
       continue;
