@@ -20,9 +20,16 @@ import { REPO } from '../helpers/spec';
 
 const DIR = path.join(REPO, 'test/config/fixtures/istio-crd-validation');
 
-// The reading of one document differs before validation starts: the `yaml` package reads the flow item
-// `001:db8::]` as a one-key map where Go's YAML reader (Istio's test) reads the string "001:db8::".
-const YAML_READER_DIFFERS: Record<string, string> = {
+// Where Istio's test validator and the API server part ways, the API server's words are expected (checked against
+// kube-apiserver 1.36 by crd-validation-apiserver.test.ts):
+// - `x: null` on a field that is not nullable: the API server drops the field first
+//   (PruneNonNullableNullsWithoutDefaults), so a required one is missing; Istio's validator skips that step (and
+//   its openapi_test.go skips these cases: "Kubernetes will reject something like `foo: null`");
+// - the `yaml` package reads the flow item `001:db8::]` as a one-key map where Go's YAML reader (Istio's test) reads
+//   the string "001:db8::": the reading differs before validation starts.
+const DIFFERS: Record<string, string> = {
+  'wasm-invalid.yaml/nil': 'spec: Required value',
+  'wasm-invalid.yaml/nested-nil': 'spec.url: Required value',
   'serviceentry-valid.yaml/full': 'spec.addresses[1]: Invalid value: "object": spec.addresses[1] in body must be of type string: "object"',
 };
 
@@ -42,8 +49,8 @@ t.test("Istio's CRD validation cases (TestCRDs)", async (t) => {
       const errors = validateCustomResource(c.kind, obj).map((e) => `${e.field}: ${e.body}`);
       const got = `${c.kind}/${c.meta.name}/${c.meta.namespace}: ${errors.join(', ')}`;
       const id = `${file}/${c.meta.name}`;
-      if (YAML_READER_DIFFERS[id]) {
-        t.match(got, YAML_READER_DIFFERS[id], `${id}: only the YAML reading differs`);
+      if (DIFFERS[id]) {
+        t.ok(got.includes(DIFFERS[id]), `${id}: rejected with ${JSON.stringify(DIFFERS[id])}`, { got });
         continue;
       }
       if (want === undefined) t.same(errors, [], `${id}: accepted`);
@@ -56,7 +63,7 @@ t.test("Istio's CRD validation cases (TestCRDs)", async (t) => {
 t.test("the API server's phrasing: field, value or schema type, message", async (t) => {
   const authz = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', metadata: { name: 'a' }, spec: { rules: [{ from: [{ source: { serviceAccounts: ['bar/sa'], principals: ['p'] } }] }] } };
   t.same(validateCustomResource('AuthorizationPolicy', authz), [
-    { field: 'spec.rules[0].from[0].source', type: 'Invalid', body: 'Invalid value: "object": Cannot set serviceAccounts with namespaces or principals' },
+    { field: 'spec.rules[0].from[0].source', type: 'Invalid', body: 'Invalid value: Cannot set serviceAccounts with namespaces or principals' },
   ]);
   // an enum violation stops the rules: kube-apiserver's hasBlockingErr
   const peer = { apiVersion: 'security.istio.io/v1', kind: 'PeerAuthentication', metadata: { name: 'p' }, spec: { mtls: { mode: 'BLAH' }, portLevelMtls: { '80': { mode: 'STRICT' } } } };
@@ -64,7 +71,7 @@ t.test("the API server's phrasing: field, value or schema type, message", async 
     validateCustomResource('PeerAuthentication', peer).map((e) => `${e.field}: ${e.body}`),
     [
       'spec.mtls.mode: Unsupported value: "BLAH": supported values: "UNSET", "DISABLE", "PERMISSIVE", "STRICT"',
-      '<nil>: Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation',
+      '<nil>: Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation',
     ],
   );
   // Istio's oneof as the CRD spells it (not anyOf required, or exactly one required): kube-openapi's
@@ -90,7 +97,7 @@ t.test('where rules run: every node present, paths as the API server writes them
   t.same(
     validateRules(schema, { list: [1, 0], labels: { a: 'x' }, name: 'n' }, 'spec').map((e) => `${e.field}: ${e.body}`),
     // failed rule: <rule> when there is no message (validation.go ruleMessageOrDefault)
-    ['spec.list[1]: Invalid value: "integer": positive', 'spec.labels[a]: Invalid value: "string": failed rule: self != "x"'],
+    ['spec.list[1]: Invalid value: 0: positive', 'spec.labels[a]: Invalid value: "x": failed rule: self != "x"'],
   );
 });
 
@@ -103,7 +110,7 @@ spec:
 `;
   const p = parseDocuments(text, 'w.yaml');
   const c = p.configs[0]!;
-  t.same(validateConfig(c, { object: p.objects.get(c)! }).errors, [{ field: 'spec.url', message: 'Invalid value: "string": url must have schema one of [http, https, file, oci]' }]);
+  t.same(validateConfig(c, { object: p.objects.get(c)! }).errors, [{ field: 'spec.url', message: 'Invalid value: "fake://example.com": url must have schema one of [http, https, file, oci]' }]);
   t.same(validateConfig(c).errors, [{ field: 'spec.url', message: 'url contains unsupported scheme: fake' }], "without the object: Istio's webhook message");
 });
 

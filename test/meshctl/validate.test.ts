@@ -172,7 +172,7 @@ t.test('every Istio CRD kind is checked: EnvoyFilter, Telemetry, ProxyConfig, Wa
         esc('\t* EnvoyFilter/ns/ef: spec.configPatches[0].patch.value: Envoy filter: cannot decode field envoy.config.cluster.v3.Cluster.name from JSON: expected string, got false\n') +
         esc('\t* Telemetry/ns/tel: spec.accessLogging[0].filter.expression: must be a valid CEL expression, <input>:1:1: ') + '[^\\n]+\\n' +
         esc('\t* ProxyConfig/ns/pc: spec.concurrency: Invalid value: -1: spec.concurrency in body should be greater than or equal to 0\n') +
-        esc('\t* WasmPlugin/ns/wasm: spec.url: Invalid value: "string": url must have schema one of [http, https, file, oci]\n\n\n') +
+        esc('\t* WasmPlugin/ns/wasm: spec.url: Invalid value: "ftp://example.com/x.wasm": url must have schema one of [http, https, file, oci]\n\n\n') +
         '$',
     ),
   );

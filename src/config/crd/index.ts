@@ -2,8 +2,8 @@
 // that reach mesh without one (--configDir, `meshctl validate -f`, `meshctl analyze` on files): Istio 1.26.8's
 // CRD schemas (schemas.gen.ts) checked as apiextensions-apiserver's customResourceStrategy.Validate does: the
 // OpenAPI schema, the list-type invariants, then the CEL rules, which it skips when the object is already
-// structurally invalid (hasBlockingErr) and says so. Status is not validated: the CRDs have the status
-// subresource, so the API server drops a status given on create. Unknown fields are left to the spec shapes
+// structurally invalid (hasBlockingErr) and says so; nulls it would drop are dropped first. Status is not validated:
+// the CRDs have the status subresource, so the API server drops a status given on create. Unknown fields are left to the spec shapes
 // (validate/shape.ts), which report them as the daemon and `meshctl validate` always have.
 import { searcher } from '../../lib/re2';
 import type { Kind } from '../types';
@@ -37,6 +37,23 @@ function pattern(p: string): (s: string) => boolean {
   return m;
 }
 
+/**
+ * PruneNonNullableNullsWithoutDefaults: the API server drops a field set to null unless its schema is nullable (Istio's
+ * CRDs have no defaults), so `url: null` reads as no url at all. List items and map values stay, null or not.
+ */
+function pruneNulls(s: Schema | undefined, v: unknown): unknown {
+  if (Array.isArray(v)) return v.map((x) => pruneNulls(s?.items, x));
+  if (!isObject(v)) return v;
+  const out: Record<string, unknown> = {};
+  const extra = typeof s?.additionalProperties === 'object' ? s.additionalProperties : undefined;
+  for (const [k, x] of Object.entries(v)) {
+    const ps = s?.properties?.[k];
+    if (x === null && ps && !ps.nullable) continue;
+    out[k] = pruneNulls(ps ?? extra, x);
+  }
+  return out;
+}
+
 // hasBlockingErr: these mean the value does not have the shape the rules were written (and type-checked) for.
 const BLOCKING = new Set<SchemaError['type']>(['NotSupported', 'Required', 'TooLong', 'TooMany', 'TypeInvalid']);
 
@@ -48,10 +65,11 @@ const BLOCKING = new Set<SchemaError['type']>(['NotSupported', 'Required', 'TooL
 export function validateCustomResource(kind: Kind, obj: Record<string, unknown>): SchemaError[] {
   const schema = crdSchema(kind);
   if (!schema) return [];
-  const { status: _status, ...value } = obj;
+  const { status: _status, ...rest } = obj;
+  const value = pruneNulls(schema, rest) as Record<string, unknown>;
   const errors = [...validateSchema(schema, value, pattern), ...validateListTypes(schema, value)];
   if (errors.some((e) => BLOCKING.has(e.type)))
-    errors.push({ field: NO_FIELD, type: 'Invalid', body: 'Invalid value: "null": some validation rules were not checked because the object was invalid; correct the existing errors to complete validation' });
+    errors.push({ field: NO_FIELD, type: 'Invalid', body: 'Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation' });
   else errors.push(...validateRules(schema, value));
   // field.ErrorList.ToAggregate drops repeated messages
   const seen = new Set<string>();

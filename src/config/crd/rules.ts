@@ -2,8 +2,9 @@
 // pkg/apiserver/schema/cel (Validator.validate) does on create: every rule of every node whose value is
 // present and not null, `self` bound to that value typed by its schema (UnstructuredToVal: integers are CEL
 // ints, numbers doubles, objects and maps map-like, so a missing field is an error unless guarded by has()).
-// A false rule is `<path>: Invalid value: "<schema type>": <message>`, a failing one
-// `... <error> evaluating rule: <message>`. Transition rules (oldSelf) never run: a file is always a create.
+// A false rule is `<path>: Invalid value: <the value>: <message>` (no value for an object or a list), a failing
+// one `<path>: Invalid value: "<schema type>": <error> evaluating rule: <message>`, as kube-apiserver 1.36 words them (checked against it:
+// test/config/crd-validation-apiserver.test.ts). Transition rules (oldSelf) never run: a file is always a create.
 // Not done: the cost budget (Istio's rules are all linear in their input, which the schema bounds), and
 // messageExpression, fieldPath and reason, which no Istio rule uses.
 import { type CelInput, celError, isCelError, parse, plan } from '@bufbuild/cel';
@@ -58,13 +59,16 @@ const ruleText = (r: { rule: string; message?: string }): string => (r.message ?
 function evaluate(s: Schema, v: unknown, path: string, out: SchemaError[]): void {
   const rules = s['x-kubernetes-validations'];
   if (!rules?.length) return;
-  const type = JSON.stringify(s.type ?? '');
+  // a false rule shows the value itself for a scalar, no value for an object or a list (apimachinery's omitValue);
+  // a rule that cannot be evaluated shows the schema type instead
+  const bad = isObject(v) || Array.isArray(v) ? 'Invalid value' : `Invalid value: ${goValue(v)}`;
+  const failed = `Invalid value: ${JSON.stringify(s.type ?? '')}`;
   let self: CelInput | undefined;
   for (const r of rules) {
     if (usesOldSelf(r.rule)) continue;
     const p = program(r.rule);
     if (p instanceof Error) {
-      out.push({ field: path, type: 'Invalid', body: `Invalid value: ${type}: rule compile error: ${p.message}` });
+      out.push({ field: path, type: 'Invalid', body: `${failed}: rule compile error: ${p.message}` });
       continue;
     }
     self ??= toCel(s, v);
@@ -76,11 +80,11 @@ function evaluate(s: Schema, v: unknown, path: string, out: SchemaError[]): void
       result = celError(e);
     }
     if (isCelError(result)) {
-      out.push({ field: path, type: 'Invalid', body: `Invalid value: ${type}: ${celGoMessage(result.message)} evaluating rule: ${ruleText(r)}` });
+      out.push({ field: path, type: 'Invalid', body: `${failed}: ${celGoMessage(result.message)} evaluating rule: ${ruleText(r)}` });
       continue;
     }
     if (result === true) continue;
-    out.push({ field: path, type: 'Invalid', body: `Invalid value: ${type}: ${r.message ? r.message.trim() : `failed rule: ${ruleText(r)}`}` });
+    out.push({ field: path, type: 'Invalid', body: `${bad}: ${r.message ? r.message.trim() : `failed rule: ${ruleText(r)}`}` });
   }
 }
 
@@ -123,7 +127,7 @@ export function validateListTypes(s: Schema, v: unknown, path = '', out: SchemaE
           seen.add(id);
           return;
         }
-        const shown = lt === 'set' ? goLiteral(x) : `map[string]interface {}{${keys.filter((k) => k in (x as object)).map((k) => `${JSON.stringify(k)}:${goLiteral((x as Record<string, unknown>)[k])}`).join(', ')}}`;
+        const shown = JSON.stringify(lt === 'set' ? x : Object.fromEntries(keys.filter((k) => k in (x as object)).map((k) => [k, (x as Record<string, unknown>)[k]])));
         out.push({ field: `${path}[${i}]`, type: 'Duplicate', body: `Duplicate value: ${shown}` });
       });
     }
@@ -137,12 +141,4 @@ export function validateListTypes(s: Schema, v: unknown, path = '', out: SchemaE
     }
   }
   return out;
-}
-
-/** Go's %#v of a decoded JSON value (what field.Duplicate prints for a composite value). */
-function goLiteral(v: unknown): string {
-  if (typeof v === 'string') return JSON.stringify(v);
-  if (Array.isArray(v)) return `[]interface {}{${v.map(goLiteral).join(', ')}}`;
-  if (isObject(v)) return `map[string]interface {}{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}:${goLiteral(x)}`).join(', ')}}`;
-  return String(v);
 }
