@@ -78,8 +78,3 @@ export function validateCustomResource(kind: Kind, obj: Record<string, unknown>)
     return seen.has(key) ? false : (seen.add(key), true);
   });
 }
-
-/** True when `obj` is a decoded object whose kind has a CRD schema. */
-export function hasCrdSchema(kind: Kind, obj: unknown): obj is Record<string, unknown> {
-  return isObject(obj) && crdSchema(kind) !== undefined;
-}

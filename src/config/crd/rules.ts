@@ -32,7 +32,7 @@ function program(rule: string): Program | Error {
 const usesOldSelf = (rule: string): boolean => /\boldSelf\b/.test(rule);
 
 /** UnstructuredToVal, by schema type: what `self` is inside a rule. */
-export function toCel(s: Schema | undefined, v: unknown): CelInput {
+function toCel(s: Schema | undefined, v: unknown): CelInput {
   if (typeof v === 'number') {
     const integer = s?.type === 'integer' || ((s?.type === undefined || s['x-kubernetes-int-or-string']) && Number.isInteger(v));
     return integer && Number.isSafeInteger(v) ? BigInt(v) : v;
