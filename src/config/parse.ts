@@ -12,6 +12,8 @@ export interface ParseResult {
   errors: ConfigError[];
   /** Skipped documents that are not errors (unknown kinds, unserved apiVersions). */
   warnings: ConfigError[];
+  /** Each config's object as written, for the checks an API server makes on it (validateConfig's `object`). */
+  objects: Map<Config, Record<string, unknown>>;
 }
 
 /** Where an object came from, for messages and `Config.source`. */
@@ -34,7 +36,7 @@ const MAX_LIST_DEPTH = 8;
  * reads JSON).
  */
 export function parseDocuments(text: string, source: string): ParseResult {
-  const out: ParseResult = { configs: [], errors: [], warnings: [] };
+  const out: ParseResult = { configs: [], errors: [], warnings: [], objects: new Map() };
   if (/\.json$/i.test(source)) {
     let value: unknown;
     try {
@@ -88,7 +90,10 @@ function collect(value: unknown, origin: Origin, out: ParseResult, depth: number
     return;
   }
   const r = convertObject(value, origin);
-  if (r.config) out.configs.push(r.config);
+  if (r.config) {
+    out.configs.push(r.config);
+    out.objects.set(r.config, value);
+  }
   out.errors.push(...r.errors);
   out.warnings.push(...r.warnings);
 }

@@ -13,6 +13,9 @@ const MESHCTL = path.join(DIST, 'meshctl');
 const tmp = mkdtempSync(path.join(tmpdir(), 'meshctl-validate-'));
 t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
 
+/** A literal inside a RegExp. */
+const esc = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
 function file(name: string, text: string): string {
   const p = path.join(tmp, name);
   writeFileSync(p, text);
@@ -157,14 +160,21 @@ t.test('every Istio CRD kind is checked: EnvoyFilter, Telemetry, ProxyConfig, Wa
   );
   const r = await validate(['-f', f]);
   t.equal(r.code, 1);
-  t.equal(
+  // ProxyConfig and WasmPlugin fail their CRD schema and rule (crd-all.gen.yaml; Istio's CRD test cases
+  // proxyconfig-invalid.yaml and wasm-invalid.yaml), which reject them before Istio's own validation, in the
+  // API server's words; the Telemetry filter is not CEL (Istio's prefix, then the parser's issue at 1:1).
+  t.match(
     r.stderr,
-    `"${f}" has warnings: \n\t* EnvoyFilter/ns/ef: spec: EnvoyFilter exposes internal implementation details that may change at any time. Prefer other APIs if possible, and exercise extreme caution, especially around upgrades.\n\n` +
-      'Error: 4 errors occurred:\n' +
-      '\t* EnvoyFilter/ns/ef: spec.configPatches[0].patch.value: Envoy filter: cannot decode field envoy.config.cluster.v3.Cluster.name from JSON: expected string, got false\n' +
-      "\t* Telemetry/ns/tel: spec.accessLogging[0].filter.expression: must be a valid CEL expression, ERROR: <input>:1:1: Syntax error: mismatched input ')': an operand is expected\n" +
-      '\t* ProxyConfig/ns/pc: spec.concurrency: concurrency must be greater than or equal to 0\n' +
-      '\t* WasmPlugin/ns/wasm: spec.url: url contains unsupported scheme: ftp\n\n\n',
+    new RegExp(
+      '^' +
+        esc(`"${f}" has warnings: \n\t* EnvoyFilter/ns/ef: spec: EnvoyFilter exposes internal implementation details that may change at any time. Prefer other APIs if possible, and exercise extreme caution, especially around upgrades.\n\n`) +
+        esc('Error: 4 errors occurred:\n') +
+        esc('\t* EnvoyFilter/ns/ef: spec.configPatches[0].patch.value: Envoy filter: cannot decode field envoy.config.cluster.v3.Cluster.name from JSON: expected string, got false\n') +
+        esc('\t* Telemetry/ns/tel: spec.accessLogging[0].filter.expression: must be a valid CEL expression, <input>:1:1: ') + '[^\\n]+\\n' +
+        esc('\t* ProxyConfig/ns/pc: spec.concurrency: Invalid value: -1: spec.concurrency in body should be greater than or equal to 0\n') +
+        esc('\t* WasmPlugin/ns/wasm: spec.url: Invalid value: "ftp://example.com/x.wasm": url must have schema one of [http, https, file, oci]\n\n\n') +
+        '$',
+    ),
   );
 });
 

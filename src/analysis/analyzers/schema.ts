@@ -35,7 +35,8 @@ function schemaAnalyzer(kind: Kind): Analyzer {
     analyze(ctx) {
       for (const r of ctx.list(kind)) {
         if (!r.config) continue;
-        const v = validateConfig(r.config);
+        // a file has met no API server: its CRD schema and rules apply here (cluster objects passed them)
+        const v = validateConfig(r.config, r.origin ? { object: r.object } : {});
         for (const e of v.errors) report(ctx, r, e, true);
         for (const w of v.warnings) report(ctx, r, w, false);
       }

@@ -42,7 +42,7 @@ export function loadText(text: string, display: string, validate: boolean): File
   const out: FileLoad = { display, items: [], errors: [...parsed.errors], warnings: [...parsed.warnings], unidentified: parsed.errors.length > 0, missing: false };
   for (const c of parsed.configs) {
     const key = configKey(c);
-    const v = validate ? validateConfig(c) : { errors: [], warnings: [] };
+    const v = validate ? validateConfig(c, { object: parsed.objects.get(c) }) : { errors: [], warnings: [] };
     out.items.push({ key, config: c, errors: v.errors, warnings: v.warnings });
     const at = { source: display, ...splitSource(c.source, display), resource: key };
     for (const e of v.errors) out.errors.push({ ...at, field: e.field, message: e.message });

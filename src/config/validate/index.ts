@@ -1,10 +1,12 @@
 // validateConfig: the daemon's admission check for one resource. Metadata first (the names the
-// API server would insist on), then the spec's structure, then Istio 1.26's semantic rules for
-// the kind. Errors reject the resource; warnings are reported and the resource is accepted.
+// API server would insist on), then, for a file, what the API server would check (the CRD schema and
+// its CEL rules, config/crd), then the spec's structure, then Istio 1.26's semantic rules for the kind.
+// Errors reject the resource; warnings are reported and the resource is accepted.
 import type { FieldError } from '../errors';
 import { isClusterScoped } from '../schemas';
 import type { Config, Kind } from '../types';
 import { checkLabels } from './common';
+import { validateCustomResource } from '../crd';
 import { validateEndpointSlice, validatePod, validateService } from './core';
 import { validateDestinationRule } from './destinationrule';
 import { validateEnvoyFilter } from './envoyfilter';
@@ -57,6 +59,12 @@ const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
 export interface ValidateOptions {
   /** Unknown fields are errors (meshctl validate) instead of warnings (the daemon, the webhook). */
   strictFields?: boolean;
+  /**
+   * The resource as written, when no API server has validated it (files): its kind's CRD schema and CEL
+   * rules are applied first, and a resource they reject gets only their errors, as the API server rejects it
+   * before Istio's webhook runs.
+   */
+  object?: Record<string, unknown>;
 }
 
 /** Validates one resource; `errors` non-empty means it must not be served. */
@@ -64,6 +72,10 @@ export function validateConfig(c: Config, opts: ValidateOptions = {}): { errors:
   const r = new Report(opts.strictFields);
   validateMetadata(c, r);
   const before = r.errors.length;
+  if (opts.object) {
+    for (const e of validateCustomResource(c.kind, opts.object)) r.error(e.field, e.body);
+    if (r.errors.length > before) return r.result();
+  }
   // EndpointSlice and Secret fields live at the top level of the object, not under spec.
   checkShape(c.spec, SPEC_SHAPES[c.kind], c.kind === 'EndpointSlice' || c.kind === 'Secret' ? '' : 'spec', r);
   // Semantic rules assume well-typed fields: skip them when the structure is wrong.

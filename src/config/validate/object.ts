@@ -27,6 +27,11 @@ export interface ObjectValidationOptions {
    * strict decoding in `istioctl validate`. Kubernetes kinds keep the daemon's view (a warning).
    */
   strict?: boolean;
+  /**
+   * Apply the kind's CRD schema and CEL rules first (`meshctl validate` on files: no API server has seen the
+   * object). The webhook leaves them out: the API server ran them before calling it.
+   */
+  crd?: boolean;
 }
 
 /** The top-level fields of a resource; Istio rejects any other in `istioctl validate`. */
@@ -45,7 +50,7 @@ export function validateObject(obj: unknown, opts: ObjectValidationOptions = {})
   if (strict && isObject(obj)) {
     for (const k of Object.keys(obj)) if (!RESOURCE_FIELDS.has(k)) errors.push(`unknown field ${JSON.stringify(k)}`);
   }
-  const v = validateConfig(converted.config, { strictFields: strict });
+  const v = validateConfig(converted.config, { strictFields: strict, ...(opts.crd && isObject(obj) ? { object: obj } : {}) });
   return {
     config: converted.config,
     errors: [...errors, ...v.errors.map(joined)],

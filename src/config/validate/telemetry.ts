@@ -1,5 +1,7 @@
-// Telemetry and ProxyConfig (Istio's ValidateTelemetry and ValidateProxyConfig, same messages).
-import { celSyntaxError } from '../../lib/cel';
+// Telemetry and ProxyConfig (Istio's ValidateTelemetry and ValidateProxyConfig, same messages). An access-log
+// filter must parse as CEL (Istio: cel.NewEnv().Parse, no type check); the parser is @bufbuild/cel's, so the text
+// after Istio's `must be a valid CEL expression, ` is its syntax error, not cel-go's.
+import { parse } from '@bufbuild/cel';
 import type { Config, TelemetryProviderRef } from '../types';
 import { checkWorkloadSelector } from './common';
 import { at, dot, key, type Report } from './report';
@@ -57,6 +59,17 @@ export function validateTelemetry(c: Config<'Telemetry'>, r: Report): void {
     }
     checkProviders(l.providers, dot(lp, 'providers'), r);
   });
+}
+
+/** The parser's message for an expression that is not CEL, undefined when it parses. */
+export function celSyntaxError(expression: string): string | undefined {
+  try {
+    // the newline: @bufbuild/cel 0.6 rejects a `// comment` that ends the input, which cel-go accepts
+    parse(expression.includes('//') ? `${expression}\n` : expression);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
 }
 
 export function validateProxyConfig(c: Config<'ProxyConfig'>, r: Report): void {
