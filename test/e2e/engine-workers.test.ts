@@ -91,6 +91,25 @@ async function untilBothServe(t: Tap, gw: GatewayRig, host: string, p: string, w
 
 type Tap = Pick<typeof t, 'fail'>;
 
+/** The response head of one keep-alive HTTP/1.1 request on a new connection (Node's client would ask to close). */
+function keepAliveHead(port: number, p: string, host: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1', () => s.write(`GET ${p} HTTP/1.1\r\nhost: ${host}\r\n\r\n`));
+    let got = '';
+    s.setEncoding('latin1');
+    s.on('data', (d: string) => {
+      got += d;
+      const end = got.indexOf('\r\n\r\n');
+      if (end >= 0) {
+        s.destroy();
+        resolve(got.slice(0, end + 2));
+      }
+    });
+    s.on('error', reject);
+    s.setTimeout(10_000, () => s.destroy(new Error(`no response head from :${port}`)));
+  });
+}
+
 function refused(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = net.connect(port, '127.0.0.1');
@@ -140,6 +159,38 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   // a worker that had not applied the edit would answer one of these 404
   await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
   await untilBothServe(t, gw, 'a.example.com', '/one', 404, perWorker(await stats(admin), ports!.gw));
+
+  // /reset_counters reaches every worker: each worker's counters start again from zero (a worker left out
+  // would keep its count, and the listener total would not be zero)
+  t.equal((await fetch(`http://127.0.0.1:${admin}/reset_counters`, { method: 'POST' })).status, 200);
+  const reset = await stats(admin);
+  t.same(perWorker(reset, ports!.gw).map((n) => n ?? 0), [0, 0], 'both workers\' connection counters are zero');
+  t.equal(reset.get(cxTotal), 0, 'the listener total is zero');
+  t.equal(reset.get('server.concurrency'), 2, 'gauges are kept (Envoy resets counters only)');
+
+  // /healthcheck/fail reaches every worker: with the server failing health checks, Envoy's drain manager closes
+  // HTTP/1 connections after their response (drainClose), whichever worker serves them; /healthcheck/ok ends it
+  const closes = async (want: boolean): Promise<void> => {
+    const before = perWorker(await stats(admin), ports!.gw);
+    let seen = 0;
+    for (let i = 0; i < 2000; i++) {
+      const head = await keepAliveHead(ports!.gw, '/two', 'a.example.com');
+      if (!head.startsWith('HTTP/1.1 200') || /^connection: close\r$/im.test(head) !== want) {
+        t.fail(`request ${i + 1}: ${JSON.stringify(head)}, expected 200 ${want ? 'with' : 'without'} connection: close`);
+        return;
+      }
+      seen++;
+      const now = perWorker(await stats(admin), ports!.gw);
+      if ((now[0] ?? 0) > (before[0] ?? 0) && (now[1] ?? 0) > (before[1] ?? 0)) break;
+    }
+    t.pass(`${seen} responses from both workers, ${want ? 'each' : 'none'} with connection: close`);
+  };
+  await closes(false);
+  t.equal((await fetch(`http://127.0.0.1:${admin}/healthcheck/fail`, { method: 'POST' })).status, 200);
+  await closes(true);
+  t.equal((await fetch(`http://127.0.0.1:${admin}/healthcheck/ok`, { method: 'POST' })).status, 200);
+  await closes(false);
+  s = await stats(admin);
 
   // a worker that dies is started again, counted, and serves with the current config
   t.equal(s.get('server.worker_restarts') ?? 0, 0);
