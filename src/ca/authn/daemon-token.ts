@@ -4,13 +4,18 @@
 // the workload spiffe://<trust domain>/ns/<ns>/sa/<sa> — the same mapping as the JWT_RULE and orchestrator
 // authenticators. Tokens of other issuers are passed over without touching the key file, so the chain's
 // other authenticators see them as before.
-import { checkTimeAndIssuer, type JwtClaims, type Key, KeyNotFound, verifyJws } from './jws';
+import fs from 'node:fs';
+import path from 'node:path';
+import { checkTimeAndIssuer, type JwtClaims, type Key, verifyJws } from './jws';
 import { audienceAccepted, serviceAccountFromSubject } from './jwt';
 import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, spiffeUri } from './types';
-import { DAEMON_TOKEN_ISSUER, tokenSigningKey, verificationKey } from '../token';
+import { DAEMON_TOKEN_ISSUER, TOKEN_KEY_FILE, tokenSigningKey, verificationKey } from '../token';
 
-/** A replaced key file is read again at most this often (a token naming an unknown key triggers it). */
-const RELOAD_COOLDOWN_MS = 5_000;
+/**
+ * How often the key file is looked at (one stat): replacing the key is how an operator revokes every
+ * outstanding token, so the old key must stop working within this long.
+ */
+const STAT_INTERVAL_MS = 1_000;
 
 export interface DaemonTokenAuthenticatorOptions {
   /** The CA directory holding the token key. */
@@ -34,19 +39,36 @@ function unverifiedIssuer(token: string): string {
 export class DaemonTokenAuthenticator implements Authenticator {
   readonly type = 'MeshTokenAuthenticator';
   private keys: Key[] = [];
-  private loadedAt = -Infinity;
+  /** dev:ino:mtime:size of the key file as last read ('' = absent). */
+  private fileStamp = '';
+  private checkedAt = -Infinity;
+  private readonly file: string;
 
   constructor(private readonly o: DaemonTokenAuthenticatorOptions) {
-    this.reload();
+    this.file = path.join(o.dir, TOKEN_KEY_FILE);
+    this.refresh(true);
   }
 
   private now(): number {
     return this.o.now?.() ?? Date.now();
   }
 
-  private reload(): void {
-    this.loadedAt = this.now();
-    const key = tokenSigningKey(this.o.dir, false);
+  /** Reads the key again when the file changed (checked at most every STAT_INTERVAL_MS). */
+  private refresh(force = false): void {
+    if (!force && this.now() - this.checkedAt < STAT_INTERVAL_MS) return;
+    this.checkedAt = this.now();
+    let stamp = '';
+    try {
+      const st = fs.statSync(this.file);
+      stamp = `${st.dev}:${st.ino}:${st.mtimeMs}:${st.size}`;
+    } catch {
+      // absent: no token of ours verifies
+    }
+    if (!force && stamp === this.fileStamp) return;
+    this.fileStamp = stamp;
+    // A key file that does not read fails closed: no key until it is fixed.
+    this.keys = [];
+    const key = stamp === '' ? undefined : tokenSigningKey(this.o.dir, false);
     this.keys = key ? [verificationKey(key)] : [];
   }
 
@@ -61,14 +83,8 @@ export class DaemonTokenAuthenticator implements Authenticator {
     if (iss !== DAEMON_TOKEN_ISSUER) throw new AuthnError(`not a token of this daemon (iss ${JSON.stringify(iss)}, expected ${JSON.stringify(DAEMON_TOKEN_ISSUER)})`);
     let claims: JwtClaims;
     try {
-      try {
-        claims = verifyJws(token, this.keys).claims;
-      } catch (e) {
-        // The operator replaced the key (or the daemon started before meshctl made it): look again.
-        if (!(e instanceof KeyNotFound) || this.now() - this.loadedAt < RELOAD_COOLDOWN_MS) throw e;
-        this.reload();
-        claims = verifyJws(token, this.keys).claims;
-      }
+      this.refresh();
+      claims = verifyJws(token, this.keys).claims;
       checkTimeAndIssuer(claims, DAEMON_TOKEN_ISSUER, this.now());
     } catch (e) {
       throw new AuthnError(`failed to verify the token with the key in ${this.o.dir} (error ${(e as Error).message})`);
