@@ -891,7 +891,9 @@ const WORKLOAD_GROUP_NAME: FlagSpec = { name: 'name', type: 'string', help: 'The
 const CA_DIR: FlagSpec = {
   name: 'ca-dir',
   type: 'string',
-  help: "The discovery daemon's CA directory (./var/lib/mesh/ca under its working directory): sign with it instead of asking the cluster",
+  help:
+    "The discovery daemon's CA directory (./var/lib/mesh/ca under its working directory, or a plug-in CA's ROOT_CA_DIR): " +
+    'sign with it instead of asking the cluster',
 };
 const NO_CLUSTER_MESH_CONFIG: FlagSpec = {
   name: 'meshConfigFile',

@@ -185,12 +185,13 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
     }
   }
   if (meshCa) {
-    // The daemon's own tokens (meshctl x workload entry configure --ca-dir): with no cluster the key is made
-    // at first start beside the self-signed root; with a cluster it is trusted only if an operator put one
-    // there. Checked before the orchestrator's TokenReview, which costs a round trip.
-    const caDir = path.resolve(DEFAULT_CA_DIR);
+    // The daemon's own tokens (meshctl x workload entry configure --ca-dir): the key lives beside the signing
+    // material. With no cluster it is made at first start beside the self-signed root; a plug-in CA's
+    // ROOT_CA_DIR (the operator's, perhaps read-only) and a cluster's daemon only trust one an operator put
+    // there (meshctl --ca-dir makes it). Checked before the orchestrator's TokenReview, a round trip.
+    const caDir = path.resolve(meshCa.kind === 'plug-in' ? settings.rootCaDir : DEFAULT_CA_DIR);
     try {
-      if (tokenSigningKey(caDir, !orch)) log.info(`trusting workload tokens signed by ${path.join(caDir, TOKEN_KEY_FILE)} (audiences [${settings.tokenAudiences.join(' ')}])`);
+      if (tokenSigningKey(caDir, !orch && meshCa.kind === 'self-signed')) log.info(`trusting workload tokens signed by ${path.join(caDir, TOKEN_KEY_FILE)} (audiences [${settings.tokenAudiences.join(' ')}])`);
       authenticators.push(new DaemonTokenAuthenticator({ dir: caDir, audiences: settings.tokenAudiences, trustDomain }));
     } catch (e) {
       meshCa.close();

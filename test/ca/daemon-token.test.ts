@@ -15,7 +15,7 @@ import { startDaemon } from '../helpers/daemon';
 import { DaemonTokenAuthenticator } from '../../src/ca/authn/daemon-token';
 import type { AuthRequest } from '../../src/ca/authn/types';
 import { DAEMON_TOKEN_ISSUER, keyThumbprint, mintWorkloadToken, TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../../src/ca/token';
-import { caClient, createCertificate, opensslCsr, sans, startIssuer, tempDir } from './helpers';
+import { caClient, createCertificate, lifetimeSeconds, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
 
 function bearer(token: string): AuthRequest {
   return { secure: true, remoteAddress: '127.0.0.1:1', header: (n) => (n === 'authorization' ? [`Bearer ${token}`] : []) };
@@ -111,4 +111,45 @@ t.test('built daemon with JWT_RULE too: meshctl\'s --ca-dir token and the issuer
   t.match(bad.stderr, /^Error: --ca-dir .*nowhere: no such directory/);
   const noFile = spawnSync(path.join(DIST, 'meshctl'), ['x', 'workload', 'entry', 'configure', '--name', 'vm', '-n', 'demo', '-o', 'vm2', '--ca-dir', 'x'], { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: dir } });
   t.match(noFile.stderr, /^Error: --ca-dir \(no cluster\) needs the WorkloadGroup as a file/);
+});
+
+t.test('built daemon with a plug-in CA: the token key and the operator certificate come from ROOT_CA_DIR', { skip: !built() }, async (t) => {
+  const dir = tempDir(t);
+  const cacerts = path.join(dir, 'cacerts');
+  const pki = opensslPluginCa(cacerts);
+  const cwd = path.join(dir, 'meshd');
+  const cfg = path.join(dir, 'cfg');
+  fs.mkdirSync(cwd);
+  fs.mkdirSync(cfg);
+  const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { ROOT_CA_DIR: cacerts }, 30_000, { cwd });
+  t.teardown(() => d.stop());
+  t.notOk(fs.existsSync(path.join(cacerts, TOKEN_KEY_FILE)), 'the daemon writes nothing into the operator\'s ROOT_CA_DIR');
+  t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'nor a self-signed store');
+
+  const meshctl = (args: string[]) => spawnSync(path.join(DIST, 'meshctl'), args, { cwd: dir, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: dir } });
+  fs.writeFileSync(path.join(dir, 'wg.yaml'), 'kind: WorkloadGroup\nmetadata: {name: vm, namespace: demo}\nspec: {template: {serviceAccount: vm-sa}}\n');
+  const r = meshctl(['x', 'workload', 'entry', 'configure', '-f', 'wg.yaml', '-o', 'vm', '--ca-dir', cacerts]);
+  t.equal(r.status, 0, r.stderr);
+  t.ok(fs.existsSync(path.join(cacerts, TOKEN_KEY_FILE)), 'meshctl made the token key beside the plug-in material');
+  t.equal(fs.readFileSync(path.join(dir, 'vm/root-cert.pem'), 'utf8'), pki.rootPem, 'root-cert.pem is the plug-in root');
+  const client = caClient(t, d.secureGrpc!, pki.rootPem);
+  const { csr } = opensslCsr(dir, 'rsa');
+  const chain = await createCertificate(client, { csr, token: fs.readFileSync(path.join(dir, 'vm/mesh-token'), 'utf8') });
+  t.same(sans(chain[0]!), ['URI:spiffe://cluster.local/ns/demo/sa/vm-sa'], 'the daemon read the key meshctl made');
+  t.ok(opensslVerify(dir, pki.rootPem, chain[0]!, pki.intermediatePem).ok, 'signed by the intermediate');
+
+  fs.writeFileSync(path.join(dir, 'mesh.yaml'), 'trustDomain: example.org\n');
+  const c = meshctl(['x', 'ca', 'client-cert', '--ca-dir', cacerts, '-o', 'ops', '--meshConfigFile', 'mesh.yaml', '-n', 'ops', '-s', 'alice', '--ttl', '2h']);
+  t.equal(c.status, 0, c.stderr);
+  t.equal(c.stdout, 'A client certificate for spiffe://example.org/ns/ops/sa/alice (valid 2 h) is in ops: use it with --cert-dir ops\n');
+  const leaf = fs.readFileSync(path.join(dir, 'ops/cert-chain.pem'), 'utf8');
+  t.same(sans(leaf), ['URI:spiffe://example.org/ns/ops/sa/alice']);
+  t.equal(lifetimeSeconds(leaf), 2 * 3600 + 120, '--ttl, plus the CA\'s two minutes of clock-skew grace before issuance');
+  const [first, ...rest] = leaf.split(/(?<=-----END CERTIFICATE-----\n)/);
+  t.equal(rest.join(''), pki.intermediatePem + pki.rootPem, 'cert-chain.pem: the leaf, then the plug-in chain');
+  t.ok(opensslVerify(dir, fs.readFileSync(path.join(dir, 'ops/root-cert.pem'), 'utf8'), first!, rest.join('')).ok, 'it verifies against root-cert.pem');
+  t.equal(fs.statSync(path.join(dir, 'ops/key.pem')).mode & 0o777, 0o600, 'key.pem is private');
+
+  t.match(meshctl(['x', 'ca', 'client-cert', '-o', 'x']).stderr, /^Error: expecting --ca-dir/);
+  t.match(meshctl(['x', 'ca', 'client-cert', '--ca-dir', cfg, '-o', 'x']).stderr, /^Error: --ca-dir .*cfg: not a CA directory: no ca-cert\.pem/);
 });
