@@ -15,7 +15,7 @@ import { startDaemon } from '../helpers/daemon';
 import { DaemonTokenAuthenticator } from '../../src/ca/authn/daemon-token';
 import type { AuthRequest } from '../../src/ca/authn/types';
 import { DAEMON_TOKEN_ISSUER, keyThumbprint, mintWorkloadToken, TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../../src/ca/token';
-import { caClient, createCertificate, lifetimeSeconds, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
+import { caClient, createCertificate, daemonDirs, lifetimeSeconds, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
 
 function bearer(token: string): AuthRequest {
   return { secure: true, remoteAddress: '127.0.0.1:1', header: (n) => (n === 'authorization' ? [`Bearer ${token}`] : []) };
@@ -79,11 +79,7 @@ t.test('the authenticator', async (t) => {
 });
 
 t.test('built daemon with JWT_RULE too: meshctl\'s --ca-dir token and the issuer\'s token both get certificates', { skip: !built() }, async (t) => {
-  const dir = tempDir(t);
-  const cwd = path.join(dir, 'meshd');
-  const cfg = path.join(dir, 'cfg');
-  fs.mkdirSync(cwd);
-  fs.mkdirSync(cfg);
+  const { dir, cwd, cfg } = daemonDirs(t);
   const issuer = await startIssuer(t);
   const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { JWT_RULE: issuer.rule() }, 30_000, { cwd });
   t.teardown(() => d.stop());
@@ -114,13 +110,9 @@ t.test('built daemon with JWT_RULE too: meshctl\'s --ca-dir token and the issuer
 });
 
 t.test('built daemon with a plug-in CA: the token key and the operator certificate come from ROOT_CA_DIR', { skip: !built() }, async (t) => {
-  const dir = tempDir(t);
+  const { dir, cwd, cfg } = daemonDirs(t);
   const cacerts = path.join(dir, 'cacerts');
   const pki = opensslPluginCa(cacerts);
-  const cwd = path.join(dir, 'meshd');
-  const cfg = path.join(dir, 'cfg');
-  fs.mkdirSync(cwd);
-  fs.mkdirSync(cfg);
   const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { ROOT_CA_DIR: cacerts }, 30_000, { cwd });
   t.teardown(() => d.stop());
   t.notOk(fs.existsSync(path.join(cacerts, TOKEN_KEY_FILE)), 'the daemon writes nothing into the operator\'s ROOT_CA_DIR');
