@@ -887,6 +887,19 @@ function proxyStatusCommand(cmd: string, run: string): CommandSpec {
 }
 
 const WORKLOAD_GROUP_NAME: FlagSpec = { name: 'name', type: 'string', help: 'The name of the workload group' };
+/** Our no-cluster flags: the daemon's CA directory, and its mesh config in place of the `mesh` ConfigMap. */
+const CA_DIR: FlagSpec = {
+  name: 'ca-dir',
+  type: 'string',
+  help:
+    "The discovery daemon's CA directory (./var/lib/mesh/ca under its working directory, or a plug-in CA's ROOT_CA_DIR): " +
+    'sign with it instead of asking the cluster',
+};
+const NO_CLUSTER_MESH_CONFIG: FlagSpec = {
+  name: 'meshConfigFile',
+  type: 'string',
+  help: "With --ca-dir: the daemon's mesh config file (its --meshConfig), read instead of the cluster's mesh ConfigMap",
+};
 
 const experimental: CommandSpec = {
   name: 'experimental',
@@ -920,6 +933,39 @@ The command also supports reading from a standalone config dump file with flag -
             { name: 'file', short: 'f', type: 'string', help: 'The json file with proxy config dump to be checked' },
           ],
           run: 'meshctl.experimental.authz.check',
+        },
+      ],
+    },
+    {
+      name: 'ca',
+      short: "Credentials from the discovery daemon's CA directory, with no cluster",
+      example: '  meshctl x ca client-cert --ca-dir var/lib/mesh/ca -o ~/.meshctl/certs',
+      subcommands: [
+        {
+          name: 'client-cert',
+          short: "Writes a client certificate signed by the daemon's CA, for meshctl's --cert-dir against the secure xDS port",
+          long: `Writes key.pem, cert-chain.pem and root-cert.pem into the output directory: a certificate for
+spiffe://<trust domain>/ns/<namespace>/sa/<serviceAccount> signed with the CA in --ca-dir (the daemon's
+./var/lib/mesh/ca, or a plug-in CA's ROOT_CA_DIR), read directly, without the daemon. The directory is what
+--cert-dir (or cert-dir in $HOME/.meshctl/config.yaml) takes: meshctl then speaks mutual TLS to :15012 as that
+identity, which the daemon accepts for its debug types when the namespace is its own (mesh-system).`,
+          example: `  # a meshctl identity in the daemon's namespace, used for proxy-status over :15012
+  meshctl x ca client-cert --ca-dir /srv/meshd/var/lib/mesh/ca -o ~/.meshctl/certs
+  meshctl proxy-status --xds-address 10.0.0.5:15012 --authority meshd.mesh-system.svc --cert-dir ~/.meshctl/certs`,
+          flags: [
+            CA_DIR,
+            NO_CLUSTER_MESH_CONFIG,
+            outputFlag('Output directory for key.pem, cert-chain.pem and root-cert.pem'),
+            {
+              name: 'serviceAccount',
+              short: 's',
+              type: 'string',
+              default: 'default',
+              help: "The service account of the identity (its namespace is --namespace, default the mesh namespace); meshctl's xDS requests claim the mesh namespace's default service account, as istioctl's do",
+            },
+            { name: 'ttl', type: 'duration', default: '24h0m0s', help: 'How long the certificate is valid' },
+          ],
+          run: 'meshctl.experimental.ca.client-cert',
         },
       ],
     },
@@ -1145,6 +1191,7 @@ Configure requires either the WorkloadGroup artifact path or its location on the
                   type: 'bool',
                   help: 'Creates a WorkloadEntry upon connection to meshd (if enabled in the discovery daemon).',
                 },
+                CA_DIR,
                 {
                   name: 'capture-dns',
                   type: 'bool',
@@ -1169,6 +1216,7 @@ Configure requires either the WorkloadGroup artifact path or its location on the
                     'If no namespace is provided, the default mesh-system namespace will be used.',
                 },
                 { name: 'internalIP', type: 'string', help: 'Internal IP address of the workload' },
+                NO_CLUSTER_MESH_CONFIG,
                 WORKLOAD_GROUP_NAME,
                 {
                   name: 'namespace',

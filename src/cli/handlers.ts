@@ -41,6 +41,7 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'cni.install': () => import('../cni/install/command'),
   'meshctl.validate': () => import('../meshctl/validate'),
   'meshctl.analyze': () => import('../meshctl/analyze/command'),
+  'meshctl.experimental.ca.client-cert': async () => ({ run: (await import('../meshctl/ca')).clientCert }),
   'meshctl.experimental.workload.group.create': async () => ({ run: (await import('../meshctl/workload')).groupCreate }),
   'meshctl.bug-report': () => import('../meshctl/bugreport/command'),
   'meshctl.waypoint.generate': async () => ({ run: (await import('../meshctl/waypoint')).generate }),

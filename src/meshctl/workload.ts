@@ -1,7 +1,9 @@
 // `meshctl x workload group create` and `meshctl x workload entry configure` (istioctl x workload …):
 // a WorkloadGroup as YAML, and the files a VM needs to join the mesh (cluster.env, mesh.yaml, root-cert.pem,
-// mesh-token, hosts) built from a WorkloadGroup and what the cluster says about the control plane.
-import { mkdirSync, writeFileSync } from 'node:fs';
+// mesh-token, hosts) built from a WorkloadGroup and what the cluster says about the control plane — or, with
+// --ca-dir and no cluster (our addition), what the daemon's CA directory holds: its root, and a token signed
+// with its token key.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { ipFamily } from '../lib/ip';
 import path from 'node:path';
 import { CommandError, flagBool, flagList, flagNumber, flagString, type Handler, type RunContext } from '../cli/context';
@@ -10,6 +12,8 @@ import { goQuote } from '../lib/gojson';
 import { GoYamlParseError, parseGoYaml } from '../lib/goyaml-parse';
 import { jsonToGoYaml } from '../lib/goyaml';
 import { formatTimestamp } from '../lib/log/clock';
+import { loadCaDirectory } from '../ca/offline';
+import { mintWorkloadToken, tokenSigningKey } from '../ca/token';
 import { readInput } from './io';
 import { apiStatus, getErrorText, meshctlOrchClient } from './orch';
 
@@ -420,6 +424,117 @@ function writeFile(dir: string, name: string, text: string): string {
   return file;
 }
 
+/**
+ * Where entry configure gets what it does not compute: the cluster (Istio's path), or with --ca-dir the
+ * daemon's CA directory and files (no cluster).
+ */
+interface EntrySource {
+  group(): Promise<WorkloadGroup>;
+  clusterID(): Promise<string | undefined>;
+  meshConfig(): Promise<{ text: string; source: string }>;
+  rootCert(namespace: string): Promise<string>;
+  token(namespace: string, serviceAccount: string, ttlSeconds: number): Promise<string>;
+  /** The address for `hosts` when --ingressIP gives none ('' = none). */
+  ingressIP(): Promise<string>;
+  close(): void;
+}
+
+function clusterSource(ctx: RunContext, client: OrchClient, meshNamespace: string, revision: string): EntrySource {
+  const file = flagString(ctx, 'file');
+  return {
+    async group() {
+      if (file !== '') return toWorkloadGroup(parseYamlObject(readInput(file), file), file);
+      const name = flagString(ctx, 'name');
+      const namespace = flagString(ctx, 'namespace');
+      return toWorkloadGroup(await readGroupFromApi(client, name, namespace), `workloadgroup ${namespace}/${name}`);
+    },
+    async clusterID() {
+      try {
+        return (await clusterIDFromInjector(client, meshNamespace, revision)) || undefined;
+      } catch (e) {
+        throw new CommandError(`failed to automatically determine the --clusterID: ${(e as Error).message}`);
+      }
+    },
+    async meshConfig() {
+      const meshCM = isRevisioned(revision) ? `mesh-${revision}` : 'mesh';
+      try {
+        const cm = await getConfigMap(client, meshNamespace, meshCM);
+        return { text: typeof cm.data?.mesh === 'string' ? (cm.data.mesh as string) : '', source: `configmap ${meshNamespace}/${meshCM}` };
+      } catch (e) {
+        throw new CommandError(`configmap ${meshCM} was not found in namespace ${meshNamespace}: ${getErrorText(e, 'configmaps', meshCM)}`);
+      }
+    },
+    async rootCert(namespace) {
+      try {
+        const cm = await getConfigMap(client, namespace, CA_ROOT_CONFIGMAP);
+        return String(cm.data?.[CA_ROOT_KEY] ?? '');
+      } catch (e) {
+        throw new CommandError(`configmap ${CA_ROOT_CONFIGMAP} was not found in namespace ${namespace}: ${getErrorText(e, 'configmaps', CA_ROOT_CONFIGMAP)}`);
+      }
+    },
+    async token(namespace, sa, ttlSeconds) {
+      try {
+        const token = (await client.request('POST',
+          `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(sa)}/token`, { body: {
+            apiVersion: 'authentication.k8s.io/v1',
+            kind: 'TokenRequest',
+            metadata: { name: sa, namespace },
+            spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: ttlSeconds },
+          } })) as Obj;
+        return String(token?.status?.token ?? '');
+      } catch (e) {
+        throw new CommandError(`could not create a token under service account ${sa} in namespace ${namespace}: ${getErrorText(e, 'serviceaccounts', sa)}`);
+      }
+    },
+    ingressIP: () => ingressAddress(client, flagString(ctx, 'ingressService'), meshNamespace),
+    close: () => client.close(),
+  };
+}
+
+/**
+ * No cluster (--ca-dir): the group from -f, the mesh config from --meshConfigFile (the daemon's --meshConfig;
+ * Istio's built-in defaults without it), the root and a token from the daemon's CA directory — the token
+ * signed with its token key (src/ca/token.ts), which the daemon trusts with no JWT_RULE.
+ */
+function caDirSource(ctx: RunContext, caDir: string): EntrySource {
+  const file = flagString(ctx, 'file');
+  if (file === '') throw new CommandError('--ca-dir (no cluster) needs the WorkloadGroup as a file: give -f <workloadgroup.yaml> (meshctl x workload group create writes one)');
+  let bundle: ReturnType<typeof loadCaDirectory> | undefined;
+  const ca = () => {
+    try {
+      return (bundle ??= loadCaDirectory(caDir));
+    } catch (e) {
+      throw new CommandError(`--ca-dir ${(e as Error).message}`);
+    }
+  };
+  return {
+    group: async () => toWorkloadGroup(parseYamlObject(readInput(file), file), file),
+    clusterID: async () => undefined,
+    async meshConfig() {
+      const meshFile = flagString(ctx, 'meshConfigFile');
+      if (meshFile === '') return { text: '', source: 'the default mesh config' };
+      try {
+        return { text: readFileSync(meshFile, 'utf8'), source: meshFile };
+      } catch (e) {
+        throw new CommandError(`--meshConfigFile ${meshFile}: ${(e as Error).message}`);
+      }
+    },
+    rootCert: async () => ca().rootCertPem,
+    async token(namespace, sa, ttlSeconds) {
+      ca();
+      try {
+        // Made here if the daemon has not made it yet: it reads the same file.
+        const key = tokenSigningKey(caDir, true)!;
+        return mintWorkloadToken(key, { namespace, serviceAccount: sa, audiences: [TOKEN_AUDIENCE], ttlSeconds });
+      } catch (e) {
+        throw new CommandError(`could not create a token for service account ${sa} in namespace ${namespace}: ${(e as Error).message}`);
+      }
+    },
+    ingressIP: async () => '',
+    close: () => undefined,
+  };
+}
+
 export const entryConfigure: Handler = async (ctx) => {
   const file = flagString(ctx, 'file');
   const name = flagString(ctx, 'name');
@@ -435,22 +550,22 @@ export const entryConfigure: Handler = async (ctx) => {
   const meshNamespace = flagString(ctx, 'meshNamespace') || 'mesh-system';
   const revision = flagString(ctx, 'revision');
   const tokenDuration = flagNumber(ctx, 'tokenDuration');
+  const caDir = flagString(ctx, 'ca-dir');
 
-  const client = await meshctlOrchClient(ctx, 'workload entry configure');
-  try {
-    let wg: WorkloadGroup;
-    if (file !== '') wg = toWorkloadGroup(parseYamlObject(readInput(file), file), file);
-    else wg = toWorkloadGroup(await readGroupFromApi(client, name, namespace), `workloadgroup ${namespace}/${name}`);
-
-    let clusterID = flagString(ctx, 'clusterID');
-    if (!ctx.changed.has('clusterID')) {
-      try {
-        const found = await clusterIDFromInjector(client, meshNamespace, revision);
-        if (found) clusterID = found;
-      } catch (e) {
-        throw new CommandError(`failed to automatically determine the --clusterID: ${(e as Error).message}`);
-      }
+  let source: EntrySource;
+  if (caDir !== '') source = caDirSource(ctx, caDir);
+  else {
+    try {
+      source = clusterSource(ctx, await meshctlOrchClient(ctx, 'workload entry configure'), meshNamespace, revision);
+    } catch (e) {
+      if (e instanceof CommandError) throw new CommandError(`${e.message}; with no cluster, give --ca-dir <the daemon's CA directory, ./var/lib/mesh/ca>`);
+      throw e;
     }
+  }
+  try {
+    const wg = await source.group();
+    let clusterID = flagString(ctx, 'clusterID');
+    if (!ctx.changed.has('clusterID')) clusterID = (await source.clusterID()) ?? clusterID;
 
     try {
       mkdirSync(outputDir, { recursive: true, mode: FILE_MODE });
@@ -458,18 +573,11 @@ export const entryConfigure: Handler = async (ctx) => {
       throw new CommandError(`mkdir ${outputDir}: ${(e as Error).message}`);
     }
 
-    const meshCM = isRevisioned(revision) ? `mesh-${revision}` : 'mesh';
-    let meshConfigText: string;
-    try {
-      const cm = await getConfigMap(client, meshNamespace, meshCM);
-      meshConfigText = typeof cm.data?.mesh === 'string' ? (cm.data.mesh as string) : '';
-    } catch (e) {
-      throw new CommandError(`configmap ${meshCM} was not found in namespace ${meshNamespace}: ${getErrorText(e, 'configmaps', meshCM)}`);
-    }
+    const mesh = await source.meshConfig();
     const files = entryFiles({
       wg,
-      meshConfigText,
-      meshConfigSource: `configmap ${meshNamespace}/${meshCM}`,
+      meshConfigText: mesh.text,
+      meshConfigSource: mesh.source,
       meshNamespace,
       revision,
       clusterID,
@@ -481,42 +589,20 @@ export const entryConfigure: Handler = async (ctx) => {
     for (const n of files.notices) ctx.stdout.write(n + '\n');
     writeFile(outputDir, 'mesh.yaml', files.meshYaml);
     writeFile(outputDir, 'cluster.env', files.clusterEnv);
-
-    let rootCert: Obj;
-    try {
-      rootCert = await getConfigMap(client, wg.namespace, CA_ROOT_CONFIGMAP);
-    } catch (e) {
-      throw new CommandError(
-        `configmap ${CA_ROOT_CONFIGMAP} was not found in namespace ${wg.namespace}: ${getErrorText(e, 'configmaps', CA_ROOT_CONFIGMAP)}`,
-      );
-    }
-    writeFile(outputDir, 'root-cert.pem', String(rootCert.data?.[CA_ROOT_KEY] ?? ''));
+    writeFile(outputDir, 'root-cert.pem', await source.rootCert(wg.namespace));
 
     const sa = wg.spec.template.serviceAccount;
-    let token: Obj;
-    try {
-      token = (await client.request('POST',
-        `/api/v1/namespaces/${encodeURIComponent(wg.namespace)}/serviceaccounts/${encodeURIComponent(sa)}/token`, { body: {
-          apiVersion: 'authentication.k8s.io/v1',
-          kind: 'TokenRequest',
-          metadata: { name: sa, namespace: wg.namespace },
-          spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: tokenDuration },
-        } })) as Obj;
-    } catch (e) {
-      throw new CommandError(
-        `could not create a token under service account ${sa} in namespace ${wg.namespace}: ${getErrorText(e, 'serviceaccounts', sa)}`,
-      );
-    }
-    writeFile(outputDir, TOKEN_FILE, String(token?.status?.token ?? ''));
+    writeFile(outputDir, TOKEN_FILE, await source.token(wg.namespace, sa, tokenDuration));
     ctx.stderr.write(
       `Warning: a security token for namespace ${goQuote(wg.namespace)} and service account ${goQuote(sa)} has been generated and ` +
         `stored at ${goQuote(path.join(outputDir, TOKEN_FILE))}\n`,
     );
 
     let ingressIP = flagString(ctx, 'ingressIP');
-    if (!ipFamily(ingressIP)) ingressIP = await ingressAddress(client, flagString(ctx, 'ingressService'), meshNamespace);
+    if (!ipFamily(ingressIP)) ingressIP = await source.ingressIP();
     const hosts = hostsText(ingressIP, meshNamespace, revision);
-    if (hosts === '') {
+    // With no cluster the VM may reach the daemon without a hosts entry (a discoveryAddress it can resolve).
+    if (hosts === '' && caDir === '') {
       warnLine(
         ctx,
         'warn',
@@ -528,6 +614,6 @@ export const entryConfigure: Handler = async (ctx) => {
     ctx.stdout.write(`Configuration generation into directory ${outputDir} was successful\n`);
     return 0;
   } finally {
-    client.close();
+    source.close();
   }
 };

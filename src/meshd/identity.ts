@@ -10,6 +10,7 @@ import type { EnvTable } from '../cli/env';
 import type { OrchClient } from '../config/orch';
 import { daemonOrchClient } from './orchestrator';
 import { ClientCertAuthenticator } from '../ca/authn/client-cert';
+import { DaemonTokenAuthenticator } from '../ca/authn/daemon-token';
 import { JwtAuthenticator, JwtRuleError, parseJwtRule } from '../ca/authn/jwt';
 import { NodeAuthorizer, parseTrustedNodeAccounts } from '../ca/authn/node-authorizer';
 import { OrchTokenAuthenticator } from '../ca/authn/orch-token';
@@ -24,7 +25,8 @@ import { caIssuer, registerCaService } from '../ca/server';
 import { orchServingCertificate } from '../ca/orch-csr';
 import { EXTERNAL_CA_ORCH, EXTERNAL_CA_ROOT_FILE, OrchRegistrationAuthority, readExternalRoot } from '../ca/ra';
 import { caSettingsFromEnv, type CaSettings, daemonDnsNames } from '../ca/settings';
-import { FileCaStore, SecretCaStore } from '../ca/store';
+import { DEFAULT_CA_DIR, FileCaStore, SecretCaStore } from '../ca/store';
+import { TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../ca/token';
 import { registerScope } from '../lib/log';
 import type { IdentityProvider } from './providers';
 import { MutableTlsSource, type TlsMaterial, type TlsSource } from './tls';
@@ -165,7 +167,8 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
     log.info(`CA (${meshCa.kind}) signing with the root in ${meshCa.source}`);
   }
 
-  // Istio's order: client certificate, JWT_RULE, orchestrator token, XFCC; the first that yields identities wins.
+  // Istio's order: client certificate, JWT_RULE, (the daemon's own tokens,) orchestrator token, XFCC; the
+  // first that yields identities wins.
   const authenticators: Authenticator[] = [new ClientCertAuthenticator()];
   const trustDomain = () => facts.trustDomain;
   if (settings.jwtRule !== '') {
@@ -178,6 +181,22 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
       meshCa?.close();
       orch?.close();
       if (e instanceof JwtRuleError) throw new CommandError(`error initializing OIDC: ${e.message}`);
+      throw e;
+    }
+  }
+  if (meshCa) {
+    // The daemon's own tokens (meshctl x workload entry configure --ca-dir): the key lives beside the signing
+    // material. With no cluster it is made at first start beside the self-signed root; a plug-in CA's
+    // ROOT_CA_DIR (the operator's, perhaps read-only) and a cluster's daemon only trust one an operator put
+    // there (meshctl --ca-dir makes it). Checked before the orchestrator's TokenReview, a round trip.
+    const caDir = path.resolve(meshCa.kind === 'plug-in' ? settings.rootCaDir : DEFAULT_CA_DIR);
+    try {
+      if (tokenSigningKey(caDir, !orch && meshCa.kind === 'self-signed')) log.info(`trusting workload tokens signed by ${path.join(caDir, TOKEN_KEY_FILE)} (audiences [${settings.tokenAudiences.join(' ')}])`);
+      authenticators.push(new DaemonTokenAuthenticator({ dir: caDir, audiences: settings.tokenAudiences, trustDomain }));
+    } catch (e) {
+      meshCa.close();
+      orch?.close();
+      if (e instanceof TokenKeyError) throw new CommandError(e.message);
       throw e;
     }
   }

@@ -19,6 +19,16 @@ export function tempDir(t: Test, prefix = 'mesh-ca-'): string {
   return dir;
 }
 
+/** A scratch directory with the daemon's working directory (`cwd`) and an empty --configDir (`cfg`) in it. */
+export function daemonDirs(t: Test): { dir: string; cwd: string; cfg: string } {
+  const dir = tempDir(t);
+  const cwd = path.join(dir, 'meshd');
+  const cfg = path.join(dir, 'cfg');
+  fs.mkdirSync(cwd);
+  fs.mkdirSync(cfg);
+  return { dir, cwd, cfg };
+}
+
 /** Runs openssl; throws with its stderr on failure. */
 export function openssl(args: readonly string[], o: { cwd?: string; input?: string } = {}): string {
   const r = spawnSync('openssl', args, { cwd: o.cwd, input: o.input, encoding: 'utf8' });

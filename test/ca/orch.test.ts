@@ -12,6 +12,7 @@ import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi, requireKube } from '../helpers/kube';
 import { metricValue } from '../agent/helpers';
 import { caClient, createCertificate, opensslCsr, opensslVerify, sans, tempDir } from './helpers';
+import { mintWorkloadToken, TOKEN_KEY_FILE, tokenSigningKey } from '../../src/ca/token';
 
 requireKube();
 
@@ -95,6 +96,24 @@ t.test('orchestrator mode', async (t) => {
     t.equal(metricValue(await metrics(), 'ca_server_authentication_failure_count'), failures0 + 4);
     t.match(d.log(), /Authenticator KubeJWTAuthenticator: failed to validate the JWT from cluster "": the service account authentication returns an error: .*token audiences \["https:\/\/kubernetes\.default\.svc\.cluster\.local"\] is invalid for the target audiences \["mesh-ca"\]/);
     t.match(d.log(), /client claims to be in cluster "elsewhere", but we only know about local cluster "Orchestrator"/);
+  });
+
+  await t.test('the daemon\'s own tokens: with a cluster, trusted only once an operator puts a key in ./var/lib/mesh/ca', async (t) => {
+    const keyDir = path.join(dir, 'operator-key');
+    const key = tokenSigningKey(keyDir, true)!;
+    const mine = mintWorkloadToken(key, { namespace: 'demo', serviceAccount: 'vm', audiences: ['mesh-ca'], ttlSeconds: 600 });
+    const { csr } = opensslCsr(dir, 'ec');
+    await t.rejects(createCertificate(ca, { csr, token: mine }), { code: grpc.status.UNAUTHENTICATED }, 'no key in the daemon\'s directory: refused');
+    const caDir = path.join(cwd, 'var/lib/mesh/ca');
+    fs.mkdirSync(caDir, { recursive: true });
+    fs.copyFileSync(path.join(keyDir, TOKEN_KEY_FILE), path.join(caDir, TOKEN_KEY_FILE));
+    let chain: string[] = [];
+    await waitFor(async () => {
+      chain = await createCertificate(ca, { csr, token: mine }).catch(() => []);
+      return chain.length > 0;
+    }, 10_000, () => d.log());
+    t.same(sans(chain[0]!), ['URI:spiffe://cluster.local/ns/demo/sa/vm'], 'accepted once the key is there');
+    fs.rmSync(path.join(cwd, 'var'), { recursive: true });
   });
 
   await t.test('node impersonation (CA_TRUSTED_NODE_ACCOUNTS): identities of pods on the caller\'s node only', async (t) => {

@@ -28,7 +28,8 @@ interface Jwk {
   [k: string]: unknown;
 }
 
-interface Key {
+/** A verification key of an issuer (from its JWKS, or the daemon's own token key). */
+export interface Key {
   kid?: string;
   kty: string;
   alg?: string;
