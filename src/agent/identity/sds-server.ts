@@ -16,6 +16,7 @@ import { registerScope } from '../../lib/log';
 import { addGrpcService } from '../../xds/grpc';
 import { TYPE_URL } from '../../xds/types';
 import type { SecretItem, WorkloadSecrets } from './secrets';
+import { UNGUARDED, type Guard } from '../boundary';
 
 const log = registerScope('sds', 'SDS service debugging');
 
@@ -72,7 +73,8 @@ class SdsStream {
     private readonly server: SdsServer,
     private readonly call: grpc.ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
   ) {
-    call.on('data', (req: DiscoveryRequest) => this.onRequest(req));
+    // A fault while handling a request ends this stream; the proxy asks again on a new one.
+    call.on('data', server.guard.entry('sds', (req: DiscoveryRequest) => this.onRequest(req), () => this.close()));
     call.on('end', () => this.close());
     call.on('cancelled', () => this.close());
     call.on('error', () => this.close());
@@ -156,6 +158,7 @@ export class SdsServer {
   constructor(
     socketPath: string,
     readonly secrets: WorkloadSecrets,
+    readonly guard: Guard = UNGUARDED,
   ) {
     this.socketPath = path.resolve(socketPath);
   }
@@ -169,11 +172,19 @@ export class SdsServer {
     }
     const server = new grpc.Server({ 'grpc.max_concurrent_streams': 100_000 });
     addGrpcService(server, SecretDiscoveryService, {
-      streamSecrets: (call) => {
-        const s = new SdsStream(this, call);
-        this.streams.add(s);
-      },
-      fetchSecrets: (call, callback) => void this.fetch(call.request).then((r) => callback(null, r), (e: Error) => callback({ code: grpc.status.UNAVAILABLE, details: e.message })),
+      streamSecrets: this.guard.entry(
+        'sds',
+        (call) => {
+          const s = new SdsStream(this, call);
+          this.streams.add(s);
+        },
+        (_e, call) => call.end(),
+      ),
+      fetchSecrets: this.guard.entry(
+        'sds',
+        (call, callback) => this.fetch(call.request).then((r) => callback(null, r), (e: Error) => callback({ code: grpc.status.UNAVAILABLE, details: e.message })),
+        async (e, _call, callback) => callback({ code: grpc.status.INTERNAL, details: e.message }),
+      ),
     });
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
@@ -181,9 +192,15 @@ export class SdsServer {
       throw new Error(`failed to start the SDS server: listen unix ${this.socketPath}: ${e.message}`);
     });
     this.server = server;
-    this.unsubscribe = this.secrets.onUpdate((name) => {
-      for (const s of this.streams) s.changed(name);
-    });
+    this.unsubscribe = this.secrets.onUpdate(
+      this.guard.entry(
+        'sds',
+        (name: string) => {
+          for (const s of this.streams) s.changed(name);
+        },
+        () => undefined,
+      ),
+    );
     log.info(`Starting SDS server for workload certificates, will listen on ${JSON.stringify(this.socketPath)}`);
   }
 
