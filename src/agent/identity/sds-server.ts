@@ -17,6 +17,8 @@ import { addGrpcService } from '../../xds/grpc';
 import { TYPE_URL } from '../../xds/types';
 import type { SecretItem, WorkloadSecrets } from './secrets';
 import { UNGUARDED, type Guard } from '../boundary';
+import { expiredNonce, incrementXdsRejects, sendTime, totalXdsInternalErrors } from '../../xds/server/stream-metrics';
+import { grpcCodeName, metricType } from '../../xds/server/type-urls';
 
 const log = registerScope('sds', 'SDS service debugging');
 
@@ -64,6 +66,7 @@ class SdsStream {
   readonly id = ++streamNumber;
   private names = new Set<string>();
   private lastNonce = '';
+  private nodeId = '';
   /** What was last sent of each secret, so a change and a pending first answer do not both send it. */
   private readonly sent = new Map<string, string>();
   private closed = false;
@@ -77,7 +80,11 @@ class SdsStream {
     call.on('data', server.guard.entry('sds', (req: DiscoveryRequest) => this.onRequest(req), () => this.close()));
     call.on('end', () => this.close());
     call.on('cancelled', () => this.close());
-    call.on('error', () => this.close());
+    call.on('error', (e: grpc.ServiceError) => {
+      // Istio's pkg/xds Receive: a stream that fails other than by the proxy going away is an internal error
+      if (e.code !== grpc.status.CANCELLED && e.code !== grpc.status.DEADLINE_EXCEEDED && e.code !== grpc.status.UNAVAILABLE) totalXdsInternalErrors.inc();
+      this.close();
+    });
   }
 
   private onRequest(req: DiscoveryRequest): void {
@@ -85,11 +92,17 @@ class SdsStream {
       log.warn(`SDS stream ${this.id}: ignoring a request for type ${req.typeUrl}`);
       return;
     }
+    if (req.node?.id) this.nodeId = req.node.id;
+    // Istio's pkg/xds ShouldRespond, which the SDS server uses: a NACK is counted before the nonce is looked at
+    if (req.errorDetail) {
+      log.warn(`SDS stream ${this.id}: the proxy rejected secrets [${req.resourceNames.join(', ')}]: ${req.errorDetail.message}`);
+      incrementXdsRejects(TYPE_URL.secret, this.nodeId, grpcCodeName(req.errorDetail.code));
+    }
     if (req.responseNonce && req.responseNonce !== this.lastNonce) {
       log.debug(`SDS stream ${this.id}: stale nonce ${req.responseNonce} ignored`);
+      expiredNonce.inc({ type: metricType(TYPE_URL.secret) });
       return;
     }
-    if (req.errorDetail) log.warn(`SDS stream ${this.id}: the proxy rejected secrets [${req.resourceNames.join(', ')}]: ${req.errorDetail.message}`);
     const added = req.resourceNames.filter((n) => !this.names.has(n));
     this.names = new Set(req.resourceNames);
     for (const n of [...this.sent.keys()]) if (!this.names.has(n)) this.sent.delete(n);
@@ -133,7 +146,8 @@ class SdsStream {
     const r = response(items);
     this.lastNonce = r.nonce;
     log.info(`SDS: PUSH for ${items.map((i) => i.name).join(', ')}`, { stream: this.id, version: r.versionInfo });
-    this.call.write(r);
+    const start = process.hrtime.bigint();
+    this.call.write(r, () => sendTime.observe(Number(process.hrtime.bigint() - start) / 1e9));
   }
 
   close(): void {
