@@ -10,43 +10,17 @@
 import dgram from 'node:dgram';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { freePort, metricValue, summarize, waitFor } from '../agent/helpers';
+import { freePort, gatewayConfig, metricValue, summarize, waitFor } from '../agent/helpers';
 import { httpGet, startGateway, type GatewayPorts } from '../helpers/gateway';
 import { decodeMessage, encodeMessage, query, RCODE, TYPE, type Message } from '../../src/dns/wire';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
-/** The gateway, a route to the rig's backend, and a name with an address (in the DNS name table). */
+/** The gateway routing to the rig's backend, and a name with an address (in the DNS name table). */
 function config(p: GatewayPorts): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  addresses: [240.240.0.10]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: a, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
-`;
+  // MESH_INTERNAL: its cluster is mesh mTLS, so the proxy reads the workload certificate over SDS
+  const named = { hosts: ['db.example.com'], addresses: ['240.240.0.10'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 5432, name: 'tcp', protocol: 'TCP' }], endpoints: [{ address: '127.0.0.1' }] };
+  return `${gatewayConfig(p.gw, p.backend)}---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: db, namespace: mesh-system}\nspec: ${JSON.stringify(named)}\n`;
 }
 
 /** One A question over UDP; the decoded answer. */
@@ -86,7 +60,7 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
   const log = () => summarize(gw.agentOut());
   const occurrences = (s: string) => gw.agentOut().split(s).length - 1;
   await waitFor(async () => (await gw.get('/')).status === 200, 30_000, log);
-  await waitFor(async () => addressOf(await resolveA(dnsPort, 'backend.demo.svc.cluster.local')).includes('240.240.0.10'), 20_000, () => `no name table answer\n${log()}`);
+  await waitFor(async () => addressOf(await resolveA(dnsPort, 'db.example.com')).includes('240.240.0.10'), 20_000, () => `no name table answer\n${log()}`);
 
   // Requests through the pod all along: one at a time, every one must succeed.
   let sent = 0;
@@ -116,7 +90,7 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
       process.kill(gw.agentPid, 'SIGUSR2');
       await waitFor(() => occurrences(injected) > injectedBefore, 5000, log);
       // an entry-point fault needs the entry: the next query, request or scrape fails (and only that one)
-      if (fault === 'dns:entry') t.equal((await resolveA(dnsPort, 'backend.demo.svc.cluster.local')).header.rcode, RCODE.SERVFAIL, 'the query that faulted is answered SERVFAIL');
+      if (fault === 'dns:entry') t.equal((await resolveA(dnsPort, 'db.example.com')).header.rcode, RCODE.SERVFAIL, 'the query that faulted is answered SERVFAIL');
       if (fault === 'status:entry') t.equal((await httpGet(gw.ports.status, '/healthz/ready')).status, 500, 'the request that faulted is answered 500');
       if (fault === 'metrics:entry') {
         const r = await httpGet(gw.ports.status, '/stats/prometheus');
@@ -129,7 +103,7 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
       t.equal(await faultCount(name), counted.get(name), `agent_subsystem_faults_total{subsystem="${name}"} counts it`);
 
       // the subsystem is back
-      if (name === 'dns') t.same(addressOf(await resolveA(dnsPort, 'backend.demo.svc.cluster.local')), ['240.240.0.10'], 'the DNS proxy answers from the name table again');
+      if (name === 'dns') t.same(addressOf(await resolveA(dnsPort, 'db.example.com')), ['240.240.0.10'], 'the DNS proxy answers from the name table again');
       if (name === 'sds') await waitFor(() => occurrences('SDS: PUSH') > sdsPushes, 15_000, () => `the proxy got no secret from the restarted SDS server\n${log()}`);
       if (name === 'xds-proxy') await waitFor(() => occurrences('connected to upstream XDS server') > upstreamConnects, 15_000, () => `no new upstream stream\n${log()}`);
       if (name === 'health') t.ok(occurrences('starting health check') > healthStarts, 'the health checker started again');
