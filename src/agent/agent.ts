@@ -25,6 +25,8 @@ import type { IdentityOptions } from './identity/options';
 import { fromBinary } from '@bufbuild/protobuf';
 import { NameTableSchema } from '../gen/istio/networking/nds/v1/nds_pb';
 import { LocalDnsServer, type LocalDnsServerOptions } from '../dns/server';
+import { decodeMessage, encodeMessage, RCODE, replyTo } from '../dns/wire';
+import { FaultBoundary } from './boundary';
 
 const log = registerScope('default');
 
@@ -74,6 +76,8 @@ export interface AgentOptions {
    * workload outside the cluster), probed at the workload's first IP address; its reports go to the daemon.
    */
   healthCheck?: { probe: ReadinessProbe; ipAddresses: readonly string[] };
+  /** The fault boundary the side subsystems run behind (see boundary.ts); the caller installs its last line. */
+  boundary?: FaultBoundary;
 }
 
 type Shutdown = { kind: 'terminate' } | { kind: 'quit' };
@@ -92,12 +96,25 @@ export class Agent {
   private wake: (() => void) | undefined;
   private readonly shutdownRequested: Promise<void>;
   private healthChecker: WorkloadHealthChecker | undefined;
+  readonly boundary: FaultBoundary;
 
   constructor(private readonly o: AgentOptions) {
+    this.boundary = o.boundary ?? new FaultBoundary();
     const handlers = new Map(o.xds.handlers ?? []);
     // Istio starts the DNS proxy when the agent is made: a bad resolv.conf or address fails the start.
     const dns = o.dns ? new LocalDnsServer(o.dns) : undefined;
     this.dns = dns;
+    if (dns) {
+      // serve() is the DNS proxy's one entry point per query (its UDP and TCP handlers call it); a query
+      // that faults is answered SERVFAIL, as one the proxy could not resolve.
+      dns.serve = this.boundary.entry('dns', dns.serve.bind(dns), async (_e, _protocol, buf) => {
+        try {
+          return encodeMessage(replyTo(decodeMessage(buf), RCODE.SERVFAIL));
+        } catch {
+          return undefined;
+        }
+      });
+    }
     if (dns) {
       handlers.set(NAME_TABLE_TYPE, (any) => {
         if (any.typeUrl !== NAME_TABLE_TYPE) return `name table response holds ${any.typeUrl}`;
@@ -110,7 +127,8 @@ export class Agent {
         return undefined;
       });
     }
-    this.identity = o.workloadIdentity ?? (o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyLaunch !== undefined }) : undefined);
+    this.identity =
+      o.workloadIdentity ?? (o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyLaunch !== undefined, guard: this.boundary }) : undefined);
     let upstream = o.xds.upstream;
     const identity = this.identity;
     if (identity) {
@@ -124,7 +142,7 @@ export class Agent {
         },
       };
     }
-    this.xds = new XdsProxy({ ...o.xds, upstream, handlers });
+    this.xds = new XdsProxy({ ...o.xds, upstream, handlers, guard: this.boundary });
     this.admin = new AdminClient(o.adminHost, o.adminPort);
     this.readiness = new ProxyReadiness({
       admin: this.admin,
@@ -146,25 +164,42 @@ export class Agent {
   async start(): Promise<void> {
     // the spec lists mesh_build for the agent too (Istio's agent links istio_build but never sets it)
     recordComponentBuildTag('pilot-agent');
+    const b = this.boundary;
     try {
-      await this.identity?.start();
-      try {
-        await this.dns?.start();
-      } catch (e) {
-        throw new Error(`failed to start local DNS server: ${(e as Error).message}`);
+      // Each subsystem starts (and restarts) in its own context: what it makes carries its name.
+      const identity = this.identity;
+      await b.run('sds', () => identity?.start());
+      if (identity) b.register('sds', { restart: () => identity.restartSds(), disable: () => identity.stopSds() });
+      const dns = this.dns;
+      if (dns) {
+        try {
+          await b.run('dns', () => dns.start());
+        } catch (e) {
+          throw new Error(`failed to start local DNS server: ${(e as Error).message}`);
+        }
+        // the name table stays: readiness (Istio's: the table arrived once) is not taken back
+        b.register('dns', { restart: async () => (await dns.close(), await dns.start()), disable: () => dns.close() });
       }
-      await this.xds.start();
-      if (this.o.healthCheck) {
+      await b.run('xds-proxy', () => this.xds.start());
+      // the proxy keeps its configuration while its stream is down, and reconnects
+      b.register('xds-proxy', { restart: async () => (await this.xds.stop(), await this.xds.start()), disable: () => this.xds.stop() });
+      const healthCheck = this.o.healthCheck;
+      if (healthCheck) {
         // Istio's EnvoyProber first: a workload whose proxy is not ready is not healthy.
         const proxyReady = this.o.proxyLaunch
           ? () => this.readiness.check().then(() => undefined, (e: Error) => e.message)
           : undefined;
-        this.healthChecker = new WorkloadHealthChecker(this.o.healthCheck.probe, { ipAddresses: this.o.healthCheck.ipAddresses, ...(proxyReady ? { proxyReady } : {}) });
-        this.healthChecker.start((e) => this.xds.reportHealth(e));
+        const startChecker = () => {
+          this.healthChecker?.stop();
+          this.healthChecker = new WorkloadHealthChecker(healthCheck.probe, { ipAddresses: healthCheck.ipAddresses, guard: b, ...(proxyReady ? { proxyReady } : {}) });
+          this.healthChecker.start((e) => this.xds.reportHealth(e));
+        };
+        b.run('health', startChecker);
+        b.register('health', { restart: async () => startChecker(), disable: async () => this.healthChecker?.stop() });
       }
       if (this.o.grpcBootstrap) writeAtomically(this.o.grpcBootstrap.path, JSON.stringify(this.o.grpcBootstrap.json, null, '  '));
       if (this.o.statusPort !== undefined) {
-        this.status = new StatusServer({
+        const status = new StatusServer({
           port: this.o.statusPort,
           host: this.o.statusHost,
           readiness: this.readiness,
@@ -172,8 +207,14 @@ export class Agent {
           onQuit: () => this.quit(),
           onDrain: () => void this.drainNow(),
           metricsLocalhostOnly: this.o.metricsLocalhostOnly,
+          guard: b,
         });
-        this.statusPortBound = await this.status.start();
+        this.status = status;
+        this.statusPortBound = await b.run('status', () => status.start());
+        // kubelet probes it: never disabled, restarted on the same port
+        b.register('status', { essential: true, restart: async () => (await status.stop(), void (await status.start())), disable: () => status.stop() });
+        // The merge keeps no state: each scrape starts afresh. Never disabled (Istio scrapes on after failures).
+        b.register('metrics', { essential: true, restart: async () => undefined, disable: async () => undefined });
       }
       if (this.o.proxyLaunch) {
         if (this.o.bootstrap) writeAtomically(this.o.bootstrap.path, JSON.stringify(this.o.bootstrap.json, null, '  '));
@@ -336,6 +377,7 @@ export class Agent {
   }
 
   private async cleanup(): Promise<void> {
+    this.boundary.close();
     this.healthChecker?.stop();
     if (this.proxy?.running()) await this.proxy.stop(this.o.stopGraceMs ?? PROXY_STOP_GRACE_MS);
     await this.status?.stop();

@@ -53,6 +53,7 @@ import {
 import { findProxyBinary, proxyArgs, type ProxyLaunch } from './process';
 import { DnsConfigError, type LocalDnsServerOptions } from '../dns/server';
 import { startMemoryRelief } from './memory';
+import { armTestFaults, FaultBoundary, parseTestFaults, type TestFault } from './boundary';
 
 const log = registerScope('default');
 
@@ -390,7 +391,17 @@ export const run: Handler = async (ctx) => {
 
   // The workload certificate is asked for before the rest of the agent (xDS proxy, status server, Envoy's
   // message types) is loaded: a pod's first certificate is on the path to its readiness.
-  const identity = options.identity ? new WorkloadIdentity({ options: options.identity, cwd: options.cwd, serveSds: options.proxyLaunch !== undefined }) : undefined;
+  // MESH_TEST_FAULT is a test-only hook (see boundary.ts); a bad value fails the start rather than arming nothing.
+  let testFaults: TestFault[] = [];
+  try {
+    testFaults = parseTestFaults(ctx.env['MESH_TEST_FAULT'] ?? '');
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
+  const boundary = new FaultBoundary();
+  const identity = options.identity
+    ? new WorkloadIdentity({ options: options.identity, cwd: options.cwd, serveSds: options.proxyLaunch !== undefined, guard: boundary })
+    : undefined;
   try {
     await identity?.begin();
   } catch (e) {
@@ -412,7 +423,7 @@ export const run: Handler = async (ctx) => {
   const { Agent } = await import('./agent');
   let agent: InstanceType<typeof Agent>;
   try {
-    agent = new Agent({ ...options, ...(identity ? { workloadIdentity: identity } : {}) });
+    agent = new Agent({ ...options, boundary, ...(identity ? { workloadIdentity: identity } : {}) });
   } catch (e) {
     if (e instanceof DnsConfigError) throw new CommandError(`failed to start local DNS server: ${e.message}`);
     throw e;
@@ -428,6 +439,9 @@ export const run: Handler = async (ctx) => {
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   const relief = startMemoryRelief({ onRelease: (before, after) => log.debug(`released memory when idle: RSS ${mb(before)} → ${mb(after)} MB`) });
+  // The data-plane engine shares this process: an exception of a side subsystem must not end it.
+  const uninstall = boundary.install();
+  const disarm = testFaults.length > 0 ? armTestFaults(boundary, testFaults) : undefined;
   try {
     try {
       await agent.start();
@@ -436,6 +450,8 @@ export const run: Handler = async (ctx) => {
     }
     return await agent.run();
   } finally {
+    disarm?.();
+    uninstall();
     relief.stop();
     process.off('SIGTERM', onSignal);
     process.off('SIGINT', onSignal);

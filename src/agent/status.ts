@@ -8,6 +8,7 @@ import { metricsText } from '../lib/metrics';
 import type { AdminClient } from './admin-client';
 import { HttpCallError } from './http-client';
 import { scrapeFailures, scrapesTotal } from './metrics';
+import { UNGUARDED, type Guard } from './boundary';
 
 const log = registerScope('healthcheck', 'status server of the mesh agent');
 
@@ -30,6 +31,8 @@ export interface StatusServerOptions {
   onDrain: () => void;
   /** METRICS_LOCALHOST_ACCESS_ONLY */
   metricsLocalhostOnly?: boolean;
+  /** The agent's fault boundary: requests are the status server's entry points, /stats/prometheus the metrics merge's. */
+  guard?: Guard;
 }
 
 /** Istio's IsRequestFromLocalhost: the peer address is a loopback address. */
@@ -42,20 +45,40 @@ export function isLoopback(address: string | undefined): boolean {
 export class StatusServer {
   private server: http.Server | undefined;
   private lastProbeOk = false;
+  private readonly guard: Guard;
+  private boundPort: number | undefined;
+  private readonly mergedStats: (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => Promise<void>;
 
-  constructor(private readonly o: StatusServerOptions) {}
+  constructor(private readonly o: StatusServerOptions) {
+    this.guard = o.guard ?? UNGUARDED;
+    this.mergedStats = this.guard.entry(
+      'metrics',
+      (req: http.IncomingMessage, res: http.ServerResponse, url: URL) => this.stats(req, res, url),
+      async (e, _req, res) => {
+        if (!res.headersSent) text(res, 500, `failed to merge metrics: ${e.message}\n`);
+        else res.end();
+      },
+    );
+  }
 
   async start(): Promise<number> {
-    const server = http.createServer((req, res) => {
-      this.handle(req, res).catch((e: Error) => {
-        log.error(`status server: ${req.method} ${req.url}: ${e.message}`);
-        if (!res.headersSent) res.writeHead(500);
-        res.end();
-      });
-    });
+    // A request that fails is answered 500 (Go's net/http ends the connection after a handler's panic);
+    // the server goes on with the next one.
+    const failed = (req: http.IncomingMessage, res: http.ServerResponse, e: Error) => {
+      log.error(`status server: ${req.method} ${req.url}: ${e.message}`);
+      if (!res.headersSent) res.writeHead(500);
+      res.end();
+    };
+    const handle = this.guard.entry(
+      'status',
+      (req: http.IncomingMessage, res: http.ServerResponse) => this.handle(req, res),
+      async (e, req, res) => failed(req, res, e),
+    );
+    const server = http.createServer((req, res) => void handle(req, res));
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(this.o.port, this.o.host, () => {
+      // a restart binds the port first given out again (port 0 in tests picks one once)
+      server.listen(this.boundPort ?? this.o.port, this.o.host, () => {
         server.off('error', reject);
         resolve();
       });
@@ -64,6 +87,7 @@ export class StatusServer {
     });
     this.server = server;
     const port = (server.address() as AddressInfo).port;
+    this.boundPort = port;
     log.info(`status server listening on port ${port}`);
     return port;
   }
@@ -82,7 +106,7 @@ export class StatusServer {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const p = url.pathname;
     if (p === '/healthz/ready') return this.ready(res);
-    if (p === '/stats/prometheus') return this.stats(req, res, url);
+    if (p === '/stats/prometheus') return this.mergedStats(req, res, url);
     if (p === '/quitquitquit' || p === '/drain') {
       if (!isLoopback(req.socket.remoteAddress)) return text(res, 403, 'Only requests from localhost are allowed\n');
       if (req.method !== 'POST') return text(res, 405, 'Method Not Allowed\n');

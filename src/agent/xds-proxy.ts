@@ -24,6 +24,7 @@ import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../xds/g
 import { registerScope } from '../lib/log';
 import type { CompliancePolicy } from '../lib/compliance';
 import { grpcChannelCredentials, oneLine, protocolMismatchHint } from './tls-client';
+import { UNGUARDED, type Guard } from './boundary';
 import {
   meshdConnectionFailures,
   meshdConnectionTerminations,
@@ -103,6 +104,8 @@ export interface XdsProxyOptions {
   backoff?: BackoffOptions;
   /** Types the agent consumes itself (not forwarded); requested when the proxy first asks for listeners. */
   handlers?: ReadonlyMap<string, ResponseHandler>;
+  /** The agent's fault boundary around the streams' message handlers. */
+  guard?: Guard;
 }
 
 /** Istio's GRPCErrorType: expected ends (cancellation, the peer going away) versus errors. */
@@ -146,7 +149,8 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
     protected readonly proxy: XdsProxy,
     private readonly down: DownstreamCall<Req, Resp>,
   ) {
-    down.on('data', (req: Req) => this.onDownstream(req));
+    // A fault while handling a message ends this stream; the proxy reconnects, as after a daemon restart.
+    down.on('data', proxy.guard.entry('xds-proxy', (req: Req) => this.onDownstream(req), (e) => this.close(e)));
     down.on('end', () => this.close(undefined));
     down.on('cancelled', () => this.close(undefined));
     down.on('error', (e: Error) => this.close(e));
@@ -218,7 +222,7 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
     this.upstream = call;
     this.sentOnUpstream = 0;
     this.established = false;
-    call.on('data', (resp: Resp) => {
+    const onResponse = (resp: Resp) => {
       if (call !== this.upstream) return;
       if (!this.established) {
         this.established = true;
@@ -228,7 +232,8 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
       xdsProxyResponses.inc();
       log.debug('upstream response', { id: this.id, type: resp.typeUrl });
       if (this.observe(resp) && !this.closed) this.down.write(resp);
-    });
+    };
+    call.on('data', this.proxy.guard.entry('xds-proxy', onResponse, (e) => this.close(e)));
     call.on('error', () => {
       // Reported through 'status'.
     });
@@ -442,6 +447,7 @@ export class XdsProxy {
   readonly backoff: BackoffOptions;
   readonly handlers: ReadonlyMap<string, ResponseHandler>;
   readonly socketPath: string;
+  readonly guard: Guard;
   private server: grpc.Server | undefined;
   private upstreamClient: GrpcClient<Ads> | undefined;
   /** The client certificate the current channel presents. */
@@ -453,6 +459,7 @@ export class XdsProxy {
     this.backoff = o.backoff ?? DEFAULT_BACKOFF;
     this.handlers = o.handlers ?? new Map();
     this.socketPath = path.resolve(o.socketPath);
+    this.guard = o.guard ?? UNGUARDED;
   }
 
   /** The channel to the daemon, shared by all streams (grpc-js reconnects it underneath). */
@@ -493,8 +500,8 @@ export class XdsProxy {
     }
     const server = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
     addGrpcService(server, AggregatedDiscoveryService, {
-      streamAggregatedResources: (call) => this.accept(new SotwSession(this, call)),
-      deltaAggregatedResources: (call) => this.accept(new DeltaSession(this, call)),
+      streamAggregatedResources: this.guard.entry('xds-proxy', (call) => this.accept(new SotwSession(this, call)), (_e, call) => call.end()),
+      deltaAggregatedResources: this.guard.entry('xds-proxy', (call) => this.accept(new DeltaSession(this, call)), (_e, call) => call.end()),
     });
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),

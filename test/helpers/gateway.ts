@@ -44,6 +44,10 @@ export interface GatewayRig {
   restartDaemon(): Promise<Discovery>;
   get(p: string, headers?: Record<string, string>): Promise<Reply>;
   agentOut(): string;
+  /** The agent's process id (to signal it). */
+  agentPid: number;
+  /** The proxy's own status listener (Istio's :15021, PROXY_STATUS_PORT), which forwards /healthz/ready. */
+  proxyStatusPort: number;
 }
 
 export interface GatewayOptions {
@@ -127,6 +131,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   }
   const envoy = o.dataPlane === 'envoy' ? envoyPath() : undefined;
   if (o.dataPlane === 'envoy' && !envoy) throw new Error('dataPlane envoy asked for, but no Envoy is installed (test/helpers/envoy.ts)');
+  const proxyStatusPort = await freePort();
   const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml', ...(o.agentArgs ?? [])], {
     cwd: dir,
     env: {
@@ -139,7 +144,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       MESHD_SAN: 'meshd.mesh-system.svc',
       INSTANCE_IP: '127.0.0.1',
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
-      PROXY_STATUS_PORT: String(await freePort()),
+      PROXY_STATUS_PORT: String(proxyStatusPort),
       PROXY_METRICS_PORT: String(await freePort()),
       PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: envoy ?? path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s', ...o.proxyConfig }),
       ...o.agentEnv,
@@ -174,5 +179,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
     },
     get: (p, headers) => httpGet(ports.gw, p, headers),
     agentOut: () => out,
+    agentPid: agent.pid!,
+    proxyStatusPort,
   };
 }

@@ -4,6 +4,7 @@
 // EnvoyProber), so a workload whose proxy is not ready is not reported healthy.
 import { registerScope } from '../../lib/log';
 import { aggregate, proberFor, type Prober, type ReadinessProbe } from './probe';
+import { UNGUARDED, type Guard } from '../boundary';
 
 const log = registerScope('healthcheck', 'Health Checks performed by Istio-Agent');
 
@@ -25,22 +26,29 @@ export class WorkloadHealthChecker {
   private numSuccess = 0;
   private numFail = 0;
   private last: 'undefined' | 'healthy' | 'unhealthy' = 'undefined';
+  private readonly guard: Guard;
 
   constructor(
     private readonly probe: ReadinessProbe,
-    o: { ipAddresses: readonly string[]; proxyReady?: () => Promise<string | undefined> },
+    o: { ipAddresses: readonly string[]; proxyReady?: () => Promise<string | undefined>; guard?: Guard },
   ) {
+    this.guard = o.guard ?? UNGUARDED;
     const app = proberFor(probe.method, defaultProbeHost(o.ipAddresses));
     this.prober = o.proxyReady ? aggregate([() => o.proxyReady!(), app]) : app;
   }
 
   start(callback: (e: ProbeEvent) => void): void {
     log.info(`starting health check for ${this.probe.method.kind} in ${this.probe.initialDelayMs / 1000}s`);
-    const tick = async (): Promise<void> => {
-      if (this.stopped) return;
-      await this.check(callback);
-      if (!this.stopped) this.timer = setTimeout(() => void tick(), this.probe.periodMs);
-    };
+    // A faulty probe round ends the rounds (the agent's boundary restarts the checker).
+    const tick = this.guard.entry(
+      'health',
+      async (): Promise<void> => {
+        if (this.stopped) return;
+        await this.check(callback);
+        if (!this.stopped) this.timer = setTimeout(() => void tick(), this.probe.periodMs);
+      },
+      async () => undefined,
+    );
     this.timer = setTimeout(() => void tick(), this.probe.initialDelayMs);
   }
 

@@ -7,6 +7,7 @@ import * as net from 'node:net';
 import path from 'node:path';
 import { registerScope } from '../../lib/log';
 import type { ClientCertificate } from '../xds-proxy';
+import type { Guard } from '../boundary';
 import { CaClient, TokenSource } from './ca-client';
 import type { IdentityOptions } from './options';
 import type { SdsServer } from './sds-server';
@@ -54,6 +55,8 @@ export interface WorkloadIdentityOptions {
   cwd: string;
   /** Serve SDS (there is a proxy to read it); without a proxy the certificates are only issued and rotated. */
   serveSds: boolean;
+  /** The agent's fault boundary around the SDS server's handlers. */
+  guard?: Guard;
 }
 
 export class WorkloadIdentity {
@@ -111,9 +114,21 @@ export class WorkloadIdentity {
     await this.begin();
     if (this.managed && this.o.serveSds && !this.sds) {
       const { SdsServer } = await import('./sds-server');
-      this.sds = new SdsServer(path.resolve(this.o.cwd, this.o.options.sdsSocketPath), this.secrets);
+      this.sds = new SdsServer(path.resolve(this.o.cwd, this.o.options.sdsSocketPath), this.secrets, this.o.guard);
       await this.sds.start();
     }
+  }
+
+  /** The SDS server alone is stopped (and, with restart, started anew); certificates keep rotating. */
+  async stopSds(): Promise<void> {
+    const sds = this.sds;
+    this.sds = undefined;
+    await sds?.stop();
+  }
+
+  async restartSds(): Promise<void> {
+    await this.stopSds();
+    await this.start();
   }
 
   async stop(): Promise<void> {

@@ -16,6 +16,9 @@ import { registerScope } from '../../lib/log';
 import { addGrpcService } from '../../xds/grpc';
 import { TYPE_URL } from '../../xds/types';
 import type { SecretItem, WorkloadSecrets } from './secrets';
+import { UNGUARDED, type Guard } from '../boundary';
+import { expiredNonce, incrementXdsRejects, sendTime, totalXdsInternalErrors } from '../../xds/server/stream-metrics';
+import { grpcCodeName, metricType } from '../../xds/server/type-urls';
 
 const log = registerScope('sds', 'SDS service debugging');
 
@@ -63,6 +66,7 @@ class SdsStream {
   readonly id = ++streamNumber;
   private names = new Set<string>();
   private lastNonce = '';
+  private nodeId = '';
   /** What was last sent of each secret, so a change and a pending first answer do not both send it. */
   private readonly sent = new Map<string, string>();
   private closed = false;
@@ -72,10 +76,15 @@ class SdsStream {
     private readonly server: SdsServer,
     private readonly call: grpc.ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
   ) {
-    call.on('data', (req: DiscoveryRequest) => this.onRequest(req));
+    // A fault while handling a request ends this stream; the proxy asks again on a new one.
+    call.on('data', server.guard.entry('sds', (req: DiscoveryRequest) => this.onRequest(req), () => this.close()));
     call.on('end', () => this.close());
     call.on('cancelled', () => this.close());
-    call.on('error', () => this.close());
+    call.on('error', (e: grpc.ServiceError) => {
+      // Istio's pkg/xds Receive: a stream that fails other than by the proxy going away is an internal error
+      if (e.code !== grpc.status.CANCELLED && e.code !== grpc.status.DEADLINE_EXCEEDED && e.code !== grpc.status.UNAVAILABLE) totalXdsInternalErrors.inc();
+      this.close();
+    });
   }
 
   private onRequest(req: DiscoveryRequest): void {
@@ -83,11 +92,17 @@ class SdsStream {
       log.warn(`SDS stream ${this.id}: ignoring a request for type ${req.typeUrl}`);
       return;
     }
+    if (req.node?.id) this.nodeId = req.node.id;
+    // Istio's pkg/xds ShouldRespond, which the SDS server uses: a NACK is counted before the nonce is looked at
+    if (req.errorDetail) {
+      log.warn(`SDS stream ${this.id}: the proxy rejected secrets [${req.resourceNames.join(', ')}]: ${req.errorDetail.message}`);
+      incrementXdsRejects(TYPE_URL.secret, this.nodeId, grpcCodeName(req.errorDetail.code));
+    }
     if (req.responseNonce && req.responseNonce !== this.lastNonce) {
       log.debug(`SDS stream ${this.id}: stale nonce ${req.responseNonce} ignored`);
+      expiredNonce.inc({ type: metricType(TYPE_URL.secret) });
       return;
     }
-    if (req.errorDetail) log.warn(`SDS stream ${this.id}: the proxy rejected secrets [${req.resourceNames.join(', ')}]: ${req.errorDetail.message}`);
     const added = req.resourceNames.filter((n) => !this.names.has(n));
     this.names = new Set(req.resourceNames);
     for (const n of [...this.sent.keys()]) if (!this.names.has(n)) this.sent.delete(n);
@@ -131,7 +146,8 @@ class SdsStream {
     const r = response(items);
     this.lastNonce = r.nonce;
     log.info(`SDS: PUSH for ${items.map((i) => i.name).join(', ')}`, { stream: this.id, version: r.versionInfo });
-    this.call.write(r);
+    const start = process.hrtime.bigint();
+    this.call.write(r, () => sendTime.observe(Number(process.hrtime.bigint() - start) / 1e9));
   }
 
   close(): void {
@@ -156,6 +172,7 @@ export class SdsServer {
   constructor(
     socketPath: string,
     readonly secrets: WorkloadSecrets,
+    readonly guard: Guard = UNGUARDED,
   ) {
     this.socketPath = path.resolve(socketPath);
   }
@@ -169,11 +186,19 @@ export class SdsServer {
     }
     const server = new grpc.Server({ 'grpc.max_concurrent_streams': 100_000 });
     addGrpcService(server, SecretDiscoveryService, {
-      streamSecrets: (call) => {
-        const s = new SdsStream(this, call);
-        this.streams.add(s);
-      },
-      fetchSecrets: (call, callback) => void this.fetch(call.request).then((r) => callback(null, r), (e: Error) => callback({ code: grpc.status.UNAVAILABLE, details: e.message })),
+      streamSecrets: this.guard.entry(
+        'sds',
+        (call) => {
+          const s = new SdsStream(this, call);
+          this.streams.add(s);
+        },
+        (_e, call) => call.end(),
+      ),
+      fetchSecrets: this.guard.entry(
+        'sds',
+        (call, callback) => this.fetch(call.request).then((r) => callback(null, r), (e: Error) => callback({ code: grpc.status.UNAVAILABLE, details: e.message })),
+        async (e, _call, callback) => callback({ code: grpc.status.INTERNAL, details: e.message }),
+      ),
     });
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),
@@ -181,9 +206,15 @@ export class SdsServer {
       throw new Error(`failed to start the SDS server: listen unix ${this.socketPath}: ${e.message}`);
     });
     this.server = server;
-    this.unsubscribe = this.secrets.onUpdate((name) => {
-      for (const s of this.streams) s.changed(name);
-    });
+    this.unsubscribe = this.secrets.onUpdate(
+      this.guard.entry(
+        'sds',
+        (name: string) => {
+          for (const s of this.streams) s.changed(name);
+        },
+        () => undefined,
+      ),
+    );
     log.info(`Starting SDS server for workload certificates, will listen on ${JSON.stringify(this.socketPath)}`);
   }
 

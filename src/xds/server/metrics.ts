@@ -1,9 +1,9 @@
-// The xDS server's metrics, with Istio's names, labels and buckets (pilot/pkg/xds/monitoring.go and
-// pkg/xds/monitoring.go).
-import type { Gauge } from 'prom-client';
+// The xDS server's metrics, with Istio's names, labels and buckets (pilot/pkg/xds/monitoring.go); those of
+// pkg/xds/monitoring.go, which the agent's SDS server records too, are in stream-metrics.ts.
 import { defineCounter, defineGauge, defineHistogram } from '../../lib/metrics';
 import { metricType } from './type-urls';
-import { TYPE_URL } from '../types';
+
+export * from './stream-metrics';
 
 export const xdsClients = defineGauge<'version'>({
   name: 'pilot_xds',
@@ -22,12 +22,6 @@ export const configSizeBytes = defineHistogram<'type'>({
   help: 'Distribution of configuration sizes pushed to clients',
   labelNames: ['type'],
   buckets: [1, 10000, 1000000, 4000000, 10000000, 40000000],
-});
-
-export const sendTime = defineHistogram({
-  name: 'pilot_xds_send_time',
-  help: 'Total time in seconds Pilot takes to send generated configuration.',
-  buckets: [0.01, 0.1, 1, 3, 5, 10, 20, 30],
 });
 
 export const pushTime = defineHistogram<'type'>({
@@ -73,42 +67,6 @@ export const pushTriggers = defineCounter<'type'>({
   help: 'Total number of times a push was triggered, labeled by reason for the push.',
   labelNames: ['type'],
 });
-
-export const responseWriteTimeouts = defineCounter({
-  name: 'pilot_xds_write_timeout',
-  help: 'Pilot XDS response write timeouts.',
-});
-
-export const totalXdsInternalErrors = defineCounter({
-  name: 'pilot_total_xds_internal_errors',
-  help: 'Total number of internal XDS errors in pilot.',
-});
-
-export const expiredNonce = defineCounter<'type'>({
-  name: 'pilot_xds_expired_nonce',
-  help: 'Total number of XDS requests with an expired nonce.',
-  labelNames: ['type'],
-});
-
-export const totalXdsRejects = defineCounter<'type'>({
-  name: 'pilot_total_xds_rejects',
-  help: 'Total number of XDS responses from pilot rejected by proxy.',
-  labelNames: ['type'],
-});
-
-// Kept for compatibility, as in Istio: per node and gRPC error code, only ever incremented.
-const rejectGauges: Readonly<Record<string, Gauge<'node' | 'err'>>> = {
-  [TYPE_URL.cluster]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_cds_reject', help: 'Pilot rejected CDS configs.', labelNames: ['node', 'err'] }),
-  [TYPE_URL.endpoint]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_eds_reject', help: 'Pilot rejected EDS.', labelNames: ['node', 'err'] }),
-  [TYPE_URL.listener]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_lds_reject', help: 'Pilot rejected LDS.', labelNames: ['node', 'err'] }),
-  [TYPE_URL.route]: defineGauge<'node' | 'err'>({ name: 'pilot_xds_rds_reject', help: 'Pilot rejected RDS.', labelNames: ['node', 'err'] }),
-};
-
-/** A proxy rejected (NACKed) a response of `typeUrl`. `node` is the proxy ID, `err` the Go gRPC code name. */
-export function incrementXdsRejects(typeUrl: string, node: string, err: string): void {
-  totalXdsRejects.inc({ type: metricType(typeUrl) });
-  rejectGauges[typeUrl]?.inc({ node, err });
-}
 
 /** A response was sent: Istio's recordPushTime (pilot_xds_pushes counts successful sends per type). */
 export function recordPush(typeUrl: string, seconds: number): void {
