@@ -1,0 +1,219 @@
+// A RequestAuthentication whose key set has no usable key (issue 24 item 1). Envoy refuses such a jwt_authn
+// config outright (filter_factory.cc validateJwtConfig: "Provider '…' in jwt_authn config has invalid local jwks:
+// …"), which NACKs the whole listener: with the key set inlined as is, the gateway never served with such an issuer
+// present, and a DENY AuthorizationPolicy added later never took effect. The daemon now sends Istio's
+// reject-everything key set in its place. Checked with the built programs:
+// - a static bootstrap with `{"keys":[]}` beside a good provider: the engine (`pilot-agent envoy -c`) and, where
+//   installed, the real Envoy both refuse it, naming the provider;
+// - the same bootstrap with the placeholder key set the daemon sends instead: both serve, the good issuer's token
+//   200, the other issuer's 401 with the same reason, no token 200;
+// - the built daemon and gateway: the RequestAuthentication applies and a DENY policy added afterwards is enforced.
+import t, { type Test } from 'tap';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { randomInt } from 'node:crypto';
+import * as jose from 'jose';
+import { built, DIST } from '../helpers/binary';
+import { envoyMissing, envoyPath } from '../helpers/envoy';
+import { httpGet, startGateway } from '../helpers/gateway';
+import { freePort, summarize, tempDir, waitFor } from '../agent/helpers';
+import { createFakeJwks } from '../../src/security/jwks/keyset';
+
+if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+const GOOD = 'https://good.example';
+const EMPTY = 'https://empty.example';
+const EMPTY_JWKS = '{"keys":[]}';
+
+interface Keys {
+  jwks: string;
+  token(iss: string): Promise<string>;
+}
+
+async function keys(): Promise<Keys> {
+  const { publicKey, privateKey } = await jose.generateKeyPair('RS256', { extractable: true });
+  const jwk = { ...(await jose.exportJWK(publicKey)), kid: 'k1', alg: 'RS256' };
+  return {
+    jwks: JSON.stringify({ keys: [jwk] }),
+    token: (iss) => new jose.SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(iss).setExpirationTime('1h').sign(privateKey),
+  };
+}
+
+/** A static bootstrap: one listener whose jwt_authn holds the good provider and the empty one (as Istio builds it). */
+function bootstrap(o: { port: number; admin: number; backend: number; goodJwks: string; otherJwks: string }): string {
+  const jwtAuthn = {
+    '@type': 'type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication',
+    providers: {
+      good: { issuer: GOOD, local_jwks: { inline_string: o.goodJwks } },
+      empty: { issuer: EMPTY, local_jwks: { inline_string: o.otherJwks } },
+    },
+    rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'good' }, { provider_name: 'empty' }, { allow_missing: {} }] } } }],
+  };
+  const hcm = {
+    '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+    stat_prefix: 'ingress',
+    route_config: { name: 'local', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }] },
+    http_filters: [
+      { name: 'envoy.filters.http.jwt_authn', typed_config: jwtAuthn },
+      { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } },
+    ],
+  };
+  const sock = (port: number) => ({ socket_address: { address: '127.0.0.1', port_value: port } });
+  // JSON is YAML: both programs read the same file
+  return JSON.stringify({
+    admin: { address: sock(o.admin) },
+    static_resources: {
+      listeners: [{ name: 'ingress', address: sock(o.port), filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: hcm }] }] }],
+      clusters: [{ name: 'backend', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'backend', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock(o.backend) } }] }] } }],
+    },
+  });
+}
+
+type Verdicts = { refused: string } | { good: number; empty: number; emptyBody: string; none: number; log: string };
+
+/** Runs one data plane on a bootstrap: either it refuses it (exits), or it serves and answers three requests. */
+async function verdicts(t: Test, plane: 'engine' | 'envoy', k: Keys, backend: number, otherJwks: string): Promise<Verdicts> {
+  const dir = tempDir(t, `mesh-jwks-${plane}-`);
+  const port = await freePort();
+  const file = path.join(dir, 'bootstrap.yaml');
+  fs.writeFileSync(file, bootstrap({ port, admin: await freePort(), backend, goodJwks: k.jwks, otherJwks }));
+  const [cmd, args] =
+    plane === 'engine'
+      ? [path.join(DIST, 'pilot-agent'), ['envoy', '-c', file]]
+      : [envoyPath()!, ['-c', file, '--base-id', String(randomInt(100_000, 1_000_000)), '--admin-address-path', path.join(dir, 'admin')]];
+  const child = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env['PATH'], HOME: process.env['HOME'] } });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  let gone = false;
+  const exited = new Promise<void>((r) => child.once('exit', () => ((gone = true), r())));
+  t.teardown(async () => {
+    if (!gone) child.kill('SIGKILL');
+    await exited;
+  });
+  const get = (token?: string) => httpGet(port, '/', token ? { authorization: `Bearer ${token}` } : {});
+  await waitFor(async () => gone || (await get().catch(() => undefined))?.status === 200, 20_000, () => `${plane} neither served nor exited:\n${summarize(out)}`);
+  if (gone) {
+    await exited;
+    return { refused: out };
+  }
+  const empty = await get(await k.token(EMPTY));
+  return { good: (await get(await k.token(GOOD))).status, empty: empty.status, emptyBody: empty.body, none: (await get()).status, log: out };
+}
+
+async function backendPort(t: Test): Promise<number> {
+  const srv = http.createServer((_req, res) => res.end('backend\n'));
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => srv.close(() => r())));
+  return (srv.address() as { port: number }).port;
+}
+
+// Envoy's refusal, from filter_factory.cc and jwt_verify_lib's status text
+const REFUSAL = "Provider 'empty' in jwt_authn config has invalid local jwks: Jwks doesn't have any valid public key";
+
+t.test('static bootstrap: a provider with no usable key is refused, the daemon\'s placeholder is not (engine and Envoy)', { timeout: 120_000 }, async (t) => {
+  const k = await keys();
+  const backend = await backendPort(t);
+  const planes = envoyMissing() ? (['engine'] as const) : (['engine', 'envoy'] as const);
+  if (envoyMissing()) t.comment(`the real Envoy is not run: ${envoyMissing()}`);
+  const placeholder = createFakeJwks('https://empty.example/jwks.json');
+  const served: Array<Extract<Verdicts, { good: number }>> = [];
+  for (const plane of planes) {
+    const refused = await verdicts(t, plane, k, backend, EMPTY_JWKS);
+    t.ok('refused' in refused, `${plane}: {"keys":[]} is refused`);
+    if ('refused' in refused) t.match(refused.refused, REFUSAL, `${plane}: naming the provider and the reason`);
+
+    const v = await verdicts(t, plane, k, backend, placeholder);
+    if ('refused' in v) {
+      t.fail(`${plane} refused the placeholder key set:\n${summarize(v.refused)}`);
+      continue;
+    }
+    t.equal(v.good, 200, `${plane}: the good issuer's token is let through`);
+    t.equal(v.empty, 401, `${plane}: the placeholder issuer's token is refused`);
+    t.equal(v.none, 200, `${plane}: no token (allow_missing) is let through`);
+    served.push(v);
+  }
+  if (served.length === 2) {
+    const [engine, envoy] = served as [Extract<Verdicts, { good: number }>, Extract<Verdicts, { good: number }>];
+    t.same(
+      { good: engine.good, empty: engine.empty, emptyBody: engine.emptyBody, none: engine.none },
+      { good: envoy.good, empty: envoy.empty, emptyBody: envoy.emptyBody, none: envoy.none },
+      'engine verdicts = Envoy verdicts, reason included',
+    );
+  }
+});
+
+function meshConfig(o: { gw: number; backend: number; goodJwks: string; deny: boolean }): string {
+  const deny = `---
+apiVersion: security.istio.io/v1
+kind: AuthorizationPolicy
+metadata: {name: deny-admin, namespace: mesh-system}
+spec:
+  selector: {matchLabels: {mesh: ingressgateway}}
+  action: DENY
+  rules: [{to: [{operation: {paths: ["/admin"]}}]}]
+`;
+  return `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: mesh-system}
+spec:
+  selector: {mesh: ingressgateway}
+  servers:
+  - port: {number: ${o.gw}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: all, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  http: [{route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]}]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: demo}
+spec:
+  hosts: [backend.demo.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1, ports: {http: ${o.backend}}}]
+---
+apiVersion: security.istio.io/v1
+kind: RequestAuthentication
+metadata: {name: issuers, namespace: mesh-system}
+spec:
+  selector: {matchLabels: {mesh: ingressgateway}}
+  jwtRules:
+  - issuer: ${GOOD}
+    jwks: '${o.goodJwks}'
+  - issuer: ${EMPTY}
+    jwks: '${EMPTY_JWKS}'
+${o.deny ? deny : ''}`;
+}
+
+t.test('gateway: an issuer with an empty key set does not freeze the listener', { timeout: 180_000 }, async (t) => {
+  const k = await keys();
+  let ports = { gw: 0, backend: 0 };
+  const gw = await startGateway(t, {
+    config: (p) => {
+      ports = p;
+      return meshConfig({ gw: p.gw, backend: p.backend, goodJwks: k.jwks, deny: false });
+    },
+  });
+  const bearer = async (iss: string) => ({ authorization: `Bearer ${await k.token(iss)}` });
+  await waitFor(async () => (await gw.get('/').catch(() => undefined))?.status === 200, 30_000, () => `the gateway never served with the empty issuer present:\n${summarize(gw.agentOut())}`);
+  t.equal((await gw.get('/', await bearer(GOOD))).status, 200, 'the good issuer\'s token');
+  t.equal((await gw.get('/', await bearer(EMPTY))).status, 401, 'the empty issuer\'s token');
+  t.equal((await gw.get('/admin')).status, 200, 'no DENY policy yet');
+
+  fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), meshConfig({ gw: ports.gw, backend: ports.backend, goodJwks: k.jwks, deny: true }));
+  await waitFor(async () => (await gw.get('/admin')).status === 403, 30_000, () => `the DENY policy added later never took effect:\n${summarize(gw.agentOut())}`);
+  t.pass('the DENY policy added later is enforced: 403');
+  t.equal((await gw.get('/', await bearer(GOOD))).status, 200, 'other paths still served');
+  t.notMatch(gw.agentOut(), /invalid local jwks/, 'the listener was never refused for the key set');
+  t.match(gw.daemon.log(), `The JWKS for issuer ${EMPTY} (inline jwks) has no usable key: Jwks doesn't have any valid public key`, 'the daemon says why that issuer\'s tokens are refused');
+});
