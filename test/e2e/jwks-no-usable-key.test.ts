@@ -9,16 +9,15 @@
 //   200, the other issuer's 401 with the same reason, no token 200;
 // - the built daemon and gateway: the RequestAuthentication applies and a DENY policy added afterwards is enforced.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { randomInt } from 'node:crypto';
 import * as jose from 'jose';
-import { built, DIST } from '../helpers/binary';
-import { envoyMissing, envoyPath } from '../helpers/envoy';
-import { httpGet, startGateway } from '../helpers/gateway';
-import { freePort, summarize, tempDir, waitFor } from '../agent/helpers';
+import { built } from '../helpers/binary';
+import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
+import { startGateway } from '../helpers/gateway';
+import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
+import { freePort, summarize, waitFor } from '../agent/helpers';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -41,66 +40,31 @@ async function keys(): Promise<Keys> {
   };
 }
 
-/** A static bootstrap: one listener whose jwt_authn holds the good provider and the empty one (as Istio builds it). */
-function bootstrap(o: { port: number; admin: number; backend: number; goodJwks: string; otherJwks: string }): string {
+/** A static bootstrap: one listener whose jwt_authn holds the good provider and another one (as Istio builds it). */
+async function bootstrap(backend: number, goodJwks: string, otherJwks: string): Promise<{ port: number; config: object }> {
   const jwtAuthn = {
     '@type': 'type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication',
     providers: {
-      good: { issuer: GOOD, local_jwks: { inline_string: o.goodJwks } },
-      empty: { issuer: EMPTY, local_jwks: { inline_string: o.otherJwks } },
+      good: { issuer: GOOD, local_jwks: { inline_string: goodJwks } },
+      empty: { issuer: EMPTY, local_jwks: { inline_string: otherJwks } },
     },
     rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'good' }, { provider_name: 'empty' }, { allow_missing: {} }] } } }],
   };
-  const hcm = {
-    '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
-    stat_prefix: 'ingress',
-    route_config: { name: 'local', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }] },
-    http_filters: [
-      { name: 'envoy.filters.http.jwt_authn', typed_config: jwtAuthn },
-      { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } },
-    ],
-  };
-  const sock = (port: number) => ({ socket_address: { address: '127.0.0.1', port_value: port } });
-  // JSON is YAML: both programs read the same file
-  return JSON.stringify({
-    admin: { address: sock(o.admin) },
-    static_resources: {
-      listeners: [{ name: 'ingress', address: sock(o.port), filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: hcm }] }] }],
-      clusters: [{ name: 'backend', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'backend', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock(o.backend) } }] }] } }],
-    },
-  });
+  const port = await freePort();
+  const routeConfig = { name: 'local', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }] };
+  return { port, config: httpBootstrap({ port, admin: await freePort(), routeConfig, httpFilters: [{ name: 'envoy.filters.http.jwt_authn', typed_config: jwtAuthn }], clusters: [loopbackCluster('backend', backend)] }) };
 }
 
-type Verdicts = { refused: string } | { good: number; empty: number; emptyBody: string; none: number; log: string };
+type Verdicts = { refused: string } | { good: number; empty: number; emptyBody: string; none: number };
 
-/** Runs one data plane on a bootstrap: either it refuses it (exits), or it serves and answers three requests. */
-async function verdicts(t: Test, plane: 'engine' | 'envoy', k: Keys, backend: number, otherJwks: string): Promise<Verdicts> {
-  const dir = tempDir(t, `mesh-jwks-${plane}-`);
-  const port = await freePort();
-  const file = path.join(dir, 'bootstrap.yaml');
-  fs.writeFileSync(file, bootstrap({ port, admin: await freePort(), backend, goodJwks: k.jwks, otherJwks }));
-  const [cmd, args] =
-    plane === 'engine'
-      ? [path.join(DIST, 'pilot-agent'), ['envoy', '-c', file]]
-      : [envoyPath()!, ['-c', file, '--base-id', String(randomInt(100_000, 1_000_000)), '--admin-address-path', path.join(dir, 'admin')]];
-  const child = spawn(cmd, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: process.env['PATH'], HOME: process.env['HOME'] } });
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (out += d));
-  let gone = false;
-  const exited = new Promise<void>((r) => child.once('exit', () => ((gone = true), r())));
-  t.teardown(async () => {
-    if (!gone) child.kill('SIGKILL');
-    await exited;
-  });
-  const get = (token?: string) => httpGet(port, '/', token ? { authorization: `Bearer ${token}` } : {});
-  await waitFor(async () => gone || (await get().catch(() => undefined))?.status === 200, 20_000, () => `${plane} neither served nor exited:\n${summarize(out)}`);
-  if (gone) {
-    await exited;
-    return { refused: out };
-  }
-  const empty = await get(await k.token(EMPTY));
-  return { good: (await get(await k.token(GOOD))).status, empty: empty.status, emptyBody: empty.body, none: (await get()).status, log: out };
+/** Runs one data plane on the bootstrap: either it refuses it, or it serves and answers three requests. */
+async function verdicts(t: Test, plane: DataPlane, k: Keys, backend: number, otherJwks: string): Promise<Verdicts> {
+  const b = await bootstrap(backend, k.jwks, otherJwks);
+  const run = await runStatic(t, plane, b.config, b.port);
+  if ('refused' in run) return run;
+  const bearer = async (iss: string) => ({ authorization: `Bearer ${await k.token(iss)}` });
+  const empty = await run.get('/', await bearer(EMPTY));
+  return { good: (await run.get('/', await bearer(GOOD))).status, empty: empty.status, emptyBody: empty.body, none: (await run.get('/')).status };
 }
 
 async function backendPort(t: Test): Promise<number> {
@@ -116,11 +80,10 @@ const REFUSAL = "Provider 'empty' in jwt_authn config has invalid local jwks: Jw
 t.test('static bootstrap: a provider with no usable key is refused, the daemon\'s placeholder is not (engine and Envoy)', { timeout: 120_000 }, async (t) => {
   const k = await keys();
   const backend = await backendPort(t);
-  const planes = envoyMissing() ? (['engine'] as const) : (['engine', 'envoy'] as const);
   if (envoyMissing()) t.comment(`the real Envoy is not run: ${envoyMissing()}`);
   const placeholder = createFakeJwks('https://empty.example/jwks.json');
   const served: Array<Extract<Verdicts, { good: number }>> = [];
-  for (const plane of planes) {
+  for (const plane of dataPlanes()) {
     const refused = await verdicts(t, plane, k, backend, EMPTY_JWKS);
     t.ok('refused' in refused, `${plane}: {"keys":[]} is refused`);
     if ('refused' in refused) t.match(refused.refused, REFUSAL, `${plane}: naming the provider and the reason`);
@@ -136,12 +99,7 @@ t.test('static bootstrap: a provider with no usable key is refused, the daemon\'
     served.push(v);
   }
   if (served.length === 2) {
-    const [engine, envoy] = served as [Extract<Verdicts, { good: number }>, Extract<Verdicts, { good: number }>];
-    t.same(
-      { good: engine.good, empty: engine.empty, emptyBody: engine.emptyBody, none: engine.none },
-      { good: envoy.good, empty: envoy.empty, emptyBody: envoy.emptyBody, none: envoy.none },
-      'engine verdicts = Envoy verdicts, reason included',
-    );
+    t.same(served[0], served[1], 'engine verdicts = Envoy verdicts, reason included');
   }
 });
 
