@@ -146,8 +146,11 @@ export async function startDiscovery(o: {
 
 export const GATEWAY_NS = 'mesh-system';
 
-/** A Gateway for `mesh: ingressgateway` proxies on `port`, and a VirtualService routing to a ServiceEntry. */
-export function gatewayConfig(port: number): string {
+/**
+ * A Gateway for `mesh: ingressgateway` proxies on `port`, and a VirtualService routing to a ServiceEntry
+ * (127.0.0.1, on `backendPort` when given, else 80).
+ */
+export function gatewayConfig(port: number, backendPort?: number): string {
   return `apiVersion: networking.istio.io/v1
 kind: Gateway
 metadata: {name: gw, namespace: ${GATEWAY_NS}}
@@ -165,7 +168,7 @@ spec:
   location: MESH_EXTERNAL
   resolution: STATIC
   ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1}]
+  endpoints: [{address: 127.0.0.1${backendPort ? `, ports: {http: ${backendPort}}` : ''}}]
 ---
 apiVersion: networking.istio.io/v1
 kind: VirtualService

@@ -17,7 +17,7 @@ import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
 import { startGateway } from '../helpers/gateway';
 import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort, summarize, waitFor } from '../agent/helpers';
+import { freePort, gatewayConfig, summarize, waitFor } from '../agent/helpers';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -113,33 +113,7 @@ spec:
   action: DENY
   rules: [{to: [{operation: {paths: ["/admin"]}}]}]
 `;
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${o.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: all, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http: [{route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${o.backend}}}]
----
+  return `${gatewayConfig(o.gw, o.backend)}---
 apiVersion: security.istio.io/v1
 kind: RequestAuthentication
 metadata: {name: issuers, namespace: mesh-system}
