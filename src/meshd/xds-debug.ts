@@ -7,9 +7,10 @@
 //   istio.io/debug              any /debug/<name> page, its body carried as the Any value
 // Who gets them (debugAccessDenied): a caller whose TCP peer is loopback (meshctl beside the daemon, no cluster
 // needed), or one the authenticator chain named with an identity of the system namespace (a client certificate
-// on the TLS port). Istio's DebugGen asks for an authenticated identity, and lets other namespaces read a few
-// pages filtered to their own proxies; its StatusGen (syncz, config_dump) asks nothing. Here every debug type
-// needs one of the two, on both ports: an unauthenticated client of the plaintext port reads no proxy's config.
+// on the TLS port). Istio's DebugGen asks for an authenticated identity (and lets other namespaces read a few
+// pages filtered to their own proxies); its StatusGen (syncz, config_dump) does not check the caller in the
+// sources we read. Here every debug type needs one of the two, on both ports: an unauthenticated client of the
+// plaintext port reads no proxy's config. Other namespaces get nothing (no per-namespace filtering here).
 import { create, fromJson, type JsonObject, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
 import { anyPack, timestampFromMs, type Any } from '@bufbuild/protobuf/wkt';
 import { ConfigDumpSchema } from '../gen/envoy/admin/v3/config_dump_pb';
