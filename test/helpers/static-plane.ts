@@ -51,11 +51,12 @@ export function loopbackCluster(name: string, port: number): object {
 
 export const loopback = (port: number) => ({ socket_address: { address: '127.0.0.1', port_value: port } });
 
-/** A bootstrap with one HTTP listener on `port` (an HCM with `httpFilters` before the router) and `clusters`. */
-export function httpBootstrap(o: { port: number; admin: number; routeConfig: object; httpFilters?: object[]; clusters: object[] }): object {
+/** A bootstrap with one HTTP listener on `port` (an HCM with `httpFilters` before the router, and `hcmExtra`) and `clusters`. */
+export function httpBootstrap(o: { port: number; admin: number; routeConfig: object; httpFilters?: object[]; clusters: object[]; hcmExtra?: object }): object {
   const hcm = {
     '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
     stat_prefix: 'ingress',
+    ...o.hcmExtra,
     route_config: o.routeConfig,
     http_filters: [...(o.httpFilters ?? []), { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } }],
   };
