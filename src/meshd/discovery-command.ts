@@ -24,7 +24,7 @@ import { inboundUpdates, pushContextInitTime } from '../xds/server/metrics';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
 import { typesUnchanged } from '../xds/gen/unchanged';
-import { controlPlaneIdentifier, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
+import { controlPlaneIdentifier, debugAccessDenied, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
 import type { Generator } from '../xds/types';
 import { AdsServer, adsSettingsFromEnv, newPushRequest, xdsCacheSettingsFromEnv } from '../xds/server';
 import { XdsCache } from '../discovery/push/xds-cache';
@@ -250,6 +250,7 @@ export const run: Handler = async (ctx) => {
     settings: adsSettingsFromEnv(env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
     authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
+    authorizeRequest: (c, typeUrl) => debugAccessDenied(c, typeUrl, ctx.flags['namespace'] as string),
   });
   // New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers.
   security.onKeysChanged(() => {

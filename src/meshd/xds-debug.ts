@@ -5,6 +5,12 @@
 //                               CLUSTER_ID/NAMESPACE/version metadata and the sync state of each watched type
 //   istio.io/debug/config_dump  the admin ConfigDump sections of the one proxy named by the request
 //   istio.io/debug              any /debug/<name> page, its body carried as the Any value
+// Who gets them (debugAccessDenied): a caller whose TCP peer is loopback (meshctl beside the daemon, no cluster
+// needed), or one the authenticator chain named with an identity of the system namespace (a client certificate
+// on the TLS port). Istio's DebugGen asks for an authenticated identity (and lets other namespaces read a few
+// pages filtered to their own proxies); its StatusGen (syncz, config_dump) does not check the caller in the
+// sources we read. Here every debug type needs one of the two, on both ports: an unauthenticated client of the
+// plaintext port reads no proxy's config. Other namespaces get nothing (no per-namespace filtering here).
 import { create, fromJson, type JsonObject, type JsonValue, type MessageInitShape } from '@bufbuild/protobuf';
 import { anyPack, timestampFromMs, type Any } from '@bufbuild/protobuf/wkt';
 import { ConfigDumpSchema } from '../gen/envoy/admin/v3/config_dump_pb';
@@ -14,6 +20,12 @@ import type { Proxy } from '../discovery/model';
 import type { GenerateResult, Generator, Resource, WatchedResource } from '../xds/types';
 import { envoyTypeRegistry } from '../xds/registry';
 import type { XdsConnectionInfo } from './providers';
+import { status } from '@grpc/grpc-js';
+import { hostOf } from '../ca/authn/xfcc';
+import { parseSpiffeIdentity } from '../ca/spiffe';
+import type { XdsAuthDenied } from '../xds/server/auth';
+import type { RequestCaller } from '../xds/server/server';
+import { isLoopbackAddress } from './address';
 
 export const DEBUG_TYPE = 'istio.io/debug';
 export const TYPE_DEBUG_SYNCZ = `${DEBUG_TYPE}/syncz`;
@@ -21,6 +33,29 @@ export const TYPE_DEBUG_CONFIG_DUMP = `${DEBUG_TYPE}/config_dump`;
 
 export function isDebugType(typeUrl: string): boolean {
   return typeUrl === DEBUG_TYPE || typeUrl.startsWith(`${DEBUG_TYPE}/`);
+}
+
+/**
+ * Whether a stream may have a debug type: undefined when it may (or the type is not a debug type). The peer
+ * address is the TCP connection's, so a remote client of a daemon listening on 0.0.0.0 is not loopback; a
+ * forwarder on the daemon's host (a port-forward, a local proxy) does make its callers loopback, as for
+ * Istio's HTTP debug endpoints.
+ */
+export function debugAccessDenied(c: RequestCaller, typeUrl: string, systemNamespace: string): XdsAuthDenied | undefined {
+  if (!isDebugType(typeUrl)) return undefined;
+  if (isLoopbackAddress(hostOf(c.peer))) return undefined;
+  if (!c.identities || c.identities.length === 0) {
+    return {
+      ok: false,
+      code: status.UNAUTHENTICATED,
+      message: `authentication required: ${typeUrl} is served to loopback callers and to callers authenticated as an identity of namespace ${systemNamespace} (a client certificate on the TLS xDS port)`,
+    };
+  }
+  for (const raw of c.identities) {
+    const id = parseSpiffeIdentity(raw);
+    if (!(id instanceof Error) && id.namespace === systemNamespace) return undefined;
+  }
+  return { ok: false, code: status.PERMISSION_DENIED, message: `the debug info is not available for identity [${c.identities.join(' ')}]: ${typeUrl} needs an identity of namespace ${systemNamespace}` };
 }
 
 /** Istio's IstioControlPlaneInstance as the control_plane.identifier of every response. */

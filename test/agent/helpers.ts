@@ -146,8 +146,8 @@ export async function startDiscovery(o: {
 export const GATEWAY_NS = 'mesh-system';
 
 /**
- * A Gateway for `mesh: ingressgateway` proxies on `port`, and a VirtualService routing to a ServiceEntry on
- * loopback (port 80, or `backendPort`).
+ * A Gateway for `mesh: ingressgateway` proxies on `port`, and a VirtualService routing to a ServiceEntry
+ * (127.0.0.1, on `backendPort` when given, else 80).
  */
 export function gatewayConfig(port: number, backendPort?: number): string {
   return `apiVersion: networking.istio.io/v1

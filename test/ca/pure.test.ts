@@ -248,6 +248,10 @@ t.test('XFCC headers and trusted addresses', async (t) => {
   t.throws(() => parseXfcc('Nonsense=1'), /unknown key/);
   t.equal(hostOf('10.0.0.1:5000'), '10.0.0.1');
   t.equal(hostOf('[::1]:5000'), '::1');
+  // grpc-js's getPeer() on a dual-stack listener: IPv6 unbracketed
+  t.equal(hostOf('::ffff:127.0.0.1:56288'), '::ffff:127.0.0.1');
+  t.equal(hostOf('::1:40000'), '::1');
+  t.equal(hostOf('2001:db8::7:40000'), '2001:db8::7');
 
   const req = (addr: string, header?: string): AuthRequest => ({ secure: true, remoteAddress: addr, header: (n) => (n === 'x-forwarded-client-cert' && header ? [header] : []) });
   const x = new XfccAuthenticator(['10.8.0.0/16']);

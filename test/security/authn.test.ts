@@ -24,6 +24,9 @@ import { cfg, ListStore, proxy } from '../discovery/fixtures';
 import { json, jwksDocument, rsaKey, startKeyServer, until } from './helpers';
 
 const NORMALIZE = { spaceDelimitedClaims: ['scope', 'permission'] };
+// Istio's TestJwtFilter inlines placeholder text; the daemon now sends only key sets the proxy can load
+const INLINE_JWKS = jwksDocument(rsaKey('inline-1'));
+const INLINE_JWKS_2 = jwksDocument(rsaKey('inline-2'));
 const ONE_PROVIDER_RULES = [{ match: { prefix: '/' }, requires: { requiresAny: { requirements: [{ providerName: 'origins-0' }, { allowMissing: {} }] } } }];
 
 function pushWith(configs: Config[]): PushContext {
@@ -79,9 +82,9 @@ t.test('a bad jwksUri gets the fake key set (Istio "JWT policy with bad Jwks URI
 
 t.test('inline jwks, forwarding and payload/claim headers (Istio TestJwtFilter cases)', async (t) => {
   const r = newResolver(t);
-  const base = { issuer: 'https://secret.foo.com', jwks: 'inline-jwks-data' };
+  const base = { issuer: 'https://secret.foo.com', jwks: INLINE_JWKS };
   const provider = (rule: JWTRule) => (convert([rule], { resolver: r }) as { providers: Record<string, JsonValue> }).providers['origins-0'];
-  const common = { issuer: 'https://secret.foo.com', localJwks: { inlineString: 'inline-jwks-data' }, payloadInMetadata: 'payload', normalizePayloadInMetadata: NORMALIZE };
+  const common = { issuer: 'https://secret.foo.com', localJwks: { inlineString: INLINE_JWKS }, payloadInMetadata: 'payload', normalizePayloadInMetadata: NORMALIZE };
   t.same(provider(base), common, 'JWT policy with inline Jwks');
   t.same(provider({ ...base, forwardOriginalToken: true }), { ...common, forward: true }, 'Forward original token');
   t.same(provider({ ...base, forwardOriginalToken: true, outputPayloadToHeader: 'x-foo' }), { ...common, forward: true, forwardPayloadHeader: 'x-foo' }, 'Output payload');
@@ -110,7 +113,7 @@ t.test('several rules: sorted by issuer, any single provider or all present toke
   const policies = [
     cfg('RequestAuthentication', 'foo', 'p1', { jwtRules: [{ issuer: 'https://secret.foo.com', jwksUri: srv.url() }] }),
     cfg('RequestAuthentication', 'foo', 'p2', {}),
-    cfg('RequestAuthentication', 'foo', 'p3', { jwtRules: [{ issuer: 'https://secret.bar.com', jwks: 'jwks-inline-data' }] }),
+    cfg('RequestAuthentication', 'foo', 'p3', { jwtRules: [{ issuer: 'https://secret.bar.com', jwks: INLINE_JWKS_2 }] }),
   ];
   t.same(mergedJwtRules(policies).map((x) => x.issuer), ['https://secret.bar.com', 'https://secret.foo.com']);
   r.getPublicKey('https://secret.foo.com', srv.url());
@@ -122,7 +125,7 @@ t.test('several rules: sorted by issuer, any single provider or all present toke
   const anyOrMissing = (name: string) => ({ requiresAny: { requirements: [{ providerName: name }, { allowMissing: {} }] } });
   t.same(got, {
     providers: {
-      'origins-0': { issuer: 'https://secret.bar.com', localJwks: { inlineString: 'jwks-inline-data' }, payloadInMetadata: 'payload', normalizePayloadInMetadata: NORMALIZE },
+      'origins-0': { issuer: 'https://secret.bar.com', localJwks: { inlineString: INLINE_JWKS_2 }, payloadInMetadata: 'payload', normalizePayloadInMetadata: NORMALIZE },
       'origins-1': { issuer: 'https://secret.foo.com', localJwks: { inlineString: doc }, payloadInMetadata: 'payload', normalizePayloadInMetadata: NORMALIZE },
     },
     rules: [

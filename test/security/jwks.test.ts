@@ -2,6 +2,9 @@
 // picks up a rotated key, a server that is down or broken (reject-everything keys, never none), HTTPS
 // with and without certificate verification, OpenID discovery, and the fetch metrics.
 import t, { type Test } from 'tap';
+import { createPublicKey, generateKeyPairSync } from 'node:crypto';
+import { jwksFromText } from '../../src/proxy/http/filters/jwt-authn/jwks';
+import { Status } from '../../src/proxy/http/filters/jwt-authn/status';
 import { createFakeJwks, keySetChanged } from '../../src/security/jwks/keyset';
 import { parseJwksFetchMode } from '../../src/security/jwks/mode';
 import { JwksResolver, networkFetchFail, networkFetchSuccess, type JwksResolverOptions } from '../../src/security/jwks/resolver';
@@ -24,11 +27,25 @@ function inlined(r: JwksResolver, uri: string, issuer = 'https://issuer.example'
   return s.value.specifier.value;
 }
 
-t.test("Istio's fake JWKS: one RSA key whose modulus encodes the URI", async (t) => {
+t.test('the fake JWKS: one well-formed P-256 key per URI, which the proxies accept (Istio\'s RSA one Envoy refuses)', async (t) => {
   const uri = 'http://site.not.exist';
-  const n = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${uri}`).toString('base64url');
-  t.equal(createFakeJwks(uri), `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${n}"}]}`);
-  t.same(JSON.parse(createFakeJwks(uri)), { keys: [{ e: 'AQAB', kid: 'abc', kty: 'RSA', n }] }, 'valid JSON JWKS');
+  const doc = JSON.parse(createFakeJwks(uri)) as { keys: Array<Record<string, string>> };
+  t.equal(doc.keys.length, 1);
+  const k = doc.keys[0]!;
+  t.match(k, { kty: 'EC', crv: 'P-256', kid: 'abc' });
+  // node:crypto (OpenSSL) refuses a point that is not on the curve
+  t.equal(createPublicKey({ key: k, format: 'jwk' }).asymmetricKeyDetails?.namedCurve, 'prime256v1', 'a point on P-256');
+  t.equal(createFakeJwks(uri), createFakeJwks(uri), 'the same URI, the same key (no push for nothing)');
+  t.not(createFakeJwks(uri), createFakeJwks('http://other.not.exist'), 'another URI, another key');
+  t.equal(jwksFromText(createFakeJwks(uri)).status, Status.Ok, 'the engine loads it');
+});
+
+t.test('an inline or fetched key set with no usable key is replaced by the fake one', async (t) => {
+  const { r } = resolver(t);
+  const s = r.buildLocalJwks('', 'https://empty.example', '{"keys":[]}');
+  t.same(s, { case: 'localJwks', value: { specifier: { case: 'inlineString', value: createFakeJwks('https://empty.example') } } });
+  const good = JSON.stringify({ keys: [generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' })] });
+  t.same(r.buildLocalJwks('', 'https://good.example', good).value, { specifier: { case: 'inlineString', value: good } }, 'a usable key set is inlined as written');
 });
 
 t.test('PILOT_JWT_ENABLE_REMOTE_JWKS values', async (t) => {
@@ -72,9 +89,10 @@ t.test('an unknown URI gets the reject-all key set at once, then the fetched key
   await r.idle();
   t.equal(srv.hits(), 1, 'known keys are served from the cache');
   t.equal(changes(), 1, 'no further push');
-  t.equal(r.buildLocalJwks(srv.url(), 'x', 'inline-jwks-data').case, 'localJwks');
-  const inline = r.buildLocalJwks(srv.url(), 'x', 'inline-jwks-data');
-  t.same(inline.value, { specifier: { case: 'inlineString', value: 'inline-jwks-data' } }, "a rule's inline jwks wins and is not fetched");
+  const inlineDoc = jwksDocument(rsaKey('k2'));
+  t.equal(r.buildLocalJwks(srv.url(), 'x', inlineDoc).case, 'localJwks');
+  const inline = r.buildLocalJwks(srv.url(), 'x', inlineDoc);
+  t.same(inline.value, { specifier: { case: 'inlineString', value: inlineDoc } }, "a rule's inline jwks wins and is not fetched");
 });
 
 t.test('the refresh timer picks up a rotated key and pushes; an unchanged document does not push', async (t) => {

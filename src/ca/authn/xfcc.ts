@@ -81,11 +81,12 @@ export function commonName(subject: string): string | undefined {
   return undefined;
 }
 
-/** `ip:port` / `[v6]:port` → ip. */
+/** `ip:port` / `[v6]:port` / `v6:port` → ip. */
 export function hostOf(address: string): string | undefined {
-  const m = /^\[([^\]]+)\]:\d+$/.exec(address) ?? /^([^:]+):\d+$/.exec(address);
-  const ip = m ? m[1]! : address;
-  return ipFamily(ip) ? ip : undefined;
+  // grpc-js prints an IPv6 peer unbracketed (`::ffff:127.0.0.1:40000`): the port is after the last colon
+  const m = /^\[([^\]]+)\]:\d+$/.exec(address) ?? /^(.+):\d+$/.exec(address);
+  if (m && ipFamily(m[1]!)) return m[1]!;
+  return ipFamily(address) ? address : undefined;
 }
 
 /** A CIDR list as a BlockList; entries without a `/` are ignored, as Istio's isInRange does. */

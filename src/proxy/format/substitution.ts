@@ -5,6 +5,7 @@ import os from 'node:os';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { ConfigError } from '../matchers/string';
 import { hostPort, type StreamInfo } from '../stream-info';
+import { ENVOY_STREAM_INFO_COMMANDS } from './envoy-commands';
 
 /** Reads request or response headers by lower-case name (pseudo-headers included). */
 export interface HeaderSource {
@@ -156,6 +157,9 @@ export function compileFormat(format: string, where: string): Piece[] {
       piece = () => v;
     } else if (SIMPLE[cmd] && arg === undefined) {
       piece = SIMPLE[cmd]!;
+    } else if (!SIMPLE[cmd] && ENVOY_STREAM_INFO_COMMANDS.has(cmd)) {
+      // Envoy serves this command; the engine has no value for it yet: "-" rather than refusing the config
+      piece = () => undefined;
     } else {
       throw new ConfigError(`${where}: Not supported field in StreamInfo: ${cmd}`);
     }

@@ -58,8 +58,9 @@ const retryPolicies = new WeakInterner<RetryPolicy>();
 
 export function compileRetryPolicy(p: RetryProto | undefined, where: string): RetryPolicy | undefined {
   if (!p) return undefined;
-  const retryOn = new Set(p.retryOn.split(',').map((s) => s.trim()).filter(Boolean));
-  for (const r of retryOn) if (!RETRY_ON.has(r)) throw new ConfigError(`${where}.retry_on: unknown retry policy '${r}'`);
+  // Envoy keeps the known conditions and ignores the rest (RetryStateImpl::parseRetryOn(...).first):
+  // refusing them would NACK the whole route configuration, every virtual host of the port with it
+  const retryOn = new Set(p.retryOn.split(',').map((s) => s.trim()).filter((r) => RETRY_ON.has(r)));
   const base = durationToMs(p.retryBackOff?.baseInterval) ?? 25;
   const max = durationToMs(p.retryBackOff?.maxInterval) ?? base * 10;
   if (max < base) throw new ConfigError(`${where}.retry_back_off: max_interval must be greater than or equal to the base_interval`);

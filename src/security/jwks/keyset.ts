@@ -1,13 +1,42 @@
 // Key-set documents: the placeholder the daemon inlines while it has no keys, and the comparison that
 // decides whether a refreshed document is news (Istio CreateFakeJwks / compareJWKSResponse).
+import { createHash } from 'node:crypto';
+
+// P-256 (SEC 2): field prime and curve constant b; a = -3. The cofactor is 1, so every point on the curve is
+// a valid public key.
+const P256_P = 2n ** 256n - 2n ** 224n + 2n ** 192n + 2n ** 96n - 1n;
+const P256_B = 0x5ac635d8aa3a93e7b3ebbd55769886bc651d06b0cc53b0f63bce3c3e27d2604bn;
+
+function modPow(base: bigint, exp: bigint, m: bigint): bigint {
+  let r = 1n;
+  let b = base % m;
+  for (let e = exp; e > 0n; e >>= 1n) {
+    if (e & 1n) r = (r * b) % m;
+    b = (b * b) % m;
+  }
+  return r;
+}
+
+const coord = (v: bigint) => Buffer.from(v.toString(16).padStart(64, '0'), 'hex').toString('base64url');
 
 /**
- * Istio's fake JWKS: one RSA key whose modulus is derived from the URI, which no issuer's private key
- * matches, so every token fails verification (401) instead of passing unverified.
+ * The reject-everything key set (Istio's CreateFakeJwks): a public key no issuer's private key matches, so
+ * every token fails verification (401) instead of passing unverified. Differs from Istio on purpose: Istio's
+ * RSA key, whose modulus is the URI's bytes, is refused by Envoy (jwt_verify_lib: "Jwks RSA [n] or [e] field
+ * is missing or has a parse error"), and a refused key set NACKs the whole listener. This one is a well-formed
+ * P-256 key whose point is hashed from the same text (x = SHA-256 of it and a counter, until x is on the
+ * curve), so nobody knows its private key.
  */
 export function createFakeJwks(jwksUri: string): string {
-  const n = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${jwksUri}`).toString('base64url');
-  return `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${n}"}]}`;
+  const seed = `Error-IstiodFailedToFetchJwksUri-${jwksUri}`;
+  for (let i = 0; ; i++) {
+    const x = BigInt(`0x${createHash('sha256').update(`${seed}#${i}`).digest('hex')}`) % P256_P;
+    const rhs = (((x * x * x - 3n * x + P256_B) % P256_P) + P256_P) % P256_P;
+    // p ≡ 3 (mod 4): the square root, when there is one, is rhs^((p+1)/4)
+    const y = modPow(rhs, (P256_P + 1n) / 4n, P256_P);
+    if ((y * y) % P256_P !== rhs) continue;
+    return JSON.stringify({ keys: [{ kty: 'EC', crv: 'P-256', kid: 'abc', x: coord(x), y: coord(y) }] });
+  }
 }
 
 /** Why a fetched body cannot be inlined as a key set; undefined when it can. */

@@ -3,6 +3,11 @@
 // network: an unknown URI gets Istio's reject-everything key set at once while the fetch runs, and the
 // resolver asks for a push when real keys arrive. A timer refreshes every cached key set and pushes when
 // one changed; failures back off as Istio's do.
+// Differs from Istio on purpose: a key set with no key Envoy can use (`{"keys":[]}`, only unknown key types,
+// bad JSON), inline or fetched, is not inlined as is. Envoy refuses such a jwt_authn config, which NACKs the
+// whole listener, so one rule would freeze every later listener update of its proxies (a DENY policy added
+// afterwards would never apply). The daemon inlines the reject-everything key set instead: that issuer's
+// tokens get 401, everything else applies.
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { setMaxListeners } from 'node:events';
 import type { JwtProviderSchema } from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
@@ -10,6 +15,8 @@ import { registerScope } from '../../lib/log';
 import { defineCounter } from '../../lib/metrics';
 import { EXTRA_CA_BUNDLE_PATH, fetchDocument, loadTrustedRoots } from './fetch';
 import { createFakeJwks, keySetChanged, keySetError } from './keyset';
+import { jwksFromText } from '../../proxy/http/filters/jwt-authn/jwks';
+import { Status, statusString } from '../../proxy/http/filters/jwt-authn/status';
 
 const log = registerScope('model', 'mesh model');
 
@@ -82,6 +89,8 @@ const sleep = (ms: number, signal: AbortSignal) =>
 
 export class JwksResolver {
   private readonly entries = new Map<string, Entry>();
+  /** Key-set texts already warned about (generation runs at every push). */
+  private readonly unusable = new Set<string>();
   private readonly o: Required<Omit<JwksResolverOptions, 'onChange' | 'caBundlePaths'>>;
   private readonly ca: string[] | undefined;
   private onChange: (() => void) | undefined;
@@ -168,6 +177,15 @@ export class JwksResolver {
       } else {
         keys = got;
       }
+    }
+    const usable = jwksFromText(keys).status;
+    if (usable !== Status.Ok) {
+      if (!this.unusable.has(keys)) {
+        if (this.unusable.size >= 256) this.unusable.clear();
+        this.unusable.add(keys);
+        log.warn(`The JWKS for issuer ${issuer}${jwksUri ? ` (${jwksUri})` : ' (inline jwks)'} has no usable key: ${statusString(usable)}; its tokens are rejected (a fake JWKS is sent in its place)`);
+      }
+      keys = createFakeJwks(jwksUri || issuer);
     }
     return { case: 'localJwks', value: { specifier: { case: 'inlineString', value: keys } } };
   }

@@ -16,7 +16,7 @@ import { TYPE_URL, type Generator, type PushRequest, type Resource, type Watched
 import { grpcAuthRequest } from '../../ca/authn/grpc';
 import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
 import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn/types';
-import { authenticateXdsPeer, authorizeXdsProxy } from './auth';
+import { authenticateXdsPeer, authorizeXdsProxy, type XdsAuthDenied } from './auth';
 import { typeNeedsFullPush } from './needs-push';
 import { SEND_BUDGET_BYTES, SendBudget, XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
@@ -77,6 +77,19 @@ export interface AdsServerOptions<P extends { version: string }> {
   authenticate?: (req: AuthRequest) => Promise<AuthOutcome>;
   /** Told of each proxy's streams and health reports (Istio's WorkloadEntryController). */
   connectionHooks?: ConnectionHooks;
+  /**
+   * Asked before any request of a stream is answered: a refusal ends the stream with its code and message
+   * (the daemon keeps its debug types from callers it cannot trust, src/meshd/xds-debug.ts).
+   */
+  authorizeRequest?: (c: RequestCaller, typeUrl: string) => XdsAuthDenied | undefined;
+}
+
+/** Who sent a request, as authorizeRequest sees it. */
+export interface RequestCaller {
+  /** The TCP peer, as grpc-js prints it (`127.0.0.1:40000`, `[::1]:40000`). */
+  peer: string;
+  /** Identities the authenticator chain gave the stream; undefined when it was not authenticated. */
+  identities: readonly string[] | undefined;
 }
 
 /** A stream as the connection hooks see it. */
@@ -519,6 +532,12 @@ export class AdsServer<P extends { version: string }> {
       if (req.typeUrl === HEALTH_INFO_TYPE_URL) return;
       if (!this.initialize(con, req.node)) return;
       if (!(await this.connectHook(con))) return;
+    }
+    const denied = this.opts.authorizeRequest?.({ peer: con.peer, identities: con.identities }, req.typeUrl);
+    if (denied) {
+      log.warn(`ADS: ${con.conId} from ${con.peer}: ${req.typeUrl} refused: ${denied.message}`);
+      this.closeConnection(con, denied.code, denied.message);
+      return;
     }
     if (req.typeUrl === HEALTH_INFO_TYPE_URL) {
       if (this.opts.connectionHooks) this.opts.connectionHooks.health(hooked(con), { healthy: !req.errorDetail, message: req.errorDetail?.message ?? '' });

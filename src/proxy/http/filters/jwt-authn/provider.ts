@@ -189,8 +189,9 @@ export function compileProvider(name: string, p: JwtProvider, where: string, dep
     let jwks;
     if (text !== '') {
       jwks = jwksFromText(text);
-      // Envoy only warns and then fails every token; refusing the config names the problem at once
-      if (jwks.status !== Status.Ok) throw new ConfigError(`${where}.local_jwks: provider '${name}' (issuer '${p.issuer}') has an invalid JWKS: ${statusString(jwks.status)}`);
+      // Envoy refuses the whole filter config (filter_factory.cc validateJwtConfig), so the listener is NACKed:
+      // the daemon never sends such a key set (src/security/jwks/resolver.ts puts a placeholder in its place)
+      if (jwks.status !== Status.Ok) throw new ConfigError(`${where}.local_jwks: Provider '${name}' in jwt_authn config has invalid local jwks: ${statusString(jwks.status)}`);
     }
     keys = new LocalKeySource(jwks);
   } else if (src.case === 'remoteJwks') {
