@@ -254,7 +254,8 @@ export class PushContext {
     // the interception mode shapes the virtual listeners (TPROXY makes them transparent)
     // and whether it is given auto-allocated ServiceEntry addresses (NDS answers, TCP listener addresses)
     const auto = usesAutoAllocatedIPs(proxy, this.options.ipAutoallocate) ? 'auto' : '';
-    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    // and what the proxy lacks of Istio's Envoy build changes what it is sent (capabilities.ts)
+    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.capabilities?.key ?? ''}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
     this.sharedKeys.set(proxy, k);
     return k;
   }

@@ -145,13 +145,16 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       ...o.agentEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // its own process group, so teardown's SIGKILL reaches a child Envoy too (Istio's agent does not take its
+    // Envoy down when it is killed outright: the pod goes with both; here an orphan keeps the rig's pipes open)
+    detached: true,
   });
   let out = '';
   agent.stdout!.on('data', (d) => (out += d));
   agent.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<void>((r) => agent.on('exit', () => r()));
   t.teardown(async () => {
-    if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL');
+    if (agent.exitCode === null && agent.signalCode === null) process.kill(-agent.pid!, 'SIGKILL');
     await exited;
   });
   await waitFor(
