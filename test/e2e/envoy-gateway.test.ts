@@ -5,7 +5,7 @@
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { waitFor } from '../agent/helpers';
-import { envoyMissing, nacks } from '../helpers/envoy';
+import { DATA_PLANES, dataPlaneMissing, nacks } from '../helpers/envoy';
 import { startGateway, type GatewayPorts } from '../helpers/gateway';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -42,8 +42,8 @@ spec:
 `;
 }
 
-for (const plane of ['engine', 'envoy'] as const) {
-  t.test(`a gateway on ${plane} routes a plain request to the backend, no config rejected`, { skip: plane === 'envoy' ? envoyMissing() : undefined }, async (t) => {
+for (const plane of DATA_PLANES) {
+  t.test(`a gateway on ${plane} routes a plain request to the backend, no config rejected`, { skip: dataPlaneMissing(plane) }, async (t) => {
     const gw = await startGateway(t, { config, dataPlane: plane });
     await waitFor(async () => (await gw.get('/app/x')).status === 200, 30_000, () => gw.agentOut());
     const res = await gw.get('/app/x');

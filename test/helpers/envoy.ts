@@ -36,6 +36,14 @@ export function envoyMissing(): string | undefined {
 
 export type DataPlane = 'engine' | 'envoy';
 
+/** Every data plane a scenario may run on, for loops that skip Envoy with a line naming what is missing. */
+export const DATA_PLANES: readonly DataPlane[] = ['engine', 'envoy'];
+
+/** The skip reason of a data plane here (Envoy not installed); undefined when it can run. */
+export function dataPlaneMissing(plane: DataPlane): string | undefined {
+  return plane === 'envoy' ? envoyMissing() : undefined;
+}
+
 /** The data planes a scenario runs on: always our engine, and Envoy where it is installed. */
 export function dataPlanes(): DataPlane[] {
   return envoyPath() ? ['engine', 'envoy'] : ['engine'];

@@ -1,12 +1,16 @@
 // The daemon's JWKS resolver against real key servers on loopback: first fetch and push, refresh that
 // picks up a rotated key, a server that is down or broken (reject-everything keys, never none), HTTPS
 // with and without certificate verification, OpenID discovery, and the fetch metrics.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createFakeJwks, keySetChanged } from '../../src/security/jwks/keyset';
 import { parseJwksFetchMode } from '../../src/security/jwks/mode';
 import { JwksResolver, networkFetchFail, networkFetchSuccess, type JwksResolverOptions } from '../../src/security/jwks/resolver';
 import { makeCerts, tempDir } from '../meshd/helpers';
 import { deadPort, jwksDocument, rsaKey, startKeyServer, until } from './helpers';
+import { envoyMissing, envoyPath } from '../helpers/envoy';
 
 const counter = async (c: typeof networkFetchSuccess) => (await c.get()).values[0]?.value ?? 0;
 
@@ -25,11 +29,58 @@ function inlined(r: JwksResolver, uri: string, issuer = 'https://issuer.example'
 }
 
 t.test("Istio's fake JWKS: one RSA key whose modulus encodes the URI", async (t) => {
-  const uri = 'http://site.not.exist';
+  // Istio's text is kept where Envoy takes it as a modulus: at least 512 bits and odd (last char 'y' is 0x79)
+  const uri = 'http://site.not.exist/a/longer/path/to/the/keys.jsony';
   const n = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${uri}`).toString('base64url');
   t.equal(createFakeJwks(uri), `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${n}"}]}`);
   t.same(JSON.parse(createFakeJwks(uri)), { keys: [{ e: 'AQAB', kid: 'abc', kty: 'RSA', n }] }, 'valid JSON JWKS');
+  // shorter or even: zero bytes up to 65 (the leading 'E' is 0x45, so 64 bytes are 511 bits), lowest bit set
+  const short = 'http://site.not.exist';
+  const text = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${short}`);
+  const padded = Buffer.concat([text, Buffer.alloc(65 - text.length)]);
+  padded[64] = 1;
+  t.same(JSON.parse(createFakeJwks(short)).keys[0].n, padded.toString('base64url'), 'a short URI: padded, odd');
+  const even = 'http://site.not.exist/a/longer/path/to/the/keys.json';
+  const evenText = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${even}`);
+  evenText[evenText.length - 1]! |= 1;
+  t.same(JSON.parse(createFakeJwks(even)).keys[0].n, evenText.toString('base64url'), "an even modulus ('n' is 0x6e): made odd");
 });
+
+t.test('Envoy takes the fake JWKS (it refuses an RSA modulus under 512 bits or an even one, and the whole listener with it)', { skip: envoyMissing() }, async (t) => {
+  const dir = tempDir('mesh-fake-jwks-', t);
+  for (const uri of ['http://site.not.exist', 'http://127.0.0.1:33905/jwks.json', 'https://issuer.example.com/a/much/longer/path/to/the/keys.json', 'http://a/y']) {
+    const file = path.join(dir, 'envoy.json');
+    fs.writeFileSync(file, JSON.stringify(jwtAuthnBootstrap(createFakeJwks(uri))));
+    const r = spawnSync(envoyPath()!, ['--mode', 'validate', '-c', file, '-l', 'error'], { encoding: 'utf8' });
+    t.equal(r.status, 0, `${uri}: ${r.stdout}${r.stderr}`.trim());
+  }
+});
+
+/** A static Envoy bootstrap: one listener whose jwt_authn provider has these inline keys. */
+function jwtAuthnBootstrap(jwks: string): unknown {
+  const typed = (type: string, v: object) => ({ '@type': `type.googleapis.com/${type}`, ...v });
+  return {
+    static_resources: {
+      listeners: [{
+        name: 'l',
+        address: { socket_address: { address: '127.0.0.1', port_value: 0 } },
+        filter_chains: [{
+          filters: [{
+            name: 'envoy.filters.network.http_connection_manager',
+            typed_config: typed('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
+              stat_prefix: 'l',
+              route_config: {},
+              http_filters: [
+                { name: 'envoy.filters.http.jwt_authn', typed_config: typed('envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication', { providers: { p: { issuer: 'i', local_jwks: { inline_string: jwks } } } }) },
+                { name: 'envoy.filters.http.router', typed_config: typed('envoy.extensions.filters.http.router.v3.Router', {}) },
+              ],
+            }),
+          }],
+        }],
+      }],
+    },
+  };
+}
 
 t.test('PILOT_JWT_ENABLE_REMOTE_JWKS values', async (t) => {
   const table: Array<[string, string]> = [

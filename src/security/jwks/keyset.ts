@@ -2,12 +2,22 @@
 // decides whether a refreshed document is news (Istio CreateFakeJwks / compareJWKSResponse).
 
 /**
+ * Bytes of the smallest modulus Envoy takes: its jwt_authn (BoringSSL RSA_new_public_key) refuses one under
+ * 512 bits, and the text's leading 'E' (0x45) leaves 64 bytes one bit short.
+ */
+const MIN_MODULUS_BYTES = 65;
+
+/**
  * Istio's fake JWKS: one RSA key whose modulus is derived from the URI, which no issuer's private key
- * matches, so every token fails verification (401) instead of passing unverified.
+ * matches, so every token fails verification (401) instead of passing unverified. Differs from Istio where
+ * Envoy 1.36 would refuse Istio's modulus (and NACK the whole listener): under 512 bits it is padded with zero
+ * bytes, and an even one gets its lowest bit set. A URI long enough and ending in an odd byte keeps Istio's text.
  */
 export function createFakeJwks(jwksUri: string): string {
-  const n = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${jwksUri}`).toString('base64url');
-  return `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${n}"}]}`;
+  let modulus = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${jwksUri}`);
+  if (modulus.length < MIN_MODULUS_BYTES) modulus = Buffer.concat([modulus, Buffer.alloc(MIN_MODULUS_BYTES - modulus.length)]);
+  modulus[modulus.length - 1]! |= 1;
+  return `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${modulus.toString('base64url')}"}]}`;
 }
 
 /** Why a fetched body cannot be inlined as a key set; undefined when it can. */
