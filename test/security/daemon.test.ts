@@ -236,9 +236,13 @@ t.test('a key server that is down: the proxy gets the reject-all key set, never 
   const ads = new SotwStream(daemon.grpc);
   t.teardown(() => ads.close());
   ads.send({ node: gatewayNode(), typeUrl: LDS });
-  const fake = `{"keys":[ {"e":"AQAB","kid":"abc","kty":"RSA","n":"${Buffer.from(`Error-IstiodFailedToFetchJwksUri-${uri}`).toString('base64url')}"}]}`;
   const l = await listenerUntil(ads, (x) => x.name === `0.0.0.0_${gwPort}`, 'the gateway listener');
-  t.equal(inlineKeys(hcmOf(l)), fake, "Istio's fake JWKS");
+  const keys = (JSON.parse(inlineKeys(hcmOf(l)) ?? '{}') as { keys: Array<Record<string, string>> }).keys;
+  t.same(keys.map(({ e, kid, kty }) => ({ e, kid, kty })), [{ e: 'AQAB', kid: 'abc', kty: 'RSA' }], "Istio's fake JWKS: one RSA key");
+  const text = Buffer.from(`Error-IstiodFailedToFetchJwksUri-${uri}`);
+  const n = Buffer.from(keys[0]!['n']!, 'base64url');
+  t.ok(n.subarray(0, text.length).equals(text), "its modulus starts with Istio's text");
+  t.ok(n.length >= 65 && (n[n.length - 1]! & 1) === 1, 'and is one Envoy takes: at least 512 bits, odd');
   await waitFor(
     async () => /^pilot_jwks_resolver_network_fetch_fail_total [1-9]/m.test(await (await fetch(`http://${daemon.monitoring}/metrics`)).text()),
     15_000,
