@@ -6,41 +6,11 @@ import t from 'tap';
 import { built } from '../helpers/binary';
 import { waitFor } from '../agent/helpers';
 import { DATA_PLANES, dataPlaneMissing, nacks } from '../helpers/envoy';
-import { startGateway, type GatewayPorts } from '../helpers/gateway';
+import { prefixRouteConfig, startGateway, type GatewayPorts } from '../helpers/gateway';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
-function config(p: GatewayPorts): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: plain, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - match: [{uri: {prefix: /app}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
-`;
-}
+const config = (p: GatewayPorts): string => prefixRouteConfig(p, '/app');
 
 for (const plane of DATA_PLANES) {
   t.test(`a gateway on ${plane} routes a plain request to the backend, no config rejected`, { skip: dataPlaneMissing(plane) }, async (t) => {
