@@ -73,6 +73,8 @@ export function startSidecar(
     stopSignal?: NodeJS.Signals;
     /** Run as Istio runs a TPROXY sidecar: uid 0, group 1337, INTERCEPTION_MODE=TPROXY. */
     tproxy?: boolean;
+    /** A real Envoy the agent runs as its data plane instead of its engine. */
+    binaryPath?: string;
   },
 ): Promise<Started>;
 export function waitSidecarReady(ns: string, timeoutMs: number, why: () => string): Promise<void>;

@@ -219,9 +219,10 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
  * the agent printed something; `waitSidecarReady` waits for its readiness. `command` replaces `<dist>/pilot-agent`
  * (e.g. `node --cpu-prof dist/mesh.cjs pilot-agent` to profile it). `tproxy` runs it as Istio's injector does for
  * `sidecar.istio.io/interceptionMode: TPROXY`: uid 0 in group 1337 (the capture rules exempt the group; IP_TRANSPARENT
- * and SO_MARK need the NET_ADMIN capability), with the interception mode in its metadata.
+ * and SO_MARK need the NET_ADMIN capability), with the interception mode in its metadata. `binaryPath`: a real Envoy
+ * the agent runs as its data plane instead of its engine.
  */
-export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command, concurrency, tproxy = false }) {
+export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command, concurrency, tproxy = false, binaryPath }) {
   fs.mkdirSync(home, { recursive: true });
   fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discoveryAddress}\n  controlPlaneAuthPolicy: NONE\n`);
   if (certs) {
@@ -231,7 +232,7 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
     fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), certs.root);
   }
   must(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
-  const proxyConfig = { binaryPath: path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', ...(concurrency !== undefined ? { concurrency } : {}) };
+  const proxyConfig = { binaryPath: binaryPath ?? path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', ...(concurrency !== undefined ? { concurrency } : {}) };
   // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
   if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
   const argv = [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'];

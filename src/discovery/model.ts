@@ -1,5 +1,6 @@
 // The service model the generators translate: services, their endpoints, and the proxies asking.
 // Registries (ServiceEntry/WorkloadEntry, orchestrator Service/EndpointSlice/Pod) produce it.
+import type { ProxyCapabilities } from '../xds/gen/capabilities';
 
 export type Protocol = 'HTTP' | 'HTTPS' | 'GRPC' | 'HTTP2' | 'TCP' | 'TLS' | 'MONGO' | 'UDP' | 'UnsupportedProtocol';
 
@@ -122,4 +123,6 @@ export interface Proxy {
    * VerifiedIdentity); undefined on the plaintext port or with the identity check off. Credentials need it.
    */
   verifiedIdentity?: { trustDomain: string; namespace: string; serviceAccount: string };
+  /** What the proxy lacks of Istio's own Envoy build, from Node.extensions; undefined: Istio's build. */
+  capabilities?: ProxyCapabilities;
 }

@@ -256,7 +256,8 @@ export class PushContext {
     const auto = usesAutoAllocatedIPs(proxy, this.options.ipAutoallocate) ? 'auto' : '';
     // HTTP10 metadata "1" makes its HCMs accept HTTP/1.0 (Istio enableHTTP10)
     const http10 = proxy.metadata.raw['HTTP10'] === '1' ? 'http10' : '';
-    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${http10}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    // and what the proxy lacks of Istio's Envoy build changes what it is sent (capabilities.ts)
+    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.capabilities?.key ?? ''}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${http10}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
     this.sharedKeys.set(proxy, k);
     return k;
   }

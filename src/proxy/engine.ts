@@ -31,6 +31,7 @@ import { SecretManager } from './tls/secrets';
 import { ClusterManager } from './upstream/cluster-manager';
 import { startUpstreamRequest } from './upstream/pool';
 import { dumpTypeRegistry, proxyTypeRegistry } from './registry';
+import { engineExtensions } from './extensions';
 import { GrpcMux } from './xds/grpc-mux';
 import { searcher } from '../lib/re2';
 
@@ -143,10 +144,12 @@ function nodeText(node: Node): string {
   return `node ${node.id || '(no id)'} with labels {${entries.sort().join(', ')}}`;
 }
 
-function withUserAgent(n: Node | undefined): Node {
+/** The node as Envoy sends it: user agent, and the extensions the engine has (Envoy lists its own). */
+function withUserAgent(n: Node | undefined, filters: HttpFilterRegistry): Node {
   const node = create(NodeSchema, n ?? {});
   if (!node.userAgentName) node.userAgentName = 'envoy';
   if (node.userAgentVersionType.case === undefined) node.userAgentVersionType = { case: 'userAgentVersion', value: ENVOY_API_VERSION };
+  if (node.extensions.length === 0) node.extensions = engineExtensions(filters);
   return node;
 }
 
@@ -175,7 +178,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     visible = (n) => !m(n);
   }
   const stats = new StatsStore(visible);
-  const node = withUserAgent(bootstrap.node);
+  const node = withUserAgent(bootstrap.node, filters);
   const drainTimeMs = (options.drainTimeS ?? 600) * 1000;
   let state: ServerState = 'PRE_INITIALIZING';
   let healthFailed = false;

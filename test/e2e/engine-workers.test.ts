@@ -9,41 +9,11 @@ import net from 'node:net';
 import path from 'node:path';
 import { built } from '../helpers/binary';
 import { waitFor } from '../agent/helpers';
-import { startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
+import { prefixRouteConfig, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
-function config(p: GatewayPorts, prefix: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: a, namespace: mesh-system}
-spec:
-  hosts: [a.example.com]
-  gateways: [gw]
-  http:
-  - match: [{uri: {prefix: ${prefix}}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
-`;
-}
+const config = (p: GatewayPorts, prefix: string): string => prefixRouteConfig(p, prefix, 'a.example.com');
 
 async function stats(admin: number): Promise<Map<string, number>> {
   const text = await fetch(`http://127.0.0.1:${admin}/stats`).then((r) => r.text());

@@ -4,6 +4,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { REPO } from './spec';
+import type { Discovery } from '../agent/helpers';
 
 let found: string | null | undefined;
 
@@ -35,7 +36,28 @@ export function envoyMissing(): string | undefined {
 
 export type DataPlane = 'engine' | 'envoy';
 
+/** Every data plane a scenario may run on, for loops that skip Envoy with a line naming what is missing. */
+export const DATA_PLANES: readonly DataPlane[] = ['engine', 'envoy'];
+
+/** The skip reason of a data plane here (Envoy not installed); undefined when it can run. */
+export function dataPlaneMissing(plane: DataPlane): string | undefined {
+  return plane === 'envoy' ? envoyMissing() : undefined;
+}
+
 /** The data planes a scenario runs on: always our engine, and Envoy where it is installed. */
 export function dataPlanes(): DataPlane[] {
   return envoyPath() ? ['engine', 'envoy'] : ['engine'];
+}
+
+/**
+ * Every sign of a rejected config (a NACK) in a run: the daemon's pilot_total_xds_rejects above zero, its
+ * `ACK ERROR` lines, and Envoy's own `rejected` warnings in the agent's output. Empty when there was none.
+ */
+export async function nacks(daemon: Discovery, agentOut: string): Promise<string[]> {
+  const metrics = await fetch(`http://${daemon.monitoring}/metrics`).then((r) => r.text());
+  return [
+    ...metrics.split('\n').filter((l) => /^pilot_total_xds_rejects\b/.test(l) && !/ 0$/.test(l)),
+    ...daemon.log().split('\n').filter((l) => l.includes('ACK ERROR')),
+    ...agentOut.split('\n').filter((l) => /gRPC config for \S+ rejected/.test(l)),
+  ];
 }

@@ -84,6 +84,42 @@ async function startBackend(t: Test): Promise<number> {
   return (backend.address() as { port: number }).port;
 }
 
+/**
+ * The plainest gateway config: a Gateway on the rig's port for every host, the rig's backend as the ServiceEntry
+ * backend.demo.svc.cluster.local:80, and a VirtualService for `host` routing `prefix` to it.
+ */
+export function prefixRouteConfig(p: GatewayPorts, prefix: string, host = '*'): string {
+  return `apiVersion: networking.istio.io/v1
+kind: Gateway
+metadata: {name: gw, namespace: mesh-system}
+spec:
+  selector: {mesh: ingressgateway}
+  servers:
+  - port: {number: ${p.gw}, name: http, protocol: HTTP}
+    hosts: ["*"]
+---
+apiVersion: networking.istio.io/v1
+kind: ServiceEntry
+metadata: {name: backend, namespace: demo}
+spec:
+  hosts: [backend.demo.svc.cluster.local]
+  location: MESH_INTERNAL
+  resolution: STATIC
+  ports: [{number: 80, name: http, protocol: HTTP}]
+  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: route, namespace: mesh-system}
+spec:
+  hosts: ["${host}"]
+  gateways: [gw]
+  http:
+  - match: [{uri: {prefix: ${prefix}}}]
+    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
+`;
+}
+
 export function httpGet(port: number, p: string, headers: Record<string, string> = {}, timeoutMs = 10_000): Promise<Reply> {
   return new Promise<Reply>((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, path: p, headers, agent: false }, (res) => {
@@ -150,13 +186,16 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       ...o.agentEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
+    // its own process group, so teardown's SIGKILL reaches a child Envoy too (Istio's agent does not take its
+    // Envoy down when it is killed outright: the pod goes with both; here an orphan keeps the rig's pipes open)
+    detached: true,
   });
   let out = '';
   agent.stdout!.on('data', (d) => (out += d));
   agent.stderr!.on('data', (d) => (out += d));
   const exited = new Promise<void>((r) => agent.on('exit', () => r()));
   t.teardown(async () => {
-    if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL');
+    if (agent.exitCode === null && agent.signalCode === null) process.kill(-agent.pid!, 'SIGKILL');
     await exited;
   });
   await waitFor(

@@ -1,6 +1,9 @@
 // The daemon's JWKS resolver against real key servers on loopback: first fetch and push, refresh that
 // picks up a rotated key, a server that is down or broken (reject-everything keys, never none), HTTPS
 // with and without certificate verification, OpenID discovery, and the fetch metrics.
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
 import t, { type Test } from 'tap';
 import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { jwksFromText } from '../../src/proxy/http/filters/jwt-authn/jwks';
@@ -10,6 +13,7 @@ import { parseJwksFetchMode } from '../../src/security/jwks/mode';
 import { JwksResolver, networkFetchFail, networkFetchSuccess, type JwksResolverOptions } from '../../src/security/jwks/resolver';
 import { makeCerts, tempDir } from '../meshd/helpers';
 import { deadPort, jwksDocument, rsaKey, startKeyServer, until } from './helpers';
+import { envoyMissing, envoyPath } from '../helpers/envoy';
 
 const counter = async (c: typeof networkFetchSuccess) => (await c.get()).values[0]?.value ?? 0;
 
@@ -47,6 +51,42 @@ t.test('an inline or fetched key set with no usable key is replaced by the fake 
   const good = JSON.stringify({ keys: [generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' })] });
   t.same(r.buildLocalJwks('', 'https://good.example', good).value, { specifier: { case: 'inlineString', value: good } }, 'a usable key set is inlined as written');
 });
+
+t.test('Envoy takes the fake JWKS (it refuses an RSA modulus under 512 bits or an even one, and the whole listener with it)', { skip: envoyMissing() }, async (t) => {
+  const dir = tempDir('mesh-fake-jwks-', t);
+  for (const uri of ['http://site.not.exist', 'http://127.0.0.1:33905/jwks.json', 'https://issuer.example.com/a/much/longer/path/to/the/keys.json', 'http://a/y']) {
+    const file = path.join(dir, 'envoy.json');
+    fs.writeFileSync(file, JSON.stringify(jwtAuthnBootstrap(createFakeJwks(uri))));
+    const r = spawnSync(envoyPath()!, ['--mode', 'validate', '-c', file, '-l', 'error'], { encoding: 'utf8' });
+    t.equal(r.status, 0, `${uri}: ${r.stdout}${r.stderr}`.trim());
+  }
+});
+
+/** A static Envoy bootstrap: one listener whose jwt_authn provider has these inline keys. */
+function jwtAuthnBootstrap(jwks: string): unknown {
+  const typed = (type: string, v: object) => ({ '@type': `type.googleapis.com/${type}`, ...v });
+  return {
+    static_resources: {
+      listeners: [{
+        name: 'l',
+        address: { socket_address: { address: '127.0.0.1', port_value: 0 } },
+        filter_chains: [{
+          filters: [{
+            name: 'envoy.filters.network.http_connection_manager',
+            typed_config: typed('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
+              stat_prefix: 'l',
+              route_config: {},
+              http_filters: [
+                { name: 'envoy.filters.http.jwt_authn', typed_config: typed('envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication', { providers: { p: { issuer: 'i', local_jwks: { inline_string: jwks } } } }) },
+                { name: 'envoy.filters.http.router', typed_config: typed('envoy.extensions.filters.http.router.v3.Router', {}) },
+              ],
+            }),
+          }],
+        }],
+      }],
+    },
+  };
+}
 
 t.test('PILOT_JWT_ENABLE_REMOTE_JWKS values', async (t) => {
   const table: Array<[string, string]> = [

@@ -41,6 +41,7 @@ import {
 } from './common';
 import { clusterLoadAssignment } from './endpoints';
 import { autoMtlsTransportSocketMatches, buildUpstreamTlsContext, buildUpstreamTlsSettings, tlsTransportSocket } from './tls';
+import { alpnInsteadOfFilter, type UpstreamHttp } from './capabilities';
 import { registerScope } from '../../lib/log';
 
 const log = registerScope('default');
@@ -280,6 +281,7 @@ function applyUpstreamTls(c: Cluster, service: Service, port: ServicePort, subse
       serviceAccounts: service.serviceAccounts,
       metadataExchange: o.metadataExchange,
       disableMxAlpn: o.disableMxAlpn,
+      alpnInsteadOfFilter: o.alpnFilter ? alpnInsteadOfFilter(ctx.proxy.capabilities, upstreamHttp(c, port)) : undefined,
     });
   } catch (e) {
     log.error(`failed to build Upstream TLSContext: ${(e as Error).message}`);
@@ -291,6 +293,15 @@ function applyUpstreamTls(c: Cluster, service: Service, port: ServicePort, subse
   if (mtlsCtx === 'autoDetected' && !originalDst) c.transportSocketMatches = autoMtlsTransportSocketMatches(socket);
   else c.transportSocket = socket;
   if (built.autoSni || built.autoSanValidation) setAutoSni(c, built.autoSni, built.autoSanValidation);
+}
+
+/** The HTTP version a cluster speaks upstream when its port fixes it; undefined for TCP and the downstream's protocol. */
+function upstreamHttp(c: Cluster, port: ServicePort): UpstreamHttp | undefined {
+  if (clusterIsHttp2(c)) return 'h2';
+  const any = c.typedExtensionProtocolOptions[WK.httpProtocolOptions];
+  const h = any && anyUnpack(any, HttpProtocolOptionsSchema);
+  if (h?.upstreamProtocolOptions.case === 'useDownstreamProtocolConfig') return undefined;
+  return port.protocol === 'HTTP' ? 'http/1.1' : undefined;
 }
 
 /** Istio isHttp2Cluster: the cluster's upstream protocol is HTTP/2 (explicitly). */

@@ -26,7 +26,9 @@ import { FilterConfig_Protocol as AlpnProtocol, FilterConfigSchema as AlpnFilter
 import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
 import { UuidRequestIdConfigSchema } from '../../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
+import { supports } from './capabilities';
 import { adsConfigSource, durationMs, pack, WK } from './common';
+import { ALPN_MTLS_HTTP10, ALPN_MTLS_HTTP11, ALPN_MTLS_HTTP2 } from './tls';
 
 /** Where an HTTP connection manager sits (Istio ListenerClass). */
 export type ListenerClass = 'gateway' | 'sidecarOutbound' | 'sidecarInbound';
@@ -66,9 +68,9 @@ export const alpnFilter = (): HttpFilter =>
     WK.alpn,
     pack(AlpnFilterConfigSchema, {
       alpnOverride: [
-        { upstreamProtocol: AlpnProtocol.HTTP10, alpnOverride: ['istio-http/1.0', 'istio', 'http/1.0'] },
-        { upstreamProtocol: AlpnProtocol.HTTP11, alpnOverride: ['istio-http/1.1', 'istio', 'http/1.1'] },
-        { upstreamProtocol: AlpnProtocol.HTTP2, alpnOverride: ['istio-h2', 'istio', 'h2'] },
+        { upstreamProtocol: AlpnProtocol.HTTP10, alpnOverride: ALPN_MTLS_HTTP10 },
+        { upstreamProtocol: AlpnProtocol.HTTP11, alpnOverride: ALPN_MTLS_HTTP11 },
+        { upstreamProtocol: AlpnProtocol.HTTP2, alpnOverride: ALPN_MTLS_HTTP2 },
       ],
     }),
   );
@@ -83,7 +85,8 @@ export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass,
     ...(sec?.authz?.(proxy, push, cls) ?? []),
     grpcStatsFilter(),
     // PILOT_ENABLE_ALPN_FILTER: everywhere traffic leaves for an upstream that may be a sidecar (not inbound)
-    ...(push.options.alpnFilter && cls !== 'sidecarInbound' ? [alpnFilter()] : []),
+    // (only Istio's Envoy build has it: capabilities.ts)
+    ...(push.options.alpnFilter && cls !== 'sidecarInbound' && supports(proxy.capabilities, 'alpn') ? [alpnFilter()] : []),
     faultFilter(),
     corsFilter(),
     routerFilter(),

@@ -76,7 +76,8 @@ function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
     for (const p of svc.ports) {
       // auto mTLS depends on the destination's PeerAuthentication mode (and, for passthrough, its endpoints)
       const mtls = [dr?.trafficPolicy, ...(dr?.subsets ?? []).map((s) => s.trafficPolicy)].map((tp) => push.inferServiceMtlsMode(tp, svc, p)).join(',');
-      const key = `${outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p))}|${mtls}`;
+      // what the proxy lacks of Istio's Envoy build shapes its mTLS ALPN (capabilities.ts)
+      const key = `${outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p))}|${mtls}|${proxy.capabilities?.key ?? ''}`;
       out.push(...push.cache.get('cds', `outbound|${key}`, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
     }
   }

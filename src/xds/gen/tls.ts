@@ -46,6 +46,10 @@ export const ALPN_IN_MESH_H2_WITH_MXC = ['istio-peer-exchange', 'istio', 'h2'];
 export const ALPN_H2_ONLY = ['h2'];
 export const ALPN_HTTP = ['h2', 'http/1.1'];
 export const ALPN_DOWNSTREAM_WITH_MXC = ['istio-peer-exchange', 'h2', 'http/1.1'];
+/** What Istio's istio.alpn filter offers over mesh mTLS by upstream HTTP protocol (xdsfilters.Alpn, mtlsHTTP*ALPN). */
+export const ALPN_MTLS_HTTP10 = ['istio-http/1.0', 'istio', 'http/1.0'];
+export const ALPN_MTLS_HTTP11 = ['istio-http/1.1', 'istio', 'http/1.1'];
+export const ALPN_MTLS_HTTP2 = ['istio-h2', 'istio', 'h2'];
 
 /** Cipher suites Istio allows on inbound mesh mTLS (authn/utils SupportedCiphers). */
 export const MESH_MTLS_CIPHERS = [
@@ -180,6 +184,8 @@ export interface UpstreamTlsOptions {
   serviceAccounts: readonly string[];
   metadataExchange: boolean;
   disableMxAlpn: boolean;
+  /** ISTIO_MUTUAL: the ALPN istio.alpn would set, for a proxy without that filter (capabilities.ts). */
+  alpnInsteadOfFilter?: readonly string[];
 }
 
 export interface UpstreamTls {
@@ -218,7 +224,9 @@ export function buildUpstreamTlsContext(tls: ClientTLSSettings | undefined, o: U
       common.tlsCertificateSdsSecretConfigs = [sds(SDS_DEFAULT)];
       common.validationContextType = combinedValidation(SDS_ROOTCA, tls.subjectAltNames ?? []);
       const mx = o.metadataExchange && !o.disableMxAlpn;
-      common.alpnProtocols = o.http2 ? [...(mx ? ALPN_IN_MESH_H2_WITH_MXC : ALPN_IN_MESH_H2)] : [...(mx ? ALPN_IN_MESH_WITH_MXC : ALPN_IN_MESH)];
+      common.alpnProtocols = o.alpnInsteadOfFilter
+        ? [...o.alpnInsteadOfFilter]
+        : o.http2 ? [...(mx ? ALPN_IN_MESH_H2_WITH_MXC : ALPN_IN_MESH_H2)] : [...(mx ? ALPN_IN_MESH_WITH_MXC : ALPN_IN_MESH)];
       const context = create(UpstreamTlsContextSchema, { commonTlsContext: common, sni: tls.sni || o.clusterName });
       return { context, autoSni: false, autoSanValidation: false };
     }

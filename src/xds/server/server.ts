@@ -45,6 +45,7 @@ import { sotwOnRequest, sotwPushSelection, sotwRecordSent } from './sotw';
 import { clusterHostname, grpcCodeName, HEALTH_INFO_TYPE_URL, isWildcardType, metricType, orderTypes, shortType } from './type-urls';
 import { watchedResource, type WatchState } from './watch';
 import { markVhds, usesVhds, VHDS_CLIENT_FEATURE } from '../vhds';
+import { leftOutReport, proxyCapabilities } from '../gen/capabilities';
 
 const log = registerScope('ads', 'ads debugging');
 const deltaLog = registerScope('delta', 'delta xds debugging');
@@ -593,6 +594,7 @@ export class AdsServer<P extends { version: string }> {
     if (authz.identity) proxy.verifiedIdentity = authz.identity;
     // VHDS needs delta xDS, and Envoy cannot say it wants it: only clients that advertise it get it.
     if (con.kind === 'delta' && node.clientFeatures.includes(VHDS_CLIENT_FEATURE)) markVhds(proxy);
+    proxy.capabilities = proxyCapabilities(node.extensions);
     con.proxy = proxy;
     con.node = node;
     con.conId = `${proxy.id}-${++this.connectionSeq}`;
@@ -600,6 +602,8 @@ export class AdsServer<P extends { version: string }> {
     this.byId.set(con.conId, con);
     recordXdsClients(proxy.metadata.meshVersion ?? '', 1);
     (con.kind === 'delta' ? deltaLog : log).info(`ADS: new ${con.kind === 'delta' ? 'delta ' : ''}connection for node:${con.conId}`);
+    const leftOut = leftOutReport(proxy.capabilities);
+    if (leftOut) log.info(`ADS: node:${con.conId} is not Istio's Envoy build, left out: ${leftOut}`);
     return true;
   }
 
