@@ -63,6 +63,12 @@ export class RequestHeaders extends HeaderMap {
     return name.charCodeAt(0) === 58 || name === 'host' ? this.get(name) !== undefined : super.has(name);
   }
 
+  override getAll(name: string): string[] {
+    if (name.charCodeAt(0) !== 58 && name !== 'host') return super.getAll(name);
+    const v = this.get(name);
+    return v === undefined ? [] : [v];
+  }
+
   override set(name: string, value: string): void {
     if (name.charCodeAt(0) === 58 || name === 'host') {
       this.setPseudo(name, value);
