@@ -51,6 +51,8 @@ export interface GatewayOptions {
   config(ports: GatewayPorts): string;
   /** Environment of the daemon. */
   daemonEnv?: NodeJS.ProcessEnv;
+  /** The daemon's mesh config (its default --meshConfig, ./etc/mesh/config/mesh), e.g. pathNormalization. */
+  daemonMeshConfig?: string;
   /** Environment of the agent beyond the pod's identity and ports. */
   agentEnv?: NodeJS.ProcessEnv;
   /** `plaintext`: controlPlaneAuthPolicy NONE to the plaintext port, no certificates (default `mtls`). */
@@ -107,6 +109,10 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
   fs.writeFileSync(path.join(configDir, 'mesh.yaml'), o.config(ports));
+  if (o.daemonMeshConfig !== undefined) {
+    fs.mkdirSync(path.join(dir, 'etc/mesh/config'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'etc/mesh/config/mesh'), o.daemonMeshConfig);
+  }
   const mtls = (o.controlPlane ?? 'mtls') === 'mtls';
   const issuer = mtls ? await startIssuer(t) : undefined;
   const daemonOptions = {
