@@ -66,7 +66,7 @@ export async function startEchoBackend(t: Test): Promise<number> {
     const fields: Array<[string, string]> = [];
     for (let i = 0; i < req.rawHeaders.length; i += 2) fields.push([req.rawHeaders[i]!.toLowerCase(), req.rawHeaders[i + 1]!]);
     res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ path: req.url, fields } satisfies EchoSeen));
+    res.end(JSON.stringify({ path: req.url ?? '', fields } satisfies EchoSeen));
   });
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   t.teardown(
