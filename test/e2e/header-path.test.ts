@@ -5,6 +5,7 @@
 // being Istio's normalization tables and the issue's attack paths, with what Envoy does for each
 // (test/proxy/fixtures/path-header-cases.ts).
 import t from 'tap';
+import http2 from 'node:http2';
 import { built } from '../helpers/binary';
 import { startGateway } from '../helpers/gateway';
 import { rawExchange, rawRequest } from '../helpers/raw-http';
@@ -55,6 +56,21 @@ spec:
 `;
 }
 
+/** An HTTP/2 (prior knowledge) GET carrying one x-block field per value. */
+function h2Status(port: number, p: string, values: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const session = http2.connect(`http://127.0.0.1:${port}`);
+    session.on('error', reject);
+    const req = session.request({ ':path': p, ':authority': 'gw.example', 'x-block': values });
+    req.on('response', (h) => {
+      resolve(Number(h[':status']));
+      session.close();
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 const SETTINGS: PathMode[] = ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES'];
 
 for (const setting of SETTINGS) {
@@ -77,6 +93,8 @@ for (const setting of SETTINGS) {
     t.equal((await send('/x', [['x-block', 'no'], ['x-block', 'no'], ['x-block', 'yes']])).status, 403, 'three copies are denied');
     t.equal((await send('/x', [['x-block', 'no']])).status, 200, 'x-block: no alone is allowed');
     t.equal((await send('/route', [['x-route', 'no'], ['x-route', 'secret']])).status, 418, 'the route header match sees the second value');
+    t.equal(await h2Status(gw.ports.gw, '/x', ['no', 'yes']), 403, 'HTTP/2: two x-block fields, no then yes, are denied');
+    t.equal(await h2Status(gw.ports.gw, '/x', ['no']), 200, 'HTTP/2: x-block: no is allowed');
     t.equal((await send('/route', [['x-route', 'no']])).status, 200, 'no matching value: the default route');
 
     const col = PATH_MODES.indexOf(setting);

@@ -24,7 +24,7 @@ import { plainIp, StreamInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { compileAccessLogs, type AccessLogger } from './access-log';
 import { typeNameOf, type FilterFactoryContext, type HttpFilter, type HttpFilterRegistry, type LocalReply, type UpstreamCall, type UpstreamCallResult } from './filter-api';
-import { HOP_BY_HOP, RequestHeaders, type RawHeaders } from './headers';
+import { HOP_BY_HOP, RequestHeaders, withRepeatedFields, type RawHeaders } from './headers';
 import { pathOptionsOf, processPath, type EscapedSlashesAction } from './path';
 import { Router } from './router';
 import { clientCertDetailsOf, forwardClientCertOf, xfccAction, type ClientCertDetail, type ForwardClientCert } from './xfcc';
@@ -445,7 +445,7 @@ export class HcmRuntime {
     st.rqActive.inc();
     (isH2 ? st.rqHttp2Total : st.rqHttp1Total).inc();
     st.rqTotalRouter.inc();
-    const raw = req.headers as RawHeaders;
+    const raw = isH2 ? withRepeatedFields(req.headers as RawHeaders, (req as http2.Http2ServerRequest).rawHeaders) : (req.headers as RawHeaders);
     const h: RawHeaders = {};
     for (const k in raw) {
       if (k.charCodeAt(0) === 58 || k === 'host') continue;
