@@ -7,23 +7,14 @@
 import t from 'tap';
 import http2 from 'node:http2';
 import { built } from '../helpers/binary';
-import { startGateway } from '../helpers/gateway';
+import { gatewayYaml, startGateway } from '../helpers/gateway';
 import { rawExchange, rawRequest } from '../helpers/raw-http';
 import { PATH_CASES, PATH_MODES, type PathMode } from '../proxy/fixtures/path-header-cases';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
-function config(gwPort: number, backendPort: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
+// a route on a header value, and DENY rules on a path and on a header value
+const ROUTES_AND_POLICY = `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: routes, namespace: mesh-system}
 spec:
@@ -33,16 +24,6 @@ spec:
   - match: [{uri: {prefix: /route}, headers: {x-route: {exact: secret}}}]
     directResponse: {status: 418}
   - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${backendPort}}}]
 ---
 apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
@@ -54,7 +35,6 @@ spec:
   - to: [{operation: {paths: ["/admin*"]}}]
   - when: [{key: "request.headers[x-block]", values: ["yes"]}]
 `;
-}
 
 /** An HTTP/2 (prior knowledge) GET carrying one x-block field per value. */
 function h2Status(port: number, p: string, values: string[]): Promise<number> {
@@ -76,7 +56,7 @@ const SETTINGS: PathMode[] = ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE
 for (const setting of SETTINGS) {
   t.test(`pathNormalization ${setting}`, async (t) => {
     const gw = await startGateway(t, {
-      config: (p) => config(p.gw, p.backend),
+      config: (p) => gatewayYaml(p, ROUTES_AND_POLICY),
       ...(setting === 'BASE' ? {} : { daemonMeshConfig: `pathNormalization:\n  normalization: ${setting}\n` }),
     });
     const send = (target: string, fields: ReadonlyArray<readonly [string, string]> = []) => rawExchange(gw.ports.gw, rawRequest(target, fields));

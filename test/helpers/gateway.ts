@@ -65,6 +65,34 @@ export interface GatewayOptions {
   dataPlane?: DataPlane;
 }
 
+/**
+ * The config most gateway tests start from: Gateway `mesh-system/gw` serving HTTP on the rig's port, and
+ * ServiceEntry backend.demo.svc.cluster.local:80 on the rig's backend; `more` appends documents
+ * (VirtualServices naming gateway `gw`, policies).
+ */
+export function gatewayYaml(ports: GatewayPorts, more: string): string {
+  const gateway = {
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'Gateway',
+    metadata: { name: 'gw', namespace: 'mesh-system' },
+    spec: { selector: { mesh: 'ingressgateway' }, servers: [{ port: { number: ports.gw, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] },
+  };
+  const backend = {
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'ServiceEntry',
+    metadata: { name: 'backend', namespace: 'demo' },
+    spec: {
+      hosts: ['backend.demo.svc.cluster.local'],
+      location: 'MESH_INTERNAL',
+      resolution: 'STATIC',
+      ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
+      endpoints: [{ address: '127.0.0.1', ports: { http: ports.backend } }],
+    },
+  };
+  // JSON is YAML: one document per object
+  return [JSON.stringify(gateway), JSON.stringify(backend), more].join('\n---\n');
+}
+
 /** The backend answers JSON naming itself, the path and the headers it saw. */
 async function startBackend(t: Test): Promise<number> {
   const backend = http.createServer((req, res) => {
