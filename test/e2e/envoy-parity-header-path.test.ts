@@ -7,6 +7,7 @@
 // when no Envoy is installed.
 import t, { type Test } from 'tap';
 import { spawn, execFileSync } from 'node:child_process';
+import { generateKeyPairSync, sign } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -59,13 +60,40 @@ function headerListener(port: number) {
   return { name: 'headers', address: sock(port), filter_chains: [{ filters: [hcm('headers', {}, [rbac], routes)] }] };
 }
 
+/**
+ * The JWT listener: jwt_authn (local JWKS) copies the `group` claim into x-group (claim_to_headers appends,
+ * Envoy's addCopy) and clears the route cache; a route on `x-group: admin` answers 418.
+ */
+function jwtListener(port: number, jwks: string) {
+  const jwt = {
+    name: 'envoy.filters.http.jwt_authn',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication',
+      providers: { p: { issuer: 'parity', local_jwks: { inline_string: jwks }, forward: true, clear_route_cache: true, claim_to_headers: [{ header_name: 'x-group', claim_name: 'group' }] } },
+      rules: [{ match: { prefix: '/' }, requires: { provider_name: 'p' } }],
+    },
+  };
+  const routes = [{ match: { prefix: '/', headers: [{ name: 'x-group', string_match: { exact: 'admin' } }] }, direct_response: { status: 418 } }, { match: { prefix: '/' }, route: { cluster: 'echo' } }];
+  return { name: 'jwt', address: sock(port), filter_chains: [{ filters: [hcm('jwt', {}, [jwt], routes)] }] };
+}
+
+function signedToken(): { jwks: string; token: string } {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'k1', alg: 'RS256', use: 'sig' };
+  const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const signed = `${b64({ alg: 'RS256', kid: 'k1', typ: 'JWT' })}.${b64({ iss: 'parity', sub: 's', group: 'user', exp: Math.floor(Date.now() / 1000) + 3600 })}`;
+  return { jwks: JSON.stringify({ keys: [jwk] }), token: `${signed}.${sign('sha256', Buffer.from(signed), privateKey).toString('base64url')}` };
+}
+
+const JWT = signedToken();
+
 function bootstrap(admin: number, ports: number[], echo: number) {
   const listeners: unknown[] = PATH_MODES.map((m, i) => ({
     name: m,
     address: sock(ports[i]!),
     filter_chains: [{ filters: [hcm(m, PATH_MODE_HCM[m], [], [{ match: { prefix: '/' }, route: { cluster: 'echo' } }])] }],
   }));
-  listeners.push(headerListener(ports[PATH_MODES.length]!));
+  listeners.push(headerListener(ports[PATH_MODES.length]!), jwtListener(ports[PATH_MODES.length + 1]!, JWT.jwks));
   return {
     node: { id: 'router~127.0.0.1~parity.mesh-system~mesh-system.svc.cluster.local', cluster: 'parity' },
     admin: { address: sock(admin) },
@@ -83,7 +111,7 @@ interface Plane {
 async function startPlane(t: Test, dir: string, name: string, cmd: string, args: string[], echo: number): Promise<Plane> {
   const admin = await freePort();
   const ports: number[] = [];
-  for (let i = 0; i <= PATH_MODES.length; i++) ports.push(await freePort());
+  for (let i = 0; i <= PATH_MODES.length + 1; i++) ports.push(await freePort());
   const file = path.join(dir, `${name}.json`);
   writeFileSync(file, JSON.stringify(bootstrap(admin, ports, echo)));
   const child = spawn(cmd, [...args, '-c', file, '--log-level', 'error', '--disable-hot-restart'], { stdio: ['ignore', 'pipe', 'pipe'] });
@@ -155,5 +183,17 @@ t.test('the built binary and Envoy answer the same bytes the same way', { skip: 
     if (fields.length > 1 && !fixed) continue;
     const [a, b] = await both(H, rawRequest('/notv', fields));
     t.equal(a.split(' ')[0], b.split(' ')[0], `notValues: ${JSON.stringify(fields)}`);
+  }
+
+  // JWT claim headers: the verified claim is appended to what the client sent, and each value is matched
+  const J = PATH_MODES.length + 1;
+  const bearer = ['authorization', `Bearer ${JWT.token}`] as const;
+  for (const [what, fields] of [
+    ['token only', [bearer]],
+    ['token and a spoofed x-group: admin', [['x-group', 'admin'], bearer]],
+    ['no token', [['x-group', 'admin']]],
+  ] as const) {
+    const [a, b] = await both(J, rawRequest('/j', fields));
+    t.equal(a.split(' ')[0], b.split(' ')[0], `jwt claim header: ${what} (${a.split(' ')[0]})`);
   }
 });
