@@ -22,13 +22,18 @@ export interface LabelSelectorLike {
   matchExpressions?: ReadonlyArray<{ key: string; operator: string; values?: readonly string[] }>;
 }
 
+/** meshConfig.pathNormalization.normalization, DEFAULT read as BASE (what Istio's listener builder does). */
+export type PathNormalization = 'NONE' | 'BASE' | 'MERGE_SLASHES' | 'DECODE_AND_MERGE_SLASHES';
+const PATH_NORMALIZATIONS = ['DEFAULT', 'NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES'];
+
 /** What the daemon reads of MeshConfig. */
 export interface MeshConfigView {
   /** discoverySelectors: namespaces whose objects are read; none = every namespace. */
   discoverySelectors: LabelSelector[];
+  pathNormalization: PathNormalization;
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfigView = { discoverySelectors: [] };
+export const DEFAULT_MESH_CONFIG: MeshConfigView = { discoverySelectors: [], pathNormalization: 'BASE' };
 
 export class MeshConfigError extends Error {
   override name = 'MeshConfigError';
@@ -49,10 +54,22 @@ export function parseMeshConfig(text: string, file: string): MeshConfigView {
   }
   if (doc === null || doc === undefined) doc = {};
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new MeshConfigError(`mesh config ${file}: expected a MeshConfig object`);
+  const pathNormalization = pathNormalizationOf((doc as Record<string, unknown>).pathNormalization, file);
   const raw = (doc as Record<string, unknown>).discoverySelectors;
-  if (raw === undefined || raw === null) return { discoverySelectors: [] };
+  if (raw === undefined || raw === null) return { discoverySelectors: [], pathNormalization };
   if (!Array.isArray(raw)) throw new MeshConfigError(`mesh config ${file}: discoverySelectors: must be a list of label selectors`);
-  return { discoverySelectors: raw.map((s, i) => labelSelector(s, `${file}: discoverySelectors[${i}]`)) };
+  return { discoverySelectors: raw.map((s, i) => labelSelector(s, `${file}: discoverySelectors[${i}]`)), pathNormalization };
+}
+
+function pathNormalizationOf(v: unknown, file: string): PathNormalization {
+  if (v === undefined || v === null) return 'BASE';
+  if (typeof v !== 'object' || Array.isArray(v)) throw new MeshConfigError(`mesh config ${file}: pathNormalization: must be an object with a normalization field`);
+  const n = (v as Record<string, unknown>).normalization;
+  if (n === undefined || n === null) return 'BASE';
+  if (typeof n !== 'string' || !PATH_NORMALIZATIONS.includes(n)) {
+    throw new MeshConfigError(`mesh config ${file}: pathNormalization.normalization: invalid value ${JSON.stringify(n)}, one of ${PATH_NORMALIZATIONS.join(', ')}`);
+  }
+  return n === 'DEFAULT' ? 'BASE' : (n as PathNormalization);
 }
 
 function labelSelector(v: unknown, where: string): LabelSelector {

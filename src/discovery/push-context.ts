@@ -3,6 +3,7 @@
 // aggregate registry; every rebuild gets a new `version`, and `pushVersion` only grows. Per-proxy
 // derived data (sidecar scopes, merged gateways) is memoised inside the snapshot, which stays valid
 // because the snapshot never changes.
+import type { PathNormalization } from '../config/meshconfig';
 import type { ConfigStore } from '../config/store';
 import type { Config, TrafficPolicy } from '../config/types';
 import { hostMatches } from './host';
@@ -66,6 +67,8 @@ export interface PushContextOptions {
    * off, only those asking with DNS_AUTO_ALLOCATE do (Istio's legacy allocation).
    */
   ipAutoallocate?: boolean;
+  /** Mesh pathNormalization.normalization (Istio default BASE). */
+  pathNormalization?: PathNormalization;
 }
 
 export type ResolvedPushContextOptions = Required<PushContextOptions>;
@@ -92,6 +95,7 @@ export const DEFAULT_PUSH_OPTIONS: ResolvedPushContextOptions = {
   disableMxAlpn: false,
   alpnFilter: true,
   ipAutoallocate: true,
+  pathNormalization: 'BASE',
 };
 
 /** A service port a sidecar's own workload serves (Istio ServiceTarget), for inbound config. */

@@ -10,6 +10,7 @@ import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
 import { MESH_KINDS } from '../config/schemas';
+import { readMeshConfig } from '../config/meshconfig';
 import { ALL_SECRETS_OF } from '../xds/gen/sds';
 import { SecretAccessReviews } from './secret-access';
 import { validateObject } from '../config/validate/object';
@@ -108,7 +109,14 @@ async function configStores(ctx: RunContext, env: EnvTable): Promise<ConfigSourc
 }
 
 function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions {
+  let mesh;
+  try {
+    mesh = readMeshConfig(ctx.flags['meshConfig'] as string);
+  } catch (e) {
+    throw new CommandError((e as Error).message);
+  }
   return {
+    pathNormalization: mesh.pathNormalization,
     domain: ctx.flags['domain'] as string,
     clusterId: ctx.flags['clusterID'] as string,
     rootNamespace: ctx.flags['namespace'] as string,

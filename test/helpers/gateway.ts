@@ -55,6 +55,8 @@ export interface GatewayOptions {
   config(ports: GatewayPorts): string;
   /** Environment of the daemon. */
   daemonEnv?: NodeJS.ProcessEnv;
+  /** The daemon's mesh config (its default --meshConfig, ./etc/mesh/config/mesh), e.g. pathNormalization. */
+  daemonMeshConfig?: string;
   /** Environment of the agent beyond the pod's identity and ports. */
   agentEnv?: NodeJS.ProcessEnv;
   /** `plaintext`: controlPlaneAuthPolicy NONE to the plaintext port, no certificates (default `mtls`). */
@@ -65,6 +67,34 @@ export interface GatewayOptions {
   agentArgs?: string[];
   /** `envoy`: the agent runs the installed real Envoy as its child (binaryPath); default our engine. */
   dataPlane?: DataPlane;
+}
+
+/**
+ * The config most gateway tests start from: Gateway `mesh-system/gw` serving HTTP on the rig's port, and
+ * ServiceEntry backend.demo.svc.cluster.local:80 on the rig's backend; `more` appends documents
+ * (VirtualServices naming gateway `gw`, policies).
+ */
+export function gatewayYaml(ports: GatewayPorts, more: string): string {
+  const gateway = {
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'Gateway',
+    metadata: { name: 'gw', namespace: 'mesh-system' },
+    spec: { selector: { mesh: 'ingressgateway' }, servers: [{ port: { number: ports.gw, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] },
+  };
+  const backend = {
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'ServiceEntry',
+    metadata: { name: 'backend', namespace: 'demo' },
+    spec: {
+      hosts: ['backend.demo.svc.cluster.local'],
+      location: 'MESH_INTERNAL',
+      resolution: 'STATIC',
+      ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
+      endpoints: [{ address: '127.0.0.1', ports: { http: ports.backend } }],
+    },
+  };
+  // JSON is YAML: one document per object
+  return [JSON.stringify(gateway), JSON.stringify(backend), more].join('\n---\n');
 }
 
 /** The backend answers JSON naming itself, the path and the headers it saw. */
@@ -147,6 +177,10 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
   fs.writeFileSync(path.join(configDir, 'mesh.yaml'), o.config(ports));
+  if (o.daemonMeshConfig !== undefined) {
+    fs.mkdirSync(path.join(dir, 'etc/mesh/config'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'etc/mesh/config/mesh'), o.daemonMeshConfig);
+  }
   const mtls = (o.controlPlane ?? 'mtls') === 'mtls';
   const issuer = mtls ? await startIssuer(t) : undefined;
   const daemonOptions = {

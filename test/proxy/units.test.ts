@@ -232,10 +232,12 @@ t.test('path normalisation', async (t) => {
   const cases: Array<[string, object, unknown]> = [
     ['/a/./b/../c?x=/../', o, { action: 'continue', path: '/a/c?x=/../' }],
     ['/a/%2E%2E/b', o, { action: 'continue', path: '/b' }],
-    ['/%7euser/%2f', o, { action: 'continue', path: '/~user/%2F' }],
+    // Envoy keeps an escape it does not decode as written, and passes an invalid one (fixtures/path-header-cases.ts)
+    ['/%7euser/%2f', o, { action: 'continue', path: '/~user/%2f' }],
     ['//a///b', o, { action: 'continue', path: '/a/b' }],
     ['/../../x', o, { action: 'continue', path: '/x' }],
-    ['/a%zz', o, { action: 'reject' }],
+    ['/a%zz', o, { action: 'continue', path: '/a%zz' }],
+    ['/a%00', o, { action: 'reject' }],
     ['/a%2Fb', { ...o, escapedSlashes: 'reject' }, { action: 'reject' }],
     ['/a%2Fb', { ...o, escapedSlashes: 'forward' }, { action: 'continue', path: '/a/b' }],
     ['/a%2fb', { ...o, escapedSlashes: 'redirect' }, { action: 'redirect', path: '/a/b' }],

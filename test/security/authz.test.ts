@@ -8,6 +8,7 @@ import type { AuthorizationPolicySpec, Config } from '../../src/config/types';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb';
 import type { HttpFilter } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { RbacEngine, type RbacInput } from '../../src/proxy/rbac/engine';
+import { RequestHeaders } from '../../src/proxy/http/headers';
 import { buildAuthzHttpFilters } from '../../src/security/authz/builder';
 import { cidrRange, convertToPort, extractNameInNestedBrackets } from '../../src/security/authz/model';
 import { envoyTypeRegistry } from '../../src/xds/registry';
@@ -265,7 +266,7 @@ t.test('what the RBAC filters decide for requests with and without a verified to
       return new RbacEngine(rbac.rules!, 'test');
     });
   const request = (payload?: Record<string, unknown>, path = '/headers'): RbacInput => ({
-    headers: { get: (n: string) => ({ ':method': 'GET', ':authority': 'gw.example' })[n] },
+    headers: new RequestHeaders('GET', path, 'gw.example', 'http', {}),
     path,
     connection: {
       remoteAddress: '127.0.0.1', remotePort: 5555, localAddress: '127.0.0.1', localPort: 8080, serverName: '', alpn: '', tls: false,

@@ -10,7 +10,7 @@ import { SubstitutionFormatStringSchema, type SubstitutionFormatString } from '.
 import { FileAccessLogSchema } from '../../gen/envoy/extensions/access_loggers/file/v3/file_pb';
 import { compileFormat, compileJsonFormat, DEFAULT_ACCESS_LOG_FORMAT, formatLog, type FormatContext } from '../format/substitution';
 import { ConfigError } from '../matchers/string';
-import { compileHeaderMatcher } from '../route/match';
+import { compileHeaderMatcher, headerFieldsOf } from '../route/match';
 import { readDataSource } from '../route/action';
 import { fractionOf } from '../route/match';
 
@@ -91,7 +91,7 @@ function compileFilter(f: AccessLogFilter, where: string): (c: FormatContext) =>
     }
     case 'headerFilter': {
       const m = s.value.header ? compileHeaderMatcher(s.value.header, `${where}.header_filter.header`) : () => true;
-      return (c) => (c.request ? m(c.request) : false);
+      return (c) => (c.request ? m(headerFieldsOf(c.request)) : false);
     }
     case 'responseFlagFilter': {
       for (const fl of s.value.flags) if (!RESPONSE_FLAGS.has(fl)) throw new ConfigError(`${where}.response_flag_filter.flags: unknown response flag '${fl}'`);

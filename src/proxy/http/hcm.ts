@@ -11,7 +11,6 @@ import type { Registry } from '@bufbuild/protobuf';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import {
   HttpConnectionManager_CodecType,
-  HttpConnectionManager_PathWithEscapedSlashesAction as Escaped,
   HttpConnectionManager_ServerHeaderTransformation,
   type HttpConnectionManager,
 } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
@@ -25,8 +24,8 @@ import { plainIp, StreamInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { compileAccessLogs, type AccessLogger } from './access-log';
 import { typeNameOf, type FilterFactoryContext, type HttpFilter, type HttpFilterRegistry, type LocalReply, type UpstreamCall, type UpstreamCallResult } from './filter-api';
-import { HOP_BY_HOP, RequestHeaders, type RawHeaders } from './headers';
-import { processPath, type EscapedSlashesAction } from './path';
+import { HOP_BY_HOP, RequestHeaders, withRepeatedFields, type RawHeaders } from './headers';
+import { pathOptionsOf, processPath, type EscapedSlashesAction } from './path';
 import { Router } from './router';
 import { clientCertDetailsOf, forwardClientCertOf, xfccAction, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
@@ -172,7 +171,7 @@ export class HcmRuntime {
     if (!proto.statPrefix) throw new ConfigError(`${where}.stat_prefix: value length must be at least 1 characters`);
     this.statPrefix = proto.statPrefix;
     this.stats = new HcmStats(deps.stats.scope(`http.${proto.statPrefix}.`));
-    const esc = proto.pathWithEscapedSlashesAction;
+    const po = pathOptionsOf(proto);
     this.options = {
       serverName: proto.serverName || 'envoy',
       serverHeader:
@@ -186,9 +185,9 @@ export class HcmRuntime {
       generateRequestId: proto.generateRequestId ?? true,
       preserveExternalRequestId: proto.preserveExternalRequestId,
       alwaysSetRequestIdInResponse: proto.alwaysSetRequestIdInResponse,
-      normalizePath: proto.normalizePath ?? false,
-      mergeSlashes: proto.mergeSlashes,
-      escapedSlashes: esc === Escaped.REJECT_REQUEST ? 'reject' : esc === Escaped.UNESCAPE_AND_REDIRECT ? 'redirect' : esc === Escaped.UNESCAPE_AND_FORWARD ? 'forward' : 'keep',
+      normalizePath: po.normalize,
+      mergeSlashes: po.mergeSlashes,
+      escapedSlashes: po.escapedSlashes,
       stripPort: proto.stripPortMode.case === 'stripAnyHostPort' && proto.stripPortMode.value ? 'any' : proto.stripMatchingHostPort ? 'matching' : 'none',
       stripTrailingHostDot: proto.stripTrailingHostDot,
       codec: proto.codecType === HttpConnectionManager_CodecType.HTTP1 ? 'http1' : proto.codecType === HttpConnectionManager_CodecType.HTTP2 ? 'http2' : 'auto',
@@ -458,7 +457,7 @@ export class HcmRuntime {
     st.rqActive.inc();
     (isH2 ? st.rqHttp2Total : st.rqHttp1Total).inc();
     st.rqTotalRouter.inc();
-    const raw = req.headers as RawHeaders;
+    const raw = isH2 ? withRepeatedFields(req.headers as RawHeaders, (req as http2.Http2ServerRequest).rawHeaders) : (req.headers as RawHeaders);
     const h: RawHeaders = {};
     for (const k in raw) {
       if (k.charCodeAt(0) === 58 || k === 'host') continue;
@@ -493,23 +492,19 @@ export class HcmRuntime {
       s.sendLocalReply({ status: 400, body: 'missing required header: host', details: 'missing_host_header' });
       return;
     }
-    // path normalisation
-    if (o.normalizePath || o.mergeSlashes || o.escapedSlashes !== 'keep') {
-      if (req.method !== 'CONNECT') {
-        const r = processPath(headers.path, { normalize: o.normalizePath, mergeSlashes: o.mergeSlashes, escapedSlashes: o.escapedSlashes });
-        if (r.action === 'reject') {
-          s.sendLocalReply({ status: 400, details: 'path_normalization_failed' });
-          return;
-        }
-        if (r.action === 'redirect') {
-          s.sendLocalReply({ status: 307, headers: { location: r.path }, details: 'path_normalization_redirect' });
-          return;
-        }
-        headers.path = r.path;
+    // path normalisation; a fragment or a relative target is refused whatever the settings (Envoy
+    // maybeNormalizePath and its codec), `OPTIONS *` and CONNECT are left alone
+    if (req.method !== 'CONNECT' && !(req.method === 'OPTIONS' && headers.path === '*')) {
+      const r = processPath(headers.path, { normalize: o.normalizePath, mergeSlashes: o.mergeSlashes, escapedSlashes: o.escapedSlashes });
+      if (r.action === 'reject') {
+        s.sendLocalReply({ status: 400, details: 'path_normalization_failed' });
+        return;
       }
-    } else if (!headers.path.startsWith('/') && req.method !== 'CONNECT' && headers.path !== '*') {
-      s.sendLocalReply({ status: 400, details: 'invalid_path' });
-      return;
+      if (r.action === 'redirect') {
+        s.sendLocalReply({ status: 307, headers: { location: r.path }, details: 'path_normalization_redirect' });
+        return;
+      }
+      headers.path = r.path;
     }
     if (o.stripTrailingHostDot) headers.authority = headers.authority.replace(/\.(?=(:\d+)?$)/, '');
     if (o.stripPort !== 'none') {

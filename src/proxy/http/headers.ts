@@ -5,6 +5,28 @@ import type { HeaderSource } from '../format/substitution';
 
 export type RawHeaders = Record<string, string | string[] | undefined>;
 
+/**
+ * HTTP/2 header fields as Envoy keeps them: Node's header object joins a repeated field with ', ', which
+ * would hide `x-block: yes` behind `no, yes` from per-value matching, so every name received more than once
+ * (`rawHeaders`, flat name/value list) gets its values back as a list — except cookie, whose HTTP/2 crumbs
+ * are one header joined with '; ' (RFC 9113 §8.2.3), as Node already did.
+ */
+export function withRepeatedFields(joined: RawHeaders, rawHeaders: readonly string[]): RawHeaders {
+  let seen: Map<string, string[]> | undefined;
+  for (let i = 0; i + 1 < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    if (name === 'cookie' || name.charCodeAt(0) === 58) continue;
+    seen ??= new Map();
+    const list = seen.get(name);
+    if (list) list.push(rawHeaders[i + 1]!);
+    else seen.set(name, [rawHeaders[i + 1]!]);
+  }
+  if (!seen) return joined;
+  const out: RawHeaders = { ...joined };
+  for (const [name, values] of seen) if (values.length > 1) out[name] = values;
+  return out;
+}
+
 export class HeaderMap implements HeaderSource {
   constructor(public h: RawHeaders = {}) {}
 
@@ -61,6 +83,12 @@ export class RequestHeaders extends HeaderMap {
 
   override has(name: string): boolean {
     return name.charCodeAt(0) === 58 || name === 'host' ? this.get(name) !== undefined : super.has(name);
+  }
+
+  override getAll(name: string): string[] {
+    if (name.charCodeAt(0) !== 58 && name !== 'host') return super.getAll(name);
+    const v = this.get(name);
+    return v === undefined ? [] : [v];
   }
 
   override set(name: string, value: string): void {

@@ -4,15 +4,14 @@
 // header and path rules never match on TCP).
 import type { RBAC, Permission, Principal, Policy } from '../../gen/envoy/config/rbac/v3/rbac_pb';
 import { RBAC_Action } from '../../gen/envoy/config/rbac/v3/rbac_pb';
-import type { HeaderSource } from '../format/substitution';
 import { compileMetadataMatcher, compileStringMatcher, ConfigError, type DynamicMetadata } from '../matchers/string';
 import { cidrContains, parseCidr, parseIp } from '../listener/cidr';
-import { compileHeaderMatcher } from '../route/match';
+import { compileHeaderMatcher, type HeaderFields } from '../route/match';
 import type { DownstreamConnectionInfo } from '../stream-info';
 
 export interface RbacInput {
   /** undefined for network (TCP) RBAC. */
-  headers: HeaderSource | undefined;
+  headers: HeaderFields | undefined;
   /** Path without query string; undefined on TCP. */
   path: string | undefined;
   connection: DownstreamConnectionInfo;

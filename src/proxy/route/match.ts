@@ -8,9 +8,33 @@ import type { HeaderSource } from '../format/substitution';
 import { compileMetadataMatcher, compileRegex, compileStringMatcher, ConfigError } from '../matchers/string';
 import type { RouteRequest } from './types';
 
-export type HeaderPredicate = (h: HeaderSource) => boolean;
+/** Request headers with each received field of a name kept apart (pseudo-headers included). */
+export interface HeaderFields extends HeaderSource {
+  getAll(name: string): readonly string[];
+}
 
-/** Envoy HeaderUtility::matchHeaders for one HeaderMatcher. */
+export type HeaderPredicate = (h: HeaderFields) => boolean;
+
+/** The fields of a header source; one that only reads joined values (a test's map) is one field per name. */
+export function headerFieldsOf(src: HeaderSource): HeaderFields {
+  if ('getAll' in src && typeof src.getAll === 'function') return src as HeaderFields;
+  return {
+    get: (n) => src.get(n),
+    getAll: (n) => {
+      const v = src.get(n);
+      return v === undefined ? [] : [v];
+    },
+  };
+}
+
+/**
+ * Envoy HeaderUtility::matchHeaders for one HeaderMatcher, as fixed for CVE-2026-26308 (GHSA-ghc4-35x6-crw5)
+ * and extended to every HeaderMatcher user in Envoy 1.39 (match_headers_individually,
+ * rbac_match_headers_individually): each value of a repeated header is matched on its own and any match
+ * counts, invert_match inverts that result, and a missing header is judged as before. Joining the values
+ * with ',' first let `x-block: no` + `x-block: yes` slip past a rule on `yes`. Verified against Envoy 1.39.3
+ * (test/proxy/fixtures/path-header-cases.ts); one field holding `no, yes` stays one value, as there.
+ */
 export function compileHeaderMatcher(m: HeaderMatcher, where: string): HeaderPredicate {
   const name = m.name.toLowerCase();
   if (!name) throw new ConfigError(`${where}.name: must not be empty`);
@@ -68,11 +92,19 @@ export function compileHeaderMatcher(m: HeaderMatcher, where: string): HeaderPre
       test = () => true;
   }
   return (h) => {
-    const v = h.get(name);
-    if (v === undefined && !missingAsEmpty) {
+    const values = h.getAll(name);
+    if (values.length === 0) {
+      if (missingAsEmpty) return test('') !== invert;
       return invert ? isPresentType && present : isPresentType && !present;
     }
-    return test(v ?? '') !== invert;
+    let any = false;
+    for (const v of values) {
+      if (test(v)) {
+        any = true;
+        break;
+      }
+    }
+    return any !== invert;
   };
 }
 

@@ -2,6 +2,7 @@
 // (listener_builder.go buildHTTPConnectionManager, gateway.go buildGatewayConnectionManager).
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
+import type { PathNormalization } from '../../config/meshconfig';
 import type { Proxy } from '../../discovery/model';
 import type { PushContext } from '../../discovery/push-context';
 import type { ListenerFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb';
@@ -105,6 +106,21 @@ export interface HcmOptions {
   security?: SecurityFilterBuilders;
 }
 
+/** Istio's mapping of meshConfig.pathNormalization to HCM fields (buildHTTPConnectionManager, listener.go). */
+export function pathNormalizationFields(n: PathNormalization): Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'normalizePath' | 'mergeSlashes' | 'pathWithEscapedSlashesAction'> {
+  const keep = HttpConnectionManager_PathWithEscapedSlashesAction.KEEP_UNCHANGED;
+  switch (n) {
+    case 'NONE':
+      return { normalizePath: false, pathWithEscapedSlashesAction: keep };
+    case 'MERGE_SLASHES':
+      return { normalizePath: true, mergeSlashes: true, pathWithEscapedSlashesAction: keep };
+    case 'DECODE_AND_MERGE_SLASHES':
+      return { normalizePath: true, mergeSlashes: true, pathWithEscapedSlashesAction: HttpConnectionManager_PathWithEscapedSlashesAction.UNESCAPE_AND_FORWARD };
+    default:
+      return { normalizePath: true, pathWithEscapedSlashesAction: keep };
+  }
+}
+
 export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOptions): Any {
   const gateway = o.cls === 'gateway';
   const inbound = o.cls === 'sidecarInbound';
@@ -115,9 +131,7 @@ export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOpt
     codecType: HttpConnectionManager_CodecType.AUTO,
     httpFilters: httpFilters(proxy, push, o.cls, o.security),
     accessLog: [],
-    // mesh pathNormalization DEFAULT (BASE): normalize, keep escaped slashes unchanged
-    normalizePath: true,
-    pathWithEscapedSlashesAction: HttpConnectionManager_PathWithEscapedSlashesAction.KEEP_UNCHANGED,
+    ...pathNormalizationFields(push.options.pathNormalization),
     useRemoteAddress: gateway,
     upgradeConfigs: [{ upgradeType: 'websocket' }],
     streamIdleTimeout: durationMs(0),
