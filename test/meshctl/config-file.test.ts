@@ -67,6 +67,12 @@ t.test('proxy-config --file: filters and formats', async (t) => {
   t.same((JSON.parse(direction.stdout) as Array<{ name: string }>).map((c) => c.name), ['inbound-vip|8000|http|httpbin.default.svc.cluster.local'], '--direction --port --subset');
   const listener = await meshctl(['pc', 'listener', '-f', dump, '--port', '15021']);
   t.equal(listener.stdout, 'ADDRESSES PORT  MATCH DESTINATION\n0.0.0.0   15021 ALL   Inline Route: /healthz/ready*\n', '--port');
+  const waypoint = await meshctl(['pc', 'listener', '-f', dump, '--waypoint']);
+  t.same(
+    [waypoint.code, waypoint.stdout, waypoint.stderr.trim()],
+    [1, '', 'Error: --waypoint (the waypoint listener view) is not available in this build of meshctl'],
+    '--waypoint is refused with one line and exit 1 (mesh has no waypoint data plane)',
+  );
   const brief = await meshctl(['pc', 'listener', '-f', dump, '--type', 'HTTP', '--address', '0.0.0.0', '--verbose=false']);
   t.equal(brief.code, 0, '--type --address --verbose=false');
   t.match(brief.stdout, /^ADDRESSES\s+PORT\s+TYPE$/m, 'the short listener table');
