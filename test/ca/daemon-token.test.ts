@@ -76,6 +76,11 @@ t.test('the authenticator', async (t) => {
   fs.rmSync(path.join(dir, TOKEN_KEY_FILE));
   now += 1_000;
   await t.rejects(a.authenticate(bearer(mint(fresh))), /no key/, 'no key file: nothing verifies');
+
+  // A key made after the last look (meshctl --ca-dir right after the daemon started) works at once: a token no
+  // loaded key verifies makes the file be looked at again, whatever the interval.
+  const late = tokenSigningKey(dir, true)!;
+  t.same((await a.authenticate(bearer(mint(late)))).identities, ['spiffe://example.org/ns/demo/sa/vm'], 'a key made within the interval verifies at once');
 });
 
 t.test('built daemon with JWT_RULE too: meshctl\'s --ca-dir token and the issuer\'s token both get certificates', { skip: !built() }, async (t) => {

@@ -53,9 +53,13 @@ export class DaemonTokenAuthenticator implements Authenticator {
     return this.o.now?.() ?? Date.now();
   }
 
-  /** Reads the key again when the file changed (checked at most every STAT_INTERVAL_MS). */
-  private refresh(force = false): void {
-    if (!force && this.now() - this.checkedAt < STAT_INTERVAL_MS) return;
+  /**
+   * Reads the key again when the file changed, checked at most every STAT_INTERVAL_MS unless `now` (a token
+   * that no loaded key verifies: the key may have been made or replaced since the last look, e.g. by meshctl
+   * right after the daemon started, and one stat is cheaper than a refused workload).
+   */
+  private refresh(force = false, now = false): void {
+    if (!force && !now && this.now() - this.checkedAt < STAT_INTERVAL_MS) return;
     this.checkedAt = this.now();
     let stamp = '';
     try {
@@ -84,7 +88,12 @@ export class DaemonTokenAuthenticator implements Authenticator {
     let claims: JwtClaims;
     try {
       this.refresh();
-      claims = verifyJws(token, this.keys).claims;
+      try {
+        claims = verifyJws(token, this.keys).claims;
+      } catch {
+        this.refresh(false, true);
+        claims = verifyJws(token, this.keys).claims;
+      }
       checkTimeAndIssuer(claims, DAEMON_TOKEN_ISSUER, this.now());
     } catch (e) {
       throw new AuthnError(`failed to verify the token with the key in ${this.o.dir} (error ${(e as Error).message})`);
