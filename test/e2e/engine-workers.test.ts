@@ -162,6 +162,19 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   await closes(false);
   s = await stats(admin);
 
+  // /logging reaches every worker: with the router logger at debug, each request's cluster line is logged by
+  // whichever worker served it (a worker left at the default level would log none of its requests)
+  t.equal((await fetch(`http://127.0.0.1:${admin}/logging?router=debug`, { method: 'POST' })).status, 200);
+  const mark = gw.agentOut().length;
+  const logged = await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
+  const lines = () => (gw.agentOut().slice(mark).match(/cluster 'outbound\|80\|\|backend\.demo\.svc\.cluster\.local' match for URL '\/two'/g) ?? []).length;
+  await waitFor(() => lines() >= logged, 10_000, () => `${lines()} of ${logged} requests logged`).catch(() => undefined);
+  t.equal(lines(), logged, `every one of ${logged} requests, served by both workers, logged its cluster at debug`);
+  t.equal((await fetch(`http://127.0.0.1:${admin}/logging?router=info`, { method: 'POST' })).status, 200);
+  const quiet = gw.agentOut().length;
+  await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
+  t.notMatch(gw.agentOut().slice(quiet), /match for URL/, 'back at info in every worker: none logged');
+
   // a worker that dies is started again, counted, and serves with the current config
   t.equal(s.get('server.worker_restarts') ?? 0, 0);
   const crash = await fetch(`http://127.0.0.1:${admin}/mesh/crash_worker?id=1`, { method: 'POST' });

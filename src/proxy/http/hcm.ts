@@ -213,7 +213,8 @@ export class HcmRuntime {
     }
     // HTTP filters, in chain order; the router must be the one terminal filter, last
     const filters: ChainEntry[] = [];
-    let routerOpts = { suppressEnvoyHeaders: false, respectExpectedRqTimeout: false };
+    const routerLog = deps.log.get('router');
+    let routerOpts = { suppressEnvoyHeaders: false, respectExpectedRqTimeout: false, log: routerLog };
     proto.httpFilters.forEach((f, i) => {
       const fw = `${where}.http_filters[${i}]`;
       if (f.configType.case === 'configDiscovery') throw new ConfigError(`${fw}.config_discovery: extension config discovery (ECDS) is not supported`);
@@ -233,7 +234,7 @@ export class HcmRuntime {
       if (!factory.terminal && last) throw new ConfigError(`Error: non-terminal filter named ${f.name} of type ${factory.name} is the last filter in a http filter chain.`);
       if (factory.terminal) {
         const r = any ? anyUnpack(any, RouterSchema) : undefined;
-        routerOpts = { suppressEnvoyHeaders: r?.suppressEnvoyHeaders ?? false, respectExpectedRqTimeout: r?.respectExpectedRqTimeout ?? false };
+        routerOpts = { suppressEnvoyHeaders: r?.suppressEnvoyHeaders ?? false, respectExpectedRqTimeout: r?.respectExpectedRqTimeout ?? false, log: routerLog };
         return;
       }
       const ctx: FilterFactoryContext = {

@@ -17,10 +17,13 @@ import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from './headers';
 import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
 import { BodySource, type BodyReader } from './h1/body';
 import type { StreamInfo } from '../stream-info';
+import type { Logger } from '../log';
 
 export interface RouterOptions {
   suppressEnvoyHeaders: boolean;
   respectExpectedRqTimeout: boolean;
+  /** The `router` logger: Envoy's router logs each request's cluster at debug. */
+  log: Logger;
 }
 
 const RETRIABLE_4XX = 409;
@@ -219,6 +222,7 @@ export class Router {
     }
     s.info.upstreamCluster = cluster.name;
     const req = s.request;
+    if (this.opts.log.enabled('debug')) this.opts.log.debug(`cluster '${cluster.name}' match for URL '${req.path}'`);
     // request header mutations: route → vhost → route config by default (the route config wins)
     const fctx = s.formatContext();
     const order = sel.config.mostSpecificHeaderMutationsWins
