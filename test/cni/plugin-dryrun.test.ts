@@ -26,13 +26,22 @@ t.test('plugin dry run: every case of cases.yaml §10 gives its golden', { skip,
   conf.cni_agent_run_dir = runDir; // where the client configuration is (Istio's test injects a fake client instead)
   const podTemplate = YAML.parse(base.pod);
 
-  for (const [i, c] of (cases.plugin as any[]).entries()) {
-    await t.test(c.name, async (t) => {
-      const name = `testpod-${i}`;
+  // The same pods as Istio's injector writes them (istio-proxy, sidecar.istio.io/*, traffic.sidecar.istio.io/*),
+  // which the README promises work: they must give the same goldens.
+  const istioNamed = (annotations: Record<string, string>) =>
+    Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k.replace('sidecar.mesh.io/', 'sidecar.istio.io/'), v]));
+  const variants = [
+    ...(cases.plugin as any[]).map((c, i) => ({ c, i, istio: false })),
+    ...(cases.plugin as any[]).map((c, i) => ({ c, i, istio: true })),
+  ];
+  for (const { c, i, istio } of variants) {
+    await t.test(`${c.name}${istio ? " (Istio's names)" : ''}`, async (t) => {
+      const name = `testpod-${i}${istio ? '-istio' : ''}`;
       const pod = structuredClone(podTemplate);
-      pod.metadata = { name, namespace, annotations: c.annotations };
+      pod.metadata = { name, namespace, annotations: istio ? istioNamed(c.annotations) : c.annotations };
       for (const ctr of pod.spec.containers) ctr.image = 'example.invalid/app';
       const proxy = pod.spec.containers[1];
+      if (istio) proxy.name = 'istio-proxy';
       proxy.env = Object.entries(c.proxyEnv ?? {}).map(([k, v]) => ({ name: k, value: v }));
       if (c.runAsUser !== undefined) proxy.securityContext.runAsUser = c.runAsUser;
       if (c.runAsGroup !== undefined) proxy.securityContext.runAsGroup = c.runAsGroup;
