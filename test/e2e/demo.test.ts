@@ -73,3 +73,20 @@ t.test('the demo from the release tarball, with no node_modules', { skip }, asyn
   t.match(fs.readFileSync(path.join(top, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0, January 2004/);
   await runDemo(t, path.join(top, 'demo.mjs'), top);
 });
+
+t.test('a port the demo needs is taken: one line naming the port and the program, no stack trace', { skip }, async (t) => {
+  const ns = createNetns(t, 'mesh-demo-port');
+  // another program on the daemon's metrics port, in the demo's namespace
+  const holder = spawnIn(ns, process.execPath, ['-e', "require('net').createServer().listen(15014, '127.0.0.1', () => console.log('up'))"], { env: { PATH: process.env.PATH } });
+  t.teardown(() => void holder.kill('SIGKILL'));
+  await new Promise((r) => holder.stdout!.once('data', r));
+  const demo = spawnIn(ns, process.execPath, [path.join(REPO, 'scripts/demo.mjs')], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+  let out = '';
+  demo.stdout!.on('data', (d) => (out += d));
+  demo.stderr!.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((r) => demo.on('exit', (c) => r(c)));
+  t.equal(code, 1, out);
+  t.equal(out.trimEnd().split('\n').length, 1, `one line: ${out}`);
+  t.match(out, /port 15014\b.*pilot-discovery \(metrics\).*in use/);
+  t.notMatch(out, /^\s+at /m, 'no stack trace');
+});
