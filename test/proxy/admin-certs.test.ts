@@ -69,7 +69,7 @@ t.test('/certs lists the certificates each TLS context uses; bootstrap names the
 
   const dump = path.join(pki.dir, 'dump.json');
   writeFileSync(dump, await get('/config_dump'));
-  const r = await exec(path.join(DIST, 'meshctl'), ['proxy-config', 'bootstrap', '-f', dump]);
+  const r = await exec(path.join(DIST, 'meshctl'), ['proxy-config', 'bootstrap', '-f', dump, '-o', 'short']);
   t.equal(r.code, 0, r.stderr);
   // Istio 1.26 runs Envoy 1.34; istioctl prints major.minor.patch then the build metadata (status/type/ssl)
   t.match(r.stdout, /^Envoy Version:\s+1\.34\.\d+\/(Clean|Modified|unknown)\/RELEASE\/\S+$/m);
