@@ -7,6 +7,7 @@ import path from 'node:path';
 import t from 'tap';
 import YAML from 'yaml';
 import { built, exec } from '../helpers/binary';
+import { REPO } from '../helpers/spec';
 import { CNI_BIN } from './helpers';
 import { kubeUnavailable, startKube, tokenKubeconfig } from '../helpers/kube';
 import { cases, pluginGolden, rulesByTable } from './conformance';
@@ -76,4 +77,35 @@ t.test('plugin dry run: every case of cases.yaml §10 gives its golden', { skip,
       t.same(got, want, `rules equal ${c.golden}`);
     });
   }
+});
+
+t.test("the README's ADD runs as printed, and its rules are the mesh-iptables command it names", { skip, timeout: 120_000 }, async (t) => {
+  const kube = await startKube(t, { crds: 'none', controllerManager: false });
+  const runDir = mkdtempSync(path.join(tmpdir(), 'mesh-cni-readme-'));
+  writeFileSync(path.join(runDir, 'mesh-cni-kubeconfig'), tokenKubeconfig(kube), { mode: 0o600 });
+  await kube.api.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'demo' } });
+  const pod = YAML.parse(cases.pluginBase.pod);
+  pod.metadata = { name: 'httpbin-0', namespace: 'demo', annotations: { 'sidecar.mesh.io/status': '{}' } };
+  for (const ctr of pod.spec.containers) ctr.image = 'example.invalid/app';
+  await kube.api.request('POST', '/api/v1/namespaces/demo/pods', pod);
+
+  const readme = readFileSync(path.join(REPO, 'README.md'), 'utf8');
+  const block = /An ADD\s+as the runtime runs it[^\n]*\n\n```sh\n([\s\S]*?)```/.exec(readme)?.[1];
+  t.ok(block, 'the README shows an ADD');
+  if (!block) return;
+  const rules = path.join(runDir, 'rules.txt');
+  // only the folders of this machine change: the run dir holding the client configuration, and the output
+  const script = block.replaceAll('/var/run/mesh-cni', runDir).replaceAll('/tmp/rules.txt', rules).split('\n');
+  const add = script.slice(0, script.findIndex((l) => l.includes('dist/mesh-cni')) + 1).join('\n');
+  const r = await exec('bash', ['-eo', 'pipefail', '-c', add], { cwd: REPO, env: { PATH: process.env.PATH } });
+  t.equal(r.code, 0, r.stderr);
+  t.same(JSON.parse(r.stdout), { cniVersion: '1.0.0', ips: [{ address: '10.0.0.2/24' }], dns: {} }, 'the previous result handed on');
+  const iptables = script.find((l) => l.startsWith('dist/pilot-agent mesh-iptables'))!;
+  const same = await exec('bash', ['-c', iptables], { cwd: REPO, env: { PATH: process.env.PATH } });
+  t.equal(same.code, 0, same.stderr);
+  t.same(rulesByTable(readFileSync(rules, 'utf8')), rulesByTable(same.stdout), 'the plugin wrote the rules of the mesh-iptables command');
+  t.same(rulesByTable(same.stdout), rulesByTable(pluginGolden('basic.txt.golden')), "and they are Istio's golden for such a pod");
+  // with DNS capture (the proxy's MESH_META_DNS_CAPTURE=true), as the README says: the variable and --capture-all-dns
+  const dns = await exec('bash', ['-c', `MESH_META_DNS_CAPTURE=true ${iptables} --capture-all-dns`], { cwd: REPO, env: { PATH: process.env.PATH } });
+  t.same(rulesByTable(dns.stdout), rulesByTable(pluginGolden('dns.txt.golden')), "--capture-all-dns gives Istio's DNS golden");
 });
