@@ -71,6 +71,14 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
   const tcp = sh(['bash', '-c', printed(out, 'raw TCP')]);
   t.equal(tcp.stdout.trim(), 'b echo ping', 'the TCP echo of B through the mesh');
 
+  // admin /certs lists the certificates A's TLS contexts use: its workload certificate (issue 24: it was empty)
+  const a = namespaces().find((n) => n.startsWith('mesh-demo-a-'))!;
+  const certs = sh(['ip', 'netns', 'exec', a, 'curl', '-s', 'localhost:15000/certs']);
+  type Details = { subject_alt_names: Array<{ uri?: string }> };
+  const list = (JSON.parse(certs.stdout) as { certificates: Array<{ ca_cert: Details[]; cert_chain: Details[] }> }).certificates;
+  t.ok(list.flatMap((c) => c.cert_chain).some((d) => d.subject_alt_names.some((s) => s.uri === 'spiffe://cluster.local/ns/a/sa/a')), `A's /certs shows its SPIFFE certificate: ${certs.stdout.slice(0, 400)}`);
+  t.ok(list.some((c) => c.ca_cert.length === 1), 'and the root its contexts trust');
+
   child.kill('SIGINT');
   t.equal(await exited, 0, 'Ctrl-C stops the demo with exit 0');
   for (const ns of namespaces()) {
