@@ -16,7 +16,7 @@ import { trainCodeCaches } from './scripts/code-cache-training.mjs';
 const root = path.dirname(new URL(import.meta.url).pathname);
 const dist = path.join(root, 'dist');
 const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
-export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'];
+export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'mesh-cni', 'meshctl'];
 const ADDON = path.join(dist, 'original_dst.node');
 // the engine's worker threads run their own smaller bundle (only the engine), beside mesh.cjs and
 // embedded in the executable as an asset (src/proxy/worker/pool.ts)
@@ -181,6 +181,8 @@ function sea(withAddon) {
   const said = `${inject.stdout}${inject.stderr}`.replace(/\x1b\[[0-9;]*m/g, '').split('\n').filter((l) => l.trim() && !noise.test(l) && !/(Start injection|Injection done)/.test(l));
   if (said.length) console.error(said.join('\n'));
   if (inject.status !== 0) throw new Error(`postject failed (exit ${inject.status})`);
+  // The blob is inside dist/mesh now; a copy beside it is only 100 MB of clutter for whoever lists dist/.
+  rmSync(path.join(dist, 'mesh.blob'), { force: true });
   for (const name of PROGRAM_LINKS) {
     const link = path.join(dist, name);
     rmSync(link, { force: true });

@@ -11,6 +11,7 @@
 //   node demo.mjs       (in the release tarball, where this script sits beside the executable, bundled)
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
@@ -77,6 +78,23 @@ if (example === 'mesh') {
   // stays up: runMeshDemo exits the process on Ctrl-C, SIGTERM or a failed start
   setInterval(() => undefined, 1 << 30);
   await new Promise(() => undefined);
+}
+// Every fixed port the demo's programs bind. A port another program holds would otherwise surface as a
+// Node stack trace or a child exiting mid-start: say which one, once, before starting anything.
+const PORTS = [
+  [19443, 'the token issuer'], [19090, 'the httpbin sample'],
+  [15010, 'pilot-discovery (xDS)'], [15012, 'pilot-discovery (secured xDS and CA)'], [15017, 'pilot-discovery (webhooks)'],
+  [8080, 'pilot-discovery (debug HTTP)'], [15014, 'pilot-discovery (metrics)'],
+  [18080, 'the gateway (listener)'], [15000, 'the gateway (admin)'], [15020, 'the gateway (status)'], [15021, 'the gateway (health)'], [15090, 'the gateway (Prometheus stats)'],
+];
+for (const [port, who] of PORTS) {
+  const err = await new Promise((resolve) => {
+    const s = createServer().once('error', resolve).listen(port, '127.0.0.1', () => s.close(() => resolve(undefined)));
+  });
+  if (err) {
+    console.error(`npm run demo: port ${port} on 127.0.0.1, needed by ${who}, is ${err.code === 'EADDRINUSE' ? 'in use by another program' : `not available (${err.code ?? err.message})`}; stop that program (ss -ltnp 'sport = :${port}' shows it) and run the demo again`);
+    process.exit(1);
+  }
 }
 process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
@@ -164,7 +182,9 @@ mesh is running on loopback: discovery (xDS :15010, secured xDS and CA :15012, d
   curl -s http://127.0.0.1:15000/config_dump | head -40  # the gateway's config, Envoy's shape
   curl -s http://127.0.0.1:8080/debug/adsz               # the daemon's view of connected proxies
   ${inTarball ? './' : 'dist/'}pilot-agent request GET config_dump | head        # the same through the agent
-  edit examples/gateway/config/gateway.yaml (e.g. the /headers prefix) and curl again: no restart needed
+  curl -s http://127.0.0.1:18080/get                     # routed too; now delete its line, \`- uri: {prefix: /get}\`, in
+                                                         # examples/gateway/config/gateway.yaml and curl it again: 404 from
+                                                         # the gateway within a second, /headers still 200, no restart
 ${identity}
 
 Ctrl-C stops everything.`);

@@ -3,7 +3,7 @@
 // Mesh-wide STRICT mutual TLS and an AuthorizationPolicy on B allowing only A's identity. Prints commands to
 // try, stays up until Ctrl-C (or SIGTERM), then removes every namespace, process and file it made, as it does
 // when the start fails.
-import { existsSync, mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Cleanup, meshAddr, meshPodsUnavailable, spiffeOf, startMesh } from './mesh-pods.mjs';
@@ -82,6 +82,12 @@ export async function runMeshDemo({ dist }) {
   const { a, b, c } = mesh.ns;
   const id = mesh.identitiesDir;
   const meshctl = path.join(dist, 'meshctl');
+  // `ip netns add` mounts each namespace under /run/netns in the demo's own mount namespace. When the demo
+  // itself runs inside `ip netns exec` (a mount namespace of its own), another shell sees only empty files
+  // there ("setting the network namespace … failed: Invalid argument"): its commands must enter the demo's
+  // mount namespace first.
+  const enter = ownMountNamespace() ? `nsenter -t ${process.pid} -m ` : '';
+  const ipx = (ns) => `${enter}ip netns exec ${ns}`;
   console.log(`
 A mesh is running in network namespaces on this machine:
 
@@ -94,14 +100,37 @@ Each pod's traffic is captured by mesh-iptables into its sidecar (uid 1337); the
 Mesh-wide PeerAuthentication STRICT; an AuthorizationPolicy on B allows only ${spiffeOf('a')}
 (config: ${mesh.configDir}, edit it live; logs: ${mesh.logs}). Try:
 
-  ip netns exec ${a} curl -s http://b.b.svc.cluster.local:8080/hello      # B's app answers; its x-forwarded-client-cert names A
-  ip netns exec ${a} curl -s http://${meshAddr.vip(2)}:8080/hello                 # the same by the service IP
-  ip netns exec ${a} bash -c 'exec 3<>/dev/tcp/${meshAddr.vip(2)}/9000; echo ping >&3; head -1 <&3'   # raw TCP through the mesh: b echo ping
-  ip netns exec ${c} curl -si http://b.b.svc.cluster.local:8080/hello     # 403 RBAC: access denied (C is not A)
-  ip netns exec ${mesh.world} curl -sS http://${meshAddr.pod(2)}:8080/hello     # plaintext from outside the mesh: refused, empty reply (STRICT)
-  ip netns exec ${mesh.world} openssl s_client -connect ${meshAddr.pod(2)}:8080 -alpn istio-http/1.1 -cert ${id}/a.pem -key ${id}/a.key </dev/null 2>/dev/null | openssl x509 -noout -ext subjectAltName   # B's SPIFFE identity
-  ip netns exec ${mesh.world} ${meshctl} proxy-status --xds-address 127.0.0.1:15010 --plaintext   # the three sidecars, SYNCED
-  ip netns exec ${a} curl -s localhost:15000/config_dump | head -40        # A's sidecar config, Envoy's shape
+  ${ipx(a)} curl -s http://b.b.svc.cluster.local:8080/hello      # B's app answers; its x-forwarded-client-cert names A
+  ${ipx(a)} curl -s http://${meshAddr.vip(2)}:8080/hello                 # the same by the service IP
+  ${ipx(a)} bash -c 'exec 3<>/dev/tcp/${meshAddr.vip(2)}/9000; echo ping >&3; head -1 <&3'   # raw TCP through the mesh: b echo ping
+  ${ipx(c)} curl -si http://b.b.svc.cluster.local:8080/hello     # 403 RBAC: access denied (C is not A)
+  ${ipx(mesh.world)} curl -sS http://${meshAddr.pod(2)}:8080/hello     # plaintext from outside the mesh: refused, empty reply (STRICT)
+  ${ipx(mesh.world)} openssl s_client -connect ${meshAddr.pod(2)}:8080 -alpn istio-http/1.1 -cert ${id}/a.pem -key ${id}/a.key </dev/null 2>/dev/null | openssl x509 -noout -ext subjectAltName   # B's SPIFFE identity
+  ${ipx(mesh.world)} ${meshctl} proxy-status --xds-address 127.0.0.1:15010 --plaintext   # the three sidecars, SYNCED
+  ${ipx(a)} curl -s localhost:15000/config_dump | head -40        # A's sidecar config, Envoy's shape
 
 The demo is ready. Ctrl-C stops everything.`);
+}
+
+/**
+ * True when this process has a mount namespace of its own, e.g. under `ip netns exec`: some ancestor (the
+ * user's shell) has another one. Ancestors, not pid 1, whose namespace a container may not let us read.
+ */
+function ownMountNamespace() {
+  const mnt = (pid) => {
+    try {
+      return readlinkSync(`/proc/${pid}/ns/mnt`);
+    } catch {
+      return undefined;
+    }
+  };
+  const own = mnt('self');
+  for (let pid = process.ppid; own && pid > 1; ) {
+    const theirs = mnt(pid);
+    if (theirs === undefined) return false;
+    if (theirs !== own) return true;
+    // field 4 of /proc/<pid>/stat, after the parenthesised command name
+    pid = Number(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1]);
+  }
+  return false;
 }

@@ -7,12 +7,13 @@ import { DurationSchema } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
 import { ServerInfoSchema, ServerInfo_State, CommandLineOptions_DrainStrategy, CommandLineOptions_IpVersion } from '../gen/envoy/admin/v3/server_info_pb';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb';
-import { NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb';
+import { BuildVersionSchema, NodeSchema, type Node } from '../gen/envoy/config/core/v3/base_pb';
 import type { ConfigSource } from '../gen/envoy/config/core/v3/config_source_pb';
 import type { Cluster } from '../gen/envoy/config/cluster/v3/cluster_pb';
 import { UpstreamTlsContextSchema } from '../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { buildInfo } from '../lib/buildinfo';
+import { certsJson } from './admin/certs';
 import { originalDstAddon, type OriginalDstSource } from '../native/original-dst';
 import { configDump } from './admin/config-dump';
 import { clustersJson, clustersText, listenersJson, listenersText } from './admin/clusters';
@@ -144,11 +145,24 @@ function nodeText(node: Node): string {
   return `node ${node.id || '(no id)'} with labels {${entries.sort().join(', ')}}`;
 }
 
-/** The node as Envoy sends it: user agent, and the extensions the engine has (Envoy lists its own). */
+/**
+ * As Envoy's server does at start (InstanceBase::initialize): the node names this build, whatever the
+ * bootstrap said, in xDS requests and in the bootstrap of the config dump (`meshctl pc bootstrap` prints it
+ * as "Envoy Version"), with Envoy's BuildVersion metadata keys (the version is the Envoy API we follow), and
+ * lists the extensions the engine has, as Envoy lists its own (the daemon reads them: capabilities.ts).
+ */
 function withUserAgent(n: Node | undefined, filters: HttpFilterRegistry): Node {
   const node = create(NodeSchema, n ?? {});
-  if (!node.userAgentName) node.userAgentName = 'envoy';
-  if (node.userAgentVersionType.case === undefined) node.userAgentVersionType = { case: 'userAgentVersion', value: ENVOY_API_VERSION };
+  node.userAgentName = 'envoy';
+  const [majorNumber, minorNumber, patch] = ENVOY_API_VERSION.split('.').map(Number) as [number, number, number];
+  const b = buildInfo();
+  node.userAgentVersionType = {
+    case: 'userAgentBuildVersion',
+    value: create(BuildVersionSchema, {
+      version: { majorNumber, minorNumber, patch },
+      metadata: { 'revision.sha': b.revision, 'revision.status': b.status, 'build.type': 'RELEASE', 'ssl.version': `OpenSSL/${process.versions.openssl}` },
+    }),
+  };
   if (node.extensions.length === 0) node.extensions = engineExtensions(filters);
   return node;
 }
@@ -421,12 +435,13 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       },
       configDump: (q) => {
         const nameRe = q.get('name_regex');
-        return configDump({ bootstrap, startTime, clusters, listeners, routes, secrets }, dumpRegistry, {
+        return configDump({ bootstrap: { ...bootstrap, node }, startTime, clusters, listeners, routes, secrets }, dumpRegistry, {
           includeEds: q.has('include_eds'),
           ...(q.get('resource') ? { resource: q.get('resource')! } : {}),
           ...(nameRe ? { nameRegex: searcher(nameRe) } : {}),
         });
       },
+      certs: () => certsJson([...secrets.contexts].map((c) => c.certsInUse())),
       clustersText: () => clustersText(clusters.all()),
       clustersJson: () => clustersJson(clusters.all(), dumpRegistry),
       listenersText: () => listenersText(listeners),

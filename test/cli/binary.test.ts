@@ -1,7 +1,7 @@
 // The packaged executable: dispatch by link name and by first word, version shapes, and bash
 // completion sourced into a real bash.
 import t from 'tap';
-import { mkdtempSync, symlinkSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, symlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DIST, MESH, built, exec } from '../helpers/binary';
@@ -149,4 +149,12 @@ t.test('completion scripts for every shell are generated from the tables', async
   const desc = await exec(path.join(DIST, 'meshctl'), ['__complete', 'proxy-config', '']);
   t.match(desc.stdout, /^route\t.+$/m, 'candidates carry descriptions');
   t.match(desc.stdout, /:4\n$/, 'ends with the directive');
+});
+
+t.test('dist/ holds the mesh-cni link the README lists, and no build intermediates', async (t) => {
+  // The container runtime runs the plugin by its file name, with CNI_* variables and no arguments.
+  const r = await exec(path.join(DIST, 'mesh-cni'), [], { env: { PATH: process.env.PATH, CNI_COMMAND: 'VERSION' } });
+  t.equal(r.code, 0, r.stderr);
+  t.match(JSON.parse(r.stdout), { cniVersion: String, supportedVersions: Array });
+  t.notOk(existsSync(path.join(DIST, 'mesh.blob')), 'the SEA blob is removed once injected');
 });

@@ -73,3 +73,60 @@ t.test('the demo from the release tarball, with no node_modules', { skip }, asyn
   t.match(fs.readFileSync(path.join(top, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0, January 2004/);
   await runDemo(t, path.join(top, 'demo.mjs'), top);
 });
+
+t.test('a port the demo needs is taken: one line naming the port and the program, no stack trace', { skip }, async (t) => {
+  const ns = createNetns(t, 'mesh-demo-port');
+  // another program on the daemon's metrics port, in the demo's namespace
+  const holder = spawnIn(ns, process.execPath, ['-e', "require('net').createServer().listen(15014, '127.0.0.1', () => console.log('up'))"], { env: { PATH: process.env.PATH } });
+  t.teardown(() => void holder.kill('SIGKILL'));
+  await new Promise((r) => holder.stdout!.once('data', r));
+  const demo = spawnIn(ns, process.execPath, [path.join(REPO, 'scripts/demo.mjs')], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+  let out = '';
+  demo.stdout!.on('data', (d) => (out += d));
+  demo.stderr!.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((r) => demo.on('exit', (c) => r(c)));
+  t.equal(code, 1, out);
+  t.equal(out.trimEnd().split('\n').length, 1, `one line: ${out}`);
+  t.match(out, /port 15014\b.*pilot-discovery \(metrics\).*in use/);
+  t.notMatch(out, /^\s+at /m, 'no stack trace');
+});
+
+t.test('the gateway demo: the live edit it suggests visibly works, with no restart', { skip, timeout: 120_000 }, async (t) => {
+  // a copy of the checkout's layout, so that the edit does not touch the repository's examples
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-demo-edit-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  fs.cpSync(path.join(REPO, 'scripts'), path.join(dir, 'scripts'), { recursive: true });
+  fs.cpSync(path.join(REPO, 'examples'), path.join(dir, 'examples'), { recursive: true });
+  for (const l of ['dist', 'node_modules']) fs.symlinkSync(path.join(REPO, l), path.join(dir, l));
+  const ns = createNetns(t, 'mesh-demo-edit');
+  const child = spawnIn(ns, process.execPath, [path.join(dir, 'scripts/demo.mjs'), 'gateway'], { cwd: dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: dir } });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  child.stderr!.on('data', (d) => (out += d));
+  t.teardown(() => void (child.exitCode === null && child.kill('SIGKILL')));
+  const deadline = Date.now() + 60_000;
+  while (!out.includes('Ctrl-C stops everything.')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the demo did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const get = async (p: string, want: number) => {
+    let s = 0;
+    for (let i = 0; i < 50 && s !== want; i++) {
+      s = httpGetIn(ns, `http://127.0.0.1:18080${p}`).status;
+      if (s !== want) await new Promise((r) => setTimeout(r, 200));
+    }
+    return s;
+  };
+  t.equal(await get('/get', 200), 200, '/get is routed before the edit');
+  // the printed suggestion: which line of which file to delete
+  const m = /delete its line, `([^`]+)`, in[\s#]*(examples\/\S+\.yaml)/.exec(out);
+  t.ok(m, `the demo suggests a live edit:\n${out}`);
+  if (!m) return;
+  const file = path.join(dir, m[2]!);
+  const text = fs.readFileSync(file, 'utf8');
+  t.ok(text.includes(m[1]!), `${m[2]} has the line to delete`);
+  fs.writeFileSync(file, text.split('\n').filter((l) => l.trim() !== m[1]).join('\n'));
+  t.equal(await get('/get', 404), 404, '/get: 404 from the gateway after the edit');
+  t.equal(await get('/headers', 200), 200, '/headers still routed');
+  t.equal(child.exitCode, null, 'no restart');
+});

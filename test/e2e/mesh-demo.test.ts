@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { meshPodsUnavailable, netnsExists, sh } from '../../scripts/lib/mesh-pods.mjs';
+import { createNetns, meshPodsUnavailable, netnsExists, sh } from '../../scripts/lib/mesh-pods.mjs';
 import { built } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 
@@ -18,7 +18,7 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
 
 /** The printed command whose comment starts with `comment`, without the comment. */
 function printed(out: string, comment: string): string {
-  const line = out.split('\n').find((l) => l.trimStart().startsWith('ip netns exec ') && new RegExp(`#\\s*${comment}`).test(l));
+  const line = out.split('\n').find((l) => /^(nsenter -t \d+ -m )?ip netns exec /.test(l.trimStart()) && new RegExp(`#\\s*${comment}`).test(l));
   if (!line) throw new Error(`the demo printed no command commented "${comment}":\n${out}`);
   return line.replace(/\s+#.*$/, '').trim();
 }
@@ -71,6 +71,14 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
   const tcp = sh(['bash', '-c', printed(out, 'raw TCP')]);
   t.equal(tcp.stdout.trim(), 'b echo ping', 'the TCP echo of B through the mesh');
 
+  // admin /certs lists the certificates A's TLS contexts use: its workload certificate (issue 24: it was empty)
+  const a = namespaces().find((n) => n.startsWith('mesh-demo-a-'))!;
+  const certs = sh(['ip', 'netns', 'exec', a, 'curl', '-s', 'localhost:15000/certs']);
+  type Details = { subject_alt_names: Array<{ uri?: string }> };
+  const list = (JSON.parse(certs.stdout) as { certificates: Array<{ ca_cert: Details[]; cert_chain: Details[] }> }).certificates;
+  t.ok(list.flatMap((c) => c.cert_chain).some((d) => d.subject_alt_names.some((s) => s.uri === 'spiffe://cluster.local/ns/a/sa/a')), `A's /certs shows its SPIFFE certificate: ${certs.stdout.slice(0, 400)}`);
+  t.ok(list.some((c) => c.ca_cert.length === 1), 'and the root its contexts trust');
+
   child.kill('SIGINT');
   t.equal(await exited, 0, 'Ctrl-C stops the demo with exit 0');
   for (const ns of namespaces()) {
@@ -87,4 +95,38 @@ t.test('without root the mesh demo says what it needs and fails', { skip: proces
   t.match(r.stderr, /iproute2/);
   t.match(r.stderr, /iptables/);
   t.equal(r.stdout, '', 'nothing else is printed');
+});
+
+t.test('the mesh demo run inside a network namespace prints commands that work from another shell', { skip, timeout: 240_000 }, async (t) => {
+  // `ip netns exec` gives the demo a mount namespace of its own, where its `ip netns add` mounts live.
+  const outer = createNetns(t, 'mesh-demo-outer');
+  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-demo-test-'));
+  fs.chmodSync(tmp, 0o1777);
+  t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const child = spawn('ip', ['netns', 'exec', outer, process.execPath, DEMO, 'mesh'], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
+  t.teardown(async () => {
+    if (child.exitCode === null) {
+      child.kill('SIGINT');
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 20_000))]);
+    }
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  const deadline = Date.now() + 150_000;
+  while (!out.includes('Ctrl-C stops everything.')) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`the demo did not start:\n${out}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  // from this process's shell, outside the demo's mount namespace, exactly as printed
+  const byName = sh(['bash', '-c', printed(out, "B's app answers")]);
+  t.equal(byName.code, 0, byName.stderr);
+  t.equal((JSON.parse(byName.stdout) as { server: string }).server, 'b', "B's app answered");
+  const status = sh(['bash', '-c', printed(out, 'the three sidecars')]);
+  t.equal(status.code, 0, status.stderr);
+  t.match(status.stdout, /^NAME\s+CLUSTER/m);
+  child.kill('SIGINT');
+  t.equal(await exited, 0, 'Ctrl-C stops the demo with exit 0');
 });

@@ -189,6 +189,19 @@ t.test('meshctl with no cluster, against a live daemon, gateway and sidecar', { 
     t.match(after.body, /: debug$/m, 'the gateway’s admin now reports debug');
     const listing = await m.meshctl(['proxy-config', 'log', 'gateway-0.mesh-system']);
     t.match(listing.stdout, /: debug$/m, 'and meshctl reads it back');
+    // -r with no cluster: the default level, and no warning about an injector ConfigMap (issue 24)
+    const reset = await m.meshctl(['proxy-config', 'log', 'gateway-0.mesh-system', '-r']);
+    ok(t, reset, 'proxy-config log -r');
+    t.match(reset.stdout, /: warning$/m);
+    t.notMatch(reset.stdout, /: debug$/m, 'the levels are back to warning');
+  });
+
+  await t.test('proxy-config bootstrap: the engine names its Envoy version', async (t) => {
+    const r = await m.meshctl(['proxy-config', 'bootstrap', 'gateway-0.mesh-system', '-o', 'short']);
+    ok(t, r, 'proxy-config bootstrap -o short');
+    t.match(r.stdout, /^Mesh Version:\s+1\.26\.\d+/m);
+    // Istio 1.26 runs Envoy 1.34 (it printed 0.0.0: issue 24)
+    t.match(r.stdout, /^Envoy Version:\s+1\.34\.\d+\/\S+$/m);
   });
 
   await t.test('version, internal-debug', async (t) => {

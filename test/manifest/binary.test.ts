@@ -89,3 +89,22 @@ t.test('install --dry-run prints the plan without a cluster', async (t) => {
   const mi = await meshctl(['manifest', 'install', '--dry-run', '--set', 'profile=minimal']);
   t.equal(mi.stdout, r.stdout, 'manifest install is install');
 });
+
+t.test("the CNI repair ClusterRole grants what Istio 1.26's chart grants for each repair mode", async (t) => {
+  // Istio's manifests/charts/istio-cni/templates/clusterrole.yaml: events create/patch always; then repairPods:
+  // nothing more, else deletePods: delete on pods, else labelPods: patch/update on pods/status.
+  const base = [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }, { apiGroups: [''], resources: ['pods'], verbs: ['watch', 'get', 'list'] }];
+  const modes: Array<[string[], unknown[]]> = [
+    [[], base],
+    [['values.cni.repair.repairPods=false', 'values.cni.repair.deletePods=true'], [...base, { apiGroups: [''], resources: ['pods'], verbs: ['delete'] }]],
+    [['values.cni.repair.repairPods=false', 'values.cni.repair.labelPods=true'], [...base, { apiGroups: [''], resources: ['pods/status'], verbs: ['patch', 'update'] }]],
+    [['values.cni.repair.repairPods=false', 'values.cni.repair.labelPods=true', 'values.cni.repair.deletePods=true'], [...base, { apiGroups: [''], resources: ['pods'], verbs: ['delete'] }]],
+  ];
+  for (const [sets, want] of modes) {
+    const r = await meshctl(['manifest', 'generate', '--set', 'components.cni.enabled=true', ...sets.flatMap((s) => ['--set', s])]);
+    t.equal(r.code, 0, r.stderr);
+    const role = r.stdout.split('\n---\n').map((d) => parseYaml(d) as { kind?: string; metadata?: { name?: string }; rules?: unknown[] })
+      .find((d) => d?.kind === 'ClusterRole' && d.metadata?.name === 'mesh-cni-repair-role');
+    t.same(role?.rules, want, sets.join(' ') || 'defaults (repairPods)');
+  }
+});

@@ -1,9 +1,14 @@
 // What the plugin needs to know about a pod, read from its orchestrator object, and whether the pod is
-// one whose traffic we capture (Istio's cni/pkg/plugin doAddRun and ExtractPodInfo).
+// one whose traffic we capture (Istio's cni/pkg/plugin doAddRun and ExtractPodInfo). Pods injected by
+// Istio's own injector (`istio-proxy`, `istio-init`, `sidecar.istio.io/*`, `traffic.sidecar.istio.io/*`)
+// are read as well: where a pod carries both names, ours win.
 
 export const PROXY_CONTAINER = 'mesh-proxy';
 /** A pod with this init container programs its own rules (the mesh is installed without CNI there). */
 export const INIT_CONTAINER = 'mesh-init';
+/** Istio's names for the same containers. */
+const ISTIO_PROXY_CONTAINER = 'istio-proxy';
+const ISTIO_INIT_CONTAINER = 'istio-init';
 
 export const ANNOTATION = {
   inject: 'sidecar.mesh.io/inject',
@@ -22,6 +27,19 @@ export const ANNOTATION = {
 
 /** The label form of the inject switch, which wins over the annotation. */
 export const INJECT_LABEL = 'sidecar.mesh.io/inject';
+
+/** Istio's spelling of one of our annotation or label keys. */
+const istioKey = (key: string): string => key.replace(/(^|\.)mesh\.io\//, '$1istio.io/');
+
+/** A map with each Istio-named key also under our name, unless our name is there already. */
+function withMeshNames(m: Record<string, string>, keys: readonly string[]): Record<string, string> {
+  const out = { ...m };
+  for (const k of keys) {
+    const istio = istioKey(k);
+    if (!(k in out) && istio in m) out[k] = m[istio]!;
+  }
+  return out;
+}
 
 export interface PodInfo {
   containers: Set<string>;
@@ -53,15 +71,20 @@ export function extractPodInfo(pod: unknown): PodInfo {
   const list = (v: unknown): Container[] => (Array.isArray(v) ? (v.filter((c) => c && typeof c === 'object') as Container[]) : []);
   const info: PodInfo = {
     containers: new Set(),
-    labels: strMap(p.metadata?.labels),
-    annotations: strMap(p.metadata?.annotations),
+    labels: withMeshNames(strMap(p.metadata?.labels), [INJECT_LABEL]),
+    annotations: withMeshNames(strMap(p.metadata?.annotations), Object.values(ANNOTATION)),
     proxyType: '',
     proxyEnv: {},
   };
-  for (const c of [...list(p.spec?.initContainers), ...list(p.spec?.containers)]) {
+  const all = [...list(p.spec?.initContainers), ...list(p.spec?.containers)];
+  const names = new Set(all.map((c) => c.name));
+  // Istio's proxy container stands for ours only in a pod that has no container of our name.
+  const proxyName = names.has(PROXY_CONTAINER) || !names.has(ISTIO_PROXY_CONTAINER) ? PROXY_CONTAINER : ISTIO_PROXY_CONTAINER;
+  for (const c of all) {
     if (typeof c.name !== 'string') continue;
-    info.containers.add(c.name);
-    if (c.name !== PROXY_CONTAINER) continue;
+    const name = c.name === proxyName ? PROXY_CONTAINER : c.name === ISTIO_INIT_CONTAINER ? INIT_CONTAINER : c.name;
+    info.containers.add(name);
+    if (c.name !== proxyName) continue;
     if (Array.isArray(c.env)) {
       for (const e of c.env as Array<{ name?: unknown; value?: unknown }>) {
         if (e && typeof e.name === 'string') info.proxyEnv[e.name] = typeof e.value === 'string' ? e.value : '';

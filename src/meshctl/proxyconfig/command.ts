@@ -199,12 +199,20 @@ export const log: Handler = async (ctx) => {
   if (!str(ctx, 'selector') && ctx.args.length < 1) throw new CommandError('log requires pod name or --selector');
   if (reset && level) throw new CommandError('--level cannot be combined with --reset');
   if (output(ctx) !== 'short') throw new CommandError('--output is not applicable for this command');
+  // A misspelt level is the user's mistake whatever the proxy says: report it before reaching the proxy
+  // (logger names still need the proxy's list, below).
+  for (const ol of level ? level.split(',') : []) {
+    const m = /[:=]/.exec(ol.split('::').pop()!);
+    const lvl = m ? ol.split('::').pop()!.slice(m.index + 1) : ol;
+    if (!LEVELS[lvl]) throw new CommandError(`unrecognized logging level: ${lvl}`);
+  }
   const pods = await targets(ctx);
   let loggerNames = '';
   for (const p of pods) loggerNames = await proxyDo(p, 'POST', 'logging');
   const dest = new Map<string, string>();
   if (reset) {
-    ctx.stderr.write(`warn\tunable to get logLevel from ConfigMap mesh-sidecar-injector, using default value "warning" for envoy proxies\n`);
+    // istioctl reads the injector ConfigMap's global.proxy.logLevel and warns when it cannot; with no
+    // cluster there is no ConfigMap to miss, so the chart's default applies silently.
     dest.set(DEFAULT_LOGGER, 'warning');
   } else if (level) {
     for (const ol of level.split(',')) {

@@ -17,6 +17,8 @@ export interface AdminHandlers {
   refreshServerStats(): void;
   state(): 'LIVE' | 'DRAINING' | 'PRE_INITIALIZING' | 'INITIALIZING';
   serverInfo(): JsonValue;
+  /** GET /certs: the certificates of every live TLS context (Envoy's admin.v3.Certificates). */
+  certs(): JsonValue;
   configDump(q: URLSearchParams): JsonValue;
   clustersText(): string;
   clustersJson(): JsonValue;
@@ -182,7 +184,7 @@ export class AdminServer {
       '/memory': { method: 'GET', help: 'print current allocation/heap usage', handle: (_q, res) => sendJson(res, h.memory()) },
       '/hot_restart_version': { method: 'GET', help: 'print the hot restart compatibility version', handle: (_q, res) => send(res, 200, 'disabled\n') },
       '/runtime': { method: 'GET', help: 'print runtime values', handle: (_q, res) => sendJson(res, { entries: {}, layers: [] }) },
-      '/certs': { method: 'GET', help: 'print certs on machine', handle: (_q, res) => sendJson(res, { certificates: [] }) },
+      '/certs': { method: 'GET', help: 'print certs on machine', handle: (_q, res) => sendJson(res, h.certs()) },
       '/reset_counters': {
         method: 'POST',
         help: 'reset all counters to zero',

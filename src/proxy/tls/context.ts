@@ -6,6 +6,7 @@ import { createHash, X509Certificate } from 'node:crypto';
 import tls from 'node:tls';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { CommonTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
+import type { DataSource } from '../../gen/envoy/config/core/v3/base_pb';
 import {
   CertificateValidationContext_TrustChainVerification,
   SubjectAltNameMatcher_SanType,
@@ -35,6 +36,8 @@ interface SanCheck {
 
 interface Validation {
   ca: Buffer | undefined;
+  /** Where the CA came from, as Envoy's /certs names it: the file, or `<inline>`. */
+  caPath: string;
   sans: SanCheck[];
   hashes: string[];
   acceptUntrusted: boolean;
@@ -131,6 +134,7 @@ function compileValidation(v: CertificateValidationContext, where: string): Vali
   if (v.verifyCertificateSpki.length > 0) throw new ConfigError(`${where}.verify_certificate_spki: not supported`);
   return {
     ca: readDataSource(v.trustedCa, `${where}.trusted_ca`),
+    caPath: sourcePath(v.trustedCa),
     sans,
     hashes: v.verifyCertificateHash.map((h) => h.replace(/:/g, '').toLowerCase()),
     acceptUntrusted: v.trustChainVerification === CertificateValidationContext_TrustChainVerification.ACCEPT_UNTRUSTED,
@@ -143,6 +147,7 @@ function mergeValidation(base: Validation | undefined, over: Validation | undefi
   if (!over) return base;
   return {
     ca: over.ca ?? base.ca,
+    caPath: over.ca ? over.caPath : base.caPath,
     sans: [...base.sans, ...over.sans],
     hashes: [...base.hashes, ...over.hashes],
     acceptUntrusted: base.acceptUntrusted || over.acceptUntrusted,
@@ -150,13 +155,25 @@ function mergeValidation(base: Validation | undefined, over: Validation | undefi
   };
 }
 
-function certPair(c: TlsCertificate, where: string): { cert: Buffer; key: Buffer; passphrase?: string } {
+/** Envoy's name for a data source in /certs (Config::DataSource::getPath, else "<inline>"). */
+function sourcePath(d: DataSource | undefined): string {
+  return d?.specifier.case === 'filename' ? d.specifier.value : '<inline>';
+}
+
+/** What /certs shows of a context (Envoy's Ssl::Context getCaCertInformation / getCertChainInformation). */
+export interface ContextCerts {
+  ca: { pem: Buffer; path: string } | undefined;
+  chain: Array<{ pem: Buffer; path: string }>;
+}
+
+function certPair(c: TlsCertificate, where: string): { cert: Buffer; key: Buffer; passphrase?: string; path: string } {
   const cert = readDataSource(c.certificateChain, `${where}.certificate_chain`);
   const key = readDataSource(c.privateKey, `${where}.private_key`);
   if (!cert) throw new ConfigError(`${where}.certificate_chain: is required`);
   if (!key) throw new ConfigError(`${where}.private_key: is required`);
   const pass = readDataSource(c.password, `${where}.password`);
-  return pass ? { cert, key, passphrase: pass.toString() } : { cert, key };
+  const path = sourcePath(c.certificateChain);
+  return pass ? { cert, key, passphrase: pass.toString(), path } : { cert, key, path };
 }
 
 /**
@@ -214,7 +231,7 @@ export class TlsContext {
    */
   private readonly sessions = new Map<string, Buffer>();
   private readonly listeners = new Set<() => void>();
-  private readonly staticCerts: Array<{ cert: Buffer; key: Buffer; passphrase?: string }>;
+  private readonly staticCerts: Array<{ cert: Buffer; key: Buffer; passphrase?: string; path: string }>;
   private readonly certWatches: SecretWatch[];
   private readonly staticValidation: Validation | undefined;
   private readonly validationWatch: SecretWatch | undefined;
@@ -265,6 +282,9 @@ export class TlsContext {
       });
     }
     this.ready = Promise.all(this.watches.map((w) => w.ready)).then(() => undefined);
+    // the admin's /certs lists every live context, as Envoy's context manager does
+    secrets.contexts.add(this);
+    this.unregister = () => secrets.contexts.delete(this);
     // static material is checked now: a bad PEM is a config error, not a failed handshake later
     if (this.watches.length === 0) this.secureContext();
   }
@@ -273,7 +293,16 @@ export class TlsContext {
     this.listeners.add(cb);
   }
 
+  private readonly unregister: () => void;
+
+  /** The certificates this context uses now (SDS material that has not arrived is not there yet). */
+  certsInUse(): ContextCerts {
+    const v = this.validation();
+    return { ca: v?.ca ? { pem: v.ca, path: v.caPath } : undefined, chain: this.certs().map((c) => ({ pem: c.cert, path: c.path })) };
+  }
+
   release(): void {
+    this.unregister();
     for (const w of this.watches) w.release();
     this.listeners.clear();
   }
@@ -290,7 +319,7 @@ export class TlsContext {
   }
 
   /** Certificates currently available (static + SDS that arrived). */
-  private certs(): Array<{ cert: Buffer; key: Buffer; passphrase?: string }> {
+  private certs(): Array<{ cert: Buffer; key: Buffer; passphrase?: string; path: string }> {
     const out = [...this.staticCerts];
     for (const w of this.certWatches) {
       const s = w.current();

@@ -4,6 +4,7 @@
 // A watch resolves `ready` when its secret arrives or its initial_fetch_timeout (default 15 s) passes,
 // so TLS listeners and clusters warm the way Envoy's do.
 import type { ConfigSource } from '../../gen/envoy/config/core/v3/config_source_pb';
+import type { ContextCerts } from './context';
 import { SecretSchema, type Secret, type SdsSecretConfig } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { TYPE_URL } from '../../xds/types';
 import type { Logger } from '../log';
@@ -41,6 +42,8 @@ interface Source {
 }
 
 export class SecretManager {
+  /** The TLS contexts alive in this engine (they add and remove themselves), for the admin's /certs. */
+  readonly contexts = new Set<{ certsInUse(): ContextCerts }>();
   private readonly staticSecrets = new Map<string, Secret>();
   private readonly sources = new Map<string, Source>();
 
