@@ -119,26 +119,9 @@ async function startBackend(t: Test): Promise<number> {
  * backend.demo.svc.cluster.local:80, and a VirtualService for `host` routing `prefix` to it.
  */
 export function prefixRouteConfig(p: GatewayPorts, prefix: string, host = '*'): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
----
-apiVersion: networking.istio.io/v1
+  return gatewayYaml(
+    p,
+    `apiVersion: networking.istio.io/v1
 kind: VirtualService
 metadata: {name: route, namespace: mesh-system}
 spec:
@@ -147,7 +130,8 @@ spec:
   http:
   - match: [{uri: {prefix: ${prefix}}}]
     route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
-`;
+`,
+  );
 }
 
 export function httpGet(port: number, p: string, headers: Record<string, string> = {}, timeoutMs = 10_000): Promise<Reply> {
