@@ -15,8 +15,8 @@ import { registerScope } from '../../lib/log';
 import { defineCounter } from '../../lib/metrics';
 import { EXTRA_CA_BUNDLE_PATH, fetchDocument, loadTrustedRoots } from './fetch';
 import { createFakeJwks, keySetChanged, keySetError } from './keyset';
-import { jwksFromText } from '../../proxy/http/filters/jwt-authn/jwks';
-import { Status, statusString } from '../../proxy/http/filters/jwt-authn/status';
+import { jwksFromText } from '../../lib/jwt-verify/jwks';
+import { Status, statusString } from '../../lib/jwt-verify/status';
 
 const log = registerScope('model', 'mesh model');
 

@@ -5,12 +5,12 @@
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { RequestHeaders } from '../../headers';
 import type { TokenLocation } from './extractor';
-import { parseJwt, verifyTimeConstraint, type Jwt } from './jwt';
-import type { Jwks } from './jwks';
+import { parseJwt, verifyTimeConstraint, type Jwt } from '../../../../lib/jwt-verify/jwt';
+import type { Jwks } from '../../../../lib/jwt-verify/jwks';
 import { claimHeaderValue, lifetimeAllowed, normalizedPayload, type AudienceChecker, type ProviderRuntime } from './provider';
-import { Status, statusString } from './status';
+import { Status, statusString } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
-import { verifySignature } from './verify';
+import { verifySignature } from '../../../../lib/jwt-verify/verify';
 
 export type Outcome = Status | Promise<Status>;
 

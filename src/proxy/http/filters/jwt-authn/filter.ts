@@ -6,7 +6,7 @@ import type { FilterResult, HttpFilter, HttpStream, LocalReply } from '../../fil
 import type { RouteRequest } from '../../../route/types';
 import type { VerifyContext } from './authenticator';
 import type { JwtAuthnConfig, JwtAuthnPerRoute } from './config';
-import { rcDetails, Status, statusString } from './status';
+import { rcDetails, Status, statusString } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
 import type { Verifier } from './verifier';
 

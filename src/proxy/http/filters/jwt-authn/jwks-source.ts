@@ -6,8 +6,8 @@
 // never wait once the first fetch completed.
 import type { Logger } from '../../../log';
 import type { UpstreamCall, UpstreamCallResult } from '../../filter-api';
-import { jwksFromText, type Jwks } from './jwks';
-import { Status, statusString } from './status';
+import { jwksFromText, type Jwks } from '../../../../lib/jwt-verify/jwks';
+import { Status, statusString } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
 
 export interface KeySource {

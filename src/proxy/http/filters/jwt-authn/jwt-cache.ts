@@ -2,8 +2,8 @@
 // the token string. Only present when the provider configures it, as in Envoy; a cached token still
 // goes through issuer, time and audience checks on every request, only parsing and the signature
 // check are skipped.
-import { DEFAULT_CLOCK_SKEW_SECONDS, verifyTimeConstraint, type Jwt } from './jwt';
-import { Status } from './status';
+import { DEFAULT_CLOCK_SKEW_SECONDS, verifyTimeConstraint, type Jwt } from '../../../../lib/jwt-verify/jwt';
+import { Status } from '../../../../lib/jwt-verify/status';
 
 export const DEFAULT_JWT_CACHE_SIZE = 100;
 

@@ -6,11 +6,11 @@ import type { Logger } from '../../../log';
 import { compileStringMatcher, ConfigError, type StringMatch } from '../../../matchers/string';
 import { durationToMs, readDataSource } from '../../../route/action';
 import type { ProviderLocations } from './extractor';
-import { DEFAULT_CLOCK_SKEW_SECONDS } from './jwt';
+import { DEFAULT_CLOCK_SKEW_SECONDS } from '../../../../lib/jwt-verify/jwt';
 import { DEFAULT_JWT_CACHE_SIZE, JwtCache, VerifiedSignatures } from './jwt-cache';
-import { jwksFromText } from './jwks';
+import { jwksFromText } from '../../../../lib/jwt-verify/jwks';
 import { LocalKeySource, RemoteKeySource, type KeySource, type UpstreamFn } from './jwks-source';
-import { Status, statusString } from './status';
+import { Status, statusString } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
 
 /** Envoy's default remote JWKS cache duration (JwksAsyncFetcher::getCacheDuration). */

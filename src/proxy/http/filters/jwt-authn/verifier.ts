@@ -8,7 +8,7 @@ import { ConfigError } from '../../../matchers/string';
 import { authenticate, type AuthenticatorSpec, type Outcome, type ProviderSet, type VerifyContext } from './authenticator';
 import { Extractor } from './extractor';
 import { AudienceChecker, type ProviderRuntime } from './provider';
-import { Status } from './status';
+import { Status } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
 
 export interface Verifier {
