@@ -1,6 +1,7 @@
 // src/lib/hostport against Go's own table: TestSplitHostPort and TestJoinHostPort in go/src/net/ip_test.go.
 import t from 'tap';
 import { HostPortError, joinHostPort, splitHostPort } from '../../src/lib/hostport';
+import { defaultProxyConfig, validateProxyConfig } from '../../src/inject/mesh';
 
 t.test('SplitHostPort: the cases that split', async (t) => {
   const ok: [string, string, string][] = [
@@ -74,4 +75,11 @@ t.test('JoinHostPort', async (t) => {
   ];
   for (const [host, port, want] of cases) t.equal(joinHostPort(host, port), want, `${host} ${port}`);
   t.equal(joinHostPort('::', 15010), '[::]:15010', 'a numeric port');
+});
+
+t.test("the injector's proxy address check splits as Istio's ValidateProxyAddress (net.SplitHostPort)", async (t) => {
+  const errs = (discoveryAddress: string) => validateProxyConfig({ ...defaultProxyConfig(), discoveryAddress });
+  t.same(errs('::1:15012'), ['invalid discovery address: unable to split "::1:15012": address ::1:15012: too many colons in address'], 'an unbracketed IPv6 literal');
+  t.same(errs('meshd.mesh-system.svc'), ['invalid discovery address: unable to split "meshd.mesh-system.svc": address meshd.mesh-system.svc: missing port in address']);
+  t.same(errs('[::1]:15012'), [], 'a bracketed one is fine');
 });
