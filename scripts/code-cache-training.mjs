@@ -10,6 +10,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
+import { Exited, waitFor } from './lib/wait.mjs';
 
 const TIMEOUT_MS = 30_000;
 
@@ -22,13 +23,13 @@ function start(bundle, args, o) {
   return { child, out: () => out, exited };
 }
 
-async function until(check, what, proc) {
-  const deadline = Date.now() + TIMEOUT_MS;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}:\n${proc.out().slice(-2000)}`);
-    if (proc.child.exitCode !== null) throw new Error(`exited before ${what}:\n${proc.out().slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+/** Waits for `check`, giving up at once if `proc` exits first. */
+function waitWhileRunning(check, what, proc) {
+  const exitedEarly = () => {
+    if (proc.child.exitCode !== null) throw new Exited(`exited before ${what}:\n${proc.out().slice(-2000)}`);
+    return false;
+  };
+  return waitFor(() => `${what}:\n${proc.out().slice(-2000)}`, () => check() || exitedEarly(), { timeoutMs: TIMEOUT_MS, intervalMs: 20 });
 }
 
 /** A loopback port free right now (the agent's status port must be a real one). */
@@ -76,7 +77,7 @@ export async function trainCodeCaches(dist) {
     });
     cleanup.push(() => daemon.child.kill('SIGKILL'));
     const listening = /secure discovery gRPC listening on (\S+)/;
-    await until(() => listening.test(daemon.out()), 'the daemon\'s secure port', daemon);
+    await waitWhileRunning(() => listening.test(daemon.out()), 'the daemon\'s secure port', daemon);
     const secure = listening.exec(daemon.out())[1];
 
     const agentDir = path.join(work, 'agent');
@@ -92,9 +93,9 @@ export async function trainCodeCaches(dist) {
       },
     });
     cleanup.push(() => agent.child.kill('SIGKILL'));
-    await until(() => existsSync(path.join(agentDir, 'out', 'cert-chain.pem')), 'the agent\'s first certificate', agent);
+    await waitWhileRunning(() => existsSync(path.join(agentDir, 'out', 'cert-chain.pem')), 'the agent\'s first certificate', agent);
     // The agent installs its signal handlers with the proxy command, after the certificate.
-    await until(() => /status server listening/.test(agent.out()), 'the agent\'s status server', agent);
+    await waitWhileRunning(() => /status server listening/.test(agent.out()), 'the agent\'s status server', agent);
     await new Promise((r) => setTimeout(r, 300));
     await stop(agent, 'pilot-agent');
     await stop(daemon, 'pilot-discovery');

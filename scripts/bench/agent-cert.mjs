@@ -22,6 +22,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 import { cpuSeconds } from './xds-scale/proc.mjs';
+import { waitFor } from '../lib/wait.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 let DIST = path.join(ROOT, 'dist');
@@ -60,15 +61,6 @@ function run(cmd, args, o) {
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
   return { child, out: () => out, exited: new Promise((r) => child.on('exit', r)) };
-}
-
-async function waitFor(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out: ${what()}`);
-    await sleep(1);
-  }
 }
 
 function freePort() {
@@ -110,7 +102,7 @@ async function measure() {
     '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--ctrlz_port', '0',
   ], { cwd: daemonDir, cpu: opts.daemonCpu, env: { JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) } });
   cleanup.push(() => daemon.child.kill('SIGKILL'));
-  await waitFor(() => /secure discovery gRPC listening on (\S+)/.test(daemon.out()), 60_000, () => `the daemon's secure port:\n${daemon.out()}`);
+  await waitFor(() => `the daemon's secure port:\n${daemon.out()}`, () => /secure discovery gRPC listening on (\S+)/.test(daemon.out()), { timeoutMs: 60_000, intervalMs: 1 });
   const secure = /secure discovery gRPC listening on (\S+)/.exec(daemon.out())[1];
   const root = path.join(daemonDir, 'var/run/secrets/mesh/root-cert.pem');
   const token = await issuer.mint({ sub: 'system:serviceaccount:bench:agent' }, { audience: 'mesh-ca' });
@@ -145,10 +137,10 @@ async function measure() {
         },
       });
       const certFile = path.join(dir, 'out', 'cert-chain.pem');
-      await waitFor(() => existsSync(certFile), 60_000, () => `a certificate from the agent:\n${agent.out()}`);
+      await waitFor(() => `a certificate from the agent:\n${agent.out()}`, () => existsSync(certFile), { timeoutMs: 60_000, intervalMs: 1 });
       const wall = performance.now() - t0;
       const cpu = (cpuSeconds(agent.child.pid) ?? NaN) * 1000;
-      await waitFor(() => /first workload certificate \d+ms after the agent started/.test(agent.out()), 5000, () => `the agent's log line:\n${agent.out()}`);
+      await waitFor(() => `the agent's log line:\n${agent.out()}`, () => /first workload certificate \d+ms after the agent started/.test(agent.out()), { timeoutMs: 5000, intervalMs: 1 });
       const m = /first workload certificate (\d+)ms after the agent started \((\d+)ms after it asked\)/.exec(agent.out());
       rows.push({ wall, cpu, inAgent: Number(m[1]), asked: Number(m[2]) });
       // A profile is written when the process exits on its own: SIGTERM lets the agent shut down, once it has

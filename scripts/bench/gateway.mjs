@@ -32,6 +32,7 @@ import { childPids, cmdline, freePort, startGateway, writeGatewayConfig } from '
 import { nginxAvailable, NGINX, startNginx } from './gateway/nginx.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
+import { waitFor } from '../lib/wait.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
@@ -103,20 +104,6 @@ const children = [];
 let workDir;
 let opts;
 
-async function waitFor(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (e) {
-      last = e.message;
-    }
-    if (Date.now() > deadline) throw new Error(`${what()} (after ${timeoutMs} ms${last ? `; last error: ${last}` : ''})`);
-    await sleep(100);
-  }
-}
-
 async function get(url) {
   const r = await fetch(url, { signal: AbortSignal.timeout(3000) });
   const body = await r.text();
@@ -134,7 +121,7 @@ async function startBackend() {
   children.push(child);
   let out = '';
   child.stdout.on('data', (d) => (out += d));
-  await waitFor(() => /listening (\d+)/.test(out), 10_000, () => `the backend did not start: ${out}`);
+  await waitFor(() => `the backend did not start: ${out}`, () => /listening (\d+)/.test(out), { timeoutMs: 10_000, intervalMs: 100 });
   return { child, port: Number(/listening (\d+)/.exec(out)[1]) };
 }
 
@@ -252,9 +239,9 @@ async function main() {
     children.push(daemon.child);
     const gw = await startGateway({ command: [...pinPrefix(opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc });
     children.push(gw.child);
-    await waitFor(async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
+    await waitFor(() => `the gateway did not become ready:\n${gw.child.output()}`, async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, { timeoutMs: 60_000, intervalMs: 100 });
     const url = `http://127.0.0.1:${gwPort}/bench`;
-    await waitFor(async () => (await get(url)).status === 200, 30_000, () => `the gateway does not route to the backend:\n${gw.child.output()}`);
+    await waitFor(() => `the gateway does not route to the backend:\n${gw.child.output()}`, async () => (await get(url)).status === 200, { timeoutMs: 30_000, intervalMs: 100 });
     // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
     const engine = childPids(gw.child.pid).find((p) => / envoy /.test(` ${cmdline(p)} `));
     if (engine) {
@@ -272,12 +259,12 @@ async function main() {
     children.push(ng);
     const url = `http://127.0.0.1:${port}/bench`;
     await waitFor(
+      () => `nginx does not proxy to the backend: ${ng.output()}`,
       async () => {
         if (ng.exitCode !== null) throw new Error(`nginx exited ${ng.exitCode}: ${ng.output()}`);
         return (await get(url)).status === 200;
       },
-      15_000,
-      () => `nginx does not proxy to the backend: ${ng.output()}`,
+      { timeoutMs: 15_000, intervalMs: 100 },
     );
     const workers = childPids(ng.pid);
     targets.nginx = { url, pids: [...workers, ng.pid], names: [...workers.map(() => 'worker'), 'master'] };

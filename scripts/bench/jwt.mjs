@@ -20,6 +20,7 @@ import { runLoad } from './gateway/load-run.mjs';
 import { childPids, cmdline, freePort, startGateway } from './gateway/mesh.mjs';
 import { cpuSeconds } from './xds-scale/proc.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
+import { waitFor } from '../lib/wait.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
@@ -52,19 +53,6 @@ const opts = parseArgs(process.argv.slice(2));
 const pin = (cpu) => (opts.pin ? ['taskset', '-c', String(cpu)] : []);
 const children = [];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(what());
-    await sleep(100);
-  }
-}
 
 function config(dir, ports, backendPort, issuer) {
   const gateway = (name, port) => `apiVersion: networking.istio.io/v1
@@ -148,7 +136,7 @@ try {
   children.push(backend);
   let bout = '';
   backend.stdout.on('data', (d) => (bout += d));
-  await waitFor(() => /listening (\d+)/.test(bout), 10_000, () => `the backend did not start: ${bout}`);
+  await waitFor(() => `the backend did not start: ${bout}`, () => /listening (\d+)/.test(bout), { timeoutMs: 10_000, intervalMs: 100 });
   const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
 
   const ports = { plain: await freePort(), jwt: await freePort() };
@@ -176,7 +164,7 @@ try {
     });
     children.push(g.child);
     gateways[name] = g;
-    await waitFor(async () => (await status(`http://127.0.0.1:${g.ports.status}/healthz/ready`)) === 200, 60_000, () => `gateway ${name} not ready:\n${g.child.output()}`);
+    await waitFor(() => `gateway ${name} not ready:\n${g.child.output()}`, async () => (await status(`http://127.0.0.1:${g.ports.status}/healthz/ready`)) === 200, { timeoutMs: 60_000, intervalMs: 100 });
     // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
     g.engine = childPids(g.child.pid).find((pid) => / envoy /.test(` ${cmdline(pid)} `)) ?? g.child.pid;
   }
@@ -185,7 +173,7 @@ try {
   const plainUrl = `http://127.0.0.1:${ports.plain}/`;
   const jwtUrl = `http://127.0.0.1:${ports.jwt}/`;
   // The gateway's first listener may carry the reject-all keys until the daemon's fetch lands.
-  await waitFor(async () => (await status(jwtUrl, auth)) === 200, 30_000, () => 'a valid token never passed the jwt gateway');
+  await waitFor(() => 'a valid token never passed the jwt gateway', async () => (await status(jwtUrl, auth)) === 200, { timeoutMs: 30_000, intervalMs: 100 });
   const bad = await status(jwtUrl, { authorization: `Bearer ${await issuer.mintBadSignature()}` });
   if (bad !== 401) throw new Error(`a bad signature got ${bad} at the jwt gateway, expected 401: not validating`);
 

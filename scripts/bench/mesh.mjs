@@ -45,7 +45,8 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { APP_UID, asUser, callIn, Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, proxyPids, startMesh, waitFor } from '../lib/mesh-pods.mjs';
+import { APP_UID, asUser, callIn, Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, proxyPids, startMesh } from '../lib/mesh-pods.mjs';
+import { waitFor } from '../lib/wait.mjs';
 
 const SELF = new URL(import.meta.url).pathname;
 const ROOT = path.resolve(path.dirname(SELF), '../..');
@@ -558,12 +559,12 @@ async function main() {
     const skipped = { fixed: { unanswered: 0, errors: 0, non2xx: 0, p99: NaN }, sat: { rps: NaN }, perCore: NaN };
     const direct = o.targets.includes('direct') ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o, {}, [mesh.ns.da, mesh.ns.db]) : skipped;
 
-    await waitFor(() => xfcc() === null, 30_000, () => 'the plaintext config did not take effect');
+    await waitFor(() => 'the plaintext config did not take effect', () => xfcc() === null, { timeoutMs: 30_000, intervalMs: 50 });
     const plain = o.targets.includes('plaintext') ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b]) : skipped;
 
     unlinkSync(path.join(mesh.configDir, 'destination-rule.yaml'));
     for (const [file, yaml] of Object.entries(MTLS)) writeFileSync(path.join(mesh.configDir, file), yaml);
-    await waitFor(() => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), 30_000, () => 'mTLS did not take effect');
+    await waitFor(() => 'mTLS did not take effect', () => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), { timeoutMs: 30_000, intervalMs: 50 });
     const mtls = o.targets.includes('mtls') ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b]) : skipped;
 
     // a run that left requests unanswered has no p99 worth the name

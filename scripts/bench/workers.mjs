@@ -19,6 +19,7 @@ import { runLoad } from './gateway/load-run.mjs';
 import { freePort, startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
+import { waitFor } from '../lib/wait.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
@@ -74,20 +75,6 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const children = [];
 let workDir;
 
-async function waitFor(check, timeoutMs, what) {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (e) {
-      last = e.message;
-    }
-    if (Date.now() > deadline) throw new Error(`${what()} (after ${timeoutMs} ms${last ? `; last error: ${last}` : ''})`);
-    await sleep(100);
-  }
-}
-
 const status = (url) => fetch(url, { signal: AbortSignal.timeout(3000) }).then((r) => r.status);
 
 async function stop(child) {
@@ -130,7 +117,7 @@ async function main() {
   children.push(backend);
   let bout = '';
   backend.stdout.on('data', (d) => (bout += d));
-  await waitFor(() => /listening (\d+)/.test(bout), 10_000, () => `the backend did not start: ${bout}`);
+  await waitFor(() => `the backend did not start: ${bout}`, () => /listening (\d+)/.test(bout), { timeoutMs: 10_000, intervalMs: 100 });
   const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
 
   const configDir = path.join(workDir, 'config');
@@ -150,8 +137,8 @@ async function main() {
       const gw = await startGateway({ command: [...proxyPrefix, path.join(bin, 'pilot-agent')], dir, discovery: daemon.grpc, concurrency: n });
       children.push(gw.child);
       try {
-        await waitFor(async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
-        await waitFor(async () => (await status(url)) === 200, 30_000, () => `the gateway does not route to the backend:\n${gw.child.output()}`);
+        await waitFor(() => `the gateway did not become ready:\n${gw.child.output()}`, async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200, { timeoutMs: 60_000, intervalMs: 100 });
+        await waitFor(() => `the gateway does not route to the backend:\n${gw.child.output()}`, async () => (await status(url)) === 200, { timeoutMs: 30_000, intervalMs: 100 });
         // worker threads start once the main thread is live: give them a moment, then check they all serve
         await sleep(1500);
         const idleRss = rssBytes(gw.child.pid);

@@ -35,8 +35,6 @@ export function netnsUnavailable(): string | false;
 export function meshPodsUnavailable(o?: { openssl?: boolean }): string | false;
 export function sh(args: readonly string[], o?: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): ShResult;
 export function must(args: readonly string[], o?: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number }): string;
-export class Exited extends Error {}
-export function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, why: () => string): Promise<void>;
 export class Cleanup implements Owner {
   teardown(fn: () => unknown): void;
   run(): Promise<void>;

@@ -12,6 +12,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
+import { Exited, waitFor } from './wait.mjs';
 
 /** The proxy's uid, which the capture rules exempt (Istio's default). */
 export const PROXY_UID = 1337;
@@ -49,23 +50,6 @@ export function must(args, o = {}) {
   const r = sh(args, o);
   if (r.code !== 0) throw new Error(`${args.join(' ')} failed (${r.code}): ${r.stderr}`);
   return r.stdout;
-}
-
-/** Thrown by a `waitFor` check to stop waiting at once (the thing waited for cannot happen any more). */
-export class Exited extends Error {}
-
-/** Polls `check` (a throw counts as "not yet", except `Exited`) until it holds. */
-export async function waitFor(check, timeoutMs, why) {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (e) {
-      if (e instanceof Exited) throw e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms: ${why()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** A teardown list for scripts, run last-in first-out (processes before the namespaces they live in). */
@@ -260,7 +244,7 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
 
 /** Waits for the sidecar's readiness probe (:15021/healthz/ready inside the pod). */
 export function waitSidecarReady(ns, timeoutMs, why) {
-  return waitFor(() => httpGetIn(ns, 'http://127.0.0.1:15021/healthz/ready').status === 200, timeoutMs, why);
+  return waitFor(why, () => httpGetIn(ns, 'http://127.0.0.1:15021/healthz/ready').status === 200, { timeoutMs, intervalMs: 50 });
 }
 
 // The workload and the plain client of a pod, run with `node -e` so they need no file (the bundled demo has
@@ -485,12 +469,12 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
     progress(`waiting for sidecar ${name}`);
     const agent = sidecars[name].child;
     await waitFor(
+      () => `the sidecar of ${name} is not ready:\n${sidecars[name].out().slice(-3000)}\n--- discovery:\n${discovery.out().slice(-3000)}`,
       () => {
         if (agent.exitCode !== null || agent.signalCode !== null) throw new Exited(`the sidecar of ${name} exited (${agent.exitCode ?? agent.signalCode}):\n${sidecars[name].out().slice(-3000)}`);
         return httpGetIn(ns[name], 'http://127.0.0.1:15021/healthz/ready').status === 200;
       },
-      timeoutMs,
-      () => `the sidecar of ${name} is not ready:\n${sidecars[name].out().slice(-3000)}\n--- discovery:\n${discovery.out().slice(-3000)}`,
+      { timeoutMs, intervalMs: 50 },
     );
   }
   return { world, ns, configDir, identitiesDir: path.join(dir, 'identities'), logs, discovery, sidecars, apps };

@@ -1,6 +1,7 @@
 // The agent's view of the proxy: only Envoy's admin API on localhost (the contract both Envoy and the
 // built-in engine honour). Parsers are pure; AdminClient does the calls.
 import { httpCall, type HttpResult } from './http-client';
+import { joinHostPort } from '../lib/hostport';
 
 /** Envoy's `/stats` text: `name: value` lines. Lines that do not parse are returned in `bad`. */
 export function parseStatsText(text: string): { values: Map<string, number>; bad: string[] } {
@@ -112,8 +113,7 @@ export class AdminClient {
   ) {}
 
   url(path: string): string {
-    const h = this.host.includes(':') ? `[${this.host}]` : this.host;
-    return `http://${h}:${this.port}/${path.replace(/^\//, '')}`;
+    return `http://${joinHostPort(this.host, this.port)}/${path.replace(/^\//, '')}`;
   }
 
   private ok(r: HttpResult, what: string): string {

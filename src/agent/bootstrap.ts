@@ -5,7 +5,7 @@
 // `--templateFile` renders a user template instead (see template.ts for the Go-template subset and
 // templateParams below for the names it can use).
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { protoDuration, splitHostPort, type ProxyConfig } from './config';
+import { protoDuration, proxyAddress, type ProxyConfig } from './config';
 import type { Locality, NodeInfo } from './node';
 import { DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE, WORKLOAD_IDENTITY_DIR } from './identity/options';
 
@@ -313,7 +313,7 @@ export function templateParams(i: BootstrapInputs): Record<string, unknown> {
     xds_type: i.xdsType,
     metadata_discovery: false,
     discovery_address: pc.discoveryAddress,
-    discovery_host: splitHostPort(pc.discoveryAddress)?.host ?? pc.discoveryAddress.split(':')[0],
+    discovery_host: proxyAddress(pc.discoveryAddress)?.host ?? pc.discoveryAddress.split(':')[0],
     pilot_grpc_address: pc.discoveryAddress,
     envoy_status_port: i.envoyStatusPort,
     envoy_prometheus_port: i.envoyPrometheusPort,

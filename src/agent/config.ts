@@ -4,6 +4,7 @@
 // are merged. Pure: callers read the file and the environment and pass their text in.
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { parseDurationMs, formatDurationMs } from '../lib/duration';
+import { splitHostPort } from '../lib/hostport';
 
 export type NodeType = 'sidecar' | 'router';
 export const NODE_TYPES: readonly NodeType[] = ['sidecar', 'router'];
@@ -357,13 +358,16 @@ export function constructProxyConfig(inputs: ProxyConfigInputs): ProxyConfigResu
 }
 
 /** `host:port` with a non-empty host and a valid port, as Istio's ValidateProxyAddress wants. */
-export function splitHostPort(address: string): { host: string; port: number } | undefined {
-  const m = /^(?:\[([^\]]+)\]|([^:]*)):(\d+)$/.exec(address);
-  if (!m) return undefined;
-  const host = m[1] ?? m[2] ?? '';
-  const port = Number(m[3]);
-  if (host === '' || port < 1 || port > 65535) return undefined;
-  return { host, port };
+export function proxyAddress(address: string): { host: string; port: number } | undefined {
+  let hp: { host: string; port: string };
+  try {
+    hp = splitHostPort(address);
+  } catch {
+    return undefined;
+  }
+  const port = Number(hp.port);
+  if (hp.host === '' || !/^\d+$/.test(hp.port) || port < 1 || port > 65535) return undefined;
+  return { host: hp.host, port };
 }
 
 /** Istio's ValidateMeshConfigProxyConfig, for the fields the agent uses. */
@@ -372,10 +376,10 @@ export function validateProxyConfig(pc: ProxyConfig): string[] {
   if (pc.configPath === '') errs.push('configPath: config path must be set');
   if (pc.binaryPath === '') errs.push('binaryPath: binary path must be set');
   if (pc.drainDuration <= 0) errs.push('drainDuration: invalid drain duration: duration must be greater than 0');
-  if (!splitHostPort(pc.discoveryAddress)) {
+  if (!proxyAddress(pc.discoveryAddress)) {
     errs.push(`discoveryAddress: invalid discovery address: ${JSON.stringify(pc.discoveryAddress)} is not a valid host:port`);
   }
-  if (pc.statsdUdpAddress !== '' && !splitHostPort(pc.statsdUdpAddress)) {
+  if (pc.statsdUdpAddress !== '' && !proxyAddress(pc.statsdUdpAddress)) {
     errs.push(`statsdUdpAddress: invalid statsd udp address: ${JSON.stringify(pc.statsdUdpAddress)} is not a valid host:port`);
   }
   if (pc.statNameLength < 0) errs.push('statNameLength: invalid stat name length: must be non-negative');

@@ -2,6 +2,7 @@
 // with Go net/http's error wording (`Get "http://…": dial tcp 127.0.0.1:15000: connect: connection refused`)
 // because Istio users read these messages in logs and scripts.
 import * as http from 'node:http';
+import { joinHostPort } from '../lib/hostport';
 
 export interface HttpResult {
   status: number;
@@ -24,8 +25,7 @@ function op(method: string): string {
 }
 
 function hostPort(address: string | undefined, port: number | undefined): string {
-  if (!address) return '';
-  return `${address.includes(':') ? `[${address}]` : address}:${port ?? ''}`;
+  return address ? joinHostPort(address, port ?? '') : '';
 }
 
 function detail(err: NodeJS.ErrnoException & { address?: string; port?: number }, url: URL): string {

@@ -3,7 +3,7 @@
 // files, the locality and the cluster name. Pure: the caller supplies env, file contents and interfaces.
 import { ipFamily } from '../lib/ip';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { proxyConfigToJson, splitHostPort, type NodeType, type ProxyConfig } from './config';
+import { proxyAddress, proxyConfigToJson, type NodeType, type ProxyConfig } from './config';
 
 /** Env prefixes whose variables become node metadata (ours first; Istio's spelling is accepted too). */
 export const META_PREFIXES = ['MESH_META_', 'ISTIO_META_'] as const;
@@ -229,7 +229,7 @@ function stringMap(v: unknown): Record<string, string> | undefined {
 
 /** Istio's GetPilotSan: the discovery host, with `localhost` standing for the daemon's in-cluster name. */
 export function pilotSan(discoveryAddress: string): string {
-  const host = splitHostPort(discoveryAddress)?.host ?? discoveryAddress.split(':')[0] ?? '';
+  const host = proxyAddress(discoveryAddress)?.host ?? discoveryAddress.split(':')[0] ?? '';
   return host === 'localhost' ? 'meshd.mesh-system.svc' : host;
 }
 

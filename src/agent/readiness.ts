@@ -6,6 +6,7 @@
 import * as net from 'node:net';
 import type { NodeType } from './config';
 import { updateStatsText, type AdminClient, type ListenerStatus } from './admin-client';
+import { joinHostPort } from '../lib/hostport';
 
 export class NotReadyError extends Error {}
 
@@ -126,7 +127,7 @@ export class ProxyReadiness {
       try {
         await dial(l.host, l.port, 1000);
       } catch (e) {
-        const hp = l.host.includes(':') ? `[${l.host}]:${l.port}` : `${l.host}:${l.port}`;
+        const hp = joinHostPort(l.host, l.port);
         throw new NotReadyError(`listener ${l.name} on address ${hp} is still not listening: ${(e as Error).message}`);
       }
     }

@@ -17,6 +17,7 @@ import { buildLookupTable, lookupHost, roundRobin, type LookupTable, type NameEn
 import { dnsRequests, dnsUpstreamFailures, dnsUpstreamRequestDuration, dnsUpstreamRequests } from './metrics';
 import { parseResolvConf } from './resolv-conf';
 import { decodeHeader, decodeMessage, DnsWireError, ednsUdpSize, encodeMessage, HEADER_SIZE, headerCounts, MAX_MSG_SIZE, MIN_MSG_SIZE, OPCODE_NOTIFY, OPCODE_QUERY, RCODE, replyTo, type Header, type Message, type SectionCounts } from './wire';
+import { joinHostPort, splitHostPort } from '../lib/hostport';
 
 const log = registerScope('dns', 'mesh DNS proxy');
 
@@ -48,16 +49,17 @@ export interface LocalDnsServerOptions {
 export class DnsConfigError extends Error {}
 
 /** `host:port` → parts; IPv6 hosts in brackets. */
-function splitHostPort(addr: string): { host: string; port: number } {
-  const m = /^(?:\[([^\]]*)\]|([^:]*)):(\d+)$/.exec(addr);
-  if (!m) throw new DnsConfigError(`dns address must be a valid host:port: ${JSON.stringify(addr)}`);
-  const port = Number(m[3]);
+function hostAndPort(addr: string): { host: string; port: number } {
+  let hp: { host: string; port: string };
+  try {
+    hp = splitHostPort(addr);
+  } catch {
+    hp = { host: '', port: '' };
+  }
+  if (!/^\d+$/.test(hp.port)) throw new DnsConfigError(`dns address must be a valid host:port: ${JSON.stringify(addr)}`);
+  const port = Number(hp.port);
   if (port > 65535) throw new DnsConfigError(`dns address must be a valid host:port: ${JSON.stringify(addr)}: port out of range`);
-  return { host: m[1] ?? m[2] ?? '', port };
-}
-
-function joinHostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  return { host: hp.host, port };
 }
 
 /** The largest answer a query may get (Istio's size(): the EDNS payload size over UDP, at least 512; 64 KiB over TCP). */
@@ -122,7 +124,7 @@ export class LocalDnsServer {
     // or forwards each query as it is.
     this.upstreams = o.upstreams ?? rc.servers.map((s) => joinHostPort(s, rc.port));
     this.search = rc.search;
-    const { host, port } = splitHostPort(addr);
+    const { host, port } = hostAndPort(addr);
     const v4 = rc.servers.some(isIPv4);
     const v6 = rc.servers.some((s) => isIPv6(s.split('%')[0]!));
     if (host === 'localhost' && (v4 || v6)) {
@@ -287,7 +289,7 @@ export class LocalDnsServer {
   // ---- listeners -------------------------------------------------------------------------------------
 
   private async listenUdp(address: string): Promise<Listener> {
-    const { host, port } = splitHostPort(address);
+    const { host, port } = hostAndPort(address);
     const sock = dgram.createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4' });
     await new Promise<void>((resolve, reject) => {
       sock.once('error', (e) => reject(new Error(`Failed to listen on udp port ${address}: ${e.message}`)));
@@ -314,7 +316,7 @@ export class LocalDnsServer {
   }
 
   private async listenTcp(address: string): Promise<Listener> {
-    const { host, port } = splitHostPort(address);
+    const { host, port } = hostAndPort(address);
     const server = net.createServer((s) => this.serveTcp(s));
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e) => reject(new Error(`Failed to listen on tcp port ${address}: ${e.message}`)));
@@ -388,7 +390,7 @@ function readAnswer(msg: Buffer, from: string): Upstream | Error {
 
 /** One query to one upstream over `protocol`: its answer, whose ID matches the query's. */
 export async function exchange(protocol: Protocol, server: string, query: Buffer, timeoutMs: number): Promise<Upstream> {
-  const { host, port } = splitHostPort(server);
+  const { host, port } = hostAndPort(server);
   const id = query.readUInt16BE(0);
   return protocol === 'udp' ? exchangeUdp(host, port, query, id, timeoutMs) : exchangeTcp(host, port, query, id, timeoutMs);
 }

@@ -4,6 +4,7 @@
 // (camelCase names, durations as "45s", enums by name) because the injected PROXY_CONFIG env var is exactly
 // Istio's protojson of it, fields in .proto declaration order, defaults removed.
 import { parseGoYaml, GoYamlParseError } from '../lib/goyaml-parse';
+import { splitHostPort } from '../lib/hostport';
 
 export class MeshConfigError extends Error {}
 
@@ -270,12 +271,15 @@ function validPort(n: unknown): boolean {
 }
 
 function validateProxyAddress(addr: string): string | undefined {
-  const m = /^(.*):([^:]*)$/.exec(addr);
-  if (!m) return `unable to split "${addr}": address ${addr}: missing port in address`;
-  const [, host, port] = m;
-  if (!/^\d+$/.test(port!)) return `port (${port}) is not a number`;
+  let h: string;
+  let port: string;
+  try {
+    ({ host: h, port } = splitHostPort(addr));
+  } catch (e) {
+    return `unable to split "${addr}": ${(e as Error).message}`;
+  }
+  if (!/^\d+$/.test(port)) return `port (${port}) is not a number`;
   if (!validPort(Number(port))) return `port number ${Number(port)} must be in the range 1..65535`;
-  const h = host!.replace(/^\[(.*)\]$/, '$1');
   const fqdn = /^(?=.{1,255}$)([a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*\.?$/.test(h);
   const ip = /^\d{1,3}(\.\d{1,3}){3}$/.test(h) || (h.includes(':') && /^[0-9a-fA-F:.]+$/.test(h));
   if (!fqdn && !ip) return `"${h}" is not a valid hostname or an IP address`;

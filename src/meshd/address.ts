@@ -1,6 +1,8 @@
 // Listen addresses in Go's syntax, as users write them for Istio's flags: `:15010` (all interfaces),
 // `127.0.0.1:0` (ephemeral port), `[::1]:8080`, `localhost:9876`. Errors read like Go's net package.
 
+import { splitHostPort } from '../lib/hostport';
+
 export class AddressError extends Error {}
 
 export interface ListenAddress {
@@ -17,20 +19,10 @@ export function parseListenAddress(text: string): ListenAddress {
   if (text === '') return { host: '', port: 0 };
   let host: string;
   let portText: string;
-  if (text.startsWith('[')) {
-    const end = text.indexOf(']');
-    if (end < 0) throw new AddressError(`address ${text}: missing ']' in address`);
-    host = text.slice(1, end);
-    const rest = text.slice(end + 1);
-    if (rest === '') throw new AddressError(`address ${text}: missing port in address`);
-    if (!rest.startsWith(':')) throw new AddressError(`address ${text}: unexpected ']' in address`);
-    portText = rest.slice(1);
-  } else {
-    const i = text.lastIndexOf(':');
-    if (i < 0) throw new AddressError(`address ${text}: missing port in address`);
-    host = text.slice(0, i);
-    if (host.includes(':')) throw new AddressError(`address ${text}: too many colons in address`);
-    portText = text.slice(i + 1);
+  try {
+    ({ host, port: portText } = splitHostPort(text));
+  } catch (e) {
+    throw new AddressError((e as Error).message);
   }
   if (portText === '') return { host, port: 0 };
   if (!/^\d+$/.test(portText)) {
@@ -40,11 +32,6 @@ export function parseListenAddress(text: string): ListenAddress {
   const port = Number(portText);
   if (port > 65535) throw new AddressError(`address ${portText}: invalid port`);
   return { host, port };
-}
-
-/** `host:port` with IPv6 hosts bracketed, as Go prints a listener address (`[::]:15010`). */
-export function joinHostPort(host: string, port: number): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
 }
 
 /** True for loopback peers (127.0.0.0/8, ::1, and IPv4-mapped loopback). */

@@ -30,6 +30,7 @@ import { TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../ca/token';
 import { registerScope } from '../lib/log';
 import type { IdentityProvider } from './providers';
 import { MutableTlsSource, type TlsMaterial, type TlsSource } from './tls';
+import { joinHostPort } from '../lib/hostport';
 
 const log = registerScope('security', 'daemon identity');
 
@@ -355,7 +356,7 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
       const host = (sock.remoteAddress ?? '').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/i, '');
       const r = await authenticateAny(authenticators, {
         secure,
-        remoteAddress: `${host.includes(':') ? `[${host}]` : host}:${sock.remotePort ?? 0}`,
+        remoteAddress: joinHostPort(host, sock.remotePort ?? 0),
         peerCertificate: cert,
         header: (name) => {
           const v = req.headers[name];

@@ -7,7 +7,8 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
-import { AddressError, joinHostPort, parseListenAddress } from './address';
+import { joinHostPort } from '../lib/hostport';
+import { AddressError, parseListenAddress } from './address';
 import { secureContextOptions, type TlsSource } from './tls';
 
 export type ListenerName = 'grpc' | 'secureGrpc' | 'http' | 'https' | 'monitoring' | 'ctrlz';

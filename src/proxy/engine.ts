@@ -35,6 +35,7 @@ import { dumpTypeRegistry, proxyTypeRegistry } from './registry';
 import { engineExtensions } from './extensions';
 import { GrpcMux } from './xds/grpc-mux';
 import { searcher } from '../lib/re2';
+import { joinHostPort } from '../lib/hostport';
 
 export const ENVOY_API_VERSION = '1.34.0';
 
@@ -121,7 +122,7 @@ function grpcTarget(c: Cluster, where: string): { target: string; credentials: g
   if (a?.case === 'pipe') target = `unix:${path.resolve(a.value.path)}`;
   else if (a?.case === 'socketAddress' && a.value.portSpecifier.case === 'portValue') {
     const h = a.value.address;
-    target = `${h.includes(':') ? `[${h}]` : h}:${a.value.portSpecifier.value}`;
+    target = joinHostPort(h, a.value.portSpecifier.value);
   } else throw new ConfigError(`${where}: cluster '${c.name}' has no address to connect to`);
   let credentials = grpc.credentials.createInsecure();
   const options: grpc.ChannelOptions = {};

@@ -93,10 +93,6 @@ export class StreamInfo {
   }
 }
 
-export function hostPort(address: string, port: number): string {
-  return address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
-}
-
 /** Node reports IPv4 clients of dual-stack sockets as `::ffff:a.b.c.d`. */
 export function plainIp(address: string | undefined): string {
   if (!address) return '';

@@ -23,11 +23,11 @@ import {
   runAgent,
   startDiscovery,
   tempDir,
-  waitFor,
   type AgentChild,
   type Discovery,
   summarize,
 } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -103,7 +103,7 @@ async function status(port: number, p: string, method = 'GET', host = '127.0.0.1
 }
 
 async function waitReady(r: Rig, a: AgentChild): Promise<void> {
-  await waitFor(async () => (await status(r.ports.status, '/healthz/ready')).status === 200, 40_000, () => `agent not ready:\n${summarize(a.out())}`);
+  await waitFor(() => `agent not ready:\n${summarize(a.out())}`, async () => (await status(r.ports.status, '/healthz/ready')).status === 200, { timeoutMs: 40_000, intervalMs: 50 });
 }
 
 /** Checks the exit code; the child's output is shown only when it is wrong. */
@@ -124,7 +124,7 @@ t.test('readiness 503 → 200, wait, merged metrics, request, /quitquitquit', as
   const r = await rig(t, { daemon: false });
   const a = r.agent();
   await a.waitForLog(/status server listening on port/);
-  await waitFor(() => fakeEvents(r.events).some((e) => e.event === 'admin_listening'), 30_000, () => `fake proxy did not start:\n${a.out()}`);
+  await waitFor(() => `fake proxy did not start:\n${a.out()}`, () => fakeEvents(r.events).some((e) => e.event === 'admin_listening'), { timeoutMs: 30_000, intervalMs: 50 });
 
   const notReady = await status(r.ports.status, '/healthz/ready');
   t.equal(notReady.status, 503, 'not ready while discovery is down');
@@ -207,7 +207,7 @@ t.test('SIGTERM: drain listeners, wait terminationDrainDuration, stop the proxy'
   await waitReady(r, a);
   const sent = Date.now();
   a.child.kill('SIGTERM');
-  await waitFor(() => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), 10_000, () => a.out());
+  await waitFor(() => a.out(), () => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), { timeoutMs: 10_000, intervalMs: 50 });
   const ready = await status(r.ports.status, '/healthz/ready').catch(() => ({ status: 0, body: '' }));
   t.equal(ready.status, 503, 'not ready once shutdown began');
   t.match(ready.body, /server is terminated: SIGTERM received/);
@@ -241,7 +241,7 @@ t.test('sidecar: /drain drains inbound listeners now; SIGTERM then stops at once
   await waitReady(r, a);
   t.equal((await status(r.ports.status, '/drain', 'GET')).status, 405);
   t.equal((await status(r.ports.status, '/drain', 'POST')).status, 200);
-  await waitFor(() => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), 10_000, () => a.out());
+  await waitFor(() => a.out(), () => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), { timeoutMs: 10_000, intervalMs: 50 });
   t.equal(fakeEvents(r.events).find((e) => e.event === 'drain_listeners')!['query'], '?inboundonly&graceful&skip_exit');
   t.equal((await status(r.ports.status, '/healthz/ready')).status, 503, 'draining is not ready');
   const sent = Date.now();
@@ -292,7 +292,7 @@ t.test("the proxy's exit status is the agent's; labels file and bootstrap overri
 t.test('a proxy ignoring SIGTERM is killed after the grace period', async (t) => {
   const r = await rig(t, { daemon: false, proxyConfig: { terminationDrainDuration: '0s' } });
   const a = r.agent([], { FAKE_ENVOY_IGNORE_SIGTERM: '1' });
-  await waitFor(() => fakeEvents(r.events).some((e) => e.event === 'admin_listening'), 30_000, () => a.out());
+  await waitFor(() => a.out(), () => fakeEvents(r.events).some((e) => e.event === 'admin_listening'), { timeoutMs: 30_000, intervalMs: 50 });
   a.child.kill('SIGTERM');
   await expectExit(t, a, 0, 'exit 0');
   t.ok(fakeEvents(r.events).some((e) => e.event === 'SIGTERM'), 'SIGTERM first');

@@ -6,7 +6,7 @@
 import dgram from 'node:dgram';
 import t from 'tap';
 import { FaultBoundary, parseTestFaults, subsystemFaults, type SubsystemControl } from '../../src/agent/boundary';
-import { waitFor } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 async function faults(name: string): Promise<number> {
   return (await subsystemFaults.get()).values.find((v) => v.labels.subsystem === name)?.value ?? 0;
@@ -35,7 +35,7 @@ t.test('an entry point that throws or rejects is answered by its fallback, count
   const async = b.entry('dns', async (x: number): Promise<number | string> => { if (x === 0) throw new Error('bad'); return x; }, async (e) => e.message);
   t.equal(await async(0), 'bad', 'a rejection: the fallback answers');
   t.equal((await faults('dns')) - before, 2, 'both counted');
-  await waitFor(() => c.restarts === 1, 2000, () => `restarts ${c.restarts}`);
+  await waitFor(() => `restarts ${c.restarts}`, () => c.restarts === 1, { timeoutMs: 2000, intervalMs: 50 });
   t.equal(c.restarts, 1, 'two faults before the restart ran: one restart');
   t.equal(b.state('dns'), 'running');
 });
@@ -68,7 +68,7 @@ t.test('a restart that fails is a fault too: the budget ends in disabling it', a
   const c = control({ restart: async () => { throw new Error('address in use'); } });
   b.register('sds', c);
   b.fault('sds', new Error('first'));
-  await waitFor(() => b.state('sds') === 'disabled', 2000, () => `state ${b.state('sds')}`);
+  await waitFor(() => `state ${b.state('sds')}`, () => b.state('sds') === 'disabled', { timeoutMs: 2000, intervalMs: 50 });
   t.equal(c.disables, 1);
 });
 

@@ -7,7 +7,8 @@ import t, { type Test } from 'tap';
 import { CaClient, TokenSource } from '../../src/agent/identity/ca-client';
 import { XdsProxy } from '../../src/agent/xds-proxy';
 import { FIPS_CIPHERS, type CompliancePolicy } from '../../src/lib/compliance';
-import { makeServerCert, tempDir, waitFor } from './helpers';
+import { makeServerCert, tempDir } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 interface Seen {
   protocol: string | null;
@@ -86,7 +87,7 @@ t.test('fips-140-2 refuses a TLS 1.3-only server; the xDS client follows the sam
   t.teardown(() => proxy.stop());
   const call = client.streamAggregatedResources();
   call.on('error', () => undefined);
-  await waitFor(() => s.seen.length > 0, 10_000, () => 'an xDS connection');
+  await waitFor(() => 'an xDS connection', () => s.seen.length > 0, { timeoutMs: 10_000, intervalMs: 50 });
   call.cancel();
   t.equal(s.seen[0]!.protocol, 'TLSv1.2');
   t.ok(FIPS_CIPHERS.includes(s.seen[0]!.cipher));

@@ -5,7 +5,8 @@ import * as fs from 'node:fs';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { freePort, gatewayConfig, GATEWAY_NS, runAgent, startDiscovery, summarize, tempDir, waitFor } from './helpers';
+import { freePort, gatewayConfig, GATEWAY_NS, runAgent, startDiscovery, summarize, tempDir } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -49,7 +50,7 @@ t.test('no envoy executable: the agent runs the built-in engine in its own proce
     `the engine runs inside the agent with Envoy's flags: ${cmd}`,
   );
   t.notOk(cmd.includes('--file-flush-interval-msec'), 'no Envoy-only flags for the built-in engine');
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)).status === 200, 60_000, () => `not ready with the built-in engine:\n${summarize(a.out())}`);
+  await waitFor(() => `not ready with the built-in engine:\n${summarize(a.out())}`, async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)).status === 200, { timeoutMs: 60_000, intervalMs: 50 });
   t.equal((await fetch(`http://127.0.0.1:${ports.envoyStatus}/healthz/ready`)).status, 200, "the engine's :15021 listener forwards readiness to the agent");
   const dumpRes = await fetch(`http://127.0.0.1:${ports.admin}/config_dump`);
   const dumpText = await dumpRes.text();

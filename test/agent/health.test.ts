@@ -6,6 +6,7 @@ import t from 'tap';
 import { WorkloadHealthChecker, type ProbeEvent } from '../../src/agent/health/checker';
 import { execProber, httpProber, parseReadinessProbe, tcpProber } from '../../src/agent/health/probe';
 import { freePort } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 t.test('probers', async (t) => {
   let code = 200;
@@ -56,10 +57,7 @@ t.test('thresholds: reported once per change, after successThreshold / failureTh
   const checker = new WorkloadHealthChecker(probe, { ipAddresses: ['10.255.255.1'] });
   t.teardown(() => checker.stop());
   checker.start((e) => events.push(e));
-  const until = async (n: number) => {
-    const end = Date.now() + 5000;
-    while (events.length < n && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-  };
+  const until = (n: number) => waitFor(`${n} probe events`, () => events.length >= n, { timeoutMs: 5000, intervalMs: 10 });
   await until(1);
   t.match(events, [{ healthy: false, message: `dial tcp 127.0.0.1:${port}: connect: connection refused` }], 'unhealthy after two failures');
   await setUp(true);

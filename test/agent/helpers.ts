@@ -9,6 +9,7 @@ import { pathToFileURL } from 'node:url';
 import type { Test } from 'tap';
 import { DIST } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
+import { waitFor } from '../helpers/wait';
 
 export const FIXTURES = path.join(REPO, 'test/agent/fixtures');
 export const FAKE_ENVOY = path.join(FIXTURES, 'fake-envoy.ts');
@@ -31,19 +32,6 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, why: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms: ${why()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Writes an executable `envoy` that runs the fake proxy (absolute paths, so any cwd works). */
@@ -113,12 +101,12 @@ export async function startDiscovery(o: {
     }),
   );
   await waitFor(
+    () => `pilot-discovery did not report its listeners:\n${out}`,
     () => {
       if (child.exitCode !== null) throw new Error(`pilot-discovery exited ${child.exitCode}:\n${out}`);
       return Boolean(listening(out, 'grpcAddr') && listening(out, 'httpAddr') && listening(out, 'monitoringAddr') && (!o.tls || listening(out, 'secureGRPCAddr')));
     },
-    30_000,
-    () => `pilot-discovery did not report its listeners:\n${out}`,
+    { timeoutMs: 30_000, intervalMs: 50 },
   ).catch((e) => {
     child.kill('SIGKILL');
     throw e;
@@ -137,7 +125,7 @@ export async function startDiscovery(o: {
       await exited;
     },
   };
-  await waitFor(async () => (await fetch(`http://${d.http}/ready`)).status === 200, 30_000, () => `daemon not ready:\n${out}`);
+  await waitFor(() => `daemon not ready:\n${out}`, async () => (await fetch(`http://${d.http}/ready`)).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
   // Ready means every listener has started and logged its address.
   d.secureGrpc = listening(out, 'secureGRPCAddr');
   return d;
@@ -207,7 +195,9 @@ export function runAgent(args: readonly string[], o: { cwd: string; env: NodeJS.
     child,
     out: () => out,
     exited,
-    waitForLog: (re, timeoutMs = 30_000) => waitFor(() => re.test(out), timeoutMs, () => `no ${re} in agent output:\n${summarize(out)}`),
+    waitForLog: async (re, timeoutMs = 30_000) => {
+      await waitFor(() => `no ${re} in agent output:\n${summarize(out)}`, () => re.test(out), { timeoutMs, intervalMs: 50 });
+    },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       return exited;

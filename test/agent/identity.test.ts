@@ -26,7 +26,8 @@ import { metricsText } from '../../src/lib/metrics';
 import { close as closeLogs, setSinks } from '../../src/lib/log/config';
 import { program } from '../helpers/programs';
 import { startCaDouble, type CaDouble } from '../helpers/ca-double';
-import { metricValue, tempDir, waitFor } from './helpers';
+import { metricValue, tempDir } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/checkout';
 
@@ -148,7 +149,7 @@ t.test('PKCS8_KEY writes PKCS#8 keys; OUTPUT_CERTS gets key.pem (0600), cert-cha
   const id = await startIdentity(t, cwd, opts(cwd, ca, { PKCS8_KEY: 'true', OUTPUT_CERTS: 'out' }));
   await id.secrets.whenAvailable('default');
   const out = path.join(cwd, 'out');
-  await waitFor(() => fs.existsSync(path.join(out, 'root-cert.pem')), 5000, () => 'output files');
+  await waitFor(() => 'output files', () => fs.existsSync(path.join(out, 'root-cert.pem')), { timeoutMs: 5000, intervalMs: 50 });
   t.match(fs.readFileSync(path.join(out, 'key.pem'), 'utf8'), /^-----BEGIN PRIVATE KEY-----/);
   t.equal(fs.statSync(path.join(out, 'key.pem')).mode & 0o777, 0o600);
   t.equal(fs.readFileSync(path.join(out, 'root-cert.pem'), 'utf8'), fs.readFileSync(ca.rootPath, 'utf8'));
@@ -170,7 +171,7 @@ t.test('rotation: a short TTL is renewed at the grace ratio, pushed over SDS eac
   record();
   def.onChange(record);
   const t0 = Date.now();
-  await waitFor(() => seen.length >= 3, 15_000, () => `certificates seen: ${seen.join(', ')}`);
+  await waitFor(() => `certificates seen: ${seen.join(', ')}`, () => seen.length >= 3, { timeoutMs: 15_000, intervalMs: 50 });
   const elapsed = Date.now() - t0;
   t.ok(elapsed >= 5000, `two renewals take about 2 × 3 s (${elapsed} ms), not less`);
   t.equal(ca.calls.length, seen.length, 'one CSR per certificate');
@@ -191,18 +192,18 @@ t.test('CA unreachable near expiry: the last certificate stays, retries back off
   const expiresAt = new Date(first.validTo).getTime();
   const calls = ca.calls.length;
   ca.failWith(grpc.status.UNAVAILABLE);
-  await waitFor(() => logs.some((l) => /failed to renew the workload certificate/.test(l)), 16_000, () => `a failed renewal:\n${logs.join('')}`);
+  await waitFor(() => `a failed renewal:\n${logs.join('')}`, () => logs.some((l) => /failed to renew the workload certificate/.test(l)), { timeoutMs: 16_000, intervalMs: 50 });
   t.ok(Date.now() < expiresAt, 'the renewal failed before expiry');
   t.ok(ca.calls.length >= calls + 5, `the CA client retried the call (${ca.calls.length - calls} calls)`);
   t.equal(new X509Certificate(tlsCert(def.current()).chain).serialNumber, first.serialNumber, 'the last certificate is still served');
   t.equal(id.notReadyReason(), undefined, 'still ready before expiry');
   t.match(logs.join(''), /failed to renew the workload certificate \(attempt 1\): create certificate: rpc error: code = UNAVAILABLE[^\n]*the current certificate expires in \d+s, still served; retrying in \d+ms/, 'the time left is logged');
-  await waitFor(() => id.notReadyReason() !== undefined, 20_000, () => 'not ready after expiry');
+  await waitFor(() => 'not ready after expiry', () => id.notReadyReason() !== undefined, { timeoutMs: 20_000, intervalMs: 50 });
   t.ok(Date.now() >= expiresAt, 'not ready only once expired');
   t.match(id.notReadyReason()!, /the workload certificate expired \d+s ago/);
-  await waitFor(() => /the workload certificate has expired and no new one could be issued/.test(logs.join('')), 10_000, () => 'the expiry is logged');
+  await waitFor(() => 'the expiry is logged', () => /the workload certificate has expired and no new one could be issued/.test(logs.join('')), { timeoutMs: 10_000, intervalMs: 50 });
   ca.failWith(undefined);
-  await waitFor(() => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== first.serialNumber, 70_000, () => 'a new certificate once the CA is back');
+  await waitFor(() => 'a new certificate once the CA is back', () => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== first.serialNumber, { timeoutMs: 70_000, intervalMs: 50 });
   t.equal(id.notReadyReason(), undefined, 'ready again with a new certificate');
 });
 
@@ -237,7 +238,7 @@ t.test('FILE_MOUNTED_CERTS: ./etc/certs is served, the CA is never asked, a rewr
   const renewed = opensslCerts(next, 'spiffe://files.example/ns/shop/sa/checkout');
   fs.copyFileSync(renewed.key, path.join(certs, 'key.pem'));
   fs.copyFileSync(renewed.cert, path.join(certs, 'cert-chain.pem'));
-  await waitFor(() => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== before, 10_000, () => 'the rewritten certificate pushed');
+  await waitFor(() => 'the rewritten certificate pushed', () => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== before, { timeoutMs: 10_000, intervalMs: 50 });
   t.pass('the rewritten files were pushed over SDS');
 });
 
@@ -259,7 +260,7 @@ t.test('file-cert: and file-root: resources (gateway TLS files): served, and ser
   await new Promise((r) => setTimeout(r, 300));
   t.equal(w.current(), undefined, 'not there yet: nothing sent');
   fs.copyFileSync(made.root, later);
-  await waitFor(() => w.current() !== undefined, 10_000, () => 'the file served once written');
+  await waitFor(() => 'the file served once written', () => w.current() !== undefined, { timeoutMs: 10_000, intervalMs: 50 });
   t.equal(rootCa(w.current()), fs.readFileSync(made.root, 'utf8'));
   t.notOk(id.secrets.serves('kubernetes://gw-cred'), 'credentials are not the agent\'s to serve');
 });

@@ -7,8 +7,9 @@ import t from 'tap';
 import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
 import { startMemoryRelief } from '../../src/agent/memory';
 import { ADDON_FILE, type MemoryBinding } from '../../src/native/original-dst';
-import { freePort, tempDir, waitFor } from './helpers';
+import { freePort, tempDir } from './helpers';
 import { DIST, built } from '../helpers/binary';
+import { waitFor } from '../helpers/wait';
 
 t.test('releaseMemory shrinks V8\'s heap and returns it; releaseExecutablePages unmaps the executable\'s pages, and the process runs on', async (t) => {
   const dir = tempDir(t, 'mesh-addon-');
@@ -99,10 +100,10 @@ t.test('the built agent gives start-up\'s memory back once idle', { skip: built(
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]);
-  await waitFor(() => /status server listening/.test(out), 30_000, () => `the agent did not start:\n${out}`);
+  await waitFor(() => `the agent did not start:\n${out}`, () => /status server listening/.test(out), { timeoutMs: 30_000, intervalMs: 50 });
   const started = kb('RssFile');
   // start-up maps ~45 MB of the executable; once idle the agent unmaps what it no longer runs
-  await waitFor(() => kb('RssFile') < started / 2, 30_000, () => `RssFile stayed at ${kb('RssFile')} kB (${started} kB after start):\n${out}`);
+  await waitFor(() => `RssFile stayed at ${kb('RssFile')} kB (${started} kB after start):\n${out}`, () => kb('RssFile') < started / 2, { timeoutMs: 30_000, intervalMs: 50 });
   t.pass(`the agent's resident file pages fell from ${started} to ${kb('RssFile')} kB`);
   child.kill('SIGTERM');
   t.equal(await new Promise((r) => child.once('exit', (c, sig) => r(c ?? sig))), 0, 'and it still stops cleanly on SIGTERM');

@@ -10,13 +10,14 @@ import path from 'node:path';
 import t from 'tap';
 import { built, DIST } from '../helpers/binary';
 import { checkSpecMetrics, parseExposition, sampleSum, specMetrics } from '../helpers/metrics-spec';
-import { fakeEnvoyBinary, freePort, gatewayConfig, GATEWAY_NS, makeServerCert, startDiscovery, summarize, tempDir, waitFor } from './helpers';
+import { fakeEnvoyBinary, freePort, gatewayConfig, GATEWAY_NS, makeServerCert, startDiscovery, summarize, tempDir } from './helpers';
 import * as grpcJs from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import { SecretDiscoveryService } from '../../src/gen/envoy/service/secret/v3/sds_pb';
 import { DiscoveryRequestSchema, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { grpcClientConstructor } from '../../src/xds/grpc';
 import { TYPE_URL } from '../../src/xds/types';
+import { waitFor } from '../helpers/wait';
 
 const SdsClient = grpcClientConstructor(SecretDiscoveryService);
 
@@ -103,7 +104,7 @@ t.test('doc 2 §4.6: every agent metric exported with its type and Istio labels,
     if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL');
     await exited;
   });
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${status}/healthz/ready`)).status === 200, 40_000, () => `agent not ready:\n${summarize(out)}`);
+  await waitFor(() => `agent not ready:\n${summarize(out)}`, async () => (await fetch(`http://127.0.0.1:${status}/healthz/ready`)).status === 200, { timeoutMs: 40_000, intervalMs: 50 });
   // a name of the mesh's table and one forwarded upstream (answered or failed: both are counted)
   await dnsQuery(dns!, 'gateway.example.com').catch(() => undefined);
 
@@ -137,12 +138,12 @@ t.test('doc 2 §4.6: every agent metric exported with its type and Istio labels,
   ];
   let exp = await scrape();
   await waitFor(
+    () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n]) => n).join(', ')}\n${summarize(out)}`,
     async () => {
       exp = await scrape();
       return moved.every(([n, l]) => sampleSum(exp, n, l) > 0);
     },
-    20_000,
-    () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n]) => n).join(', ')}\n${summarize(out)}`,
+    { timeoutMs: 20_000, intervalMs: 50 },
   );
   t.same(checkSpecMetrics(exp, spec, LABELS, ABSENT), [], 'every spec name exported with its type and labels, or absent with a reason');
   t.equal(sampleSum(exp, 'pilot_total_xds_rejects', { type: 'sds' }), 1, 'the one NACK of a secret');

@@ -26,7 +26,8 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { NameTableSchema } from '../../src/gen/istio/networking/nds/v1/nds_pb';
 import { backoffDelay, DEFAULT_BACKOFF, XdsProxy, type UpstreamOptions } from '../../src/agent/xds-proxy';
 import { built } from '../helpers/binary';
-import { freePort, gatewayConfig, GATEWAY_NS, makeServerCert, metricValue, startDiscovery, tempDir, waitFor, type Discovery } from './helpers';
+import { freePort, gatewayConfig, GATEWAY_NS, makeServerCert, metricValue, startDiscovery, tempDir, type Discovery } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -110,14 +111,14 @@ t.test('forwards the proxy stream to the daemon and its ACKs back', async (t) =>
   const down = new Downstream(s.proxy.socketPath);
   t.teardown(() => down.close());
   down.subscribe();
-  await waitFor(() => down.count(CDS) >= 1 && down.count(LDS) >= 1, 15_000, () => `responses: ${down.responses.map((r) => r.typeUrl)}`);
+  await waitFor(() => `responses: ${down.responses.map((r) => r.typeUrl)}`, () => down.count(CDS) >= 1 && down.count(LDS) >= 1, { timeoutMs: 15_000, intervalMs: 50 });
   t.ok(down.responses.find((r) => r.typeUrl === CDS)!.resources.length > 0, 'clusters arrived');
   t.same(down.listenerPorts(), [s.gwPort], "the Gateway's listener arrived");
-  await waitFor(async () => (await metric('xds_proxy_requests')) >= before.req + 4, 5000, () => 'requests and ACKs counted');
+  await waitFor(() => 'requests and ACKs counted', async () => (await metric('xds_proxy_requests')) >= before.req + 4, { timeoutMs: 5000, intervalMs: 50 });
   t.ok((await metric('xds_proxy_responses')) >= before.resp + 2, 'responses counted');
   t.equal(s.proxy.streamCount(), 1);
   down.close();
-  await waitFor(() => s.proxy.streamCount() === 0, 5000, () => 'stream forgotten after the proxy left');
+  await waitFor(() => 'stream forgotten after the proxy left', () => s.proxy.streamCount() === 0, { timeoutMs: 5000, intervalMs: 50 });
 });
 
 t.test('discovery restart: the downstream keeps its stream, the upstream reconnects and resumes', async (t) => {
@@ -125,29 +126,29 @@ t.test('discovery restart: the downstream keeps its stream, the upstream reconne
   const down = new Downstream(s.proxy.socketPath);
   t.teardown(() => down.close());
   down.subscribe();
-  await waitFor(() => down.count(LDS) >= 1 && down.count(CDS) >= 1, 15_000, () => 'initial config');
+  await waitFor(() => 'initial config', () => down.count(LDS) >= 1 && down.count(CDS) >= 1, { timeoutMs: 15_000, intervalMs: 50 });
   const before = { term: (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')), fail: await metric('meshd_connection_failures') };
   const counts = { cds: down.count(CDS), lds: down.count(LDS) };
 
   await s.daemon().stop();
   await waitFor(
-    async () => (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')) > before.term,
-    10_000,
     () => 'termination counted',
+    async () => (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')) > before.term,
+    { timeoutMs: 10_000, intervalMs: 50 },
   );
   // The first reconnect comes after about a second and fails: nothing listens.
-  await waitFor(async () => (await metric('meshd_connection_failures')) > before.fail, 10_000, () => 'connection failure counted');
+  await waitFor(() => 'connection failure counted', async () => (await metric('meshd_connection_failures')) > before.fail, { timeoutMs: 10_000, intervalMs: 50 });
   t.equal(down.status, undefined, 'the downstream stream is still open while discovery is down');
 
   await s.restart();
-  await waitFor(() => down.count(CDS) > counts.cds && down.count(LDS) > counts.lds, 20_000, () => `resumed responses: ${down.responses.length}`);
+  await waitFor(() => `resumed responses: ${down.responses.length}`, () => down.count(CDS) > counts.cds && down.count(LDS) > counts.lds, { timeoutMs: 20_000, intervalMs: 50 });
   t.equal(down.status, undefined, 'still the same downstream stream');
   t.same(down.listenerPorts(), [s.gwPort], 'the same config again');
 
   // Pushes after the reconnect still reach the proxy.
   const port2 = await freePort();
   fs.writeFileSync(path.join(s.configDir, 'gateway.yaml'), gatewayConfig(port2));
-  await waitFor(() => down.listenerPorts().includes(port2), 20_000, () => `ports ${down.listenerPorts()}`);
+  await waitFor(() => `ports ${down.listenerPorts()}`, () => down.listenerPorts().includes(port2), { timeoutMs: 20_000, intervalMs: 50 });
   t.pass('a config change after the reconnect is pushed through the new upstream stream');
 });
 
@@ -161,7 +162,7 @@ t.test('a downstream connecting while discovery is down waits, then gets config'
   t.equal(down.status, undefined, 'not failed');
   t.equal(down.responses.length, 0);
   await s.restart();
-  await waitFor(() => down.count(CDS) >= 1 && down.count(LDS) >= 1, 20_000, () => 'config after discovery came up');
+  await waitFor(() => 'config after discovery came up', () => down.count(CDS) >= 1 && down.count(LDS) >= 1, { timeoutMs: 20_000, intervalMs: 50 });
   t.pass('requests made while discovery was down were replayed');
 });
 
@@ -173,7 +174,7 @@ t.test('TLS to the secure port: the expected server name is checked; no client c
   const down = new Downstream(good.proxy.socketPath);
   t.teardown(() => down.close());
   down.subscribe();
-  await waitFor(() => down.count(LDS) >= 1, 15_000, () => 'config over TLS');
+  await waitFor(() => 'config over TLS', () => down.count(LDS) >= 1, { timeoutMs: 15_000, intervalMs: 50 });
   t.same(down.listenerPorts(), [good.gwPort]);
 
   const fails = await metric('meshd_connection_failures');
@@ -181,7 +182,7 @@ t.test('TLS to the secure port: the expected server name is checked; no client c
   const down2 = new Downstream(bad.proxy.socketPath);
   t.teardown(() => down2.close());
   down2.subscribe();
-  await waitFor(async () => (await metric('meshd_connection_failures')) > fails, 10_000, () => 'the wrong name fails the connection');
+  await waitFor(() => 'the wrong name fails the connection', async () => (await metric('meshd_connection_failures')) > fails, { timeoutMs: 10_000, intervalMs: 50 });
   t.equal(down2.responses.length, 0, 'no config from a daemon with an unexpected certificate name');
   t.equal(down2.status, undefined, 'the downstream is kept waiting, not failed');
 });
@@ -203,15 +204,15 @@ t.test('delta xDS is proxied and resumes after a restart', async (t) => {
   let status: grpc.StatusObject | undefined;
   call.on('status', (st: grpc.StatusObject) => (status = st));
   call.write(create(DeltaDiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
-  await waitFor(() => got.some((r) => r.typeUrl === LDS && r.resources.length > 0), 15_000, () => 'delta LDS');
+  await waitFor(() => 'delta LDS', () => got.some((r) => r.typeUrl === LDS && r.resources.length > 0), { timeoutMs: 15_000, intervalMs: 50 });
   await s.daemon().stop();
   await s.restart();
   const port2 = await freePort();
   fs.writeFileSync(path.join(s.configDir, 'gateway.yaml'), gatewayConfig(port2));
   await waitFor(
-    () => got.some((r) => r.resources.some((res) => res.resource && anyUnpack(res.resource, ListenerSchema)?.name.endsWith(`_${port2}`))),
-    30_000,
     () => `delta responses: ${got.map((r) => r.resources.map((x) => x.name)).join(' | ')}`,
+    () => got.some((r) => r.resources.some((res) => res.resource && anyUnpack(res.resource, ListenerSchema)?.name.endsWith(`_${port2}`))),
+    { timeoutMs: 30_000, intervalMs: 50 },
   );
   t.equal(status, undefined, 'the delta stream stayed open across the restart');
 });
@@ -245,14 +246,14 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
   const down = new Downstream(proxy.socketPath);
   t.teardown(() => down.close());
   down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
-  await waitFor(() => tables === 1 && seen.some((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce === `n-${NAME_TABLE_TYPE}`), 10_000, () => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`);
+  await waitFor(() => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`, () => tables === 1 && seen.some((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce === `n-${NAME_TABLE_TYPE}`), { timeoutMs: 10_000, intervalMs: 50 });
   t.equal(seen[0]!.typeUrl, LDS, "the proxy's request first");
   t.equal(seen[0]!.node?.id, NODE.id, 'with the node');
   t.equal(seen[1]!.typeUrl, NAME_TABLE_TYPE, 'then the agent asks for the name table');
   const ack = seen.find((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce !== '')!;
   t.equal(ack.versionInfo, 'v1', 'the agent ACKs the name table');
   t.equal(ack.errorDetail, undefined);
-  await waitFor(() => down.count(LDS) === 1, 5000, () => 'LDS forwarded');
+  await waitFor(() => 'LDS forwarded', () => down.count(LDS) === 1, { timeoutMs: 5000, intervalMs: 50 });
   t.equal(down.responses.filter((r) => r.typeUrl === NAME_TABLE_TYPE).length, 0, 'the name table is not forwarded to the proxy');
 });
 
@@ -284,21 +285,21 @@ t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after th
   const down = new Downstream(proxy.socketPath);
   t.teardown(() => down.close());
   down.call.write(create(DiscoveryRequestSchema, { typeUrl: CDS, node: NODE }));
-  await waitFor(() => seen.length === 1, 5000, () => 'CDS upstream');
+  await waitFor(() => 'CDS upstream', () => seen.length === 1, { timeoutMs: 5000, intervalMs: 50 });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(health().length, 0, 'nothing before the listener request');
   down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS }));
-  await waitFor(() => health().length === 1, 5000, () => `upstream saw ${seen.map((s) => s.req.typeUrl)}`);
+  await waitFor(() => `upstream saw ${seen.map((s) => s.req.typeUrl)}`, () => health().length === 1, { timeoutMs: 5000, intervalMs: 50 });
   t.same(seen.map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE], 'after the listener request');
   t.match(health()[0]!.errorDetail, { code: grpc.status.INTERNAL, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' }, 'unhealthy: error_detail Internal with the reason');
 
   proxy.reportHealth({ healthy: true });
-  await waitFor(() => health().length === 2, 5000, () => 'the healthy report');
+  await waitFor(() => 'the healthy report', () => health().length === 2, { timeoutMs: 5000, intervalMs: 50 });
   t.equal(health()[1]!.errorDetail, undefined, 'healthy: no error_detail');
 
   // the upstream stream ends: the new one gets the subscriptions, then the latest report again
   calls[0]!.emit('error', { code: grpc.status.UNAVAILABLE, details: 'gone' });
-  await waitFor(() => health(2).length === 1, 10_000, () => `second stream saw ${seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl)}`);
+  await waitFor(() => `second stream saw ${seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl)}`, () => health(2).length === 1, { timeoutMs: 10_000, intervalMs: 50 });
   t.same(seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE]);
   t.equal(health(2)[0]!.errorDetail, undefined, 'the latest report (healthy)');
   t.equal(down.responses.filter((r) => r.typeUrl === HEALTH_INFO_TYPE).length, 0);
@@ -344,7 +345,7 @@ t.test('the name table from the real daemon, over state-of-the-world and delta s
       t.teardown(() => call.end());
     }
     t.teardown(() => client.close());
-    await waitFor(() => tables.length >= 1 && types.includes(LDS), 15_000, () => `${mode}: tables ${JSON.stringify(tables)}, proxy got ${types.join(',')}`);
+    await waitFor(() => `${mode}: tables ${JSON.stringify(tables)}, proxy got ${types.join(',')}`, () => tables.length >= 1 && types.includes(LDS), { timeoutMs: 15_000, intervalMs: 50 });
     t.same({ ips: tables[0]!['api.partner.test']!.ips, registry: tables[0]!['api.partner.test']!.registry }, { ips: ['240.240.0.7'], registry: 'External' }, `${mode}: the ServiceEntry's address`);
     t.notOk(types.includes(NAME_TABLE_TYPE), `${mode}: the name table stays with the agent`);
   }

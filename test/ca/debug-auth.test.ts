@@ -7,8 +7,8 @@ import * as path from 'node:path';
 import t from 'tap';
 import { built, DIST, exec, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, must, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { waitFor } from '../agent/helpers';
 import { openssl, opensslCsr, opensslPluginCa, tempDir } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 const skip = netnsUnavailable();
@@ -28,14 +28,14 @@ t.test('debug endpoints: non-loopback callers are authenticated with the chain',
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   t.teardown(() => child.kill('SIGKILL'));
-  await waitFor(() => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200, 30_000, () => out);
+  await waitFor(() => out, () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200, { timeoutMs: 30_000, intervalMs: 50 });
 
   t.equal(httpGetIn(ns, 'http://127.0.0.1:8080/debug/registryz').status, 200, 'loopback: no credential needed');
   t.equal(httpGetIn(ns, 'http://10.99.0.1:8080/debug/registryz').status, 401, 'from 10.99.0.1 without a credential: 401');
   const xfcc = { 'x-forwarded-client-cert': 'By=spiffe://cluster.local/ns/mesh-system/sa/gateway;URI=spiffe://cluster.local/ns/ops/sa/debugger' };
   t.equal(httpGetIn(ns, 'http://10.99.0.1:8080/debug/registryz', xfcc).status, 200, 'with a trusted gateway\'s XFCC header: the page');
   const why = /debug request from 10\.99\.0\.1 not authenticated: Authenticator ClientCertAuthenticator: .*Authenticator XfccAuthenticator: caller from 10\.99\.0\.1:\d+ does not have Xfcc header/;
-  await waitFor(() => why.test(out), 10_000, () => out);
+  await waitFor(() => out, () => why.test(out), { timeoutMs: 10_000, intervalMs: 50 });
   t.pass('the daemon logs why the caller was refused');
 });
 
@@ -80,7 +80,7 @@ t.test('xDS debug types: loopback or an authenticated system-namespace identity,
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   t.teardown(() => child.kill('SIGKILL'));
-  await waitFor(() => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200, 30_000, () => out);
+  await waitFor(() => out, () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200, { timeoutMs: 30_000, intervalMs: 50 });
 
   const plain = (addr: string) => ['--xds-address', addr, '--plaintext'];
   const tls = (dir: string) => ['--xds-address', '10.99.0.1:15012', '--cert-dir', dir, '--authority', 'meshd.mesh-system.svc'];
@@ -112,6 +112,6 @@ t.test('xDS debug types: loopback or an authenticated system-namespace identity,
   t.match(certPage.stdout, /"totalClients": ?\d+/, 'the certificate gets the adsz page');
   await served('10.99.0.1, client certificate of mesh-system: syncz', ['proxy-status', ...tls(system)]);
   await refused('10.99.0.1, client certificate of namespace apps', ['x', 'internal-debug', 'adsz', ...tls(apps)], /PERMISSION_DENIED: the debug info is not available for identity \[spiffe:\/\/cluster\.local\/ns\/apps\/sa\/default\]/, { MESHCTL_MESHNAMESPACE: 'apps' });
-  await waitFor(() => /istio\.io\/debug refused: authentication required/.test(out), 10_000, () => out);
+  await waitFor(() => out, () => /istio\.io\/debug refused: authentication required/.test(out), { timeoutMs: 10_000, intervalMs: 50 });
   t.pass('the daemon logs the refusals');
 });

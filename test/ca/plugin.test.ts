@@ -7,8 +7,9 @@ import { X509Certificate } from 'node:crypto';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
-import { metricValue, waitFor } from '../agent/helpers';
+import { metricValue } from '../agent/helpers';
 import { caClient, createCertificate, openssl, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -117,12 +118,12 @@ t.test('plug-in CA: a new intermediate under the same root is picked up; a new r
 
   let renewed: string[] = [];
   await waitFor(
+    () => `the new intermediate was not used:\n${d.log()}`,
     async () => {
       renewed = await createCertificate(ca, { csr, token });
       return renewed[1] === second;
     },
-    10_000,
-    () => `the new intermediate was not used:\n${d.log()}`,
+    { timeoutMs: 10_000, intervalMs: 50 },
   );
   t.ok(opensslVerify(dir, pki.rootPem, renewed[0]!, renewed[1]!).ok, 'certificates now chain through the second intermediate');
   t.match(new X509Certificate(renewed[0]!).issuer, /CN=second-intermediate/);
@@ -132,7 +133,7 @@ t.test('plug-in CA: a new intermediate under the same root is picked up; a new r
   // Another root: refused without MESH_MULTIROOT_MESH; signing continues with what it had.
   const other = opensslPluginCa(path.join(dir, 'other'), { cn: 'another-root' });
   fs.copyFileSync(other.rootCert, path.join(cacerts, 'root-cert.pem'));
-  await waitFor(() => /Multi root is disabled/.test(d.log()), 10_000, () => `no refusal logged:\n${d.log()}`);
+  await waitFor(() => `no refusal logged:\n${d.log()}`, () => /Multi root is disabled/.test(d.log()), { timeoutMs: 10_000, intervalMs: 50 });
   const still = await createCertificate(ca, { csr, token });
   t.equal(still[1], second, 'the last good material keeps signing');
   t.equal(fs.readFileSync(path.join(cwd, 'var/run/secrets/mesh/root-cert.pem'), 'utf8'), pki.rootPem, 'the published root is unchanged');

@@ -10,9 +10,10 @@ import tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import t, { type Test } from 'tap';
 import { built, exec, MESH } from '../helpers/binary';
-import { startDaemon, waitFor, type RunningDaemon } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi, type Obj, kubeUnavailable } from '../helpers/kube';
 import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans, tempDir } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -113,7 +114,7 @@ t.test('EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates 
   t.notOk(missing, 'no CA Secret either');
   // The namespace controller (leader only) writes it into every namespace.
   let cm: Obj | undefined;
-  await waitFor(async () => Boolean((cm = await api.find('/api/v1/namespaces/demo/configmaps/mesh-ca-root-cert'))), 30_000, () => 'mesh-ca-root-cert in demo');
+  await waitFor(() => 'mesh-ca-root-cert in demo', async () => Boolean((cm = await api.find('/api/v1/namespaces/demo/configmaps/mesh-ca-root-cert'))), { timeoutMs: 30_000 });
   t.equal(cm!.data['root-cert.pem'], signer.rootPem, 'the external root is what workloads are told to trust, in every namespace');
 
   const ca = caClient(t, d.secureGrpc!, signer.rootPem);

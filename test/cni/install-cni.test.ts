@@ -10,6 +10,7 @@ import t, { type Test } from 'tap';
 import { built, DIST } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { INSTALL_DATA, installFile } from './conformance';
+import { waitFor } from '../helpers/wait';
 
 const skip = !built() ? 'needs the built binary (node build.mjs)' : netnsUnavailable();
 
@@ -76,15 +77,6 @@ function startInstaller(t: Test, h: Host, flags: string[], env: NodeJS.ProcessEn
   };
 }
 
-async function until(check: () => boolean, ms: number, why: string): Promise<number> {
-  const start = Date.now();
-  while (!check()) {
-    if (Date.now() - start > ms) throw new Error(`timed out after ${ms} ms: ${why}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return Date.now() - start;
-}
-
 /** A golden of the conformance data with Istio's test run dir replaced by ours. */
 const golden = (name: string, h: Host) => installFile(name).replace('/path/to/kubeconfig', h.run);
 
@@ -92,7 +84,7 @@ t.test('standalone: YYY-mesh-cni.conf, client configuration, binary, readiness, 
   const h = hostLayout();
   const inst = startInstaller(t, h, []);
   const conf = path.join(h.net, 'YYY-mesh-cni.conf');
-  await until(() => existsSync(conf) && inst.ready() === 200, 20_000, `installed and ready (log: ${inst.output()})`);
+  await waitFor(`installed and ready (log: ${inst.output()})`, () => existsSync(conf) && inst.ready() === 200, { timeoutMs: 20_000, intervalMs: 20 });
   t.equal(readFileSync(conf, 'utf8'), golden('mesh-cni.conf', h), 'the standalone file equals the golden (our run dir)');
   t.equal(statSync(conf).mode & 0o777, 0o644);
   const kubeconfig = path.join(h.run, 'mesh-cni-kubeconfig');
@@ -117,7 +109,7 @@ t.test('standalone: YYY-mesh-cni.conf, client configuration, binary, readiness, 
   // Removing the file is noticed: not ready, then reinstalled.
   const { rmSync } = await import('node:fs');
   rmSync(conf);
-  await until(() => existsSync(conf), 2000, 'the removed file is written again');
+  await waitFor('the removed file is written again', () => existsSync(conf), { timeoutMs: 2000, intervalMs: 20 });
 
   inst.child.kill('SIGTERM');
   t.equal(await inst.exited, 0, 'exits 0 on SIGTERM');
@@ -129,7 +121,7 @@ t.test('standalone: YYY-mesh-cni.conf, client configuration, binary, readiness, 
 t.test('chained: waits for a primary network, merges into it, repairs a competing writer within a second, cleans up', { skip, timeout: 120_000 }, async (t) => {
   const h = hostLayout();
   const inst = startInstaller(t, h, ['--chained-cni-plugin']);
-  await until(() => /Waiting for CNI network config file/.test(inst.output()), 20_000, `waiting (log: ${inst.output()})`);
+  await waitFor(`waiting (log: ${inst.output()})`, () => /Waiting for CNI network config file/.test(inst.output()), { timeoutMs: 20_000, intervalMs: 20 });
   t.equal(inst.ready(), 503, 'not ready while no primary network exists');
   t.same(readdirSync(h.net), [], 'nothing written while waiting');
 
@@ -137,7 +129,7 @@ t.test('chained: waits for a primary network, merges into it, repairs a competin
   copyFileSync(path.join(INSTALL_DATA, 'bridge.conf'), path.join(h.net, 'bridge.conf'));
   copyFileSync(path.join(INSTALL_DATA, 'list.conflist'), path.join(h.net, 'list.conflist'));
   const merged = path.join(h.net, 'bridge.conflist');
-  await until(() => inst.ready() === 200, 20_000, 'ready once the primary network has our entry');
+  await waitFor('ready once the primary network has our entry', () => inst.ready() === 200, { timeoutMs: 20_000, intervalMs: 20 });
   t.equal(readFileSync(merged, 'utf8'), golden('bridge.conf.golden', h), 'bridge.conf became bridge.conflist with our entry (golden)');
   t.notOk(existsSync(path.join(h.net, 'bridge.conf')), 'the .conf was renamed');
   t.equal(statSync(merged).mode & 0o777, 0o644);
@@ -150,9 +142,9 @@ t.test('chained: waits for a primary network, merges into it, repairs a competin
   const theirs = JSON.stringify({ cniVersion: '0.3.1', name: 'k8s-pod-network', plugins: [JSON.parse(installFile('bridge.conf'))] }, null, 2);
   for (let round = 1; round <= 2; round++) {
     writeFileSync(merged, theirs);
-    const took = await until(() => readFileSync(merged, 'utf8').includes('"mesh-cni"'), 10_000, `round ${round}: our entry is back`);
+    const took = await waitFor(`round ${round}: our entry is back`, () => readFileSync(merged, 'utf8').includes('"mesh-cni"'), { timeoutMs: 10_000, intervalMs: 20 });
     t.ok(took <= 1000 + 500, `round ${round}: repaired in ${took} ms`);
-    await until(() => inst.ready() === 200, 3000, 'ready again');
+    await waitFor('ready again', () => inst.ready() === 200, { timeoutMs: 3000, intervalMs: 20 });
   }
   t.match(inst.metric('mesh_cni_installs_total'), /mesh_cni_installs_total\{result="SUCCESS"\} ([3-9]|\d\d)/, 'each repair counted');
 

@@ -14,6 +14,7 @@ import { built, DIST } from '../helpers/binary';
 import { chainAdd, chainCheck, chainDel, DEBIAN_CNI_DIR, ensureReferencePlugins, execPlugin, type ChainArgs, type Conflist } from '../helpers/cni';
 import { kubeUnavailable, startKube, tokenKubeconfig } from '../helpers/kube';
 import { createNetns, must, netnsUnavailable, sh, spawnIn } from '../helpers/netns';
+import { waitFor } from '../helpers/wait';
 
 const bundle = process.env.MESH_TEST_BUNDLE === '1';
 const skip = !built() ? 'needs the built binary (node build.mjs)' : netnsUnavailable() || ensureReferencePlugins() || kubeUnavailable();
@@ -70,14 +71,6 @@ function connectFrom(ns: string, host: string, port: number, token: string): str
 function validateIn(ns: string, meshIptables: string[]) {
   return sh(['ip', 'netns', 'exec', ns, 'setpriv', '--reuid=1337', '--regid=1337', '--clear-groups', 'env', '-u', 'NODE_OPTIONS',
     ...meshIptables, 'mesh-iptables', '--run-validation', '--skip-rule-apply', '--probe-timeout', '2s']);
-}
-
-async function until(check: () => boolean, ms: number, why: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${why}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_000 }, async (t) => {
@@ -174,7 +167,7 @@ t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_
   await proxy.ready;
   const token1 = `redirected-${randomBytes(4).toString('hex')}`;
   t.match(connectFrom(podNs, gateway, 8443, token1), /connected/);
-  await until(() => proxy.received().includes(token1), 5000, 'the connection to the gateway reaches :15001');
+  await waitFor('the connection to the gateway reaches :15001', () => proxy.received().includes(token1), { timeoutMs: 5000, intervalMs: 50 });
   t.pass('connection to an outside port was redirected to 15001');
 
   // CHECK passes with the rules in place…
@@ -204,7 +197,7 @@ t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_
     t.match(invalid.stderr, /Error: iptables validation failed; workload is not ready for Mesh\.\nWhen using Mesh CNI/);
     const token2 = `direct-${randomBytes(4).toString('hex')}`;
     t.match(connectFrom(podNs, gateway, 8443, token2), /connected/);
-    await until(() => hostGot.includes(token2), 5000, 'the connection reaches the host, not :15001');
+    await waitFor('the connection reaches the host, not :15001', () => hostGot.includes(token2), { timeoutMs: 5000, intervalMs: 50 });
     t.notOk(proxy.received().includes(token2), 'nothing was redirected after DEL');
   });
   // A second DEL (runtimes retry) of a namespace without rules, or without the namespace, succeeds.

@@ -10,6 +10,7 @@ import { built, DIST } from '../helpers/binary';
 import { kubePort, kubeUnavailable, startKube, tokenKubeconfig, type Kube } from '../helpers/kube';
 import { createNetns, forwardIntoNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { cases } from './conformance';
+import { waitFor } from '../helpers/wait';
 
 const skip = !built() ? 'needs the built binary (node build.mjs)' : netnsUnavailable() || kubeUnavailable();
 
@@ -112,14 +113,6 @@ async function runRepair(t: Test, kube: Kube, namespace: string, flags: string[]
   return { output: () => out, repaired, exited };
 }
 
-async function until(check: () => Promise<boolean> | boolean, ms: number, why: () => string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out: ${why()}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
-
 /**
  * Pods repaired in one pass, as Istio's table counts them. (Live, the label a success adds comes back as
  * an update of the pod, which Istio's controller, and ours, then counts once more as a skip.)
@@ -147,7 +140,7 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
         '--repair-init-container-termination-message', config.initTerminationMsg ?? '',
       ]);
       const want = list.filter((c) => c.want).length;
-      await until(() => (inst.repaired()['label/success'] ?? 0) >= want, 60_000, () => `labels for ${key}: ${inst.output().slice(-3000)}`);
+      await waitFor(() => `labels for ${key}: ${inst.output().slice(-3000)}`, () => (inst.repaired()['label/success'] ?? 0) >= want, { timeoutMs: 60_000, intervalMs: 500 });
       await new Promise((r) => setTimeout(r, 1000)); // give the others time to be (wrongly) labelled
       for (const c of list) {
         const pod = await kube.api.request('GET', `/api/v1/namespaces/${ns}/pods/${names.get(c.pod)}`);
@@ -165,7 +158,7 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
         const { ns, names } = await makePods(kube, c.pods);
         const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-label-pods', '--repair-broken-pod-label-key', c.labelKey, '--repair-broken-pod-label-value', c.labelValue]);
         const tag = c.wantTags ? `${c.wantTags.type}/${c.wantTags.result}` : '';
-        await until(() => /initial installation complete/.test(inst.output()) && (!tag || (inst.repaired()[tag] ?? 0) >= c.wantRepaired), 60_000, () => inst.output().slice(-3000));
+        await waitFor(() => inst.output().slice(-3000), () => /initial installation complete/.test(inst.output()) && (!tag || (inst.repaired()[tag] ?? 0) >= c.wantRepaired), { timeoutMs: 60_000, intervalMs: 500 });
         await new Promise((r) => setTimeout(r, 1500));
         for (const [spec, label] of Object.entries(c.wantLabels as Record<string, string>)) {
           const pod = await kube.api.request('GET', `/api/v1/namespaces/${ns}/pods/${names.get(spec)}`);
@@ -192,7 +185,7 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
       await t.test(c.name, async (t) => {
         const { ns, names } = await makePods(kube, c.pods);
         const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-delete-pods']);
-        await until(() => /initial installation complete/.test(inst.output()) && firstPass(inst.repaired()) >= c.wantRepaired, 60_000, () => inst.output().slice(-3000));
+        await waitFor(() => inst.output().slice(-3000), () => /initial installation complete/.test(inst.output()) && firstPass(inst.repaired()) >= c.wantRepaired, { timeoutMs: 60_000, intervalMs: 500 });
         await new Promise((r) => setTimeout(r, 1500));
         const list = await kube.api.request('GET', `/api/v1/namespaces/${ns}/pods`);
         // A pod on a node waits for its kubelet to finish the deletion (there is none here): it counts as deleted once marked.
@@ -226,7 +219,7 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
     writeFileSync(kubeconfig, tokenKubeconfig(kube, kube.api.url, tr.status.token));
 
     const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-label-pods'], kubeconfig);
-    await until(() => (inst.repaired()['label/fail'] ?? 0) >= 5, 60_000, () => inst.output().slice(-3000));
+    await waitFor(() => inst.output().slice(-3000), () => (inst.repaired()['label/fail'] ?? 0) >= 5, { timeoutMs: 60_000, intervalMs: 500 });
     await new Promise((r) => setTimeout(r, 1500));
     t.equal(inst.repaired()['label/fail'], 5, 'five attempts, then the pod is dropped until it changes');
     t.notOk(inst.repaired()['label/success'], 'nothing labelled');

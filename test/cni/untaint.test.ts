@@ -5,9 +5,10 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { startDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon } from '../helpers/daemon';
 import { kubeUnavailable, startKube } from '../helpers/kube';
 import { hasNotReadyTaint, untaintPatch } from '../../src/meshd/untaint';
+import { waitFor } from '../helpers/wait';
 
 const skip = !built() ? 'needs the built binary (node build.mjs)' : kubeUnavailable();
 
@@ -47,7 +48,7 @@ t.test('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: taint removed once the CNI pod on
   );
   t.teardown(() => d.stop());
   const taintsOf = async (n: string) => ((await kube.api.request('GET', `/api/v1/nodes/${n}`)).spec.taints ?? []).map((x: { key: string }) => x.key);
-  await waitFor(() => /starting node untainter/.test(d.log()), 10_000, d.log);
+  await waitFor(d.log, () => /starting node untainter/.test(d.log()), { timeoutMs: 10_000 });
   await new Promise((r) => setTimeout(r, 1500));
   // (The API server adds node.kubernetes.io/not-ready itself to a node that never reported.)
   const before = await taintsOf('node-a');
@@ -55,11 +56,11 @@ t.test('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: taint removed once the CNI pod on
   const beforeB = await taintsOf('node-b');
 
   await kube.api.request('PATCH', '/api/v1/namespaces/mesh-system/pods/mesh-cni-node-a/status', ready, 'application/merge-patch+json');
-  await waitFor(async () => !(await taintsOf('node-a')).includes(taint.key), 10_000, () => `node-a untainted: ${d.log().slice(-2000)}`);
+  await waitFor(() => `node-a untainted: ${d.log().slice(-2000)}`, async () => !(await taintsOf('node-a')).includes(taint.key), { timeoutMs: 10_000 });
   t.same(await taintsOf('node-a'), before.filter((k: string) => k !== taint.key), 'only the CNI readiness taint is removed');
   t.same(await taintsOf('node-b'), beforeB, 'a node without a ready CNI pod keeps it');
   t.ok(beforeB.includes(taint.key));
   // The line follows the PATCH's answer, which the API server may show to the test first.
-  await waitFor(() => /removed readiness taint cni\.mesh\.io\/not-ready from node node-a/.test(d.log()), 5_000, d.log);
+  await waitFor(d.log, () => /removed readiness taint cni\.mesh\.io\/not-ready from node node-a/.test(d.log()), { timeoutMs: 5_000 });
   t.match(d.log(), /leader election lock obtained: mesh-node-untaint/, "run under Istio's node-untaint election");
 });

@@ -10,6 +10,7 @@ import type { ConfigEvent } from '../../src/config/store';
 import { configKey } from '../../src/config/types';
 import { registry } from '../../src/lib/metrics';
 import { setOutputLevel } from '../../src/lib/log';
+import { waitForValue } from '../helpers/wait';
 
 // Rejections are logged by design; keep the test output readable.
 setOutputLevel('file', 'none');
@@ -19,16 +20,6 @@ async function tempDir(t: Test): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mesh-cfg-'));
   t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
   return dir;
-}
-
-async function waitFor<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 async function rejectedCount(type: string, name: string): Promise<number> {
@@ -86,23 +77,23 @@ t.test('initial load, then add, edit, rename, delete', async (t) => {
 
   // add
   await fs.writeFile(path.join(dir, 'ratings.json'), JSON.stringify({ apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', metadata: { name: 'ratings' }, spec: { hosts: ['ratings'], http: [{ route: [{ destination: { host: 'ratings' } }] }] } }));
-  await waitFor('add of ratings', () => seen(events, 'add', 'VirtualService/default/ratings'));
+  await waitForValue('add of ratings', () => seen(events, 'add', 'VirtualService/default/ratings'), { timeoutMs: 10_000, intervalMs: 10 });
 
   // edit
   await fs.writeFile(path.join(dir, 'reviews.yaml'), vs('reviews', 'reviews', 100, '\n    timeout: 5s'));
-  const upd = await waitFor('update of reviews', () => seen(events, 'update', 'VirtualService/default/reviews'));
+  const upd = await waitForValue('update of reviews', () => seen(events, 'update', 'VirtualService/default/reviews'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal((upd.config.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, '5s');
   t.equal((upd.old!.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, undefined);
 
   // rename: same resources, no delete; the source follows the file
   const before = events.length;
   await fs.rename(path.join(dir, 'sub', 'ext.yml'), path.join(dir, 'sub', 'external.yaml'));
-  await waitFor('source moved', () => store.get('ServiceEntry', 'ns1', 'ext')?.source?.endsWith('external.yaml[0]'));
+  await waitForValue('source moved', () => store.get('ServiceEntry', 'ns1', 'ext')?.source?.endsWith('external.yaml[0]'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(events.slice(before).filter((e) => e.type === 'delete').length, 0, 'a rename deletes nothing');
 
   // delete
   await fs.rm(path.join(dir, 'ratings.json'));
-  await waitFor('delete of ratings', () => seen(events, 'delete', 'VirtualService/default/ratings'));
+  await waitForValue('delete of ratings', () => seen(events, 'delete', 'VirtualService/default/ratings'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(store.get('VirtualService', 'default', 'ratings'), undefined);
 });
 
@@ -119,31 +110,31 @@ t.test('an invalid edit is rejected, counted, and the previous version keeps ser
 
   // A negative weight is invalid; the other document of the file is still read.
   await fs.writeFile(file, vs('canary', 'canary', -5) + '---\n' + vs('stable', 'stable', 100, '\n    timeout: 2s'));
-  await waitFor('update of stable', () => seen(events, 'update', 'VirtualService/default/stable'));
+  await waitForValue('update of stable', () => seen(events, 'update', 'VirtualService/default/stable'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(await rejectedCount('virtualservice', 'default/canary'), rejectedBefore + 1, 'pilot_total_rejected_configs counts the rejection');
   t.equal(store.get('VirtualService', 'default', 'canary'), good, 'the last good version is still served');
   t.notOk(events.slice(2).find((e) => configKey(e.config) === 'VirtualService/default/canary'), 'no event for the rejected resource');
 
   // A resource that never was valid is absent.
   await fs.writeFile(path.join(dir, 'bad.yaml'), vs('never', 'never', -1));
-  await waitFor('rejection of never', async () => (await rejectedCount('virtualservice', 'default/never')) > 0);
-  await waitFor('count', () => store.reloadCount() >= 3);
+  await waitForValue('rejection of never', async () => (await rejectedCount('virtualservice', 'default/never')) > 0, { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('count', () => store.reloadCount() >= 3, { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(store.get('VirtualService', 'default', 'never'), undefined);
 
   // A YAML syntax error keeps the file's resources (they may be in the broken document).
   await fs.writeFile(file, 'apiVersion: [\n');
   const reloads = store.reloadCount();
-  await waitFor('reload after syntax error', () => store.reloadCount() > reloads);
+  await waitForValue('reload after syntax error', () => store.reloadCount() > reloads, { timeoutMs: 10_000, intervalMs: 10 });
   t.ok(store.get('VirtualService', 'default', 'stable'), 'kept after a syntax error');
   t.ok(store.get('VirtualService', 'default', 'canary'), 'kept after a syntax error');
 
   // Fixed: the new valid version replaces the old.
   await fs.writeFile(file, vs('canary', 'canary', 50));
-  await waitFor('canary updated', () => {
+  await waitForValue('canary updated', () => {
     const c = store.get('VirtualService', 'default', 'canary');
     return c && (c.spec.http![0]!.route![0]!.weight === 50);
-  });
-  await waitFor('stable deleted', () => seen(events, 'delete', 'VirtualService/default/stable'));
+  }, { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('stable deleted', () => seen(events, 'delete', 'VirtualService/default/stable'), { timeoutMs: 10_000, intervalMs: 10 });
 });
 
 t.test('editors that write through a rename, new sub-directories', async (t) => {
@@ -156,18 +147,18 @@ t.test('editors that write through a rename, new sub-directories', async (t) => 
   // vim/IntelliJ style: write a temp file, rename it over the original.
   await fs.writeFile(path.join(dir, '.a.yaml.swp'), vs('a', 'a', 100, '\n    timeout: 3s'));
   await fs.rename(path.join(dir, '.a.yaml.swp'), path.join(dir, 'a.yaml'));
-  const upd = await waitFor('update through rename', () => seen(events, 'update', 'VirtualService/default/a'));
+  const upd = await waitForValue('update through rename', () => seen(events, 'update', 'VirtualService/default/a'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal((upd.config.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, '3s');
 
   // A new directory, then files in it (and deeper).
   await fs.mkdir(path.join(dir, 'team', 'deep'), { recursive: true });
   await fs.writeFile(path.join(dir, 'team', 'b.yaml'), vs('b', 'b'));
-  await waitFor('add of b', () => seen(events, 'add', 'VirtualService/default/b'));
+  await waitForValue('add of b', () => seen(events, 'add', 'VirtualService/default/b'), { timeoutMs: 10_000, intervalMs: 10 });
   await fs.writeFile(path.join(dir, 'team', 'deep', 'c.yaml'), vs('c', 'c'));
-  await waitFor('add of c', () => seen(events, 'add', 'VirtualService/default/c'));
+  await waitForValue('add of c', () => seen(events, 'add', 'VirtualService/default/c'), { timeoutMs: 10_000, intervalMs: 10 });
   // Removing the directory deletes its resources.
   await fs.rm(path.join(dir, 'team'), { recursive: true });
-  await waitFor('delete of b and c', () => seen(events, 'delete', 'VirtualService/default/b') && seen(events, 'delete', 'VirtualService/default/c'));
+  await waitForValue('delete of b and c', () => seen(events, 'delete', 'VirtualService/default/b') && seen(events, 'delete', 'VirtualService/default/c'), { timeoutMs: 10_000, intervalMs: 10 });
 });
 
 t.test('duplicates: the file loaded last wins', async (t) => {
@@ -199,12 +190,12 @@ t.test('an edit in a large tree reads only the file it names; other events resca
   t.same(store.get('VirtualService', 'default', 'cm')!.spec.hosts, ['cm-v1']);
 
   await fs.writeFile(path.join(dir, 'svc-7.yaml'), vs('svc-7', 'svc-7', 100, '\n    timeout: 7s'));
-  await waitFor('update of svc-7', () => seen(events, 'update', 'VirtualService/default/svc-7'));
+  await waitForValue('update of svc-7', () => seen(events, 'update', 'VirtualService/default/svc-7'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(store.filesRead(), 302, 'the edit read one file');
   t.equal(events.filter((e) => e.type !== 'add').length, 1, 'and changed one resource');
 
   await fs.rm(path.join(dir, 'svc-8.yaml'));
-  await waitFor('delete of svc-8', () => seen(events, 'delete', 'VirtualService/default/svc-8'));
+  await waitForValue('delete of svc-8', () => seen(events, 'delete', 'VirtualService/default/svc-8'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(store.filesRead(), 302, 'a deletion reads nothing');
 
   // The swap changes no visible name: the `..data` event makes a rescan find the link's new target.
@@ -212,7 +203,7 @@ t.test('an edit in a large tree reads only the file it names; other events resca
   await fs.writeFile(path.join(dir, '..2026_02', 'cm.yaml'), vs('cm', 'cm-v2'));
   await fs.symlink('..2026_02', path.join(dir, '..data_tmp'));
   await fs.rename(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
-  await waitFor('ConfigMap swap', () => store.get('VirtualService', 'default', 'cm')?.spec.hosts?.[0] === 'cm-v2');
+  await waitForValue('ConfigMap swap', () => store.get('VirtualService', 'default', 'cm')?.spec.hosts?.[0] === 'cm-v2', { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(store.filesRead(), 303, 'the rescan read only the file whose target changed');
 });
 
@@ -229,20 +220,20 @@ t.test('duplicates follow edits of either file; a resource moving between files 
   // The losing definition changes: what is served does not.
   const reloads = store.reloadCount();
   await fs.writeFile(path.join(dir, '10-first.yaml'), vs('dup', 'first-v2'));
-  await waitFor('reload', () => store.reloadCount() > reloads);
+  await waitForValue('reload', () => store.reloadCount() > reloads, { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(hosts(), 'second', 'the file loaded last still wins');
   t.equal(events.filter((e) => e.type === 'update').length, 0, 'no event');
 
   // The winning file goes: the other definition takes over (an update, not a delete).
   await fs.rm(path.join(dir, '20-second.yaml'));
-  await waitFor('first takes over', () => hosts() === 'first-v2');
+  await waitForValue('first takes over', () => hosts() === 'first-v2', { timeoutMs: 10_000, intervalMs: 10 });
   t.notOk(seen(events, 'delete', 'VirtualService/default/dup'));
 
   // Moved to another file in one burst: never deleted on the way.
   const before = events.length;
   await fs.writeFile(path.join(dir, '30-third.yaml'), vs('dup', 'first-v2'));
   await fs.rm(path.join(dir, '10-first.yaml'));
-  await waitFor('source moved', () => store.get('VirtualService', 'default', 'dup')?.source?.includes('30-third.yaml'));
+  await waitForValue('source moved', () => store.get('VirtualService', 'default', 'dup')?.source?.includes('30-third.yaml'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(events.slice(before).filter((e) => e.type === 'delete').length, 0, 'no delete');
   t.equal(hosts(), 'first-v2');
 });
@@ -265,8 +256,8 @@ t.test('close stops watching', async (t) => {
   t.teardown(() => control.store.close());
   await control.store.whenSynced();
   await fs.writeFile(path.join(dir, 'late.yaml'), vs('late', 'late'));
-  await waitFor('the control store sees the file', () => seen(control.events, 'add', 'VirtualService/default/late'));
-  await waitFor('a further debounce period', () => control.store.reloadCount() >= 2);
+  await waitForValue('the control store sees the file', () => seen(control.events, 'add', 'VirtualService/default/late'), { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('a further debounce period', () => control.store.reloadCount() >= 2, { timeoutMs: 10_000, intervalMs: 10 });
   t.same(events, [], 'the closed store saw nothing');
   t.same(store.list('VirtualService'), []);
 });

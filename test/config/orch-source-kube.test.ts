@@ -17,6 +17,7 @@ import { OrchestratorRegistry } from '../../src/discovery/registry/orchestrator'
 import { configure, MemorySink, parseLogOptions } from '../../src/lib/log/index';
 import { registry as metrics } from '../../src/lib/metrics';
 import { applyCrds, endpointSlice, type Kube, KubeApiError, namespace, node, type Obj, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -43,14 +44,6 @@ async function startStore(t: Test, o: Partial<Omit<OrchConfigStoreOptions, 'clie
   store.subscribe((b) => events.push(...b));
   await store.whenSynced();
   return { store, events };
-}
-
-async function waitFor(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
 }
 
 /** Retries a write while its CRD is not served yet (404 right after the CRD is created). */
@@ -160,7 +153,7 @@ t.test('CRD groups that are not installed are logged once; applying them is pick
   await applyCrds(kube, 'mesh');
   const applied = Date.now();
   await whenServed(() => kube.api.create(collection(dr('crd-late', 'x', 'x')), dr('crd-late', 'x', 'x')));
-  await waitFor(() => !!h.store.get('DestinationRule', 'crd-late', 'x'), 'the DestinationRule of the CRD applied after start', 10_000);
+  await waitFor('the DestinationRule of the CRD applied after start', () => !!h.store.get('DestinationRule', 'crd-late', 'x'), { timeoutMs: 10_000 });
   t.ok(Date.now() - applied < 10_000, `served ${Date.now() - applied}ms after the CRDs were applied`);
   t.ok(logSince(mark).some((l) => /DestinationRule is now served as networking\.mesh\.io\/v1 destinationrules: watching it/.test(l)));
   t.equal(logSince(mark).filter((l) => l.includes('CRD group networking.mesh.io is not installed')).length, 1, 'no repeat');
@@ -170,23 +163,23 @@ t.test('a CRD deleted while watched: its objects go; applied again, it is watche
   await ns('crd-gone');
   const h = await startStore(t);
   await kube.api.create(collection(dr('crd-gone', 'a', 'a')), dr('crd-gone', 'a', 'a'));
-  await waitFor(() => !!h.store.get('DestinationRule', 'crd-gone', 'a'), 'the DestinationRule');
+  await waitFor('the DestinationRule', () => !!h.store.get('DestinationRule', 'crd-gone', 'a'), { timeoutMs: 15_000 });
   const mark = logSink.text.length;
   await kube.api.delete('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/destinationrules.networking.mesh.io');
-  await waitFor(() => h.store.get('DestinationRule', 'crd-gone', 'a') === undefined, 'objects of the deleted CRD gone', 30_000);
+  await waitFor('objects of the deleted CRD gone', () => h.store.get('DestinationRule', 'crd-gone', 'a') === undefined, { timeoutMs: 30_000 });
   t.same(eventsFor(h.events, 'DestinationRule', 'a'), ['add', 'delete']);
-  await waitFor(() => logSince(mark).some((l) => l.includes('DestinationRule is no longer served by CRD group networking.mesh.io')), 'the message', 30_000);
+  await waitFor('the message', () => logSince(mark).some((l) => l.includes('DestinationRule is no longer served by CRD group networking.mesh.io')), { timeoutMs: 30_000 });
   t.ok(logSince(mark).some((l) => l.includes('CRD group networking.mesh.io does not serve DestinationRule: skipped')));
   await applyCrds(kube, 'mesh');
   await whenServed(() => kube.api.create(collection(dr('crd-gone', 'b', 'b')), dr('crd-gone', 'b', 'b')));
-  await waitFor(() => !!h.store.get('DestinationRule', 'crd-gone', 'b'), 'the CRD back', 10_000);
+  await waitFor('the CRD back', () => !!h.store.get('DestinationRule', 'crd-gone', 'b'), { timeoutMs: 10_000 });
 });
 
 t.test('a CRD that stops serving v1 is watched at the next version it serves', async (t) => {
   await ns('crd-ver');
   const h = await startStore(t);
   await kube.api.create(collection(vs('crd-ver', 'old', ['old'])), vs('crd-ver', 'old', ['old']));
-  await waitFor(() => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1', 'v1');
+  await waitFor('v1', () => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1', { timeoutMs: 15_000 });
   const crdPath = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.istio.io';
   const setServed = async (served: boolean) => {
     const crd = await kube.api.get(crdPath);
@@ -195,10 +188,10 @@ t.test('a CRD that stops serving v1 is watched at the next version it serves', a
   };
   await setServed(false);
   t.teardown(() => setServed(true));
-  await waitFor(() => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1beta1', 'served as v1beta1', 20_000);
+  await waitFor('served as v1beta1', () => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1beta1', { timeoutMs: 20_000 });
   t.same(h.store.get('VirtualService', 'crd-ver', 'old')!.spec.hosts, ['old'], 'the same object, read at v1beta1');
   await setServed(true);
-  await waitFor(() => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1', 'back at v1', 20_000);
+  await waitFor('back at v1', () => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1', { timeoutMs: 20_000 });
 });
 
 // -----------------------------------------------------------------------------------------------
@@ -269,7 +262,7 @@ t.test('add, update and delete of registry objects and CRDs of both groups arriv
   ];
   for (const [kind, name, act, done] of steps) {
     await act();
-    await waitFor(() => done(h.store.get(kind, 'events', name)), `${kind} ${name} change`);
+    await waitFor(`${kind} ${name} change`, () => done(h.store.get(kind, 'events', name)), { timeoutMs: 15_000 });
   }
   for (const [kind, name, p] of [
     ['Service', 'ratings', `${base}/services/ratings`],
@@ -279,7 +272,7 @@ t.test('add, update and delete of registry objects and CRDs of both groups arriv
     ['DestinationRule', 'ratings', `${collection(dr('events', 'x', ''))}/ratings`],
   ] as const) {
     await kube.api.delete(p, kind === 'Pod' ? '?gracePeriodSeconds=0' : '');
-    await waitFor(() => h.store.get(kind, 'events', name) === undefined, `${kind} ${name} deleted`);
+    await waitFor(`${kind} ${name} deleted`, () => h.store.get(kind, 'events', name) === undefined, { timeoutMs: 15_000 });
     t.same(eventsFor(h.events, kind, name).filter((e, i, a) => i === 0 || e !== a[i - 1]), ['add', 'update', 'delete'], `${kind}: add, update, delete`);
   }
   const upd = h.events.find((e) => e.type === 'update' && e.config.kind === 'VirtualService')!;
@@ -295,19 +288,19 @@ t.test('an invalid VirtualService is rejected, counted and logged; the previous 
   const h = await startStore(t);
   const p = collection(vs('invalid', 'x', []));
   await kube.api.create(p, vs('invalid', 'reviews', ['reviews']));
-  await waitFor(() => !!h.store.get('VirtualService', 'invalid', 'reviews'), 'the valid VirtualService');
+  await waitFor('the valid VirtualService', () => !!h.store.get('VirtualService', 'invalid', 'reviews'), { timeoutMs: 15_000 });
   const before = await metric('pilot_total_rejected_configs', { type: 'virtualservice', name: 'invalid/reviews' });
   const mark = logSink.text.length;
   // Istio: "wildcard host * is not allowed for virtual services bound to the mesh gateway".
   await kube.api.merge(`${p}/reviews`, { spec: { hosts: ['*'] } });
-  await waitFor(async () => (await metric('pilot_total_rejected_configs', { type: 'virtualservice', name: 'invalid/reviews' })) === before + 1, 'the rejection counted');
+  await waitFor('the rejection counted', async () => (await metric('pilot_total_rejected_configs', { type: 'virtualservice', name: 'invalid/reviews' })) === before + 1, { timeoutMs: 15_000 });
   t.same(h.store.get('VirtualService', 'invalid', 'reviews')!.spec.hosts, ['reviews'], 'the last good version serves');
   t.match(
     logSince(mark).find((l) => l.includes('rejected orchestrator:'))!,
     /\twarn\tvalidation\trejected orchestrator:networking\.istio\.io\/v1 VirtualService\/invalid\/reviews: spec\.hosts\[0\]: wildcard host \* is not allowed for virtual services bound to the mesh gateway \(the previous version stays\)$/,
   );
   await kube.api.merge(`${p}/reviews`, { spec: { hosts: ['reviews', 'reviews.example.com'] } });
-  await waitFor(() => h.store.get('VirtualService', 'invalid', 'reviews')!.spec.hosts.length === 2, 'the fix');
+  await waitFor('the fix', () => h.store.get('VirtualService', 'invalid', 'reviews')!.spec.hosts.length === 2, { timeoutMs: 15_000 });
   t.same(eventsFor(h.events, 'VirtualService', 'reviews'), ['add', 'update']);
 });
 
@@ -317,11 +310,11 @@ t.test("the same name in our group and Istio's: ours is served, Istio's takes ov
   const istio = vs('both', 'shared', ['from-istio'], 'networking.istio.io');
   const mesh = vs('both', 'shared', ['from-mesh'], 'networking.mesh.io');
   await kube.api.create(collection(istio), istio);
-  await waitFor(() => !!h.store.get('VirtualService', 'both', 'shared'), "Istio's");
+  await waitFor("Istio's", () => !!h.store.get('VirtualService', 'both', 'shared'), { timeoutMs: 15_000 });
   await kube.api.create(collection(mesh), mesh);
-  await waitFor(() => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.mesh.io/v1', 'ours wins');
+  await waitFor('ours wins', () => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.mesh.io/v1', { timeoutMs: 15_000 });
   await kube.api.delete(`${collection(mesh)}/shared`);
-  await waitFor(() => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.istio.io/v1', "Istio's back");
+  await waitFor("Istio's back", () => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.istio.io/v1', { timeoutMs: 15_000 });
   t.same(eventsFor(h.events, 'VirtualService', 'shared'), ['add', 'update', 'update']);
 });
 
@@ -348,12 +341,12 @@ t.test("Secrets are read with Istio's field selector: Helm release records and s
   }
   const ua = 'secret-selector-test/1';
   const h = await startStore(t, { userAgent: ua });
-  await waitFor(() => !!h.store.get('Secret', 'secrets', 'tls'), 'the TLS Secret');
+  await waitFor('the TLS Secret', () => !!h.store.get('Secret', 'secrets', 'tls'), { timeoutMs: 15_000 });
   t.same(names(h.store.list('Secret').filter((c) => c.meta.namespace === 'secrets')), ['secrets/opaque', 'secrets/tls'], 'only the Opaque and TLS Secrets');
   // one that arrives while watched is filtered the same way
   await kube.api.create('/api/v1/namespaces/secrets/secrets', secret('sh.helm.release.v1.app.v2', 'helm.sh/release.v1', { release: 'r2' }));
   await kube.api.create('/api/v1/namespaces/secrets/secrets', secret('later', 'Opaque', { key: 'v' }));
-  await waitFor(() => !!h.store.get('Secret', 'secrets', 'later'), 'the Opaque Secret created while watched');
+  await waitFor('the Opaque Secret created while watched', () => !!h.store.get('Secret', 'secrets', 'later'), { timeoutMs: 15_000 });
   t.same(names(h.store.list('Secret').filter((c) => c.meta.namespace === 'secrets')), ['secrets/later', 'secrets/opaque', 'secrets/tls'], 'the Helm record created while watched never arrived');
   const secretCalls = audited(ua).filter((e) => e.requestURI.startsWith('/api/v1/secrets?'));
   t.ok(secretCalls.length >= 2, 'listed and watched');
@@ -401,13 +394,13 @@ t.test('--orchApiQPS/--orchApiBurst space every request the source sends; each n
   // Lists and watches of every collection, the CRDs' included (about 50 requests, 5 s at 10/s): wait
   // until the audit log stops growing.
   let last = -1;
-  await waitFor(async () => {
+  await waitFor('the requests of the start', async () => {
     const n = audited(ua).length;
     if (n === last && n >= 20) return true;
     last = n;
     await new Promise((r) => setTimeout(r, 1500));
     return false;
-  }, 'the requests of the start', 30_000);
+  }, { timeoutMs: 30_000 });
   const times = audited(ua).map((e) => ms(e.requestReceivedTimestamp));
   // A token bucket of `burst` refilled at `qps`: any window [t_i, t_j] holds at most burst + (t_j - t_i) * qps
   // requests, as the server saw them. The server's clock sees a request after its TCP and TLS handshake
@@ -436,11 +429,11 @@ t.test('node topology labels feed nodeLocality, and changes are announced', asyn
   const changed: string[] = [];
   h.store.subscribeNodes((n) => changed.push(n));
   await kube.api.merge('/api/v1/nodes/n-topo', { metadata: { labels: { 'topology.kubernetes.io/region': 'r', 'topology.kubernetes.io/zone': 'z', 'topology.istio.io/subzone': 's' } } });
-  await waitFor(() => h.store.nodeLocality('n-topo')?.zone === 'z', 'the locality update');
+  await waitFor('the locality update', () => h.store.nodeLocality('n-topo')?.zone === 'z', { timeoutMs: 15_000 });
   t.equal(localityString(h.store.nodeLocality('n-topo')), 'r/z/s', "Istio's region/zone/subzone");
   await kube.api.merge('/api/v1/nodes/n-topo', { metadata: { annotations: { unrelated: 'x' } } });
   await kube.api.delete('/api/v1/nodes/n-topo');
-  await waitFor(() => h.store.nodeLocality('n-topo') === undefined, 'the node gone');
+  await waitFor('the node gone', () => h.store.nodeLocality('n-topo') === undefined, { timeoutMs: 15_000 });
   t.same(changed, ['n-topo', 'n-topo'], 'a change that is not topology is not announced');
 });
 
@@ -459,16 +452,16 @@ t.test('discoverySelectors: only selected namespaces are served, and relabelling
   t.ok(h.store.list('Service').every((s) => s.meta.namespace === 'sel-a'), 'nothing of namespaces that are not selected');
 
   await kube.api.merge('/api/v1/namespaces/sel-b', { metadata: { labels: { team: 'a' } } });
-  await waitFor(() => inSel().join() === 'sel-a/web,sel-b/web', 'sel-b selected after its label');
+  await waitFor('sel-b selected after its label', () => inSel().join() === 'sel-a/web,sel-b/web', { timeoutMs: 15_000 });
   t.ok(h.store.get('VirtualService', 'sel-b', 'v'));
   await kube.api.merge('/api/v1/namespaces/sel-a', { metadata: { labels: { team: null } } });
-  await waitFor(() => inSel().join() === 'sel-b/web', 'sel-a gone after losing its label');
+  await waitFor('sel-a gone after losing its label', () => inSel().join() === 'sel-b/web', { timeoutMs: 15_000 });
   t.same(eventsFor(h.events, 'Service', 'web').sort(), ['add', 'add', 'delete'].sort());
 
   h.store.setDiscoverySelectors([{ matchExpressions: [{ key: 'team', operator: 'DoesNotExist' }] }]);
-  await waitFor(() => inSel().join() === 'sel-a/web', 'the selector changed: now sel-a only');
+  await waitFor('the selector changed: now sel-a only', () => inSel().join() === 'sel-a/web', { timeoutMs: 15_000 });
   h.store.setDiscoverySelectors([]);
-  await waitFor(() => inSel().join() === 'sel-a/web,sel-b/web', 'no selector: all');
+  await waitFor('no selector: all', () => inSel().join() === 'sel-a/web,sel-b/web', { timeoutMs: 15_000 });
 });
 
 // -----------------------------------------------------------------------------------------------
@@ -491,12 +484,12 @@ t.test('an endpoint whose Pod is not known yet waits for it', async (t) => {
   await createSvc('late', 'web');
   await kube.api.create('/apis/discovery.k8s.io/v1/namespaces/late/endpointslices', endpointSlice('late', 'web-1', 'web', [{ ip: '10.6.0.1', pod: 'web-late' }]));
   const host = 'web.late.svc.cluster.local';
-  await waitFor(() => reg.endpointsWithoutPod().length === 1, 'the endpoint noticed without its Pod');
+  await waitFor('the endpoint noticed without its Pod', () => reg.endpointsWithoutPod().length === 1, { timeoutMs: 15_000 });
   t.same(epsOf(reg, host), [], 'not served without the Pod');
   t.equal(await metric('pilot_k8s_endpoints_pending_pod'), 1, 'pilot_k8s_endpoints_pending_pod');
   t.ok((await metric('pilot_k8s_endpoints_with_no_pods')) >= 1, 'pilot_k8s_endpoints_with_no_pods');
   await createPod('late', 'web-late', '10.6.0.1', { serviceAccount: 'web-sa' });
-  await waitFor(() => epsOf(reg, host).length === 1, 'served once the Pod arrived');
+  await waitFor('served once the Pod arrived', () => epsOf(reg, host).length === 1, { timeoutMs: 15_000 });
   t.same(epsOf(reg, host), ['10.6.0.1:8080 Healthy web-late sa=web-sa']);
   t.equal(await metric('pilot_k8s_endpoints_pending_pod'), 0);
 });
@@ -508,13 +501,13 @@ t.test('an endpoint without targetRef takes the ready Pod that has its IP now (I
   await createPod('reuse', 'db-old', '10.6.1.1', { serviceAccount: 'old' });
   await kube.api.create('/apis/discovery.k8s.io/v1/namespaces/reuse/endpointslices', endpointSlice('reuse', 'db-1', 'db', [{ ip: '10.6.1.1' }]));
   const host = 'db.reuse.svc.cluster.local';
-  await waitFor(() => epsOf(reg, host).length > 0, 'the endpoint');
+  await waitFor('the endpoint', () => epsOf(reg, host).length > 0, { timeoutMs: 15_000 });
   t.same(epsOf(reg, host), ['10.6.1.1:8080 Healthy db-old sa=old'], 'the ready Pod with the IP');
   await kube.api.merge('/api/v1/namespaces/reuse/pods/db-old', { status: { phase: 'Succeeded' } }, 'status');
-  await waitFor(() => epsOf(reg, host).join() !== '10.6.1.1:8080 Healthy db-old sa=old', 'a change after the Pod finished');
+  await waitFor('a change after the Pod finished', () => epsOf(reg, host).join() !== '10.6.1.1:8080 Healthy db-old sa=old', { timeoutMs: 15_000 });
   t.same(epsOf(reg, host), ['10.6.1.1:8080 Healthy - -'], 'a finished Pod is no longer matched by its IP');
   await createPod('reuse', 'db-new', '10.6.1.1', { serviceAccount: 'new' });
-  await waitFor(() => epsOf(reg, host).join() !== '10.6.1.1:8080 Healthy - -', 'a change after the new Pod');
+  await waitFor('a change after the new Pod', () => epsOf(reg, host).join() !== '10.6.1.1:8080 Healthy - -', { timeoutMs: 15_000 });
   t.same(epsOf(reg, host), ['10.6.1.1:8080 Healthy db-new sa=new'], 'the new Pod with the same IP');
 });
 
@@ -527,15 +520,15 @@ t.test('conditions from the controller manager: ready, not ready, terminating; l
   await createPod('conds', 'api-2', '10.6.2.2', { labels: { app: 'api' }, nodeName: 'conds-node', ready: false });
   const host = 'api.conds.svc.cluster.local';
   const health = () => reg.endpoints(host).map((e) => `${e.address} ${e.healthStatus} ${e.locality}`).sort().join();
-  await waitFor(() => reg.endpoints(host).length === 2, 'both endpoints', 30_000);
-  await waitFor(() => health() === '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', 'ready and not ready', 30_000).catch(() => undefined);
+  await waitFor('both endpoints', () => reg.endpoints(host).length === 2, { timeoutMs: 30_000 });
+  await waitFor('ready and not ready', () => health() === '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', { timeoutMs: 30_000 }).catch(() => undefined);
   t.equal(health(), '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', 'ready and not ready, with the Node\'s locality');
   // Deleting a Pod that has a Node waits for a kubelet that never comes: it stays terminating.
   await kube.api.delete('/api/v1/namespaces/conds/pods/api-1');
-  await waitFor(() => health().startsWith('10.6.2.1 Terminating'), 'terminating', 30_000).catch(() => undefined);
+  await waitFor('terminating', () => health().startsWith('10.6.2.1 Terminating'), { timeoutMs: 30_000 }).catch(() => undefined);
   t.equal(health(), '10.6.2.1 Terminating r1/z1/,10.6.2.2 UnHealthy r1/z1/', 'the deleted Pod terminating');
   await kube.api.merge('/api/v1/nodes/conds-node', { metadata: { labels: { 'topology.istio.io/subzone': 's9' } } });
-  await waitFor(() => reg.endpoints(host).every((e) => e.locality === 'r1/z1/s9'), 'the Node label reached the endpoints').catch(() => undefined);
+  await waitFor('the Node label reached the endpoints', () => reg.endpoints(host).every((e) => e.locality === 'r1/z1/s9'), { timeoutMs: 15_000 }).catch(() => undefined);
   t.same(reg.endpoints(host).map((e) => e.locality), ['r1/z1/s9', 'r1/z1/s9'], 'the Node label reached the endpoints');
   await kube.api.delete('/api/v1/namespaces/conds/pods/api-1', '?gracePeriodSeconds=0');
 });

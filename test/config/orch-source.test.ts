@@ -14,6 +14,7 @@ import type { Config, Kind } from '../../src/config/types';
 import { configure, MemorySink, parseLogOptions } from '../../src/lib/log/index';
 import { registry } from '../../src/lib/metrics';
 import { FakeApiServer, type FakeApiServerOptions, type KubeObject, meshCrds } from '../helpers/apiserver';
+import { waitFor } from '../helpers/wait';
 
 const logSink = new MemorySink();
 configure(parseLogOptions({}), { sinks: [logSink] });
@@ -80,14 +81,6 @@ async function harness(
   return { api, store, batches, events: () => batches.flat(), orchconfig };
 }
 
-async function waitFor(cond: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
-
 async function counter(name: string, labels: Record<string, string>): Promise<number> {
   const m = registry.getSingleMetric(name);
   if (!m) return 0;
@@ -114,7 +107,7 @@ function eventsFor(h: Harness, kind: Kind, name: string): string[] {
 async function barrier(h: Harness, ns = 'default'): Promise<void> {
   const name = `barrier-${h.api.resourceVersion}`;
   h.api.create(svc(name, ns));
-  await waitFor(() => h.store.get('Service', ns, name) !== undefined, `barrier ${name}`);
+  await waitFor(`barrier ${name}`, () => h.store.get('Service', ns, name) !== undefined, { timeoutMs: 15_000, intervalMs: 10 });
 }
 
 const svc = (name: string, ns = 'default', extra: Record<string, unknown> = {}): KubeObject => ({
@@ -177,12 +170,12 @@ function run(t: Test, mod: typeof SourceModule): void {
     const h = await harness(t);
     await h.store.whenSynced();
     h.api.create(svc('a'));
-    await waitFor(() => !!h.store.get('Service', 'default', 'a'), 'a');
+    await waitFor('a', () => !!h.store.get('Service', 'default', 'a'), { timeoutMs: 15_000, intervalMs: 10 });
     const lastSeen = Number(h.api.get('v1', 'Service', 'default', 'a')!.metadata.resourceVersion);
     const from = h.api.requests.length;
     h.api.closeWatches();
     h.api.create(svc('b'));
-    await waitFor(() => !!h.store.get('Service', 'default', 'b'), 'b after the stream ended');
+    await waitFor('b after the stream ended', () => !!h.store.get('Service', 'default', 'b'), { timeoutMs: 15_000, intervalMs: 10 });
     const after = h.api.requests.slice(from).filter((r) => r.path === '/api/v1/services');
     t.same(after.filter((r) => !r.watch), [], 'no relist');
     const rewatch = after.find((r) => r.watch)!;
@@ -197,13 +190,13 @@ function run(t: Test, mod: typeof SourceModule): void {
     const h = await harness(t, { api: { historyLimit: 5 } });
     await h.store.whenSynced();
     for (let i = 0; i < 10; i++) h.api.create(pod(`p${i}`, `10.3.0.${i}`)); // pushes the services' resourceVersion out of history
-    await waitFor(() => h.store.list('Pod').length === 10, 'pods');
+    await waitFor('pods', () => h.store.list('Pod').length === 10, { timeoutMs: 15_000, intervalMs: 10 });
     // The bookmark precedes the end of the stream on the same connection, so it is read first.
     h.api.sendBookmarks();
     const from = h.api.requests.length;
     h.api.closeWatches();
     h.api.create(svc('late'));
-    await waitFor(() => !!h.store.get('Service', 'default', 'late'), 'service after reconnect');
+    await waitFor('service after reconnect', () => !!h.store.get('Service', 'default', 'late'), { timeoutMs: 15_000, intervalMs: 10 });
     t.same(h.api.requests.slice(from).filter((r) => r.path === '/api/v1/services' && !r.watch), [], 'resumed from the bookmark: no 410, no relist');
   });
 
@@ -217,7 +210,7 @@ function run(t: Test, mod: typeof SourceModule): void {
         },
       });
       await h.store.whenSynced();
-      await waitFor(() => h.events().length >= 4, 'initial events');
+      await waitFor('initial events', () => h.events().length >= 4, { timeoutMs: 15_000, intervalMs: 10 });
       h.api.holdWatches();
       h.api.closeWatches();
       h.api.delete('v1', 'Service', 'default', 'a');
@@ -227,8 +220,8 @@ function run(t: Test, mod: typeof SourceModule): void {
       h.api.compact();
       const from = h.api.requests.length;
       h.api.releaseWatches();
-      await waitFor(() => names(h.store.list('Service')).join() === 'default/b,default/c,default/d', 'services converge');
-      await waitFor(() => h.store.get('VirtualService', 'default', 'gone-vs') === undefined, 'VirtualService removed');
+      await waitFor('services converge', () => names(h.store.list('Service')).join() === 'default/b,default/c,default/d', { timeoutMs: 15_000, intervalMs: 10 });
+      await waitFor('VirtualService removed', () => h.store.get('VirtualService', 'default', 'gone-vs') === undefined, { timeoutMs: 15_000, intervalMs: 10 });
       t.equal(h.store.get('Service', 'default', 'b')!.meta.labels.changed, 'yes');
       t.ok(h.api.requests.slice(from).some((r) => r.path === '/api/v1/services' && !r.watch), 'relisted');
       t.same(eventsFor(h, 'Service', 'a'), ['add', 'delete']);
@@ -237,7 +230,7 @@ function run(t: Test, mod: typeof SourceModule): void {
       t.same(eventsFor(h, 'Service', 'd'), ['add']);
       // and it keeps watching afterwards
       h.api.create(svc('e'));
-      await waitFor(() => !!h.store.get('Service', 'default', 'e'), 'watching after the relist');
+      await waitFor('watching after the relist', () => !!h.store.get('Service', 'default', 'e'), { timeoutMs: 15_000, intervalMs: 10 });
     });
   }
 
@@ -263,9 +256,9 @@ function run(t: Test, mod: typeof SourceModule): void {
   t.test('close() stops every watch and rejects pending whenSynced', async (t) => {
     const h = await harness(t);
     await h.store.whenSynced();
-    await waitFor(() => h.api.openWatches().length >= 6, 'watches open (five collections and the CRDs)');
+    await waitFor('watches open (five collections and the CRDs)', () => h.api.openWatches().length >= 6, { timeoutMs: 15_000, intervalMs: 10 });
     await h.store.close();
-    await waitFor(() => h.api.openWatches().length === 0, 'watches closed');
+    await waitFor('watches closed', () => h.api.openWatches().length === 0, { timeoutMs: 15_000, intervalMs: 10 });
     h.api.failRequests(/^\/api\/v1\/pods$/, 500, 1000, 'GET'); // pods never list: it cannot sync
     const s2 = await mod.startOrchConfigStore({ orchconfig: h.orchconfig, qps: -1, burst: 0, backoff: { initialMs: 20, maxMs: 50 } });
     const pending = s2.whenSynced();

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing } from '../helpers/envoy';
 import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort, summarize, tempDir, waitFor } from '../agent/helpers';
+import { freePort, summarize, tempDir } from '../agent/helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -44,7 +45,7 @@ t.test('access log commands: Envoy-known ones are served, unknown ones refused (
       t.fail(`${plane} refused the access log format:\n${summarize(run.refused)}`);
     } else {
       t.equal((await run.get('/logged')).status, 200, `${plane}: served`);
-      await waitFor(() => fs.existsSync(logFile) && fs.readFileSync(logFile, 'utf8').includes('\n'), 15_000, () => `${plane} wrote no access log line`);
+      await waitFor(() => `${plane} wrote no access log line`, () => fs.existsSync(logFile) && fs.readFileSync(logFile, 'utf8').includes('\n'), { timeoutMs: 15_000, intervalMs: 50 });
       const line = fs.readFileSync(logFile, 'utf8').split('\n').find((l) => l.startsWith('200'));
       t.equal(line, '200 - -', `${plane}: no value is "-"`);
       lines.push(line ?? '');

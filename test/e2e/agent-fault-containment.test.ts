@@ -10,9 +10,10 @@
 import dgram from 'node:dgram';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { freePort, gatewayConfig, metricValue, summarize, waitFor } from '../agent/helpers';
+import { freePort, gatewayConfig, metricValue, summarize } from '../agent/helpers';
 import { httpGet, startGateway, type GatewayPorts } from '../helpers/gateway';
 import { decodeMessage, encodeMessage, query, RCODE, TYPE, type Message } from '../../src/dns/wire';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -59,8 +60,8 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
   const status = `http://127.0.0.1:${gw.ports.status}`;
   const log = () => summarize(gw.agentOut());
   const occurrences = (s: string) => gw.agentOut().split(s).length - 1;
-  await waitFor(async () => (await gw.get('/')).status === 200, 30_000, log);
-  await waitFor(async () => addressOf(await resolveA(dnsPort, 'db.example.com')).includes('240.240.0.10'), 20_000, () => `no name table answer\n${log()}`);
+  await waitFor(log, async () => (await gw.get('/')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(() => `no name table answer\n${log()}`, async () => addressOf(await resolveA(dnsPort, 'db.example.com')).includes('240.240.0.10'), { timeoutMs: 20_000, intervalMs: 50 });
 
   // Requests through the pod all along: one at a time, every one must succeed.
   let sent = 0;
@@ -88,7 +89,7 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
       const injected = `injecting a fault into ${name} (${at})`;
       const injectedBefore = occurrences(injected);
       process.kill(gw.agentPid, 'SIGUSR2');
-      await waitFor(() => occurrences(injected) > injectedBefore, 5000, log);
+      await waitFor(log, () => occurrences(injected) > injectedBefore, { timeoutMs: 5000, intervalMs: 50 });
       // an entry-point fault needs the entry: the next query, request or scrape fails (and only that one)
       if (fault === 'dns:entry') t.equal((await resolveA(dnsPort, 'db.example.com')).header.rcode, RCODE.SERVFAIL, 'the query that faulted is answered SERVFAIL');
       if (fault === 'status:entry') t.equal((await httpGet(gw.ports.status, '/healthz/ready')).status, 500, 'the request that faulted is answered 500');
@@ -97,19 +98,19 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
         t.equal(r.status, 500, 'the scrape that faulted is answered 500');
         t.match(r.body, /failed to merge metrics: fault injected into metrics/);
       }
-      await waitFor(() => occurrences(`${name} restarted`) > restartedBefore, 15_000, () => `${name} not restarted\n${log()}`);
+      await waitFor(() => `${name} not restarted\n${log()}`, () => occurrences(`${name} restarted`) > restartedBefore, { timeoutMs: 15_000, intervalMs: 50 });
       t.match(gw.agentOut(), new RegExp(`${name} failed: InjectedFault: fault injected into ${name}`), 'logged with its subsystem');
       counted.set(name, (counted.get(name) ?? 0) + 1);
       t.equal(await faultCount(name), counted.get(name), `agent_subsystem_faults_total{subsystem="${name}"} counts it`);
 
       // the subsystem is back
       if (name === 'dns') t.same(addressOf(await resolveA(dnsPort, 'db.example.com')), ['240.240.0.10'], 'the DNS proxy answers from the name table again');
-      if (name === 'sds') await waitFor(() => occurrences('SDS: PUSH') > sdsPushes, 15_000, () => `the proxy got no secret from the restarted SDS server\n${log()}`);
-      if (name === 'xds-proxy') await waitFor(() => occurrences('connected to upstream XDS server') > upstreamConnects, 15_000, () => `no new upstream stream\n${log()}`);
+      if (name === 'sds') await waitFor(() => `the proxy got no secret from the restarted SDS server\n${log()}`, () => occurrences('SDS: PUSH') > sdsPushes, { timeoutMs: 15_000, intervalMs: 50 });
+      if (name === 'xds-proxy') await waitFor(() => `no new upstream stream\n${log()}`, () => occurrences('connected to upstream XDS server') > upstreamConnects, { timeoutMs: 15_000, intervalMs: 50 });
       if (name === 'health') t.ok(occurrences('starting health check') > healthStarts, 'the health checker started again');
 
       // readiness as Istio's: still ready (the agent's status server, and through the proxy's :15021 listener)
-      await waitFor(async () => (await httpGet(gw.ports.status, '/healthz/ready').catch(() => ({ status: 0 }))).status === 200, 5000, log);
+      await waitFor(log, async () => (await httpGet(gw.ports.status, '/healthz/ready').catch(() => ({ status: 0 }))).status === 200, { timeoutMs: 5000, intervalMs: 50 });
       t.equal((await httpGet(gw.proxyStatusPort, '/healthz/ready')).status, 200, "the proxy's readiness listener answers 200");
       t.same(failures, [], `requests through the pod kept succeeding (${sent} so far)`);
     });

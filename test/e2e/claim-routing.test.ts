@@ -5,11 +5,12 @@
 // scenario runs with our engine and with the real Envoy as the gateway's data plane (same table, no NACK).
 import t, { type Test } from 'tap';
 import { built } from '../helpers/binary';
-import { summarize, waitFor, type Discovery } from '../agent/helpers';
+import { summarize, type Discovery } from '../agent/helpers';
 import { startGateway, type Reply } from '../helpers/gateway';
 import { DATA_PLANES, dataPlaneMissing, nacks, type DataPlane } from '../helpers/envoy';
 // @ts-expect-error the demo's issuer is plain JavaScript
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -114,7 +115,7 @@ for (const plane of DATA_PLANES) {
     const valid = await issuer.mint({ groups: ['group1', 'group7'], team: 'payments', org: { unit: 'eng' }, 'example.com/role': 'admin' });
 
     // The gateway's first config may predate the daemon's first key fetch: wait until a valid token routes.
-    await waitFor(async () => (await r.get('/headers', valid)).status === 200, 30_000, () => `a valid token never routed:\n${summarize(r.agentOut())}`);
+    await waitFor(() => `a valid token never routed:\n${summarize(r.agentOut())}`, async () => (await r.get('/headers', valid)).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
 
     t.test('no token, claim route configured → 404', async (t) => {
       t.equal((await r.get('/headers')).status, 404);
@@ -162,7 +163,7 @@ for (const plane of DATA_PLANES) {
     t.test('key rotation at the JWKS server is picked up after the refresh interval', async (t) => {
       await issuer.rotate();
       const fresh = await issuer.mint({ groups: ['group1'] });
-      await waitFor(async () => (await r.get('/headers', fresh)).status === 200, 30_000, () => 'a token of the rotated key never verified');
+      await waitFor(() => 'a token of the rotated key never verified', async () => (await r.get('/headers', fresh)).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
       t.equal((await r.get('/headers', valid)).status, 401, 'tokens of the retired key are rejected');
     });
     t.test('no config rejected', async (t) => t.same(await r.nacks(), []));

@@ -10,7 +10,8 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
-import { startDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon } from '../helpers/daemon';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -74,11 +75,11 @@ t.test('--configDir: the bad versions are rejected and the last good ones keep s
   t.teardown(() => daemon.stop());
   const configz = async () => (await (await fetch(`http://${daemon.http}/debug/configz`)).json()) as Array<{ kind: string; metadata: { name: string }; spec: Record<string, unknown> }>;
   const served = async (c: (typeof CASES)[number]) => (await configz()).find((x) => x.kind === c.kind && x.metadata.name === c.name);
-  await waitFor(async () => (await Promise.all(CASES.map(served))).every(Boolean), 20_000, () => `the good versions were not served:\n${daemon.log()}`);
+  await waitFor(() => `the good versions were not served:\n${daemon.log()}`, async () => (await Promise.all(CASES.map(served))).every(Boolean), { timeoutMs: 20_000 });
   const before = await Promise.all(CASES.map(served));
 
   for (const c of CASES) fs.writeFileSync(path.join(dir, `${c.name}.yaml`), c.bad);
-  await waitFor(() => CASES.every((c) => daemon.log().includes(c.error.slice(c.error.indexOf(': ') + 2))), 20_000, () => `the bad versions were not rejected:\n${daemon.log()}`);
+  await waitFor(() => `the bad versions were not rejected:\n${daemon.log()}`, () => CASES.every((c) => daemon.log().includes(c.error.slice(c.error.indexOf(': ') + 2))), { timeoutMs: 20_000 });
   for (const c of CASES) t.match(daemon.log(), c.error.slice(c.error.indexOf(': ') + 2), `${c.kind}: the log gives the API server's message`);
   const after = await Promise.all(CASES.map(served));
   t.same(after, before, 'the last good versions keep serving');

@@ -9,9 +9,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { DIST, built } from '../helpers/binary';
-import { APP_UID, asUser, capture, createNetns, httpGetIn, meshPodsUnavailable, must, sh, startDiscovery, startIn, startSidecar, waitFor, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
+import { APP_UID, asUser, capture, createNetns, httpGetIn, meshPodsUnavailable, must, sh, startDiscovery, startIn, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
 import { metricValue, tempDir } from '../agent/helpers';
+import { waitFor } from '../helpers/wait';
 
 const UPSTREAM = path.join(REPO, 'test/e2e/fixtures/dns-upstream.mjs');
 const CLIENT = path.join(REPO, 'test/e2e/fixtures/dns-client.mjs');
@@ -154,7 +155,7 @@ async function dnsPod(t: Test, prefix: string, resolvConf: string, config: strin
   // the pipe when it returns.
   for (const proto of ['udp', 'tcp']) {
     const line = new RegExp(`Starting local ${proto} DNS server on 127\\.0\\.0\\.1:15053`);
-    await waitFor(() => line.test(agent.out()), 10_000, () => `no ${line} in the agent's output:\n${agent.out()}`);
+    await waitFor(() => `no ${line} in the agent's output:\n${agent.out()}`, () => line.test(agent.out()), { timeoutMs: 10_000, intervalMs: 50 });
     t.match(agent.out(), line);
   }
   return { pod, configDir, agent, metrics: () => httpGetIn(pod, 'http://127.0.0.1:15020/stats/prometheus').body };
@@ -207,7 +208,7 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
       'nothing.example': 'ENOTFOUND',
     });
     // the resolver's output arrives once the event loop runs again (the query above ran synchronously)
-    await waitFor(() => asked('nothing.example.') > 0, 10_000, () => `upstream output: ${upstream.out()}`);
+    await waitFor(() => `upstream output: ${upstream.out()}`, () => asked('nothing.example.') > 0, { timeoutMs: 10_000, intervalMs: 50 });
     t.equal(asked('reviews.'), 0, 'mesh names never reach the upstream resolver');
     t.equal(asked('reviews.default.svc.cluster.local.'), 0);
     t.equal(asked('www.outside.test.'), 1, 'the external name was forwarded once');
@@ -229,7 +230,7 @@ let b = Buffer.alloc(0); c.on('data', (d) => { b = Buffer.concat([b, d]); if (b.
     const r = lookupAsApp(pod, ['reviews', 'reviews.default', 'api.partner.test', 'www.outside.test', 'db']);
     t.same(r, { reviews: ['10.96.0.20'], 'reviews.default': ['10.96.0.20'], 'api.partner.test': ['240.240.0.7'], 'www.outside.test': ['203.0.113.9'], db: ['10.244.0.11', '10.244.0.12'] });
     const lines = () => upstream.out().split('\n').slice(upstreamBefore - 1).filter((l) => l.startsWith('query '));
-    await waitFor(() => lines().some((l) => l.includes(' www.outside.test. ')), 10_000, () => `upstream output: ${upstream.out()}`);
+    await waitFor(() => `upstream output: ${upstream.out()}`, () => lines().some((l) => l.includes(' www.outside.test. ')), { timeoutMs: 10_000, intervalMs: 50 });
     const seen = lines();
     t.notOk(seen.some((l) => l.includes('reviews')), `the resolver saw no mesh name: ${seen.join('; ')}`);
     // glibc asks `api.partner.test.default.svc.cluster.local` first (ndots:5): the agent answers it with a CNAME
@@ -253,13 +254,13 @@ let b = Buffer.alloc(0); c.on('data', (d) => { b = Buffer.concat([b, d]); if (b.
   t.test('headless endpoint changes are pushed to the agent', async (t) => {
     fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG.replace('THIRD_READY', 'true'));
     const want = JSON.stringify({ 'db.default.svc.cluster.local': ['10.244.0.11', '10.244.0.12', '10.244.0.13'] });
-    await waitFor(() => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local'])) === want, 30_000, () => `db: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local']))}`);
+    await waitFor(() => `db: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local']))}`, () => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local'])) === want, { timeoutMs: 30_000, intervalMs: 50 });
     t.pass('the endpoint that became ready is answered');
   });
 
   t.test('a new Service is pushed to the agent', async (t) => {
     fs.writeFileSync(path.join(configDir, 'details.yaml'), DETAILS);
-    await waitFor(() => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details'])) === '{"details":["10.96.0.40"]}', 30_000, () => `details not resolved: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details']))}`);
+    await waitFor(() => `details not resolved: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details']))}`, () => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details'])) === '{"details":["10.96.0.40"]}', { timeoutMs: 30_000, intervalMs: 50 });
     t.pass('details resolves after the push');
   });
 });
@@ -369,7 +370,7 @@ t.test('broken answers from the resolver: SERVFAIL to the client, and the agent 
   t.same(askIn(p.pod, 'tcp', 'big.broken.example.'), { rcode: 'NOERROR', tc: false, answers: 64, id: 0x1f2e }, 'tcp big: whole');
   t.same(askIn(p.pod, 'udp', 'good.example.'), { rcode: 'NOERROR', tc: false, answers: 1, id: 0x1f2e }, 'a good answer still passes');
   // the resolver's output arrives once the event loop runs again (the queries above ran synchronously)
-  await waitFor(() => upstream.out().includes('query tcp bigbad.broken.example. 1'), 10_000, () => `upstream output: ${upstream.out()}`);
+  await waitFor(() => `upstream output: ${upstream.out()}`, () => upstream.out().includes('query tcp bigbad.broken.example. 1'), { timeoutMs: 10_000, intervalMs: 50 });
   t.pass('the broken answers came from the resolver');
   await alive(t, p, 'after the broken answers');
 });

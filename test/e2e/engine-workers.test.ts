@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { waitFor } from '../agent/helpers';
 import { prefixRouteConfig, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -105,7 +105,7 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   });
   const admin = ports!.admin;
   const cxTotal = `listener.0.0.0.0_${ports!.gw}.downstream_cx_total`;
-  await waitFor(async () => (await gw.get('/one', { host: 'a.example.com' })).status === 200, 30_000, () => gw.agentOut());
+  await waitFor(() => gw.agentOut(), async () => (await gw.get('/one', { host: 'a.example.com' })).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
 
   let s = await stats(admin);
   t.equal(s.get('server.concurrency'), 2, 'server.concurrency is the --concurrency given');
@@ -125,7 +125,7 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
 
   // a VirtualService edit reaches both workers: every connection, whichever worker takes it, routes by it
   fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), config(ports!, '/two'));
-  await waitFor(async () => (await gw.get('/two', { host: 'a.example.com' })).status === 200, 30_000, () => `the edit did not arrive:\n${gw.agentOut()}`);
+  await waitFor(() => `the edit did not arrive:\n${gw.agentOut()}`, async () => (await gw.get('/two', { host: 'a.example.com' })).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
   // a worker that had not applied the edit would answer one of these 404
   await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
   await untilBothServe(t, gw, 'a.example.com', '/one', 404, perWorker(await stats(admin), ports!.gw));
@@ -168,7 +168,7 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   const mark = gw.agentOut().length;
   const logged = await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
   const lines = () => (gw.agentOut().slice(mark).match(/cluster 'outbound\|80\|\|backend\.demo\.svc\.cluster\.local' match for URL '\/two'/g) ?? []).length;
-  await waitFor(() => lines() >= logged, 10_000, () => `${lines()} of ${logged} requests logged`).catch(() => undefined);
+  await waitFor(() => `${lines()} of ${logged} requests logged`, () => lines() >= logged, { timeoutMs: 10_000, intervalMs: 50 }).catch(() => undefined);
   t.equal(lines(), logged, `every one of ${logged} requests, served by both workers, logged its cluster at debug`);
   t.equal((await fetch(`http://127.0.0.1:${admin}/logging?router=info`, { method: 'POST' })).status, 200);
   const quiet = gw.agentOut().length;
@@ -179,17 +179,17 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   t.equal(s.get('server.worker_restarts') ?? 0, 0);
   const crash = await fetch(`http://127.0.0.1:${admin}/mesh/crash_worker?id=1`, { method: 'POST' });
   t.equal(crash.status, 200);
-  await waitFor(async () => (await stats(admin)).get('server.worker_restarts') === 1, 20_000, () => `no restart counted:\n${gw.agentOut()}`);
+  await waitFor(() => `no restart counted:\n${gw.agentOut()}`, async () => (await stats(admin)).get('server.worker_restarts') === 1, { timeoutMs: 20_000, intervalMs: 50 });
   t.match(gw.agentOut(), /engine worker 1 exited with code 1; starting it again/);
   // the new worker 1 starts its stats from zero and takes connections again, with the edited routes
-  await waitFor(async () => perWorker(await stats(admin), ports!.gw)[1] !== undefined, 20_000, () => `worker 1 did not come back:\n${gw.agentOut()}`);
+  await waitFor(() => `worker 1 did not come back:\n${gw.agentOut()}`, async () => perWorker(await stats(admin), ports!.gw)[1] !== undefined, { timeoutMs: 20_000, intervalMs: 50 });
   await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
 
   // drain: the socket stops accepting in both workers (one worker still listening would take the connection)
   t.equal(await refused(ports!.gw), false, 'accepting before the drain');
   const drain = await fetch(`http://127.0.0.1:${admin}/drain_listeners`, { method: 'POST' });
   t.equal(drain.status, 200);
-  await waitFor(() => refused(ports!.gw), 10_000, () => `the gateway port still accepts after /drain_listeners:\n${gw.agentOut()}`);
+  await waitFor(() => `the gateway port still accepts after /drain_listeners:\n${gw.agentOut()}`, () => refused(ports!.gw), { timeoutMs: 10_000, intervalMs: 50 });
   let accepted = 0;
   for (let i = 0; i < 20; i++) if (!(await refused(ports!.gw))) accepted++;
   t.equal(accepted, 0, 'no worker accepts any of 20 connections after the drain');
@@ -197,6 +197,6 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
 
   // /quitquitquit ends the engine with its workers (a worker thread left running would keep the agent alive)
   t.equal((await fetch(`http://127.0.0.1:${admin}/quitquitquit`, { method: 'POST' })).status, 200);
-  await waitFor(() => refused(admin), 20_000, () => `the engine did not stop after /quitquitquit:\n${gw.agentOut()}`);
+  await waitFor(() => `the engine did not stop after /quitquitquit:\n${gw.agentOut()}`, () => refused(admin), { timeoutMs: 20_000, intervalMs: 50 });
   t.pass('the admin port closed after /quitquitquit');
 });

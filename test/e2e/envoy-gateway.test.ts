@@ -4,9 +4,9 @@
 // Node.extensions that it lacks Istio's own filters and says once what it left out.
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { waitFor } from '../agent/helpers';
 import { DATA_PLANES, dataPlaneMissing, nacks } from '../helpers/envoy';
 import { prefixRouteConfig, startGateway, type GatewayPorts } from '../helpers/gateway';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -15,7 +15,7 @@ const config = (p: GatewayPorts): string => prefixRouteConfig(p, '/app');
 for (const plane of DATA_PLANES) {
   t.test(`a gateway on ${plane} routes a plain request to the backend, no config rejected`, { skip: dataPlaneMissing(plane) }, async (t) => {
     const gw = await startGateway(t, { config, dataPlane: plane });
-    await waitFor(async () => (await gw.get('/app/x')).status === 200, 30_000, () => gw.agentOut());
+    await waitFor(() => gw.agentOut(), async () => (await gw.get('/app/x')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
     const res = await gw.get('/app/x');
     t.equal(JSON.parse(res.body).workload, 'demo');
     t.equal(JSON.parse(res.body).path, '/app/x');

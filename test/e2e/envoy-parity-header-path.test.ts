@@ -14,8 +14,9 @@ import path from 'node:path';
 import { DIST, built } from '../helpers/binary';
 import { envoyMissing, envoyPath } from '../helpers/envoy';
 import { echoed, rawExchange, rawRequest, startEchoBackend, type RawAnswer } from '../helpers/raw-http';
-import { freePort, waitFor } from '../agent/helpers';
+import { freePort } from '../agent/helpers';
 import { HEADER_CASES, PATH_CASES, PATH_MODE_HCM, PATH_MODES } from '../proxy/fixtures/path-header-cases';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -124,9 +125,9 @@ async function startPlane(t: Test, dir: string, name: string, cmd: string, args:
     await exited;
   });
   await waitFor(
-    async () => (await fetch(`http://127.0.0.1:${admin}/ready`).then((r) => r.text()).catch(() => '')).trim() === 'LIVE',
-    60_000,
     () => `${name} not ready:\n${out}`,
+    async () => (await fetch(`http://127.0.0.1:${admin}/ready`).then((r) => r.text()).catch(() => '')).trim() === 'LIVE',
+    { timeoutMs: 60_000, intervalMs: 50 },
   );
   return { ports };
 }

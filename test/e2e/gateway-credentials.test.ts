@@ -11,9 +11,10 @@ import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { freePort, waitFor } from '../agent/helpers';
+import { freePort } from '../agent/helpers';
 import { startGateway, type GatewayPorts } from '../helpers/gateway';
 import { openssl } from '../ca/helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -136,12 +137,12 @@ t.test('credentialName Secrets from --configDir are served over ADS, and edits r
 
   let reply: Reply | undefined;
   await waitFor(
+    () => `no HTTPS answer with the first certificate:\n${rig.agentOut().slice(-3000)}\n--- daemon:\n${rig.daemon.log().slice(-3000)}`,
     async () => {
       reply = await httpsGet(simplePort, { ca: first.cert }).catch(() => undefined);
       return reply?.status === 200;
     },
-    30_000,
-    () => `no HTTPS answer with the first certificate:\n${rig.agentOut().slice(-3000)}\n--- daemon:\n${rig.daemon.log().slice(-3000)}`,
+    { timeoutMs: 30_000, intervalMs: 50 },
   );
   t.equal(reply!.peer.fingerprint256, new X509Certificate(first.cert).fingerprint256, 'the SIMPLE server presents the Secret\'s certificate');
   t.match(JSON.parse(reply!.body), { workload: 'demo', path: '/hello' }, 'and routes to the backend');
@@ -151,14 +152,14 @@ t.test('credentialName Secrets from --configDir are served over ADS, and edits r
   fs.writeFileSync(path.join(rig.configDir, 'web-cert.yaml'), secretYaml('web-cert', second.cert, second.key));
   const want = new X509Certificate(second.cert).fingerprint256;
   await waitFor(
-    async () => (await httpsGet(simplePort, { ca: second.cert }).catch(() => undefined))?.peer.fingerprint256 === want,
-    30_000,
     () => `the edited certificate was not served:\n${rig.daemon.log().slice(-3000)}`,
+    async () => (await httpsGet(simplePort, { ca: second.cert }).catch(() => undefined))?.peer.fingerprint256 === want,
+    { timeoutMs: 30_000, intervalMs: 50 },
   );
   t.pass('the edited Secret is served without a restart');
 
   // MUTUAL: the `mutual-cert-cacert` companion resource carries ca.crt.
-  await waitFor(async () => (await httpsGet(mutualPort, { ca: ca.cert, cert: client.cert, key: client.key }).catch(() => undefined))?.status === 200, 30_000, () => rig.daemon.log().slice(-3000));
+  await waitFor(() => rig.daemon.log().slice(-3000), async () => (await httpsGet(mutualPort, { ca: ca.cert, cert: client.cert, key: client.key }).catch(() => undefined))?.status === 200, { timeoutMs: 30_000, intervalMs: 50 });
   const ok = await httpsGet(mutualPort, { ca: ca.cert, cert: client.cert, key: client.key, rejectUnauthorized: true, checkServerIdentity: () => undefined });
   t.equal(ok.peer.fingerprint256, new X509Certificate(mutualServer.cert).fingerprint256, 'MUTUAL presents its key pair');
   await t.rejects(httpsGet(mutualPort, { ca: ca.cert }), 'a client without a certificate is refused');

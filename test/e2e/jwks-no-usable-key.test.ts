@@ -17,8 +17,9 @@ import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
 import { startGateway } from '../helpers/gateway';
 import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort, gatewayConfig, summarize, waitFor } from '../agent/helpers';
+import { freePort, gatewayConfig, summarize } from '../agent/helpers';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -137,13 +138,13 @@ t.test('gateway: an issuer with an empty key set does not freeze the listener', 
     },
   });
   const bearer = async (iss: string) => ({ authorization: `Bearer ${await k.token(iss)}` });
-  await waitFor(async () => (await gw.get('/').catch(() => undefined))?.status === 200, 30_000, () => `the gateway never served with the empty issuer present:\n${summarize(gw.agentOut())}`);
+  await waitFor(() => `the gateway never served with the empty issuer present:\n${summarize(gw.agentOut())}`, async () => (await gw.get('/').catch(() => undefined))?.status === 200, { timeoutMs: 30_000, intervalMs: 50 });
   t.equal((await gw.get('/', await bearer(GOOD))).status, 200, 'the good issuer\'s token');
   t.equal((await gw.get('/', await bearer(EMPTY))).status, 401, 'the empty issuer\'s token');
   t.equal((await gw.get('/admin')).status, 200, 'no DENY policy yet');
 
   fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), meshConfig({ gw: ports.gw, backend: ports.backend, goodJwks: k.jwks, deny: true }));
-  await waitFor(async () => (await gw.get('/admin')).status === 403, 30_000, () => `the DENY policy added later never took effect:\n${summarize(gw.agentOut())}`);
+  await waitFor(() => `the DENY policy added later never took effect:\n${summarize(gw.agentOut())}`, async () => (await gw.get('/admin')).status === 403, { timeoutMs: 30_000, intervalMs: 50 });
   t.pass('the DENY policy added later is enforced: 403');
   t.equal((await gw.get('/', await bearer(GOOD))).status, 200, 'other paths still served');
   t.notMatch(gw.agentOut(), /invalid local jwks/, 'the listener was never refused for the key set');

@@ -20,9 +20,10 @@ import { createCsrPem } from '../../src/ca/pkix/csr';
 import { generateKeyPair } from '../../src/ca/pkix/keys';
 import { generateRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { DIST, built } from '../helpers/binary';
-import { callIn as call, capture, createNetns, linkPod, meshPodsUnavailable, opensslIdentities, sh, startApp, startDiscovery, startSidecar, waitFor, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
+import { callIn as call, capture, createNetns, linkPod, meshPodsUnavailable, opensslIdentities, sh, startApp, startDiscovery, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
 import { tempDir } from '../agent/helpers';
 import { DATA_PLANES, dataPlaneMissing, envoyPath } from '../helpers/envoy';
+import { waitFor } from '../helpers/wait';
 const VIP = '10.89.9.10';
 const PODS = { a: 1, b: 2, c: 3 } as const;
 type PodName = keyof typeof PODS;
@@ -160,7 +161,7 @@ for (const plane of DATA_PLANES) {
       t.equal(plain['status'], 200, JSON.stringify(plain));
       t.has(bodyOf(plain), { server: 'b', xfcc: null }, 'no client certificate, no XFCC');
       fs.writeFileSync(path.join(configDir, 'peer.yaml'), peerAuth('STRICT'));
-      await waitFor(() => 'error' in call(world, false, 'http', podIp('b'), '8080'), 30_000, () => 'plaintext still served under STRICT');
+      await waitFor(() => 'plaintext still served under STRICT', () => 'error' in call(world, false, 'http', podIp('b'), '8080'), { timeoutMs: 30_000, intervalMs: 50 });
       t.match(call(world, false, 'http', podIp('b'), '8080'), { error: /ECONNRESET|socket hang up|EPIPE/ }, 'STRICT: the plaintext connection is closed');
       t.equal(call(pods.a, true, 'http', VIP, '8080', 'b.b.svc.cluster.local')['status'], 200, 'A still gets through with mTLS');
       t.same(call(pods.a, true, 'tcp', VIP, '9000'), { line: 'b echo ping' });
@@ -168,7 +169,7 @@ for (const plane of DATA_PLANES) {
 
     await t.test('an AuthorizationPolicy allowing only A: C gets 403 on HTTP and a closed TCP connection', async (t) => {
       fs.writeFileSync(path.join(configDir, 'authz.yaml'), ALLOW_ONLY_A);
-      await waitFor(() => call(pods.c, true, 'http', VIP, '8080', 'b.b.svc.cluster.local')['status'] === 403, 30_000, () => 'C still allowed');
+      await waitFor(() => 'C still allowed', () => call(pods.c, true, 'http', VIP, '8080', 'b.b.svc.cluster.local')['status'] === 403, { timeoutMs: 30_000, intervalMs: 50 });
       const c = call(pods.c, true, 'http', VIP, '8080', 'b.b.svc.cluster.local');
       t.same(c, { status: 403, body: 'RBAC: access denied' });
       t.same(call(pods.c, true, 'tcp', VIP, '9000'), { closed: true }, 'the network RBAC filter closes the TCP connection');

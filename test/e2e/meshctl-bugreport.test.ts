@@ -8,7 +8,7 @@ import path from 'node:path';
 import { built, DIST, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { tempDir } from '../agent/helpers';
-import { GATEWAY_CONFIG, until, watch } from '../helpers/live-mesh';
+import { GATEWAY_CONFIG, waitForOk, watch } from '../helpers/live-mesh';
 import { redactSecrets } from '../../src/meshctl/bugreport/command';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -27,7 +27,7 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
   const base = { PATH: process.env.PATH, HOME: dir };
   const daemon = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', path.join(dir, 'config'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014', '--ctrlz_port', '0'], { env: base });
   watch(t, 'discovery', daemon, out);
-  await until(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${logs()}`);
+  await waitForOk(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${logs()}`);
   fs.mkdirSync(path.join(dir, 'gw'));
   const gw = spawnIn(ns, path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(dir, 'mesh.yaml')], {
     env: {
@@ -41,7 +41,7 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
     cwd: path.join(dir, 'gw'),
   });
   watch(t, 'gw', gw, out);
-  await until(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
+  await waitForOk(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
   const home = path.join(dir, 'home');
   fs.mkdirSync(path.join(home, '.meshctl'), { recursive: true });
   fs.writeFileSync(path.join(home, '.meshctl', 'config.yaml'), 'xds-address: 127.0.0.1:15010\nplaintext: true\n');

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { built, DIST, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { tempDir } from '../agent/helpers';
-import { GATEWAY_CONFIG, until, watch } from '../helpers/live-mesh';
+import { GATEWAY_CONFIG, waitForOk, watch } from '../helpers/live-mesh';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
@@ -37,7 +37,7 @@ async function startMesh(t: Test): Promise<Mesh> {
 
   const daemon = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', path.join(dir, 'config'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014', '--ctrlz_port', '0'], { env: base });
   watch(t, 'discovery', daemon, out);
-  await until(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${logs()}`);
+  await waitForOk(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${logs()}`);
 
   for (const [name, sub] of [['gw', 'router'], ['app', 'sidecar']] as const) {
     fs.mkdirSync(path.join(dir, name));
@@ -64,8 +64,8 @@ async function startMesh(t: Test): Promise<Mesh> {
     const agent = spawnIn(ns, path.join(DIST, 'pilot-agent'), ['proxy', sub, '--meshConfig', path.join(dir, 'mesh.yaml')], { env, cwd: path.join(dir, name) });
     watch(t, name, agent, out);
   }
-  await until(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
-  await until(ns, 'http://127.0.0.1:15020/healthz/ready', () => `the sidecar is not ready:\n${logs()}`);
+  await waitForOk(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
+  await waitForOk(ns, 'http://127.0.0.1:15020/healthz/ready', () => `the sidecar is not ready:\n${logs()}`);
 
   // The defaults file, as ~/.istioctl/config.yaml is for istioctl.
   const home = path.join(dir, 'home');

@@ -13,7 +13,8 @@ import path from 'node:path';
 import { built, DIST } from '../helpers/binary';
 import { REPO, section } from '../helpers/spec';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { metricValue, waitFor } from '../agent/helpers';
+import { metricValue } from '../agent/helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
@@ -64,12 +65,12 @@ t.test('README: running sidecars without a cluster', { skip }, async (t) => {
       logs[bg.slice(0, 60)] = () => out;
       const url = readiness(bg);
       await waitFor(
+        () => `${bg}: not ready at ${url}\n${allLogs()}`,
         () => {
           if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}`);
           return httpGetIn(ns, url).status === 200;
         },
-        60_000,
-        () => `${bg}: not ready at ${url}\n${allLogs()}`,
+        { timeoutMs: 60_000, intervalMs: 50 },
       );
       t.pass(`started: ${bg}`);
       continue;

@@ -11,12 +11,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { built, DIST } from '../helpers/binary';
-import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { kubeUnavailable, type Kube, namespace, type Obj, service, startKube } from '../helpers/kube';
 import { createNetns, forwardIntoNetns, must } from '../helpers/netns';
 import { endpointsOf, EDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import { meshPodsUnavailable, opensslIdentities, startIn, startSidecar } from '../../scripts/lib/mesh-pods.mjs';
 import { metricValue, tempDir } from '../agent/helpers';
+import { waitFor } from '../helpers/wait';
 
 const skip = meshPodsUnavailable({ openssl: true }) || kubeUnavailable();
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -114,7 +115,7 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
 
     // 1. The entry, as Istio's workloadEntryFromGroup + setConnectMeta make it.
     let we: Obj | undefined;
-    await waitFor(async () => !!(we = await entry()), 30_000, () => `no WorkloadEntry ${ENTRY}\n${logs()}`);
+    await waitFor(() => `no WorkloadEntry ${ENTRY}\n${logs()}`, async () => !!(we = await entry()), { timeoutMs: 30_000 });
     const labels = { version: 'v1', app: GROUP, tier: 'vm' };
     t.same(we!.metadata.labels, labels, 'labels: template, then the group metadata');
     t.match(we!.metadata.annotations, {
@@ -131,7 +132,7 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     // 2. Health: the probe passes → Healthy True → the Service serves the VM's address.
     const eds = new XdsWatch(daemon.grpc, sidecarNode(NS), EDS, [CLUSTER]);
     t.teardown(() => eds.close());
-    await waitFor(async () => (await entry())?.status?.conditions?.some((c: Obj) => c.type === 'Healthy' && c.status === 'True'), 30_000, () => `never Healthy\n${logs()}`);
+    await waitFor(() => `never Healthy\n${logs()}`, async () => (await entry())?.status?.conditions?.some((c: Obj) => c.type === 'Healthy' && c.status === 'True'), { timeoutMs: 30_000 });
     await eds.until((w) => endpointsOf(w.resources.get(CLUSTER)).some((e) => e.address === IP && e.port === 8080 && e.health === 1), `${IP}:8080 HEALTHY in EDS`);
     t.same(endpointsOf(eds.resources.get(CLUSTER)).map((e) => e.address), [IP], 'only the VM (manual and stale entries are not app=vm-app)');
 
@@ -139,9 +140,9 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     fs.writeFileSync(sick, '');
     let cond: Obj | undefined;
     await waitFor(
-      async () => (cond = (await entry())?.status?.conditions?.find((c: Obj) => c.type === 'Healthy'))?.status === 'False',
-      30_000,
       () => `never unhealthy: ${JSON.stringify(cond)}\n${logs()}`,
+      async () => (cond = (await entry())?.status?.conditions?.find((c: Obj) => c.type === 'Healthy'))?.status === 'False',
+      { timeoutMs: 30_000 },
     );
     t.equal(cond!.message, 'status code was not from [200,400), bad code 503', "the agent's probe message as Istio's agent words it");
     t.match(cond!.lastProbeTime, RFC3339);
@@ -153,10 +154,10 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     const before = (await entry())!.metadata.annotations['mesh.io/connectedAt'];
     const r = await fetch(`http://${daemon.http}/debug/force_disconnect?proxyID=vm-1.${NS}`);
     t.equal(r.status, 200, await r.text());
-    await waitFor(async () => {
+    await waitFor(() => `connectedAt not updated\n${logs()}`, async () => {
       const a = (await entry())?.metadata.annotations ?? {};
       return Date.parse(a['mesh.io/connectedAt'] ?? '') > Date.parse(before) && !('mesh.io/disconnectedAt' in a);
-    }, 20_000, () => `connectedAt not updated\n${logs()}`);
+    }, { timeoutMs: 20_000 });
     await new Promise((res) => setTimeout(res, GRACE_MS + 1000));
     t.ok(await entry(), 'a workload that reconnected within the grace period keeps its entry');
     t.ok((await metric('auto_registration_updates_total')) >= 1, 'auto_registration_updates_total counted the reconnect');
@@ -164,19 +165,19 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     // 4. The workload goes away: the entry is marked disconnected, then deleted after the grace period.
     agent.child.kill('SIGKILL');
     let disconnectedAt: string | undefined;
-    await waitFor(async () => !!(disconnectedAt = (await entry())?.metadata.annotations['mesh.io/disconnectedAt']), 20_000, () => `never marked disconnected\n${logs()}`);
+    await waitFor(() => `never marked disconnected\n${logs()}`, async () => !!(disconnectedAt = (await entry())?.metadata.annotations['mesh.io/disconnectedAt']), { timeoutMs: 20_000 });
     t.match(disconnectedAt, RFC3339);
     t.notOk('mesh.io/connectedAt' in (await entry())!.metadata.annotations, 'connectedAt removed');
-    await waitFor(async () => !(await entry()), 20_000, () => `never deleted\n${logs()}`);
+    await waitFor(() => `never deleted\n${logs()}`, async () => !(await entry()), { timeoutMs: 20_000 });
     const goneAfter = Date.now() - Date.parse(disconnectedAt!);
     t.ok(goneAfter >= GRACE_MS - 50, `deleted ${goneAfter}ms after the disconnect (grace period ${GRACE_MS}ms)`);
     t.ok((await metric('auto_registration_unregister_total')) >= 1, 'auto_registration_unregister_total');
     await eds.until((w) => !endpointsOf(w.resources.get(CLUSTER)).some((e) => e.address === IP), 'the deleted entry gone from EDS');
 
     // 5. The periodic sweep (every 10 × the grace period) deletes what a dead daemon left behind.
-    await waitFor(async () => !(await entry('stale')), 10 * GRACE_MS + 20_000, () => `the stale entry was never cleaned up\n${logs()}`);
+    await waitFor(() => `the stale entry was never cleaned up\n${logs()}`, async () => !(await entry('stale')), { timeoutMs: 10 * GRACE_MS + 20_000 });
     // logged once the API server answered the delete (the test may see the object gone first)
-    await waitFor(() => /cleaned up auto-registered WorkloadEntry vm\/stale periodic:true/.test(daemon.log()), 10_000, logs);
+    await waitFor(logs, () => /cleaned up auto-registered WorkloadEntry vm\/stale periodic:true/.test(daemon.log()), { timeoutMs: 10_000 });
     t.pass('the sweep (periodic:true) deleted it');
     t.equal(await metric('auto_registration_deletes_total'), 2, 'auto_registration_deletes_total: the grace-period deletion and the sweep');
     t.equal(await metric('auto_registration_success_total'), 1, 'auto_registration_success_total: one entry created');
@@ -186,7 +187,7 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
 
     // 7. A new connection creates the entry again.
     agent = await startAgent();
-    await waitFor(async () => !!(await entry()), 30_000, () => `not registered again\n${logs()}`);
+    await waitFor(() => `not registered again\n${logs()}`, async () => !!(await entry()), { timeoutMs: 30_000 });
     t.equal(await metric('auto_registration_success_total'), 2);
 
     // 8. A health-checked entry that is not auto-registered (WORKLOAD_ENTRY metadata): the daemon becomes its
@@ -198,15 +199,15 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
       spec: { address: '10.88.0.20', labels: { app: 'db' } },
     });
     const dbNode = sidecarNode(NS, '10.88.0.20', 'db-1');
-    await waitFor(() => fetch(`http://${daemon.http}/debug/configz`).then((r) => r.text()).then((b) => b.includes('db-1')), 10_000, () => 'db-1 not seen by the daemon');
+    await waitFor(() => 'db-1 not seen by the daemon', () => fetch(`http://${daemon.http}/debug/configz`).then((r) => r.text()).then((b) => b.includes('db-1')), { timeoutMs: 10_000 });
     const db = new XdsWatch(daemon.grpc, { ...dbNode, metadata: { ...dbNode.metadata, WORKLOAD_ENTRY: 'db-1' } }, EDS, [CLUSTER]);
     t.teardown(() => db.close());
-    await waitFor(async () => (await entry('db-1'))?.metadata.annotations['mesh.io/workloadController'] === 'meshd-a', 20_000, logs);
+    await waitFor(logs, async () => (await entry('db-1'))?.metadata.annotations['mesh.io/workloadController'] === 'meshd-a', { timeoutMs: 20_000 });
     const dbAnn = (await entry('db-1'))!.metadata.annotations;
     t.match(dbAnn['mesh.io/connectedAt'], RFC3339);
     t.notOk('mesh.io/autoRegistrationGroup' in dbAnn, 'not made auto-registered');
     db.close();
-    await waitFor(async () => 'mesh.io/disconnectedAt' in ((await entry('db-1'))?.metadata.annotations ?? {}), 20_000, logs);
+    await waitFor(logs, async () => 'mesh.io/disconnectedAt' in ((await entry('db-1'))?.metadata.annotations ?? {}), { timeoutMs: 20_000 });
     await new Promise((res) => setTimeout(res, GRACE_MS + 1000));
     t.ok(await entry('db-1'), 'a health-checked entry without a health condition is never deleted');
     t.equal(await metric('auto_registration_success_total'), 2, 'not counted as an auto-registration');
@@ -218,7 +219,7 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     const vmNode = sidecarNode(NS, '10.88.0.30', 'vm-2');
     const refused = new XdsWatch(strict.grpc, { ...vmNode, metadata: { ...vmNode.metadata, AUTO_REGISTER_GROUP: GROUP } }, EDS, [CLUSTER]);
     t.teardown(() => refused.close());
-    await waitFor(() => refused.ended !== undefined, 30_000, () => `not refused\n${strict.log().slice(-3000)}`);
+    await waitFor(() => `not refused\n${strict.log().slice(-3000)}`, () => refused.ended !== undefined, { timeoutMs: 30_000 });
     t.match(refused.ended, { details: 'registration of WorkloadEntry requires a verified identity' });
     t.notOk(await entry(`${GROUP}-10.88.0.30`), 'no entry for the unverified proxy');
   });

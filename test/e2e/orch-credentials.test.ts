@@ -16,10 +16,11 @@ import { StatsStore } from '../../src/proxy/stats/store';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { sdsAdsConfig } from '../../src/xds/gen/tls';
 import { built } from '../helpers/binary';
-import { startDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi, requireKube } from '../helpers/kube';
 import { tempDir } from '../ca/helpers';
 import { generateRoot, rotatedRoot } from '../../src/ca/selfsigned';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -120,15 +121,15 @@ t.test('a Secret created through the API reaches the gateway over ADS, subject t
     data: { 'tls.crt': b64(one.certPem), 'tls.key': b64(one.keyPem), 'ca.crt': b64(caPem) },
   });
   const why = () => d.log().slice(-4000);
-  await waitFor(() => inline(cert.current()) === one.certPem, 30_000, why);
-  await waitFor(() => inline(ca.current()) === caPem, 30_000, why);
+  await waitFor(why, () => inline(cert.current()) === one.certPem, { timeoutMs: 30_000 });
+  await waitFor(why, () => inline(ca.current()) === caPem, { timeoutMs: 30_000 });
   t.pass('the key pair and its -cacert companion reached the gateway');
 
   await api.merge(`/api/v1/namespaces/${NS}/secrets/gw-cert`, { data: { 'tls.crt': b64(two) } });
-  await waitFor(() => inline(cert.current()) === two, 30_000, why);
+  await waitFor(why, () => inline(cert.current()) === two, { timeoutMs: 30_000 });
   t.pass('an edit through the API follows');
 
-  await waitFor(() => inline(nobodyCa.current()) === caPem, 30_000, why);
+  await waitFor(why, () => inline(nobodyCa.current()) === caPem, { timeoutMs: 30_000 });
   t.equal(nobodyCert.current(), undefined, 'a service account that may not list Secrets gets no key pair, only the CA');
   t.match(d.log(), /proxy nobody-0\.mesh-system attempted to access unauthorized certificates gw-cert: nobody\/mesh-system is not authorized to read secrets/);
 });

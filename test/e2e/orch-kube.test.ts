@@ -11,10 +11,11 @@ import path from 'node:path';
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
-import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { applyCrds, type Kube, namespace, node, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
 import { addressesOf, CDS, EDS, endpointsOf, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import type { RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -107,7 +108,7 @@ t.test('a VirtualService CRD deleted and applied again is served again within se
   // Deleting a CRD deletes its objects: the route goes with it.
   await rds.until((w) => headerMatches(w.resources.get('80')).length === 0, 'the route gone with its CRD', 30_000);
   // The CRD itself goes once its objects are deleted; the daemon then stops watching the kind.
-  await waitFor(() => /VirtualService is no longer served by CRD group networking\.istio\.io/.test(daemon.log()), 30_000, () => daemon.log());
+  await waitFor(() => daemon.log(), () => /VirtualService is no longer served by CRD group networking\.istio\.io/.test(daemon.log()), { timeoutMs: 30_000 });
 
   await applyCrds(kube, 'istio');
   const applied = Date.now();

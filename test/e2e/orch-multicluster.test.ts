@@ -9,9 +9,10 @@ import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { metricValue } from '../agent/helpers';
 import { built } from '../helpers/binary';
-import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { endpointSlice, type Kube, namespace, type Obj, service, startKube, requireKube } from '../helpers/kube';
 import { addressesOf, CDS, EDS, sidecarNode, XdsWatch } from '../helpers/xds';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -144,5 +145,5 @@ t.test('PILOT_REMOTE_CLUSTER_TIMEOUT: readiness stops waiting for a remote clust
   t.ok(took >= 3_500, `ready after ${took}ms: it waited for the remote cluster`);
   t.match(d.log(), /not ready: remote clusters not synced/);
   t.match(d.log(), /remote cluster dead failed to sync after 4s/);
-  await waitFor(async () => metricValue(await metrics(d), 'remote_cluster_sync_timeouts_total', 'cluster="dead"') === 1, 5_000, () => d.log());
+  await waitFor(() => d.log(), async () => metricValue(await metrics(d), 'remote_cluster_sync_timeouts_total', 'cluster="dead"') === 1, { timeoutMs: 5_000 });
 });

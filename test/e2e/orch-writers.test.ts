@@ -15,8 +15,9 @@ import t from 'tap';
 import { parse as parseYaml } from 'yaml';
 import { builtinInjectConfig } from '../../src/inject/config';
 import { built, exec, DIST } from '../helpers/binary';
-import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { type Kube, KubeApiError, namespace, type Obj, startKube, requireKube } from '../helpers/kube';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -55,14 +56,14 @@ t.test('namespace controller: every namespace holds mesh-ca-root-cert; only the 
   const replicas: Record<string, RunningDaemon> = { 'replica-a': a, 'replica-b': b };
   t.teardown(async () => Promise.all([a.stop(), b.stop()]));
   const holder = async () => ((await kube.api.find(LEASE))?.spec?.holderIdentity as string | undefined) ?? '';
-  await waitFor(async () => (await holder()) in replicas, 20_000, () => `no leader:\n${a.log()}\n${b.log()}`);
+  await waitFor(() => `no leader:\n${a.log()}\n${b.log()}`, async () => (await holder()) in replicas, { timeoutMs: 20_000 });
   const leaderName = await holder();
   const leader = replicas[leaderName]!;
   const follower = leader === a ? b : a;
 
   const root = await caRoot();
   const everywhere = ['default', 'kube-system', 'mesh-system', 'team-a', 'team-b'];
-  await waitFor(async () => (await Promise.all(everywhere.map(rootIn))).every((r) => r === root), 20_000, () => leader.log());
+  await waitFor(() => leader.log(), async () => (await Promise.all(everywhere.map(rootIn))).every((r) => r === root), { timeoutMs: 20_000 });
   t.pass(`the CA's root in ${everywhere.join(', ')}`);
   const cm = await kube.api.get(cmPath('team-a'));
   t.same(cm.metadata.labels, { 'mesh.io/config': 'true' }, "labelled as Istio labels it (istio.io/config → mesh.io/config)");
@@ -72,26 +73,26 @@ t.test('namespace controller: every namespace holds mesh-ca-root-cert; only the 
   t.equal(creations(follower), 0, 'the follower wrote nothing');
 
   await kube.api.delete(cmPath('team-a'));
-  await waitFor(async () => (await rootIn('team-a')) === root, 10_000, () => leader.log());
+  await waitFor(() => leader.log(), async () => (await rootIn('team-a')) === root, { timeoutMs: 10_000 });
   t.pass('a deleted ConfigMap comes back');
 
   await kube.api.merge(cmPath('team-b'), { data: { 'root-cert.pem': 'tampered', 'extra.pem': 'kept' } });
-  await waitFor(async () => (await rootIn('team-b')) === root, 10_000, () => leader.log());
+  await waitFor(() => leader.log(), async () => (await rootIn('team-b')) === root, { timeoutMs: 10_000 });
   t.equal((await kube.api.get(cmPath('team-b'))).data['extra.pem'], 'kept', 'only our key is put back (Istio insertData)');
 
   await kube.api.create('/api/v1/namespaces', namespace('team-c'));
-  await waitFor(async () => (await rootIn('team-c')) === root, 10_000, () => leader.log());
+  await waitFor(() => leader.log(), async () => (await rootIn('team-c')) === root, { timeoutMs: 10_000 });
   t.pass('a new namespace gets it');
   t.equal(creations(follower), 0, 'still nothing written by the follower');
 
   // The leader steps down (SIGTERM releases the Lease): the other replica now does the writing.
   t.equal(await leader.stop(), 0);
-  await waitFor(async () => (await holder()) === (leaderName === 'replica-a' ? 'replica-b' : 'replica-a'), 15_000, () => follower.log());
-  await waitFor(() => /starting namespace controller/.test(follower.log()), 10_000, () => follower.log());
+  await waitFor(() => follower.log(), async () => (await holder()) === (leaderName === 'replica-a' ? 'replica-b' : 'replica-a'), { timeoutMs: 15_000 });
+  await waitFor(() => follower.log(), () => /starting namespace controller/.test(follower.log()), { timeoutMs: 10_000 });
   await kube.api.delete(cmPath('team-c'));
-  await waitFor(async () => (await rootIn('team-c')) === root, 10_000, () => follower.log());
+  await waitFor(() => follower.log(), async () => (await rootIn('team-c')) === root, { timeoutMs: 10_000 });
   // Its log line follows the API server's answer, which the test may see first.
-  await waitFor(() => /created ConfigMap team-c\/mesh-ca-root-cert/.test(follower.log()), 5_000, () => follower.log());
+  await waitFor(() => follower.log(), () => /created ConfigMap team-c\/mesh-ca-root-cert/.test(follower.log()), { timeoutMs: 5_000 });
   t.pass('the new leader recreated it');
 });
 
@@ -191,10 +192,10 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
 
   const vwc = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/mesh-validator-mesh-system';
   await kube.api.create('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', validatingWebhookConfiguration(`https://${d.https}/validate`));
-  await waitFor(async () => {
+  await waitFor(() => d.log(), async () => {
     const w = (await kube.api.get(vwc)).webhooks[0];
     return w.clientConfig.caBundle === bundle && w.failurePolicy === 'Fail';
-  }, 30_000, () => d.log());
+  }, { timeoutMs: 30_000 });
   t.pass("validating webhook: caBundle = the CA's root, failurePolicy Ignore → Fail after the dry-run refusal");
   t.match(d.log(), /Endpoint successfully rejected invalid config\. Switching to fail-close\./);
 
@@ -217,7 +218,7 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
 
   const mwc = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/mesh-sidecar-injector';
   await kube.api.create('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', mutatingWebhookConfiguration(`https://${d.https}/inject`));
-  await waitFor(async () => (await kube.api.get(mwc)).webhooks.every((w: Obj) => w.clientConfig.caBundle === bundle), 20_000, () => d.log());
+  await waitFor(() => d.log(), async () => (await kube.api.get(mwc)).webhooks.every((w: Obj) => w.clientConfig.caBundle === bundle), { timeoutMs: 20_000 });
   t.pass('mutating webhook: every sidecar-injector.mesh.io webhook carries the caBundle');
 
   await kube.api.create('/api/v1/namespaces', namespace('inj', { 'mesh-injection': 'enabled' }));
@@ -274,7 +275,7 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
     fs.writeFileSync(meshFile, builtin.meshText.replace('trustDomain: cluster.local', 'trustDomain: example.org'));
     const trustDomain = (p: Obj) => (p.spec.containers as Obj[]).find((c) => c.name === 'mesh-proxy')?.env?.find((e: Obj) => e.name === 'TRUST_DOMAIN')?.value;
     let n = 0;
-    await waitFor(async () => trustDomain(await kube.api.create('/api/v1/namespaces/inj/pods', appPod(`after-change-${n++}`))) === 'example.org', 10_000, () => d.log());
+    await waitFor(() => d.log(), async () => trustDomain(await kube.api.create('/api/v1/namespaces/inj/pods', appPod(`after-change-${n++}`))) === 'example.org', { timeoutMs: 10_000 });
     t.pass('TRUST_DOMAIN from the new mesh config');
   });
 });
@@ -303,11 +304,11 @@ t.test('a rotated root reaches every namespace and the webhook configurations', 
     const mwc = await kube.api.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/mesh-sidecar-injector');
     return roots.every((r) => r === root) && [...vwc.webhooks, ...mwc.webhooks].every((w: Obj) => w.clientConfig.caBundle === bundle);
   };
-  await waitFor(() => configured(oldRoot), 20_000, () => d.log());
+  await waitFor(() => d.log(), () => configured(oldRoot), { timeoutMs: 20_000 });
   t.pass('this CA\'s root published and patched');
-  await waitFor(async () => (await secretRoot()) !== oldRoot, 30_000, () => `not rotated:\n${d.log()}`);
+  await waitFor(() => `not rotated:\n${d.log()}`, async () => (await secretRoot()) !== oldRoot, { timeoutMs: 30_000 });
   const newRoot = await secretRoot();
-  await waitFor(() => configured(newRoot), 10_000, () => d.log());
+  await waitFor(() => d.log(), () => configured(newRoot), { timeoutMs: 10_000 });
   t.pass('the rotated root replaced it everywhere');
 });
 
@@ -317,15 +318,15 @@ t.test('meshConfig discoverySelectors narrow the namespaces given the root', asy
   fs.writeFileSync(meshFile, 'discoverySelectors:\n- matchLabels:\n    mesh: "on"\n');
   const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-sel', '--meshConfig', meshFile], { POD_NAME: 'meshd-sel' });
   t.teardown(() => d.stop());
-  await waitFor(() => /starting namespace controller:/.test(d.log()), 20_000, () => d.log());
+  await waitFor(() => d.log(), () => /starting namespace controller:/.test(d.log()), { timeoutMs: 20_000 });
   await kube.api.create('/api/v1/namespaces', namespace('sel-yes', { mesh: 'on' }));
   await kube.api.create('/api/v1/namespaces', namespace('sel-no'));
-  await waitFor(async () => (await rootIn('sel-yes')) !== undefined, 10_000, () => d.log());
+  await waitFor(() => d.log(), async () => (await rootIn('sel-yes')) !== undefined, { timeoutMs: 10_000 });
   t.pass('a selected namespace gets it');
   await new Promise((r) => setTimeout(r, 1000));
   t.equal(await rootIn('sel-no'), undefined, 'a namespace the selectors leave out does not');
   await kube.api.merge('/api/v1/namespaces/sel-no', { metadata: { labels: { mesh: 'on' } } });
-  await waitFor(async () => (await rootIn('sel-no')) !== undefined, 10_000, () => d.log());
+  await waitFor(() => d.log(), async () => (await rootIn('sel-no')) !== undefined, { timeoutMs: 10_000 });
   t.pass('once labelled to match, it does');
 });
 
@@ -334,9 +335,9 @@ t.test('MESH_WATCH_NAMESPACE: only that namespace is given the root', async (t) 
   await kube.api.create('/api/v1/namespaces', namespace('watched'));
   const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-one'], { POD_NAME: 'meshd-one', MESH_WATCH_NAMESPACE: 'watched' });
   t.teardown(() => d.stop());
-  await waitFor(() => /starting namespace controller:/.test(d.log()), 20_000, () => d.log());
+  await waitFor(() => d.log(), () => /starting namespace controller:/.test(d.log()), { timeoutMs: 20_000 });
   await kube.api.create('/api/v1/namespaces', namespace('unwatched'));
-  await waitFor(async () => (await rootIn('watched')) !== undefined, 10_000, () => d.log());
+  await waitFor(() => d.log(), async () => (await rootIn('watched')) !== undefined, { timeoutMs: 10_000 });
   await new Promise((r) => setTimeout(r, 1000));
   t.equal(await rootIn('unwatched'), undefined, 'another namespace is left alone');
   t.notMatch(d.log(), /ConfigMap unwatched\//);

@@ -5,8 +5,8 @@ import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { waitFor } from '../agent/helpers';
 import { startGateway, type GatewayPorts } from '../helpers/gateway';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -52,7 +52,7 @@ t.test('a VirtualService edit reaches the engine through VHDS and routes right a
     },
   });
   const status = async (host: string, p: string) => (await gw.get(p, { host })).status;
-  await waitFor(async () => (await status('a.example.com', '/one')) === 200, 30_000, () => gw.agentOut());
+  await waitFor(() => gw.agentOut(), async () => (await status('a.example.com', '/one')) === 200, { timeoutMs: 30_000, intervalMs: 50 });
   t.equal(await status('a.example.com', '/two'), 404);
   t.equal(await status('b.example.com', '/b'), 200, 'the other virtual host routes');
 
@@ -64,7 +64,7 @@ t.test('a VirtualService edit reaches the engine through VHDS and routes right a
 
   const pushesBefore = (gw.daemon.log().match(/VHDS: PUSH for node/g) ?? []).length;
   fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), config(ports!, '/two'));
-  await waitFor(async () => (await status('a.example.com', '/two')) === 200, 30_000, () => `the edit did not arrive:\n${gw.agentOut()}`);
+  await waitFor(() => `the edit did not arrive:\n${gw.agentOut()}`, async () => (await status('a.example.com', '/two')) === 200, { timeoutMs: 30_000, intervalMs: 50 });
   t.equal(await status('a.example.com', '/one'), 404, 'the old rule is gone');
   t.equal(await status('b.example.com', '/b'), 200, 'the untouched virtual host still routes');
   const pushes = gw.daemon.log().split('\n').filter((l) => /VHDS: PUSH for node/.test(l)).slice(pushesBefore);

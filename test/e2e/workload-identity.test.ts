@@ -23,9 +23,10 @@ import { StatsStore } from '../../src/proxy/stats/store';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { sdsConfig } from '../../src/xds/gen/tls';
 import { built, DIST } from '../helpers/binary';
-import { freePort, metricValue, startDiscovery, waitFor } from '../agent/helpers';
+import { freePort, metricValue, startDiscovery } from '../agent/helpers';
 import { GATEWAY_IDENTITY, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
 import { caClient, createCertificate, opensslCsr } from '../ca/helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -130,7 +131,7 @@ function inline(s: Secret | undefined, kind: 'cert' | 'root'): string {
 
 t.test('the gateway gets its SPIFFE certificate from the daemon, serves it over SDS, and the engine terminates ISTIO_MUTUAL with it', async (t) => {
   const { rig, tlsPort } = await gateway(t);
-  await waitFor(async () => (await rig.get('/hello')).status === 200, 30_000, () => rig.agentOut());
+  await waitFor(() => rig.agentOut(), async () => (await rig.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
 
   const sds = engineSds(t, rig.dir);
   const def = sds.watch('default');
@@ -176,7 +177,7 @@ spec:
     directResponse: {status: 299}
 `,
   );
-  await waitFor(async () => (await rig.get('/moved')).status === 299, 60_000, () => `${rig.agentOut()}\n--- daemon:\n${rig.daemon.log()}`);
+  await waitFor(() => `${rig.agentOut()}\n--- daemon:\n${rig.daemon.log()}`, async () => (await rig.get('/moved')).status === 299, { timeoutMs: 60_000, intervalMs: 50 });
   t.pass('config from the restarted daemon, authenticated by the workload certificate only');
   t.notMatch(rig.daemon.log(), /rejected unauthenticated stream/, 'no stream was refused');
 });
@@ -184,7 +185,7 @@ spec:
 t.test('renewal under load: ECDSA certificates with a short TTL are replaced twice, no request fails', async (t) => {
   // 20 s certificates renewed when half is left: a new one about every 10 s.
   const { rig, tlsPort } = await gateway(t, { SECRET_TTL: '20s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0', ECC_SIGNATURE_ALGORITHM: 'ECDSA' });
-  await waitFor(async () => (await rig.get('/hello')).status === 200, 30_000, () => rig.agentOut());
+  await waitFor(() => rig.agentOut(), async () => (await rig.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
   const client = await clientCert(t, rig);
   const serials: string[] = [];
   /** Seconds each certificate had left when first served: at most the SECRET_TTL asked for. */
@@ -219,14 +220,14 @@ t.test('renewal under load: ECDSA certificates with a short TTL are replaced twi
 
 t.test('the daemon down while the certificate nears expiry: the last one is kept and retried, not ready once it expires, back with the daemon', async (t) => {
   const { rig } = await gateway(t, { SECRET_TTL: '24s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' });
-  await waitFor(async () => (await rig.get('/hello')).status === 200, 30_000, () => rig.agentOut());
+  await waitFor(() => rig.agentOut(), async () => (await rig.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
   const def = engineSds(t, rig.dir).watch('default');
   await def.ready;
   const first = new X509Certificate(inline(def.current(), 'cert'));
   const expiresAt = Date.parse(first.validTo);
   await rig.daemon.stop();
 
-  await waitFor(() => /failed to renew the workload certificate/.test(rig.agentOut()), 20_000, () => rig.agentOut());
+  await waitFor(() => rig.agentOut(), () => /failed to renew the workload certificate/.test(rig.agentOut()), { timeoutMs: 20_000, intervalMs: 50 });
   t.match(rig.agentOut(), /failed to renew the workload certificate \(attempt \d+\): [^\n]*the current certificate expires in \d+s, still served; retrying in \d+ms/, 'the time left is logged');
   t.ok(Date.now() < expiresAt, 'before expiry');
   const ready = async () => (await fetch(`http://127.0.0.1:${rig.ports.status}/healthz/ready`)).status;
@@ -234,12 +235,12 @@ t.test('the daemon down while the certificate nears expiry: the last one is kept
   t.equal((await rig.get('/hello')).status, 200, 'still serving');
   t.equal(new X509Certificate(inline(def.current(), 'cert')).serialNumber, first.serialNumber, 'the last certificate is still served');
 
-  await waitFor(async () => (await ready()) === 503, 30_000, () => rig.agentOut());
+  await waitFor(() => rig.agentOut(), async () => (await ready()) === 503, { timeoutMs: 30_000, intervalMs: 50 });
   t.ok(Date.now() >= expiresAt - 1000, 'not ready only once it expired');
   t.match(rig.agentOut(), /proxy is NOT ready: the workload certificate expired \d+s ago/);
 
   await rig.restartDaemon();
-  await waitFor(async () => (await ready()) === 200, 60_000, () => rig.agentOut());
+  await waitFor(() => rig.agentOut(), async () => (await ready()) === 200, { timeoutMs: 60_000, intervalMs: 50 });
   const renewed = new X509Certificate(inline(def.current(), 'cert'));
   t.not(renewed.serialNumber, first.serialNumber, 'a new certificate once the daemon is back');
   t.ok(renewed.checkIssued(new X509Certificate(fs.readFileSync(rig.daemon.rootCertPath))), 'from the same root (the daemon kept it across the restart)');
@@ -268,7 +269,7 @@ t.test('TLS to the plaintext port: the agent says which port it reached and what
     await exited;
   });
   const sentence = `${daemon.grpc} answered the TLS handshake in plaintext: it is a plaintext port (such as the daemon's --grpcAddr :15010), not a TLS one (--secureGRPCAddr :15012)`;
-  await waitFor(() => out.includes(`${sentence}. Point discoveryAddress at the TLS port`), 30_000, () => out);
+  await waitFor(() => out, () => out.includes(`${sentence}. Point discoveryAddress at the TLS port`), { timeoutMs: 30_000, intervalMs: 50 });
   t.pass('the xDS connection names discoveryAddress');
   t.ok(out.includes(`${sentence}. Point CA_ADDR (default: the discoveryAddress) at the TLS port`), 'the certificate request names CA_ADDR');
   t.notMatch(out.split('\n').filter((l) => l.includes('wrong version number') && !l.includes('answered the TLS handshake')).join('\n'), /./, 'never OpenSSL\'s words alone');

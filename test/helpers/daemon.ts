@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { DIST } from './binary';
+import { waitFor } from './wait';
 
 export interface RunningDaemon {
   child: ChildProcess;
@@ -62,7 +63,7 @@ export async function startDaemon(args: readonly string[], env: NodeJS.ProcessEn
           return exited;
         },
       };
-      await waitFor(async () => (await fetch(`http://${d.http}/ready`)).status === 200, timeoutMs, () => `daemon not ready:\n${out}`);
+      await waitFor(() => `daemon not ready:\n${out}`, async () => (await fetch(`http://${d.http}/ready`)).status === 200, { timeoutMs });
       // Ready means every listener has started and logged its address.
       d.secureGrpc = addr('secure discovery gRPC');
       d.https = addr('webhook HTTPS');
@@ -77,19 +78,5 @@ export async function startDaemon(args: readonly string[], env: NodeJS.ProcessEn
       throw new Error(`pilot-discovery did not report its listeners:\n${out}`);
     }
     await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-/** Polls `check` until it is true or the deadline passes. */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs: number, why: () => string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out: ${why()}`);
-    await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -10,9 +10,10 @@ import http from 'node:http';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
-import { freePort, startDiscovery, summarize, tempDir, waitFor, type Discovery } from '../agent/helpers';
+import { freePort, startDiscovery, summarize, tempDir, type Discovery } from '../agent/helpers';
 import { startIssuer, type Issuer } from '../ca/helpers';
 import { envoyPath, type DataPlane } from './envoy';
+import { waitFor } from './wait';
 
 export interface GatewayPorts {
   gw: number;
@@ -217,9 +218,9 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
     await exited;
   });
   await waitFor(
-    async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`).then((r) => r.status).catch(() => 0)) === 200,
-    60_000,
     () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${daemon.log()}`,
+    async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`).then((r) => r.status).catch(() => 0)) === 200,
+    { timeoutMs: 60_000, intervalMs: 50 },
   );
   return {
     ports,

@@ -3,6 +3,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Test } from 'tap';
 import { httpGetIn } from './netns';
+import { waitFor } from './wait';
 
 /** A Gateway on 8081 routing to a static backend; plaintext mesh (the agents have no workload certificate). */
 export const GATEWAY_CONFIG = `apiVersion: networking.istio.io/v1
@@ -52,10 +53,7 @@ export function watch(t: Test, name: string, child: ChildProcess, out: string[])
   });
 }
 
-export async function until(ns: string, url: string, why: () => string, ms = 60_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (httpGetIn(ns, url).status !== 200) {
-    if (Date.now() > deadline) throw new Error(`${why()}\n(no 200 from ${url})`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+/** Waits for a 200 from `url` inside the pod `ns`. */
+export async function waitForOk(ns: string, url: string, why: () => string, ms = 60_000): Promise<void> {
+  await waitFor(() => `${why()}\n(no 200 from ${url})`, () => httpGetIn(ns, url).status === 200, { timeoutMs: ms, intervalMs: 250 });
 }

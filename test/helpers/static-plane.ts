@@ -8,8 +8,9 @@ import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
 import { envoyPath, type DataPlane } from './envoy';
-import { summarize, tempDir, waitFor } from '../agent/helpers';
+import { summarize, tempDir } from '../agent/helpers';
 import { httpGet, type Reply } from './gateway';
+import { waitFor } from './wait';
 
 export type StaticRun = { refused: string } | { get: (p: string, headers?: Record<string, string>) => Promise<Reply>; log: () => string };
 
@@ -36,7 +37,7 @@ export async function runStatic(t: Test, plane: DataPlane, bootstrap: object, po
     await exited;
   });
   const get = (p: string, headers: Record<string, string> = {}) => httpGet(port, p, headers);
-  await waitFor(async () => gone || (await get(ready).catch(() => undefined)) !== undefined, 20_000, () => `${plane} neither served nor exited:\n${summarize(out)}`);
+  await waitFor(() => `${plane} neither served nor exited:\n${summarize(out)}`, async () => gone || (await get(ready).catch(() => undefined)) !== undefined, { timeoutMs: 20_000, intervalMs: 50 });
   if (gone) {
     await exited;
     return { refused: out };

@@ -5,9 +5,9 @@
 import path from 'node:path';
 import t from 'tap';
 import { parse as parseYaml } from 'yaml';
-import { waitFor } from '../agent/helpers';
 import { built, DIST, exec } from '../helpers/binary';
 import { namespace, objectPath, startKube, type Obj, requireKube } from '../helpers/kube';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -42,12 +42,12 @@ t.test('manifests on a real API server', async (t) => {
   }
   const crd = await kube.api.get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io');
   await waitFor(
+    () => `CRD ${crd.metadata.name} not Established`,
     async () => {
       const c = await kube.api.get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io');
       return (c.status?.conditions ?? []).some((x: Obj) => x.type === 'Established' && x.status === 'True');
     },
-    30_000,
-    () => `CRD ${crd.metadata.name} not Established`,
+    { timeoutMs: 30_000, intervalMs: 50 },
   );
   const cni = await kube.api.get('/apis/apps/v1/namespaces/mesh-system/daemonsets/mesh-cni-node');
   t.equal(cni.spec.template.spec.containers[0].name, 'install-cni');
@@ -91,10 +91,10 @@ t.test('manifests on a real API server', async (t) => {
   t.match(purge.stdout, /^All mesh resources will be pruned from the cluster$/m);
   t.match(purge.stdout, /Removed apps\/v1, Kind=Deployment\/meshd\.mesh-system\./);
   await waitFor(
+    () => 'meshd Deployment or the mesh CRDs still present after uninstall --purge',
     async () =>
       !(await kube.api.find(objectPath({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'meshd', namespace: 'mesh-system' } }))) &&
       !(await kube.api.find('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io')),
-    60_000,
-    () => 'meshd Deployment or the mesh CRDs still present after uninstall --purge',
+    { timeoutMs: 60_000, intervalMs: 50 },
   );
 });

@@ -16,6 +16,7 @@ import { AutoRegistration } from '../../src/meshd/autoregistration/controller';
 import type { WorkloadEntryObject } from '../../src/meshd/autoregistration/entry';
 import type { WorkloadEntryApi } from '../../src/meshd/autoregistration/orch-api';
 import type { HookedConnection } from '../../src/xds/server';
+import { waitFor } from '../helpers/wait';
 
 const AV = 'networking.istio.io/v1';
 
@@ -118,14 +119,6 @@ function setup(t: Test, o: { validateIdentity?: boolean; graceMs?: number } = {}
   return { store, api, c };
 }
 
-const until = async (check: () => boolean, what: string, ms = 3000) => {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error(`timed out: ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-};
-
 t.test('a WorkloadGroup deleted and added again re-creates the entries of connected workloads (late registration)', async (t) => {
   const { store, api, c } = setup(t);
   await t.rejects(c.connect(conn({ group: 'g' })), { code: 9, message: /auto-registration WorkloadEntry of vm-1\.vm failed: cannot find WorkloadGroup vm\/g/ }, 'FailedPrecondition while the group is missing');
@@ -136,7 +129,7 @@ t.test('a WorkloadGroup deleted and added again re-creates the entries of connec
   store.delete({ kind: 'WorkloadGroup', namespace: 'vm', name: 'g' });
   await api.delete(AV, 'vm', 'g-10.0.0.2');
   store.apply(group('g'));
-  await until(() => api.objects.has('vm/g-10.0.0.2'), 'the connected workload registered again');
+  await waitFor('the connected workload registered again', () => api.objects.has('vm/g-10.0.0.2'), { timeoutMs: 3_000, intervalMs: 10 });
   t.notOk(api.objects.has('vm/g-10.0.0.1'), 'the refused connection was forgotten, not registered later');
 });
 
@@ -165,7 +158,7 @@ t.test('two streams of one workload: the entry stays until the last one ends', a
   await new Promise((r) => setTimeout(r, 200));
   t.notOk('mesh.io/disconnectedAt' in api.objects.get('vm/g-10.0.0.1')!.metadata.annotations!, 'still connected by the other stream');
   c.disconnect(b);
-  await until(() => !api.objects.has('vm/g-10.0.0.1'), 'deleted after the grace period');
+  await waitFor('deleted after the grace period', () => !api.objects.has('vm/g-10.0.0.1'), { timeoutMs: 3_000, intervalMs: 10 });
   t.same(api.writes.filter((w) => !w.startsWith('create')), ['update g-10.0.0.1', 'delete g-10.0.0.1'], 'marked disconnected, then deleted');
 });
 
@@ -177,11 +170,11 @@ t.test('health: the condition follows reports; only the controlling daemon write
   await c.connect(con);
   t.equal(api.objects.get('vm/db')!.metadata.annotations!['mesh.io/workloadController'], 'meshd-0');
   c.health(con, { healthy: false, message: 'connection refused' });
-  await until(() => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'False', 'unhealthy');
+  await waitFor('unhealthy', () => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'False', { timeoutMs: 3_000, intervalMs: 10 });
   t.match(api.objects.get('vm/db')!.status!.conditions![0], { type: 'Healthy', status: 'False', message: 'connection refused' });
   t.same(store.get('WorkloadEntry', 'vm', 'db')!.status, { conditions: [{ type: 'Healthy', status: 'False' }] }, 'the store sees the condition');
   c.health(con, { healthy: true, message: '' });
-  await until(() => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'True', 'healthy');
+  await waitFor('healthy', () => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'True', { timeoutMs: 3_000, intervalMs: 10 });
   t.notOk('message' in api.objects.get('vm/db')!.status!.conditions![0]!);
 
   // another daemon took it over: this one no longer writes its health
@@ -198,7 +191,7 @@ t.test('health: the condition follows reports; only the controlling daemon write
   cur.metadata.annotations!['mesh.io/workloadController'] = 'meshd-0';
   api.flush();
   c.disconnect(con);
-  await until(() => (api.objects.get('vm/db')!.status?.conditions ?? []).length === 0, 'condition removed');
+  await waitFor('condition removed', () => (api.objects.get('vm/db')!.status?.conditions ?? []).length === 0, { timeoutMs: 3_000, intervalMs: 10 });
   t.ok(api.objects.has('vm/db'), 'not deleted');
   t.match(api.objects.get('vm/db')!.metadata.annotations, { 'mesh.io/disconnectedAt': /Z$/ });
 });

@@ -4,9 +4,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { startDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon } from '../helpers/daemon';
 import { CDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import { tempDir } from '../agent/helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -30,7 +31,7 @@ spec:
   await first.until((w) => w.responses > 0, 'a CDS answer');
   t.equal(first.ended, undefined, 'the stream is not refused');
   const line = /vm-1\.vm asks for WorkloadGroup vm\/vm-app: WorkloadEntry auto-registration and health checks write to the orchestrator API, and this daemon has none \(--configDir only\)/;
-  await waitFor(() => line.test(daemon.log()), 10_000, () => daemon.log());
+  await waitFor(() => daemon.log(), () => line.test(daemon.log()), { timeoutMs: 10_000 });
   first.close();
   const second = open();
   t.teardown(() => second.close());

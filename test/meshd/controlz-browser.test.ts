@@ -4,7 +4,8 @@ import t from 'tap';
 import { getScopes, registerScope } from '../../src/lib/log';
 import { startControlZ } from '../../src/meshd/controlz/server';
 import { Cdp, findChromium } from './cdp';
-import { getJSON, request, waitFor } from './helpers';
+import { getJSON, request } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const chromium = findChromium();
 
@@ -22,10 +23,10 @@ t.test(
 
     const session = await cdp.open(`${base}/scopez/`);
     const row = '#scope-browsertest';
-    await waitFor(
+    await waitForValue(
       'the scopes table',
       async () => ((await cdp.evaluate<boolean>(session, `!!document.querySelector('${row} .output-level')`)) ? true : undefined),
-      30_000,
+      { timeoutMs: 30_000 },
     );
     t.equal(await cdp.evaluate<string>(session, `document.querySelector('${row} .output-level').value`), 'info', 'rendered level');
 
@@ -35,19 +36,19 @@ t.test(
       `(() => { const s = document.querySelector('${row} .output-level'); s.focus(); s.value = 'debug';
         s.dispatchEvent(new Event('change', { bubbles: true })); s.blur(); return true; })()`,
     );
-    await waitFor('the JSON API to report debug', async () => {
+    await waitForValue('the JSON API to report debug', async () => {
       const s = (await getJSON(`${base}/scopej/browsertest`)) as { output_level: string };
       return s.output_level === 'debug' ? true : undefined;
-    });
+    }, { timeoutMs: 10_000 });
     t.equal(getScopes().find((s) => s.name === 'browsertest')?.outputLevel, 'debug', 'changed in the logging library');
     t.ok(scope.debugEnabled(), 'the scope logs debug messages now');
 
     // The caller checkbox, clicked.
     await cdp.evaluate(session, `document.querySelector('${row} .log-callers').click(), true`);
-    const after = await waitFor('log_callers to be on', async () => {
+    const after = await waitForValue('log_callers to be on', async () => {
       const s = (await getJSON(`${base}/scopej/browsertest`)) as { output_level: string; log_callers: boolean };
       return s.log_callers ? s : undefined;
-    });
+    }, { timeoutMs: 10_000 });
     t.equal(after.output_level, 'debug', 'the earlier change is kept');
 
     // A change through the API appears on the page (it refreshes every second).
@@ -56,10 +57,10 @@ t.test(
       body: JSON.stringify({ output_level: 'debug', stack_trace_level: 'warn', log_callers: true }),
     });
     t.equal(put.status, 202);
-    await waitFor(
+    await waitForValue(
       'the page to show the new stack-trace level',
       async () => ((await cdp.evaluate<string>(session, `document.querySelector('${row} .stack-trace-level').value`)) === 'warn' ? true : undefined),
-      10_000,
+      { timeoutMs: 10_000 },
     );
     const exceptions = cdp.events.filter((e) => e.method === 'Runtime.exceptionThrown');
     t.same(exceptions, [], 'no script errors on the page');

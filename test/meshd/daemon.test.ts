@@ -18,9 +18,9 @@ import {
   service,
   startTestDaemon,
   virtualService,
-  waitFor,
 } from './helpers';
 import type { Config } from '../../src/config/types';
+import { waitForValue } from '../helpers/wait';
 
 const CDS = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 const ext = externalIPv4();
@@ -242,13 +242,13 @@ t.test('bind errors name the flag and the address; started listeners are release
   t.type(err, DaemonStartError);
   t.match(err?.message, new RegExp(`^--grpcAddr 127\\.0\\.0\\.1:${port}: listen EADDRINUSE: address already in use`));
   // The HTTP listener that had started is closed again.
-  await waitFor('the HTTP port to be released', async () => {
+  await waitForValue('the HTTP port to be released', async () => {
     const s = net.createServer();
     return new Promise<true | undefined>((resolve) => {
       s.once('error', () => resolve(undefined));
       s.listen(free, '127.0.0.1', () => s.close(() => resolve(true)));
     });
-  });
+  }, { timeoutMs: 10_000 });
 
   const bad = await startDaemon(loopbackOptions({ monitoringAddr: '15014' }), new FakeProviders()).catch((e: Error) => e);
   t.equal((bad as Error).message, '--monitoringAddr 15014: listen tcp: address 15014: missing port in address');

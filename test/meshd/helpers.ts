@@ -203,22 +203,6 @@ export async function getJSON(url: string): Promise<unknown> {
   return JSON.parse(r.body);
 }
 
-/** Polls `check` until it returns a value other than undefined, or fails after `timeoutMs`. */
-export async function waitFor<T>(what: string, check: () => T | undefined | Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 /** A non-loopback IPv4 address of this machine, to make requests that do not come from localhost. */
 export function externalIPv4(): string | undefined {
   for (const addrs of Object.values(os.networkInterfaces())) {

@@ -6,10 +6,11 @@
 // ABSENT with the reason; they must not be exported.
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { startDaemon, type RunningDaemon, waitFor } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { endpointSlice, type Kube, namespace, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
 import { checkSpecMetrics, parseExposition, sampleSum, specMetrics } from '../helpers/metrics-spec';
 import { CDS, EDS, LDS, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
+import { waitFor } from '../helpers/wait';
 
 requireKube();
 
@@ -183,12 +184,12 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
   ];
   let exp = await scrape();
   await waitFor(
+    () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n, l]) => `${n}${l ? JSON.stringify(l) : ''}`).join(', ')}\n${daemon.log().slice(-3000)}`,
     async () => {
       exp = await scrape();
       return moved.every(([n, l]) => sampleSum(exp, n, l) > 0);
     },
-    20_000,
-    () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n, l]) => `${n}${l ? JSON.stringify(l) : ''}`).join(', ')}\n${daemon.log().slice(-3000)}`,
+    { timeoutMs: 20_000 },
   );
   t.same(checkSpecMetrics(exp, spec, LABELS, ABSENT), [], 'every spec name exported with its type and labels, or absent with a reason');
   // gRPC FAILED_PRECONDITION (9) with Istio's message

@@ -1,7 +1,8 @@
 // Pure pieces of the daemon shell, checked against the Go/Istio behaviour they reproduce: Go listen-address
 // syntax and errors, Go→OpenSSL cipher names, Go's time and float formatting, gRPC keepalive options.
 import t from 'tap';
-import { isLoopbackAddress, joinHostPort, parseListenAddress } from '../../src/meshd/address';
+import { joinHostPort } from '../../src/lib/hostport';
+import { isLoopbackAddress, parseListenAddress } from '../../src/meshd/address';
 import { opensslCiphers } from '../../src/meshd/tls';
 import { goTime } from '../../src/meshd/debug/shapes';
 import { goFloat } from '../../src/meshd/controlz/topics';

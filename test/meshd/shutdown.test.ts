@@ -9,7 +9,8 @@ import t from 'tap';
 import { pilotDiscovery } from '../../commands/pilot-discovery';
 import { CommandError, type RunContext } from '../../src/cli/context';
 import { runDaemon } from '../../src/meshd/daemon';
-import { FakeProviders, HOLD_METHOD, request, waitFor } from './helpers';
+import { FakeProviders, HOLD_METHOD, request } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const FIXTURE = path.join(here, 'fixtures', 'run-daemon.ts');
@@ -33,7 +34,7 @@ async function spawnDaemon(t: { teardown(fn: () => unknown): void }, cfg: object
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
-  await waitFor('the daemon to start', () => (out.includes('ControlZ listening on') ? true : undefined), 30_000).catch((e: Error) => {
+  await waitForValue('the daemon to start', () => (out.includes('ControlZ listening on') ? true : undefined), { timeoutMs: 30_000 }).catch((e: Error) => {
     throw new Error(`${e.message}\n${out}`);
   });
   const address = (purpose: string) => {

@@ -13,10 +13,11 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
 import { ADDON_FILE, loadAddonFile } from '../../src/native/original-dst';
-import { TSX, tempDir, waitFor } from '../agent/helpers';
+import { TSX, tempDir } from '../agent/helpers';
 import { DIST, MESH, built } from '../helpers/binary';
 import { createNetns, must, netnsUnavailable, sh } from '../helpers/netns';
 import { REPO } from '../helpers/spec';
+import { waitFor } from '../helpers/wait';
 
 const SERVER = path.join(REPO, 'test/native/fixtures/origdst-server.ts');
 const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
@@ -158,7 +159,7 @@ t.test('the built programs load the addon: embedded in dist/mesh, beside dist/me
     child.stderr.on('data', (d) => (out += d));
     const exited = new Promise<void>((r) => child.once('exit', () => r()));
     try {
-      await waitFor(() => /starting workers/.test(out), 60_000, () => out);
+      await waitFor(() => out, () => /starting workers/.test(out), { timeoutMs: 60_000, intervalMs: 50 });
       t.match(out, `listener 'virtualOutbound' restores original destinations with SO_ORIGINAL_DST (addon: ${from})`, `${path.basename(file === 'unshare' ? 'mesh with TMPDIR noexec' : pre[0] ?? file)}: addon from ${from}`);
       t.notMatch(out, /SO_ORIGINAL_DST cannot be read/);
     } finally {

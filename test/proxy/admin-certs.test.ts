@@ -7,7 +7,8 @@ import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { built, DIST, exec, MESH } from '../helpers/binary';
-import { freePort, makePki, waitFor } from './helpers';
+import { freePort, makePki } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const skip = built() ? false : 'needs the built binary (node build.mjs)';
 
@@ -55,7 +56,7 @@ t.test('/certs lists the certificates each TLS context uses; bootstrap names the
   child.stderr.on('data', (d) => (logs += d));
   t.teardown(() => void child.kill('SIGKILL'));
   const get = async (p: string) => (await fetch(`http://127.0.0.1:${admin}${p}`)).text();
-  await waitFor(async () => (await get('/ready').catch(() => '')).startsWith('LIVE'), `the engine's admin (${logs})`, 20_000);
+  await waitForValue(`the engine's admin (${logs})`, async () => (await get('/ready').catch(() => '')).startsWith('LIVE'), { timeoutMs: 20_000, intervalMs: 20 });
 
   const certs = JSON.parse(await get('/certs')) as { certificates: Array<{ ca_cert: Array<Record<string, unknown>>; cert_chain: Array<Record<string, unknown>> }> };
   const ca = opensslSays(pki.ca.certFile);

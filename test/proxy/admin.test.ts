@@ -19,8 +19,8 @@ import {
   startAds,
   startProxy,
   statValue,
-  waitFor,
 } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const C = 'outbound|80||a.demo.svc.cluster.local';
 
@@ -125,7 +125,7 @@ t.test('server_info, config_dump and clusters', async (t) => {
   const cj = JSON.parse((await adminGet(p, '/clusters?format=json')).body) as { cluster_statuses: Array<{ name: string; host_statuses?: Array<{ health_status: { eds_health_status: string } }> }> };
   const cs = cj.cluster_statuses.find((c) => c.name === C)!;
   t.same(cs.host_statuses?.map((h) => h.health_status.eds_health_status), ['HEALTHY', 'DRAINING'], 'EDS UNKNOWN is reported HEALTHY, as Envoy does');
-  await waitFor(() => ads.ackedVersion(TYPE_URL.endpoint) === ads.world().version, 'EDS ACK');
+  await waitForValue('EDS ACK', () => ads.ackedVersion(TYPE_URL.endpoint) === ads.world().version, { timeoutMs: 10_000, intervalMs: 20 });
 });
 
 t.test('stats in text, json and prometheus; listeners; logging', async (t) => {
@@ -174,11 +174,11 @@ t.test('drain_listeners (inbound only, graceful) and quitquitquit', async (t) =>
   t.equal((await adminPost(p, '/drain_listeners?inboundonly&graceful')).body, 'OK\n');
   const r = await request(inPort, '/');
   t.equal(r.headers.connection, 'close', 'draining HTTP/1.1 connections are told to close');
-  await waitFor(() => refused(inPort), 'inbound listener stops accepting after the drain time', 5000);
+  await waitForValue('inbound listener stops accepting after the drain time', () => refused(inPort), { timeoutMs: 5000, intervalMs: 20 });
   t.equal((await request(lport, '/')).status, 200, 'outbound listener untouched');
   t.equal(await refused(lport), false);
   await adminPost(p, '/drain_listeners');
-  await waitFor(() => refused(lport), 'non-graceful drain stops listening at once', 2000);
+  await waitForValue('non-graceful drain stops listening at once', () => refused(lport), { timeoutMs: 2000, intervalMs: 20 });
   t.same(await adminPost(p, '/quitquitquit'), { status: 200, body: 'OK\n' });
   t.equal(await p.engine.exited, 0, 'the engine exits 0');
 });
@@ -244,14 +244,14 @@ t.test('stats_matcher: a rejected stat is neither kept nor shown, what the engin
   t.equal(statValue(await stats(), 'cluster.b.circuit_breakers.default.remaining_pending'), 10);
   // one connection: the first request holds it, the next ones wait in the pool
   const replies = [request(lport, '/1')];
-  await waitFor(() => held.length === 1, 'the backend holds the first request');
+  await waitForValue('the backend holds the first request', () => held.length === 1, { timeoutMs: 10_000, intervalMs: 20 });
   replies.push(request(lport, '/2'));
   await new Promise((r) => setTimeout(r, 200));
   replies.push(request(lport, '/3'));
-  const remaining = await waitFor(async () => {
+  const remaining = await waitForValue('remaining_pending counts the waiting requests', async () => {
     const v = statValue(await stats(), 'cluster.b.circuit_breakers.default.remaining_pending');
     return v !== undefined && v < 10 ? v : undefined;
-  }, 'remaining_pending counts the waiting requests');
+  }, { timeoutMs: 10_000, intervalMs: 20 });
   t.ok(remaining === 9 || remaining === 8, `remaining_pending ${remaining}: 10 less the requests waiting when it was last set`);
   const text = await stats();
   t.notMatch(text, /upstream_rq_pending_active/, 'the rejected gauge the engine reads is not shown');

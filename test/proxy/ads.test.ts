@@ -18,10 +18,10 @@ import {
   startAds,
   startProxy,
   statValue,
-  waitFor,
   type Backend,
   type TestAds,
 } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const A = 'outbound|80||a.demo.svc.cluster.local';
 const B = 'outbound|80||b.demo.svc.cluster.local';
@@ -85,7 +85,7 @@ t.test('the engine speaks delta xDS, and state of the world to a server without 
   t.equal(sotw.ads.ads.connections()[0]?.kind, 'sotw', 'UNIMPLEMENTED: the engine falls back');
   t.equal((await request(sotw.port, '/x', { host: 'a.example.com' })).body, 'a /x', 'and routes');
   sotw.ads.update({ routes: [routes([{ match: { prefix: '/x' }, route: { cluster: B } }])] });
-  await waitFor(async () => (await request(sotw.port, '/x', { host: 'a.example.com' })).body === 'b /x', 'update over SotW applied');
+  await waitForValue('update over SotW applied', async () => (await request(sotw.port, '/x', { host: 'a.example.com' })).body === 'b /x', { timeoutMs: 10_000, intervalMs: 20 });
 });
 
 t.test('direct response, redirect and unknown host', async (t) => {
@@ -110,23 +110,23 @@ t.test('a route update changes routing without restart; ACKed versions follow', 
   const { ads, port } = await setup(t);
   t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x');
   ads.update({ routes: [routes([{ match: { prefix: '/x' }, route: { cluster: B } }])] });
-  await waitFor(async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'b /x', 'new route applied');
-  await waitFor(() => ads.ackedVersion(TYPE_URL.route) === ads.world().version, 'RDS ACK of the new version');
+  await waitForValue('new route applied', async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'b /x', { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('RDS ACK of the new version', () => ads.ackedVersion(TYPE_URL.route) === ads.world().version, { timeoutMs: 10_000, intervalMs: 20 });
   t.pass('routing changed and the update was ACKed');
 });
 
 t.test('endpoints update, unhealthy endpoints are skipped, no endpoints → 503', async (t) => {
   const { ads, a, b, port } = await setup(t);
   ads.update({ endpoints: [cla(A, [{ port: b.port }]), cla(B, [{ port: b.port }])] });
-  await waitFor(async () => (await request(port, '/x', { host: 'a.example.com' })).body.startsWith('b '), 'A now points at b');
+  await waitForValue('A now points at b', async () => (await request(port, '/x', { host: 'a.example.com' })).body.startsWith('b '), { timeoutMs: 10_000, intervalMs: 20 });
   ads.update({ endpoints: [cla(A, [{ port: a.port }, { port: b.port, health: 'UNHEALTHY' }]), cla(B, [{ port: b.port }])] });
-  await waitFor(async () => (await request(port, '/x', { host: 'a.example.com' })).body.startsWith('a '), 'A back on a');
+  await waitForValue('A back on a', async () => (await request(port, '/x', { host: 'a.example.com' })).body.startsWith('a '), { timeoutMs: 10_000, intervalMs: 20 });
   for (let i = 0; i < 10; i++) t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x', `request ${i} avoids the unhealthy host`);
   ads.update({ endpoints: [cla(A, []), cla(B, [{ port: b.port }])] });
-  const r = await waitFor(async () => {
+  const r = await waitForValue('no endpoints', async () => {
     const x = await request(port, '/x', { host: 'a.example.com' });
     return x.status === 503 ? x : undefined;
-  }, 'no endpoints');
+  }, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(r.body, 'no healthy upstream');
 });
 
@@ -134,13 +134,13 @@ t.test('the proxy keeps routing while the ADS server is down and reconnects when
   const { ads, port, proxy } = await setup(t);
   t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x');
   await ads.close();
-  await waitFor(async () => statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state') === 0, 'disconnect noticed');
+  await waitForValue('disconnect noticed', async () => statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state') === 0, { timeoutMs: 10_000, intervalMs: 20 });
   for (let i = 0; i < 5; i++) t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x', 'last good config still serves');
   // a new server on the same port, with a route change the proxy can only learn by reconnecting
   const w = ads.world();
   const again = await startAds({ ...w, routes: [routes([{ match: { prefix: '/x' }, route: { cluster: B } }])] }, ads.port);
   t.teardown(() => again.close());
-  await waitFor(async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'b /x', 'reconnected and updated', 20_000);
+  await waitForValue('reconnected and updated', async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'b /x', { timeoutMs: 20_000, intervalMs: 20 });
   t.equal(statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state'), 1);
 });
 
@@ -148,17 +148,17 @@ t.test('an invalid listener is NACKed with a real error_detail; valid ones keep 
   const { ads, port } = await setup(t);
   const bad = httpListener('0.0.0.0_9999', await freePort(), hcm({ statPrefix: 'bad', rds: 'http.8080', httpFilters: [{ name: 'bogus.filter', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy' } }] }));
   ads.update({ listeners: [...ads.world().listeners, bad] });
-  const nack = await waitFor(() => ads.lastNack(TYPE_URL.listener), 'LDS NACK');
+  const nack = await waitForValue('LDS NACK', () => ads.lastNack(TYPE_URL.listener), { timeoutMs: 10_000, intervalMs: 20 });
   t.match(nack, /^Error adding\/updating listener\(s\) 0\.0\.0\.0_9999: Didn't find a registered implementation for name: 'bogus\.filter'/);
   t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x', 'existing listener unaffected');
   // an optional unknown filter is skipped instead
   const optional = httpListener('0.0.0.0_9999', await freePort(), hcm({ statPrefix: 'opt', rds: 'http.8080', httpFilters: [{ name: 'bogus.filter', is_optional: true, typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy' } }] }));
   ads.update({ listeners: [ads.world().listeners[0]!, optional] });
-  await waitFor(() => ads.ackedVersion(TYPE_URL.listener) === ads.world().version, 'LDS ACK with the optional filter');
+  await waitForValue('LDS ACK with the optional filter', () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version, { timeoutMs: 10_000, intervalMs: 20 });
   t.pass('optional unknown filter accepted');
   const disabled = httpListener('0.0.0.0_9999', await freePort(), hcm({ statPrefix: 'dis', rds: 'http.8080', httpFilters: [{ name: 'acme.unknown', disabled: true, typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy' } }] }));
   ads.update({ listeners: [ads.world().listeners[0]!, disabled] });
-  await waitFor(() => ads.ackedVersion(TYPE_URL.listener) === ads.world().version, 'LDS ACK with a disabled unknown filter');
+  await waitForValue('LDS ACK with a disabled unknown filter', () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version, { timeoutMs: 10_000, intervalMs: 20 });
   t.pass('disabled unknown filter accepted');
 });
 
@@ -167,9 +167,9 @@ t.test('a listener renamed on the same address in one LDS update takes the socke
   t.equal((await request(port, '/x', { host: 'a.example.com' })).status, 200);
   const inline = { name: 'inline', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'renamed' } } }] }] };
   ads.update({ listeners: [httpListener('renamed_8080', port, hcm({ statPrefix: 'renamed', routeConfig: inline }))] });
-  await waitFor(async () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version || ads.lastNack(TYPE_URL.listener), 'the LDS update answered');
+  await waitForValue('the LDS update answered', async () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version || ads.lastNack(TYPE_URL.listener), { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(ads.lastNack(TYPE_URL.listener), undefined, 'accepted: the address is the removed listener\'s, not a conflict');
-  await waitFor(async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'renamed', 'the renamed listener serves on the same port');
+  await waitForValue('the renamed listener serves on the same port', async () => (await request(port, '/x', { host: 'a.example.com' })).body === 'renamed', { timeoutMs: 10_000, intervalMs: 20 });
   t.match((await adminGet(proxy, '/listeners')).body, /^renamed_8080::/m);
   t.notMatch((await adminGet(proxy, '/listeners')).body, /^0\.0\.0\.0_8080::/m, 'the old name is gone');
 });
@@ -181,9 +181,9 @@ t.test('a listener renamed in one LDS update keeps its RDS route configuration a
   const { ads, port, proxy } = await setup(t);
   t.equal((await request(port, '/x', { host: 'a.example.com' })).body, 'a /x');
   ads.update({ listeners: [httpListener('renamed_8080', port, hcm({ statPrefix: 'renamed', rds: 'http.8080' }))] });
-  await waitFor(async () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version || ads.lastNack(TYPE_URL.listener), 'the LDS update answered');
+  await waitForValue('the LDS update answered', async () => ads.ackedVersion(TYPE_URL.listener) === ads.world().version || ads.lastNack(TYPE_URL.listener), { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(ads.lastNack(TYPE_URL.listener), undefined);
-  await waitFor(async () => /^renamed_8080::/m.test((await adminGet(proxy, '/listeners')).body), 'the renamed listener is active (warmed with the route table it already had)');
+  await waitForValue('the renamed listener is active (warmed with the route table it already had)', async () => /^renamed_8080::/m.test((await adminGet(proxy, '/listeners')).body), { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(statValue((await adminGet(proxy, '/stats')).body, 'listener_manager.total_listeners_warming'), 0);
   t.equal((await request(port, '/x', { host: 'b.example.com' })).body, 'b /x', 'routes by the same table');
 });
@@ -198,10 +198,10 @@ t.test('clusters over delta xDS: changed ones are rebuilt, unchanged kept, remov
   const active = (await stat('cluster_manager.active_clusters'))!;
   t.ok(added >= 2 && active >= 2, "A, B (and the bootstrap's static cluster)");
   ads.update({ clusters: [edsCluster(A, { connect_timeout: '2s' }), edsCluster(B)] });
-  await waitFor(async () => (await stat('cluster_manager.cluster_modified')) === 1, 'the changed cluster is rebuilt');
+  await waitForValue('the changed cluster is rebuilt', async () => (await stat('cluster_manager.cluster_modified')) === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(await stat('cluster_manager.cluster_added'), added, 'the unchanged one is not');
   ads.update({ clusters: [edsCluster(A, { connect_timeout: '2s' })] });
-  await waitFor(async () => (await stat('cluster_manager.cluster_removed')) === 1, 'the removed cluster is dropped');
+  await waitForValue('the removed cluster is dropped', async () => (await stat('cluster_manager.cluster_removed')) === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(await stat('cluster_manager.active_clusters'), active - 1);
   t.equal(await stat('cluster_manager.cluster_modified'), 1);
   const dump = JSON.parse((await adminGet(proxy, '/config_dump?resource=dynamic_active_clusters')).body) as { configs: Array<{ cluster: { name: string; connect_timeout: string } }> };

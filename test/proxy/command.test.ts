@@ -5,7 +5,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { backend, freePort, hcm, request, sock, waitFor } from './helpers';
+import { backend, freePort, hcm, request, sock } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'envoy-command.ts');
 
@@ -48,7 +49,7 @@ t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM ex
   const args = ['-c', f, '--drain-time-s', '45', '--drain-strategy', 'immediate', '--parent-shutdown-time-s', '60', '--local-address-ip-version', 'v4', '--log-level', 'warning', '--component-log-level', 'misc:error', '--concurrency', '2', '--disable-hot-restart', '--allow-unknown-static-fields', '--log-format', '%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t'];
   const p = launch(args);
   t.teardown(() => p.child.kill('SIGKILL'));
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, 'LIVE', 20_000);
+  await waitForValue('LIVE', async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, { timeoutMs: 20_000, intervalMs: 20 });
   t.equal((await request(port, '/x')).body, 'b /x');
   const info = (await (await fetch(`http://127.0.0.1:${admin}/server_info`)).json()) as { command_line_options: Record<string, unknown> };
   t.equal(info.command_line_options.drain_strategy, 'Immediate');
@@ -59,7 +60,7 @@ t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM ex
 
   const q = launch(args);
   t.teardown(() => q.child.kill('SIGKILL'));
-  await waitFor(async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, 'LIVE again', 20_000);
+  await waitForValue('LIVE again', async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, { timeoutMs: 20_000, intervalMs: 20 });
   q.child.kill('SIGTERM');
   t.equal(await q.exited, 0, 'SIGTERM exits 0');
   t.match(q.output(), /\twarning\tenvoy main source\/main:0\tcaught SIGTERM\tthread=\d+/, 'Istio\'s --log-format is honoured');

@@ -10,7 +10,8 @@ import path from 'node:path';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { makeCa, sdsCluster, startSds } from './sds';
-import { adminGet, adsBootstrap, backend, freePort, request, startProxy, statValue, waitFor } from './helpers';
+import { adminGet, adsBootstrap, backend, freePort, request, startProxy, statValue } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -92,7 +93,7 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
   t.teardown(() => proxy.close());
   await proxy.engine.initialized;
   const get = (p: string, headers: Record<string, string> = {}) => request(gwPort, p, { host: 'shop.example.com', headers });
-  await waitFor(async () => (await get('/')).body === 'a /', 'gateway serves the default route');
+  await waitForValue('gateway serves the default route', async () => (await get('/')).body === 'a /', { timeoutMs: 10_000, intervalMs: 20 });
   t.equal((await get('/b/item')).body, 'b /b/item', 'path prefix');
   t.equal((await get('/x', { 'x-version': 'b' })).body, 'b /x', 'header match');
   const hit = new Set<string>();
@@ -110,7 +111,7 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
   t.same(routes.dynamic_route_configs.map((r) => r.route_config.name), [`http.${gwPort}`]);
 
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService('b'));
-  await waitFor(async () => (await get('/')).body === 'b /', 'config edit applied without restart', 20_000);
+  await waitForValue('config edit applied without restart', async () => (await get('/')).body === 'b /', { timeoutMs: 20_000, intervalMs: 20 });
   t.pass('edit on disk changed routing');
 
   const stats = (await adminGet(proxy, '/stats?usedonly&filter=^(cluster_manager\\.cds|listener_manager\\.lds)\\.(update_success|update_rejected)$')).body;
@@ -120,11 +121,11 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
 
   await daemon.stop();
   daemon = undefined;
-  await waitFor(async () => statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state') === 0, 'disconnect noticed');
+  await waitForValue('disconnect noticed', async () => statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state') === 0, { timeoutMs: 10_000, intervalMs: 20 });
   for (let i = 0; i < 5; i++) t.equal((await get('/')).body, 'b /', 'routing keeps working without the daemon');
 
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService('a'));
   daemon = await startDaemon(args);
-  await waitFor(async () => (await get('/')).body === 'a /', 'reconnected to the restarted daemon', 30_000);
+  await waitForValue('reconnected to the restarted daemon', async () => (await get('/')).body === 'a /', { timeoutMs: 30_000, intervalMs: 20 });
   t.equal(statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state'), 1);
 });

@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, freePort, hcm, request, sock, startProxy, statValue, waitFor, type RunningEngine } from './helpers';
+import { adminGet, backend, freePort, hcm, request, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const FAULT = 'type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault';
 const CORS = 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors';
@@ -224,14 +225,14 @@ t.test('access log, path normalisation, forwarded headers and rewrites', async (
   t.equal(rw.url, '/v2/items?x=1');
   t.equal(rw.headers.host, 'backend.internal');
   t.equal(rw.headers['x-envoy-original-path'], '/api/items?x=1');
-  const lines = await waitFor(() => {
+  const lines = await waitForValue('access log lines', () => {
     try {
       const l = readFileSync(log, 'utf8').trim().split('\n');
       return l.length >= 2 ? l : undefined;
     } catch {
       return undefined;
     }
-  }, 'access log lines');
+  }, { timeoutMs: 10_000, intervalMs: 20 });
   t.match(lines[0]!, /^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\] "GET \/b\/c HTTP\/1\.1" 200 - 0 \d+ \d+ \d+ "203\.0\.113\.9,127\.0\.0\.1" "probe\/1" "[0-9a-f-]{36}" "127\.0\.0\.1:\d+" "127\.0\.0\.1:\d+"$/);
   t.match(lines[1]!, /"GET \/api\/items\?x=1 HTTP\/1\.1" 200/, 'the original path is logged');
 });

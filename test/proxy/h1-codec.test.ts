@@ -8,7 +8,8 @@ import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, freePort, hcm, sock, startProxy, statValue, waitFor, type RunningEngine } from './helpers';
+import { adminGet, backend, freePort, hcm, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 function cluster(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
   return { name, type: 'STATIC', connect_timeout: '0.5s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] }, ...extra };
@@ -323,9 +324,9 @@ t.test('upstream: a connection the server closed is not reused; close-delimited 
   c.send('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
   t.equal((await c.response()).status, 200);
   // the backend closes its idle keep-alive connection; the proxy notices and opens a new one
-  await waitFor(() => new Promise<boolean>((r) => b.server.getConnections((_e, n) => r(n === 0))), 'the backend closing its idle connection');
+  await waitForValue('the backend closing its idle connection', () => new Promise<boolean>((r) => b.server.getConnections((_e, n) => r(n === 0))), { timeoutMs: 10_000, intervalMs: 20 });
   // ...and the proxy has seen the close (its FIN can still be in flight when the backend's count drops)
-  await waitFor(async () => statValue((await adminGet(p, '/stats')).body, 'cluster.b.upstream_cx_active') === 0, 'the proxy noticing the closed upstream connection');
+  await waitForValue('the proxy noticing the closed upstream connection', async () => statValue((await adminGet(p, '/stats')).body, 'cluster.b.upstream_cx_active') === 0, { timeoutMs: 10_000, intervalMs: 20 });
   c.send('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
   t.equal((await c.response()).body, 'b /second', 'a request after the server closed the idle connection');
 
@@ -415,7 +416,7 @@ t.test('upstream pool: a body given whole goes with its length; idle connections
   await call('GET');
   t.same(seen[2], { te: undefined, cl: undefined, body: '' }, 'a GET without a body has no framing headers');
   t.equal(pool.connections, 1, 'one connection served the three sequential requests');
-  await waitFor(() => pool.connections === 0, 'the idle connection closing after idle_timeout');
+  await waitForValue('the idle connection closing after idle_timeout', () => pool.connections === 0, { timeoutMs: 10_000, intervalMs: 20 });
   t.pass('idle connection closed');
   pool.close();
 });

@@ -14,7 +14,8 @@ import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { built, DIST } from '../helpers/binary';
 import { dataPlanes, envoyPath, type DataPlane } from '../helpers/envoy';
-import { freePort, hcm, sock, waitFor } from './helpers';
+import { freePort, hcm, sock } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mesh-h1-verdicts-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -134,13 +135,13 @@ async function startPlane(t: { teardown(f: () => unknown): void }, plane: DataPl
   t.teardown(() => {
     child.kill('SIGKILL');
   });
-  await waitFor(
+  await waitForValue(
+    `${plane} ready`,
     async () => {
       if (child.exitCode !== null) throw new Error(`${plane} exited ${child.exitCode}: ${out}`);
       return (await fetch(`http://127.0.0.1:${admin}/ready`).catch(() => undefined))?.status === 200;
     },
-    `${plane} ready`,
-    30_000,
+    { timeoutMs: 30_000, intervalMs: 20 },
   );
   return { port, http10Port, customPort };
 }

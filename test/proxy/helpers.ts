@@ -281,21 +281,6 @@ export async function startProxy(bootstrap: JsonObject, opts: EngineOptions = {}
   return { engine, admin: `http://${a.host}:${a.port}`, logs, close: () => engine.close() };
 }
 
-export async function waitFor<T>(check: () => Promise<T | undefined | false> | T | undefined | false, what: string, timeoutMs = 10_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await check();
-      if (v !== undefined && v !== false) return v as T;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 export interface Reply {
   status: number;
   headers: http.IncomingHttpHeaders;

@@ -21,8 +21,9 @@ import { compileMetadataMatcher, ConfigError, type DynamicMetadata } from '../..
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StatsScope, StatsStore } from '../../src/proxy/stats/store';
-import { adminGet, adsBootstrap, backend, cla, edsCluster, freePort, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, waitFor, type RunningEngine } from './helpers';
+import { adminGet, adsBootstrap, backend, cla, edsCluster, freePort, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
 import { TYPE_URL } from '../../src/xds/types';
+import { waitForValue } from '../helpers/wait';
 
 const JWT_AUTHN = 'envoy.filters.http.jwt_authn';
 const JWT_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication';
@@ -692,32 +693,32 @@ t.test('engine: remote_jwks fetched through a cluster, cached, refetched, and fe
   // key rotation: after cache_duration the new set is fetched
   srv.body = jwks(k2);
   const t2 = await sign(k2, { iss: ISS });
-  await waitFor(async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, 'rotated key accepted after the cache expired');
+  await waitForValue('rotated key accepted after the cache expired', async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, { timeoutMs: 10_000, intervalMs: 20 });
   t.ok(srv.hits >= 2);
   t.equal((await request(port, '/', { headers: bearer(t1) })).body, "Jwks doesn't have key to match kid or alg from Jwt", 'the old key is gone');
 
   // a new key under the same kid: a token verified (and remembered) under the old set must be checked again
   const k2b = await makeKey('ES256', 'k2');
   srv.body = jwks(k2b);
-  await waitFor(async () => (await request(port, '/', { headers: bearer(t2) })).status === 401, 'the replaced key no longer verifies the earlier token');
+  await waitForValue('the replaced key no longer verifies the earlier token', async () => (await request(port, '/', { headers: bearer(t2) })).status === 401, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal((await request(port, '/', { headers: bearer(t2) })).body, 'Jwt verification fails');
   t.equal((await request(port, '/', { headers: bearer(await sign(k2b, { iss: ISS })) })).status, 200, 'the replacement key verifies its own tokens');
   srv.body = jwks(k2);
-  await waitFor(async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, 'the original key is back');
+  await waitForValue('the original key is back', async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, { timeoutMs: 10_000, intervalMs: 20 });
 
   // the key server fails: once the cache expires every token is rejected
   srv.status = 500;
-  const failed = await waitFor(async () => {
+  const failed = await waitForValue('fetch failure after expiry', async () => {
     const r = await request(port, '/', { headers: bearer(t2) });
     return r.status === 401 ? r : undefined;
-  }, 'fetch failure after expiry');
+  }, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(failed.body, 'Jwks remote fetch is failed');
   srv.status = 200;
   srv.body = '{"keys": "nope"}';
-  const invalid = await waitFor(async () => {
+  const invalid = await waitForValue('invalid JWKS', async () => {
     const r = await request(port, '/', { headers: bearer(t2) });
     return r.status === 401 ? r : undefined;
-  }, 'invalid JWKS');
+  }, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(invalid.body, 'Jwks remote fetch is failed', 'an invalid key set is a failed fetch');
   const stats = (await adminGet(p, '/stats')).body;
   t.ok((statValue(stats, 'http.ingress.jwt_authn.jwks_fetch_success') ?? 0) >= 2);
@@ -738,7 +739,7 @@ t.test('engine: remote_jwks with async_fetch fetches before any request and an u
     rules: [{ match: { prefix: '/gone' }, requires: { provider_name: 'gone' } }, { match: { prefix: '/' }, requires: { provider_name: 'a' } }],
   };
   const { port } = await engineWith(t, jwtConfig, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', b.port), cluster('jwks', srv.port)]);
-  await waitFor(() => srv.hits >= 1, 'background fetch');
+  await waitForValue('background fetch', () => srv.hits >= 1, { timeoutMs: 10_000, intervalMs: 20 });
   const hits = srv.hits;
   t.equal((await request(port, '/', { headers: bearer(await sign(k, { iss: ISS })) })).status, 200);
   t.equal(srv.hits, hits, 'the request used the prefetched keys');
@@ -770,15 +771,15 @@ t.test('engine over ADS: an invalid jwt_authn config NACKs the listener and keep
   });
   await proxy.engine.initialized;
   const tok = await sign(k, { iss: ISS });
-  await waitFor(async () => (await request(port, '/', { headers: bearer(tok) })).status === 200, 'listener with jwt_authn serving');
+  await waitForValue('listener with jwt_authn serving', async () => (await request(port, '/', { headers: bearer(tok) })).status === 200, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal((await request(port, '/')).status, 401);
 
   ads.update({ listeners: [listener(jwtFilter('{"keys": [{"kty": "RSA"}]}'))] });
-  const nack = await waitFor(() => ads.lastNack(TYPE_URL.listener), 'LDS NACK for the bad JWKS');
+  const nack = await waitForValue('LDS NACK for the bad JWKS', () => ads.lastNack(TYPE_URL.listener), { timeoutMs: 10_000, intervalMs: 20 });
   t.match(nack, /0\.0\.0\.0_8080/);
   t.match(nack, /Provider 'origins-0' in jwt_authn config has invalid local jwks: \[n\] field is missing for a RSA key/);
   t.equal((await request(port, '/', { headers: bearer(tok) })).status, 200, 'last good config still serves');
 
   ads.update({ listeners: [listener(jwtFilter(jwks(k), { provider_name: 'origins-9' }))] });
-  await waitFor(() => /Required provider \['origins-9'\] is not configured\./.test(ads.lastNack(TYPE_URL.listener) ?? ''), 'LDS NACK for an unknown provider');
+  await waitForValue('LDS NACK for an unknown provider', () => /Required provider \['origins-9'\] is not configured\./.test(ads.lastNack(TYPE_URL.listener) ?? ''), { timeoutMs: 10_000, intervalMs: 20 });
 });

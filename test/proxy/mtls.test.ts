@@ -13,8 +13,9 @@ import path from 'node:path';
 import tls from 'node:tls';
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { freePort, request, sock, startProxy, waitFor, type RunningEngine } from './helpers';
+import { freePort, request, sock, startProxy, type RunningEngine } from './helpers';
 import { makeCa, sdsCluster, startSds, type Identity } from './sds';
+import { waitForValue } from '../helpers/wait';
 
 const spiffe = (ns: string, sa: string) => `spiffe://cluster.local/ns/${ns}/sa/${sa}`;
 
@@ -382,13 +383,13 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
       lines.push(...parts);
     });
     s.write('one\n');
-    await waitFor(() => lines.includes('one'), 'first echo');
+    await waitForValue('first echo', () => lines.includes('one'), { timeoutMs: 10_000, intervalMs: 20 });
     const idB2 = await issue(spiffe('b', 'b'));
     sdsB.rotate(idB2);
     const fp2 = new crypto.X509Certificate(idB2.certPem).fingerprint256;
-    await waitFor(async () => (await peerFingerprint(bTcp, idA, rootPem)) === fp2, 'new connections see the rotated certificate');
+    await waitForValue('new connections see the rotated certificate', async () => (await peerFingerprint(bTcp, idA, rootPem)) === fp2, { timeoutMs: 10_000, intervalMs: 20 });
     s.write('two\n');
-    await waitFor(() => lines.includes('two'), 'the established connection still echoes');
+    await waitForValue('the established connection still echoes', () => lines.includes('two'), { timeoutMs: 10_000, intervalMs: 20 });
     t.pass('rotation kept the established connection');
     s.destroy();
     const r = await request(a.http, '/after-rotation');

@@ -23,11 +23,11 @@ import {
   startAds,
   startProxy,
   statValue,
-  waitFor,
   type RunningEngine,
 } from './helpers';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
 import { SecretSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
+import { waitForValue } from '../helpers/wait';
 
 const TLS_SOCKET = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext';
 const UP_TLS = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext';
@@ -133,7 +133,7 @@ t.test('TLS termination picks the chain by SNI; HTTP/1.1 and HTTP/2 by ALPN', as
     s.on('close', () => resolve(new Error('closed')));
   });
   t.ok(err, 'no filter chain match closes the connection');
-  await waitFor(async () => statValue((await adminGet(p, '/stats')).body, `listener.127.0.0.1_${port}.no_filter_chain_match`) === 1, 'no_filter_chain_match counted');
+  await waitForValue('no_filter_chain_match counted', async () => statValue((await adminGet(p, '/stats')).body, `listener.127.0.0.1_${port}.no_filter_chain_match`) === 1, { timeoutMs: 10_000, intervalMs: 20 });
 });
 
 t.test('h2c prior knowledge downstream and HTTP/2 upstream', async (t) => {
@@ -207,7 +207,7 @@ t.test('TLS certificate delivered over SDS on the ADS stream', async (t) => {
   const p = await startProxy(adsBootstrap(ads.address));
   t.teardown(() => p.close());
   await p.engine.initialized;
-  await waitFor(() => ads.ackedVersion(TYPE_URL.secret) !== undefined && ads.ackedVersion(TYPE_URL.secret) !== '', 'secret ACKed');
+  await waitForValue('secret ACKed', () => ads.ackedVersion(TYPE_URL.secret) !== undefined && ads.ackedVersion(TYPE_URL.secret) !== '', { timeoutMs: 10_000, intervalMs: 20 });
   // the dump first: redacting its copy must leave the engine's key alone for the TLS server built afterwards
   const dump = JSON.parse((await adminGet(p, '/config_dump')).body) as { configs: Array<Record<string, unknown>> };
   const secrets = dump.configs.find((c) => c['@type'] === 'type.googleapis.com/envoy.admin.v3.SecretsConfigDump') as { dynamic_active_secrets: Array<{ name: string; secret: { tls_certificate: { private_key: { inline_string: string } } } }> };
@@ -220,7 +220,7 @@ t.test('TLS certificate delivered over SDS on the ADS stream', async (t) => {
   // a key that does not load is refused when it arrives; the secret in use keeps serving
   const broken = pb(SecretSchema, { name: 'kubernetes://shop-cert', tls_certificate: { certificate_chain: { inline_string: certA.cert }, private_key: { inline_string: '-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n' } } });
   ads.update({ secrets: [broken] });
-  await waitFor(() => ads.lastNack(TYPE_URL.secret) !== undefined, 'the broken secret NACKed');
+  await waitForValue('the broken secret NACKed', () => ads.lastNack(TYPE_URL.secret) !== undefined, { timeoutMs: 10_000, intervalMs: 20 });
   t.match(ads.lastNack(TYPE_URL.secret), /secret 'kubernetes:\/\/shop-cert': Failed to load certificate chain and private key/);
   const after = await httpsGet(port, 'a.example.com', '/sds-after');
   t.equal(after.cn, 'a.example.com', 'the last good certificate still serves');

@@ -7,9 +7,10 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { AcceptPacer, acceptPacer, kernelSomaxconn, listenBacklog, type Parked } from '../../src/proxy/listener/accept';
-import { freePort, hcm, sock, startProxy, waitFor } from './helpers';
+import { freePort, hcm, sock, startProxy } from './helpers';
 // @ts-expect-error plain JavaScript shared with scripts/bench/accept-pacer.mjs
 import { BURST_CHILD } from '../../scripts/lib/burst-child.mjs';
+import { waitForValue } from '../helpers/wait';
 
 const routes = { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'ok' } } }] }] };
 
@@ -125,7 +126,7 @@ t.test('HTTP/1 codec: bytes read while parking are handled in order afterwards',
   await proxy(t, [{ port }]);
   const a = rawClient(t, port);
   a.s.write('GET /first HTTP/1.1\r\nhost: x\r\n\r\n');
-  await waitFor(() => a.text().includes('\r\n\r\nok'), 'an answer before parking');
+  await waitForValue('an answer before parking', () => a.text().includes('\r\n\r\nok'), { timeoutMs: 10_000, intervalMs: 20 });
   const b = rawClient(t, port);
   await new Promise<void>((r) => b.s.once('connect', () => r()));
   // let the accepts' turns pass, then park as a burst would
@@ -138,15 +139,15 @@ t.test('HTTP/1 codec: bytes read while parking are handled in order afterwards',
   const before = a.text().length;
   a.s.write('GET /p1 HTTP/1.1\r\nhost: x\r\n\r\nGET /p2 HTTP/1.1\r\nhost: x\r\n\r\n');
   b.s.write('GET /b HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n');
-  await waitFor(() => acceptPacer.parked >= 2, 'both connections parked');
+  await waitForValue('both connections parked', () => acceptPacer.parked >= 2, { timeoutMs: 10_000, intervalMs: 20 });
   await new Promise((r) => setTimeout(r, 100));
   t.equal(a.text().length, before, 'nothing answered while parked');
   t.equal(b.text(), '');
   t.notOk(b.closed());
   acceptPacer.endOfTurn(); // a turn without accepts: the burst is over
   t.notOk(acceptPacer.parking);
-  await waitFor(() => (a.text().slice(before).match(/HTTP\/1\.1 200/g) ?? []).length === 2, 'both pipelined requests answered');
-  await waitFor(() => b.closed(), 'the connection: close request answered and closed');
+  await waitForValue('both pipelined requests answered', () => (a.text().slice(before).match(/HTTP\/1\.1 200/g) ?? []).length === 2, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('the connection: close request answered and closed', () => b.closed(), { timeoutMs: 10_000, intervalMs: 20 });
   t.match(b.text(), /^HTTP\/1\.1 200 OK\r\n[\s\S]*connection: close\r\n\r\nok$/, 'the connection: close request answered, then its connection closed');
 });
 

@@ -12,7 +12,8 @@ import { LoggerRegistry } from '../../src/proxy/log';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { GrpcMux, type RelayedResponse } from '../../src/proxy/xds/grpc-mux';
 import { TYPE_URL } from '../../src/xds/types';
-import { cla, edsCluster, startAds, waitFor } from './helpers';
+import { cla, edsCluster, startAds } from './helpers';
+import { waitForValue } from '../helpers/wait';
 
 const A = 'outbound|80||a.demo.svc.cluster.local';
 const B = 'outbound|80||b.demo.svc.cluster.local';
@@ -48,7 +49,7 @@ for (const delta of [false, true]) {
     main.onRelay = (r) => relayed.push(r);
     const mainSeen = watch(main);
     main.start();
-    await waitFor(() => mainSeen.endpoints.size === 2, 'the main mux applied CDS and EDS');
+    await waitForValue('the main mux applied CDS and EDS', () => mainSeen.endpoints.size === 2, { timeoutMs: 10_000, intervalMs: 20 });
     t.ok(relayed.length >= 2, 'accepted responses were relayed');
     t.equal(relayed.every((r) => r.delta === delta), true, 'relayed as the wire protocol in use');
 
@@ -59,7 +60,7 @@ for (const delta of [false, true]) {
     for (const r of main.snapshot()) late.receive(r);
     const lateSeen = watch(late);
     late.start();
-    await waitFor(() => lateSeen.endpoints.size === 2, 'the late relay applied the snapshot');
+    await waitForValue('the late relay applied the snapshot', () => lateSeen.endpoints.size === 2, { timeoutMs: 10_000, intervalMs: 20 });
     t.same(lateSeen.clusters, [A, B]);
     t.same(lateSeen.endpoints.get(A), [1001]);
     const live = relayed.length;
@@ -69,13 +70,13 @@ for (const delta of [false, true]) {
     };
 
     ads.update({ endpoints: [cla(A, [{ port: 1002 }, { port: 1003 }]), cla(B, [{ port: 2001 }])] });
-    await waitFor(() => mainSeen.endpoints.get(A)?.length === 2, 'the main mux applied the endpoint update');
-    await waitFor(() => lateSeen.endpoints.get(A)?.length === 2, 'the relay applied the live update');
+    await waitForValue('the main mux applied the endpoint update', () => mainSeen.endpoints.get(A)?.length === 2, { timeoutMs: 10_000, intervalMs: 20 });
+    await waitForValue('the relay applied the live update', () => lateSeen.endpoints.get(A)?.length === 2, { timeoutMs: 10_000, intervalMs: 20 });
     t.same(lateSeen.endpoints.get(A)?.sort(), [1002, 1003]);
     t.ok(relayed.length > live);
 
     ads.update({ clusters: [edsCluster(A)], endpoints: [cla(A, [{ port: 1002 }, { port: 1003 }])] });
-    await waitFor(() => lateSeen.clusters.length === 1, 'the relay saw the cluster removal');
+    await waitForValue('the relay saw the cluster removal', () => lateSeen.clusters.length === 1, { timeoutMs: 10_000, intervalMs: 20 });
     t.same(lateSeen.clusters, [A]);
     t.equal(ads.ads.connections().length, 1, 'one stream to the server: relays have none');
   });

@@ -21,7 +21,8 @@ import { generatorsFor } from '../../src/xds/gen';
 import { envoyTypeRegistry } from '../../src/xds/registry';
 import { TYPE_URL, type PushRequest } from '../../src/xds/types';
 import { cfg, ListStore, proxy } from '../discovery/fixtures';
-import { json, jwksDocument, rsaKey, startKeyServer, until } from './helpers';
+import { json, jwksDocument, rsaKey, startKeyServer } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 const NORMALIZE = { spaceDelimitedClaims: ['scope', 'permission'] };
 // Istio's TestJwtFilter inlines placeholder text; the daemon now sends only key sets the proxy can load
@@ -70,7 +71,7 @@ t.test('single JWT rule with jwksUri: the daemon inlines the fetched keys (Istio
     bypassCorsPreflight: true,
   });
   t.same(convert(rules, { resolver: r }), golden(createFakeJwks(srv.url('/oauth2/v3/certs'))), 'before the first fetch completes: the reject-all keys');
-  await until('keys fetched', () => r.getPublicKey('https://secret.foo.com', srv.url('/oauth2/v3/certs')) !== undefined);
+  await waitFor('keys fetched', () => r.getPublicKey('https://secret.foo.com', srv.url('/oauth2/v3/certs')) !== undefined, { timeoutMs: 10_000, intervalMs: 20 });
   t.same(convert(rules, { resolver: r }), golden(doc), 'then the key server\'s document');
 });
 
@@ -117,7 +118,7 @@ t.test('several rules: sorted by issuer, any single provider or all present toke
   ];
   t.same(mergedJwtRules(policies).map((x) => x.issuer), ['https://secret.bar.com', 'https://secret.foo.com']);
   r.getPublicKey('https://secret.foo.com', srv.url());
-  await until('keys', () => r.getPublicKey('https://secret.foo.com', srv.url()) !== undefined);
+  await waitFor('keys', () => r.getPublicKey('https://secret.foo.com', srv.url()) !== undefined, { timeoutMs: 10_000, intervalMs: 20 });
   const f = jwtFilter(policies, false, { mode: 'istiod', resolver: r, push: pushWith([]) })!;
   t.equal(f.name, 'envoy.filters.http.jwt_authn');
   t.equal(f.configType.case, 'typedConfig');

@@ -20,9 +20,10 @@ import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3
 import { envoyTypeRegistry } from '../../src/xds/registry';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
 import { built } from '../helpers/binary';
-import { startDaemon, waitFor, type RunningDaemon } from '../helpers/daemon';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { SotwStream } from '../xds/server/helpers';
 import { deadPort, jwksDocument, rsaKey, startKeyServer } from './helpers';
+import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -188,14 +189,14 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
   ads.send({ typeUrl: RDS, resourceNames: [rdsName] });
   let rc: RouteConfiguration | undefined;
   await waitFor(
+    () => 'no RDS answer',
     async () => {
       const r = await ads.next('RDS answer', 10_000);
       ads.ack(r, r.typeUrl === RDS ? [rdsName] : []);
       if (r.typeUrl === RDS) rc = anyUnpack(r.resources[0]!, RouteConfigurationSchema);
       return rc !== undefined;
     },
-    15_000,
-    () => 'no RDS answer',
+    { timeoutMs: 15_000 },
   );
   const route = rc!.virtualHosts.flatMap((v) => v.routes).find((r) => r.match?.pathSpecifier.case === 'prefix' && r.match.pathSpecifier.value === '/headers');
   t.ok(route, 'the /headers route');
@@ -241,9 +242,9 @@ t.test('a key server that is down: the proxy gets the reject-all key set, never 
   // the reject-everything key set for this URI (a P-256 key, since Envoy refuses Istio's RSA one: see keyset.ts)
   t.equal(inlineKeys(hcmOf(l)), createFakeJwks(uri), 'the fake JWKS');
   await waitFor(
-    async () => /^pilot_jwks_resolver_network_fetch_fail_total [1-9]/m.test(await (await fetch(`http://${daemon.monitoring}/metrics`)).text()),
-    15_000,
     () => 'no failed fetch counted',
+    async () => /^pilot_jwks_resolver_network_fetch_fail_total [1-9]/m.test(await (await fetch(`http://${daemon.monitoring}/metrics`)).text()),
+    { timeoutMs: 15_000 },
   );
   t.pass('failed fetches counted');
 });

@@ -82,13 +82,3 @@ export async function deadPort(): Promise<number> {
 export function json<D extends DescMessage>(schema: D, init: MessageInitShape<D>): JsonValue {
   return toJson(schema, create(schema, init), { registry: envoyTypeRegistry() });
 }
-
-/** Polls until `check` holds, with a deadline. */
-export async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

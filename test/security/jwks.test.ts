@@ -12,8 +12,9 @@ import { createFakeJwks, keySetChanged } from '../../src/security/jwks/keyset';
 import { parseJwksFetchMode } from '../../src/security/jwks/mode';
 import { JwksResolver, networkFetchFail, networkFetchSuccess, type JwksResolverOptions } from '../../src/security/jwks/resolver';
 import { makeCerts, tempDir } from '../meshd/helpers';
-import { deadPort, jwksDocument, rsaKey, startKeyServer, until } from './helpers';
+import { deadPort, jwksDocument, rsaKey, startKeyServer } from './helpers';
 import { envoyMissing, envoyPath } from '../helpers/envoy';
+import { waitFor } from '../helpers/wait';
 
 const counter = async (c: typeof networkFetchSuccess) => (await c.get()).values[0]?.value ?? 0;
 
@@ -120,7 +121,7 @@ t.test('an unknown URI gets the reject-all key set at once, then the fetched key
   const ok0 = await counter(networkFetchSuccess);
   const v0 = r.version;
   t.equal(inlined(r, srv.url()), createFakeJwks(srv.url()), 'fake keys while the fetch runs');
-  await until('keys fetched', () => changes() === 1);
+  await waitFor('keys fetched', () => changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(inlined(r, srv.url()), doc, 'the served document is inlined as is');
   t.equal(r.version, v0 + 1, 'version moved with the change');
   t.equal(await counter(networkFetchSuccess), ok0 + 1, 'pilot_jwks_resolver_network_fetch_success_total counted the GET');
@@ -142,13 +143,13 @@ t.test('the refresh timer picks up a rotated key and pushes; an unchanged docume
   t.teardown(() => srv.close());
   const { r, changes } = resolver(t, { refreshIntervalMs: 150 });
   inlined(r, srv.url());
-  await until('first keys', () => changes() === 1);
+  await waitFor('first keys', () => changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   const hitsAfterFirst = srv.hits();
-  await until('a refresh ran', () => srv.hits() > hitsAfterFirst, 5_000);
+  await waitFor('a refresh ran', () => srv.hits() > hitsAfterFirst, { timeoutMs: 5_000, intervalMs: 20 });
   await r.idle();
   t.equal(changes(), 1, 'same keys: no push');
   srv.serve(jwksDocument(k2, k1));
-  await until('rotation seen', () => changes() === 2, 5_000);
+  await waitFor('rotation seen', () => changes() === 2, { timeoutMs: 5_000, intervalMs: 20 });
   t.equal(inlined(r, srv.url()), jwksDocument(k2, k1), 'the rotated set is inlined');
   t.equal(r.keyChangedCount, 2);
 });
@@ -171,7 +172,7 @@ t.test('a key server that is down: every token is rejected, nothing is pushed, f
   t.teardown(() => srv.close());
   const uri2 = srv.url();
   t.equal(inlined(r, uri2), createFakeJwks(uri2));
-  await until('keys of the server that came up', () => changes() === 1);
+  await waitFor('keys of the server that came up', () => changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(inlined(r, uri2), jwksDocument(k1));
 });
 
@@ -200,7 +201,7 @@ t.test('a refresh that fails keeps the last good keys', async (t) => {
   t.teardown(() => srv.close());
   const { r, changes } = resolver(t);
   inlined(r, srv.url());
-  await until('keys', () => changes() === 1);
+  await waitFor('keys', () => changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   srv.serve('down for maintenance', 503);
   const failed = r.refreshFailedCount;
   await r.refreshNow();
@@ -243,12 +244,12 @@ t.test('HTTPS key servers: verified against trusted roots, or not at all with JW
 
   const insecure = resolver(t, { insecureSkipVerify: true });
   inlined(insecure.r, srv.url());
-  await until('keys without verification', () => insecure.changes() === 1);
+  await waitFor('keys without verification', () => insecure.changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(inlined(insecure.r, srv.url()), doc);
 
   const trusted = resolver(t, { caBundlePaths: ['/nonexistent/extra.pem', certs.caCert] });
   inlined(trusted.r, srv.url());
-  await until('keys from a server the extra bundle vouches for', () => trusted.changes() === 1);
+  await waitFor('keys from a server the extra bundle vouches for', () => trusted.changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(inlined(trusted.r, srv.url()), doc);
 });
 
@@ -263,7 +264,7 @@ t.test('a rule without jwksUri finds the key set through OpenID discovery of the
   srv.serve(doc, 200, '/keys');
   const { r, changes } = resolver(t);
   t.equal(inlined(r, '', issuer), createFakeJwks(''));
-  await until('discovered keys', () => changes() === 1);
+  await waitFor('discovered keys', () => changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.equal(inlined(r, '', issuer), doc);
 });
 
@@ -272,7 +273,7 @@ t.test('close() stops refreshing', async (t) => {
   t.teardown(() => srv.close());
   const { r, changes } = resolver(t, { refreshIntervalMs: 50 });
   inlined(r, srv.url());
-  await until('keys', () => changes() === 1);
+  await waitFor('keys', () => changes() === 1, { timeoutMs: 10_000, intervalMs: 20 });
   t.ok(r.refreshScheduled, 'a refresh is scheduled while open');
   r.close();
   await r.idle();

@@ -8,6 +8,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
+import { joinHostPort } from '../../lib/hostport';
 
 export interface HttpGet {
   path: string;
@@ -122,11 +123,6 @@ export function parseReadinessProbe(raw: unknown, where = 'readinessProbe'): Rea
     failureThreshold: int(raw, 'failureThreshold', where, 1),
     method,
   };
-}
-
-/** Go's net.JoinHostPort. */
-function joinHostPort(host: string, p: number): string {
-  return host.includes(':') ? `[${host}]:${p}` : `${host}:${p}`;
 }
 
 /** Go's dial error text for the common causes, so messages read as Istio's agent writes them. */

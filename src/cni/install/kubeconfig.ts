@@ -7,6 +7,7 @@ import YAML from 'yaml';
 import { registerScope } from '../../lib/log';
 import { PLUGIN_KUBECONFIG_NAME } from '../plugin/config';
 import { atomicWrite } from './files';
+import { joinHostPort } from '../../lib/hostport';
 
 const log = registerScope('cni-agent', 'CNI agent');
 
@@ -29,10 +30,6 @@ export class KubeconfigError extends Error {
 const CONTEXT = 'mesh-cni-context';
 const CLUSTER = 'local';
 const USER = 'mesh-cni';
-
-function joinHostPort(host: string, port: string): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
-}
 
 /** The file's text: kubeconfig v1 with keys sorted, as client-go's serialisation through sigs.k8s.io/yaml. */
 export async function createKubeconfig(s: KubeconfigSettings): Promise<{ full: string; redacted: string }> {

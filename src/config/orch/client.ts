@@ -10,6 +10,7 @@ import { parse as parseYaml } from 'yaml';
 import { buildInfo } from '../../lib/buildinfo';
 import { registerScope } from '../../lib/log';
 import { limiterFor, type RateLimiter } from './ratelimit';
+import { joinHostPort } from '../../lib/hostport';
 
 const log = registerScope('orch', 'orchestrator client and informers');
 
@@ -337,9 +338,8 @@ function loadInCluster(kc: K8s.KubeConfig, env: NodeJS.ProcessEnv, prefix: strin
   // loadFromCluster reads KUBERNETES_SERVICE_*; our product's names win when set.
   const c = kc.getCurrentCluster()!;
   const scheme = port === '80' || port === '8080' || port === '8001' ? 'http' : 'https';
-  const hostPart = host.includes(':') ? `[${host}]` : host;
   kc.loadFromOptions({
-    clusters: [{ ...c, server: `${scheme}://${hostPart}:${port}` }],
+    clusters: [{ ...c, server: `${scheme}://${joinHostPort(host, port)}` }],
     users: kc.users,
     contexts: kc.contexts,
     currentContext: kc.currentContext,

@@ -13,27 +13,9 @@ import {
 } from './names';
 import { parseProtocol, protocolError } from './protocol';
 import { at, dot, type Report } from './report';
+import { splitHostPort } from '../../lib/hostport';
 import { checkServerTLS } from './tls';
 import { checkDestination } from './virtualservice';
-
-/** Go's net.SplitHostPort, returning Go's error text. */
-export function splitHostPort(hostport: string): { host: string; port: string } | { error: string } {
-  const missingPort = { error: `address ${hostport}: missing port in address` };
-  const last = hostport.lastIndexOf(':');
-  if (last < 0) return missingPort;
-  let host: string;
-  if (hostport.startsWith('[')) {
-    const end = hostport.indexOf(']');
-    if (end < 0) return { error: `address ${hostport}: missing ']' in address` };
-    if (end + 1 === hostport.length) return missingPort;
-    if (end + 1 !== last) return { error: `address ${hostport}: ${hostport[end + 1] === ':' ? 'too many colons' : 'missing port'} in address` };
-    host = hostport.slice(1, end);
-  } else {
-    host = hostport.slice(0, last);
-    if (host.includes(':')) return { error: `address ${hostport}: too many colons in address` };
-  }
-  return { host, port: hostport.slice(last + 1) };
-}
 
 function checkPortAndBind(port: Port, bind: string, path: string, r: Report): void {
   if (port.name) r.error(dot(path, 'port.name'), validatePortName(port.name));
@@ -72,10 +54,13 @@ export function validateSidecar(c: Config<'Sidecar'>, r: Report): void {
       const dp = dot(p, 'defaultEndpoint');
       if (de.startsWith(UNIX_ADDRESS_PREFIX)) r.error(dp, validateUnixAddress(de.slice(UNIX_ADDRESS_PREFIX.length)));
       else {
-        const hp = splitHostPort(de);
-        const host = 'error' in hp ? '' : hp.host;
-        const portStr = 'error' in hp ? '' : hp.port;
-        if ('error' in hp) r.error(dp, hp.error);
+        let host = '';
+        let portStr = '';
+        try {
+          ({ host, port: portStr } = splitHostPort(de));
+        } catch (e) {
+          r.error(dp, (e as Error).message);
+        }
         if (host !== '' && !['127.0.0.1', '0.0.0.0', '::1', '::'].includes(host))
           r.error(dp, 'sidecar: defaultEndpoint must be of form 127.0.0.1:<port>,0.0.0.0:<port>,[::1]:port,[::]:port,unix://filepath or unset');
         if (!/^[+-]?[0-9]+$/.test(portStr)) r.error(dp, `sidecar: defaultEndpoint port (${portStr}) is not a number: strconv.Atoi: parsing ${JSON.stringify(portStr)}: invalid syntax`);

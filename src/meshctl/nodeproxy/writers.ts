@@ -5,6 +5,7 @@ import { TabWriter } from '../../lib/tabwriter';
 import { goSortSlice } from '../../lib/gosort';
 import { jsonToGoYaml } from '../../lib/goyaml';
 import { field, goDecode, GoJsonError, goMarshalIndent, T, type GoType, type GoValue, type GoStructValue } from '../../lib/gojson';
+import { joinHostPort, splitHostPort } from '../../lib/hostport';
 
 const Locality = T.struct('Locality', [
   { json: 'region', type: T.string, omitempty: true },
@@ -396,13 +397,13 @@ export interface ConnectionsFilter {
 const info = (v: V, name: string) => s(field(v, 'info'), name);
 
 /** net.SplitHostPort's host and port, or undefined. */
-function splitHostPort(addr: string): [string, string] | undefined {
-  const m = /^\[([^\]]*)\]:([^:]*)$/.exec(addr) ?? /^([^:[\]]*):([^:]*)$/.exec(addr);
-  return m ? [m[1]!, m[2]!] : undefined;
-}
-
-function joinHostPort(host: string, port: string): string {
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+function hostAndPort(addr: string): [string, string] | undefined {
+  try {
+    const { host, port } = splitHostPort(addr);
+    return [host, port];
+  } catch {
+    return undefined;
+  }
 }
 
 export function connectionsSummary(d: NodeProxyDump, f: ConnectionsFilter): string {
@@ -425,7 +426,7 @@ export function connectionsSummary(d: NodeProxyDump, f: ConnectionsFilter): stri
   }
   const lookup = (addr: string): string => {
     if (f.raw) return addr;
-    const [ip, port] = splitHostPort(addr) ?? ['', ''];
+    const [ip, port] = hostAndPort(addr) ?? ['', ''];
     const svc = serviceNames.get(ip);
     if (svc !== undefined) return joinHostPort(svc, port);
     const wl = workloadNames.get(ip);

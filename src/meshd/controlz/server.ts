@@ -2,7 +2,7 @@
 // Paths follow Istio: `/` home, `/<topic>z/` pages, `/<topic>j/` JSON (`/scopej/<scope>` GET/PUT,
 // `/memj/forcecollection` PUT, `/signalj/SIGUSR1` PUT/POST, `/homej/exit` PUT).
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { joinHostPort } from '../address';
+import { joinHostPort } from '../../lib/hostport';
 import { readBody, writeText } from '../http/router';
 import { startHttpListener, type Listener } from '../listeners';
 import { appSignalWatcherCount, notifyAppSignal } from '../appsignals';

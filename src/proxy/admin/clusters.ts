@@ -8,6 +8,7 @@ import { HealthStatus } from '../../gen/envoy/config/core/v3/health_check_pb';
 import type { ListenerManager } from '../listener/manager';
 import type { UpstreamCluster } from '../upstream/cluster';
 import type { Host } from '../upstream/host';
+import { joinHostPort } from '../../lib/hostport';
 
 function hostStats(h: Host): Array<[string, number]> {
   const s = h.stats;
@@ -94,7 +95,7 @@ export function listenersText(lm: ListenerManager): string {
   let out = '';
   for (const l of lm.list()) {
     const a = l.runtime.address;
-    const addr = a.pipe ?? (a.host.includes(':') ? `[${a.host}]:${l.boundPort ?? a.port}` : `${a.host}:${l.boundPort ?? a.port}`);
+    const addr = a.pipe ?? joinHostPort(a.host, l.boundPort ?? a.port);
     out += `${l.name}::${addr}\n`;
   }
   return out;

@@ -4,7 +4,8 @@
 import os from 'node:os';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { ConfigError } from '../matchers/string';
-import { hostPort, type StreamInfo } from '../stream-info';
+import { joinHostPort } from '../../lib/hostport';
+import type { StreamInfo } from '../stream-info';
 import { ENVOY_STREAM_INFO_COMMANDS } from './envoy-commands';
 
 /** Reads request or response headers by lower-case name (pseudo-headers included). */
@@ -99,12 +100,12 @@ const SIMPLE: Record<string, (c: FormatContext) => string | undefined> = {
   UPSTREAM_LOCAL_ADDRESS: (c) => c.info.upstreamLocalAddress || undefined,
   UPSTREAM_TRANSPORT_FAILURE_REASON: (c) => c.info.upstreamTransportFailureReason || undefined,
   UPSTREAM_REQUEST_ATTEMPT_COUNT: (c) => num(c.info.attemptCount),
-  DOWNSTREAM_REMOTE_ADDRESS: (c) => hostPort(c.info.downstream.remoteAddress, c.info.downstream.remotePort),
+  DOWNSTREAM_REMOTE_ADDRESS: (c) => joinHostPort(c.info.downstream.remoteAddress, c.info.downstream.remotePort),
   DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT: (c) => c.info.downstream.remoteAddress,
   DOWNSTREAM_REMOTE_PORT: (c) => num(c.info.downstream.remotePort),
-  DOWNSTREAM_DIRECT_REMOTE_ADDRESS: (c) => hostPort(c.info.downstream.remoteAddress, c.info.downstream.remotePort),
+  DOWNSTREAM_DIRECT_REMOTE_ADDRESS: (c) => joinHostPort(c.info.downstream.remoteAddress, c.info.downstream.remotePort),
   DOWNSTREAM_DIRECT_REMOTE_ADDRESS_WITHOUT_PORT: (c) => c.info.downstream.remoteAddress,
-  DOWNSTREAM_LOCAL_ADDRESS: (c) => hostPort(c.info.downstream.localAddress, c.info.downstream.localPort),
+  DOWNSTREAM_LOCAL_ADDRESS: (c) => joinHostPort(c.info.downstream.localAddress, c.info.downstream.localPort),
   DOWNSTREAM_LOCAL_ADDRESS_WITHOUT_PORT: (c) => c.info.downstream.localAddress,
   DOWNSTREAM_LOCAL_PORT: (c) => num(c.info.downstream.localPort),
   DOWNSTREAM_PEER_URI_SAN: (c) => c.info.downstream.peerUriSans.join(',') || undefined,

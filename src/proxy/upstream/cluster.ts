@@ -29,6 +29,7 @@ import { releaseHostPools } from './pool';
 import { TransportSocketMatcher, type UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
 import { WeakInterner } from '../../lib/intern';
+import { joinHostPort } from '../../lib/hostport';
 
 export type ClusterType = 'STATIC' | 'STRICT_DNS' | 'LOGICAL_DNS' | 'EDS' | 'ORIGINAL_DST';
 export type UpstreamProtocol = 'http1' | 'http2' | 'downstream';
@@ -505,7 +506,7 @@ export class UpstreamCluster {
 
   /** ORIGINAL_DST: the host for a destination, created on first use. */
   originalDstHost(address: string, port: number): Host {
-    const key = address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`;
+    const key = joinHostPort(address, port);
     let h = this.hosts.find((x) => x.key === key);
     if (!h) {
       h = new Host(address, port, '', 1, 'healthy', 0, NO_LOCALITY, undefined);

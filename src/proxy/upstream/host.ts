@@ -2,6 +2,7 @@
 // the per-host counters Envoy's /clusters shows. Connection pools hang off the host (upstream/pool.ts).
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { UpstreamTransport } from './transport-socket';
+import { joinHostPort } from '../../lib/hostport';
 
 export type HealthStatus = 'unknown' | 'healthy' | 'unhealthy' | 'draining' | 'timeout' | 'degraded';
 
@@ -52,7 +53,7 @@ export class Host {
   ) {}
 
   get key(): string {
-    return this.pipe ?? (this.address.includes(':') ? `[${this.address}]:${this.port}` : `${this.address}:${this.port}`);
+    return this.pipe ?? joinHostPort(this.address, this.port);
   }
 
   get ejected(): boolean {

@@ -22,9 +22,9 @@ import {
   RDS,
   SotwStream,
   startServer,
-  until,
   world,
 } from './helpers';
+import { waitFor } from '../../helpers/wait';
 
 const W1 = world('2026-11-22T04:00:00Z', { [CLUSTER_A]: ['10.1.0.1'], [CLUSTER_B]: ['10.2.0.1'] });
 const CLUSTER_C = 'outbound|80||c.default.svc.cluster.local';
@@ -69,7 +69,7 @@ t.test('delta subscribe and unsubscribe: resources, versions, removed_resources 
   d.send({ typeUrl: EDS, resourceNamesUnsubscribe: [CLUSTER_A] });
   await sentinel(d);
   t.equal(d.inbox.pending(), 0, 'an unsubscribe needs no answer');
-  await until(() => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === EDS)!.resourceNames.length === 1, 'unsubscribe applied');
+  await waitFor('unsubscribe applied', () => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === EDS)!.resourceNames.length === 1, { timeoutMs: 5_000, intervalMs: 5 });
   t.same(srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === EDS)!.resourceNames, [CLUSTER_B]);
 
   // Cluster B goes away: CDS lists it removed and sends nothing unchanged; EDS does the same for B.
@@ -109,14 +109,14 @@ t.test('explicit wildcard: only changes are sent; leaving the wildcard keeps exp
   t.same(rnames(a), [CLUSTER_A], 'an explicit subscription is answered even if the client holds it');
   d.ack(a, { resourceNamesUnsubscribe: ['*'] });
   await sentinel(d);
-  await until(() => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === CDS)!.wildcard === false, 'wildcard dropped');
+  await waitFor('wildcard dropped', () => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === CDS)!.wildcard === false, { timeoutMs: 5_000, intervalMs: 5 });
   const w = srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!;
   t.same(w.resourceNames, [CLUSTER_A]);
   t.equal(w.resourceCount, 1);
 
   // C disappearing concerns no one subscribed to it any more.
   srv.ads.pushAll(pushReq(world('v3', W1.clusters)), { immediate: true });
-  await until(() => srv.ads.stats().pendingPushes === 0 && srv.ads.stats().inFlightPushes === 0, 'push drained');
+  await waitFor('push drained', () => srv.ads.stats().pendingPushes === 0 && srv.ads.stats().inFlightPushes === 0, { timeoutMs: 5_000, intervalMs: 5 });
   await sentinel(d);
   t.equal(d.inbox.pending(), 0, 'nothing sent for resources outside the subscription');
 });
@@ -129,7 +129,7 @@ t.test('initial_resource_versions: a reconnecting client gets only what changed'
   const first = await d1.expect(CDS);
   const held = Object.fromEntries(first.resources.map((r) => [r.name, r.version]));
   d1.close();
-  await until(() => srv.ads.connections().length === 0, 'first stream released');
+  await waitFor('first stream released', () => srv.ads.connections().length === 0, { timeoutMs: 5_000, intervalMs: 5 });
 
   srv.setWorld(world('v2', { [CLUSTER_A]: ['10.1.0.1'], [CLUSTER_C]: ['10.3.0.1'] }));
   const d2 = new DeltaStream(srv.address);

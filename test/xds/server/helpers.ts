@@ -394,15 +394,6 @@ export async function metricValue(name: string, labels: Record<string, string> =
   return total;
 }
 
-/** Polls `cond` until true or the deadline passes. */
-export async function until(cond: () => boolean | Promise<boolean>, what: string, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await cond())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
-
 export function pushReq(push: World, init: Partial<PushRequest<World>> = {}): PushRequest<World> {
   return {
     full: true,

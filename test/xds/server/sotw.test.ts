@@ -21,9 +21,9 @@ import {
   RDS,
   SotwStream,
   startServer,
-  until,
   world,
 } from './helpers';
+import { waitFor } from '../../helpers/wait';
 
 const W1 = world('2026-11-22T04:00:00Z', { [CLUSTER_A]: ['10.1.0.1'], [CLUSTER_B]: ['10.2.0.1'] });
 
@@ -68,7 +68,7 @@ t.test('initial CDS, EDS, LDS, RDS carry the push version and unique nonces', as
   t.equal(new Set([cds, eds, lds, rds].map((r) => r.nonce)).size, 4, 'every response has its own nonce');
   t.equal(new Set([cds, eds, lds, rds].map((r) => r.versionInfo)).size, 1, 'initial state is one version');
 
-  await until(() => srv.ads.connections()[0]?.watches.every((w) => w.nonceAcked === w.nonceSent) ?? false, 'all ACKs processed');
+  await waitFor('all ACKs processed', () => srv.ads.connections()[0]?.watches.every((w) => w.nonceAcked === w.nonceSent) ?? false, { timeoutMs: 5_000, intervalMs: 5 });
   const [con] = srv.ads.connections();
   t.match(con!.conId, /^app-1\.default-\d+$/, 'conID is <proxy id>-<counter>');
   t.same(con!.watches.map((w) => w.typeUrl), [CDS, EDS, LDS, RDS], 'watches listed in push order');
@@ -108,7 +108,7 @@ t.test('a stale nonce is ignored and counted', async (t) => {
   s.send({ node: node(), typeUrl: CDS });
   const first = await s.expect(CDS);
   s.ack(first);
-  await until(() => srv.ads.connections()[0]?.watches[0]?.nonceAcked === first.nonce, 'first ACK processed');
+  await waitFor('first ACK processed', () => srv.ads.connections()[0]?.watches[0]?.nonceAcked === first.nonce, { timeoutMs: 5_000, intervalMs: 5 });
   const W2 = world('2026-11-22T04:01:00Z', { [CLUSTER_A]: ['10.1.0.1'] });
   srv.ads.pushAll(pushReq(W2), { immediate: true });
   const second = await s.expect(CDS);
@@ -154,7 +154,7 @@ t.test('a NACK is logged, counted, not answered, and the next push still goes ou
 
   // The same content pushed again is not resent (it is what was rejected): no loop.
   srv.ads.pushAll(pushReq(world('same-config', W1.clusters)), { immediate: true });
-  await until(() => srv.ads.stats().inFlightPushes === 0 && srv.ads.stats().pendingPushes === 0, 'push drained');
+  await waitFor('push drained', () => srv.ads.stats().inFlightPushes === 0 && srv.ads.stats().pendingPushes === 0, { timeoutMs: 5_000, intervalMs: 5 });
   await sentinel(s);
   t.equal(s.inbox.pending(), 0, 'unchanged config after a NACK is not pushed again');
 
@@ -165,7 +165,7 @@ t.test('a NACK is logged, counted, not answered, and the next push still goes ou
   t.match(next.versionInfo, /^fixed\//);
   t.same(names(next), [CLUSTER_A]);
   s.ack(next);
-  await until(() => srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!.nonceAcked === next.nonce, 'ACK seen');
+  await waitFor('ACK seen', () => srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!.nonceAcked === next.nonce, { timeoutMs: 5_000, intervalMs: 5 });
   t.equal(srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!.lastNack, undefined, 'an ACK clears the NACK');
 });
 
@@ -200,7 +200,7 @@ t.test('a reconnecting client gets the full state on its new stream', async (t) 
   const first = await bootstrap(s1);
   const id1 = srv.ads.connections()[0]!.conId;
   s1.close();
-  await until(() => srv.ads.connections().length === 0, 'old connection released');
+  await waitFor('old connection released', () => srv.ads.connections().length === 0, { timeoutMs: 5_000, intervalMs: 5 });
 
   const s2 = new SotwStream(srv.address);
   t.teardown(() => s2.close());

@@ -31,7 +31,8 @@ import { sotwOnRequest } from '../../../src/xds/server/sotw';
 import { deltaDiff, deltaOnRequest, deltaPushDiff, deltaRecordSent } from '../../../src/xds/server/delta';
 import { SendBudget } from '../../../src/xds/server/connection';
 import { newWatch, type WatchState } from '../../../src/xds/server/watch';
-import { CDS, EDS, LDS, RDS, until } from './helpers';
+import { CDS, EDS, LDS, RDS } from './helpers';
+import { waitFor } from '../../helpers/wait';
 
 type P = { version: string };
 const p1: P = { version: 'v1' };
@@ -110,7 +111,7 @@ t.test('Debouncer merges a burst, honours the cap, and lets EDS through when tol
   t.teardown(() => d.stop());
   for (let i = 0; i < 20; i++) d.submit(newPushRequest({ version: `v${i}` }, { configsUpdated: [`VirtualService/ns/r${i}`], reasons: { config: 1 } }));
   t.equal(d.pendingEvents(), 20);
-  await until(() => out.length === 1, 'debounced push');
+  await waitFor('debounced push', () => out.length === 1, { timeoutMs: 5_000, intervalMs: 5 });
   t.equal(out[0]!.info.events, 20);
   t.equal(out[0]!.req.push.version, 'v19');
   t.equal(out[0]!.req.configsUpdated.size, 20);
@@ -123,7 +124,7 @@ t.test('Debouncer merges a burst, honours the cap, and lets EDS through when tol
   t.teardown(() => d2.stop());
   const timer = setInterval(() => d2.submit(newPushRequest(p1)), 10);
   t.teardown(() => clearInterval(timer));
-  await until(() => capped.length >= 1, 'capped push', 3000);
+  await waitFor('capped push', () => capped.length >= 1, { timeoutMs: 3000, intervalMs: 5 });
   clearInterval(timer);
   t.ok(capped[0]!.waitedMs >= 100 && capped[0]!.events >= 2, `pushed at the cap after ${capped[0]!.waitedMs}ms`);
 
