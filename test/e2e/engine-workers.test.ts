@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { built } from '../helpers/binary';
+import { rawHead } from '../helpers/raw-http';
 import { prefixRouteConfig, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
 import { waitFor } from '../helpers/wait';
 
@@ -60,25 +61,6 @@ async function untilBothServe(t: Tap, gw: GatewayRig, host: string, p: string, w
 }
 
 type Tap = Pick<typeof t, 'fail'>;
-
-/** The response head of one keep-alive HTTP/1.1 request on a new connection (Node's client would ask to close). */
-function keepAliveHead(port: number, p: string, host: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port, '127.0.0.1', () => s.write(`GET ${p} HTTP/1.1\r\nhost: ${host}\r\n\r\n`));
-    let got = '';
-    s.setEncoding('latin1');
-    s.on('data', (d: string) => {
-      got += d;
-      const end = got.indexOf('\r\n\r\n');
-      if (end >= 0) {
-        s.destroy();
-        resolve(got.slice(0, end + 2));
-      }
-    });
-    s.on('error', reject);
-    s.setTimeout(10_000, () => s.destroy(new Error(`no response head from :${port}`)));
-  });
-}
 
 function refused(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -144,8 +126,9 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
     const before = perWorker(await stats(admin), ports!.gw);
     let seen = 0;
     for (let i = 0; i < 2000; i++) {
-      const head = await keepAliveHead(ports!.gw, '/two', 'a.example.com');
-      if (!head.startsWith('HTTP/1.1 200') || /^connection: close\r$/im.test(head) !== want) {
+      // a keep-alive request on a new connection (Node's client would ask to close)
+      const head = await rawHead(ports!.gw, 'GET /two HTTP/1.1\r\nhost: a.example.com\r\n\r\n');
+      if (head.status !== 200 || (head.headers['connection'] === 'close') !== want) {
         t.fail(`request ${i + 1}: ${JSON.stringify(head)}, expected 200 ${want ? 'with' : 'without'} connection: close`);
         return;
       }

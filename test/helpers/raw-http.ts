@@ -26,19 +26,46 @@ export function rawExchange(port: number, bytes: string, timeoutMs = 10_000): Pr
     c.setTimeout(timeoutMs, () => c.destroy(new Error(`no answer to ${JSON.stringify(bytes.slice(0, 60))}`)));
     c.on('close', () => {
       const text = Buffer.concat(chunks).toString('latin1');
-      const end = text.indexOf('\r\n\r\n');
-      if (end < 0) return reject(new Error(`no response head for ${JSON.stringify(bytes.slice(0, 60))}: ${JSON.stringify(text)}`));
-      const [line, ...lines] = text.slice(0, end).split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const l of lines) {
-        const i = l.indexOf(':');
-        headers[l.slice(0, i).toLowerCase()] = l.slice(i + 1).trim();
-      }
-      let body = text.slice(end + 4);
-      if (/chunked/i.test(headers['transfer-encoding'] ?? '')) body = dechunk(body);
-      resolve({ status: Number(line!.split(' ')[1]), headers, body });
+      const head = parseHead(text);
+      if (!head) return reject(new Error(`no response head for ${JSON.stringify(bytes.slice(0, 60))}: ${JSON.stringify(text)}`));
+      let body = text.slice(head.end);
+      if (/chunked/i.test(head.headers['transfer-encoding'] ?? '')) body = dechunk(body);
+      resolve({ status: head.status, headers: head.headers, body });
     });
   });
+}
+
+/**
+ * Sends the bytes and resolves with the response head as soon as it has arrived, then closes the connection
+ * itself: for keep-alive requests, whose connection the server leaves open.
+ */
+export function rawHead(port: number, bytes: string, timeoutMs = 10_000): Promise<Omit<RawAnswer, 'body'>> {
+  return new Promise((resolve, reject) => {
+    const c = net.connect(port, '127.0.0.1', () => c.write(Buffer.from(bytes, 'latin1')));
+    let text = '';
+    c.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      const head = parseHead(text);
+      if (!head) return;
+      c.destroy();
+      resolve({ status: head.status, headers: head.headers });
+    });
+    c.on('error', reject);
+    c.setTimeout(timeoutMs, () => c.destroy(new Error(`no response head to ${JSON.stringify(bytes.slice(0, 60))}`)));
+  });
+}
+
+/** Status and lower-cased header fields of a response head, and where the body starts; undefined until complete. */
+function parseHead(text: string): { status: number; headers: Record<string, string>; end: number } | undefined {
+  const end = text.indexOf('\r\n\r\n');
+  if (end < 0) return undefined;
+  const [line, ...lines] = text.slice(0, end).split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const l of lines) {
+    const i = l.indexOf(':');
+    headers[l.slice(0, i).toLowerCase()] = l.slice(i + 1).trim();
+  }
+  return { status: Number(line!.split(' ')[1]), headers, end: end + 4 };
 }
 
 function dechunk(s: string): string {
