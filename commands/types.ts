@@ -62,7 +62,7 @@ export interface CommandSpec {
   persistentFlags?: readonly FlagSpec[];
   subcommands?: readonly CommandSpec[];
   /**
-   * Key of the behaviour that runs this command, looked up lazily in src/cli/handlers.ts.
+   * Key of the behaviour that runs this command, looked up lazily in src/main/handlers.ts.
    * A group without `run` prints its help.
    */
   run?: string;

@@ -2,8 +2,9 @@
 // meshctl it becomes that program; otherwise the first word picks it (`mesh discovery …`).
 import net from 'node:net';
 import path from 'node:path';
-import { PROGRAMS, programByInvocation, programByWord } from './cli/programs';
 import { runProgram } from './cli/run';
+import { loadHandler } from './main/handlers';
+import { PROGRAMS, programByInvocation, programByWord } from './main/programs';
 import { useRegexFreeNetChecks } from './lib/ip';
 import { isSea } from './lib/sea';
 
@@ -50,9 +51,9 @@ export async function main(): Promise<number> {
     return runCniPlugin();
   }
   const byName = programByInvocation(invokedAs);
-  if (byName) return runProgram(await byName.load(), args, io);
+  if (byName) return runProgram(await byName.load(), args, io, loadHandler);
   const byWord = programByWord(args[0]);
-  if (byWord) return runProgram(await byWord.load(), args.slice(1), io);
+  if (byWord) return runProgram(await byWord.load(), args.slice(1), io, loadHandler);
   if (args.length === 0 || args[0] === '--help' || args[0] === '-h' || args[0] === 'help') {
     process.stdout.write(meshUsage());
     return 0;

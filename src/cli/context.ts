@@ -24,6 +24,10 @@ export interface RunContext {
 /** A command's behaviour. Returns the process exit code. Throw CommandError for a user-facing failure. */
 export type Handler = (ctx: RunContext) => Promise<number>;
 
+/** Finds the behaviour behind a table's `run` key. Given to the runner by the composition root
+ *  (src/main/handlers.ts), so that the CLI engine never imports the behaviours it runs. */
+export type HandlerLoader = (key: string) => Promise<Handler>;
+
 /** A failure the user caused or must act on; printed as `Error: <message>` with the program's exit code. */
 export class CommandError extends Error {
   constructor(message: string, readonly exitCode?: number) {

@@ -3,8 +3,7 @@
 // has already parsed the flags (clipanion cannot take option values that begin with `-`, as pflag does).
 import { Cli, Command, Option, type BaseContext } from 'clipanion';
 import type { CommandSpec, ProgramSpec } from '../../commands/types';
-import type { RunContext } from './context';
-import { loadHandler } from './handlers';
+import type { HandlerLoader, RunContext } from './context';
 import { walk, leaf } from './tree';
 
 export interface MeshContext extends BaseContext {
@@ -23,7 +22,7 @@ export function aliasPaths(chain: readonly CommandSpec[]): string[][] {
 
 /** The clipanion classes of a program: every runnable command, or only those named (start-up cost
  *  grows with the number of registered classes, and the argv engine has already found the command). */
-export function buildCli(program: ProgramSpec, only?: readonly CommandSpec[][]): Cli<MeshContext> {
+export function buildCli(program: ProgramSpec, loadHandler: HandlerLoader, only?: readonly CommandSpec[][]): Cli<MeshContext> {
   const cli = new Cli<MeshContext>({ binaryName: program.name, enableCapture: false, enableColors: false });
   for (const chain of only ?? walk(program)) {
     const spec = leaf(chain);

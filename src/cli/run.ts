@@ -1,7 +1,7 @@
 // Runs one program of the multi-call binary: parse with the tables, report errors as cobra does,
 // then let clipanion route to the generated command and run its behaviour.
 import type { FlagSpec, ProgramSpec } from '../../commands/types';
-import { CommandError, type FlagValue, type RunContext } from './context';
+import { CommandError, type FlagValue, type HandlerLoader, type RunContext } from './context';
 import { parseArgv, UsageError } from './argv';
 import { EnvError, EnvTable, flagEnvFallback } from './env';
 import { renderHelp } from './help';
@@ -30,7 +30,8 @@ export function effectiveDefaults(chain: Chain, env: NodeJS.ProcessEnv): Map<str
   return out;
 }
 
-export async function runProgram(program: ProgramSpec, argv: readonly string[], io: IO): Promise<number> {
+/** Runs `argv` against a program's table; `loadHandler` (the composition root's, src/main/handlers.ts) finds the behaviour. */
+export async function runProgram(program: ProgramSpec, argv: readonly string[], io: IO, loadHandler: HandlerLoader): Promise<number> {
   const fail = (message: string, chain?: Chain, code = program.errorExitCode): number => {
     io.stderr.write(`Error: ${message}\n`);
     if (chain) io.stderr.write(`Run '${commandPath(program, chain)} --help' for usage.\n`);
@@ -42,7 +43,7 @@ export async function runProgram(program: ProgramSpec, argv: readonly string[], 
     return 0;
   }
   // cobra's `help [command]`.
-  if (argv[0] === 'help') return runProgram(program, [...argv.slice(1), '--help'], io);
+  if (argv[0] === 'help') return runProgram(program, [...argv.slice(1), '--help'], io, loadHandler);
 
   let parsed;
   try {
@@ -100,7 +101,7 @@ export async function runProgram(program: ProgramSpec, argv: readonly string[], 
     stderr: io.stderr,
   };
   try {
-    const cli = buildCli(program, [[...chain]]);
+    const cli = buildCli(program, loadHandler, [[...chain]]);
     const command = cli.process([...path], { stdin: process.stdin, stdout: io.stdout as never, stderr: io.stderr as never, env: io.env, colorDepth: 1, prepared });
     return await command.validateAndExecute();
   } catch (e) {

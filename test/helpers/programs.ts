@@ -6,6 +6,7 @@ import { pilotAgent } from '../../commands/pilot-agent';
 import { installCni } from '../../commands/install-cni';
 import { meshctl } from '../../commands/meshctl';
 import { runProgram } from '../../src/cli/run';
+import { loadHandler } from '../../src/main/handlers';
 import { allFlags, walk, leaf } from '../../src/cli/tree';
 import { PassThrough } from 'node:stream';
 
@@ -49,6 +50,6 @@ export async function run(p: ProgramSpec, argv: readonly string[], env: NodeJS.P
   let stderr = '';
   out.on('data', (d) => (stdout += d));
   err.on('data', (d) => (stderr += d));
-  const code = await runProgram(p, argv, { stdout: out, stderr: err, env });
+  const code = await runProgram(p, argv, { stdout: out, stderr: err, env }, loadHandler);
   return { code, stdout, stderr };
 }

@@ -22,6 +22,7 @@ import { built, DIST, exec, type ExecResult } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 import { meshctl } from '../../commands/meshctl';
 import { runProgram } from '../../src/cli/run';
+import { loadHandler } from '../../src/main/handlers';
 import { Writable } from 'node:stream';
 
 const DATA = [path.resolve(REPO, '../shared/conformance/inject'), path.resolve(REPO, '../../shared/conformance/inject')].find((d) => existsSync(d))!;
@@ -115,7 +116,7 @@ async function runInProcess(args: string[], env: Record<string, string>): Promis
   const cwd = process.cwd();
   process.chdir(DATA);
   try {
-    const code = await runProgram(meshctl, args, { stdout: sink((s) => (stdout += s)), stderr: sink((s) => (stderr += s)), env: { ...baseEnv, ...env } });
+    const code = await runProgram(meshctl, args, { stdout: sink((s) => (stdout += s)), stderr: sink((s) => (stderr += s)), env: { ...baseEnv, ...env } }, loadHandler);
     return { code, stdout, stderr };
   } finally {
     process.chdir(cwd);

@@ -1,5 +1,5 @@
 // `version` for every program, with the output shapes of Istio's pkg/version command.
-import { CommandError, flagBool, flagString, type Handler } from './context';
+import { CommandError, flagBool, flagString, type Handler } from '../cli/context';
 import { buildInfo, longForm } from '../lib/buildinfo';
 
 export const run: Handler = async (ctx) => {

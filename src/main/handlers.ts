@@ -1,13 +1,14 @@
-// Behaviour behind each `run` key of the tables, loaded only when that command runs so that
-// `--help` and `version` start fast.
-import { CommandError, type Handler } from './context';
-import { commandPath } from './tree';
+// Behaviour behind each `run` key of the tables (commands/), loaded only when that command runs so that
+// `--help` and `version` start fast. The composition root: the one place that imports the behaviours; the CLI
+// engine (src/cli/run.ts) is handed `loadHandler` and never imports them.
+import { CommandError, type Handler, type HandlerLoader } from '../cli/context';
+import { commandPath } from '../cli/tree';
 
 type Loader = () => Promise<{ run: Handler }>;
 
 const LOADERS: Readonly<Record<string, Loader>> = {
   version: () => import('./version'),
-  completion: () => import('./completion-command'),
+  completion: () => import('../cli/completion-command'),
   'agent.mesh-iptables': () => import('../iptables/command'),
   'discovery.request': () => import('../meshd/request-command'),
   'agent.proxy': () => import('../agent/proxy-entry'),
@@ -75,11 +76,7 @@ function pathSpecs(ctx: Parameters<Handler>[0]) {
   return out;
 }
 
-export async function loadHandler(key: string): Promise<Handler> {
+export const loadHandler: HandlerLoader = async (key) => {
   const loader = LOADERS[key];
   return loader ? (await loader()).run : notAvailable;
-}
-
-export function hasHandler(key: string): boolean {
-  return key in LOADERS;
-}
+};
