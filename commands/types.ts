@@ -1,5 +1,5 @@
 // The declarative shape of every program: commands, flags and environment variables as data.
-// clipanion classes, --help, completion scripts and docs are all generated from these tables,
+// argv parsing (src/cli/argv.ts), --help, completion scripts and docs are all generated from these tables,
 // so a flag is declared exactly once, here.
 
 /** pflag value types we support, named as pflag's Value.Type() names them. */
