@@ -1,6 +1,7 @@
 // The declarative shape of every program: commands, flags and environment variables as data.
 // argv parsing (src/cli/argv.ts), --help, completion scripts and docs are all generated from these tables,
 // so a flag is declared exactly once, here.
+import type { EnvVar } from '../src/lib/env';
 
 /** pflag value types we support, named as pflag's Value.Type() names them. */
 export type FlagType =
@@ -70,14 +71,8 @@ export interface CommandSpec {
   deprecated?: string;
 }
 
-/** Environment variable types of Istio's env package: Bool, String, Int, Duration, Float. */
-export type EnvType = 'B' | 'S' | 'I' | 'D' | 'F';
-
-export interface EnvVarSpec {
-  name: string;
-  type: EnvType;
-  /** Default in Go syntax; undefined = none (the spec's dash). */
-  default?: string;
+/** A declared environment variable: its name, type and default (what src/lib/env.ts reads) and its help. */
+export interface EnvVarSpec extends EnvVar {
   help: string;
 }
 

@@ -2,7 +2,7 @@
 // libuv's thread pool, so it overlaps the ~100 ms of loading the proxy command (gRPC, protobuf runtime) instead
 // of following it — the agent's start → first certificate time is mostly those two.
 import type { Handler } from '../cli/context';
-import { EnvTable } from '../cli/env';
+import { EnvTable } from '../lib/env';
 import { generateKeyPairAhead } from '../ca/pkix/keys';
 import { workloadKeySpec } from './identity/key-spec';
 

@@ -1,5 +1,6 @@
 // The CA's tunables from the daemon's environment table (spec doc 1 §5, §8), with Istio's defaults there.
-import type { EnvTable } from '../cli/env';
+import { sharedEnv } from '../../commands/env/shared';
+import { EnvTable, type EnvVars } from '../lib/env';
 
 export interface CaSettings {
   /** ENABLE_CA_SERVER. */
@@ -56,7 +57,8 @@ export interface CaSettings {
 
 const split = (s: string) => (s === '' ? [] : s.split(','));
 
-export function caSettingsFromEnv(env: EnvTable): CaSettings {
+export function caSettingsFromEnv(vars: EnvVars): CaSettings {
+  const env = new EnvTable(sharedEnv, vars);
   return {
     enabled: env.bool('ENABLE_CA_SERVER'),
     rootCaDir: env.string('ROOT_CA_DIR'),

@@ -13,10 +13,10 @@
 import type { FlagSpec, ProgramSpec } from '../../commands/types';
 import { CommandError, type FlagValue, type HandlerLoader, type RunContext } from './context';
 import { parseArgv, UsageError } from './argv';
-import { EnvError, EnvTable, flagEnvFallback } from './env';
+import { EnvError, EnvTable } from '../lib/env';
 import { renderHelp } from './help';
 import { allFlags, commandPath, leaf, type Chain } from './tree';
-import { parseDefault, renderValue } from './values';
+import { flagEnvFallback, parseDefault, renderValue } from './values';
 import { complete, renderCompletion } from './complete';
 import { configure, parseLogOptions, LogOptionsError, SinkOpenError } from '../lib/log';
 

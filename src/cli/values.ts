@@ -4,17 +4,10 @@ import * as t from 'typanion';
 import type { FlagSpec, FlagType } from '../../commands/types';
 import type { FlagValue } from './context';
 import { DurationError, goQuote, parseDurationMs } from '../lib/duration';
+import { EnvError, type EnvVars } from '../lib/env';
+import { BoolSyntaxError, parseGoBool } from '../lib/gostrconv';
 
 export class ValueError extends Error {}
-
-const BOOL_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);
-const BOOL_FALSE = new Set(['0', 'f', 'F', 'FALSE', 'false', 'False']);
-
-export function parseGoBool(s: string): boolean {
-  if (BOOL_TRUE.has(s)) return true;
-  if (BOOL_FALSE.has(s)) return false;
-  throw new ValueError(`strconv.ParseBool: parsing ${goQuote(s)}: invalid syntax`);
-}
 
 /** strconv.ParseInt/ParseUint with base 0 (0x, 0o, 0b prefixes and `_` separators), range-checked. */
 function parseGoInt(s: string, bits: number, unsigned: boolean, base0 = true): number {
@@ -116,7 +109,12 @@ export function splitCSV(s: string): string[] {
 export function parseFlagValue(type: FlagType, text: string, prev?: FlagValue): FlagValue {
   switch (type) {
     case 'bool':
-      return parseGoBool(text);
+      try {
+        return parseGoBool(text);
+      } catch (e) {
+        if (e instanceof BoolSyntaxError) throw new ValueError(e.message);
+        throw e;
+      }
     case 'string':
       return text;
     case 'int':
@@ -250,4 +248,18 @@ export function checkAllowed(flag: FlagSpec, value: FlagValue): string | undefin
     if (!isAllowed(item)) return `${goQuote(String(item))} is not one of ${flag.enum.join(', ')}`;
   }
   return undefined;
+}
+
+/** A flag's fallback from its environment variable, parsed with the flag's own type. */
+export function flagEnvFallback(flag: FlagSpec, env: EnvVars): { value: FlagValue; raw: string } | undefined {
+  if (!flag.env) return undefined;
+  const raw = env[flag.env];
+  if (raw === undefined || raw === '') return undefined;
+  try {
+    return { value: parseFlagValue(flag.type, raw), raw };
+  } catch (e) {
+    throw new EnvError(
+      `invalid value ${goQuote(raw)} for environment variable ${flag.env} (default of --${flag.name}, a ${flag.type}): ${(e as Error).message}`,
+    );
+  }
 }

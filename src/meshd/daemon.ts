@@ -5,7 +5,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CommandError, flagBool, flagList, flagNumber, flagString, type RunContext } from '../cli/context';
-import { EnvTable } from '../cli/env';
+import { EnvTable } from '../lib/env';
 import { formatDurationMs } from '../lib/duration';
 import { registerScope } from '../lib/log';
 import { CTRLZ_FLAG, controlzAddress, startControlZ } from './controlz/server';

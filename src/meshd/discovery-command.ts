@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
-import { EnvTable } from '../cli/env';
+import { EnvTable } from '../lib/env';
 import type { Config, Kind } from '../config/types';
 import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
@@ -185,7 +185,7 @@ export const run: Handler = async (ctx) => {
   const clusterAliases = (ctx.flags['clusterAliases'] ?? {}) as Readonly<Record<string, string>>;
   let security: DaemonSecurity;
   try {
-    security = createDaemonSecurity(env);
+    security = createDaemonSecurity(ctx.env);
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
@@ -214,7 +214,7 @@ export const run: Handler = async (ctx) => {
   }
   // Istio initPushContext: a full snapshot, its build time, and the status its generation records
   // The xDS cache lives across push contexts: unchanged clusters and virtual hosts are reused by content.
-  const xdsCache = new XdsCache(xdsCacheSettingsFromEnv(env));
+  const xdsCache = new XdsCache(xdsCacheSettingsFromEnv(ctx.env));
   const initPush = (): PushContext => {
     const started = performance.now();
     const next = initPushContext(store, registry, opts, xdsCache);
@@ -255,7 +255,7 @@ export const run: Handler = async (ctx) => {
     },
     parseNode: (node) => withClusterAlias(proxyFromNode(node), clusterAliases),
     pushContext: () => push,
-    settings: adsSettingsFromEnv(env),
+    settings: adsSettingsFromEnv(ctx.env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
     authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     authorizeRequest: (c, typeUrl) => debugAccessDenied(c, typeUrl, ctx.flags['namespace'] as string),

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type * as grpc from '@grpc/grpc-js';
 import { CommandError, type RunContext } from '../cli/context';
-import type { EnvTable } from '../cli/env';
+import type { EnvTable } from '../lib/env';
 import type { OrchClient } from '../config/orch';
 import { daemonOrchClient } from './orchestrator';
 import { ClientCertAuthenticator } from '../ca/authn/client-cert';
@@ -111,7 +111,7 @@ export interface IdentityOptions {
 
 export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity> {
   const { ctx, env } = o;
-  const settings = caSettingsFromEnv(env);
+  const settings = caSettingsFromEnv(ctx.env);
   const namespace = ctx.flags['namespace'] as string;
   const facts = meshFacts(ctx.flags['meshConfig'] as string);
   const inCluster = Boolean(ctx.env['ORCH_SERVICE_HOST'] ?? ctx.env['KUBERNETES_SERVICE_HOST']);

@@ -3,7 +3,7 @@
 // discoverySelectors, which are watched on disk), and the leader elections of the controllers that write.
 import type { RunContext } from '../cli/context';
 import { CommandError } from '../cli/context';
-import type { EnvTable } from '../cli/env';
+import type { EnvTable } from '../lib/env';
 import { type LabelSelector, readMeshConfig, watchMeshConfig } from '../config/meshconfig';
 import type { OrchClient } from '../config/orch/client';
 import type { OrchConfigStore } from '../config/orch/source';

@@ -10,7 +10,7 @@
 //   set, the injection patcher when INJECTION_WEBHOOK_CONFIG_NAME is set and the injector runs;
 // - the injection webhook itself (INJECT_ENABLED), served on the HTTPS listener.
 import { CommandError, type RunContext } from '../cli/context';
-import type { EnvTable } from '../cli/env';
+import type { EnvTable } from '../lib/env';
 import { type LabelSelector, readMeshConfig } from '../config/meshconfig';
 import { ELECTIONS, type RunFunction } from '../leader';
 import { registerScope } from '../lib/log';

@@ -1,6 +1,7 @@
 // Public surface of the security translation: RequestAuthentication → jwt_authn, AuthorizationPolicy →
 // RBAC, `@request.auth.claims` route matches, and the daemon's JWKS resolver.
-import type { EnvTable } from '../cli/env';
+import { sharedEnv } from '../../commands/env/shared';
+import { EnvTable, type EnvVars } from '../lib/env';
 import type { Config } from '../config/types';
 import type { PushContext } from '../discovery/push-context';
 import type { GeneratorOptions } from '../xds/gen/generators';
@@ -35,7 +36,8 @@ export interface DaemonSecurity {
  * From the daemon's environment: PILOT_JWT_ENABLE_REMOTE_JWKS, PILOT_JWT_PUB_KEY_REFRESH_INTERVAL and
  * JWKS_RESOLVER_INSECURE_SKIP_VERIFY. Throws with the variable's name when a value is unusable.
  */
-export function createDaemonSecurity(env: EnvTable): DaemonSecurity {
+export function createDaemonSecurity(vars: EnvVars): DaemonSecurity {
+  const env = new EnvTable(sharedEnv, vars);
   const mode = parseJwksFetchMode(env.string('PILOT_JWT_ENABLE_REMOTE_JWKS'));
   const resolver = new JwksResolver({
     refreshIntervalMs: env.duration('PILOT_JWT_PUB_KEY_REFRESH_INTERVAL'),

@@ -3,7 +3,7 @@
 import * as fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { EnvTable } from '../../src/cli/env';
+import { EnvTable } from '../../src/lib/env';
 import { defaultProxyConfig, type ProxyConfig } from '../../src/agent/config';
 import { caRootCerts, identityOptions, IdentityOptionsError } from '../../src/agent/identity/options';
 import { retryDelayMs, rotationDelayMs, timeLeftText } from '../../src/agent/identity/rotation';

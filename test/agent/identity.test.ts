@@ -12,7 +12,7 @@ import * as grpc from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
 import { SdsSecretConfigSchema, type Secret } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
-import { EnvTable } from '../../src/cli/env';
+import { EnvTable } from '../../src/lib/env';
 import { defaultProxyConfig } from '../../src/agent/config';
 import { identityOptions, type IdentityOptions } from '../../src/agent/identity/options';
 import { WorkloadIdentity } from '../../src/agent/identity';

@@ -3,7 +3,7 @@
 import t from 'tap';
 import { agentAndCniEnv, agentAuthEnv, discoveryEnv } from '../helpers/spec';
 import { program, run } from '../helpers/programs';
-import { EnvTable } from '../../src/cli/env';
+import { EnvTable } from '../../src/lib/env';
 import { allFlags } from '../../src/cli/tree';
 import { everyCommand } from '../helpers/programs';
 

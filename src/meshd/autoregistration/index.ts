@@ -4,7 +4,7 @@
 // daemon says once per workload why no WorkloadEntry appears.
 import os from 'node:os';
 import type { RunContext } from '../../cli/context';
-import type { EnvTable } from '../../cli/env';
+import type { EnvTable } from '../../lib/env';
 import type { ConfigStore } from '../../config/store';
 import type { OrchClient } from '../../config/orch/client';
 import { registerScope } from '../../lib/log';

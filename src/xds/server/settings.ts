@@ -2,7 +2,8 @@
 // table (commands/env/shared.ts) and flags.
 import * as os from 'node:os';
 import type { ServerOptions } from '@grpc/grpc-js';
-import type { EnvTable } from '../../cli/env';
+import { sharedEnv } from '../../../commands/env/shared';
+import { EnvTable, type EnvVars } from '../../lib/env';
 import type { XdsCacheSettings } from '../../discovery/push/xds-cache';
 import type { XdsAuthSettings } from './auth';
 
@@ -39,7 +40,8 @@ export function resolvePushThrottle(configured: number, cores: number = os.avail
   return Math.min(15 + 5 * Math.max(1, cores), 100);
 }
 
-export function adsSettingsFromEnv(env: EnvTable): AdsSettings {
+export function adsSettingsFromEnv(vars: EnvVars): AdsSettings {
+  const env = new EnvTable(sharedEnv, vars);
   return {
     debounceAfterMs: env.duration('PILOT_DEBOUNCE_AFTER'),
     debounceMaxMs: env.duration('PILOT_DEBOUNCE_MAX'),
@@ -54,7 +56,8 @@ export function adsSettingsFromEnv(env: EnvTable): AdsSettings {
 }
 
 /** The xDS cache's switches (the cache itself: src/discovery/push/xds-cache.ts, used by the generators). */
-export function xdsCacheSettingsFromEnv(env: EnvTable): XdsCacheSettings {
+export function xdsCacheSettingsFromEnv(vars: EnvVars): XdsCacheSettings {
+  const env = new EnvTable(sharedEnv, vars);
   return {
     enabled: env.bool('PILOT_ENABLE_XDS_CACHE'),
     size: env.int('PILOT_XDS_CACHE_SIZE'),
@@ -120,8 +123,9 @@ export function grpcServerOptions(limits: GrpcServerLimits): ServerOptions {
 /** Limits from the daemon's flags (durations in ms) and env table. */
 export function grpcServerLimitsFrom(
   flags: { keepaliveIntervalMs: number; keepaliveTimeoutMs: number; keepaliveMaxServerConnectionAgeMs: number },
-  env: EnvTable,
+  vars: EnvVars,
 ): GrpcServerLimits {
+  const env = new EnvTable(sharedEnv, vars);
   return {
     keepaliveIntervalMs: flags.keepaliveIntervalMs,
     keepaliveTimeoutMs: flags.keepaliveTimeoutMs,

@@ -2,8 +2,6 @@
 // PushQueue), debouncing, throttle sizing, gRPC server options from the keepalive flags, env settings, and
 // the grpc-js adapter for generated services.
 import t from 'tap';
-import { EnvTable } from '../../../src/cli/env';
-import { sharedEnv } from '../../../commands/env/shared';
 import { AggregatedDiscoveryService } from '../../../src/gen/envoy/service/discovery/v3/ads_pb';
 import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema, ResourceSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { create, toBinary } from '@bufbuild/protobuf';
@@ -174,7 +172,7 @@ t.test('grpcServerOptions maps the keepalive flags and gRPC env limits', async (
 });
 
 t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async (t) => {
-  const d = adsSettingsFromEnv(new EnvTable(sharedEnv, {}));
+  const d = adsSettingsFromEnv({});
   t.match(d, {
     debounceAfterMs: 100,
     debounceMaxMs: 10_000,
@@ -186,29 +184,29 @@ t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async 
     identityCheck: true,
   });
   const s = adsSettingsFromEnv(
-    new EnvTable(sharedEnv, {
+    {
       PILOT_DEBOUNCE_AFTER: '250ms',
       PILOT_DEBOUNCE_MAX: '2s',
       PILOT_ENABLE_EDS_DEBOUNCE: 'false',
       PILOT_PUSH_THROTTLE: '3',
       MESH_DELTA_XDS: 'false',
       XDS_AUTH_PLAINTEXT: 'true',
-    }),
+    },
   );
   t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, xdsAuthPlaintext: true });
 });
 
 t.test('xdsCacheSettingsFromEnv: Istio\'s cache switches and their defaults', async (t) => {
   // Istio 1.26 pilot/pkg/features: PILOT_ENABLE_XDS_CACHE, _CDS_CACHE, _RDS_CACHE true; PILOT_XDS_CACHE_SIZE 60000; PILOT_XDS_CACHE_STATS false
-  t.same(xdsCacheSettingsFromEnv(new EnvTable(sharedEnv, {})), { enabled: true, size: 60000, cds: true, rds: true, stats: false });
+  t.same(xdsCacheSettingsFromEnv({}), { enabled: true, size: 60000, cds: true, rds: true, stats: false });
   const s = xdsCacheSettingsFromEnv(
-    new EnvTable(sharedEnv, {
+    {
       PILOT_ENABLE_XDS_CACHE: 'false',
       PILOT_XDS_CACHE_SIZE: '10',
       PILOT_ENABLE_CDS_CACHE: 'false',
       PILOT_ENABLE_RDS_CACHE: 'false',
       PILOT_XDS_CACHE_STATS: 'true',
-    }),
+    },
   );
   t.same(s, { enabled: false, size: 10, cds: false, rds: false, stats: true });
 });

@@ -1,11 +1,25 @@
-// Typed environment variables (Istio's pkg/env: Bool, String, Int, Duration, Float), read from the
-// program's env table. Unlike Istio, a malformed value is an error naming the variable, not a
-// silent fallback to the default: a typo in a deployment should not change behaviour unnoticed.
+// Typed environment variables (Istio's pkg/env: Bool, String, Int, Duration, Float), read through a declared
+// table (the programs' tables in commands/env/ are the one home of each variable's name, type and default).
+// Unlike Istio, a malformed value is an error naming the variable, not a silent fallback to the default: a typo
+// in a deployment should not change behaviour unnoticed. Settings readers take the plain environment (EnvVars)
+// and read it through the table of the program they serve.
 import * as t from 'typanion';
-import type { EnvType, EnvVarSpec, FlagSpec } from '../../commands/types';
-import type { FlagValue } from './context';
-import { goQuote, parseDurationMs } from '../lib/duration';
-import { parseFlagValue, parseGoBool } from './values';
+import { goQuote, parseDurationMs } from './duration';
+import { parseGoBool } from './gostrconv';
+
+/** Environment variable types of Istio's env package: Bool, String, Int, Duration, Float. */
+export type EnvType = 'B' | 'S' | 'I' | 'D' | 'F';
+
+/** What reading needs of a declared variable (commands/types.ts's EnvVarSpec adds its help text). */
+export interface EnvVar {
+  name: string;
+  type: EnvType;
+  /** Default in Go syntax; undefined = none (the spec's dash). */
+  default?: string;
+}
+
+/** The process environment as settings readers take it. */
+export type EnvVars = Readonly<Record<string, string | undefined>>;
 
 export class EnvError extends Error {}
 
@@ -22,7 +36,7 @@ const isFiniteNumber = t.cascade(t.isNumber(), [t.isInInclusiveRange(-Number.MAX
 
 export type EnvValue = boolean | string | number;
 
-export function parseEnvValue(spec: Pick<EnvVarSpec, 'name' | 'type'>, raw: string): EnvValue {
+export function parseEnvValue(spec: Pick<EnvVar, 'name' | 'type'>, raw: string): EnvValue {
   try {
     switch (spec.type) {
       case 'B':
@@ -52,8 +66,8 @@ export function parseEnvValue(spec: Pick<EnvVarSpec, 'name' | 'type'>, raw: stri
 
 /** Typed access to one program's environment variables. */
 export class EnvTable {
-  private readonly byName: ReadonlyMap<string, EnvVarSpec>;
-  constructor(specs: readonly EnvVarSpec[], private readonly env: NodeJS.ProcessEnv) {
+  private readonly byName: ReadonlyMap<string, EnvVar>;
+  constructor(specs: readonly EnvVar[], private readonly env: EnvVars) {
     this.byName = new Map(specs.map((s) => [s.name, s]));
   }
 
@@ -99,19 +113,5 @@ export class EnvTable {
   }
   isSet(name: string): boolean {
     return this.env[name] !== undefined;
-  }
-}
-
-/** A flag's fallback from its environment variable, parsed with the flag's own type. */
-export function flagEnvFallback(flag: FlagSpec, env: NodeJS.ProcessEnv): { value: FlagValue; raw: string } | undefined {
-  if (!flag.env) return undefined;
-  const raw = env[flag.env];
-  if (raw === undefined || raw === '') return undefined;
-  try {
-    return { value: parseFlagValue(flag.type, raw), raw };
-  } catch (e) {
-    throw new EnvError(
-      `invalid value ${goQuote(raw)} for environment variable ${flag.env} (default of --${flag.name}, a ${flag.type}): ${(e as Error).message}`,
-    );
   }
 }
