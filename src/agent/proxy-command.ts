@@ -50,7 +50,7 @@ import {
   privateIps,
   proxyIdentity,
 } from './node';
-import { findProxyBinary, proxyArgs, type ProxyLaunch } from './process';
+import { findProxyBinary, proxyArgs, type ProxyLaunch, type ProxyRun } from './process';
 import { DnsConfigError, type LocalDnsServerOptions } from '../dns/server';
 import { startMemoryRelief } from './memory';
 import { armTestFaults, FaultBoundary, parseTestFaults, type TestFault } from './boundary';
@@ -284,7 +284,7 @@ export async function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfa
     const envoy = findProxyBinary(pc.binaryPath, ctx.env['PATH'], cwd);
     const enableCoreDump = env.bool('MESH_PROXY_ENABLE_CORE_DUMP');
     if (!envoy && enableCoreDump) notes.push('MESH_PROXY_ENABLE_CORE_DUMP has no effect on the built-in proxy engine (it is a Node.js process)');
-    const args = proxyArgs({
+    const run: ProxyRun = {
       configFile,
       drainDurationMs: pc.drainDuration,
       parentShutdownDurationMs: pc.parentShutdownDuration,
@@ -296,8 +296,8 @@ export async function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfa
       realEnvoy: envoy !== undefined,
       skipDeprecatedLogs: env.bool('PROXY_SKIP_DEPRECATED_LOGS'),
       enableCoreDump,
-    });
-    proxyLaunch = envoy ? { kind: 'exec', command: { file: envoy, args } } : { kind: 'builtin', args };
+    };
+    proxyLaunch = envoy ? { kind: 'exec', command: { file: envoy, args: proxyArgs(run) } } : { kind: 'builtin', run };
     info.push(envoy ? `using Envoy at ${envoy}` : `no envoy executable (binaryPath ${pc.binaryPath}, PATH): using the built-in proxy engine`);
   }
 
