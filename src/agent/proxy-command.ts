@@ -22,16 +22,8 @@ import {
   xdsSocketPath,
   type BootstrapInputs,
 } from './bootstrap';
-import {
-  checkProxyLogLevels,
-  constructProxyConfig,
-  durationText,
-  ProxyConfigError,
-  proxyConfigToJson,
-  splitProxyLogLevel,
-  type NodeType,
-  type ProxyConfig,
-} from './config';
+import { checkProxyLogLevels, constructProxyConfig, durationText, splitProxyLogLevel, type NodeType } from './config';
+import { ProxyConfigError, proxyConfigToJson, type ProxyConfig } from '../config/proxyconfig';
 import { discoveryConnection, DiscoveryConnectionError } from './discovery-connection';
 import { identityOptions, IdentityOptionsError, type IdentityOptions } from './identity/options';
 import { WorkloadIdentity } from './identity';

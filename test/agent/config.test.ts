@@ -2,17 +2,8 @@
 // built-in defaults < mesh config file defaultConfig < PROXY_CONFIG, field replacement, proxyMetadata merged,
 // clear errors naming the source and field, and the proxy log level split of pkg/envoy.
 import t from 'tap';
-import {
-  applyProxyConfigOverlay,
-  checkProxyLogLevels,
-  constructProxyConfig,
-  defaultProxyConfig,
-  ProxyConfigError,
-  protoDuration,
-  proxyConfigToJson,
-  splitProxyLogLevel,
-  type ProxyConfigInputs,
-} from '../../src/agent/config';
+import { checkProxyLogLevels, constructProxyConfig, splitProxyLogLevel, type ProxyConfigInputs } from '../../src/agent/config';
+import { applyProxyConfigOverlay, defaultProxyConfig, ProxyConfigError, protoDuration, proxyConfigToJson } from '../../src/config/proxyconfig';
 
 const base = (over: Partial<ProxyConfigInputs> = {}): ProxyConfigInputs => ({ serviceCluster: 'mesh-proxy', concurrency: 0, nodeType: 'sidecar', ...over });
 
