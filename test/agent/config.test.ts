@@ -3,7 +3,6 @@
 // clear errors naming the source and field, and the proxy log level split of pkg/envoy.
 import t from 'tap';
 import { checkProxyLogLevels, constructProxyConfig, splitProxyLogLevel, type ProxyConfigInputs } from '../../src/agent/config';
-import { applyProxyConfigOverlay, defaultProxyConfig, ProxyConfigError, protoDuration, proxyConfigToJson } from '../../src/config/proxyconfig';
 
 const base = (over: Partial<ProxyConfigInputs> = {}): ProxyConfigInputs => ({ serviceCluster: 'mesh-proxy', concurrency: 0, nodeType: 'sidecar', ...over });
 
@@ -99,24 +98,6 @@ t.test('unknown top-level MeshConfig fields warn; known ones and an empty file a
   const r = constructProxyConfig(base({ meshConfig: { path: 'm', text: 'accessLogFile: /dev/stdout\nrootNamespace: mesh-system\nfrobnicate: 1\n' } }));
   t.same(r.warnings, ['mesh config file m: unknown MeshConfig field "frobnicate" ignored']);
   t.same(constructProxyConfig(base({ meshConfig: { path: 'm', text: '' } })).proxyConfig, constructProxyConfig(base()).proxyConfig);
-});
-
-t.test('overlay keeps fields it does not interpret', async (t) => {
-  const pc = applyProxyConfigOverlay(defaultProxyConfig(), { tracing: { zipkin: { address: 'zipkin:9411' } }, holdApplicationUntilProxyStarts: true }, 'x');
-  t.same(pc.other, { tracing: { zipkin: { address: 'zipkin:9411' } } });
-  const json = proxyConfigToJson(pc);
-  t.same(json['tracing'], { zipkin: { address: 'zipkin:9411' } });
-  t.equal(json['holdApplicationUntilProxyStarts'], true);
-  t.equal(json['drainDuration'], '45s', 'durations as protojson strings');
-  const err = t.throws(() => applyProxyConfigOverlay(defaultProxyConfig(), { tracing: 'zipkin' }, 'x'));
-  t.ok(err instanceof ProxyConfigError);
-  t.equal((err as Error).message, 'x.tracing: expected an object, got string "zipkin"');
-});
-
-t.test('protojson durations', async (t) => {
-  t.equal(protoDuration(45_000), '45s');
-  t.equal(protoDuration(250), '0.25s');
-  t.equal(protoDuration(1500), '1.5s');
 });
 
 t.test('proxy log level: Istio splitComponentLog', async (t) => {
