@@ -5,7 +5,7 @@
 // `--templateFile` renders a user template instead (see template.ts for the Go-template subset and
 // templateParams below for the names it can use).
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { protoDuration, proxyAddress, type ProxyConfig } from './config';
+import { protoDuration, proxyAddress, type ProxyConfig } from '../config/proxyconfig';
 import type { Locality, NodeInfo } from './node';
 import { DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE, WORKLOAD_IDENTITY_DIR } from './identity/options';
 

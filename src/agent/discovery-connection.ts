@@ -5,7 +5,7 @@
 import * as fs from 'node:fs';
 import path from 'node:path';
 import type { CompliancePolicy } from '../lib/compliance';
-import type { ProxyConfig } from './config';
+import type { ProxyConfig } from '../config/proxyconfig';
 import { DEFAULT_ROOT_CERT_PATHS, SYSTEM_ROOT_CERTS } from './identity/options';
 import { pilotSan } from './node';
 import type { UpstreamOptions } from './xds-proxy';

@@ -3,7 +3,8 @@
 // files, the locality and the cluster name. Pure: the caller supplies env, file contents and interfaces.
 import { ipFamily } from '../lib/ip';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import { proxyAddress, proxyConfigToJson, type NodeType, type ProxyConfig } from './config';
+import { proxyAddress, proxyConfigToJson, type ProxyConfig } from '../config/proxyconfig';
+import type { NodeType } from './config';
 
 /** Env prefixes whose variables become node metadata (ours first; Istio's spelling is accepted too). */
 export const META_PREFIXES = ['MESH_META_', 'ISTIO_META_'] as const;

@@ -1,12 +1,13 @@
 // Starting and stopping the data-plane proxy: a real `envoy` as a child process, else the built-in engine
-// inside the agent's own process (one Node heap per pod instead of two), both with the flags Istio's agent
-// passes to Envoy, and how each is stopped.
+// inside the agent's own process (one Node heap per pod instead of two), both run as Istio's agent runs
+// Envoy (pkg/envoy/proxy.go args()): argv for Envoy, the same settings as typed engine options for the
+// engine, and how each is stopped.
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { constants as osConstants } from 'node:os';
-import type { FlagValue } from '../cli/context';
-import type { Engine } from '../proxy/engine';
+import type { Engine, EngineOptions } from '../proxy/engine';
+import type { LogLevel } from '../proxy/log';
 
 export interface CommandLine {
   file: string;
@@ -36,7 +37,8 @@ export function findProxyBinary(binaryPath: string, pathEnv: string | undefined,
   return undefined;
 }
 
-export interface ProxyArgsInputs {
+/** How the agent runs its proxy (the inputs of Istio's envoy.args()), before it is rendered for one. */
+export interface ProxyRun {
   configFile: string;
   drainDurationMs: number;
   parentShutdownDurationMs: number;
@@ -54,7 +56,7 @@ export interface ProxyArgsInputs {
 }
 
 /** Istio's envoy.args(): the flags the agent starts the proxy with. */
-export function proxyArgs(i: ProxyArgsInputs): string[] {
+export function proxyArgs(i: ProxyRun): string[] {
   const args = [
     '-c', i.configFile,
     '--drain-time-s', String(Math.floor(i.drainDurationMs / 1000)),
@@ -71,6 +73,26 @@ export function proxyArgs(i: ProxyArgsInputs): string[] {
   if (i.override) args.push('--config-yaml', i.override);
   if (i.concurrency !== undefined && i.concurrency > 0) args.push('--concurrency', String(i.concurrency));
   return args;
+}
+
+/**
+ * The built-in engine's options for what proxyArgs gives Envoy (the flags only a real Envoy understands
+ * have no counterpart); `logLevel` is `i.logLevel` checked by the engine's launcher (engineLogLevel).
+ */
+export function builtinEngineOptions(i: ProxyRun, logLevel: LogLevel): EngineOptions {
+  return {
+    configPath: i.configFile,
+    drainTimeS: Math.floor(i.drainDurationMs / 1000),
+    drainStrategy: 'immediate',
+    parentShutdownTimeS: Math.floor(i.parentShutdownDurationMs / 1000),
+    localAddressIpVersion: i.ipv6 ? 'v6' : 'v4',
+    disableHotRestart: true,
+    allowUnknownStaticFields: true,
+    logLevel,
+    ...(i.componentLogLevel ? { componentLogLevel: i.componentLogLevel } : {}),
+    ...(i.override ? { configYaml: i.override } : {}),
+    ...(i.concurrency !== undefined && i.concurrency > 0 ? { concurrency: i.concurrency } : {}),
+  };
 }
 
 export interface ProxyExit {
@@ -98,19 +120,19 @@ export interface Proxy {
   readonly description: string;
 }
 
-/** How the agent runs its proxy: an executable (Envoy), or the built-in engine with Envoy's flags. */
-export type ProxyLaunch = { kind: 'exec'; command: CommandLine } | { kind: 'builtin'; args: string[] };
+/** How the agent runs its proxy: an executable (Envoy) with its command line, or the built-in engine. */
+export type ProxyLaunch = { kind: 'exec'; command: CommandLine } | { kind: 'builtin'; run: ProxyRun };
 
 export function proxyFor(launch: ProxyLaunch, opts: { env: NodeJS.ProcessEnv; cwd: string }): Proxy {
-  return launch.kind === 'exec' ? new ProxyProcess(launch.command, opts) : new BuiltinEngine(launch.args, opts.env);
+  return launch.kind === 'exec' ? new ProxyProcess(launch.command, opts) : new BuiltinEngine(launch.run);
 }
 
 /**
- * The built-in engine inside the agent's process, started from the same command line `pilot-agent envoy`
- * takes (parsed by that command's own flag table). What a separate process gave is kept: a bad bootstrap is
- * `Error: …` on stderr and exit status 1; stopping is the engine's own close (what SIGTERM did in the
- * child), and an engine that has not finished closing after the grace period is left behind as a killed
- * process would be (status 137), since the agent exits next. The engine cannot outlive the agent.
+ * The built-in engine inside the agent's process, started with the options `pilot-agent envoy` would take
+ * from proxyArgs' command line. What a separate process gave is kept: a bad bootstrap is `Error: …` on
+ * stderr and exit status 1; stopping is the engine's own close (what SIGTERM did in the child), and an
+ * engine that has not finished closing after the grace period is left behind as a killed process would be
+ * (status 137), since the agent exits next. The engine cannot outlive the agent.
  */
 export class BuiltinEngine implements Proxy {
   private engine: Engine | undefined;
@@ -119,8 +141,7 @@ export class BuiltinEngine implements Proxy {
   private resolveExit!: (e: ProxyExit) => void;
 
   constructor(
-    readonly args: readonly string[],
-    private readonly env: NodeJS.ProcessEnv,
+    readonly run: ProxyRun,
     private readonly stderr: (line: string) => void = (l) => void process.stderr.write(l),
   ) {
     this.exited = new Promise((resolve) => (this.resolveExit = resolve));
@@ -128,29 +149,20 @@ export class BuiltinEngine implements Proxy {
   }
 
   get description(): string {
-    return `built-in engine in the agent process (pid ${process.pid}): envoy ${this.args.join(' ')}`;
+    return `built-in engine in the agent process (pid ${process.pid}): envoy ${proxyArgs(this.run).join(' ')}`;
   }
 
   async start(): Promise<void> {
     // Loaded only here: an agent in front of a real Envoy never loads the engine.
-    const [{ pilotAgent }, { parseArgv, UsageError }, { effectiveDefaults }, { launchEngine }, { CommandError }] = await Promise.all([
-      import('../../commands/pilot-agent'),
-      import('../cli/argv'),
-      import('../cli/run'),
-      import('../proxy/launch'),
-      import('../cli/context'),
-    ]);
+    const { engineLogLevel, launchEngine, LaunchError } = await import('../proxy/launch');
     try {
-      const parsed = parseArgv(pilotAgent, ['envoy', ...this.args]);
-      const flags: Record<string, FlagValue> = {};
-      for (const [name, d] of effectiveDefaults(parsed.chain, this.env)) flags[name] = d.value;
-      for (const [name, v] of parsed.given) flags[name] = v;
-      this.engine = await launchEngine(flags, this.stderr);
+      const options = builtinEngineOptions(this.run, engineLogLevel(this.run.logLevel));
+      this.engine = await launchEngine({ ...options, logWriter: this.stderr });
     } catch (e) {
       // As the separate process ended: the message on stderr and its exit status.
-      if (e instanceof CommandError || e instanceof UsageError) {
+      if (e instanceof LaunchError) {
         this.stderr(`Error: ${e.message}\n`);
-        this.resolveExit({ code: e instanceof CommandError ? (e.exitCode ?? 1) : 1, signal: null });
+        this.resolveExit({ code: e.exitCode, signal: null });
         return;
       }
       this.stderr(`Error: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);

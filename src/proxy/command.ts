@@ -1,11 +1,18 @@
 // `pilot-agent envoy …`: the built-in engine with Envoy's command line, as a process of its own (`pilot-agent
 // proxy` runs the same engine inside its own process, see src/agent/process.ts). Exits 0 on SIGTERM/SIGINT
 // or /quitquitquit, 1 on a bad bootstrap.
-import type { Handler } from '../cli/context';
-import { launchEngine } from './launch';
+import { CommandError, type Handler } from '../cli/context';
+import type { Engine } from './engine';
+import { engineOptionsFromFlags, launchEngine, LaunchError } from './launch';
 
 export const run: Handler = async (ctx) => {
-  const engine = await launchEngine(ctx.flags, (l) => ctx.stderr.write(l));
+  let engine: Engine;
+  try {
+    engine = await launchEngine({ ...engineOptionsFromFlags(ctx.flags), logWriter: (l) => ctx.stderr.write(l) });
+  } catch (e) {
+    if (e instanceof LaunchError) throw new CommandError(e.message, e.exitCode);
+    throw e;
+  }
   const stop = (sig: string) => {
     engine.loggers.get('main').warn(`caught ${sig}`);
     void engine.close(0);

@@ -3,7 +3,7 @@
 // in the Go-template subset; the gRPC xDS bootstrap; and the proxy's command line.
 import t from 'tap';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
-import { defaultProxyConfig, type ProxyConfig } from '../../src/agent/config';
+import { defaultProxyConfig, type ProxyConfig } from '../../src/config/proxyconfig';
 import {
   bootstrapFilePath,
   renderBootstrap,

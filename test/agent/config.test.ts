@@ -2,17 +2,7 @@
 // built-in defaults < mesh config file defaultConfig < PROXY_CONFIG, field replacement, proxyMetadata merged,
 // clear errors naming the source and field, and the proxy log level split of pkg/envoy.
 import t from 'tap';
-import {
-  applyProxyConfigOverlay,
-  checkProxyLogLevels,
-  constructProxyConfig,
-  defaultProxyConfig,
-  ProxyConfigError,
-  protoDuration,
-  proxyConfigToJson,
-  splitProxyLogLevel,
-  type ProxyConfigInputs,
-} from '../../src/agent/config';
+import { checkProxyLogLevels, constructProxyConfig, splitProxyLogLevel, type ProxyConfigInputs } from '../../src/agent/config';
 
 const base = (over: Partial<ProxyConfigInputs> = {}): ProxyConfigInputs => ({ serviceCluster: 'mesh-proxy', concurrency: 0, nodeType: 'sidecar', ...over });
 
@@ -108,24 +98,6 @@ t.test('unknown top-level MeshConfig fields warn; known ones and an empty file a
   const r = constructProxyConfig(base({ meshConfig: { path: 'm', text: 'accessLogFile: /dev/stdout\nrootNamespace: mesh-system\nfrobnicate: 1\n' } }));
   t.same(r.warnings, ['mesh config file m: unknown MeshConfig field "frobnicate" ignored']);
   t.same(constructProxyConfig(base({ meshConfig: { path: 'm', text: '' } })).proxyConfig, constructProxyConfig(base()).proxyConfig);
-});
-
-t.test('overlay keeps fields it does not interpret', async (t) => {
-  const pc = applyProxyConfigOverlay(defaultProxyConfig(), { tracing: { zipkin: { address: 'zipkin:9411' } }, holdApplicationUntilProxyStarts: true }, 'x');
-  t.same(pc.other, { tracing: { zipkin: { address: 'zipkin:9411' } } });
-  const json = proxyConfigToJson(pc);
-  t.same(json['tracing'], { zipkin: { address: 'zipkin:9411' } });
-  t.equal(json['holdApplicationUntilProxyStarts'], true);
-  t.equal(json['drainDuration'], '45s', 'durations as protojson strings');
-  const err = t.throws(() => applyProxyConfigOverlay(defaultProxyConfig(), { tracing: 'zipkin' }, 'x'));
-  t.ok(err instanceof ProxyConfigError);
-  t.equal((err as Error).message, 'x.tracing: expected an object, got string "zipkin"');
-});
-
-t.test('protojson durations', async (t) => {
-  t.equal(protoDuration(45_000), '45s');
-  t.equal(protoDuration(250), '0.25s');
-  t.equal(protoDuration(1500), '1.5s');
 });
 
 t.test('proxy log level: Istio splitComponentLog', async (t) => {

@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { EnvTable } from '../../src/lib/env';
-import { defaultProxyConfig, type ProxyConfig } from '../../src/agent/config';
+import { defaultProxyConfig, type ProxyConfig } from '../../src/config/proxyconfig';
 import { caRootCerts, identityOptions, IdentityOptionsError } from '../../src/agent/identity/options';
 import { retryDelayMs, rotationDelayMs, timeLeftText } from '../../src/agent/identity/rotation';
 import { fileResource } from '../../src/agent/identity/secrets';

@@ -13,7 +13,7 @@ import { create } from '@bufbuild/protobuf';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
 import { SdsSecretConfigSchema, type Secret } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { EnvTable } from '../../src/lib/env';
-import { defaultProxyConfig } from '../../src/agent/config';
+import { defaultProxyConfig } from '../../src/config/proxyconfig';
 import { identityOptions, type IdentityOptions } from '../../src/agent/identity/options';
 import { WorkloadIdentity } from '../../src/agent/identity';
 import { GrpcMux } from '../../src/proxy/xds/grpc-mux';

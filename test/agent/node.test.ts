@@ -2,7 +2,7 @@
 // the `type~ip~pod.ns~domain` node ID, META/METAJSON env, the downward-API labels file, locality, the
 // service cluster name, and the checks of the daemon's parser (src/discovery/proxy.ts) on the result.
 import t from 'tap';
-import { defaultProxyConfig, type ProxyConfig } from '../../src/agent/config';
+import { defaultProxyConfig, type ProxyConfig } from '../../src/config/proxyconfig';
 import {
   allIpv6,
   localityFromLabel,

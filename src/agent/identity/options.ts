@@ -5,7 +5,7 @@ import path from 'node:path';
 import { KeySpecError, type KeySpec } from '../../ca/pkix/keys';
 import { workloadKeySpec } from './key-spec';
 import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } from '../../lib/compliance';
-import type { ProxyConfig } from '../config';
+import type { ProxyConfig } from '../../config/proxyconfig';
 import { pilotSan } from '../node';
 
 /** The projected service-account token of the pod (Istio's constants.ThirdPartyJwtPath, renamed)… */

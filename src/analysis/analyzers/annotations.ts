@@ -3,7 +3,7 @@
 // injector would reject.
 import { isIPv4, isIPv6 } from 'node:net';
 import { parse as parseYaml } from 'yaml';
-import { applyProxyConfigOverlay, defaultProxyConfig, ProxyConfigError, validateProxyConfig } from '../../agent/config';
+import { applyProxyConfigOverlay, defaultProxyConfig, ProxyConfigError, validateProxyConfig } from '../../config/proxyconfig';
 import { ANNOTATIONS, type AnnotationDef } from '../annotations';
 import { MESSAGES } from '../messages';
 import type { AnalysisContext, Analyzer, Resource } from '../model';
