@@ -14,6 +14,7 @@ import { controlPlaneInfo, xdsOptions, xdsRequest, type XdsOptions } from '../xd
 import { tarGz, type ArchiveFile } from './archive';
 import { BugReportConfigError, parseBugReportConfig, type BugReportConfig } from './config';
 import { isSelected, SelectorError, selectorsFromFlags, type ClusterTree, type SelectionSpec } from './filter';
+import { PROXY_CONTAINER } from '../../config/containers';
 
 /** Istio's IstiodDebugURLs (1.26), fetched as the daemon's debug pages. */
 export const DAEMON_DEBUG_PAGES = [
@@ -39,7 +40,6 @@ export const DAEMON_DEBUG_PAGES = [
 ];
 /** Istio's ProxyDebugURLs (1.26): admin paths, also the file names under the proxy's directory. */
 export const PROXY_ADMIN_PATHS = ['certs', 'clusters', 'config_dump?include_eds', 'stats/prometheus'];
-const PROXY_CONTAINER = 'mesh-proxy';
 const REDACTED = '[redacted]';
 const SECRET_KEYS = new Set(['private_key', 'privateKey', 'password', 'ocsp_staple', 'ocspStaple']);
 const PER_REQUEST_MS = 30_000;
