@@ -3,6 +3,8 @@
 // the user's own overrides of injected containers; then Istio's post-processing (probe rewriting for the
 // agent, Prometheus merge annotations, the status annotation, container order). Shared by `meshctl
 // orch-inject` and the daemon's injection webhook.
+import { goBool } from '../lib/strconv';
+import { INIT_CONTAINER, PROXY_CONTAINER, VALIDATION_CONTAINER } from '../config/containers';
 import { labelSelectorMatches, type LabelSelectorLike as LabelSelector } from '../config/meshconfig';
 import { GoTemplate, type FuncMap } from '../lib/gotemplate';
 import { parseGoYaml, GoYamlParseError } from '../lib/goyaml-parse';
@@ -15,9 +17,6 @@ import { dumpAppProbers, rewriteProbes, shouldRewriteAppHTTPProbers, APP_PROBERS
 import { validateAnnotations } from './validate';
 import { MeshConfigView, PlainStruct, ProxyConfigView } from './views';
 
-export const PROXY_CONTAINER = 'mesh-proxy';
-export const VALIDATION_CONTAINER = 'mesh-validation';
-export const INIT_CONTAINER = 'mesh-init';
 export const ENABLE_CORE_DUMP_CONTAINER = 'enable-core-dump';
 
 export const ANNOTATION = {
@@ -445,16 +444,10 @@ function adjustInitContainerUser(finalPod: JsonObject, original: JsonObject, pc:
 function enablePrometheusMerge(mc: MeshConfig, annos: Record<string, string>): boolean {
   const v = annos[ANNOTATION.prometheusMerge];
   if (v !== undefined) {
-    const b = parseGoBool(v);
+    const b = goBool(v);
     if (b !== undefined) return b;
   }
   return mc.enablePrometheusMerge ?? true;
-}
-
-export function parseGoBool(v: string): boolean | undefined {
-  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(v)) return true;
-  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(v)) return false;
-  return undefined;
 }
 
 function applyPrometheusMerge(pod: JsonObject, mc: MeshConfig): void {
@@ -462,7 +455,7 @@ function applyPrometheusMerge(pod: JsonObject, mc: MeshConfig): void {
   let scrape = true;
   for (const [k, v] of Object.entries(annos)) {
     if (sanitizeLabelName(k) !== PROMETHEUS_SCRAPE) continue;
-    const b = parseGoBool(v);
+    const b = goBool(v);
     if (b !== undefined) {
       scrape = b;
       break;

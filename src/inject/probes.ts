@@ -2,8 +2,9 @@
 // original probes go into MESH_ORCH_APP_PROBERS as JSON keyed by /app-health/<container>/{readyz,livez,
 // startupz} and /app-lifecycle/<container>/{prestopz,poststartz}; the probes themselves become HTTP GETs of
 // those paths on the status port. Named ports resolve to numbers; already-rewritten probes are left alone.
+import { goBool } from '../lib/strconv';
 import { goJsonText, normalize, type Json, type JsonObject } from '../orch/typed';
-import { parseGoBool, PROXY_CONTAINER } from './inject';
+import { PROXY_CONTAINER } from '../config/containers';
 
 export const APP_PROBERS_ENV = 'MESH_ORCH_APP_PROBERS';
 const REWRITE_ANNOTATION = 'sidecar.mesh.io/rewriteAppHTTPProbers';
@@ -12,7 +13,7 @@ const STATUS_PORT_ANNOTATION = 'status.sidecar.mesh.io/port';
 export function shouldRewriteAppHTTPProbers(annotations: Record<string, string>, specSetting: boolean): boolean {
   const v = annotations[REWRITE_ANNOTATION];
   if (v !== undefined) {
-    const b = parseGoBool(v);
+    const b = goBool(v);
     if (b !== undefined) return b;
   }
   return specSetting;

@@ -1,5 +1,6 @@
 // Checks of the annotations that steer injection (Istio's inject/validate.go), with Istio's messages:
 // `invalid value '<value>' for annotation '<key>': <why>`.
+import { goBool, goBoolError } from '../lib/strconv';
 import { applyProxyConfigText, defaultProxyConfig, MeshConfigError, validateProxyConfig } from './mesh';
 
 type Check = (value: string) => string | undefined;
@@ -56,7 +57,7 @@ function uint32(v: string): string | undefined {
 }
 
 function bool(v: string): string | undefined {
-  return ['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False'].includes(v) ? undefined : `strconv.ParseBool: parsing ${JSON.stringify(v)}: invalid syntax`;
+  return goBool(v) === undefined ? goBoolError(v) : undefined;
 }
 
 const CHECKS: Readonly<Record<string, Check>> = {

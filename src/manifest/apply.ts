@@ -5,7 +5,7 @@ import { CommandError, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
 import { buildInfo } from '../lib/buildinfo';
 import { apiStatus, meshctlOrchClient } from '../meshctl/orch';
-import { objectRef, type InstallPlan } from './command';
+import { objectRef, type InstallPlan } from './plan';
 import type { Obj } from './render';
 
 const FIELD_MANAGER = 'mesh-operator';

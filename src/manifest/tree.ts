@@ -2,6 +2,7 @@
 // key escaped with a backslash, list elements by index (`a[0]`, `a.[0]`) or by a field's value (`a.[name:x]`),
 // `--set path=value` values typed as Istio types them (int, then float, then bool, else string with `\,`
 // unescaped; a few paths always stay strings).
+import { goBool } from '../lib/strconv';
 export type Tree = Record<string, unknown>;
 
 export function isTree(v: unknown): v is Tree {
@@ -185,7 +186,6 @@ const ALWAYS_STRING = [
 
 /** Go's strconv.ParseFloat syntax (decimal and hex forms, inf, nan; underscores only with a base prefix). */
 const GO_FLOAT = /^[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|0[xX](?:[\da-fA-F]+\.?[\da-fA-F]*|\.[\da-fA-F]+)[pP][+-]?\d+|inf|infinity|nan)$/i;
-const GO_BOOL = new Set(['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False']);
 
 /** Istio's parseValue: strconv.Atoi, then ParseFloat, then ParseBool, else the string with `\,` → `,`. */
 export function parseSetValue(s: string): unknown {
@@ -200,7 +200,8 @@ export function parseSetValue(s: string): unknown {
     const n = /0x/i.test(s) ? parseHexFloat(s) : Number(s);
     if (!Number.isNaN(n)) return n;
   }
-  if (GO_BOOL.has(s)) return ['1', 't', 'T', 'TRUE', 'true', 'True'].includes(s);
+  const b = goBool(s);
+  if (b !== undefined) return b;
   return s.replaceAll('\\,', ',');
 }
 

@@ -8,9 +8,9 @@ import { CommandError, flagBool, flagList, flagNumber, flagString, type RunConte
 import { EnvTable } from '../lib/env';
 import { formatDurationMs } from '../lib/duration';
 import { registerScope } from '../lib/log';
-import { CTRLZ_FLAG, controlzAddress, startControlZ } from './controlz/server';
+import { CTRLZ_FLAG, controlzAddress, startControlZ } from '../serve/ctrlz/server';
 import { DebugPages } from './debug/handlers';
-import { Router, writeText } from './http/router';
+import { Router, writeText } from '../serve/router';
 import {
   type BoundAddress,
   grpcServerOptions,
@@ -20,10 +20,10 @@ import {
   type ListenerName,
   startGrpcListener,
   startHttpListener,
-} from './listeners';
+} from '../serve/listeners';
 import { clearDaemonMetrics, metricsHandler, recordDaemonMetrics, versionHandler } from './monitoring';
 import type { MeshdProviders, Readiness } from './providers';
-import { checkCompliancePolicy, enforceCompliance, loadTlsMaterial, staticTlsSource, TlsConfigError, type TlsFiles, type TlsSource } from './tls';
+import { checkCompliancePolicy, enforceCompliance, loadTlsMaterial, staticTlsSource, TlsConfigError, type TlsFiles, type TlsSource } from '../serve/tls';
 import { validateHandler } from './webhook';
 
 const log = registerScope('default');

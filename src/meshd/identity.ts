@@ -29,7 +29,7 @@ import { DEFAULT_CA_DIR, FileCaStore, SecretCaStore } from '../ca/store';
 import { TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../ca/token';
 import { registerScope } from '../lib/log';
 import type { IdentityProvider } from './providers';
-import { MutableTlsSource, type TlsMaterial, type TlsSource } from './tls';
+import { MutableTlsSource, type TlsMaterial, type TlsSource } from '../serve/tls';
 import { joinHostPort } from '../lib/hostport';
 
 const log = registerScope('security', 'daemon identity');

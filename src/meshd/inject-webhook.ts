@@ -25,7 +25,7 @@ import { registerScope } from '../lib/log';
 import { defineCounter } from '../lib/metrics';
 import { createJsonPatch } from '../orch/jsonpatch';
 import type { JsonObject } from '../orch/typed';
-import { readBody, writeText } from './http/router';
+import { readBody, writeText } from '../serve/router';
 import { decodeReview, deny } from './webhook';
 
 const log = registerScope('injection', 'sidecar injection webhook');

@@ -5,8 +5,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { buildInfo, type BuildInfo } from '../lib/buildinfo';
 import { recordComponentBuildTag } from '../lib/build-metric';
 import { defineGauge, METRICS_CONTENT_TYPE, metricsText } from '../lib/metrics';
-import { isLoopbackAddress } from './address';
-import { writeText } from './http/router';
+import { isLoopbackAddress } from '../serve/address';
+import { writeText } from '../serve/router';
 import type { MeshdProviders } from './providers';
 
 /** What the scrape-time gauges read; set by the running daemon. */

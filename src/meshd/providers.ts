@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as GrpcServer } from '@grpc/grpc-js';
 import type { Config } from '../config/types';
 import type { Endpoint, Proxy, Service } from '../discovery/model';
-import type { TlsMaterial, TlsSource } from './tls';
+import type { TlsMaterial, TlsSource } from '../serve/tls';
 
 /** Whether a component is ready, and if not, why (shown by `/ready` and logged). */
 export type Readiness = { ready: true } | { ready: false; reason: string };

@@ -4,7 +4,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { defineCounter } from '../lib/metrics';
 import { registerScope } from '../lib/log';
-import { readBody, writeText } from './http/router';
+import { readBody, writeText } from '../serve/router';
 import type { ValidationResult } from './providers';
 
 const log = registerScope('validationServer', 'validation webhook server');

@@ -25,7 +25,7 @@ import { hostOf } from '../ca/authn/xfcc';
 import { parseSpiffeIdentity } from '../ca/spiffe';
 import type { XdsAuthDenied } from '../xds/server/auth';
 import type { RequestCaller } from '../xds/server/server';
-import { isLoopbackAddress } from './address';
+import { isLoopbackAddress } from '../serve/address';
 
 export const DEBUG_TYPE = 'istio.io/debug';
 export const TYPE_DEBUG_SYNCZ = `${DEBUG_TYPE}/syncz`;

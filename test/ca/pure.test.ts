@@ -17,7 +17,7 @@ import { completeness, rootChangeAllowed, signingFiles } from '../../src/ca/plug
 import { classifyIdentity, parseCertificate, readSubjectAltNames, subjectAltNameValue } from '../../src/ca/pkix/cert';
 import { generateRoot, rootRotationWaitMs, rotatedRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { daemonDnsNames } from '../../src/ca/settings';
-import { enforceCompliance } from '../../src/meshd/tls';
+import { enforceCompliance } from '../../src/serve/tls';
 import { openssl, opensslCsr, opensslPluginCa, tempDir } from './helpers';
 
 const H = 3_600_000;

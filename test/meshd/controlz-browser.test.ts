@@ -2,7 +2,7 @@
 // the logging library (seen through the JSON API), and a change made through the API shows on the page.
 import t from 'tap';
 import { getScopes, registerScope } from '../../src/lib/log';
-import { startControlZ } from '../../src/meshd/controlz/server';
+import { startControlZ } from '../../src/serve/ctrlz/server';
 import { Cdp, findChromium } from './cdp';
 import { getJSON, request } from './helpers';
 import { waitForValue } from '../helpers/wait';

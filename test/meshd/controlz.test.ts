@@ -4,8 +4,8 @@ import t from 'tap';
 import { buildInfo } from '../../src/lib/buildinfo';
 import { getScopes, registerScope } from '../../src/lib/log';
 import { defineCounter, defineHistogram } from '../../src/lib/metrics';
-import { watchAppSignals } from '../../src/meshd/appsignals';
-import { startControlZ } from '../../src/meshd/controlz/server';
+import { watchAppSignals } from '../../src/serve/appsignals';
+import { startControlZ } from '../../src/serve/ctrlz/server';
 import { request } from './helpers';
 
 const scope = registerScope('ctrlztest', 'a scope for the ControlZ test');

@@ -2,11 +2,11 @@
 // syntax and errors, Go→OpenSSL cipher names, Go's time and float formatting, gRPC keepalive options.
 import t from 'tap';
 import { joinHostPort } from '../../src/lib/hostport';
-import { isLoopbackAddress, parseListenAddress } from '../../src/meshd/address';
-import { opensslCiphers } from '../../src/meshd/tls';
+import { isLoopbackAddress, parseListenAddress } from '../../src/serve/address';
+import { opensslCiphers } from '../../src/serve/tls';
 import { goTime } from '../../src/meshd/debug/shapes';
-import { goFloat } from '../../src/meshd/controlz/topics';
-import { grpcServerOptions } from '../../src/meshd/listeners';
+import { goFloat } from '../../src/serve/ctrlz/topics';
+import { grpcServerOptions } from '../../src/serve/listeners';
 import { formatErrors } from '../../src/meshd/webhook';
 
 t.test('Go listen addresses', async (t) => {

@@ -13,8 +13,8 @@ import { levelName } from '../../lib/log/levels';
 import { METRICS_CONTENT_TYPE, metricsText } from '../../lib/metrics';
 import { isSea } from '../../lib/sea';
 import { SERVICE_ACCOUNT_DIR } from '../../config/orch/client';
-import { startControlZ } from '../../meshd/controlz/server';
-import type { Listener } from '../../meshd/listeners';
+import { startControlZ } from '../../serve/ctrlz/server';
+import type { Listener } from '../../serve/listeners';
 import { PLUGIN_TYPE } from '../plugin/config';
 import { RepairController, type RepairConfig } from '../repair/controller';
 import { Installer, Readiness, type InstallConfig } from './installer';
@@ -123,26 +123,23 @@ async function startRepair(ctx: RunContext, cfg: RepairConfig): Promise<RepairCo
   return rc;
 }
 
-export const run: Handler = async (ctx) => {
-  const cfg = installConfigFromContext(ctx);
-  if (cfg.ambientEnabled) {
-    throw new CommandError('--ambient-enabled: the ambient node agent is not available in this build of install-cni; it installs the sidecar-mode plugin only');
-  }
-  const repairCfg = repairConfigFromContext(ctx);
+function logStartup(cfg: InstallConfig, repairCfg: RepairConfig): void {
   const info = buildInfo();
   recordComponentBuildTag('cni', info.tag);
   log.info(`CNI version: ${info.version}-${info.revision}-${info.status}`);
   log.info(`CNI logging level: ${levelName(findScopeState('cni-agent')?.outputLevel ?? 2)}`);
   log.info(`CNI install configuration: ${JSON.stringify({ ...cfg, binarySources: cfg.binarySources.map((b) => b.path) })}`);
   log.info(`CNI race repair configuration: ${JSON.stringify(repairCfg)}`);
+}
 
-  const abort = new AbortController();
-  const stop = (why: string) => {
-    if (abort.signal.aborted) return;
-    log.info(`${why}: shutting down`);
-    abort.abort(new Error(why));
-  };
+/** The node agent's servers: ControlZ, metrics (when --monitoring-port is set) and readiness on :8000. */
+interface Servers {
+  ctrlz?: Listener;
+  metrics?: http.Server;
+  health?: http.Server;
+}
 
+async function startServers(ctx: RunContext, readiness: Readiness, stop: (why: string) => void): Promise<Servers> {
   let ctrlz: Listener | undefined;
   try {
     ctrlz = await startControlZ({
@@ -153,7 +150,6 @@ export const run: Handler = async (ctx) => {
   } catch (e) {
     log.error(`Unable to start ControlZ: ${(e as Error).message}`);
   }
-
   const monitoringPort = flagNumber(ctx, 'monitoring-port');
   const metrics =
     monitoringPort > 0
@@ -165,9 +161,6 @@ export const run: Handler = async (ctx) => {
           );
         })
       : undefined;
-
-  const readiness = new Readiness();
-  readiness.set(false);
   // Without the ambient node agent the agent's own half of readiness is always there.
   const health = await serve('readiness', READINESS_PORT, (req, res) => {
     const p = new URL(req.url ?? '/', 'http://x').pathname;
@@ -178,7 +171,34 @@ export const run: Handler = async (ctx) => {
     }
     res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' }).end('404 page not found\n');
   });
+  return { ctrlz, metrics, health };
+}
 
+async function closeServers(s: Servers): Promise<void> {
+  for (const server of [s.metrics, s.health]) {
+    server?.closeAllConnections();
+    await new Promise<void>((r) => (server ? server.close(() => r()) : r()));
+  }
+  await s.ctrlz?.drain(Date.now());
+}
+
+export const run: Handler = async (ctx) => {
+  const cfg = installConfigFromContext(ctx);
+  if (cfg.ambientEnabled) {
+    throw new CommandError('--ambient-enabled: the ambient node agent is not available in this build of install-cni; it installs the sidecar-mode plugin only');
+  }
+  const repairCfg = repairConfigFromContext(ctx);
+  logStartup(cfg, repairCfg);
+
+  const abort = new AbortController();
+  const stop = (why: string) => {
+    if (abort.signal.aborted) return;
+    log.info(`${why}: shutting down`);
+    abort.abort(new Error(why));
+  };
+  const readiness = new Readiness();
+  readiness.set(false);
+  const servers = await startServers(ctx, readiness, stop);
   const onSignal = (sig: NodeJS.Signals) => stop(`received ${sig}`);
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
@@ -208,11 +228,7 @@ export const run: Handler = async (ctx) => {
       log.error((e as Error).message);
     }
     await repair?.stop();
-    for (const s of [metrics, health]) {
-      s?.closeAllConnections();
-      await new Promise<void>((r) => (s ? s.close(() => r()) : r()));
-    }
-    await ctrlz?.drain(Date.now());
+    await closeServers(servers);
   }
   if (failure) throw failure instanceof CommandError ? failure : new CommandError(failure.message);
   return 0;

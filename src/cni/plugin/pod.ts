@@ -2,10 +2,9 @@
 // one whose traffic we capture (Istio's cni/pkg/plugin doAddRun and ExtractPodInfo). Pods injected by
 // Istio's own injector (`istio-proxy`, `istio-init`, `sidecar.istio.io/*`, `traffic.sidecar.istio.io/*`)
 // are read as well: where a pod carries both names, ours win.
+import { goBool } from '../../lib/strconv';
+import { INIT_CONTAINER, PROXY_CONTAINER } from '../../config/containers';
 
-export const PROXY_CONTAINER = 'mesh-proxy';
-/** A pod with this init container programs its own rules (the mesh is installed without CNI there). */
-export const INIT_CONTAINER = 'mesh-init';
 /** Istio's names for the same containers. */
 const ISTIO_PROXY_CONTAINER = 'istio-proxy';
 const ISTIO_INIT_CONTAINER = 'istio-init';
@@ -101,21 +100,15 @@ export function extractPodInfo(pod: unknown): PodInfo {
 }
 
 /** Go strconv.ParseBool. */
-export function parseGoBool(v: string): boolean | undefined {
-  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(v)) return true;
-  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(v)) return false;
-  return undefined;
-}
-
 /** Why a pod's traffic is left alone, or undefined when the sidecar's capture rules apply to it. */
 export function skipReason(pi: PodInfo): string | undefined {
   if (pi.containers.has(INIT_CONTAINER)) return `already injected with the ${INIT_CONTAINER} init container`;
   const disabled = pi.proxyEnv['DISABLE_ENVOY'];
-  if (disabled !== undefined && parseGoBool(disabled) === true) return `DISABLE_ENVOY is set on ${PROXY_CONTAINER}`;
+  if (disabled !== undefined && goBool(disabled) === true) return `DISABLE_ENVOY is set on ${PROXY_CONTAINER}`;
   if (!pi.containers.has(PROXY_CONTAINER)) return `it has no ${PROXY_CONTAINER} container (have ${[...pi.containers].sort().join(', ')})`;
   if (pi.proxyType !== '' && pi.proxyType !== 'sidecar') return `it has proxy type ${pi.proxyType}`;
   const inject = INJECT_LABEL in pi.labels ? pi.labels[INJECT_LABEL]! : (pi.annotations[ANNOTATION.inject] ?? '');
-  if (inject !== '' && parseGoBool(inject) === false) return 'injection is disabled for it (sidecar.mesh.io/inject)';
+  if (inject !== '' && goBool(inject) === false) return 'injection is disabled for it (sidecar.mesh.io/inject)';
   if (!(ANNOTATION.status in pi.annotations)) return `it has no ${ANNOTATION.status} annotation`;
   return undefined;
 }

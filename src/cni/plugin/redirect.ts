@@ -1,10 +1,11 @@
 // From a pod's annotations and proxy container to the mesh-iptables settings of its capture
 // (Istio's cni/pkg/plugin sidecar_redirect.go): the same inputs the injected mesh-init container would
 // have passed as flags, so the one rule builder of src/iptables produces the rules.
+import { goBool } from '../../lib/strconv';
 import type { IptablesFlags } from '../../iptables/config';
 import { IPTABLES_FLAG_DEFAULTS } from '../../iptables/config';
 import { parseCidr } from '../../iptables/ip';
-import { ANNOTATION, parseGoBool, type PodInfo } from './pod';
+import { ANNOTATION, type PodInfo } from './pod';
 
 export interface Redirect {
   targetPort: string;
@@ -71,7 +72,7 @@ export function newRedirect(pi: PodInfo): Redirect {
   const envBool = (name: string): boolean => {
     const v = pi.proxyEnv[name];
     if (v === undefined) return false;
-    const b = parseGoBool(v);
+    const b = goBool(v);
     if (b === undefined) warnings.push(`cannot parse ${name}=${JSON.stringify(v)} of the ${'mesh-proxy'} container as a boolean; using false`);
     return b ?? false;
   };

@@ -1,4 +1,5 @@
 // RequestAuthentication, AuthorizationPolicy, PeerAuthentication (Istio's security validation).
+import { goBool } from '../../lib/strconv';
 import { createPublicKey, createSecretKey } from 'node:crypto';
 import type { Config, JWTRule, PolicyTargetReference, WorkloadSelector } from '../types';
 import { isObject } from '../values';
@@ -203,7 +204,6 @@ export function attributeError(k: string, values: readonly string[]): string | u
 
 // The mark for validation-only (dry-run) AuthorizationPolicies: Istio's name and ours.
 export const DRY_RUN_ANNOTATIONS = ['mesh.io/dry-run', 'istio.io/dry-run'];
-const GO_BOOLS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 'FALSE', 'false', 'False']);
 
 /** The dry-run annotation is only for ALLOW/DENY AuthorizationPolicies, with a boolean value. */
 export function checkDryRunAnnotation(c: Config, r: Report): void {
@@ -217,7 +217,7 @@ export function checkDryRunAnnotation(c: Config, r: Report): void {
     }
     const action = (c as Config<'AuthorizationPolicy'>).spec.action ?? 'ALLOW';
     if (action === 'ALLOW' || action === 'DENY') {
-      if (!GO_BOOLS.has(val))
+      if (goBool(val) === undefined)
         r.error(field, `${c.meta.namespace}/${c.meta.name} has annotation ${name} with invalid value (${val}): strconv.ParseBool: parsing ${JSON.stringify(val)}: invalid syntax`);
     } else {
       r.error(field, `the annotation ${name} currently only supports action ALLOW/DENY, found action ${action} in ${c.meta.namespace}/${c.meta.name}`);

@@ -82,6 +82,51 @@ function colorize(ctx: RunContext): boolean {
   return Boolean((ctx.stdout as NodeJS.WriteStream).isTTY);
 }
 
+/** --meshConfigFile's MeshConfig, or the default. */
+function meshConfigFromFlag(ctx: RunContext): ReturnType<typeof defaultMeshConfig> {
+  const meshConfigFile = flagString(ctx, 'meshConfigFile');
+  if (!meshConfigFile) return defaultMeshConfig();
+  let text: string;
+  try {
+    text = fs.readFileSync(meshConfigFile, 'utf8');
+  } catch (e) {
+    throw new CommandError(`--meshConfigFile: ${goFileError('open', meshConfigFile, e)}`);
+  }
+  try {
+    return parseMeshConfig(text);
+  } catch (e) {
+    throw new CommandError(`--meshConfigFile ${meshConfigFile}: ${(e as Error).message}`);
+  }
+}
+
+/** The resources of every input after `base`; parse errors reported on stderr as istioctl does. */
+function loadInputs(ctx: RunContext, inputs: Input[], namespace: string, base: readonly Resource[]): { resources: Resource[]; badFiles: number; skipped: string[] } {
+  const resources: Resource[] = [...base];
+  const parseErrors: string[] = [];
+  let badFiles = 0;
+  const skipped: string[] = [];
+  for (const input of inputs) {
+    const loaded = loadResources(input.text, input.name, namespace);
+    resources.push(...loaded.resources);
+    skipped.push(...loaded.skipped);
+    if (loaded.errors.length > 0) {
+      badFiles++;
+      parseErrors.push(...loaded.errors.map((e) => `errors parsing content ${JSON.stringify(input.name)}: ${e}`));
+    }
+  }
+  if (parseErrors.length > 0) ctx.stderr.write(`Error(s) adding files: ${multiError(parseErrors)}`);
+  return { resources, badFiles, skipped };
+}
+
+/** istioctl's line when no message reaches the output threshold. */
+function noIssuesText(inputs: Input[], target: string, badFiles: number): string {
+  if (badFiles > 0) return `No validation issues found when analyzing ${target} (but ${badFiles} ${badFiles === 1 ? 'file' : 'files'} could not be parsed).\n`;
+  const names = inputs.map((i) => i.name);
+  if (names.length > 1) return `\u2714 No validation issues found when analyzing:\n  - ${names.join('\n  - ')}\n`;
+  if (names.length === 1) return `\u2714 No validation issues found when analyzing ${names[0]}.\n`;
+  return `\u2714 No validation issues found when analyzing ${target}.\n`;
+}
+
 export const run: Handler = async (ctx) => {
   const format = flagString(ctx, 'output').toLowerCase() as OutputFormat;
   if (flagBool(ctx, 'list-analyzers')) {
@@ -103,37 +148,9 @@ export const run: Handler = async (ctx) => {
   const meshNamespace = flagString(ctx, 'meshNamespace') || 'mesh-system';
   const suppressions = parseSuppressions(ctx);
 
-  let mesh = defaultMeshConfig();
-  const meshConfigFile = flagString(ctx, 'meshConfigFile');
-  if (meshConfigFile) {
-    let text: string;
-    try {
-      text = fs.readFileSync(meshConfigFile, 'utf8');
-    } catch (e) {
-      throw new CommandError(`--meshConfigFile: ${goFileError('open', meshConfigFile, e)}`);
-    }
-    try {
-      mesh = parseMeshConfig(text);
-    } catch (e) {
-      throw new CommandError(`--meshConfigFile ${meshConfigFile}: ${(e as Error).message}`);
-    }
-  }
-
+  const mesh = meshConfigFromFlag(ctx);
   // Files-only analysis stands in the resources a cluster would have (the ingress gateway).
-  const resources: Resource[] = [...defaultResources(mesh, meshNamespace)];
-  const parseErrors: string[] = [];
-  let badFiles = 0;
-  const skipped: string[] = [];
-  for (const input of inputs) {
-    const loaded = loadResources(input.text, input.name, namespace);
-    resources.push(...loaded.resources);
-    skipped.push(...loaded.skipped);
-    if (loaded.errors.length > 0) {
-      badFiles++;
-      parseErrors.push(...loaded.errors.map((e) => `errors parsing content ${JSON.stringify(input.name)}: ${e}`));
-    }
-  }
-  if (parseErrors.length > 0) ctx.stderr.write(`Error(s) adding files: ${multiError(parseErrors)}`);
+  const { resources, badFiles, skipped } = loadInputs(ctx, inputs, namespace, defaultResources(mesh, meshNamespace));
 
   if (resources.some((r) => r.kind === 'EnvoyFilter')) await loadEnvoyFilterTypes();
   const target = allNamespaces ? 'all namespaces' : `namespace: ${namespace}`;
@@ -163,16 +180,7 @@ export const run: Handler = async (ctx) => {
   const shown = result.messages.filter((m) => atLeast(m.type.level, outputThreshold));
   ctx.stdout.write(printMessages(shown, format, format === 'log' && colorize(ctx)) + '\n');
 
-  if (shown.length === 0) {
-    if (badFiles === 0) {
-      const names = inputs.map((i) => i.name);
-      if (names.length > 1) ctx.stderr.write(`\u2714 No validation issues found when analyzing:\n  - ${names.join('\n  - ')}\n`);
-      else if (names.length === 1) ctx.stderr.write(`\u2714 No validation issues found when analyzing ${names[0]}.\n`);
-      else ctx.stderr.write(`\u2714 No validation issues found when analyzing ${target}.\n`);
-    } else {
-      ctx.stderr.write(`No validation issues found when analyzing ${target} (but ${badFiles} ${badFiles === 1 ? 'file' : 'files'} could not be parsed).\n`);
-    }
-  }
+  if (shown.length === 0) ctx.stderr.write(noIssuesText(inputs, target, badFiles));
 
   // Only the log format sets the exit code (istioctl keeps json/yaml output exit 0 for tooling).
   if (format !== 'log') return 0;

@@ -14,6 +14,7 @@ import { controlPlaneInfo, xdsOptions, xdsRequest, type XdsOptions } from '../xd
 import { tarGz, type ArchiveFile } from './archive';
 import { BugReportConfigError, parseBugReportConfig, type BugReportConfig } from './config';
 import { isSelected, SelectorError, selectorsFromFlags, type ClusterTree, type SelectionSpec } from './filter';
+import { PROXY_CONTAINER } from '../../config/containers';
 
 /** Istio's IstiodDebugURLs (1.26), fetched as the daemon's debug pages. */
 export const DAEMON_DEBUG_PAGES = [
@@ -39,7 +40,6 @@ export const DAEMON_DEBUG_PAGES = [
 ];
 /** Istio's ProxyDebugURLs (1.26): admin paths, also the file names under the proxy's directory. */
 export const PROXY_ADMIN_PATHS = ['certs', 'clusters', 'config_dump?include_eds', 'stats/prometheus'];
-const PROXY_CONTAINER = 'mesh-proxy';
 const REDACTED = '[redacted]';
 const SECRET_KEYS = new Set(['private_key', 'privateKey', 'password', 'ocsp_staple', 'ocspStaple']);
 const PER_REQUEST_MS = 30_000;
@@ -159,43 +159,54 @@ function settings(ctx: RunContext): Settings {
   };
 }
 
-export const run: Handler = async (ctx) => {
-  const s = settings(ctx);
-  const deadline = new Deadline(Date.now() + s.timeoutMs);
-  const base = xdsOptions(ctx);
-  const xo = (): XdsOptions => ({ ...base, timeoutMs: deadline.budget() });
-  const files = new Map<string, string>();
-  const logLines: string[] = [];
-  const say = (line: string) => {
-    ctx.stdout.write(line + '\n');
-    logLines.push(`${new Date().toISOString()}\tinfo\t${line}`);
-  };
-  const note = (line: string) => logLines.push(`${new Date().toISOString()}\tinfo\t${line}`);
-  const warn = (line: string) => {
-    ctx.stderr.write(`Warning: ${line}\n`);
-    logLines.push(`${new Date().toISOString()}\twarn\t${line}`);
-  };
-  const progress = new Progress(ctx.stderr);
-  let partial = false;
+/** What the run says: progress on stdout, warnings on stderr, and everything in bug-report.log. */
+class RunLog {
+  readonly lines: string[] = [];
+  constructor(private readonly ctx: RunContext) {}
+  private add(level: string, line: string): void {
+    this.lines.push(`${new Date().toISOString()}\t${level}\t${line}`);
+  }
+  say(line: string): void {
+    this.ctx.stdout.write(line + '\n');
+    this.add('info', line);
+  }
+  note(line: string): void {
+    this.add('info', line);
+  }
+  warn(line: string): void {
+    this.ctx.stderr.write(`Warning: ${line}\n`);
+    this.add('warn', line);
+  }
+}
 
-  say(`Collecting from the control plane at ${base.address || '(no --xds-address)'} (no cluster: orchestrator resources and container logs are not collected).`);
-  // The daemon's view of its proxies is the one thing without which nothing else can be found.
-  let clients: AdsClientInfo[];
-  let daemonId: string;
-  let daemonVersion = '';
+interface SelectedProxy {
+  target: ReturnType<typeof proxyTargetOf>;
+  path: string[];
+}
+
+interface DaemonView {
+  daemonId: string;
+  daemonVersion: string;
+  clients: AdsClientInfo[];
+}
+
+/** The daemon's view of its proxies: the one thing without which nothing else can be found. */
+async function daemonView(base: XdsOptions): Promise<DaemonView> {
   try {
     // Not bounded by --timeout: without this list there is nothing to archive.
     const listing = { ...base, timeoutMs: PER_REQUEST_MS };
     const res = await xdsRequest(listing, 'istio.io/debug', ['adsz']);
     const cp = controlPlaneInfo(res);
-    daemonId = cp.ID || 'meshd';
-    daemonVersion = cp.Info?.version ?? '';
-    clients = await connectedClients(listing);
+    return { daemonId: cp.ID || 'meshd', daemonVersion: cp.Info?.version ?? '', clients: await connectedClients(listing) };
   } catch (e) {
     throw new CommandError(`cannot collect from the control plane: ${(e as Error).message}`);
   }
+}
+
+/** The proxies among the daemon's clients that --include/--exclude select. */
+function selectProxies(s: Settings, clients: AdsClientInfo[]): SelectedProxy[] {
   const cluster: ClusterTree = { tree: {}, labels: {}, annotations: {} };
-  const proxies = clients
+  return clients
     .filter((c) => c.metadata && c.metadata['PROXY_CONFIG'] !== undefined)
     .map((c) => {
       const t = proxyTargetOf(c, 'default');
@@ -205,58 +216,82 @@ export const run: Handler = async (ctx) => {
       return { target: t, path: p.path };
     })
     .filter((p) => isSelected(s.include, s.exclude, cluster, p.path));
-  note(`${clients.length} connections to the daemon ${daemonId}; ${proxies.length} proxies selected: ${proxies.map((p) => p.target.id).join(', ') || 'none'}`);
+}
 
-  const daemonDir = `mesh/${s.meshNamespace || 'mesh-system'}/${daemonId}`;
-  const steps = DAEMON_DEBUG_PAGES.length + proxies.length * PROXY_ADMIN_PATHS.length;
-  if (s.dryRun) {
-    for (const page of DAEMON_DEBUG_PAGES) say(`dry run: would fetch the daemon's debug/${page} over xDS into ${daemonDir}/debug/${page}`);
-    for (const p of proxies) {
-      for (const u of PROXY_ADMIN_PATHS) say(`dry run: would GET http://${p.target.hosts[0]}:${p.target.adminPort}/${u} into proxies/${p.target.namespace}/${p.target.name}/${u}`);
-    }
-    say('dry run: nothing was fetched or written.');
-    return 0;
-  }
-
-  let done = 0;
-  const timedOut = () => {
-    if (!deadline.expired()) return false;
-    if (!partial) warn(`--timeout ${formatDurationMs(s.timeoutMs)} reached: archiving what was collected so far`);
-    partial = true;
-    return true;
-  };
-  const put = (name: string, body: string) => files.set(name, s.fullSecrets ? body : redactText(body));
-
-  for (const page of DAEMON_DEBUG_PAGES) {
-    if (timedOut()) break;
-    progress.step(done, steps, `meshd debug/${page}`);
-    try {
-      const res = await xdsRequest(xo(), 'istio.io/debug', [page]);
-      const body = res.resources.map((r) => Buffer.from(r.value).toString()).join('\n');
-      if (/^404 page not found/.test(body)) note(`the daemon has no debug/${page}`);
-      else put(`${daemonDir}/debug/${page}`, body);
-    } catch (e) {
-      note(`debug/${page}: ${(e as Error).message}`);
-    }
-    done++;
-  }
+function sayDryRun(log: RunLog, daemonDir: string, proxies: SelectedProxy[]): void {
+  for (const page of DAEMON_DEBUG_PAGES) log.say(`dry run: would fetch the daemon's debug/${page} over xDS into ${daemonDir}/debug/${page}`);
   for (const p of proxies) {
-    for (const u of PROXY_ADMIN_PATHS) {
-      if (timedOut()) break;
-      progress.step(done, steps, `${p.target.id} ${u}`);
+    for (const u of PROXY_ADMIN_PATHS) log.say(`dry run: would GET http://${p.target.hosts[0]}:${p.target.adminPort}/${u} into proxies/${p.target.namespace}/${p.target.name}/${u}`);
+  }
+  log.say('dry run: nothing was fetched or written.');
+}
+
+/** Fetches the daemon's debug pages and each proxy's admin pages until done or --timeout, into `files`. */
+class Collector {
+  readonly files = new Map<string, string>();
+  done = 0;
+  partial = false;
+  readonly steps: number;
+  private readonly progress: Progress;
+
+  constructor(
+    ctx: RunContext,
+    private readonly s: Settings,
+    private readonly base: XdsOptions,
+    private readonly log: RunLog,
+    private readonly proxies: SelectedProxy[],
+    private readonly deadline: Deadline,
+  ) {
+    this.steps = DAEMON_DEBUG_PAGES.length + proxies.length * PROXY_ADMIN_PATHS.length;
+    this.progress = new Progress(ctx.stderr);
+  }
+
+  private timedOut(): boolean {
+    if (!this.deadline.expired()) return false;
+    if (!this.partial) this.log.warn(`--timeout ${formatDurationMs(this.s.timeoutMs)} reached: archiving what was collected so far`);
+    this.partial = true;
+    return true;
+  }
+
+  private put(name: string, body: string): void {
+    this.files.set(name, this.s.fullSecrets ? body : redactText(body));
+  }
+
+  async daemonPages(daemonDir: string): Promise<void> {
+    for (const page of DAEMON_DEBUG_PAGES) {
+      if (this.timedOut()) break;
+      this.progress.step(this.done, this.steps, `meshd debug/${page}`);
       try {
-        put(`proxies/${p.target.namespace}/${p.target.name}/${u}`, await proxyDo(p.target, 'GET', u, p.target.adminPort, deadline.budget()));
+        const res = await xdsRequest({ ...this.base, timeoutMs: this.deadline.budget() }, 'istio.io/debug', [page]);
+        const body = res.resources.map((r) => Buffer.from(r.value).toString()).join('\n');
+        if (/^404 page not found/.test(body)) this.log.note(`the daemon has no debug/${page}`);
+        else this.put(`${daemonDir}/debug/${page}`, body);
       } catch (e) {
-        note(`${p.target.id} ${u}: ${(e as Error).message}`);
+        this.log.note(`debug/${page}: ${(e as Error).message}`);
       }
-      done++;
+      this.done++;
     }
   }
-  progress.end();
-  files.set('versions', `client version: ${buildInfo().version}\ncontrol plane version: ${daemonVersion || 'unknown'} (${daemonId})\n`);
-  note(partial ? `collection stopped at the timeout after ${done} of ${steps} requests` : `collected ${done} of ${steps} requests`);
-  files.set('bug-report.log', logLines.join('\n') + '\n');
 
+  async proxyPages(): Promise<void> {
+    for (const p of this.proxies) {
+      for (const u of PROXY_ADMIN_PATHS) {
+        if (this.timedOut()) break;
+        this.progress.step(this.done, this.steps, `${p.target.id} ${u}`);
+        try {
+          this.put(`proxies/${p.target.namespace}/${p.target.name}/${u}`, await proxyDo(p.target, 'GET', u, p.target.adminPort, this.deadline.budget()));
+        } catch (e) {
+          this.log.note(`${p.target.id} ${u}: ${(e as Error).message}`);
+        }
+        this.done++;
+      }
+    }
+    this.progress.end();
+  }
+}
+
+/** Writes the archive (and the --dir copy), sorted by name. */
+function writeArchive(ctx: RunContext, s: Settings, files: Map<string, string>): void {
   const entries: ArchiveFile[] = [...files.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([name, text]) => ({ name: `bug-report/${name}`, data: Buffer.from(text), mode: 0o644 }));
@@ -275,6 +310,31 @@ export const run: Handler = async (ctx) => {
   } catch (e) {
     throw new CommandError(`cannot write ${out}: ${(e as Error).message}`);
   }
-  ctx.stdout.write(partial ? 'Done (partial: the timeout was reached).\n' : 'Done.\n');
+}
+
+export const run: Handler = async (ctx) => {
+  const s = settings(ctx);
+  // --timeout counts from the start, though the daemon's listing itself is not cut short by it.
+  const deadline = new Deadline(Date.now() + s.timeoutMs);
+  const base = xdsOptions(ctx);
+  const log = new RunLog(ctx);
+  log.say(`Collecting from the control plane at ${base.address || '(no --xds-address)'} (no cluster: orchestrator resources and container logs are not collected).`);
+  const { daemonId, daemonVersion, clients } = await daemonView(base);
+  const proxies = selectProxies(s, clients);
+  log.note(`${clients.length} connections to the daemon ${daemonId}; ${proxies.length} proxies selected: ${proxies.map((p) => p.target.id).join(', ') || 'none'}`);
+
+  const daemonDir = `mesh/${s.meshNamespace || 'mesh-system'}/${daemonId}`;
+  if (s.dryRun) {
+    sayDryRun(log, daemonDir, proxies);
+    return 0;
+  }
+  const c = new Collector(ctx, s, base, log, proxies, deadline);
+  await c.daemonPages(daemonDir);
+  await c.proxyPages();
+  c.files.set('versions', `client version: ${buildInfo().version}\ncontrol plane version: ${daemonVersion || 'unknown'} (${daemonId})\n`);
+  log.note(c.partial ? `collection stopped at the timeout after ${c.done} of ${c.steps} requests` : `collected ${c.done} of ${c.steps} requests`);
+  c.files.set('bug-report.log', log.lines.join('\n') + '\n');
+  writeArchive(ctx, s, c.files);
+  ctx.stdout.write(c.partial ? 'Done (partial: the timeout was reached).\n' : 'Done.\n');
   return 0;
 };

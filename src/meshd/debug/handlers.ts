@@ -1,8 +1,8 @@
 // Istio's debug interface (pilot/pkg/xds/debug.go): `/debug/*` pages on the HTTP and monitoring
 // listeners, reading the providers. Like istiod, requests from non-loopback clients must authenticate.
 import type { ServerResponse } from 'node:http';
-import { isLoopbackAddress } from '../address';
-import { type RouteHandler, Router, writeJSON, writeText } from '../http/router';
+import { isLoopbackAddress } from '../../serve/address';
+import { type RouteHandler, Router, writeJSON, writeText } from '../../serve/router';
 import type { MeshdProviders } from '../providers';
 import { pprofDisabledHandler, pprofHandler } from './pprof';
 import {
@@ -15,6 +15,7 @@ import {
   synczJson,
 } from './shapes';
 import { registerScope } from '../../lib/log';
+import { escapeHtml } from '../../lib/html';
 
 const log = registerScope('default');
 
@@ -221,9 +222,6 @@ export class DebugPages {
   }
 }
 
-export function escapeHtml(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
-}
 
 const INDEX_HEAD = `<html>
 <head>

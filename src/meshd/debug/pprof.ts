@@ -5,7 +5,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Session } from 'node:inspector/promises';
 import { getHeapSnapshot } from 'node:v8';
 import { pipeline } from 'node:stream/promises';
-import { writeText } from '../http/router';
+import { writeText } from '../../serve/router';
 
 let cpuProfiling = false;
 

@@ -2,7 +2,7 @@
 // script that talks to the JSON API, served from these strings (nothing is read from disk at run time).
 import type { BuildInfo } from '../../lib/buildinfo';
 import { LEVEL_NAMES } from '../../lib/log';
-import { escapeHtml as esc } from '../debug/handlers';
+import { escapeHtml as esc } from '../../lib/html';
 import type { MetricFamilyJson, ScopeJson, Topic } from './topics';
 
 const STYLE = `

@@ -1,7 +1,7 @@
 // A small path router with the matching rules of Go's http.ServeMux that the daemon's pages rely on:
 // exact paths, and subtree prefixes ending in `/`. Unknown paths get Go's `404 page not found`.
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { registerScope } from '../../lib/log';
+import { registerScope } from '../lib/log';
 
 const log = registerScope('default');
 

@@ -1,7 +1,8 @@
-// The daemon's sockets: binding Go-style addresses, the HTTP(S) listeners and the gRPC listeners. Every
-// listener is a Node net/tls server we bind ourselves, so all of them report bind errors the same way
-// (naming the flag and the address) and all of them can stop accepting before in-flight work is drained.
-// gRPC connections are handed to a @grpc/grpc-js Server through its connection injector.
+// The sockets every long-running program serves on (the daemon; the CNI node agent's ControlZ): binding
+// Go-style addresses, the HTTP(S) listeners and the gRPC listeners. Every listener is a Node net/tls server
+// we bind ourselves, so all of them report bind errors the same way (naming the flag and the address) and
+// all of them can stop accepting before in-flight work is drained. gRPC connections are handed to a
+// @grpc/grpc-js Server through its connection injector.
 import * as net from 'node:net';
 import * as http from 'node:http';
 import * as https from 'node:https';

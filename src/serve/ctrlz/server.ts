@@ -3,7 +3,7 @@
 // `/memj/forcecollection` PUT, `/signalj/SIGUSR1` PUT/POST, `/homej/exit` PUT).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { joinHostPort } from '../../lib/hostport';
-import { readBody, writeText } from '../http/router';
+import { readBody, writeText } from '../router';
 import { startHttpListener, type Listener } from '../listeners';
 import { appSignalWatcherCount, notifyAppSignal } from '../appsignals';
 import {
