@@ -3,7 +3,7 @@
 // the user's own overrides of injected containers; then Istio's post-processing (probe rewriting for the
 // agent, Prometheus merge annotations, the status annotation, container order). Shared by `meshctl
 // orch-inject` and the daemon's injection webhook.
-import { goBool } from '../lib/strconv';
+import { goBool } from '../lib/gostrconv';
 import { INIT_CONTAINER, PROXY_CONTAINER, VALIDATION_CONTAINER } from '../config/containers';
 import { labelSelectorMatches, type LabelSelectorLike as LabelSelector } from '../config/meshconfig';
 import { GoTemplate, type FuncMap } from '../lib/gotemplate';

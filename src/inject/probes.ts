@@ -2,7 +2,7 @@
 // original probes go into MESH_ORCH_APP_PROBERS as JSON keyed by /app-health/<container>/{readyz,livez,
 // startupz} and /app-lifecycle/<container>/{prestopz,poststartz}; the probes themselves become HTTP GETs of
 // those paths on the status port. Named ports resolve to numbers; already-rewritten probes are left alone.
-import { goBool } from '../lib/strconv';
+import { goBool } from '../lib/gostrconv';
 import { goJsonText, normalize, type Json, type JsonObject } from '../orch/typed';
 import { PROXY_CONTAINER } from '../config/containers';
 

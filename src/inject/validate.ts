@@ -1,6 +1,6 @@
 // Checks of the annotations that steer injection (Istio's inject/validate.go), with Istio's messages:
 // `invalid value '<value>' for annotation '<key>': <why>`.
-import { goBool, goBoolError } from '../lib/strconv';
+import { goBool, goBoolError } from '../lib/gostrconv';
 import { applyProxyConfigText, defaultProxyConfig, MeshConfigError, validateProxyConfig } from './mesh';
 
 type Check = (value: string) => string | undefined;

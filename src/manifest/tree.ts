@@ -2,7 +2,7 @@
 // key escaped with a backslash, list elements by index (`a[0]`, `a.[0]`) or by a field's value (`a.[name:x]`),
 // `--set path=value` values typed as Istio types them (int, then float, then bool, else string with `\,`
 // unescaped; a few paths always stay strings).
-import { goBool } from '../lib/strconv';
+import { goBool } from '../lib/gostrconv';
 export type Tree = Record<string, unknown>;
 
 export function isTree(v: unknown): v is Tree {

@@ -2,7 +2,7 @@
 // one whose traffic we capture (Istio's cni/pkg/plugin doAddRun and ExtractPodInfo). Pods injected by
 // Istio's own injector (`istio-proxy`, `istio-init`, `sidecar.istio.io/*`, `traffic.sidecar.istio.io/*`)
 // are read as well: where a pod carries both names, ours win.
-import { goBool } from '../../lib/strconv';
+import { goBool } from '../../lib/gostrconv';
 import { INIT_CONTAINER, PROXY_CONTAINER } from '../../config/containers';
 
 /** Istio's names for the same containers. */

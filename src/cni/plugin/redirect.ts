@@ -1,7 +1,7 @@
 // From a pod's annotations and proxy container to the mesh-iptables settings of its capture
 // (Istio's cni/pkg/plugin sidecar_redirect.go): the same inputs the injected mesh-init container would
 // have passed as flags, so the one rule builder of src/iptables produces the rules.
-import { goBool } from '../../lib/strconv';
+import { goBool } from '../../lib/gostrconv';
 import type { IptablesFlags } from '../../iptables/config';
 import { IPTABLES_FLAG_DEFAULTS } from '../../iptables/config';
 import { parseCidr } from '../../iptables/ip';

@@ -1,5 +1,5 @@
 // RequestAuthentication, AuthorizationPolicy, PeerAuthentication (Istio's security validation).
-import { goBool } from '../../lib/strconv';
+import { goBool } from '../../lib/gostrconv';
 import { createPublicKey, createSecretKey } from 'node:crypto';
 import type { Config, JWTRule, PolicyTargetReference, WorkloadSelector } from '../types';
 import { isObject } from '../values';
