@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { EnvTable } from '../cli/env';
-import type { Config, Kind } from '../config/types';
+import type { Config } from '../config/types';
 import type { ConfigStore, ConfigEvent } from '../config/store';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
@@ -15,20 +15,17 @@ import { ALL_SECRETS_OF } from '../xds/gen/sds';
 import { SecretAccessReviews } from './secret-access';
 import { validateObject } from '../config/validate/object';
 import { loadEnvoyFilterTypes } from '../config/validate';
-import { configKey } from '../config/types';
 import type { Endpoint, Proxy } from '../discovery/model';
 import { buildRegistries, OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry';
-import { initPushContext, type PushContext, type PushContextOptions } from '../discovery/push-context';
-import { setLastPushStatus } from '../discovery/push-status';
+import type { PushContext, PushContextOptions } from '../discovery/push-context';
 import { enableQueueMetrics } from '../lib/reconcile-queue';
-import { inboundUpdates, pushContextInitTime } from '../xds/server/metrics';
 import { proxyFromNode } from '../discovery/proxy';
 import { generatorsFor } from '../xds/gen';
-import { typesUnchanged } from '../xds/gen/unchanged';
 import { controlPlaneIdentifier, debugAccessDenied, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
 import type { Generator } from '../xds/types';
-import { AdsServer, adsSettingsFromEnv, newPushRequest, xdsCacheSettingsFromEnv } from '../xds/server';
+import { AdsServer, adsSettingsFromEnv, xdsCacheSettingsFromEnv } from '../xds/server';
 import { XdsCache } from '../discovery/push/xds-cache';
+import { PushController } from '../xds/push/controller';
 import { configDumpJson, type TypedResources } from '../xds/config-dump';
 import { registerScope } from '../lib/log';
 import { createDaemonSecurity, type DaemonSecurity } from '../security';
@@ -51,9 +48,6 @@ function withClusterAlias(proxy: Proxy, aliases: Readonly<Record<string, string>
   const to = id !== undefined ? aliases[id] : undefined;
   return to === undefined ? proxy : { ...proxy, metadata: { ...proxy.metadata, clusterId: to } };
 }
-
-/** Kinds read only through the service registries. */
-const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'Pod']);
 
 /** An unusable --configDir is a start-up error, not a daemon that is never ready. */
 function checkConfigDir(dir: string): void {
@@ -140,21 +134,6 @@ function validateAdmission(obj: Readonly<Record<string, unknown>>): ValidationRe
   return v.unknownType ? { errors: [], unknownType: true } : { errors: v.messages, warnings: v.warnings };
 }
 
-const HTTP_PROTOCOLS = new Set(['HTTP', 'HTTP2', 'GRPC']);
-
-/** `DNSName/ns/host` (HTTP-only) or `ServiceEntry/ns/host` keys of the orchestrator headless services among `hostnames`. */
-function headlessUpdates(push: PushContext, hostnames: ReadonlySet<string>): string[] {
-  const out: string[] = [];
-  for (const h of hostnames) {
-    for (const s of push.servicesByHostname(h)) {
-      if (s.registry !== 'Orchestrator' || s.resolution !== 'Passthrough') continue;
-      const kind = s.ports.every((p) => HTTP_PROTOCOLS.has(p.protocol)) ? 'DNSName' : 'ServiceEntry';
-      out.push(`${kind}/${s.namespace}/${h}`);
-    }
-  }
-  return out;
-}
-
 export const run: Handler = async (ctx) => {
   // Config sources validate EnvoyFilters as they load them.
   await loadEnvoyFilterTypes();
@@ -212,22 +191,12 @@ export const run: Handler = async (ctx) => {
     await store.close();
     throw e;
   }
-  // Istio initPushContext: a full snapshot, its build time, and the status its generation records
   // The xDS cache lives across push contexts: unchanged clusters and virtual hosts are reused by content.
   const xdsCache = new XdsCache(xdsCacheSettingsFromEnv(env));
-  const initPush = (): PushContext => {
-    const started = performance.now();
-    const next = initPushContext(store, registry, opts, xdsCache);
-    pushContextInitTime.observe((performance.now() - started) / 1000);
-    setLastPushStatus(next.status);
-    return next;
-  };
-  let push: PushContext = initPush();
-  security.prefetch(store.list('RequestAuthentication'), push);
 
   // Credentials: with a cluster, reading a key pair needs the right to list Secrets (SubjectAccessReview);
   // from files alone there is no such right to ask about, and a proxy reads its own namespace's.
-  const reviews = orchestrator ? new SecretAccessReviews(orchestrator.client, (ns) => server.pushAll(newPushRequest(push, { full: true, configsUpdated: [ALL_SECRETS_OF(ns)], reasons: { secret: 1 } }))) : undefined;
+  const reviews = orchestrator ? new SecretAccessReviews(orchestrator.client, (ns) => pushes.onSecret([ALL_SECRETS_OF(ns)])) : undefined;
   const generatorOptions = {
     ...security.generatorOptions,
     nameTable: { multiclusterHeadless: env.bool('ENABLE_MULTICLUSTER_HEADLESS'), dualStack: env.bool('MESH_DUAL_STACK') },
@@ -254,56 +223,25 @@ export const run: Handler = async (ctx) => {
       return t[typeUrl];
     },
     parseNode: (node) => withClusterAlias(proxyFromNode(node), clusterAliases),
-    pushContext: () => push,
+    pushContext: () => pushes.current(),
     settings: adsSettingsFromEnv(env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
     authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     authorizeRequest: (c, typeUrl) => debugAccessDenied(c, typeUrl, ctx.flags['namespace'] as string),
   });
-  // New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers.
-  security.onKeysChanged(() => {
-    push = initPush();
-    server.pushAll(newPushRequest(push, { full: true, reasons: { unknown: 1 } }));
+  const pushes = new PushController({
+    server,
+    store,
+    registry,
+    options: opts,
+    cache: xdsCache,
+    prefetchJwks: (policies, push) => security.prefetch(policies, push),
   });
-
-  const unsubscribeConfig = store.subscribe((all: readonly ConfigEvent[]) => {
-    // Services, EndpointSlices and Pods reach proxies through the registry's events (endpoint-only
-    // changes as incremental EDS); only the rest is configuration that needs a full push here.
-    const events = all.filter((e) => !REGISTRY_ONLY_KINDS.has(e.config.kind));
-    if (events.length === 0) return;
-    inboundUpdates.inc({ type: 'config' }, events.length);
-    // Secrets are read live by the credentials generator: they change no push context.
-    if (events.every((e) => e.config.kind === 'Secret')) {
-      server.pushAll(newPushRequest(push, { full: true, configsUpdated: events.map((e) => configKey(e.config)), reasons: { secret: events.length } }));
-      return;
-    }
-    const prev = push;
-    push = initPush();
-    security.prefetch(store.list('RequestAuthentication'), push);
-    const configsUpdated = new Set(events.map((e) => configKey(e.config)));
-    server.pushAll(newPushRequest(push, { full: true, configsUpdated, reasons: { config: events.length }, unchangedTypes: typesUnchanged(prev, push, configsUpdated) }));
-  });
-  const unsubscribeRegistry = registry.subscribe((ev) => {
-    if (ev.endpointsOnly) {
-      inboundUpdates.inc({ type: 'eds' }, ev.hostnames.size);
-      push = push.withRegistryUpdates(registry, ev.hostnames);
-      server.pushAll(newPushRequest(push, { full: false, edsUpdates: ev.hostnames, reasons: { endpoint: ev.hostnames.size } }));
-      // Istio's HeadlessEndpointUpdate: a headless service's endpoints are its DNS answers (and, unless every
-      // port is HTTP, its listeners), so they need a full push naming it.
-      const headless = headlessUpdates(push, ev.hostnames);
-      if (headless.length > 0) server.pushAll(newPushRequest(push, { full: true, configsUpdated: headless, reasons: { headlessendpoint: headless.length } }));
-    } else {
-      push = initPush();
-      for (const h of ev.hostnames) inboundUpdates.inc({ type: push.servicesByHostname(h).length > 0 ? 'svc' : 'svcdelete' });
-      server.pushAll(newPushRequest(push, { full: true, reasons: { service: ev.hostnames.size } }));
-    }
-  });
+  security.onKeysChanged(() => pushes.onKeysChanged());
+  const unsubscribeConfig = store.subscribe((events: readonly ConfigEvent[]) => pushes.onConfig(events));
+  const unsubscribeRegistry = registry.subscribe((ev) => pushes.onRegistry(ev));
   store.whenSynced().then(
-    () => {
-      push = initPush();
-      security.prefetch(store.list('RequestAuthentication'), push);
-      server.pushAll(newPushRequest(push, { full: true, reasons: { global: 1 } }));
-    },
+    () => pushes.onSynced(),
     (e: unknown) => log.error(`config source failed to sync: ${(e as Error).message}`),
   );
 
@@ -312,7 +250,7 @@ export const run: Handler = async (ctx) => {
     connections: () => server.connections(),
     forceDisconnect: (id) => server.forceDisconnect(id),
     stop: (graceMs) => server.stop(graceMs),
-    pushAll: () => server.pushAll(newPushRequest(push, { full: true, reasons: { debug: 1 } }), { immediate: true }),
+    pushAll: () => pushes.onDebug(),
     setDebugPages: (page) => {
       debugPage = page;
     },
@@ -336,16 +274,16 @@ export const run: Handler = async (ctx) => {
       return { ready: true };
     },
     configs: () => MESH_KINDS.flatMap((k) => store.list(k) as readonly Config[]),
-    services: () => push.allServices(),
-    endpoints: () => push.allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
-    pushStatus: () => push.status.toJSON(),
+    services: () => pushes.current().allServices(),
+    endpoints: () => pushes.current().allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
+    pushStatus: () => pushes.current().status.toJSON(),
     xds,
     validate: validateAdmission,
     ...(writers.inject ? { inject: writers.inject.handler() } : {}),
     identity,
     authenticateDebug: (req) => identity.authenticateDebug(req),
     close: async () => {
-      setLastPushStatus(undefined);
+      pushes.close();
       unsubscribeConfig();
       unsubscribeRegistry();
       unsubscribeNodes();
