@@ -40,6 +40,7 @@ export class Closers {
     try {
       return await open();
     } catch (e) {
+      // The start's own error is the one to report; a failure while closing after it would hide it.
       await this.close().catch(() => undefined);
       throw e;
     }
