@@ -52,8 +52,9 @@ interface AdsParts {
   identity: DaemonIdentity;
   reviews: SecretAccessReviews | undefined;
   hooks: ConnectionHooks | undefined;
-  /** The push controller's current push context and debug push (it is made once the server exists). */
-  pushes: () => PushController;
+  /** The push controller's current push context and debug push (the controller is made once the server exists). */
+  current: () => PushContext;
+  debugPush: () => number;
 }
 
 /** The ADS server with the mesh's generators (one table per proxy), the debug types and the daemon's authentication. */
@@ -83,13 +84,13 @@ function adsServer(o: AdsParts): { server: AdsServer<PushContext>; xds: DaemonXd
       return t[typeUrl];
     },
     parseNode: (node) => withClusterAlias(proxyFromNode(node), clusterAliases),
-    pushContext: () => o.pushes().current(),
+    pushContext: o.current,
     settings: adsSettingsFromEnv(env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
     authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
     authorizeRequest: (c, typeUrl) => debugAccessDenied(c, typeUrl, ctx.flags['namespace'] as string),
   });
-  const xds = xdsServerHandle(server, () => o.pushes().onDebug());
+  const xds = xdsServerHandle(server, o.debugPush);
   return { server, xds };
 }
 
@@ -123,7 +124,8 @@ export const run: Handler = async (ctx) => {
     // Credentials: with a cluster, reading a key pair needs the right to list Secrets (SubjectAccessReview);
     // from files alone there is no such right to ask about, and a proxy reads its own namespace's.
     const reviews = orchestrator ? new SecretAccessReviews(orchestrator.client, (ns) => pushes.onSecret([ALL_SECRETS_OF(ns)])) : undefined;
-    const { server, xds } = adsServer({ ctx, env, store, security, identity, reviews, hooks: wle.hooks, pushes: () => pushes });
+    const parts = { ctx, env, store, security, identity, reviews, hooks: wle.hooks };
+    const { server, xds } = adsServer({ ...parts, current: () => pushes.current(), debugPush: () => pushes.onDebug() });
     const cache = new XdsCache(xdsCacheSettingsFromEnv(env));
     const pushes = closers.closing(new PushController({ server, store, registry, options, cache, prefetchJwks: security.prefetch }));
     security.onKeysChanged(() => pushes.onKeysChanged());
