@@ -137,18 +137,134 @@ function readyHandler(readiness: () => Readiness) {
   };
 }
 
-export async function startDaemon(options: DaemonOptions, providers: MeshdProviders, hooks: DaemonHooks = {}): Promise<Daemon> {
-  const startedAt = Date.now();
-  let tlsSource: TlsSource | undefined;
+/** The TLS of the secure listeners: the identity's certificate (rotated) or the flag files', under COMPLIANCE_POLICY. */
+function serverTls(options: DaemonOptions, providers: MeshdProviders): TlsSource | undefined {
   try {
     checkCompliancePolicy(options.compliancePolicy ?? '');
     const files = loadTlsMaterial(options.tls, options.tls.cipherSuites);
     const source = providers.identity ? providers.identity.serverTls(files) : files && staticTlsSource(files);
-    tlsSource = source && compliant(source, options.compliancePolicy ?? '');
+    return source && compliant(source, options.compliancePolicy ?? '');
   } catch (e) {
     if (e instanceof TlsConfigError) throw new DaemonStartError(e.message);
     throw e;
   }
+}
+
+interface Routers {
+  http: Router;
+  /** The HTTP router itself when --monitoringAddr is empty (monitoring multiplexed on the HTTP listener). */
+  monitoring: Router;
+}
+
+/** `/ready` on the HTTP listener; metrics, version and the debug pages on the monitoring one (and on HTTP with ENABLE_DEBUG_ON_HTTP). */
+function daemonRouters(options: DaemonOptions, providers: MeshdProviders, readiness: () => Readiness): Routers {
+  const debug = new DebugPages(providers, { profile: options.profile, unsafeAdminEndpoints: options.unsafeAdminEndpoints });
+  providers.xds.setDebugPages?.((name) => debug.serveInternal(name));
+  const http = new Router().handle('/ready', readyHandler(readiness));
+  const monitoringShared = options.monitoringAddr === '';
+  const monitoring = monitoringShared ? http : new Router();
+  monitoring.handle('/metrics', metricsHandler(options.metricsLocalhostOnly)).handle('/version', versionHandler);
+  debug.register(monitoring);
+  if (!monitoringShared && options.enableDebugOnHttp) debug.register(http);
+  return { http, monitoring };
+}
+
+/** What the listeners are started with; `started` records each one. */
+interface ListenerStart {
+  options: DaemonOptions;
+  providers: MeshdProviders;
+  routers: Routers;
+  tls: TlsSource | undefined;
+  /** Why the TLS listeners do not start when `tls` is undefined. */
+  noTls: string;
+  started(l: Listener): void;
+}
+
+/**
+ * HTTP first, so the readiness probe answers (503) while the rest starts. An empty --httpAddr is, as for
+ * Go's net.Listen, every interface on an automatically chosen port.
+ */
+async function startHttpListeners({ options, routers, started }: ListenerStart): Promise<void> {
+  started(await startHttpListener({ name: 'http', flag: '--httpAddr', address: options.httpAddr, handler: routers.http.listener }));
+  if (routers.monitoring === routers.http) {
+    log.info(`monitoring is multiplexed on the HTTP listener (--monitoringAddr is empty)`);
+    return;
+  }
+  started(await startHttpListener({ name: 'monitoring', flag: '--monitoringAddr', address: options.monitoringAddr, handler: routers.monitoring.listener }));
+}
+
+/** Discovery on plain and TLS gRPC; the CA service on the secure server, or on the plain one when there is none (as in Istio). */
+async function startGrpcListeners({ options, providers, tls, noTls, started }: ListenerStart): Promise<void> {
+  const grpcOptions = grpcServerOptions(options.grpc);
+  const secureGrpc = options.secureGRPCAddr !== '' && tls !== undefined;
+  if (options.grpcAddr === '') {
+    log.info('plain discovery gRPC is off: --grpcAddr is empty (multiplexing gRPC on the HTTP port is not supported)');
+  } else {
+    const server = new grpc.Server(grpcOptions);
+    providers.xds.attach(server, { secure: false });
+    if (!secureGrpc) providers.identity?.registerGrpc(server, { secure: false });
+    started(await startGrpcListener({ name: 'grpc', flag: '--grpcAddr', address: options.grpcAddr, server }));
+  }
+  if (options.secureGRPCAddr === '') {
+    log.info('secure discovery gRPC is off: --secureGRPCAddr is empty');
+  } else if (!tls) {
+    log.info(`secure discovery gRPC (--secureGRPCAddr ${options.secureGRPCAddr}) not started: ${noTls}`);
+  } else {
+    const server = new grpc.Server(grpcOptions);
+    providers.xds.attach(server, { secure: true });
+    providers.identity?.registerGrpc(server, { secure: true });
+    started(await startGrpcListener({ name: 'secureGrpc', flag: '--secureGRPCAddr', address: options.secureGRPCAddr, server, tls }));
+  }
+}
+
+/** The webhooks (validation, injection) on --httpsAddr. */
+async function startHttpsListener({ options, providers, tls, noTls, started }: ListenerStart): Promise<void> {
+  if (options.httpsAddr === '') {
+    log.info('webhook HTTPS is off: --httpsAddr is empty');
+    return;
+  }
+  if (!tls) {
+    log.info(`webhook HTTPS (--httpsAddr ${options.httpsAddr}) not started: ${noTls}`);
+    return;
+  }
+  const validate = validateHandler((obj) => providers.validate(obj));
+  const httpsRouter = new Router().handle('/validate', validate).handle('/validate/', validate);
+  if (providers.inject) httpsRouter.handle('/inject', providers.inject).handlePrefix('/inject/', providers.inject);
+  started(await startHttpListener({ name: 'https', flag: '--httpsAddr', address: options.httpsAddr, handler: httpsRouter.listener, tls }));
+}
+
+/** Istio keeps running when ControlZ cannot start (it only logs); so does the daemon. */
+async function startCtrlz({ options, started }: ListenerStart, shutdown: (reason: string) => Promise<void>): Promise<void> {
+  try {
+    started(await startControlZ({ address: options.ctrlzAddress, port: options.ctrlzPort, onExit: () => void shutdown('ControlZ exit request') }));
+  } catch (e) {
+    if (!(e instanceof ListenError)) throw e;
+    log.error(`Unable to start ControlZ: ${e.message}`, { address: controlzAddress(options.ctrlzAddress, options.ctrlzPort), flag: CTRLZ_FLAG });
+  }
+}
+
+/**
+ * istiod's shutdown: stop accepting, let in-flight pushes finish, drain the listeners, then close the
+ * providers, all within --shutdownDuration.
+ */
+async function shutDown(options: DaemonOptions, providers: MeshdProviders, hooks: DaemonHooks, listeners: readonly Listener[], reason: string): Promise<void> {
+  const deadline = Date.now() + options.shutdownDurationMs;
+  // Work still running at `graceEnd` is cut, leaving a moment to close everything before the deadline.
+  const graceEnd = deadline - Math.min(500, options.shutdownDurationMs / 10);
+  hooks.onShutdown?.(reason, deadline);
+  log.info(`shutting down (${reason}): ${formatDurationMs(options.shutdownDurationMs)} allowed for in-flight pushes`);
+  for (const l of listeners) l.stopAccepting();
+  const xdsDone = await settleBy(providers.xds.stop(Math.max(0, graceEnd - Date.now())), graceEnd);
+  if (!xdsDone) log.warn('in-flight pushes did not finish within --shutdownDuration; closing the remaining streams');
+  await Promise.all(listeners.map((l) => l.drain(graceEnd)));
+  if (providers.close) await settleBy(providers.close(), deadline);
+  clearDaemonMetrics(providers);
+  log.info('shutdown complete');
+}
+
+export async function startDaemon(options: DaemonOptions, providers: MeshdProviders, hooks: DaemonHooks = {}): Promise<Daemon> {
+  const startedAt = Date.now();
+  const tls = serverTls(options, providers);
   const noTls = providers.identity?.noTlsReason ?? 'no --tlsCertFile/--tlsKeyFile given';
 
   const listeners: Listener[] = [];
@@ -164,100 +280,28 @@ export async function startDaemon(options: DaemonOptions, providers: MeshdProvid
     const synced = providers.synced();
     return synced.ready ? synced : { ready: false, reason: synced.reason };
   };
-
-  const debug = new DebugPages(providers, { profile: options.profile, unsafeAdminEndpoints: options.unsafeAdminEndpoints });
-  providers.xds.setDebugPages?.((name) => debug.serveInternal(name));
-  const httpRouter = new Router().handle('/ready', readyHandler(readiness));
-  const monitoringShared = options.monitoringAddr === '';
-  const monitoringRouter = monitoringShared ? httpRouter : new Router();
-  monitoringRouter.handle('/metrics', metricsHandler(options.metricsLocalhostOnly)).handle('/version', versionHandler);
-  debug.register(monitoringRouter);
-  if (!monitoringShared && options.enableDebugOnHttp) debug.register(httpRouter);
-
-  const started = (l: Listener) => {
-    listeners.push(l);
-    addresses[l.name] = l.bound;
-    log.info(`${PURPOSE[l.name]} listening on ${l.bound.address}`, { flag: l.flag });
-  };
-
   const shutdown = (reason: string): Promise<void> => {
-    shuttingDown ??= (async () => {
-      const deadline = Date.now() + options.shutdownDurationMs;
-      // Work still running at `graceEnd` is cut, leaving a moment to close everything before the deadline.
-      const graceEnd = deadline - Math.min(500, options.shutdownDurationMs / 10);
-      hooks.onShutdown?.(reason, deadline);
-      log.info(`shutting down (${reason}): ${formatDurationMs(options.shutdownDurationMs)} allowed for in-flight pushes`);
-      for (const l of listeners) l.stopAccepting();
-      const xdsDone = await settleBy(providers.xds.stop(Math.max(0, graceEnd - Date.now())), graceEnd);
-      if (!xdsDone) log.warn('in-flight pushes did not finish within --shutdownDuration; closing the remaining streams');
-      await Promise.all(listeners.map((l) => l.drain(graceEnd)));
-      if (providers.close) await settleBy(providers.close(), deadline);
-      clearDaemonMetrics(providers);
-      log.info('shutdown complete');
-      resolveStopped();
-    })();
+    shuttingDown ??= shutDown(options, providers, hooks, listeners, reason).then(() => resolveStopped());
     return shuttingDown;
   };
 
+  const start: ListenerStart = {
+    options,
+    providers,
+    routers: daemonRouters(options, providers, readiness),
+    tls,
+    noTls,
+    started: (l) => {
+      listeners.push(l);
+      addresses[l.name] = l.bound;
+      log.info(`${PURPOSE[l.name]} listening on ${l.bound.address}`, { flag: l.flag });
+    },
+  };
   try {
-    // HTTP first, so the readiness probe answers (503) while the rest starts. An empty --httpAddr is, as
-    // for Go's net.Listen, every interface on an automatically chosen port.
-    await started(await startHttpListener({ name: 'http', flag: '--httpAddr', address: options.httpAddr, handler: httpRouter.listener }));
-    if (monitoringShared) {
-      log.info(`monitoring is multiplexed on the HTTP listener (--monitoringAddr is empty)`);
-    } else {
-      await started(
-        await startHttpListener({ name: 'monitoring', flag: '--monitoringAddr', address: options.monitoringAddr, handler: monitoringRouter.listener }),
-      );
-    }
-
-    const grpcOptions = grpcServerOptions(options.grpc);
-    // The CA service goes on the secure gRPC server, or on the plain one when there is none (as in Istio).
-    const secureGrpc = options.secureGRPCAddr !== '' && tlsSource !== undefined;
-    if (options.grpcAddr === '') {
-      log.info('plain discovery gRPC is off: --grpcAddr is empty (multiplexing gRPC on the HTTP port is not supported)');
-    } else {
-      const server = new grpc.Server(grpcOptions);
-      providers.xds.attach(server, { secure: false });
-      if (!secureGrpc) providers.identity?.registerGrpc(server, { secure: false });
-      await started(await startGrpcListener({ name: 'grpc', flag: '--grpcAddr', address: options.grpcAddr, server }));
-    }
-
-    if (options.secureGRPCAddr === '') {
-      log.info('secure discovery gRPC is off: --secureGRPCAddr is empty');
-    } else if (!tlsSource) {
-      log.info(`secure discovery gRPC (--secureGRPCAddr ${options.secureGRPCAddr}) not started: ${noTls}`);
-    } else {
-      const server = new grpc.Server(grpcOptions);
-      providers.xds.attach(server, { secure: true });
-      providers.identity?.registerGrpc(server, { secure: true });
-      await started(
-        await startGrpcListener({ name: 'secureGrpc', flag: '--secureGRPCAddr', address: options.secureGRPCAddr, server, tls: tlsSource }),
-      );
-    }
-
-    if (options.httpsAddr === '') {
-      log.info('webhook HTTPS is off: --httpsAddr is empty');
-    } else if (!tlsSource) {
-      log.info(`webhook HTTPS (--httpsAddr ${options.httpsAddr}) not started: ${noTls}`);
-    } else {
-      const validate = validateHandler((obj) => providers.validate(obj));
-      const httpsRouter = new Router().handle('/validate', validate).handle('/validate/', validate);
-      if (providers.inject) httpsRouter.handle('/inject', providers.inject).handlePrefix('/inject/', providers.inject);
-      await started(
-        await startHttpListener({ name: 'https', flag: '--httpsAddr', address: options.httpsAddr, handler: httpsRouter.listener, tls: tlsSource }),
-      );
-    }
-
-    // Istio keeps running when ControlZ cannot start (it only logs); so does the daemon.
-    try {
-      await started(
-        await startControlZ({ address: options.ctrlzAddress, port: options.ctrlzPort, onExit: () => void shutdown('ControlZ exit request') }),
-      );
-    } catch (e) {
-      if (!(e instanceof ListenError)) throw e;
-      log.error(`Unable to start ControlZ: ${e.message}`, { address: controlzAddress(options.ctrlzAddress, options.ctrlzPort), flag: CTRLZ_FLAG });
-    }
+    await startHttpListeners(start);
+    await startGrpcListeners(start);
+    await startHttpsListener(start);
+    await startCtrlz(start, shutdown);
   } catch (e) {
     await Promise.all(listeners.map((l) => l.drain(Date.now())));
     if (e instanceof ListenError) throw new DaemonStartError(e.message);

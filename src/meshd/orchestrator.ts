@@ -62,6 +62,56 @@ export function daemonLeadership(ctx: RunContext, env: EnvTable, client: OrchCli
   });
 }
 
+/**
+ * The remote-cluster secret controller: each remote cluster's registry joins `registry` while its secret
+ * exists (Istio's multicluster.Controller adding a kube registry per cluster).
+ */
+function startRemoteClusters(
+  ctx: RunContext,
+  env: EnvTable,
+  client: OrchClient,
+  discoverySelectors: readonly LabelSelector[],
+  registry: AggregateRegistry,
+  registryOptions: OrchestratorOptions,
+): MulticlusterController {
+  const registries = new Map<string, OrchestratorRegistry>();
+  return new MulticlusterController({
+    client,
+    namespace: ctx.flags['clusterRegistriesNamespace'] as string,
+    localClusterId: ctx.flags['clusterID'] as string,
+    remoteSyncTimeoutMs: env.duration('PILOT_REMOTE_CLUSTER_TIMEOUT'),
+    allowInsecure: env
+      .string('PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS')
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+    qps: ctx.flags['orchApiQPS'] as number,
+    burst: ctx.flags['orchApiBurst'] as number,
+    userAgent: `${ctx.program.name}/${buildInfo().version}`,
+    ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
+    discoverySelectors,
+    added: (c) => {
+      const reg = new OrchestratorRegistry(c.store, {
+        ...registryOptions,
+        id: `Orchestrator/${c.id}`,
+        clusterId: c.id,
+        nodeLocality: (n) => c.nodeLocality(n),
+        synced: () => c.hasSynced(),
+      });
+      c.store.subscribeNodes((n) => reg.nodeChanged(n));
+      registries.set(c.id, reg);
+      registry.addRegistry(reg);
+    },
+    removed: (c) => {
+      const reg = registries.get(c.id);
+      if (!reg) return;
+      registries.delete(c.id);
+      registry.removeRegistry(reg.id);
+      reg.close();
+    },
+  }).start();
+}
+
 export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise<Orchestrator> {
   const meshConfigFile = ctx.flags['meshConfig'] as string;
   let mesh;
@@ -72,7 +122,6 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
   }
   const { OrchConfigStore, localityString } = await import('../config/orch');
   const client = await daemonOrchClient(ctx, env);
-  const localClusterId = ctx.flags['clusterID'] as string;
   const store = new OrchConfigStore({
     client,
     closeClient: false,
@@ -89,8 +138,6 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
     multicluster?.setDiscoverySelectors(m.discoverySelectors);
     for (const s of selectorSubscribers) s();
   });
-  const userAgent = `${ctx.program.name}/${buildInfo().version}`;
-
   const leadership = daemonLeadership(ctx, env, client);
   return {
     client,
@@ -107,42 +154,8 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
     },
     subscribeNodes: (h) => store.subscribeNodes(h),
     startMulticluster(registry, registryOptions) {
-      const registries = new Map<string, OrchestratorRegistry>();
-      multicluster = new MulticlusterController({
-        client,
-        namespace: ctx.flags['clusterRegistriesNamespace'] as string,
-        localClusterId,
-        remoteSyncTimeoutMs: env.duration('PILOT_REMOTE_CLUSTER_TIMEOUT'),
-        allowInsecure: env
-          .string('PILOT_INSECURE_MULTICLUSTER_KUBECONFIG_OPTIONS')
-          .split(',')
-          .map((x) => x.trim())
-          .filter(Boolean),
-        qps: ctx.flags['orchApiQPS'] as number,
-        burst: ctx.flags['orchApiBurst'] as number,
-        userAgent,
-        ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
-        discoverySelectors: mesh.discoverySelectors,
-        added: (c) => {
-          const reg = new OrchestratorRegistry(c.store, {
-            ...registryOptions,
-            id: `Orchestrator/${c.id}`,
-            clusterId: c.id,
-            nodeLocality: (n) => c.nodeLocality(n),
-            synced: () => c.hasSynced(),
-          });
-          c.store.subscribeNodes((n) => reg.nodeChanged(n));
-          registries.set(c.id, reg);
-          registry.addRegistry(reg);
-        },
-        removed: (c) => {
-          const reg = registries.get(c.id);
-          if (!reg) return;
-          registries.delete(c.id);
-          registry.removeRegistry(reg.id);
-          reg.close();
-        },
-      }).start();
+      // The selectors the mesh config had at start; changes reach it through setDiscoverySelectors.
+      multicluster = startRemoteClusters(ctx, env, client, mesh.discoverySelectors, registry, registryOptions);
       return multicluster;
     },
     hasSynced: () => store.hasSynced() && (multicluster?.hasSynced() ?? true),

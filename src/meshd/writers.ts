@@ -13,10 +13,12 @@ import { CommandError, type RunContext } from '../cli/context';
 import type { EnvTable } from '../lib/env';
 import { type LabelSelector, readMeshConfig } from '../config/meshconfig';
 import { ELECTIONS, type RunFunction } from '../leader';
+import { Closers } from '../lib/closers';
 import { registerScope } from '../lib/log';
 import type { DaemonIdentity } from './identity';
 import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
+import type { OrchConfigStore } from '../config/orch/source';
 import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
@@ -87,116 +89,122 @@ async function ownContext(ctx: RunContext, env: EnvTable): Promise<WriterContext
   };
 }
 
-export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestrator?: Orchestrator; identity: DaemonIdentity }): Promise<Writers> {
-  const { ctx, env, identity } = o;
-  const namespace = ctx.flags['namespace'] as string;
-  const revision = env.string('REVISION');
-  const untaint = env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS');
-  const own = !o.orchestrator && orchestratorAvailable(ctx) ? await ownContext(ctx, env) : undefined;
-  const orchestrator: WriterContext | undefined = o.orchestrator ?? own;
-  if (untaint && !orchestrator) {
+/** Istio's distributeCACert: root ConfigMaps and webhook caBundles only when there is a root to write. */
+const hasRoot = (identity: DaemonIdentity): boolean => Boolean(identity.ca) || identity.caBundle() !== undefined;
+
+/** The writers that need the orchestrator, stated as start-up errors when it is missing. */
+function checkNeeds(env: EnvTable, writers: WriterContext | undefined, orchestrator: Orchestrator | undefined): void {
+  if (env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS') && !writers) {
     throw new CommandError('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS=true needs the orchestrator API: give --orchconfig or run inside a cluster');
   }
-  const analysis = env.bool('PILOT_ENABLE_ANALYSIS');
-  if (analysis && !o.orchestrator) {
+  if (env.bool('PILOT_ENABLE_ANALYSIS') && !orchestrator) {
     throw new CommandError(
       'PILOT_ENABLE_ANALYSIS=true needs the configuration of a cluster: run with the Orchestrator registry (--registries Orchestrator) and --orchconfig or inside a cluster',
     );
   }
-  const inject = await InjectionWebhook.start({
-    enabled: env.bool('INJECT_ENABLED'),
-    revision,
-    namespace,
-    meshConfigFile: ctx.flags['meshConfig'] as string,
-    ...(orchestrator ? { client: orchestrator.client } : {}),
-    env: ctx.env,
+}
+
+interface ControllerContext {
+  ctx: RunContext;
+  env: EnvTable;
+  identity: DaemonIdentity;
+  writers: WriterContext;
+  /** This cluster's config store, for the analysis controller. */
+  store: OrchConfigStore | undefined;
+  inject: InjectionWebhook | undefined;
+  closers: Closers;
+}
+
+/** The namespace controller writing root certificate ConfigMaps, resynced when the root or the selectors change. */
+function namespaceController(c: ControllerContext): Stoppable & { start(): unknown } {
+  const { env, identity, writers } = c;
+  log.info(`starting namespace controller for cluster ${String(c.ctx.flags['clusterID'])}`);
+  const nc = new NamespaceController({
+    client: writers.client,
+    configMapName: identity.settings.rootConfigMap,
+    caBundle: () => identity.caBundle(),
+    ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
+    discoverySelectors: () => writers.discoverySelectors(),
   });
-  if (!orchestrator) return { ...(inject ? { inject } : {}), stop: async () => inject?.stop() };
-
-  const client = orchestrator.client;
-  const running = new Set<Promise<void>>();
-  const shutdown = new AbortController();
-  const stoppers: Array<() => Promise<void> | void> = [];
-
-  if (identity.ca || identity.caBundle() !== undefined) {
-    const election = orchestrator.leadership.election(ELECTIONS.NamespaceController);
-    election.addRunFunction(
-      'namespace controller',
-      whileLeading(running, shutdown.signal, () => {
-        log.info(`starting namespace controller for cluster ${String(ctx.flags['clusterID'])}`);
-        const nc = new NamespaceController({
-          client,
-          configMapName: identity.settings.rootConfigMap,
-          caBundle: () => identity.caBundle(),
-          ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
-          discoverySelectors: () => orchestrator.discoverySelectors(),
-        });
-        const offBundle = identity.onCaBundleChange(() => nc.resyncAll());
-        const offSelectors = orchestrator.subscribeDiscoverySelectors(() => nc.resyncAll());
-        return {
-          start: () => nc.start(),
-          stop: async () => {
-            offBundle();
-            offSelectors();
-            await nc.stop();
-          },
-        };
-      }),
-    );
-  }
-
-  if (untaint) {
-    orchestrator.leadership.election(ELECTIONS.NodeUntaintController).addRunFunction(
-      'node untaint controller',
-      // Istio: --cniNamespace, else the daemon's own namespace.
-      whileLeading(running, shutdown.signal, () => new NodeUntainter(client, (ctx.flags['cniNamespace'] as string) || namespace)),
-    );
-  }
-
-  if (analysis && o.orchestrator) {
-    // Loaded only when on: the analyzers are a large part of the program the daemon otherwise never runs.
-    const { AnalysisController, analysisInterval, analysisMeshConfig } = await import('./analysis-controller');
-    const store = o.orchestrator.store;
-    const intervalMs = analysisInterval(env.duration('PILOT_ANALYSIS_INTERVAL'));
-    orchestrator.leadership.election(ELECTIONS.AnalyzeController).addRunFunction(
-      'analysis controller',
-      whileLeading(
-        running,
-        shutdown.signal,
-        () =>
-          new AnalysisController({
-            client,
-            store,
-            meshNamespace: namespace,
-            mesh: analysisMeshConfig(ctx.flags['meshConfig'] as string),
-            ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
-            intervalMs,
-            maxWorkers: env.int('PILOT_STATUS_MAX_WORKERS'),
-          }),
-      ),
-    );
-  }
-
-  if (identity.ca || identity.caBundle() !== undefined) {
-    const webhookOptions = { client, revision: revision || 'default', caBundle: () => identity.caBundle() };
-    const patchers: Array<InjectionWebhookPatcher | ValidationWebhookController> = [];
-    if (env.string('VALIDATION_WEBHOOK_CONFIG_NAME') !== '') {
-      log.info('Starting validation controller');
-      patchers.push(new ValidationWebhookController(webhookOptions, namespace).start());
-    }
-    if (inject && env.string('INJECTION_WEBHOOK_CONFIG_NAME') !== '') patchers.push(new InjectionWebhookPatcher(webhookOptions).start());
-    const off = identity.onCaBundleChange(() => patchers.forEach((p) => p.caBundleChanged()));
-    stoppers.push(off, () => Promise.all(patchers.map((p) => p.stop())).then(() => undefined));
-  }
-
+  const offBundle = identity.onCaBundleChange(() => nc.resyncAll());
+  const offSelectors = writers.subscribeDiscoverySelectors(() => nc.resyncAll());
   return {
-    ...(inject ? { inject } : {}),
+    start: () => nc.start(),
     stop: async () => {
-      shutdown.abort();
-      for (const s of stoppers) await s();
-      await inject?.stop();
-      await Promise.all([...running]);
-      await own?.close();
+      offBundle();
+      offSelectors();
+      await nc.stop();
     },
   };
+}
+
+/** The analysis controller's maker; loaded only when on: the analyzers are a large part of the program the daemon otherwise never runs. */
+async function analysisController(c: ControllerContext, store: OrchConfigStore): Promise<() => Stoppable & { start(): unknown }> {
+  const { AnalysisController, analysisInterval, analysisMeshConfig } = await import('./analysis-controller');
+  const { ctx, env } = c;
+  const intervalMs = analysisInterval(env.duration('PILOT_ANALYSIS_INTERVAL'));
+  return () =>
+    new AnalysisController({
+      client: c.writers.client,
+      store,
+      meshNamespace: ctx.flags['namespace'] as string,
+      mesh: analysisMeshConfig(ctx.flags['meshConfig'] as string),
+      ...(env.string('MESH_WATCH_NAMESPACE') ? { watchNamespace: env.string('MESH_WATCH_NAMESPACE') } : {}),
+      intervalMs,
+      maxWorkers: env.int('PILOT_STATUS_MAX_WORKERS'),
+    });
+}
+
+/** The webhook configuration controllers, on every replica (Istio gives them no election). */
+function startWebhookPatchers(c: ControllerContext): void {
+  const { env, identity } = c;
+  const webhookOptions = { client: c.writers.client, revision: env.string('REVISION') || 'default', caBundle: () => identity.caBundle() };
+  const patchers: Array<InjectionWebhookPatcher | ValidationWebhookController> = [];
+  if (env.string('VALIDATION_WEBHOOK_CONFIG_NAME') !== '') {
+    log.info('Starting validation controller');
+    patchers.push(new ValidationWebhookController(webhookOptions, c.ctx.flags['namespace'] as string).start());
+  }
+  if (c.inject && env.string('INJECTION_WEBHOOK_CONFIG_NAME') !== '') patchers.push(new InjectionWebhookPatcher(webhookOptions).start());
+  c.closers.add(() => Promise.all(patchers.map((p) => p.stop())));
+  c.closers.add(identity.onCaBundleChange(() => patchers.forEach((p) => p.caBundleChanged())));
+}
+
+/** The controllers under their elections, then the webhook patchers; shutdown ends the elected ones and waits for them. */
+async function startControllers(c: ControllerContext): Promise<void> {
+  const { ctx, env, identity, writers } = c;
+  const running = new Set<Promise<void>>();
+  const shutdown = new AbortController();
+  c.closers.add(() => Promise.all([...running]));
+  const lead = (election: string, name: string, make: () => Stoppable & { start(): unknown }) =>
+    writers.leadership.election(election).addRunFunction(name, whileLeading(running, shutdown.signal, make));
+  if (hasRoot(identity)) lead(ELECTIONS.NamespaceController, 'namespace controller', () => namespaceController(c));
+  if (env.bool('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS')) {
+    // Istio: --cniNamespace, else the daemon's own namespace.
+    const cniNamespace = (ctx.flags['cniNamespace'] as string) || (ctx.flags['namespace'] as string);
+    lead(ELECTIONS.NodeUntaintController, 'node untaint controller', () => new NodeUntainter(writers.client, cniNamespace));
+  }
+  if (env.bool('PILOT_ENABLE_ANALYSIS') && c.store) lead(ELECTIONS.AnalyzeController, 'analysis controller', await analysisController(c, c.store));
+  if (hasRoot(identity)) startWebhookPatchers(c);
+  c.closers.add(() => shutdown.abort());
+}
+
+export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestrator?: Orchestrator; identity: DaemonIdentity }): Promise<Writers> {
+  const { ctx, env } = o;
+  const closers = new Closers();
+  return closers.unwindOnError(async () => {
+    const own = !o.orchestrator && orchestratorAvailable(ctx) ? closers.closing(await ownContext(ctx, env)) : undefined;
+    const writers: WriterContext | undefined = o.orchestrator ?? own;
+    checkNeeds(env, writers, o.orchestrator);
+    const inject = await InjectionWebhook.start({
+      enabled: env.bool('INJECT_ENABLED'),
+      revision: env.string('REVISION'),
+      namespace: ctx.flags['namespace'] as string,
+      meshConfigFile: ctx.flags['meshConfig'] as string,
+      ...(writers ? { client: writers.client } : {}),
+      env: ctx.env,
+    });
+    if (inject) closers.add(() => inject.stop());
+    if (writers) await startControllers({ ctx, env, identity: o.identity, writers, store: o.orchestrator?.store, inject, closers });
+    return { ...(inject ? { inject } : {}), stop: () => closers.close() };
+  });
 }

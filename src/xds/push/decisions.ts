@@ -1,0 +1,80 @@
+// What each change asks of the ADS server, as pure functions of the change and the push contexts. They follow
+// where Istio builds its PushRequests: bootstrap/server.go initRegistryEventHandlers (a config event is a
+// ConfigUpdate push naming the config; a service event an unnamed ServiceUpdate push), xds/eds.go EDSUpdate
+// (endpoint-only: incremental EDS), serviceregistry/kube/controller/endpointslice.go (a headless service's
+// endpoints are its DNS answers, so a full push naming it) and bootstrap's secret handler (SecretTrigger).
+import type { ConfigEvent } from '../../config/store';
+import { configKey, type Kind } from '../../config/types';
+import type { PushContext } from '../../discovery/push-context';
+import { typesUnchanged } from '../gen/unchanged';
+import type { PushRequestInit } from '../server';
+
+/**
+ * Kinds read only through the service registries: Services, EndpointSlices and Pods reach proxies through the
+ * registry's events (endpoint-only changes as incremental EDS), never as configuration pushes.
+ */
+export const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'Pod']);
+
+/** The configuration events a config push is for: all but the registry-only kinds. */
+export function configEventsToPush(events: readonly ConfigEvent[]): readonly ConfigEvent[] {
+  return events.filter((e) => !REGISTRY_ONLY_KINDS.has(e.config.kind));
+}
+
+/** Secrets are read live by the credentials generator: a change of Secrets alone changes no push context. */
+export function secretsOnly(events: readonly ConfigEvent[]): boolean {
+  return events.every((e) => e.config.kind === 'Secret');
+}
+
+/** A full push naming the changed Secrets (`Secret/ns/name`, or ALL_SECRETS_OF a namespace). */
+export function secretPush(keys: readonly string[]): PushRequestInit {
+  return { full: true, configsUpdated: keys, reasons: { secret: keys.length } };
+}
+
+/** A full push naming the changed configs, with the types `next` provably leaves as `prev` had them. */
+export function configPush(prev: PushContext, next: PushContext, events: readonly ConfigEvent[]): PushRequestInit {
+  const configsUpdated = new Set(events.map((e) => configKey(e.config)));
+  return { full: true, configsUpdated, reasons: { config: events.length }, unchangedTypes: typesUnchanged(prev, next, configsUpdated) };
+}
+
+/** Endpoints alone changed: incremental EDS for those hostnames. */
+export function endpointPush(hostnames: ReadonlySet<string>): PushRequestInit {
+  return { full: false, edsUpdates: hostnames, reasons: { endpoint: hostnames.size } };
+}
+
+/** Services changed: a full push (every type, every config). */
+export function servicePush(hostnames: ReadonlySet<string>): PushRequestInit {
+  return { full: true, reasons: { service: hostnames.size } };
+}
+
+/** A full push of everything for one reason: `global` (config synced), `unknown` (new JWKS keys), `debug`. */
+export function fullPush(reason: 'global' | 'unknown' | 'debug'): PushRequestInit {
+  return { full: true, reasons: { [reason]: 1 } };
+}
+
+const HTTP_PROTOCOLS = new Set(['HTTP', 'HTTP2', 'GRPC']);
+
+/**
+ * `DNSName/ns/host` (every port HTTP: only the name table changes) or `ServiceEntry/ns/host` (its listeners
+ * change too) for each orchestrator headless service among `hostnames`.
+ */
+export function headlessUpdates(push: PushContext, hostnames: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const h of hostnames) {
+    for (const s of push.servicesByHostname(h)) {
+      if (s.registry !== 'Orchestrator' || s.resolution !== 'Passthrough') continue;
+      const kind = s.ports.every((p) => HTTP_PROTOCOLS.has(p.protocol)) ? 'DNSName' : 'ServiceEntry';
+      out.push(`${kind}/${s.namespace}/${h}`);
+    }
+  }
+  return out;
+}
+
+/** A full push naming the headless services whose endpoints changed. */
+export function headlessPush(keys: readonly string[]): PushRequestInit {
+  return { full: true, configsUpdated: keys, reasons: { headlessendpoint: keys.length } };
+}
+
+/** pilot_inbound_updates' type for a changed hostname: `svc`, or `svcdelete` once no service has it (Istio's SvcUpdate). */
+export function serviceUpdateType(push: PushContext, hostname: string): 'svc' | 'svcdelete' {
+  return push.servicesByHostname(hostname).length > 0 ? 'svc' : 'svcdelete';
+}
