@@ -7,7 +7,7 @@
 //   when it states one) that one of its SPIFFE identities names.
 import { status } from '@grpc/grpc-js';
 import type { AuthOutcome } from '../../ca/authn/types';
-import { parseSpiffeIdentity, type SpiffeIdentity } from '../../ca/spiffe';
+import { parseSpiffeIdentity, type SpiffeIdentity } from '../../lib/spiffe';
 
 export { parseSpiffeIdentity, type SpiffeIdentity };
 
