@@ -38,7 +38,6 @@ import type { MeshdProviders, ValidationResult, XdsConnectionInfo, XdsServerHand
 import { startIdentity, type DaemonIdentity } from './identity';
 import { startWriters, type Writers } from './writers';
 import { startAutoRegistration } from './autoregistration';
-import { authenticate } from '../ca/authn/types';
 
 const log = registerScope('model', 'mesh model');
 
@@ -257,7 +256,7 @@ export const run: Handler = async (ctx) => {
     pushContext: () => push,
     settings: adsSettingsFromEnv(env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
-    authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
+    authenticate: identity.authenticateXds,
     authorizeRequest: (c, typeUrl) => debugAccessDenied(c, typeUrl, ctx.flags['namespace'] as string),
   });
   // New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers.

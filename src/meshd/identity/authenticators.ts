@@ -1,10 +1,12 @@
 // The daemon's authenticator chain (Istio's authenticator list in NewServer and RunCA), shared by the CA
-// service and secured xDS, the node authorizer of CA_TRUSTED_NODE_ACCOUNTS, and the chain's check of debug
-// callers that are not on loopback (Istio's debug-endpoint authentication).
+// service and secured xDS, the node authorizer of CA_TRUSTED_NODE_ACCOUNTS, and the chain's two other uses:
+// the ADS server's authenticate hook (Istio's DiscoveryServer.authenticate, pilot/pkg/xds/authentication.go)
+// and the check of debug callers that are not on loopback (Istio's debug-endpoint authentication).
 import fs from 'node:fs';
 import path from 'node:path';
 import type { IncomingMessage } from 'node:http';
 import { TLSSocket } from 'node:tls';
+import { status } from '@grpc/grpc-js';
 import { CommandError } from '../../cli/context';
 import type { OrchClient } from '../../config/orch';
 import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
@@ -12,7 +14,8 @@ import { DaemonTokenAuthenticator } from '../../ca/authn/daemon-token';
 import { JwtAuthenticator, JwtRuleError, parseJwtRule } from '../../ca/authn/jwt';
 import { NodeAuthorizer, parseTrustedNodeAccounts } from '../../ca/authn/node-authorizer';
 import { OrchTokenAuthenticator } from '../../ca/authn/orch-token';
-import { type Authenticator, authenticateAny } from '../../ca/authn/types';
+import { grpcAuthRequest } from '../../ca/authn/grpc';
+import { type AuthGate, type AuthOutcome, type Authenticator, authenticate, authenticateAny } from '../../ca/authn/types';
 import { XfccAuthenticator } from '../../ca/authn/xfcc';
 import type { MeshCa } from '../../ca/runtime';
 import type { CaSettings } from '../../ca/settings';
@@ -20,6 +23,7 @@ import { DEFAULT_CA_DIR } from '../../ca/store';
 import { TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../../ca/token';
 import { joinHostPort } from '../../lib/hostport';
 import { registerScope } from '../../lib/log';
+import type { XdsAuthDenied, XdsAuthenticate, XdsAuthenticated } from '../../xds/server';
 
 const log = registerScope('security', 'daemon identity');
 
@@ -156,4 +160,26 @@ export async function authenticateDebug(authenticators: readonly Authenticator[]
   });
   if (!r.identities) log.warn(`debug request from ${host} not authenticated: ${r.failures.join('; ')}`);
   return r.identities;
+}
+
+/**
+ * What the chain concluded of a new xDS stream, as the stream sees it: not run → no identities, let through
+ * (the plaintext port, or XDS_AUTH off); failed → Unauthenticated, with every authenticator's reason.
+ */
+export function authenticateXdsPeer(outcome: AuthOutcome, secure: boolean): XdsAuthenticated | XdsAuthDenied {
+  if (outcome.kind === 'skipped') return { ok: true, identities: undefined };
+  if (outcome.kind === 'authenticated') return { ok: true, identities: outcome.caller.identities };
+  const why = outcome.failures.join('; ');
+  return {
+    ok: false,
+    code: status.UNAUTHENTICATED,
+    message: secure
+      ? `authentication failure: ${why}`
+      : `authentication failure: XDS_AUTH_PLAINTEXT is true and the plaintext connection carries no credential the daemon accepts: ${why}`,
+  };
+}
+
+/** The ADS server's authenticate hook: the chain over the stream's credentials, gated by XDS_AUTH / XDS_AUTH_PLAINTEXT. */
+export function xdsAuthenticator(authenticators: readonly Authenticator[], gate: AuthGate): XdsAuthenticate {
+  return async (call, secure) => authenticateXdsPeer(await authenticate(authenticators, grpcAuthRequest(call, secure), gate), secure);
 }

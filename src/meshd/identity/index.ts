@@ -16,10 +16,11 @@ import type { MeshCa } from '../../ca/runtime';
 import { caIssuer, registerCaService } from '../../ca/server';
 import { caSettingsFromEnv, type CaSettings, daemonDnsNames } from '../../ca/settings';
 import { registerScope } from '../../lib/log';
+import type { XdsAuthenticate } from '../../xds/server';
 import { daemonOrchClient } from '../orchestrator';
 import type { IdentityProvider } from '../providers';
 import type { TlsMaterial, TlsSource } from '../tls';
-import { authenticateDebug, buildAuthenticators, nodeAuthorizerFor } from './authenticators';
+import { authenticateDebug, buildAuthenticators, nodeAuthorizerFor, xdsAuthenticator } from './authenticators';
 import { checkCaSettings, startCa } from './ca';
 import { CaRoots } from './publish';
 import { ServingTls } from './serving';
@@ -58,10 +59,9 @@ export function meshFacts(file: string): MeshFacts {
 export interface DaemonIdentity extends IdentityProvider {
   readonly settings: CaSettings;
   readonly ca?: MeshCa;
-  /** The chain in Istio's order, shared with secured xDS. */
-  readonly authenticators: readonly Authenticator[];
-  readonly gate: AuthGate;
   readonly trustDomain: string;
+  /** The ADS server's authenticate hook: the CA service's chain, gated by XDS_AUTH / XDS_AUTH_PLAINTEXT. */
+  readonly authenticateXds: XdsAuthenticate;
   /** Istio's debug-endpoint authentication for callers not on loopback: the chain, ungated. */
   authenticateDebug(req: IncomingMessage): Promise<readonly string[] | undefined>;
   /**
@@ -152,9 +152,8 @@ function daemonIdentity(p: IdentityParts): DaemonIdentity {
   return {
     settings,
     ca: meshCa,
-    authenticators,
-    gate,
     trustDomain: p.trustDomain,
+    authenticateXds: xdsAuthenticator(authenticators, gate),
     noTlsReason: serving.noTlsReason,
     caBundle: () => roots.bundle(),
     onCaBundleChange: (fn) => roots.onChange(fn),

@@ -23,16 +23,14 @@ export {
   type GrpcServerLimits,
 } from './settings';
 export {
-  authenticateXdsPeer,
   authorizeXdsProxy,
-  checkXdsAccess,
-  parseSpiffeIdentity,
-  type SpiffeIdentity,
   type XdsAuthDenied,
+  type XdsAuthenticate,
   type XdsAuthenticated,
   type XdsAuthorized,
   type XdsAuthSettings,
   type XdsClaim,
+  type XdsStreamCall,
 } from './auth';
 export { mergePushRequests, newPushRequest, PROXY_REQUEST_TRIGGER, UNKNOWN_TRIGGER, type PushRequestInit } from './push-request';
 export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from './type-urls';

@@ -13,10 +13,7 @@ import type { Proxy } from '../../discovery/model';
 import { registerScope } from '../../lib/log/index';
 import { addGrpcService, type GrpcServiceImplementation } from '../grpc';
 import { TYPE_URL, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
-import { grpcAuthRequest } from '../../ca/authn/grpc';
-import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
-import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn/types';
-import { authenticateXdsPeer, authorizeXdsProxy, type XdsAuthDenied } from './auth';
+import { authorizeXdsProxy, type XdsAuthDenied, type XdsAuthenticate, type XdsAuthenticated } from './auth';
 import { typeNeedsFullPush } from './needs-push';
 import { SEND_BUDGET_BYTES, SendBudget, XdsConnection, type ConnectionInfo, type ListenerKind, type StreamKind } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
@@ -72,10 +69,10 @@ export interface AdsServerOptions<P extends { version: string }> {
   endpointHostname?: (resourceName: string) => string;
   now?: () => number;
   /**
-   * The daemon's authenticator chain (Istio's DiscoveryServer.Authenticators), gated by XDS_AUTH /
-   * XDS_AUTH_PLAINTEXT. Default: client certificates only.
+   * Names the caller of each new stream or refuses it (the daemon: its authenticator chain, gated by
+   * XDS_AUTH / XDS_AUTH_PLAINTEXT). Default: no stream is authenticated, every one is let through.
    */
-  authenticate?: (req: AuthRequest) => Promise<AuthOutcome>;
+  authenticate?: XdsAuthenticate;
   /** Told of each proxy's streams and health reports (Istio's WorkloadEntryController). */
   connectionHooks?: ConnectionHooks;
   /**
@@ -144,7 +141,7 @@ type SotwCall = grpc.ServerDuplexStream<DiscoveryRequest, unknown>;
 type DeltaCall = grpc.ServerDuplexStream<DeltaDiscoveryRequest, unknown>;
 type AnyCall = grpc.ServerDuplexStream<DiscoveryRequest | DeltaDiscoveryRequest, unknown>;
 
-const CERTIFICATE_ONLY = [new ClientCertAuthenticator()];
+const NOT_AUTHENTICATED: XdsAuthenticated = { ok: true, identities: undefined };
 
 function hooked<P>(con: XdsConnection<P>): HookedConnection {
   return { conId: con.conId, proxy: con.proxy as Proxy, node: con.node as Node, connectedAt: con.connectedAt };
@@ -190,9 +187,8 @@ export class AdsServer<P extends { version: string }> {
 
   // ---- wiring ---------------------------------------------------------------------------------------
 
-  private authenticate(req: AuthRequest): Promise<AuthOutcome> {
-    if (this.opts.authenticate) return this.opts.authenticate(req);
-    return authenticate(CERTIFICATE_ONLY, req, this.settings);
+  private authenticate(call: AnyCall, secure: boolean): Promise<XdsAuthenticated | XdsAuthDenied> {
+    return this.opts.authenticate ? this.opts.authenticate(call, secure) : Promise.resolve(NOT_AUTHENTICATED);
   }
 
   /**
@@ -479,8 +475,7 @@ export class AdsServer<P extends { version: string }> {
     // Authentication may call out (a TokenReview, a key set): it runs first on the connection's task chain,
     // so the requests that arrive meanwhile wait behind it.
     void con.run(async () => {
-      const outcome = await this.authenticate(grpcAuthRequest(call, secure));
-      const authn = authenticateXdsPeer(outcome, secure);
+      const authn = await this.authenticate(call, secure);
       if (!authn.ok) {
         log.warn(`ADS: rejected unauthenticated stream from ${peer}: ${authn.message}`);
         this.closeConnection(con, authn.code, authn.message);

@@ -27,8 +27,6 @@ export const DEFAULT_ADS_SETTINGS: Readonly<AdsSettings> = {
   enableEdsDebounce: true,
   pushThrottle: 0,
   deltaXds: true,
-  xdsAuth: true,
-  xdsAuthPlaintext: false,
   identityCheck: true,
   sendTimeoutMs: 0,
 };
@@ -46,8 +44,6 @@ export function adsSettingsFromEnv(env: EnvTable): AdsSettings {
     enableEdsDebounce: env.bool('PILOT_ENABLE_EDS_DEBOUNCE'),
     pushThrottle: env.int('PILOT_PUSH_THROTTLE'),
     deltaXds: env.bool('MESH_DELTA_XDS'),
-    xdsAuth: env.bool('XDS_AUTH'),
-    xdsAuthPlaintext: env.bool('XDS_AUTH_PLAINTEXT'),
     identityCheck: env.bool('PILOT_ENABLE_XDS_IDENTITY_CHECK'),
     sendTimeoutMs: DEFAULT_ADS_SETTINGS.sendTimeoutMs,
   };
