@@ -24,7 +24,7 @@ import { status } from '@grpc/grpc-js';
 import { hostOf } from '../ca/authn/xfcc';
 import { parseSpiffeIdentity } from '../lib/spiffe';
 import type { XdsAuthDenied } from '../xds/server/auth';
-import type { RequestCaller } from '../xds/server/server';
+import type { RequestCaller } from '../xds/server/options';
 import { isLoopbackAddress } from './address';
 
 export const DEBUG_TYPE = 'istio.io/debug';

@@ -1,14 +1,15 @@
 // Public API of the ADS server.
-export {
-  AdsServer,
-  type AdsServerOptions,
-  type AdsServerStats,
-  type AttachOptions,
-  type ConnectionHooks,
-  type HookedConnection,
-  type GeneratorTable,
-  type PushAllOptions,
-} from './server';
+export { AdsServer } from './server';
+export type {
+  AdsServerOptions,
+  AdsServerStats,
+  AttachOptions,
+  ConnectionHooks,
+  HookedConnection,
+  GeneratorTable,
+  PushAllOptions,
+  RequestCaller,
+} from './options';
 export type { ConnectionInfo, ListenerKind, StreamKind } from './connection';
 export type { NackRecord, WatchInfo } from './watch';
 export {
