@@ -9,7 +9,7 @@ import type { Proxy } from '../../discovery/model';
 import { registerScope } from '../../lib/log/index';
 import { TYPE_URL } from '../types';
 import { markVhds, VHDS_CLIENT_FEATURE } from '../vhds';
-import { leftOutReport, proxyCapabilities } from '../gen/capabilities';
+import { leftOutReport, proxyCapabilities } from '../../discovery/capabilities';
 import { authorizeXdsProxy, type XdsAuthDenied, type XdsAuthenticated } from './auth';
 import { SEND_BUDGET_BYTES, SendBudget, XdsConnection, type ListenerKind, type StreamKind } from './connection';
 import { deltaOnRequest, deltaPushDiff } from './delta';
