@@ -1,6 +1,6 @@
 // The service model the generators translate: services, their endpoints, and the proxies asking.
 // Registries (ServiceEntry/WorkloadEntry, orchestrator Service/EndpointSlice/Pod) produce it.
-import type { ProxyCapabilities } from '../xds/gen/capabilities';
+import type { ProxyCapabilities } from './capabilities';
 
 export type Protocol = 'HTTP' | 'HTTPS' | 'GRPC' | 'HTTP2' | 'TCP' | 'TLS' | 'MONGO' | 'UDP' | 'UnsupportedProtocol';
 

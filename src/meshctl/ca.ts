@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { CommandError, flagNumber, flagString, type Handler } from '../cli/context';
 import { issueClientCertificate, loadCaDirectory } from '../ca/offline';
-import { spiffeUri } from '../ca/spiffe';
+import { spiffeUri } from '../lib/spiffe';
 
 /** meshConfig.trustDomain of the daemon's mesh config file; Istio's default `cluster.local` without one. */
 function trustDomainOf(file: string): string {

@@ -19,7 +19,6 @@ import { ALL_SECRETS_OF } from '../xds/gen/sds';
 import { PushController } from '../xds/push/controller';
 import { AdsServer, adsSettingsFromEnv, type ConnectionHooks, xdsCacheSettingsFromEnv } from '../xds/server';
 import type { Generator } from '../xds/types';
-import { authenticate } from '../ca/authn/types';
 import { startAutoRegistration } from './autoregistration';
 import { openConfigSources } from './config-sources';
 import { runDaemon } from './daemon';
@@ -87,7 +86,7 @@ function adsServer(o: AdsParts): { server: AdsServer<PushContext>; xds: DaemonXd
     pushContext: o.current,
     settings: adsSettingsFromEnv(ctx.env),
     // Istio: with XDS_AUTH the xDS server uses the CA's authenticators.
-    authenticate: (req) => authenticate(identity.authenticators, req, identity.gate),
+    authenticate: identity.authenticateXds,
     authorizeRequest: (c, typeUrl) => debugAccessDenied(c, typeUrl, ctx.flags['namespace'] as string),
   });
   const xds = xdsServerHandle(server, o.debugPush);

@@ -90,7 +90,7 @@ export interface XdsServerHandle {
   setDebugPages?(page: (name: string) => { status: number; body: string } | undefined): void;
 }
 
-/** The daemon's identity: its CA service and the TLS material of its secure listeners (src/meshd/identity.ts). */
+/** The daemon's identity: its CA service and the TLS material of its secure listeners (src/meshd/identity/). */
 export interface IdentityProvider {
   /**
    * TLS for :15012 and :15017. The operator's files (`files`, already read) win; otherwise the certificate

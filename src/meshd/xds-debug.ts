@@ -22,9 +22,9 @@ import { envoyTypeRegistry } from '../xds/registry';
 import type { XdsConnectionInfo } from './providers';
 import { status } from '@grpc/grpc-js';
 import { hostOf } from '../ca/authn/xfcc';
-import { parseSpiffeIdentity } from '../ca/spiffe';
+import { parseSpiffeIdentity } from '../lib/spiffe';
 import type { XdsAuthDenied } from '../xds/server/auth';
-import type { RequestCaller } from '../xds/server/server';
+import type { RequestCaller } from '../xds/server/options';
 import { isLoopbackAddress } from '../serve/address';
 
 export const DEBUG_TYPE = 'istio.io/debug';

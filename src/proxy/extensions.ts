@@ -1,7 +1,7 @@
 // The extensions the engine has, listed in its xDS Node as Envoy lists its own (source/server/server.cc fills
 // Node.extensions from every registered factory: name, category, the config types it takes in type_urls without
 // the `type.googleapis.com/` prefix). The daemon reads the list to decide whether a proxy may be sent Istio's
-// own filters (src/xds/gen/capabilities.ts); the engine has istio.alpn, so it lists it.
+// own filters (src/discovery/capabilities.ts); the engine has istio.alpn, so it lists it.
 // Differs from Envoy on purpose: only what Istio's xDS can name is listed (no access loggers, tracers, …),
 // and the HTTP filters are those the engine's filter registry really holds.
 import { create } from '@bufbuild/protobuf';

@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { checkTimeAndIssuer, type JwtClaims, type Key, verifyJws } from './jws';
 import { audienceAccepted, serviceAccountFromSubject } from './jwt';
-import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, spiffeUri } from './types';
+import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller } from './types';
+import { spiffeUri } from '../../lib/spiffe';
 import { DAEMON_TOKEN_ISSUER, TOKEN_KEY_FILE, tokenSigningKey, verificationKey } from '../token';
 
 /**

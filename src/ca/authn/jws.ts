@@ -3,7 +3,7 @@
 // verifier — the same checks go-oidc makes for Istio (signature by a key of the issuer's key set, `iss`,
 // `exp`, `nbf`), with the key set fetched once and refetched when a token names a key it does not hold.
 import crypto, { type KeyObject } from 'node:crypto';
-import { fetchDocument, loadTrustedRoots, EXTRA_CA_BUNDLE_PATH } from '../../security/jwks/fetch';
+import { fetchDocument, loadTrustedRoots, EXTRA_CA_BUNDLE_PATH } from '../../lib/jwks-fetch';
 
 export class JwtError extends Error {}
 

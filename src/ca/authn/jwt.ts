@@ -4,7 +4,8 @@
 // audiences is the workload `spiffe://<trust domain>/ns/<namespace>/sa/<service account>`. This is how a
 // workload with no cluster proves who it is: any OIDC issuer the operator trusts can mint its tokens.
 import { checkTimeAndIssuer, type JwtClaims, RemoteKeySet } from './jws';
-import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, spiffeUri } from './types';
+import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller } from './types';
+import { spiffeUri } from '../../lib/spiffe';
 
 /** The JSON of JWT_RULE: Istio's security.v1beta1.JWTRule as encoding/json reads it. */
 export interface JwtRule {

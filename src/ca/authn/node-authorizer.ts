@@ -2,7 +2,7 @@
 // accounts may ask for a certificate of another identity, but only one that a pod on its own node runs as.
 // The caller is the pod its TokenReview named (same UID, same service account); the check reads the pods
 // from the API server at the time of the request, so a pod that has just gone no longer counts.
-import { parseSpiffeIdentity } from '../spiffe';
+import { parseSpiffeIdentity } from '../../lib/spiffe';
 import type { OrchApi } from './orch-token';
 import type { OrchCallerInfo } from './types';
 

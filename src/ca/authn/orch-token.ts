@@ -3,7 +3,8 @@
 // `system:serviceaccounts` named `system:serviceaccount:<ns>:<sa>`. The review also says which pod the token
 // was bound to, which node impersonation (CA_TRUSTED_NODE_ACCOUNTS) needs.
 import type { OrchClient } from '../../config/orch';
-import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, type OrchCallerInfo, spiffeUri } from './types';
+import { AuthnError, type Authenticator, type AuthRequest, bearerToken, type Caller, type OrchCallerInfo } from './types';
+import { spiffeUri } from '../../lib/spiffe';
 
 export type OrchApi = Pick<OrchClient, 'request'>;
 

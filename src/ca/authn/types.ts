@@ -3,8 +3,6 @@
 // first authenticator that yields identities wins. Identities are always derived from a verified credential;
 // nothing a caller asks for in its request can add to them.
 
-export { spiffeUri } from '../spiffe';
-
 /** What an authenticator sees of one call. */
 export interface AuthRequest {
   /** The call arrived over TLS (the secured port). */

@@ -13,17 +13,18 @@ import { convertObject } from '../parse';
 import { isClusterScoped, MESH_KINDS } from '../schemas';
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
-import { type LabelSelector, namespaceSelected } from '../meshconfig';
+import type { LabelSelector } from '../meshconfig';
 import { validateConfig } from '../validate';
 import { createOrchClient, type OrchClient, type OrchClientOptions } from './client';
-import { type BackoffOptions, DEFAULT_BACKOFF, ResourceInformer, type RawObject } from './informer';
+import { type BackoffOptions, DEFAULT_BACKOFF, type InformerHandlers, ResourceInformer, type RawObject } from './informer';
+import { NamespaceFilter } from './namespace-filter';
+import { NodeLocalities } from './nodes';
 import {
   collectionPath,
   type CrdGroup,
   crdGroups,
   groupRank,
   type NodeLocality,
-  nodeLocalityOf,
   REGISTRY_RESOURCES,
   type RegistryResource,
   SECRETS_FIELD_SELECTOR,
@@ -113,7 +114,7 @@ export class OrchConfigStore implements ConfigStore {
   /** Keys (`Kind/namespace/name`) whose slot changed since the last flush. */
   private readonly dirty = new Map<string, Kind>();
   private flushScheduled = false;
-  private readonly nodes = new Map<string, NodeLocality>();
+  private readonly nodes = new NodeLocalities(log);
 
   private readonly informers: ResourceInformer[] = [];
   /** Informers and group discoveries the initial sync waits for. */
@@ -131,11 +132,7 @@ export class OrchConfigStore implements ConfigStore {
   /** Per CRD group: what was last reported missing, so it is logged once. */
   private readonly reportedMissing = new Map<string, string>();
 
-  private readonly nodeSubscribers = new Set<(nodeName: string) => void>();
-  /** Istio's discovery namespace filter: the selectors, every Namespace's labels, those selected. */
-  private discoverySelectors: readonly LabelSelector[];
-  private readonly namespaceLabels = new Map<string, Readonly<Record<string, string>>>();
-  private readonly selectedNamespaces = new Set<string>();
+  private readonly namespaces: NamespaceFilter;
   private readonly conflictsLogged = new Set<string>();
   private startedFlag = false;
   private closed = false;
@@ -145,7 +142,7 @@ export class OrchConfigStore implements ConfigStore {
     this.ns = opts.watchNamespace || undefined;
     this.clusterID = opts.clusterID ?? 'Orchestrator';
     this.backoff = { ...DEFAULT_BACKOFF, ...opts.backoff };
-    this.discoverySelectors = opts.discoverySelectors ?? [];
+    this.namespaces = new NamespaceFilter(opts.discoverySelectors ?? [], (ns, selected) => this.membershipChanged(ns, selected));
   }
 
   /** Starts every informer and the CRD watcher; returns at once (see whenSynced). */
@@ -195,38 +192,21 @@ export class OrchConfigStore implements ConfigStore {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Nodes (not a Kind: kept for pod locality)
-
-  // -------------------------------------------------------------------------------------------
   // discoverySelectors
 
   /** New discoverySelectors (a mesh config change): objects of namespaces that join or leave follow. */
   setDiscoverySelectors(selectors: readonly LabelSelector[]): void {
-    this.discoverySelectors = selectors;
-    for (const ns of this.namespaceLabels.keys()) this.updateMembership(ns);
+    this.namespaces.setSelectors(selectors);
   }
 
   /** Whether objects of `namespace` are served. */
   namespaceInScope(namespace: string): boolean {
-    return this.discoverySelectors.length === 0 || this.selectedNamespaces.has(namespace);
+    return this.namespaces.inScope(namespace);
   }
 
-  private inScope(kind: Kind, key: string): boolean {
-    if (this.discoverySelectors.length === 0) return true;
-    const rest = key.slice(kind.length + 1);
-    const ns = rest.slice(0, rest.indexOf('/'));
-    if (kind === 'Namespace') return this.selectedNamespaces.has(rest.slice(rest.indexOf('/') + 1));
-    return ns === '' || this.selectedNamespaces.has(ns);
-  }
-
-  /** Recomputes whether `ns` is selected; when that changed, every object in it is looked at again. */
-  private updateMembership(ns: string): void {
-    const labels = this.namespaceLabels.get(ns);
-    const now = labels !== undefined && namespaceSelected(this.discoverySelectors, labels);
-    if (now === this.selectedNamespaces.has(ns)) return;
-    if (now) this.selectedNamespaces.add(ns);
-    else this.selectedNamespaces.delete(ns);
-    if (this.discoverySelectors.length > 0 && this.syncedFlag) log.info(`namespace ${ns} ${now ? 'is now selected' : 'is no longer selected'} by discoverySelectors`);
+  /** `ns` joined or left the selection: every object in it is looked at again. */
+  private membershipChanged(ns: string, now: boolean): void {
+    if (this.namespaces.filtering && this.syncedFlag) log.info(`namespace ${ns} ${now ? 'is now selected' : 'is no longer selected'} by discoverySelectors`);
     const prefix = `/${ns}/`;
     for (const key of this.slots.keys()) {
       const slash = key.indexOf('/');
@@ -242,8 +222,7 @@ export class OrchConfigStore implements ConfigStore {
 
   /** Called with the node's name when a node's locality appears, changes or goes away. */
   subscribeNodes(handler: (nodeName: string) => void): () => void {
-    this.nodeSubscribers.add(handler);
-    return () => this.nodeSubscribers.delete(handler);
+    return this.nodes.subscribe(handler);
   }
 
   /** CRD API groups (and kinds within installed groups) not served by the API server at last look. */
@@ -261,39 +240,41 @@ export class OrchConfigStore implements ConfigStore {
     const fieldSelector = r.kind === 'Namespace' && this.ns !== undefined ? `metadata.name=${this.ns}` : r.kind === 'Secret' ? SECRETS_FIELD_SELECTOR : undefined;
     const apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
     const count = (event: EventName) => regEvents.inc({ type: r.metricType, event });
+    // Nodes are not a Kind: only their locality is kept, for the pods on them.
+    const onNode = (o: RawObject, deleted: boolean) => void (this.closed || this.nodes.onNode(o, deleted));
     const handlers =
       r.kind === 'Node'
         ? {
-            add: (o: RawObject) => (count('add'), this.onNode(o, false)),
-            update: (o: RawObject) => (count('update'), this.onNode(o, false)),
-            delete: (o: RawObject) => (count('delete'), this.onNode(o, true)),
+            add: (o: RawObject) => (count('add'), onNode(o, false)),
+            update: (o: RawObject) => (count('update'), onNode(o, false)),
+            delete: (o: RawObject) => (count('delete'), onNode(o, true)),
           }
         : {
             add: (o: RawObject) => (count('add'), this.onObject(r.kind as Kind, r.group, apiVersion, o)),
             update: (o: RawObject) => (count('update'), this.onObject(r.kind as Kind, r.group, apiVersion, o)),
             delete: (o: RawObject) => (count('delete'), this.onDelete(r.kind as Kind, r.group, o)),
           };
-    const inf = new ResourceInformer(this.client, { path, ...(fieldSelector ? { fieldSelector } : {}), backoff: this.backoff, log, ...(this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {}) }, handlers);
-    this.track(inf, true);
+    this.track(this.informer(path, handlers, fieldSelector), true);
   }
 
   private startCrdInformer(kind: Kind, group: string, version: string, plural: string, initial: boolean): void {
     const path = collectionPath(group, version, plural, this.ns);
     const apiVersion = `${group}/${version}`;
     const count = (event: EventName) => cfgEvents.inc({ type: kind, event });
-    const inf = new ResourceInformer(
-      this.client,
-      { path, backoff: this.backoff, log, ...(this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {}) },
-      {
-        add: (o) => (count('add'), this.onObject(kind, group, apiVersion, o)),
-        update: (o) => (count('update'), this.onObject(kind, group, apiVersion, o)),
-        delete: (o) => (count('delete'), this.onDelete(kind, group, o)),
-        // 404 while the CRD is still there (just created, not yet served at this path): try again.
-        notFound: () => (this.crds.get(crdName(group, plural))?.established ? 'retry' : (this.crdGone(group, plural, `${path}: 404`), 'stop')),
-      },
-    );
+    const inf = this.informer(path, {
+      add: (o) => (count('add'), this.onObject(kind, group, apiVersion, o)),
+      update: (o) => (count('update'), this.onObject(kind, group, apiVersion, o)),
+      delete: (o) => (count('delete'), this.onDelete(kind, group, o)),
+      // 404 while the CRD is still there (just created, not yet served at this path): try again.
+      notFound: () => (this.crds.get(crdName(group, plural))?.established ? 'retry' : (this.crdGone(group, plural, `${path}: 404`), 'stop')),
+    });
     this.crdInformers.set(crdName(group, plural), { kind, version, informer: inf });
     this.track(inf, initial);
+  }
+
+  private informer(path: string, handlers: InformerHandlers, fieldSelector?: string): ResourceInformer {
+    const page = this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {};
+    return new ResourceInformer(this.client, { path, ...(fieldSelector ? { fieldSelector } : {}), backoff: this.backoff, log, ...page }, handlers);
   }
 
   private track(inf: ResourceInformer, gate: boolean): void {
@@ -329,8 +310,7 @@ export class OrchConfigStore implements ConfigStore {
       update: (o: RawObject) => this.onCrd(o, false),
       delete: (o: RawObject) => this.onCrd(o, true),
     };
-    this.crdWatcher = new ResourceInformer(this.client, { path: CRD_PATH, backoff: this.backoff, log, ...(this.opts.listPageSize ? { pageSize: this.opts.listPageSize } : {}) }, handlers);
-    const watcher = this.crdWatcher;
+    const watcher = (this.crdWatcher = this.informer(CRD_PATH, handlers));
     this.informers.push(watcher);
     this.syncGate.add(watcher);
     void watcher.whenSynced().then(() => {
@@ -372,12 +352,7 @@ export class OrchConfigStore implements ConfigStore {
   private reportMissing(): void {
     for (const g of this.groups) {
       const watched = g.kinds.filter((k) => [...this.crdInformers.values()].some((c) => c.kind === k && c.informer.path.includes(`/${g.group}/`)));
-      const why =
-        watched.length === 0
-          ? `CRD group ${g.group} is not installed (no CustomResourceDefinition of it is established): its kinds are skipped`
-          : watched.length < g.kinds.length
-            ? `CRD group ${g.group} does not serve ${g.kinds.filter((k) => !watched.includes(k)).join(', ')}: skipped`
-            : '';
+      const why = missingReport(g, watched);
       if (why && why !== this.reportedMissing.get(g.group)) log.info(why);
       if (why) this.reportedMissing.set(g.group, why);
       else this.reportedMissing.delete(g.group);
@@ -456,36 +431,9 @@ export class OrchConfigStore implements ConfigStore {
     this.removeFrom(kind, group, `${kind}/${ns}/${raw.metadata.name ?? ''}`);
   }
 
-  private onNode(raw: RawObject, deleted: boolean): void {
-    if (this.closed) return;
-    const name = raw.metadata.name ?? '';
-    const before = this.nodes.get(name);
-    if (deleted) {
-      this.nodes.delete(name);
-    } else {
-      const labels = (raw.metadata.labels ?? {}) as Record<string, string>;
-      this.nodes.set(name, nodeLocalityOf(labels));
-      // Only the labels are read: drop the rest (node status lists every image on the node).
-      for (const k of Object.keys(raw)) if (k !== 'metadata' && k !== 'apiVersion' && k !== 'kind') delete raw[k];
-      delete raw.metadata.managedFields;
-    }
-    const after = this.nodes.get(name);
-    if (JSON.stringify(before) === JSON.stringify(after)) return;
-    for (const h of this.nodeSubscribers) {
-      try {
-        h(name);
-      } catch (e) {
-        log.error(`node subscriber failed for ${name}: ${(e as Error).message}`);
-      }
-    }
-  }
-
   private put(kind: Kind, group: string, config: Config): void {
     const key = configKey(config);
-    if (kind === 'Namespace') {
-      this.namespaceLabels.set(config.meta.name, config.meta.labels);
-      this.updateMembership(config.meta.name);
-    }
+    if (kind === 'Namespace') this.namespaces.setLabels(config.meta.name, config.meta.labels);
     let slot = this.slots.get(key);
     if (!slot) {
       slot = new Map();
@@ -504,11 +452,7 @@ export class OrchConfigStore implements ConfigStore {
   private removeFrom(kind: Kind, group: string, key: string): void {
     const slot = this.slots.get(key);
     if (!slot || !slot.has(group)) return;
-    if (kind === 'Namespace') {
-      const name = key.slice('Namespace//'.length);
-      this.namespaceLabels.delete(name);
-      this.updateMembership(name);
-    }
+    if (kind === 'Namespace') this.namespaces.remove(key.slice('Namespace//'.length));
     const before = pick(kind, slot);
     slot.delete(group);
     if (slot.size === 0) {
@@ -543,7 +487,7 @@ export class OrchConfigStore implements ConfigStore {
     const put: Config[] = [];
     const gone: ConfigRef[] = [];
     for (const [key, kind] of this.dirty) {
-      const c = this.inScope(kind, key) ? pick(kind, this.slots.get(key)) : undefined;
+      const c = this.namespaces.keyInScope(kind, key) ? pick(kind, this.slots.get(key)) : undefined;
       if (c) put.push(c);
       else {
         const rest = key.slice(kind.length + 1);
@@ -555,6 +499,13 @@ export class OrchConfigStore implements ConfigStore {
     if (put.length > 0) this.served.apply(put, 'orchestrator');
     if (gone.length > 0) this.served.delete(gone);
   }
+}
+
+/** What is logged of a CRD group of which only `watched` kinds are served; '' when it serves them all. */
+function missingReport(g: CrdGroup, watched: readonly Kind[]): string {
+  if (watched.length === 0) return `CRD group ${g.group} is not installed (no CustomResourceDefinition of it is established): its kinds are skipped`;
+  if (watched.length === g.kinds.length) return '';
+  return `CRD group ${g.group} does not serve ${g.kinds.filter((k) => !watched.includes(k)).join(', ')}: skipped`;
 }
 
 /** The version served for a slot: the one of the highest-ranked API group. */

@@ -13,7 +13,7 @@ import { setMaxListeners } from 'node:events';
 import type { JwtProviderSchema } from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
 import { registerScope } from '../../lib/log';
 import { defineCounter } from '../../lib/metrics';
-import { EXTRA_CA_BUNDLE_PATH, fetchDocument, loadTrustedRoots } from './fetch';
+import { EXTRA_CA_BUNDLE_PATH, fetchDocument, loadTrustedRoots } from '../../lib/jwks-fetch';
 import { createFakeJwks, keySetChanged, keySetError } from './keyset';
 import { jwksFromText } from '../../lib/jwt-verify/jwks';
 import { Status, statusString } from '../../lib/jwt-verify/status';

@@ -40,8 +40,7 @@ import {
   WK,
 } from './common';
 import { clusterLoadAssignment } from './endpoints';
-import { autoMtlsTransportSocketMatches, buildUpstreamTlsContext, buildUpstreamTlsSettings, tlsTransportSocket } from './tls';
-import { alpnInsteadOfFilter, type UpstreamHttp } from './capabilities';
+import { alpnInsteadOfFilter, autoMtlsTransportSocketMatches, buildUpstreamTlsContext, buildUpstreamTlsSettings, tlsTransportSocket, type UpstreamHttp } from './tls';
 import { registerScope } from '../../lib/log';
 
 const log = registerScope('default');

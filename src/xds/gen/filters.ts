@@ -27,7 +27,7 @@ import { FilterConfig_Protocol as AlpnProtocol, FilterConfigSchema as AlpnFilter
 import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
 import { UuidRequestIdConfigSchema } from '../../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
-import { supports } from './capabilities';
+import { supports } from '../../discovery/capabilities';
 import { adsConfigSource, durationMs, pack, WK } from './common';
 import { ALPN_MTLS_HTTP10, ALPN_MTLS_HTTP11, ALPN_MTLS_HTTP2 } from './tls';
 

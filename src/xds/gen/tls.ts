@@ -3,10 +3,12 @@
 // chains) and downstream gateway TLS (Gateway server tls). Secrets come over SDS: from the proxy's agent
 // (`sds-grpc` cluster) for `default`/`ROOTCA` (mesh identity) and `file-cert:<cert>~<key>` /
 // `file-root:<ca>` (files), from the discovery daemon over ADS for credentials (`kubernetes://<name>`).
+// The mesh ALPN lists live here too, with what an upstream Envoy without istio.alpn is offered instead.
 import { create } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import type { ClientTLSSettings, ServerTLSSettings } from '../../config/types';
 import type { MutualTlsMode } from '../../discovery/push/peer-authentication';
+import { supports, type ProxyCapabilities } from '../../discovery/capabilities';
 import { TLS_MODE_ISTIO } from '../../discovery/labels';
 import { Cluster_TransportSocketMatchSchema, type Cluster_TransportSocketMatch } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { RawBufferSchema } from '../../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb';
@@ -350,4 +352,17 @@ export function downstreamTransportSocket(tls: ServerTLSSettings, http: boolean)
       value: pack(DownstreamTlsContextSchema, { commonTlsContext: common, requireClientCertificate }),
     },
   });
+}
+
+/** The upstream HTTP version of a cluster, when its port fixes one. */
+export type UpstreamHttp = 'http/1.1' | 'h2';
+
+/**
+ * Upstream Envoy's way to what istio.alpn does: the mesh mTLS cluster offers the ALPN the filter would have set
+ * for its protocol (the server sidecar's inbound chains tell HTTP from TCP by it). Undefined when the proxy has
+ * the filter, or when the protocol is not fixed (TCP, the downstream's protocol): those keep Istio's ALPN.
+ */
+export function alpnInsteadOfFilter(caps: ProxyCapabilities | undefined, upstream: UpstreamHttp | undefined): readonly string[] | undefined {
+  if (supports(caps, 'alpn') || !upstream) return undefined;
+  return upstream === 'h2' ? ALPN_MTLS_HTTP2 : ALPN_MTLS_HTTP11;
 }

@@ -1,21 +1,15 @@
-// XDS_AUTH semantics (Istio's pilot/pkg/xds authentication.go + auth.go) as pure functions:
-// - authentication: the daemon's authenticator chain (src/ca/authn: client certificate, JWT_RULE,
-//   orchestrator token, XFCC) names the caller on the TLS listener; a TLS stream none of them accepts is
-//   unauthenticated. The plaintext listener carries no identity: it is let through, unless
-//   XDS_AUTH_PLAINTEXT asks to authenticate plaintext too.
-// - authorization (PILOT_ENABLE_XDS_IDENTITY_CHECK): a proxy may only claim a namespace (and service account,
-//   when it states one) that one of its SPIFFE identities names.
+// XDS_AUTH as the ADS server sees it (Istio's pilot/pkg/xds authentication.go + auth.go):
+// - authentication is the wiring's: the `authenticate` hook gets each new stream (its metadata, peer and
+//   verified client certificate, and the listener it came in on) and names the caller or refuses the stream
+//   (the daemon runs its authenticator chain, src/meshd/identity/authenticators.ts). Without a hook no stream
+//   is authenticated and every one is let through.
+// - authorization (PILOT_ENABLE_XDS_IDENTITY_CHECK) is the server's: a proxy may only claim a namespace (and
+//   service account, when it states one) that one of its SPIFFE identities names.
+import type * as grpc from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
-import type { AuthOutcome } from '../../ca/authn/types';
-import { parseSpiffeIdentity, type SpiffeIdentity } from '../../ca/spiffe';
-
-export { parseSpiffeIdentity, type SpiffeIdentity };
+import { parseSpiffeIdentity, type SpiffeIdentity } from '../../lib/spiffe';
 
 export interface XdsAuthSettings {
-  /** XDS_AUTH */
-  xdsAuth: boolean;
-  /** XDS_AUTH_PLAINTEXT */
-  xdsAuthPlaintext: boolean;
   /** PILOT_ENABLE_XDS_IDENTITY_CHECK */
   identityCheck: boolean;
 }
@@ -27,26 +21,18 @@ export interface XdsClaim {
 }
 
 export type XdsAuthDenied = { ok: false; code: status.UNAUTHENTICATED | status.PERMISSION_DENIED; message: string };
+/** identities undefined: the stream was not authenticated (the plaintext port, or XDS_AUTH off) and is let through. */
 export type XdsAuthenticated = { ok: true; identities: readonly string[] | undefined };
 export type XdsAuthorized = { ok: true; identities: readonly string[] | undefined; identity?: SpiffeIdentity };
 
+/** What the authenticate hook sees of a new stream: its peer, TLS auth context and metadata. */
+export type XdsStreamCall = Pick<grpc.ServerDuplexStream<unknown, unknown>, 'getPeer' | 'getAuthContext' | 'metadata'>;
+
 /**
- * Authentication of a new stream, before its node is known, from what the authenticator chain made of it
- * (Istio's DiscoveryServer.authenticate): not run → no identities, let through (the plaintext port, or
- * XDS_AUTH off); failed → Unauthenticated, with every authenticator's reason.
+ * Authentication of a new stream before its node is known (Istio's DiscoveryServer.authenticate); `secure`:
+ * it came in on the TLS listener.
  */
-export function authenticateXdsPeer(outcome: AuthOutcome, secure: boolean): XdsAuthenticated | XdsAuthDenied {
-  if (outcome.kind === 'skipped') return { ok: true, identities: undefined };
-  if (outcome.kind === 'authenticated') return { ok: true, identities: outcome.caller.identities };
-  const why = outcome.failures.join('; ');
-  return {
-    ok: false,
-    code: status.UNAUTHENTICATED,
-    message: secure
-      ? `authentication failure: ${why}`
-      : `authentication failure: XDS_AUTH_PLAINTEXT is true and the plaintext connection carries no credential the daemon accepts: ${why}`,
-  };
-}
+export type XdsAuthenticate = (call: XdsStreamCall, secure: boolean) => Promise<XdsAuthenticated | XdsAuthDenied>;
 
 function goList(items: readonly string[]): string {
   return `[${items.join(' ')}]`;
@@ -71,16 +57,4 @@ export function authorizeXdsProxy(
     code: status.PERMISSION_DENIED,
     message: `authorization failed: no identities (${goList(identities)}) matched ${claim.namespace}/${claim.serviceAccount ?? ''}`,
   };
-}
-
-/** Both checks in order, for callers that know the authentication outcome and the claim at once. */
-export function checkXdsAccess(
-  settings: XdsAuthSettings,
-  outcome: AuthOutcome,
-  secure: boolean,
-  claim: XdsClaim,
-): XdsAuthorized | XdsAuthDenied {
-  const authn = authenticateXdsPeer(outcome, secure);
-  if (!authn.ok) return authn;
-  return authorizeXdsProxy(settings, authn.identities, claim);
 }

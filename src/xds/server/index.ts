@@ -1,14 +1,15 @@
 // Public API of the ADS server.
-export {
-  AdsServer,
-  type AdsServerOptions,
-  type AdsServerStats,
-  type AttachOptions,
-  type ConnectionHooks,
-  type HookedConnection,
-  type GeneratorTable,
-  type PushAllOptions,
-} from './server';
+export { AdsServer } from './server';
+export type {
+  AdsServerOptions,
+  AdsServerStats,
+  AttachOptions,
+  ConnectionHooks,
+  HookedConnection,
+  GeneratorTable,
+  PushAllOptions,
+  RequestCaller,
+} from './options';
 export type { ConnectionInfo, ListenerKind, StreamKind } from './connection';
 export type { NackRecord, WatchInfo } from './watch';
 export {
@@ -23,16 +24,14 @@ export {
   type GrpcServerLimits,
 } from './settings';
 export {
-  authenticateXdsPeer,
   authorizeXdsProxy,
-  checkXdsAccess,
-  parseSpiffeIdentity,
-  type SpiffeIdentity,
   type XdsAuthDenied,
+  type XdsAuthenticate,
   type XdsAuthenticated,
   type XdsAuthorized,
   type XdsAuthSettings,
   type XdsClaim,
+  type XdsStreamCall,
 } from './auth';
 export { mergePushRequests, newPushRequest, PROXY_REQUEST_TRIGGER, UNKNOWN_TRIGGER, type PushRequestInit } from './push-request';
 export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from './type-urls';

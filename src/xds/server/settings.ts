@@ -28,8 +28,6 @@ export const DEFAULT_ADS_SETTINGS: Readonly<AdsSettings> = {
   enableEdsDebounce: true,
   pushThrottle: 0,
   deltaXds: true,
-  xdsAuth: true,
-  xdsAuthPlaintext: false,
   identityCheck: true,
   sendTimeoutMs: 0,
 };
@@ -48,8 +46,6 @@ export function adsSettingsFromEnv(vars: EnvVars): AdsSettings {
     enableEdsDebounce: env.bool('PILOT_ENABLE_EDS_DEBOUNCE'),
     pushThrottle: env.int('PILOT_PUSH_THROTTLE'),
     deltaXds: env.bool('MESH_DELTA_XDS'),
-    xdsAuth: env.bool('XDS_AUTH'),
-    xdsAuthPlaintext: env.bool('XDS_AUTH_PLAINTEXT'),
     identityCheck: env.bool('PILOT_ENABLE_XDS_IDENTITY_CHECK'),
     sendTimeoutMs: DEFAULT_ADS_SETTINGS.sendTimeoutMs,
   };

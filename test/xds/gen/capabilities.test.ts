@@ -13,7 +13,8 @@ import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/f
 import { UpstreamTlsContextSchema } from '../../../src/gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import { initPushContext, type PushContext } from '../../../src/discovery/push-context';
 import { buildRegistries } from '../../../src/discovery/registry';
-import { alpnInsteadOfFilter, leftOutReport, proxyCapabilities, supports } from '../../../src/xds/gen/capabilities';
+import { leftOutReport, proxyCapabilities, supports } from '../../../src/discovery/capabilities';
+import { alpnInsteadOfFilter } from '../../../src/xds/gen/tls';
 import { generatorsFor } from '../../../src/xds/gen';
 import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
 import { engineExtensions } from '../../../src/proxy/extensions';

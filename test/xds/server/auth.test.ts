@@ -6,19 +6,27 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
-import type { AuthOutcome } from '../../../src/ca/authn/types';
-import {
-  authenticateXdsPeer,
-  authorizeXdsProxy,
-  checkXdsAccess,
-  parseSpiffeIdentity,
-  type XdsAuthSettings,
-} from '../../../src/xds/server/index';
+import { ClientCertAuthenticator } from '../../../src/ca/authn/client-cert';
+import type { AuthGate, AuthOutcome } from '../../../src/ca/authn/types';
+import { parseSpiffeIdentity } from '../../../src/lib/spiffe';
+import { authenticateXdsPeer, xdsAuthenticator } from '../../../src/meshd/identity/authenticators';
+import { authorizeXdsProxy, type XdsAuthSettings, type XdsClaim } from '../../../src/xds/server/index';
 import { CDS, CLUSTER_A, node, SotwStream, startServer, world } from './helpers';
 
-const ON: XdsAuthSettings = { xdsAuth: true, xdsAuthPlaintext: false, identityCheck: true };
+const ON: XdsAuthSettings = { identityCheck: true };
 const ID_DEFAULT_APP = 'spiffe://cluster.local/ns/default/sa/app';
 const ID_OTHER_APP = 'spiffe://cluster.local/ns/other/sa/app';
+
+/** Both checks in the order a stream meets them: the chain's outcome on the stream, then the node's claim. */
+function checkXdsAccess(s: XdsAuthSettings, outcome: AuthOutcome, secure: boolean, claim: XdsClaim) {
+  const authn = authenticateXdsPeer(outcome, secure);
+  return authn.ok ? authorizeXdsProxy(s, authn.identities, claim) : authn;
+}
+
+/** The daemon's hook with a chain of client certificates only. */
+function certificateHook(gate: AuthGate) {
+  return { authenticate: xdsAuthenticator([new ClientCertAuthenticator()], gate) };
+}
 
 t.test('checkXdsAccess table', async (t) => {
   // What the authenticator chain concluded (src/ca/authn), and over which listener.
@@ -31,8 +39,8 @@ t.test('checkXdsAccess table', async (t) => {
   const plainFailed: Tr = { outcome: { kind: 'failed', failures: ['Authenticator ClientCertAuthenticator: unsupported auth type'], idExtraction: false }, secure: false };
   const cases: Array<{ name: string; s: XdsAuthSettings; tr: Tr; ns: string; sa?: string; want: 'ok' | number; msg?: RegExp }> = [
     { name: 'plaintext passes by default (the chain did not run)', s: ON, tr: skipped(false), ns: 'default', want: 'ok' },
-    { name: 'XDS_AUTH_PLAINTEXT rejects plaintext nobody vouches for', s: { ...ON, xdsAuthPlaintext: true }, tr: plainFailed, ns: 'default', want: grpc.status.UNAUTHENTICATED, msg: /XDS_AUTH_PLAINTEXT/ },
-    { name: 'XDS_AUTH=false skips everything', s: { ...ON, xdsAuth: false }, tr: skipped(true), ns: 'default', want: 'ok' },
+    { name: 'XDS_AUTH_PLAINTEXT rejects plaintext nobody vouches for', s: ON, tr: plainFailed, ns: 'default', want: grpc.status.UNAUTHENTICATED, msg: /XDS_AUTH_PLAINTEXT/ },
+    { name: 'XDS_AUTH=false skips everything', s: ON, tr: skipped(true), ns: 'default', want: 'ok' },
     { name: 'TLS without a verified client certificate', s: ON, tr: tls(undefined), ns: 'default', want: grpc.status.UNAUTHENTICATED, msg: /no client certificate/ },
     { name: 'namespace matches', s: ON, tr: tls([ID_DEFAULT_APP]), ns: 'default', want: 'ok' },
     { name: 'namespace and service account match', s: ON, tr: tls([ID_DEFAULT_APP]), ns: 'default', sa: 'app', want: 'ok' },
@@ -104,7 +112,7 @@ t.test('TLS listener: the client certificate must name the namespace the node cl
   });
   const ca = new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: path.join(dir, 'ca.crt'), refreshIntervalMs: 600_000 });
   const creds = grpc.experimental.createCertificateProviderServerCredentials(identity, ca, false);
-  const srv = await startServer(world('v1', { [CLUSTER_A]: ['10.1.0.1'] }), {}, {}, creds, 'tls');
+  const srv = await startServer(world('v1', { [CLUSTER_A]: ['10.1.0.1'] }), {}, certificateHook({ xdsAuth: true, xdsAuthPlaintext: false }), creds, 'tls');
   t.teardown(srv.close);
   // The providers read the files asynchronously; handshakes before that fail, so wait for both.
   let idReady!: () => void;
@@ -148,7 +156,7 @@ t.test('TLS listener: the client certificate must name the namespace the node cl
 });
 
 t.test('XDS_AUTH_PLAINTEXT rejects plaintext streams as unauthenticated', async (t) => {
-  const srv = await startServer(world('v1', { [CLUSTER_A]: ['10.1.0.1'] }), { xdsAuthPlaintext: true });
+  const srv = await startServer(world('v1', { [CLUSTER_A]: ['10.1.0.1'] }), {}, certificateHook({ xdsAuth: true, xdsAuthPlaintext: true }));
   t.teardown(srv.close);
   const s = new SotwStream(srv.address);
   t.teardown(() => s.close());

@@ -179,8 +179,6 @@ t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async 
     enableEdsDebounce: true,
     pushThrottle: 0,
     deltaXds: true,
-    xdsAuth: true,
-    xdsAuthPlaintext: false,
     identityCheck: true,
   });
   const s = adsSettingsFromEnv(
@@ -190,10 +188,10 @@ t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async 
       PILOT_ENABLE_EDS_DEBOUNCE: 'false',
       PILOT_PUSH_THROTTLE: '3',
       MESH_DELTA_XDS: 'false',
-      XDS_AUTH_PLAINTEXT: 'true',
+      PILOT_ENABLE_XDS_IDENTITY_CHECK: 'false',
     },
   );
-  t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, xdsAuthPlaintext: true });
+  t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, identityCheck: false });
 });
 
 t.test('xdsCacheSettingsFromEnv: Istio\'s cache switches and their defaults', async (t) => {

@@ -1,4 +1,4 @@
-// SPIFFE workload identities as Istio writes and reads them: `spiffe://<trust domain>/ns/<ns>/sa/<sa>`.
+// SPIFFE workload identities as Istio writes and reads them (pkg/spiffe): `spiffe://<trust domain>/ns/<ns>/sa/<sa>`.
 
 export interface SpiffeIdentity {
   trustDomain: string;

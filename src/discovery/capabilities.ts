@@ -8,9 +8,10 @@
 // is taken to be Istio's own build: it gets what Istio would send.
 //
 // Of Istio's own extensions the daemon generates only istio.alpn (no istio.stats, no metadata exchange /
-// peer metadata filters, no Wasm): the table below holds that one, with what a proxy without it gets instead.
-import type { Extension } from '../../gen/envoy/config/core/v3/base_pb';
-import { ALPN_MTLS_HTTP11, ALPN_MTLS_HTTP2 } from './tls';
+// peer metadata filters, no Wasm): the table below holds that one, with what a proxy without it gets instead
+// (the generators' side of it: alpnInsteadOfFilter in src/xds/gen/tls.ts). The model of the proxy, read once
+// per stream, below the generators that consult it.
+import type { Extension } from '../gen/envoy/config/core/v3/base_pb';
 
 /** An extension only Istio's Envoy build has, and what the daemon does for a proxy that lacks it. */
 export interface IstioOnlyExtension {
@@ -73,17 +74,4 @@ export function supports(caps: ProxyCapabilities | undefined, f: IstioFeature): 
 export function leftOutReport(caps: ProxyCapabilities | undefined): string | undefined {
   if (!caps?.missing.length) return undefined;
   return caps.missing.map((f) => `${ISTIO_ONLY_EXTENSIONS[f].name} (not in the node's extensions): ${ISTIO_ONLY_EXTENSIONS[f].instead}`).join('; ');
-}
-
-/** The upstream HTTP version of a cluster, when its port fixes one. */
-export type UpstreamHttp = 'http/1.1' | 'h2';
-
-/**
- * Upstream Envoy's way to what istio.alpn does: the mesh mTLS cluster offers the ALPN the filter would have set
- * for its protocol (the server sidecar's inbound chains tell HTTP from TCP by it). Undefined when the proxy has
- * the filter, or when the protocol is not fixed (TCP, the downstream's protocol): those keep Istio's ALPN.
- */
-export function alpnInsteadOfFilter(caps: ProxyCapabilities | undefined, upstream: UpstreamHttp | undefined): readonly string[] | undefined {
-  if (supports(caps, 'alpn') || !upstream) return undefined;
-  return upstream === 'h2' ? ALPN_MTLS_HTTP2 : ALPN_MTLS_HTTP11;
 }
