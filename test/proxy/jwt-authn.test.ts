@@ -22,7 +22,7 @@ import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metad
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StatsScope, StatsStore } from '../../src/proxy/stats/store';
 import { adminGet, adsBootstrap, backend, cla, edsCluster, freePort, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
-import { TYPE_URL } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import { waitForValue } from '../helpers/wait';
 
 const JWT_AUTHN = 'envoy.filters.http.jwt_authn';

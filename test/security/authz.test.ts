@@ -11,7 +11,7 @@ import { RbacEngine, type RbacInput } from '../../src/proxy/rbac/engine';
 import { RequestHeaders } from '../../src/proxy/http/headers';
 import { buildAuthzHttpFilters } from '../../src/security/authz/builder';
 import { cidrRange, convertToPort, extractNameInNestedBrackets } from '../../src/security/authz/model';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg } from '../discovery/fixtures';
 import './helpers';
 

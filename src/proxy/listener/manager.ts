@@ -11,7 +11,7 @@ import net from 'node:net';
 import { toBinary } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
-import { TYPE_URL } from '../../xds/types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { DecodedResource, GrpcMux } from '../xds/grpc-mux';

@@ -6,7 +6,7 @@
 import type { ConfigSource } from '../../gen/envoy/config/core/v3/config_source_pb';
 import type { ContextCerts } from './context';
 import { SecretSchema, type Secret, type SdsSecretConfig } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
-import { TYPE_URL } from '../../xds/types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
 import { ConfigError } from '../matchers/string';
 import { durationToMs } from '../route/action';

@@ -33,8 +33,8 @@ import {
   type DiscoveryResponse,
 } from '../../gen/envoy/service/discovery/v3/discovery_pb';
 import { StatusSchema } from '../../gen/google/rpc/status_pb';
-import { grpcClientConstructor } from '../../xds/grpc';
-import { VHDS_CLIENT_FEATURE } from '../../xds/vhds';
+import { grpcClientConstructor } from '../../lib/xds/grpc';
+import { VHDS_CLIENT_FEATURE } from '../../lib/xds/vhds';
 import type { Logger } from '../log';
 import type { Counter, Gauge, StatsScope } from '../stats/store';
 

@@ -11,8 +11,8 @@ import { AggregatedDiscoveryService } from '../../gen/envoy/service/discovery/v3
 import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../../gen/envoy/service/discovery/v3/discovery_pb';
 import type { Proxy } from '../../discovery/model';
 import { registerScope } from '../../lib/log/index';
-import { addGrpcService, type GrpcServiceImplementation } from '../grpc';
-import { TYPE_URL, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
+import { addGrpcService, type GrpcServiceImplementation } from '../../lib/xds/grpc';
+import type { Generator, PushRequest, Resource, WatchedResource } from '../types';
 import { grpcAuthRequest } from '../../ca/authn/grpc';
 import { ClientCertAuthenticator } from '../../ca/authn/client-cert';
 import { authenticate, type AuthOutcome, type AuthRequest } from '../../ca/authn/types';
@@ -42,9 +42,10 @@ import { PROXY_REQUEST_TRIGGER, reasonsOrUnknown } from './push-request';
 import { hashResource, totalSize, type HashedResource } from './resources';
 import { DEFAULT_ADS_SETTINGS, resolvePushThrottle, type AdsSettings } from './settings';
 import { sotwOnRequest, sotwPushSelection, sotwRecordSent } from './sotw';
-import { clusterHostname, grpcCodeName, HEALTH_INFO_TYPE_URL, isWildcardType, metricType, orderTypes, shortType } from './type-urls';
+import { clusterHostname, grpcCodeName, HEALTH_INFO_TYPE_URL, isWildcardType, metricType, orderTypes, shortType, TYPE_URL } from '../../lib/xds/type-urls';
 import { watchedResource, type WatchState } from './watch';
-import { markVhds, usesVhds, VHDS_CLIENT_FEATURE } from '../vhds';
+import { markVhds, usesVhds } from '../vhds';
+import { VHDS_CLIENT_FEATURE } from '../../lib/xds/vhds';
 import { leftOutReport, proxyCapabilities } from '../gen/capabilities';
 
 const log = registerScope('ads', 'ads debugging');

@@ -15,7 +15,8 @@ import { initPushContext, type PushContext } from '../../../src/discovery/push-c
 import { buildRegistries } from '../../../src/discovery/registry';
 import { alpnInsteadOfFilter, leftOutReport, proxyCapabilities, supports } from '../../../src/xds/gen/capabilities';
 import { generatorsFor } from '../../../src/xds/gen';
-import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
+import type { PushRequest } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { engineExtensions } from '../../../src/proxy/extensions';
 import { defaultFilterRegistry } from '../../../src/proxy/http/filters/index';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
