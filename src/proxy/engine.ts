@@ -23,8 +23,10 @@ import type { HttpFilterRegistry, UpstreamCall, UpstreamCallResult } from './htt
 import { perFilterParser } from './http/per-filter';
 import { ListenerManager } from './listener/manager';
 import { LoggerRegistry, type LogLevel } from './log';
-import { compileListStringMatcher, ConfigError } from './matchers/string';
-import { durationToMs, readDataSource } from './route/action';
+import { compileListStringMatcher } from './matchers/string';
+import { ConfigError } from './common/config-error';
+import { readDataSource } from './common/data-source';
+import { durationToMs } from './common/duration';
 import { RouteManager } from './route/rds';
 import { StatsStore } from './stats/store';
 import { TagProducer } from './stats/tags';

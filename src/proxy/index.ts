@@ -16,19 +16,19 @@ export {
   type UpstreamCall,
   type UpstreamCallResult,
 } from './http/filter-api';
-export { RequestHeaders, ResponseHeaders, HeaderMap } from './http/headers';
+export { RequestHeaders, ResponseHeaders, HeaderMap } from './codec/headers';
 export {
   compileStringMatcher,
   compileValueMatcher,
   compileMetadataMatcher,
   compileListStringMatcher,
   metadataValue,
-  ConfigError,
   type DynamicMetadata,
   type StringMatch,
   type ValueMatch,
   type MetadataMatch,
 } from './matchers/string';
+export { ConfigError } from './common/config-error';
 export { compileHeaderMatcher } from './route/match';
 export { compileRouteConfiguration, selectRoute } from './route/compile';
 export type { CompiledRouteConfig, RouteSelection, RouteRequest } from './route/types';

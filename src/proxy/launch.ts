@@ -6,7 +6,7 @@ import { CommandError, type FlagValue } from '../cli/context';
 import { BootstrapError, loadBootstrap } from './bootstrap';
 import { startEngine, type Engine } from './engine';
 import { parseLogLevel } from './log';
-import { ConfigError } from './matchers/string';
+import { ConfigError } from './common/config-error';
 
 /** Starts the engine; throws CommandError (exit status 1) for flags or a bootstrap it cannot run. */
 export async function launchEngine(f: Readonly<Record<string, FlagValue>>, logWriter: (line: string) => void): Promise<Engine> {

@@ -13,9 +13,9 @@ import type { UpstreamCluster } from '../upstream/cluster';
 import { APPLICATION_PROTOCOLS_KEY, type ApplicationProtocolsFor } from '../stream-info';
 import { connectUpstream, pendingOn, readyEvent, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
 import { plainIp } from '../stream-info';
-import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from './headers';
+import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from '../codec/headers';
 import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
-import { BodySource, type BodyReader } from './h1/body';
+import { BodySource, type BodyReader } from '../codec/h1/body';
 import type { StreamInfo } from '../stream-info';
 import type { Logger } from '../log';
 

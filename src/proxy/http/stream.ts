@@ -10,9 +10,9 @@ import { selectRoute } from '../route/compile';
 import type { RouteRequest, RouteSelection, WeightedClusterEntry } from '../route/types';
 import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import type { HttpStream, LocalReply } from './filter-api';
-import { HOP_BY_HOP, type RawHeaders, type RequestHeaders, ResponseHeaders } from './headers';
+import { HOP_BY_HOP, type RawHeaders, type RequestHeaders, ResponseHeaders } from '../codec/headers';
 import type { HcmRuntime } from './hcm';
-import type { ResponseObserver } from './h1/server';
+import type { ResponseObserver } from '../codec/h1/server';
 
 /**
  * A downstream request: the engine's HTTP/1 codec's H1Request (plaintext HTTP/1.x; its body is a

@@ -13,8 +13,8 @@ import { DownstreamTlsContextSchema } from '../../gen/envoy/extensions/transport
 import { HcmRuntime, type HcmDeps } from '../http/hcm';
 import type { ConnectionContext } from '../http/stream';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
-import { durationToMs } from '../route/action';
+import { ConfigError } from '../common/config-error';
+import { durationToMs } from '../common/duration';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import { plainIp, type DownstreamConnectionInfo } from '../stream-info';
 import { applyPeer, TlsContext } from '../tls/context';
@@ -24,7 +24,7 @@ import type { ClusterManager } from '../upstream/cluster-manager';
 import type { SourceBinder, UpstreamSource } from '../upstream/source';
 import { chainMatchKey, compileChainMatch, compileFilterDisabled, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
 import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
-import { acceptPacer, listenBacklog } from './accept';
+import { acceptPacer, listenBacklog } from '../common/accept';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
 import { ipFamily } from '../../lib/ip';
 

@@ -14,10 +14,11 @@ import {
   type CertificateValidationContext,
   type TlsCertificate,
 } from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
-import { ConfigError, compileStringMatcher, type StringMatch } from '../matchers/string';
-import { readDataSource } from '../route/action';
+import { compileStringMatcher, type StringMatch } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
+import { readDataSource } from '../common/data-source';
 import type { SecretManager, SecretWatch } from './secrets';
-import { urlEncodePem } from '../http/xfcc';
+import { urlEncodePem } from './pem';
 import type { DownstreamConnectionInfo, SslDetails } from '../stream-info';
 
 const PROTOCOLS: Record<number, tls.SecureVersion | undefined> = {

@@ -9,7 +9,7 @@ import { ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/c
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { SecretManager } from '../tls/secrets';
 import type { DecodedResource, GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';

@@ -1,14 +1,14 @@
 // Upstream connections per host: an HTTP/1.1 keep-alive pool (the engine's own codec, connections
-// reused across requests, see http/h1/client.ts) and one HTTP/2 session (streams multiplexed), both
+// reused across requests, see codec/h1/client.ts) and one HTTP/2 session (streams multiplexed), both
 // opening sockets through connectUpstream() so connect timeouts, TLS, source binding and the cx_*
 // counters are the same for HTTP and TCP proxying.
 import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import { PassThrough } from 'node:stream';
-import type { BodyReader, BodySource } from '../http/h1/body';
-import { H1Pool, type ClientCallbacks, type ClientFailure } from '../http/h1/client';
-import type { RawHeaders } from '../http/headers';
+import type { BodyReader, BodySource } from '../codec/h1/body';
+import { H1Pool, type ClientCallbacks, type ClientFailure } from '../codec/h1/client';
+import type { RawHeaders } from '../codec/headers';
 import type { Host } from './host';
 import type { UpstreamCluster } from './cluster';
 import type { UpstreamTransport } from './transport-socket';
