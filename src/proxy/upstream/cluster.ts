@@ -25,7 +25,7 @@ import type { SecretManager } from '../tls/secrets';
 import { Host, type HealthStatus, type Locality } from './host';
 import { LoadBalancer, type LbContext, type LbPolicy } from './lb';
 import { OutlierDetector, outlierConfig } from './outlier';
-import { releaseHostPools } from './pool';
+import { releaseHostPools } from './host-pools';
 import { TransportSocketMatcher, type UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
 import { WeakInterner } from '../../lib/intern';
