@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { parseBootstrap } from '../../src/proxy/bootstrap.ts';
-import { startEngine } from '../../src/proxy/engine.ts';
+import { startEngine } from '../../src/proxy/engine/index.ts';
 import { acceptPacer } from '../../src/proxy/common/accept.ts';
 import { BURST_CHILD } from '../lib/burst-child.mjs';
 

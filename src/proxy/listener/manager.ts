@@ -3,7 +3,7 @@
 // as in Envoy), warms until its routes (RDS) and secrets (SDS) are there, then replaces the previous
 // version on the same socket; removed listeners stop accepting and drain. Nothing serves before the
 // server has initialised (CDS and LDS applied), like Envoy's workers.
-// Engine workers (src/proxy/worker/): the main thread binds every socket (with its options, such as
+// Engine workers (src/proxy/engine/worker/): the main thread binds every socket (with its options, such as
 // IP_TRANSPARENT) and hands each worker thread its own descriptor of it (`shareSocket`); a worker's
 // manager listens on that descriptor (`sharedSocket`) instead of binding. Each thread closes only its
 // own descriptor, so the socket stops accepting when the last one lets go.

@@ -10,7 +10,7 @@
 // while a response is being applied are sent after its ACK (Envoy pauses EDS during CDS, RDS/SDS during
 // LDS). The stream reconnects with jittered exponential backoff and re-sends every subscription with
 // the last accepted versions; subscribers keep their applied config meanwhile.
-// Engine workers (src/proxy/worker/): the main thread's mux hands every accepted response, as the
+// Engine workers (src/proxy/engine/worker/): the main thread's mux hands every accepted response, as the
 // encoded DiscoveryResponse / DeltaDiscoveryResponse, to `onRelay`, and keeps what it holds so a worker
 // that starts late gets it all as one DeltaDiscoveryResponse per type (`snapshot`); a worker's mux is a
 // `relay` mux: no stream of its own, it decodes and applies those same messages with the same code and
