@@ -13,7 +13,8 @@ import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v
 import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
-import type { DecodedResource, GrpcMux } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { DecodedResource } from '../xds/subscription';
 import { ListenerRuntime, listenerAddress, type ListenerDeps } from './listener';
 import { ipFamily } from '../../lib/ip';
 import { OriginalAddressNotices } from './original-address';

@@ -12,7 +12,8 @@ import { splitVhdsName } from '../../lib/xds/vhds';
 import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
 import type { StatsStore } from '../stats/store';
-import type { DecodedResource, GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { DecodedResource, SubscriptionHandle } from '../xds/subscription';
 import { compileRouteConfiguration, type RouteCompileOptions } from './compile';
 import type { CompiledRouteConfig } from './types';
 

@@ -12,7 +12,8 @@ import { ConfigError } from '../common/config-error';
 import { durationToMs } from '../common/duration';
 import type { StatsStore } from '../stats/store';
 import { checkTlsCertificate } from './certificate';
-import type { GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { SubscriptionHandle } from '../xds/subscription';
 
 export interface SecretWatch {
   current(): Secret | undefined;

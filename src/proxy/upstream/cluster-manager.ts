@@ -12,7 +12,8 @@ import type { Logger } from '../log';
 import { ConfigError } from '../common/config-error';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { SecretManager } from '../tls/secrets';
-import type { DecodedResource, GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { DecodedResource, SubscriptionHandle } from '../xds/subscription';
 import { UpstreamCluster } from './cluster';
 
 interface Slot {
