@@ -1,5 +1,5 @@
 // Every message type the engine can meet inside a bootstrap or an admin dump: the xDS resource and
-// extension types (src/xds/registry.ts) plus the bootstrap, secrets, access loggers and matchers.
+// extension types (src/lib/xds/registry.ts) plus the bootstrap, secrets, access loggers and matchers.
 import { create, createFileRegistry, createRegistry, type DescMessage, type Registry } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
 import { envoyTypeRegistry } from '../lib/xds/registry';

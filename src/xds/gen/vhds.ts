@@ -1,4 +1,4 @@
-// VHDS output (see src/xds/vhds.ts): for a proxy served over VHDS, each RouteConfiguration names the
+// VHDS output (see src/lib/xds/vhds.ts): for a proxy served over VHDS, each RouteConfiguration names the
 // `vhds` config source and holds no virtual hosts, and its virtual hosts are VirtualHost resources named
 // `<route config>/<virtual host>`. Routing is unchanged: Envoy picks a virtual host by domain (exact, then
 // longest suffix/prefix wildcard, then `*`), never by position, so moving them out of the list loses nothing.
