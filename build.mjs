@@ -19,7 +19,7 @@ const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
 export const PROGRAM_LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'mesh-cni', 'meshctl'];
 const ADDON = path.join(dist, 'original_dst.node');
 // the engine's worker threads run their own smaller bundle (only the engine), beside mesh.cjs and
-// embedded in the executable as an asset (src/proxy/worker/pool.ts)
+// embedded in the executable as an asset (src/proxy/engine/worker/pool.ts)
 const WORKER = path.join(dist, 'engine-worker.cjs');
 
 function git(...args) {
@@ -75,8 +75,8 @@ async function bundle(info) {
     define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' },
     plugins: [optionalNativeAddons],
   });
-  // An engine worker thread runs its own small bundle (src/proxy/worker/thread.ts), not the chunks.
-  await build({ ...common, format: 'cjs', define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' }, plugins: [optionalNativeAddons], entryPoints: [path.join(root, 'src/proxy/worker/thread.ts')], outfile: WORKER });
+  // An engine worker thread runs its own small bundle (src/proxy/engine/worker/thread.ts), not the chunks.
+  await build({ ...common, format: 'cjs', define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' }, plugins: [optionalNativeAddons], entryPoints: [path.join(root, 'src/proxy/engine/worker/thread.ts')], outfile: WORKER });
   refuseSplitCommonJsImports(result.metafile);
   mkdirSync(CHUNKS);
   for (const file of readdirSync(esmDir)) {

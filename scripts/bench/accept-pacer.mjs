@@ -8,8 +8,8 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { parseBootstrap } from '../../src/proxy/bootstrap.ts';
-import { startEngine } from '../../src/proxy/engine.ts';
-import { acceptPacer } from '../../src/proxy/listener/accept.ts';
+import { startEngine } from '../../src/proxy/engine/index.ts';
+import { acceptPacer } from '../../src/proxy/common/accept.ts';
 import { BURST_CHILD } from '../lib/burst-child.mjs';
 
 const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, busy: { type: 'string', default: '300' }, fresh: { type: 'string', default: '500' } } });

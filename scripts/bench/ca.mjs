@@ -29,7 +29,7 @@ import { measureAgentStart, printAgentStart } from './agent-cert.mjs';
 
 register();
 const { IstioCertificateRequestSchema, IstioCertificateService } = await import('../../src/gen/security/v1alpha1/ca_pb.ts');
-const { grpcClientConstructor } = await import('../../src/xds/grpc.ts');
+const { grpcClientConstructor } = await import('../../src/lib/xds/grpc.ts');
 
 const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
 const HOST = 'meshd.mesh-system.svc';

@@ -19,7 +19,8 @@ import { StatusServer } from './status';
 import { startupDuration } from './metrics';
 import { recordComponentBuildTag } from '../lib/build-metric';
 import { exitStatus, proxyFor, type Proxy, type ProxyLaunch } from './process';
-import { NAME_TABLE_TYPE, XdsProxy, type XdsProxyOptions } from './xds-proxy';
+import { XdsProxy, type XdsProxyOptions } from './xds-proxy';
+import { TYPE_URL } from '../lib/xds/type-urls';
 import { WorkloadIdentity } from './identity';
 import type { IdentityOptions } from './identity/options';
 import { fromBinary } from '@bufbuild/protobuf';
@@ -116,8 +117,8 @@ export class Agent {
       });
     }
     if (dns) {
-      handlers.set(NAME_TABLE_TYPE, (any) => {
-        if (any.typeUrl !== NAME_TABLE_TYPE) return `name table response holds ${any.typeUrl}`;
+      handlers.set(TYPE_URL.nameTable, (any) => {
+        if (any.typeUrl !== TYPE_URL.nameTable) return `name table response holds ${any.typeUrl}`;
         try {
           dns.updateNameTable(fromBinary(NameTableSchema, any.value).table);
         } catch (e) {

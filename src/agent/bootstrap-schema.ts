@@ -3,7 +3,7 @@
 // built-in bootstrap is checked by the tests, so only a user's --templateFile is checked at run time.
 import { fromJson, type JsonValue } from '@bufbuild/protobuf';
 import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb';
-import { envoyTypeRegistry } from '../xds/registry';
+import { envoyTypeRegistry } from '../lib/xds/registry';
 import { BootstrapError } from './bootstrap';
 
 

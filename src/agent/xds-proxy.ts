@@ -20,7 +20,8 @@ import {
 import type { Node } from '../gen/envoy/config/core/v3/base_pb';
 import { StatusSchema } from '../gen/google/rpc/status_pb';
 import type { Any } from '@bufbuild/protobuf/wkt';
-import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../xds/grpc';
+import { addGrpcService, grpcClientConstructor, type GrpcClient } from '../lib/xds/grpc';
+import { HEALTH_INFO_TYPE_URL, TYPE_URL } from '../lib/xds/type-urls';
 import { registerScope } from '../lib/log';
 import type { CompliancePolicy } from '../lib/compliance';
 import { grpcChannelCredentials, oneLine, protocolMismatchHint } from './tls-client';
@@ -39,11 +40,6 @@ const log = registerScope('xdsproxy', 'XDS Proxy in the mesh agent');
 type Ads = typeof AggregatedDiscoveryService.method;
 const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
 
-export const LISTENER_TYPE = 'type.googleapis.com/envoy.config.listener.v3.Listener';
-/** Istio's health report type: the agent's application health check, sent to the daemon (never answered). */
-export const HEALTH_INFO_TYPE = 'type.googleapis.com/istio.v1.HealthInformation';
-/** Istio's DNS name table type (NDS), consumed by the agent when DNS capture is on. */
-export const NAME_TABLE_TYPE = 'type.googleapis.com/istio.networking.nds.v1.NameTable';
 
 export interface ClientCertificate {
   certChain: Buffer;
@@ -183,7 +179,7 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
     if (req.node) this.node = req.node;
     if (!this.record(req)) return;
     if (this.upstream) this.send(req);
-    if (!this.listenersAsked && (req as unknown as { typeUrl: string }).typeUrl === LISTENER_TYPE) {
+    if (!this.listenersAsked && (req as unknown as { typeUrl: string }).typeUrl === TYPE_URL.listener) {
       this.listenersAsked = true;
       // after the agent's own initial requests, as Istio sends its initial health request
       queueMicrotask(() => queueMicrotask(() => this.sendHealth()));
@@ -301,7 +297,7 @@ class SotwSession extends Session<DiscoveryRequest, DiscoveryResponse> {
 
   protected record(req: DiscoveryRequest): boolean {
     this.latest.set(req.typeUrl, req);
-    if (req.typeUrl === LISTENER_TYPE && this.internal.size === 0) {
+    if (req.typeUrl === TYPE_URL.listener && this.internal.size === 0) {
       for (const typeUrl of this.proxy.handlers.keys()) {
         const r = create(DiscoveryRequestSchema, { typeUrl });
         this.internal.set(typeUrl, r);
@@ -345,7 +341,7 @@ class SotwSession extends Session<DiscoveryRequest, DiscoveryResponse> {
   }
 
   protected healthRequest(report: HealthReport): DiscoveryRequest {
-    return create(DiscoveryRequestSchema, { typeUrl: HEALTH_INFO_TYPE, errorDetail: healthErrorDetail(report) });
+    return create(DiscoveryRequestSchema, { typeUrl: HEALTH_INFO_TYPE_URL, errorDetail: healthErrorDetail(report) });
   }
 }
 
@@ -378,7 +374,7 @@ class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse
       if (n === '*') s.wildcard = false;
       else s.names.delete(n);
     }
-    if (req.typeUrl === LISTENER_TYPE && !this.internalSubscribed && this.proxy.handlers.size > 0) {
+    if (req.typeUrl === TYPE_URL.listener && !this.internalSubscribed && this.proxy.handlers.size > 0) {
       this.internalSubscribed = true;
       for (const typeUrl of this.proxy.handlers.keys()) queueMicrotask(() => this.sendInternal(create(DeltaDiscoveryRequestSchema, { typeUrl })));
     }
@@ -425,7 +421,7 @@ class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse
   }
 
   protected healthRequest(report: HealthReport): DeltaDiscoveryRequest {
-    return create(DeltaDiscoveryRequestSchema, { typeUrl: HEALTH_INFO_TYPE, errorDetail: healthErrorDetail(report) });
+    return create(DeltaDiscoveryRequestSchema, { typeUrl: HEALTH_INFO_TYPE_URL, errorDetail: healthErrorDetail(report) });
   }
 }
 

@@ -7,7 +7,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import { create } from '@bufbuild/protobuf';
 import { IstioCertificateResponseSchema, IstioCertificateService, type IstioCertificateRequest, type IstioCertificateResponse } from '../gen/security/v1alpha1/ca_pb';
 import { registerScope } from '../lib/log';
-import { addGrpcService } from '../xds/grpc';
+import { addGrpcService } from '../lib/xds/grpc';
 import { CaError, type CertificateAuthority } from './authority';
 import type { CertificateIssuer } from './ra';
 import { grpcAuthRequest } from './authn/grpc';

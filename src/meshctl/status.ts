@@ -10,18 +10,11 @@ import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { splitLines, unifiedDiff } from '../lib/difflib';
 import { goSortSlice } from '../lib/gosort';
 import { TabWriter } from '../lib/tabwriter';
+import { TYPE_URL } from '../lib/xds/type-urls';
 import { readInput } from './io';
 import { ConfigDump, ConfigDumpError, indentJson, messageJson, unpackAs } from './proxyconfig/dump';
 import { proxyDo, resolveProxy } from './target';
 import { controlPlaneInfo, xdsOptions, xdsRequest } from './xds';
-
-const TYPE = {
-  listener: 'type.googleapis.com/envoy.config.listener.v3.Listener',
-  cluster: 'type.googleapis.com/envoy.config.cluster.v3.Cluster',
-  route: 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration',
-  endpoint: 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment',
-  ecds: 'type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig',
-};
 
 /** k8s.io/apimachinery's duration.HumanDuration. */
 export function humanDuration(ms: number): string {
@@ -104,11 +97,11 @@ export function syncRows(answers: ReadonlyArray<{ meshd: string; configs: readon
       };
       for (const c of cc.genericXdsConfigs) {
         const s = formatStatus(c, now);
-        if (c.typeUrl === TYPE.listener) row.lds = s;
-        else if (c.typeUrl === TYPE.cluster) row.cds = s;
-        else if (c.typeUrl === TYPE.route) row.rds = s;
-        else if (c.typeUrl === TYPE.endpoint) row.eds = s;
-        else if (c.typeUrl === TYPE.ecds) row.ecds = s;
+        if (c.typeUrl === TYPE_URL.listener) row.lds = s;
+        else if (c.typeUrl === TYPE_URL.cluster) row.cds = s;
+        else if (c.typeUrl === TYPE_URL.route) row.rds = s;
+        else if (c.typeUrl === TYPE_URL.endpoint) row.eds = s;
+        else if (c.typeUrl === TYPE_URL.extensionConfig) row.ecds = s;
       }
       rows.push(row);
     }

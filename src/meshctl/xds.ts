@@ -13,7 +13,7 @@ import { parse as parseYaml } from 'yaml';
 import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ads_pb';
 import { DiscoveryRequestSchema, type DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb';
 import { CommandError, type RunContext } from '../cli/context';
-import { grpcClientConstructor } from '../xds/grpc';
+import { grpcClientConstructor } from '../lib/xds/grpc';
 
 export interface XdsOptions {
   address: string;

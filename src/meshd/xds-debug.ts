@@ -18,7 +18,7 @@ import { ClientConfigSchema, ClientConfig_GenericXdsConfigSchema, ConfigStatus }
 import { buildInfo } from '../lib/buildinfo';
 import type { Proxy } from '../discovery/model';
 import type { GenerateResult, Generator, Resource, WatchedResource } from '../xds/types';
-import { envoyTypeRegistry } from '../xds/registry';
+import { envoyTypeRegistry } from '../lib/xds/registry';
 import type { XdsConnectionInfo } from './providers';
 import { status } from '@grpc/grpc-js';
 import { hostOf } from '../ca/authn/xfcc';

@@ -6,7 +6,7 @@ import os from 'node:os';
 import { BootstrapError, loadBootstrap } from './bootstrap';
 import { startEngine, type Engine, type EngineOptions } from './engine';
 import { parseLogLevel, type LogLevel } from './log';
-import { ConfigError } from './matchers/string';
+import { ConfigError } from './common/config-error';
 
 /** An engine that cannot be started as asked; `exitCode` is the status Envoy exits with for it. */
 export class LaunchError extends Error {

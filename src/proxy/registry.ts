@@ -1,8 +1,8 @@
 // Every message type the engine can meet inside a bootstrap or an admin dump: the xDS resource and
-// extension types (src/xds/registry.ts) plus the bootstrap, secrets, access loggers and matchers.
+// extension types (src/lib/xds/registry.ts) plus the bootstrap, secrets, access loggers and matchers.
 import { create, createFileRegistry, createRegistry, type DescMessage, type Registry } from '@bufbuild/protobuf';
 import { FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
-import { envoyTypeRegistry } from '../xds/registry';
+import { envoyTypeRegistry } from '../lib/xds/registry';
 import { file_envoy_config_bootstrap_v3_bootstrap } from '../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import { file_envoy_extensions_transport_sockets_tls_v3_secret } from '../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { file_envoy_admin_v3_server_info } from '../gen/envoy/admin/v3/server_info_pb';

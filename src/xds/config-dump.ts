@@ -2,8 +2,9 @@
 // /debug/config_dump?proxyID= and a proxy's admin endpoint show, so users can read them alike.
 import { toJson, type JsonValue } from '@bufbuild/protobuf';
 import { AnySchema, type Any } from '@bufbuild/protobuf/wkt';
-import { TYPE_URL, type Resource } from './types';
-import { envoyTypeRegistry } from './registry';
+import type { Resource } from './types';
+import { TYPE_URL } from '../lib/xds/type-urls';
+import { envoyTypeRegistry } from '../lib/xds/registry';
 
 export interface TypedResources {
   version: string;

@@ -3,20 +3,6 @@
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Proxy } from '../discovery/model';
 
-export const TYPE_URL = {
-  cluster: 'type.googleapis.com/envoy.config.cluster.v3.Cluster',
-  endpoint: 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment',
-  listener: 'type.googleapis.com/envoy.config.listener.v3.Listener',
-  route: 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration',
-  secret: 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret',
-  /** Istio's DNS name table (NDS), for agents that capture DNS. */
-  nameTable: 'type.googleapis.com/istio.networking.nds.v1.NameTable',
-  /** Envoy's VHDS (delta only): the virtual hosts of route configurations that name a `vhds` source. */
-  virtualHost: 'type.googleapis.com/envoy.config.route.v3.VirtualHost',
-} as const;
-
-export type TypeUrl = (typeof TYPE_URL)[keyof typeof TYPE_URL];
-
 /** A named, packed xDS resource. */
 export interface Resource {
   name: string;

@@ -20,7 +20,7 @@ import * as fs from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ApiConfigSource_ApiType, ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { re2SyntaxError } from '../../src/lib/re2';
 
 function inputs(over: Partial<BootstrapInputs> = {}, pc: Partial<ProxyConfig> = {}): BootstrapInputs {

@@ -8,7 +8,7 @@ import {
   IstioCertificateResponseSchema,
   IstioCertificateService,
 } from '../../src/gen/security/v1alpha1/ca_pb';
-import { grpcMethodPath } from '../../src/xds/grpc';
+import { grpcMethodPath } from '../../src/lib/xds/grpc';
 import { CREATE_CERTIFICATE_PATH, decodeCertificateResponse, encodeCertificateRequest, type CertificateRequest } from '../../src/agent/identity/ca-wire';
 import { WireError } from '../../src/lib/protowire';
 

@@ -15,8 +15,8 @@ import * as grpcJs from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import { SecretDiscoveryService } from '../../src/gen/envoy/service/secret/v3/sds_pb';
 import { DiscoveryRequestSchema, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
-import { grpcClientConstructor } from '../../src/xds/grpc';
-import { TYPE_URL } from '../../src/xds/types';
+import { grpcClientConstructor } from '../../src/lib/xds/grpc';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import { waitFor } from '../helpers/wait';
 
 const SdsClient = grpcClientConstructor(SecretDiscoveryService);

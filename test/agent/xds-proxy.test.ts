@@ -15,10 +15,10 @@ import {
   type DeltaDiscoveryResponse,
   type DiscoveryResponse,
 } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
-import { HEALTH_INFO_TYPE, NAME_TABLE_TYPE } from '../../src/agent/xds-proxy';
+import { HEALTH_INFO_TYPE_URL, TYPE_URL } from '../../src/lib/xds/type-urls';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
-import { addGrpcService, grpcClientConstructor } from '../../src/xds/grpc';
+import { addGrpcService, grpcClientConstructor } from '../../src/lib/xds/grpc';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
 import { DiscoveryResponseSchema, type DiscoveryRequest } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { metricsText } from '../../src/lib/metrics';
@@ -226,7 +226,7 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
       call.on('data', (req: DiscoveryRequest) => {
         seen.push(req);
         if (req.responseNonce !== '') return;
-        const resources = req.typeUrl === NAME_TABLE_TYPE ? [create(AnySchema, { typeUrl: NAME_TABLE_TYPE, value: new Uint8Array() })] : [];
+        const resources = req.typeUrl === TYPE_URL.nameTable ? [create(AnySchema, { typeUrl: TYPE_URL.nameTable, value: new Uint8Array() })] : [];
         call.write(create(DiscoveryResponseSchema, { typeUrl: req.typeUrl, versionInfo: 'v1', nonce: `n-${req.typeUrl}`, resources }));
       });
       call.on('end', () => call.end());
@@ -239,22 +239,22 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
   const proxy = new XdsProxy({
     socketPath: path.join(dir, 'XDS'),
     upstream: { address: `127.0.0.1:${port}`, clusterId: 'c1' },
-    handlers: new Map([[NAME_TABLE_TYPE, () => (tables++, undefined)]]),
+    handlers: new Map([[TYPE_URL.nameTable, () => (tables++, undefined)]]),
   });
   await proxy.start();
   t.teardown(() => proxy.stop());
   const down = new Downstream(proxy.socketPath);
   t.teardown(() => down.close());
   down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
-  await waitFor(() => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`, () => tables === 1 && seen.some((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce === `n-${NAME_TABLE_TYPE}`), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(() => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`, () => tables === 1 && seen.some((r) => r.typeUrl === TYPE_URL.nameTable && r.responseNonce === `n-${TYPE_URL.nameTable}`), { timeoutMs: 10_000, intervalMs: 50 });
   t.equal(seen[0]!.typeUrl, LDS, "the proxy's request first");
   t.equal(seen[0]!.node?.id, NODE.id, 'with the node');
-  t.equal(seen[1]!.typeUrl, NAME_TABLE_TYPE, 'then the agent asks for the name table');
-  const ack = seen.find((r) => r.typeUrl === NAME_TABLE_TYPE && r.responseNonce !== '')!;
+  t.equal(seen[1]!.typeUrl, TYPE_URL.nameTable, 'then the agent asks for the name table');
+  const ack = seen.find((r) => r.typeUrl === TYPE_URL.nameTable && r.responseNonce !== '')!;
   t.equal(ack.versionInfo, 'v1', 'the agent ACKs the name table');
   t.equal(ack.errorDetail, undefined);
   await waitFor(() => 'LDS forwarded', () => down.count(LDS) === 1, { timeoutMs: 5000, intervalMs: 50 });
-  t.equal(down.responses.filter((r) => r.typeUrl === NAME_TABLE_TYPE).length, 0, 'the name table is not forwarded to the proxy');
+  t.equal(down.responses.filter((r) => r.typeUrl === TYPE_URL.nameTable).length, 0, 'the name table is not forwarded to the proxy');
 });
 
 t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after the listener request and again on each new upstream stream", async (t) => {
@@ -278,7 +278,7 @@ t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after th
   });
   await proxy.start();
   t.teardown(() => proxy.stop());
-  const health = (stream?: number) => seen.filter((s) => s.req.typeUrl === HEALTH_INFO_TYPE && (stream === undefined || s.stream === stream)).map((s) => s.req);
+  const health = (stream?: number) => seen.filter((s) => s.req.typeUrl === HEALTH_INFO_TYPE_URL && (stream === undefined || s.stream === stream)).map((s) => s.req);
 
   // a report before the proxy asked for listeners waits
   proxy.reportHealth({ healthy: false, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' });
@@ -290,7 +290,7 @@ t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after th
   t.equal(health().length, 0, 'nothing before the listener request');
   down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS }));
   await waitFor(() => `upstream saw ${seen.map((s) => s.req.typeUrl)}`, () => health().length === 1, { timeoutMs: 5000, intervalMs: 50 });
-  t.same(seen.map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE], 'after the listener request');
+  t.same(seen.map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE_URL], 'after the listener request');
   t.match(health()[0]!.errorDetail, { code: grpc.status.INTERNAL, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' }, 'unhealthy: error_detail Internal with the reason');
 
   proxy.reportHealth({ healthy: true });
@@ -300,9 +300,9 @@ t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after th
   // the upstream stream ends: the new one gets the subscriptions, then the latest report again
   calls[0]!.emit('error', { code: grpc.status.UNAVAILABLE, details: 'gone' });
   await waitFor(() => `second stream saw ${seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl)}`, () => health(2).length === 1, { timeoutMs: 10_000, intervalMs: 50 });
-  t.same(seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE]);
+  t.same(seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE_URL]);
   t.equal(health(2)[0]!.errorDetail, undefined, 'the latest report (healthy)');
-  t.equal(down.responses.filter((r) => r.typeUrl === HEALTH_INFO_TYPE).length, 0);
+  t.equal(down.responses.filter((r) => r.typeUrl === HEALTH_INFO_TYPE_URL).length, 0);
 });
 
 t.test('the name table from the real daemon, over state-of-the-world and delta streams', async (t) => {
@@ -319,7 +319,7 @@ t.test('the name table from the real daemon, over state-of-the-world and delta s
     const proxy = new XdsProxy({
       socketPath: path.join(tempDir(t), 'XDS'),
       upstream: { address: d.grpc, clusterId: 'Orchestrator' },
-      handlers: new Map([[NAME_TABLE_TYPE, (any) => (tables.push(fromBinary(NameTableSchema, any.value).table), undefined)]]),
+      handlers: new Map([[TYPE_URL.nameTable, (any) => (tables.push(fromBinary(NameTableSchema, any.value).table), undefined)]]),
     });
     await proxy.start();
     t.teardown(() => proxy.stop());
@@ -347,7 +347,7 @@ t.test('the name table from the real daemon, over state-of-the-world and delta s
     t.teardown(() => client.close());
     await waitFor(() => `${mode}: tables ${JSON.stringify(tables)}, proxy got ${types.join(',')}`, () => tables.length >= 1 && types.includes(LDS), { timeoutMs: 15_000, intervalMs: 50 });
     t.same({ ips: tables[0]!['api.partner.test']!.ips, registry: tables[0]!['api.partner.test']!.registry }, { ips: ['240.240.0.7'], registry: 'External' }, `${mode}: the ServiceEntry's address`);
-    t.notOk(types.includes(NAME_TABLE_TYPE), `${mode}: the name table stays with the agent`);
+    t.notOk(types.includes(TYPE_URL.nameTable), `${mode}: the name table stays with the agent`);
   }
 });
 

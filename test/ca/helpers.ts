@@ -10,7 +10,7 @@ import { create } from '@bufbuild/protobuf';
 import * as jose from 'jose';
 import type { Test } from 'tap';
 import { IstioCertificateRequestSchema, IstioCertificateService } from '../../src/gen/security/v1alpha1/ca_pb';
-import { grpcClientConstructor } from '../../src/xds/grpc';
+import { grpcClientConstructor } from '../../src/lib/xds/grpc';
 import { jwksDocument, rsaKey, startKeyServer, type KeyServer, type SigningKey } from '../security/helpers';
 
 export function tempDir(t: Test, prefix = 'mesh-ca-'): string {

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import type { Test } from 'tap';
 import { IstioCertificateResponseSchema, IstioCertificateService } from '../../src/gen/security/v1alpha1/ca_pb';
-import { addGrpcService } from '../../src/xds/grpc';
+import { addGrpcService } from '../../src/lib/xds/grpc';
 import { tempDir } from '../agent/helpers';
 
 export interface CaCall {

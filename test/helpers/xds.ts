@@ -11,8 +11,8 @@ import { ListenerSchema, type Listener } from '../../src/gen/envoy/config/listen
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb';
 import { AggregatedDiscoveryService } from '../../src/gen/envoy/service/discovery/v3/ads_pb';
 import { DiscoveryRequestSchema, type DiscoveryRequest, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
-import { grpcClientConstructor } from '../../src/xds/grpc';
-import { TYPE_URL } from '../../src/xds/types';
+import { grpcClientConstructor } from '../../src/lib/xds/grpc';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 
 const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
 

@@ -3,7 +3,7 @@
 // clusters, listeners, logging, drain_listeners, healthcheck fail/ok and quitquitquit.
 import t from 'tap';
 import net from 'node:net';
-import { TYPE_URL } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import {
   adminGet,
   adminPost,

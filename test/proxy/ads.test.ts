@@ -3,7 +3,7 @@
 // responses and redirects, 404 for unknown hosts, live updates, ADS outage and reconnect, NACKs.
 import t, { type Test } from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { TYPE_URL } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import {
   adminGet,
   adsBootstrap,

@@ -396,7 +396,7 @@ t.test('upstream pool: a body given whole goes with its length; idle connections
     });
   });
   t.teardown(() => b.close());
-  const { H1Pool } = await import('../../src/proxy/http/h1/client');
+  const { H1Pool } = await import('../../src/proxy/codec/h1/client');
   const pool = new H1Pool({ connect: () => net.connect(b.port, '127.0.0.1'), maxConnections: 4, idleTimeoutMs: 100, maxResponseHeadBytes: 8192 });
   const call = (method: string, body?: string) =>
     new Promise<{ status: number; body: string }>((resolve, reject) => {

@@ -3,8 +3,8 @@
 // HEAD/204/304/1xx), the rejections that keep a request from being read two ways (smuggling), and
 // incremental input split at every byte.
 import t, { type Test } from 'tap';
-import type { RawHeaders } from '../../src/proxy/http/headers';
-import { BodyKind, bodyKindForRequest, bodyKindForResponse, H1ParseError, H1Parser, parseRequestHead, parseResponseHead, type MessageHead } from '../../src/proxy/http/h1/parser';
+import type { RawHeaders } from '../../src/proxy/codec/headers';
+import { BodyKind, bodyKindForRequest, bodyKindForResponse, H1ParseError, H1Parser, parseRequestHead, parseResponseHead, type MessageHead } from '../../src/proxy/codec/h1/parser';
 
 interface Msg {
   head: MessageHead;

@@ -4,7 +4,7 @@
 // The verdicts are Envoy 1.36's (balsa_parser.cc isMethodValid/isUrlValid, codec_impl.cc: max_headers_count 100 →
 // 431, accept_http_10 → 426 Upgrade Required, a codec error → local reply and the connection closed), checked here
 // against the real binary too. Not covered on purpose: a request line ended by a bare LF (Envoy serves it, this
-// engine answers 400; see src/proxy/http/h1/parser.ts).
+// engine answers 400; see src/proxy/codec/h1/parser.ts).
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';

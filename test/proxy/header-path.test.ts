@@ -9,7 +9,7 @@ import { HttpConnectionManagerSchema } from '../../src/gen/envoy/extensions/filt
 import { HeaderMatcherSchema } from '../../src/gen/envoy/config/route/v3/route_components_pb';
 import { RBACSchema } from '../../src/gen/envoy/config/rbac/v3/rbac_pb';
 import { pathOptionsOf, processPath } from '../../src/proxy/http/path';
-import { RequestHeaders, type RawHeaders } from '../../src/proxy/http/headers';
+import { RequestHeaders, type RawHeaders } from '../../src/proxy/codec/headers';
 import { compileHeaderMatcher } from '../../src/proxy/route/match';
 import { RbacEngine } from '../../src/proxy/rbac/engine';
 import { HEADER_CASES, PATH_CASES, PATH_MODE_HCM, PATH_MODES } from './fixtures/path-header-cases';

@@ -21,7 +21,8 @@ import { parseBootstrap } from '../../src/proxy/bootstrap';
 import { startEngine, type Engine, type EngineOptions } from '../../src/proxy/engine';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { AdsServer, newPushRequest, type AdsSettings } from '../../src/xds/server/index';
-import { TYPE_URL, type Generator, type Resource, type WatchedResource } from '../../src/xds/types';
+import type { Generator, Resource, WatchedResource } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 
 setSinks([new MemorySink()]);
 

@@ -15,14 +15,15 @@ import { JwtAuthenticationSchema, PerRouteConfigSchema } from '../../src/gen/env
 import type { FilterResult, HttpFilter, HttpStream, LocalReply, UpstreamCall, UpstreamCallResult } from '../../src/proxy/http/filter-api';
 import { defaultFilterRegistry } from '../../src/proxy/http/filters/index';
 import { jwtAuthnFilterFactory } from '../../src/proxy/http/filters/jwt-authn/index';
-import { RequestHeaders } from '../../src/proxy/http/headers';
+import { RequestHeaders } from '../../src/proxy/codec/headers';
 import { LoggerRegistry } from '../../src/proxy/log';
-import { compileMetadataMatcher, ConfigError, type DynamicMetadata } from '../../src/proxy/matchers/string';
+import { compileMetadataMatcher, type DynamicMetadata } from '../../src/proxy/matchers/string';
+import { ConfigError } from '../../src/proxy/common/config-error';
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StatsScope, StatsStore } from '../../src/proxy/stats/store';
 import { adminGet, adsBootstrap, backend, cla, edsCluster, freePort, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
-import { TYPE_URL } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import { waitForValue } from '../helpers/wait';
 
 const JWT_AUTHN = 'envoy.filters.http.jwt_authn';

@@ -8,7 +8,7 @@ import tls from 'node:tls';
 import { toJson, type JsonObject } from '@bufbuild/protobuf';
 import { FilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb';
 import { buildAuthzNetworkFilters } from '../../src/security/authz/builder';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg } from '../discovery/fixtures';
 import { adminGet, freePort, makePki, sock, startProxy, statValue, type RunningEngine } from './helpers';
 

@@ -7,7 +7,7 @@ import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { TYPE_URL } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import {
   adminGet,
   adsBootstrap,

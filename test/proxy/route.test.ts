@@ -4,12 +4,12 @@
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/route_pb';
-import { RequestHeaders } from '../../src/proxy/http/headers';
+import { RequestHeaders } from '../../src/proxy/codec/headers';
 import { compileRouteConfiguration, selectRoute } from '../../src/proxy/route/compile';
 import { pickWeighted, redirectLocation, rewritePath } from '../../src/proxy/route/action';
 import { applyRequestOps, applyResponseOps } from '../../src/proxy/route/header-ops';
 import type { CompiledRouteConfig, RouteRequest } from '../../src/proxy/route/types';
-import { ResponseHeaders } from '../../src/proxy/http/headers';
+import { ResponseHeaders } from '../../src/proxy/codec/headers';
 import { StreamInfo } from '../../src/proxy/stream-info';
 import { pb } from './helpers';
 

@@ -1,8 +1,8 @@
-// How engine workers' stats become one /stats (src/proxy/worker/merge.ts), as Envoy's shared stats read:
+// How engine workers' stats become one /stats (src/proxy/engine/worker/merge.ts), as Envoy's shared stats read:
 // traffic stats summed over threads, config stats (Envoy's NeverImport gauges, xDS update counters) once,
 // a circuit breaker open when any thread's is, and Envoy's per-worker listener stats.
 import t from 'tap';
-import { mergeMode, mergeStats, snapshotOf } from '../../src/proxy/worker/merge';
+import { mergeMode, mergeStats, snapshotOf } from '../../src/proxy/engine/worker/merge';
 import { StatsStore } from '../../src/proxy/stats/store';
 
 t.test('merge modes follow what each stat counts', async (t) => {

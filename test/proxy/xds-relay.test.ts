@@ -11,7 +11,7 @@ import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../s
 import { LoggerRegistry } from '../../src/proxy/log';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { GrpcMux, type RelayedResponse } from '../../src/proxy/xds/grpc-mux';
-import { TYPE_URL } from '../../src/xds/types';
+import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import { cla, edsCluster, startAds } from './helpers';
 import { waitForValue } from '../helpers/wait';
 

@@ -17,7 +17,7 @@ import { buildAuthzNetworkFilters } from '../../src/security/authz/builder';
 import { securityFilterBuilders } from '../../src/security/builders';
 import { JwksResolver } from '../../src/security/jwks/resolver';
 import { buildGatewayListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from '../../src/xds/gen/lds';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg, ListStore, proxy } from '../discovery/fixtures';
 import './helpers';
 

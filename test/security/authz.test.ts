@@ -8,10 +8,10 @@ import type { AuthorizationPolicySpec, Config } from '../../src/config/types';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb';
 import type { HttpFilter } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { RbacEngine, type RbacInput } from '../../src/proxy/rbac/engine';
-import { RequestHeaders } from '../../src/proxy/http/headers';
+import { RequestHeaders } from '../../src/proxy/codec/headers';
 import { buildAuthzHttpFilters } from '../../src/security/authz/builder';
 import { cidrRange, convertToPort, extractNameInNestedBrackets } from '../../src/security/authz/model';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg } from '../discovery/fixtures';
 import './helpers';
 

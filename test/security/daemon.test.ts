@@ -17,7 +17,7 @@ import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
 import { HttpConnectionManagerSchema, type HttpConnectionManager } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';

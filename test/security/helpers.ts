@@ -7,7 +7,7 @@ import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { create, toJson, type DescMessage, type MessageInitShape, type JsonValue } from '@bufbuild/protobuf';
 import { MemorySink, setSinks } from '../../src/lib/log/index';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 
 /** Log output of the code under test stays out of the TAP stream. */
 export const quiet = new MemorySink();

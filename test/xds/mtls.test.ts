@@ -17,7 +17,7 @@ import { UpstreamTlsContextSchema, DownstreamTlsContextSchema } from '../../src/
 import { SdsSecretConfigSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { Cluster_TransportSocketMatchSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb';
 import { FilterChainSchema, ListenerFilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_components_pb';
-import { envoyTypeRegistry } from '../../src/xds/registry';
+import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { generatePolicy, newModel } from '../../src/security/authz/model';
 import { PolicySchema } from '../../src/gen/envoy/config/rbac/v3/rbac_pb';
 import { cfg } from '../discovery/fixtures';

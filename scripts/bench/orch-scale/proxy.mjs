@@ -10,7 +10,7 @@ import { AggregatedDiscoveryService } from '../../../src/gen/envoy/service/disco
 import { DiscoveryRequestSchema, DiscoveryResponseSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb.ts';
 import { ClusterSchema, Cluster_DiscoveryType } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb.ts';
 import { ClusterLoadAssignmentSchema } from '../../../src/gen/envoy/config/endpoint/v3/endpoint_pb.ts';
-import { grpcServiceDefinition } from '../../../src/xds/grpc.ts';
+import { grpcServiceDefinition } from '../../../src/lib/xds/grpc.ts';
 
 const CDS = 'type.googleapis.com/envoy.config.cluster.v3.Cluster';
 const EDS = 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment';

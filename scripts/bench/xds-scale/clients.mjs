@@ -26,7 +26,7 @@ import { ClusterLoadAssignmentSchema } from '../../../src/gen/envoy/config/endpo
 import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3/route_pb.ts';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
 import { NodeSchema } from '../../../src/gen/envoy/config/core/v3/base_pb.ts';
-import { grpcServiceDefinition } from '../../../src/xds/grpc.ts';
+import { grpcServiceDefinition } from '../../../src/lib/xds/grpc.ts';
 import { nodeFor } from './nodes.mjs';
 
 const TYPE = {
@@ -38,7 +38,7 @@ const TYPE = {
 };
 /** Short type codes in events: 0 CDS, 1 EDS, 2 LDS, 3 RDS, 4 VHDS. */
 const TYPE_CODE = new Map([TYPE.cluster, TYPE.endpoint, TYPE.listener, TYPE.route, TYPE.virtualHost].map((t, i) => [t, i]));
-/** node.client_features entry asking the server for VHDS (src/xds/vhds.ts). */
+/** node.client_features entry asking the server for VHDS (src/lib/xds/vhds.ts). */
 const VHDS_FEATURE = 'mesh.io/vhds';
 const HCM_TYPE = `type.googleapis.com/${HttpConnectionManagerSchema.typeName}`;
 

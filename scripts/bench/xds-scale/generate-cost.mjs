@@ -13,7 +13,7 @@ import { buildRegistries } from '../../../src/discovery/registry/index.ts';
 import { initPushContext } from '../../../src/discovery/push-context.ts';
 import { proxyFromNode } from '../../../src/discovery/proxy.ts';
 import { generatorsFor } from '../../../src/xds/gen/index.ts';
-import { TYPE_URL } from '../../../src/xds/types.ts';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls.ts';
 import { newPushRequest } from '../../../src/xds/server/index.ts';
 import { hashResource } from '../../../src/xds/server/resources.ts';
 import { ClusterSchema, Cluster_DiscoveryType } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb.ts';

@@ -13,12 +13,11 @@ import { DiscoveryResponseSchema, type DiscoveryRequest, type DiscoveryResponse 
 import { SecretSchema, type Secret } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { SecretDiscoveryService } from '../../gen/envoy/service/secret/v3/sds_pb';
 import { registerScope } from '../../lib/log';
-import { addGrpcService } from '../../xds/grpc';
-import { TYPE_URL } from '../../xds/types';
+import { addGrpcService } from '../../lib/xds/grpc';
 import type { SecretItem, WorkloadSecrets } from './secrets';
 import { UNGUARDED, type Guard } from '../boundary';
 import { expiredNonce, incrementXdsRejects, sendTime, totalXdsInternalErrors } from '../../xds/server/stream-metrics';
-import { grpcCodeName, metricType } from '../../xds/server/type-urls';
+import { grpcCodeName, metricType, TYPE_URL } from '../../lib/xds/type-urls';
 
 const log = registerScope('sds', 'SDS service debugging');
 

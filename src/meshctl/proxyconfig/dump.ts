@@ -24,7 +24,7 @@ import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../g
 import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { file_envoy_service_status_v3_csds } from '../../gen/envoy/service/status/v3/csds_pb';
-import { envoyTypeRegistry } from '../../xds/registry';
+import { envoyTypeRegistry } from '../../lib/xds/registry';
 
 export class ConfigDumpError extends Error {}
 

@@ -3,7 +3,7 @@
 // `/debug/*` read ours unchanged. Go field names are kept where Istio marshals untagged struct fields.
 import type { Config } from '../../config/types';
 import type { Endpoint, HealthStatus, Resolution, Service } from '../../discovery/model';
-import { TYPE_URL } from '../../xds/types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { WatchedTypeStatus, XdsConnectionInfo } from '../providers';
 
 /** Go's time.Time JSON (RFC 3339 with nanoseconds, trailing zeros trimmed); the zero time when unknown. */
@@ -112,14 +112,12 @@ export function configzJson(configs: readonly Config[]): Record<string, unknown>
     .map(configJson);
 }
 
-const EXTENSION_CONFIG_TYPE = 'type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig';
-
 const SYNC_PAIRS: ReadonlyArray<[string, string]> = [
   ['cluster', TYPE_URL.cluster],
   ['listener', TYPE_URL.listener],
   ['route', TYPE_URL.route],
   ['endpoint', TYPE_URL.endpoint],
-  ['extensionconfig', EXTENSION_CONFIG_TYPE],
+  ['extensionconfig', TYPE_URL.extensionConfig],
 ];
 
 export function sortedConnections(conns: readonly XdsConnectionInfo[]): XdsConnectionInfo[] {

@@ -5,7 +5,7 @@
 // then URI, then IP, not in the certificate's order.
 import { X509Certificate } from 'node:crypto';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
-import type { ContextCerts } from '../tls/context';
+import type { ContextCerts } from '../tls/certificate';
 import { parseSans } from '../tls/context';
 
 const DAY_MS = 86_400_000;

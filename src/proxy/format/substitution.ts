@@ -3,7 +3,7 @@
 // nothing in headers, as Envoy does.
 import os from 'node:os';
 import type { JsonValue } from '@bufbuild/protobuf';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import { joinHostPort } from '../../lib/hostport';
 import type { StreamInfo } from '../stream-info';
 import { ENVOY_STREAM_INFO_COMMANDS } from './envoy-commands';

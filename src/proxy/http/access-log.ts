@@ -9,9 +9,9 @@ import { ComparisonFilter_Op } from '../../gen/envoy/config/accesslog/v3/accessl
 import { SubstitutionFormatStringSchema, type SubstitutionFormatString } from '../../gen/envoy/config/core/v3/substitution_format_string_pb';
 import { FileAccessLogSchema } from '../../gen/envoy/extensions/access_loggers/file/v3/file_pb';
 import { compileFormat, compileJsonFormat, DEFAULT_ACCESS_LOG_FORMAT, formatLog, type FormatContext } from '../format/substitution';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import { compileHeaderMatcher, headerFieldsOf } from '../route/match';
-import { readDataSource } from '../route/action';
+import { readDataSource } from '../common/data-source';
 import { fractionOf } from '../route/match';
 
 export type AccessLogger = (ctx: FormatContext) => void;

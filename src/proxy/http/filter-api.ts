@@ -11,7 +11,7 @@ import type { DynamicMetadata } from '../matchers/string';
 import type { StatsScope } from '../stats/store';
 import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import type { RouteSelection } from '../route/types';
-import type { RequestHeaders, ResponseHeaders } from './headers';
+import type { RequestHeaders, ResponseHeaders } from '../codec/headers';
 
 /** A response the proxy makes itself (Envoy sendLocalReply). */
 export interface LocalReply {

@@ -7,34 +7,23 @@ import { randomUUID } from 'node:crypto';
 import http2 from 'node:http2';
 import type net from 'node:net';
 import type tls from 'node:tls';
-import type { Registry } from '@bufbuild/protobuf';
-import { anyUnpack } from '@bufbuild/protobuf/wkt';
-import {
-  HttpConnectionManager_CodecType,
-  HttpConnectionManager_ServerHeaderTransformation,
-  type HttpConnectionManager,
-} from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
-import { RouterSchema } from '../../gen/envoy/extensions/filters/http/router/v3/router_pb';
-import type { LoggerRegistry } from '../log';
-import { ConfigError } from '../matchers/string';
-import { durationToMs } from '../route/action';
-import type { RouteConfigProvider, RouteManager } from '../route/rds';
-import { ResponseCodeStats, type Counter, type Gauge, type Histogram, type StatsScope, type StatsStore } from '../stats/store';
+import type { HttpConnectionManager } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import { ConfigError } from '../common/config-error';
+import { isInternalAddress } from '../common/cidr';
+import { HOP_BY_HOP, RequestHeaders, withRepeatedFields, type RawHeaders } from '../codec/headers';
+import { H1Response, H1ServerConnection } from '../codec/h1/server';
+import type { RouteConfigProvider } from '../route/rds';
+import { portStart } from '../route/vhost';
 import { plainIp, StreamInfo } from '../stream-info';
+import { applyPeer, type TlsContext } from '../tls/context';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { compileAccessLogs, type AccessLogger } from './access-log';
-import { typeNameOf, type FilterFactoryContext, type HttpFilter, type HttpFilterRegistry, type LocalReply, type UpstreamCall, type UpstreamCallResult } from './filter-api';
-import { HOP_BY_HOP, RequestHeaders, withRepeatedFields, type RawHeaders } from './headers';
-import { pathOptionsOf, processPath, type EscapedSlashesAction } from './path';
+import type { LocalReply } from './filter-api';
+import { compileHttpFilters, HcmStats, hcmOptionsOf, internalAddressTest, routeProviderOf, type ChainEntry, type HcmDeps, type HcmOptions } from './hcm-config';
+import { processPath } from './path';
 import { Router } from './router';
-import { clientCertDetailsOf, forwardClientCertOf, xfccAction, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
-import type { RequestPolicy } from './h1/parser';
-import { H1Response, H1ServerConnection } from './h1/server';
-import { unwrapTypedStruct } from './typed-struct';
-import { cidrContains, isInternalAddress, parseCidr, parseIp } from '../listener/cidr';
-import { applyPeer, type TlsContext } from '../tls/context';
-import { portStart } from '../route/vhost';
+import { xfccAction } from './xfcc';
 
 const kCtx = Symbol('mesh.connection');
 const XFCC = 'x-forwarded-client-cert';
@@ -43,95 +32,6 @@ export interface TlsHooks {
   /** Returning false closes the connection (a network filter in front of the HCM refused it). */
   onHandshake(socket: tls.TLSSocket): boolean | void;
   onError(why: string): void;
-}
-
-export interface HcmDeps {
-  stats: StatsStore;
-  log: LoggerRegistry;
-  clusters: ClusterManager;
-  routes: RouteManager;
-  filters: HttpFilterRegistry;
-  typeRegistry: Registry;
-  upstreamCall: (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
-}
-
-export class HcmStats {
-  readonly cxTotal: Counter;
-  readonly cxActive: Gauge;
-  readonly cxHttp1Total: Counter;
-  readonly cxHttp2Total: Counter;
-  readonly cxHttp1Active: Gauge;
-  readonly cxHttp2Active: Gauge;
-  readonly cxDestroy: Counter;
-  readonly rqTotal: Counter;
-  readonly rqActive: Gauge;
-  readonly rqHttp1Total: Counter;
-  readonly rqHttp2Total: Counter;
-  readonly rqCompleted: Counter;
-  readonly rqTime: Histogram;
-  readonly codes: ResponseCodeStats;
-  readonly rqRxReset: Counter;
-  readonly noRoute: Counter;
-  readonly noCluster: Counter;
-  readonly rqDirectResponse: Counter;
-  readonly rqRedirect: Counter;
-  readonly rqTotalRouter: Counter;
-  constructor(readonly scope: StatsScope) {
-    const c = (n: string) => scope.counter(n);
-    const g = (n: string) => scope.gauge(n);
-    this.cxTotal = c('downstream_cx_total');
-    this.cxActive = g('downstream_cx_active');
-    this.cxHttp1Total = c('downstream_cx_http1_total');
-    this.cxHttp2Total = c('downstream_cx_http2_total');
-    this.cxHttp1Active = g('downstream_cx_http1_active');
-    this.cxHttp2Active = g('downstream_cx_http2_active');
-    this.cxDestroy = c('downstream_cx_destroy');
-    this.rqTotal = c('downstream_rq_total');
-    this.rqActive = g('downstream_rq_active');
-    this.rqHttp1Total = c('downstream_rq_http1_total');
-    this.rqHttp2Total = c('downstream_rq_http2_total');
-    this.rqCompleted = c('downstream_rq_completed');
-    this.rqTime = scope.histogram('downstream_rq_time');
-    this.codes = new ResponseCodeStats(scope, 'downstream_rq', false);
-    this.rqRxReset = c('downstream_rq_rx_reset');
-    this.noRoute = c('no_route');
-    this.noCluster = c('no_cluster');
-    this.rqDirectResponse = c('rq_direct_response');
-    this.rqRedirect = c('rq_redirect');
-    this.rqTotalRouter = c('rq_total');
-  }
-}
-
-export interface HcmOptions {
-  serverName: string;
-  serverHeader: 'overwrite' | 'appendIfAbsent' | 'passThrough';
-  useRemoteAddress: boolean;
-  xffNumTrustedHops: number;
-  skipXffAppend: boolean;
-  via: string;
-  generateRequestId: boolean;
-  preserveExternalRequestId: boolean;
-  alwaysSetRequestIdInResponse: boolean;
-  normalizePath: boolean;
-  mergeSlashes: boolean;
-  escapedSlashes: EscapedSlashesAction;
-  stripPort: 'none' | 'any' | 'matching';
-  stripTrailingHostDot: boolean;
-  codec: 'auto' | 'http1' | 'http2';
-  idleTimeoutMs: number;
-  maxRequestHeadersKb: number;
-  /** common_http_protocol_options.max_headers_count (Envoy's default 100), http_protocol_options.accept_http_10 and allow_custom_methods. */
-  h1Policy: RequestPolicy;
-  defaultHostForHttp10: string;
-  upgradeTypes: ReadonlySet<string>;
-  forwardClientCert: ForwardClientCert;
-  clientCertDetails: readonly ClientCertDetail[];
-}
-
-interface ChainEntry {
-  name: string;
-  filter: HttpFilter;
-  disabled: boolean;
 }
 
 /** Headers an edge proxy strips from external requests (Envoy's x-envoy-* sanitising). */
@@ -171,100 +71,14 @@ export class HcmRuntime {
     if (!proto.statPrefix) throw new ConfigError(`${where}.stat_prefix: value length must be at least 1 characters`);
     this.statPrefix = proto.statPrefix;
     this.stats = new HcmStats(deps.stats.scope(`http.${proto.statPrefix}.`));
-    const po = pathOptionsOf(proto);
-    this.options = {
-      serverName: proto.serverName || 'envoy',
-      serverHeader:
-        proto.serverHeaderTransformation === HttpConnectionManager_ServerHeaderTransformation.APPEND_IF_ABSENT ? 'appendIfAbsent'
-          : proto.serverHeaderTransformation === HttpConnectionManager_ServerHeaderTransformation.PASS_THROUGH ? 'passThrough'
-            : 'overwrite',
-      useRemoteAddress: proto.useRemoteAddress ?? false,
-      xffNumTrustedHops: proto.xffNumTrustedHops,
-      skipXffAppend: proto.skipXffAppend,
-      via: proto.via,
-      generateRequestId: proto.generateRequestId ?? true,
-      preserveExternalRequestId: proto.preserveExternalRequestId,
-      alwaysSetRequestIdInResponse: proto.alwaysSetRequestIdInResponse,
-      normalizePath: po.normalize,
-      mergeSlashes: po.mergeSlashes,
-      escapedSlashes: po.escapedSlashes,
-      stripPort: proto.stripPortMode.case === 'stripAnyHostPort' && proto.stripPortMode.value ? 'any' : proto.stripMatchingHostPort ? 'matching' : 'none',
-      stripTrailingHostDot: proto.stripTrailingHostDot,
-      codec: proto.codecType === HttpConnectionManager_CodecType.HTTP1 ? 'http1' : proto.codecType === HttpConnectionManager_CodecType.HTTP2 ? 'http2' : 'auto',
-      idleTimeoutMs: durationToMs(proto.commonHttpProtocolOptions?.idleTimeout) ?? 3_600_000,
-      maxRequestHeadersKb: proto.maxRequestHeadersKb ?? 60,
-      h1Policy: {
-        acceptHttp10: proto.httpProtocolOptions?.acceptHttp10 ?? false,
-        maxHeadersCount: proto.commonHttpProtocolOptions?.maxHeadersCount ?? 100,
-        allowCustomMethods: proto.httpProtocolOptions?.allowCustomMethods ?? false,
-      },
-      defaultHostForHttp10: proto.httpProtocolOptions?.defaultHostForHttp10 ?? '',
-      upgradeTypes: new Set(proto.upgradeConfigs.filter((u) => u.enabled !== false).map((u) => u.upgradeType.toLowerCase())),
-      forwardClientCert: forwardClientCertOf(proto.forwardClientCertDetails),
-      clientCertDetails: clientCertDetailsOf(proto.setCurrentClientCertDetails),
-    };
-    if (proto.localReplyConfig && (proto.localReplyConfig.mappers.length > 0 || proto.localReplyConfig.bodyFormat)) {
-      throw new ConfigError(`${where}.local_reply_config: custom local replies are not supported`);
-    }
-    const iac = proto.internalAddressConfig;
-    if (iac && iac.cidrRanges.length > 0) {
-      const ranges = iac.cidrRanges.map((r, i) => parseCidr(r, `${where}.internal_address_config.cidr_ranges[${i}]`));
-      this.isInternal = (ip) => ranges.some((c) => cidrContains(c, parseIp(ip)));
-    }
-    // HTTP filters, in chain order; the router must be the one terminal filter, last
-    const filters: ChainEntry[] = [];
-    const routerLog = deps.log.get('router');
-    let routerOpts = { suppressEnvoyHeaders: false, respectExpectedRqTimeout: false, log: routerLog };
-    proto.httpFilters.forEach((f, i) => {
-      const fw = `${where}.http_filters[${i}]`;
-      if (f.configType.case === 'configDiscovery') throw new ConfigError(`${fw}.config_discovery: extension config discovery (ECDS) is not supported`);
-      let any = f.configType.case === 'typedConfig' ? f.configType.value : undefined;
-      if (any) any = unwrapTypedStruct(any, deps.typeRegistry, fw);
-      const factory = any ? deps.filters.forType(typeNameOf(any)) : deps.filters.forName(f.name);
-      if (!factory) {
-        // optional filters, and filters disabled by default (only per-route config could enable them), are skipped
-        if (f.isOptional || f.disabled) {
-          this.log.debug(`${fw}: ${f.isOptional ? 'optional' : 'disabled'} filter '${f.name}' is not supported by this proxy; skipped`);
-          return;
-        }
-        throw new ConfigError(`Didn't find a registered implementation for name: '${f.name}'`);
-      }
-      const last = i === proto.httpFilters.length - 1;
-      if (factory.terminal && !last) throw new ConfigError(`Error: terminal filter named ${f.name} of type ${factory.name} must be the last filter in a http filter chain.`);
-      if (!factory.terminal && last) throw new ConfigError(`Error: non-terminal filter named ${f.name} of type ${factory.name} is the last filter in a http filter chain.`);
-      if (factory.terminal) {
-        const r = any ? anyUnpack(any, RouterSchema) : undefined;
-        routerOpts = { suppressEnvoyHeaders: r?.suppressEnvoyHeaders ?? false, respectExpectedRqTimeout: r?.respectExpectedRqTimeout ?? false, log: routerLog };
-        return;
-      }
-      const ctx: FilterFactoryContext = {
-        statPrefix: proto.statPrefix,
-        stats: this.stats.scope,
-        log: deps.log,
-        typeRegistry: deps.typeRegistry,
-        upstream: deps.upstreamCall,
-        where: fw,
-        filterName: f.name,
-      };
-      filters.push({ name: f.name, filter: factory.create(any, ctx), disabled: f.disabled });
-    });
-    if (proto.httpFilters.length === 0) throw new ConfigError(`${where}.http_filters: at least one filter (the router) is required`);
-    this.filters = filters;
-    this.router = new Router(routerOpts);
+    this.options = hcmOptionsOf(proto, where);
+    const internal = internalAddressTest(proto, where);
+    if (internal) this.isInternal = internal;
+    const chain = compileHttpFilters(proto, where, deps, this.stats.scope, this.log);
+    this.filters = chain.filters;
+    this.router = new Router(chain.router);
     this.accessLogs = compileAccessLogs(proto.accessLog, where);
-    const rs = proto.routeSpecifier;
-    if (rs.case === 'rds') {
-      const src = rs.value.configSource?.configSourceSpecifier.case;
-      if (src !== 'ads') throw new ConfigError(`${where}.rds.config_source: only ADS is supported`);
-      if (!rs.value.routeConfigName) throw new ConfigError(`${where}.rds.route_config_name: must not be empty`);
-      this.routes = deps.routes.provider(rs.value.routeConfigName);
-    } else if (rs.case === 'routeConfig') {
-      this.routes = deps.routes.compileInline(rs.value, isStatic);
-    } else if (rs.case === 'scopedRoutes') {
-      throw new ConfigError(`${where}.scoped_routes: scoped routes are not supported`);
-    } else {
-      throw new ConfigError(`${where}: HttpConnectionManager needs rds or route_config`);
-    }
+    this.routes = routeProviderOf(proto, where, deps.routes, isStatic);
     this.ready = this.routes.ready;
     // HTTP/1.x (plaintext or after TLS) is served by the engine's own codec (h1/server.ts), HTTP/2 by Node's servers
     const onRequest = (req: DownstreamRequest, res: DownstreamResponse) => this.onRequest(req, res);

@@ -4,7 +4,7 @@
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import type { Registry } from '@bufbuild/protobuf';
 import { FilterConfigSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import type { PerFilterParser } from '../route/action';
 import type { PerFilterConfig } from '../route/types';
 import { typeNameOf, type HttpFilterRegistry } from './filter-api';

@@ -11,20 +11,14 @@ const NO_LB_CONTEXT: LbContext = {};
 import type { Host } from '../upstream/host';
 import type { UpstreamCluster } from '../upstream/cluster';
 import { APPLICATION_PROTOCOLS_KEY, type ApplicationProtocolsFor } from '../stream-info';
-import { connectUpstream, pendingOn, readyEvent, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
+import { connectUpstream, readyEvent, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
+import { pendingOn } from '../upstream/host-pools';
 import { plainIp } from '../stream-info';
-import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from './headers';
+import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from '../codec/headers';
 import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
-import { BodySource, type BodyReader } from './h1/body';
+import { BodySource, type BodyReader } from '../codec/h1/body';
 import type { StreamInfo } from '../stream-info';
-import type { Logger } from '../log';
-
-export interface RouterOptions {
-  suppressEnvoyHeaders: boolean;
-  respectExpectedRqTimeout: boolean;
-  /** The `router` logger: Envoy's router logs each request's cluster at debug. */
-  log: Logger;
-}
+import type { RouterOptions } from './hcm-config';
 
 const RETRIABLE_4XX = 409;
 const BODY_BUFFER_LIMIT = 1024 * 1024;

@@ -10,9 +10,11 @@ import { selectRoute } from '../route/compile';
 import type { RouteRequest, RouteSelection, WeightedClusterEntry } from '../route/types';
 import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import type { HttpStream, LocalReply } from './filter-api';
-import { HOP_BY_HOP, type RawHeaders, type RequestHeaders, ResponseHeaders } from './headers';
-import type { HcmRuntime } from './hcm';
-import type { ResponseObserver } from './h1/server';
+import { HOP_BY_HOP, type RawHeaders, type RequestHeaders, ResponseHeaders } from '../codec/headers';
+import type { ChainEntry, HcmOptions, HcmStats } from './hcm-config';
+import type { RouteConfigProvider } from '../route/rds';
+import type { ClusterManager } from '../upstream/cluster-manager';
+import type { ResponseObserver } from '../codec/h1/server';
 
 /**
  * A downstream request: the engine's HTTP/1 codec's H1Request (plaintext HTTP/1.x; its body is a
@@ -79,6 +81,16 @@ export function grpcMessage(s: string): string {
   return out;
 }
 
+/** What a stream needs of the connection manager serving it (HcmRuntime), without the stream depending on it. */
+export interface StreamHcm {
+  readonly stats: HcmStats;
+  readonly options: HcmOptions;
+  readonly filters: readonly ChainEntry[];
+  readonly routes: RouteConfigProvider;
+  readonly clusters: ClusterManager;
+  onStreamDone(s: Stream): void;
+}
+
 export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   private state: Map<string, unknown> | undefined;
   readonly random = Math.random();
@@ -99,7 +111,7 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   responseHeaders: ResponseHeaders | undefined;
 
   constructor(
-    readonly hcm: HcmRuntime,
+    readonly hcm: StreamHcm,
     readonly request: RequestHeaders,
     readonly info: StreamInfo,
     readonly conn: ConnectionContext,

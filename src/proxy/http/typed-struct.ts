@@ -3,7 +3,7 @@
 import { fromJson, type Registry } from '@bufbuild/protobuf';
 import { anyPack, anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { TypedStructSchema } from '../../gen/udpa/type/v1/typed_struct_pb';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 
 const TYPED_STRUCT = new Set(['type.googleapis.com/udpa.type.v1.TypedStruct', 'type.googleapis.com/xds.type.v3.TypedStruct']);
 

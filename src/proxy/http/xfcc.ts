@@ -77,8 +77,3 @@ export function xfccAction(mode: ForwardClientCert, details: readonly ClientCert
   }
   return { kind: mode === 'APPEND_FORWARD' ? 'append' : 'set', value: parts.join(';') };
 }
-
-/** Envoy's PercentEncoding::urlEncode over a PEM: everything but unreserved characters is %XX. */
-export function urlEncodePem(pem: string): string {
-  return pem.replace(/[^A-Za-z0-9\-._~]/g, (ch) => `%${ch.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
-}

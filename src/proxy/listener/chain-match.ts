@@ -4,8 +4,8 @@
 // nothing; chains naming only other values drop out.
 import type { FilterChainMatch, ListenerFilterChainMatchPredicate } from '../../gen/envoy/config/listener/v3/listener_components_pb';
 import { FilterChainMatch_ConnectionSourceType } from '../../gen/envoy/config/listener/v3/listener_components_pb';
-import { ConfigError } from '../matchers/string';
-import { cidrContains, parseCidr, parseIp, type Cidr, type IpValue } from './cidr';
+import { ConfigError } from '../common/config-error';
+import { cidrContains, parseCidr, parseIp, type Cidr, type IpValue } from '../common/cidr';
 
 export interface CompiledChainMatch {
   destinationPort: number | undefined;

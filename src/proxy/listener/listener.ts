@@ -7,32 +7,25 @@ import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { OriginalSrcSchema } from '../../gen/envoy/extensions/filters/listener/original_src/v3/original_src_pb';
 import type { Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { TrafficDirection } from '../../gen/envoy/config/core/v3/base_pb';
-import type { FilterChain } from '../../gen/envoy/config/listener/v3/listener_components_pb';
-import { HttpConnectionManagerSchema } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
-import { DownstreamTlsContextSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
-import { HcmRuntime, type HcmDeps } from '../http/hcm';
+import type { HcmDeps } from '../http/hcm-config';
 import type { ConnectionContext } from '../http/stream';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
-import { durationToMs } from '../route/action';
-import type { Counter, Gauge, StatsStore } from '../stats/store';
+import { ConfigError } from '../common/config-error';
+import { durationToMs } from '../common/duration';
+import type { Counter, Gauge } from '../stats/store';
 import { plainIp, type DownstreamConnectionInfo } from '../stream-info';
-import { applyPeer, TlsContext } from '../tls/context';
+import { applyPeer } from '../tls/context';
 import type { Destination, OriginalDstSource } from '../../native/original-dst';
 import type { SecretManager } from '../tls/secrets';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import type { SourceBinder, UpstreamSource } from '../upstream/source';
-import { chainMatchKey, compileChainMatch, compileFilterDisabled, needsInspection, selectChain, type CompiledChainMatch } from './chain-match';
-import { parseClientHello, sniffHttp, sniffHttpHost, type Sniffed } from './sniff';
-import { acceptPacer, listenBacklog } from './accept';
-import { NetworkRbac, TcpProxy } from './tcp-proxy';
+import { chainMatchKey, needsInspection, selectChain } from './chain-match';
+import type { Sniffed } from './sniff';
+import { acceptPacer, listenBacklog } from '../common/accept';
+import { compileFilterChain, releaseChain, type CompiledChain } from './filter-chain';
+import { inspectorsOf, peekFirstBytes, type Inspectors, type PeekOptions } from './inspect';
 import { ipFamily } from '../../lib/ip';
 
-const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
-const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
-const NET_RBAC = 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC';
-const TLS_SOCKET = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext';
-const RAW_BUFFER = 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
 const ORIGINAL_SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
 const KNOWN_LISTENER_FILTERS = new Set([
   'type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector',
@@ -77,15 +70,6 @@ export interface Handoff {
   accounted: boolean;
   /** What the first listener's original_src filter set (socket options stay with the socket). */
   upstreamSource?: UpstreamSource | undefined;
-}
-
-export interface CompiledChain {
-  name: string;
-  match: CompiledChainMatch;
-  tls: TlsContext | undefined;
-  rbac: NetworkRbac[];
-  hcm: HcmRuntime | undefined;
-  tcp: TcpProxy | undefined;
 }
 
 export interface ListenerStats {
@@ -133,36 +117,6 @@ function recordChainVerification(t: tls.TLSSocket, requested: boolean): void {
   else if (handle?.verifyError) t.authorized = true;
 }
 
-interface Inspectors {
-  tls: boolean;
-  http: boolean;
-}
-
-/**
- * The tls_inspector and http_inspector listener filters, each off where its filter_disabled says so.
- * Like Envoy, a TLS inspector is assumed when chains match on SNI / transport protocol / ALPN and the
- * listener names none; listeners that name no inspector at all keep HTTP sniffing for chains matching
- * on application protocols (configs written for this engine before inspectors were honoured).
- */
-function inspectorsOf(proto: Listener, needed: { tls: boolean; http: boolean }, where: string): (port: number) => Inspectors {
-  let tls: ((port: number) => boolean) | undefined;
-  let http: ((port: number) => boolean) | undefined;
-  proto.listenerFilters.forEach((f, i) => {
-    const t = f.configType.case === 'typedConfig' ? f.configType.value.typeUrl : '';
-    const disabled = compileFilterDisabled(f.filterDisabled, `${where}.listener_filters[${i}].filter_disabled`);
-    if (t.endsWith('.tls_inspector.v3.TlsInspector') || (!t && f.name === 'envoy.filters.listener.tls_inspector')) tls = disabled;
-    else if (t.endsWith('.http_inspector.v3.HttpInspector') || (!t && f.name === 'envoy.filters.listener.http_inspector')) http = disabled;
-  });
-  const anyInspector = tls !== undefined || http !== undefined;
-  const tlsOff = tls;
-  const httpOff = http;
-  return (port) => ({
-    tls: tlsOff ? !tlsOff(port) : needed.tls,
-    // an HTTP inspector whose result no chain looks at is skipped: server-first protocols are not held
-    http: needed.http && (httpOff ? !httpOff(port) : !anyInspector),
-  });
-}
-
 export class ListenerRuntime {
   readonly address: { host: string; port: number; pipe?: string; ipv4Compat?: boolean };
   readonly chains: CompiledChain[];
@@ -185,8 +139,8 @@ export class ListenerRuntime {
   readonly ready: Promise<void>;
   /** Which inspectors read the first bytes of a connection to this destination port. */
   private readonly inspect: (port: number) => Inspectors;
-  private readonly timeoutMs: number;
-  private readonly continueOnTimeout: boolean;
+  /** How the first bytes are read: listener_filters_timeout and what happens when it fires. */
+  private readonly peekOptions: PeekOptions;
   /** Set by the listener manager once the listener may serve. */
   active = false;
   draining = false;
@@ -235,11 +189,12 @@ export class ListenerRuntime {
       sslSessionReused: s.counter('ssl.session_reused'),
       sslNoCert: s.counter('ssl.no_certificate'),
     };
+    const chainCtx = { deps, isStatic, port: this.address.port, log: this.log };
     const built: CompiledChain[] = [];
     try {
       const seen = new Map<string, number>();
       proto.filterChains.forEach((fc, i) => {
-        const c = this.compileChain(fc, `${where}.filter_chains[${i}]`);
+        const c = compileFilterChain(fc, `${where}.filter_chains[${i}]`, chainCtx);
         built.push(c);
         const key = chainMatchKey(c.match);
         const prev = seen.get(key);
@@ -249,15 +204,14 @@ export class ListenerRuntime {
         seen.set(key, i);
       });
       this.chains = built;
-      this.defaultChain = proto.defaultFilterChain ? this.compileChain(proto.defaultFilterChain, `${where}.default_filter_chain`) : undefined;
+      this.defaultChain = proto.defaultFilterChain ? compileFilterChain(proto.defaultFilterChain, `${where}.default_filter_chain`, chainCtx) : undefined;
     } catch (e) {
-      for (const c of built) this.releaseChain(c);
+      for (const c of built) releaseChain(c);
       throw e;
     }
     if (this.chains.length === 0 && !this.defaultChain) throw new ConfigError(`${where}: no filter chains specified`);
     this.inspect = inspectorsOf(proto, needsInspection(this.chains), where);
-    this.timeoutMs = durationToMs(proto.listenerFiltersTimeout) ?? 15_000;
-    this.continueOnTimeout = proto.continueOnListenerFiltersTimeout;
+    this.peekOptions = { stats: this.stats, timeoutMs: durationToMs(proto.listenerFiltersTimeout) ?? 15_000, continueOnTimeout: proto.continueOnListenerFiltersTimeout };
     const waits: Array<Promise<void>> = [];
     for (const c of [...this.chains, ...(this.defaultChain ? [this.defaultChain] : [])]) {
       if (c.hcm) waits.push(c.hcm.ready);
@@ -266,62 +220,9 @@ export class ListenerRuntime {
     this.ready = Promise.all(waits).then(() => undefined);
   }
 
-  private compileChain(fc: FilterChain, where: string): CompiledChain {
-    const match = compileChainMatch(fc.filterChainMatch, `${where}.filter_chain_match`);
-    let tlsCtx: TlsContext | undefined;
-    const ts = fc.transportSocket;
-    if (ts && ts.configType.case === 'typedConfig' && ts.configType.value.typeUrl !== RAW_BUFFER) {
-      if (ts.configType.value.typeUrl !== TLS_SOCKET) throw new ConfigError(`${where}.transport_socket: Didn't find a registered implementation for name: '${ts.name}'`);
-      const d = anyUnpack(ts.configType.value, DownstreamTlsContextSchema);
-      if (!d) throw new ConfigError(`${where}.transport_socket: cannot decode DownstreamTlsContext`);
-      tlsCtx = new TlsContext(d.commonTlsContext, { role: 'server', requireClientCertificate: d.requireClientCertificate ?? false }, this.deps.secrets, `${where}.transport_socket`);
-    }
-    const rbac: NetworkRbac[] = [];
-    let hcm: HcmRuntime | undefined;
-    let tcp: TcpProxy | undefined;
-    try {
-      if (fc.filters.length === 0) throw new ConfigError(`${where}.filters: at least one network filter is required`);
-      fc.filters.forEach((f, i) => {
-        const fw = `${where}.filters[${i}]`;
-        if (f.configType.case !== 'typedConfig') throw new ConfigError(`${fw}: typed_config is required (config discovery is not supported)`);
-        const any = f.configType.value;
-        const last = i === fc.filters.length - 1;
-        switch (any.typeUrl) {
-          case HCM: {
-            if (!last) throw new ConfigError(`Error: terminal filter named ${f.name} of type envoy.filters.network.http_connection_manager must be the last filter in a network filter chain.`);
-            const h = anyUnpack(any, HttpConnectionManagerSchema);
-            if (!h) throw new ConfigError(`${fw}: cannot decode HttpConnectionManager`);
-            hcm = new HcmRuntime(h, fw, this.deps, this.isStatic, this.address.port);
-            break;
-          }
-          case TCP_PROXY:
-            if (!last) throw new ConfigError(`Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`);
-            tcp = new TcpProxy(any, fw, this.deps.stats, this.deps.clusters, this.log);
-            break;
-          case NET_RBAC:
-            if (last) throw new ConfigError(`Error: non-terminal filter named ${f.name} of type envoy.filters.network.rbac is the last filter in a network filter chain.`);
-            rbac.push(new NetworkRbac(any, fw, this.deps.stats));
-            break;
-          default:
-            throw new ConfigError(`Didn't find a registered implementation for name: '${f.name}'`);
-        }
-      });
-    } catch (e) {
-      tlsCtx?.release();
-      hcm?.release();
-      throw e;
-    }
-    return { name: fc.name, match, tls: tlsCtx, rbac, hcm, tcp };
-  }
-
-  private releaseChain(c: CompiledChain): void {
-    c.tls?.release();
-    c.hcm?.release();
-  }
-
   release(): void {
-    for (const c of this.chains) this.releaseChain(c);
-    if (this.defaultChain) this.releaseChain(this.defaultChain);
+    for (const c of this.chains) releaseChain(c);
+    if (this.defaultChain) releaseChain(this.defaultChain);
   }
 
   /** Serve connections that arrived while warming. */
@@ -423,7 +324,7 @@ export class ListenerRuntime {
         return;
       }
     }
-    this.peek(socket, head, guess, insp, (buf, sniffed, host) => {
+    peekFirstBytes(socket, head, guess, insp, this.peekOptions, (buf, sniffed, host) => {
       if (guess) {
         const dst = host ? { address: host.host === 'localhost' ? '127.0.0.1' : host.host, port: host.port } : sniffed.kind === 'tls' && sniffed.sni ? { address: sniffed.sni, port: 443 } : undefined;
         if (dst) {
@@ -478,72 +379,6 @@ export class ListenerRuntime {
       sourcePort: info.remotePort,
     };
     return selectChain(this.chains, facts) ?? this.defaultChain;
-  }
-
-  /** Reads until the first bytes decide what the chain selection and codec need. */
-  private peek(socket: net.Socket, head: Buffer | undefined, needHost: boolean, insp: Inspectors, done: (buf: Buffer, s: Sniffed, host: { host: string; port: number } | undefined) => void): void {
-    let buf = head ?? Buffer.alloc(0);
-    this.stats.preCxActive.inc();
-    let finished = false;
-    let timer: NodeJS.Timeout | undefined;
-    const finish = (s: Sniffed, host: { host: string; port: number } | undefined) => {
-      if (finished) return;
-      finished = true;
-      if (timer) clearTimeout(timer);
-      socket.removeListener('data', onData);
-      socket.removeListener('end', onEnd);
-      socket.pause();
-      this.stats.preCxActive.dec();
-      done(buf, s, host);
-    };
-    const evaluate = (final: boolean): void => {
-      if (buf.length === 0) {
-        if (final) finish({ kind: 'raw', alpn: [] }, undefined);
-        return;
-      }
-      let s: Sniffed;
-      // the destination guess reads HTTP/1 and TLS whatever the inspectors say (it needs the Host or SNI)
-      if (buf[0] === 0x16 && (insp.tls || needHost)) s = parseClientHello(buf);
-      // read even without http_inspector: the HCM's AUTO codec tells HTTP/2 by its preface the same way
-      else s = sniffHttp(buf);
-      if (s.kind === 'more' && !final) return;
-      if (s.kind === 'more') s = { kind: 'raw', alpn: [] };
-      let host: { host: string; port: number } | undefined;
-      if (needHost && s.kind === 'raw' && s.alpn.some((a) => a.startsWith('http/1'))) {
-        const h = sniffHttpHost(buf, 80);
-        if (h === 'more' && !final) return;
-        host = h === 'more' ? undefined : h;
-      }
-      finish(s, host);
-    };
-    const onData = (d: Buffer) => {
-      buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
-      evaluate(false);
-    };
-    const onEnd = () => evaluate(true);
-    if (this.timeoutMs > 0) {
-      timer = setTimeout(() => {
-        this.stats.preCxTimeout.inc();
-        if (this.continueOnTimeout) evaluate(true);
-        else {
-          finished = true;
-          this.stats.preCxActive.dec();
-          socket.destroy();
-        }
-      }, this.timeoutMs);
-    }
-    socket.on('data', onData);
-    socket.once('end', onEnd);
-    // a handed-off socket was paused by the listener that inspected it first
-    if (socket.isPaused()) socket.resume();
-    socket.once('close', () => {
-      if (!finished) {
-        finished = true;
-        if (timer) clearTimeout(timer);
-        this.stats.preCxActive.dec();
-      }
-    });
-    if (buf.length > 0) evaluate(false);
   }
 
   private dispatch(socket: net.Socket, chain: CompiledChain, info: DownstreamConnectionInfo, sniffed: Sniffed | undefined): void {

@@ -3,31 +3,22 @@
 // as in Envoy), warms until its routes (RDS) and secrets (SDS) are there, then replaces the previous
 // version on the same socket; removed listeners stop accepting and drain. Nothing serves before the
 // server has initialised (CDS and LDS applied), like Envoy's workers.
-// Engine workers (src/proxy/worker/): the main thread binds every socket (with its options, such as
+// Engine workers (src/proxy/engine/worker/): the main thread binds every socket (with its options, such as
 // IP_TRANSPARENT) and hands each worker thread its own descriptor of it (`shareSocket`); a worker's
 // manager listens on that descriptor (`sharedSocket`) instead of binding. Each thread closes only its
 // own descriptor, so the socket stops accepting when the last one lets go.
-import net from 'node:net';
 import { toBinary } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
-import { TYPE_URL } from '../../xds/types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
-import type { DecodedResource, GrpcMux } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { DecodedResource } from '../xds/subscription';
 import { ListenerRuntime, listenerAddress, type ListenerDeps } from './listener';
 import { ipFamily } from '../../lib/ip';
-import { SourceBinder } from '../upstream/source';
-
-interface BoundSocket {
-  key: string;
-  server: net.Server;
-  /** The runtime new connections go to. */
-  target: ListenerRuntime | undefined;
-  port: number;
-  /** IP_TRANSPARENT is set (kept while the socket lives: a listener update reuses the socket). */
-  transparent?: boolean;
-}
+import { OriginalAddressNotices } from './original-address';
+import { addressKey, ListenerSockets, type BoundSocket } from './sockets';
 
 interface Slot {
   name: string;
@@ -43,35 +34,17 @@ export interface ListenerErrorState {
   when: number;
 }
 
-function addressKey(a: { host: string; port: number; pipe?: string }): string {
-  return a.pipe ? `pipe:${a.pipe}` : `${a.host}:${a.port}`;
-}
-
-function errnoText(e: NodeJS.ErrnoException): string {
-  switch (e.code) {
-    case 'EADDRINUSE': return 'Address already in use';
-    case 'EACCES': return 'Permission denied';
-    case 'EADDRNOTAVAIL': return 'Cannot assign requested address';
-    default: return e.message;
-  }
-}
-
 export class ListenerManager {
   private readonly active = new Map<string, Slot>();
   private readonly warming = new Map<string, Slot>();
   private readonly statics = new Map<string, Slot>();
   private readonly draining = new Set<ListenerRuntime>();
-  private readonly sockets = new Map<string, BoundSocket>();
+  private readonly sockets: ListenerSockets;
+  private readonly notices: OriginalAddressNotices;
   readonly errors = new Map<string, ListenerErrorState>();
   private initialized = false;
   private ldsVersion = '';
   private readonly warmWaiters = new Set<() => void>();
-  /**
-   * Sockets of listeners an LDS update removed, closed when the update is applied unless a new listener
-   * of the same update takes the address over (a renamed listener): closing and binding again would fail
-   * while engine workers still hold the old socket (they apply the update after this thread).
-   */
-  private releasing: Map<string, BoundSocket> | undefined;
   /**
    * During an LDS update: removed listeners' runtimes, released only once the update's listeners have
    * taken their route and secret providers, so a provider both use (a listener renamed with the same RDS
@@ -80,15 +53,8 @@ export class ListenerManager {
    * drains).
    */
   private releaseAfterUpdate: ListenerRuntime[] | undefined;
-  /** Engine workers waiting for the main thread to bind an address. */
-  private readonly socketWaiters = new Map<string, Set<() => void>>();
   private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
 
-  /** Said once: how listeners restore destinations (and a warning where SO_ORIGINAL_DST cannot be read). */
-  private warnedNoOriginalDst = false;
-  private warnedOriginalSrc = false;
-  /** Transparent upstream sockets for listeners with the original_src filter. */
-  private readonly sourceBinder: SourceBinder;
 
   constructor(
     private readonly deps: Omit<ListenerDeps, 'findListenerFor' | 'sourceBinder'> & {
@@ -115,54 +81,23 @@ export class ListenerManager {
       totalDraining: s.gauge('total_listeners_draining'),
       workersStarted: s.gauge('workers_started'),
     };
+    this.sockets = new ListenerSockets({ log, originalDst: deps.originalDst, originalDstMissing: deps.originalDstMissing, sharedSocket: deps.sharedSocket });
+    this.notices = new OriginalAddressNotices(deps.originalDst, deps.originalDstMissing, log, deps.log.get('upstream'));
     this.s.workersStarted.set(0);
     this.updateGauges();
-    const o = deps.originalDst;
-    const unavailable = !o
-      ? `the native addon is not loaded (${deps.originalDstMissing ?? 'unknown reason'})`
-      : !o.transparentSocket
-        ? `the native addon (${o.from}) was built without transparentSocket`
-        : undefined;
-    this.sourceBinder = new SourceBinder(o?.transparentSocket, unavailable, deps.log.get('upstream'));
   }
 
   private fullDeps(): ListenerDeps {
-    return { ...this.deps, sourceBinder: this.sourceBinder, findListenerFor: (a, p) => this.findListenerFor(a, p) };
-  }
-
-  private checkOriginalDst(rt: ListenerRuntime): void {
-    if (rt.originalSrc && !this.warnedOriginalSrc) {
-      this.warnedOriginalSrc = true;
-      if (this.sourceBinder.available) {
-        this.log.debug(`listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}): upstream connections leave from the downstream's address (addon: ${this.deps.originalDst?.from})`);
-      } else {
-        // Binding an upstream socket to the caller's (non-local) address needs IP_TRANSPARENT and SO_MARK
-        // before bind(), which only the native addon can set: say so rather than pretend.
-        this.log.warn(
-          `listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}) cannot be applied: ${this.sourceBinder.unavailable}; ` +
-            "upstream connections leave from the proxy's own address, so the application sees the proxy, not the caller, as its peer",
-        );
-      }
-    }
-    if (!rt.restoresDestination || this.warnedNoOriginalDst) return;
-    this.warnedNoOriginalDst = true;
-    if (this.deps.originalDst) {
-      this.log.debug(`listener '${rt.proto.name}' restores original destinations with SO_ORIGINAL_DST (addon: ${this.deps.originalDst.from})`);
-      return;
-    }
-    this.log.warn(
-      `listener '${rt.proto.name}' restores original destinations, but SO_ORIGINAL_DST cannot be read: ${this.deps.originalDstMissing ?? 'the native addon is not loaded'}; ` +
-        'captured connections are routed by their HTTP Host or TLS SNI instead, and other TCP by the listener port',
-    );
+    return { ...this.deps, sourceBinder: this.notices.sourceBinder, findListenerFor: (a, p) => this.findListenerFor(a, p) };
   }
 
   /** Bootstrap listeners: any failure is fatal (thrown). */
   async addStatic(l: Listener): Promise<void> {
     const rt = new ListenerRuntime(l, '', true, this.fullDeps());
-    this.checkOriginalDst(rt);
+    this.notices.check(rt);
     const slot: Slot = { name: l.name, runtime: rt, socket: undefined, hash: '', lastUpdated: Date.now() };
     try {
-      slot.socket = await this.socketFor(rt, l.name);
+      slot.socket = await this.sockets.bind(rt, l.name);
     } catch (e) {
       rt.release();
       throw new Error(`listener '${l.name}': ${(e as Error).message}`);
@@ -201,105 +136,12 @@ export class ListenerManager {
     return this.active.get(name) ?? this.statics.get(name);
   }
 
-  /** Binds (or reuses) the socket for a runtime's address; undefined for bind_to_port false. */
-  private async socketFor(rt: ListenerRuntime, name: string, reuse?: BoundSocket): Promise<BoundSocket | undefined> {
-    if (!rt.bindToPort) return undefined;
-    const key = addressKey(rt.address);
-    if (reuse && reuse.key === key) return reuse;
-    const released = this.releasing?.get(key);
-    if (released) {
-      this.releasing!.delete(key);
-      this.makeTransparent(released, rt);
-      return released;
-    }
-    const existing = this.sockets.get(key);
-    if (existing) throw new Error(`error adding listener: '${name}' has duplicate address '${rt.address.host}:${rt.address.port}' as existing listener`);
-    const bound: BoundSocket = { key, server: net.createServer(), target: undefined, port: rt.address.port };
-    bound.server.on('connection', (sock: net.Socket) => {
-      const t = bound.target;
-      if (!t) sock.destroy();
-      else t.onConnection(sock);
-    });
-    bound.server.on('error', (e) => this.log.warn(`listener ${name}: ${e.message}`));
-    const addr = rt.address;
-    const shared = this.deps.sharedSocket ? await this.deps.sharedSocket(key, name) : undefined;
-    // the main thread set the socket's options (IP_TRANSPARENT) before sharing it
-    if (shared !== undefined) bound.transparent = true;
-    await new Promise<void>((resolve, reject) => {
-      const onErr = (e: NodeJS.ErrnoException) => reject(new Error(`cannot bind '${addr.pipe ?? `${addr.host}:${addr.port}`}': ${errnoText(e)}`));
-      bound.server.once('error', onErr);
-      // an IPv6 listener takes IPv4 connections only with ipv4_compat, as in Envoy
-      // the backlog as Envoy's (tcp_backlog_size, else somaxconn), not Node's 511
-      const listening = () => {
-        bound.server.removeListener('error', onErr);
-        const a = bound.server.address();
-        if (a && typeof a === 'object') bound.port = a.port;
-        resolve();
-      };
-      // a descriptor is listened on again with the same backlog (Node takes it as an argument then)
-      if (shared !== undefined) bound.server.listen({ fd: shared }, rt.backlog, listening);
-      else if (addr.pipe) bound.server.listen({ path: addr.pipe, backlog: rt.backlog }, listening);
-      else bound.server.listen({ host: addr.host, port: addr.port, backlog: rt.backlog, ...(ipFamily(addr.host) === 6 ? { ipv6Only: !addr.ipv4Compat } : {}) }, listening);
-    });
-    try {
-      this.makeTransparent(bound, rt);
-    } catch (e) {
-      bound.server.close();
-      throw e;
-    }
-    this.sockets.set(key, bound);
-    const waiting = this.socketWaiters.get(key);
-    this.socketWaiters.delete(key);
-    for (const w of waiting ?? []) w();
-    return bound;
-  }
-
   /**
    * Main thread: a new descriptor of the socket bound to an address key, for an engine worker, once this
-   * thread has bound it (the worker applies the same LDS response, possibly first). Throws when the
-   * address is not bound within `waitMs` (this thread rejected the listener) or cannot be duplicated.
+   * thread has bound it (ListenerSockets.share).
    */
-  async shareSocket(key: string, dup: (fd: number) => number, waitMs: number): Promise<number> {
-    if (!this.sockets.has(key)) {
-      await new Promise<void>((resolve, reject) => {
-        let set = this.socketWaiters.get(key);
-        if (!set) this.socketWaiters.set(key, (set = new Set()));
-        const done = () => {
-          clearTimeout(t);
-          resolve();
-        };
-        const t = setTimeout(() => {
-          set!.delete(done);
-          reject(new Error(`the main thread has no socket bound to '${key}'`));
-        }, waitMs);
-        t.unref();
-        set.add(done);
-      });
-    }
-    const fd = (this.sockets.get(key)?.server as unknown as { _handle?: { fd?: number } } | undefined)?._handle?.fd;
-    if (typeof fd !== 'number' || fd < 0) throw new Error(`the socket bound to '${key}' has no file descriptor`);
-    return dup(fd);
-  }
-
-  /** TPROXY: a `transparent` listener's socket must accept connections addressed to any IP (IP_TRANSPARENT). */
-  private makeTransparent(bound: BoundSocket, rt: ListenerRuntime): void {
-    const addr = rt.address;
-    if (rt.proto.transparent !== true || addr.pipe || bound.transparent) return;
-    const why = this.deps.originalDst ? this.deps.originalDst.setTransparent(bound.server, (ipFamily(addr.host) === 6)) : `the native addon is not loaded (${this.deps.originalDstMissing ?? 'unknown reason'})`;
-    if (why) throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
-    bound.transparent = true;
-  }
-
-  private closeSocket(b: BoundSocket | undefined): void {
-    if (!b) return;
-    if (this.releasing && !this.releasing.has(b.key) && this.sockets.get(b.key) === b) {
-      // an LDS update is being applied: a new listener may take this address over
-      b.target = undefined;
-      this.releasing.set(b.key, b);
-      return;
-    }
-    if (this.sockets.get(b.key) === b) this.sockets.delete(b.key);
-    b.server.close();
+  shareSocket(key: string, dup: (fd: number) => number, waitMs: number): Promise<number> {
+    return this.sockets.share(key, dup, waitMs);
   }
 
   /** Called once after the first LDS response was handled (accepted or not). */
@@ -323,14 +165,13 @@ export class ListenerManager {
     const errors: string[] = [];
     // removals first, so a new listener may take over a removed one's address (Envoy's order)
     const named = new Set(resources.map((r) => r.message.name));
-    this.releasing = new Map();
+    this.sockets.beginUpdate();
     this.releaseAfterUpdate = [];
     for (const name of new Set([...this.active.keys(), ...this.warming.keys()])) if (!named.has(name)) this.remove(name);
     try {
       await this.addAll(resources, errors, version);
     } finally {
-      for (const b of this.releasing.values()) this.closeSocket(b);
-      this.releasing = undefined;
+      this.sockets.endUpdate();
       for (const rt of this.releaseAfterUpdate) rt.release();
       this.releaseAfterUpdate = undefined;
     }
@@ -375,7 +216,7 @@ export class ListenerManager {
     } catch (e) {
       return (e as Error).message;
     }
-    this.checkOriginalDst(rt);
+    this.notices.check(rt);
     const prev = this.warming.get(l.name) ?? this.active.get(l.name);
     const prevSocket = prev?.socket;
     let socket: BoundSocket | undefined;
@@ -383,8 +224,8 @@ export class ListenerManager {
       // a same-address update keeps the socket; another listener on the address is a conflict
       if (prevSocket && prevSocket.key === addressKey(rt.address)) {
         socket = prevSocket;
-        this.makeTransparent(socket, rt);
-      } else socket = await this.socketFor(rt, l.name);
+        this.sockets.makeTransparent(socket, rt);
+      } else socket = await this.sockets.bind(rt, l.name);
     } catch (e) {
       rt.release();
       return (e as Error).message;
@@ -392,7 +233,7 @@ export class ListenerManager {
     const oldWarming = this.warming.get(l.name);
     if (oldWarming) {
       oldWarming.runtime.release();
-      if (oldWarming.socket && oldWarming.socket !== socket && oldWarming.socket !== this.active.get(l.name)?.socket) this.closeSocket(oldWarming.socket);
+      if (oldWarming.socket && oldWarming.socket !== socket && oldWarming.socket !== this.active.get(l.name)?.socket) this.sockets.close(oldWarming.socket);
     }
     const slot: Slot = { name: l.name, runtime: rt, socket, hash, lastUpdated: Date.now() };
     this.warming.set(l.name, slot);
@@ -410,7 +251,7 @@ export class ListenerManager {
     if (this.initialized) slot.runtime.activate();
     if (prev) {
       this.s.modified.inc();
-      if (prev.socket && prev.socket !== slot.socket) this.closeSocket(prev.socket);
+      if (prev.socket && prev.socket !== slot.socket) this.sockets.close(prev.socket);
       this.retire(prev.runtime);
     } else this.s.added.inc();
     this.updateGauges();
@@ -458,11 +299,11 @@ export class ListenerManager {
     this.warming.delete(name);
     this.active.delete(name);
     if (w) {
-      if (w.socket !== a?.socket) this.closeSocket(w.socket);
+      if (w.socket !== a?.socket) this.sockets.close(w.socket);
       this.releaseRuntime(w.runtime);
     }
     if (a) {
-      this.closeSocket(a.socket);
+      this.sockets.close(a.socket);
       this.retire(a.runtime);
     }
     this.errors.delete(name);
@@ -493,7 +334,7 @@ export class ListenerManager {
       const stop = () => {
         if (s.socket) {
           s.socket.target = undefined;
-          this.closeSocket(s.socket);
+          this.sockets.close(s.socket);
         }
       };
       if (opts.graceful) {
@@ -517,7 +358,7 @@ export class ListenerManager {
       name: s.name,
       runtime: s.runtime,
       boundPort: s.socket?.port,
-      listening: !!s.socket && this.sockets.get(s.socket.key) === s.socket,
+      listening: !!s.socket && this.sockets.isBound(s.socket),
     }));
   }
 
@@ -553,8 +394,7 @@ export class ListenerManager {
   }
 
   close(): void {
-    for (const b of this.sockets.values()) b.server.close();
-    this.sockets.clear();
+    this.sockets.closeAll();
     for (const m of [this.statics, this.active, this.warming]) {
       for (const s of m.values()) {
         for (const c of s.runtime.connections) c.destroy();

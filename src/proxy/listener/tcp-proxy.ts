@@ -8,9 +8,9 @@ import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_p
 import { RBACSchema as NetworkRbacSchema } from '../../gen/envoy/extensions/filters/network/rbac/v3/rbac_pb';
 import { compileAccessLogs, type AccessLogger } from '../http/access-log';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import { RbacEngine } from '../rbac/engine';
-import { durationToMs } from '../route/action';
+import { durationToMs } from '../common/duration';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import { StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';

@@ -7,18 +7,11 @@ import type { ValueMatcher } from '../../gen/envoy/type/matcher/v3/value_pb';
 import type { MetadataMatcher } from '../../gen/envoy/type/matcher/v3/metadata_pb';
 import type { DoubleMatcher } from '../../gen/envoy/type/matcher/v3/number_pb';
 import { fullMatcher } from '../../lib/re2';
+import { ConfigError } from '../common/config-error';
 
 export type StringMatch = (value: string) => boolean;
 /** Dynamic metadata of a request: filter namespace → Struct as JSON. */
 export type DynamicMetadata = Map<string, JsonObject>;
-
-/** Config error naming where in the resource it is. */
-export class ConfigError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
 
 export function compileStringMatcher(m: StringMatcher | undefined, where: string): StringMatch {
   if (!m) throw new ConfigError(`${where}: a string matcher is required`);

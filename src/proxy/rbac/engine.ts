@@ -4,8 +4,9 @@
 // header and path rules never match on TCP).
 import type { RBAC, Permission, Principal, Policy } from '../../gen/envoy/config/rbac/v3/rbac_pb';
 import { RBAC_Action } from '../../gen/envoy/config/rbac/v3/rbac_pb';
-import { compileMetadataMatcher, compileStringMatcher, ConfigError, type DynamicMetadata } from '../matchers/string';
-import { cidrContains, parseCidr, parseIp } from '../listener/cidr';
+import { compileMetadataMatcher, compileStringMatcher, type DynamicMetadata } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
+import { cidrContains, parseCidr, parseIp } from '../common/cidr';
 import { compileHeaderMatcher, type HeaderFields } from '../route/match';
 import type { DownstreamConnectionInfo } from '../stream-info';
 

@@ -1,7 +1,5 @@
 // Route actions: forwarding (cluster choice, rewrites, timeouts, retries), redirects and direct
 // responses, with Envoy's rules for each (RouteEntryImplBase, Http::Utility::newUri).
-import { readFileSync } from 'node:fs';
-import type { Duration } from '@bufbuild/protobuf/wkt';
 import type { DataSource } from '../../gen/envoy/config/core/v3/base_pb';
 import {
   RedirectAction_RedirectResponseCode as Code,
@@ -13,8 +11,10 @@ import {
 } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { WeakInterner } from '../../lib/intern';
 import { globalReplacer } from '../../lib/re2';
-import { ConfigError } from '../matchers/string';
-import type { RequestHeaders } from '../http/headers';
+import { ConfigError } from '../common/config-error';
+import { readDataSource } from '../common/data-source';
+import { durationToMs } from '../common/duration';
+import type { RequestHeaders } from '../codec/headers';
 import { compileHeaderOps } from './header-ops';
 import type {
   ClusterSpecifier,
@@ -34,11 +34,6 @@ const NO_UPGRADES: ReadonlyMap<string, boolean> = new Map();
 
 export const DEFAULT_ROUTE_TIMEOUT_MS = 15_000;
 export const DEFAULT_MAX_DIRECT_RESPONSE_BODY = 4096;
-
-export function durationToMs(d: Duration | undefined): number | undefined {
-  if (!d) return undefined;
-  return Number(d.seconds) * 1000 + Math.round(d.nanos / 1e6);
-}
 
 export type PerFilterParser = (perFilter: { [key: string]: import('@bufbuild/protobuf/wkt').Any }, where: string) => ReadonlyMap<string, PerFilterConfig>;
 
@@ -228,30 +223,6 @@ export function compileRedirect(r: RedirectProto, where: string): RedirectAction
     status,
     stripQuery: r.stripQuery,
   };
-}
-
-export function readDataSource(d: DataSource | undefined, where: string): Buffer | undefined {
-  if (!d) return undefined;
-  const s = d.specifier;
-  switch (s.case) {
-    case 'inlineString':
-      return Buffer.from(s.value);
-    case 'inlineBytes':
-      return Buffer.from(s.value);
-    case 'filename':
-      try {
-        return readFileSync(s.value);
-      } catch (e) {
-        throw new ConfigError(`${where}.filename: cannot read '${s.value}': ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-      }
-    case 'environmentVariable': {
-      const v = process.env[s.value];
-      if (v === undefined) throw new ConfigError(`${where}.environment_variable: environment variable '${s.value}' does not exist`);
-      return Buffer.from(v);
-    }
-    default:
-      return undefined;
-  }
 }
 
 export function compileDirect(status: number, body: DataSource | undefined, maxBody: number, where: string): DirectResponseAction {

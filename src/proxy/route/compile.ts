@@ -2,7 +2,7 @@
 // virtual host by authority, then the first route whose match holds (Envoy's first-match order).
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type Route, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import {
   compileDirect,
   compileForward,

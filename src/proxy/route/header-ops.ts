@@ -3,8 +3,8 @@
 import type { HeaderValueOption } from '../../gen/envoy/config/core/v3/base_pb';
 import { HeaderValueOption_HeaderAppendAction as Append } from '../../gen/envoy/config/core/v3/base_pb';
 import { compileFormat, formatHeader, type FormatContext } from '../format/substitution';
-import type { HeaderMap } from '../http/headers';
-import { ConfigError } from '../matchers/string';
+import type { HeaderMap } from '../codec/headers';
+import { ConfigError } from '../common/config-error';
 
 type Pieces = ReturnType<typeof compileFormat>;
 

@@ -5,7 +5,8 @@ import type { HeaderMatcher, QueryParameterMatcher, RouteMatch } from '../../gen
 import { FractionalPercent_DenominatorType } from '../../gen/envoy/type/v3/percent_pb';
 import type { FractionalPercent } from '../../gen/envoy/type/v3/percent_pb';
 import type { HeaderSource } from '../format/substitution';
-import { compileMetadataMatcher, compileRegex, compileStringMatcher, ConfigError } from '../matchers/string';
+import { compileMetadataMatcher, compileRegex, compileStringMatcher } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import type { RouteRequest } from './types';
 
 /** Request headers with each received field of a name kept apart (pseudo-headers included). */

@@ -8,11 +8,12 @@ import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHostSchema, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
-import { splitVhdsName } from '../../xds/vhds';
-import { TYPE_URL } from '../../xds/types';
+import { splitVhdsName } from '../../lib/xds/vhds';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
 import type { StatsStore } from '../stats/store';
-import type { DecodedResource, GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { DecodedResource, SubscriptionHandle } from '../xds/subscription';
 import { compileRouteConfiguration, type RouteCompileOptions } from './compile';
 import type { CompiledRouteConfig } from './types';
 

@@ -1,7 +1,7 @@
 // Compiled route tables: what an RDS RouteConfiguration (or an HCM's inline route_config) becomes
 // once per update, so that per-request routing is closures and table lookups only.
 import type { JsonObject } from '@bufbuild/protobuf';
-import type { RequestHeaders } from '../http/headers';
+import type { RequestHeaders } from '../codec/headers';
 import type { DynamicMetadata } from '../matchers/string';
 import type { HeaderOps } from './header-ops';
 

@@ -1,6 +1,6 @@
 // Virtual host selection exactly as Envoy's RouteMatcher: exact domains, then the longest `*suffix`
 // wildcard, then the longest `prefix*` wildcard, then `*`. A wildcard never matches the empty string.
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 
 /** Envoy's getPortStart: where `:port` starts in a Host value, or -1 (IPv6 literals are bracketed). */
 export function portStart(host: string): number {

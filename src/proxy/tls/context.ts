@@ -6,18 +6,18 @@ import { createHash, X509Certificate } from 'node:crypto';
 import tls from 'node:tls';
 import type { PeerCertificate, TLSSocket } from 'node:tls';
 import type { CommonTlsContext } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
-import type { DataSource } from '../../gen/envoy/config/core/v3/base_pb';
 import {
   CertificateValidationContext_TrustChainVerification,
   SubjectAltNameMatcher_SanType,
   TlsParameters_TlsProtocol,
   type CertificateValidationContext,
-  type TlsCertificate,
 } from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
-import { ConfigError, compileStringMatcher, type StringMatch } from '../matchers/string';
-import { readDataSource } from '../route/action';
+import { compileStringMatcher, type StringMatch } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
+import { readDataSource } from '../common/data-source';
+import { certPair, sourcePath, type ContextCerts } from './certificate';
 import type { SecretManager, SecretWatch } from './secrets';
-import { urlEncodePem } from '../http/xfcc';
+import { urlEncodePem } from './pem';
 import type { DownstreamConnectionInfo, SslDetails } from '../stream-info';
 
 const PROTOCOLS: Record<number, tls.SecureVersion | undefined> = {
@@ -153,41 +153,6 @@ function mergeValidation(base: Validation | undefined, over: Validation | undefi
     acceptUntrusted: base.acceptUntrusted || over.acceptUntrusted,
     allowExpired: base.allowExpired || over.allowExpired,
   };
-}
-
-/** Envoy's name for a data source in /certs (Config::DataSource::getPath, else "<inline>"). */
-function sourcePath(d: DataSource | undefined): string {
-  return d?.specifier.case === 'filename' ? d.specifier.value : '<inline>';
-}
-
-/** What /certs shows of a context (Envoy's Ssl::Context getCaCertInformation / getCertChainInformation). */
-export interface ContextCerts {
-  ca: { pem: Buffer; path: string } | undefined;
-  chain: Array<{ pem: Buffer; path: string }>;
-}
-
-function certPair(c: TlsCertificate, where: string): { cert: Buffer; key: Buffer; passphrase?: string; path: string } {
-  const cert = readDataSource(c.certificateChain, `${where}.certificate_chain`);
-  const key = readDataSource(c.privateKey, `${where}.private_key`);
-  if (!cert) throw new ConfigError(`${where}.certificate_chain: is required`);
-  if (!key) throw new ConfigError(`${where}.private_key: is required`);
-  const pass = readDataSource(c.password, `${where}.password`);
-  const path = sourcePath(c.certificateChain);
-  return pass ? { cert, key, passphrase: pass.toString(), path } : { cert, key, path };
-}
-
-/**
- * A TLS certificate secret must load before it replaces the one in use: its chain and key (and their match)
- * go through OpenSSL once here, so that bad material is refused when it arrives (the SDS update is NACKed
- * and the last good secret keeps serving, as in Envoy) instead of failing every handshake that would use it.
- */
-export function checkTlsCertificate(c: TlsCertificate, where: string): void {
-  const { cert, key, passphrase } = certPair(c, where);
-  try {
-    tls.createSecureContext({ cert, key, ...(passphrase !== undefined ? { passphrase } : {}) });
-  } catch (e) {
-    throw new ConfigError(`${where}: Failed to load certificate chain and private key: ${(e as Error).message}`);
-  }
 }
 
 export interface TlsContextOptions {

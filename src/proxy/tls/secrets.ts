@@ -4,15 +4,16 @@
 // A watch resolves `ready` when its secret arrives or its initial_fetch_timeout (default 15 s) passes,
 // so TLS listeners and clusters warm the way Envoy's do.
 import type { ConfigSource } from '../../gen/envoy/config/core/v3/config_source_pb';
-import type { ContextCerts } from './context';
+import type { ContextCerts } from './certificate';
 import { SecretSchema, type Secret, type SdsSecretConfig } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
-import { TYPE_URL } from '../../xds/types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
-import { durationToMs } from '../route/action';
+import { ConfigError } from '../common/config-error';
+import { durationToMs } from '../common/duration';
 import type { StatsStore } from '../stats/store';
-import { checkTlsCertificate } from './context';
-import type { GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import { checkTlsCertificate } from './certificate';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { SubscriptionHandle } from '../xds/subscription';
 
 export interface SecretWatch {
   current(): Secret | undefined;

@@ -7,12 +7,13 @@ import { createHash } from 'node:crypto';
 import { fromBinary } from '@bufbuild/protobuf';
 import { ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
-import { TYPE_URL } from '../../xds/types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
 import type { SecretManager } from '../tls/secrets';
-import type { DecodedResource, GrpcMux, SubscriptionHandle } from '../xds/grpc-mux';
+import type { GrpcMux } from '../xds/grpc-mux';
+import type { DecodedResource, SubscriptionHandle } from '../xds/subscription';
 import { UpstreamCluster } from './cluster';
 
 interface Slot {

@@ -18,14 +18,14 @@ import type { ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/e
 import type { Address } from '../../gen/envoy/config/core/v3/address_pb';
 import { HttpProtocolOptionsSchema } from '../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb';
 import type { Logger } from '../log';
-import { ConfigError } from '../matchers/string';
-import { durationToMs } from '../route/action';
+import { ConfigError } from '../common/config-error';
+import { durationToMs } from '../common/duration';
 import { ResponseCodeStats, type Counter, type Gauge, type Histogram, type StatsScope, type StatsStore } from '../stats/store';
 import type { SecretManager } from '../tls/secrets';
 import { Host, type HealthStatus, type Locality } from './host';
 import { LoadBalancer, type LbContext, type LbPolicy } from './lb';
 import { OutlierDetector, outlierConfig } from './outlier';
-import { releaseHostPools } from './pool';
+import { releaseHostPools } from './host-pools';
 import { TransportSocketMatcher, type UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
 import { WeakInterner } from '../../lib/intern';

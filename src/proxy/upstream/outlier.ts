@@ -4,7 +4,7 @@
 // interval tick after that.
 import type { OutlierDetection } from '../../gen/envoy/config/cluster/v3/outlier_detection_pb';
 import type { Counter, Gauge, StatsScope } from '../stats/store';
-import { durationToMs } from '../route/action';
+import { durationToMs } from '../common/duration';
 import type { Host } from './host';
 
 export interface OutlierConfig {

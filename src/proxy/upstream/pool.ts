@@ -1,15 +1,16 @@
 // Upstream connections per host: an HTTP/1.1 keep-alive pool (the engine's own codec, connections
-// reused across requests, see http/h1/client.ts) and one HTTP/2 session (streams multiplexed), both
+// reused across requests, see codec/h1/client.ts) and one HTTP/2 session (streams multiplexed), both
 // opening sockets through connectUpstream() so connect timeouts, TLS, source binding and the cx_*
 // counters are the same for HTTP and TCP proxying.
 import http2 from 'node:http2';
 import net from 'node:net';
 import tls from 'node:tls';
 import { PassThrough } from 'node:stream';
-import type { BodyReader, BodySource } from '../http/h1/body';
-import { H1Pool, type ClientCallbacks, type ClientFailure } from '../http/h1/client';
-import type { RawHeaders } from '../http/headers';
+import type { BodyReader, BodySource } from '../codec/h1/body';
+import { H1Pool, type ClientCallbacks, type ClientFailure } from '../codec/h1/client';
+import type { RawHeaders } from '../codec/headers';
 import type { Host } from './host';
+import { forgetWhenEmpty, type HostPools } from './host-pools';
 import type { UpstreamCluster } from './cluster';
 import type { UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
@@ -19,14 +20,6 @@ export type UpstreamFailure = 'connect_failure' | 'reset' | 'overflow' | 'timeou
 
 /** Envoy's default limit on upstream response headers (max_response_headers_kb 60). */
 const MAX_RESPONSE_HEAD_BYTES = 60 * 1024;
-
-interface HostPools {
-  h1?: H1Pool;
-  h2?: http2.ClientHttp2Session;
-  h2Connecting?: boolean;
-  /** Set on per-source pools: called when one of their connections closed. */
-  forget?: () => void;
-}
 
 /**
  * Options of one upstream connection that keep it apart from others (Envoy hashes transport socket
@@ -53,19 +46,6 @@ function pools(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefin
     if (o?.source) p.forget = () => forgetWhenEmpty(all, key, p!);
   }
   return p;
-}
-
-/**
- * A per-source pool is dropped once it has no connection left (Envoy removes idle connection pools): there is
- * one per downstream address a host ever served, which would otherwise pile up for the life of the host.
- */
-function forgetWhenEmpty(all: Map<string, HostPools>, key: string, p: HostPools): void {
-  // after every 'close' listener ran (the HTTP/1 pool counts the connection gone in its own)
-  queueMicrotask(() => {
-    if (p.h1 && (p.h1.connections > 0 || p.h1.pending > 0)) return;
-    if (p.h2 && !p.h2.closed && !p.h2.destroyed) return;
-    if (all.get(key) === p) all.delete(key);
-  });
 }
 
 /** The event that says a new upstream socket can carry data (after the TLS handshake on TLS). */
@@ -242,25 +222,6 @@ function h2Session(cluster: UpstreamCluster, host: Host, o: ConnectOptions | und
   }
   p.h2 = session;
   return session;
-}
-
-/** Requests queued in the host's HTTP/1 pool waiting for a connection (pending requests). */
-export function pendingOn(host: Host): number {
-  let n = 0;
-  for (const p of (host.pool as Map<string, HostPools> | undefined)?.values() ?? []) n += p.h1?.pending ?? 0;
-  return n;
-}
-
-/** Closes idle connections now and the rest when their requests finish. */
-export function releaseHostPools(host: Host): void {
-  const all = host.pool as Map<string, HostPools> | undefined;
-  if (!all) return;
-  // idle connections close now; busy ones are not reused after their response
-  for (const p of all.values()) {
-    p.h1?.close();
-    p.h2?.close();
-  }
-  host.pool = undefined;
 }
 
 export interface UpstreamHead {

@@ -7,7 +7,7 @@ import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import type { TransportSocket } from '../../gen/envoy/config/core/v3/base_pb';
 import { UpstreamTlsContextSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from '../common/config-error';
 import type { Counter, StatsScope } from '../stats/store';
 import { TlsContext } from '../tls/context';
 import type { SecretManager } from '../tls/secrets';

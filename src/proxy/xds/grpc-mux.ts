@@ -1,6 +1,6 @@
 // xDS over one gRPC stream (Envoy's GrpcMuxImpl / NewGrpcMuxImpl): ADS (every type on one stream) or a
 // single-service stream such as SDS. ADS runs incremental (DeltaAggregatedResources) and advertises VHDS
-// (node.client_features, src/xds/vhds.ts), so the control plane may send route configurations' virtual
+// (node.client_features, src/lib/xds/vhds.ts), so the control plane may send route configurations' virtual
 // hosts as VirtualHost resources and an edit costs one virtual host, not the route table; a server without
 // delta (UNIMPLEMENTED) gets state of the world on the next attempt. Subscribers see delta responses as
 // state of the world for wildcard types (the full set held) and as the changed resources for named ones
@@ -10,7 +10,7 @@
 // while a response is being applied are sent after its ACK (Envoy pauses EDS during CDS, RDS/SDS during
 // LDS). The stream reconnects with jittered exponential backoff and re-sends every subscription with
 // the last accepted versions; subscribers keep their applied config meanwhile.
-// Engine workers (src/proxy/worker/): the main thread's mux hands every accepted response, as the
+// Engine workers (src/proxy/engine/worker/): the main thread's mux hands every accepted response, as the
 // encoded DiscoveryResponse / DeltaDiscoveryResponse, to `onRelay`, and keeps what it holds so a worker
 // that starts late gets it all as one DeltaDiscoveryResponse per type (`snapshot`); a worker's mux is a
 // `relay` mux: no stream of its own, it decodes and applies those same messages with the same code and
@@ -26,70 +26,17 @@ import {
   DeltaDiscoveryResponseSchema,
   DiscoveryRequestSchema,
   DiscoveryResponseSchema,
-  ResourceSchema,
   type DeltaDiscoveryRequest,
   type DeltaDiscoveryResponse,
   type DiscoveryRequest,
   type DiscoveryResponse,
 } from '../../gen/envoy/service/discovery/v3/discovery_pb';
 import { StatusSchema } from '../../gen/google/rpc/status_pb';
-import { grpcClientConstructor } from '../../xds/grpc';
-import { VHDS_CLIENT_FEATURE } from '../../xds/vhds';
+import { grpcClientConstructor } from '../../lib/xds/grpc';
+import { VHDS_CLIENT_FEATURE } from '../../lib/xds/vhds';
 import type { Logger } from '../log';
-import type { Counter, Gauge, StatsScope } from '../stats/store';
-
-export interface DecodedResource<M extends Message = Message> {
-  name: string;
-  message: M;
-  any: Any;
-}
-
-export interface XdsSubscriber<M extends Message = Message> {
-  /** Applies a state-of-the-world response; throw to NACK (the message becomes error_detail). */
-  onUpdate(resources: Array<DecodedResource<M>>, version: string): void | Promise<void>;
-  /**
-   * Delta streams: the added or changed resources and the names removed, instead of onUpdate. Throw to
-   * NACK. A SotW stream calls onUpdate.
-   */
-  onDelta?(added: Array<DecodedResource<M>>, removed: string[], version: string): void | Promise<void>;
-}
-
-export interface SubscriptionHandle {
-  /** Replaces the watched names (ignored for wildcard subscriptions). */
-  setNames(names: Iterable<string>): void;
-  cancel(): void;
-  readonly version: string;
-}
-
-interface TypeState {
-  typeUrl: string;
-  schema: DescMessage;
-  wildcard: boolean;
-  names: Set<string>;
-  version: string;
-  nonce: string;
-  subscriber: XdsSubscriber;
-  stats: SubStats | undefined;
-  /**
-   * Delta: resources held, by name, with the version the server gave each. Encoded only: the subscribers
-   * keep what they use of the decoded messages (thousands of clusters in scope: a decoded Cluster is ~3.7 KB).
-   */
-  held: Map<string, { any: Any; version: string }>;
-  /** Delta: the names the server knows this stream subscribes to. */
-  sentNames: Set<string>;
-  /** Delta: the first request of the type on this stream was sent. */
-  opened: boolean;
-  /** Delta: nonce of the last request sent (a request that would repeat it and change nothing is not sent). */
-  nonceSent: string;
-}
-
-interface SubStats {
-  attempt: Counter;
-  success: Counter;
-  rejected: Counter;
-  failure: Counter;
-  version: Gauge;
-}
+import type { Gauge, StatsScope } from '../stats/store';
+import { decodeResource, decodeResponse, newTypeState, type DecodedResource, type SubscriptionHandle, type TypeState, type XdsSubscriber } from './subscription';
 
 /** A response the main thread accepted, as it goes to engine workers: the wire message, encoded. */
 export interface RelayedResponse {
@@ -172,28 +119,7 @@ export class GrpcMux {
 
   /** Watches a type: `names` undefined = wildcard (LDS/CDS). `stats` gets Envoy's update_* counters. */
   subscribe<M extends Message>(typeUrl: string, schema: DescMessage, names: Iterable<string> | undefined, subscriber: XdsSubscriber<M>, stats?: StatsScope): SubscriptionHandle {
-    const st: TypeState = {
-      typeUrl,
-      schema,
-      wildcard: names === undefined,
-      names: new Set(names ?? []),
-      version: '',
-      nonce: '',
-      subscriber: subscriber as XdsSubscriber,
-      held: new Map(),
-      sentNames: new Set(),
-      opened: false,
-      nonceSent: '',
-      stats: stats
-        ? {
-            attempt: stats.counter('update_attempt'),
-            success: stats.counter('update_success'),
-            rejected: stats.counter('update_rejected'),
-            failure: stats.counter('update_failure'),
-            version: stats.gauge('version'),
-          }
-        : undefined,
-    };
+    const st = newTypeState(typeUrl, schema, names, subscriber as XdsSubscriber, stats);
     this.types.set(typeUrl, st);
     const waiting = this.pendingRelay.get(typeUrl);
     if (waiting) {
@@ -402,19 +328,6 @@ export class GrpcMux {
     call.write(req);
   }
 
-  private decodeOne(st: TypeState, raw: Any, where: string): DecodedResource {
-    if (raw.typeUrl !== st.typeUrl) throw new Error(`${where}: ${raw.typeUrl} does not match the message-wide type URL ${st.typeUrl}`);
-    raw.typeUrl = st.typeUrl; // one string for the thousands of held resources of a type, not a copy each
-    let message: Message;
-    try {
-      message = fromBinary(st.schema, raw.value, { readUnknownFields: false });
-    } catch (e) {
-      throw new Error(`${where} of ${st.typeUrl}: cannot decode: ${(e as Error).message}`);
-    }
-    const name = (message as unknown as { name?: string; clusterName?: string }).name ?? (message as unknown as { clusterName?: string }).clusterName ?? '';
-    return { name, message, any: raw };
-  }
-
   private handleDelta(resp: DeltaDiscoveryResponse, call: GrpcMux['call']): Promise<void> {
     let next: Map<string, { any: Any; version: string }> | undefined;
     return this.apply(resp.typeUrl, resp.nonce, resp.systemVersionInfo, call, {
@@ -429,7 +342,7 @@ export class GrpcMux {
             removed.push(r.name, ...r.aliases);
             return;
           }
-          const d = this.decodeOne(st, r.resource, `resource ${i} (${r.name})`);
+          const d = decodeResource(st, r.resource, `resource ${i} (${r.name})`);
           added.push(d);
           next!.set(r.name || d.name, { any: r.resource, version: r.version });
           fresh.set(r.name || d.name, d);
@@ -438,7 +351,7 @@ export class GrpcMux {
         if (st.subscriber.onDelta) await st.subscriber.onDelta(added, removed, resp.systemVersionInfo);
         else if (st.wildcard) {
           // the whole set for a subscriber without onDelta: the unchanged resources decoded again from what is held
-          const all = [...next].map(([name, h]) => fresh.get(name) ?? this.decodeOne(st, h.any, `held resource ${name}`));
+          const all = [...next].map(([name, h]) => fresh.get(name) ?? decodeResource(st, h.any, `held resource ${name}`));
           await st.subscriber.onUpdate(all, resp.systemVersionInfo);
         } else await st.subscriber.onUpdate(added, resp.systemVersionInfo);
       },
@@ -507,22 +420,10 @@ export class GrpcMux {
     }
   }
 
-  private decode(st: TypeState, resp: DiscoveryResponse): DecodedResource[] {
-    return resp.resources.map((raw, i) => {
-      let any = raw;
-      if (any.typeUrl === 'type.googleapis.com/envoy.service.discovery.v3.Resource') {
-        const wrapped = fromBinary(ResourceSchema, any.value);
-        if (!wrapped.resource) throw new Error(`resource ${i} of ${st.typeUrl}: envoy.service.discovery.v3.Resource without a resource`);
-        any = wrapped.resource;
-      }
-      return this.decodeOne(st, any, `resource ${i} in DiscoveryResponse ${resp.nonce}`);
-    });
-  }
-
   private handle(resp: DiscoveryResponse, call: GrpcMux['call']): Promise<void> {
     let decoded: DecodedResource[] = [];
     return this.apply(resp.typeUrl, resp.nonce, resp.versionInfo, call, {
-      update: (st) => st.subscriber.onUpdate((decoded = this.decode(st, resp)), resp.versionInfo),
+      update: (st) => st.subscriber.onUpdate((decoded = decodeResponse(st, resp)), resp.versionInfo),
       accepted: (st) => {
         // what a late engine worker starts from: the whole set (wildcard), else the named ones still watched
         if (this.onRelay) {

@@ -8,7 +8,8 @@ import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/
 import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
 import { anyPack } from '@bufbuild/protobuf/wkt';
-import { TYPE_URL, type GenerateResult, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
+import type { GenerateResult, Generator, PushRequest, Resource, WatchedResource } from '../types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import { bareAdsConfigSource, buildSubsetKey, parseSubsetKey } from './common';
 import {
   buildBlackHoleCluster,

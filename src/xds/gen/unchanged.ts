@@ -10,7 +10,7 @@
 // (generators.ts, clusters.ts) and lds.ts. A change there that reads VirtualServices must change this too
 // (test/xds/gen/unchanged.test.ts generates both types across such edits and compares).
 import type { PushContext, VirtualServiceEntry } from '../../discovery/push-context';
-import { TYPE_URL } from '../types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 
 const VS_KEY = /^VirtualService\/([^/]+)\/([^/]+)$/;
 

@@ -1,4 +1,4 @@
-// VHDS output (see src/xds/vhds.ts): for a proxy served over VHDS, each RouteConfiguration names the
+// VHDS output (see src/lib/xds/vhds.ts): for a proxy served over VHDS, each RouteConfiguration names the
 // `vhds` config source and holds no virtual hosts, and its virtual hosts are VirtualHost resources named
 // `<route config>/<virtual host>`. Routing is unchanged: Envoy picks a virtual host by domain (exact, then
 // longest suffix/prefix wildcard, then `*`), never by position, so moving them out of the list loses nothing.
@@ -9,8 +9,9 @@ import type { PushContext } from '../../discovery/push-context';
 import { ApiConfigSource_ApiType, ApiVersion, ConfigSourceSchema, type ConfigSource } from '../../gen/envoy/config/core/v3/config_source_pb';
 import { VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
-import { TYPE_URL, type Generator, type PushRequest, type Resource } from '../types';
-import { vhdsResourceName } from '../vhds';
+import type { Generator, PushRequest, Resource } from '../types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
+import { vhdsResourceName } from '../../lib/xds/vhds';
 import { initKey } from './reuse';
 import {
   duplicateDomainReports,
@@ -47,8 +48,6 @@ export function vhdsRouteConfiguration(name: string, rest: RouteConfigRest): Rou
   return create(RouteConfigurationSchema, { name, ...rest, virtualHosts: [], vhds: { configSource: vhdsConfigSource() } });
 }
 
-const VIRTUAL_HOST_TYPE = `type.googleapis.com/${VirtualHostSchema.typeName}`;
-
 /**
  * The VirtualHost resources of one route configuration, packed. Bytes of a virtual host built identically in
  * an earlier push are reused (as for RDS), so unchanged virtual hosts keep their Resource objects and hashes
@@ -66,7 +65,7 @@ export function packedRouteVirtualHosts(
     const key = `vhds|${routeName}|${virtualHostReuseKey(vh) ?? initKey(vh)}`;
     return push.cache.get('rds', key, (): Resource => ({
       name,
-      resource: create(AnySchema, { typeUrl: VIRTUAL_HOST_TYPE, value: toBinary(VirtualHostSchema, create(VirtualHostSchema, { ...vh, name })) }),
+      resource: create(AnySchema, { typeUrl: TYPE_URL.virtualHost, value: toBinary(VirtualHostSchema, create(VirtualHostSchema, { ...vh, name })) }),
     }));
   });
 }
@@ -183,5 +182,3 @@ export function vhdsGenerator(opts: RouteBuildOptions = {}): Generator<PushConte
     },
   };
 }
-
-export { TYPE_URL };

@@ -3,7 +3,7 @@
 import * as grpc from '@grpc/grpc-js';
 import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
 import type { Proxy } from '../../discovery/model';
-import { orderTypes } from './type-urls';
+import { orderTypes } from '../../lib/xds/type-urls';
 import { watchInfo, type WatchInfo, type WatchState } from './watch';
 
 export type StreamKind = 'sotw' | 'delta';

@@ -9,7 +9,8 @@ import { status } from '@grpc/grpc-js';
 import { ControlPlaneSchema, type ControlPlane } from '../../gen/envoy/config/core/v3/base_pb';
 import type { Proxy } from '../../discovery/model';
 import { registerScope } from '../../lib/log/index';
-import { TYPE_URL, type Generator, type PushRequest, type Resource, type WatchedResource } from '../types';
+import type { Generator, PushRequest, Resource, WatchedResource } from '../types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { XdsConnection } from './connection';
 import { deltaRecordSent, type DeltaDiff } from './delta';
 import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from './encode';
@@ -19,7 +20,7 @@ import { PROXY_REQUEST_TRIGGER } from './push-request';
 import { hashResource, totalSize, type HashedResource } from './resources';
 import type { AdsSettings } from './settings';
 import { sotwRecordSent } from './sotw';
-import { isWildcardType, shortType } from './type-urls';
+import { isWildcardType, shortType } from '../../lib/xds/type-urls';
 import { watchedResource, type WatchState } from './watch';
 
 const log = registerScope('ads', 'ads debugging');

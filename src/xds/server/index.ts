@@ -34,4 +34,4 @@ export {
   type XdsStreamCall,
 } from './auth';
 export { mergePushRequests, newPushRequest, PROXY_REQUEST_TRIGGER, UNKNOWN_TRIGGER, type PushRequestInit } from './push-request';
-export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from './type-urls';
+export { clusterHostname, isWildcardType, metricType, orderTypes, PUSH_ORDER, shortType } from '../../lib/xds/type-urls';

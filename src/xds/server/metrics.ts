@@ -1,7 +1,7 @@
 // The xDS server's metrics, with Istio's names, labels and buckets (pilot/pkg/xds/monitoring.go); those of
 // pkg/xds/monitoring.go, which the agent's SDS server records too, are in stream-metrics.ts.
 import { defineCounter, defineGauge, defineHistogram } from '../../lib/metrics';
-import { metricType } from './type-urls';
+import { metricType } from '../../lib/xds/type-urls';
 
 export * from './stream-metrics';
 

@@ -1,7 +1,7 @@
 // Which resource types a full push has to regenerate for a proxy, from the kinds of the configs that
 // changed: Istio 1.26's cdsNeedsPush / edsNeedsPush / ldsNeedsPush / rdsNeedsPush skip lists. A push that
 // names no configs (a registry change, a proxy's own request) regenerates every type.
-import { TYPE_URL } from '../types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 
 const set = (...kinds: string[]): ReadonlySet<string> => new Set(kinds);
 

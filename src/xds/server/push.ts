@@ -3,7 +3,8 @@
 // (merged with what a connection already waits for), drained at most PILOT_PUSH_THROTTLE at a time, and each
 // connection sent what changed for it in Istio's push order.
 import { registerScope } from '../../lib/log/index';
-import { TYPE_URL, type PushRequest } from '../types';
+import type { PushRequest } from '../types';
+import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { XdsConnection } from './connection';
 import { Debouncer, type DebouncedPush } from './debounce';
 import { deltaPushDiff } from './delta';
@@ -15,7 +16,7 @@ import { PushQueue, type QueuedPush } from './push-queue';
 import { reasonsOrUnknown } from './push-request';
 import type { AdsSettings } from './settings';
 import { sotwPushSelection } from './sotw';
-import { orderTypes } from './type-urls';
+import { orderTypes } from '../../lib/xds/type-urls';
 import type { WatchState } from './watch';
 
 const log = registerScope('ads', 'ads debugging');

@@ -6,7 +6,7 @@ import type { GenService } from '@bufbuild/protobuf/codegenv2';
 import * as grpc from '@grpc/grpc-js';
 import { AggregatedDiscoveryService } from '../../gen/envoy/service/discovery/v3/ads_pb';
 import { registerScope } from '../../lib/log/index';
-import { addGrpcService, type GrpcServiceImplementation } from '../grpc';
+import { addGrpcService, type GrpcServiceImplementation } from '../../lib/xds/grpc';
 import type { PushRequest, Resource } from '../types';
 import type { ConnectionInfo, ListenerKind } from './connection';
 import { Responder } from './generate';
@@ -14,7 +14,7 @@ import type { AdsServerOptions, AdsServerStats, AttachOptions, PushAllOptions } 
 import { Pusher } from './push';
 import { DEFAULT_ADS_SETTINGS, resolvePushThrottle, type AdsSettings } from './settings';
 import { Streams, type AnyCall } from './streams';
-import { clusterHostname } from './type-urls';
+import { clusterHostname } from '../../lib/xds/type-urls';
 
 const log = registerScope('ads', 'ads debugging');
 

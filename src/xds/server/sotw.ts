@@ -1,7 +1,6 @@
 // State-of-the-world ACK/NACK rules (Istio's ShouldRespond) and the choice of what a SotW response carries.
-import { TYPE_URL } from '../types';
 import { setDigest, type HashedResource } from './resources';
-import { isWildcardType } from './type-urls';
+import { isWildcardType, TYPE_URL } from '../../lib/xds/type-urls';
 import { newWatch, type NackRecord, type WatchState } from './watch';
 
 export interface SotwRequestView {

@@ -3,8 +3,7 @@
 // daemon's pilot/pkg/xds metrics (metrics.ts) so that the agent exports these and only these.
 import type { Gauge } from 'prom-client';
 import { defineCounter, defineGauge, defineHistogram } from '../../lib/metrics';
-import { metricType } from './type-urls';
-import { TYPE_URL } from '../types';
+import { metricType, TYPE_URL } from '../../lib/xds/type-urls';
 
 export const sendTime = defineHistogram({
   name: 'pilot_xds_send_time',

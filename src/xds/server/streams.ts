@@ -7,8 +7,9 @@ import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
 import type { DeltaDiscoveryRequest, DiscoveryRequest } from '../../gen/envoy/service/discovery/v3/discovery_pb';
 import type { Proxy } from '../../discovery/model';
 import { registerScope } from '../../lib/log/index';
-import { TYPE_URL } from '../types';
-import { markVhds, VHDS_CLIENT_FEATURE } from '../vhds';
+import { TYPE_URL } from '../../lib/xds/type-urls';
+import { markVhds } from '../vhds';
+import { VHDS_CLIENT_FEATURE } from '../../lib/xds/vhds';
 import { leftOutReport, proxyCapabilities } from '../../discovery/capabilities';
 import { authorizeXdsProxy, type XdsAuthDenied, type XdsAuthenticated } from './auth';
 import { SEND_BUDGET_BYTES, SendBudget, XdsConnection, type ListenerKind, type StreamKind } from './connection';
@@ -19,7 +20,7 @@ import type { AdsServerOptions, ConnectionHooks, HookedConnection } from './opti
 import type { Pusher } from './push';
 import type { AdsSettings } from './settings';
 import { sotwOnRequest } from './sotw';
-import { grpcCodeName, HEALTH_INFO_TYPE_URL, metricType, shortType } from './type-urls';
+import { grpcCodeName, HEALTH_INFO_TYPE_URL, metricType, shortType } from '../../lib/xds/type-urls';
 
 const log = registerScope('ads', 'ads debugging');
 const deltaLog = registerScope('delta', 'delta xds debugging');

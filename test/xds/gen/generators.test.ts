@@ -10,7 +10,8 @@ import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3
 import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { HealthStatus } from '../../../src/gen/envoy/config/core/v3/health_check_pb';
 import { generatorsFor } from '../../../src/xds/gen';
-import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
+import type { PushRequest } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import type { PushContext } from '../../../src/discovery/push-context';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 

@@ -5,7 +5,8 @@ import { createRequire } from 'node:module';
 import { initPushContext } from '../../../src/discovery/push-context';
 import { buildRegistries } from '../../../src/discovery/registry';
 import { generatorsFor } from '../../../src/xds/gen';
-import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
+import type { PushRequest } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import type { PushContext } from '../../../src/discovery/push-context';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 

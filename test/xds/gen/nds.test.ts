@@ -12,7 +12,7 @@ import { MemoryRegistry } from '../../../src/discovery/registry/memory';
 import { NameTableSchema } from '../../../src/gen/istio/networking/nds/v1/nds_pb';
 import { buildNameTable, ndsGenerator, type NameInfo } from '../../../src/xds/gen/nds';
 import { typeNeedsFullPush } from '../../../src/xds/server/needs-push';
-import { TYPE_URL } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { newPushRequest } from '../../../src/xds/server/push-request';
 import { ListStore, cfg, proxy } from '../../discovery/fixtures';
 

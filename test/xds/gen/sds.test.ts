@@ -14,7 +14,7 @@ import { SecretSchema } from '../../../src/gen/envoy/extensions/transport_socket
 import { parseResourceName, secretGenerator, type SecretAuthorizer } from '../../../src/xds/gen/sds';
 import { typeNeedsFullPush } from '../../../src/xds/server/needs-push';
 import { newPushRequest } from '../../../src/xds/server/push-request';
-import { TYPE_URL } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-sds-gen-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));

@@ -8,7 +8,8 @@ import type { Config } from '../../../src/config/types';
 import type { Proxy } from '../../../src/discovery/model';
 import { generatorsFor } from '../../../src/xds/gen';
 import { typesUnchanged } from '../../../src/xds/gen/unchanged';
-import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
+import type { PushRequest } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 
 const CREATED = '2026-01-01T00:00:00Z';

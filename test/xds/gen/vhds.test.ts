@@ -12,7 +12,8 @@ import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3
 import { generatorsFor } from '../../../src/xds/gen';
 import { deltaDiff } from '../../../src/xds/server/delta';
 import { hashResource } from '../../../src/xds/server/resources';
-import { TYPE_URL, type PushRequest, type Resource } from '../../../src/xds/types';
+import type { PushRequest, Resource } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { markVhds } from '../../../src/xds/vhds';
 import { initKey } from '../../../src/xds/gen/reuse';
 import { routeConfigParts, sidecarVirtualServiceOrder } from '../../../src/xds/gen/rds';

@@ -10,7 +10,8 @@ import { initPushContext, type PushContext } from '../../../src/discovery/push-c
 import { XdsCache, type XdsCacheSettings } from '../../../src/discovery/push/xds-cache';
 import { buildRegistries } from '../../../src/discovery/registry';
 import { generatorsFor } from '../../../src/xds/gen';
-import { TYPE_URL, type PushRequest, type WatchedResource } from '../../../src/xds/types';
+import type { PushRequest, WatchedResource } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 
 // ---------------------------------------------------------------------------------------------

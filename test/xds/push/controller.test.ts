@@ -13,7 +13,8 @@ import type { PushContext } from '../../../src/discovery/push-context';
 import { buildRegistries } from '../../../src/discovery/registry';
 import { PushController } from '../../../src/xds/push/controller';
 import { inboundUpdates, pushContextInitTime } from '../../../src/xds/server/metrics';
-import { TYPE_URL, type PushRequest } from '../../../src/xds/types';
+import type { PushRequest } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, ListStore } from '../../discovery/fixtures';
 
 interface Recorded {

@@ -21,9 +21,10 @@ import {
 } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { MemorySink, setSinks } from '../../../src/lib/log/index';
 import { registry } from '../../../src/lib/metrics';
-import { grpcClientConstructor } from '../../../src/xds/grpc';
+import { grpcClientConstructor } from '../../../src/lib/xds/grpc';
 import { AdsServer, type AdsServerOptions } from '../../../src/xds/server/index';
-import { TYPE_URL, type Generator, type PushRequest } from '../../../src/xds/types';
+import type { Generator, PushRequest } from '../../../src/xds/types';
+import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import type { AdsSettings } from '../../../src/xds/server/settings';
 
 /** Server logs go here unless a test captures them itself (then it restores this sink). */

@@ -10,7 +10,7 @@ import { ClusterSchema } from '../../../src/gen/envoy/config/cluster/v3/cluster_
 import { ControlPlaneSchema } from '../../../src/gen/envoy/config/core/v3/base_pb';
 import { encodeDeltaDiscoveryResponse, encodeDiscoveryResponse } from '../../../src/xds/server/encode';
 import { hashResource } from '../../../src/xds/server/resources';
-import { grpcMethodPath, grpcServiceDefinition } from '../../../src/xds/grpc';
+import { grpcMethodPath, grpcServiceDefinition } from '../../../src/lib/xds/grpc';
 import { parseDurationMs } from '../../../src/lib/duration';
 import { Debouncer, type DebouncedPush } from '../../../src/xds/server/debounce';
 import { PushQueue } from '../../../src/xds/server/push-queue';

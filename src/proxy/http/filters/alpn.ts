@@ -5,7 +5,7 @@
 // SIMPLE/MUTUAL TLS to non-mesh servers) keep their own ALPN.
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { FilterConfig_Protocol, FilterConfigSchema } from '../../../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
-import { ConfigError } from '../../matchers/string';
+import { ConfigError } from '../../common/config-error';
 import { APPLICATION_PROTOCOLS_KEY, type ApplicationProtocolsFor } from '../../stream-info';
 import type { HttpFilterFactory } from '../filter-api';
 

@@ -3,11 +3,12 @@
 // responses of allowed origins, and forwards everything else untouched.
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { CorsPolicySchema, CorsSchema, type CorsPolicy } from '../../../gen/envoy/extensions/filters/http/cors/v3/cors_pb';
-import { compileStringMatcher, ConfigError, type StringMatch } from '../../matchers/string';
+import { compileStringMatcher, type StringMatch } from '../../matchers/string';
+import { ConfigError } from '../../common/config-error';
 import { fractionOf } from '../../route/match';
 import type { Counter } from '../../stats/store';
 import type { FilterResult, HttpFilter, HttpFilterFactory, HttpStream } from '../filter-api';
-import type { ResponseHeaders } from '../headers';
+import type { ResponseHeaders } from '../../codec/headers';
 
 export const CORS_FILTER = 'envoy.filters.http.cors';
 

@@ -3,8 +3,8 @@
 import { create } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { HTTPFaultSchema, type HTTPFault } from '../../../gen/envoy/extensions/filters/http/fault/v3/fault_pb';
-import { ConfigError } from '../../matchers/string';
-import { durationToMs } from '../../route/action';
+import { ConfigError } from '../../common/config-error';
+import { durationToMs } from '../../common/duration';
 import { compileHeaderMatcher, fractionOf, type HeaderPredicate } from '../../route/match';
 import type { Counter, Gauge } from '../../stats/store';
 import type { FilterResult, HttpFilter, HttpFilterFactory, HttpStream, LocalReply } from '../filter-api';

@@ -3,9 +3,9 @@
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { RouterSchema } from '../../../gen/envoy/extensions/filters/http/router/v3/router_pb';
 import { FilterConfigSchema as GrpcStatsSchema } from '../../../gen/envoy/extensions/filters/http/grpc_stats/v3/config_pb';
-import { ConfigError } from '../../matchers/string';
+import { ConfigError } from '../../common/config-error';
 import { HttpFilterRegistry, type HttpFilterFactory, type HttpStream } from '../filter-api';
-import type { ResponseHeaders } from '../headers';
+import type { ResponseHeaders } from '../../codec/headers';
 import { alpnFilterFactory } from './alpn';
 import { corsFilterFactory } from './cors';
 import { faultFilterFactory } from './fault';

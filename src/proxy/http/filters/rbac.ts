@@ -2,7 +2,7 @@
 // dynamic metadata only), per-route overrides through RBACPerRoute.
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { RBACPerRouteSchema, RBACSchema, type RBAC } from '../../../gen/envoy/extensions/filters/http/rbac/v3/rbac_pb';
-import { ConfigError } from '../../matchers/string';
+import { ConfigError } from '../../common/config-error';
 import { RbacEngine } from '../../rbac/engine';
 import type { Counter, StatsScope } from '../../stats/store';
 import type { FilterResult, HttpFilter, HttpFilterFactory, HttpStream } from '../filter-api';

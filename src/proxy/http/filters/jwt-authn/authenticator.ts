@@ -3,7 +3,7 @@
 // by the token's issuer. Every token must pass unless failures or absence are allowed. Synchronous
 // unless a remote key set has to be fetched first.
 import type { JsonObject } from '@bufbuild/protobuf';
-import type { RequestHeaders } from '../../headers';
+import type { RequestHeaders } from '../../../codec/headers';
 import type { TokenLocation } from './extractor';
 import { parseJwt, verifyTimeConstraint, type Jwt } from '../../../../lib/jwt-verify/jwt';
 import type { Jwks } from '../../../../lib/jwt-verify/jwks';

@@ -5,7 +5,7 @@ import { create } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { RouteMatchSchema } from '../../../../gen/envoy/config/route/v3/route_components_pb';
 import { JwtAuthenticationSchema, PerRouteConfigSchema, type JwtAuthentication } from '../../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
-import { ConfigError } from '../../../matchers/string';
+import { ConfigError } from '../../../common/config-error';
 import { compileRouteMatch } from '../../../route/match';
 import type { RouteRequest } from '../../../route/types';
 import type { ProviderSet } from './authenticator';

@@ -2,7 +2,7 @@
 // prefix, query parameters and cookies, or by default `Authorization: Bearer <t>` and the
 // `access_token` parameter. Each location remembers which issuers named it, so a token found in one
 // provider's location is not accepted for another provider's issuer.
-import type { RequestHeaders } from '../../headers';
+import type { RequestHeaders } from '../../../codec/headers';
 
 export interface ProviderLocations {
   readonly issuer: string;

@@ -3,8 +3,10 @@
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import type { JwtProvider } from '../../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
 import type { Logger } from '../../../log';
-import { compileStringMatcher, ConfigError, type StringMatch } from '../../../matchers/string';
-import { durationToMs, readDataSource } from '../../../route/action';
+import { compileStringMatcher, type StringMatch } from '../../../matchers/string';
+import { ConfigError } from '../../../common/config-error';
+import { readDataSource } from '../../../common/data-source';
+import { durationToMs } from '../../../common/duration';
 import type { ProviderLocations } from './extractor';
 import { DEFAULT_CLOCK_SKEW_SECONDS } from '../../../../lib/jwt-verify/jwt';
 import { DEFAULT_JWT_CACHE_SIZE, JwtCache, VerifiedSignatures } from './jwt-cache';

@@ -4,7 +4,7 @@
 // of a group all start (like Envoy, which runs them concurrently); the group settles as soon as its
 // outcome is known.
 import type { JwtRequirement } from '../../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
-import { ConfigError } from '../../../matchers/string';
+import { ConfigError } from '../../../common/config-error';
 import { authenticate, type AuthenticatorSpec, type Outcome, type ProviderSet, type VerifyContext } from './authenticator';
 import { Extractor } from './extractor';
 import { AudienceChecker, type ProviderRuntime } from './provider';

@@ -7,10 +7,10 @@
 // 100 Continue for `Expect: 100-continue`, Connection: close/keep-alive handling for HTTP/1.0 and 1.1,
 // a request body nobody read is discarded after the response, CONNECT without an upgrade closes the
 // connection, and a head not complete within 60 s gets 408. While a burst of connections is being accepted, the bytes
-// a connection reads are parked and handled, in order, once the burst is in (see listener/accept.ts).
+// a connection reads are parked and handled, in order, once the burst is in (see common/accept.ts).
 import { STATUS_CODES } from 'node:http';
 import type net from 'node:net';
-import { acceptPacer, type Parked } from '../../listener/accept';
+import { acceptPacer, type Parked } from '../../common/accept';
 import type { RawHeaders } from '../headers';
 import { BodySource, type FlowControl } from './body';
 import { bodyKindForRequest, BodyKind, H1ParseError, H1Parser, type MessageHead, type ParserHandler, type RequestPolicy } from './parser';

@@ -16,12 +16,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../log';
-import type { Counter } from '../stats/store';
-import type { GrpcMux, RelayedResponse } from '../xds/grpc-mux';
+import type { Logger } from '../../log';
+import type { Counter } from '../../stats/store';
+import type { GrpcMux, RelayedResponse } from '../../xds/grpc-mux';
 import type { StatsSnapshot } from './merge';
 import type { FromWorker, ToWorker, WorkerData, WorkerEngineOptions } from './protocol';
-import { seaAssets } from '../../lib/sea';
+import { seaAssets } from '../../../lib/sea';
 
 declare const __MESH_BUILD__: unknown;
 

@@ -1,7 +1,7 @@
 // IP addresses and CIDR ranges for filter-chain matching and the internal/external request decision.
 import net from 'node:net';
 import type { CidrRange } from '../../gen/envoy/config/core/v3/address_pb';
-import { ConfigError } from '../matchers/string';
+import { ConfigError } from './config-error';
 import { plainIp } from '../stream-info';
 import { ipFamily } from '../../lib/ip';
 

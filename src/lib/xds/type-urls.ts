@@ -1,6 +1,22 @@
-// Facts about xDS resource types the server needs: short names for logs, metric labels, which types are
-// "wildcard" (client receives the full set), and Istio's push order.
-import { TYPE_URL } from '../types';
+// Facts about xDS resource types that the control plane, the agent, the engine and meshctl share: the type URLs
+// themselves, short names for logs, metric labels, which types are "wildcard" (client receives the full set),
+// and Istio's push order (pilot/pkg/model/typeurl.go, pilot/pkg/xds/v3/model.go).
+
+export const TYPE_URL = {
+  cluster: 'type.googleapis.com/envoy.config.cluster.v3.Cluster',
+  endpoint: 'type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment',
+  listener: 'type.googleapis.com/envoy.config.listener.v3.Listener',
+  route: 'type.googleapis.com/envoy.config.route.v3.RouteConfiguration',
+  secret: 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret',
+  /** Istio's DNS name table (NDS), for agents that capture DNS. */
+  nameTable: 'type.googleapis.com/istio.networking.nds.v1.NameTable',
+  /** Envoy's VHDS (delta only): the virtual hosts of route configurations that name a `vhds` source. */
+  virtualHost: 'type.googleapis.com/envoy.config.route.v3.VirtualHost',
+  /** Envoy's ECDS: extension configs (Istio's WasmPlugin filters). */
+  extensionConfig: 'type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig',
+} as const;
+
+export type TypeUrl = (typeof TYPE_URL)[keyof typeof TYPE_URL];
 
 /** Istio's HealthInformation probe type: carried on the ADS stream but not a resource subscription. */
 export const HEALTH_INFO_TYPE_URL = 'type.googleapis.com/istio.v1.HealthInformation';

@@ -5,7 +5,7 @@
 // thread, so their copies of config stats are dropped here rather than counted N times. Envoy's
 // per-worker listener stats (`listener.<address>.worker_<N>.downstream_cx_total|active`) are derived from
 // each worker's own listener stats.
-import { Histogram, isNullStat, StatsStore } from '../stats/store';
+import { Histogram, isNullStat, StatsStore } from '../../stats/store';
 
 /** What a worker thread sends of its stats store. */
 export interface StatsSnapshot {

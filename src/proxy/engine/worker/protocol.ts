@@ -1,6 +1,6 @@
-// Messages between the engine's main thread and its worker threads (src/proxy/worker/pool.ts and
+// Messages between the engine's main thread and its worker threads (src/proxy/engine/worker/pool.ts and
 // thread.ts). xDS travels as the encoded Envoy messages the engine decodes anyway; the rest is control.
-import type { EngineOptions } from '../engine';
+import type { EngineOptions } from '../options';
 import type { StatsSnapshot } from './merge';
 
 /** The engine options a worker starts with (the serialisable part of the main thread's). */

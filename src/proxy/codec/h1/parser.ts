@@ -449,28 +449,9 @@ export class H1Parser {
           if (this.state === State.Done) this.complete(undefined);
           break;
         }
-        case State.ChunkSize: {
-          const eol = buf.indexOf(CRLF, this.off);
-          if (eol < 0) {
-            if (buf.length - this.off > MAX_CHUNK_LINE) this.fail(new H1ParseError(400, 'chunk size line too long'));
-            return;
-          }
-          const line = buf.toString('latin1', this.off, eol);
-          this.off = eol + 2;
-          const semi = line.indexOf(';');
-          const hex = trimOws(semi >= 0 ? line.slice(0, semi) : line);
-          if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) this.fail(new H1ParseError(400, 'invalid chunk size'));
-          if (semi >= 0 && BAD_VALUE.test(line.slice(semi))) this.fail(new H1ParseError(400, 'invalid chunk extension'));
-          const size = parseInt(hex, 16);
-          if (size === 0) {
-            this.state = State.Trailers;
-            this.scanned = this.off;
-          } else {
-            this.remaining = size;
-            this.state = State.ChunkData;
-          }
+        case State.ChunkSize:
+          if (!this.readChunkSize(buf)) return;
           break;
-        }
         case State.ChunkData: {
           const n = Math.min(this.remaining, buf.length - this.off);
           const chunk = buf.subarray(this.off, this.off + n);
@@ -481,45 +462,79 @@ export class H1Parser {
           this.handler.onBody(chunk);
           break;
         }
-        case State.ChunkDataEnd: {
-          if (buf.length - this.off < 2) {
-            if (buf[this.off] !== 13) this.fail(new H1ParseError(400, 'chunk data not followed by CRLF'));
-            return;
-          }
-          if (buf[this.off] !== 13 || buf[this.off + 1] !== 10) this.fail(new H1ParseError(400, 'chunk data not followed by CRLF'));
-          this.off += 2;
-          this.state = State.ChunkSize;
+        case State.ChunkDataEnd:
+          if (!this.readChunkDataEnd(buf)) return;
           break;
-        }
-        case State.Trailers: {
-          if (buf.length - this.off >= 2 && buf[this.off] === 13 && buf[this.off + 1] === 10) {
-            this.off += 2;
-            this.state = State.Done;
-            this.complete(undefined);
-            break;
-          }
-          const end = buf.indexOf(CRLFCRLF, Math.max(this.off, this.scanned - 3));
-          if (end < 0) {
-            this.scanned = buf.length;
-            if (buf.length - this.off > this.maxHeadBytes) this.fail(new H1ParseError(431, 'trailers too large'));
-            if (buf.length - this.off >= 2 && buf[this.off] === 13 && buf[this.off + 1] !== 10) this.fail(new H1ParseError(400, 'malformed trailers'));
-            return;
-          }
-          const trailers: RawHeaders = {};
-          try {
-            parseFields(buf.toString('latin1', this.off, end), 0, trailers, undefined);
-          } catch (e) {
-            this.fail(e);
-          }
-          this.off = end + 4;
-          this.state = State.Done;
-          this.complete(trailers);
+        case State.Trailers:
+          if (!this.readTrailers(buf)) return;
           break;
-        }
         default:
           return;
       }
     }
+  }
+
+  /** A chunk-size line (extensions checked, not used); false when more bytes are needed. */
+  private readChunkSize(buf: Buffer): boolean {
+    const eol = buf.indexOf(CRLF, this.off);
+    if (eol < 0) {
+      if (buf.length - this.off > MAX_CHUNK_LINE) this.fail(new H1ParseError(400, 'chunk size line too long'));
+      return false;
+    }
+    const line = buf.toString('latin1', this.off, eol);
+    this.off = eol + 2;
+    const semi = line.indexOf(';');
+    const hex = trimOws(semi >= 0 ? line.slice(0, semi) : line);
+    if (!/^[0-9a-fA-F]{1,12}$/.test(hex)) this.fail(new H1ParseError(400, 'invalid chunk size'));
+    if (semi >= 0 && BAD_VALUE.test(line.slice(semi))) this.fail(new H1ParseError(400, 'invalid chunk extension'));
+    const size = parseInt(hex, 16);
+    if (size === 0) {
+      this.state = State.Trailers;
+      this.scanned = this.off;
+    } else {
+      this.remaining = size;
+      this.state = State.ChunkData;
+    }
+    return true;
+  }
+
+  /** The CRLF after a chunk's data; false when more bytes are needed. */
+  private readChunkDataEnd(buf: Buffer): boolean {
+    if (buf.length - this.off < 2) {
+      if (buf[this.off] !== 13) this.fail(new H1ParseError(400, 'chunk data not followed by CRLF'));
+      return false;
+    }
+    if (buf[this.off] !== 13 || buf[this.off + 1] !== 10) this.fail(new H1ParseError(400, 'chunk data not followed by CRLF'));
+    this.off += 2;
+    this.state = State.ChunkSize;
+    return true;
+  }
+
+  /** The trailer section after the last chunk; false when more bytes are needed. */
+  private readTrailers(buf: Buffer): boolean {
+    if (buf.length - this.off >= 2 && buf[this.off] === 13 && buf[this.off + 1] === 10) {
+      this.off += 2;
+      this.state = State.Done;
+      this.complete(undefined);
+      return true;
+    }
+    const end = buf.indexOf(CRLFCRLF, Math.max(this.off, this.scanned - 3));
+    if (end < 0) {
+      this.scanned = buf.length;
+      if (buf.length - this.off > this.maxHeadBytes) this.fail(new H1ParseError(431, 'trailers too large'));
+      if (buf.length - this.off >= 2 && buf[this.off] === 13 && buf[this.off + 1] !== 10) this.fail(new H1ParseError(400, 'malformed trailers'));
+      return false;
+    }
+    const trailers: RawHeaders = {};
+    try {
+      parseFields(buf.toString('latin1', this.off, end), 0, trailers, undefined);
+    } catch (e) {
+      this.fail(e);
+    }
+    this.off = end + 4;
+    this.state = State.Done;
+    this.complete(trailers);
+    return true;
   }
 
   private complete(trailers: RawHeaders | undefined): void {

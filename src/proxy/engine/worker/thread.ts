@@ -4,10 +4,10 @@
 // only the engine.
 import { parentPort, workerData } from 'node:worker_threads';
 import { fromBinary } from '@bufbuild/protobuf';
-import { BootstrapSchema } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
-import { applyLoggingQuery } from '../admin/server';
-import { startEngine, type Engine } from '../engine';
-import type { GrpcMux, RelayedResponse } from '../xds/grpc-mux';
+import { BootstrapSchema } from '../../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
+import { applyLoggingQuery } from '../../admin/server';
+import { startEngine, type Engine } from '../index';
+import type { GrpcMux, RelayedResponse } from '../../xds/grpc-mux';
 import { snapshotOf } from './merge';
 import type { FromWorker, ToWorker, WorkerData } from './protocol';
 
