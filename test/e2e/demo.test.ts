@@ -11,7 +11,7 @@ import path from 'node:path';
 import { built, DIST } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();

@@ -14,7 +14,7 @@ import path from 'node:path';
 import { DIST, built } from '../helpers/binary';
 import { envoyMissing, envoyPath } from '../helpers/envoy';
 import { echoed, rawExchange, rawRequest, startEchoBackend, type RawAnswer } from '../helpers/raw-http';
-import { freePort } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
 import { HEADER_CASES, PATH_CASES, PATH_MODE_HCM, PATH_MODES } from '../proxy/fixtures/path-header-cases';
 import { waitFor } from '../helpers/wait';
 

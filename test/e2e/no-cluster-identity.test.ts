@@ -13,7 +13,7 @@ import path from 'node:path';
 import { built, DIST } from '../helpers/binary';
 import { REPO, section } from '../helpers/spec';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');

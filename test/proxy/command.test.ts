@@ -5,7 +5,8 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { backend, freePort, hcm, request, sock } from './helpers';
+import { backend, hcm, request, sock } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 
 const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'envoy-command.ts');

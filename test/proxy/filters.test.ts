@@ -8,7 +8,8 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, freePort, hcm, request, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, backend, hcm, request, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 
 const FAULT = 'type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault';

@@ -14,7 +14,8 @@ import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { built, DIST } from '../helpers/binary';
 import { dataPlanes, envoyPath, type DataPlane } from '../helpers/envoy';
-import { freePort, hcm, sock } from './helpers';
+import { freePort } from '../helpers/ports';
+import { hcm, sock } from './helpers';
 import { waitForValue } from '../helpers/wait';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mesh-h1-verdicts-'));

@@ -224,15 +224,6 @@ export async function backend(name: string, handler?: (req: http.IncomingMessage
   };
 }
 
-/** A free TCP port on 127.0.0.1 (bound then released). */
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
-}
-
 export function adsBootstrap(adsAddress: string, extra: JsonObject = {}): JsonObject {
   const [host, port] = adsAddress.split(':');
   return {

@@ -21,7 +21,8 @@ import { compileMetadataMatcher, ConfigError, type DynamicMetadata } from '../..
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StatsScope, StatsStore } from '../../src/proxy/stats/store';
-import { adminGet, adsBootstrap, backend, cla, edsCluster, freePort, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, adsBootstrap, backend, cla, edsCluster, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/xds/types';
 import { waitForValue } from '../helpers/wait';
 

@@ -13,7 +13,8 @@ import path from 'node:path';
 import tls from 'node:tls';
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { freePort, request, sock, startProxy, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
+import { request, sock, startProxy, type RunningEngine } from './helpers';
 import { makeCa, sdsCluster, startSds, type Identity } from './sds';
 import { waitForValue } from '../helpers/wait';
 

@@ -6,7 +6,8 @@
 import net from 'node:net';
 import t from 'tap';
 import type { Destination, OriginalDstSource } from '../../src/native/original-dst';
-import { backend, freePort, hcm, request, sock, startProxy } from './helpers';
+import { backend, hcm, request, sock, startProxy } from './helpers';
+import { freePort } from '../helpers/ports';
 
 const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
 const tcp = (prefix: string, cluster: string) => ({ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: prefix, cluster } });

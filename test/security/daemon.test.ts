@@ -23,6 +23,7 @@ import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { SotwStream } from '../xds/server/helpers';
 import { deadPort, jwksDocument, rsaKey, startKeyServer } from './helpers';
+import { gatewayDoc, serviceEntryDoc, virtualServiceDoc, yamlDocs } from '../helpers/mesh-yaml';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -34,39 +35,19 @@ const ISSUER = 'https://issuer.mesh.test';
 function configFiles(dir: string, gwPort: number, jwksUri: string): void {
   writeFileSync(
     path.join(dir, 'gateway.yaml'),
-    `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: httpbin, namespace: demo}
-spec:
-  hosts: [httpbin.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: 18080}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: claims, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - match:
+    yamlDocs(
+      gatewayDoc(gwPort),
+      serviceEntryDoc('httpbin', { targetPort: 18080 }),
+      virtualServiceDoc('claims', {
+        http: `  - match:
     - uri: {prefix: /headers}
       headers:
         "@request.auth.claims.groups": {exact: group1}
     route:
     - destination: {host: httpbin.demo.svc.cluster.local, port: {number: 80}}
 `,
+      }),
+    ),
   );
   writeFileSync(
     path.join(dir, 'security.yaml'),
