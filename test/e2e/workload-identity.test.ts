@@ -8,7 +8,6 @@ import { execFileSync, spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import t, { type Test } from 'tap';
@@ -30,6 +29,7 @@ import { GATEWAY_IDENTITY, startGateway, type GatewayPorts, type GatewayRig } fr
 import { gatewayYaml, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { caClient, createCertificate, opensslCsr } from '../ca/helpers';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -225,8 +225,7 @@ t.test('the daemon down while the certificate nears expiry: the last one is kept
 });
 
 t.test('TLS to the plaintext port: the agent says which port it reached and what to set', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-mismatch-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-mismatch-');
   fs.mkdirSync(path.join(dir, 'config'));
   const daemon = await startDiscovery({ configDir: path.join(dir, 'config'), cwd: dir });
   t.teardown(() => daemon.stop());

@@ -1,6 +1,6 @@
 // The mesh-iptables handler end to end, without privileges: dry runs from flags to the golden
 // command lists, DRY_RUN_FILE_PATH, and user-facing errors.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -10,6 +10,7 @@ import type { CaptureFacts } from '../../src/iptables/config';
 import { RealDependencies } from '../../src/iptables/executor';
 import { golden, runContext, specFlagDefaults } from './helpers';
 import { freePort } from '../helpers/ports';
+import { tempDir } from '../helpers/temp';
 
 const defaults = specFlagDefaults();
 const ipv4Pod: CaptureFacts = { localAddresses: ['127.0.0.1', '10.0.0.5'], nameservers: ['127.0.0.53'], users: {} };
@@ -24,8 +25,7 @@ t.test('the spec flag table is fully read', async (t) => {
 });
 
 t.test('--dry-run with default flags prints the commands of the "empty" case', async (t) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'mesh-ipt-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-ipt-');
   const file = path.join(dir, 'dry-run.txt');
   const run = runContext({ ...defaults, 'dry-run': true }, { DRY_RUN_FILE_PATH: file });
   t.equal(await runMeshIptables(run.ctx, withFacts(ipv4Pod)), 0);
@@ -76,8 +76,7 @@ t.test('invalid flags are user errors naming the flag', async (t) => {
 });
 
 t.test('missing iptables binaries are a clear user error', async (t) => {
-  const empty = mkdtempSync(path.join(os.tmpdir(), 'mesh-ipt-path-'));
-  t.teardown(() => rmSync(empty, { recursive: true, force: true }));
+  const empty = tempDir(t, 'mesh-ipt-path-');
   const run = runContext({ ...defaults });
   const err = await runMeshIptables(run.ctx, {
     ...withFacts(ipv4Pod),

@@ -4,8 +4,7 @@
 // daemon leaves routing working; restarting it reconnects.
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
@@ -14,6 +13,7 @@ import { adminGet, adsBootstrap, backend, request, startProxy, statValue } from 
 import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 import { gatewayDoc, serviceEntryDoc, yamlDocs } from '../helpers/mesh-yaml';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -38,8 +38,7 @@ spec:
 }
 
 t.test('a gateway served by pilot-discovery routes real traffic and follows config edits', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-proxy-e2e-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-proxy-e2e-');
   const a = await backend('a');
   const b = await backend('b');
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));

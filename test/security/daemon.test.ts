@@ -4,8 +4,7 @@
 // placeholder, if the proxy asked first), carry the RBAC filter, follow a key rotation after the refresh
 // interval, and the RDS answer must route on the claim through jwt_authn metadata.
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { create, toJson, type JsonValue } from '@bufbuild/protobuf';
@@ -25,6 +24,7 @@ import { SotwStream } from '../xds/server/helpers';
 import { deadPort, jwksDocument, rsaKey, startKeyServer } from './helpers';
 import { gatewayDoc, serviceEntryDoc, virtualServiceDoc, yamlDocs } from '../helpers/mesh-yaml';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -120,8 +120,7 @@ async function listenerUntil(ads: SotwStream, ok: (l: Listener) => boolean, what
 const routeNames = new Set<string>();
 
 t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, rotations and the claim route', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-security-daemon-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-security-daemon-');
   const k1 = rsaKey('k1');
   const doc1 = jwksDocument(k1);
   const keys = await startKeyServer(doc1);
@@ -209,8 +208,7 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
 });
 
 t.test('a key server that is down: the proxy gets the reject-all key set, never no keys', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-security-daemon-down-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-security-daemon-down-');
   const gwPort = await deadPort();
   const uri = `http://127.0.0.1:${await deadPort()}/jwks`;
   configFiles(dir, gwPort, uri);
