@@ -125,6 +125,28 @@ export function sock(address: string, port: number): JsonObject {
   return { socket_address: { address, port_value: port } };
 }
 
+/** A tcp_proxy network filter to `cluster`, its stats under `statPrefix`. */
+export function tcpProxy(statPrefix: string, cluster: string): JsonObject {
+  return { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: statPrefix, cluster } };
+}
+
+/**
+ * Istio's virtualOutbound listener on 127.0.0.1:`port` (the sidecar's 15001): connections handed off by their
+ * original destination, a connection to the listener itself black-holed, anything else passed through.
+ */
+export function virtualOutbound(port: number): JsonObject {
+  return {
+    name: 'virtualOutbound',
+    address: sock('127.0.0.1', port),
+    use_original_dst: true,
+    traffic_direction: 'OUTBOUND',
+    filter_chains: [
+      { name: 'virtualOutbound-blackhole', filter_chain_match: { destination_port: port }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] },
+      { name: 'virtualOutbound-catchall-tcp', filters: [tcpProxy('PassthroughCluster', 'PassthroughCluster')] },
+    ],
+  };
+}
+
 export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
   return pb(ClusterSchema, { name, type: 'EDS', connect_timeout: '1s', eds_cluster_config: { eds_config: { ads: {}, initial_fetch_timeout: '0s' }, service_name: name }, ...extra });
 }

@@ -5,11 +5,8 @@
 // see original-dst.test.ts (in-process) and test/e2e/original-dst.test.ts (real iptables).
 import t from 'tap';
 import net from 'node:net';
-import { backend, hcm, request, sock, startProxy } from './helpers';
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualOutbound } from './helpers';
 import { freePort } from '../helpers/ports';
-
-const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
-const tcp = (prefix: string, cluster: string) => ({ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: prefix, cluster } });
 
 t.test('without the addon, virtualOutbound hands HTTP to the Host port listener, passes unknown destinations through, black-holes itself', async (t) => {
   const svc = await backend('svc');
@@ -21,16 +18,7 @@ t.test('without the addon, virtualOutbound hands HTTP to the Host port listener,
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
       listeners: [
-        {
-          name: 'virtualOutbound',
-          address: sock('127.0.0.1', vo),
-          use_original_dst: true,
-          traffic_direction: 'OUTBOUND',
-          filter_chains: [
-            { name: 'virtualOutbound-blackhole', filter_chain_match: { destination_port: vo }, filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] },
-            { name: 'virtualOutbound-catchall-tcp', filters: [tcp('PassthroughCluster', 'PassthroughCluster')] },
-          ],
-        },
+        virtualOutbound(vo),
         {
           name: '0.0.0.0_9080',
           address: sock('0.0.0.0', 9080),
@@ -109,7 +97,7 @@ t.test('virtualInbound (original_dst listener filter): chain by the requested po
         listener_filters_timeout: '0s',
         continue_on_listener_filters_timeout: true,
         filter_chains: [
-          { name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: vi }, filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] },
+          { name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: vi }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] },
           {
             name: `0.0.0.0_${app.port}`,
             filter_chain_match: { destination_port: app.port, transport_protocol: 'raw_buffer' },
