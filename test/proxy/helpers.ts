@@ -147,6 +147,24 @@ export function virtualOutbound(port: number): JsonObject {
   };
 }
 
+/**
+ * Istio's virtualInbound listener on 127.0.0.1:`port` (the sidecar's 15006): original_dst and http_inspector
+ * listener filters, a connection to the listener itself black-holed, then `chains`; `extra` adds listener fields.
+ */
+export function virtualInbound(port: number, chains: JsonObject[], extra: JsonObject = {}): JsonObject {
+  return {
+    name: 'virtualInbound',
+    address: sock('127.0.0.1', port),
+    traffic_direction: 'INBOUND',
+    listener_filters: [
+      { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
+      { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } },
+    ],
+    ...extra,
+    filter_chains: [{ name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: port }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] }, ...chains],
+  };
+}
+
 export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
   return pb(ClusterSchema, { name, type: 'EDS', connect_timeout: '1s', eds_cluster_config: { eds_config: { ads: {}, initial_fetch_timeout: '0s' }, service_name: name }, ...extra });
 }

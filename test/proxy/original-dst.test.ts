@@ -6,7 +6,7 @@
 import net from 'node:net';
 import t from 'tap';
 import type { Destination, OriginalDstSource } from '../../src/native/original-dst';
-import { backend, hcm, request, sock, startProxy, tcpProxy, virtualOutbound } from './helpers';
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
 import { freePort } from '../helpers/ports';
 
 const staticCluster = (name: string, port: number) => ({ name, type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] } });
@@ -134,24 +134,16 @@ t.test('virtualInbound with SO_ORIGINAL_DST: the filter chain of the original po
     node: { id: 'sidecar~127.0.0.1~app-1.demo~demo.svc.cluster.local' },
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
-      listeners: [{
-        name: 'virtualInbound',
-        address: sock('127.0.0.1', vi),
-        traffic_direction: 'INBOUND',
-        listener_filters: [
-          { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
-          { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } },
-        ],
-        filter_chains: [
-          { name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: vi }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] },
+      listeners: [
+        virtualInbound(vi, [
           {
             name: `0.0.0.0_${app.port}`,
             filter_chain_match: { destination_port: app.port },
             filters: [hcm({ statPrefix: `inbound_0.0.0.0_${app.port}`, routeConfig: { name: inboundHttp, virtual_hosts: [{ name: 'inbound|http|x', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: inboundHttp, timeout: '0s' } }] }] } })],
           },
           { name: `0.0.0.0_${raw.port}`, filter_chain_match: { destination_port: raw.port }, filters: [tcpProxy(inboundTcp, inboundTcp)] },
-        ],
-      }],
+        ]),
+      ],
       clusters: [
         { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
         { name: inboundHttp, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s', upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } } },
