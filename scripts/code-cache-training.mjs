@@ -6,11 +6,11 @@
 // writes the caches on exit (MESH_BUILD_CODE_CACHE_DIR) and keeps, per chunk, the largest.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
 import { Exited, waitFor } from './lib/wait.mjs';
+import { freePort } from './lib/ports.mjs';
 
 const TIMEOUT_MS = 30_000;
 
@@ -30,18 +30,6 @@ function waitWhileRunning(check, what, proc) {
     return false;
   };
   return waitFor(() => `${what}:\n${proc.out().slice(-2000)}`, () => check() || exitedEarly(), { timeoutMs: TIMEOUT_MS, intervalMs: 20 });
-}
-
-/** A loopback port free right now (the agent's status port must be a real one). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Stops a program the way a pod stop does, so that it exits on its own and writes its caches. */

@@ -5,25 +5,19 @@
 // (test/proxy/soak-limits.test.ts keeps the functional check: every new connection is answered).
 //   node --import tsx scripts/bench/accept-pacer.mjs [--rounds 3] [--busy 300] [--fresh 500]
 import { spawn } from 'node:child_process';
-import net from 'node:net';
-import { parseArgs } from 'node:util';
 import { parseBootstrap } from '../../src/proxy/bootstrap.ts';
 import { startEngine } from '../../src/proxy/engine/index.ts';
 import { acceptPacer } from '../../src/proxy/common/accept.ts';
 import { BURST_CHILD } from '../lib/burst-child.mjs';
+import { median, parseOptions } from '../lib/bench.mjs';
+import { freePort } from '../lib/ports.mjs';
 
-const { values } = parseArgs({ options: { rounds: { type: 'string', default: '3' }, busy: { type: 'string', default: '300' }, fresh: { type: 'string', default: '500' } } });
-const [rounds, busy, fresh] = [values.rounds, values.busy, values.fresh].map(Number);
+const { rounds, busy, fresh } = parseOptions('scripts/bench/accept-pacer.mjs', 'New connections beside busy keep-alive ones, the accept pacer off and on, in the same run.', {
+  rounds: { type: 'integer', min: 1, default: 3, help: 'rounds' },
+  busy: { type: 'integer', min: 0, default: 300, help: 'busy keep-alive connections' },
+  fresh: { type: 'integer', min: 1, default: 500, help: 'new connections opened at once' },
+});
 
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 async function burst() {
   const port = await freePort();
@@ -62,6 +56,5 @@ for (let r = 1; r <= rounds; r++) {
   ratios.push(off.max / on.max);
   console.log(`round ${r}: slowest first answer of ${fresh} new beside ${busy} busy: pacer off ${off.max} ms (${off.done} answered), on ${on.max} ms (${on.done} answered), off/on ${(off.max / on.max).toFixed(2)}`);
 }
-ratios.sort((a, b) => a - b);
-console.log(`median off/on: ${ratios[Math.floor(ratios.length / 2)].toFixed(2)} (the pacer's goal: at least 2)`);
+console.log(`median off/on: ${median(ratios).toFixed(2)} (the pacer's goal: at least 2)`);
 process.exit(0);

@@ -18,39 +18,27 @@ import { spawn, spawnSync } from 'node:child_process';
 import { pathToFileURL } from 'node:url';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
-import net from 'node:net';
 import path from 'node:path';
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 import { cpuSeconds } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { median, parseOptions, pinPrefix } from '../lib/bench.mjs';
+import { freePort } from '../lib/ports.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 let DIST = path.join(ROOT, 'dist');
 
-function parseArgs(argv) {
-  const o = { repeat: 7, agentCpu: 1, daemonCpu: 0, pin: availableParallelism() >= 2 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const num = () => {
-      const v = Number(argv[++i]);
-      if (!Number.isInteger(v) || v < 0) throw new Error(`${a}: expected a non-negative integer, got ${JSON.stringify(argv[i])}`);
-      return v;
-    };
-    switch (a) {
-      case '--repeat': o.repeat = num(); break;
-      case '--agentCpu': o.agentCpu = num(); break;
-      case '--daemonCpu': o.daemonCpu = num(); break;
-      case '--noPin': o.pin = false; break;
-      case '--cpuProf': o.cpuProf = path.resolve(argv[++i] ?? '.'); break;
-      case '--dist': DIST = path.resolve(argv[++i] ?? '.'); break;
-      default: throw new Error(`unknown argument ${a}`);
-    }
-  }
-  return o;
-}
+const OPTIONS = {
+  repeat: { type: 'integer', min: 0, default: 7, help: 'runs of each key type' },
+  agentCpu: { type: 'integer', min: 0, default: 1, help: 'CPU the agent is pinned to' },
+  daemonCpu: { type: 'integer', min: 0, default: 0, help: 'CPU the daemon is pinned to' },
+  noPin: { type: 'boolean', help: 'pin nothing (nothing is pinned on one CPU either)' },
+  cpuProf: { type: 'path', help: 'agents run from dist/mesh.cjs under node --cpu-prof, profiles in this directory' },
+  dist: { type: 'path', help: "the build to measure (default this checkout's dist/)" },
+};
 
 let opts;
-const pin = (cpu) => (opts.pin ? ['taskset', '-c', String(cpu)] : []);
+const pin = (cpu) => pinPrefix(opts.pin, cpu);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let cleanup = [];
 
@@ -63,21 +51,6 @@ function run(cmd, args, o) {
   return { child, out: () => out, exited: new Promise((r) => child.on('exit', r)) };
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 /** Measures; resolves with { base, results } where results map a key kind to one row per run. */
 export async function measureAgentStart(options) {
@@ -172,5 +145,7 @@ export function printAgentStart({ base, results }) {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  printAgentStart(await measureAgentStart(parseArgs(process.argv.slice(2))));
+  const { noPin, dist, ...o } = parseOptions('scripts/bench/agent-cert.mjs', 'Time from agent start to its first workload certificate, against `pilot-agent version` in the same run.', OPTIONS);
+  if (dist) DIST = dist;
+  printAgentStart(await measureAgentStart({ ...o, pin: !noPin && availableParallelism() >= 2 }));
 }

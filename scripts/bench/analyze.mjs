@@ -1,6 +1,6 @@
 // `meshctl analyze` on 1000 resources (the issue's bar: under 2 s), with `meshctl version` (the
 // program's start-up) measured in the same run as the baseline.
-//   node scripts/bench/analyze.mjs [runs=7] [resources=1000] [format=yaml|json]
+//   node scripts/bench/analyze.mjs [--runs 7] [--resources 1000] [--format yaml|json] (or the three alone, as before)
 // Writes a realistic mesh into a temporary directory: per namespace a Namespace, Services with
 // Deployments and Pods, ServiceEntries, DestinationRules with subsets, VirtualServices routing to
 // them (some bound to a shared Gateway, some with JWT claim matches), Sidecars, AuthorizationPolicies,
@@ -9,12 +9,15 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { parseOptions } from '../lib/bench.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const meshctl = path.join(root, 'dist', 'meshctl');
-const runs = Number(process.argv[2] ?? 7);
-const target = Number(process.argv[3] ?? 1000);
-const format = process.argv[4] ?? 'yaml';
+const { runs, resources: target, format } = parseOptions('scripts/bench/analyze.mjs', '`meshctl analyze` on a generated mesh, with `meshctl version` as the same-run baseline.', {
+  runs: { type: 'integer', min: 1, default: 7, positional: true, help: 'runs of each command' },
+  resources: { type: 'integer', min: 1, default: 1000, positional: true, help: 'resources in the generated mesh' },
+  format: { type: 'string', oneOf: ['yaml', 'json'], default: 'yaml', positional: true, help: 'file format of the mesh' },
+});
 
 /** One namespace's worth of resources (16 documents). */
 function namespace(i) {

@@ -26,6 +26,7 @@ import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 import { cpuSeconds } from './xds-scale/proc.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { measureAgentStart, printAgentStart } from './agent-cert.mjs';
+import { parseOptions, pinPrefix } from '../lib/bench.mjs';
 
 register();
 const { IstioCertificateRequestSchema, IstioCertificateService } = await import('../../src/gen/security/v1alpha1/ca_pb.ts');
@@ -34,18 +35,18 @@ const { grpcClientConstructor } = await import('../../src/lib/xds/grpc.ts');
 const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
 const HOST = 'meshd.mesh-system.svc';
 
-function parseArgs(argv) {
-  const o = { duration: 5, warmup: 2, concurrency: 32, daemonCpu: 0, loadCpu: 1, pin: availableParallelism() >= 2 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--noPin') o.pin = false;
-    else if (a === '--cpuProf') o.cpuProf = path.resolve(argv[++i]);
-    else if (a.startsWith('--') && argv[i + 1] !== undefined) o[a.slice(2)] = Number(argv[++i]);
-    else throw new Error(`unknown argument ${a}`);
-  }
-  return o;
-}
-const o = parseArgs(process.argv.slice(2));
+const OPTIONS = {
+  duration: { type: 'number', min: 1, default: 5, help: 'seconds measured per scenario' },
+  warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up per scenario' },
+  concurrency: { type: 'integer', min: 1, default: 32, help: 'calls in flight' },
+  daemonCpu: { type: 'integer', min: 0, default: 0, help: 'CPU the daemon is pinned to' },
+  loadCpu: { type: 'integer', min: 0, default: 1, help: 'CPU this process (the load) is pinned to' },
+  noPin: { type: 'boolean', help: 'pin nothing (nothing is pinned on one CPU either)' },
+  agentRepeat: { type: 'integer', min: 0, default: 5, help: 'runs of agent-cert.mjs after the signing scenarios' },
+  cpuProf: { type: 'path', help: 'the daemon from dist/mesh.cjs under node --cpu-prof; one profile per scenario in this directory' },
+};
+const { noPin, ...o } = parseOptions('scripts/bench/ca.mjs', 'CA signing throughput of the built daemon through the real gRPC service, against the bare crypto.sign floor of the same run.', OPTIONS);
+o.pin = !noPin && availableParallelism() >= 2;
 const CPUS = availableParallelism();
 if (!existsSync(BINARY)) throw new Error(`${BINARY} is missing: run \`node build.mjs\` first`);
 
@@ -110,7 +111,7 @@ async function scenario(name, csrs, extraEnv) {
   const program = o.cpuProf
     ? [process.execPath, '--cpu-prof', '--cpu-prof-dir', o.cpuProf, path.join(ROOT, 'dist', 'mesh.cjs'), 'pilot-discovery']
     : [BINARY];
-  const command = o.pin ? ['taskset', '-c', String(o.daemonCpu), ...program] : program;
+  const command = [...pinPrefix(o.pin, o.daemonCpu), ...program];
   let daemon;
   try {
     daemon = await startDaemon(command, ['--configDir', cwd, '--registries', 'Mock'], { env: { JWT_RULE: jwtRule, ...extraEnv } });
@@ -189,6 +190,6 @@ console.log(`machine load average while measuring: ${loadavg().map((l) => l.toFi
 // The agent side of the same issue: time from `pilot-agent proxy` start to its first certificate from this CA
 // (goal < 300 ms on loopback), RSA and ECDSA, with the agent's bare process start as the baseline.
 console.log('');
-printAgentStart(await measureAgentStart({ repeat: o.agentRepeat ?? 5, agentCpu: o.loadCpu, daemonCpu: o.daemonCpu, pin: o.pin }));
+printAgentStart(await measureAgentStart({ repeat: o.agentRepeat, agentCpu: o.loadCpu, daemonCpu: o.daemonCpu, pin: o.pin }));
 const missed = results.filter((r) => r.goal && r.perCpu < r.goal);
 if (missed.length || results.some((r) => r.failed)) process.exitCode = 1;

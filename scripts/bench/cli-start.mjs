@@ -1,13 +1,16 @@
 // Cold start of the packaged programs against the floor `node -e 0`, measured in the same run.
-//   node scripts/bench/cli-start.mjs [runs=20]
+//   node scripts/bench/cli-start.mjs [--runs 20] (or the count alone, as before)
 // Prints the median and p90 wall time of each command and its ratio to the floor, and the binary size.
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
+import { parseOptions } from '../lib/bench.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const dist = path.join(root, 'dist');
-const runs = Number(process.argv[2] ?? 20);
+const { runs } = parseOptions('scripts/bench/cli-start.mjs', 'Cold start of the packaged programs against the floor `node -e 0`, in the same run.', {
+  runs: { type: 'integer', min: 1, default: 20, positional: true, help: 'runs of each command' },
+});
 
 const cases = [
   ['node -e 0 (floor)', process.execPath, ['-e', '0']],

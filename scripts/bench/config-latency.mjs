@@ -18,35 +18,19 @@ import { loadavg, tmpdir } from 'node:os';
 import path from 'node:path';
 import { EDITED_VS, virtualServiceFile, writeConfigDir } from './xds-scale/config.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
+import { median, parseOptions } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
-function parseArgs(argv) {
-  const o = { services: 1000, edits: 15, dist: path.join(ROOT, 'dist'), baseline: undefined, cpuProf: undefined };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const num = () => {
-      const v = Number(argv[++i]);
-      if (!Number.isInteger(v) || v <= 0) throw new Error(`${a}: expected a positive integer, got ${JSON.stringify(argv[i])}`);
-      return v;
-    };
-    switch (a) {
-      case '--services': o.services = num(); break;
-      case '--edits': o.edits = num(); break;
-      case '--dist': o.dist = path.resolve(argv[++i] ?? '.'); break;
-      case '--baseline': o.baseline = path.resolve(argv[++i] ?? '.'); break;
-      case '--cpuProf': o.cpuProf = path.resolve(argv[++i] ?? '.'); break;
-      default: throw new Error(`unknown argument ${a}`);
-    }
-  }
-  return o;
-}
+const OPTIONS = {
+  services: { type: 'integer', min: 1, default: 1000, help: 'services in the generated tree' },
+  edits: { type: 'integer', min: 1, default: 15, help: 'edits per build' },
+  dist: { type: 'path', default: path.join(ROOT, 'dist'), help: 'the build measured' },
+  baseline: { type: 'path', help: 'a second build measured in the same run, interleaved, and the ratio printed' },
+  cpuProf: { type: 'path', help: 'run the daemons under node --cpu-prof into this directory' },
+};
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 const STABLE = /^(\S+)\t\S+\t\S+\tPush debounce stable\[(\d+)\].*: (\d+)ms since first change/;
 
@@ -95,7 +79,7 @@ async function editOnce(b) {
 }
 
 async function main() {
-  const o = parseArgs(process.argv.slice(2));
+  const o = parseOptions('scripts/bench/config-latency.mjs', 'How long a file edit under --configDir takes to reach the push debounce.', OPTIONS);
   const builds = [o.dist, ...(o.baseline ? [o.baseline] : [])];
   const rows = [];
   for (const services of [10, o.services]) {

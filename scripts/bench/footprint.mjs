@@ -35,12 +35,32 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
-import { childPids, cmdline, freePort } from './gateway/mesh.mjs';
+import { childPids, cmdline } from './gateway/mesh.mjs';
+import { freePort } from '../lib/ports.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { writeConfigDir } from './xds-scale/config.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
+import { parseOptions } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+
+const OPTIONS = {
+  binary: { type: 'list', default: [path.join(ROOT, 'dist', 'mesh')], help: 'the builds measured, comma-separated, in one run' },
+  saturate: { type: 'number', min: 0, default: 5, help: 'seconds of the saturated run' },
+  saturateConnections: { type: 'number', min: 0, default: 16, help: 'connections of the saturated run' },
+  roles: { type: 'list', oneOf: ['gateway', 'sidecar'], default: ['gateway', 'sidecar'], help: 'the proxies measured' },
+  configs: { type: 'list', oneOf: ['demo', 'scale'], default: ['demo', 'scale'], help: 'the configurations measured' },
+  services: { type: 'number', min: 0, default: 1000, help: 'services of the scale configuration' },
+  rate: { type: 'number', min: 0, default: 1000, help: 'requests per second under load' },
+  duration: { type: 'number', min: 0, default: 10, help: 'seconds under load' },
+  settle: { type: 'number', min: 0, default: 8, help: 'seconds before the idle reading' },
+  size: { type: 'number', min: 0, default: 1024, help: 'response bytes' },
+  connections: { type: 'number', min: 0, default: 64, help: 'load connections' },
+  concurrency: { type: 'number', min: 0, default: 1, help: 'engine workers' },
+  json: { type: 'boolean', help: 'print the results as JSON' },
+  nodeOptions: { type: 'string', default: '', help: 'NODE_OPTIONS of the proxies' },
+  inNetns: { type: 'boolean', help: 'internal: already inside the network namespace the script makes' },
+};
 const HERE = path.dirname(new URL(import.meta.url).pathname);
 const GOAL_IDLE_MB = 80;
 const GOAL_LOAD_MB = 100;
@@ -161,44 +181,6 @@ function runLoad(o) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-function parseArgs(argv) {
-  const o = {
-    binaries: [path.join(ROOT, 'dist', 'mesh')], saturate: 5, saturateConnections: 16, roles: ['gateway', 'sidecar'], configs: ['demo', 'scale'], services: 1000,
-    rate: 1000, duration: 10, settle: 8, size: 1024, connections: 64, concurrency: 1, json: false, inNetns: false, nodeOptions: '',
-  };
-  for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
-    const value = () => v ?? argv[++i];
-    const num = () => {
-      const n = Number(value());
-      if (!Number.isFinite(n) || n < 0) throw new Error(`${a}: expected a number ≥ 0`);
-      return n;
-    };
-    switch (a) {
-      case '--binary': o.binaries = value().split(',').filter(Boolean).map((b) => path.resolve(b)); break;
-      case '--saturate': o.saturate = num(); break;
-      case '--saturateConnections': o.saturateConnections = num(); break;
-      case '--roles': o.roles = value().split(',').filter(Boolean); break;
-      case '--configs': o.configs = value().split(',').filter(Boolean); break;
-      case '--services': o.services = num(); break;
-      case '--rate': o.rate = num(); break;
-      case '--duration': o.duration = num(); break;
-      case '--settle': o.settle = num(); break;
-      case '--size': o.size = num(); break;
-      case '--connections': o.connections = num(); break;
-      case '--concurrency': o.concurrency = num(); break;
-      case '--json': o.json = true; break;
-      case '--nodeOptions': o.nodeOptions = value(); break;
-      case '--inNetns': o.inNetns = true; break;
-      default: throw new Error(`unknown argument ${a}`);
-    }
-  }
-  for (const r of o.roles) if (!['gateway', 'sidecar'].includes(r)) throw new Error(`--roles: unknown role '${r}' (gateway, sidecar)`);
-  for (const c of o.configs) if (!['demo', 'scale'].includes(c)) throw new Error(`--configs: unknown config '${c}' (demo, scale)`);
-  return o;
-}
 
 /** The demo's config (examples/gateway/config) with its gateway and workload ports set to this run's. */
 function writeDemoConfig(dir, gatewayPort, backendPort) {
@@ -350,7 +332,8 @@ async function measure(o, binary, role, config, discovery, gatewayPort) {
 }
 
 async function main() {
-  const o = parseArgs(process.argv.slice(2));
+  const { binary, ...rest } = parseOptions('scripts/bench/footprint.mjs', 'Memory of the gateway and the sidecar, idle and under load, in a network namespace of its own (as root).', OPTIONS);
+  const o = { ...rest, binaries: binary.map((b) => path.resolve(b)) };
   if (!o.inNetns) {
     if (process.getuid?.() !== 0) throw new Error('footprint.mjs needs root: it runs in a network namespace of its own (unshare --net)');
     const r = spawnSync('unshare', ['--net', process.execPath, new URL(import.meta.url).pathname, ...process.argv.slice(2), '--inNetns'], { stdio: 'inherit' });

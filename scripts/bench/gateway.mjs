@@ -23,81 +23,38 @@
 // (ready, before any load) and the largest seen under load. The summary shows medians over --repeat rounds.
 // --cpuProf <dir> runs the gateway from the bundle under `node --cpu-prof` (agent and engine) and leaves the
 // profiles there.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { runLoad } from './gateway/load-run.mjs';
-import { childPids, cmdline, freePort, startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { childPids, cmdline, startGateway, writeGatewayConfig, stopProcesses, programLinks } from './gateway/mesh.mjs';
+import { freePort } from '../lib/ports.mjs';
 import { nginxAvailable, NGINX, startNginx } from './gateway/nginx.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
-function parseArgs(argv) {
-  const o = {
-    duration: 10, connections: 50, rate: 1000, rateConnections: 1, rateDuration: undefined, warmup: 2, repeat: 1,
-    targets: ['direct', 'gateway', 'nginx'], binary: path.join(ROOT, 'dist', 'mesh'), backend: 'raw',
-    proxyCpu: 1, loadCpu: 0, pin: true, cpuProf: undefined, keep: false, routes: 'prefix',
-  };
-  const num = (name, v, min) => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
-    const value = () => {
-      if (v !== undefined) return v;
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    switch (a) {
-      case '--duration': o.duration = num('duration', value(), 1); break;
-      case '--connections': o.connections = Math.round(num('connections', value(), 1)); break;
-      case '--rate': o.rate = num('rate', value(), 1); break;
-      case '--rateConnections': o.rateConnections = Math.round(num('rateConnections', value(), 1)); break;
-      case '--rateDuration': o.rateDuration = num('rateDuration', value(), 1); break;
-      case '--warmup': o.warmup = num('warmup', value(), 0); break;
-      case '--repeat': o.repeat = Math.round(num('repeat', value(), 1)); break;
-      case '--targets': {
-        o.targets = value().split(',').map((s) => s.trim()).filter(Boolean);
-        for (const t of o.targets) if (!['direct', 'gateway', 'nginx'].includes(t)) throw new Error(`--targets: unknown target '${t}' (direct, gateway, nginx)`);
-        break;
-      }
-      case '--binary': o.binary = path.resolve(value()); break;
-      case '--backend': {
-        o.backend = value();
-        if (!['raw', 'node'].includes(o.backend)) throw new Error(`--backend: expected raw or node, got '${o.backend}'`);
-        break;
-      }
-      case '--proxyCpu': o.proxyCpu = Math.round(num('proxyCpu', value(), 0)); break;
-      case '--loadCpu': o.loadCpu = Math.round(num('loadCpu', value(), 0)); break;
-      case '--noPin': o.pin = false; break;
-      case '--cpuProf': o.cpuProf = path.resolve(value()); break;
-      case '--keep': o.keep = true; break;
-      case '--routes': {
-        o.routes = value();
-        if (!['prefix', 'regex'].includes(o.routes)) throw new Error(`--routes: expected prefix or regex, got '${o.routes}'`);
-        break;
-      }
-      case '-h':
-      case '--help':
-        console.log('usage: node scripts/bench/gateway.mjs [--duration s] [--connections n] [--rate rps] [--rateConnections n] [--rateDuration s] [--warmup s] [--repeat n] [--targets direct,gateway,nginx] [--binary dist/mesh|mesh.cjs] [--backend raw|node] [--proxyCpu n] [--loadCpu n] [--noPin] [--cpuProf dir] [--keep] [--routes prefix|regex]');
-        process.exit(0);
-        break;
-      default:
-        throw new Error(`unknown argument ${a} (--help lists them)`);
-    }
-  }
-  o.rateDuration ??= o.duration;
-  return o;
-}
+const OPTIONS = {
+  duration: { type: 'number', min: 1, default: 10, help: 'seconds measured per target and round' },
+  connections: { type: 'integer', min: 1, default: 50, help: 'load connections' },
+  rate: { type: 'number', min: 1, default: 1000, help: 'requests per second of the fixed-rate run' },
+  rateConnections: { type: 'integer', min: 1, default: 1, help: 'connections of the fixed-rate run' },
+  rateDuration: { type: 'number', min: 1, help: 'seconds of the fixed-rate run (default --duration)' },
+  warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
+  repeat: { type: 'integer', min: 1, default: 1, help: 'rounds' },
+  targets: { type: 'list', oneOf: ['direct', 'gateway', 'nginx'], default: ['direct', 'gateway', 'nginx'], help: 'what is measured' },
+  binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured (dist/mesh or a mesh.cjs bundle)' },
+  backend: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'the backend server' },
+  ...PIN_OPTIONS,
+  cpuProf: { type: 'path', help: 'CPU profiles of the engine in this directory' },
+  keep: { type: 'boolean', help: 'keep the work directory' },
+  routes: { type: 'string', oneOf: ['prefix', 'regex'], default: 'prefix', help: 'the route table: prefix matches, or ten regex routes before the one that matches' },
+};
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const children = [];
@@ -110,13 +67,10 @@ async function get(url) {
   return { status: r.status, body };
 }
 
-function pinPrefix(cpu) {
-  return opts.pin ? ['taskset', '-c', String(cpu)] : [];
-}
 
 /** Spawns a node script and resolves with the child once it printed `listening <port>`. */
 async function startBackend() {
-  const argv = [...pinPrefix(opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
+  const argv = [...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
   let out = '';
@@ -127,7 +81,7 @@ async function startBackend() {
 
 /** One autocannon run in a fresh process on the load core; resolves with its JSON result. */
 function load(url, o) {
-  return runLoad(url, o, pinPrefix(opts.loadCpu));
+  return runLoad(url, o, pinPrefix(opts.pin, opts.loadCpu));
 }
 
 /** CPU seconds and the largest RSS of `pids` while `fn` runs. */
@@ -146,11 +100,6 @@ async function observe(pids, fn) {
   }
 }
 
-const median = (xs) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const mib = (b) => (b / 1048576).toFixed(1);
 const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 
@@ -158,36 +107,18 @@ const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const grandchildren = [];
 
 async function stopAll() {
-  for (const c of children.reverse()) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGTERM');
-      const exited = new Promise((r) => c.once('exit', r));
-      const t = setTimeout(() => c.kill('SIGKILL'), 8000);
-      await exited;
-      clearTimeout(t);
-    }
-  }
-  for (const pid of grandchildren) {
-    // only if that pid is still the engine (not a reused pid)
-    if (!/ envoy /.test(` ${cmdline(pid)} `)) continue;
-    try {
-      process.kill(pid, 'SIGTERM');
-    } catch {
-      // already gone, as it should be
-    }
-  }
+  await stopProcesses(children, grandchildren);
   if (workDir && !opts?.keep) rmSync(workDir, { recursive: true, force: true });
 }
 
 async function main() {
-  opts = parseArgs(process.argv.slice(2));
+  const { noPin, ...o } = parseOptions('scripts/bench/gateway.mjs', 'Gateway throughput and latency: direct, through our gateway and through nginx, in one run.', OPTIONS);
+  opts = { ...o, pin: !noPin, rateDuration: o.rateDuration ?? o.duration };
   const ncpu = availableParallelism();
-  if (opts.pin) {
-    const taskset = spawnSync('taskset', ['-c', '0', 'true']);
-    if (ncpu < 2 || taskset.status !== 0 || Math.max(opts.proxyCpu, opts.loadCpu) >= ncpu || opts.proxyCpu === opts.loadCpu) {
-      console.log(`note: not pinning (${ncpu} cpu(s), taskset ${taskset.status === 0 ? 'available' : 'missing'}, proxyCpu ${opts.proxyCpu}, loadCpu ${opts.loadCpu})`);
-      opts.pin = false;
-    }
+  const whyNot = opts.pin ? cannotPin(opts.proxyCpu, opts.loadCpu) : undefined;
+  if (whyNot) {
+    console.log(`note: not pinning (${whyNot})`);
+    opts.pin = false;
   }
   // the gateway's command: the packaged binary (through its pilot-agent name) or a bundle run by node
   let agentCommand;
@@ -203,12 +134,7 @@ async function main() {
     if (!existsSync(opts.binary)) throw new Error(`${opts.binary} is missing: run \`npm run build\` first`);
     // the program is chosen by the name it is called by: run the binary through a pilot-agent link
     workDir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-gateway-'));
-    const bin = path.join(workDir, 'bin');
-    mkdirSync(bin);
-    spawnSync('ln', ['-s', opts.binary, path.join(bin, 'pilot-agent')]);
-    spawnSync('ln', ['-s', opts.binary, path.join(bin, 'pilot-discovery')]);
-    agentCommand = [path.join(bin, 'pilot-agent')];
-    discoveryCommand = [path.join(bin, 'pilot-discovery')];
+    ({ agentCommand, discoveryCommand } = programLinks(opts.binary, workDir));
   }
   workDir ??= mkdtempSync(path.join(tmpdir(), 'mesh-bench-gateway-'));
   const haveNginx = nginxAvailable();
@@ -235,9 +161,9 @@ async function main() {
     mkdirSync(gwDir);
     const gwPort = await freePort();
     writeGatewayConfig(configDir, gwPort, backend.port, opts.routes);
-    const daemon = await startDaemon([...pinPrefix(opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
+    const daemon = await startDaemon([...pinPrefix(opts.pin, opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
     children.push(daemon.child);
-    const gw = await startGateway({ command: [...pinPrefix(opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc });
+    const gw = await startGateway({ command: [...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc });
     children.push(gw.child);
     await waitFor(() => `the gateway did not become ready:\n${gw.child.output()}`, async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, { timeoutMs: 60_000, intervalMs: 100 });
     const url = `http://127.0.0.1:${gwPort}/bench`;
@@ -255,7 +181,7 @@ async function main() {
   }
   if (opts.targets.includes('nginx')) {
     const port = await freePort();
-    const ng = startNginx({ dir: path.join(workDir, 'nginx'), listenPort: port, backendPort: backend.port, prefix: pinPrefix(opts.proxyCpu) });
+    const ng = startNginx({ dir: path.join(workDir, 'nginx'), listenPort: port, backendPort: backend.port, prefix: pinPrefix(opts.pin, opts.proxyCpu) });
     children.push(ng);
     const url = `http://127.0.0.1:${port}/bench`;
     await waitFor(

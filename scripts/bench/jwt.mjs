@@ -17,40 +17,28 @@ import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 import { runLoad } from './gateway/load-run.mjs';
-import { childPids, cmdline, freePort, startGateway } from './gateway/mesh.mjs';
+import { childPids, cmdline, startGateway } from './gateway/mesh.mjs';
+import { freePort } from '../lib/ports.mjs';
 import { cpuSeconds } from './xds-scale/proc.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
-function parseArgs(argv) {
-  const o = { duration: 10, connections: 50, repeat: 3, warmup: 2, proxyCpu: 1, loadCpu: 0, pin: availableParallelism() >= 2 };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    const num = () => {
-      const v = Number(argv[++i]);
-      if (!Number.isFinite(v) || v < 0) throw new Error(`${a}: expected a non-negative number, got ${JSON.stringify(argv[i])}`);
-      return v;
-    };
-    switch (a) {
-      case '--duration': o.duration = num(); break;
-      case '--connections': o.connections = num(); break;
-      case '--repeat': o.repeat = num(); break;
-      case '--warmup': o.warmup = num(); break;
-      case '--proxyCpu': o.proxyCpu = num(); break;
-      case '--loadCpu': o.loadCpu = num(); break;
-      case '--noPin': o.pin = false; break;
-      case '--cpuProf': o.cpuProf = path.resolve(argv[++i]); break;
-      default: throw new Error(`unknown argument ${a}`);
-    }
-  }
-  return o;
-}
+const OPTIONS = {
+  duration: { type: 'number', min: 0, default: 10, help: 'seconds measured per route and round' },
+  connections: { type: 'number', min: 0, default: 50, help: 'load connections' },
+  repeat: { type: 'number', min: 0, default: 3, help: 'rounds' },
+  warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
+  ...PIN_OPTIONS,
+  cpuProf: { type: 'path', help: 'gateways from dist/mesh.cjs under node --cpu-prof, profiles in this directory' },
+};
 
-const opts = parseArgs(process.argv.slice(2));
-const pin = (cpu) => (opts.pin ? ['taskset', '-c', String(cpu)] : []);
+const { noPin, ...opts } = parseOptions('scripts/bench/jwt.mjs', 'A gateway route with JWT authentication against the same route without, in the same run.', OPTIONS);
+opts.pin = !noPin && availableParallelism() >= 2;
+const pin = (cpu) => pinPrefix(opts.pin, cpu);
 const children = [];
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -118,10 +106,6 @@ async function status(url, headers = {}) {
   return r.status;
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 const binary = (name) => path.join(ROOT, 'dist', name);
 for (const b of ['pilot-discovery', 'pilot-agent']) if (!existsSync(binary(b))) throw new Error(`dist/${b} is missing: run npm run build first`);

@@ -47,6 +47,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { APP_UID, asUser, callIn, Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, proxyPids, startMesh } from '../lib/mesh-pods.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { parseOptions } from '../lib/bench.mjs';
 
 const SELF = new URL(import.meta.url).pathname;
 const ROOT = path.resolve(path.dirname(SELF), '../..');
@@ -306,43 +307,23 @@ function taskset(args) {
   if (r.status !== 0) throw new Error(`taskset ${args.join(' ')}: ${r.error?.message ?? r.stderr.trim()}`);
 }
 
-function parseArgs(argv) {
-  const o = { duration: 10, rate: 1000, connections: 32, warmup: 2, binary: path.join(ROOT, 'dist'), targets: ['direct', 'plaintext', 'mtls'], cpuProf: undefined, perf: undefined, nodeArgs: [], keep: false, generator: 'raw', concurrency: undefined, proxyCpus: undefined, otherCpus: undefined, nice: 0 };
-  const usage = `flags: ${Object.keys(o).map((k) => `--${k}`).join(' ')}`;
-  for (let i = 0; i < argv.length; i++) {
-    const name = argv[i].replace(/^--/, '');
-    if (!(name in o)) throw new Error(`unknown flag ${argv[i]} (${usage})`);
-    if (name === 'keep') {
-      o.keep = true;
-      continue;
-    }
-    if (i + 1 >= argv.length) throw new Error(`${argv[i]} needs a value`);
-    const v = argv[++i];
-    if (name === 'binary' || name === 'cpuProf' || name === 'perf') o[name] = path.resolve(v);
-    else if (name === 'proxyCpus' || name === 'otherCpus') {
-      if (!/^\d+([-,]\d+)*$/.test(v)) throw new Error(`--${name}: a CPU list such as 1 or 0,2-3`);
-      o[name] = v;
-    }
-    else if (name === 'nice') {
-      o.nice = Number(v);
-      if (!(Number.isInteger(o.nice) && o.nice >= -20 && o.nice <= 19)) throw new Error('--nice: a nice value, -20…19');
-    }
-    else if (name === 'nodeArgs') o.nodeArgs = v.split(/\s+/).filter(Boolean);
-    else if (name === 'generator') {
-      if (v !== 'raw' && v !== 'http') throw new Error('--generator: raw or http');
-      o.generator = v;
-    }
-    else if (name === 'targets') {
-      o.targets = v.split(',');
-      const bad = o.targets.find((t) => !['direct', 'plaintext', 'mtls'].includes(t));
-      if (bad) throw new Error(`--targets: unknown target ${bad} (direct, plaintext, mtls)`);
-    } else {
-      o[name] = Number(v);
-      if (!(o[name] >= 0)) throw new Error(`--${name} needs a number`);
-    }
-  }
-  return o;
-}
+const OPTIONS = {
+  duration: { type: 'number', min: 0, default: 10, help: 'seconds per run' },
+  rate: { type: 'number', min: 0, default: 1000, help: 'requests per second of the fixed-rate run (0: saturated runs only)' },
+  connections: { type: 'number', min: 0, default: 32, help: 'keep-alive connections of the saturated run' },
+  warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
+  binary: { type: 'path', default: path.join(ROOT, 'dist'), help: 'the build directory measured' },
+  targets: { type: 'list', oneOf: ['direct', 'plaintext', 'mtls'], default: ['direct', 'plaintext', 'mtls'], help: 'what is measured' },
+  cpuProf: { type: 'path', help: 'both sidecars from <binary>/mesh.cjs under node --cpu-prof, profiles in <dir>/a and <dir>/b' },
+  perf: { type: 'path', help: 'record the proxies with perf record -g during each saturated run, into this directory' },
+  nodeArgs: { type: 'string', default: '', help: "node flags for the sidecars run from mesh.cjs (e.g. '--trace-gc')" },
+  keep: { type: 'boolean', help: 'leave the work directory (the programs\' logs) in place' },
+  generator: { type: 'string', oneOf: ['raw', 'http'], default: 'raw', help: 'the load generator: raw sockets, or node\'s http client' },
+  concurrency: { type: 'number', min: 0, help: "the sidecars' engine workers (proxyConfig.concurrency; default the agent's, 2)" },
+  proxyCpus: { type: 'cpus', help: 'taskset CPU list of both sidecars' },
+  otherCpus: { type: 'cpus', help: 'taskset CPU list of everything else' },
+  nice: { type: 'integer', min: -20, max: 19, default: 0, help: 'nice value of the measured pods during the fixed-rate runs' },
+};
 
 const PLAINTEXT = {
   'peer-authentication.yaml': `apiVersion: security.istio.io/v1
@@ -506,7 +487,8 @@ async function measure(name, ns, target, pids, o, sidecars = {}, pods = [ns]) {
 }
 
 async function main() {
-  const o = parseArgs(process.argv.slice(2));
+  const parsed = parseOptions('scripts/bench/mesh.mjs', 'The mesh data plane: direct, plaintext and mTLS sidecar pairs in network namespaces, in one run (as root).', OPTIONS);
+  const o = { ...parsed, nodeArgs: parsed.nodeArgs.split(/\s+/).filter(Boolean) };
   const missing = meshPodsUnavailable({ openssl: true });
   if (missing) throw new Error(`scripts/bench/mesh.mjs ${missing} (it needs root, iproute2, iptables, setpriv and openssl)`);
   if (!existsSync(path.join(o.binary, 'pilot-agent'))) throw new Error(`${path.join(o.binary, 'pilot-agent')} is missing: run \`node build.mjs\` first`);

@@ -25,6 +25,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { RssSampler, rssBytes, cpuSeconds } from './xds-scale/proc.mjs';
+import { parseOptions } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
@@ -43,23 +44,14 @@ function kubeDir() {
   throw new Error('../shared/kube not found beside the checkout');
 }
 
-function parseArgs(argv) {
-  const o = { services: 5000, podsPerService: 2, burst: 500, concurrency: 32, keep: false, reuse: '', servicesPerNamespace: 100, nodes: 20 };
-  for (let i = 0; i < argv.length; i++) {
-    const [a, inline] = argv[i].includes('=') ? argv[i].split('=', 2) : [argv[i], undefined];
-    const value = () => Number(inline ?? argv[++i]);
-    if (a === '--keep') o.keep = true;
-    else if (a === '--reuse') o.reuse = inline ?? argv[++i];
-    else if (a === '--services') o.services = value();
-    else if (a === '--podsPerService') o.podsPerService = value();
-    else if (a === '--burst') o.burst = value();
-    else if (a === '--concurrency') o.concurrency = value();
-    else throw new Error(`unknown argument ${a}`);
-  }
-  for (const k of ['services', 'podsPerService', 'burst', 'concurrency']) if (!Number.isInteger(o[k]) || o[k] < 1) throw new Error(`--${k}: a positive integer`);
-  if (o.burst > o.services) throw new Error('--burst cannot exceed --services');
-  return o;
-}
+const OPTIONS = {
+  services: { type: 'integer', min: 1, default: 5000, help: 'Services in the cluster' },
+  podsPerService: { type: 'integer', min: 1, default: 2, help: 'endpoints (Pods) per Service' },
+  burst: { type: 'integer', min: 1, default: 500, help: 'endpoint changes written at once (≤ --services)' },
+  concurrency: { type: 'integer', min: 1, default: 32, help: 'API requests in flight while populating' },
+  keep: { type: 'boolean', help: 'leave the API server running for --reuse' },
+  reuse: { type: 'string', default: '', help: 'an API server left by --keep with the same --services/--podsPerService: no population' },
+};
 
 // ---- the API server ----------------------------------------------------------------------------
 
@@ -184,7 +176,8 @@ const sec = (ms) => `${(ms / 1000).toFixed(2)} s`;
 const now = () => performance.timeOrigin + performance.now();
 
 async function main() {
-  const o = parseArgs(process.argv.slice(2));
+  const o = { ...parseOptions('scripts/bench/orch-scale.mjs', 'Discovery on a large cluster: a real API server, the built daemon against it.', OPTIONS), servicesPerNamespace: 100, nodes: 20 };
+  if (o.burst > o.services) throw new Error('--burst cannot exceed --services');
   const kube = kubeDir();
   console.log(`orchestrator scale: ${o.services} Services, ${o.services * o.podsPerService} Pods, ${o.services} EndpointSlices, burst ${o.burst}; node ${process.version}, ${new Date().toISOString()}`);
   let kubeconfig;

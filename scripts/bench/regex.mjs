@@ -6,14 +6,12 @@
 // match `/bench` and one that does, evaluated in order as the router does. A second path matches the
 // shared literal prefix of the ten, so every one of them runs the engine.
 import { fullMatcher } from '../../src/lib/re2.ts';
+import { median, parseOptions } from '../lib/bench.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? Number(args[i + 1]) : dflt;
-};
-const rounds = opt('rounds', 5);
-const requests = opt('requests', 200_000);
+const { rounds, requests } = parseOptions('scripts/bench/regex.mjs', 'RE2 against JavaScript RegExp on a route table, in one run, as a ratio.', {
+  rounds: { type: 'integer', min: 1, default: 5, help: 'rounds' },
+  requests: { type: 'integer', min: 1, default: 200_000, help: 'matches per round' },
+});
 
 const patterns = [];
 for (let i = 0; i < 10; i++) patterns.push(`/api/v[0-9]+/item-${i}/[a-z0-9-]+(/.*)?`);
@@ -40,7 +38,6 @@ function perRequestUs(table, path) {
   return us;
 }
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 console.log(`regex route table: ${patterns.length} routes, ${requests} requests × ${rounds} rounds, node ${process.version}`);
 for (const path of ['/bench', '/api/v2/item-9/abc-1/x']) {
   const r = [];

@@ -52,80 +52,37 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { runLoad } from './gateway/load-run.mjs';
-import { childPids, cmdline, freePort, startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { childPids, cmdline, startGateway, writeGatewayConfig, stopProcesses, programLinks } from './gateway/mesh.mjs';
+import { freePort } from '../lib/ports.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
+import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix, usage } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 const BURST = path.join(HERE, 'burst.mjs');
-const USAGE =
-  'usage: node scripts/bench/soak.mjs [--duration s] [--connections n] [--rounds n] [--binary dist/mesh|mesh.cjs] [--timeout s] ' +
-  '[--settle s] [--rest s] [--upstreamIdle s] [--fdLimit n] [--backend raw|node] [--proxyCpu n] [--loadCpu n] [--noPin] [--keep] ' +
-  '[--pattern steady|burst] [--spacing ms] [--batches n] [--hold] [--concurrency n]';
 /** RSS at rest after a later round may exceed the first round's by less than this. */
 const RSS_GROWTH_LIMIT = 0.1;
 
-function parseArgs(argv) {
-  const o = {
-    duration: 60, connections: 1000, rounds: 3, binary: path.join(ROOT, 'dist', 'mesh'), timeout: 10, settle: 30, rest: 10,
-    upstreamIdle: 5, fdLimit: 65536, backend: 'raw', proxyCpu: 1, loadCpu: 0, pin: true, keep: false, pattern: 'steady', spacing: 2,
-    batches: 5, concurrency: 1, hold: false,
-  };
-  const num = (name, v, min) => {
-    const n = Number(v);
-    if (v === '' || !Number.isFinite(n) || n < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
-    return n;
-  };
-  const int = (name, v, min) => {
-    const n = num(name, v, min);
-    if (!Number.isInteger(n)) throw new Error(`--${name}: expected a whole number, got ${JSON.stringify(v)}`);
-    return n;
-  };
-  const oneOf = (name, v, allowed) => {
-    if (!allowed.includes(v)) throw new Error(`--${name}: expected ${allowed.join(' or ')}, got '${v}'`);
-    return v;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    if (a.startsWith('--') && a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
-    const value = () => {
-      if (v !== undefined) return v;
-      if (i + 1 >= argv.length || argv[i + 1].startsWith('--')) throw new Error(`${a} needs a value (--help lists the options)`);
-      return argv[++i];
-    };
-    switch (a) {
-      case '--duration': o.duration = num('duration', value(), 1); break;
-      case '--connections': o.connections = int('connections', value(), 1); break;
-      case '--rounds': o.rounds = int('rounds', value(), 1); break;
-      case '--binary': o.binary = path.resolve(value()); break;
-      case '--timeout': o.timeout = num('timeout', value(), 1); break;
-      case '--settle': o.settle = num('settle', value(), 1); break;
-      case '--rest': o.rest = num('rest', value(), 0); break;
-      case '--upstreamIdle': o.upstreamIdle = num('upstreamIdle', value(), 0); break;
-      case '--fdLimit': o.fdLimit = int('fdLimit', value(), 64); break;
-      case '--backend': o.backend = oneOf('backend', value(), ['raw', 'node']); break;
-      case '--proxyCpu': o.proxyCpu = int('proxyCpu', value(), 0); break;
-      case '--loadCpu': o.loadCpu = int('loadCpu', value(), 0); break;
-      case '--pattern': o.pattern = oneOf('pattern', value(), ['steady', 'burst']); break;
-      case '--spacing': o.spacing = num('spacing', value(), 0); break;
-      case '--batches': o.batches = int('batches', value(), 1); break;
-      case '--concurrency': o.concurrency = int('concurrency', value(), 0); break;
-      case '--hold': o.hold = true; break;
-      case '--noPin': o.pin = false; break;
-      case '--keep': o.keep = true; break;
-      case '-h':
-      case '--help':
-        console.log(USAGE);
-        process.exit(0);
-        break;
-      default:
-        throw new Error(`unknown argument ${a} (--help lists them)`);
-    }
-  }
-  return o;
-}
+const OPTIONS = {
+  duration: { type: 'number', min: 1, default: 60, help: 'seconds of load per round (steady pattern)' },
+  connections: { type: 'integer', min: 1, default: 1000, help: 'keep-alive connections' },
+  rounds: { type: 'integer', min: 1, default: 3, help: 'rounds' },
+  binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured (dist/mesh or a mesh.cjs bundle)' },
+  timeout: { type: 'number', min: 1, default: 10, help: 'seconds without a response that count as a time-out' },
+  settle: { type: 'number', min: 1, default: 30, help: 'seconds before the first reading at rest' },
+  rest: { type: 'number', min: 0, default: 10, help: 'seconds of rest between rounds' },
+  upstreamIdle: { type: 'number', min: 0, default: 5, help: "idle timeout (s) of the backend's connection pool" },
+  fdLimit: { type: 'integer', min: 64, default: 65536, help: 'file descriptor limit of every process' },
+  backend: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'the backend server' },
+  ...PIN_OPTIONS,
+  keep: { type: 'boolean', help: 'keep the work directory' },
+  pattern: { type: 'string', oneOf: ['steady', 'burst'], default: 'steady', help: 'autocannon for --duration, or ./gateway/burst.mjs' },
+  spacing: { type: 'number', min: 0, default: 2, help: 'ms between connections opened (burst pattern)' },
+  batches: { type: 'integer', min: 1, default: 5, help: 'GETs on every connection (burst pattern)' },
+  concurrency: { type: 'integer', min: 0, default: 1, help: "the gateway's engine workers" },
+  hold: { type: 'boolean', help: 'send the first batch once all connections are open (burst pattern)' },
+};
 
 /** A failed check of this script (reported without a stack trace). */
 class SoakError extends Error {}
@@ -182,9 +139,6 @@ function processFdLimit(pid) {
   }
 }
 
-function pinPrefix(cpu) {
-  return opts.pin ? ['taskset', '-c', String(cpu)] : [];
-}
 
 // ---- readings
 
@@ -292,7 +246,7 @@ function otherProcesses(ours) {
 
 /** Spawns the backend and resolves once it printed `listening <port>`. */
 async function startBackend() {
-  const argv = [...ulimitPrefix(), ...pinPrefix(opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
+  const argv = [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
   children.push(child);
   let out = '';
@@ -301,46 +255,22 @@ async function startBackend() {
   return { child, port: Number(/listening (\d+)/.exec(out)[1]) };
 }
 
-const median = (xs) => {
-  const s = xs.filter((x) => Number.isFinite(x)).sort((a, b) => a - b);
-  if (s.length === 0) return NaN;
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const mib = (b) => (b / 1048576).toFixed(1);
 const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const list = (o) => Object.entries(o ?? {}).map(([k, v]) => `${k} ×${v}`).join(', ');
 const seconds = (o) => Object.entries(o ?? {}).map(([k, v]) => `${k}s:${v}`).join(' ');
 
 async function stopAll() {
-  for (const c of children.reverse()) {
-    if (c.exitCode === null && c.signalCode === null) {
-      c.kill('SIGTERM');
-      const exited = new Promise((r) => c.once('exit', r));
-      const t = setTimeout(() => c.kill('SIGKILL'), 8000);
-      await exited;
-      clearTimeout(t);
-    }
-  }
-  for (const pid of grandchildren) {
-    // only if that pid is still the engine (not a reused pid)
-    if (!/ envoy /.test(` ${cmdline(pid)} `)) continue;
-    try {
-      process.kill(pid, 'SIGTERM');
-    } catch {
-      // already gone, as it should be
-    }
-  }
+  await stopProcesses(children, grandchildren);
   if (workDir && !opts?.keep) rmSync(workDir, { recursive: true, force: true });
 }
 
 async function main() {
   const ncpu = availableParallelism();
-  if (opts.pin) {
-    const taskset = spawnSync('taskset', ['-c', '0', 'true']);
-    if (ncpu < 2 || taskset.status !== 0 || Math.max(opts.proxyCpu, opts.loadCpu) >= ncpu || opts.proxyCpu === opts.loadCpu) {
-      console.log(`note: not pinning (${ncpu} cpu(s), taskset ${taskset.status === 0 ? 'available' : 'missing'}, proxyCpu ${opts.proxyCpu}, loadCpu ${opts.loadCpu})`);
-      opts.pin = false;
-    }
+  const whyNot = opts.pin ? cannotPin(opts.proxyCpu, opts.loadCpu) : undefined;
+  if (whyNot) {
+    console.log(`note: not pinning (${whyNot})`);
+    opts.pin = false;
   }
   // descriptors: the engine holds one per downstream and one per upstream connection, the load generator
   // and the backend one per connection each
@@ -364,12 +294,7 @@ async function main() {
   } else {
     if (!existsSync(opts.binary)) throw new SoakError(`${opts.binary} is missing: run \`node build.mjs\` first`);
     // the program is chosen by the name it is called by: run the binary through pilot-agent/pilot-discovery links
-    const bin = path.join(workDir, 'bin');
-    mkdirSync(bin);
-    spawnSync('ln', ['-s', opts.binary, path.join(bin, 'pilot-agent')]);
-    spawnSync('ln', ['-s', opts.binary, path.join(bin, 'pilot-discovery')]);
-    agentCommand = [path.join(bin, 'pilot-agent')];
-    discoveryCommand = [path.join(bin, 'pilot-discovery')];
+    ({ agentCommand, discoveryCommand } = programLinks(opts.binary, workDir));
   }
 
   const model = cpus()[0]?.model ?? 'unknown cpu';
@@ -389,12 +314,12 @@ async function main() {
   mkdirSync(gwDir);
   const gwPort = await freePort();
   writeGatewayConfig(configDir, gwPort, backend.port, 'prefix', { upstreamIdleSeconds: opts.upstreamIdle });
-  const daemon = await startDaemon([...ulimitPrefix(), ...pinPrefix(opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
+  const daemon = await startDaemon([...ulimitPrefix(), ...pinPrefix(opts.pin, opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
   children.push(daemon.child);
   // Istio's bootstrap keeps only a few stat prefixes: ask for the listeners', the HCM's and the backend cluster's too
   // (a safe_regex stats matcher must match the whole name, as in Envoy)
   const proxyStatsMatcher = { inclusionRegexps: ['^(http\\.|listener\\.|cluster\\.outbound\\|).*'] };
-  const gw = await startGateway({ command: [...ulimitPrefix(), ...pinPrefix(opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc, concurrency: opts.concurrency, proxyConfig: { proxyStatsMatcher } });
+  const gw = await startGateway({ command: [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc, concurrency: opts.concurrency, proxyConfig: { proxyStatsMatcher } });
   children.push(gw.child);
   await waitFor(async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
   const url = `http://127.0.0.1:${gwPort}/bench`;
@@ -449,7 +374,7 @@ async function main() {
     const t0 = Date.now();
     let result;
     try {
-      const prefix = [...ulimitPrefix(), ...pinPrefix(opts.loadCpu)];
+      const prefix = [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.loadCpu)];
       result =
         opts.pattern === 'burst'
           ? await runLoad(url, { connections: opts.connections, spacing: opts.spacing, batches: opts.batches, hold: opts.hold, timeout: opts.timeout }, prefix, BURST)
@@ -567,10 +492,12 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 }
 process.stdout.on('error', () => {});
 
+const ABOUT = 'Many keep-alive connections through the gateway for a long time, in several rounds: nothing may fail, leak descriptors or keep growing.';
 try {
-  opts = parseArgs(process.argv.slice(2));
+  const { noPin, ...o } = parseOptions('scripts/bench/soak.mjs', ABOUT, OPTIONS);
+  opts = { ...o, pin: !noPin };
 } catch (e) {
-  console.error(`soak: ${e.message}\n${USAGE}`);
+  console.error(`soak: ${e.message}\n${usage('scripts/bench/soak.mjs', ABOUT, OPTIONS)}`);
   process.exit(2);
 }
 let exitCode = 0;

@@ -16,60 +16,27 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { runLoad } from './gateway/load-run.mjs';
-import { freePort, startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { freePort } from '../lib/ports.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { parseOptions } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
-function parseArgs(argv) {
-  const o = { workers: [1, 2], duration: 10, connections: 64, warmup: 2, repeat: 1, binary: path.join(ROOT, 'dist', 'mesh'), proxyCpus: undefined, loadCpus: undefined, backend: 'raw' };
-  const num = (name, v, min) => {
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < min) throw new Error(`--${name}: expected a number ≥ ${min}, got ${JSON.stringify(v)}`);
-    return n;
-  };
-  const cpuList = (name, v) => {
-    if (!/^\d+(,\d+)*$/.test(v)) throw new Error(`--${name}: expected a cpu list like 2,3, got ${JSON.stringify(v)}`);
-    return v;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
-    const value = () => {
-      if (v !== undefined) return v;
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    switch (a) {
-      case '--workers': o.workers = value().split(',').map((x) => Math.round(num('workers', x, 1))); break;
-      case '--duration': o.duration = num('duration', value(), 1); break;
-      case '--connections': o.connections = Math.round(num('connections', value(), 1)); break;
-      case '--warmup': o.warmup = num('warmup', value(), 0); break;
-      case '--repeat': o.repeat = Math.round(num('repeat', value(), 1)); break;
-      case '--binary': o.binary = path.resolve(value()); break;
-      case '--proxyCpus': o.proxyCpus = cpuList('proxyCpus', value()); break;
-      case '--loadCpus': o.loadCpus = cpuList('loadCpus', value()); break;
-      case '--backend': {
-        o.backend = value();
-        if (!['raw', 'node'].includes(o.backend)) throw new Error(`--backend: expected raw or node, got '${o.backend}'`);
-        break;
-      }
-      case '-h':
-      case '--help':
-        console.log('usage: node scripts/bench/workers.mjs [--workers 1,2] [--duration s] [--connections n] [--warmup s] [--repeat n] [--binary dist/mesh] [--proxyCpus 2,3] [--loadCpus 0,1] [--backend raw|node]');
-        process.exit(0);
-        break;
-      default:
-        throw new Error(`unknown argument ${a} (--help lists them)`);
-    }
-  }
-  if ((o.proxyCpus === undefined) !== (o.loadCpus === undefined)) throw new Error('--proxyCpus and --loadCpus go together');
-  return o;
-}
+const OPTIONS = {
+  workers: { type: 'list', of: 'integer', min: 1, default: [1, 2], help: 'worker counts measured, interleaved' },
+  duration: { type: 'number', min: 1, default: 10, help: 'seconds measured per run' },
+  connections: { type: 'integer', min: 1, default: 64, help: 'load connections' },
+  warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
+  repeat: { type: 'integer', min: 1, default: 1, help: 'rounds' },
+  binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured' },
+  proxyCpus: { type: 'cpus', help: 'CPUs of the gateway (with --loadCpus)' },
+  loadCpus: { type: 'cpus', help: 'CPUs of the backend and load (with --proxyCpus)' },
+  backend: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'the backend server' },
+};
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const children = [];
@@ -95,7 +62,8 @@ const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const mib = (b) => (b / 1048576).toFixed(1);
 
 async function main() {
-  const o = parseArgs(process.argv.slice(2));
+  const o = parseOptions('scripts/bench/workers.mjs', 'A saturated gateway with 1 engine worker and with N, interleaved in one run.', OPTIONS);
+  if ((o.proxyCpus === undefined) !== (o.loadCpus === undefined)) throw new Error('--proxyCpus and --loadCpus go together');
   if (!existsSync(o.binary)) throw new Error(`${o.binary} is missing: run \`node build.mjs\` first`);
   const pin = o.proxyCpus !== undefined;
   if (pin && spawnSync('taskset', ['-c', o.loadCpus, 'true']).status !== 0) throw new Error('taskset cannot pin to --loadCpus here');

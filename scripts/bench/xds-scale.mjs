@@ -29,6 +29,7 @@ import path from 'node:path';
 import { EDITED_VS, seesEditedService, writeConfigDir, virtualServiceFile } from './xds-scale/config.mjs';
 import { metricSum, scrape, startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, RssSampler } from './xds-scale/proc.mjs';
+import { parseOptions } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
@@ -46,79 +47,23 @@ const PROGRESS_EVERY_MS = 30_000; // progress lines on stderr during long phases
 
 // ---- arguments ---------------------------------------------------------------------------------------
 
-function parseArgs(argv) {
-  const o = { scoped: false, clients: [100, 1000], services: 1000, edits: 20, perChannel: 50, routerEvery: 10, ramp: 0, maxRssMB: 6000, build: false, keep: false, maxMinutes: 300 };
-  const int = (name, v, min) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < min) throw new Error(`--${name}: expected an integer ≥ ${min}, got ${JSON.stringify(v)}`);
-    return n;
-  };
-  for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    if (a.includes('=')) [a, v] = [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)];
-    const value = () => {
-      if (v !== undefined) return v;
-      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
-      return argv[++i];
-    };
-    switch (a) {
-      case '--mesh':
-        o.mesh = path.resolve(value());
-        break;
-      case '--clients':
-        o.clients = value().split(',').map((s) => int('clients', s.trim(), 1));
-        break;
-      case '--services':
-        o.services = int('services', value(), 1);
-        break;
-      case '--edits':
-        o.edits = int('edits', value(), 1);
-        break;
-      case '--perChannel':
-        o.perChannel = int('perChannel', value(), 1);
-        break;
-      case '--routerEvery':
-        o.routerEvery = int('routerEvery', value(), 1);
-        break;
-      case '--build':
-        o.build = true;
-        break;
-      case '--keep':
-        o.keep = true;
-        break;
-      case '--scoped':
-        o.scoped = true;
-        break;
-      case '--vhds':
-        o.vhds = true;
-        break;
-      case '--ramp':
-        o.ramp = int('ramp', value(), 0);
-        break;
-      case '--maxRssMB':
-        o.maxRssMB = int('maxRssMB', value(), 100);
-        break;
-      case '--maxMinutes':
-        o.maxMinutes = int('maxMinutes', value(), 1);
-        break;
-      case '--cpuProf':
-        o.cpuProf = value();
-        break;
-      case '--heapSnapshot':
-        o.heapSnapshot = value();
-        break;
-      case '-h':
-      case '--help':
-        console.log('usage: node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20] [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--vhds] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300] [--cpuProf <dir>] [--heapSnapshot <dir>]');
-        process.exit(0);
-        break;
-      default:
-        throw new Error(`unknown argument ${a} (see --help)`);
-    }
-  }
-  return o;
-}
+const OPTIONS = {
+  clients: { type: 'list', of: 'integer', min: 1, default: [100, 1000], help: 'proxies connected, one measurement each' },
+  services: { type: 'integer', min: 1, default: 1000, help: 'services in the generated config' },
+  edits: { type: 'integer', min: 1, default: 20, help: 'config edits pushed per measurement' },
+  perChannel: { type: 'integer', min: 1, default: 50, help: 'proxies per gRPC channel' },
+  routerEvery: { type: 'integer', min: 1, default: 10, help: 'one proxy in this many is a router' },
+  ramp: { type: 'integer', min: 0, default: 0, help: 'open the streams k at a time, each batch once the previous holds its config (0: all at once)' },
+  scoped: { type: 'boolean', help: 'the generated config scopes proxies with Sidecar resources' },
+  vhds: { type: 'boolean', help: 'the clients use delta xDS and advertise VHDS' },
+  maxRssMB: { type: 'integer', min: 100, default: 6000, help: "stop when the daemon's RSS passes this" },
+  build: { type: 'boolean', help: 'build dist/ first' },
+  keep: { type: 'boolean', help: 'keep the temporary directories' },
+  maxMinutes: { type: 'integer', min: 1, default: 300, help: 'stop the benchmark after this long' },
+  mesh: { type: 'path', help: 'the mesh binary measured (default dist/mesh)' },
+  cpuProf: { type: 'string', help: "the daemon's bundle under node --cpu-prof, one profile per N in this directory" },
+  heapSnapshot: { type: 'string', help: "the daemon's heap snapshots (connected, edited) in this directory" },
+};
 
 // ---- small helpers -----------------------------------------------------------------------------------
 
@@ -549,7 +494,7 @@ function printGoal(runs) {
 // ---- main ---------------------------------------------------------------------------------------------
 
 async function main() {
-  const opts = parseArgs(process.argv.slice(2));
+  const opts = parseOptions('scripts/bench/xds-scale.mjs', 'The daemon under many proxies: connect, full pushes and edit pushes, with its CPU and memory.', OPTIONS);
   keepTemp = opts.keep;
   const killer = setTimeout(() => {
     console.error(`benchmark exceeded --maxMinutes ${opts.maxMinutes}: stopping`);

@@ -10,23 +10,13 @@ import * as os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { built } from '../helpers/binary';
-import { pilotAgent } from '../../commands/pilot-agent';
 import { makeRequestHandler } from '../../src/agent/request-command';
-import type { RunContext } from '../../src/cli/context';
-import {
-  fakeEnvoyBinary,
-  fakeEvents,
-  freePort,
-  gatewayConfig,
-  GATEWAY_NS,
-  metricValue,
-  runAgent,
-  startDiscovery,
-  tempDir,
-  type AgentChild,
-  type Discovery,
-  summarize,
-} from './helpers';
+import { fakeEnvoyBinary, fakeEvents, runAgent, type AgentChild, summarize, GATEWAY_POD_ENV, requestContext } from '../helpers/agent';
+import { freePort } from '../helpers/ports';
+import { gatewayConfig, GATEWAY_NS } from '../helpers/mesh-yaml';
+import { metricValue } from '../helpers/prometheus';
+import { startDiscovery, type RunningDaemon } from '../helpers/daemon';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -37,8 +27,8 @@ interface Rig {
   events: string;
   ports: { status: number; admin: number; envoyStatus: number; envoyMetrics: number; gw: number; grpc: number };
   env: NodeJS.ProcessEnv;
-  daemon?: Discovery;
-  startDaemon: () => Promise<Discovery>;
+  daemon?: RunningDaemon;
+  startDaemon: () => Promise<RunningDaemon>;
   agent: (args?: string[], env?: NodeJS.ProcessEnv) => AgentChild;
 }
 
@@ -61,9 +51,7 @@ async function rig(t: Test, o: { type?: 'router' | 'sidecar'; daemon?: boolean; 
   fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
   const events = path.join(dir, 'events.jsonl');
   const env: NodeJS.ProcessEnv = {
-    POD_NAME: 'gw-0',
-    POD_NAMESPACE: GATEWAY_NS,
-    INSTANCE_IP: '127.0.0.1',
+    ...GATEWAY_POD_ENV,
     MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
     PROXY_STATUS_PORT: String(ports.envoyStatus),
     PROXY_METRICS_PORT: String(ports.envoyMetrics),
@@ -171,17 +159,7 @@ t.test('readiness 503 → 200, wait, merged metrics, request, /quitquitquit', as
   let printed = '';
   out.on('data', (d) => (printed += d));
   const request = makeRequestHandler((port) => `127.0.0.1:${port === 15000 ? r.ports.admin : port}`);
-  const ctx = (args: string[], port = 15000): RunContext => ({
-    program: pilotAgent,
-    path: ['request'],
-    command: pilotAgent.root.subcommands!.find((c) => c.name === 'request')!,
-    flags: { 'debug-port': port },
-    changed: new Set(),
-    args,
-    env: {},
-    stdout: out,
-    stderr: out,
-  });
+  const ctx = (args: string[], port = 15000) => requestContext(args, port, out);
   t.equal(await request(ctx(['GET', 'config_dump'])), 0);
   const dump = JSON.parse(printed);
   t.equal(dump.configs[2]['@type'], 'type.googleapis.com/envoy.admin.v3.ListenersConfigDump');

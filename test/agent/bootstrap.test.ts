@@ -17,11 +17,11 @@ import { nodeMetadata, proxyIdentity } from '../../src/agent/node';
 import { grpcBootstrap } from '../../src/agent/grpc-bootstrap';
 import { exitStatus, findProxyBinary, proxyArgs } from '../../src/agent/process';
 import * as fs from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { ApiConfigSource_ApiType, ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb';
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { re2SyntaxError } from '../../src/lib/re2';
+import { tempDir } from '../helpers/temp';
 
 function inputs(over: Partial<BootstrapInputs> = {}, pc: Partial<ProxyConfig> = {}): BootstrapInputs {
   const proxyConfig = { ...defaultProxyConfig(), serviceCluster: 'mesh-proxy', ...pc };
@@ -254,8 +254,7 @@ t.test('exitStatus: a shell-style status of the proxy', async (t) => {
 });
 
 t.test('finding envoy: binaryPath when executable, else envoy on PATH, else none', async (t) => {
-  const dir = fs.mkdtempSync(path.join(tmpdir(), 'mesh-agent-bin-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-agent-bin-');
   const onPath = path.join(dir, 'path');
   fs.mkdirSync(onPath);
   t.equal(findProxyBinary('/nonexistent/envoy', onPath, dir), undefined, 'nothing found');

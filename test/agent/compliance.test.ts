@@ -7,7 +7,8 @@ import t, { type Test } from 'tap';
 import { CaClient, TokenSource } from '../../src/agent/identity/ca-client';
 import { XdsProxy } from '../../src/agent/xds-proxy';
 import { FIPS_CIPHERS, type CompliancePolicy } from '../../src/lib/compliance';
-import { makeServerCert, tempDir } from './helpers';
+import { makeServerCert } from '../helpers/agent';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 interface Seen {

@@ -5,7 +5,11 @@ import * as fs from 'node:fs';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { freePort, gatewayConfig, GATEWAY_NS, runAgent, startDiscovery, summarize, tempDir } from './helpers';
+import { freePort } from '../helpers/ports';
+import { gatewayConfig } from '../helpers/mesh-yaml';
+import { runAgent, summarize, GATEWAY_POD_ENV } from '../helpers/agent';
+import { startDiscovery } from '../helpers/daemon';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -25,9 +29,7 @@ t.test('no envoy executable: the agent runs the built-in engine in its own proce
   const a = runAgent(['proxy', 'router'], {
     cwd: dir,
     env: {
-      POD_NAME: 'gw-0',
-      POD_NAMESPACE: GATEWAY_NS,
-      INSTANCE_IP: '127.0.0.1',
+      ...GATEWAY_POD_ENV,
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       PROXY_STATUS_PORT: String(ports.envoyStatus),
       PROXY_METRICS_PORT: String(ports.envoyMetrics),
@@ -79,9 +81,7 @@ t.test("built-in engine: a bootstrap it cannot run is the agent's exit status 1,
   const a = runAgent(['proxy', 'router'], {
     cwd: dir,
     env: {
-      POD_NAME: 'gw-0',
-      POD_NAMESPACE: GATEWAY_NS,
-      INSTANCE_IP: '127.0.0.1',
+      ...GATEWAY_POD_ENV,
       PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(dir, 'no-such-envoy'), customConfigFile: 'custom.json', discoveryAddress: daemon.grpc, controlPlaneAuthPolicy: 'NONE', statusPort: ports.status, proxyAdminPort: ports.admin }),
     },
   });

@@ -5,7 +5,7 @@ import net from 'node:net';
 import t from 'tap';
 import { WorkloadHealthChecker, type ProbeEvent } from '../../src/agent/health/checker';
 import { execProber, httpProber, parseReadinessProbe, tcpProber } from '../../src/agent/health/probe';
-import { freePort } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitFor } from '../helpers/wait';
 
 t.test('probers', async (t) => {

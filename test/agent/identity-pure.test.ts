@@ -10,7 +10,7 @@ import { retryDelayMs, rotationDelayMs, timeLeftText } from '../../src/agent/ide
 import { fileResource } from '../../src/agent/identity/secrets';
 import { protocolMismatchHint } from '../../src/agent/tls-client';
 import { program } from '../helpers/programs';
-import { tempDir } from './helpers';
+import { tempDir } from '../helpers/temp';
 
 const H = 3_600_000;
 

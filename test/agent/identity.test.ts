@@ -26,7 +26,8 @@ import { metricsText } from '../../src/lib/metrics';
 import { close as closeLogs, setSinks } from '../../src/lib/log/config';
 import { program } from '../helpers/programs';
 import { startCaDouble, type CaDouble } from '../helpers/ca-double';
-import { metricValue, tempDir } from './helpers';
+import { metricValue } from '../helpers/prometheus';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/checkout';

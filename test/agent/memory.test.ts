@@ -7,7 +7,8 @@ import t from 'tap';
 import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
 import { startMemoryRelief } from '../../src/agent/memory';
 import { ADDON_FILE, type MemoryBinding } from '../../src/native/original-dst';
-import { freePort, tempDir } from './helpers';
+import { freePort } from '../helpers/ports';
+import { tempDir } from '../helpers/temp';
 import { DIST, built } from '../helpers/binary';
 import { waitFor } from '../helpers/wait';
 

@@ -10,7 +10,11 @@ import path from 'node:path';
 import t from 'tap';
 import { built, DIST } from '../helpers/binary';
 import { checkSpecMetrics, parseExposition, sampleSum, specMetrics } from '../helpers/metrics-spec';
-import { fakeEnvoyBinary, freePort, gatewayConfig, GATEWAY_NS, makeServerCert, startDiscovery, summarize, tempDir } from './helpers';
+import { fakeEnvoyBinary, makeServerCert, summarize, GATEWAY_POD_ENV } from '../helpers/agent';
+import { freePort } from '../helpers/ports';
+import { gatewayConfig } from '../helpers/mesh-yaml';
+import { startDiscovery } from '../helpers/daemon';
+import { tempDir } from '../helpers/temp';
 import * as grpcJs from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
 import { SecretDiscoveryService } from '../../src/gen/envoy/service/secret/v3/sds_pb';
@@ -83,9 +87,7 @@ t.test('doc 2 §4.6: every agent metric exported with its type and Istio labels,
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
-      POD_NAME: 'gw-0',
-      POD_NAMESPACE: GATEWAY_NS,
-      INSTANCE_IP: '127.0.0.1',
+      ...GATEWAY_POD_ENV,
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       MESH_META_ENABLE_DNS_SERVER: 'true',
       DNS_PROXY_ADDR: `127.0.0.1:${dns}`,

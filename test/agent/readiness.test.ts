@@ -9,7 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { AdminClient, activeConnectionsFrom, knownAgentListeners, listenersFrom, parseStatsText, updateStatsFrom } from '../../src/agent/admin-client';
 import { listenersToDial, ProxyReadiness } from '../../src/agent/readiness';
 import { StatusServer, joinExpositions } from '../../src/agent/status';
-import { freePort } from './helpers';
+import { freePort } from '../helpers/ports';
 
 interface StubState {
   stats: string;

@@ -5,11 +5,10 @@ import t, { type Test } from 'tap';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PassThrough } from 'node:stream';
-import { pilotAgent } from '../../commands/pilot-agent';
-import type { RunContext } from '../../src/cli/context';
 import { makeRequestHandler } from '../../src/agent/request-command';
 import { checkIfReady, waitUntilReady } from '../../src/agent/wait-command';
-import { freePort } from './helpers';
+import { freePort } from '../helpers/ports';
+import { requestContext } from '../helpers/agent';
 
 async function server(t: Test, handler: http.RequestListener): Promise<number> {
   const s = http.createServer(handler);
@@ -68,20 +67,6 @@ t.test('wait: transport errors read like Go', async (t) => {
   );
 });
 
-function ctx(args: string[], port: number, out: PassThrough): RunContext {
-  return {
-    program: pilotAgent,
-    path: ['request'],
-    command: pilotAgent.root.subcommands!.find((c) => c.name === 'request')!,
-    flags: { 'debug-port': port },
-    changed: new Set(),
-    args,
-    env: {},
-    stdout: out,
-    stderr: out,
-  };
-}
-
 t.test('request: allowed ports, body printed, 404 printed, other errors refused', async (t) => {
   const got: Array<{ method?: string; url?: string; body: string }> = [];
   const port = await server(t, (req, res) => {
@@ -103,22 +88,22 @@ t.test('request: allowed ports, body printed, 404 printed, other errors refused'
   let printed = '';
   out.on('data', (d) => (printed += d));
 
-  t.equal(await handler(ctx(['GET', 'config_dump'], 15000, out)), 0);
+  t.equal(await handler(requestContext(['GET', 'config_dump'], 15000, out)), 0);
   t.equal(printed, '{"ok":true}\n', 'the body, and nothing else');
   t.same(got[0], { method: 'GET', url: '/config_dump', body: '' }, 'the path gets one leading slash');
   printed = '';
-  t.equal(await handler(ctx(['POST', '/logging?level=debug', 'payload'], 15020, out)), 0);
+  t.equal(await handler(requestContext(['POST', '/logging?level=debug', 'payload'], 15020, out)), 0);
   t.same(got[1], { method: 'POST', url: '/logging?level=debug', body: 'payload' });
   printed = '';
-  t.equal(await handler(ctx(['GET', 'missing'], 15021, out)), 0, '404 is not an error');
+  t.equal(await handler(requestContext(['GET', 'missing'], 15021, out)), 0, '404 is not an error');
   t.equal(printed, 'not here\n');
-  await t.rejects(handler(ctx(['GET', 'broken'], 15004, out)), { message: 'received unsuccessful status code 500: boom' });
+  await t.rejects(handler(requestContext(['GET', 'broken'], 15004, out)), { message: 'received unsuccessful status code 500: boom' });
   for (const bad of [15001, 15090, 8080]) {
-    await t.rejects(handler(ctx(['GET', 'stats'], bad, out)), { message: `debug port ${bad} is not in allowed list [15000 15004 15020 15021]` });
+    await t.rejects(handler(requestContext(['GET', 'stats'], bad, out)), { message: `debug port ${bad} is not in allowed list [15000 15004 15020 15021]` });
   }
   t.equal(got.length, 4, 'refused ports are never contacted');
   const closed = await freePort();
-  await t.rejects(makeRequestHandler(() => `localhost:${closed}`)(ctx(['GET', 'stats'], 15000, out)), {
+  await t.rejects(makeRequestHandler(() => `localhost:${closed}`)(requestContext(['GET', 'stats'], 15000, out)), {
     message: new RegExp(`^Get "http://localhost:${closed}/stats": dial tcp (127\\.0\\.0\\.1|\\[::1\\]):${closed}: connect: connection refused$`),
   });
 });

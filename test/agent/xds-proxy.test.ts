@@ -26,7 +26,12 @@ import { fromBinary } from '@bufbuild/protobuf';
 import { NameTableSchema } from '../../src/gen/istio/networking/nds/v1/nds_pb';
 import { backoffDelay, DEFAULT_BACKOFF, XdsProxy, type UpstreamOptions } from '../../src/agent/xds-proxy';
 import { built } from '../helpers/binary';
-import { freePort, gatewayConfig, GATEWAY_NS, makeServerCert, metricValue, startDiscovery, tempDir, type Discovery } from './helpers';
+import { freePort } from '../helpers/ports';
+import { gatewayConfig, GATEWAY_NS } from '../helpers/mesh-yaml';
+import { makeServerCert } from '../helpers/agent';
+import { metricValue } from '../helpers/prometheus';
+import { startDiscovery, type RunningDaemon } from '../helpers/daemon';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -82,7 +87,7 @@ async function metric(name: string, labels = ''): Promise<number> {
   return metricValue(await metricsText(), name, labels) ?? 0;
 }
 
-async function setup(t: Test, upstream?: (d: Discovery) => Partial<UpstreamOptions>, daemonOpts: { tls?: { cert: string; key: string }; env?: NodeJS.ProcessEnv } = {}) {
+async function setup(t: Test, upstream?: (d: RunningDaemon) => Partial<UpstreamOptions>, daemonOpts: { tls?: { cert: string; key: string }; env?: NodeJS.ProcessEnv } = {}) {
   const dir = tempDir(t);
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);

@@ -2,17 +2,16 @@
 // requests made by OpenSSL read back by parseCsr.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { createCsrPem, parseCsr, CsrError } from '../../src/ca/pkix/csr';
 import { generateKeyPair, generateKeyPairAhead, keySpecFromEnv, KeySpecError, type KeySpec } from '../../src/ca/pkix/keys';
 import { fromPem, integer, oid, time } from '../../src/ca/pkix/der';
+import { tempDir } from '../helpers/temp';
 
 const parseCsrDer = (pem: string): Buffer => Buffer.from(fromPem(pem, 'CERTIFICATE REQUEST')[0]!);
 
-const dir = fs.mkdtempSync(path.join(tmpdir(), 'mesh-csr-'));
-t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-csr-');
 
 function openssl(args: string[], input?: string): string {
   return execFileSync('openssl', args, { input, encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });

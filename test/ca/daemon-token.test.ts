@@ -11,11 +11,11 @@ import { spawnSync } from 'node:child_process';
 import * as jose from 'jose';
 import t from 'tap';
 import { built, DIST } from '../helpers/binary';
-import { startDaemon } from '../helpers/daemon';
 import { DaemonTokenAuthenticator } from '../../src/ca/authn/daemon-token';
 import type { AuthRequest } from '../../src/ca/authn/types';
 import { DAEMON_TOKEN_ISSUER, keyThumbprint, mintWorkloadToken, TOKEN_KEY_FILE, tokenSigningKey, TokenKeyError } from '../../src/ca/token';
-import { caClient, createCertificate, daemonDirs, lifetimeSeconds, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
+import { caClient, createCertificate, daemonDirs, lifetimeSeconds, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, startMockDaemon } from './helpers';
+import { tempDir } from '../helpers/temp';
 
 function bearer(token: string): AuthRequest {
   return { secure: true, remoteAddress: '127.0.0.1:1', header: (n) => (n === 'authorization' ? [`Bearer ${token}`] : []) };
@@ -86,8 +86,7 @@ t.test('the authenticator', async (t) => {
 t.test('built daemon with JWT_RULE too: meshctl\'s --ca-dir token and the issuer\'s token both get certificates', { skip: !built() }, async (t) => {
   const { dir, cwd, cfg } = daemonDirs(t);
   const issuer = await startIssuer(t);
-  const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { JWT_RULE: issuer.rule() }, 30_000, { cwd });
-  t.teardown(() => d.stop());
+  const d = await startMockDaemon(t, { JWT_RULE: issuer.rule() }, { cwd, cfg });
   fs.writeFileSync(path.join(dir, 'wg.yaml'), 'apiVersion: networking.mesh.io/v1\nkind: WorkloadGroup\nmetadata: {name: vm, namespace: demo}\nspec:\n  template: {serviceAccount: vm-sa}\n');
   const r = spawnSync(path.join(DIST, 'meshctl'), ['x', 'workload', 'entry', 'configure', '-f', 'wg.yaml', '-o', 'vm', '--ca-dir', path.join(cwd, 'var/lib/mesh/ca')], {
     cwd: dir,
@@ -118,8 +117,7 @@ t.test('built daemon with a plug-in CA: the token key and the operator certifica
   const { dir, cwd, cfg } = daemonDirs(t);
   const cacerts = path.join(dir, 'cacerts');
   const pki = opensslPluginCa(cacerts);
-  const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { ROOT_CA_DIR: cacerts }, 30_000, { cwd });
-  t.teardown(() => d.stop());
+  const d = await startMockDaemon(t, { ROOT_CA_DIR: cacerts }, { cwd, cfg });
   t.notOk(fs.existsSync(path.join(cacerts, TOKEN_KEY_FILE)), 'the daemon writes nothing into the operator\'s ROOT_CA_DIR');
   t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'nor a self-signed store');
 

@@ -9,21 +9,10 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
 import { rsaKey } from '../security/helpers';
 import { CDS, node, SotwStream } from '../xds/server/helpers';
-import {
-  caClient,
-  createCertificate,
-  lifetimeSeconds,
-  MESHD_HOST,
-  opensslCsr,
-  opensslVerify,
-  plainCaClient,
-  sans,
-  startIssuer,
-  tempDir,
-} from './helpers';
+import { caClient, createCertificate, lifetimeSeconds, MESHD_HOST, opensslCsr, opensslVerify, plainCaClient, sans, startIssuer, daemonDirs } from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -47,11 +36,7 @@ async function metrics(d: RunningDaemon): Promise<string> {
 const ROOT_FILE = 'var/run/secrets/mesh/root-cert.pem';
 
 t.test('no TLS flags: a persisted root, :15012 and :15017 served with certificates it verifies, and the CA service', async (t) => {
-  const dir = tempDir(t);
-  const cwd = path.join(dir, 'meshd');
-  const cfg = path.join(dir, 'cfg');
-  fs.mkdirSync(cwd);
-  fs.mkdirSync(cfg);
+  const { dir, cwd, cfg } = daemonDirs(t);
   const issuer = await startIssuer(t);
   const env = { JWT_RULE: issuer.rule(), MAX_WORKLOAD_CERT_TTL: '48h' };
   let d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], env, 30_000, { cwd });

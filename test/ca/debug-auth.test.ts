@@ -7,7 +7,8 @@ import * as path from 'node:path';
 import t from 'tap';
 import { built, DIST, exec, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, must, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { openssl, opensslCsr, opensslPluginCa, tempDir } from './helpers';
+import { openssl, opensslCsr, opensslPluginCa } from './helpers';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');

@@ -3,7 +3,6 @@
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { create } from '@bufbuild/protobuf';
@@ -12,12 +11,8 @@ import type { Test } from 'tap';
 import { IstioCertificateRequestSchema, IstioCertificateService } from '../../src/gen/security/v1alpha1/ca_pb';
 import { grpcClientConstructor } from '../../src/lib/xds/grpc';
 import { jwksDocument, rsaKey, startKeyServer, type KeyServer, type SigningKey } from '../security/helpers';
-
-export function tempDir(t: Test, prefix = 'mesh-ca-'): string {
-  const dir = fs.mkdtempSync(path.join(tmpdir(), prefix));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
+import { tempDir } from '../helpers/temp';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 
 /** A scratch directory with the daemon's working directory (`cwd`) and an empty --configDir (`cfg`) in it. */
 export function daemonDirs(t: Test): { dir: string; cwd: string; cfg: string } {
@@ -27,6 +22,16 @@ export function daemonDirs(t: Test): { dir: string; cwd: string; cfg: string } {
   fs.mkdirSync(cwd);
   fs.mkdirSync(cfg);
   return { dir, cwd, cfg };
+}
+
+/**
+ * The built daemon with the Mock registry on the empty --configDir of `dirs` (default fresh `daemonDirs`), its CA
+ * keeping its root in `dirs.cwd`; stopped in teardown.
+ */
+export async function startMockDaemon(t: Test, env: NodeJS.ProcessEnv, dirs: { cwd: string; cfg: string } = daemonDirs(t)): Promise<RunningDaemon> {
+  const d = await startDaemon(['--configDir', dirs.cfg, '--registries', 'Mock'], env, 30_000, { cwd: dirs.cwd });
+  t.teardown(() => d.stop());
+  return d;
 }
 
 /** Runs openssl; throws with its stderr on failure. */

@@ -9,11 +9,12 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
-import { makeServerCert } from '../agent/helpers';
+import { makeServerCert } from '../helpers/agent';
 import { create } from '@bufbuild/protobuf';
 import { DiscoveryRequestSchema, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { AdsClient, CDS, node, SotwStream } from '../xds/server/helpers';
-import { caClient, createCertificate, MESHD_HOST, opensslCsr, sans, startIssuer, tempDir } from './helpers';
+import { caClient, createCertificate, MESHD_HOST, opensslCsr, sans, startIssuer } from './helpers';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 

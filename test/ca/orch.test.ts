@@ -10,8 +10,9 @@ import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi, requireKube } from '../helpers/kube';
-import { metricValue } from '../agent/helpers';
-import { caClient, createCertificate, opensslCsr, opensslVerify, sans, tempDir } from './helpers';
+import { metricValue } from '../helpers/prometheus';
+import { caClient, createCertificate, opensslCsr, opensslVerify, sans } from './helpers';
+import { tempDir } from '../helpers/temp';
 import { mintWorkloadToken, TOKEN_KEY_FILE, tokenSigningKey } from '../../src/ca/token';
 import { waitFor } from '../helpers/wait';
 

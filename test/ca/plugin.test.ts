@@ -6,9 +6,9 @@ import * as path from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
-import { startDaemon } from '../helpers/daemon';
-import { metricValue } from '../agent/helpers';
-import { caClient, createCertificate, openssl, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, tempDir } from './helpers';
+import { metricValue } from '../helpers/prometheus';
+import { caClient, createCertificate, openssl, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, daemonDirs, startMockDaemon } from './helpers';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
@@ -26,16 +26,11 @@ async function refusal(cwd: string, cfg: string, env: Record<string, string>): P
 t.test('plug-in CA: chains end to end (RSA and ECDSA intermediates)', async (t) => {
   for (const ec of [false, true]) {
     await t.test(ec ? 'ECDSA P-256 intermediate' : 'RSA 2048 intermediate', async (t) => {
-      const dir = tempDir(t);
+      const { dir, cwd, cfg } = daemonDirs(t);
       const cacerts = path.join(dir, 'cacerts');
       const pki = opensslPluginCa(cacerts, { ec });
-      const cwd = path.join(dir, 'meshd');
-      const cfg = path.join(dir, 'cfg');
-      fs.mkdirSync(cwd);
-      fs.mkdirSync(cfg);
       const issuer = await startIssuer(t);
-      const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { ROOT_CA_DIR: cacerts, JWT_RULE: issuer.rule() }, 30_000, { cwd });
-      t.teardown(() => d.stop());
+      const d = await startMockDaemon(t, { ROOT_CA_DIR: cacerts, JWT_RULE: issuer.rule() }, { cwd, cfg });
       t.match(d.log(), /Use local CA certificate from ROOT_CA_DIR/);
       t.equal(fs.readFileSync(path.join(cwd, 'var/run/secrets/mesh/root-cert.pem'), 'utf8'), pki.rootPem, 'the published root is root-cert.pem');
       t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'no self-signed root is made');
@@ -91,16 +86,11 @@ t.test('plug-in CA: a partial or mismatched set stops the daemon, naming the fil
 });
 
 t.test('plug-in CA: a new intermediate under the same root is picked up; a new root needs MESH_MULTIROOT_MESH', async (t) => {
-  const dir = tempDir(t);
+  const { dir, cwd, cfg } = daemonDirs(t);
   const cacerts = path.join(dir, 'cacerts');
   const pki = opensslPluginCa(cacerts);
-  const cwd = path.join(dir, 'meshd');
-  const cfg = path.join(dir, 'cfg');
-  fs.mkdirSync(cwd);
-  fs.mkdirSync(cfg);
   const issuer = await startIssuer(t);
-  const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], { ROOT_CA_DIR: cacerts, JWT_RULE: issuer.rule() }, 30_000, { cwd });
-  t.teardown(() => d.stop());
+  const d = await startMockDaemon(t, { ROOT_CA_DIR: cacerts, JWT_RULE: issuer.rule() }, { cwd, cfg });
   const ca = caClient(t, d.secureGrpc!, pki.rootPem);
   const token = await issuer.token({});
   const { csr } = opensslCsr(dir, 'ec');

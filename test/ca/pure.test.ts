@@ -18,7 +18,8 @@ import { classifyIdentity, parseCertificate, readSubjectAltNames, subjectAltName
 import { generateRoot, rootRotationWaitMs, rotatedRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { daemonDnsNames } from '../../src/ca/settings';
 import { enforceCompliance } from '../../src/serve/tls';
-import { openssl, opensslCsr, opensslPluginCa, tempDir } from './helpers';
+import { openssl, opensslCsr, opensslPluginCa } from './helpers';
+import { tempDir } from '../helpers/temp';
 
 const H = 3_600_000;
 

@@ -12,7 +12,8 @@ import t, { type Test } from 'tap';
 import { built, exec, MESH } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi, type Obj, kubeUnavailable } from '../helpers/kube';
-import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans, tempDir } from './helpers';
+import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans } from './helpers';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
@@ -90,19 +91,28 @@ function servingCertificate(address: string, rootPem: string): Promise<X509Certi
   });
 }
 
-t.test('EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates from the orchestrator signer', { skip: kubeUnavailable() }, async (t) => {
+/**
+ * An API server with namespaces mesh-system and demo, the test signer on it, a token of demo/app, and the daemon's
+ * working directory holding the signer's root where EXTERNAL_CA reads it (./etc/external-ca-cert/root-cert.pem).
+ */
+async function signerCluster(t: Test, o: { deny?: string[] } = {}) {
   const kube = await startKube(t, { crds: 'none', controllerManager: false });
   const api = kube.api;
   t.teardown(() => api.close());
   await api.create('/api/v1/namespaces', namespace('mesh-system'));
   await api.create('/api/v1/namespaces', namespace('demo'));
   const dir = tempDir(t);
-  const signer = startSigner(t, api, dir);
+  const signer = startSigner(t, api, dir, o);
   const token = await serviceAccountToken(api, 'demo', 'app');
-
   const cwd = path.join(dir, 'meshd');
   fs.mkdirSync(path.join(cwd, 'etc/external-ca-cert'), { recursive: true });
   fs.writeFileSync(path.join(cwd, 'etc/external-ca-cert/root-cert.pem'), signer.rootPem);
+  return { kube, api, dir, signer, token, cwd };
+}
+
+t.test('EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates from the orchestrator signer', { skip: kubeUnavailable() }, async (t) => {
+  const { kube, api, dir, signer, token, cwd } = await signerCluster(t);
+
   const d: RunningDaemon = await startDaemon(['--orchconfig', kube.kubeconfig], { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API', ORCH_SIGNER: SIGNER }, 60_000, { cwd });
   t.teardown(() => d.stop());
 
@@ -141,17 +151,7 @@ t.test('EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates 
 });
 
 t.test('a signer that fails the request: the caller gets an error naming the request and the signer', { skip: kubeUnavailable() }, async (t) => {
-  const kube = await startKube(t, { crds: 'none', controllerManager: false });
-  const api = kube.api;
-  t.teardown(() => api.close());
-  await api.create('/api/v1/namespaces', namespace('mesh-system'));
-  await api.create('/api/v1/namespaces', namespace('demo'));
-  const dir = tempDir(t);
-  const signer = startSigner(t, api, dir, { deny: [SIGNER] });
-  const token = await serviceAccountToken(api, 'demo', 'app');
-  const cwd = path.join(dir, 'meshd');
-  fs.mkdirSync(path.join(cwd, 'etc/external-ca-cert'), { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'etc/external-ca-cert/root-cert.pem'), signer.rootPem);
+  const { kube, dir, signer, token, cwd } = await signerCluster(t, { deny: [SIGNER] });
   // The serving certificate from another signer (PILOT_CERT_PROVIDER=k8s.io/<signer>), which does sign.
   const d = await startDaemon(['--orchconfig', kube.kubeconfig], { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API', ORCH_SIGNER: SIGNER, PILOT_CERT_PROVIDER: `k8s.io/${SERVING_SIGNER}` }, 60_000, { cwd });
   t.teardown(() => d.stop());

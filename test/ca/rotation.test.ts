@@ -7,18 +7,13 @@ import * as path from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { startDaemon } from '../helpers/daemon';
-import { caClient, createCertificate, opensslCsr, opensslVerify, startIssuer, tempDir } from './helpers';
+import { caClient, createCertificate, opensslCsr, opensslVerify, startIssuer, daemonDirs, startMockDaemon } from './helpers';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
 t.test('the self-signed root is rotated over the same key and stays trusted', async (t) => {
-  const dir = tempDir(t);
-  const cwd = path.join(dir, 'meshd');
-  const cfg = path.join(dir, 'cfg');
-  fs.mkdirSync(cwd);
-  fs.mkdirSync(cfg);
+  const { dir, cwd, cfg } = daemonDirs(t);
   const issuer = await startIssuer(t);
   const env = {
     JWT_RULE: issuer.rule(),
@@ -27,8 +22,7 @@ t.test('the self-signed root is rotated over the same key and stays trusted', as
     CA_SELF_SIGNED_ROOT_CERT_GRACE_PERIOD_PERCENTILE: '60',
     CA_ENABLE_JITTER_FOR_ROOT_CERT_ROTATOR: 'false',
   };
-  const d = await startDaemon(['--configDir', cfg, '--registries', 'Mock'], env, 30_000, { cwd });
-  t.teardown(() => d.stop());
+  const d = await startMockDaemon(t, env, { cwd, cfg });
   const rootFile = path.join(cwd, 'var/run/secrets/mesh/root-cert.pem');
   const oldRoot = fs.readFileSync(rootFile, 'utf8');
   const oldKey = fs.readFileSync(path.join(cwd, 'var/lib/mesh/ca/ca-key.pem'), 'utf8');

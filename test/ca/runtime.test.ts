@@ -8,7 +8,7 @@ import { MeshCa } from '../../src/ca/runtime';
 import type { CaSettings } from '../../src/ca/settings';
 import type { CaStore, StoredRoot } from '../../src/ca/store';
 import { rotatedRoot } from '../../src/ca/selfsigned';
-import { tempDir } from './helpers';
+import { tempDir } from '../helpers/temp';
 
 class MemoryStore implements CaStore {
   readonly describe = 'memory';

@@ -1,18 +1,17 @@
 // The packaged executable: dispatch by link name and by first word, version shapes, and bash
 // completion sourced into a real bash.
 import t from 'tap';
-import { existsSync, mkdtempSync, symlinkSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { DIST, MESH, built, exec } from '../helpers/binary';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `npm run build` first (npm test does)');
 
 const LINKS = ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl'] as const;
 
 t.test('dispatch through each link in dist/, through a link elsewhere, and by first word', async (t) => {
-  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-links-'));
-  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const tmp = tempDir(t, 'mesh-links-');
   for (const name of LINKS) {
     const own = await exec(path.join(DIST, name), ['--help']);
     t.equal(own.code, 0, `${name} --help`);
@@ -40,8 +39,7 @@ t.test('dispatch through each link in dist/, through a link elsewhere, and by fi
 });
 
 t.test("Istio's program names, and any other link name, as Istio users will link it", async (t) => {
-  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-istio-links-'));
-  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const tmp = tempDir(t, 'mesh-istio-links-');
   for (const [istio, ours] of [['istioctl', 'meshctl'], ['istiod', 'pilot-discovery'], ['istio-cni', 'install-cni']] as const) {
     const link = path.join(tmp, istio);
     symlinkSync(MESH, link);

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import vm from 'node:vm';
-import { tempDir } from '../agent/helpers';
+import { tempDir } from '../helpers/temp';
 import { DIST } from '../helpers/binary';
 
 const CHUNKS = path.join(DIST, 'chunks');

@@ -2,25 +2,19 @@
 // write through a rename, new sub-directories, invalid edits that keep the last good version and
 // are counted in pilot_total_rejected_configs, duplicates, and one-shot loadConfigDir.
 import { promises as fs } from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { FileConfigStore, loadConfigDir } from '../../src/config/file';
 import type { ConfigEvent } from '../../src/config/store';
 import { configKey } from '../../src/config/types';
 import { registry } from '../../src/lib/metrics';
 import { setOutputLevel } from '../../src/lib/log';
 import { waitForValue } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 // Rejections are logged by design; keep the test output readable.
 setOutputLevel('file', 'none');
 setOutputLevel('validation', 'none');
-
-async function tempDir(t: Test): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'mesh-cfg-'));
-  t.teardown(() => fs.rm(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 async function rejectedCount(type: string, name: string): Promise<number> {
   const m = registry.getSingleMetric('pilot_total_rejected_configs');
@@ -59,7 +53,7 @@ function open(dir: string): { store: FileConfigStore; events: ConfigEvent[] } {
 const seen = (events: readonly ConfigEvent[], type: ConfigEvent['type'], key: string) => events.find((e) => e.type === type && configKey(e.config) === key);
 
 t.test('initial load, then add, edit, rename, delete', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   await fs.mkdir(path.join(dir, 'sub'));
   await fs.writeFile(path.join(dir, 'reviews.yaml'), vs('reviews', 'reviews'));
   await fs.writeFile(path.join(dir, 'sub', 'ext.yml'), se('ext', 'api.example.com'));
@@ -98,7 +92,7 @@ t.test('initial load, then add, edit, rename, delete', async (t) => {
 });
 
 t.test('an invalid edit is rejected, counted, and the previous version keeps serving', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   const file = path.join(dir, 'vs.yaml');
   await fs.writeFile(file, vs('canary', 'canary', 100) + '---\n' + vs('stable', 'stable'));
   const { store, events } = open(dir);
@@ -138,7 +132,7 @@ t.test('an invalid edit is rejected, counted, and the previous version keeps ser
 });
 
 t.test('editors that write through a rename, new sub-directories', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   await fs.writeFile(path.join(dir, 'a.yaml'), vs('a', 'a'));
   const { store, events } = open(dir);
   t.teardown(() => store.close());
@@ -162,7 +156,7 @@ t.test('editors that write through a rename, new sub-directories', async (t) => 
 });
 
 t.test('duplicates: the file loaded last wins', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   await fs.writeFile(path.join(dir, '10-first.yaml'), vs('dup', 'first'));
   await fs.writeFile(path.join(dir, '20-second.yaml'), vs('dup', 'second'));
   const { store } = open(dir);
@@ -176,7 +170,7 @@ t.test('duplicates: the file loaded last wins', async (t) => {
 });
 
 t.test('an edit in a large tree reads only the file it names; other events rescan the tree', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   for (let i = 0; i < 300; i++) await fs.writeFile(path.join(dir, `svc-${i}.yaml`), vs(`svc-${i}`, `svc-${i}`));
   // A ConfigMap mount: the visible file is a link through `..data`, which the kubelet swaps atomically.
   await fs.mkdir(path.join(dir, '..2026_01'));
@@ -208,7 +202,7 @@ t.test('an edit in a large tree reads only the file it names; other events resca
 });
 
 t.test('duplicates follow edits of either file; a resource moving between files is not deleted', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   await fs.writeFile(path.join(dir, '10-first.yaml'), vs('dup', 'first'));
   await fs.writeFile(path.join(dir, '20-second.yaml'), vs('dup', 'second'));
   const { store, events } = open(dir);
@@ -239,7 +233,7 @@ t.test('duplicates follow edits of either file; a resource moving between files 
 });
 
 t.test('a missing directory fails the initial sync', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   const store = new FileConfigStore({ dir: path.join(dir, 'nope') });
   t.teardown(() => store.close());
   await t.rejects(store.whenSynced(), /cannot read config directory .*nope/);
@@ -247,7 +241,7 @@ t.test('a missing directory fails the initial sync', async (t) => {
 });
 
 t.test('close stops watching', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   const { store, events } = open(dir);
   await store.whenSynced();
   await store.close();
@@ -263,7 +257,7 @@ t.test('close stops watching', async (t) => {
 });
 
 t.test('loadConfigDir reports errors with file, document, resource and field', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   await fs.writeFile(path.join(dir, 'x.yaml'), vs('ok', 'ok') + '---\n' + vs('bad', 'bad', -1));
   const r = await loadConfigDir(dir);
   t.same(r.configs.map(configKey), ['VirtualService/default/ok']);
@@ -275,7 +269,7 @@ t.test('loadConfigDir reports errors with file, document, resource and field', a
 t.test('the --configDir store keeps every Istio CRD kind: EnvoyFilter, ProxyConfig, Telemetry, WasmPlugin stored, bad ones rejected', async (t) => {
   const { loadEnvoyFilterTypes } = await import('../../src/config/validate');
   await loadEnvoyFilterTypes();
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'mesh-cfg-');
   await fs.writeFile(
     path.join(dir, 'extensions.yaml'),
     [

@@ -2,22 +2,16 @@
 // token is what authenticates (a wrong one is 401 Unauthorized with the Status reason), MESH_ORCH_CLIENT_CONTENT_TYPE
 // is logged as Istio's client would serve it, and --orchApiQPS/--orchApiBurst space the requests as the server's
 // audit log records their arrival.
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createOrchClient, OrchApiError } from '../../src/config/orch/client';
 import { configure, MemorySink, parseLogOptions } from '../../src/lib/log/index';
 import { kubeUnavailable, startKube, tokenKubeconfig, type Kube } from '../helpers/kube';
+import { tempDir } from '../helpers/temp';
 
 const logSink = new MemorySink();
 configure(parseLogOptions({}), { sinks: [logSink] });
-
-async function tempDir(t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'orch-client-kube-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
 
 interface AuditEvent {
   requestURI: string;
@@ -37,7 +31,7 @@ async function audit(kube: Kube, uriPrefix: string): Promise<AuditEvent[]> {
 
 t.test('against the real API server', { skip: kubeUnavailable() }, async (t) => {
   const kube = await startKube(t, { audit: true, controllerManager: false, crds: 'none' });
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'orch-client-kube-');
 
   t.test('the kubeconfig token is what authenticates; a wrong one is 401 with the Status reason', async (t) => {
     const goodFile = join(dir, 'good');

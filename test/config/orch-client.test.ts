@@ -1,13 +1,13 @@
 // The orchestrator client: --orchconfig loading with errors that name the file, and in-cluster configuration.
 // The bearer token, MESH_ORCH_CLIENT_CONTENT_TYPE and the --orchApiQPS/--orchApiBurst throttle are shown against
 // the real API server in orch-client-kube.test.ts.
-import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { createOrchClient, OrchApiError } from '../../src/config/orch/client';
 import { configure, MemorySink, parseLogOptions } from '../../src/lib/log/index';
 import { FakeApiServer } from '../helpers/apiserver';
+import { tempDir } from '../helpers/temp';
 
 const logSink = new MemorySink();
 configure(parseLogOptions({}), { sinks: [logSink] });
@@ -17,14 +17,8 @@ function logSince(mark: number): string[] {
   return text === '' ? [] : text.replace(/\n$/, '').split('\n');
 }
 
-async function tempDir(t: Test): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'orch-client-'));
-  t.teardown(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
-
 t.test('a missing --orchconfig file is an error naming it', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'orch-client-');
   const file = join(dir, 'nope', 'orchconfig');
   await t.rejects(createOrchClient({ orchconfig: file }), {
     name: 'OrchConfigError',
@@ -33,7 +27,7 @@ t.test('a missing --orchconfig file is an error naming it', async (t) => {
 });
 
 t.test('an unparseable or incomplete --orchconfig is an error naming the file and the problem', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'orch-client-');
   const cases: Array<[string, string, RegExp]> = [
     ['garbage.yaml', 'clusters: [\n  - name: a\n   bad', /cannot load orchestrator client configuration .*garbage\.yaml/],
     ['nocontext.yaml', 'apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n', /nocontext\.yaml: current-context is not set/],
@@ -65,7 +59,7 @@ t.test('in-cluster: a clear error outside a cluster, and naming an unreadable to
     name: 'OrchConfigError',
     message: /no --orchconfig given and not running in a cluster: ORCH_SERVICE_HOST/,
   });
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'orch-client-');
   await t.rejects(createOrchClient({ env: { KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443' }, serviceAccountPrefix: dir }), {
     name: 'OrchConfigError',
     message: new RegExp(`cannot read the service account token ${dir}/var/run/secrets/kubernetes.io/serviceaccount/token`),
@@ -73,7 +67,7 @@ t.test('in-cluster: a clear error outside a cluster, and naming an unreadable to
 });
 
 t.test('in-cluster: ORCH_SERVICE_HOST/PORT name the API server, with the mounted token', async (t) => {
-  const dir = await tempDir(t);
+  const dir = tempDir(t, 'orch-client-');
   const sa = join(dir, 'var/run/secrets/kubernetes.io/serviceaccount');
   await mkdir(sa, { recursive: true });
   await writeFile(join(sa, 'token'), 'sa-token');

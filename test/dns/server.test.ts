@@ -12,7 +12,8 @@ import { forEachEntryNames, type NameEntry } from '../../src/dns/lookup-table';
 import { LocalDnsServer, type Protocol } from '../../src/dns/server';
 import { aaaaRecord, aRecord, cnameRecord, decodeMessage, encodeMessage, query, RCODE, recordValue, replyTo, TYPE, type Message, type ResourceRecord } from '../../src/dns/wire';
 import { metricsText } from '../../src/lib/metrics';
-import { metricValue, tempDir } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
+import { tempDir } from '../helpers/temp';
 import { mutate, seededRandom } from '../helpers/seeded-random.mjs';
 
 const TABLE: Record<string, NameEntry> = {

@@ -10,7 +10,9 @@ import path from 'node:path';
 import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing } from '../helpers/envoy';
 import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort, summarize, tempDir } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
+import { summarize } from '../helpers/agent';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');

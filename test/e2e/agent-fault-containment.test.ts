@@ -10,7 +10,10 @@
 import dgram from 'node:dgram';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { freePort, gatewayConfig, metricValue, summarize } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
+import { gatewayConfig } from '../helpers/mesh-yaml';
+import { metricValue } from '../helpers/prometheus';
+import { summarize } from '../helpers/agent';
 import { httpGet, startGateway, type GatewayPorts } from '../helpers/gateway';
 import { decodeMessage, encodeMessage, query, RCODE, TYPE, type Message } from '../../src/dns/wire';
 import { waitFor } from '../helpers/wait';

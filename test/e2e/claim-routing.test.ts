@@ -5,12 +5,14 @@
 // scenario runs with our engine and with the real Envoy as the gateway's data plane (same table, no NACK).
 import t, { type Test } from 'tap';
 import { built } from '../helpers/binary';
-import { summarize, type Discovery } from '../agent/helpers';
+import { summarize } from '../helpers/agent';
+import { type RunningDaemon } from '../helpers/daemon';
 import { startGateway, type Reply } from '../helpers/gateway';
 import { DATA_PLANES, dataPlaneMissing, nacks, type DataPlane } from '../helpers/envoy';
 // @ts-expect-error the demo's issuer is plain JavaScript
 import { startIssuer } from '../../examples/claim-routing/issuer.mjs';
 import { waitFor } from '../helpers/wait';
+import { gatewayDoc, serviceEntryDoc } from '../helpers/mesh-yaml';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -32,15 +34,7 @@ function config(o: { gwPort: number; backendPort: number; jwksUri: string; issue
         "${header}": {exact: "${value}"}
     route: [{destination: {host: workload.demo.svc.cluster.local, port: {number: 8000}}}]
 `;
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gateway, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${o.gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
+  return `${gatewayDoc(o.gwPort, { name: 'gateway' })}---
 apiVersion: networking.mesh.io/v1
 kind: VirtualService
 metadata: {name: claims, namespace: mesh-system}
@@ -71,21 +65,12 @@ spec:
   - from: [{source: {notRequestPrincipals: ["*"]}}]
     to: [{operation: {paths: ["/secure", "/secure/*"]}}]
 ---
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: workload, namespace: demo}
-spec:
-  hosts: [workload.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 8000, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${o.backendPort}}}]
-`;
+${serviceEntryDoc('workload', { port: 8000, targetPort: o.backendPort })}`;
 }
 
 interface Rig {
   get: (p: string, token?: string) => Promise<Reply>;
-  daemon: Discovery;
+  daemon: RunningDaemon;
   agentOut: () => string;
   /** Signs of a rejected config (none expected on either data plane). */
   nacks: () => Promise<string[]>;

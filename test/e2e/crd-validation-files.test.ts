@@ -6,12 +6,12 @@
 // (pkg/config/validation/testdata/crds, vendored in test/config/fixtures/istio-crd-validation) and the rule
 // messages of its crd-all.gen.yaml, in the words of kube-apiserver 1.36 (test/config/crd-validation-apiserver.test.ts).
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -50,8 +50,7 @@ const CASES = [
   { kind: 'WasmPlugin', name: 'wasm', good: WASM_GOOD, bad: WASM_BAD, error: 'WasmPlugin/demo/wasm: spec.url: Invalid value: "fake://example.com": url must have schema one of [http, https, file, oci]' },
 ];
 
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'crd-validation-'));
-t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const tmp = tempDir(t, 'crd-validation-');
 
 t.test('meshctl validate -f rejects what the CRD rules reject, with the API server\'s message', async (t) => {
   for (const c of CASES) {

@@ -6,20 +6,19 @@
 import t, { type Test } from 'tap';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { built, DIST } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
 
 async function runDemo(t: Test, script: string, cwd: string): Promise<void> {
   const ns = createNetns(t, 'mesh-demo');
-  const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-demo-tmp-'));
-  t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+  const tmp = tempDir(t, 'mesh-demo-tmp-');
   const child = spawnIn(ns, process.execPath, [script], { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp } });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
@@ -62,8 +61,7 @@ t.test('npm run demo from the checkout', { skip }, async (t) => {
 });
 
 t.test('the demo from the release tarball, with no node_modules', { skip }, async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-tarball-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-tarball-');
   const tgz = fs.readdirSync(DIST).find((f) => f.endsWith('.tar.gz'))!;
   execFileSync('tar', ['-xzf', path.join(DIST, tgz), '-C', dir]);
   const top = path.join(dir, fs.readdirSync(dir)[0]!);
@@ -93,8 +91,7 @@ t.test('a port the demo needs is taken: one line naming the port and the program
 
 t.test('the gateway demo: the live edit it suggests visibly works, with no restart', { skip, timeout: 120_000 }, async (t) => {
   // a copy of the checkout's layout, so that the edit does not touch the repository's examples
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-demo-edit-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-demo-edit-');
   fs.cpSync(path.join(REPO, 'scripts'), path.join(dir, 'scripts'), { recursive: true });
   fs.cpSync(path.join(REPO, 'examples'), path.join(dir, 'examples'), { recursive: true });
   for (const l of ['dist', 'node_modules']) fs.symlinkSync(path.join(REPO, l), path.join(dir, l));

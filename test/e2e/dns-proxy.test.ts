@@ -11,7 +11,8 @@ import t, { type Test } from 'tap';
 import { DIST, built } from '../helpers/binary';
 import { APP_UID, asUser, capture, createNetns, httpGetIn, meshPodsUnavailable, must, sh, startDiscovery, startIn, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
-import { metricValue, tempDir } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 const UPSTREAM = path.join(REPO, 'test/e2e/fixtures/dns-upstream.mjs');

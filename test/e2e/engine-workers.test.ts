@@ -9,7 +9,8 @@ import net from 'node:net';
 import path from 'node:path';
 import { built } from '../helpers/binary';
 import { rawHead } from '../helpers/raw-http';
-import { prefixRouteConfig, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
+import { prefixRouteConfig } from '../helpers/mesh-yaml';
+import { startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');

@@ -5,7 +5,8 @@
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { DATA_PLANES, dataPlaneMissing, nacks } from '../helpers/envoy';
-import { prefixRouteConfig, startGateway, type GatewayPorts } from '../helpers/gateway';
+import { prefixRouteConfig } from '../helpers/mesh-yaml';
+import { startGateway, type GatewayPorts } from '../helpers/gateway';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');

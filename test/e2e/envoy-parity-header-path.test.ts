@@ -8,15 +8,15 @@
 import t, { type Test } from 'tap';
 import { spawn, execFileSync } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { DIST, built } from '../helpers/binary';
 import { envoyMissing, envoyPath } from '../helpers/envoy';
 import { echoed, rawExchange, rawRequest, startEchoBackend, type RawAnswer } from '../helpers/raw-http';
-import { freePort } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
 import { HEADER_CASES, PATH_CASES, PATH_MODE_HCM, PATH_MODES } from '../proxy/fixtures/path-header-cases';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -144,8 +144,7 @@ t.test('the built binary and Envoy answer the same bytes the same way', { skip: 
   const version = /version: [0-9a-f]+\/(\d+\.\d+\.\d+)/.exec(execFileSync(envoy, ['--version'], { encoding: 'utf8' }))?.[1] ?? '0';
   const fixed = versionAtLeast(version, FIXED_IN);
   t.comment(`Envoy ${version}${fixed ? '' : `: rows that changed in ${FIXED_IN} are skipped`}`);
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-parity-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-parity-');
   const echo = await startEchoBackend(t);
   const ours = await startPlane(t, dir, 'engine', path.join(DIST, 'pilot-agent'), ['envoy'], echo);
   const theirs = await startPlane(t, dir, 'envoy', envoy, [], echo);

@@ -11,48 +11,23 @@ import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import t from 'tap';
 import { built } from '../helpers/binary';
-import { freePort } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
 import { startGateway, type GatewayPorts } from '../helpers/gateway';
+import { gatewayYaml, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { openssl } from '../ca/helpers';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 function config(p: GatewayPorts, simplePort: number, mutualPort: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
-  - port: {number: ${simplePort}, name: https, protocol: HTTPS}
+  const servers = `  - port: {number: ${simplePort}, name: https, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: SIMPLE, credentialName: web-cert}
   - port: {number: ${mutualPort}, name: https-mutual, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: MUTUAL, credentialName: mutual-cert}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: all, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_EXTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
 `;
+  return gatewayYaml(p, virtualServiceDoc('all'), { servers, location: 'MESH_EXTERNAL' });
 }
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');

@@ -7,7 +7,8 @@
 import t from 'tap';
 import http2 from 'node:http2';
 import { built } from '../helpers/binary';
-import { gatewayYaml, startGateway } from '../helpers/gateway';
+import { gatewayYaml } from '../helpers/mesh-yaml';
+import { startGateway } from '../helpers/gateway';
 import { rawExchange, rawRequest } from '../helpers/raw-http';
 import { PATH_CASES, PATH_MODES, type PathMode } from '../proxy/fixtures/path-header-cases';
 

@@ -4,39 +4,13 @@
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startGateway } from '../helpers/gateway';
+import { gatewayYaml, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 function config(gwPort: number, backendPort: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {istio: ingressgateway}
-  servers:
-  - port: {number: ${gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: all, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${backendPort}}}]
-`;
+  return gatewayYaml({ gw: gwPort, backend: backendPort }, virtualServiceDoc('all'), { selector: 'istio: ingressgateway' });
 }
 
 t.test("labels given only as Istio's ISTIO_METAJSON_LABELS select the Gateway", async (t) => {

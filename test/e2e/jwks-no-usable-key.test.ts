@@ -17,7 +17,9 @@ import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
 import { startGateway } from '../helpers/gateway';
 import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort, gatewayConfig, summarize } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
+import { gatewayConfig } from '../helpers/mesh-yaml';
+import { summarize } from '../helpers/agent';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
 import { waitFor } from '../helpers/wait';
 

@@ -21,7 +21,7 @@ import { generateKeyPair } from '../../src/ca/pkix/keys';
 import { generateRoot, selfSignedBundle } from '../../src/ca/selfsigned';
 import { DIST, built } from '../helpers/binary';
 import { callIn as call, capture, createNetns, linkPod, meshPodsUnavailable, opensslIdentities, sh, startApp, startDiscovery, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
-import { tempDir } from '../agent/helpers';
+import { tempDir } from '../helpers/temp';
 import { DATA_PLANES, dataPlaneMissing, envoyPath } from '../helpers/envoy';
 import { waitFor } from '../helpers/wait';
 const VIP = '10.89.9.10';

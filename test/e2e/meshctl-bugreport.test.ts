@@ -2,13 +2,13 @@
 // network namespace of their own, as meshctl-live.test.ts runs them): the archive's real content, --dry-run,
 // --timeout keeping partial results, --include/--exclude, secret redaction, the progress line on a terminal.
 import t from 'tap';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { built, DIST, type ExecResult } from '../helpers/binary';
+import { built, DIST, exec } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { tempDir } from '../agent/helpers';
-import { GATEWAY_CONFIG, waitForOk, watch } from '../helpers/live-mesh';
+import { tempDir } from '../helpers/temp';
+import { meshctlHome, meshctlIn, startLiveDiscovery, waitForOk, watch } from '../helpers/live-mesh';
 import { redactSecrets } from '../../src/meshctl/bugreport/command';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -21,13 +21,7 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
   const dir = tempDir(t, 'mesh-bugreport-');
   const out: string[] = [];
   const logs = () => out.join('').slice(-6000);
-  fs.mkdirSync(path.join(dir, 'config'));
-  fs.writeFileSync(path.join(dir, 'config', 'gateway.yaml'), GATEWAY_CONFIG);
-  fs.writeFileSync(path.join(dir, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 127.0.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
-  const base = { PATH: process.env.PATH, HOME: dir };
-  const daemon = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', path.join(dir, 'config'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014', '--ctrlz_port', '0'], { env: base });
-  watch(t, 'discovery', daemon, out);
-  await waitForOk(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${logs()}`);
+  const base = await startLiveDiscovery(t, ns, dir, out);
   fs.mkdirSync(path.join(dir, 'gw'));
   const gw = spawnIn(ns, path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(dir, 'mesh.yaml')], {
     env: {
@@ -42,20 +36,9 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
   });
   watch(t, 'gw', gw, out);
   await waitForOk(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
-  const home = path.join(dir, 'home');
-  fs.mkdirSync(path.join(home, '.meshctl'), { recursive: true });
-  fs.writeFileSync(path.join(home, '.meshctl', 'config.yaml'), 'xds-address: 127.0.0.1:15010\nplaintext: true\n');
+  const home = meshctlHome(dir);
 
-  const meshctl = (args: readonly string[], cwd = dir) =>
-    new Promise<ExecResult>((resolve, reject) => {
-      const child = spawn('ip', ['netns', 'exec', ns, path.join(DIST, 'meshctl'), ...args], { env: { PATH: process.env.PATH, HOME: home }, cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
+  const meshctl = (args: readonly string[], cwd = dir) => meshctlIn(ns, args, { env: { PATH: process.env.PATH, HOME: home }, cwd });
   /** Unpacks with the system's tar: the archive must be a real tar.gz. */
   const unpack = (archive: string): string => {
     const to = fs.mkdtempSync(path.join(dir, 'x-'));
@@ -154,17 +137,9 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
   });
 
   await t.test('an unreachable daemon is one clear error', async (t) => {
-    const r = await new Promise<ExecResult>((resolve, reject) => {
-      const child = spawn(path.join(DIST, 'meshctl'), ['bug-report'], {
-        env: { PATH: process.env.PATH, HOME: dir, MESHCTL_XDS_ADDRESS: '127.0.0.1:1', MESHCTL_PLAINTEXT: 'true' },
-        cwd: dir,
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    const r = await exec(path.join(DIST, 'meshctl'), ['bug-report'], {
+      env: { PATH: process.env.PATH, HOME: dir, MESHCTL_XDS_ADDRESS: '127.0.0.1:1', MESHCTL_PLAINTEXT: 'true' },
+      cwd: dir,
     });
     t.not(r.code, 0);
     t.match(r.stderr, /^Error: cannot collect from the control plane: could not dial 127\.0\.0\.1:1/);

@@ -4,13 +4,12 @@
 // a network namespace of its own. The gateway's admin and status ports are not Istio's defaults, so meshctl
 // must learn them from the node metadata the agent sent.
 import t, { type Test } from 'tap';
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { built, DIST, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { tempDir } from '../agent/helpers';
-import { GATEWAY_CONFIG, waitForOk, watch } from '../helpers/live-mesh';
+import { tempDir } from '../helpers/temp';
+import { meshctlHome, meshctlIn, startLiveDiscovery, waitForOk, watch } from '../helpers/live-mesh';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
@@ -30,14 +29,7 @@ async function startMesh(t: Test): Promise<Mesh> {
   const dir = tempDir(t, 'mesh-meshctl-live-');
   const out: string[] = [];
   const logs = () => out.join('').slice(-6000);
-  fs.mkdirSync(path.join(dir, 'config'));
-  fs.writeFileSync(path.join(dir, 'config', 'gateway.yaml'), GATEWAY_CONFIG);
-  fs.writeFileSync(path.join(dir, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 127.0.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
-  const base = { PATH: process.env.PATH, HOME: dir };
-
-  const daemon = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', path.join(dir, 'config'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014', '--ctrlz_port', '0'], { env: base });
-  watch(t, 'discovery', daemon, out);
-  await waitForOk(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${logs()}`);
+  const base = await startLiveDiscovery(t, ns, dir, out);
 
   for (const [name, sub] of [['gw', 'router'], ['app', 'sidecar']] as const) {
     fs.mkdirSync(path.join(dir, name));
@@ -67,21 +59,8 @@ async function startMesh(t: Test): Promise<Mesh> {
   await waitForOk(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
   await waitForOk(ns, 'http://127.0.0.1:15020/healthz/ready', () => `the sidecar is not ready:\n${logs()}`);
 
-  // The defaults file, as ~/.istioctl/config.yaml is for istioctl.
-  const home = path.join(dir, 'home');
-  fs.mkdirSync(path.join(home, '.meshctl'), { recursive: true });
-  fs.writeFileSync(path.join(home, '.meshctl', 'config.yaml'), 'xds-address: 127.0.0.1:15010\nplaintext: true\n');
-
-  const meshctl = (args: readonly string[], env: NodeJS.ProcessEnv = {}) =>
-    new Promise<ExecResult>((resolve, reject) => {
-      const child = spawn('ip', ['netns', 'exec', ns, path.join(DIST, 'meshctl'), ...args], { env: { PATH: process.env.PATH, HOME: home, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
+  const home = meshctlHome(dir);
+  const meshctl = (args: readonly string[], env: NodeJS.ProcessEnv = {}) => meshctlIn(ns, args, { env: { PATH: process.env.PATH, HOME: home, ...env } });
   return { ns, dir, home, logs, meshctl };
 }
 

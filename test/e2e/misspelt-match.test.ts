@@ -5,42 +5,16 @@ import t from 'tap';
 import fs from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
 import { startGateway } from '../helpers/gateway';
+import { gatewayYaml, routeTo, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 function config(gwPort: number, backendPort: number, match: string): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: groups, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - match: [{uri: {prefix: /team}, headers: {x-group: ${match}}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${backendPort}}}]
-`;
+  const http = `  - match: [{uri: {prefix: /team}, headers: {x-group: ${match}}}]\n    ${routeTo()}\n`;
+  return gatewayYaml({ gw: gwPort, backend: backendPort }, virtualServiceDoc('groups', { http }));
 }
 
 t.test('a misspelt header match is rejected and the last good routing keeps serving', async (t) => {

@@ -8,13 +8,13 @@ import t from 'tap';
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { built, DIST } from '../helpers/binary';
 import { REPO, section } from '../helpers/spec';
 import { createNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
@@ -45,8 +45,7 @@ t.test('README: running sidecars without a cluster', { skip }, async (t) => {
   const lines = readmeLines();
   t.ok(lines.length >= 8, `${lines.length} lines in the README block`);
   const ns = createNetns(t, 'mesh-nocluster');
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-nocluster-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-nocluster-');
   fs.symlinkSync(DIST, path.join(dir, 'dist'));
   fs.symlinkSync(path.join(REPO, 'examples'), path.join(dir, 'examples'));
   // HOME is the scratch directory: no ~/.meshctl/config.yaml of the machine's user changes meshctl's choices.

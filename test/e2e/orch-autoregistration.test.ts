@@ -16,7 +16,8 @@ import { kubeUnavailable, type Kube, namespace, type Obj, service, startKube } f
 import { createNetns, forwardIntoNetns, must } from '../helpers/netns';
 import { endpointsOf, EDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import { meshPodsUnavailable, opensslIdentities, startIn, startSidecar } from '../../scripts/lib/mesh-pods.mjs';
-import { metricValue, tempDir } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 const skip = meshPodsUnavailable({ openssl: true }) || kubeUnavailable();

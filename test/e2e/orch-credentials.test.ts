@@ -18,7 +18,7 @@ import { sdsAdsConfig } from '../../src/xds/gen/tls';
 import { built } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
 import { namespace, startKube, type KubeApi, requireKube } from '../helpers/kube';
-import { tempDir } from '../ca/helpers';
+import { tempDir } from '../helpers/temp';
 import { generateRoot, rotatedRoot } from '../../src/ca/selfsigned';
 import { waitFor } from '../helpers/wait';
 

@@ -5,8 +5,7 @@
 // sent only with PILOT_SEND_UNHEALTHY_ENDPOINTS and terminating ones never; meshConfig
 // discoverySelectors (edited on disk) decide which namespaces are served; the API server's audit log
 // names the program and version; the single executable prints no require() warning.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { built } from '../helpers/binary';
@@ -16,6 +15,7 @@ import { applyCrds, type Kube, namespace, node, pod, podStatus, service, startKu
 import { addressesOf, CDS, EDS, endpointsOf, RDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import type { RouteConfiguration } from '../../src/gen/envoy/config/route/v3/route_pb';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 requireKube();
 
@@ -151,8 +151,7 @@ t.test('PILOT_SEND_UNHEALTHY_ENDPOINTS sends unready endpoints as UNHEALTHY; ter
 });
 
 t.test('meshConfig discoverySelectors decide which namespaces are served, and an edit of the file applies', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-config-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-config-');
   const file = path.join(dir, 'mesh');
   writeFileSync(file, 'discoverySelectors:\n- matchLabels: {mesh-discovery: "on"}\n');
   const selective = await startDaemon(['--orchconfig', kube.kubeconfig, '--meshConfig', file]);

@@ -7,7 +7,7 @@
 // waits for a remote cluster that cannot sync.
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { metricValue } from '../agent/helpers';
+import { metricValue } from '../helpers/prometheus';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { endpointSlice, type Kube, namespace, type Obj, service, startKube, requireKube } from '../helpers/kube';

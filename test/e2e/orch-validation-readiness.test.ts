@@ -4,7 +4,7 @@
 // webhook (here the webhook points at a port nothing listens on, so the dry-run passes); once the
 // configuration points at the daemon and the dry-run is refused, it switches to `Fail`.
 import t from 'tap';
-import { freePort } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
 import { built } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
 import { type Kube, namespace, type Obj, startKube, requireKube } from '../helpers/kube';

@@ -9,7 +9,6 @@
 //   message, and a Pod mutated by the injection webhook exactly as `meshctl orch-inject` injects the same
 //   pod, with the namespace/object selectors of Istio's chart and the injector's neverInjectSelector.
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { parse as parseYaml } from 'yaml';
@@ -18,6 +17,7 @@ import { built, exec, DIST } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { type Kube, KubeApiError, namespace, type Obj, startKube, requireKube } from '../helpers/kube';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 requireKube();
 
@@ -30,8 +30,7 @@ const cmPath = (ns: string) => `/api/v1/namespaces/${ns}/configmaps/${CM}`;
 const b64 = (s: string) => Buffer.from(s, 'base64').toString('utf8');
 
 let kube: Kube;
-const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'orch-writers-'));
-t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
+const tmp = tempDir(t, 'orch-writers-');
 
 t.before(async () => {
   kube = await startKube(t, { controllerManager: false });

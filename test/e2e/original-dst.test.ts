@@ -12,7 +12,7 @@ import t from 'tap';
 import { DIST, built } from '../helpers/binary';
 import { APP_UID, asUser, capture, createNetns, httpGetIn, linkPod, meshPodsUnavailable, must, opensslIdentities, startDiscovery, startIn, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
-import { tempDir } from '../agent/helpers';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 const WORLD = path.join(REPO, 'test/e2e/fixtures/capture-world.mjs');

@@ -6,6 +6,7 @@ import t from 'tap';
 import { performance } from 'node:perf_hooks';
 import { built } from '../helpers/binary';
 import { startGateway, httpGet } from '../helpers/gateway';
+import { gatewayYaml, routeTo, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { fullMatcher } from '../../src/lib/re2';
 import { compileRegex } from '../../src/proxy/matchers/string';
 
@@ -14,42 +15,17 @@ if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const EVIL = '/x(a+)+b';
 
 function config(gwPort: number, backendPort: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: evil, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - name: evil-path
+  const http = `  - name: evil-path
     match: [{uri: {regex: "${EVIL}"}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
+    ${routeTo()}
   - name: evil-header
     match: [{uri: {prefix: /h}, headers: {x-probe: {regex: "(a|aa)+b"}}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
+    ${routeTo()}
   - name: ok
     match: [{uri: {prefix: /ok}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${backendPort}}}]
+    ${routeTo()}
 `;
+  return gatewayYaml({ gw: gwPort, backend: backendPort }, virtualServiceDoc('evil', { http }));
 }
 
 const BOUND_MS = 10;

@@ -8,7 +8,8 @@ import http from 'node:http';
 import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing } from '../helpers/envoy';
 import { httpBootstrap, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort, summarize } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
+import { summarize } from '../helpers/agent';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 

@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import t from 'tap';
 import { DIST, built } from '../helpers/binary';
 import { callIn as call, meshAddr, meshPodsUnavailable, sh, startMesh } from '../../scripts/lib/mesh-pods.mjs';
-import { tempDir } from '../agent/helpers';
+import { tempDir } from '../helpers/temp';
 
 const PODS = { a: 1, b: 2 } as const;
 type PodName = keyof typeof PODS;

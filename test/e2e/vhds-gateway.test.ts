@@ -6,41 +6,14 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
 import { startGateway, type GatewayPorts } from '../helpers/gateway';
+import { gatewayYaml, routeTo, virtualServiceDoc, yamlDocs } from '../helpers/mesh-yaml';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 function config(p: GatewayPorts, aPrefix: string): string {
-  const vs = (name: string, host: string, prefix: string) => `---
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: ${name}, namespace: mesh-system}
-spec:
-  hosts: [${host}]
-  gateways: [gw]
-  http:
-  - match: [{uri: {prefix: ${prefix}}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
-`;
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
-${vs('a', 'a.example.com', aPrefix)}${vs('b', 'b.example.com', '/b')}`;
+  const vs = (name: string, host: string, prefix: string) => virtualServiceDoc(name, { hosts: host, http: `  - match: [{uri: {prefix: ${prefix}}}]\n    ${routeTo()}\n` });
+  return gatewayYaml(p, yamlDocs(vs('a', 'a.example.com', aPrefix), vs('b', 'b.example.com', '/b')));
 }
 
 t.test('a VirtualService edit reaches the engine through VHDS and routes right after', async (t) => {

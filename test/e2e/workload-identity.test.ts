@@ -8,7 +8,6 @@ import { execFileSync, spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
 import https from 'node:https';
-import os from 'node:os';
 import path from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import t, { type Test } from 'tap';
@@ -23,46 +22,24 @@ import { StatsStore } from '../../src/proxy/stats/store';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { sdsConfig } from '../../src/xds/gen/tls';
 import { built, DIST } from '../helpers/binary';
-import { freePort, metricValue, startDiscovery } from '../agent/helpers';
+import { freePort } from '../helpers/ports';
+import { metricValue } from '../helpers/prometheus';
+import { startDiscovery } from '../helpers/daemon';
 import { GATEWAY_IDENTITY, startGateway, type GatewayPorts, type GatewayRig } from '../helpers/gateway';
+import { gatewayYaml, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { caClient, createCertificate, opensslCsr } from '../ca/helpers';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 /** A Gateway with a plain HTTP server and an ISTIO_MUTUAL HTTPS server, both routed to the backend. */
 function config(p: GatewayPorts, tlsPort: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${p.gw}, name: http, protocol: HTTP}
-    hosts: ["*"]
-  - port: {number: ${tlsPort}, name: https-mesh, protocol: HTTPS}
+  const servers = `  - port: {number: ${tlsPort}, name: https-mesh, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: ISTIO_MUTUAL}
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: all, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${p.backend}}}]
 `;
+  return gatewayYaml(p, virtualServiceDoc('all'), { servers });
 }
 
 async function gateway(t: Test, agentEnv: NodeJS.ProcessEnv = {}): Promise<{ rig: GatewayRig; tlsPort: number }> {
@@ -248,8 +225,7 @@ t.test('the daemon down while the certificate nears expiry: the last one is kept
 });
 
 t.test('TLS to the plaintext port: the agent says which port it reached and what to set', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-mismatch-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-mismatch-');
   fs.mkdirSync(path.join(dir, 'config'));
   const daemon = await startDiscovery({ configDir: path.join(dir, 'config'), cwd: dir });
   t.teardown(() => daemon.stop());

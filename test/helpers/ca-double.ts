@@ -10,7 +10,7 @@ import { create } from '@bufbuild/protobuf';
 import type { Test } from 'tap';
 import { IstioCertificateResponseSchema, IstioCertificateService } from '../../src/gen/security/v1alpha1/ca_pb';
 import { addGrpcService } from '../../src/lib/xds/grpc';
-import { tempDir } from '../agent/helpers';
+import { tempDir } from './temp';
 
 export interface CaCall {
   csr: string;

@@ -4,7 +4,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { REPO } from './spec';
-import type { Discovery } from '../agent/helpers';
+import type { RunningDaemon } from './daemon';
 
 let found: string | null | undefined;
 
@@ -53,7 +53,7 @@ export function dataPlanes(): DataPlane[] {
  * Every sign of a rejected config (a NACK) in a run: the daemon's pilot_total_xds_rejects above zero, its
  * `ACK ERROR` lines, and Envoy's own `rejected` warnings in the agent's output. Empty when there was none.
  */
-export async function nacks(daemon: Discovery, agentOut: string): Promise<string[]> {
+export async function nacks(daemon: RunningDaemon, agentOut: string): Promise<string[]> {
   const metrics = await fetch(`http://${daemon.monitoring}/metrics`).then((r) => r.text());
   return [
     ...metrics.split('\n').filter((l) => /^pilot_total_xds_rejects\b/.test(l) && !/ 0$/.test(l)),

@@ -10,7 +10,10 @@ import http from 'node:http';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
-import { freePort, startDiscovery, summarize, tempDir, type Discovery } from '../agent/helpers';
+import { freePort } from './ports';
+import { startDiscovery, type RunningDaemon } from './daemon';
+import { summarize } from './agent';
+import { tempDir } from './temp';
 import { startIssuer, type Issuer } from '../ca/helpers';
 import { envoyPath, type DataPlane } from './envoy';
 import { waitFor } from './wait';
@@ -38,11 +41,11 @@ export interface GatewayRig {
   ports: GatewayPorts;
   dir: string;
   configDir: string;
-  daemon: Discovery;
+  daemon: RunningDaemon;
   /** The OIDC issuer the daemon trusts (JWT_RULE); undefined with a plaintext control plane. */
   issuer?: Issuer;
   /** Stops the daemon and starts it again on the same ports and directory (the same root). */
-  restartDaemon(): Promise<Discovery>;
+  restartDaemon(): Promise<RunningDaemon>;
   get(p: string, headers?: Record<string, string>): Promise<Reply>;
   agentOut(): string;
   /** The agent's process id (to signal it). */
@@ -70,34 +73,6 @@ export interface GatewayOptions {
   dataPlane?: DataPlane;
 }
 
-/**
- * The config most gateway tests start from: Gateway `mesh-system/gw` serving HTTP on the rig's port, and
- * ServiceEntry backend.demo.svc.cluster.local:80 on the rig's backend; `more` appends documents
- * (VirtualServices naming gateway `gw`, policies).
- */
-export function gatewayYaml(ports: GatewayPorts, more: string): string {
-  const gateway = {
-    apiVersion: 'networking.istio.io/v1',
-    kind: 'Gateway',
-    metadata: { name: 'gw', namespace: 'mesh-system' },
-    spec: { selector: { mesh: 'ingressgateway' }, servers: [{ port: { number: ports.gw, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] },
-  };
-  const backend = {
-    apiVersion: 'networking.istio.io/v1',
-    kind: 'ServiceEntry',
-    metadata: { name: 'backend', namespace: 'demo' },
-    spec: {
-      hosts: ['backend.demo.svc.cluster.local'],
-      location: 'MESH_INTERNAL',
-      resolution: 'STATIC',
-      ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
-      endpoints: [{ address: '127.0.0.1', ports: { http: ports.backend } }],
-    },
-  };
-  // JSON is YAML: one document per object
-  return [JSON.stringify(gateway), JSON.stringify(backend), more].join('\n---\n');
-}
-
 /** The backend answers JSON naming itself, the path and the headers it saw. */
 async function startBackend(t: Test): Promise<number> {
   const backend = http.createServer((req, res) => {
@@ -113,26 +88,6 @@ async function startBackend(t: Test): Promise<number> {
       }),
   );
   return (backend.address() as { port: number }).port;
-}
-
-/**
- * The plainest gateway config: a Gateway on the rig's port for every host, the rig's backend as the ServiceEntry
- * backend.demo.svc.cluster.local:80, and a VirtualService for `host` routing `prefix` to it.
- */
-export function prefixRouteConfig(p: GatewayPorts, prefix: string, host = '*'): string {
-  return gatewayYaml(
-    p,
-    `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: route, namespace: mesh-system}
-spec:
-  hosts: ["${host}"]
-  gateways: [gw]
-  http:
-  - match: [{uri: {prefix: ${prefix}}}]
-    route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
-`,
-  );
 }
 
 export function httpGet(port: number, p: string, headers: Record<string, string> = {}, timeoutMs = 10_000): Promise<Reply> {

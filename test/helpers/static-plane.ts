@@ -8,7 +8,8 @@ import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
 import { envoyPath, type DataPlane } from './envoy';
-import { summarize, tempDir } from '../agent/helpers';
+import { summarize } from './agent';
+import { tempDir } from './temp';
 import { httpGet, type Reply } from './gateway';
 import { waitFor } from './wait';
 

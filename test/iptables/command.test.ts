@@ -1,7 +1,6 @@
 // The mesh-iptables handler end to end, without privileges: dry runs from flags to the golden
 // command lists, DRY_RUN_FILE_PATH, and user-facing errors.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -10,6 +9,8 @@ import { runMeshIptables } from '../../src/iptables/command';
 import type { CaptureFacts } from '../../src/iptables/config';
 import { RealDependencies } from '../../src/iptables/executor';
 import { golden, runContext, specFlagDefaults } from './helpers';
+import { freePort } from '../helpers/ports';
+import { tempDir } from '../helpers/temp';
 
 const defaults = specFlagDefaults();
 const ipv4Pod: CaptureFacts = { localAddresses: ['127.0.0.1', '10.0.0.5'], nameservers: ['127.0.0.53'], users: {} };
@@ -24,8 +25,7 @@ t.test('the spec flag table is fully read', async (t) => {
 });
 
 t.test('--dry-run with default flags prints the commands of the "empty" case', async (t) => {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'mesh-ipt-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-ipt-');
   const file = path.join(dir, 'dry-run.txt');
   const run = runContext({ ...defaults, 'dry-run': true }, { DRY_RUN_FILE_PATH: file });
   t.equal(await runMeshIptables(run.ctx, withFacts(ipv4Pod)), 0);
@@ -76,8 +76,7 @@ t.test('invalid flags are user errors naming the flag', async (t) => {
 });
 
 t.test('missing iptables binaries are a clear user error', async (t) => {
-  const empty = mkdtempSync(path.join(os.tmpdir(), 'mesh-ipt-path-'));
-  t.teardown(() => rmSync(empty, { recursive: true, force: true }));
+  const empty = tempDir(t, 'mesh-ipt-path-');
   const run = runContext({ ...defaults });
   const err = await runMeshIptables(run.ctx, {
     ...withFacts(ipv4Pod),
@@ -91,15 +90,6 @@ t.test('--run-validation cannot target another namespace', async (t) => {
   const run = runContext({ ...defaults, 'run-validation': true, 'skip-rule-apply': true, 'network-namespace': 'elsewhere' });
   await t.rejects(runMeshIptables(run.ctx, withFacts(ipv4Pod)), /--run-validation.*--network-namespace/);
 });
-
-/** A port nothing listens on right now, for listeners of this test only. */
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 t.test('--run-validation without capture rules fails with exit code 126 within the probe timeout', async (t) => {
   const [proxy, inbound, probe] = [await freePort(), await freePort(), await freePort()];

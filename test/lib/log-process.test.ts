@@ -3,14 +3,13 @@
 // (Istio's pkg/log exits with 1 after writing the fatal entry).
 import { spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { tempDir } from '../helpers/temp';
 
 const LOG = fileURLToPath(new URL('../../src/lib/log/index.ts', import.meta.url));
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-log-proc-'));
-t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-log-proc-');
 
 let n = 0;
 function run(body: string): { status: number | null; stdout: string; stderr: string } {

@@ -1,20 +1,19 @@
 // The built binary's `meshctl manifest generate` / `translate` / `install --dry-run`: byte-identical output across
 // runs, Istio's document framing, and failures that print one error line, exit non-zero and write nothing.
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, cpSync } from 'node:fs';
-import os from 'node:os';
+import { existsSync, readdirSync, readFileSync, writeFileSync, cpSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { parse as parseYaml } from 'yaml';
 import { built, DIST, exec } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 const MESHCTL = path.join(DIST, 'meshctl');
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent' };
 const meshctl = (args: string[]) => exec(MESHCTL, args, { env: ENV });
-const dir = mkdtempSync(path.join(os.tmpdir(), 'mesh-manifest-bin-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-manifest-bin-');
 
 t.test('generate is deterministic and framed as Istio frames it', async (t) => {
   const [a, b] = await Promise.all([meshctl(['manifest', 'generate', '--set', 'profile=demo']), meshctl(['manifest', 'generate', '--set', 'profile=demo'])]);

@@ -1,8 +1,7 @@
 // What each profile installs, checked against facts of Istio 1.26's profiles and charts (manifests/profiles and
 // the charts' files/profile-*.yaml): which components are on, the discovery Service's ports, the webhooks, the
 // CRD set, Istio's object order, overlays of -f files and --set flags, and the errors for bad input.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import os from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { parseInjectConfig } from '../../src/inject/config';
@@ -10,6 +9,7 @@ import { parseGoYaml } from '../../src/lib/goyaml-parse';
 import { mergeInputs } from '../../src/manifest/operator';
 import { kindOrder, renderAll, sortObjects, type Obj } from '../../src/manifest/render';
 import { manifestSource } from '../../src/manifest/source';
+import { tempDir } from '../helpers/temp';
 
 function gen(sets: string[], files: string[] = []) {
   const m = mergeInputs({ files, sets, manifests: '', revision: '' }, manifestSource);
@@ -20,8 +20,7 @@ const names = (objs: Obj[], kind: string) => objs.filter((o) => o.kind === kind)
 const find = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name);
 const env = (d: Obj | undefined, name: string) => d?.spec.template.spec.containers[0].env.find((e: Obj) => e.name === name)?.value;
 
-const dir = mkdtempSync(path.join(os.tmpdir(), 'mesh-manifest-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-manifest-');
 
 t.test('default: base, discovery and the ingress gateway', async (t) => {
   const { objects } = gen([]);

@@ -2,18 +2,17 @@
 // (thresholds, suppressions, formats, analyzer selection, namespaces, mesh config) and exit codes
 // (79 for findings, 65 for input that does not parse, 1 for other failures), and the demo's configs
 // analyzing clean.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { REPO } from '../helpers/spec';
 import { built, DIST, exec } from '../helpers/binary';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 const MESHCTL = path.join(DIST, 'meshctl');
-const tmp = mkdtempSync(path.join(tmpdir(), 'meshctl-analyze-'));
-t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+const tmp = tempDir(t, 'meshctl-analyze-');
 
 function file(name: string, text: string): string {
   const p = path.join(tmp, name);

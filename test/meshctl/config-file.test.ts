@@ -8,6 +8,7 @@ import path from 'node:path';
 import { built, DIST, exec } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
 import { TabWriter } from '../../src/lib/tabwriter';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -112,8 +113,7 @@ t.test('nodeproxy-config --file: istioctl goldens and the other views', async (t
 });
 
 t.test('bad input: one line, exit 1, nothing on stdout', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'meshctl-bad-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'meshctl-bad-');
   fs.writeFileSync(path.join(dir, 'broken.json'), '{"configs": [');
   fs.writeFileSync(path.join(dir, 'list.json'), '[1, 2]');
   for (const [args, line, xdsEnv] of [

@@ -2,19 +2,18 @@
 // (issue 24: they named files the repository did not have), from a folder laid out as the checkout is.
 import t from 'tap';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { built, DIST } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 t.test('README commands on examples/meshctl work as printed', async (t) => {
   const lines = readFileSync(path.join(REPO, 'README.md'), 'utf8').split('\n').filter((l) => l.includes('examples/meshctl') || /^cd examples\/meshctl /.test(l)).filter((l) => /^(dist\/meshctl|cd examples)/.test(l));
   t.equal(lines.length, 3, lines.join('\n'));
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-readme-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-readme-');
   symlinkSync(DIST, path.join(dir, 'dist'));
   symlinkSync(path.join(REPO, 'examples'), path.join(dir, 'examples'));
   for (const line of lines) {

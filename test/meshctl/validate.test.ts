@@ -1,17 +1,16 @@
 // `meshctl validate` with the built binary: istioctl validate's inputs (validate_test.go's
 // documents), its output lines on stderr, its exit codes; the config model's rules for every mesh
 // kind; the port-naming and telemetry-label checks of orchestrator objects.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 const MESHCTL = path.join(DIST, 'meshctl');
-const tmp = mkdtempSync(path.join(tmpdir(), 'meshctl-validate-'));
-t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+const tmp = tempDir(t, 'meshctl-validate-');
 
 /** A literal inside a RegExp. */
 const esc = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');

@@ -1,8 +1,7 @@
 // `meshctl x workload group create` and `x workload entry configure` with the built binary over every case of
 // ../shared/conformance/workload (Istio's workload_test.go and its goldens), entry configure against a real
 // API server holding each case's cluster objects; the small helpers as tables.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { parse as parseYaml } from 'yaml';
@@ -10,6 +9,7 @@ import { convertToMap, podPortsMeta, splitEqual } from '../../src/meshctl/worklo
 import { built, DIST, exec } from '../helpers/binary';
 import { startKube, type Kube, kubeUnavailable } from '../helpers/kube';
 import { SHARED } from '../helpers/spec';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -24,8 +24,7 @@ t.test('cases.yaml holds every case', async (t) => {
   t.equal(cases.entryConfigure.length, 3, 'entry configure');
   t.equal(cases.podPortsMeta.length + cases.convertToMap.length + cases.splitEqual.length, 10, 'helper rows');
 });
-const tmp = mkdtempSync(path.join(tmpdir(), 'meshctl-workload-'));
-t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+const tmp = tempDir(t, 'meshctl-workload-');
 
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmp };
 

@@ -6,7 +6,7 @@ import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon } from '../helpers/daemon';
 import { CDS, sidecarNode, XdsWatch } from '../helpers/xds';
-import { tempDir } from '../agent/helpers';
+import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');

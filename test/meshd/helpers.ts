@@ -211,12 +211,6 @@ export function externalIPv4(): string | undefined {
   return undefined;
 }
 
-export function tempDir(prefix: string, t: { teardown(fn: () => unknown): void }): string {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  return dir;
-}
-
 export interface CertSet {
   caCert: string;
   serverCert: string;

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DIST, built, exec } from '../helpers/binary';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `npm run build` first (npm test does)');
 
@@ -18,8 +19,7 @@ function lastLine(s: string): string {
 }
 
 t.test('--configDir that does not exist or is a file', async (t) => {
-  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-startup-'));
-  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const tmp = tempDir(t, 'mesh-startup-');
   const missing = path.join(tmp, 'nope');
   const r1 = await exec(DISCOVERY, ['discovery', '--configDir', missing, '--httpAddr', '127.0.0.1:0', ...EPHEMERAL]);
   t.equal(r1.code, 255);
@@ -54,8 +54,7 @@ t.test('a port clash ends with its Error: line and nothing after it', async (t) 
 });
 
 t.test('PILOT_ENABLE_ANALYSIS without a cluster: analysis writes status to cluster resources, so the start fails', async (t) => {
-  const tmp = mkdtempSync(path.join(tmpdir(), 'mesh-startup-'));
-  t.teardown(() => rmSync(tmp, { recursive: true, force: true }));
+  const tmp = tempDir(t, 'mesh-startup-');
   const r = await exec(DISCOVERY, ['discovery', '--configDir', tmp, '--httpAddr', '127.0.0.1:0', ...EPHEMERAL], {
     env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: tmp, PILOT_ENABLE_ANALYSIS: 'true' },
   });

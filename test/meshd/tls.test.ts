@@ -8,9 +8,10 @@ import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { metricsText } from '../../src/lib/metrics';
 import { DaemonStartError, startDaemon } from '../../src/meshd/daemon';
-import { echo, FakeProviders, loopbackOptions, makeCerts, request, startTestDaemon, tempDir } from './helpers';
+import { echo, FakeProviders, loopbackOptions, makeCerts, request, startTestDaemon } from './helpers';
+import { tempDir } from '../helpers/temp';
 
-const dir = tempDir('meshd-tls-', t);
+const dir = tempDir(t, 'meshd-tls-');
 const certs = makeCerts(dir);
 const read = (f: string) => fs.readFileSync(f);
 const tlsFlags = (cipherSuites: string[] = []) => ({ certFile: certs.serverCert, keyFile: certs.serverKey, caCertFile: certs.caCert, cipherSuites });

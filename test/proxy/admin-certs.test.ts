@@ -7,7 +7,8 @@ import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { built, DIST, exec, MESH } from '../helpers/binary';
-import { freePort, makePki } from './helpers';
+import { freePort } from '../helpers/ports';
+import { makePki } from './helpers';
 import { waitForValue } from '../helpers/wait';
 
 const skip = built() ? false : 'needs the built binary (node build.mjs)';

@@ -4,22 +4,8 @@
 import t from 'tap';
 import net from 'node:net';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
-import {
-  adminGet,
-  adminPost,
-  adsBootstrap,
-  backend,
-  cla,
-  edsCluster,
-  freePort,
-  hcm,
-  httpListener,
-  request,
-  routeConfig,
-  startAds,
-  startProxy,
-  statValue,
-} from './helpers';
+import { adminGet, adminPost, adsBootstrap, backend, cla, edsCluster, hcm, httpListener, request, routeConfig, startAds, startProxy, statValue } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 
 const C = 'outbound|80||a.demo.svc.cluster.local';

@@ -4,23 +4,8 @@
 import t, { type Test } from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
-import {
-  adminGet,
-  adsBootstrap,
-  backend,
-  cla,
-  edsCluster,
-  freePort,
-  hcm,
-  httpListener,
-  request,
-  routeConfig,
-  startAds,
-  startProxy,
-  statValue,
-  type Backend,
-  type TestAds,
-} from './helpers';
+import { adminGet, adsBootstrap, backend, cla, edsCluster, hcm, httpListener, request, routeConfig, startAds, startProxy, statValue, type Backend, type TestAds } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 
 const A = 'outbound|80||a.demo.svc.cluster.local';

@@ -2,11 +2,12 @@
 // a bad bootstrap, exit 0 on /quitquitquit and on SIGTERM.
 import t from 'tap';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { backend, freePort, hcm, request, sock } from './helpers';
+import { backend, hcm, request, sock } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 const FIXTURE = path.join(import.meta.dirname, 'fixtures', 'envoy-command.ts');
 
@@ -19,8 +20,7 @@ function launch(args: string[]) {
   return { child, exited, output: () => out };
 }
 
-const dir = mkdtempSync(path.join(tmpdir(), 'mesh-envoy-cmd-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-envoy-cmd-');
 
 t.test('a bad bootstrap exits 1 naming the field', async (t) => {
   const f = path.join(dir, 'bad.yaml');

@@ -4,41 +4,18 @@
 // daemon leaves routing working; restarting it reconnects.
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { makeCa, sdsCluster, startSds } from './sds';
-import { adminGet, adsBootstrap, backend, freePort, request, startProxy, statValue } from './helpers';
+import { adminGet, adsBootstrap, backend, request, startProxy, statValue } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
+import { gatewayDoc, serviceEntryDoc, yamlDocs } from '../helpers/mesh-yaml';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
-
-function serviceEntry(name: string, port: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ${name}, namespace: demo}
-spec:
-  hosts: [${name}.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: ${port}}}]
-`;
-}
-
-function gateway(port: number): string {
-  return `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${port}, name: http, protocol: HTTP}
-    hosts: ["*"]
-`;
-}
 
 function virtualService(defaultHost: string): string {
   return `apiVersion: networking.istio.io/v1
@@ -61,15 +38,14 @@ spec:
 }
 
 t.test('a gateway served by pilot-discovery routes real traffic and follows config edits', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-proxy-e2e-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-proxy-e2e-');
   const a = await backend('a');
   const b = await backend('b');
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   const gwPort = await freePort();
   const grpcPort = await freePort();
-  writeFileSync(path.join(dir, 'services.yaml'), `${serviceEntry('a', a.port)}---\n${serviceEntry('b', b.port)}`);
-  writeFileSync(path.join(dir, 'gateway.yaml'), gateway(gwPort));
+  writeFileSync(path.join(dir, 'services.yaml'), yamlDocs(serviceEntryDoc('a', { targetPort: a.port }), serviceEntryDoc('b', { targetPort: b.port })));
+  writeFileSync(path.join(dir, 'gateway.yaml'), gatewayDoc(gwPort));
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService('a'));
   const args = ['--configDir', dir, '--grpcAddr', `127.0.0.1:${grpcPort}`];
   let daemon: RunningDaemon | undefined = await startDaemon(args);

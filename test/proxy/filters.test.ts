@@ -4,12 +4,13 @@
 import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, freePort, hcm, request, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, backend, hcm, request, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 const FAULT = 'type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault';
 const CORS = 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors';
@@ -193,8 +194,7 @@ t.test('circuit breaker overflow and outlier ejection', async (t) => {
 });
 
 t.test('access log, path normalisation, forwarded headers and rewrites', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-access-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-access-');
   const log = path.join(dir, 'access.log');
   const b = await backend('b');
   t.teardown(() => b.close());

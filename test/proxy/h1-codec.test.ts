@@ -8,7 +8,8 @@ import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, freePort, hcm, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, backend, hcm, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 
 function cluster(name: string, ports: number[], extra: JsonObject = {}): JsonObject {

@@ -7,18 +7,18 @@
 // engine answers 400; see src/proxy/codec/h1/parser.ts).
 import t from 'tap';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { built, DIST } from '../helpers/binary';
 import { dataPlanes, envoyPath, type DataPlane } from '../helpers/envoy';
-import { freePort, hcm, sock } from './helpers';
+import { freePort } from '../helpers/ports';
+import { hcm, sock } from './helpers';
 import { waitForValue } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
-const dir = mkdtempSync(path.join(tmpdir(), 'mesh-h1-verdicts-'));
-t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-h1-verdicts-');
 
 interface Verdict {
   /** Status of the answer; undefined: no answer, the connection stays open (a request still arriving). */

@@ -126,6 +126,46 @@ export function sock(address: string, port: number): JsonObject {
   return { socket_address: { address, port_value: port } };
 }
 
+/** A tcp_proxy network filter to `cluster`, its stats under `statPrefix`. */
+export function tcpProxy(statPrefix: string, cluster: string): JsonObject {
+  return { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: statPrefix, cluster } };
+}
+
+/**
+ * Istio's virtualOutbound listener on 127.0.0.1:`port` (the sidecar's 15001): connections handed off by their
+ * original destination, a connection to the listener itself black-holed, anything else passed through.
+ */
+export function virtualOutbound(port: number): JsonObject {
+  return {
+    name: 'virtualOutbound',
+    address: sock('127.0.0.1', port),
+    use_original_dst: true,
+    traffic_direction: 'OUTBOUND',
+    filter_chains: [
+      { name: 'virtualOutbound-blackhole', filter_chain_match: { destination_port: port }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] },
+      { name: 'virtualOutbound-catchall-tcp', filters: [tcpProxy('PassthroughCluster', 'PassthroughCluster')] },
+    ],
+  };
+}
+
+/**
+ * Istio's virtualInbound listener on 127.0.0.1:`port` (the sidecar's 15006): original_dst and http_inspector
+ * listener filters, a connection to the listener itself black-holed, then `chains`; `extra` adds listener fields.
+ */
+export function virtualInbound(port: number, chains: JsonObject[], extra: JsonObject = {}): JsonObject {
+  return {
+    name: 'virtualInbound',
+    address: sock('127.0.0.1', port),
+    traffic_direction: 'INBOUND',
+    listener_filters: [
+      { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
+      { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } },
+    ],
+    ...extra,
+    filter_chains: [{ name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: port }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] }, ...chains],
+  };
+}
+
 export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
   return pb(ClusterSchema, { name, type: 'EDS', connect_timeout: '1s', eds_cluster_config: { eds_config: { ads: {}, initial_fetch_timeout: '0s' }, service_name: name }, ...extra });
 }
@@ -223,15 +263,6 @@ export async function backend(name: string, handler?: (req: http.IncomingMessage
         server.close(() => r());
       }),
   };
-}
-
-/** A free TCP port on 127.0.0.1 (bound then released). */
-export async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const p = (s.address() as net.AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
 }
 
 export function adsBootstrap(adsAddress: string, extra: JsonObject = {}): JsonObject {

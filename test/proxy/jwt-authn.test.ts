@@ -5,8 +5,7 @@
 import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
@@ -22,9 +21,11 @@ import { ConfigError } from '../../src/proxy/common/config-error';
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StatsScope, StatsStore } from '../../src/proxy/stats/store';
-import { adminGet, adsBootstrap, backend, cla, edsCluster, freePort, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, adsBootstrap, backend, cla, edsCluster, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import { waitForValue } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 const JWT_AUTHN = 'envoy.filters.http.jwt_authn';
 const JWT_TYPE = 'type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication';
@@ -516,8 +517,7 @@ t.test('invalid configs are rejected naming the provider', async (t) => {
   const mixed = JSON.stringify({ keys: [{ kty: 'XYZ' }, k.jwk] });
   t.equal(await run(makeFilter(oneProvider(mixed)), new FakeStream('/', bearer(await sign(k, { iss: ISS })))), undefined);
   // keys from a file
-  const dir = mkdtempSync(path.join(tmpdir(), 'jwt-authn-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'jwt-authn-');
   const f = path.join(dir, 'jwks.json');
   writeFileSync(f, jwks(k));
   t.equal(await run(makeFilter({ providers: { p: { issuer: ISS, local_jwks: { filename: f } } }, rules: [{ match: { prefix: '/' }, requires: { provider_name: 'p' } }] }), new FakeStream('/', bearer(await sign(k, { iss: ISS })))), undefined, 'local_jwks.filename');

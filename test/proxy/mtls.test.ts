@@ -5,17 +5,17 @@
 // client certificate, set x-forwarded-client-cert, and authorize by principal (HTTP and network RBAC).
 // Certificates come from our CA (src/ca) and reach the engines over the agent's SDS server.
 import crypto from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
 import tls from 'node:tls';
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { freePort, request, sock, startProxy, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
+import { request, sock, startProxy, type RunningEngine } from './helpers';
 import { makeCa, sdsCluster, startSds, type Identity } from './sds';
 import { waitForValue } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 const spiffe = (ns: string, sa: string) => `spiffe://cluster.local/ns/${ns}/sa/${sa}`;
 
@@ -202,8 +202,7 @@ function sha256Hex(pem: string): string {
 }
 
 t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, principal policy, rotation', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-mtls-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-mtls-');
   const { rootPem, issue } = await makeCa();
   const [idA, idB, idC] = await Promise.all([issue(spiffe('a', 'a')), issue(spiffe('b', 'b')), issue(spiffe('c', 'c'))]);
 

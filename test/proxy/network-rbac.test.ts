@@ -10,7 +10,8 @@ import { FilterSchema } from '../../src/gen/envoy/config/listener/v3/listener_co
 import { buildAuthzNetworkFilters } from '../../src/security/authz/builder';
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg } from '../discovery/fixtures';
-import { adminGet, freePort, makePki, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, makePki, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 
 const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
 const RBAC = 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC';

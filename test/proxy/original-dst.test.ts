@@ -6,10 +6,9 @@
 import net from 'node:net';
 import t from 'tap';
 import type { Destination, OriginalDstSource } from '../../src/native/original-dst';
-import { backend, freePort, hcm, request, sock, startProxy } from './helpers';
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
+import { freePort } from '../helpers/ports';
 
-const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
-const tcp = (prefix: string, cluster: string) => ({ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: prefix, cluster } });
 const staticCluster = (name: string, port: number) => ({ name, type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] } });
 
 /** Answers each accepted connection with the next scripted destination (undefined: "not NATed"). */
@@ -68,16 +67,7 @@ t.test('virtualOutbound with SO_ORIGINAL_DST: hand-off by destination before any
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
       listeners: [
-        {
-          name: 'virtualOutbound',
-          address: sock('127.0.0.1', vo),
-          use_original_dst: true,
-          traffic_direction: 'OUTBOUND',
-          filter_chains: [
-            { name: 'virtualOutbound-blackhole', filter_chain_match: { destination_port: vo }, filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] },
-            { name: 'virtualOutbound-catchall-tcp', filters: [tcp('PassthroughCluster', 'PassthroughCluster')] },
-          ],
-        },
+        virtualOutbound(vo),
         {
           name: '0.0.0.0_9080',
           address: sock('0.0.0.0', 9080),
@@ -91,7 +81,7 @@ t.test('virtualOutbound with SO_ORIGINAL_DST: hand-off by destination before any
           address: sock('10.96.0.20', 5432),
           bind_to_port: false,
           traffic_direction: 'OUTBOUND',
-          filter_chains: [{ filters: [tcp('outbound|5432||db.demo.svc.cluster.local', 'db')] }],
+          filter_chains: [{ filters: [tcpProxy('outbound|5432||db.demo.svc.cluster.local', 'db')] }],
         },
       ],
       clusters: [
@@ -144,24 +134,16 @@ t.test('virtualInbound with SO_ORIGINAL_DST: the filter chain of the original po
     node: { id: 'sidecar~127.0.0.1~app-1.demo~demo.svc.cluster.local' },
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
-      listeners: [{
-        name: 'virtualInbound',
-        address: sock('127.0.0.1', vi),
-        traffic_direction: 'INBOUND',
-        listener_filters: [
-          { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
-          { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } },
-        ],
-        filter_chains: [
-          { name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: vi }, filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] },
+      listeners: [
+        virtualInbound(vi, [
           {
             name: `0.0.0.0_${app.port}`,
             filter_chain_match: { destination_port: app.port },
             filters: [hcm({ statPrefix: `inbound_0.0.0.0_${app.port}`, routeConfig: { name: inboundHttp, virtual_hosts: [{ name: 'inbound|http|x', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: inboundHttp, timeout: '0s' } }] }] } })],
           },
-          { name: `0.0.0.0_${raw.port}`, filter_chain_match: { destination_port: raw.port }, filters: [tcp(inboundTcp, inboundTcp)] },
-        ],
-      }],
+          { name: `0.0.0.0_${raw.port}`, filter_chain_match: { destination_port: raw.port }, filters: [tcpProxy(inboundTcp, inboundTcp)] },
+        ]),
+      ],
       clusters: [
         { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
         { name: inboundHttp, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s', upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } } },
@@ -186,7 +168,7 @@ t.test('a transparent listener (TPROXY) needs IP_TRANSPARENT: a failure rejects 
     name: 'virtualInbound',
     address: sock('127.0.0.1', port),
     transparent: true,
-    filter_chains: [{ filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] }],
+    filter_chains: [{ filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] }],
   });
   const boot = async () => ({ admin: { address: sock('127.0.0.1', 0) }, static_resources: { listeners: [await listener(await freePort())], clusters: [{ name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' }] } });
   const denied = { from: 'test', read: () => undefined, setTransparent: () => 'IP_TRANSPARENT: EPERM (needs CAP_NET_ADMIN)' };

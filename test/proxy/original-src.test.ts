@@ -15,8 +15,9 @@ import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
 import { ADDON_FILE, loadAddonFile, type OriginalDstSource } from '../../src/native/original-dst';
 import { poolKey } from '../../src/proxy/upstream/pool';
 import type { UpstreamSource } from '../../src/proxy/upstream/source';
-import { tempDir } from '../agent/helpers';
-import { freePort, hcm, sock, startProxy } from './helpers';
+import { tempDir } from '../helpers/temp';
+import { freePort } from '../helpers/ports';
+import { hcm, sock, startProxy } from './helpers';
 
 const SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
 const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';

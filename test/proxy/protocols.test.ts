@@ -8,23 +8,8 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
-import {
-  adminGet,
-  adsBootstrap,
-  backend,
-  cla,
-  edsCluster,
-  freePort,
-  hcm,
-  makePki,
-  pb,
-  request,
-  sock,
-  startAds,
-  startProxy,
-  statValue,
-  type RunningEngine,
-} from './helpers';
+import { adminGet, adsBootstrap, backend, cla, edsCluster, hcm, makePki, pb, request, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
+import { freePort } from '../helpers/ports';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
 import { SecretSchema } from '../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { waitForValue } from '../helpers/wait';

@@ -5,10 +5,8 @@
 // see original-dst.test.ts (in-process) and test/e2e/original-dst.test.ts (real iptables).
 import t from 'tap';
 import net from 'node:net';
-import { backend, freePort, hcm, request, sock, startProxy } from './helpers';
-
-const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
-const tcp = (prefix: string, cluster: string) => ({ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: prefix, cluster } });
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
+import { freePort } from '../helpers/ports';
 
 t.test('without the addon, virtualOutbound hands HTTP to the Host port listener, passes unknown destinations through, black-holes itself', async (t) => {
   const svc = await backend('svc');
@@ -20,16 +18,7 @@ t.test('without the addon, virtualOutbound hands HTTP to the Host port listener,
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
       listeners: [
-        {
-          name: 'virtualOutbound',
-          address: sock('127.0.0.1', vo),
-          use_original_dst: true,
-          traffic_direction: 'OUTBOUND',
-          filter_chains: [
-            { name: 'virtualOutbound-blackhole', filter_chain_match: { destination_port: vo }, filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] },
-            { name: 'virtualOutbound-catchall-tcp', filters: [tcp('PassthroughCluster', 'PassthroughCluster')] },
-          ],
-        },
+        virtualOutbound(vo),
         {
           name: '0.0.0.0_9080',
           address: sock('0.0.0.0', 9080),
@@ -97,25 +86,15 @@ t.test('virtualInbound (original_dst listener filter): chain by the requested po
     node: { id: 'sidecar~127.0.0.1~app-1.demo~demo.svc.cluster.local' },
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
-      listeners: [{
-        name: 'virtualInbound',
-        address: sock('127.0.0.1', vi),
-        traffic_direction: 'INBOUND',
-        listener_filters: [
-          { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
-          { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } },
-        ],
-        listener_filters_timeout: '0s',
-        continue_on_listener_filters_timeout: true,
-        filter_chains: [
-          { name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: vi }, filters: [tcp('BlackHoleCluster', 'BlackHoleCluster')] },
+      listeners: [
+        virtualInbound(vi, [
           {
             name: `0.0.0.0_${app.port}`,
             filter_chain_match: { destination_port: app.port, transport_protocol: 'raw_buffer' },
             filters: [hcm({ statPrefix: `inbound_0.0.0.0_${app.port}`, routeConfig: { name: inbound, virtual_hosts: [{ name: 'inbound|http|x', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: inbound, timeout: '0s' } }] }] } })],
           },
-        ],
-      }],
+        ], { listener_filters_timeout: '0s', continue_on_listener_filters_timeout: true }),
+      ],
       clusters: [
         { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
         { name: inbound, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s', upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } } },

@@ -7,7 +7,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import net from 'node:net';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { AcceptPacer, acceptPacer, kernelSomaxconn, listenBacklog, type Parked } from '../../src/proxy/common/accept';
-import { freePort, hcm, sock, startProxy } from './helpers';
+import { freePort } from '../helpers/ports';
+import { hcm, sock, startProxy } from './helpers';
 // @ts-expect-error plain JavaScript shared with scripts/bench/accept-pacer.mjs
 import { BURST_CHILD } from '../../scripts/lib/burst-child.mjs';
 import { waitForValue } from '../helpers/wait';

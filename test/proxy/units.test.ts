@@ -22,11 +22,11 @@ import { BootstrapError, loadBootstrap, parseBootstrap } from '../../src/proxy/b
 import { OutlierDetector } from '../../src/proxy/upstream/outlier';
 import { isInternalAddress } from '../../src/proxy/common/cidr';
 import { pb } from './helpers';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import tls from 'node:tls';
 import net from 'node:net';
+import { tempDir } from '../helpers/temp';
 
 function conn(o: Partial<DownstreamConnectionInfo> = {}): DownstreamConnectionInfo {
   return { remoteAddress: '10.0.0.5', remotePort: 40000, localAddress: '10.0.0.1', localPort: 8080, serverName: '', alpn: '', tls: false, peerCertificatePresented: false, peerCertificateValidated: false, peerUriSans: [], peerDnsSans: [], peerSubject: '', ...o };
@@ -349,8 +349,7 @@ t.test('internal addresses', async (t) => {
 });
 
 t.test('bootstrap loading', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-bootstrap-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-bootstrap-');
   const yaml = `node: {id: "sidecar~10.0.0.1~a.ns~ns.svc.cluster.local", cluster: a}
 admin:
   address: {socket_address: {address: 127.0.0.1, port_value: 15000}}

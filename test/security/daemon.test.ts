@@ -4,8 +4,7 @@
 // placeholder, if the proxy asked first), carry the RBAC filter, follow a key rotation after the refresh
 // interval, and the RDS answer must route on the claim through jwt_authn metadata.
 import t from 'tap';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { create, toJson, type JsonValue } from '@bufbuild/protobuf';
@@ -23,7 +22,9 @@ import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { SotwStream } from '../xds/server/helpers';
 import { deadPort, jwksDocument, rsaKey, startKeyServer } from './helpers';
+import { gatewayDoc, serviceEntryDoc, virtualServiceDoc, yamlDocs } from '../helpers/mesh-yaml';
 import { waitFor } from '../helpers/wait';
+import { tempDir } from '../helpers/temp';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -34,39 +35,19 @@ const ISSUER = 'https://issuer.mesh.test';
 function configFiles(dir: string, gwPort: number, jwksUri: string): void {
   writeFileSync(
     path.join(dir, 'gateway.yaml'),
-    `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {mesh: ingressgateway}
-  servers:
-  - port: {number: ${gwPort}, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: httpbin, namespace: demo}
-spec:
-  hosts: [httpbin.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1, ports: {http: 18080}}]
----
-apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: claims, namespace: mesh-system}
-spec:
-  hosts: ["*"]
-  gateways: [gw]
-  http:
-  - match:
+    yamlDocs(
+      gatewayDoc(gwPort),
+      serviceEntryDoc('httpbin', { targetPort: 18080 }),
+      virtualServiceDoc('claims', {
+        http: `  - match:
     - uri: {prefix: /headers}
       headers:
         "@request.auth.claims.groups": {exact: group1}
     route:
     - destination: {host: httpbin.demo.svc.cluster.local, port: {number: 80}}
 `,
+      }),
+    ),
   );
   writeFileSync(
     path.join(dir, 'security.yaml'),
@@ -139,8 +120,7 @@ async function listenerUntil(ads: SotwStream, ok: (l: Listener) => boolean, what
 const routeNames = new Set<string>();
 
 t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, rotations and the claim route', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-security-daemon-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-security-daemon-');
   const k1 = rsaKey('k1');
   const doc1 = jwksDocument(k1);
   const keys = await startKeyServer(doc1);
@@ -228,8 +208,7 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
 });
 
 t.test('a key server that is down: the proxy gets the reject-all key set, never no keys', async (t) => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-security-daemon-down-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'mesh-security-daemon-down-');
   const gwPort = await deadPort();
   const uri = `http://127.0.0.1:${await deadPort()}/jwks`;
   configFiles(dir, gwPort, uri);

@@ -11,7 +11,8 @@ import { Status } from '../../src/lib/jwt-verify/status';
 import { createFakeJwks, keySetChanged } from '../../src/security/jwks/keyset';
 import { parseJwksFetchMode } from '../../src/security/jwks/mode';
 import { JwksResolver, networkFetchFail, networkFetchSuccess, type JwksResolverOptions } from '../../src/security/jwks/resolver';
-import { makeCerts, tempDir } from '../meshd/helpers';
+import { makeCerts } from '../meshd/helpers';
+import { tempDir } from '../helpers/temp';
 import { deadPort, jwksDocument, rsaKey, startKeyServer } from './helpers';
 import { envoyMissing, envoyPath } from '../helpers/envoy';
 import { waitFor } from '../helpers/wait';
@@ -54,7 +55,7 @@ t.test('an inline or fetched key set with no usable key is replaced by the fake 
 });
 
 t.test('Envoy takes the fake JWKS (it refuses an RSA modulus under 512 bits or an even one, and the whole listener with it)', { skip: envoyMissing() }, async (t) => {
-  const dir = tempDir('mesh-fake-jwks-', t);
+  const dir = tempDir(t, 'mesh-fake-jwks-');
   for (const uri of ['http://site.not.exist', 'http://127.0.0.1:33905/jwks.json', 'https://issuer.example.com/a/much/longer/path/to/the/keys.json', 'http://a/y']) {
     const file = path.join(dir, 'envoy.json');
     fs.writeFileSync(file, JSON.stringify(jwtAuthnBootstrap(createFakeJwks(uri))));
@@ -229,7 +230,7 @@ t.test('refresh failures back off as Istio does: failure interval, doubling, res
 });
 
 t.test('HTTPS key servers: verified against trusted roots, or not at all with JWKS_RESOLVER_INSECURE_SKIP_VERIFY', async (t) => {
-  const certs = makeCerts(tempDir('mesh-jwks-tls-', t));
+  const certs = makeCerts(tempDir(t, 'mesh-jwks-tls-'));
   const k1 = rsaKey('k1');
   const doc = jwksDocument(k1);
   const srv = await startKeyServer(doc, { cert: certs.serverCert, key: certs.serverKey });

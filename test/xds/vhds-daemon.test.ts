@@ -13,42 +13,17 @@ import { create } from '@bufbuild/protobuf';
 import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
 import type { DeltaDiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { built } from '../helpers/binary';
-import { startDiscovery, tempDir } from '../agent/helpers';
+import { startDiscovery } from '../helpers/daemon';
+import { tempDir } from '../helpers/temp';
 import { DeltaStream, RDS, SotwStream } from './server/helpers';
+import { gatewayDoc, routeTo, serviceEntryDoc, virtualServiceDoc, yamlDocs } from '../helpers/mesh-yaml';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 const VHDS = 'type.googleapis.com/envoy.config.route.v3.VirtualHost';
 
-const vs = (name: string, host: string, timeout: string) => `apiVersion: networking.istio.io/v1
-kind: VirtualService
-metadata: {name: ${name}, namespace: mesh-system}
-spec:
-  hosts: [${host}]
-  gateways: [gw]
-  http:
-  - route: [{destination: {host: backend.demo.svc.cluster.local, port: {number: 80}}}]
-    timeout: ${timeout}
-`;
-const base = `apiVersion: networking.istio.io/v1
-kind: Gateway
-metadata: {name: gw, namespace: mesh-system}
-spec:
-  selector: {istio: ingressgateway}
-  servers:
-  - port: {number: 80, name: http, protocol: HTTP}
-    hosts: ["*"]
----
-apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: backend, namespace: demo}
-spec:
-  hosts: [backend.demo.svc.cluster.local]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: 80, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1}]
-`;
+const vs = (name: string, host: string, timeout: string) => virtualServiceDoc(name, { hosts: host, http: `  - ${routeTo()}\n    timeout: ${timeout}\n` });
+const base = yamlDocs(gatewayDoc(80, { selector: 'istio: ingressgateway' }), serviceEntryDoc('backend'));
 
 const gatewayNode = (features: string[]) =>
   create(NodeSchema, {

@@ -2,21 +2,9 @@
 // everything to a ServiceEntry/WorkloadEntry that is the benchmark backend), and `pilot-agent proxy
 // router` started on loopback with every port chosen by the benchmark, in a working directory of its own.
 import { spawn } from 'node:child_process';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
-import net from 'node:net';
+import { mkdirSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-
-/** A port nothing listens on right now. */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from '../../lib/ports.mjs';
 
 /**
  * `routes`: `prefix` routes everything with one catch-all route; `regex` puts the bench path behind ten
@@ -145,4 +133,39 @@ export function cmdline(pid) {
   } catch {
     return '';
   }
+}
+
+/**
+ * Stops `children` newest first (SIGTERM, SIGKILL after 8 s), then signals each of `grandchildren` (the engines
+ * the agents started) still running as an engine: a pid that now names another program was reused.
+ */
+export async function stopProcesses(children, grandchildren) {
+  for (const c of [...children].reverse()) {
+    if (c.exitCode === null && c.signalCode === null) {
+      c.kill('SIGTERM');
+      const exited = new Promise((r) => c.once('exit', r));
+      const t = setTimeout(() => c.kill('SIGKILL'), 8000);
+      await exited;
+      clearTimeout(t);
+    }
+  }
+  for (const pid of grandchildren) {
+    if (!/ envoy /.test(` ${cmdline(pid)} `)) continue;
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // already gone, as it should be
+    }
+  }
+}
+
+/**
+ * The commands of pilot-agent and pilot-discovery from the packaged `binary`, which picks its program by the
+ * name it is called by: links under `<dir>/bin`.
+ */
+export function programLinks(binary, dir) {
+  const bin = path.join(dir, 'bin');
+  mkdirSync(bin);
+  for (const name of ['pilot-agent', 'pilot-discovery']) symlinkSync(binary, path.join(bin, name));
+  return { agentCommand: [path.join(bin, 'pilot-agent')], discoveryCommand: [path.join(bin, 'pilot-discovery')] };
 }

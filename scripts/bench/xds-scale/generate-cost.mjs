@@ -21,15 +21,12 @@ import { ListenerSchema } from '../../../src/gen/envoy/config/listener/v3/listen
 import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.ts';
 import { writeConfigDir } from './config.mjs';
 import { nodeFor } from './nodes.mjs';
+import { median, parseOptions } from '../../lib/bench.mjs';
 
-function arg(name, def) {
-  const i = process.argv.indexOf(`--${name}`);
-  return i > 0 ? Number(process.argv[i + 1]) : def;
-}
-const services = arg('services', 1000);
-const runs = arg('runs', 5);
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const { services, runs } = parseOptions('scripts/bench/xds-scale/generate-cost.mjs', 'What one proxy costs the daemon per full push, in-process: each generator timed for a sidecar and a router.', {
+  services: { type: 'integer', min: 1, default: 1000, help: 'services in the generated config' },
+  runs: { type: 'integer', min: 1, default: 5, help: 'proxies timed after the first' },
+});
 function time(fn) {
   const t0 = performance.now();
   const r = fn();

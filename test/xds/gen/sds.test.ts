@@ -4,7 +4,6 @@
 // Istio's sdsNeedsPush (a full push reaches SDS only with a Secret among the changed configs).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { fromBinary } from '@bufbuild/protobuf';
@@ -15,9 +14,9 @@ import { parseResourceName, secretGenerator, type SecretAuthorizer } from '../..
 import { typeNeedsFullPush } from '../../../src/xds/server/needs-push';
 import { newPushRequest } from '../../../src/xds/server/push-request';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
+import { tempDir } from '../../helpers/temp';
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-sds-gen-'));
-t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+const dir = tempDir(t, 'mesh-sds-gen-');
 
 let n = 0;
 /** A self-signed certificate and key (PEM), valid for a day unless `days` says otherwise. */

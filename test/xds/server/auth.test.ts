@@ -2,7 +2,6 @@
 // client certificates carrying SPIFFE URI SANs made by openssl.
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import t from 'tap';
 import * as grpc from '@grpc/grpc-js';
@@ -12,6 +11,7 @@ import { parseSpiffeIdentity } from '../../../src/lib/spiffe';
 import { authenticateXdsPeer, xdsAuthenticator } from '../../../src/meshd/identity/authenticators';
 import { authorizeXdsProxy, type XdsAuthSettings, type XdsClaim } from '../../../src/xds/server/index';
 import { CDS, CLUSTER_A, node, SotwStream, startServer, world } from './helpers';
+import { tempDir } from '../../helpers/temp';
 
 const ON: XdsAuthSettings = { identityCheck: true };
 const ID_DEFAULT_APP = 'spiffe://cluster.local/ns/default/sa/app';
@@ -99,8 +99,7 @@ function makePki(dir: string, clients: Record<string, string>): void {
 }
 
 t.test('TLS listener: the client certificate must name the namespace the node claims', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ads-auth-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const dir = tempDir(t, 'ads-auth-');
   makePki(dir, { good: ID_DEFAULT_APP, other: ID_OTHER_APP });
   const read = (f: string) => fs.readFileSync(path.join(dir, f));
   // Istio verifies a client certificate if one is given: grpc-js does that with certificate providers

@@ -1,0 +1,15 @@
+// Loopback ports for tests that must name a port before the listener starts (a config that carries it, a
+// daemon restarted on the same port). Tests inside their own network namespaces bind fixed ports instead.
+import * as net from 'node:net';
+
+/** A port nothing listens on right now (bound and released; the tests bind it again at once). */
+export async function freePort(host = '127.0.0.1'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, host, () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+}

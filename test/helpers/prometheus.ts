@@ -1,0 +1,9 @@
+// Reading the Prometheus text exposition the programs serve on /metrics (the format of
+// prometheus/common expfmt), for tests that assert a counter or gauge.
+
+/** The value of a metric (optionally with labels, as written) in a text exposition; undefined when absent. */
+export function metricValue(text: string, name: string, labels = ''): number | undefined {
+  const re = new RegExp(`^${name}${labels ? `\\{${labels.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\}` : '(?:\\{\\})?'} (\\S+)$`, 'm');
+  const m = re.exec(text);
+  return m ? Number(m[1]) : undefined;
+}
