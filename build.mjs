@@ -8,7 +8,19 @@ import { build, buildSync, transformSync } from 'esbuild';
 import Module from 'node:module';
 import vm from 'node:vm';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { copyFileSync, chmodSync, cpSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync, existsSync, statSync } from 'node:fs';
+import {
+  copyFileSync,
+  chmodSync,
+  cpSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  existsSync,
+  statSync,
+} from 'node:fs';
 import path from 'node:path';
 import { buildOriginalDstAddon } from './scripts/native-addon.mjs';
 import { trainCodeCaches } from './scripts/code-cache-training.mjs';
@@ -24,7 +36,9 @@ const WORKER = path.join(dist, 'engine-worker.cjs');
 
 function git(...args) {
   try {
-    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     return '';
   }
@@ -62,7 +76,16 @@ async function bundle(info) {
   const esmDir = path.join(dist, '.esm');
   rmSync(esmDir, { recursive: true, force: true });
   rmSync(CHUNKS, { recursive: true, force: true });
-  const common = { bundle: true, platform: 'node', target: 'node20', minify: true, keepNames: false, legalComments: 'none', charset: 'ascii', logLevel: 'warning' };
+  const common = {
+    bundle: true,
+    platform: 'node',
+    target: 'node20',
+    minify: true,
+    keepNames: false,
+    legalComments: 'none',
+    charset: 'ascii',
+    logLevel: 'warning',
+  };
   const result = await build({
     ...common,
     entryPoints: [path.join(root, 'src/main.ts')],
@@ -76,13 +99,29 @@ async function bundle(info) {
     plugins: [optionalNativeAddons],
   });
   // An engine worker thread runs its own small bundle (src/proxy/engine/worker/thread.ts), not the chunks.
-  await build({ ...common, format: 'cjs', define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' }, plugins: [optionalNativeAddons], entryPoints: [path.join(root, 'src/proxy/engine/worker/thread.ts')], outfile: WORKER });
+  await build({
+    ...common,
+    format: 'cjs',
+    define: { __MESH_BUILD__: JSON.stringify(info), 'import.meta.url': 'undefined' },
+    plugins: [optionalNativeAddons],
+    entryPoints: [path.join(root, 'src/proxy/engine/worker/thread.ts')],
+    outfile: WORKER,
+  });
   refuseSplitCommonJsImports(result.metafile);
   mkdirSync(CHUNKS);
   for (const file of readdirSync(esmDir)) {
     const esm = readFileSync(path.join(esmDir, file), 'utf8');
     // Only ESM syntax changes here (imports/exports → require/exports); the code was minified above.
-    const { code } = transformSync(esm, { format: 'cjs', platform: 'node', target: 'node20', charset: 'ascii', minifyWhitespace: true, minifySyntax: true, supported: { 'dynamic-import': false }, logLevel: 'warning' });
+    const { code } = transformSync(esm, {
+      format: 'cjs',
+      platform: 'node',
+      target: 'node20',
+      charset: 'ascii',
+      minifyWhitespace: true,
+      minifySyntax: true,
+      supported: { 'dynamic-import': false },
+      logLevel: 'warning',
+    });
     writeFileSync(path.join(CHUNKS, file), code, 'latin1');
     writeFileSync(path.join(CHUNKS, `${file}.cache`), codeCache(path.join(CHUNKS, file), code));
   }
@@ -107,7 +146,10 @@ function refuseSplitCommonJsImports(metafile) {
       bad.push(`${path.basename(file)} imports ${target.entryPoint}`);
     }
   }
-  if (bad.length) throw new Error(`dynamic import() of a CommonJS package loses its named exports when the bundle is split:\n  ${bad.join('\n  ')}\nimport the package from one of our ES modules and import() that module instead`);
+  if (bad.length)
+    throw new Error(
+      `dynamic import() of a CommonJS package loses its named exports when the bundle is split:\n  ${bad.join('\n  ')}\nimport the package from one of our ES modules and import() that module instead`,
+    );
 }
 
 /** V8's code cache of a chunk as src/boot.ts compiles it (same wrapper, same Node binary as the executable). */
@@ -147,8 +189,10 @@ function addon() {
   const r = buildOriginalDstAddon(ADDON);
   if (r.ok && r.note) console.error(`warning: the native addon was ${r.note}`);
   if (!r.ok) {
-    console.error(`warning: the original-destination addon was not built: ${r.reason}\n` +
-      '  the build goes on without it; sidecars will route captured connections by HTTP Host / TLS SNI instead of SO_ORIGINAL_DST');
+    console.error(
+      `warning: the original-destination addon was not built: ${r.reason}\n` +
+        '  the build goes on without it; sidecars will route captured connections by HTTP Host / TLS SNI instead of SO_ORIGINAL_DST',
+    );
   }
   return r.ok;
 }
@@ -178,7 +222,10 @@ function sea(withAddon) {
   );
   // postject warns about ELF note sections it does not need; show anything else.
   const noise = /^warning: Can't find string offset for section name '\.note(\.\d+)?'$/;
-  const said = `${inject.stdout}${inject.stderr}`.replace(/\x1b\[[0-9;]*m/g, '').split('\n').filter((l) => l.trim() && !noise.test(l) && !/(Start injection|Injection done)/.test(l));
+  const said = `${inject.stdout}${inject.stderr}`
+    .replace(/\x1b\[[0-9;]*m/g, '')
+    .split('\n')
+    .filter((l) => l.trim() && !noise.test(l) && !/(Start injection|Injection done)/.test(l));
   if (said.length) console.error(said.join('\n'));
   if (inject.status !== 0) throw new Error(`postject failed (exit ${inject.status})`);
   // The blob is inside dist/mesh now; a copy beside it is only 100 MB of clutter for whoever lists dist/.
@@ -205,7 +252,12 @@ function tarball(info) {
   // The demo and the example token issuer need jose: bundled, they run with a plain `node`, no npm install.
   const standalone = { bundle: true, platform: 'node', target: 'node20', format: 'esm', legalComments: 'none', logLevel: 'warning' };
   buildSync({ ...standalone, entryPoints: [path.join(root, 'scripts/demo.mjs')], outfile: path.join(stage, 'demo.mjs') });
-  buildSync({ ...standalone, entryPoints: [path.join(root, 'examples/claim-routing/issuer.mjs')], outfile: path.join(stage, 'examples/claim-routing/issuer.mjs'), allowOverwrite: true });
+  buildSync({
+    ...standalone,
+    entryPoints: [path.join(root, 'examples/claim-routing/issuer.mjs')],
+    outfile: path.join(stage, 'examples/claim-routing/issuer.mjs'),
+    allowOverwrite: true,
+  });
   execFileSync('tar', ['-czf', path.join(dist, `${name}.tar.gz`), '-C', dist, name]);
   rmSync(stage, { recursive: true, force: true });
   return `${name}.tar.gz`;
@@ -220,12 +272,16 @@ if (!process.argv.includes('--bundle')) {
   try {
     await trainCodeCaches(dist);
   } catch (e) {
-    console.error(`warning: the code-cache training run failed; chunks keep their compile-time caches (slower start-up):\n  ${String(e.message).split('\n').join('\n  ')}`);
+    console.error(
+      `warning: the code-cache training run failed; chunks keep their compile-time caches (slower start-up):\n  ${String(e.message).split('\n').join('\n  ')}`,
+    );
   }
   sea(withAddon);
   const tgz = existsSync(path.join(root, 'README.md')) ? tarball(info) : '(no README.md, no tarball)';
   const mb = (statSync(path.join(dist, 'mesh')).size / 1048576).toFixed(1);
-  console.log(`built dist/mesh (${mb} MiB, ${info.version} ${info.revision.slice(0, 12)} ${info.status}), links ${PROGRAM_LINKS.join(', ')}, ${withAddon ? 'original-destination addon embedded' : 'NO original-destination addon'}, dist/${tgz} in ${Date.now() - t0} ms`);
+  console.log(
+    `built dist/mesh (${mb} MiB, ${info.version} ${info.revision.slice(0, 12)} ${info.status}), links ${PROGRAM_LINKS.join(', ')}, ${withAddon ? 'original-destination addon embedded' : 'NO original-destination addon'}, dist/${tgz} in ${Date.now() - t0} ms`,
+  );
 } else {
   console.log(`bundled dist/mesh.cjs and dist/chunks/${withAddon ? ' and dist/original_dst.node' : ''} in ${Date.now() - t0} ms`);
 }

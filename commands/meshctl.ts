@@ -341,9 +341,7 @@ const analyze: CommandSpec = {
     {
       name: 'ignore-unknown',
       type: 'bool',
-      help:
-        "Don't complain about un-parseable input documents, for cases where analyze should run only on " +
-        'orchestrator compliant inputs.',
+      help: "Don't complain about un-parseable input documents, for cases where analyze should run only on " + 'orchestrator compliant inputs.',
     },
     {
       name: 'list-analyzers',
@@ -370,7 +368,7 @@ const analyze: CommandSpec = {
       name: 'remote-contexts',
       type: 'stringArray',
       help:
-        "Orchestrator configuration contexts for remote clusters to be used in multi-cluster analysis. Not to be " +
+        'Orchestrator configuration contexts for remote clusters to be used in multi-cluster analysis. Not to be ' +
         "confused with '--context'. If unspecified, contexts are read from the remote secrets in the cluster.",
     },
     revisionFlag('analyze a specific revision deployed.', 'default'),
@@ -435,9 +433,7 @@ const BUG_REPORT_FLAGS: readonly FlagSpec[] = [
     name: 'exclude',
     type: 'stringSlice',
     default: '["local-path-storage,orch-node-lease,orch-public,orch-system"]',
-    help:
-      "Spec for which pod's proxy logs to exclude from the archive, after the include spec is processed. " +
-      'See above for format and examples.',
+    help: "Spec for which pod's proxy logs to exclude from the archive, after the include spec is processed. " + 'See above for format and examples.',
   },
   {
     name: 'filename',
@@ -475,17 +471,13 @@ const BUG_REPORT_FLAGS: readonly FlagSpec[] = [
   {
     name: 'start-time',
     type: 'string',
-    help:
-      'Start time for the range of log entries to include in the archive. Default is the infinite past. ' +
-      'If set, --duration must be unset.',
+    help: 'Start time for the range of log entries to include in the archive. Default is the infinite past. ' + 'If set, --duration must be unset.',
   },
   {
     name: 'timeout',
     type: 'duration',
     default: '30m0s',
-    help:
-      'Maximum amount of time to spend fetching logs. When timeout is reached only the logs captured so far are ' +
-      'saved to the archive.',
+    help: 'Maximum amount of time to spend fetching logs. When timeout is reached only the logs captured so far are ' + 'saved to the archive.',
   },
 ];
 
@@ -673,9 +665,7 @@ const createRemoteSecret: CommandSpec = {
     {
       name: 'secret-name',
       type: 'string',
-      help:
-        'The name of the specific secret to use from the service-account. Needed when there are multiple secrets ' +
-        'in the service account.',
+      help: 'The name of the specific secret to use from the service-account. Needed when there are multiple secrets ' + 'in the service account.',
     },
     { name: 'server', type: 'string', help: 'The address and port of the orchestrator API server.' },
     {
@@ -929,9 +919,7 @@ The command also supports reading from a standalone config dump file with flag -
   # Check AuthorizationPolicy from proxy config dump file:
   meshctl x authz check -f httpbin_config_dump.json`,
           args: [optionalTarget],
-          flags: [
-            { name: 'file', short: 'f', type: 'string', help: 'The json file with proxy config dump to be checked' },
-          ],
+          flags: [{ name: 'file', short: 'f', type: 'string', help: 'The json file with proxy config dump to be checked' }],
           run: 'meshctl.experimental.authz.check',
         },
       ],
@@ -1115,13 +1103,7 @@ calculated over a time interval of 1 minute.
 `,
       args: [optionalTarget],
       flags: [
-        outputFlag('Output format: one of json|yaml|short|prom|prom-merged', 'short', [
-          'json',
-          'yaml',
-          'short',
-          'prom',
-          'prom-merged',
-        ]),
+        outputFlag('Output format: one of json|yaml|short|prom|prom-merged', 'short', ['json', 'yaml', 'short', 'prom', 'prom-merged']),
         PROXY_ADMIN_PORT,
         SELECTOR,
         // No enum: the behaviour also takes `cluster` and reports unknown types itself.
@@ -1174,9 +1156,7 @@ calculated over a time interval of 1 minute.
           subcommands: [
             {
               name: 'configure',
-              short:
-                'Generates all the required configuration files for a workload instance running on a VM or ' +
-                'non-orchestrator environment',
+              short: 'Generates all the required configuration files for a workload instance running on a VM or ' + 'non-orchestrator environment',
               long: `Generates all the required configuration files for workload instance on a VM or non-orchestrator environment from a WorkloadGroup artifact.
 This includes a MeshConfig resource, the cluster.env file, and necessary certificates and security tokens.
 Configure requires either the WorkloadGroup artifact path or its location on the API server.`,
@@ -1547,10 +1527,7 @@ const nodeproxyConfig: CommandSpec = {
   meshctl nodeproxy-config policies <nodeproxy-name[.namespace]> -o json
 `,
       args: [optionalTarget],
-      flags: [
-        ...NODEPROXY_COMMON,
-        { name: 'policy-namespace', type: 'string', help: 'Filter policies by namespace field' },
-      ],
+      flags: [...NODEPROXY_COMMON, { name: 'policy-namespace', type: 'string', help: 'Filter policies by namespace field' }],
       run: 'meshctl.nodeproxy-config.policy',
     },
     {
@@ -1565,10 +1542,7 @@ const nodeproxyConfig: CommandSpec = {
   meshctl nodeproxy-config services <nodeproxy-name[.namespace]> -o json
 `,
       args: [optionalTarget],
-      flags: [
-        ...NODEPROXY_COMMON,
-        { name: 'service-namespace', type: 'string', help: 'Filter services by namespace field' },
-      ],
+      flags: [...NODEPROXY_COMMON, { name: 'service-namespace', type: 'string', help: 'Filter services by namespace field' }],
       run: 'meshctl.nodeproxy-config.service',
     },
     {
@@ -1906,11 +1880,7 @@ const proxyConfig: CommandSpec = {
   meshctl proxy-config log <pod-name[.namespace]> -r
 `,
       args: [optionalTarget],
-      flags: [
-        proxyLogLevelFlag('meshctl proxy-config log', ' or referred from the proxy\'s logger list'),
-        RESET_TO_WARNING,
-        SELECTOR,
-      ],
+      flags: [proxyLogLevelFlag('meshctl proxy-config log', " or referred from the proxy's logger list"), RESET_TO_WARNING, SELECTOR],
       run: 'meshctl.proxy-config.log',
     },
     {
@@ -1993,9 +1963,7 @@ const TAG_WRITE_FLAGS: readonly FlagSpec[] = [
   {
     name: 'overwrite',
     type: 'bool',
-    help:
-      'If true, allow revision tags to be overwritten, otherwise reject revision tag updates that\n' +
-      'overwrite existing revision tags.',
+    help: 'If true, allow revision tags to be overwritten, otherwise reject revision tag updates that\n' + 'overwrite existing revision tags.',
   },
   revisionFlag('Control plane revision to reference from a given revision tag'),
   SKIP_CONFIRMATION,
@@ -2050,13 +2018,7 @@ without manual relabeling of the "mesh.io/rev" tag.
       short: 'List existing revision tags',
       long: 'List existing revision tags',
       example: '  meshctl tag list',
-      flags: [
-        outputFlag('Output format for tag description (available formats: table,json,yaml)', 'table', [
-          'table',
-          'json',
-          'yaml',
-        ]),
-      ],
+      flags: [outputFlag('Output format for tag description (available formats: table,json,yaml)', 'table', ['table', 'json', 'yaml'])],
       run: 'meshctl.tag.list',
     },
     {
@@ -2079,9 +2041,7 @@ revision tag before removing using the "meshctl tag list" command.
     {
       name: 'set',
       short: 'Create or modify revision tags',
-      long:
-        'Create or modify revision tags. Tag a mesh control plane revision for use with namespace mesh.io/rev\n' +
-        'injection labels.',
+      long: 'Create or modify revision tags. Tag a mesh control plane revision for use with namespace mesh.io/rev\n' + 'injection labels.',
       example: `  # Create a revision tag from the "1-8-0" revision
   meshctl tag set prod --revision 1-8-0
 

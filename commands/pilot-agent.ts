@@ -5,8 +5,26 @@ import { sharedEnv } from './env/shared';
 import { agentEnv } from './env/agent';
 
 export const AGENT_SCOPES = [
-  'ads', 'all', 'ca', 'cache', 'citadelclient', 'default', 'dns', 'gcecred', 'grpc', 'healthcheck', 'klog',
-  'mockcred', 'monitoring', 'probes', 'sds', 'security', 'spiffe', 'validation', 'wasm', 'xdsproxy',
+  'ads',
+  'all',
+  'ca',
+  'cache',
+  'citadelclient',
+  'default',
+  'dns',
+  'gcecred',
+  'grpc',
+  'healthcheck',
+  'klog',
+  'mockcred',
+  'monitoring',
+  'probes',
+  'sds',
+  'security',
+  'spiffe',
+  'validation',
+  'wasm',
+  'xdsproxy',
 ] as const;
 
 export const PROXY_LOG_LEVELS = ['trace', 'debug', 'info', 'warning', 'error', 'critical', 'off'] as const;
@@ -101,8 +119,7 @@ export const pilotAgent: ProgramSpec = {
             short: 'z',
             type: 'string',
             default: '15006',
-            help:
-              'Port to which all inbound TCP traffic to the pod/VM should be redirected to. For REDIRECT only.',
+            help: 'Port to which all inbound TCP traffic to the pod/VM should be redirected to. For REDIRECT only.',
           },
           {
             name: 'inbound-tunnel-port',
@@ -205,8 +222,7 @@ export const pilotAgent: ProgramSpec = {
             name: 'proxy-gid',
             short: 'g',
             type: 'string',
-            help:
-              'Specify the GID of the user for which the redirection is not applied. (same default value as -u param)',
+            help: 'Specify the GID of the user for which the redirection is not applied. (same default value as -u param)',
           },
           {
             name: 'proxy-port',
@@ -219,10 +235,13 @@ export const pilotAgent: ProgramSpec = {
             name: 'proxy-uid',
             short: 'u',
             type: 'string',
-            help:
-              'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container.',
+            help: 'Specify the UID of the user for which the redirection is not applied. Typically, this is the UID of the proxy container.',
           },
-          { name: 'reconcile', type: 'bool', help: 'Reconcile pre-existing and incompatible iptables rules instead of failing if drift is detected.' },
+          {
+            name: 'reconcile',
+            type: 'bool',
+            help: 'Reconcile pre-existing and incompatible iptables rules instead of failing if drift is detected.',
+          },
           { name: 'redirect-dns', type: 'bool', env: 'MESH_META_DNS_CAPTURE', help: 'Enable capture of dns traffic by mesh-agent.' },
           { name: 'run-validation', type: 'bool', help: 'Validate iptables.' },
           { name: 'skip-rule-apply', type: 'bool', help: 'Skip iptables apply.' },
@@ -257,18 +276,29 @@ export const pilotAgent: ProgramSpec = {
         // The built-in data-plane engine, started by `pilot-agent proxy` exactly as it would start Envoy
         // (same flags, bootstrap file and admin API), so the agent has one code path for both.
         name: 'envoy',
-        short: 'Run the built-in xDS data-plane proxy engine with Envoy\'s command-line interface',
+        short: "Run the built-in xDS data-plane proxy engine with Envoy's command-line interface",
         hidden: true,
         run: 'agent.envoy',
         flags: [
-          { name: 'config-path', short: 'c', type: 'string', help: 'Path to the bootstrap file (JSON or YAML of envoy.config.bootstrap.v3.Bootstrap)' },
+          {
+            name: 'config-path',
+            short: 'c',
+            type: 'string',
+            help: 'Path to the bootstrap file (JSON or YAML of envoy.config.bootstrap.v3.Bootstrap)',
+          },
           { name: 'config-yaml', type: 'string', help: 'Bootstrap as YAML, merged over --config-path' },
           { name: 'log-level', short: 'l', type: 'string', default: 'info', help: 'Log level: trace, debug, info, warning, error, critical, off' },
           { name: 'component-log-level', type: 'string', help: 'Per-component log levels, e.g. upstream:debug,connection:trace' },
           { name: 'log-format', type: 'string', help: 'Log line format' },
           { name: 'concurrency', type: 'uint32', help: 'Number of worker threads' },
           { name: 'drain-time-s', type: 'uint32', default: '600', help: 'Hot restart and LDS removal drain time in seconds' },
-          { name: 'drain-strategy', type: 'string', default: 'gradual', enum: ['gradual', 'immediate'], help: 'Hot restart drain sequence behaviour' },
+          {
+            name: 'drain-strategy',
+            type: 'string',
+            default: 'gradual',
+            enum: ['gradual', 'immediate'],
+            help: 'Hot restart drain sequence behaviour',
+          },
           { name: 'parent-shutdown-time-s', type: 'uint32', default: '900', help: 'Hot restart parent shutdown time in seconds' },
           { name: 'local-address-ip-version', type: 'string', default: 'v4', enum: ['v4', 'v6'], help: 'The local IP address version' },
           { name: 'service-cluster', type: 'string', help: 'Cluster name' },

@@ -4,27 +4,79 @@ import { completionCommand, logFlags, versionCommand } from './shared';
 import { sharedEnv } from './env/shared';
 
 export const DISCOVERY_SCOPES = [
-  'ads', 'adsc', 'all', 'analysis', 'authn', 'authorization', 'ca', 'controllers', 'default', 'delta', 'deltaadsc',
-  'file', 'fullpush', 'gateway', 'grpc', 'grpcgen', 'ip-autoallocate', 'klog', 'krt', 'orch', 'model', 'monitor',
-  'monitoring', 'pkica', 'pkira', 'probes', 'processing', 'retry', 'rootcertrotator', 'secretcontroller', 'security',
-  'serverca', 'serviceentry', 'spiffe', 'status', 'trustBundle', 'untaint', 'validation', 'validationController',
-  'validationServer', 'wasm', 'wle',
+  'ads',
+  'adsc',
+  'all',
+  'analysis',
+  'authn',
+  'authorization',
+  'ca',
+  'controllers',
+  'default',
+  'delta',
+  'deltaadsc',
+  'file',
+  'fullpush',
+  'gateway',
+  'grpc',
+  'grpcgen',
+  'ip-autoallocate',
+  'klog',
+  'krt',
+  'orch',
+  'model',
+  'monitor',
+  'monitoring',
+  'pkica',
+  'pkira',
+  'probes',
+  'processing',
+  'retry',
+  'rootcertrotator',
+  'secretcontroller',
+  'security',
+  'serverca',
+  'serviceentry',
+  'spiffe',
+  'status',
+  'trustBundle',
+  'untaint',
+  'validation',
+  'validationController',
+  'validationServer',
+  'wasm',
+  'wle',
 ] as const;
 
 export const PREFERRED_CIPHER_SUITES = [
-  'TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256',
-  'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA', 'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
-  'TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA', 'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
-  'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256', 'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA',
-  'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', 'TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA',
-  'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384', 'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256',
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA',
+  'TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256',
+  'TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA',
+  'TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384',
+  'TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256',
+  'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA',
+  'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256',
+  'TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA',
+  'TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384',
+  'TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256',
 ] as const;
 
 export const INSECURE_CIPHER_SUITES = [
-  'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256', 'TLS_ECDHE_ECDSA_WITH_RC4_128_SHA', 'TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA',
-  'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256', 'TLS_ECDHE_RSA_WITH_RC4_128_SHA', 'TLS_RSA_WITH_3DES_EDE_CBC_SHA',
-  'TLS_RSA_WITH_AES_128_CBC_SHA', 'TLS_RSA_WITH_AES_128_CBC_SHA256', 'TLS_RSA_WITH_AES_128_GCM_SHA256',
-  'TLS_RSA_WITH_AES_256_CBC_SHA', 'TLS_RSA_WITH_AES_256_GCM_SHA384', 'TLS_RSA_WITH_RC4_128_SHA',
+  'TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256',
+  'TLS_ECDHE_ECDSA_WITH_RC4_128_SHA',
+  'TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA',
+  'TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256',
+  'TLS_ECDHE_RSA_WITH_RC4_128_SHA',
+  'TLS_RSA_WITH_3DES_EDE_CBC_SHA',
+  'TLS_RSA_WITH_AES_128_CBC_SHA',
+  'TLS_RSA_WITH_AES_128_CBC_SHA256',
+  'TLS_RSA_WITH_AES_128_GCM_SHA256',
+  'TLS_RSA_WITH_AES_256_CBC_SHA',
+  'TLS_RSA_WITH_AES_256_GCM_SHA384',
+  'TLS_RSA_WITH_RC4_128_SHA',
 ] as const;
 
 export const pilotDiscovery: ProgramSpec = {
@@ -36,7 +88,8 @@ export const pilotDiscovery: ProgramSpec = {
   root: {
     name: 'pilot-discovery',
     short: 'Mesh Pilot.',
-    long: 'Mesh Pilot provides management plane functionality to the mesh: it turns declarative configuration into ' +
+    long:
+      'Mesh Pilot provides management plane functionality to the mesh: it turns declarative configuration into ' +
       'configuration for data-plane proxies and issues workload certificates.',
     persistentFlags: logFlags(DISCOVERY_SCOPES, { vklog: true }),
     subcommands: [
@@ -53,7 +106,13 @@ export const pilotDiscovery: ProgramSpec = {
             default: '[]',
             help: 'Alias names for clusters. Example: alias1=cluster1,alias2=cluster2',
           },
-          { name: 'clusterID', type: 'string', default: 'Orchestrator', env: 'CLUSTER_ID', help: 'The ID of the cluster that this meshd instance resides' },
+          {
+            name: 'clusterID',
+            type: 'string',
+            default: 'Orchestrator',
+            env: 'CLUSTER_ID',
+            help: 'The ID of the cluster that this meshd instance resides',
+          },
           {
             name: 'clusterRegistriesNamespace',
             type: 'string',
@@ -164,4 +223,3 @@ export const pilotDiscovery: ProgramSpec = {
     ],
   },
 };
-

@@ -5,18 +5,7 @@ import type { EnvVar } from '../src/lib/env';
 
 /** pflag value types we support, named as pflag's Value.Type() names them. */
 export type FlagType =
-  | 'bool'
-  | 'string'
-  | 'int'
-  | 'int32'
-  | 'uint16'
-  | 'uint32'
-  | 'float32'
-  | 'duration'
-  | 'stringSlice'
-  | 'stringArray'
-  | 'stringToString'
-  | 'Level';
+  'bool' | 'string' | 'int' | 'int32' | 'uint16' | 'uint32' | 'float32' | 'duration' | 'stringSlice' | 'stringArray' | 'stringToString' | 'Level';
 
 export interface FlagSpec {
   /** Long name without dashes, exactly as users type it (case matters: `grpcAddr`). */

@@ -29,7 +29,11 @@ function waitWhileRunning(check, what, proc) {
     if (proc.child.exitCode !== null) throw new Exited(`exited before ${what}:\n${proc.out().slice(-2000)}`);
     return false;
   };
-  return waitFor(() => `${what}:\n${proc.out().slice(-2000)}`, () => check() || exitedEarly(), { timeoutMs: TIMEOUT_MS, intervalMs: 20 });
+  return waitFor(
+    () => `${what}:\n${proc.out().slice(-2000)}`,
+    () => check() || exitedEarly(),
+    { timeoutMs: TIMEOUT_MS, intervalMs: 20 },
+  );
 }
 
 /** Stops a program the way a pod stop does, so that it exits on its own and writes its caches. */
@@ -56,34 +60,65 @@ export async function trainCodeCaches(dist) {
     const issuer = await startIssuer({ port: 0 });
     cleanup.push(() => issuer.close());
     mkdirSync(path.join(work, 'config'));
-    const daemon = start(bundle, ['pilot-discovery', 'discovery', '--configDir', 'config', '--grpcAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0',
-      '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--ctrlz_port', '0'], {
-      cwd: work,
-      // Not trained: a chunk the daemon shares with the agent would get the daemon's larger cache, and V8 makes
-      // bytecode for every function a cache holds, used or not (+18 MB RSS per agent when the daemon was trained).
-      env: { ...noTraining, JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
-    });
+    const daemon = start(
+      bundle,
+      [
+        'pilot-discovery',
+        'discovery',
+        '--configDir',
+        'config',
+        '--grpcAddr',
+        '127.0.0.1:0',
+        '--secureGRPCAddr',
+        '127.0.0.1:0',
+        '--httpAddr',
+        '127.0.0.1:0',
+        '--monitoringAddr',
+        '127.0.0.1:0',
+        '--httpsAddr',
+        '127.0.0.1:0',
+        '--ctrlz_port',
+        '0',
+      ],
+      {
+        cwd: work,
+        // Not trained: a chunk the daemon shares with the agent would get the daemon's larger cache, and V8 makes
+        // bytecode for every function a cache holds, used or not (+18 MB RSS per agent when the daemon was trained).
+        env: { ...noTraining, JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
+      },
+    );
     cleanup.push(() => daemon.child.kill('SIGKILL'));
     const listening = /secure discovery gRPC listening on (\S+)/;
-    await waitWhileRunning(() => listening.test(daemon.out()), 'the daemon\'s secure port', daemon);
+    await waitWhileRunning(() => listening.test(daemon.out()), "the daemon's secure port", daemon);
     const secure = listening.exec(daemon.out())[1];
 
     const agentDir = path.join(work, 'agent');
     mkdirSync(path.join(agentDir, 'var/run/secrets/tokens'), { recursive: true });
-    writeFileSync(path.join(agentDir, 'var/run/secrets/tokens/mesh-token'), await issuer.mint({ sub: 'system:serviceaccount:training:agent' }, { audience: 'mesh-ca' }));
+    writeFileSync(
+      path.join(agentDir, 'var/run/secrets/tokens/mesh-token'),
+      await issuer.mint({ sub: 'system:serviceaccount:training:agent' }, { audience: 'mesh-ca' }),
+    );
     writeFileSync(path.join(agentDir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${secure}\n`);
     const root = path.join(work, 'var/run/secrets/mesh/root-cert.pem');
     const agent = start(bundle, ['pilot-agent', 'proxy', 'router', '--meshConfig', 'mesh.yaml'], {
       cwd: agentDir,
       env: {
-        ...base, DISABLE_PROXY: 'true', POD_NAME: 'training-0', POD_NAMESPACE: 'training', SERVICE_ACCOUNT: 'agent', MESHD_SAN: 'meshd.mesh-system.svc',
-        CA_ROOT_CA: root, XDS_ROOT_CA: root, OUTPUT_CERTS: 'out', PROXY_CONFIG: JSON.stringify({ statusPort: await freePort(), terminationDrainDuration: '0s' }),
+        ...base,
+        DISABLE_PROXY: 'true',
+        POD_NAME: 'training-0',
+        POD_NAMESPACE: 'training',
+        SERVICE_ACCOUNT: 'agent',
+        MESHD_SAN: 'meshd.mesh-system.svc',
+        CA_ROOT_CA: root,
+        XDS_ROOT_CA: root,
+        OUTPUT_CERTS: 'out',
+        PROXY_CONFIG: JSON.stringify({ statusPort: await freePort(), terminationDrainDuration: '0s' }),
       },
     });
     cleanup.push(() => agent.child.kill('SIGKILL'));
-    await waitWhileRunning(() => existsSync(path.join(agentDir, 'out', 'cert-chain.pem')), 'the agent\'s first certificate', agent);
+    await waitWhileRunning(() => existsSync(path.join(agentDir, 'out', 'cert-chain.pem')), "the agent's first certificate", agent);
     // The agent installs its signal handlers with the proxy command, after the certificate.
-    await waitWhileRunning(() => /status server listening/.test(agent.out()), 'the agent\'s status server', agent);
+    await waitWhileRunning(() => /status server listening/.test(agent.out()), "the agent's status server", agent);
     await new Promise((r) => setTimeout(r, 300));
     await stop(agent, 'pilot-agent');
     await stop(daemon, 'pilot-discovery');

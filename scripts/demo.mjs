@@ -82,17 +82,29 @@ if (example === 'mesh') {
 // Every fixed port the demo's programs bind. A port another program holds would otherwise surface as a
 // Node stack trace or a child exiting mid-start: say which one, once, before starting anything.
 const PORTS = [
-  [19443, 'the token issuer'], [19090, 'the httpbin sample'],
-  [15010, 'pilot-discovery (xDS)'], [15012, 'pilot-discovery (secured xDS and CA)'], [15017, 'pilot-discovery (webhooks)'],
-  [8080, 'pilot-discovery (debug HTTP)'], [15014, 'pilot-discovery (metrics)'],
-  [18080, 'the gateway (listener)'], [15000, 'the gateway (admin)'], [15020, 'the gateway (status)'], [15021, 'the gateway (health)'], [15090, 'the gateway (Prometheus stats)'],
+  [19443, 'the token issuer'],
+  [19090, 'the httpbin sample'],
+  [15010, 'pilot-discovery (xDS)'],
+  [15012, 'pilot-discovery (secured xDS and CA)'],
+  [15017, 'pilot-discovery (webhooks)'],
+  [8080, 'pilot-discovery (debug HTTP)'],
+  [15014, 'pilot-discovery (metrics)'],
+  [18080, 'the gateway (listener)'],
+  [15000, 'the gateway (admin)'],
+  [15020, 'the gateway (status)'],
+  [15021, 'the gateway (health)'],
+  [15090, 'the gateway (Prometheus stats)'],
 ];
 for (const [port, who] of PORTS) {
   const err = await new Promise((resolve) => {
-    const s = createServer().once('error', resolve).listen(port, '127.0.0.1', () => s.close(() => resolve(undefined)));
+    const s = createServer()
+      .once('error', resolve)
+      .listen(port, '127.0.0.1', () => s.close(() => resolve(undefined)));
   });
   if (err) {
-    console.error(`npm run demo: port ${port} on 127.0.0.1, needed by ${who}, is ${err.code === 'EADDRINUSE' ? 'in use by another program' : `not available (${err.code ?? err.message})`}; stop that program (ss -ltnp 'sport = :${port}' shows it) and run the demo again`);
+    console.error(
+      `npm run demo: port ${port} on 127.0.0.1, needed by ${who}, is ${err.code === 'EADDRINUSE' ? 'in use by another program' : `not available (${err.code ?? err.message})`}; stop that program (ss -ltnp 'sport = :${port}' shows it) and run the demo again`,
+    );
     process.exit(1);
   }
 }
@@ -110,32 +122,57 @@ start('httpbin', process.execPath, [path.join(root, 'examples/httpbin.mjs'), '19
 // (./var/run/secrets/mesh/root-cert.pem) for workloads to trust.
 const daemonDir = mkdtempSync(path.join(tmpdir(), 'mesh-discovery-'));
 created.push(daemonDir);
-start('discovery', path.join(dist, 'pilot-discovery'), [
-  'discovery', '--configDir', configDir,
-  '--grpcAddr', '127.0.0.1:15010', '--secureGRPCAddr', '127.0.0.1:15012', '--httpsAddr', '127.0.0.1:15017',
-  '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014',
-], {
-  // A workload with no cluster authenticates with a token of this issuer: sub system:serviceaccount:<ns>:<sa>.
-  JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }),
-}, daemonDir);
+start(
+  'discovery',
+  path.join(dist, 'pilot-discovery'),
+  [
+    'discovery',
+    '--configDir',
+    configDir,
+    '--grpcAddr',
+    '127.0.0.1:15010',
+    '--secureGRPCAddr',
+    '127.0.0.1:15012',
+    '--httpsAddr',
+    '127.0.0.1:15017',
+    '--httpAddr',
+    '127.0.0.1:8080',
+    '--monitoringAddr',
+    '127.0.0.1:15014',
+  ],
+  {
+    // A workload with no cluster authenticates with a token of this issuer: sub system:serviceaccount:<ns>:<sa>.
+    JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }),
+  },
+  daemonDir,
+);
 await waitReady('http://127.0.0.1:8080/ready', 'pilot-discovery');
 // The gateway's working directory holds its bootstrap, xDS and SDS sockets and its token, as a pod's would.
 const gwDir = mkdtempSync(path.join(tmpdir(), 'mesh-gateway-'));
 created.push(gwDir);
 mkdirSync(path.join(gwDir, 'var/run/secrets/tokens'), { recursive: true });
-const identityToken = await issuer.mint({ sub: 'system:serviceaccount:mesh-system:ingressgateway' }, { audience: 'mesh-ca', exp: Math.floor(Date.now() / 1000) + 24 * 3600 });
+const identityToken = await issuer.mint(
+  { sub: 'system:serviceaccount:mesh-system:ingressgateway' },
+  { audience: 'mesh-ca', exp: Math.floor(Date.now() / 1000) + 24 * 3600 },
+);
 writeFileSync(path.join(gwDir, 'var/run/secrets/tokens/mesh-token'), identityToken, { mode: 0o600 });
 const publishedRoot = path.join(daemonDir, 'var/run/secrets/mesh/root-cert.pem');
-start('gateway', path.join(dist, 'pilot-agent'), ['proxy', 'router', '--meshConfig', path.join(exampleDir, 'mesh.yaml')], {
-  POD_NAME: 'gateway-0',
-  POD_NAMESPACE: 'mesh-system',
-  SERVICE_ACCOUNT: 'ingressgateway',
-  INSTANCE_IP: '127.0.0.1',
-  MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
-  // Trust the root the daemon published, for xDS and for the CA.
-  XDS_ROOT_CA: publishedRoot,
-  CA_ROOT_CA: publishedRoot,
-}, gwDir);
+start(
+  'gateway',
+  path.join(dist, 'pilot-agent'),
+  ['proxy', 'router', '--meshConfig', path.join(exampleDir, 'mesh.yaml')],
+  {
+    POD_NAME: 'gateway-0',
+    POD_NAMESPACE: 'mesh-system',
+    SERVICE_ACCOUNT: 'ingressgateway',
+    INSTANCE_IP: '127.0.0.1',
+    MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
+    // Trust the root the daemon published, for xDS and for the CA.
+    XDS_ROOT_CA: publishedRoot,
+    CA_ROOT_CA: publishedRoot,
+  },
+  gwDir,
+);
 await waitReady('http://127.0.0.1:15021/healthz/ready', 'the gateway');
 
 const identity = `

@@ -19,7 +19,12 @@ const chartFile = (f) =>
 /** The conformance README's renaming rule, in its order, with its exceptions. */
 function rename(text) {
   let s = text.replaceAll('ISTIO_KUBE_', 'MESH_ORCH_');
-  s = s.replaceAll('istiod', 'meshd').replaceAll('Istiod', 'Meshd').replaceAll('istio', 'mesh').replaceAll('Istio', 'Mesh').replaceAll('ISTIO', 'MESH');
+  s = s
+    .replaceAll('istiod', 'meshd')
+    .replaceAll('Istiod', 'Meshd')
+    .replaceAll('istio', 'mesh')
+    .replaceAll('Istio', 'Mesh')
+    .replaceAll('ISTIO', 'MESH');
   s = s.replaceAll('ztunnel', 'nodeproxy');
   // PILOT_CERT_PROVIDER's value `istiod` is kept (spec doc 1 §8); the default cluster id becomes Orchestrator.
   s = s.replaceAll('pilotCertProvider "meshd"', 'pilotCertProvider "istiod"').replaceAll('`Kubernetes`', '`Orchestrator`');

@@ -206,11 +206,28 @@ for (const { pkg, text } of SOURCES) {
 }
 
 const SCALARS = {
-  string: 'string', bool: 'bool', int: 'int', int32: 'int', int64: 'int', uint: 'int', uint32: 'int', uint64: 'int',
-  float32: 'float', float64: 'float', byte: 'int',
-  'resource.Quantity': 'quantity', 'intstr.IntOrString': 'intstr', 'metav1.Time': 'time', 'metav1.MicroTime': 'time',
-  'meta.Time': 'time', Time: 'time', 'metav1.Duration': 'string', 'types.UID': 'string', 'runtime.RawExtension': 'raw',
-  'metav1.FieldsV1': 'raw', ManagedFieldsEntry: 'raw',
+  string: 'string',
+  bool: 'bool',
+  int: 'int',
+  int32: 'int',
+  int64: 'int',
+  uint: 'int',
+  uint32: 'int',
+  uint64: 'int',
+  float32: 'float',
+  float64: 'float',
+  byte: 'int',
+  'resource.Quantity': 'quantity',
+  'intstr.IntOrString': 'intstr',
+  'metav1.Time': 'time',
+  'metav1.MicroTime': 'time',
+  'meta.Time': 'time',
+  Time: 'time',
+  'metav1.Duration': 'string',
+  'types.UID': 'string',
+  'runtime.RawExtension': 'raw',
+  'metav1.FieldsV1': 'raw',
+  ManagedFieldsEntry: 'raw',
 };
 
 function resolve(type, pkg) {

@@ -32,7 +32,8 @@ export function buildOriginalDstAddon(out) {
   if (process.platform !== 'linux') return { ok: false, reason: `SO_ORIGINAL_DST is Linux-only (this is ${process.platform})` };
   const dirs = headerDirs();
   const include = dirs.find((d) => existsSync(path.join(d, 'node_api.h')));
-  if (!include) return { ok: false, reason: `Node's C headers (node_api.h) were not found in ${dirs.join(', ')}; set npm's nodedir or install Node's headers` };
+  if (!include)
+    return { ok: false, reason: `Node's C headers (node_api.h) were not found in ${dirs.join(', ')}; set npm's nodedir or install Node's headers` };
   const cc = process.env.CC || 'cc';
   const cxx = process.env.CXX || 'c++';
   mkdirSync(path.dirname(out), { recursive: true });
@@ -56,8 +57,17 @@ export function buildOriginalDstAddon(out) {
       ? `no v8.h in ${include}`
       : headerVersion && headerVersion !== process.version
         ? `the Node headers in ${include} are ${headerVersion}, this Node is ${process.version}`
-        : step(cxx, 'C++', 'g++', 'CXX', [...warn, `-isystem${include}`, '-std=c++17', '-fno-exceptions', '-fno-rtti', '-c', '-o', path.join(work, 'memory.o'), MEMORY_SOURCE]) ??
-          step(cxx, 'C++', 'g++', 'CXX', ['-shared', '-o', out, c, path.join(work, 'memory.o')]);
+        : (step(cxx, 'C++', 'g++', 'CXX', [
+            ...warn,
+            `-isystem${include}`,
+            '-std=c++17',
+            '-fno-exceptions',
+            '-fno-rtti',
+            '-c',
+            '-o',
+            path.join(work, 'memory.o'),
+            MEMORY_SOURCE,
+          ]) ?? step(cxx, 'C++', 'g++', 'CXX', ['-shared', '-o', out, c, path.join(work, 'memory.o')]));
     if (!cxxFailed) return { ok: true };
     const linked = step(cc, 'C', 'gcc', 'CC', ['-shared', '-o', out, c]);
     if (linked) return { ok: false, reason: linked };

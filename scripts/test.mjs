@@ -87,7 +87,10 @@ tap.on('close', (code) => {
       failures.push(p);
     }
   });
-  if (skips.length) process.stdout.write(`\n# skipped (each fails the run with CI=true):\n${skips.map((p) => `${p.within.join(' > ')}\n  ${lines[p.at].trim()}\n`).join('')}`);
+  if (skips.length)
+    process.stdout.write(
+      `\n# skipped (each fails the run with CI=true):\n${skips.map((p) => `${p.within.join(' > ')}\n  ${lines[p.at].trim()}\n`).join('')}`,
+    );
   if (failures.length) process.stdout.write(`\n# failed assertions:\n${failures.map(describeFailure).join('')}`);
   if (code !== 0 && failed === 0) failed = 1;
   process.stdout.write(`\n${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}\n`);

@@ -16,7 +16,6 @@ function invocationName(): string {
   return path.basename(process.argv[1] ?? '');
 }
 
-
 /** The CNI plugin is not a command-line program: the container runtime drives it through CNI_* and stdin. */
 const CNI_PLUGIN_NAME = 'mesh-cni';
 const CNI_PLUGIN_WORD = 'cni-plugin';
@@ -36,7 +35,9 @@ async function runCniPlugin(): Promise<number> {
 }
 
 function meshUsage(): string {
-  const rows = PROGRAMS.map((p) => `  ${p.word.padEnd(11)} ${p.short} (also: link as ${p.name}${p.istioName !== p.name ? ` or ${p.istioName}` : ''})`).join('\n');
+  const rows = PROGRAMS.map(
+    (p) => `  ${p.word.padEnd(11)} ${p.short} (also: link as ${p.name}${p.istioName !== p.name ? ` or ${p.istioName}` : ''})`,
+  ).join('\n');
   return (
     `mesh: one executable for the whole service mesh.\n\nUsage:\n  mesh [program] [arguments]\n\n` +
     `Available Programs:\n${rows}\n  ${CNI_PLUGIN_WORD.padEnd(11)} The CNI plugin the container runtime calls (also: link as ${CNI_PLUGIN_NAME}; install-cni puts it on nodes)\n\nUse "mesh [program] --help" for more information about a program.\n`
@@ -60,7 +61,14 @@ export async function main(): Promise<number> {
   }
   // Any other link name falls back to first-word dispatch; say so when the word is not a program either.
   const base = invokedAs.replace(/\.(c?js|exe)$/, '');
-  const hint = base !== 'mesh' && base !== '' ? ` (invoked as "${base}", which is not a program name: link as ${PROGRAMS.map((p) => p.name).join(', ')} or ${PROGRAMS.filter((p) => p.istioName !== p.name).map((p) => p.istioName).join(', ')}, or give the program as the first word)` : '';
+  const hint =
+    base !== 'mesh' && base !== ''
+      ? ` (invoked as "${base}", which is not a program name: link as ${PROGRAMS.map((p) => p.name).join(', ')} or ${PROGRAMS.filter(
+          (p) => p.istioName !== p.name,
+        )
+          .map((p) => p.istioName)
+          .join(', ')}, or give the program as the first word)`
+      : '';
   process.stderr.write(`Error: unknown program "${args[0]}" for "mesh"${hint}\nRun 'mesh --help' for usage.\n`);
   return 1;
 }

@@ -12,29 +12,42 @@ import { BURST_CHILD } from '../lib/burst-child.mjs';
 import { median, parseOptions } from '../lib/bench.mjs';
 import { freePort } from '../lib/ports.mjs';
 
-const { rounds, busy, fresh } = parseOptions('scripts/bench/accept-pacer.mjs', 'New connections beside busy keep-alive ones, the accept pacer off and on, in the same run.', {
-  rounds: { type: 'integer', min: 1, default: 3, help: 'rounds' },
-  busy: { type: 'integer', min: 0, default: 300, help: 'busy keep-alive connections' },
-  fresh: { type: 'integer', min: 1, default: 500, help: 'new connections opened at once' },
-});
-
+const { rounds, busy, fresh } = parseOptions(
+  'scripts/bench/accept-pacer.mjs',
+  'New connections beside busy keep-alive ones, the accept pacer off and on, in the same run.',
+  {
+    rounds: { type: 'integer', min: 1, default: 3, help: 'rounds' },
+    busy: { type: 'integer', min: 0, default: 300, help: 'busy keep-alive connections' },
+    fresh: { type: 'integer', min: 1, default: 500, help: 'new connections opened at once' },
+  },
+);
 
 async function burst() {
   const port = await freePort();
-  const routes = { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'ok' } } }] }] };
+  const routes = {
+    name: 'r',
+    virtual_hosts: [
+      { name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'ok' } } }] },
+    ],
+  };
   const hcm = {
     name: 'envoy.filters.network.http_connection_manager',
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
       stat_prefix: 'ingress',
       route_config: routes,
-      http_filters: [{ name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } }],
+      http_filters: [
+        { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } },
+      ],
     },
   };
   const bootstrap = {
     node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
     admin: { address: { socket_address: { address: '127.0.0.1', port_value: 0 } } },
-    static_resources: { listeners: [{ name: 'l', address: { socket_address: { address: '127.0.0.1', port_value: port } }, filter_chains: [{ filters: [hcm] }] }], clusters: [] },
+    static_resources: {
+      listeners: [{ name: 'l', address: { socket_address: { address: '127.0.0.1', port_value: port } }, filter_chains: [{ filters: [hcm] }] }],
+      clusters: [],
+    },
   };
   const engine = await startEngine(parseBootstrap(bootstrap, 'bench-bootstrap'), { logWriter: () => {} });
   await engine.initialized;
@@ -54,7 +67,9 @@ for (let r = 1; r <= rounds; r++) {
   acceptPacer.afterTurns = saved;
   const on = await burst();
   ratios.push(off.max / on.max);
-  console.log(`round ${r}: slowest first answer of ${fresh} new beside ${busy} busy: pacer off ${off.max} ms (${off.done} answered), on ${on.max} ms (${on.done} answered), off/on ${(off.max / on.max).toFixed(2)}`);
+  console.log(
+    `round ${r}: slowest first answer of ${fresh} new beside ${busy} busy: pacer off ${off.max} ms (${off.done} answered), on ${on.max} ms (${on.done} answered), off/on ${(off.max / on.max).toFixed(2)}`,
+  );
 }
 console.log(`median off/on: ${median(ratios).toFixed(2)} (the pacer's goal: at least 2)`);
 process.exit(0);

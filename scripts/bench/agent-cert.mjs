@@ -44,13 +44,16 @@ let cleanup = [];
 
 function run(cmd, args, o) {
   const [file, ...rest] = [...(o.cpu !== undefined ? pin(o.cpu) : []), cmd, ...args];
-  const child = spawn(file, rest, { cwd: o.cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, ...o.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(file, rest, {
+    cwd: o.cwd,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...o.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
   return { child, out: () => out, exited: new Promise((r) => child.on('exit', r)) };
 }
-
 
 /** Measures; resolves with { base, results } where results map a key kind to one row per run. */
 export async function measureAgentStart(options) {
@@ -70,12 +73,37 @@ async function measure() {
   const daemonDir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-ca-'));
   cleanup.push(() => rmSync(daemonDir, { recursive: true, force: true }));
   mkdirSync(path.join(daemonDir, 'config'));
-  const daemon = run(path.join(DIST, 'pilot-discovery'), [
-    'discovery', '--configDir', 'config', '--grpcAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--httpAddr', '127.0.0.1:0',
-    '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--ctrlz_port', '0',
-  ], { cwd: daemonDir, cpu: opts.daemonCpu, env: { JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) } });
+  const daemon = run(
+    path.join(DIST, 'pilot-discovery'),
+    [
+      'discovery',
+      '--configDir',
+      'config',
+      '--grpcAddr',
+      '127.0.0.1:0',
+      '--secureGRPCAddr',
+      '127.0.0.1:0',
+      '--httpAddr',
+      '127.0.0.1:0',
+      '--monitoringAddr',
+      '127.0.0.1:0',
+      '--httpsAddr',
+      '127.0.0.1:0',
+      '--ctrlz_port',
+      '0',
+    ],
+    {
+      cwd: daemonDir,
+      cpu: opts.daemonCpu,
+      env: { JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
+    },
+  );
   cleanup.push(() => daemon.child.kill('SIGKILL'));
-  await waitFor(() => `the daemon's secure port:\n${daemon.out()}`, () => /secure discovery gRPC listening on (\S+)/.test(daemon.out()), { timeoutMs: 60_000, intervalMs: 1 });
+  await waitFor(
+    () => `the daemon's secure port:\n${daemon.out()}`,
+    () => /secure discovery gRPC listening on (\S+)/.test(daemon.out()),
+    { timeoutMs: 60_000, intervalMs: 1 },
+  );
   const secure = /secure discovery gRPC listening on (\S+)/.exec(daemon.out())[1];
   const root = path.join(daemonDir, 'var/run/secrets/mesh/root-cert.pem');
   const token = await issuer.mint({ sub: 'system:serviceaccount:bench:agent' }, { audience: 'mesh-ca' });
@@ -90,7 +118,10 @@ async function measure() {
   }
 
   const results = {};
-  for (const [name, env] of [['RSA 2048', {}], ['ECDSA P-256', { ECC_SIGNATURE_ALGORITHM: 'ECDSA' }]]) {
+  for (const [name, env] of [
+    ['RSA 2048', {}],
+    ['ECDSA P-256', { ECC_SIGNATURE_ALGORITHM: 'ECDSA' }],
+  ]) {
     const rows = [];
     for (let i = 0; i < opts.repeat; i++) {
       const dir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-agent-'));
@@ -99,21 +130,40 @@ async function measure() {
       writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${secure}\n`);
       const t0 = performance.now();
       const agentCmd = opts.cpuProf
-        ? [process.execPath, ['--cpu-prof', '--cpu-prof-dir', path.join(opts.cpuProf, name.replace(/\W+/g, '-')), path.join(DIST, 'mesh.cjs'), 'pilot-agent']]
+        ? [
+            process.execPath,
+            ['--cpu-prof', '--cpu-prof-dir', path.join(opts.cpuProf, name.replace(/\W+/g, '-')), path.join(DIST, 'mesh.cjs'), 'pilot-agent'],
+          ]
         : [path.join(DIST, 'pilot-agent'), []];
       const agent = run(agentCmd[0], [...agentCmd[1], 'proxy', 'router', '--meshConfig', 'mesh.yaml'], {
         cwd: dir,
         cpu: opts.agentCpu,
         env: {
-          DISABLE_PROXY: 'true', POD_NAME: 'bench-0', POD_NAMESPACE: 'bench', SERVICE_ACCOUNT: 'agent', MESHD_SAN: 'meshd.mesh-system.svc',
-          CA_ROOT_CA: root, XDS_ROOT_CA: root, OUTPUT_CERTS: 'out', PROXY_CONFIG: JSON.stringify({ statusPort: await freePort() }), ...env,
+          DISABLE_PROXY: 'true',
+          POD_NAME: 'bench-0',
+          POD_NAMESPACE: 'bench',
+          SERVICE_ACCOUNT: 'agent',
+          MESHD_SAN: 'meshd.mesh-system.svc',
+          CA_ROOT_CA: root,
+          XDS_ROOT_CA: root,
+          OUTPUT_CERTS: 'out',
+          PROXY_CONFIG: JSON.stringify({ statusPort: await freePort() }),
+          ...env,
         },
       });
       const certFile = path.join(dir, 'out', 'cert-chain.pem');
-      await waitFor(() => `a certificate from the agent:\n${agent.out()}`, () => existsSync(certFile), { timeoutMs: 60_000, intervalMs: 1 });
+      await waitFor(
+        () => `a certificate from the agent:\n${agent.out()}`,
+        () => existsSync(certFile),
+        { timeoutMs: 60_000, intervalMs: 1 },
+      );
       const wall = performance.now() - t0;
       const cpu = (cpuSeconds(agent.child.pid) ?? NaN) * 1000;
-      await waitFor(() => `the agent's log line:\n${agent.out()}`, () => /first workload certificate \d+ms after the agent started/.test(agent.out()), { timeoutMs: 5000, intervalMs: 1 });
+      await waitFor(
+        () => `the agent's log line:\n${agent.out()}`,
+        () => /first workload certificate \d+ms after the agent started/.test(agent.out()),
+        { timeoutMs: 5000, intervalMs: 1 },
+      );
       const m = /first workload certificate (\d+)ms after the agent started \((\d+)ms after it asked\)/.exec(agent.out());
       rows.push({ wall, cpu, inAgent: Number(m[1]), asked: Number(m[2]) });
       // A profile is written when the process exits on its own: SIGTERM lets the agent shut down, once it has
@@ -129,9 +179,15 @@ async function measure() {
 }
 
 export function printAgentStart({ base, results }) {
-  console.log(`agent start → first workload certificate, ${opts.repeat} runs each, medians (ms)${opts.pin ? `, agent on CPU ${opts.agentCpu}, daemon on CPU ${opts.daemonCpu}` : ''}`);
+  console.log(
+    `agent start → first workload certificate, ${opts.repeat} runs each, medians (ms)${opts.pin ? `, agent on CPU ${opts.agentCpu}, daemon on CPU ${opts.daemonCpu}` : ''}`,
+  );
   console.log(`  baseline: pilot-agent version --short (process start and exit)  ${base.toFixed(0)}`);
-  console.log(`  load average at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')} on ${cpus().length} CPUs`);
+  console.log(
+    `  load average at the end: ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')} on ${cpus().length} CPUs`,
+  );
   for (const [name, rows] of Object.entries(results)) {
     const wall = median(rows.map((r) => r.wall));
     const inAgent = median(rows.map((r) => r.inAgent));
@@ -145,7 +201,11 @@ export function printAgentStart({ base, results }) {
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const { noPin, dist, ...o } = parseOptions('scripts/bench/agent-cert.mjs', 'Time from agent start to its first workload certificate, against `pilot-agent version` in the same run.', OPTIONS);
+  const { noPin, dist, ...o } = parseOptions(
+    'scripts/bench/agent-cert.mjs',
+    'Time from agent start to its first workload certificate, against `pilot-agent version` in the same run.',
+    OPTIONS,
+  );
   if (dist) DIST = dist;
   printAgentStart(await measureAgentStart({ ...o, pin: !noPin && availableParallelism() >= 2 }));
 }

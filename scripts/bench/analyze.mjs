@@ -13,7 +13,11 @@ import { parseOptions } from '../lib/bench.mjs';
 
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const meshctl = path.join(root, 'dist', 'meshctl');
-const { runs, resources: target, format } = parseOptions('scripts/bench/analyze.mjs', '`meshctl analyze` on a generated mesh, with `meshctl version` as the same-run baseline.', {
+const {
+  runs,
+  resources: target,
+  format,
+} = parseOptions('scripts/bench/analyze.mjs', '`meshctl analyze` on a generated mesh, with `meshctl version` as the same-run baseline.', {
   runs: { type: 'integer', min: 1, default: 7, positional: true, help: 'runs of each command' },
   resources: { type: 'integer', min: 1, default: 1000, positional: true, help: 'resources in the generated mesh' },
   format: { type: 'string', oneOf: ['yaml', 'json'], default: 'yaml', positional: true, help: 'file format of the mesh' },
@@ -26,18 +30,31 @@ function namespace(i) {
   docs.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'mesh-injection': 'enabled' } } });
   for (const app of ['web', 'api']) {
     const labels = { app, version: 'v1' };
-    docs.push({ apiVersion: 'v1', kind: 'Service', metadata: { name: app, namespace: ns }, spec: { selector: { app }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] } });
+    docs.push({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: app, namespace: ns },
+      spec: { selector: { app }, ports: [{ name: 'http', port: 80, targetPort: 8080 }] },
+    });
     docs.push({
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata: { name: app, namespace: ns },
-      spec: { selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: app, image: `example/${app}:1`, ports: [{ containerPort: 8080 }] }] } } },
+      spec: {
+        selector: { matchLabels: labels },
+        template: { metadata: { labels }, spec: { containers: [{ name: app, image: `example/${app}:1`, ports: [{ containerPort: 8080 }] }] } },
+      },
     });
     docs.push({
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name: `${app}-0`, namespace: ns, labels },
-      spec: { containers: [{ name: app, image: `example/${app}:1` }, { name: 'mesh-proxy', image: 'mesh/proxyv2:1.26.0' }] },
+      spec: {
+        containers: [
+          { name: app, image: `example/${app}:1` },
+          { name: 'mesh-proxy', image: 'mesh/proxyv2:1.26.0' },
+        ],
+      },
     });
     docs.push({
       apiVersion: 'networking.istio.io/v1',
@@ -63,7 +80,12 @@ function namespace(i) {
     apiVersion: 'networking.istio.io/v1',
     kind: 'ServiceEntry',
     metadata: { name: 'external', namespace: ns },
-    spec: { hosts: [`api-${i}.example.com`], ports: [{ number: 443, name: 'https', protocol: 'HTTPS' }], resolution: 'DNS', location: 'MESH_EXTERNAL' },
+    spec: {
+      hosts: [`api-${i}.example.com`],
+      ports: [{ number: 443, name: 'https', protocol: 'HTTPS' }],
+      resolution: 'DNS',
+      location: 'MESH_EXTERNAL',
+    },
   });
   docs.push({
     apiVersion: 'networking.istio.io/v1',
@@ -72,17 +94,35 @@ function namespace(i) {
     spec: {
       hosts: [`${ns}.example.com`],
       gateways: ['mesh-system/public'],
-      http: [{ match: [{ headers: { '@request.auth.claims.iss': { exact: 'https://issuer.example.com' } } }], route: [{ destination: { host: `web.${ns}.svc.cluster.local` } }] }],
+      http: [
+        {
+          match: [{ headers: { '@request.auth.claims.iss': { exact: 'https://issuer.example.com' } } }],
+          route: [{ destination: { host: `web.${ns}.svc.cluster.local` } }],
+        },
+      ],
     },
   });
-  docs.push({ apiVersion: 'networking.istio.io/v1', kind: 'Sidecar', metadata: { name: 'default', namespace: ns }, spec: { egress: [{ hosts: ['./*', 'mesh-system/*'] }] } });
+  docs.push({
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'Sidecar',
+    metadata: { name: 'default', namespace: ns },
+    spec: { egress: [{ hosts: ['./*', 'mesh-system/*'] }] },
+  });
   docs.push({
     apiVersion: 'security.istio.io/v1',
     kind: 'AuthorizationPolicy',
     metadata: { name: 'web', namespace: ns },
-    spec: { selector: { matchLabels: { app: 'web' } }, rules: [{ from: [{ source: { namespaces: [ns] } }], to: [{ operation: { methods: ['GET'] } }] }] },
+    spec: {
+      selector: { matchLabels: { app: 'web' } },
+      rules: [{ from: [{ source: { namespaces: [ns] } }], to: [{ operation: { methods: ['GET'] } }] }],
+    },
   });
-  docs.push({ apiVersion: 'security.istio.io/v1', kind: 'PeerAuthentication', metadata: { name: 'default', namespace: ns }, spec: { mtls: { mode: 'STRICT' } } });
+  docs.push({
+    apiVersion: 'security.istio.io/v1',
+    kind: 'PeerAuthentication',
+    metadata: { name: 'default', namespace: ns },
+    spec: { mtls: { mode: 'STRICT' } },
+  });
   return docs;
 }
 
@@ -98,7 +138,10 @@ const shared = [
     apiVersion: 'security.istio.io/v1',
     kind: 'RequestAuthentication',
     metadata: { name: 'public', namespace: 'mesh-system' },
-    spec: { selector: { matchLabels: { mesh: 'ingressgateway' } }, jwtRules: [{ issuer: 'https://issuer.example.com', jwksUri: 'https://issuer.example.com/jwks.json' }] },
+    spec: {
+      selector: { matchLabels: { mesh: 'ingressgateway' } },
+      jwtRules: [{ issuer: 'https://issuer.example.com', jwksUri: 'https://issuer.example.com/jwks.json' }],
+    },
   },
 ];
 
@@ -150,7 +193,12 @@ try {
     });
   const q = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
   const base = q(samples[0], 0.5);
-  console.log(`runs: ${runs}, node ${process.version}, load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}, ${new Date().toISOString()}`);
+  console.log(
+    `runs: ${runs}, node ${process.version}, load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(1))
+      .join(' ')}, ${new Date().toISOString()}`,
+  );
   console.log(`analysis messages: ${lines.length} (${[...new Set(lines.map((l) => /\[(\w+)\]/.exec(l)?.[1]))].join(' ')})`);
   console.log(`${'command'.padEnd(44)} ${'median ms'.padStart(10)} ${'p90 ms'.padStart(8)} ${'× start-up'.padStart(11)} ${'CPU ms'.padStart(8)}`);
   cases.forEach(([name], j) => {
@@ -163,7 +211,12 @@ try {
   const cpuMed = q(cpu[1], 0.5);
   const cores = os.availableParallelism();
   const loaded = os.loadavg()[0] > cores;
-  const verdict = med < 2000 ? 'PASS' : cpuMed < 2000 && loaded ? `PASS on CPU time (wall time inflated: load average ${os.loadavg()[0].toFixed(1)} on ${cores} cores)` : 'FAIL';
+  const verdict =
+    med < 2000
+      ? 'PASS'
+      : cpuMed < 2000 && loaded
+        ? `PASS on CPU time (wall time inflated: load average ${os.loadavg()[0].toFixed(1)} on ${cores} cores)`
+        : 'FAIL';
   console.log(`${count} resources analyzed in ${(med / 1000).toFixed(2)} s wall, ${(cpuMed / 1000).toFixed(2)} s CPU (bar: 2 s) — ${verdict}`);
   if (verdict === 'FAIL') process.exitCode = 1;
 } finally {

@@ -45,7 +45,11 @@ const OPTIONS = {
   agentRepeat: { type: 'integer', min: 0, default: 5, help: 'runs of agent-cert.mjs after the signing scenarios' },
   cpuProf: { type: 'path', help: 'the daemon from dist/mesh.cjs under node --cpu-prof; one profile per scenario in this directory' },
 };
-const { noPin, ...o } = parseOptions('scripts/bench/ca.mjs', 'CA signing throughput of the built daemon through the real gRPC service, against the bare crypto.sign floor of the same run.', OPTIONS);
+const { noPin, ...o } = parseOptions(
+  'scripts/bench/ca.mjs',
+  'CA signing throughput of the built daemon through the real gRPC service, against the bare crypto.sign floor of the same run.',
+  OPTIONS,
+);
 o.pin = !noPin && availableParallelism() >= 2;
 const CPUS = availableParallelism();
 if (!existsSync(BINARY)) throw new Error(`${BINARY} is missing: run \`node build.mjs\` first`);
@@ -71,11 +75,52 @@ const pools = { rsa: csrPool('rsa', 8), ec: csrPool('ec', 8) };
 const ecCa = path.join(work, 'ec-cacerts');
 mkdirSync(ecCa);
 const ecKey = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
-openssl(['req', '-x509', ...ecKey, '-keyout', 'root-key.pem', '-out', 'root-cert.pem', '-days', '3', '-subj', '/O=bench/CN=root', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign'], ecCa);
+openssl(
+  [
+    'req',
+    '-x509',
+    ...ecKey,
+    '-keyout',
+    'root-key.pem',
+    '-out',
+    'root-cert.pem',
+    '-days',
+    '3',
+    '-subj',
+    '/O=bench/CN=root',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign',
+  ],
+  ecCa,
+);
 writeFileSync(path.join(ecCa, 'ca.ext'), 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n');
 openssl(['req', ...ecKey, '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=bench/CN=intermediate'], ecCa);
-openssl(['x509', '-req', '-in', 'ca.csr', '-CA', 'root-cert.pem', '-CAkey', 'root-key.pem', '-CAcreateserial', '-out', 'ca-cert.pem', '-days', '2', '-extfile', 'ca.ext'], ecCa);
-writeFileSync(path.join(ecCa, 'cert-chain.pem'), readFileSync(path.join(ecCa, 'ca-cert.pem'), 'utf8') + readFileSync(path.join(ecCa, 'root-cert.pem'), 'utf8'));
+openssl(
+  [
+    'x509',
+    '-req',
+    '-in',
+    'ca.csr',
+    '-CA',
+    'root-cert.pem',
+    '-CAkey',
+    'root-key.pem',
+    '-CAcreateserial',
+    '-out',
+    'ca-cert.pem',
+    '-days',
+    '2',
+    '-extfile',
+    'ca.ext',
+  ],
+  ecCa,
+);
+writeFileSync(
+  path.join(ecCa, 'cert-chain.pem'),
+  readFileSync(path.join(ecCa, 'ca-cert.pem'), 'utf8') + readFileSync(path.join(ecCa, 'root-cert.pem'), 'utf8'),
+);
 for (const f of ['root-key.pem', 'ca.csr', 'ca.ext', 'root-cert.srl']) rmSync(path.join(ecCa, f), { force: true });
 
 // ---- the bare signing floor of one core -----------------------------------------------------------------
@@ -83,7 +128,8 @@ function pinSelf(cpu) {
   if (o.pin) execFileSync('taskset', ['-cp', String(cpu), String(process.pid)], { stdio: 'ignore' });
 }
 function signFloor(kind) {
-  const { privateKey } = kind === 'rsa' ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }) : crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+  const { privateKey } =
+    kind === 'rsa' ? crypto.generateKeyPairSync('rsa', { modulusLength: 2048 }) : crypto.generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const data = crypto.randomBytes(700); // about a TBSCertificate
   const run = (ms) => {
     const end = performance.now() + ms;
@@ -125,8 +171,11 @@ async function scenario(name, csrs, extraEnv) {
   md.set('authorization', `Bearer ${token}`);
   const call = (csr) =>
     new Promise((resolve, reject) =>
-      client.createCertificate(create(IstioCertificateRequestSchema, { csr, validityDuration: 0n }), md, { deadline: Date.now() + 30_000 }, (err, res) =>
-        err ? reject(err) : resolve(res),
+      client.createCertificate(
+        create(IstioCertificateRequestSchema, { csr, validityDuration: 0n }),
+        md,
+        { deadline: Date.now() + 30_000 },
+        (err, res) => (err ? reject(err) : resolve(res)),
       ),
     );
   await call(csrs[0]); // first call: channel, TLS, key set fetch
@@ -172,8 +221,10 @@ await issuer.close();
 pinSelf(o.daemonCpu); // the floor on the core the daemon used, now idle
 const floors = { rsa: signFloor('rsa'), ec: signFloor('ec') };
 
-console.log(`CA signing through gRPC, daemon ${o.pin ? `pinned to cpu ${o.daemonCpu}, load on cpu ${o.loadCpu}` : 'unpinned'}; ` +
-  `${o.concurrency} calls in flight, ${o.duration}s measured after ${o.warmup}s warm-up; node ${process.version}, ${new Date().toISOString()}`);
+console.log(
+  `CA signing through gRPC, daemon ${o.pin ? `pinned to cpu ${o.daemonCpu}, load on cpu ${o.loadCpu}` : 'unpinned'}; ` +
+    `${o.concurrency} calls in flight, ${o.duration}s measured after ${o.warmup}s warm-up; node ${process.version}, ${new Date().toISOString()}`,
+);
 console.log(
   `${'scenario'.padEnd(44)} ${'signed/s'.padStart(9)} ${'daemon cpu'.padStart(10)} ${'per cpu-s'.padStart(9)} ${'goal'.padStart(6)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'sign floor/s'.padStart(12)} ${'× floor'.padStart(8)}`,
 );
@@ -185,7 +236,11 @@ for (const r of results) {
       `${r.p50.toFixed(1).padStart(7)} ${r.p99.toFixed(1).padStart(7)} ${floor.toFixed(0).padStart(12)} ${(r.perCpu / floor).toFixed(2).padStart(8)}`,
   );
 }
-console.log(`machine load average while measuring: ${loadavg().map((l) => l.toFixed(1)).join(' ')} (${CPUS} cpus)`);
+console.log(
+  `machine load average while measuring: ${loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')} (${CPUS} cpus)`,
+);
 
 // The agent side of the same issue: time from `pilot-agent proxy` start to its first certificate from this CA
 // (goal < 300 ms on loopback), RSA and ECDSA, with the agent's bare process start as the baseline.

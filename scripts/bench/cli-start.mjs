@@ -39,11 +39,15 @@ console.log(`runs per command: ${runs}, node ${process.version}, ${new Date().to
 console.log(`${'command'.padEnd(44)} ${'median ms'.padStart(10)} ${'p90 ms'.padStart(8)} ${'× floor'.padStart(8)}`);
 cases.forEach(([name], j) => {
   const med = quantile(samples[j], 0.5);
-  console.log(`${name.padEnd(44)} ${med.toFixed(1).padStart(10)} ${quantile(samples[j], 0.9).toFixed(1).padStart(8)} ${(med / floor).toFixed(2).padStart(8)}`);
+  console.log(
+    `${name.padEnd(44)} ${med.toFixed(1).padStart(10)} ${quantile(samples[j], 0.9).toFixed(1).padStart(8)} ${(med / floor).toFixed(2).padStart(8)}`,
+  );
 });
 const size = statSync(path.join(dist, 'mesh')).size;
 const chunkFiles = readdirSync(path.join(dist, 'chunks'));
 const bytes = (fs) => fs.reduce((n, f) => n + statSync(path.join(dist, 'chunks', f)).size, 0);
 const code = bytes(chunkFiles.filter((f) => f.endsWith('.js')));
 const caches = bytes(chunkFiles.filter((f) => f.endsWith('.cache')));
-console.log(`dist/mesh: ${(size / 1048576).toFixed(1)} MiB (node runtime ${(statSync(process.execPath).size / 1048576).toFixed(1)} MiB + ${chunkFiles.length / 2} chunks: ${(code / 1024).toFixed(0)} KiB of code, ${(caches / 1024).toFixed(0)} KiB of code caches)`);
+console.log(
+  `dist/mesh: ${(size / 1048576).toFixed(1)} MiB (node runtime ${(statSync(process.execPath).size / 1048576).toFixed(1)} MiB + ${chunkFiles.length / 2} chunks: ${(code / 1024).toFixed(0)} KiB of code, ${(caches / 1024).toFixed(0)} KiB of code caches)`,
+);

@@ -50,7 +50,14 @@ async function startBuild(dist, services, cpuProf) {
   const vsPath = path.join(dir, EDITED_VS);
   writeFileSync(vsPath, virtualServiceFile(0, 0));
   const command = cpuProf
-    ? [process.execPath, '--cpu-prof', '--cpu-prof-dir', path.join(cpuProf, `${path.basename(path.dirname(dist))}-${services}`), path.join(dist, 'mesh.cjs'), 'pilot-discovery']
+    ? [
+        process.execPath,
+        '--cpu-prof',
+        '--cpu-prof-dir',
+        path.join(cpuProf, `${path.basename(path.dirname(dist))}-${services}`),
+        path.join(dist, 'mesh.cjs'),
+        'pilot-discovery',
+      ]
     : [path.join(dist, 'pilot-discovery')];
   const daemon = await startDaemon(command, ['--configDir', dir], { timeoutMs: 300_000 });
   // Let the start-up pushes pass.
@@ -72,7 +79,8 @@ async function editOnce(b) {
       b.floors.push(fresh[0][1] - t0);
       break;
     }
-    if (Date.now() > deadline) throw new Error(`${b.dist}: no push debounce within 30 s of edit ${b.edit}:\n${b.daemon.log().split('\n').slice(-20).join('\n')}`);
+    if (Date.now() > deadline)
+      throw new Error(`${b.dist}: no push debounce within 30 s of edit ${b.edit}:\n${b.daemon.log().split('\n').slice(-20).join('\n')}`);
   }
   // The push itself (debounce, generation) before the next edit.
   await sleep(600);
@@ -95,9 +103,21 @@ async function main() {
     }
     for (const b of running) rows.push(b);
   }
-  console.log(`file write → push debounce (ms), ${o.edits} edits each, medians; load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.log(
+    `file write → push debounce (ms), ${o.edits} edits each, medians; load average ${loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}`,
+  );
   for (const r of rows) {
-    console.log(`  ${r.dist.padEnd(40)} ${String(r.services).padStart(5)} services  median ${median(r.floors).toFixed(0).padStart(5)}  min ${Math.min(...r.floors).toFixed(0).padStart(5)}  max ${Math.max(...r.floors).toFixed(0).padStart(5)}`);
+    console.log(
+      `  ${r.dist.padEnd(40)} ${String(r.services).padStart(5)} services  median ${median(r.floors).toFixed(0).padStart(5)}  min ${Math.min(
+        ...r.floors,
+      )
+        .toFixed(0)
+        .padStart(5)}  max ${Math.max(...r.floors)
+        .toFixed(0)
+        .padStart(5)}`,
+    );
   }
   if (o.baseline) {
     const big = rows.filter((r) => r.services === o.services);

@@ -148,7 +148,17 @@ if (!isMainThread) {
       const durationMs = now - t0;
       latencies.sort((a, b) => a - b);
       const q = (p) => (latencies.length ? latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))] : NaN);
-      parentPort.postMessage({ sent, ok, bad, errors, unsent: pending.length, rps: ok / (durationMs / 1000), p50: q(0.5), p99: q(0.99), connections: open });
+      parentPort.postMessage({
+        sent,
+        ok,
+        bad,
+        errors,
+        unsent: pending.length,
+        rps: ok / (durationMs / 1000),
+        p50: q(0.5),
+        p99: q(0.99),
+        connections: open,
+      });
       setTimeout(() => process.exit(0), 50);
       return;
     }
@@ -181,18 +191,23 @@ function runLoad(o) {
 
 // ---------------------------------------------------------------------------------------------------------
 
-
 /** The demo's config (examples/gateway/config) with its gateway and workload ports set to this run's. */
 function writeDemoConfig(dir, gatewayPort, backendPort) {
   const src = path.join(ROOT, 'examples', 'gateway', 'config');
   for (const f of readdirSync(src)) {
-    const text = readFileSync(path.join(src, f), 'utf8').replace(/number: 18080/g, `number: ${gatewayPort}`).replace(/http: 19090/g, `http: ${backendPort}`);
-    if (text === readFileSync(path.join(src, f), 'utf8') && f !== 'README') throw new Error(`examples/gateway/config/${f}: the ports this script rewrites (18080, 19090) are no longer there`);
+    const text = readFileSync(path.join(src, f), 'utf8')
+      .replace(/number: 18080/g, `number: ${gatewayPort}`)
+      .replace(/http: 19090/g, `http: ${backendPort}`);
+    if (text === readFileSync(path.join(src, f), 'utf8') && f !== 'README')
+      throw new Error(`examples/gateway/config/${f}: the ports this script rewrites (18080, 19090) are no longer there`);
     writeFileSync(path.join(dir, f), text);
   }
   // The agents here have no workload certificate (plaintext to discovery): with mesh mTLS (PERMISSIVE by
   // default) a sidecar's inbound chains would wait for one, as Envoy waits for SDS secrets.
-  writeFileSync(path.join(dir, 'peerauthentication.yaml'), 'apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: mesh-system}\nspec:\n  mtls: {mode: DISABLE}\n');
+  writeFileSync(
+    path.join(dir, 'peerauthentication.yaml'),
+    'apiVersion: security.istio.io/v1\nkind: PeerAuthentication\nmetadata: {name: default, namespace: mesh-system}\nspec:\n  mtls: {mode: DISABLE}\n',
+  );
 }
 
 function sh(args) {
@@ -226,7 +241,9 @@ function treeCpu(pid) {
 }
 
 async function startBackend(size) {
-  const child = spawn(process.execPath, [path.join(HERE, 'gateway', 'backend.mjs'), '--size', String(size)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path.join(HERE, 'gateway', 'backend.mjs'), '--size', String(size)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const port = await new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d) => {
@@ -254,7 +271,11 @@ async function startAgent(o, binary, role, dir, discovery) {
     PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s' }),
     ...(o.nodeOptions ? { NODE_OPTIONS: o.nodeOptions } : {}),
   };
-  const child = spawn(binary, ['pilot-agent', 'proxy', role === 'gateway' ? 'router' : 'sidecar', '--meshConfig', 'mesh.yaml', '--concurrency', String(o.concurrency)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    binary,
+    ['pilot-agent', 'proxy', role === 'gateway' ? 'router' : 'sidecar', '--meshConfig', 'mesh.yaml', '--concurrency', String(o.concurrency)],
+    { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let out = '';
   const keep = (d) => {
     out += d;
@@ -281,9 +302,10 @@ async function measure(o, binary, role, config, discovery, gatewayPort) {
   const dir = mkdtempSync(path.join(tmpdir(), `mesh-footprint-${role}-`));
   const agent = await startAgent(o, binary, role, dir, discovery.grpc);
   try {
-    const target = role === 'gateway'
-      ? { host: '127.0.0.1', port: gatewayPort, hostHeader: `127.0.0.1:${gatewayPort}` }
-      : { host: SIDECAR_VIP, port: SIDECAR_SERVICE_PORT, hostHeader: `httpbin.demo.svc.cluster.local:${SIDECAR_SERVICE_PORT}` };
+    const target =
+      role === 'gateway'
+        ? { host: '127.0.0.1', port: gatewayPort, hostHeader: `127.0.0.1:${gatewayPort}` }
+        : { host: SIDECAR_VIP, port: SIDECAR_SERVICE_PORT, hostHeader: `httpbin.demo.svc.cluster.local:${SIDECAR_SERVICE_PORT}` };
     const started = Date.now();
     for (;;) {
       if (agent.child.exitCode !== null) throw new Error(`the ${role} exited (${agent.child.exitCode}):\n${agent.output().slice(-4000)}`);
@@ -316,11 +338,21 @@ async function measure(o, binary, role, config, discovery, gatewayPort) {
       saturated = { ...r, cpuS: c, rpsPerCoreS: c > 0 ? r.ok / c : NaN };
     }
     return {
-      binary, role, config, readyMs, processes: idle.per.length,
-      idleMB: idle.total / MB, idleAnonMB: idle.anon / MB, idleFileMB: idle.file / MB,
-      idleMinMB: Math.min(...idleSamples) / MB, idleMaxMB: Math.max(...idleSamples) / MB,
+      binary,
+      role,
+      config,
+      readyMs,
+      processes: idle.per.length,
+      idleMB: idle.total / MB,
+      idleAnonMB: idle.anon / MB,
+      idleFileMB: idle.file / MB,
+      idleMinMB: Math.min(...idleSamples) / MB,
+      idleMaxMB: Math.max(...idleSamples) / MB,
       perProcessMB: idle.per.map((p) => ({ pid: p.pid, mb: p.rss / MB, cmd: p.cmd.split(' ').slice(0, 4).join(' ') })),
-      loadMaxMB: Math.max(max, after) / MB, load, cpuS: cpu, saturated,
+      loadMaxMB: Math.max(max, after) / MB,
+      load,
+      cpuS: cpu,
+      saturated,
     };
   } finally {
     agent.child.kill('SIGTERM');
@@ -332,11 +364,17 @@ async function measure(o, binary, role, config, discovery, gatewayPort) {
 }
 
 async function main() {
-  const { binary, ...rest } = parseOptions('scripts/bench/footprint.mjs', 'Memory of the gateway and the sidecar, idle and under load, in a network namespace of its own (as root).', OPTIONS);
+  const { binary, ...rest } = parseOptions(
+    'scripts/bench/footprint.mjs',
+    'Memory of the gateway and the sidecar, idle and under load, in a network namespace of its own (as root).',
+    OPTIONS,
+  );
   const o = { ...rest, binaries: binary.map((b) => path.resolve(b)) };
   if (!o.inNetns) {
     if (process.getuid?.() !== 0) throw new Error('footprint.mjs needs root: it runs in a network namespace of its own (unshare --net)');
-    const r = spawnSync('unshare', ['--net', process.execPath, new URL(import.meta.url).pathname, ...process.argv.slice(2), '--inNetns'], { stdio: 'inherit' });
+    const r = spawnSync('unshare', ['--net', process.execPath, new URL(import.meta.url).pathname, ...process.argv.slice(2), '--inNetns'], {
+      stdio: 'inherit',
+    });
     process.exit(r.status ?? 1);
   }
   sh(['ip', 'link', 'set', 'lo', 'up']);
@@ -344,7 +382,23 @@ async function main() {
   if (o.roles.includes('sidecar')) {
     sh(['ip', 'addr', 'add', `${SIDECAR_VIP}/32`, 'dev', 'lo']);
     const ipt = spawnSync('iptables', ['-V']).status === 0 ? 'iptables' : 'iptables-legacy';
-    sh([ipt, '-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', SIDECAR_VIP, '--dport', String(SIDECAR_SERVICE_PORT), '-j', 'REDIRECT', '--to-ports', '15001']);
+    sh([
+      ipt,
+      '-t',
+      'nat',
+      '-A',
+      'OUTPUT',
+      '-p',
+      'tcp',
+      '-d',
+      SIDECAR_VIP,
+      '--dport',
+      String(SIDECAR_SERVICE_PORT),
+      '-j',
+      'REDIRECT',
+      '--to-ports',
+      '15001',
+    ]);
   }
   const backend = await startBackend(o.size);
   const results = [];
@@ -377,7 +431,27 @@ async function main() {
   } finally {
     backend.child.kill('SIGTERM');
   }
-  if (o.json) console.log(JSON.stringify({ loadavg, options: { rate: o.rate, duration: o.duration, size: o.size, services: o.services, concurrency: o.concurrency, saturate: o.saturate, saturateConnections: o.saturateConnections }, results, goals: { idleMB: GOAL_IDLE_MB, loadMB: GOAL_LOAD_MB } }, null, 2));
+  if (o.json)
+    console.log(
+      JSON.stringify(
+        {
+          loadavg,
+          options: {
+            rate: o.rate,
+            duration: o.duration,
+            size: o.size,
+            services: o.services,
+            concurrency: o.concurrency,
+            saturate: o.saturate,
+            saturateConnections: o.saturateConnections,
+          },
+          results,
+          goals: { idleMB: GOAL_IDLE_MB, loadMB: GOAL_LOAD_MB },
+        },
+        null,
+        2,
+      ),
+    );
   else {
     console.log(`\nload average at start: ${loadavg}`);
     const sat = o.saturate > 0;
@@ -392,14 +466,17 @@ async function main() {
       console.log(
         `${`${r.role}/${r.config}`.padEnd(18)} ${several ? path.basename(r.binary).slice(0, 21).padEnd(22) : ''}${r.idleMB.toFixed(1).padStart(8)} ${r.idleAnonMB.toFixed(1).padStart(6)} ${r.idleFileMB.toFixed(1).padStart(6)} ${(r.idleMB / GOAL_IDLE_MB).toFixed(2).padStart(6)} ${r.loadMaxMB.toFixed(1).padStart(13)} ${(r.loadMaxMB / GOAL_LOAD_MB).toFixed(2).padStart(6)} ${r.load.rps.toFixed(0).padStart(7)} ${r.load.p99.toFixed(1).padStart(8)} ${r.cpuS.toFixed(1).padStart(6)}` +
           (sat ? ` ${r.saturated.rps.toFixed(0).padStart(8)} ${r.saturated.rpsPerCoreS.toFixed(0).padStart(10)}` : '') +
-          vs(r.idleMB, base?.idleMB) + (several && r !== base ? ` idle, ×${(r.loadMaxMB / base.loadMaxMB).toFixed(2)} load, ×${(r.cpuS / base.cpuS).toFixed(2)} cpu` : '') +
+          vs(r.idleMB, base?.idleMB) +
+          (several && r !== base ? ` idle, ×${(r.loadMaxMB / base.loadMaxMB).toFixed(2)} load, ×${(r.cpuS / base.cpuS).toFixed(2)} cpu` : '') +
           (sat && several && r !== base ? `, ×${(r.saturated.rpsPerCoreS / base.saturated.rpsPerCoreS).toFixed(2)} rps/core-s` : ''),
       );
     }
     for (const binary of o.binaries) {
       const mine = results.filter((r) => r.binary === binary);
       const worst = { idle: Math.max(...mine.map((r) => r.idleMB)), load: Math.max(...mine.map((r) => r.loadMaxMB)) };
-      console.log(`${several ? `${binary}: ` : ''}worst: idle ${worst.idle.toFixed(1)} MB (goal ≤ ${GOAL_IDLE_MB}: ${worst.idle <= GOAL_IDLE_MB ? 'met' : 'NOT met'}), at ${o.rate} rps ${worst.load.toFixed(1)} MB (goal ≤ ${GOAL_LOAD_MB}: ${worst.load <= GOAL_LOAD_MB ? 'met' : 'NOT met'})`);
+      console.log(
+        `${several ? `${binary}: ` : ''}worst: idle ${worst.idle.toFixed(1)} MB (goal ≤ ${GOAL_IDLE_MB}: ${worst.idle <= GOAL_IDLE_MB ? 'met' : 'NOT met'}), at ${o.rate} rps ${worst.load.toFixed(1)} MB (goal ≤ ${GOAL_LOAD_MB}: ${worst.load <= GOAL_LOAD_MB ? 'met' : 'NOT met'})`,
+      );
     }
   }
 }
@@ -409,6 +486,8 @@ function print(r) {
   console.log(
     `${r.role}/${r.config}${path.basename(r.binary) === 'mesh' ? '' : ` [${path.basename(r.binary)}]`}: ready in ${r.readyMs} ms; idle ${r.idleMB.toFixed(1)} MB (${procs}; anon ${r.idleAnonMB.toFixed(1)}, file ${r.idleFileMB.toFixed(1)}; ${r.idleMinMB.toFixed(1)}–${r.idleMaxMB.toFixed(1)} while settling); ` +
       `at ${r.load.rps.toFixed(0)} rps max ${r.loadMaxMB.toFixed(1)} MB (ok ${r.load.ok}, non-200 ${r.load.bad}, errors ${r.load.errors}, unsent ${r.load.unsent}, p50 ${r.load.p50.toFixed(1)} ms, p99 ${r.load.p99.toFixed(1)} ms, ${r.load.connections} connections, proxy cpu ${r.cpuS.toFixed(1)} s)` +
-      (r.saturated ? `; saturated ${r.saturated.rps.toFixed(0)} rps (non-200 ${r.saturated.bad}, errors ${r.saturated.errors}), ${r.saturated.rpsPerCoreS.toFixed(0)} per proxy core-second` : ''),
+      (r.saturated
+        ? `; saturated ${r.saturated.rps.toFixed(0)} rps (non-200 ${r.saturated.bad}, errors ${r.saturated.errors}), ${r.saturated.rpsPerCoreS.toFixed(0)} per proxy core-second`
+        : ''),
   );
 }

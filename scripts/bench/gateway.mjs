@@ -53,7 +53,12 @@ const OPTIONS = {
   ...PIN_OPTIONS,
   cpuProf: { type: 'path', help: 'CPU profiles of the engine in this directory' },
   keep: { type: 'boolean', help: 'keep the work directory' },
-  routes: { type: 'string', oneOf: ['prefix', 'regex'], default: 'prefix', help: 'the route table: prefix matches, or ten regex routes before the one that matches' },
+  routes: {
+    type: 'string',
+    oneOf: ['prefix', 'regex'],
+    default: 'prefix',
+    help: 'the route table: prefix matches, or ten regex routes before the one that matches',
+  },
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -67,7 +72,6 @@ async function get(url) {
   return { status: r.status, body };
 }
 
-
 /** Spawns a node script and resolves with the child once it printed `listening <port>`. */
 async function startBackend() {
   const argv = [...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
@@ -75,7 +79,11 @@ async function startBackend() {
   children.push(child);
   let out = '';
   child.stdout.on('data', (d) => (out += d));
-  await waitFor(() => `the backend did not start: ${out}`, () => /listening (\d+)/.test(out), { timeoutMs: 10_000, intervalMs: 100 });
+  await waitFor(
+    () => `the backend did not start: ${out}`,
+    () => /listening (\d+)/.test(out),
+    { timeoutMs: 10_000, intervalMs: 100 },
+  );
   return { child, port: Number(/listening (\d+)/.exec(out)[1]) };
 }
 
@@ -112,7 +120,11 @@ async function stopAll() {
 }
 
 async function main() {
-  const { noPin, ...o } = parseOptions('scripts/bench/gateway.mjs', 'Gateway throughput and latency: direct, through our gateway and through nginx, in one run.', OPTIONS);
+  const { noPin, ...o } = parseOptions(
+    'scripts/bench/gateway.mjs',
+    'Gateway throughput and latency: direct, through our gateway and through nginx, in one run.',
+    OPTIONS,
+  );
   opts = { ...o, pin: !noPin, rateDuration: o.rateDuration ?? o.duration };
   const ncpu = availableParallelism();
   const whyNot = opts.pin ? cannotPin(opts.proxyCpu, opts.loadCpu) : undefined;
@@ -123,7 +135,13 @@ async function main() {
   // the gateway's command: the packaged binary (through its pilot-agent name) or a bundle run by node
   let agentCommand;
   let discoveryCommand;
-  const bundle = opts.cpuProf ? (opts.binary.endsWith('.cjs') ? opts.binary : path.join(path.dirname(opts.binary), 'mesh.cjs')) : opts.binary.endsWith('.cjs') ? opts.binary : undefined;
+  const bundle = opts.cpuProf
+    ? opts.binary.endsWith('.cjs')
+      ? opts.binary
+      : path.join(path.dirname(opts.binary), 'mesh.cjs')
+    : opts.binary.endsWith('.cjs')
+      ? opts.binary
+      : undefined;
   if (bundle) {
     if (!existsSync(bundle)) throw new Error(`${bundle} is missing: run \`npm run build\` first`);
     const prof = opts.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`] : [];
@@ -165,9 +183,17 @@ async function main() {
     children.push(daemon.child);
     const gw = await startGateway({ command: [...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc });
     children.push(gw.child);
-    await waitFor(() => `the gateway did not become ready:\n${gw.child.output()}`, async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, { timeoutMs: 60_000, intervalMs: 100 });
+    await waitFor(
+      () => `the gateway did not become ready:\n${gw.child.output()}`,
+      async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200,
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
     const url = `http://127.0.0.1:${gwPort}/bench`;
-    await waitFor(() => `the gateway does not route to the backend:\n${gw.child.output()}`, async () => (await get(url)).status === 200, { timeoutMs: 30_000, intervalMs: 100 });
+    await waitFor(
+      () => `the gateway does not route to the backend:\n${gw.child.output()}`,
+      async () => (await get(url)).status === 200,
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
     // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
     const engine = childPids(gw.child.pid).find((p) => / envoy /.test(` ${cmdline(p)} `));
     if (engine) {
@@ -181,7 +207,12 @@ async function main() {
   }
   if (opts.targets.includes('nginx')) {
     const port = await freePort();
-    const ng = startNginx({ dir: path.join(workDir, 'nginx'), listenPort: port, backendPort: backend.port, prefix: pinPrefix(opts.pin, opts.proxyCpu) });
+    const ng = startNginx({
+      dir: path.join(workDir, 'nginx'),
+      listenPort: port,
+      backendPort: backend.port,
+      prefix: pinPrefix(opts.pin, opts.proxyCpu),
+    });
     children.push(ng);
     const url = `http://127.0.0.1:${port}/bench`;
     await waitFor(
@@ -198,7 +229,9 @@ async function main() {
 
   // idle RSS: ready, one routed request, a moment to settle
   await sleep(2000);
-  const idle = gatewayPids ? { agent: rssBytes(gatewayPids.agent), engine: gatewayPids.engine ? rssBytes(gatewayPids.engine) : undefined } : undefined;
+  const idle = gatewayPids
+    ? { agent: rssBytes(gatewayPids.agent), engine: gatewayPids.engine ? rssBytes(gatewayPids.engine) : undefined }
+    : undefined;
 
   const runs = Object.fromEntries(opts.targets.map((t) => [t, []]));
   for (let round = 1; round <= opts.repeat; round++) {
@@ -206,7 +239,9 @@ async function main() {
       const t = targets[name];
       const pids = t.pids ?? [];
       const sat = await observe(pids, () => load(t.url, { connections: opts.connections, duration: opts.duration, warmup: opts.warmup }));
-      const fixed = await observe(pids, () => load(t.url, { connections: opts.rateConnections, duration: opts.rateDuration, overallRate: opts.rate, warmup: opts.warmup > 0 ? 1 : 0 }));
+      const fixed = await observe(pids, () =>
+        load(t.url, { connections: opts.rateConnections, duration: opts.rateDuration, overallRate: opts.rate, warmup: opts.warmup > 0 ? 1 : 0 }),
+      );
       const proxyCpu = sat.cpu.reduce((a, b) => a + b, 0) / sat.wall;
       const r = {
         rps: sat.result.rps,
@@ -263,12 +298,18 @@ async function main() {
   if (runs.nginx && runs.direct) console.log(`nginx added p99 at ${opts.rate} rps: ${fmt(m('nginx', 'p99') - d99, 3)} ms`);
   if (idle) {
     const loadMax = (i) => Math.max(...runs.gateway.map((r) => r.maxRss[i]));
-    if (idle.engine === undefined) console.log(`gateway RSS (agent with the built-in engine) idle: ${mib(idle.agent)} MiB; under load (max): ${mib(loadMax(0))} MiB`);
-    else console.log(`gateway RSS idle: engine ${mib(idle.engine)} MiB, agent ${mib(idle.agent)} MiB; under load (max): engine ${mib(loadMax(0))} MiB, agent ${mib(loadMax(1))} MiB`);
+    if (idle.engine === undefined)
+      console.log(`gateway RSS (agent with the built-in engine) idle: ${mib(idle.agent)} MiB; under load (max): ${mib(loadMax(0))} MiB`);
+    else
+      console.log(
+        `gateway RSS idle: engine ${mib(idle.engine)} MiB, agent ${mib(idle.agent)} MiB; under load (max): engine ${mib(loadMax(0))} MiB, agent ${mib(loadMax(1))} MiB`,
+      );
   }
   if (runs.nginx) {
     const t = targets.nginx;
-    console.log(`nginx RSS under load (max): ${t.names.map((n, i) => `${n} ${mib(Math.max(...runs.nginx.map((r) => r.maxRss[i])))} MiB`).join(', ')}`);
+    console.log(
+      `nginx RSS under load (max): ${t.names.map((n, i) => `${n} ${mib(Math.max(...runs.nginx.map((r) => r.maxRss[i])))} MiB`).join(', ')}`,
+    );
   }
 }
 

@@ -36,7 +36,11 @@ const OPTIONS = {
   cpuProf: { type: 'path', help: 'gateways from dist/mesh.cjs under node --cpu-prof, profiles in this directory' },
 };
 
-const { noPin, ...opts } = parseOptions('scripts/bench/jwt.mjs', 'A gateway route with JWT authentication against the same route without, in the same run.', OPTIONS);
+const { noPin, ...opts } = parseOptions(
+  'scripts/bench/jwt.mjs',
+  'A gateway route with JWT authentication against the same route without, in the same run.',
+  OPTIONS,
+);
 opts.pin = !noPin && availableParallelism() >= 2;
 const pin = (cpu) => pinPrefix(opts.pin, cpu);
 const children = [];
@@ -106,21 +110,26 @@ async function status(url, headers = {}) {
   return r.status;
 }
 
-
 const binary = (name) => path.join(ROOT, 'dist', name);
 for (const b of ['pilot-discovery', 'pilot-agent']) if (!existsSync(binary(b))) throw new Error(`dist/${b} is missing: run npm run build first`);
 
 const work = mkdtempSync(path.join(tmpdir(), 'mesh-jwt-bench-'));
 const issuer = await startIssuer({ port: 0 });
 try {
-  const backend = spawn(...(() => {
-    const argv = [...pin(opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs')];
-    return [argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] }];
-  })());
+  const backend = spawn(
+    ...(() => {
+      const argv = [...pin(opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs')];
+      return [argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] }];
+    })(),
+  );
   children.push(backend);
   let bout = '';
   backend.stdout.on('data', (d) => (bout += d));
-  await waitFor(() => `the backend did not start: ${bout}`, () => /listening (\d+)/.test(bout), { timeoutMs: 10_000, intervalMs: 100 });
+  await waitFor(
+    () => `the backend did not start: ${bout}`,
+    () => /listening (\d+)/.test(bout),
+    { timeoutMs: 10_000, intervalMs: 100 },
+  );
   const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
 
   const ports = { plain: await freePort(), jwt: await freePort() };
@@ -137,7 +146,14 @@ try {
     const g = await startGateway({
       // The agent hands its node flags to the engine it starts, so both write profiles.
       command: opts.cpuProf
-        ? [...pin(opts.proxyCpu), process.execPath, '--cpu-prof', `--cpu-prof-dir=${path.join(opts.cpuProf, name)}`, binary('mesh.cjs'), 'pilot-agent']
+        ? [
+            ...pin(opts.proxyCpu),
+            process.execPath,
+            '--cpu-prof',
+            `--cpu-prof-dir=${path.join(opts.cpuProf, name)}`,
+            binary('mesh.cjs'),
+            'pilot-agent',
+          ]
         : [...pin(opts.proxyCpu), binary('pilot-agent')],
       dir,
       discovery: daemon.grpc,
@@ -148,7 +164,11 @@ try {
     });
     children.push(g.child);
     gateways[name] = g;
-    await waitFor(() => `gateway ${name} not ready:\n${g.child.output()}`, async () => (await status(`http://127.0.0.1:${g.ports.status}/healthz/ready`)) === 200, { timeoutMs: 60_000, intervalMs: 100 });
+    await waitFor(
+      () => `gateway ${name} not ready:\n${g.child.output()}`,
+      async () => (await status(`http://127.0.0.1:${g.ports.status}/healthz/ready`)) === 200,
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
     // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
     g.engine = childPids(g.child.pid).find((pid) => / envoy /.test(` ${cmdline(pid)} `)) ?? g.child.pid;
   }
@@ -157,12 +177,20 @@ try {
   const plainUrl = `http://127.0.0.1:${ports.plain}/`;
   const jwtUrl = `http://127.0.0.1:${ports.jwt}/`;
   // The gateway's first listener may carry the reject-all keys until the daemon's fetch lands.
-  await waitFor(() => 'a valid token never passed the jwt gateway', async () => (await status(jwtUrl, auth)) === 200, { timeoutMs: 30_000, intervalMs: 100 });
+  await waitFor(
+    () => 'a valid token never passed the jwt gateway',
+    async () => (await status(jwtUrl, auth)) === 200,
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
   const bad = await status(jwtUrl, { authorization: `Bearer ${await issuer.mintBadSignature()}` });
   if (bad !== 401) throw new Error(`a bad signature got ${bad} at the jwt gateway, expected 401: not validating`);
 
-  console.log(`jwt: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; gateways pinned to cpu ${opts.proxyCpu}${opts.pin ? '' : ' (not pinned)'}`);
-  console.log(`load: autocannon, ${opts.connections} connections, ${opts.duration} s (+${opts.warmup} s warm-up) per run, ${opts.repeat} alternating rounds`);
+  console.log(
+    `jwt: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; gateways pinned to cpu ${opts.proxyCpu}${opts.pin ? '' : ' (not pinned)'}`,
+  );
+  console.log(
+    `load: autocannon, ${opts.connections} connections, ${opts.duration} s (+${opts.warmup} s warm-up) per run, ${opts.repeat} alternating rounds`,
+  );
   // Requests per second of the engine's own CPU time as well: on two cores the load generator shares a core
   // with the backend and may saturate first, and a token makes every request ~700 bytes bigger for it too.
   const measure = async (name, url, headers) => {
@@ -185,11 +213,17 @@ try {
   }
   const m = (f) => median(rounds.map(f));
   console.log(`\n| route | rps (median) | per engine core-second | p50 ms | p99 ms |\n|---|---:|---:|---:|---:|`);
-  console.log(`| no RequestAuthentication | ${m((x) => x.plain.rps).toFixed(0)} | ${m((x) => x.plain.perCore).toFixed(0)} | ${m((x) => x.plain.latency.p50).toFixed(2)} | ${m((x) => x.plain.latency.p99).toFixed(2)} |`);
-  console.log(`| valid RS256 token on every request | ${m((x) => x.jwt.rps).toFixed(0)} | ${m((x) => x.jwt.perCore).toFixed(0)} | ${m((x) => x.jwt.latency.p50).toFixed(2)} | ${m((x) => x.jwt.latency.p99).toFixed(2)} |`);
+  console.log(
+    `| no RequestAuthentication | ${m((x) => x.plain.rps).toFixed(0)} | ${m((x) => x.plain.perCore).toFixed(0)} | ${m((x) => x.plain.latency.p50).toFixed(2)} | ${m((x) => x.plain.latency.p99).toFixed(2)} |`,
+  );
+  console.log(
+    `| valid RS256 token on every request | ${m((x) => x.jwt.rps).toFixed(0)} | ${m((x) => x.jwt.perCore).toFixed(0)} | ${m((x) => x.jwt.latency.p50).toFixed(2)} | ${m((x) => x.jwt.latency.p99).toFixed(2)} |`,
+  );
   const ratio = m((x) => x.jwt.rps / x.plain.rps);
   const perCore = m((x) => x.jwt.perCore / x.plain.perCore);
-  console.log(`\nratio (medians of per-round ratios): ${ratio.toFixed(2)}× rps, ${perCore.toFixed(2)}× per engine core-second — goal ≥ 0.8×: ${ratio >= 0.8 ? 'met' : perCore >= 0.8 ? 'met per core (rps limited by the shared load core)' : 'NOT met'}`);
+  console.log(
+    `\nratio (medians of per-round ratios): ${ratio.toFixed(2)}× rps, ${perCore.toFixed(2)}× per engine core-second — goal ≥ 0.8×: ${ratio >= 0.8 ? 'met' : perCore >= 0.8 ? 'met per core (rps limited by the shared load core)' : 'NOT met'}`,
+  );
 } finally {
   for (const c of children.reverse()) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
   await sleep(500);

@@ -24,6 +24,8 @@ for (let r = 0; r < rounds; r++) {
   const base = nsPerCall(empty);
   const disabled = nsPerCall(ads);
   ratios.push(disabled / base);
-  console.log(`round ${r + 1}: disabled debug ${disabled.toFixed(1)} ns/call, empty method ${base.toFixed(1)} ns/call, ratio ${(disabled / base).toFixed(2)}`);
+  console.log(
+    `round ${r + 1}: disabled debug ${disabled.toFixed(1)} ns/call, empty method ${base.toFixed(1)} ns/call, ratio ${(disabled / base).toFixed(2)}`,
+  );
 }
 console.log(`median ratio disabled debug / empty method: ${median(ratios).toFixed(2)}`);

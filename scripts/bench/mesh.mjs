@@ -80,7 +80,18 @@ function openLoop(o, agent, seconds) {
       clearTimeout(giveUp);
       latencies.sort((x, y) => x - y);
       late.sort((x, y) => x - y);
-      resolve({ sent, ok: latencies.length, errors, non2xx, unanswered: inflight, p50: percentile(latencies, 0.5), p90: percentile(latencies, 0.9), p99: percentile(latencies, 0.99), max: latencies.at(-1), sendLateP99: percentile(late, 0.99) });
+      resolve({
+        sent,
+        ok: latencies.length,
+        errors,
+        non2xx,
+        unanswered: inflight,
+        p50: percentile(latencies, 0.5),
+        p90: percentile(latencies, 0.9),
+        p99: percentile(latencies, 0.99),
+        max: latencies.at(-1),
+        sendLateP99: percentile(late, 0.99),
+      });
     };
     const send = (at) => {
       sent++;
@@ -317,8 +328,8 @@ const OPTIONS = {
   cpuProf: { type: 'path', help: 'both sidecars from <binary>/mesh.cjs under node --cpu-prof, profiles in <dir>/a and <dir>/b' },
   perf: { type: 'path', help: 'record the proxies with perf record -g during each saturated run, into this directory' },
   nodeArgs: { type: 'string', default: '', help: "node flags for the sidecars run from mesh.cjs (e.g. '--trace-gc')" },
-  keep: { type: 'boolean', help: 'leave the work directory (the programs\' logs) in place' },
-  generator: { type: 'string', oneOf: ['raw', 'http'], default: 'raw', help: 'the load generator: raw sockets, or node\'s http client' },
+  keep: { type: 'boolean', help: "leave the work directory (the programs' logs) in place" },
+  generator: { type: 'string', oneOf: ['raw', 'http'], default: 'raw', help: "the load generator: raw sockets, or node's http client" },
   concurrency: { type: 'number', min: 0, help: "the sidecars' engine workers (proxyConfig.concurrency; default the agent's, 2)" },
   proxyCpus: { type: 'cpus', help: 'taskset CPU list of both sidecars' },
   otherCpus: { type: 'cpus', help: 'taskset CPU list of everything else' },
@@ -432,7 +443,8 @@ function schedule(namespaces, nice) {
       }
       const r = spawnSync('renice', ['-n', String(nice), '-p', ...tids], { encoding: 'utf8' });
       // a thread may have exited in between; anything else means the figures would not be what they say
-      if (r.status !== 0 && existsSync(`/proc/${pid}`) && !/No such process/.test(r.stderr)) throw new Error(`renice of pid ${pid}: ${r.error?.message ?? r.stderr.trim()}`);
+      if (r.status !== 0 && existsSync(`/proc/${pid}`) && !/No such process/.test(r.stderr))
+        throw new Error(`renice of pid ${pid}: ${r.error?.message ?? r.stderr.trim()}`);
     }
   }
 }
@@ -449,7 +461,8 @@ async function measure(name, ns, target, pids, o, sidecars = {}, pods = [ns]) {
     }
   };
   // --rate 0: saturated runs only (the CPU comparison), no fixed-rate run
-  const fixed = o.rate > 0 ? await fixedRun() : { sent: 0, ok: 0, errors: 0, non2xx: 0, unanswered: 0, p50: NaN, p90: NaN, p99: NaN, sendLateP99: NaN };
+  const fixed =
+    o.rate > 0 ? await fixedRun() : { sent: 0, ok: 0, errors: 0, non2xx: 0, unanswered: 0, p50: NaN, p90: NaN, p99: NaN, sendLateP99: NaN };
   let cpu0 = { user: 0, system: 0 };
   let perfStarted;
   const saturated = () =>
@@ -473,25 +486,36 @@ async function measure(name, ns, target, pids, o, sidecars = {}, pods = [ns]) {
   const cpuSystem = cpu1.system - cpu0.system;
   const cpu = cpuUser + cpuSystem;
   const cx1 = upstreamConnections(sidecars);
-  const opened = Object.keys(cx1).map((k) => `${k} ${cx1[k] - cx0[k]}`).join(', ');
+  const opened = Object.keys(cx1)
+    .map((k) => `${k} ${cx1[k] - cx0[k]}`)
+    .join(', ');
   const perCore = pids.length ? sat.ok / cpu : NaN;
   const f = (x) => (Number.isFinite(x) ? x.toFixed(3) : '-');
   console.log(
     `${name.padEnd(10)} fixed ${o.rate} rps: generator ${f(fixed.generatorCpu)} CPU s, p50 ${f(fixed.p50)} ms, p90 ${f(fixed.p90)} ms, p99 ${f(fixed.p99)} ms (sent ${fixed.sent}, ok ${fixed.ok}, errors ${fixed.errors + fixed.non2xx}, unanswered ${fixed.unanswered}, keep-alive retries ${fixed.retries ?? 0}, send lateness p99 ${f(fixed.sendLateP99)} ms)\n` +
-      (fixed.sendLateP99 > 2 || fixed.unanswered > 0 ? `${''.padEnd(10)} the load generator could not keep the schedule: this machine is too busy for these figures\n` : '') +
+      (fixed.sendLateP99 > 2 || fixed.unanswered > 0
+        ? `${''.padEnd(10)} the load generator could not keep the schedule: this machine is too busy for these figures\n`
+        : '') +
       `${''.padEnd(10)} saturated (${o.connections} conns): ${sat.rps.toFixed(0)} rps (errors ${sat.errors}, keep-alive retries ${sat.retries ?? 0}, generator ${sat.generatorCpu.toFixed(2)} CPU s)` +
-      (pids.length ? `, proxies ${cpu.toFixed(2)} CPU s (user ${cpuUser.toFixed(2)}, system ${cpuSystem.toFixed(2)}) → ${perCore.toFixed(0)} requests per proxy core-second` : '') +
+      (pids.length
+        ? `, proxies ${cpu.toFixed(2)} CPU s (user ${cpuUser.toFixed(2)}, system ${cpuSystem.toFixed(2)}) → ${perCore.toFixed(0)} requests per proxy core-second`
+        : '') +
       (opened ? `\n${''.padEnd(10)} upstream connections opened over both runs (${fixed.sent + sat.ok} requests): ${opened}` : ''),
   );
   return { fixed, sat, cpu, perCore };
 }
 
 async function main() {
-  const parsed = parseOptions('scripts/bench/mesh.mjs', 'The mesh data plane: direct, plaintext and mTLS sidecar pairs in network namespaces, in one run (as root).', OPTIONS);
+  const parsed = parseOptions(
+    'scripts/bench/mesh.mjs',
+    'The mesh data plane: direct, plaintext and mTLS sidecar pairs in network namespaces, in one run (as root).',
+    OPTIONS,
+  );
   const o = { ...parsed, nodeArgs: parsed.nodeArgs.split(/\s+/).filter(Boolean) };
   const missing = meshPodsUnavailable({ openssl: true });
   if (missing) throw new Error(`scripts/bench/mesh.mjs ${missing} (it needs root, iproute2, iptables, setpriv and openssl)`);
-  if (!existsSync(path.join(o.binary, 'pilot-agent'))) throw new Error(`${path.join(o.binary, 'pilot-agent')} is missing: run \`node build.mjs\` first`);
+  if (!existsSync(path.join(o.binary, 'pilot-agent')))
+    throw new Error(`${path.join(o.binary, 'pilot-agent')} is missing: run \`node build.mjs\` first`);
   const cleanup = new Cleanup();
   const onSignal = () => void cleanup.run().then(() => process.exit(130));
   process.on('SIGINT', onSignal);
@@ -500,7 +524,9 @@ async function main() {
   cleanup.teardown(() => (o.keep ? console.log(`kept ${dir} (logs/ has the programs' output)`) : rmSync(dir, { recursive: true, force: true })));
   chmodSync(dir, 0o755);
   try {
-    console.log(`mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps${o.nice !== 0 ? ` (measured pods and generator at nice ${o.nice})` : ''}, saturated ${o.connections} connections`);
+    console.log(
+      `mesh data-plane benchmark: ${o.duration} s per run after ${o.warmup} s warm-up, fixed rate ${o.rate} rps${o.nice !== 0 ? ` (measured pods and generator at nice ${o.nice})` : ''}, saturated ${o.connections} connections`,
+    );
     // profiling: the sidecars run from the bundle under node with --cpu-prof (one directory per pod) and/or
     // --nodeArgs (e.g. --trace-gc, whose lines land in the sidecar's log: keep them with --keep); SIGTERM
     // lets them exit normally so that node writes the profiles
@@ -511,7 +537,13 @@ async function main() {
     if (o.cpuProf) for (const pod of ['a', 'b']) mkdirSync(path.join(o.cpuProf, pod), { recursive: true });
     if (o.cpuProf) for (const d of [o.cpuProf, path.join(o.cpuProf, 'a'), path.join(o.cpuProf, 'b')]) chmodSync(d, 0o777);
     const sidecarCommand = profiled
-      ? (pod) => [process.execPath, ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(o.cpuProf, pod)}`] : []), ...o.nodeArgs, bundle, 'pilot-agent']
+      ? (pod) => [
+          process.execPath,
+          ...(o.cpuProf ? ['--cpu-prof', `--cpu-prof-dir=${path.join(o.cpuProf, pod)}`] : []),
+          ...o.nodeArgs,
+          bundle,
+          'pilot-agent',
+        ]
       : undefined;
     if ((o.proxyCpus === undefined) !== (o.otherCpus === undefined)) throw new Error('--proxyCpus and --otherCpus go together');
     // Children inherit this process's affinity: the pods' apps, discovery and the generator stay on otherCpus.
@@ -539,15 +571,29 @@ async function main() {
     const xfcc = () => JSON.parse(String(callIn(mesh.ns.a, true, 'http', vip.host, '8080').body)).xfcc;
 
     const skipped = { fixed: { unanswered: 0, errors: 0, non2xx: 0, p99: NaN }, sat: { rps: NaN }, perCore: NaN };
-    const direct = o.targets.includes('direct') ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o, {}, [mesh.ns.da, mesh.ns.db]) : skipped;
+    const direct = o.targets.includes('direct')
+      ? await measure('direct', mesh.ns.da, { host: meshAddr.pod(4), port: 8080 }, [], o, {}, [mesh.ns.da, mesh.ns.db])
+      : skipped;
 
-    await waitFor(() => 'the plaintext config did not take effect', () => xfcc() === null, { timeoutMs: 30_000, intervalMs: 50 });
-    const plain = o.targets.includes('plaintext') ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b]) : skipped;
+    await waitFor(
+      () => 'the plaintext config did not take effect',
+      () => xfcc() === null,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+    const plain = o.targets.includes('plaintext')
+      ? await measure('plaintext', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b])
+      : skipped;
 
     unlinkSync(path.join(mesh.configDir, 'destination-rule.yaml'));
     for (const [file, yaml] of Object.entries(MTLS)) writeFileSync(path.join(mesh.configDir, file), yaml);
-    await waitFor(() => 'mTLS did not take effect', () => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())), { timeoutMs: 30_000, intervalMs: 50 });
-    const mtls = o.targets.includes('mtls') ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b]) : skipped;
+    await waitFor(
+      () => 'mTLS did not take effect',
+      () => /URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/.test(String(xfcc())),
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+    const mtls = o.targets.includes('mtls')
+      ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b])
+      : skipped;
 
     // a run that left requests unanswered has no p99 worth the name
     const complete = (r) => r.fixed.unanswered === 0 && r.fixed.errors + r.fixed.non2xx === 0 && Number.isFinite(r.fixed.p99);

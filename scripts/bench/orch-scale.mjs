@@ -72,12 +72,20 @@ class Api {
     this.requests++;
     return new Promise((resolve, reject) => {
       const payload = body === undefined ? undefined : JSON.stringify(body);
-      const req = https.request(new URL(this.url + p), { method, agent: this.agent, headers: payload ? { 'content-type': contentType } : {} }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (d) => (text += d));
-        res.on('end', () => (res.statusCode >= 200 && res.statusCode < 300 ? resolve(text) : reject(new Error(`${method} ${p}: ${res.statusCode} ${text.slice(0, 300)}`))));
-      });
+      const req = https.request(
+        new URL(this.url + p),
+        { method, agent: this.agent, headers: payload ? { 'content-type': contentType } : {} },
+        (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (d) => (text += d));
+          res.on('end', () =>
+            res.statusCode >= 200 && res.statusCode < 300
+              ? resolve(text)
+              : reject(new Error(`${method} ${p}: ${res.statusCode} ${text.slice(0, 300)}`)),
+          );
+        },
+      );
       req.on('error', reject);
       req.end(payload);
     });
@@ -120,12 +128,21 @@ async function populate(api, o) {
   const t0 = performance.now();
   const namespaces = [...new Set(Array.from({ length: o.services }, (_, i) => nsOf(i, o)))];
   await pool(
-    Array.from({ length: o.nodes }, (_, n) => () =>
-      api.request('POST', '/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: `node-${n}`, labels: { 'topology.kubernetes.io/region': 'bench', 'topology.kubernetes.io/zone': `zone-${n % 3}` } } }),
+    Array.from(
+      { length: o.nodes },
+      (_, n) => () =>
+        api.request('POST', '/api/v1/nodes', {
+          apiVersion: 'v1',
+          kind: 'Node',
+          metadata: { name: `node-${n}`, labels: { 'topology.kubernetes.io/region': 'bench', 'topology.kubernetes.io/zone': `zone-${n % 3}` } },
+        }),
     ),
     o.concurrency,
   );
-  await pool(namespaces.map((ns) => () => api.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } })), o.concurrency);
+  await pool(
+    namespaces.map((ns) => () => api.request('POST', '/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } })),
+    o.concurrency,
+  );
   const tasks = [];
   for (let i = 0; i < o.services; i++) {
     const ns = nsOf(i, o);
@@ -146,7 +163,10 @@ async function populate(api, o) {
           apiVersion: 'v1',
           kind: 'Pod',
           metadata: { name: `${svcName(i)}-${k}`, namespace: ns, labels: { app: svcName(i), version: 'v1' } },
-          spec: { nodeName: `node-${(i + k) % o.nodes}`, containers: [{ name: 'app', image: 'example.invalid/app:1', ports: [{ containerPort: 8080, name: 'http' }] }] },
+          spec: {
+            nodeName: `node-${(i + k) % o.nodes}`,
+            containers: [{ name: 'app', image: 'example.invalid/app:1', ports: [{ containerPort: 8080, name: 'http' }] }],
+          },
         }),
       );
     }
@@ -176,10 +196,16 @@ const sec = (ms) => `${(ms / 1000).toFixed(2)} s`;
 const now = () => performance.timeOrigin + performance.now();
 
 async function main() {
-  const o = { ...parseOptions('scripts/bench/orch-scale.mjs', 'Discovery on a large cluster: a real API server, the built daemon against it.', OPTIONS), servicesPerNamespace: 100, nodes: 20 };
+  const o = {
+    ...parseOptions('scripts/bench/orch-scale.mjs', 'Discovery on a large cluster: a real API server, the built daemon against it.', OPTIONS),
+    servicesPerNamespace: 100,
+    nodes: 20,
+  };
   if (o.burst > o.services) throw new Error('--burst cannot exceed --services');
   const kube = kubeDir();
-  console.log(`orchestrator scale: ${o.services} Services, ${o.services * o.podsPerService} Pods, ${o.services} EndpointSlices, burst ${o.burst}; node ${process.version}, ${new Date().toISOString()}`);
+  console.log(
+    `orchestrator scale: ${o.services} Services, ${o.services * o.podsPerService} Pods, ${o.services} EndpointSlices, burst ${o.burst}; node ${process.version}, ${new Date().toISOString()}`,
+  );
   let kubeconfig;
   if (o.reuse) {
     kubeconfig = path.join(o.reuse, 'kubeconfig');
@@ -191,14 +217,21 @@ async function main() {
     kubeconfig = stdout.trim().split('\n').pop();
   }
   const dir = path.dirname(kubeconfig);
-  const env = Object.fromEntries(readFileSync(path.join(dir, 'env'), 'utf8').trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  const env = Object.fromEntries(
+    readFileSync(path.join(dir, 'env'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
+  );
   const api = new Api(env, o.concurrency);
   let daemon;
   let proxy;
   try {
     if (!o.reuse) {
       const pop = await populate(api, o);
-      console.log(`API server populated: ${pop.objects} objects in ${sec(pop.ms)} (${Math.round(pop.objects / (pop.ms / 1000))}/s, ${o.concurrency} at a time)`);
+      console.log(
+        `API server populated: ${pop.objects} objects in ${sec(pop.ms)} (${Math.round(pop.objects / (pop.ms / 1000))}/s, ${o.concurrency} at a time)`,
+      );
     }
     const apiRss = rssBytes(Number(env.APISERVER_PID));
     console.log(`kube-apiserver RSS ${apiRss ? mb(apiRss) : '?'}`);
@@ -210,7 +243,10 @@ async function main() {
 
     // ---- sync and serve
     const started = now();
-    daemon = await startDaemon([BINARY], ['--orchconfig', kubeconfig], { env: { PILOT_DEBOUNCE_AFTER: process.env.PILOT_DEBOUNCE_AFTER ?? '100ms' }, timeoutMs: 300_000 });
+    daemon = await startDaemon([BINARY], ['--orchconfig', kubeconfig], {
+      env: { PILOT_DEBOUNCE_AFTER: process.env.PILOT_DEBOUNCE_AFTER ?? '100ms' },
+      timeoutMs: 300_000,
+    });
     const rss = new RssSampler(daemon.pid, 100);
     const ready = now() - started;
     const synced = Number(/orchestrator config synced in (\d+)ms/.exec(daemon.log())?.[1] ?? NaN);
@@ -228,7 +264,10 @@ async function main() {
       metadata: { NAMESPACE: 'bench-000', MESH_VERSION: '1.26.0', INSTANCE_IPS: '10.255.0.1', LABELS: { app: 'bench-client' } },
     };
     proxy.send({ cmd: 'start', address: daemon.grpc, node });
-    const init = await Promise.race([initial, new Promise((_, rej) => setTimeout(() => rej(new Error('the proxy did not get every cluster in 5 min')), 300_000))]);
+    const init = await Promise.race([
+      initial,
+      new Promise((_, rej) => setTimeout(() => rej(new Error('the proxy did not get every cluster in 5 min')), 300_000)),
+    ]);
     const served = init.at - started;
     const cpuAfterSync = cpuSeconds(daemon.pid);
     await new Promise((r) => setTimeout(r, 2000));
@@ -242,8 +281,19 @@ async function main() {
       picks.map((i, j) => async () => {
         const cluster = `outbound|80||${svcName(i)}.${nsOf(i, o)}.svc.cluster.local`;
         const ips = [burstIp(j), ...Array.from({ length: o.podsPerService - 1 }, (_, k) => podIp(i * o.podsPerService + k + 1))];
-        wrote.set(cluster, { at: now(), expect: ips.map((ip) => `${ip}:8080`).sort().join(',') });
-        await api.request('PATCH', `/apis/discovery.k8s.io/v1/namespaces/${nsOf(i, o)}/endpointslices/${svcName(i)}-1`, { endpoints: slice(i, o, ips).endpoints }, 'application/merge-patch+json');
+        wrote.set(cluster, {
+          at: now(),
+          expect: ips
+            .map((ip) => `${ip}:8080`)
+            .sort()
+            .join(','),
+        });
+        await api.request(
+          'PATCH',
+          `/apis/discovery.k8s.io/v1/namespaces/${nsOf(i, o)}/endpointslices/${svcName(i)}-1`,
+          { endpoints: slice(i, o, ips).endpoints },
+          'application/merge-patch+json',
+        );
       }),
       o.concurrency,
     );
@@ -270,14 +320,22 @@ async function main() {
     console.log(`proxy holds all ${init.clusters} clusters' endpoints ${sec(served)} after the daemon started`);
     console.log(`daemon CPU to there               ${cpuAfterSync?.toFixed(1)} s`);
     console.log(`daemon RSS: peak ${mb(rss.peak)}, settled after sync ${mb(rssSettled ?? 0)}, after the burst ${mb(rssAfter ?? 0)}   [goal < 1 GB]`);
-    console.log(`burst: ${o.burst} EndpointSlice writes in ${sec(writesDone - burstStart)} (${Math.round(o.burst / ((writesDone - burstStart) / 1000))}/s accepted by the API server)`);
+    console.log(
+      `burst: ${o.burst} EndpointSlice writes in ${sec(writesDone - burstStart)} (${Math.round(o.burst / ((writesDone - burstStart) / 1000))}/s accepted by the API server)`,
+    );
     if (lat.length < wrote.size) console.log(`burst: only ${lat.length}/${wrote.size} changes reached the proxy within 2 min`);
     if (lat.length > 0) {
-      console.log(`burst write → proxy ACK: p50 ${sec(quantile(lat, 0.5))}, p90 ${sec(quantile(lat, 0.9))}, p99 ${sec(quantile(lat, 0.99))}, max ${sec(Math.max(...lat))}   [goal p99 < 2 s]`);
+      console.log(
+        `burst write → proxy ACK: p50 ${sec(quantile(lat, 0.5))}, p90 ${sec(quantile(lat, 0.9))}, p99 ${sec(quantile(lat, 0.99))}, max ${sec(Math.max(...lat))}   [goal p99 < 2 s]`,
+      );
       const lastAck = Math.max(...[...converged.keys()].map((k) => wrote.get(k).at + converged.get(k)));
-      console.log(`burst first write → last ACK: ${sec(lastAck - burstStart)}; last write answered → last ACK: ${sec(lastAck - writesDone)}; daemon CPU in the burst ${(cpuEnd - cpuAfterSync).toFixed(1)} s`);
+      console.log(
+        `burst first write → last ACK: ${sec(lastAck - burstStart)}; last write answered → last ACK: ${sec(lastAck - writesDone)}; daemon CPU in the burst ${(cpuEnd - cpuAfterSync).toFixed(1)} s`,
+      );
     }
-    console.log(`daemon log: ${daemon.counts.lines} lines, ${daemon.counts.warn} warn, ${daemon.counts.error} error${daemon.firstProblems.length ? `; first: ${daemon.firstProblems[0]}` : ''}`);
+    console.log(
+      `daemon log: ${daemon.counts.lines} lines, ${daemon.counts.warn} warn, ${daemon.counts.error} error${daemon.firstProblems.length ? `; first: ${daemon.firstProblems[0]}` : ''}`,
+    );
   } finally {
     proxy?.kill();
     await daemon?.stop();

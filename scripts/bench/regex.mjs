@@ -48,7 +48,9 @@ for (const path of ['/bench', '/api/v2/item-9/abc-1/x']) {
   }
   const mr = median(r);
   const mj = median(j);
-  console.log(`${path.padEnd(24)} RE2 ${mr.toFixed(3)} µs/request  RegExp ${mj.toFixed(3)} µs/request  ratio ${(mr / mj).toFixed(2)}×  (+${(mr - mj).toFixed(3)} µs)`);
+  console.log(
+    `${path.padEnd(24)} RE2 ${mr.toFixed(3)} µs/request  RegExp ${mj.toFixed(3)} µs/request  ratio ${(mr / mj).toFixed(2)}×  (+${(mr - mj).toFixed(3)} µs)`,
+  );
 }
 
 // The denial-of-service pattern: RE2 only (RegExp would take minutes beyond ~30 characters).

@@ -119,7 +119,10 @@ async function get(url) {
 /** The soft and hard `ulimit -n` a child of this process gets. */
 function currentFdLimits() {
   const r = spawnSync('/bin/bash', ['-c', 'ulimit -Sn; ulimit -Hn'], { encoding: 'utf8' });
-  const [soft, hard] = r.stdout.trim().split('\n').map((x) => (x === 'unlimited' ? Infinity : Number(x)));
+  const [soft, hard] = r.stdout
+    .trim()
+    .split('\n')
+    .map((x) => (x === 'unlimited' ? Infinity : Number(x)));
   return { soft, hard };
 }
 
@@ -138,7 +141,6 @@ function processFdLimit(pid) {
     return undefined;
   }
 }
-
 
 // ---- readings
 
@@ -209,7 +211,8 @@ function engineLongest(stats) {
 }
 
 /** Counters worth reporting when they moved in a round: connection and failure accounting. */
-const INTERESTING = /(^|\.)(downstream_cx_total|downstream_cx_destroy\w*|downstream_cx_overflow|downstream_rq_[45]xx|downstream_rq_timeout|downstream_rq_rx_reset|downstream_rq_tx_reset|downstream_cx_idle_timeout|upstream_cx_total|upstream_cx_connect_fail|upstream_cx_connect_timeout|upstream_cx_overflow|upstream_cx_destroy\w*|upstream_cx_idle_timeout|upstream_rq_pending_overflow|upstream_rq_pending_total|upstream_rq_timeout|upstream_rq_[45]xx|upstream_rq_rx_reset|upstream_rq_tx_reset|upstream_cx_close_notify|no_route)$/;
+const INTERESTING =
+  /(^|\.)(downstream_cx_total|downstream_cx_destroy\w*|downstream_cx_overflow|downstream_rq_[45]xx|downstream_rq_timeout|downstream_rq_rx_reset|downstream_rq_tx_reset|downstream_cx_idle_timeout|upstream_cx_total|upstream_cx_connect_fail|upstream_cx_connect_timeout|upstream_cx_overflow|upstream_cx_destroy\w*|upstream_cx_idle_timeout|upstream_rq_pending_overflow|upstream_rq_pending_total|upstream_rq_timeout|upstream_rq_[45]xx|upstream_rq_rx_reset|upstream_rq_tx_reset|upstream_cx_close_notify|no_route)$/;
 function statDeltas(before, after) {
   const out = [];
   for (const [k, v] of after) {
@@ -251,14 +254,24 @@ async function startBackend() {
   children.push(child);
   let out = '';
   child.stdout.on('data', (d) => (out += d));
-  await waitFor(() => /listening (\d+)/.test(out), 10_000, () => `the backend did not start: ${out}`);
+  await waitFor(
+    () => /listening (\d+)/.test(out),
+    10_000,
+    () => `the backend did not start: ${out}`,
+  );
   return { child, port: Number(/listening (\d+)/.exec(out)[1]) };
 }
 
 const mib = (b) => (b / 1048576).toFixed(1);
 const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
-const list = (o) => Object.entries(o ?? {}).map(([k, v]) => `${k} ×${v}`).join(', ');
-const seconds = (o) => Object.entries(o ?? {}).map(([k, v]) => `${k}s:${v}`).join(' ');
+const list = (o) =>
+  Object.entries(o ?? {})
+    .map(([k, v]) => `${k} ×${v}`)
+    .join(', ');
+const seconds = (o) =>
+  Object.entries(o ?? {})
+    .map(([k, v]) => `${k}s:${v}`)
+    .join(' ');
 
 async function stopAll() {
   await stopProcesses(children, grandchildren);
@@ -319,25 +332,47 @@ async function main() {
   // Istio's bootstrap keeps only a few stat prefixes: ask for the listeners', the HCM's and the backend cluster's too
   // (a safe_regex stats matcher must match the whole name, as in Envoy)
   const proxyStatsMatcher = { inclusionRegexps: ['^(http\\.|listener\\.|cluster\\.outbound\\|).*'] };
-  const gw = await startGateway({ command: [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc, concurrency: opts.concurrency, proxyConfig: { proxyStatsMatcher } });
+  const gw = await startGateway({
+    command: [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand],
+    dir: gwDir,
+    discovery: daemon.grpc,
+    concurrency: opts.concurrency,
+    proxyConfig: { proxyStatsMatcher },
+  });
   children.push(gw.child);
-  await waitFor(async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200, 60_000, () => `the gateway did not become ready:\n${gw.child.output()}`);
+  await waitFor(
+    async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200,
+    60_000,
+    () => `the gateway did not become ready:\n${gw.child.output()}`,
+  );
   const url = `http://127.0.0.1:${gwPort}/bench`;
-  await waitFor(async () => (await get(url)).status === 200, 30_000, () => `the gateway does not route to the backend:\n${gw.child.output()}`);
+  await waitFor(
+    async () => (await get(url)).status === 200,
+    30_000,
+    () => `the gateway does not route to the backend:\n${gw.child.output()}`,
+  );
   // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
   const child = childPids(gw.child.pid).find((p) => / envoy /.test(` ${cmdline(p)} `));
   if (child) grandchildren.push(child);
   const engine = child ?? gw.child.pid;
   const pids = { agent: gw.child.pid, engine };
   const engineLimit = processFdLimit(engine);
-  console.log(`engine pid ${engine} (open-files limit ${engineLimit}), agent pid ${pids.agent} (limit ${processFdLimit(pids.agent)}), backend pid ${backend.child.pid}, discovery pid ${daemon.pid}`);
-  if (engineLimit !== undefined && engineLimit < need) throw new SoakError(`the engine runs with an open-files limit of ${engineLimit}, below the ${need} the connections need`);
+  console.log(
+    `engine pid ${engine} (open-files limit ${engineLimit}), agent pid ${pids.agent} (limit ${processFdLimit(pids.agent)}), backend pid ${backend.child.pid}, discovery pid ${daemon.pid}`,
+  );
+  if (engineLimit !== undefined && engineLimit < need)
+    throw new SoakError(`the engine runs with an open-files limit of ${engineLimit}, below the ${need} the connections need`);
   const stats = () => engineStats(gw.ports.admin);
 
   // baseline at rest: the routed request's pooled connection gone (idle timeout), nothing else moving
   const fdsAll = () => ({ agent: fdCount(pids.agent), engine: fdCount(pids.engine) });
   await sleep(Math.max(3000, (opts.upstreamIdle + 2) * 1000));
-  if (opts.upstreamIdle > 0) await waitFor(async () => pooledUpstream(await stats()) === 0, 30_000, () => 'the routed request\'s upstream connection was not released by the pool');
+  if (opts.upstreamIdle > 0)
+    await waitFor(
+      async () => pooledUpstream(await stats()) === 0,
+      30_000,
+      () => "the routed request's upstream connection was not released by the pool",
+    );
   let stable;
   await waitFor(
     () => {
@@ -350,7 +385,9 @@ async function main() {
     () => `descriptors do not settle at rest: ${JSON.stringify(stable)}`,
   );
   const base = { fds: fdsAll(), rss: { agent: rssBytes(pids.agent), engine: rssBytes(pids.engine) }, pooled: pooledUpstream(await stats()) };
-  console.log(`baseline at rest: fds engine ${base.fds.engine}, agent ${base.fds.agent}; RSS engine ${mib(base.rss.engine)} MiB, agent ${mib(base.rss.agent)} MiB; pooled upstream connections ${base.pooled}`);
+  console.log(
+    `baseline at rest: fds engine ${base.fds.engine}, agent ${base.fds.agent}; RSS engine ${mib(base.rss.engine)} MiB, agent ${mib(base.rss.agent)} MiB; pooled upstream connections ${base.pooled}`,
+  );
 
   const ours = new Set([process.pid, backend.child.pid, daemon.pid, pids.agent, pids.engine]);
   const oursCpu = () => [...ours].reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0);
@@ -377,7 +414,12 @@ async function main() {
       const prefix = [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.loadCpu)];
       result =
         opts.pattern === 'burst'
-          ? await runLoad(url, { connections: opts.connections, spacing: opts.spacing, batches: opts.batches, hold: opts.hold, timeout: opts.timeout }, prefix, BURST)
+          ? await runLoad(
+              url,
+              { connections: opts.connections, spacing: opts.spacing, batches: opts.batches, hold: opts.hold, timeout: opts.timeout },
+              prefix,
+              BURST,
+            )
           : await runLoad(url, { connections: opts.connections, duration: opts.duration, warmup: 0, timeout: opts.timeout }, prefix);
     } finally {
       clearInterval(timer);
@@ -413,7 +455,19 @@ async function main() {
     const rest = { agent: rssBytes(pids.agent), engine: rssBytes(pids.engine) };
     const restHeap = (await stats()).get('server.memory_allocated');
     const r = {
-      round, result, wall, otherCores, cores, load0, others, fds, pooled, settled, settleSeconds, rest, max,
+      round,
+      result,
+      wall,
+      otherCores,
+      cores,
+      load0,
+      others,
+      fds,
+      pooled,
+      settled,
+      settleSeconds,
+      rest,
+      max,
       kernel: Object.fromEntries(KERNEL_COUNTERS.map((k) => [k, (k1[k] ?? 0) - (k0[k] ?? 0)])),
       longest: engineLongest(s1),
       restHeap,
@@ -427,21 +481,42 @@ async function main() {
         `errors ${result.connErrors}, time-outs ${result.timeouts}, non-2xx ${result.non2xx}${fail ? '  <-- FAILURES' : ''}`,
     );
     if (result.connErrors || result.timeouts) console.log(`  errors by code: ${list(result.errorCodes)}`);
-    if (result.batches) console.log(`  batches (requests/time-outs/errors/non-2xx/slowest ms): ${result.batches.map((b) => `${b.requests}/${b.timeouts}/${b.errors}/${b.non2xx}/${b.slowestMs}`).join('  ')}`);
+    if (result.batches)
+      console.log(
+        `  batches (requests/time-outs/errors/non-2xx/slowest ms): ${result.batches.map((b) => `${b.requests}/${b.timeouts}/${b.errors}/${b.non2xx}/${b.slowestMs}`).join('  ')}`,
+      );
     if (result.non2xx) console.log(`  answers by status: ${list(result.statusCodes)}`);
     if (fail) console.log(`  failures per second of the run: ${seconds(result.errorSeconds)}`);
-    console.log(`  first answer per connection: ${result.first.count} connections, slowest ${fmt(result.first.max, 0)} ms, ${result.first.slow} took 1 s or more`);
+    console.log(
+      `  first answer per connection: ${result.first.count} connections, slowest ${fmt(result.first.max, 0)} ms, ${result.first.slow} took 1 s or more`,
+    );
     if (Object.keys(result.slowSeconds ?? {}).length) console.log(`  answers slower than 1 s per second of the run: ${seconds(result.slowSeconds)}`);
-    console.log(`  engine: longest request so far (since start) ${fmt(r.longest.downstream, 0)} ms downstream, ${fmt(r.longest.upstream, 0)} ms upstream`);
-    console.log(`  engine counters: ${r.engineCounters.map(([k, v]) => `${k.replace(/^cluster\.outbound\|[^.]*\.svc\.cluster\.local\./, 'backend.')} +${v}`).join(', ') || '-'}`);
-    console.log(`  kernel TcpExt: ${Object.entries(r.kernel).map(([k, v]) => `${k} +${v}`).join(', ') || '-'}`);
+    console.log(
+      `  engine: longest request so far (since start) ${fmt(r.longest.downstream, 0)} ms downstream, ${fmt(r.longest.upstream, 0)} ms upstream`,
+    );
+    console.log(
+      `  engine counters: ${r.engineCounters.map(([k, v]) => `${k.replace(/^cluster\.outbound\|[^.]*\.svc\.cluster\.local\./, 'backend.')} +${v}`).join(', ') || '-'}`,
+    );
+    console.log(
+      `  kernel TcpExt: ${
+        Object.entries(r.kernel)
+          .map(([k, v]) => `${k} +${v}`)
+          .join(', ') || '-'
+      }`,
+    );
     console.log(
       `  fds: under load max engine ${max.fds.engine}, agent ${max.fds.agent}; after ${fmt(settleSeconds, 1)} s engine ${fds?.engine}, agent ${fds?.agent} ` +
         `(baseline ${base.fds.engine}/${base.fds.agent}; pooled upstream ${pooled}) ${settled ? 'back to baseline' : '<-- NOT back to baseline'}`,
     );
-    console.log(`  RSS: under load max engine ${mib(max.rss.engine)} MiB, agent ${mib(max.rss.agent)} MiB; at rest engine ${mib(rest.engine)} MiB (V8 heap in use ${mib(restHeap)} MiB), agent ${mib(rest.agent)} MiB`);
-    console.log(`  cpu (cores): engine ${fmt(cores.engine, 2)}, agent ${fmt(cores.agent, 2)}, backend ${fmt(cores.backend, 2)}, load generator ${fmt(cores.load, 2)}`);
-    console.log(`  machine: other processes used ${fmt(otherCores, 2)} cores during the round; load average at start ${load0}${others.length ? `; busiest others: ${others.join('; ')}` : ''}`);
+    console.log(
+      `  RSS: under load max engine ${mib(max.rss.engine)} MiB, agent ${mib(max.rss.agent)} MiB; at rest engine ${mib(rest.engine)} MiB (V8 heap in use ${mib(restHeap)} MiB), agent ${mib(rest.agent)} MiB`,
+    );
+    console.log(
+      `  cpu (cores): engine ${fmt(cores.engine, 2)}, agent ${fmt(cores.agent, 2)}, backend ${fmt(cores.backend, 2)}, load generator ${fmt(cores.load, 2)}`,
+    );
+    console.log(
+      `  machine: other processes used ${fmt(otherCores, 2)} cores during the round; load average at start ${load0}${others.length ? `; busiest others: ${others.join('; ')}` : ''}`,
+    );
   }
 
   // summary
@@ -468,18 +543,28 @@ async function main() {
     if (r.result.connErrors) problems.push(`round ${r.round}: ${r.result.connErrors} connection errors`);
     if (r.result.timeouts) problems.push(`round ${r.round}: ${r.result.timeouts} time-outs`);
     if (r.result.non2xx) problems.push(`round ${r.round}: ${r.result.non2xx} non-2xx`);
-    if (!r.settled) problems.push(`round ${r.round}: descriptors not back to the baseline within ${opts.settle} s (engine ${r.fds?.engine}/${base.fds.engine}, agent ${r.fds?.agent}/${base.fds.agent})`);
+    if (!r.settled)
+      problems.push(
+        `round ${r.round}: descriptors not back to the baseline within ${opts.settle} s (engine ${r.fds?.engine}/${base.fds.engine}, agent ${r.fds?.agent}/${base.fds.agent})`,
+      );
   }
   const first = rounds[0].rest;
   const last = rounds[rounds.length - 1];
   for (const r of rounds.slice(1)) {
     for (const k of ['engine', 'agent']) {
       const g = (r.rest[k] - first[k]) / first[k];
-      console.log(`${k} RSS growth at rest, round ${r.round} vs round 1: ${fmt(g * 100, 1)} %${r === last ? ` (judged: limit ${RSS_GROWTH_LIMIT * 100} %)` : ''}`);
-      if (r === last && !(g < RSS_GROWTH_LIMIT)) problems.push(`${k} RSS at rest grew ${fmt(g * 100, 1)} % from round 1 to round ${r.round} (limit ${RSS_GROWTH_LIMIT * 100} %)`);
+      console.log(
+        `${k} RSS growth at rest, round ${r.round} vs round 1: ${fmt(g * 100, 1)} %${r === last ? ` (judged: limit ${RSS_GROWTH_LIMIT * 100} %)` : ''}`,
+      );
+      if (r === last && !(g < RSS_GROWTH_LIMIT))
+        problems.push(`${k} RSS at rest grew ${fmt(g * 100, 1)} % from round 1 to round ${r.round} (limit ${RSS_GROWTH_LIMIT * 100} %)`);
     }
   }
-  console.log(problems.length ? `FAIL: ${problems.join('; ')}` : 'PASS: 0 errors, 0 time-outs, 0 non-2xx in every round; descriptors back to the baseline; RSS growth from round 1 to the last under 10 %');
+  console.log(
+    problems.length
+      ? `FAIL: ${problems.join('; ')}`
+      : 'PASS: 0 errors, 0 time-outs, 0 non-2xx in every round; descriptors back to the baseline; RSS growth from round 1 to the last under 10 %',
+  );
   return problems.length === 0;
 }
 
@@ -492,7 +577,8 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 }
 process.stdout.on('error', () => {});
 
-const ABOUT = 'Many keep-alive connections through the gateway for a long time, in several rounds: nothing may fail, leak descriptors or keep growing.';
+const ABOUT =
+  'Many keep-alive connections through the gateway for a long time, in several rounds: nothing may fail, leak descriptors or keep growing.';
 try {
   const { noPin, ...o } = parseOptions('scripts/bench/soak.mjs', ABOUT, OPTIONS);
   opts = { ...o, pin: !noPin };

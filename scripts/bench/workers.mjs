@@ -77,7 +77,9 @@ async function main() {
   console.log(`engine workers benchmark, node ${process.version}, ${ncpu} cpus (${cpus()[0]?.model ?? 'unknown cpu'}), ${new Date().toISOString()}`);
   console.log(
     `saturating: ${o.connections} connections × ${o.duration} s, warm-up ${o.warmup} s, ${o.repeat} round(s), workers ${o.workers.join(' vs ')}; ` +
-      (pin ? `gateway on cpus ${o.proxyCpus}, backend/discovery/load generator on cpus ${o.loadCpus}` : `not pinned (everything shares ${ncpu} cpus: the rps ratio cannot show scaling; rps per proxy core-second can)`),
+      (pin
+        ? `gateway on cpus ${o.proxyCpus}, backend/discovery/load generator on cpus ${o.loadCpus}`
+        : `not pinned (everything shares ${ncpu} cpus: the rps ratio cannot show scaling; rps per proxy core-second can)`),
   );
 
   const bargv = [...loadPrefix, process.execPath, path.join(HERE, 'backend.mjs'), '--kind', o.backend];
@@ -85,7 +87,11 @@ async function main() {
   children.push(backend);
   let bout = '';
   backend.stdout.on('data', (d) => (bout += d));
-  await waitFor(() => `the backend did not start: ${bout}`, () => /listening (\d+)/.test(bout), { timeoutMs: 10_000, intervalMs: 100 });
+  await waitFor(
+    () => `the backend did not start: ${bout}`,
+    () => /listening (\d+)/.test(bout),
+    { timeoutMs: 10_000, intervalMs: 100 },
+  );
   const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
 
   const configDir = path.join(workDir, 'config');
@@ -105,8 +111,16 @@ async function main() {
       const gw = await startGateway({ command: [...proxyPrefix, path.join(bin, 'pilot-agent')], dir, discovery: daemon.grpc, concurrency: n });
       children.push(gw.child);
       try {
-        await waitFor(() => `the gateway did not become ready:\n${gw.child.output()}`, async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200, { timeoutMs: 60_000, intervalMs: 100 });
-        await waitFor(() => `the gateway does not route to the backend:\n${gw.child.output()}`, async () => (await status(url)) === 200, { timeoutMs: 30_000, intervalMs: 100 });
+        await waitFor(
+          () => `the gateway did not become ready:\n${gw.child.output()}`,
+          async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200,
+          { timeoutMs: 60_000, intervalMs: 100 },
+        );
+        await waitFor(
+          () => `the gateway does not route to the backend:\n${gw.child.output()}`,
+          async () => (await status(url)) === 200,
+          { timeoutMs: 30_000, intervalMs: 100 },
+        );
         // worker threads start once the main thread is live: give them a moment, then check they all serve
         await sleep(1500);
         const idleRss = rssBytes(gw.child.pid);
@@ -138,13 +152,17 @@ async function main() {
   for (const n of o.workers) {
     console.log(
       `workers ${String(n).padStart(2)}: ${fmt(m(n, 'rps'), 0).padStart(7)} rps  cpu ${fmt(m(n, 'cpu') * 100, 0).padStart(4)}%  ${fmt(m(n, 'perCore'), 0).padStart(6)} rps/core-s  RSS idle ${mib(m(n, 'idleRss'))} MiB` +
-        (n !== base ? `  | vs ${base}: rps ×${fmt(m(n, 'rps') / m(base, 'rps'))}, rps per core-second ×${fmt(m(n, 'perCore') / m(base, 'perCore'))}` : ''),
+        (n !== base
+          ? `  | vs ${base}: rps ×${fmt(m(n, 'rps') / m(base, 'rps'))}, rps per core-second ×${fmt(m(n, 'perCore') / m(base, 'perCore'))}`
+          : ''),
     );
   }
   if (runs.has(1) && runs.has(2)) {
     const scale = m(2, 'rps') / m(1, 'rps');
     const eff = m(2, 'perCore') / m(1, 'perCore');
-    console.log(`scaling 1 → 2 workers: ×${fmt(scale)} (goal ≥ 1.7 with the gateway on cores of its own${pin ? '' : ': not pinned here, so not a measure of it'})`);
+    console.log(
+      `scaling 1 → 2 workers: ×${fmt(scale)} (goal ≥ 1.7 with the gateway on cores of its own${pin ? '' : ': not pinned here, so not a measure of it'})`,
+    );
     console.log(`rps per proxy core-second 2 vs 1 workers: ×${fmt(eff)} (goal ≥ 0.90)`);
   }
 }

@@ -23,7 +23,19 @@
 // --heapSnapshot <dir> runs the daemon's bundle under node and writes a .heapsnapshot there once the clients
 // hold their initial config and once more after the edits (what the daemon keeps, not its transient peak).
 import { fork, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
 import { EDITED_VS, seesEditedService, writeConfigDir, virtualServiceFile } from './xds-scale/config.mjs';
@@ -248,10 +260,14 @@ function checkHealthy(sink, daemon) {
 
 /** Waits until no response arrived for SETTLE_QUIET_MS. */
 async function settle(sink, daemon, n) {
-  await until(() => {
-    checkHealthy(sink, daemon);
-    return now() - sink.lastEventAt >= SETTLE_QUIET_MS;
-  }, settleTimeoutMs(n), 'the daemon to stop pushing');
+  await until(
+    () => {
+      checkHealthy(sink, daemon);
+      return now() - sink.lastEventAt >= SETTLE_QUIET_MS;
+    },
+    settleTimeoutMs(n),
+    'the daemon to stop pushing',
+  );
 }
 
 /** Signals the daemon to write a heap snapshot (node --heapsnapshot-signal) and renames it once written. */
@@ -263,11 +279,15 @@ async function heapSnapshot(daemon, dir, label) {
   // The file grows while V8 writes it: done once its size has not changed for a second.
   let size = -1;
   let since = Date.now();
-  await until(() => {
-    const s = statSync(path.join(dir, file)).size;
-    if (s !== size) [size, since] = [s, Date.now()];
-    return s > 0 && Date.now() - since >= 1_000;
-  }, 10 * 60_000, 'the heap snapshot to be written');
+  await until(
+    () => {
+      const s = statSync(path.join(dir, file)).size;
+      if (s !== size) [size, since] = [s, Date.now()];
+      return s > 0 && Date.now() - since >= 1_000;
+    },
+    10 * 60_000,
+    'the heap snapshot to be written',
+  );
   const target = path.join(dir, `daemon-${label}.heapsnapshot`);
   renameSync(path.join(dir, file), target);
   return target;
@@ -309,7 +329,16 @@ async function runOne(n, opts, configDir) {
     const sent = now();
     result.phase = 'connect';
     result.connectStart = sent;
-    clients.send({ cmd: 'start', address: daemon.grpc, clients: n, perChannel: opts.perChannel, services: opts.services, routerEvery: opts.routerEvery, ramp: opts.ramp, vhds: !!opts.vhds });
+    clients.send({
+      cmd: 'start',
+      address: daemon.grpc,
+      clients: n,
+      perChannel: opts.perChannel,
+      services: opts.services,
+      routerEvery: opts.routerEvery,
+      ramp: opts.ramp,
+      vhds: !!opts.vhds,
+    });
     await until(
       () => {
         checkHealthy(sink, daemon);
@@ -363,7 +392,8 @@ async function runOne(n, opts, configDir) {
         `edit ${k} to reach the clients`,
         () => `N=${n} edit ${k}/${opts.edits}: ${edit.reached.size}/${expected} clients reached`,
       );
-      if (n >= 500) console.error(`  … N=${n} edit ${k}/${opts.edits}: ${((Math.max(...edit.events.map((e) => e[5])) - edit.t0) / 1000).toFixed(1)} s`);
+      if (n >= 500)
+        console.error(`  … N=${n} edit ${k}/${opts.edits}: ${((Math.max(...edit.events.map((e) => e[5])) - edit.t0) / 1000).toFixed(1)} s`);
       sink.edit = undefined;
       const lastAck = Math.max(...edit.events.map((e) => e[5]));
       const firstAck = Math.min(...edit.events.map((e) => e[5]));
@@ -425,7 +455,12 @@ function printRun(r) {
     console.log(
       `  by then: ${r.initialDone}/${r.n} clients had their initial config, ${r.responsesSoFar} responses received; daemon RSS max ${f0(r.rssMaxFailed / MB)} MB, CPU ${f2(r.cpuSoFar)} s`,
     );
-    console.log(`  daemon log (last lines):\n${r.daemonLogTail.split('\n').map((l) => `    ${l.slice(0, 200)}`).join('\n')}`);
+    console.log(
+      `  daemon log (last lines):\n${r.daemonLogTail
+        .split('\n')
+        .map((l) => `    ${l.slice(0, 200)}`)
+        .join('\n')}`,
+    );
     return;
   }
   const ms = r.edits.map((e) => e.ms);
@@ -438,15 +473,41 @@ function printRun(r) {
   console.log(`  daemon RSS during the edits: max ${f0(r.rssMaxEdits / MB)} MB, ${f0(r.rssAfterEdits / MB)} MB after them`);
   if (r.snapshots) console.log(`  heap snapshots: ${r.snapshots.join(', ')}`);
   console.log(`  edit → last ACK ms: ${ms.map(f0).join(' ')}`);
-  console.log(`  edit → first ACK ms (median): ${f0(quantile(r.edits.map((e) => e.firstMs), 0.5))}`);
   console.log(
-    `  per edit: clients reached ${Math.min(...r.edits.map((e) => e.reached))}–${Math.max(...r.edits.map((e) => e.reached))} of ${r.expected} expected, responses ${f1(mean(r.edits.map((e) => e.responses)))} (${Object.entries(byType).map(([t, c]) => `${t} ${f1(c / r.edits.length)}`).join(', ')}), daemon pilot_xds_pushes +${f1(mean(r.edits.map((e) => e.pushesDaemon)))}, push versions ${Math.max(...r.edits.map((e) => e.versions))} max`,
+    `  edit → first ACK ms (median): ${f0(
+      quantile(
+        r.edits.map((e) => e.firstMs),
+        0.5,
+      ),
+    )}`,
   );
-  console.log(`  daemon log during the run: ${r.daemonWarn} warn, ${r.daemonError} error${r.daemonProblems.length ? `; first: ${r.daemonProblems[0]}` : ''}`);
+  console.log(
+    `  per edit: clients reached ${Math.min(...r.edits.map((e) => e.reached))}–${Math.max(...r.edits.map((e) => e.reached))} of ${r.expected} expected, responses ${f1(mean(r.edits.map((e) => e.responses)))} (${Object.entries(
+      byType,
+    )
+      .map(([t, c]) => `${t} ${f1(c / r.edits.length)}`)
+      .join(
+        ', ',
+      )}), daemon pilot_xds_pushes +${f1(mean(r.edits.map((e) => e.pushesDaemon)))}, push versions ${Math.max(...r.edits.map((e) => e.versions))} max`,
+  );
+  console.log(
+    `  daemon log during the run: ${r.daemonWarn} warn, ${r.daemonError} error${r.daemonProblems.length ? `; first: ${r.daemonProblems[0]}` : ''}`,
+  );
 }
 
 function printTable(runs) {
-  const head = ['N', 'connect+initial s', 'edit p50 ms', 'edit p99 ms', 'pushes/edit', 'MB/edit', 'RSS max MB', 'CPU s (edits)', 'CPU s/edit', 'client CPU s'];
+  const head = [
+    'N',
+    'connect+initial s',
+    'edit p50 ms',
+    'edit p99 ms',
+    'pushes/edit',
+    'MB/edit',
+    'RSS max MB',
+    'CPU s (edits)',
+    'CPU s/edit',
+    'client CPU s',
+  ];
   const rows = runs.map((r) => {
     if (r.failure) return [String(r.n), `failed (${r.phase})`, '—', '—', '—', '—', `≥ ${f0(r.rssMaxFailed / MB)}`, '—', '—', '—'];
     const ms = r.edits.map((e) => e.ms);
@@ -481,7 +542,10 @@ function printGoal(runs) {
     console.log(`\ngoal at N = 1000 (issue 15): edit p99 < 2 s, < 10 MB sent per edit, RSS < 1 GB → run failed (${goal.failure}): FAIL`);
     return;
   }
-  const p99 = quantile(goal.edits.map((e) => e.ms), 0.99);
+  const p99 = quantile(
+    goal.edits.map((e) => e.ms),
+    0.99,
+  );
   const mbPerEdit = mean(goal.edits.map((e) => e.bytes)) / MB;
   const rss = Math.max(goal.rssMaxConnect, goal.rssMaxEdits);
   const verdict = (ok) => (ok ? 'met' : 'NOT met');
@@ -494,7 +558,11 @@ function printGoal(runs) {
 // ---- main ---------------------------------------------------------------------------------------------
 
 async function main() {
-  const opts = parseOptions('scripts/bench/xds-scale.mjs', 'The daemon under many proxies: connect, full pushes and edit pushes, with its CPU and memory.', OPTIONS);
+  const opts = parseOptions(
+    'scripts/bench/xds-scale.mjs',
+    'The daemon under many proxies: connect, full pushes and edit pushes, with its CPU and memory.',
+    OPTIONS,
+  );
   keepTemp = opts.keep;
   const killer = setTimeout(() => {
     console.error(`benchmark exceeded --maxMinutes ${opts.maxMinutes}: stopping`);

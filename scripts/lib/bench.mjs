@@ -49,7 +49,10 @@ function convert(name, spec, raw) {
     case 'cpus':
       return CPUS.test(raw) ? raw : fail('a CPU list such as 1 or 0,2-3');
     case 'list': {
-      const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
+      const items = raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       return items.map((v) => (spec.of === 'integer' ? number(v, true) : allowed(v)));
     }
     default:
@@ -74,7 +77,8 @@ export function usage(script, about, table) {
  */
 export function parseOptions(script, about, table, argv = process.argv.slice(2)) {
   const options = { help: { type: 'boolean', short: 'h' } };
-  for (const [name, o] of Object.entries(table)) options[name] = { type: o.type === 'boolean' ? 'boolean' : 'string', ...(o.short ? { short: o.short } : {}) };
+  for (const [name, o] of Object.entries(table))
+    options[name] = { type: o.type === 'boolean' ? 'boolean' : 'string', ...(o.short ? { short: o.short } : {}) };
   // `--name value` joined as `--name=value` first: parseArgs refuses a value that starts with a dash after a
   // separate option (`--nice -19`, `--nodeArgs '--trace-gc'`), which these scripts have always taken.
   const args = [];

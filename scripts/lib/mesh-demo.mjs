@@ -71,7 +71,11 @@ export async function runMeshDemo({ dist }) {
     await stop(1);
     return;
   }
-  for (const [name, s] of Object.entries({ discovery: mesh.discovery, ...mesh.sidecars, ...Object.fromEntries(Object.entries(mesh.apps).map(([k, v]) => [`app ${k}`, v])) })) {
+  for (const [name, s] of Object.entries({
+    discovery: mesh.discovery,
+    ...mesh.sidecars,
+    ...Object.fromEntries(Object.entries(mesh.apps).map(([k, v]) => [`app ${k}`, v])),
+  })) {
     s.child.once('exit', (code, signal) => {
       if (stopping) return;
       console.error(`${name} exited (${code ?? signal}); stopping the demo. Its last output:\n${s.out().slice(-2000)}`);
@@ -125,12 +129,16 @@ function ownMountNamespace() {
     }
   };
   const own = mnt('self');
-  for (let pid = process.ppid; own && pid > 1; ) {
+  for (let pid = process.ppid; own && pid > 1;) {
     const theirs = mnt(pid);
     if (theirs === undefined) return false;
     if (theirs !== own) return true;
     // field 4 of /proc/<pid>/stat, after the parenthesised command name
-    pid = Number(readFileSync(`/proc/${pid}/stat`, 'utf8').replace(/^.*\) /s, '').split(' ')[1]);
+    pid = Number(
+      readFileSync(`/proc/${pid}/stat`, 'utf8')
+        .replace(/^.*\) /s, '')
+        .split(' ')[1],
+    );
   }
   return false;
 }

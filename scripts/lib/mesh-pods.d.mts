@@ -48,13 +48,30 @@ export function startIn(
   owner: Owner,
   ns: string,
   argv: readonly string[],
-  o: { ready: RegExp; what: string; env?: NodeJS.ProcessEnv; cwd?: string; timeoutMs?: number; onOutput?: (chunk: string) => void; stopSignal?: NodeJS.Signals },
+  o: {
+    ready: RegExp;
+    what: string;
+    env?: NodeJS.ProcessEnv;
+    cwd?: string;
+    timeoutMs?: number;
+    onOutput?: (chunk: string) => void;
+    stopSignal?: NodeJS.Signals;
+  },
 ): Promise<Started>;
 export function httpGetIn(ns: string, url: string, headers?: Record<string, string>): { status: number; body: string };
 export function capture(ns: string, dist: string, o?: { dns?: boolean; tproxy?: boolean }): ShResult;
 export function startDiscovery(
   owner: Owner,
-  o: { ns: string; dist: string; configDir: string; grpcAddr: string; home: string; env?: NodeJS.ProcessEnv; onOutput?: (chunk: string) => void; stopSignal?: NodeJS.Signals },
+  o: {
+    ns: string;
+    dist: string;
+    configDir: string;
+    grpcAddr: string;
+    home: string;
+    env?: NodeJS.ProcessEnv;
+    onOutput?: (chunk: string) => void;
+    stopSignal?: NodeJS.Signals;
+  },
 ): Promise<Started>;
 export function startSidecar(
   owner: Owner,
@@ -102,6 +119,15 @@ export interface Mesh {
 }
 export function startMesh(
   owner: Owner,
-  o: { dist: string; dir: string; pods: readonly MeshPod[]; config?: Record<string, string>; prefix?: string; stopSignal?: NodeJS.Signals; timeoutMs?: number; progress?: (what: string) => void },
+  o: {
+    dist: string;
+    dir: string;
+    pods: readonly MeshPod[];
+    config?: Record<string, string>;
+    prefix?: string;
+    stopSignal?: NodeJS.Signals;
+    timeoutMs?: number;
+    progress?: (what: string) => void;
+  },
 ): Promise<Mesh>;
 export function proxyPids(ns: string): number[];

@@ -19,7 +19,24 @@ export const PROXY_UID = 1337;
 /** Applications run as this uid: their connections are captured. */
 export const APP_UID = 4321;
 /** Istio's injected init container: `istio-iptables -p 15001 -z 15006 -u 1337 -m REDIRECT -i '*' -b '*' -d 15090,15021,15020`. */
-export const CAPTURE_ARGS = ['-p', '15001', '-z', '15006', '-u', String(PROXY_UID), '-m', 'REDIRECT', '-i', '*', '-x', '', '-b', '*', '-d', '15090,15021,15020'];
+export const CAPTURE_ARGS = [
+  '-p',
+  '15001',
+  '-z',
+  '15006',
+  '-u',
+  String(PROXY_UID),
+  '-m',
+  'REDIRECT',
+  '-i',
+  '*',
+  '-x',
+  '',
+  '-b',
+  '*',
+  '-d',
+  '15090,15021,15020',
+];
 /** The same in TPROXY mode (`sidecar.istio.io/interceptionMode: TPROXY`): `-m TPROXY`, the rest unchanged. */
 export const TPROXY_CAPTURE_ARGS = CAPTURE_ARGS.map((a) => (a === 'REDIRECT' ? 'TPROXY' : a));
 export const CHILD_ENV = { PATH: process.env.PATH ?? '/usr/sbin:/usr/bin:/sbin:/bin' };
@@ -94,7 +111,9 @@ export function createNetns(owner, prefix = 'mesh-t', o = {}) {
 
 /** Whether a namespace of that name exists. */
 export function netnsExists(ns) {
-  return sh(['ip', 'netns', 'list']).stdout.split('\n').some((l) => l.split(' ')[0] === ns);
+  return sh(['ip', 'netns', 'list'])
+    .stdout.split('\n')
+    .some((l) => l.split(' ')[0] === ns);
 }
 
 /**
@@ -166,7 +185,9 @@ export function httpGetIn(ns, url, headers = {}) {
  */
 export function capture(ns, dist, { dns = false, tproxy = false } = {}) {
   const args = tproxy ? TPROXY_CAPTURE_ARGS : CAPTURE_ARGS;
-  return sh(['ip', 'netns', 'exec', ns, path.join(dist, 'pilot-agent'), 'mesh-iptables', ...args], { env: dns ? { ...CHILD_ENV, MESH_META_DNS_CAPTURE: 'true' } : CHILD_ENV });
+  return sh(['ip', 'netns', 'exec', ns, path.join(dist, 'pilot-agent'), 'mesh-iptables', ...args], {
+    env: dns ? { ...CHILD_ENV, MESH_META_DNS_CAPTURE: 'true' } : CHILD_ENV,
+  });
 }
 
 /** pilot-discovery in `ns` serving `configDir`, xDS on `grpcAddr`, its other ports on the namespace's loopback. */
@@ -176,15 +197,26 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
     owner,
     ns,
     [
-      path.join(dist, 'pilot-discovery'), 'discovery',
-      '--configDir', configDir,
-      '--grpcAddr', grpcAddr,
-      '--httpAddr', '127.0.0.1:18080',
-      '--monitoringAddr', '127.0.0.1:15014',
-      '--httpsAddr', '127.0.0.1:15017',
-      '--secureGRPCAddr', '127.0.0.1:15012',
-      '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '9876',
-      '--shutdownDuration', '1s',
+      path.join(dist, 'pilot-discovery'),
+      'discovery',
+      '--configDir',
+      configDir,
+      '--grpcAddr',
+      grpcAddr,
+      '--httpAddr',
+      '127.0.0.1:18080',
+      '--monitoringAddr',
+      '127.0.0.1:15014',
+      '--httpsAddr',
+      '127.0.0.1:15017',
+      '--secureGRPCAddr',
+      '127.0.0.1:15012',
+      '--ctrlz_address',
+      '127.0.0.1',
+      '--ctrlz_port',
+      '9876',
+      '--shutdownDuration',
+      '1s',
     ],
     {
       ready: new RegExp(`listening on ${host === '0.0.0.0' ? '.*' : host.replace(/\./g, '\\.')}:${grpcAddr.slice(grpcAddr.lastIndexOf(':') + 1)}`),
@@ -206,7 +238,25 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
  * and SO_MARK need the NET_ADMIN capability), with the interception mode in its metadata. `binaryPath`: a real Envoy
  * the agent runs as its data plane instead of its engine.
  */
-export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, certs, allStats = false, env = {}, onOutput, stopSignal, command, concurrency, tproxy = false, binaryPath }) {
+export function startSidecar(
+  owner,
+  {
+    ns,
+    dist,
+    home,
+    discoveryAddress,
+    pod,
+    certs,
+    allStats = false,
+    env = {},
+    onOutput,
+    stopSignal,
+    command,
+    concurrency,
+    tproxy = false,
+    binaryPath,
+  },
+) {
   fs.mkdirSync(home, { recursive: true });
   fs.writeFileSync(path.join(home, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discoveryAddress}\n  controlPlaneAuthPolicy: NONE\n`);
   if (certs) {
@@ -216,7 +266,11 @@ export function startSidecar(owner, { ns, dist, home, discoveryAddress, pod, cer
     fs.writeFileSync(path.join(home, 'etc/certs/root-cert.pem'), certs.root);
   }
   must(['chown', '-R', `${PROXY_UID}:${PROXY_UID}`, home]);
-  const proxyConfig = { binaryPath: binaryPath ?? path.join(home, 'no-envoy-here'), terminationDrainDuration: '1s', ...(concurrency !== undefined ? { concurrency } : {}) };
+  const proxyConfig = {
+    binaryPath: binaryPath ?? path.join(home, 'no-envoy-here'),
+    terminationDrainDuration: '1s',
+    ...(concurrency !== undefined ? { concurrency } : {}),
+  };
   // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
   if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
   const argv = [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'];
@@ -262,7 +316,15 @@ function podProgram() {
     http
       .createServer((req, res) => {
         res.setHeader('content-type', 'application/json');
-        res.end(JSON.stringify({ ...me, path: req.url, host: req.headers.host ?? '', xfcc: req.headers['x-forwarded-client-cert'] ?? null, peer: req.socket.remoteAddress }));
+        res.end(
+          JSON.stringify({
+            ...me,
+            path: req.url,
+            host: req.headers.host ?? '',
+            xfcc: req.headers['x-forwarded-client-cert'] ?? null,
+            peer: req.socket.remoteAddress,
+          }),
+        );
       })
       .listen(Number(a2 || 8080), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
     net
@@ -313,7 +375,10 @@ const POD_PROGRAM = `(${podProgram.toString()})()`;
  * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address).
  */
 export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = {}) {
-  return startIn(owner, ns, asUser(APP_UID, [process.execPath, '-e', POD_PROGRAM, 'app', name, String(httpPort), String(tcpPort)]), { ready: /listening/, what: `app ${name}` });
+  return startIn(owner, ns, asUser(APP_UID, [process.execPath, '-e', POD_PROGRAM, 'app', name, String(httpPort), String(tcpPort)]), {
+    ready: /listening/,
+    what: `app ${name}`,
+  });
 }
 
 /**
@@ -338,14 +403,70 @@ export function opensslIdentities(dir, ids, root) {
     fs.writeFileSync(f('root.pem'), root.cert);
     fs.writeFileSync(f('root.key'), root.key, { mode: 0o600 });
   } else {
-    must(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f('root.key'), '-out', f('root.pem'), '-days', '2', '-subj', '/O=cluster.local', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+    must([
+      'openssl',
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      f('root.key'),
+      '-out',
+      f('root.pem'),
+      '-days',
+      '2',
+      '-subj',
+      '/O=cluster.local',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ]);
   }
   const certs = {};
   ids.forEach((id, i) => {
     const ext = f(`w${i}.ext`);
-    fs.writeFileSync(ext, `subjectAltName=critical,URI:${id}\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=critical,CA:FALSE\n`);
-    must(['openssl', 'req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', f(`w${i}.key`), '-out', f(`w${i}.csr`), '-subj', '/']);
-    must(['openssl', 'x509', '-req', '-in', f(`w${i}.csr`), '-CA', f('root.pem'), '-CAkey', f('root.key'), '-CAcreateserial', '-days', '1', '-extfile', ext, '-out', f(`w${i}.pem`)]);
+    fs.writeFileSync(
+      ext,
+      `subjectAltName=critical,URI:${id}\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\nbasicConstraints=critical,CA:FALSE\n`,
+    );
+    must([
+      'openssl',
+      'req',
+      '-new',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      f(`w${i}.key`),
+      '-out',
+      f(`w${i}.csr`),
+      '-subj',
+      '/',
+    ]);
+    must([
+      'openssl',
+      'x509',
+      '-req',
+      '-in',
+      f(`w${i}.csr`),
+      '-CA',
+      f('root.pem'),
+      '-CAkey',
+      f('root.key'),
+      '-CAcreateserial',
+      '-days',
+      '1',
+      '-extfile',
+      ext,
+      '-out',
+      f(`w${i}.pem`),
+    ]);
     certs[id] = { cert: fs.readFileSync(f(`w${i}.pem`), 'utf8'), key: fs.readFileSync(f(`w${i}.key`), 'utf8') };
   });
   return { root: fs.readFileSync(f('root.pem'), 'utf8'), certs };
@@ -401,7 +522,10 @@ spec:
  * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
  * `sidecarCommand(name)` gives the argv that replaces `<dist>/pilot-agent` for that pod's sidecar (profiling).
  */
-export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined, sidecarCommand, sidecarConcurrency }) {
+export async function startMesh(
+  owner,
+  { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined, sidecarCommand, sidecarConcurrency },
+) {
   const configDir = path.join(dir, 'config');
   const logs = path.join(dir, 'logs');
   fs.mkdirSync(configDir, { recursive: true });
@@ -438,7 +562,15 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
     linkPod(world, ns[p.name], { hostIf: `veth-${p.name}`, hostIp: meshAddr.gateway(i), podIp: meshAddr.pod(i) });
   });
   progress('starting pilot-discovery');
-  const discovery = await startDiscovery(owner, { ns: world, dist, configDir, grpcAddr: '0.0.0.0:15010', home: dir, onOutput: logTo('discovery'), stopSignal });
+  const discovery = await startDiscovery(owner, {
+    ns: world,
+    dist,
+    configDir,
+    grpcAddr: '0.0.0.0:15010',
+    home: dir,
+    onOutput: logTo('discovery'),
+    stopSignal,
+  });
   const sidecars = {};
   const apps = {};
   for (const [k, p] of pods.entries()) {
@@ -455,7 +587,13 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
       dist,
       home: path.join(dir, `proxy-${p.name}`),
       discoveryAddress: `${meshAddr.gateway(i)}:15010`,
-      pod: { name: `${p.name}-1`, namespace: p.name, serviceAccount: p.name, ip: meshAddr.pod(i), labels: { app: p.name, 'security.istio.io/tlsMode': 'istio' } },
+      pod: {
+        name: `${p.name}-1`,
+        namespace: p.name,
+        serviceAccount: p.name,
+        ip: meshAddr.pod(i),
+        labels: { app: p.name, 'security.istio.io/tlsMode': 'istio' },
+      },
       certs: { ...identities.certs[spiffeOf(p.name)], root: identities.root },
       env: { MESH_META_DNS_CAPTURE: 'true' },
       onOutput: logTo(`sidecar-${p.name}`),
@@ -471,7 +609,8 @@ export async function startMesh(owner, { dist, dir, pods, config = {}, prefix = 
     await waitFor(
       () => `the sidecar of ${name} is not ready:\n${sidecars[name].out().slice(-3000)}\n--- discovery:\n${discovery.out().slice(-3000)}`,
       () => {
-        if (agent.exitCode !== null || agent.signalCode !== null) throw new Exited(`the sidecar of ${name} exited (${agent.exitCode ?? agent.signalCode}):\n${sidecars[name].out().slice(-3000)}`);
+        if (agent.exitCode !== null || agent.signalCode !== null)
+          throw new Exited(`the sidecar of ${name} exited (${agent.exitCode ?? agent.signalCode}):\n${sidecars[name].out().slice(-3000)}`);
         return httpGetIn(ns[name], 'http://127.0.0.1:15021/healthz/ready').status === 200;
       },
       { timeoutMs, intervalMs: 50 },

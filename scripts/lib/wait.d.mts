@@ -7,4 +7,8 @@ export interface WaitOptions {
 export type What = string | (() => string);
 export class Exited extends Error {}
 export function waitFor(what: What, check: () => boolean | Promise<boolean>, o?: WaitOptions): Promise<number>;
-export function waitForValue<T>(what: What, check: () => T | undefined | null | false | Promise<T | undefined | null | false>, o?: WaitOptions): Promise<T>;
+export function waitForValue<T>(
+  what: What,
+  check: () => T | undefined | null | false | Promise<T | undefined | null | false>,
+  o?: WaitOptions,
+): Promise<T>;

@@ -129,7 +129,10 @@ export class Agent {
       });
     }
     this.identity =
-      o.workloadIdentity ?? (o.identity ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyLaunch !== undefined, guard: this.boundary }) : undefined);
+      o.workloadIdentity ??
+      (o.identity
+        ? new WorkloadIdentity({ options: o.identity, cwd: o.cwd, serveSds: o.proxyLaunch !== undefined, guard: this.boundary })
+        : undefined);
     let upstream = o.xds.upstream;
     const identity = this.identity;
     if (identity) {
@@ -188,11 +191,19 @@ export class Agent {
       if (healthCheck) {
         // Istio's EnvoyProber first: a workload whose proxy is not ready is not healthy.
         const proxyReady = this.o.proxyLaunch
-          ? () => this.readiness.check().then(() => undefined, (e: Error) => e.message)
+          ? () =>
+              this.readiness.check().then(
+                () => undefined,
+                (e: Error) => e.message,
+              )
           : undefined;
         const startChecker = () => {
           this.healthChecker?.stop();
-          this.healthChecker = new WorkloadHealthChecker(healthCheck.probe, { ipAddresses: healthCheck.ipAddresses, guard: b, ...(proxyReady ? { proxyReady } : {}) });
+          this.healthChecker = new WorkloadHealthChecker(healthCheck.probe, {
+            ipAddresses: healthCheck.ipAddresses,
+            guard: b,
+            ...(proxyReady ? { proxyReady } : {}),
+          });
           this.healthChecker.start((e) => this.xds.reportHealth(e));
         };
         b.run('health', startChecker);
@@ -213,7 +224,11 @@ export class Agent {
         this.status = status;
         this.statusPortBound = await b.run('status', () => status.start());
         // kubelet probes it: never disabled, restarted on the same port
-        b.register('status', { essential: true, restart: async () => (await status.stop(), void (await status.start())), disable: () => status.stop() });
+        b.register('status', {
+          essential: true,
+          restart: async () => (await status.stop(), void (await status.start())),
+          disable: () => status.stop(),
+        });
         // The merge keeps no state: each scrape starts afresh. Never disabled (Istio scrapes on after failures).
         b.register('metrics', { essential: true, restart: async () => undefined, disable: async () => undefined });
       }

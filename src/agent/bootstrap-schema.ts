@@ -6,7 +6,6 @@ import { BootstrapSchema, type Bootstrap } from '../gen/envoy/config/bootstrap/v
 import { envoyTypeRegistry } from '../lib/xds/registry';
 import { BootstrapError } from './bootstrap';
 
-
 /** Parses the bootstrap with the generated Bootstrap schema: what Envoy would refuse fails here. */
 export function validateBootstrap(json: JsonValue, source: string): Bootstrap {
   try {
@@ -15,4 +14,3 @@ export function validateBootstrap(json: JsonValue, source: string): Bootstrap {
     throw new BootstrapError(`${source}: invalid envoy.config.bootstrap.v3.Bootstrap: ${(e as Error).message}`);
   }
 }
-

@@ -81,8 +81,7 @@ export function runtimeFlags(pc: ProxyConfig, stripFragmentFromPath: boolean, co
 
 /** Stats inclusion lists: the ProxyConfig matcher's, plus the ones the agent needs. */
 export function statsInclusions(pc: ProxyConfig, exitOnZeroActiveConnections: boolean, nodeIps: readonly string[]) {
-  const sub = (patterns: string[]) =>
-    patterns.flatMap((p) => (p.includes('{pod_ip}') ? nodeIps.map((ip) => p.split('{pod_ip}').join(ip)) : [p]));
+  const sub = (patterns: string[]) => patterns.flatMap((p) => (p.includes('{pod_ip}') ? nodeIps.map((ip) => p.split('{pod_ip}').join(ip)) : [p]));
   return {
     prefixes: sub([...(pc.proxyStatsMatcher?.inclusionPrefixes ?? []), ...REQUIRED_PREFIXES]),
     suffixes: sub([...(pc.proxyStatsMatcher?.inclusionSuffixes ?? []), ...RBAC_SUFFIXES, ...(exitOnZeroActiveConnections ? [DRAIN_SUFFIX] : [])]),
@@ -157,7 +156,10 @@ function forwardingListener(wildcard: string, port: number, statPrefix: string, 
                 virtual_hosts: [{ name: 'backend', domains: ['*'], routes: [{ match: { prefix }, route: { cluster } }] }],
               },
               http_filters: [
-                { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } },
+                {
+                  name: 'envoy.filters.http.router',
+                  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' },
+                },
               ],
             },
           },
@@ -172,7 +174,9 @@ export function renderBootstrap(i: BootstrapInputs): JsonObject {
   const pc = i.proxyConfig;
   const localhost = i.ipv6 ? '::1' : '127.0.0.1';
   const wildcard = i.ipv6 ? '::' : '0.0.0.0';
-  const ips = String(i.node.metadata['INSTANCE_IPS'] ?? '').split(',').filter(Boolean);
+  const ips = String(i.node.metadata['INSTANCE_IPS'] ?? '')
+    .split(',')
+    .filter(Boolean);
   const inc = statsInclusions(pc, i.exitOnZeroActiveConnections, ips);
   const socket = (port: number): JsonObject => ({ socket_address: { protocol: 'TCP', address: localhost, port_value: port } });
   const out: JsonObject = {
@@ -232,18 +236,26 @@ export function renderBootstrap(i: BootstrapInputs): JsonObject {
       clusters: [
         staticCluster(PROMETHEUS_CLUSTER, socket(pc.proxyAdminPort)),
         staticCluster(AGENT_CLUSTER, socket(pc.statusPort)),
-        staticCluster(SDS_CLUSTER, { pipe: { path: sdsSocketPath(i.workloadIdentitySocketFile) } }, { typed_extension_protocol_options: HTTP2_OPTIONS }),
-        staticCluster(XDS_CLUSTER, { pipe: { path: xdsSocketPath(pc.configPath) } }, {
-          circuit_breakers: {
-            thresholds: [
-              { priority: 'DEFAULT', max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 },
-              { priority: 'HIGH', max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 },
-            ],
+        staticCluster(
+          SDS_CLUSTER,
+          { pipe: { path: sdsSocketPath(i.workloadIdentitySocketFile) } },
+          { typed_extension_protocol_options: HTTP2_OPTIONS },
+        ),
+        staticCluster(
+          XDS_CLUSTER,
+          { pipe: { path: xdsSocketPath(pc.configPath) } },
+          {
+            circuit_breakers: {
+              thresholds: [
+                { priority: 'DEFAULT', max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 },
+                { priority: 'HIGH', max_connections: 100000, max_pending_requests: 100000, max_requests: 100000 },
+              ],
+            },
+            upstream_connection_options: { tcp_keepalive: { keepalive_time: 300 } },
+            max_requests_per_connection: 1,
+            typed_extension_protocol_options: HTTP2_OPTIONS,
           },
-          upstream_connection_options: { tcp_keepalive: { keepalive_time: 300 } },
-          max_requests_per_connection: 1,
-          typed_extension_protocol_options: HTTP2_OPTIONS,
-        }),
+        ),
       ],
       listeners: [
         forwardingListener(wildcard, i.envoyPrometheusPort, 'stats', '/stats/prometheus', PROMETHEUS_CLUSTER),
@@ -294,7 +306,9 @@ function goProxyConfig(pc: ProxyConfig): Record<string, unknown> {
  */
 export function templateParams(i: BootstrapInputs): Record<string, unknown> {
   const pc = i.proxyConfig;
-  const ips = String(i.node.metadata['INSTANCE_IPS'] ?? '').split(',').filter(Boolean);
+  const ips = String(i.node.metadata['INSTANCE_IPS'] ?? '')
+    .split(',')
+    .filter(Boolean);
   const inc = statsInclusions(pc, i.exitOnZeroActiveConnections, ips);
   const builtIn = renderBootstrap(i);
   const params: Record<string, unknown> = {

@@ -231,7 +231,10 @@ export interface TestFault {
 /** `dns`, `status:entry`, … comma-separated; an unknown name is an error naming it. */
 export function parseTestFaults(text: string): TestFault[] {
   const out: TestFault[] = [];
-  for (const item of text.split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const item of text
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const [name, at = 'escape', ...rest] = item.split(':');
     if (!isSubsystem(name!) || (at !== 'entry' && at !== 'escape') || rest.length > 0) {
       throw new Error(`MESH_TEST_FAULT: ${JSON.stringify(item)} is not <subsystem>[:entry|:escape] (subsystems: ${SUBSYSTEMS.join(', ')})`);

@@ -74,7 +74,10 @@ export function durationText(ms: number): string {
  * --proxyComponentLogLevel is used only when --proxyLogLevel names no components. Invalid entries are dropped
  * with a warning, as Istio does.
  */
-export function splitProxyLogLevel(proxyLogLevel: string, proxyComponentLogLevel: string): { level: string; componentLevels: string; warnings: string[] } {
+export function splitProxyLogLevel(
+  proxyLogLevel: string,
+  proxyComponentLogLevel: string,
+): { level: string; componentLevels: string; warnings: string[] } {
   const warnings: string[] = [];
   let level = '';
   const components: string[] = [];
@@ -93,10 +96,12 @@ export const PROXY_LOG_LEVEL_NAMES = ['trace', 'debug', 'info', 'warning', 'warn
 /** Checks the levels Envoy would refuse, so a typo fails here with a message rather than in the proxy. */
 export function checkProxyLogLevels(level: string, componentLevels: string): string | undefined {
   const ok = (l: string) => (PROXY_LOG_LEVEL_NAMES as readonly string[]).includes(l);
-  if (level !== '' && !ok(level)) return `invalid --proxyLogLevel ${JSON.stringify(level)}: level must be one of trace, debug, info, warning, error, critical, off`;
+  if (level !== '' && !ok(level))
+    return `invalid --proxyLogLevel ${JSON.stringify(level)}: level must be one of trace, debug, info, warning, error, critical, off`;
   for (const c of componentLevels.split(',').filter(Boolean)) {
     const [name, l] = c.split(':');
-    if (!name || !l || !ok(l)) return `invalid component log level ${JSON.stringify(c)}: expected <component>:<level> with level one of trace, debug, info, warning, error, critical, off`;
+    if (!name || !l || !ok(l))
+      return `invalid component log level ${JSON.stringify(c)}: expected <component>:<level> with level one of trace, debug, info, warning, error, critical, off`;
   }
   return undefined;
 }

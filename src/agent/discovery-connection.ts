@@ -39,7 +39,13 @@ export function discoveryConnection(o: {
   const pc = o.proxyConfig;
   const base = { address: pc.discoveryAddress, clusterId: o.clusterId, keepaliveTimeMs: o.keepaliveTimeMs, keepaliveTimeoutMs: o.keepaliveTimeoutMs };
   if (pc.controlPlaneAuthPolicy === 'NONE') {
-    return { upstream: base, pilotSan: [], rootCertPath: '', info: [`connecting to the discovery daemon at ${pc.discoveryAddress} in plaintext (controlPlaneAuthPolicy NONE)`], warnings: [] };
+    return {
+      upstream: base,
+      pilotSan: [],
+      rootCertPath: '',
+      info: [`connecting to the discovery daemon at ${pc.discoveryAddress} in plaintext (controlPlaneAuthPolicy NONE)`],
+      warnings: [],
+    };
   }
   const info: string[] = [];
   const warnings: string[] = [];
@@ -57,7 +63,10 @@ export function discoveryConnection(o: {
   } else {
     rootCertPath = DEFAULT_ROOT_CERT_PATHS.find((p) => fs.existsSync(path.resolve(o.cwd, p))) ?? '';
     if (rootCertPath) rootCerts = fs.readFileSync(path.resolve(o.cwd, rootCertPath));
-    else warnings.push(`no root CA file for XDS (XDS_ROOT_CA unset, none of ${DEFAULT_ROOT_CERT_PATHS.join(', ')} exists): trusting the system root certificates`);
+    else
+      warnings.push(
+        `no root CA file for XDS (XDS_ROOT_CA unset, none of ${DEFAULT_ROOT_CERT_PATHS.join(', ')} exists): trusting the system root certificates`,
+      );
   }
   const san = o.meshdSan || pilotSan(pc.discoveryAddress);
   info.push(`connecting to the discovery daemon at ${pc.discoveryAddress} over mutual TLS, expecting the name ${san}`);

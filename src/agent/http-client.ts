@@ -67,7 +67,9 @@ export function httpCall(rawUrl: string, o: HttpCallOptions): Promise<HttpResult
       return;
     }
     if (url.protocol !== 'http:') {
-      reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: unsupported protocol scheme ${JSON.stringify(url.protocol.replace(/:$/, ''))}`));
+      reject(
+        new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: unsupported protocol scheme ${JSON.stringify(url.protocol.replace(/:$/, ''))}`),
+      );
       return;
     }
     let done = false;
@@ -90,9 +92,7 @@ export function httpCall(rawUrl: string, o: HttpCallOptions): Promise<HttpResult
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('error', (err) => finish(() => reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: ${err.message}`))));
-      res.on('end', () =>
-        finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') })),
-      );
+      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') })));
     });
     req.end(o.body || undefined);
   });

@@ -186,7 +186,10 @@ export interface NodeInfo {
  * The env variables with a prefix, by the rest of their name, in a stable (sorted) order. The first
  * prefix (ours) wins over Istio's spelling; `from` records which variable each value came from.
  */
-function withPrefix(env: NodeMetadataInputs['env'], prefixes: readonly string[]): { values: Array<[string, string]>; from: Map<string, string>; shadowed: string[] } {
+function withPrefix(
+  env: NodeMetadataInputs['env'],
+  prefixes: readonly string[],
+): { values: Array<[string, string]>; from: Map<string, string>; shadowed: string[] } {
   const out = new Map<string, string>();
   const from = new Map<string, string>();
   const shadowed: string[] = [];
@@ -216,7 +219,10 @@ function istioSpellingsNote(sets: ReadonlyArray<ReturnType<typeof withPrefix>>):
   }
   if (!used.length && !ignored.length) return undefined;
   const parts: string[] = [];
-  if (used.length) parts.push(`node metadata read from Istio's variable names ${used.sort().join(', ')} (mesh's own: ${used.map((n) => n.replace(/^ISTIO_/, 'MESH_')).join(', ')})`);
+  if (used.length)
+    parts.push(
+      `node metadata read from Istio's variable names ${used.sort().join(', ')} (mesh's own: ${used.map((n) => n.replace(/^ISTIO_/, 'MESH_')).join(', ')})`,
+    );
   if (ignored.length) parts.push(`${ignored.join(', ')} ignored: the MESH_ variable of the same name is set and wins`);
   return parts.join('; ');
 }

@@ -14,7 +14,6 @@ export interface CommandLine {
   args: string[];
 }
 
-
 function isExecutableFile(f: string): boolean {
   try {
     const st = fs.statSync(f);
@@ -58,11 +57,16 @@ export interface ProxyRun {
 /** Istio's envoy.args(): the flags the agent starts the proxy with. */
 export function proxyArgs(i: ProxyRun): string[] {
   const args = [
-    '-c', i.configFile,
-    '--drain-time-s', String(Math.floor(i.drainDurationMs / 1000)),
-    '--drain-strategy', 'immediate',
-    '--parent-shutdown-time-s', String(Math.floor(i.parentShutdownDurationMs / 1000)),
-    '--local-address-ip-version', i.ipv6 ? 'v6' : 'v4',
+    '-c',
+    i.configFile,
+    '--drain-time-s',
+    String(Math.floor(i.drainDurationMs / 1000)),
+    '--drain-strategy',
+    'immediate',
+    '--parent-shutdown-time-s',
+    String(Math.floor(i.parentShutdownDurationMs / 1000)),
+    '--local-address-ip-version',
+    i.ipv6 ? 'v6' : 'v4',
   ];
   if (i.realEnvoy) args.push('--file-flush-interval-msec', '1000');
   args.push('--disable-hot-restart', '--allow-unknown-static-fields');

@@ -80,7 +80,12 @@ function logPrepared(prepared: PreparedAgent): void {
  */
 async function firstCertificate(options: AgentOptions, boundary: FaultBoundary): Promise<WorkloadIdentity | undefined> {
   if (!options.identity) return undefined;
-  const identity = new WorkloadIdentity({ options: options.identity, cwd: options.cwd, serveSds: options.proxyLaunch !== undefined, guard: boundary });
+  const identity = new WorkloadIdentity({
+    options: options.identity,
+    cwd: options.cwd,
+    serveSds: options.proxyLaunch !== undefined,
+    guard: boundary,
+  });
   try {
     await identity.begin();
   } catch (e) {

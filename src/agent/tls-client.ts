@@ -37,7 +37,8 @@ export function grpcChannelCredentials(c: ClientTls | undefined): { credentials:
 // OpenSSL's words when the peer does not answer a ClientHello with TLS (a plaintext HTTP/2 server).
 const PLAINTEXT_PEER = /wrong version number|packet length too long|unknown protocol|record layer failure|http request/i;
 // What a plaintext HTTP/2 client sees from a TLS server: the connection closes before any frame.
-const TLS_PEER = /Last error: Failed to connect|Protocol error|Connection dropped|ECONNRESET|socket hang up|Received HTTP status code 400|unexpected end|premature close/i;
+const TLS_PEER =
+  /Last error: Failed to connect|Protocol error|Connection dropped|ECONNRESET|socket hang up|Received HTTP status code 400|unexpected end|premature close/i;
 
 /**
  * A clearer account of a failed connection when the cause is TLS spoken to a plaintext port or the reverse;

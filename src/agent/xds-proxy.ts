@@ -40,7 +40,6 @@ const log = registerScope('xdsproxy', 'XDS Proxy in the mesh agent');
 type Ads = typeof AggregatedDiscoveryService.method;
 const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
 
-
 export interface ClientCertificate {
   certChain: Buffer;
   privateKey: Buffer;
@@ -146,7 +145,14 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
     private readonly down: DownstreamCall<Req, Resp>,
   ) {
     // A fault while handling a message ends this stream; the proxy reconnects, as after a daemon restart.
-    down.on('data', proxy.guard.entry('xds-proxy', (req: Req) => this.onDownstream(req), (e) => this.close(e)));
+    down.on(
+      'data',
+      proxy.guard.entry(
+        'xds-proxy',
+        (req: Req) => this.onDownstream(req),
+        (e) => this.close(e),
+      ),
+    );
     down.on('end', () => this.close(undefined));
     down.on('cancelled', () => this.close(undefined));
     down.on('error', (e: Error) => this.close(e));
@@ -229,7 +235,10 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
       log.debug('upstream response', { id: this.id, type: resp.typeUrl });
       if (this.observe(resp) && !this.closed) this.down.write(resp);
     };
-    call.on('data', this.proxy.guard.entry('xds-proxy', onResponse, (e) => this.close(e)));
+    call.on(
+      'data',
+      this.proxy.guard.entry('xds-proxy', onResponse, (e) => this.close(e)),
+    );
     call.on('error', () => {
       // Reported through 'status'.
     });
@@ -252,7 +261,9 @@ abstract class Session<Req extends { node?: Node }, Resp extends { typeUrl: stri
       meshdConnectionFailures.inc();
       const u = this.proxy.upstream;
       const hint = protocolMismatchHint(s.details, { address: u.address, tls: u.tls !== undefined, setting: 'discoveryAddress' });
-      log.warn(hint ? `failed to connect to upstream: ${hint} (${statusText(s)})` : `failed to connect to upstream ${u.address}: ${statusText(s)}`, { id: this.id });
+      log.warn(hint ? `failed to connect to upstream: ${hint} (${statusText(s)})` : `failed to connect to upstream ${u.address}: ${statusText(s)}`, {
+        id: this.id,
+      });
     }
     const delay = backoffDelay(this.attempt++, this.proxy.backoff);
     log.info(`reconnecting to upstream ${this.proxy.upstream.address} in ${delay}ms; the proxy keeps its current configuration`, { id: this.id });
@@ -382,15 +393,19 @@ class DeltaSession extends Session<DeltaDiscoveryRequest, DeltaDiscoveryResponse
   }
 
   protected replay(): DeltaDiscoveryRequest[] {
-    const internal = this.internalSubscribed ? [...this.proxy.handlers.keys()].map((typeUrl) => create(DeltaDiscoveryRequestSchema, { typeUrl })) : [];
-    return [...this.subs.entries()].map(([typeUrl, s]) => {
-      const names = [...s.names];
-      return create(DeltaDiscoveryRequestSchema, {
-        typeUrl,
-        resourceNamesSubscribe: s.wildcard && names.length ? ['*', ...names] : names,
-        initialResourceVersions: Object.fromEntries(this.versions.get(typeUrl) ?? []),
-      });
-    }).concat(internal);
+    const internal = this.internalSubscribed
+      ? [...this.proxy.handlers.keys()].map((typeUrl) => create(DeltaDiscoveryRequestSchema, { typeUrl }))
+      : [];
+    return [...this.subs.entries()]
+      .map(([typeUrl, s]) => {
+        const names = [...s.names];
+        return create(DeltaDiscoveryRequestSchema, {
+          typeUrl,
+          resourceNamesSubscribe: s.wildcard && names.length ? ['*', ...names] : names,
+          initialResourceVersions: Object.fromEntries(this.versions.get(typeUrl) ?? []),
+        });
+      })
+      .concat(internal);
   }
 
   protected observe(resp: DeltaDiscoveryResponse): boolean {
@@ -478,7 +493,15 @@ export class XdsProxy {
         'grpc.max_reconnect_backoff_ms': 2000,
       };
       const { credentials, options: tlsOptions } = grpcChannelCredentials(
-        u.tls ? { rootCerts: u.tls.rootCerts, serverName: u.tls.serverName, certChain: cert?.certChain, privateKey: cert?.privateKey, compliance: u.tls.compliance ?? '' } : undefined,
+        u.tls
+          ? {
+              rootCerts: u.tls.rootCerts,
+              serverName: u.tls.serverName,
+              certChain: cert?.certChain,
+              privateKey: cert?.privateKey,
+              compliance: u.tls.compliance ?? '',
+            }
+          : undefined,
       );
       this.presented = cert?.certChain;
       this.upstreamClient = new AdsClient(u.address, credentials, { ...options, ...tlsOptions });
@@ -492,12 +515,21 @@ export class XdsProxy {
     try {
       fs.unlinkSync(this.socketPath);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`failed to remove stale xDS socket ${this.socketPath}: ${(e as Error).message}`);
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw new Error(`failed to remove stale xDS socket ${this.socketPath}: ${(e as Error).message}`);
     }
     const server = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
     addGrpcService(server, AggregatedDiscoveryService, {
-      streamAggregatedResources: this.guard.entry('xds-proxy', (call) => this.accept(new SotwSession(this, call)), (_e, call) => call.end()),
-      deltaAggregatedResources: this.guard.entry('xds-proxy', (call) => this.accept(new DeltaSession(this, call)), (_e, call) => call.end()),
+      streamAggregatedResources: this.guard.entry(
+        'xds-proxy',
+        (call) => this.accept(new SotwSession(this, call)),
+        (_e, call) => call.end(),
+      ),
+      deltaAggregatedResources: this.guard.entry(
+        'xds-proxy',
+        (call) => this.accept(new DeltaSession(this, call)),
+        (_e, call) => call.end(),
+      ),
     });
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(`unix:${this.socketPath}`, grpc.ServerCredentials.createInsecure(), (err) => (err ? reject(err) : resolve())),

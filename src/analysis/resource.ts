@@ -24,8 +24,18 @@ export const ORCH_INPUTS: readonly OrchInput[] = [
   { kind: 'ConfigMap', apiVersion: 'v1', plural: 'configmaps', clusterScoped: false },
   { kind: 'Deployment', apiVersion: 'apps/v1', plural: 'deployments', clusterScoped: false },
   { kind: 'EndpointSlice', apiVersion: 'discovery.k8s.io/v1', plural: 'endpointslices', clusterScoped: false },
-  { kind: 'MutatingWebhookConfiguration', apiVersion: 'admissionregistration.k8s.io/v1', plural: 'mutatingwebhookconfigurations', clusterScoped: true },
-  { kind: 'ValidatingWebhookConfiguration', apiVersion: 'admissionregistration.k8s.io/v1', plural: 'validatingwebhookconfigurations', clusterScoped: true },
+  {
+    kind: 'MutatingWebhookConfiguration',
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    plural: 'mutatingwebhookconfigurations',
+    clusterScoped: true,
+  },
+  {
+    kind: 'ValidatingWebhookConfiguration',
+    apiVersion: 'admissionregistration.k8s.io/v1',
+    plural: 'validatingwebhookconfigurations',
+    clusterScoped: true,
+  },
 ];
 
 const ORCH_KINDS: ReadonlyMap<string, OrchInput> = new Map(ORCH_INPUTS.map((i) => [`${i.apiVersion}|${i.kind}`, i]));
@@ -53,7 +63,11 @@ export type Converted = { resource: Resource } | { errors: string[] } | { skippe
  * One object as an analysis resource. `where` names it in errors (file and document, or the cluster);
  * objects without a namespace get `defaultNamespace`.
  */
-export function toResource(o: Record<string, unknown>, defaultNamespace: string, where: { source: string; document?: string; line?: number; origin?: Origin }): Converted {
+export function toResource(
+  o: Record<string, unknown>,
+  defaultNamespace: string,
+  where: { source: string; document?: string; line?: number; origin?: Origin },
+): Converted {
   const apiVersion = typeof o.apiVersion === 'string' ? o.apiVersion : '';
   const kind = typeof o.kind === 'string' ? o.kind : '';
   if (!apiVersion || !kind) return { errors: ['unable to parse resource with no group, version and kind'] };
@@ -62,10 +76,25 @@ export function toResource(o: Record<string, unknown>, defaultNamespace: string,
   const meshKind = kindOf(apiVersion, kind);
   if (meshKind && MESH_KINDS.includes(meshKind)) {
     const withNs = !isClusterScoped(meshKind) && !m.namespace ? { ...o, metadata: { ...m, namespace: defaultNamespace } } : o;
-    const conv = convertObject(withNs, { source: where.source, ...(where.document !== undefined ? { document: where.document } : {}), ...(where.line !== undefined ? { line: where.line } : {}) });
+    const conv = convertObject(withNs, {
+      source: where.source,
+      ...(where.document !== undefined ? { document: where.document } : {}),
+      ...(where.line !== undefined ? { line: where.line } : {}),
+    });
     if (!conv.config) return { errors: conv.errors.map((e) => `${e.field ? `${e.field}: ` : ''}${e.message}`) };
     const c = conv.config;
-    return { resource: { kind: meshKind, name: c.meta.name, namespace: c.meta.namespace, labels: c.meta.labels, annotations: c.meta.annotations, object: o, config: c, ...origin } };
+    return {
+      resource: {
+        kind: meshKind,
+        name: c.meta.name,
+        namespace: c.meta.namespace,
+        labels: c.meta.labels,
+        annotations: c.meta.annotations,
+        object: o,
+        config: c,
+        ...origin,
+      },
+    };
   }
   const input = ORCH_KINDS.get(`${apiVersion}|${kind}`);
   if (!input) {

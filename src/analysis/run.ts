@@ -58,7 +58,9 @@ export function parseMeshConfig(text: string): AnalysisMeshConfig {
     rootNamespace: str(v.rootNamespace, out.rootNamespace),
     ingressControllerMode: str(v.ingressControllerMode, out.ingressControllerMode),
     ingressService: str(v.ingressService, out.ingressService),
-    proxyMetadata: isObject(dc.proxyMetadata) ? (Object.fromEntries(Object.entries(dc.proxyMetadata).map(([k, x]) => [k, String(x)])) as Record<string, string>) : {},
+    proxyMetadata: isObject(dc.proxyMetadata)
+      ? (Object.fromEntries(Object.entries(dc.proxyMetadata).map(([k, x]) => [k, String(x)])) as Record<string, string>)
+      : {},
     defaultImageType: isObject(dc.image) && typeof dc.image.imageType === 'string' ? dc.image.imageType : '',
     defaultAccessLogProviders: Array.isArray(dp.accessLogging) ? dp.accessLogging.map(String) : [],
     extensionProviders: (Array.isArray(v.extensionProviders) ? v.extensionProviders : []).filter(isObject).map((p) => ({
@@ -71,7 +73,14 @@ export function parseMeshConfig(text: string): AnalysisMeshConfig {
 /** go-glob: `*` matches any run of characters. */
 function glob(pattern: string, s: string): boolean {
   if (pattern === '*') return true;
-  const re = new RegExp('^' + pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*') + '$');
+  const re = new RegExp(
+    '^' +
+      pattern
+        .split('*')
+        .map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+        .join('.*') +
+      '$',
+  );
   return re.test(s);
 }
 
@@ -152,7 +161,8 @@ export function sortAndDedupe<M extends Message>(ms: readonly M[]): M[] {
 export function* analysisSteps(resources: readonly Resource[], opts: AnalyzeOptions): Generator<string, AnalysisResult, void> {
   const ctx = new AnalysisContext(resources, opts.mesh, opts.meshNamespace);
   for (const a of opts.analyzers) {
-    if (opts.deadline !== undefined && performance.now() > opts.deadline) throw new AnalysisTimeout(`analysis did not finish: stopped before ${a.name}`);
+    if (opts.deadline !== undefined && performance.now() > opts.deadline)
+      throw new AnalysisTimeout(`analysis did not finish: stopped before ${a.name}`);
     ctx.current = a.name;
     a.analyze(ctx);
     yield a.name;

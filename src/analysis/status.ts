@@ -32,7 +32,8 @@ type Status = Record<string, unknown>;
 export function statusWithMessages(live: unknown, generation: number, messages: readonly AnalysisMessageBase[]): Status {
   const out: Status = live && typeof live === 'object' && !Array.isArray(live) ? { ...(live as Status) } : {};
   out.observedGeneration = String(generation);
-  if (messages.length > 0) out.validationMessages = messages.map((m) => ({ documentationUrl: m.documentationUrl, level: m.level, type: { code: m.type.code } }));
+  if (messages.length > 0)
+    out.validationMessages = messages.map((m) => ({ documentationUrl: m.documentationUrl, level: m.level, type: { code: m.type.code } }));
   else delete out.validationMessages;
   return out;
 }

@@ -44,7 +44,6 @@ export function firstSelectorKey(s: string): string {
   return i < 0 ? '' : s.slice(0, i);
 }
 
-
 /** metav1.LabelSelectorAsSelector(...).Matches; an absent selector matches everything, a malformed one nothing. */
 export function labelSelectorMatches(sel: unknown, labels: Readonly<Record<string, string>>): boolean {
   if (sel === undefined || sel === null) return true;
@@ -120,7 +119,12 @@ export function serviceEntryHostMap(ctx: AnalysisContext): Map<string, ServiceLi
 }
 
 /** util.GetDestinationHost: the ServiceEntry or Service a destination host names, as seen from `sourceNs`. */
-export function destinationHost(sourceNs: string, exportTo: readonly string[] | undefined, host: string, hosts: ReadonlyMap<string, ServiceLike>): ServiceLike | undefined {
+export function destinationHost(
+  sourceNs: string,
+  exportTo: readonly string[] | undefined,
+  host: string,
+  hosts: ReadonlyMap<string, ServiceLike>,
+): ServiceLike | undefined {
   const all = hosts.get(scopedFqdn(EXPORT_ALL, sourceNs, host));
   if (all) return all;
   if (!exportTo || exportTo.length === 0) {
@@ -161,7 +165,13 @@ function injectionStatus(m: Readonly<Record<string, string>> | undefined): boole
   return v === undefined ? undefined : v === 'true';
 }
 
-function inMesh(annos: Readonly<Record<string, string>>, labels: Readonly<Record<string, string>>, namespace: string, containers: readonly Container[], ctx: AnalysisContext): boolean {
+function inMesh(
+  annos: Readonly<Record<string, string>>,
+  labels: Readonly<Record<string, string>>,
+  namespace: string,
+  containers: readonly Container[],
+  ctx: AnalysisContext,
+): boolean {
   if (hasProxy(containers)) return true;
   const fromLabels = injectionStatus(labels);
   if (fromLabels !== undefined) return fromLabels;

@@ -103,7 +103,9 @@ export class CertificateAuthority {
       csr = parseCsr(csrPem);
     } catch (e) {
       if (e instanceof CsrError) {
-        const detail = /no PEM block/.test(e.message) ? 'certificate signing request is not properly encoded' : `failed to parse X.509 certificate signing request: ${e.message}`;
+        const detail = /no PEM block/.test(e.message)
+          ? 'certificate signing request is not properly encoded'
+          : `failed to parse X.509 certificate signing request: ${e.message}`;
         throw new CaError('CSR_ERROR', detail);
       }
       throw e;
@@ -119,7 +121,13 @@ export class CertificateAuthority {
     }
     const commonName = csr.subject.some((a) => a.oid === CERT_OID.commonName && a.value !== '') ? req.subjectIds[0] : undefined;
     const spki = csrPublicKeyDer(fromPem(csrPem, 'CERTIFICATE REQUEST')[0]!);
-    return this.issue(csr.publicKey, req.subjectIds, lifetimeMs, commonName !== undefined && commonName.length <= MAX_CN_LENGTH ? commonName : undefined, spki);
+    return this.issue(
+      csr.publicKey,
+      req.subjectIds,
+      lifetimeMs,
+      commonName !== undefined && commonName.length <= MAX_CN_LENGTH ? commonName : undefined,
+      spki,
+    );
   }
 
   private issue(publicKey: KeyObject, subjectIds: readonly string[], lifetimeMs: number, commonName?: string, publicKeyDer?: Buffer): string {

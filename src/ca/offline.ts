@@ -17,7 +17,8 @@ export class CaDirectoryError extends Error {}
 
 /** The signing material of a CA directory, verified (key matches certificate, chain reaches a root). */
 export function loadCaDirectory(dir: string, now = new Date()): KeyCertBundle {
-  if (!fs.existsSync(dir)) throw new CaDirectoryError(`${dir}: no such directory (the daemon's CA directory is ./var/lib/mesh/ca under its working directory)`);
+  if (!fs.existsSync(dir))
+    throw new CaDirectoryError(`${dir}: no such directory (the daemon's CA directory is ./var/lib/mesh/ca under its working directory)`);
   const files = signingFiles(dir);
   const c = completeness(files);
   try {

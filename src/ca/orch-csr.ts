@@ -49,12 +49,14 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
   if (r.expirationSeconds !== undefined && r.expirationSeconds > 0) spec['expirationSeconds'] = Math.max(600, Math.round(r.expirationSeconds));
   let created: CsrObject;
   try {
-    created = (await api.request('POST', CSR_PATH, { body: {
-      apiVersion: 'certificates.k8s.io/v1',
-      kind: 'CertificateSigningRequest',
-      metadata: { generateName: r.namePrefix ?? 'csr-workload-' },
-      spec,
-    } })) as CsrObject;
+    created = (await api.request('POST', CSR_PATH, {
+      body: {
+        apiVersion: 'certificates.k8s.io/v1',
+        kind: 'CertificateSigningRequest',
+        metadata: { generateName: r.namePrefix ?? 'csr-workload-' },
+        spec,
+      },
+    })) as CsrObject;
   } catch (e) {
     throw new OrchCsrError(`failed to create a CertificateSigningRequest for signer ${r.signerName}: ${(e as Error).message}`);
   }
@@ -62,13 +64,17 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
   if (!name) throw new OrchCsrError(`the API server created a CertificateSigningRequest without a name`);
   try {
     try {
-      await api.request('PUT', `${CSR_PATH}/${name}/approval`, { body: {
-        apiVersion: 'certificates.k8s.io/v1',
-        kind: 'CertificateSigningRequest',
-        metadata: created.metadata,
-        spec,
-        status: { conditions: [{ type: 'Approved', status: 'True', reason: 'MeshdApproved', message: 'approved by meshd, the registration authority' }] },
-      } });
+      await api.request('PUT', `${CSR_PATH}/${name}/approval`, {
+        body: {
+          apiVersion: 'certificates.k8s.io/v1',
+          kind: 'CertificateSigningRequest',
+          metadata: created.metadata,
+          spec,
+          status: {
+            conditions: [{ type: 'Approved', status: 'True', reason: 'MeshdApproved', message: 'approved by meshd, the registration authority' }],
+          },
+        },
+      });
     } catch (e) {
       throw new OrchCsrError(`failed to approve CertificateSigningRequest ${name}: ${(e as Error).message}`);
     }
@@ -77,10 +83,14 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
     for (;;) {
       const o = (await api.request('GET', `${CSR_PATH}/${name}`)) as CsrObject;
       const failed = o.status?.conditions?.find((c) => (c.type === 'Denied' || c.type === 'Failed') && c.status === 'True');
-      if (failed) throw new OrchCsrError(`CertificateSigningRequest ${name} for signer ${r.signerName} ${failed.type === 'Denied' ? 'was denied' : 'failed'}: ${failed.reason ?? ''} ${failed.message ?? ''}`.trimEnd());
+      if (failed)
+        throw new OrchCsrError(
+          `CertificateSigningRequest ${name} for signer ${r.signerName} ${failed.type === 'Denied' ? 'was denied' : 'failed'}: ${failed.reason ?? ''} ${failed.message ?? ''}`.trimEnd(),
+        );
       if (o.status?.certificate) {
         const pem = Buffer.from(o.status.certificate, 'base64').toString('utf8');
-        if (!pem.includes('-----BEGIN CERTIFICATE-----')) throw new OrchCsrError(`CertificateSigningRequest ${name}: status.certificate is not a PEM certificate`);
+        if (!pem.includes('-----BEGIN CERTIFICATE-----'))
+          throw new OrchCsrError(`CertificateSigningRequest ${name}: status.certificate is not a PEM certificate`);
         return pem;
       }
       if (Date.now() >= deadline) {
@@ -93,7 +103,9 @@ export async function signWithOrchestrator(api: OrchClient, r: OrchCsrRequest): 
     }
   } finally {
     // Istio deletes the request once read (or given up): they hold no secret but pile up otherwise.
-    api.request('DELETE', `${CSR_PATH}/${name}`).catch((e: unknown) => log.warn(`failed to delete CertificateSigningRequest ${name}: ${(e as Error).message}`));
+    api
+      .request('DELETE', `${CSR_PATH}/${name}`)
+      .catch((e: unknown) => log.warn(`failed to delete CertificateSigningRequest ${name}: ${(e as Error).message}`));
   }
 }
 
@@ -122,6 +134,7 @@ export async function orchServingCertificate(
     chain.pop();
     if (rootPem === '') rootPem = splitPemCertificates(pem).pop()!;
   }
-  if (rootPem === '') throw new OrchCsrError(`signer ${o.signerName} returned no root certificate and none is mounted: the daemon cannot tell clients what to trust`);
+  if (rootPem === '')
+    throw new OrchCsrError(`signer ${o.signerName} returned no root certificate and none is mounted: the daemon cannot tell clients what to trust`);
   return { certChainPem: chain.join(''), keyPem: pair.privateKeyPem, rootPem, notAfter: certs[0]!.notAfter };
 }

@@ -79,7 +79,10 @@ function read(file: string): string {
 export function loadPluginBundle(files: SigningFiles, now = new Date()): KeyCertBundle {
   const certPem = read(files.signingCert);
   const keyPem = read(files.signingKey);
-  const chainPem = files.certChain.filter((f) => fs.existsSync(f)).map(read).join('');
+  const chainPem = files.certChain
+    .filter((f) => fs.existsSync(f))
+    .map(read)
+    .join('');
   const rootPem = read(files.rootCert);
   let bundle: KeyCertBundle;
   try {
@@ -92,7 +95,8 @@ export function loadPluginBundle(files: SigningFiles, now = new Date()): KeyCert
     if (e instanceof BundleError) throw new PluginCaError(e.message);
     throw e;
   }
-  if (!bundle.signingCert.isCA) throw new PluginCaError(`${files.signingCert}: certificate is not authorized to sign other certificates (basicConstraints CA:TRUE is missing)`);
+  if (!bundle.signingCert.isCA)
+    throw new PluginCaError(`${files.signingCert}: certificate is not authorized to sign other certificates (basicConstraints CA:TRUE is missing)`);
   return bundle;
 }
 
@@ -118,6 +122,7 @@ export function rootsSubsetRelated(a: string, b: string): boolean {
 export function rootChangeAllowed(current: string, next: string, multiRoot: boolean): { ok: true } | { ok: false; reason: string } {
   if (derSet(current).size === derSet(next).size && rootsSubsetRelated(current, next)) return { ok: true };
   if (!multiRoot) return { ok: false, reason: 'Multi root is disabled (MESH_MULTIROOT_MESH=false), updating new ROOT-CA not supported' };
-  if (!rootsSubsetRelated(current, next)) return { ok: false, reason: 'Updating new ROOT-CA not supported: the new root bundle neither contains nor is contained in the current one' };
+  if (!rootsSubsetRelated(current, next))
+    return { ok: false, reason: 'Updating new ROOT-CA not supported: the new root bundle neither contains nor is contained in the current one' };
   return { ok: true };
 }

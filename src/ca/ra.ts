@@ -91,7 +91,10 @@ export class OrchRegistrationAuthority implements CertificateIssuer {
     if (problem) throw new CaError('CSR_ERROR', `CSR is not valid for this caller: ${problem}`);
     const requestedMs = req.ttlSeconds * 1000;
     if (requestedMs > this.o.maxCertTtlMs) {
-      throw new CaError('TTL_ERROR', `requested TTL ${formatDurationMs(requestedMs)} is greater than the max allowed TTL ${formatDurationMs(this.o.maxCertTtlMs)}`);
+      throw new CaError(
+        'TTL_ERROR',
+        `requested TTL ${formatDurationMs(requestedMs)} is greater than the max allowed TTL ${formatDurationMs(this.o.maxCertTtlMs)}`,
+      );
     }
     const lifetimeMs = req.ttlSeconds <= 0 ? this.o.defaultCertTtlMs : requestedMs;
     const signerName = this.signerFor(req.certSigner);
@@ -113,7 +116,10 @@ export class OrchRegistrationAuthority implements CertificateIssuer {
     if (rootPem === '') {
       const last = certs[certs.length - 1];
       if (!last || certs.length < 2 || !last.x509.checkIssued(last.x509)) {
-        throw new CaError('CSR_ERROR', `failed to find the root certificate of signer ${signerName}: mount it as ${this.o.rootCertFile}, or have the signer return its chain up to the root`);
+        throw new CaError(
+          'CSR_ERROR',
+          `failed to find the root certificate of signer ${signerName}: mount it as ${this.o.rootCertFile}, or have the signer return its chain up to the root`,
+        );
       }
       rootPem = chain.pop()!;
     }

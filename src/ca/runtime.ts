@@ -129,7 +129,7 @@ export class MeshCa {
       return;
     }
     // Jitter: replicas started together do not all check (and rotate) at the same moment.
-    const backOff = s.rootRotatorJitter ? Math.floor(Math.random() * s.rootCheckIntervalMs / 1000) * 1000 : 0;
+    const backOff = s.rootRotatorJitter ? Math.floor((Math.random() * s.rootCheckIntervalMs) / 1000) * 1000 : 0;
     if (s.rootRotatorJitter) rotatorLog.info(`Jitter is enabled, wait ${backOff / 1000}s before starting root cert rotator.`);
     const first = setTimeout(() => {
       const tick = setInterval(() => void this.checkAndRotate(extraRoots), s.rootCheckIntervalMs);
@@ -241,7 +241,12 @@ export class MeshCa {
       log.error(`Failed to update new Plug-in CA certs: ${(e as Error).message}`);
       return 'refused';
     }
-    if (bundle.signingCertPem === current.signingCertPem && bundle.rootCertPem === current.rootCertPem && bundle.certChainPem === current.certChainPem && bundle.signingKeyPem === current.signingKeyPem) {
+    if (
+      bundle.signingCertPem === current.signingCertPem &&
+      bundle.rootCertPem === current.rootCertPem &&
+      bundle.certChainPem === current.certChainPem &&
+      bundle.signingKeyPem === current.signingKeyPem
+    ) {
       return 'unchanged';
     }
     this.set(bundle);
@@ -256,4 +261,3 @@ export class MeshCa {
     this.watcher?.close();
   }
 }
-

@@ -5,7 +5,12 @@
 import * as grpc from '@grpc/grpc-js';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { create } from '@bufbuild/protobuf';
-import { IstioCertificateResponseSchema, IstioCertificateService, type IstioCertificateRequest, type IstioCertificateResponse } from '../gen/security/v1alpha1/ca_pb';
+import {
+  IstioCertificateResponseSchema,
+  IstioCertificateService,
+  type IstioCertificateRequest,
+  type IstioCertificateResponse,
+} from '../gen/security/v1alpha1/ca_pb';
 import { registerScope } from '../lib/log';
 import { addGrpcService } from '../lib/xds/grpc';
 import { CaError, type CertificateAuthority } from './authority';
@@ -66,7 +71,9 @@ export async function createCertificate(o: CaServiceOptions, req: IstioCertifica
       if (outcome.idExtraction) idExtractionErrorCount.inc();
       log.warn(`Failed to authenticate client from ${auth.remoteAddress}: ${outcome.failures.join('; ')}`);
     } else {
-      log.warn(`Failed to authenticate client from ${auth.remoteAddress}: ${auth.secure ? 'XDS_AUTH is false' : 'plaintext connection and XDS_AUTH_PLAINTEXT is false'}`);
+      log.warn(
+        `Failed to authenticate client from ${auth.remoteAddress}: ${auth.secure ? 'XDS_AUTH is false' : 'plaintext connection and XDS_AUTH_PLAINTEXT is false'}`,
+      );
     }
     return { ok: false, code: grpc.status.UNAUTHENTICATED, message: 'request authenticate failure' };
   }

@@ -172,7 +172,9 @@ export class SecretCaStore implements CaStore {
 
   async create(root: StoredRoot): Promise<boolean> {
     try {
-      await this.api.request('POST', `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/secrets`, { body: caSecretObject(this.name, this.namespace, root) });
+      await this.api.request('POST', `/api/v1/namespaces/${encodeURIComponent(this.namespace)}/secrets`, {
+        body: caSecretObject(this.name, this.namespace, root),
+      });
       return true;
     } catch (e) {
       if (e instanceof OrchApiError && e.statusCode === 409) return false;

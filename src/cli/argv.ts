@@ -9,7 +9,10 @@ import { goQuote } from '../lib/duration';
 
 /** A usage error: printed as `Error: …` followed by a usage hint. */
 export class UsageError extends Error {
-  constructor(message: string, readonly chain: Chain) {
+  constructor(
+    message: string,
+    readonly chain: Chain,
+  ) {
     super(message);
     this.name = 'UsageError';
   }
@@ -165,8 +168,7 @@ function checkArgs(program: ProgramSpec, chain: Chain, args: readonly string[]):
   if (min === max && n !== min) throw new UsageError(`accepts ${min} arg(s), received ${n}`, chain);
   if (max === Infinity && n < min) throw new UsageError(`requires at least ${min} arg(s), only received ${n}`, chain);
   if (min === 0 && n > max) throw new UsageError(`accepts at most ${max} arg(s), received ${n}`, chain);
-  if ((n < min || n > max) && max !== Infinity)
-    throw new UsageError(`accepts between ${min} and ${max} arg(s), received ${n}`, chain);
+  if ((n < min || n > max) && max !== Infinity) throw new UsageError(`accepts between ${min} and ${max} arg(s), received ${n}`, chain);
 }
 
 /** cobra's "Did you mean this?" with Levenshtein distance ≤ 2 or a prefix match. */

@@ -69,8 +69,7 @@ function values(f: FlagSpec, current: string, prefix: string): Completion {
       directive: DIRECTIVE.noFileComp,
     };
   }
-  if (f.type === 'bool' || f.type === 'duration' || /int|float|Level/.test(f.type))
-    return { candidates: [], directive: DIRECTIVE.noFileComp };
+  if (f.type === 'bool' || f.type === 'duration' || /int|float|Level/.test(f.type)) return { candidates: [], directive: DIRECTIVE.noFileComp };
   return { candidates: [], directive: 0 };
 }
 

@@ -30,7 +30,10 @@ export type HandlerLoader = (key: string) => Promise<Handler>;
 
 /** A failure the user caused or must act on; printed as `Error: <message>` with the program's exit code. */
 export class CommandError extends Error {
-  constructor(message: string, readonly exitCode?: number) {
+  constructor(
+    message: string,
+    readonly exitCode?: number,
+  ) {
     super(message);
     this.name = 'CommandError';
   }

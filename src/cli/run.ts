@@ -111,10 +111,11 @@ export async function runProgram(program: ProgramSpec, argv: readonly string[], 
   };
   try {
     // A runnable command has its `run` key (checked above: a group without one printed its help).
-    return await (await loadHandler(cmd.run))(prepared);
+    return await (
+      await loadHandler(cmd.run)
+    )(prepared);
   } catch (e) {
     if (e instanceof CommandError) return fail(e.message, undefined, e.exitCode ?? program.errorExitCode);
     throw e;
   }
 }
-

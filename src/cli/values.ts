@@ -234,7 +234,10 @@ export function typeWord(flag: FlagSpec): string {
 export function renderValue(type: FlagType, v: FlagValue, raw?: string): string {
   if (type === 'duration' && raw !== undefined) return raw;
   if (Array.isArray(v)) return `[${v.join(',')}]`;
-  if (typeof v === 'object') return `[${Object.entries(v).map(([k, x]) => `${k}=${x}`).join(',')}]`;
+  if (typeof v === 'object')
+    return `[${Object.entries(v)
+      .map(([k, x]) => `${k}=${x}`)
+      .join(',')}]`;
   return String(v);
 }
 

@@ -139,7 +139,6 @@ export class MemoryConfigStore implements ConfigStore {
     return this.patch(source, configs, gone);
   }
 
-
   private put(c: Config, owner: string, events: ConfigEvent[]): void {
     let m = this.byKind.get(c.kind);
     if (!m) {
@@ -186,5 +185,13 @@ export class MemoryConfigStore implements ConfigStore {
 }
 
 function compareConfigs(a: Config, b: Config): number {
-  return a.meta.namespace < b.meta.namespace ? -1 : a.meta.namespace > b.meta.namespace ? 1 : a.meta.name < b.meta.name ? -1 : a.meta.name > b.meta.name ? 1 : 0;
+  return a.meta.namespace < b.meta.namespace
+    ? -1
+    : a.meta.namespace > b.meta.namespace
+      ? 1
+      : a.meta.name < b.meta.name
+        ? -1
+        : a.meta.name > b.meta.name
+          ? 1
+          : 0;
 }

@@ -63,11 +63,14 @@ export function parseMeshConfig(text: string, file: string): MeshConfigView {
 
 function pathNormalizationOf(v: unknown, file: string): PathNormalization {
   if (v === undefined || v === null) return 'BASE';
-  if (typeof v !== 'object' || Array.isArray(v)) throw new MeshConfigError(`mesh config ${file}: pathNormalization: must be an object with a normalization field`);
+  if (typeof v !== 'object' || Array.isArray(v))
+    throw new MeshConfigError(`mesh config ${file}: pathNormalization: must be an object with a normalization field`);
   const n = (v as Record<string, unknown>).normalization;
   if (n === undefined || n === null) return 'BASE';
   if (typeof n !== 'string' || !PATH_NORMALIZATIONS.includes(n)) {
-    throw new MeshConfigError(`mesh config ${file}: pathNormalization.normalization: invalid value ${JSON.stringify(n)}, one of ${PATH_NORMALIZATIONS.join(', ')}`);
+    throw new MeshConfigError(
+      `mesh config ${file}: pathNormalization.normalization: invalid value ${JSON.stringify(n)}, one of ${PATH_NORMALIZATIONS.join(', ')}`,
+    );
   }
   return n === 'DEFAULT' ? 'BASE' : (n as PathNormalization);
 }
@@ -80,7 +83,8 @@ function labelSelector(v: unknown, where: string): LabelSelector {
   }
   const out: LabelSelector = {};
   if (o.matchLabels !== undefined && o.matchLabels !== null) {
-    if (typeof o.matchLabels !== 'object' || Array.isArray(o.matchLabels)) throw new MeshConfigError(`mesh config ${where}.matchLabels: must be a map of strings`);
+    if (typeof o.matchLabels !== 'object' || Array.isArray(o.matchLabels))
+      throw new MeshConfigError(`mesh config ${where}.matchLabels: must be a map of strings`);
     out.matchLabels = {};
     for (const [k, val] of Object.entries(o.matchLabels)) {
       if (typeof val !== 'string') throw new MeshConfigError(`mesh config ${where}.matchLabels.${k}: must be a string`);
@@ -98,7 +102,8 @@ function labelSelector(v: unknown, where: string): LabelSelector {
         throw new MeshConfigError(`mesh config ${at}.operator: ${JSON.stringify(x.operator ?? '')} is not a valid label selector operator`);
       }
       const values = x.values === undefined || x.values === null ? [] : x.values;
-      if (!Array.isArray(values) || values.some((s) => typeof s !== 'string')) throw new MeshConfigError(`mesh config ${at}.values: must be a list of strings`);
+      if (!Array.isArray(values) || values.some((s) => typeof s !== 'string'))
+        throw new MeshConfigError(`mesh config ${at}.values: must be a list of strings`);
       if ((x.operator === 'In' || x.operator === 'NotIn') && values.length === 0) {
         throw new MeshConfigError(`mesh config ${at}.values: for 'in', 'notin' operators, values set can't be empty`);
       }

@@ -128,7 +128,10 @@ export function convertObject(obj: unknown, origin: Origin, expected?: Kind): Co
     if (apiVersion === undefined || apiVersion === '') apiVersion = SCHEMAS[expected].apiVersions[0];
   }
   if (typeof apiVersion !== 'string' || apiVersion === '' || typeof kindName !== 'string' || kindName === '') {
-    const missing = [typeof apiVersion !== 'string' || apiVersion === '' ? 'apiVersion' : '', typeof kindName !== 'string' || kindName === '' ? 'kind' : '']
+    const missing = [
+      typeof apiVersion !== 'string' || apiVersion === '' ? 'apiVersion' : '',
+      typeof kindName !== 'string' || kindName === '' ? 'kind' : '',
+    ]
       .filter(Boolean)
       .join(' and ');
     res.errors.push(at(`${missing} must be set (a string)`, missing.split(' ')[0]));
@@ -191,7 +194,11 @@ export function convertObject(obj: unknown, origin: Origin, expected?: Kind): Co
     }
     case 'Secret':
       // Secret keeps its fields at the top level too.
-      spec = stripNulls({ ...(obj.type !== undefined ? { type: obj.type } : {}), ...(obj.data !== undefined ? { data: obj.data } : {}), ...(obj.stringData !== undefined ? { stringData: obj.stringData } : {}) });
+      spec = stripNulls({
+        ...(obj.type !== undefined ? { type: obj.type } : {}),
+        ...(obj.data !== undefined ? { data: obj.data } : {}),
+        ...(obj.stringData !== undefined ? { stringData: obj.stringData } : {}),
+      });
       break;
     case 'Pod': {
       spec = objectOrEmpty(obj.spec, 'spec', metaErrors, (msg, f) => at(msg, f, resource));
@@ -221,12 +228,7 @@ export function convertObject(obj: unknown, origin: Origin, expected?: Kind): Co
   return res;
 }
 
-function stringMap(
-  v: unknown,
-  field: string,
-  errors: ConfigError[],
-  at: (msg: string, field: string) => ConfigError,
-): Record<string, string> {
+function stringMap(v: unknown, field: string, errors: ConfigError[], at: (msg: string, field: string) => ConfigError): Record<string, string> {
   if (v === undefined || v === null) return {};
   if (!isObject(v)) {
     errors.push(at(`must be a map of strings, got ${typeName(v)}`, field));
@@ -240,12 +242,7 @@ function stringMap(
   return out;
 }
 
-function objectOrEmpty(
-  v: unknown,
-  field: string,
-  errors: ConfigError[],
-  at: (msg: string, field: string) => ConfigError,
-): Record<string, unknown> {
+function objectOrEmpty(v: unknown, field: string, errors: ConfigError[], at: (msg: string, field: string) => ConfigError): Record<string, unknown> {
   if (v === undefined || v === null) return {};
   if (!isObject(v)) {
     errors.push(at(`must be an object, got ${typeName(v)}`, field));
@@ -274,8 +271,7 @@ function slimPodStatus(s: Record<string, unknown>): PodStatus {
   if (typeof s.podIP === 'string') out.podIP = s.podIP;
   if (Array.isArray(s.podIPs)) out.podIPs = s.podIPs.filter(isObject).map((p) => ({ ip: String(p.ip) }));
   if (typeof s.phase === 'string') out.phase = s.phase;
-  if (Array.isArray(s.conditions))
-    out.conditions = s.conditions.filter(isObject).map((c) => ({ type: String(c.type), status: String(c.status) }));
+  if (Array.isArray(s.conditions)) out.conditions = s.conditions.filter(isObject).map((c) => ({ type: String(c.type), status: String(c.status) }));
   return out;
 }
 

@@ -9,7 +9,14 @@ import { parseDurationMs } from '../lib/duration';
 import { splitHostPort } from '../lib/hostport';
 
 export type AuthPolicy = 'NONE' | 'MUTUAL_TLS' | 'INHERIT';
-const AUTH_POLICIES: Readonly<Record<string, AuthPolicy>> = { NONE: 'NONE', MUTUAL_TLS: 'MUTUAL_TLS', INHERIT: 'INHERIT', '0': 'NONE', '1': 'MUTUAL_TLS', '1000': 'INHERIT' };
+const AUTH_POLICIES: Readonly<Record<string, AuthPolicy>> = {
+  NONE: 'NONE',
+  MUTUAL_TLS: 'MUTUAL_TLS',
+  INHERIT: 'INHERIT',
+  '0': 'NONE',
+  '1': 'MUTUAL_TLS',
+  '1000': 'INHERIT',
+};
 
 export type TracingServiceName = 'APP_LABEL_AND_NAMESPACE' | 'CANONICAL_NAME_ONLY' | 'CANONICAL_NAME_AND_NAMESPACE';
 const TRACING_SERVICE_NAMES: Readonly<Record<string, TracingServiceName>> = {
@@ -89,7 +96,19 @@ export function defaultProxyConfig(): ProxyConfig {
 
 export class ProxyConfigError extends Error {}
 
-type Kind = 'string' | 'duration' | 'port' | 'uint32' | 'int32' | 'bool' | 'stringMap' | 'stringList' | 'auth' | 'tracingServiceName' | 'statsMatcher' | 'object';
+type Kind =
+  | 'string'
+  | 'duration'
+  | 'port'
+  | 'uint32'
+  | 'int32'
+  | 'bool'
+  | 'stringMap'
+  | 'stringList'
+  | 'auth'
+  | 'tracingServiceName'
+  | 'statsMatcher'
+  | 'object';
 
 /** Every field of Istio 1.26's ProxyConfig (JSON names). `object` fields are validated as objects only. */
 const FIELDS: Readonly<Record<string, Kind>> = {
@@ -252,23 +271,75 @@ export function applyProxyConfigOverlay(base: ProxyConfig, overlay: unknown, pat
 /** Fields with a typed slot in ProxyConfig; the rest go to `other`. */
 const TYPED_FIELDS = new Set([
   ...Object.keys(defaultProxyConfig()).filter((k) => k !== 'other'),
-  'tracingServiceName', 'concurrency', 'proxyStatsMatcher', 'holdApplicationUntilProxyStarts',
+  'tracingServiceName',
+  'concurrency',
+  'proxyStatsMatcher',
+  'holdApplicationUntilProxyStarts',
 ]);
 
 /** Top-level MeshConfig fields of Istio 1.26; others draw a warning (not an error: the list is long and grows). */
 const MESH_CONFIG_FIELDS = new Set([
-  'proxyListenPort', 'proxyInboundListenPort', 'proxyHttpPort', 'connectTimeout', 'protocolDetectionTimeout', 'tcpKeepalive',
-  'ingressClass', 'ingressService', 'ingressControllerMode', 'ingressSelector', 'enableTracing', 'accessLogFile',
-  'accessLogFormat', 'accessLogEncoding', 'enableEnvoyAccessLogService', 'disableEnvoyListenerLog', 'defaultConfig',
-  'outboundTrafficPolicy', 'inboundTrafficPolicy', 'configSources', 'enableAutoMtls', 'trustDomain', 'trustDomainAliases',
-  'caCertificates', 'defaultServiceExportTo', 'defaultVirtualServiceExportTo', 'defaultDestinationRuleExportTo',
-  'rootNamespace', 'localityLbSetting', 'dnsRefreshRate', 'h2UpgradePolicy', 'inboundClusterStatName',
-  'outboundClusterStatName', 'certificates', 'thriftConfig', 'serviceSettings', 'enablePrometheusMerge',
-  'verifyCertificateAtClient', 'ca', 'extensionProviders', 'defaultProviders', 'discoverySelectors', 'pathNormalization',
-  'defaultHttpRetryPolicy', 'meshMTLS', 'tlsDefaults', 'serviceScopeConfigs', 'outboundClusterStatName', 'mixerCheckServer',
-  'mixerReportServer', 'disablePolicyChecks', 'policyCheckFailOpen', 'sidecarToTelemetrySessionAffinity',
-  'enableSdsTokenMount', 'sdsUdsPath', 'authPolicy', 'rdsRefreshDelay', 'mixerAddress', 'localityLbSetting',
-  'trustDomainAliases', 'meshId',
+  'proxyListenPort',
+  'proxyInboundListenPort',
+  'proxyHttpPort',
+  'connectTimeout',
+  'protocolDetectionTimeout',
+  'tcpKeepalive',
+  'ingressClass',
+  'ingressService',
+  'ingressControllerMode',
+  'ingressSelector',
+  'enableTracing',
+  'accessLogFile',
+  'accessLogFormat',
+  'accessLogEncoding',
+  'enableEnvoyAccessLogService',
+  'disableEnvoyListenerLog',
+  'defaultConfig',
+  'outboundTrafficPolicy',
+  'inboundTrafficPolicy',
+  'configSources',
+  'enableAutoMtls',
+  'trustDomain',
+  'trustDomainAliases',
+  'caCertificates',
+  'defaultServiceExportTo',
+  'defaultVirtualServiceExportTo',
+  'defaultDestinationRuleExportTo',
+  'rootNamespace',
+  'localityLbSetting',
+  'dnsRefreshRate',
+  'h2UpgradePolicy',
+  'inboundClusterStatName',
+  'outboundClusterStatName',
+  'certificates',
+  'thriftConfig',
+  'serviceSettings',
+  'enablePrometheusMerge',
+  'verifyCertificateAtClient',
+  'ca',
+  'extensionProviders',
+  'defaultProviders',
+  'discoverySelectors',
+  'pathNormalization',
+  'defaultHttpRetryPolicy',
+  'meshMTLS',
+  'tlsDefaults',
+  'serviceScopeConfigs',
+  'outboundClusterStatName',
+  'mixerCheckServer',
+  'mixerReportServer',
+  'disablePolicyChecks',
+  'policyCheckFailOpen',
+  'sidecarToTelemetrySessionAffinity',
+  'enableSdsTokenMount',
+  'sdsUdsPath',
+  'authPolicy',
+  'rdsRefreshDelay',
+  'mixerAddress',
+  'localityLbSetting',
+  'trustDomainAliases',
+  'meshId',
 ]);
 
 export interface MeshConfigFile {
@@ -297,7 +368,8 @@ export function applyMeshConfigDefaults(base: ProxyConfig, meshConfig: MeshConfi
     if (doc === null || doc === undefined) return base;
     if (typeof doc !== 'object' || Array.isArray(doc)) throw new ProxyConfigError(`${where}: expected a MeshConfig object, got ${describe(doc)}`);
     for (const key of Object.keys(doc)) {
-      if (!MESH_CONFIG_FIELDS.has(jsonName(key))) warnings.push(`mesh config file ${meshConfig.path}: unknown MeshConfig field ${JSON.stringify(key)} ignored`);
+      if (!MESH_CONFIG_FIELDS.has(jsonName(key)))
+        warnings.push(`mesh config file ${meshConfig.path}: unknown MeshConfig field ${JSON.stringify(key)} ignored`);
     }
     return applyProxyConfigOverlay(base, (doc as Record<string, unknown>)['defaultConfig'], 'defaultConfig');
   } catch (e) {

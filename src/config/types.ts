@@ -271,7 +271,13 @@ export interface LoadBalancerSettings {
 }
 
 export interface ConnectionPoolSettings {
-  tcp?: { maxConnections?: number; connectTimeout?: string; tcpKeepalive?: { probes?: number; time?: string; interval?: string }; maxConnectionDuration?: string; idleTimeout?: string };
+  tcp?: {
+    maxConnections?: number;
+    connectTimeout?: string;
+    tcpKeepalive?: { probes?: number; time?: string; interval?: string };
+    maxConnectionDuration?: string;
+    idleTimeout?: string;
+  };
   http?: {
     http1MaxPendingRequests?: number;
     http2MaxRequests?: number;
@@ -555,7 +561,10 @@ export interface TelemetrySpec {
   tracing?: Array<{
     match?: { mode?: string };
     providers?: TelemetryProviderRef[];
-    customTags?: Record<string, { literal?: { value?: string }; environment?: { name?: string; defaultValue?: string }; header?: { name?: string; defaultValue?: string } }>;
+    customTags?: Record<
+      string,
+      { literal?: { value?: string }; environment?: { name?: string; defaultValue?: string }; header?: { name?: string; defaultValue?: string } }
+    >;
     disableSpanReporting?: boolean;
     randomSamplingPercentage?: number;
     useRequestIdForTraceSampling?: boolean;

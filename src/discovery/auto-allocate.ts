@@ -82,7 +82,9 @@ export function autoAllocateIPs(services: readonly Service[]): Service[] {
 export function withAutoAllocatedIPs(services: readonly Service[]): Service[] {
   if (!services.some(needsAutoAllocation)) return [...services];
   const key = (s: Service) => `${s.namespace}/${s.hostname}`;
-  const order = services.map((_, i) => i).sort((a, b) => services[a]!.creationTime - services[b]!.creationTime || key(services[a]!).localeCompare(key(services[b]!)));
+  const order = services
+    .map((_, i) => i)
+    .sort((a, b) => services[a]!.creationTime - services[b]!.creationTime || key(services[a]!).localeCompare(key(services[b]!)));
   const allocated = autoAllocateIPs(order.map((i) => services[i]!));
   const out = [...services];
   order.forEach((i, k) => (out[i] = allocated[k]!));

@@ -56,7 +56,11 @@ export function parseNodeMetadata(raw: Record<string, unknown>): NodeMetadata {
   // ISTIO_VERSION is what Istio's agent sends; MESH_VERSION is this mesh's spelling.
   set('meshVersion', str(raw['MESH_VERSION']) ?? str(raw['ISTIO_VERSION']));
   set('interceptionMode', str(raw['INTERCEPTION_MODE']));
-  if (ips) md.instanceIps = ips.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (ips)
+    md.instanceIps = ips
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '');
   set('workloadName', str(raw['WORKLOAD_NAME']));
   set('serviceAccount', str(raw['SERVICE_ACCOUNT']));
   set('dnsCapture', bool(raw['DNS_CAPTURE']));

@@ -12,7 +12,13 @@ import type { Endpoint, Proxy, Service, ServicePort } from './model';
 import { DestinationRuleIndex, type MergedDestinationRule } from './push/destinationrule';
 import { explainNoGatewayListeners, mergeGateways, selectGateways, type MergedGateway } from './push/gateway';
 import { policiesForWorkload } from './push/policies';
-import { composePeerAuthentication, NamespaceMtlsModes, peerAuthenticationsFor, type MergedPeerAuthentication, type MutualTlsMode } from './push/peer-authentication';
+import {
+  composePeerAuthentication,
+  NamespaceMtlsModes,
+  peerAuthenticationsFor,
+  type MergedPeerAuthentication,
+  type MutualTlsMode,
+} from './push/peer-authentication';
 import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
 import { byAge, isExportedTo } from './push/visibility';
@@ -254,7 +260,10 @@ export class PushContext {
     if (k !== undefined) return k;
     const scope = this.sidecarOf(proxy);
     const keys = proxy.type === 'router' ? Object.keys(proxy.labels).sort() : this.selectorLabelKeys();
-    const labels = keys.filter((l) => proxy.labels[l] !== undefined).map((l) => `${l}=${proxy.labels[l]}`).join(',');
+    const labels = keys
+      .filter((l) => proxy.labels[l] !== undefined)
+      .map((l) => `${l}=${proxy.labels[l]}`)
+      .join(',');
     // the interception mode shapes the virtual listeners (TPROXY makes them transparent)
     // and whether it is given auto-allocated ServiceEntry addresses (NDS answers, TCP listener addresses)
     const auto = usesAutoAllocatedIPs(proxy, this.options.ipAutoallocate) ? 'auto' : '';
@@ -278,8 +287,11 @@ export class PushContext {
   private selectorLabelKeys(): readonly string[] {
     if (!this.labelKeysUsed) {
       const keys = new Set<string>();
-      for (const v of this.cfg.virtualServices) for (const h of v.spec.http ?? []) for (const m of h.match ?? []) for (const l of Object.keys(m.sourceLabels ?? {})) keys.add(l);
-      for (const v of this.cfg.virtualServices) for (const t of [...(v.spec.tcp ?? []), ...(v.spec.tls ?? [])]) for (const m of t.match ?? []) for (const l of Object.keys(m.sourceLabels ?? {})) keys.add(l);
+      for (const v of this.cfg.virtualServices)
+        for (const h of v.spec.http ?? []) for (const m of h.match ?? []) for (const l of Object.keys(m.sourceLabels ?? {})) keys.add(l);
+      for (const v of this.cfg.virtualServices)
+        for (const t of [...(v.spec.tcp ?? []), ...(v.spec.tls ?? [])])
+          for (const m of t.match ?? []) for (const l of Object.keys(m.sourceLabels ?? {})) keys.add(l);
       for (const r of this.cfg.destinationRules.all()) for (const l of Object.keys(r.workloadSelector ?? {})) keys.add(l);
       this.labelKeysUsed = [...keys].sort();
     }
@@ -433,7 +445,8 @@ export class PushContext {
   private sidecarOf(proxy: Proxy): Config<'Sidecar'> | undefined {
     if (proxy.type !== 'sidecar') return undefined;
     let s = this.selectedSidecars.get(proxy);
-    if (s === undefined) this.selectedSidecars.set(proxy, (s = selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) ?? null));
+    if (s === undefined)
+      this.selectedSidecars.set(proxy, (s = selectSidecar(this.cfg.sidecars, proxy.namespace, proxy.labels, this.options.rootNamespace) ?? null));
     return s ?? undefined;
   }
 

@@ -70,7 +70,9 @@ export function forEachEntryNames(
   apply: (names: Set<string>, v4: string[], v6: string[]) => void,
 ): void {
   for (const [hostname, ni] of Object.entries(table)) {
-    const names = ORCHESTRATOR_REGISTRIES.has(ni.registry) ? altHosts(hostname, ni, p) : new Set([hostname.endsWith('.') ? hostname : `${hostname}.`]);
+    const names = ORCHESTRATOR_REGISTRIES.has(ni.registry)
+      ? altHosts(hostname, ni, p)
+      : new Set([hostname.endsWith('.') ? hostname : `${hostname}.`]);
     const v4 = ni.ips.filter(isIPv4);
     const v6 = ni.ips.filter((ip) => !isIPv4(ip) && isIPv6(ip));
     if (v4.length === 0 && v6.length === 0) continue;
@@ -85,8 +87,16 @@ export function buildLookupTable(table: Readonly<Record<string, NameEntry>>, p: 
     for (const n of names) {
       const h = n.toLowerCase();
       t.allHosts.add(h);
-      if (v4.length > 0) t.name4.set(h, v4.map((ip) => aRecord(h, ip, DEFAULT_TTL)));
-      if (v6.length > 0) t.name6.set(h, v6.map((ip) => aaaaRecord(h, ip, DEFAULT_TTL)));
+      if (v4.length > 0)
+        t.name4.set(
+          h,
+          v4.map((ip) => aRecord(h, ip, DEFAULT_TTL)),
+        );
+      if (v6.length > 0)
+        t.name6.set(
+          h,
+          v6.map((ip) => aaaaRecord(h, ip, DEFAULT_TTL)),
+        );
       if (first !== undefined) {
         // only the first search domain: resolvers walk the list in order
         let expanded = (h + first).toLowerCase();

@@ -16,7 +16,24 @@ import { registerScope } from '../lib/log';
 import { buildLookupTable, lookupHost, roundRobin, type LookupTable, type NameEntry } from './lookup-table';
 import { dnsRequests, dnsUpstreamFailures, dnsUpstreamRequestDuration, dnsUpstreamRequests } from './metrics';
 import { parseResolvConf } from './resolv-conf';
-import { decodeHeader, decodeMessage, DnsWireError, ednsUdpSize, encodeMessage, HEADER_SIZE, headerCounts, MAX_MSG_SIZE, MIN_MSG_SIZE, OPCODE_NOTIFY, OPCODE_QUERY, RCODE, replyTo, type Header, type Message, type SectionCounts } from './wire';
+import {
+  decodeHeader,
+  decodeMessage,
+  DnsWireError,
+  ednsUdpSize,
+  encodeMessage,
+  HEADER_SIZE,
+  headerCounts,
+  MAX_MSG_SIZE,
+  MIN_MSG_SIZE,
+  OPCODE_NOTIFY,
+  OPCODE_QUERY,
+  RCODE,
+  replyTo,
+  type Header,
+  type Message,
+  type SectionCounts,
+} from './wire';
 import { joinHostPort, splitHostPort } from '../lib/hostport';
 
 const log = registerScope('dns', 'mesh DNS proxy');
@@ -134,7 +151,12 @@ export class LocalDnsServer {
       this.bindAddresses = [joinHostPort(host === 'localhost' ? '127.0.0.1' : host, port)];
     }
     this.timeoutMs = o.upstreamTimeoutMs ?? UPSTREAM_TIMEOUT_MS;
-    log.debug('initialized DNS', { search: this.search.join(','), servers: this.upstreams.join(','), ndots: String(rc.options.ndots), unknown: rc.unknown.join(',') });
+    log.debug('initialized DNS', {
+      search: this.search.join(','),
+      servers: this.upstreams.join(','),
+      ndots: String(rc.options.ndots),
+      unknown: rc.unknown.join(','),
+    });
   }
 
   /** Binds UDP and TCP on every address; rejects (after closing what was bound) when one cannot be bound. */
@@ -345,13 +367,15 @@ export class LocalDnsServer {
         if (pending.length < 2 + len) break;
         const msg = pending.subarray(2, 2 + len);
         pending = pending.subarray(2 + len);
-        chain = chain.then(async () => {
-          const out = await this.serve('tcp', Buffer.from(msg));
-          if (!out || s.destroyed) return;
-          const head = Buffer.alloc(2);
-          head.writeUInt16BE(out.length);
-          s.write(Buffer.concat([head, out]));
-        }).catch(logUnexpected('tcp'));
+        chain = chain
+          .then(async () => {
+            const out = await this.serve('tcp', Buffer.from(msg));
+            if (!out || s.destroyed) return;
+            const head = Buffer.alloc(2);
+            head.writeUInt16BE(out.length);
+            s.write(Buffer.concat([head, out]));
+          })
+          .catch(logUnexpected('tcp'));
       }
     });
   }
@@ -359,7 +383,7 @@ export class LocalDnsServer {
 
 /** The last guard of a listener: what escapes it is a bug of the proxy, logged, never the end of the process. */
 function logUnexpected(protocol: Protocol): (e: unknown) => void {
-  return (e) => log.error(`${protocol} DNS request failed: ${e instanceof Error ? e.stack ?? e.message : String(e)}`);
+  return (e) => log.error(`${protocol} DNS request failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
 }
 
 /** An upstream's answer: as received, and decoded (an answer that does not decode is a failed exchange). */

@@ -216,7 +216,7 @@ export function formatIpv6(b: Buffer): string {
   for (let i = 0; i < 16; i += 2) g.push(b.readUInt16BE(i));
   let best = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (g[i] !== 0) {
       i++;
       continue;
@@ -510,7 +510,19 @@ export function replyTo(req: Message, rcode: number = RCODE.NOERROR): Message {
 /** A query for one name (tests and tools). */
 export function query(id: number, name: string, type: number, o: { udpSize?: number; recursionDesired?: boolean } = {}): Message {
   return {
-    header: { id, response: false, opcode: OPCODE_QUERY, authoritative: false, truncated: false, recursionDesired: o.recursionDesired ?? true, recursionAvailable: false, zero: false, authenticatedData: false, checkingDisabled: false, rcode: 0 },
+    header: {
+      id,
+      response: false,
+      opcode: OPCODE_QUERY,
+      authoritative: false,
+      truncated: false,
+      recursionDesired: o.recursionDesired ?? true,
+      recursionAvailable: false,
+      zero: false,
+      authenticatedData: false,
+      checkingDisabled: false,
+      rcode: 0,
+    },
     questions: [{ name, type, class: CLASS_INET }],
     answers: [],
     authorities: [],

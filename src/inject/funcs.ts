@@ -169,7 +169,10 @@ export function injectionFuncs(environment: Readonly<Record<string, string | und
     },
     omit: (dict, ...keys) => {
       const drop = new Set(keys.map(strval));
-      return new GoMap<string>([...asStringMap(dict)].filter(([k]) => !drop.has(k)), '');
+      return new GoMap<string>(
+        [...asStringMap(dict)].filter(([k]) => !drop.has(k)),
+        '',
+      );
     },
     strdict: (...kv) => {
       const out = new GoMap<string>(null, '');

@@ -349,7 +349,11 @@ function runTemplate(params: InjectionParameters): { merged: JsonObject; templat
       throw e;
     }
     // With native sidecars the template puts the proxy in initContainers; move a user-customized proxy there too.
-    if (nativeSidecarsEnabled(params, merged) && findContainer(PROXY_CONTAINER, containers(template, 'initContainers')) && findContainer(PROXY_CONTAINER, containers(merged, 'containers'))) {
+    if (
+      nativeSidecarsEnabled(params, merged) &&
+      findContainer(PROXY_CONTAINER, containers(template, 'initContainers')) &&
+      findContainer(PROXY_CONTAINER, containers(merged, 'containers'))
+    ) {
       merged = clone(merged);
       const proxy = findContainer(PROXY_CONTAINER, containers(merged, 'containers'))!;
       spec(merged).containers = containers(merged, 'containers').filter((c) => c !== proxy);
@@ -358,7 +362,8 @@ function runTemplate(params: InjectionParameters): { merged: JsonObject; templat
     try {
       merged = applyOverlayYaml(merged, out);
     } catch (e) {
-      if (e instanceof InjectionError) throw new InjectionError(`failed parsing generated injected YAML (check mesh sidecar injector configuration): ${e.message}`);
+      if (e instanceof InjectionError)
+        throw new InjectionError(`failed parsing generated injected YAML (check mesh sidecar injector configuration): ${e.message}`);
       throw e;
     }
   }
@@ -422,7 +427,9 @@ function adjustInitContainerUser(finalPod: JsonObject, original: JsonObject, pc:
   const user = findContainerInPod(PROXY_CONTAINER, original);
   const sc = user?.securityContext as JsonObject | undefined;
   if (!user || !sc || (sc.runAsUser === undefined && sc.runAsGroup === undefined)) return;
-  const init = findContainer(INIT_CONTAINER, containers(finalPod, 'initContainers')) ?? findContainer(VALIDATION_CONTAINER, containers(finalPod, 'initContainers'));
+  const init =
+    findContainer(INIT_CONTAINER, containers(finalPod, 'initContainers')) ??
+    findContainer(VALIDATION_CONTAINER, containers(finalPod, 'initContainers'));
   if (!init) return;
   const tproxy = pc.interceptionMode === 'TPROXY' || annotations(finalPod)[ANNOTATION.interceptionMode] === 'TPROXY';
   if (tproxy && sc.runAsUser !== undefined) {
@@ -506,7 +513,11 @@ function mergeOrAppendProbers(previouslyInjected: boolean, env: JsonObject[], pr
   try {
     const existing = JSON.parse(String(env[i]!.value)) as Record<string, unknown>;
     const merged = { ...(JSON.parse(probers) as Record<string, unknown>), ...existing };
-    const sorted = Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
+    const sorted = Object.fromEntries(
+      Object.keys(merged)
+        .sort()
+        .map((k) => [k, merged[k]]),
+    );
     const out = [...env];
     out[i] = { name: APP_PROBERS_ENV, value: goJsonText(sorted as Json) };
     return out;
@@ -531,7 +542,9 @@ function reorderPod(pod: JsonObject, params: InjectionParameters): void {
   let mc = params.meshConfig;
   const pca = annotations(params.pod)[ANNOTATION.proxyConfig];
   if (pca !== undefined) mc = applyProxyConfigAnnotation(mc, pca);
-  const hold = mc.defaultConfig.holdApplicationUntilProxyStarts === true || dig(params.values.map, 'global', 'proxy', 'holdApplicationUntilProxyStarts') === true;
+  const hold =
+    mc.defaultConfig.holdApplicationUntilProxyStarts === true ||
+    dig(params.values.map, 'global', 'proxy', 'holdApplicationUntilProxyStarts') === true;
   const s = spec(pod);
   s.containers = modifyContainers(containers(pod, 'containers'), PROXY_CONTAINER, hold ? 'first' : 'last');
   let ics = containers(pod, 'initContainers');
@@ -576,7 +589,8 @@ export function injectPod(params: InjectionParameters): JsonObject {
   try {
     ({ merged, template } = runTemplate(params));
   } catch (e) {
-    if (e instanceof Error && !(e instanceof TypeError) && !(e instanceof RangeError)) throw new InjectionError(`failed to run injection template: ${e.message}`);
+    if (e instanceof Error && !(e instanceof TypeError) && !(e instanceof RangeError))
+      throw new InjectionError(`failed to run injection template: ${e.message}`);
     throw e;
   }
   let pod = reapplyOverwrittenContainers(clone(merged), params.pod, template, params.proxyConfig);

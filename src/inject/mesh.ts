@@ -8,16 +8,7 @@ import { splitHostPort } from '../lib/hostport';
 
 export class MeshConfigError extends Error {}
 
-type FieldKind =
-  | 'string'
-  | 'int'
-  | 'duration'
-  | 'boolValue'
-  | 'int32Value'
-  | 'stringMap'
-  | 'stringList'
-  | 'message'
-  | { enum: readonly string[] };
+type FieldKind = 'string' | 'int' | 'duration' | 'boolValue' | 'int32Value' | 'stringMap' | 'stringList' | 'message' | { enum: readonly string[] };
 
 const AUTH_POLICY = ['NONE', 'MUTUAL_TLS'] as const;
 const AUTH_POLICY_VALUES: Record<number, string> = { 0: 'NONE', 1: 'MUTUAL_TLS', 1000: 'INHERIT' };
@@ -145,7 +136,8 @@ function fieldValue(key: string, kind: FieldKind, v: unknown, path: string): unk
       if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new MeshConfigError(`${where}: expected a list of strings`);
       return [...v];
     case 'message':
-      if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new MeshConfigError(`${where}: expected an object, got ${JSON.stringify(v)}`);
+      if (typeof v !== 'object' || v === null || Array.isArray(v))
+        throw new MeshConfigError(`${where}: expected an object, got ${JSON.stringify(v)}`);
       return v;
   }
 }
@@ -307,7 +299,8 @@ export function validateProxyConfig(pc: ProxyConfig): string[] {
     if (e) errs.push(`invalid statsd udp address "${pc.statsdUdpAddress}": ${e}`);
   }
   if (!validPort(pc.proxyAdminPort ?? 0)) errs.push(`invalid proxy admin port: port number ${pc.proxyAdminPort ?? 0} must be in the range 1..65535`);
-  if (!AUTH_POLICY.includes((pc.controlPlaneAuthPolicy ?? 'NONE') as never)) errs.push(`invalid authentication policy: unrecognized control plane auth policy "${pc.controlPlaneAuthPolicy}"`);
+  if (!AUTH_POLICY.includes((pc.controlPlaneAuthPolicy ?? 'NONE') as never))
+    errs.push(`invalid authentication policy: unrecognized control plane auth policy "${pc.controlPlaneAuthPolicy}"`);
   if (!validPort(pc.statusPort ?? 0)) errs.push(`invalid status port: port number ${pc.statusPort ?? 0} must be in the range 1..65535`);
   return errs;
 }
@@ -350,7 +343,8 @@ export function readMeshConfig(text: string, where: string): MeshConfig {
   }
   const mc = defaultMeshConfig();
   if (doc === null || doc === undefined) return mc;
-  if (typeof doc !== 'object' || Array.isArray(doc)) throw new MeshConfigError(`${where}: failed to convert to proto.: mesh config must be a mapping`);
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw new MeshConfigError(`${where}: failed to convert to proto.: mesh config must be a mapping`);
   const raw = doc as Record<string, unknown>;
   const str = (k: string): string | undefined => {
     const v = raw[k];
@@ -369,12 +363,14 @@ export function readMeshConfig(text: string, where: string): MeshConfig {
   mc.proxyListenPort = int('proxyListenPort') ?? mc.proxyListenPort;
   mc.proxyInboundListenPort = int('proxyInboundListenPort') ?? mc.proxyInboundListenPort;
   if (raw.enablePrometheusMerge !== undefined && raw.enablePrometheusMerge !== null) {
-    if (typeof raw.enablePrometheusMerge !== 'boolean') throw new MeshConfigError(`${where}: failed to convert to proto.: enablePrometheusMerge: expected a boolean`);
+    if (typeof raw.enablePrometheusMerge !== 'boolean')
+      throw new MeshConfigError(`${where}: failed to convert to proto.: enablePrometheusMerge: expected a boolean`);
     mc.enablePrometheusMerge = raw.enablePrometheusMerge;
   }
   const itp = raw.inboundTrafficPolicy as { mode?: unknown } | undefined;
   if (itp && typeof itp === 'object' && itp.mode !== undefined) {
-    if (itp.mode !== 'PASSTHROUGH' && itp.mode !== 'LOCALHOST') throw new MeshConfigError(`${where}: failed to convert to proto.: inboundTrafficPolicy.mode: invalid value ${JSON.stringify(itp.mode)}`);
+    if (itp.mode !== 'PASSTHROUGH' && itp.mode !== 'LOCALHOST')
+      throw new MeshConfigError(`${where}: failed to convert to proto.: inboundTrafficPolicy.mode: invalid value ${JSON.stringify(itp.mode)}`);
     mc.inboundTrafficPolicyMode = itp.mode;
   }
   try {

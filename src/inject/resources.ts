@@ -129,7 +129,12 @@ export interface PodInjectionExtras {
  * Injects one pod whose injection is decided (injectRequired): the one path `meshctl orch-inject` and the
  * daemon's injection webhook both take. `opts.meshConfig` is already podMeshConfig's.
  */
-export function injectWorkloadPod(pod: JsonObject, deploy: NamespacedName, typeMeta: TypeMeta, opts: Omit<ResourceInjection, 'warn'> & PodInjectionExtras): JsonObject {
+export function injectWorkloadPod(
+  pod: JsonObject,
+  deploy: NamespacedName,
+  typeMeta: TypeMeta,
+  opts: Omit<ResourceInjection, 'warn'> & PodInjectionExtras,
+): JsonObject {
   return injectPod({
     pod,
     deployMeta: deploy,
@@ -166,13 +171,21 @@ export function injectObject(kind: string, obj: JsonObject, opts: ResourceInject
   const fullName = h.deploy.namespace ? `${h.deploy.namespace}/${name}` : name;
   const kindName = h.typeMeta.kind;
   if (podSpec.hostNetwork === true) {
-    opts.warn(kindName ? `===> Skipping injection because ${kindName} ${quote(fullName)} has host networking enabled\n` : `===> Skipping injection because ${quote(fullName)} has host networking enabled\n`);
+    opts.warn(
+      kindName
+        ? `===> Skipping injection because ${kindName} ${quote(fullName)} has host networking enabled\n`
+        : `===> Skipping injection because ${quote(fullName)} has host networking enabled\n`,
+    );
     return obj;
   }
   const pod = normalizePod({ metadata, spec: podSpec });
   const meshConfig = podMeshConfig(opts.meshConfig, pod);
   if (!injectRequired({ policy: 'enabled' }, pod)) {
-    opts.warn(kindName ? `===> Skipping injection because ${kindName} ${quote(fullName)} has sidecar injection disabled\n` : `===> Skipping injection because ${quote(fullName)} has sidecar injection disabled\n`);
+    opts.warn(
+      kindName
+        ? `===> Skipping injection because ${kindName} ${quote(fullName)} has sidecar injection disabled\n`
+        : `===> Skipping injection because ${quote(fullName)} has sidecar injection disabled\n`,
+    );
     return obj;
   }
   const injected = injectWorkloadPod(pod, h.deploy, h.typeMeta, { ...opts, meshConfig });

@@ -36,7 +36,8 @@ function prefixError(cidr: string): string | undefined {
   const isV4 = !!v4 && v4.slice(1).every((o) => Number(o) <= 255 && !(o.length > 1 && o.startsWith('0')));
   const isV6 = !isV4 && addr.includes(':') && /^[0-9a-fA-F:.]+$/.test(addr);
   if (!isV4 && !isV6) return `netip.ParsePrefix(${JSON.stringify(cidr)}): ParseAddr(${JSON.stringify(addr)}): unable to parse IP`;
-  if (!/^\d+$/.test(bits) || (bits.length > 1 && bits.startsWith('0'))) return `netip.ParsePrefix(${JSON.stringify(cidr)}): bad bits after slash: ${JSON.stringify(bits)}`;
+  if (!/^\d+$/.test(bits) || (bits.length > 1 && bits.startsWith('0')))
+    return `netip.ParsePrefix(${JSON.stringify(cidr)}): bad bits after slash: ${JSON.stringify(bits)}`;
   if (Number(bits) > (isV4 ? 32 : 128)) return `netip.ParsePrefix(${JSON.stringify(cidr)}): prefix length out of range`;
   return undefined;
 }
@@ -61,7 +62,8 @@ function bool(v: string): string | undefined {
 }
 
 const CHECKS: Readonly<Record<string, Check>> = {
-  'sidecar.mesh.io/interceptionMode': (m) => (['REDIRECT', 'TPROXY', 'NONE'].includes(m) ? undefined : `interceptionMode invalid, use REDIRECT,TPROXY,NONE: ${m}`),
+  'sidecar.mesh.io/interceptionMode': (m) =>
+    ['REDIRECT', 'TPROXY', 'NONE'].includes(m) ? undefined : `interceptionMode invalid, use REDIRECT,TPROXY,NONE: ${m}`,
   'status.sidecar.mesh.io/port': (p) => {
     const e = parsePort(p);
     return e ? `excludeInboundPorts invalid: ${e}` : undefined;

@@ -84,7 +84,16 @@ export class ProxyConfigView extends GoStruct {
     super();
     this[PROXY_CONFIG_JSON] = pc;
     const self = this as unknown as Record<string, unknown>;
-    for (const k of ['configPath', 'binaryPath', 'serviceCluster', 'discoveryAddress', 'statsdUdpAddress', 'customConfigFile', 'proxyBootstrapTemplatePath', 'meshId']) {
+    for (const k of [
+      'configPath',
+      'binaryPath',
+      'serviceCluster',
+      'discoveryAddress',
+      'statsdUdpAddress',
+      'customConfigFile',
+      'proxyBootstrapTemplatePath',
+      'meshId',
+    ]) {
       self[capitalize(k)] = (pc[k] as string) ?? '';
     }
     for (const k of ['proxyAdminPort', 'statNameLength', 'statusPort']) self[capitalize(k)] = BigInt((pc[k] as number) ?? 0);

@@ -2,13 +2,7 @@
 // calls is the order of rules in each chain, so it follows Istio's configurator step by step.
 
 import type { CaptureRuleConfig } from './config';
-import {
-  AGENT_DNS_PORT,
-  Chain,
-  INBOUND_PASSTHROUGH_SOURCE,
-  IPV6_LOOPBACK_CIDR,
-  OUTBOUND_MARK,
-} from './constants';
+import { AGENT_DNS_PORT, Chain, INBOUND_PASSTHROUGH_SOURCE, IPV6_LOOPBACK_CIDR, OUTBOUND_MARK } from './constants';
 import { formatCidr, isLoopback, parseCidr } from './ip';
 import { splitList } from './lists';
 import { RuleSet, VERSIONED, toRestoreText, type FamilyRules } from './rules';
@@ -90,8 +84,7 @@ export function buildCaptureRules(cfg: CaptureRuleConfig): FamilyRules {
   }
 
   // Connections the proxy makes from 127.0.0.6 / ::6 are its inbound passthrough to the app.
-  rs.appendVersioned(INBOUND_PASSTHROUGH_SOURCE.v4, INBOUND_PASSTHROUGH_SOURCE.v6, 'nat', Chain.OUTPUT,
-    '-o', 'lo', '-s', VERSIONED, '-j', 'RETURN');
+  rs.appendVersioned(INBOUND_PASSTHROUGH_SOURCE.v4, INBOUND_PASSTHROUGH_SOURCE.v6, 'nat', Chain.OUTPUT, '-o', 'lo', '-s', VERSIONED, '-j', 'RETURN');
 
   for (const uid of splitList(cfg.proxyUID)) {
     addProxyOwnerRules(rs, cfg, '--uid-owner', uid, { redirectDNS, loopbackIncluded, dnsSafeRedirect: redirectDNS });
@@ -133,9 +126,23 @@ function addInboundCapture(rs: RuleSet, cfg: CaptureRuleConfig): void {
     // where TPROXY hands them to the proxy's inbound listener.
     rs.append('mangle', Chain.DIVERT, '-j', 'MARK', '--set-mark', cfg.inboundTProxyMark);
     rs.append('mangle', Chain.DIVERT, '-j', 'ACCEPT');
-    rs.appendVersioned(cfg.hostIPv4LoopbackCidr, IPV6_LOOPBACK_CIDR, 'mangle', Chain.TPROXY,
-      '!', '-d', VERSIONED, '-p', 'tcp', '-j', 'TPROXY',
-      '--tproxy-mark', `${cfg.inboundTProxyMark}/0xffffffff`, '--on-port', cfg.inboundCapturePort);
+    rs.appendVersioned(
+      cfg.hostIPv4LoopbackCidr,
+      IPV6_LOOPBACK_CIDR,
+      'mangle',
+      Chain.TPROXY,
+      '!',
+      '-d',
+      VERSIONED,
+      '-p',
+      'tcp',
+      '-j',
+      'TPROXY',
+      '--tproxy-mark',
+      `${cfg.inboundTProxyMark}/0xffffffff`,
+      '--on-port',
+      cfg.inboundCapturePort,
+    );
   }
   rs.append(table, 'PREROUTING', '-p', 'tcp', '-j', Chain.INBOUND);
 
@@ -171,8 +178,26 @@ function addProxyOwnerRules(
   const portMatch = opts.dnsSafeRedirect
     ? ['-m', 'multiport', '!', '--dports', `53,${cfg.inboundTunnelPort}`]
     : ['!', '--dport', cfg.inboundTunnelPort];
-  rs.appendVersioned(cfg.hostIPv4LoopbackCidr, IPV6_LOOPBACK_CIDR, 'nat', Chain.OUTPUT,
-    '-o', 'lo', '!', '-d', VERSIONED, '-p', 'tcp', ...portMatch, '-m', 'owner', ownerFlag, owner, '-j', Chain.IN_REDIRECT);
+  rs.appendVersioned(
+    cfg.hostIPv4LoopbackCidr,
+    IPV6_LOOPBACK_CIDR,
+    'nat',
+    Chain.OUTPUT,
+    '-o',
+    'lo',
+    '!',
+    '-d',
+    VERSIONED,
+    '-p',
+    'tcp',
+    ...portMatch,
+    '-m',
+    'owner',
+    ownerFlag,
+    owner,
+    '-j',
+    Chain.IN_REDIRECT,
+  );
 
   // Apps reaching themselves over loopback by pod address are not redirected, unless loopback was
   // explicitly included. DNS over TCP to a local resolver still needs capturing, hence the 53 carve-out.
@@ -266,8 +291,7 @@ function addDnsConntrackZones(rs: RuleSet, cfg: CaptureRuleConfig): void {
 
 function addOutboundInclude(rs: RuleSet, cfg: CaptureRuleConfig, range: NetworkRange, family: 4 | 6): void {
   const append = (...p: string[]) => (family === 4 ? rs.appendV4('nat', Chain.OUTPUT, ...p) : rs.appendV6('nat', Chain.OUTPUT, ...p));
-  const insertPrerouting = (...p: string[]) =>
-    family === 4 ? rs.insertV4('nat', 'PREROUTING', 1, ...p) : rs.insertV6('nat', 'PREROUTING', 1, ...p);
+  const insertPrerouting = (...p: string[]) => (family === 4 ? rs.insertV4('nat', 'PREROUTING', 1, ...p) : rs.insertV6('nat', 'PREROUTING', 1, ...p));
   const nics = splitList(cfg.rerouteVirtualInterfaces);
   if (range.isWildcard) {
     append('-j', Chain.REDIRECT);
@@ -287,10 +311,32 @@ function addTproxyMarks(rs: RuleSet, cfg: CaptureRuleConfig): void {
   // Already-marked proxy → app traffic must not be marked again.
   rs.append('mangle', 'OUTPUT', '-p', 'tcp', '-o', 'lo', '-m', 'mark', '--mark', mark, '-j', 'RETURN');
   // Proxy outbound → proxy inbound over loopback (app calling its own VIP) gets the outbound mark.
-  for (const [flag, ids] of [['--uid-owner', cfg.proxyUID], ['--gid-owner', cfg.proxyGID]] as const) {
+  for (const [flag, ids] of [
+    ['--uid-owner', cfg.proxyUID],
+    ['--gid-owner', cfg.proxyGID],
+  ] as const) {
     for (const id of splitList(ids)) {
-      rs.appendVersioned(cfg.hostIPv4LoopbackCidr, IPV6_LOOPBACK_CIDR, 'mangle', 'OUTPUT',
-        '!', '-d', VERSIONED, '-p', 'tcp', '-o', 'lo', '-m', 'owner', flag, id, '-j', 'MARK', '--set-mark', OUTBOUND_MARK);
+      rs.appendVersioned(
+        cfg.hostIPv4LoopbackCidr,
+        IPV6_LOOPBACK_CIDR,
+        'mangle',
+        'OUTPUT',
+        '!',
+        '-d',
+        VERSIONED,
+        '-p',
+        'tcp',
+        '-o',
+        'lo',
+        '-m',
+        'owner',
+        flag,
+        id,
+        '-j',
+        'MARK',
+        '--set-mark',
+        OUTBOUND_MARK,
+      );
     }
   }
   // Replies from the workload carry the connection mark back so the TPROXY policy route applies.

@@ -117,7 +117,10 @@ export class Configurator {
   async run(): Promise<void> {
     const rules = buildCaptureRules(this.cfg);
     const families: Family[] = [];
-    for (const [family, list] of [[4, rules.v4], [6, rules.v6]] as const) {
+    for (const [family, list] of [
+      [4, rules.v4],
+      [6, rules.v6],
+    ] as const) {
       const f = await this.loadFamily(family, list);
       if (f) families.push(f);
     }
@@ -144,7 +147,10 @@ export class Configurator {
   async verify(): Promise<string[]> {
     const rules = buildCaptureRules(this.cfg);
     const problems: string[] = [];
-    for (const [family, list] of [[4, rules.v4], [6, rules.v6]] as const) {
+    for (const [family, list] of [
+      [4, rules.v4],
+      [6, rules.v6],
+    ] as const) {
       if (list.length === 0) continue;
       const f = await this.loadFamily(family, list);
       if (!f) continue;

@@ -205,7 +205,10 @@ export class RealDependencies implements Dependencies {
       failures.push(this.failure(bin, add));
       return undefined;
     }
-    await this.run(bin, PROBE_RULE.map((a) => (a === '-A' ? '-D' : a)));
+    await this.run(
+      bin,
+      PROBE_RULE.map((a) => (a === '-A' ? '-D' : a)),
+    );
     const m = /v([0-9]+(?:\.[0-9]+)+)/.exec(version.stdout);
     return {
       iptables: bin,

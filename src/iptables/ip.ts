@@ -88,7 +88,7 @@ export function formatIp(addr: IpAddr): string {
   // RFC 5952: compress the first longest run of two or more zero groups.
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;

@@ -94,7 +94,11 @@ export function chainsToCreate(rules: readonly Rule[]): Map<Table, string[]> {
  */
 export function toRestoreText(rules: readonly Rule[]): string {
   const byTable = new Map<Table, string[]>();
-  for (const [table, chains] of chainsToCreate(rules)) byTable.set(table, chains.map((c) => `-N ${c}`));
+  for (const [table, chains] of chainsToCreate(rules))
+    byTable.set(
+      table,
+      chains.map((c) => `-N ${c}`),
+    );
   for (const r of rules) byTable.set(r.table, [...(byTable.get(r.table) ?? []), r.params.join(' ')]);
   let text = '';
   for (const table of [...byTable.keys()].sort()) {

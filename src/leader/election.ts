@@ -232,7 +232,8 @@ export class LeaderElection {
       // wait.JitterUntil(retryPeriod, jitter 1.2), or until the lease as observed expires, if sooner.
       const jittered = this.timing.retryPeriodMs * (1 + Math.random() * 1.2);
       const record = this.observed?.record;
-      const expiresIn = record && record.holderIdentity !== '' ? this.observedAt + record.leaseDurationSeconds * 1000 - performance.now() + 20 : jittered;
+      const expiresIn =
+        record && record.holderIdentity !== '' ? this.observedAt + record.leaseDurationSeconds * 1000 - performance.now() + 20 : jittered;
       await this.sleep(Math.max(20, Math.min(jittered, expiresIn)));
     }
   }
@@ -287,7 +288,10 @@ export class LeaderElection {
     }
     if (!old) {
       try {
-        this.lease = (await this.o.client.request('POST', this.leasePath, { ...(signal ? { signal } : {}), body: this.leaseObject(record) })) as LeaseObject;
+        this.lease = (await this.o.client.request('POST', this.leasePath, {
+          ...(signal ? { signal } : {}),
+          body: this.leaseObject(record),
+        })) as LeaseObject;
       } catch (e) {
         log.warn(`error initially creating leader election record ${this.o.namespace}/${this.name}: ${(e as Error).message}`);
         return false;
@@ -305,7 +309,9 @@ export class LeaderElection {
     const held = oldRecord.holderIdentity !== '' && this.observedAt + oldRecord.leaseDurationSeconds * 1000 > performance.now();
     if (held && !this.isHolder()) {
       if (!this.o.perRevision && this.shouldSteal(oldRecord.holderKey)) {
-        log.info(`lock ${this.o.namespace}/${this.name} is held by ${oldRecord.holderIdentity} (${oldRecord.holderKey || 'no revision'}) and has not yet expired, but this daemon (${this.key}) takes it over`);
+        log.info(
+          `lock ${this.o.namespace}/${this.name} is held by ${oldRecord.holderIdentity} (${oldRecord.holderKey || 'no revision'}) and has not yet expired, but this daemon (${this.key}) takes it over`,
+        );
       } else {
         return false;
       }
@@ -317,7 +323,10 @@ export class LeaderElection {
       record.leaseTransitions = oldRecord.leaseTransitions + 1;
     }
     try {
-      this.lease = (await this.o.client.request('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, { ...(signal ? { signal } : {}), body: this.leaseObject(record, old) })) as LeaseObject;
+      this.lease = (await this.o.client.request('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, {
+        ...(signal ? { signal } : {}),
+        body: this.leaseObject(record, old),
+      })) as LeaseObject;
     } catch (e) {
       log.warn(`failed to update lock ${this.o.namespace}/${this.name}: ${(e as Error).message}`);
       return false;
@@ -377,7 +386,10 @@ export class LeaderElection {
       leaseTransitions: this.observed.record.leaseTransitions,
     };
     try {
-      await this.o.client.request('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, { ...{ signal: AbortSignal.timeout(2000) }, body: this.leaseObject(r, this.lease) });
+      await this.o.client.request('PUT', `${this.leasePath}/${encodeURIComponent(this.name)}`, {
+        ...{ signal: AbortSignal.timeout(2000) },
+        body: this.leaseObject(r, this.lease),
+      });
       log.info(`released leader lease ${this.o.namespace}/${this.name}`);
     } catch (e) {
       log.warn(`failed to release lock ${this.o.namespace}/${this.name}: ${(e as Error).message}`);

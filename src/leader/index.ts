@@ -7,7 +7,16 @@ import { ResourceInformer, type RawObject } from '../config/orch/informer';
 import { registerScope } from '../lib/log';
 import { type DefaultRevision, LeaderElection, type LeaderElectionOptions } from './election';
 
-export { DEFAULT_TTL_MS, ELECTIONS, HOLDER_KEY_ANNOTATION, LeaderElection, type LeaderElectionOptions, type LeaseTiming, type RunFunction, timingFor } from './election';
+export {
+  DEFAULT_TTL_MS,
+  ELECTIONS,
+  HOLDER_KEY_ANNOTATION,
+  LeaderElection,
+  type LeaderElectionOptions,
+  type LeaseTiming,
+  type RunFunction,
+  timingFor,
+} from './election';
 
 const log = registerScope('default');
 

@@ -52,8 +52,7 @@ export function parseEnvValue(spec: Pick<EnvVar, 'name' | 'type'>, raw: string):
         return parseDurationMs(raw);
       case 'F': {
         const n = Number(raw.trim());
-        if (raw.trim() === '' || !isFiniteNumber(n))
-          throw new Error(`strconv.ParseFloat: parsing ${goQuote(raw)}: invalid syntax`);
+        if (raw.trim() === '' || !isFiniteNumber(n)) throw new Error(`strconv.ParseFloat: parsing ${goQuote(raw)}: invalid syntax`);
         return n;
       }
     }
@@ -67,7 +66,10 @@ export function parseEnvValue(spec: Pick<EnvVar, 'name' | 'type'>, raw: string):
 /** Typed access to one program's environment variables. */
 export class EnvTable {
   private readonly byName: ReadonlyMap<string, EnvVar>;
-  constructor(specs: readonly EnvVar[], private readonly env: EnvVars) {
+  constructor(
+    specs: readonly EnvVar[],
+    private readonly env: EnvVars,
+  ) {
     this.byName = new Map(specs.map((s) => [s.name, s]));
   }
 

@@ -37,20 +37,23 @@ function shouldEscape(c: string, mode: Mode): boolean {
 
 /** Go's unescape: only its verdict matters here, so the text is returned decoded the simple way. */
 function unescape(s: string, mode: Mode): string {
-  for (let i = 0; i < s.length; ) {
+  for (let i = 0; i < s.length;) {
     const c = s[i]!;
     if (c === '%') {
       if (i + 2 >= s.length || !isHex(s[i + 1]!) || !isHex(s[i + 2]!)) throw new GoURLError(`invalid URL escape ${goQuote(s.slice(i, i + 3))}`);
       // RFC 3986 §3.2.2: in a host, %-escapes are for non-ASCII bytes only (and %25, the RFC 6874 zone separator)
-      if (mode === 'host' && parseInt(s[i + 1]!, 16) < 8 && s.slice(i, i + 3) !== '%25') throw new GoURLError(`invalid URL escape ${goQuote(s.slice(i, i + 3))}`);
+      if (mode === 'host' && parseInt(s[i + 1]!, 16) < 8 && s.slice(i, i + 3) !== '%25')
+        throw new GoURLError(`invalid URL escape ${goQuote(s.slice(i, i + 3))}`);
       if (mode === 'zone') {
         const v = parseInt(s.slice(i + 1, i + 3), 16);
-        if (s.slice(i, i + 3) !== '%25' && v !== 0x20 && shouldEscape(String.fromCharCode(v), 'host')) throw new GoURLError(`invalid URL escape ${goQuote(s.slice(i, i + 3))}`);
+        if (s.slice(i, i + 3) !== '%25' && v !== 0x20 && shouldEscape(String.fromCharCode(v), 'host'))
+          throw new GoURLError(`invalid URL escape ${goQuote(s.slice(i, i + 3))}`);
       }
       i += 3;
       continue;
     }
-    if ((mode === 'host' || mode === 'zone') && c.charCodeAt(0) < 0x80 && shouldEscape(c, mode)) throw new GoURLError(`invalid character ${goQuote(c)} in host name`);
+    if ((mode === 'host' || mode === 'zone') && c.charCodeAt(0) < 0x80 && shouldEscape(c, mode))
+      throw new GoURLError(`invalid character ${goQuote(c)} in host name`);
     i++;
   }
   try {

@@ -5,7 +5,13 @@ import { parse, parseAllDocuments, YAMLParseError, type Tags } from 'yaml';
 
 export class GoYamlParseError extends Error {}
 
-const DROPPED = new Set(['tag:yaml.org,2002:timestamp', 'tag:yaml.org,2002:binary', 'tag:yaml.org,2002:omap', 'tag:yaml.org,2002:pairs', 'tag:yaml.org,2002:set']);
+const DROPPED = new Set([
+  'tag:yaml.org,2002:timestamp',
+  'tag:yaml.org,2002:binary',
+  'tag:yaml.org,2002:omap',
+  'tag:yaml.org,2002:pairs',
+  'tag:yaml.org,2002:set',
+]);
 
 function customTags(tags: Tags): Tags {
   return tags

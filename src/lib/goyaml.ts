@@ -14,8 +14,28 @@ const BEST_INDENT = 2;
 
 const NULLS = new Set(['', '~', 'null', 'Null', 'NULL']);
 const BOOLS = new Set([
-  'y', 'Y', 'yes', 'Yes', 'YES', 'n', 'N', 'no', 'No', 'NO', 'true', 'True', 'TRUE', 'false', 'False', 'FALSE',
-  'on', 'On', 'ON', 'off', 'Off', 'OFF',
+  'y',
+  'Y',
+  'yes',
+  'Yes',
+  'YES',
+  'n',
+  'N',
+  'no',
+  'No',
+  'NO',
+  'true',
+  'True',
+  'TRUE',
+  'false',
+  'False',
+  'FALSE',
+  'on',
+  'On',
+  'ON',
+  'off',
+  'Off',
+  'OFF',
 ]);
 const FLOAT_WORDS = new Set(['.nan', '.NaN', '.NAN', '.inf', '.Inf', '.INF', '+.inf', '+.Inf', '+.INF', '-.inf', '-.Inf', '-.INF']);
 const YAML_FLOAT = /^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$/;
@@ -325,7 +345,23 @@ class Writer {
       const cp = c.codePointAt(0)!;
       if (!isPrintable(c) || cp === 0xfeff || isBreakChar(c) || c === '"' || c === '\\') {
         this.put('\\');
-        const named: Record<number, string> = { 0: '0', 7: 'a', 8: 'b', 9: 't', 10: 'n', 11: 'v', 12: 'f', 13: 'r', 0x1b: 'e', 0x22: '"', 0x5c: '\\', 0x85: 'N', 0xa0: '_', 0x2028: 'L', 0x2029: 'P' };
+        const named: Record<number, string> = {
+          0: '0',
+          7: 'a',
+          8: 'b',
+          9: 't',
+          10: 'n',
+          11: 'v',
+          12: 'f',
+          13: 'r',
+          0x1b: 'e',
+          0x22: '"',
+          0x5c: '\\',
+          0x85: 'N',
+          0xa0: '_',
+          0x2028: 'L',
+          0x2029: 'P',
+        };
         if (named[cp] !== undefined) this.put(named[cp]!);
         else if (cp <= 0xff) this.put('x' + cp.toString(16).toUpperCase().padStart(2, '0'));
         else if (cp <= 0xffff) this.put('u' + cp.toString(16).toUpperCase().padStart(4, '0'));

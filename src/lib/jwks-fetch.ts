@@ -45,7 +45,8 @@ export function fetchDocument(uri: string, o: FetchOptions): Promise<string> {
     return Promise.reject(new FetchError(`failed to parse ${JSON.stringify(uri)}`));
   }
   const secure = url.protocol === 'https:';
-  if (!secure && url.protocol !== 'http:') return Promise.reject(new FetchError(`unsupported URI scheme ${JSON.stringify(url.protocol.slice(0, -1))} in ${uri}`));
+  if (!secure && url.protocol !== 'http:')
+    return Promise.reject(new FetchError(`unsupported URI scheme ${JSON.stringify(url.protocol.slice(0, -1))} in ${uri}`));
   return new Promise<string>((resolveP, rejectP) => {
     // Istio's http.Client Timeout bounds the whole exchange, not just idle time.
     const timer = setTimeout(() => req.destroy(new FetchError(`timeout after ${o.timeoutMs}ms fetching ${uri}`)), o.timeoutMs);
@@ -85,7 +86,11 @@ export function fetchDocument(uri: string, o: FetchOptions): Promise<string> {
         if (status < 200 || status >= 300) {
           // Istio quotes the body and cuts it at 100 characters.
           const quoted = JSON.stringify(body);
-          reject(new FetchError(quoted.length > 100 ? `status ${status}, message ${quoted.slice(0, 100)}(truncated)` : `status ${status}, message ${quoted}`));
+          reject(
+            new FetchError(
+              quoted.length > 100 ? `status ${status}, message ${quoted.slice(0, 100)}(truncated)` : `status ${status}, message ${quoted}`,
+            ),
+          );
           return;
         }
         resolve(body);

@@ -68,7 +68,8 @@ export function globalReplacer(pattern: string, substitution: string): (s: strin
     const n = substitution.charCodeAt(i + 1);
     if (c === '\\' && n >= 48 && n <= 57) {
       const group = n - 48;
-      if (group > re.groupCount()) throw new Re2SyntaxError(`substitution '${substitution}' names group \\${group}, but the pattern has ${re.groupCount()}`);
+      if (group > re.groupCount())
+        throw new Re2SyntaxError(`substitution '${substitution}' names group \\${group}, but the pattern has ${re.groupCount()}`);
       if (lit) parts.push(lit);
       lit = '';
       parts.push(group);

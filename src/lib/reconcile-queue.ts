@@ -8,8 +8,18 @@ import { defineGauge, defineHistogram } from './metrics';
 // Istio's pkg/queue metrics (label queueID), published only with MESH_ENABLE_CONTROLLER_QUEUE_METRICS.
 const QUEUE_BUCKETS = [0.01, 0.1, 0.2, 0.5, 1, 3, 5];
 const depth = defineGauge<'queueID'>({ name: 'pilot_worker_queue_depth', help: 'Depth of the controller queues', labelNames: ['queueID'] });
-const latency = defineHistogram<'queueID'>({ name: 'pilot_worker_queue_latency', help: 'Latency before the item is processed', labelNames: ['queueID'], buckets: QUEUE_BUCKETS });
-const workDuration = defineHistogram<'queueID'>({ name: 'pilot_worker_queue_duration', help: 'Time taken to process an item', labelNames: ['queueID'], buckets: QUEUE_BUCKETS });
+const latency = defineHistogram<'queueID'>({
+  name: 'pilot_worker_queue_latency',
+  help: 'Latency before the item is processed',
+  labelNames: ['queueID'],
+  buckets: QUEUE_BUCKETS,
+});
+const workDuration = defineHistogram<'queueID'>({
+  name: 'pilot_worker_queue_duration',
+  help: 'Time taken to process an item',
+  labelNames: ['queueID'],
+  buckets: QUEUE_BUCKETS,
+});
 let metricsEnabled = false;
 
 /** MESH_ENABLE_CONTROLLER_QUEUE_METRICS (Istio's ISTIO_ENABLE_CONTROLLER_QUEUE_METRICS, default off). */

@@ -33,8 +33,20 @@ const RESOURCES: readonly Resource[] = [
   { group: 'rbac.authorization.k8s.io', version: 'v1', kind: 'ClusterRoleBinding', plural: 'clusterrolebindings', namespaced: false },
   { group: 'policy', version: 'v1', kind: 'PodDisruptionBudget', plural: 'poddisruptionbudgets', namespaced: true },
   { group: 'autoscaling', version: 'v2', kind: 'HorizontalPodAutoscaler', plural: 'horizontalpodautoscalers', namespaced: true },
-  { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'MutatingWebhookConfiguration', plural: 'mutatingwebhookconfigurations', namespaced: false },
-  { group: 'admissionregistration.k8s.io', version: 'v1', kind: 'ValidatingWebhookConfiguration', plural: 'validatingwebhookconfigurations', namespaced: false },
+  {
+    group: 'admissionregistration.k8s.io',
+    version: 'v1',
+    kind: 'MutatingWebhookConfiguration',
+    plural: 'mutatingwebhookconfigurations',
+    namespaced: false,
+  },
+  {
+    group: 'admissionregistration.k8s.io',
+    version: 'v1',
+    kind: 'ValidatingWebhookConfiguration',
+    plural: 'validatingwebhookconfigurations',
+    namespaced: false,
+  },
   { group: 'apiextensions.k8s.io', version: 'v1', kind: 'CustomResourceDefinition', plural: 'customresourcedefinitions', namespaced: false },
 ];
 
@@ -64,7 +76,9 @@ async function serverSideApply(client: OrchClient, o: Obj): Promise<void> {
       query: { fieldManager: FIELD_MANAGER, force: 'true' },
     });
   } catch (e) {
-    throw new CommandError(`failed to update resource with server-side apply for obj ${o.kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name}: ${(e as Error).message}`);
+    throw new CommandError(
+      `failed to update resource with server-side apply for obj ${o.kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name}: ${(e as Error).message}`,
+    );
   }
 }
 
@@ -147,7 +161,10 @@ export async function install(ctx: RunContext, plan: InstallPlan, o: { skipConfi
   const client = await meshctlOrchClient(ctx, 'install');
   try {
     if (!o.skipConfirmation) {
-      const ok = await confirm(ctx, `This will install the mesh ${buildInfo().version} profile ${JSON.stringify(plan.profile)} into the cluster. Proceed? (y/N)`);
+      const ok = await confirm(
+        ctx,
+        `This will install the mesh ${buildInfo().version} profile ${JSON.stringify(plan.profile)} into the cluster. Proceed? (y/N)`,
+      );
       if (!ok) {
         ctx.stdout.write('Cancelled.\n');
         return 1;
@@ -177,7 +194,19 @@ export async function install(ctx: RunContext, plan: InstallPlan, o: { skipConfi
 
 // ---------------------------------------------------------------------------------------------------------------
 
-const NAMESPACED_PRUNED = ['Deployment', 'DaemonSet', 'Service', 'ConfigMap', 'Pod', 'Secret', 'ServiceAccount', 'RoleBinding', 'Role', 'PodDisruptionBudget', 'HorizontalPodAutoscaler'];
+const NAMESPACED_PRUNED = [
+  'Deployment',
+  'DaemonSet',
+  'Service',
+  'ConfigMap',
+  'Pod',
+  'Secret',
+  'ServiceAccount',
+  'RoleBinding',
+  'Role',
+  'PodDisruptionBudget',
+  'HorizontalPodAutoscaler',
+];
 const CLUSTER_CP = ['MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration', 'ClusterRole', 'ClusterRoleBinding'];
 const ALL_CLUSTER = [...CLUSTER_CP, 'CustomResourceDefinition'];
 const NON_BASE = ['Pilot', 'IngressGateways', 'EgressGateways', 'Cni', 'Nodeproxy'];

@@ -199,7 +199,12 @@ export const uninstallCommand: Handler = async (ctx) => {
   const { uninstall } = await import('./apply');
   let fromFile: InstallPlan | undefined;
   if (file && !purge) fromFile = installPlan(mergedFromFlags(ctx, [file]));
-  const rev = revision || list(ctx, 'set').find((s) => s.startsWith('revision='))?.slice('revision='.length) || '';
+  const rev =
+    revision ||
+    list(ctx, 'set')
+      .find((s) => s.startsWith('revision='))
+      ?.slice('revision='.length) ||
+    '';
   return uninstall(ctx, {
     purge,
     revision: purge ? '' : rev || fromFile?.revision || 'default',

@@ -45,9 +45,25 @@ type Shape = true | { [field: string]: Shape } | { list: Shape };
 
 const K8S: Shape = Object.fromEntries(
   [
-    'affinity', 'env', 'hpaSpec', 'imagePullPolicy', 'nodeSelector', 'podDisruptionBudget', 'podAnnotations',
-    'priorityClassName', 'readinessProbe', 'replicaCount', 'resources', 'service', 'strategy', 'tolerations',
-    'serviceAnnotations', 'securityContext', 'volumes', 'volumeMounts', 'overlays',
+    'affinity',
+    'env',
+    'hpaSpec',
+    'imagePullPolicy',
+    'nodeSelector',
+    'podDisruptionBudget',
+    'podAnnotations',
+    'priorityClassName',
+    'readinessProbe',
+    'replicaCount',
+    'resources',
+    'service',
+    'strategy',
+    'tolerations',
+    'serviceAnnotations',
+    'securityContext',
+    'volumes',
+    'volumeMounts',
+    'overlays',
   ].map((f) => [f, true as Shape]),
 );
 const COMPONENT: Shape = { enabled: true, namespace: true, hub: true, tag: true, k8s: K8S };
@@ -81,9 +97,26 @@ const TOP: Shape = { apiVersion: true, kind: true, metadata: true, spec: SPEC };
 
 /** Values that hold Kubernetes objects or user maps: their content is not checked key by key. */
 const OPEN_VALUES = new Set([
-  'resources', 'affinity', 'nodeSelector', 'tolerations', 'env', 'podAnnotations', 'podLabels', 'serviceAnnotations',
-  'labels', 'securityContext', 'seccompProfile', 'autoscaleBehavior', 'deploymentLabels', 'templates',
-  'injectedAnnotations', 'meshNetworks', 'readinessProbe', 'lifecycle', 'startupProbe', 'defaultResources',
+  'resources',
+  'affinity',
+  'nodeSelector',
+  'tolerations',
+  'env',
+  'podAnnotations',
+  'podLabels',
+  'serviceAnnotations',
+  'labels',
+  'securityContext',
+  'seccompProfile',
+  'autoscaleBehavior',
+  'deploymentLabels',
+  'templates',
+  'injectedAnnotations',
+  'meshNetworks',
+  'readinessProbe',
+  'lifecycle',
+  'startupProbe',
+  'defaultResources',
 ]);
 
 /**

@@ -32,23 +32,77 @@ export interface ComponentDef {
 }
 
 export const COMPONENTS: readonly ComponentDef[] = [
-  { name: 'Base', specName: 'base', default: true, multi: false, resourceType: '', resourceName: '', containerName: '', chart: 'base', valuesRoot: 'global', releaseName: 'base' },
   {
-    name: 'Pilot', specName: 'pilot', default: true, multi: false, resourceType: 'Deployment', resourceName: 'meshd', containerName: 'discovery',
-    chart: 'mesh-control/mesh-discovery', valuesRoot: 'pilot', releaseName: 'meshd',
+    name: 'Base',
+    specName: 'base',
+    default: true,
+    multi: false,
+    resourceType: '',
+    resourceName: '',
+    containerName: '',
+    chart: 'base',
+    valuesRoot: 'global',
+    releaseName: 'base',
   },
   {
-    name: 'IngressGateways', specName: 'ingressGateways', default: true, multi: true, resourceType: 'Deployment', resourceName: 'mesh-ingressgateway',
-    containerName: 'mesh-proxy', chart: 'gateways/mesh-gateway', valuesRoot: 'gateways.mesh-ingressgateway',
+    name: 'Pilot',
+    specName: 'pilot',
+    default: true,
+    multi: false,
+    resourceType: 'Deployment',
+    resourceName: 'meshd',
+    containerName: 'discovery',
+    chart: 'mesh-control/mesh-discovery',
+    valuesRoot: 'pilot',
+    releaseName: 'meshd',
+  },
+  {
+    name: 'IngressGateways',
+    specName: 'ingressGateways',
+    default: true,
+    multi: true,
+    resourceType: 'Deployment',
+    resourceName: 'mesh-ingressgateway',
+    containerName: 'mesh-proxy',
+    chart: 'gateways/mesh-gateway',
+    valuesRoot: 'gateways.mesh-ingressgateway',
     altEnablementPath: 'spec.values.gateways.mesh-ingressgateway.enabled',
   },
   {
-    name: 'EgressGateways', specName: 'egressGateways', default: false, multi: true, resourceType: 'Deployment', resourceName: 'mesh-egressgateway',
-    containerName: 'mesh-proxy', chart: 'gateways/mesh-gateway', valuesRoot: 'gateways.mesh-egressgateway',
+    name: 'EgressGateways',
+    specName: 'egressGateways',
+    default: false,
+    multi: true,
+    resourceType: 'Deployment',
+    resourceName: 'mesh-egressgateway',
+    containerName: 'mesh-proxy',
+    chart: 'gateways/mesh-gateway',
+    valuesRoot: 'gateways.mesh-egressgateway',
     altEnablementPath: 'spec.values.gateways.mesh-egressgateway.enabled',
   },
-  { name: 'Cni', specName: 'cni', default: false, multi: false, resourceType: 'DaemonSet', resourceName: 'mesh-cni-node', containerName: 'install-cni', chart: 'mesh-cni', valuesRoot: 'cni', releaseName: 'cni' },
-  { name: 'Nodeproxy', specName: 'nodeproxy', default: false, multi: false, resourceType: 'DaemonSet', resourceName: 'nodeproxy', containerName: 'mesh-proxy', chart: '', valuesRoot: 'nodeproxy' },
+  {
+    name: 'Cni',
+    specName: 'cni',
+    default: false,
+    multi: false,
+    resourceType: 'DaemonSet',
+    resourceName: 'mesh-cni-node',
+    containerName: 'install-cni',
+    chart: 'mesh-cni',
+    valuesRoot: 'cni',
+    releaseName: 'cni',
+  },
+  {
+    name: 'Nodeproxy',
+    specName: 'nodeproxy',
+    default: false,
+    multi: false,
+    resourceType: 'DaemonSet',
+    resourceName: 'nodeproxy',
+    containerName: 'mesh-proxy',
+    chart: '',
+    valuesRoot: 'nodeproxy',
+  },
 ];
 
 /** One enabled instance of a component (a gateway component may have several). */
@@ -209,15 +263,21 @@ function renderComponent(c: ComponentDef, spec: ComponentSpec, iop: Tree, source
   const values = chartValues(files, c.chart, source, vals);
   let rendered;
   try {
-    rendered = renderChart(c.chart, files, values, { name: 'mesh', namespace: spec.namespace }, {
-      meshCRDs: () => {
-        const gz = files.get('files/crd-all.gen.json.gz');
-        if (gz === undefined) throw new Error(`charts/${c.chart}/files/crd-all.gen.json.gz not found`);
-        return meshCrds(gz);
+    rendered = renderChart(
+      c.chart,
+      files,
+      values,
+      { name: 'mesh', namespace: spec.namespace },
+      {
+        meshCRDs: () => {
+          const gz = files.get('files/crd-all.gen.json.gz');
+          if (gz === undefined) throw new Error(`charts/${c.chart}/files/crd-all.gen.json.gz not found`);
+          return meshCrds(gz);
+        },
+        injectionTemplates: () => INJECTION_TEMPLATES,
+        injectorValues: (v: unknown) => JSON.stringify(injectorValues(v as Tree), null, 2),
       },
-      injectionTemplates: () => INJECTION_TEMPLATES,
-      injectorValues: (v: unknown) => JSON.stringify(injectorValues(v as Tree), null, 2),
-    });
+    );
   } catch (e) {
     if (e instanceof ChartRenderError) throw new ManifestInputError(`${source.where}: ${e.message}`);
     throw e;
@@ -370,7 +430,11 @@ export function sortObjects(all: Obj[]): Obj[] {
     .map((o, i) => [o, i] as const)
     .sort(
       ([a, ia], [b, ib]) =>
-        cmp(kindOrder(a), kindOrder(b)) || cmp(group(a), group(b)) || cmp(String(a.kind), String(b.kind)) || cmp(String(a.metadata?.name ?? ''), String(b.metadata?.name ?? '')) || ia - ib,
+        cmp(kindOrder(a), kindOrder(b)) ||
+        cmp(group(a), group(b)) ||
+        cmp(String(a.kind), String(b.kind)) ||
+        cmp(String(a.metadata?.name ?? ''), String(b.metadata?.name ?? '')) ||
+        ia - ib,
     )
     .map(([o]) => o);
 }

@@ -151,20 +151,39 @@ export function readObjects(text: string, source: string): ReadResult {
     }
     if (value === null || value === undefined) return;
     let starts: number[] | undefined;
-    const lineOf = (prefix: FieldPath) => (path: FieldPath): number | undefined => {
-      const node = doc.getIn([...prefix, ...path], true) as { range?: [number, number, number] } | undefined;
-      if (!node || !node.range || !('value' in node) || isObject((node as { value: unknown }).value) || Array.isArray((node as { value: unknown }).value)) return undefined;
-      starts ??= lineStarts(chunk.text);
-      return lineAt(starts, node.range[0]) + chunk.firstLine - 1;
-    };
+    const lineOf =
+      (prefix: FieldPath) =>
+      (path: FieldPath): number | undefined => {
+        const node = doc.getIn([...prefix, ...path], true) as { range?: [number, number, number] } | undefined;
+        if (
+          !node ||
+          !node.range ||
+          !('value' in node) ||
+          isObject((node as { value: unknown }).value) ||
+          Array.isArray((node as { value: unknown }).value)
+        )
+          return undefined;
+        starts ??= lineStarts(chunk.text);
+        return lineAt(starts, node.range[0]) + chunk.firstLine - 1;
+      };
     if (!isObject(value)) {
-      out.errors.push({ source, document, line: chunk.startLine, message: `a document must be an object with apiVersion and kind, got ${typeName(value)}` });
+      out.errors.push({
+        source,
+        document,
+        line: chunk.startLine,
+        message: `a document must be an object with apiVersion and kind, got ${typeName(value)}`,
+      });
       return;
     }
     if (isList(value)) {
       (value.items as unknown[]).forEach((item, j) => {
         if (!isObject(item)) {
-          out.errors.push({ source, document: `${document}.items[${j}]`, line: chunk.startLine, message: `a List item must be an object, got ${typeName(item)}` });
+          out.errors.push({
+            source,
+            document: `${document}.items[${j}]`,
+            line: chunk.startLine,
+            message: `a List item must be an object, got ${typeName(item)}`,
+          });
           return;
         }
         const node = doc.getIn(['items', j], true) as { range?: [number, number, number] } | undefined;

@@ -54,7 +54,10 @@ export const run: Handler = async (ctx) => {
     const builtin = builtinInjectConfig();
     const op = operatorFile ? operatorConfig(operatorFile) : {};
     let meshConfig = op.mesh;
-    if (!meshConfig) meshConfig = meshConfigFile ? readMeshConfig(readInput(meshConfigFile), meshConfigFile) : readMeshConfig(builtin.meshText, 'built-in mesh config');
+    if (!meshConfig)
+      meshConfig = meshConfigFile
+        ? readMeshConfig(readInput(meshConfigFile), meshConfigFile)
+        : readMeshConfig(builtin.meshText, 'built-in mesh config');
     const rawTemplates = injectConfigFile ? readInjectConfigFile(readInput(injectConfigFile), injectConfigFile) : builtin.config.templates;
     const valuesText = op.values ?? (valuesFile ? readInput(valuesFile) : builtin.valuesText);
     const templates = parseTemplates(rawTemplates, ctx.env);
@@ -69,7 +72,13 @@ export const run: Handler = async (ctx) => {
     }
     return 0;
   } catch (e) {
-    if (e instanceof InjectionError || e instanceof MeshConfigError || e instanceof TemplateError || e instanceof TemplateParseError || e instanceof TemplateExecError) {
+    if (
+      e instanceof InjectionError ||
+      e instanceof MeshConfigError ||
+      e instanceof TemplateError ||
+      e instanceof TemplateParseError ||
+      e instanceof TemplateExecError
+    ) {
       throw new CommandError(e.message.trimEnd());
     }
     throw e;

@@ -21,9 +21,7 @@ export function orchConfigPath(ctx: RunContext): string | undefined {
 export async function meshctlOrchClient(ctx: RunContext, why: string): Promise<OrchClient> {
   const file = orchConfigPath(ctx);
   if (!file) {
-    throw new CommandError(
-      `${why} needs the orchestrator API: no client configuration (give --orchconfig, or set ORCHCONFIG or KUBECONFIG)`,
-    );
+    throw new CommandError(`${why} needs the orchestrator API: no client configuration (give --orchconfig, or set ORCHCONFIG or KUBECONFIG)`);
   }
   const context = typeof ctx.flags['context'] === 'string' ? (ctx.flags['context'] as string) : '';
   const { createOrchClient } = await import('../config/orch/client');

@@ -19,7 +19,9 @@ async function stats(t: ProxyTarget, type: string, output: string): Promise<stri
       case 'prom-merged':
         return proxyDo(t, 'GET', 'stats/prometheus', t.statusPort);
       default:
-        throw new CommandError(`unable to match a printer suitable for the output format ${output}, allowed formats are: json,yaml,short,prom,prom-merged`);
+        throw new CommandError(
+          `unable to match a printer suitable for the output format ${output}, allowed formats are: json,yaml,short,prom,prom-merged`,
+        );
     }
   }
   if (type === 'cluster' || type === 'clusters') {

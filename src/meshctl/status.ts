@@ -125,25 +125,35 @@ function dynamicClusters(d: ConfigDump): unknown {
   const dac = [...dump.dynamicActiveClusters];
   const nameOf = (x: (typeof dac)[number]) => (x.cluster ? ((unpackAs(x.cluster, ClusterSchema) as unknown as { name: string }).name ?? '') : '');
   goSortSlice(dac, (a, b) => nameOf(a) < nameOf(b));
-  return { dynamicActiveClusters: dac.map((c) => ({ cluster: c.cluster ? messageJson(ClusterSchema, unpackAs(c.cluster, ClusterSchema)) : undefined })) };
+  return {
+    dynamicActiveClusters: dac.map((c) => ({ cluster: c.cluster ? messageJson(ClusterSchema, unpackAs(c.cluster, ClusterSchema)) : undefined })),
+  };
 }
 
 function dynamicListeners(d: ConfigDump): unknown {
   const dump = d.listenerDump();
   const dal = dump.dynamicListeners.filter((l) => l.activeState);
-  const nameOf = (x: (typeof dal)[number]) => (x.activeState?.listener ? (unpackAs(x.activeState.listener, ListenerSchema) as unknown as { name: string }).name : '');
+  const nameOf = (x: (typeof dal)[number]) =>
+    x.activeState?.listener ? (unpackAs(x.activeState.listener, ListenerSchema) as unknown as { name: string }).name : '';
   goSortSlice(dal, (a, b) => nameOf(a) < nameOf(b));
   return {
-    dynamicListeners: dal.map((l) => ({ activeState: { listener: l.activeState!.listener ? messageJson(ListenerSchema, unpackAs(l.activeState!.listener, ListenerSchema)) : undefined } })),
+    dynamicListeners: dal.map((l) => ({
+      activeState: { listener: l.activeState!.listener ? messageJson(ListenerSchema, unpackAs(l.activeState!.listener, ListenerSchema)) : undefined },
+    })),
   };
 }
 
 function dynamicRoutes(d: ConfigDump): unknown {
   const dump = d.routeDump();
   const drc = [...dump.dynamicRouteConfigs];
-  const nameOf = (x: (typeof drc)[number]) => (x.routeConfig ? (unpackAs(x.routeConfig, RouteConfigurationSchema) as unknown as { name: string }).name : '');
+  const nameOf = (x: (typeof drc)[number]) =>
+    x.routeConfig ? (unpackAs(x.routeConfig, RouteConfigurationSchema) as unknown as { name: string }).name : '';
   goSortSlice(drc, (a, b) => nameOf(a) < nameOf(b));
-  return { dynamicRouteConfigs: drc.map((r) => ({ routeConfig: r.routeConfig ? messageJson(RouteConfigurationSchema, unpackAs(r.routeConfig, RouteConfigurationSchema)) : undefined })) };
+  return {
+    dynamicRouteConfigs: drc.map((r) => ({
+      routeConfig: r.routeConfig ? messageJson(RouteConfigurationSchema, unpackAs(r.routeConfig, RouteConfigurationSchema)) : undefined,
+    })),
+  };
 }
 
 const SECTIONS: readonly Section[] = [

@@ -78,7 +78,13 @@ export function tagWebhook(c: CanonicalWebhook, o: TagOptions): Obj {
     const clientConfig: Obj = {};
     if (c.caBundle) clientConfig.caBundle = c.caBundle;
     if (c.url) clientConfig.url = c.url;
-    else clientConfig.service = { name: c.service ?? (c.revision ? `meshd-${c.revision}` : 'meshd'), namespace: o.meshNamespace, path: c.path ?? '', port: 443 };
+    else
+      clientConfig.service = {
+        name: c.service ?? (c.revision ? `meshd-${c.revision}` : 'meshd'),
+        namespace: o.meshNamespace,
+        path: c.path ?? '',
+        port: 443,
+      };
     return {
       admissionReviewVersions: ['v1'],
       clientConfig,
@@ -98,7 +104,13 @@ export function tagWebhook(c: CanonicalWebhook, o: TagOptions): Obj {
   ];
   if (o.tag === 'default') {
     webhooks.push(core('namespace.', [expr(NS_INJECTION, 'In', ['enabled'])], [notDisabled]));
-    webhooks.push(core('object.', [expr(NS_INJECTION, 'DoesNotExist'), expr(REV, 'DoesNotExist')], [expr(INJECT_LABEL, 'In', ['true']), expr(REV, 'DoesNotExist')]));
+    webhooks.push(
+      core(
+        'object.',
+        [expr(NS_INJECTION, 'DoesNotExist'), expr(REV, 'DoesNotExist')],
+        [expr(INJECT_LABEL, 'In', ['true']), expr(REV, 'DoesNotExist')],
+      ),
+    );
     if (o.autoInjectNamespaces) {
       webhooks.push(
         core(

@@ -36,7 +36,22 @@ export function parseTarget(arg: string, defaultNamespace: string): { kind: stri
 }
 
 const POD_KINDS = new Set(['pod', 'pods', 'po']);
-const WORKLOAD_KINDS = new Set(['deployment', 'deployments', 'deploy', 'statefulset', 'statefulsets', 'sts', 'daemonset', 'daemonsets', 'ds', 'replicaset', 'replicasets', 'rs', 'job', 'jobs']);
+const WORKLOAD_KINDS = new Set([
+  'deployment',
+  'deployments',
+  'deploy',
+  'statefulset',
+  'statefulsets',
+  'sts',
+  'daemonset',
+  'daemonsets',
+  'ds',
+  'replicaset',
+  'replicasets',
+  'rs',
+  'job',
+  'jobs',
+]);
 
 export interface AdsClientInfo {
   connectionId: string;
@@ -78,7 +93,8 @@ export async function resolveProxy(ctx: RunContext, arg: string): Promise<ProxyT
   const o = xdsOptions(ctx);
   const ns = (ctx.flags['namespace'] as string) || 'default';
   const t = parseTarget(arg, ns);
-  if (!POD_KINDS.has(t.kind) && !WORKLOAD_KINDS.has(t.kind)) throw new CommandError(`unsupported resource type "${t.kind}": name a pod or a workload`);
+  if (!POD_KINDS.has(t.kind) && !WORKLOAD_KINDS.has(t.kind))
+    throw new CommandError(`unsupported resource type "${t.kind}": name a pod or a workload`);
   const clients = (await connectedClients(o)).filter((c) => c.metadata && c.metadata['PROXY_CONFIG'] !== undefined);
   const id = `${t.name}.${t.namespace}`;
   const match = POD_KINDS.has(t.kind)
@@ -86,7 +102,9 @@ export async function resolveProxy(ctx: RunContext, arg: string): Promise<ProxyT
     : clients.find((c) => c.metadata!['WORKLOAD_NAME'] === t.name && (c.metadata!['NAMESPACE'] ?? '') === t.namespace);
   if (!match) {
     const what = POD_KINDS.has(t.kind) ? `pod "${t.name}"` : `${t.kind} "${t.name}"`;
-    throw new CommandError(`${what} not found in namespace "${t.namespace}": no proxy of that name is connected to the control plane at ${o.address}`);
+    throw new CommandError(
+      `${what} not found in namespace "${t.namespace}": no proxy of that name is connected to the control plane at ${o.address}`,
+    );
   }
   const flagPort = ctx.flags['proxy-admin-port'] as number | undefined;
   return proxyTargetOf(match, t.namespace, ctx.changed.has('proxy-admin-port') && flagPort ? flagPort : undefined, flagPort);
@@ -123,7 +141,7 @@ export function proxyTargetOf(match: AdsClientInfo, fallbackNamespace: string, a
 
 function request(host: string, port: number, method: string, path: string, timeoutMs: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host, port, method, path, agent: false, family: (ipFamily(host) === 6) ? 6 : 4 }, (res) => {
+    const req = http.request({ host, port, method, path, agent: false, family: ipFamily(host) === 6 ? 6 : 4 }, (res) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));

@@ -92,7 +92,10 @@ export function validateOne(so: SourceObject, opts: ValidateOptions, out: FileRe
   const prefix = `${kind}/${namespace}/${name}:`;
   const apiVersion = str(o.apiVersion);
   const known = kindOf(apiVersion, kind);
-  const copy = known && !isClusterScoped(known) && namespace === '' ? { ...o, metadata: { ...(isObject(o.metadata) ? o.metadata : {}), namespace: opts.defaultNamespace } } : o;
+  const copy =
+    known && !isClusterScoped(known) && namespace === ''
+      ? { ...o, metadata: { ...(isObject(o.metadata) ? o.metadata : {}), namespace: opts.defaultNamespace } }
+      : o;
   const v = validateObject(copy, { strict: true, crd: true, origin: { source: so.source, document: so.document, line: so.line } });
   if (v.unknownType) {
     const group = apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : '';

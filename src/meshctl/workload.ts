@@ -94,7 +94,14 @@ function byteCompare(a: string, b: string): number {
 
 /** Go's json.Marshal of a map[string]string: keys sorted, HTML characters escaped. */
 function goJsonStringMap(m: Readonly<Record<string, string>>): string {
-  return '{' + Object.keys(m).sort(byteCompare).map((k) => `${goQuote(k)}:${goQuote(m[k]!)}`).join(',') + '}';
+  return (
+    '{' +
+    Object.keys(m)
+      .sort(byteCompare)
+      .map((k) => `${goQuote(k)}:${goQuote(m[k]!)}`)
+      .join(',') +
+    '}'
+  );
 }
 
 export function isRevisioned(revision: string): boolean {
@@ -305,7 +312,10 @@ export function entryFiles(i: EntryInputs): EntryFiles {
   const labels: Record<string, string> = { ...i.wg.spec.metadata.labels };
   const we = i.wg.spec.template;
   if (Object.keys(we.labels).length > 0) {
-    const shown = Object.keys(we.labels).sort(byteCompare).map((k) => `${k}:${we.labels[k]}`).join(' ');
+    const shown = Object.keys(we.labels)
+      .sort(byteCompare)
+      .map((k) => `${k}:${we.labels[k]}`)
+      .join(' ');
     notices.push(`Labels should be set in the metadata. The following WorkloadEntry labels will override metadata labels: map[${shown}]`);
     Object.assign(labels, we.labels);
   }
@@ -372,7 +382,9 @@ async function readGroupFromApi(client: OrchClient, name: string, namespace: str
       if (apiStatus(e) !== 404) break;
     }
   }
-  throw new CommandError(`workloadgroup ${name} not found in namespace ${namespace}: ${getErrorText(first, 'workloadgroups.networking.mesh.io', name)}`);
+  throw new CommandError(
+    `workloadgroup ${name} not found in namespace ${namespace}: ${getErrorText(first, 'workloadgroups.networking.mesh.io', name)}`,
+  );
 }
 
 async function getConfigMap(client: OrchClient, ns: string, name: string): Promise<Obj> {
@@ -469,21 +481,30 @@ function clusterSource(ctx: RunContext, client: OrchClient, meshNamespace: strin
         const cm = await getConfigMap(client, namespace, CA_ROOT_CONFIGMAP);
         return String(cm.data?.[CA_ROOT_KEY] ?? '');
       } catch (e) {
-        throw new CommandError(`configmap ${CA_ROOT_CONFIGMAP} was not found in namespace ${namespace}: ${getErrorText(e, 'configmaps', CA_ROOT_CONFIGMAP)}`);
+        throw new CommandError(
+          `configmap ${CA_ROOT_CONFIGMAP} was not found in namespace ${namespace}: ${getErrorText(e, 'configmaps', CA_ROOT_CONFIGMAP)}`,
+        );
       }
     },
     async token(namespace, sa, ttlSeconds) {
       try {
-        const token = (await client.request('POST',
-          `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(sa)}/token`, { body: {
-            apiVersion: 'authentication.k8s.io/v1',
-            kind: 'TokenRequest',
-            metadata: { name: sa, namespace },
-            spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: ttlSeconds },
-          } })) as Obj;
+        const token = (await client.request(
+          'POST',
+          `/api/v1/namespaces/${encodeURIComponent(namespace)}/serviceaccounts/${encodeURIComponent(sa)}/token`,
+          {
+            body: {
+              apiVersion: 'authentication.k8s.io/v1',
+              kind: 'TokenRequest',
+              metadata: { name: sa, namespace },
+              spec: { audiences: [TOKEN_AUDIENCE], expirationSeconds: ttlSeconds },
+            },
+          },
+        )) as Obj;
         return String(token?.status?.token ?? '');
       } catch (e) {
-        throw new CommandError(`could not create a token under service account ${sa} in namespace ${namespace}: ${getErrorText(e, 'serviceaccounts', sa)}`);
+        throw new CommandError(
+          `could not create a token under service account ${sa} in namespace ${namespace}: ${getErrorText(e, 'serviceaccounts', sa)}`,
+        );
       }
     },
     ingressIP: () => ingressAddress(client, flagString(ctx, 'ingressService'), meshNamespace),
@@ -498,7 +519,10 @@ function clusterSource(ctx: RunContext, client: OrchClient, meshNamespace: strin
  */
 function caDirSource(ctx: RunContext, caDir: string): EntrySource {
   const file = flagString(ctx, 'file');
-  if (file === '') throw new CommandError('--ca-dir (no cluster) needs the WorkloadGroup as a file: give -f <workloadgroup.yaml> (meshctl x workload group create writes one)');
+  if (file === '')
+    throw new CommandError(
+      '--ca-dir (no cluster) needs the WorkloadGroup as a file: give -f <workloadgroup.yaml> (meshctl x workload group create writes one)',
+    );
   let bundle: ReturnType<typeof loadCaDirectory> | undefined;
   const ca = () => {
     try {
@@ -558,7 +582,8 @@ export const entryConfigure: Handler = async (ctx) => {
     try {
       source = clusterSource(ctx, await meshctlOrchClient(ctx, 'workload entry configure'), meshNamespace, revision);
     } catch (e) {
-      if (e instanceof CommandError) throw new CommandError(`${e.message}; with no cluster, give --ca-dir <the daemon's CA directory, ./var/lib/mesh/ca>`);
+      if (e instanceof CommandError)
+        throw new CommandError(`${e.message}; with no cluster, give --ca-dir <the daemon's CA directory, ./var/lib/mesh/ca>`);
       throw e;
     }
   }

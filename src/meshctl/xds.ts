@@ -178,7 +178,8 @@ export async function xdsRequest(o: XdsOptions, typeUrl: string, resourceNames: 
         if (res.typeUrl === typeUrl) finish(undefined, res);
       });
       call.on('error', (e: grpc.ServiceError) => {
-        if (e.code === grpc.status.DEADLINE_EXCEEDED) finish(new CommandError(`timeout waiting for a response from ${o.address} after ${o.timeoutMs / 1000}s`));
+        if (e.code === grpc.status.DEADLINE_EXCEEDED)
+          finish(new CommandError(`timeout waiting for a response from ${o.address} after ${o.timeoutMs / 1000}s`));
         else if (e.code === grpc.status.UNAVAILABLE) finish(new CommandError(`could not dial ${o.address}: ${dialError(e.details)}`));
         else finish(new CommandError(`ADSC: ${o.address}: ${grpc.status[e.code] ?? e.code}: ${e.details}`));
       });

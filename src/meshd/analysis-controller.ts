@@ -151,7 +151,11 @@ export class AnalysisController {
       const inf = new ResourceInformer(
         this.o.client,
         // Secrets: not Helm release records or service-account tokens, which are never credentials.
-        { path: collectionPath(group!, version!, input.plural, ns), ...(input.kind === 'Secret' ? { fieldSelector: SECRETS_FIELD_SELECTOR } : {}), log },
+        {
+          path: collectionPath(group!, version!, input.plural, ns),
+          ...(input.kind === 'Secret' ? { fieldSelector: SECRETS_FIELD_SELECTOR } : {}),
+          log,
+        },
         { add: (o) => set(o, false), update: (o) => set(o, false), delete: (o) => set(o, true) },
       );
       this.informers.push(inf);
@@ -226,7 +230,15 @@ export class AnalysisController {
           metadata: { name: c.meta.name, namespace: c.meta.namespace, labels: c.meta.labels, annotations: c.meta.annotations },
           spec: c.spec,
         };
-        const r: Resource = { kind: c.kind, name: c.meta.name, namespace: c.meta.namespace, labels: c.meta.labels, annotations: c.meta.annotations, object, config: c };
+        const r: Resource = {
+          kind: c.kind,
+          name: c.meta.name,
+          namespace: c.meta.namespace,
+          labels: c.meta.labels,
+          annotations: c.meta.annotations,
+          object,
+          config: c,
+        };
         if (!analyzedNamespace(r)) continue;
         resources.push(r);
         configs.set(resourceKey(r), c);

@@ -84,7 +84,9 @@ function openRegistries(ctx: RunContext, env: EnvTable, closers: Closers, store:
   const options = registryOptions(ctx, env);
   let registry: AggregateRegistry;
   try {
-    registry = closers.closing(buildRegistries(store, registries, { ...options, ...(orchestrator ? { nodeLocality: (n: string) => orchestrator.nodeLocality(n) } : {}) }));
+    registry = closers.closing(
+      buildRegistries(store, registries, { ...options, ...(orchestrator ? { nodeLocality: (n: string) => orchestrator.nodeLocality(n) } : {}) }),
+    );
   } catch (e) {
     throw new CommandError((e as Error).message);
   }

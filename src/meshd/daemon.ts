@@ -23,7 +23,15 @@ import {
 } from '../serve/listeners';
 import { clearDaemonMetrics, metricsHandler, recordDaemonMetrics, versionHandler } from './monitoring';
 import type { MeshdProviders, Readiness } from './providers';
-import { checkCompliancePolicy, enforceCompliance, loadTlsMaterial, staticTlsSource, TlsConfigError, type TlsFiles, type TlsSource } from '../serve/tls';
+import {
+  checkCompliancePolicy,
+  enforceCompliance,
+  loadTlsMaterial,
+  staticTlsSource,
+  TlsConfigError,
+  type TlsFiles,
+  type TlsSource,
+} from '../serve/tls';
 import { validateHandler } from './webhook';
 
 const log = registerScope('default');
@@ -190,7 +198,9 @@ async function startHttpListeners({ options, routers, started }: ListenerStart):
     log.info(`monitoring is multiplexed on the HTTP listener (--monitoringAddr is empty)`);
     return;
   }
-  started(await startHttpListener({ name: 'monitoring', flag: '--monitoringAddr', address: options.monitoringAddr, handler: routers.monitoring.listener }));
+  started(
+    await startHttpListener({ name: 'monitoring', flag: '--monitoringAddr', address: options.monitoringAddr, handler: routers.monitoring.listener }),
+  );
 }
 
 /** Discovery on plain and TLS gRPC; the CA service on the secure server, or on the plain one when there is none (as in Istio). */
@@ -247,7 +257,13 @@ async function startCtrlz({ options, started }: ListenerStart, shutdown: (reason
  * istiod's shutdown: stop accepting, let in-flight pushes finish, drain the listeners, then close the
  * providers, all within --shutdownDuration.
  */
-async function shutDown(options: DaemonOptions, providers: MeshdProviders, hooks: DaemonHooks, listeners: readonly Listener[], reason: string): Promise<void> {
+async function shutDown(
+  options: DaemonOptions,
+  providers: MeshdProviders,
+  hooks: DaemonHooks,
+  listeners: readonly Listener[],
+  reason: string,
+): Promise<void> {
   const deadline = Date.now() + options.shutdownDurationMs;
   // Work still running at `graceEnd` is cut, leaving a moment to close everything before the deadline.
   const graceEnd = deadline - Math.min(500, options.shutdownDurationMs / 10);
@@ -350,10 +366,13 @@ export async function runDaemon(ctx: RunContext, providers: MeshdProviders): Pro
   const options = daemonOptionsFromContext(ctx);
   const onShutdown = (_reason: string, deadline: number) => {
     // Unref'd: it only fires if something keeps the process alive past the deadline.
-    setTimeout(() => {
-      log.warn('shutdown did not complete within --shutdownDuration; exiting');
-      process.exit(0);
-    }, Math.max(0, deadline - Date.now())).unref();
+    setTimeout(
+      () => {
+        log.warn('shutdown did not complete within --shutdownDuration; exiting');
+        process.exit(0);
+      },
+      Math.max(0, deadline - Date.now()),
+    ).unref();
   };
   let daemon: Daemon;
   try {

@@ -63,7 +63,10 @@ function adsServer(o: AdsParts): { server: AdsServer<PushContext>; xds: DaemonXd
   const generatorOptions = {
     ...o.security.generatorOptions,
     nameTable: { multiclusterHeadless: env.bool('ENABLE_MULTICLUSTER_HEADLESS'), dualStack: env.bool('MESH_DUAL_STACK') },
-    secrets: { secrets: { get: (ns: string, name: string) => o.store.get('Secret', ns, name) }, authorize: o.reviews ? o.reviews.authorize : () => true },
+    secrets: {
+      secrets: { get: (ns: string, name: string) => o.store.get('Secret', ns, name) },
+      authorize: o.reviews ? o.reviews.authorize : () => true,
+    },
   };
   // A proxy's generator table depends only on the proxy, so it is made once per proxy.
   const tables = new WeakMap<Proxy, Record<string, Generator<PushContext>>>();

@@ -37,7 +37,11 @@ export function discoveryProviders(p: DiscoveryParts): MeshdProviders {
     },
     configs: () => MESH_KINDS.flatMap((k) => store.list(k) as readonly Config[]),
     services: () => pushes.current().allServices(),
-    endpoints: () => pushes.current().allServices().flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
+    endpoints: () =>
+      pushes
+        .current()
+        .allServices()
+        .flatMap((s) => registry.endpoints(s.hostname, s.namespace) as readonly Endpoint[]),
     pushStatus: () => pushes.current().status.toJSON(),
     xds: p.xds,
     validate: validateAdmission,

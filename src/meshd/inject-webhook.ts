@@ -80,7 +80,13 @@ export interface InjectorState {
   meshConfig: MeshConfig;
 }
 
-export function injectorState(configText: string, valuesText: string, meshConfig: MeshConfig, where: string, env: Readonly<Record<string, string | undefined>>): InjectorState {
+export function injectorState(
+  configText: string,
+  valuesText: string,
+  meshConfig: MeshConfig,
+  where: string,
+  env: Readonly<Record<string, string | undefined>>,
+): InjectorState {
   const config = parseInjectConfig(configText, `${where} config`);
   return { config, templates: parseTemplates(config.templates, env), values: parseValues(valuesText, `${where} values`), meshConfig };
 }
@@ -179,7 +185,13 @@ export class InjectionWebhook {
     const configFile = path.join(dir, 'config');
     if (fs.existsSync(configFile)) {
       const valuesFile = path.join(dir, 'values');
-      wh.state = injectorState(fs.readFileSync(configFile, 'utf8'), fs.existsSync(valuesFile) ? fs.readFileSync(valuesFile, 'utf8') : '', meshConfig, dir, o.env);
+      wh.state = injectorState(
+        fs.readFileSync(configFile, 'utf8'),
+        fs.existsSync(valuesFile) ? fs.readFileSync(valuesFile, 'utf8') : '',
+        meshConfig,
+        dir,
+        o.env,
+      );
       log.info(`initializing sidecar injector from ${dir}`);
       wh.followMeshConfig();
       return wh;
@@ -200,11 +212,15 @@ export class InjectionWebhook {
       }
       throw e;
     }
-    wh.informer = new ResourceInformer(o.client, { path: cmPath, fieldSelector: `metadata.name=${name}`, log }, {
-      add: (x) => wh.configMapChanged(x, wh.meshConfig()),
-      update: (x) => wh.configMapChanged(x, wh.meshConfig()),
-      delete: () => log.warn(`ConfigMap ${o.namespace}/${name} deleted: injecting with the last configuration`),
-    });
+    wh.informer = new ResourceInformer(
+      o.client,
+      { path: cmPath, fieldSelector: `metadata.name=${name}`, log },
+      {
+        add: (x) => wh.configMapChanged(x, wh.meshConfig()),
+        update: (x) => wh.configMapChanged(x, wh.meshConfig()),
+        delete: () => log.warn(`ConfigMap ${o.namespace}/${name} deleted: injecting with the last configuration`),
+      },
+    );
     wh.informer.start();
     log.info(`initializing sidecar injector from ConfigMap ${o.namespace}/${name}`);
     wh.followMeshConfig();

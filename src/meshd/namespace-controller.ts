@@ -59,7 +59,13 @@ export class NamespaceController {
   private synced = false;
 
   constructor(private readonly o: NamespaceControllerOptions) {
-    this.queue = new ReconcileQueue({ name: 'namespace controller', reconcile: (ns) => this.reconcile(ns), log, maxAttempts: MAX_ATTEMPTS, baseDelayMs: 5 });
+    this.queue = new ReconcileQueue({
+      name: 'namespace controller',
+      reconcile: (ns) => this.reconcile(ns),
+      log,
+      maxAttempts: MAX_ATTEMPTS,
+      baseDelayMs: 5,
+    });
     const ns = o.watchNamespace;
     this.nsInformer = new ResourceInformer(
       o.client,
@@ -145,12 +151,14 @@ export class NamespaceController {
     const current = this.configMaps.get(ns);
     if (!current) {
       try {
-        const created = (await this.o.client.request('POST', collection, { body: {
-          apiVersion: 'v1',
-          kind: 'ConfigMap',
-          metadata: { name, namespace: ns, labels: { ...CONFIG_LABEL } },
-          data: { [ROOT_CERT_KEY]: pem },
-        } })) as ConfigMapObject;
+        const created = (await this.o.client.request('POST', collection, {
+          body: {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name, namespace: ns, labels: { ...CONFIG_LABEL } },
+            data: { [ROOT_CERT_KEY]: pem },
+          },
+        })) as ConfigMapObject;
         this.configMaps.set(ns, created);
         log.info(`created ConfigMap ${ns}/${name}`);
       } catch (e) {

@@ -50,7 +50,9 @@ export class SecretAccessReviews {
           spec: { resourceAttributes: { namespace, verb: 'list', resource: 'secrets' }, user },
         },
       })) as ReviewStatus;
-      value = review.status?.allowed ? true : new Error(`${serviceAccount}/${namespace} is not authorized to read secrets: ${review.status?.reason ?? ''}`);
+      value = review.status?.allowed
+        ? true
+        : new Error(`${serviceAccount}/${namespace} is not authorized to read secrets: ${review.status?.reason ?? ''}`);
     } catch (e) {
       value = e instanceof Error ? e : new Error(String(e));
     } finally {

@@ -66,17 +66,27 @@ export class NodeUntainter {
     private readonly client: OrchClient,
     readonly namespace: string,
   ) {
-    this.nodeInformer = new ResourceInformer(client, { path: '/api/v1/nodes', log }, {
-      add: (o) => this.nodeChanged(o),
-      update: (o) => this.nodeChanged(o),
-      delete: (o) => void this.nodes.delete(String(o.metadata.name)),
-    });
-    const selector = Object.entries(CNI_POD_LABELS).map(([k, v]) => `${k}=${v}`).join(',');
-    this.podInformer = new ResourceInformer(client, { path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, labelSelector: selector, log }, {
-      add: (o) => this.podChanged(o),
-      update: (o) => this.podChanged(o),
-      delete: (o) => void this.cniPods.delete(String(o.metadata.name)),
-    });
+    this.nodeInformer = new ResourceInformer(
+      client,
+      { path: '/api/v1/nodes', log },
+      {
+        add: (o) => this.nodeChanged(o),
+        update: (o) => this.nodeChanged(o),
+        delete: (o) => void this.nodes.delete(String(o.metadata.name)),
+      },
+    );
+    const selector = Object.entries(CNI_POD_LABELS)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',');
+    this.podInformer = new ResourceInformer(
+      client,
+      { path: `/api/v1/namespaces/${encodeURIComponent(namespace)}/pods`, labelSelector: selector, log },
+      {
+        add: (o) => this.podChanged(o),
+        update: (o) => this.podChanged(o),
+        delete: (o) => void this.cniPods.delete(String(o.metadata.name)),
+      },
+    );
   }
 
   start(): void {
@@ -134,10 +144,13 @@ export class NodeUntainter {
           continue;
         }
         this.attempts.set(name, n);
-        const timer = setTimeout(() => {
-          this.timers.delete(timer);
-          this.enqueue(name);
-        }, 5 * 2 ** n);
+        const timer = setTimeout(
+          () => {
+            this.timers.delete(timer);
+            this.enqueue(name);
+          },
+          5 * 2 ** n,
+        );
         this.timers.add(timer);
       }
     }

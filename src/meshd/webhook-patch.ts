@@ -29,10 +29,22 @@ export const INJECTOR_WEBHOOK_SUFFIXES = ['sidecar-injector.mesh.io', 'sidecar-i
 
 const patchAttempts = defineCounter<'name'>({ name: 'webhook_patch_attempts_total', help: 'Webhook patching attempts', labelNames: ['name'] });
 const patchRetries = defineCounter<'name'>({ name: 'webhook_patch_retries_total', help: 'Webhook patching retries', labelNames: ['name'] });
-const patchFailures = defineCounter<'name' | 'reason'>({ name: 'webhook_patch_failures_total', help: 'Webhook patching total failures', labelNames: ['name', 'reason'] });
-const configUpdateError = defineCounter<'reason'>({ name: 'galley_validation_config_update_error', help: 'k8s webhook configuration update error', labelNames: ['reason'] });
+const patchFailures = defineCounter<'name' | 'reason'>({
+  name: 'webhook_patch_failures_total',
+  help: 'Webhook patching total failures',
+  labelNames: ['name', 'reason'],
+});
+const configUpdateError = defineCounter<'reason'>({
+  name: 'galley_validation_config_update_error',
+  help: 'k8s webhook configuration update error',
+  labelNames: ['reason'],
+});
 const configUpdates = defineCounter({ name: 'galley_validation_config_updates', help: 'k8s webhook configuration updates' });
-const configLoadError = defineCounter<'reason'>({ name: 'galley_validation_config_load_error', help: 'k8s webhook configuration (re)load error', labelNames: ['reason'] });
+const configLoadError = defineCounter<'reason'>({
+  name: 'galley_validation_config_load_error',
+  help: 'k8s webhook configuration (re)load error',
+  labelNames: ['reason'],
+});
 
 interface WebhookEntry {
   name?: string;
@@ -94,7 +106,11 @@ export function patchValidationWebhooks(
     failClose,
     config: {
       ...c,
-      webhooks: webhooks.map((w) => ({ ...w, clientConfig: { ...(w.clientConfig ?? {}), caBundle: bundle }, ...(failClose ? { failurePolicy: 'Fail' } : {}) })),
+      webhooks: webhooks.map((w) => ({
+        ...w,
+        clientConfig: { ...(w.clientConfig ?? {}), caBundle: bundle },
+        ...(failClose ? { failurePolicy: 'Fail' } : {}),
+      })),
     },
   }));
 }
@@ -125,11 +141,15 @@ abstract class WebhookConfigController {
       this.configs.set(c.metadata.name, c);
       this.queue.add(c.metadata.name);
     };
-    this.informer = new ResourceInformer(o.client, { path: `/apis/admissionregistration.k8s.io/v1/${plural}`, log }, {
-      add: changed,
-      update: changed,
-      delete: (x) => void this.configs.delete(String(x.metadata.name)),
-    });
+    this.informer = new ResourceInformer(
+      o.client,
+      { path: `/apis/admissionregistration.k8s.io/v1/${plural}`, log },
+      {
+        add: changed,
+        update: changed,
+        delete: (x) => void this.configs.delete(String(x.metadata.name)),
+      },
+    );
   }
 
   start(): this {
@@ -189,7 +209,11 @@ export class InjectionWebhookPatcher extends WebhookConfigController {
     if (!patched.changed) return;
     patchAttempts.inc({ name: INJECTOR_WEBHOOK_SUFFIXES[0] });
     try {
-      const written = (await this.o.client.request('PUT', `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(name)}`, { body: patched.config })) as WebhookConfiguration;
+      const written = (await this.o.client.request(
+        'PUT',
+        `/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/${encodeURIComponent(name)}`,
+        { body: patched.config },
+      )) as WebhookConfiguration;
       this.configs.set(name, written);
       this.log.info(`patched the caBundle of MutatingWebhookConfiguration ${name}`);
     } catch (e) {
@@ -226,9 +250,15 @@ export class ValidationWebhookController extends WebhookConfigController {
     const patch = await patchValidationWebhooks(config, caBundleField(pem!), () => this.readyForFailClose());
     if (!patch) return;
     try {
-      const written = (await this.o.client.request('PUT', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${encodeURIComponent(name)}`, { body: patch.config })) as WebhookConfiguration;
+      const written = (await this.o.client.request(
+        'PUT',
+        `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${encodeURIComponent(name)}`,
+        { body: patch.config },
+      )) as WebhookConfiguration;
       this.configs.set(name, written);
-      this.log.info(`successfully updated validatingwebhookconfiguration ${name} (failurePolicy=${patch.failClose ? 'Fail' : 'Ignore'}, resourceVersion=${written.metadata.resourceVersion})`);
+      this.log.info(
+        `successfully updated validatingwebhookconfiguration ${name} (failurePolicy=${patch.failClose ? 'Fail' : 'Ignore'}, resourceVersion=${written.metadata.resourceVersion})`,
+      );
       configUpdates.inc();
     } catch (e) {
       configUpdateError.inc({ reason: (e instanceof OrchApiError && e.reason) || 'Unknown' });
@@ -286,7 +316,9 @@ export class ValidationWebhookController extends WebhookConfigController {
       return { rejected: true };
     }
     if (message.includes('does not support dry run')) {
-      this.log.warn(`One of the validating webhooks does not support DryRun, cannot perform validation check. Assuming validation is ready. Details: ${message}`);
+      this.log.warn(
+        `One of the validating webhooks does not support DryRun, cannot perform validation check. Assuming validation is ready. Details: ${message}`,
+      );
       return { rejected: true };
     }
     return { rejected: false, reason: `dummy invalid rejected for the wrong reason: ${message}` };

@@ -105,7 +105,10 @@ export function admitRequest(request: Request, validate: Validate): { response: 
   const annotations = rec(rec(obj.metadata).annotations);
   const always = ALWAYS_REJECT.find((a) => a in annotations);
   if (always) {
-    return { response: deny(`configuration is invalid: "${always}" annotation found, rejecting`), report: { result: 'failed', reason: 'invalid_resource' } };
+    return {
+      response: deny(`configuration is invalid: "${always}" annotation found, rejecting`),
+      report: { result: 'failed', reason: 'invalid_resource' },
+    };
   }
   const result = validate(obj);
   if (result.unknownType) {

@@ -55,7 +55,11 @@ export function debugAccessDenied(c: RequestCaller, typeUrl: string, systemNames
     const id = parseSpiffeIdentity(raw);
     if (!(id instanceof Error) && id.namespace === systemNamespace) return undefined;
   }
-  return { ok: false, code: status.PERMISSION_DENIED, message: `the debug info is not available for identity [${c.identities.join(' ')}]: ${typeUrl} needs an identity of namespace ${systemNamespace}` };
+  return {
+    ok: false,
+    code: status.PERMISSION_DENIED,
+    message: `the debug info is not available for identity [${c.identities.join(' ')}]: ${typeUrl} needs an identity of namespace ${systemNamespace}`,
+  };
 }
 
 /** Istio's IstioControlPlaneInstance as the control_plane.identifier of every response. */
@@ -149,7 +153,11 @@ class DebugPageGen implements Generator<unknown> {
     const n = names(w);
     if (n.length !== 1) throw new Error('exactly one debug request is required');
     const page = this.src.debugPage?.(n[0]!) ?? { status: 404, body: '404 page not found\n' };
-    return { resources: [{ name: n[0]!, resource: { $typeName: 'google.protobuf.Any', typeUrl: DEBUG_TYPE, value: new Uint8Array(Buffer.from(page.body)) } as Any }] };
+    return {
+      resources: [
+        { name: n[0]!, resource: { $typeName: 'google.protobuf.Any', typeUrl: DEBUG_TYPE, value: new Uint8Array(Buffer.from(page.body)) } as Any },
+      ],
+    };
   }
 }
 

@@ -23,7 +23,11 @@ const log = registerScope('secretcontroller', 'multicluster secret controller');
 /** Secret labels that make a remote-cluster secret: ours, then Istio's. */
 export const MULTICLUSTER_SECRET_LABELS = ['mesh/multiCluster', 'istio/multiCluster'] as const;
 
-const managedClusters = defineGauge({ name: 'meshd_managed_clusters', help: 'Number of clusters managed by the discovery daemon', labelNames: ['cluster_type'] as const });
+const managedClusters = defineGauge({
+  name: 'meshd_managed_clusters',
+  help: 'Number of clusters managed by the discovery daemon',
+  labelNames: ['cluster_type'] as const,
+});
 const syncTimeouts = defineCounter({
   name: 'remote_cluster_sync_timeouts_total',
   help: 'Number of times remote clusters took too long to sync, causing slow startup that excludes remote clusters.',
@@ -212,7 +216,9 @@ export class MulticlusterController {
         log.info(`Update cluster ${id} (secret ${secretKey}): its client configuration changed`);
         void this.remove(secretKey, prev);
       } else if (this.clusters().some((c) => c.id === id)) {
-        log.warn(`cluster ${id} from secret ${secretKey} has already been registered by ${this.clusters().find((c) => c.id === id)!.secret}: ignored`);
+        log.warn(
+          `cluster ${id} from secret ${secretKey} has already been registered by ${this.clusters().find((c) => c.id === id)!.secret}: ignored`,
+        );
         continue;
       } else {
         log.info(`Adding cluster ${id} (secret ${secretKey})`);

@@ -66,7 +66,18 @@ export interface OriginalDstSource {
 export type AddonLoad = { ok: true; source: OriginalDstSource; memory?: MemoryBinding | undefined } | { ok: false; reason: string };
 
 const ERRNO: Record<number, string> = {
-  1: 'EPERM', 2: 'ENOENT', 9: 'EBADF', 13: 'EACCES', 22: 'EINVAL', 23: 'ENFILE', 24: 'EMFILE', 92: 'ENOPROTOOPT', 95: 'EOPNOTSUPP', 97: 'EAFNOSUPPORT', 98: 'EADDRINUSE', 99: 'EADDRNOTAVAIL',
+  1: 'EPERM',
+  2: 'ENOENT',
+  9: 'EBADF',
+  13: 'EACCES',
+  22: 'EINVAL',
+  23: 'ENFILE',
+  24: 'EMFILE',
+  92: 'ENOPROTOOPT',
+  95: 'EOPNOTSUPP',
+  97: 'EAFNOSUPPORT',
+  98: 'EADDRINUSE',
+  99: 'EADDRNOTAVAIL',
 };
 const errnoName = (n: number) => ERRNO[n] ?? `errno ${n}`;
 
@@ -111,7 +122,8 @@ function sourceFrom(b: Binding, from: string): OriginalDstSource {
 }
 
 function loaded(b: Binding, from: string): AddonLoad {
-  const memory = b.releaseMemory && b.releaseExecutablePages ? { releaseMemory: b.releaseMemory, releaseExecutablePages: b.releaseExecutablePages } : undefined;
+  const memory =
+    b.releaseMemory && b.releaseExecutablePages ? { releaseMemory: b.releaseMemory, releaseExecutablePages: b.releaseExecutablePages } : undefined;
   return { ok: true, source: sourceFrom(b, from), memory };
 }
 

@@ -17,7 +17,8 @@ const BINARY_SUFFIX: Record<string, number> = { Ki: 1, Mi: 2, Gi: 3, Ti: 4, Pi: 
 
 export function parseQuantity(text: string): Parsed {
   const m = /^([+-]?)([0-9]*)(?:\.([0-9]*))?(.*)$/.exec(text.trim());
-  if (!m || (m[2] === '' && (m[3] === undefined || m[3] === ''))) throw new QuantityError(`quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`);
+  if (!m || (m[2] === '' && (m[3] === undefined || m[3] === '')))
+    throw new QuantityError(`quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'`);
   const [, sign, whole, frac = '', suffix] = m;
   let mantissa = BigInt((whole || '0') + frac);
   if (sign === '-') mantissa = -mantissa;

@@ -155,7 +155,8 @@ function mergeSlice(original: Json[], patch: Json[], elem: Schema, mergeKey: str
       plainPatch.push(item);
     }
     for (const item of plainPatch) {
-      if (!isObject(item) || !(mergeKey in item)) throw new PatchError(`map: ${JSON.stringify(item)} does not contain declared merge key: ${mergeKey}`);
+      if (!isObject(item) || !(mergeKey in item))
+        throw new PatchError(`map: ${JSON.stringify(item)} does not contain declared merge key: ${mergeKey}`);
       const at = indexIn(work, item, mergeKey);
       if (at >= 0 && isObject(work[at])) work[at] = mergeMap(work[at] as JsonObject, item, elem);
       else work.push(item);

@@ -89,7 +89,9 @@ export function normalize(value: unknown, structName: string, opts: NormalizeOpt
 
 function normalizeStruct(value: unknown, structName: string, path: string, opts: NormalizeOptions): JsonObject {
   if (value !== undefined && value !== null && !isObject(value)) {
-    throw new DecodeError(`json: cannot unmarshal ${describeJson(value)} into Go struct field ${path || structName} of type ${structName.replace(/^\w+\./, '')}`);
+    throw new DecodeError(
+      `json: cannot unmarshal ${describeJson(value)} into Go struct field ${path || structName} of type ${structName.replace(/^\w+\./, '')}`,
+    );
   }
   const input = (value ?? {}) as JsonObject;
   const out: JsonObject = {};
@@ -141,8 +143,12 @@ function normalizeValue(v: unknown, type: string, omitempty: boolean, path: stri
     case 'int':
     case 'float': {
       if (v === undefined || v === null) return omitempty ? OMIT : 0;
-      if (typeof v !== 'number') throw new DecodeError(`json: cannot unmarshal ${describeJson(v)} into Go struct field ${path} of type ${type === 'int' ? 'int32' : 'float64'}`);
-      if (type === 'int' && !Number.isInteger(v)) throw new DecodeError(`json: cannot unmarshal number ${v} into Go struct field ${path} of type int32`);
+      if (typeof v !== 'number')
+        throw new DecodeError(
+          `json: cannot unmarshal ${describeJson(v)} into Go struct field ${path} of type ${type === 'int' ? 'int32' : 'float64'}`,
+        );
+      if (type === 'int' && !Number.isInteger(v))
+        throw new DecodeError(`json: cannot unmarshal number ${v} into Go struct field ${path} of type int32`);
       return omitempty && v === 0 ? OMIT : v;
     }
     case 'bool': {
@@ -153,7 +159,8 @@ function normalizeValue(v: unknown, type: string, omitempty: boolean, path: stri
     case 'quantity': {
       // A struct: never omitted; the zero quantity prints "0".
       if (v === undefined || v === null) return '0';
-      if (typeof v !== 'string' && typeof v !== 'number') throw new DecodeError(`json: cannot unmarshal ${describeJson(v)} into Go struct field ${path} of type resource.Quantity`);
+      if (typeof v !== 'string' && typeof v !== 'number')
+        throw new DecodeError(`json: cannot unmarshal ${describeJson(v)} into Go struct field ${path} of type resource.Quantity`);
       try {
         return canonicalQuantity(v);
       } catch (e) {
@@ -163,7 +170,8 @@ function normalizeValue(v: unknown, type: string, omitempty: boolean, path: stri
     }
     case 'intstr':
       if (v === undefined || v === null) return 0;
-      if (typeof v !== 'string' && typeof v !== 'number') throw new DecodeError(`json: cannot unmarshal ${describeJson(v)} into Go struct field ${path} of type intstr.IntOrString`);
+      if (typeof v !== 'string' && typeof v !== 'number')
+        throw new DecodeError(`json: cannot unmarshal ${describeJson(v)} into Go struct field ${path} of type intstr.IntOrString`);
       return v;
     case 'time':
       if (v === undefined || v === null || v === '') return null;

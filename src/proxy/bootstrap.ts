@@ -19,10 +19,23 @@ export class BootstrapError extends Error {
 
 /** Well-known types whose JSON is not an object of fields. */
 const SPECIAL_JSON = new Set([
-  'google.protobuf.Duration', 'google.protobuf.Timestamp', 'google.protobuf.Struct', 'google.protobuf.Value', 'google.protobuf.ListValue',
-  'google.protobuf.FieldMask', 'google.protobuf.Empty', 'google.protobuf.BoolValue', 'google.protobuf.UInt32Value', 'google.protobuf.Int32Value',
-  'google.protobuf.UInt64Value', 'google.protobuf.Int64Value', 'google.protobuf.DoubleValue', 'google.protobuf.FloatValue',
-  'google.protobuf.StringValue', 'google.protobuf.BytesValue', 'google.protobuf.NullValue',
+  'google.protobuf.Duration',
+  'google.protobuf.Timestamp',
+  'google.protobuf.Struct',
+  'google.protobuf.Value',
+  'google.protobuf.ListValue',
+  'google.protobuf.FieldMask',
+  'google.protobuf.Empty',
+  'google.protobuf.BoolValue',
+  'google.protobuf.UInt32Value',
+  'google.protobuf.Int32Value',
+  'google.protobuf.UInt64Value',
+  'google.protobuf.Int64Value',
+  'google.protobuf.DoubleValue',
+  'google.protobuf.FloatValue',
+  'google.protobuf.StringValue',
+  'google.protobuf.BytesValue',
+  'google.protobuf.NullValue',
 ]);
 
 function isObject(v: JsonValue | undefined): v is JsonObject {
@@ -113,9 +126,24 @@ export interface LoadedBootstrap {
  * of failing the start: nothing here changes how traffic is served.
  */
 const IGNORED_SECTIONS = [
-  'tracing', 'overload_manager', 'stats_sinks', 'watchdog', 'watchdogs', 'fatal_actions', 'bootstrap_extensions', 'layered_runtime',
-  'hds_config', 'typed_dns_resolver_config', 'default_regex_engine', 'xds_delegate_extension', 'xds_config_tracker_extension',
-  'listener_manager', 'application_log_config', 'certificate_provider_instances', 'memory_allocator_manager', 'grpc_async_client_manager_config',
+  'tracing',
+  'overload_manager',
+  'stats_sinks',
+  'watchdog',
+  'watchdogs',
+  'fatal_actions',
+  'bootstrap_extensions',
+  'layered_runtime',
+  'hds_config',
+  'typed_dns_resolver_config',
+  'default_regex_engine',
+  'xds_delegate_extension',
+  'xds_config_tracker_extension',
+  'listener_manager',
+  'application_log_config',
+  'certificate_provider_instances',
+  'memory_allocator_manager',
+  'grpc_async_client_manager_config',
 ];
 const camel = (s: string) => s.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
 
@@ -130,7 +158,8 @@ export function parseBootstrap(value: JsonValue, source: string, allowUnknown = 
       try {
         const field = BootstrapSchema.fields.find((f) => f.name === sec)!;
         if (field.fieldKind === 'message') checkJsonFields(value[key]!, field.message, key, reg, allowUnknown);
-        else if (field.fieldKind === 'list' && field.listKind === 'message' && Array.isArray(value[key])) (value[key] as JsonValue[]).forEach((v, i) => checkJsonFields(v, field.message, `${key}[${i}]`, reg, allowUnknown));
+        else if (field.fieldKind === 'list' && field.listKind === 'message' && Array.isArray(value[key]))
+          (value[key] as JsonValue[]).forEach((v, i) => checkJsonFields(v, field.message, `${key}[${i}]`, reg, allowUnknown));
       } catch (e) {
         warnings.push(`${source}: ${key} is not supported by this proxy and was ignored (${(e as Error).message})`);
         delete value[key];
@@ -153,7 +182,8 @@ export function parseBootstrap(value: JsonValue, source: string, allowUnknown = 
 }
 
 export function loadBootstrap(input: BootstrapInput): LoadedBootstrap {
-  if (!input.configPath && !input.configYaml) throw new BootstrapError('At least one of --config-path or --config-yaml or Options::configProto() should be non-empty');
+  if (!input.configPath && !input.configYaml)
+    throw new BootstrapError('At least one of --config-path or --config-yaml or Options::configProto() should be non-empty');
   let json: JsonValue = {};
   let source = '--config-yaml';
   if (input.configPath) {
@@ -186,7 +216,11 @@ export function validateBootstrap(b: Bootstrap, source: string): void {
   const dr = b.dynamicResources;
   const ads = dr?.adsConfig;
   if (ads) {
-    if (ads.apiType !== ApiConfigSource_ApiType.GRPC && ads.apiType !== ApiConfigSource_ApiType.DELTA_GRPC && ads.apiType !== ApiConfigSource_ApiType.AGGREGATED_GRPC) {
+    if (
+      ads.apiType !== ApiConfigSource_ApiType.GRPC &&
+      ads.apiType !== ApiConfigSource_ApiType.DELTA_GRPC &&
+      ads.apiType !== ApiConfigSource_ApiType.AGGREGATED_GRPC
+    ) {
       fail('dynamic_resources.ads_config.api_type: ADS must be GRPC or DELTA_GRPC');
     }
     if (ads.grpcServices.length !== 1) fail('dynamic_resources.ads_config.grpc_services: API configs must have a single gRPC service');
@@ -194,13 +228,18 @@ export function validateBootstrap(b: Bootstrap, source: string): void {
     if (t.case === 'envoyGrpc') {
       const c = statics.get(t.value.clusterName);
       if (!c) {
-        fail(`dynamic_resources.ads_config.grpc_services[0].envoy_grpc.cluster_name: envoy.config.core.v3.ApiConfigSource must have a statically defined non-EDS cluster: '${t.value.clusterName}' does not exist, was added via api, or is an EDS cluster`);
+        fail(
+          `dynamic_resources.ads_config.grpc_services[0].envoy_grpc.cluster_name: envoy.config.core.v3.ApiConfigSource must have a statically defined non-EDS cluster: '${t.value.clusterName}' does not exist, was added via api, or is an EDS cluster`,
+        );
       }
     } else if (t.case === 'googleGrpc') {
       if (!t.value.targetUri) fail('dynamic_resources.ads_config.grpc_services[0].google_grpc.target_uri: must not be empty');
     } else fail('dynamic_resources.ads_config.grpc_services[0]: envoy_grpc or google_grpc is required');
   }
-  for (const [name, cs] of [['lds_config', dr?.ldsConfig], ['cds_config', dr?.cdsConfig]] as const) {
+  for (const [name, cs] of [
+    ['lds_config', dr?.ldsConfig],
+    ['cds_config', dr?.cdsConfig],
+  ] as const) {
     if (!cs) continue;
     const k = cs.configSourceSpecifier.case;
     if (k === 'ads') {

@@ -8,8 +8,27 @@ export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** Envoy's logger ids that this engine writes to (a subset of Envoy's list, same names). */
 export const COMPONENTS = [
-  'admin', 'config', 'connection', 'conn_handler', 'dns', 'filter', 'grpc', 'hc', 'http', 'http2', 'init', 'jwt',
-  'main', 'misc', 'pool', 'rbac', 'router', 'runtime', 'secret', 'upstream', 'tracing',
+  'admin',
+  'config',
+  'connection',
+  'conn_handler',
+  'dns',
+  'filter',
+  'grpc',
+  'hc',
+  'http',
+  'http2',
+  'init',
+  'jwt',
+  'main',
+  'misc',
+  'pool',
+  'rbac',
+  'router',
+  'runtime',
+  'secret',
+  'upstream',
+  'tracing',
 ] as const;
 export type Component = (typeof COMPONENTS)[number];
 
@@ -48,28 +67,73 @@ export function compileLogFormat(pattern: string): Piece[] {
     const f = pattern[++i]!;
     let p: Piece | undefined;
     switch (f) {
-      case 'Y': p = (e) => String(e.now.getUTCFullYear()); break;
-      case 'm': p = (e) => pad(e.now.getUTCMonth() + 1); break;
-      case 'd': p = (e) => pad(e.now.getUTCDate()); break;
-      case 'H': p = (e) => pad(e.now.getUTCHours()); break;
-      case 'M': p = (e) => pad(e.now.getUTCMinutes()); break;
-      case 'S': p = (e) => pad(e.now.getUTCSeconds()); break;
-      case 'T': p = (e) => `${pad(e.now.getUTCHours())}:${pad(e.now.getUTCMinutes())}:${pad(e.now.getUTCSeconds())}`; break;
-      case 'e': p = (e) => pad(e.now.getUTCMilliseconds(), 3); break;
-      case 'f': p = (e) => pad(e.now.getUTCMilliseconds() * 1000, 6); break;
-      case 'F': p = (e) => pad(e.now.getUTCMilliseconds() * 1_000_000, 9); break;
-      case 'l': p = (e) => e.level; break;
-      case 'L': p = (e) => SHORT[e.level]; break;
-      case 'n': p = (e) => e.name; break;
-      case 'v': p = (e) => e.msg; break;
-      case 'j': p = (e) => JSON.stringify(e.msg).slice(1, -1); break;
-      case '_': p = (e) => JSON.stringify(e.msg).slice(1, -1); break;
-      case 't': p = () => String(process.pid); break;
-      case 'P': p = () => String(process.pid); break;
-      case 'g': case 's': p = (e) => `source/${e.name}`; break;
-      case '#': p = () => '0'; break;
-      case '%': lit += '%'; continue;
-      default: lit += `%${f}`; continue;
+      case 'Y':
+        p = (e) => String(e.now.getUTCFullYear());
+        break;
+      case 'm':
+        p = (e) => pad(e.now.getUTCMonth() + 1);
+        break;
+      case 'd':
+        p = (e) => pad(e.now.getUTCDate());
+        break;
+      case 'H':
+        p = (e) => pad(e.now.getUTCHours());
+        break;
+      case 'M':
+        p = (e) => pad(e.now.getUTCMinutes());
+        break;
+      case 'S':
+        p = (e) => pad(e.now.getUTCSeconds());
+        break;
+      case 'T':
+        p = (e) => `${pad(e.now.getUTCHours())}:${pad(e.now.getUTCMinutes())}:${pad(e.now.getUTCSeconds())}`;
+        break;
+      case 'e':
+        p = (e) => pad(e.now.getUTCMilliseconds(), 3);
+        break;
+      case 'f':
+        p = (e) => pad(e.now.getUTCMilliseconds() * 1000, 6);
+        break;
+      case 'F':
+        p = (e) => pad(e.now.getUTCMilliseconds() * 1_000_000, 9);
+        break;
+      case 'l':
+        p = (e) => e.level;
+        break;
+      case 'L':
+        p = (e) => SHORT[e.level];
+        break;
+      case 'n':
+        p = (e) => e.name;
+        break;
+      case 'v':
+        p = (e) => e.msg;
+        break;
+      case 'j':
+        p = (e) => JSON.stringify(e.msg).slice(1, -1);
+        break;
+      case '_':
+        p = (e) => JSON.stringify(e.msg).slice(1, -1);
+        break;
+      case 't':
+        p = () => String(process.pid);
+        break;
+      case 'P':
+        p = () => String(process.pid);
+        break;
+      case 'g':
+      case 's':
+        p = (e) => `source/${e.name}`;
+        break;
+      case '#':
+        p = () => '0';
+        break;
+      case '%':
+        lit += '%';
+        continue;
+      default:
+        lit += `%${f}`;
+        continue;
     }
     flush();
     out.push(p);
@@ -113,7 +177,10 @@ export class LoggerRegistry {
 
   /** `upstream:debug,connection:trace`; throws naming the bad entry. */
   applyComponentLevels(spec: string): void {
-    for (const part of spec.split(',').map((s) => s.trim()).filter(Boolean)) {
+    for (const part of spec
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)) {
       const [name, lvl] = part.split(':');
       const level = lvl === undefined ? undefined : parseLogLevel(lvl);
       if (!name || !level) throw new Error(`error: component log level '${part}' is not valid: want <component>:<level>`);

@@ -4,7 +4,16 @@
 import type { StringMatch } from '../config/types';
 import { toRoutingClaim } from '../config/validate/claims';
 import type { MetadataMatcherHook } from '../xds/gen/route';
-import { exactMatcher, jwtClaimsMatcher, JWT_FILTER_NAME, JWT_PAYLOAD_KEY, prefixMatcher, regexMatcher, type MetadataMatcherInit, type StringMatcherInit } from './matchers';
+import {
+  exactMatcher,
+  jwtClaimsMatcher,
+  JWT_FILTER_NAME,
+  JWT_PAYLOAD_KEY,
+  prefixMatcher,
+  regexMatcher,
+  type MetadataMatcherInit,
+  type StringMatcherInit,
+} from './matchers';
 
 /**
  * The claim path a header name designates, or undefined for an ordinary header. The prefix is matched

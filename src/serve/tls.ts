@@ -58,8 +58,24 @@ export function staticTlsSource(material: TlsMaterial): TlsSource {
 }
 
 /** Node's secure-context options for a server with this material. */
-export function secureContextOptions(m: TlsMaterial): { cert: Buffer; key: Buffer; ca?: Buffer; ciphers?: string; minVersion: 'TLSv1.2' | 'TLSv1.3'; maxVersion?: 'TLSv1.2' | 'TLSv1.3'; ecdhCurve?: string } {
-  return { cert: m.cert, key: m.key, ca: m.ca, ciphers: m.ciphers, minVersion: m.minVersion ?? 'TLSv1.2', maxVersion: m.maxVersion, ecdhCurve: m.ecdhCurve };
+export function secureContextOptions(m: TlsMaterial): {
+  cert: Buffer;
+  key: Buffer;
+  ca?: Buffer;
+  ciphers?: string;
+  minVersion: 'TLSv1.2' | 'TLSv1.3';
+  maxVersion?: 'TLSv1.2' | 'TLSv1.3';
+  ecdhCurve?: string;
+} {
+  return {
+    cert: m.cert,
+    key: m.key,
+    ca: m.ca,
+    ciphers: m.ciphers,
+    minVersion: m.minVersion ?? 'TLSv1.2',
+    maxVersion: m.maxVersion,
+    ecdhCurve: m.ecdhCurve,
+  };
 }
 
 /** COMPLIANCE_POLICY over whatever else was configured (Istio's EnforceGoCompliance, applied last). */

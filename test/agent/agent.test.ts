@@ -91,7 +91,11 @@ async function status(port: number, p: string, method = 'GET', host = '127.0.0.1
 }
 
 async function waitReady(r: Rig, a: AgentChild): Promise<void> {
-  await waitFor(() => `agent not ready:\n${summarize(a.out())}`, async () => (await status(r.ports.status, '/healthz/ready')).status === 200, { timeoutMs: 40_000, intervalMs: 50 });
+  await waitFor(
+    () => `agent not ready:\n${summarize(a.out())}`,
+    async () => (await status(r.ports.status, '/healthz/ready')).status === 200,
+    { timeoutMs: 40_000, intervalMs: 50 },
+  );
 }
 
 /** Checks the exit code; the child's output is shown only when it is wrong. */
@@ -112,20 +116,33 @@ t.test('readiness 503 → 200, wait, merged metrics, request, /quitquitquit', as
   const r = await rig(t, { daemon: false });
   const a = r.agent();
   await a.waitForLog(/status server listening on port/);
-  await waitFor(() => `fake proxy did not start:\n${a.out()}`, () => fakeEvents(r.events).some((e) => e.event === 'admin_listening'), { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => `fake proxy did not start:\n${a.out()}`,
+    () => fakeEvents(r.events).some((e) => e.event === 'admin_listening'),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
 
   const notReady = await status(r.ports.status, '/healthz/ready');
   t.equal(notReady.status, 503, 'not ready while discovery is down');
-  t.match(notReady.body, /config not received from XDS server \(is meshd running\?\): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected/);
+  t.match(
+    notReady.body,
+    /config not received from XDS server \(is meshd running\?\): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected/,
+  );
   t.equal((await status(r.ports.envoyStatus, '/healthz/ready')).status, 503, "the proxy's :15021 listener forwards to the agent");
 
   // `wait` gives up with Istio's message and exit 255 …
-  const timeout = runAgent(['wait', '--url', `http://127.0.0.1:${r.ports.status}/healthz/ready`, '--timeoutSeconds', '1', '--periodMillis', '100'], { cwd: r.dir, env: {} });
+  const timeout = runAgent(['wait', '--url', `http://127.0.0.1:${r.ports.status}/healthz/ready`, '--timeoutSeconds', '1', '--periodMillis', '100'], {
+    cwd: r.dir,
+    env: {},
+  });
   t.equal(await timeout.exited, 255);
   t.match(timeout.out(), /Error: timeout waiting for proxy to become ready\. Last error: HTTP status code 503/);
 
   // … and returns 0 once discovery comes up and the proxy applied CDS and LDS.
-  const waiting = runAgent(['wait', '--url', `http://127.0.0.1:${r.ports.envoyStatus}/healthz/ready`, '--timeoutSeconds', '60', '--periodMillis', '200'], { cwd: r.dir, env: {} });
+  const waiting = runAgent(
+    ['wait', '--url', `http://127.0.0.1:${r.ports.envoyStatus}/healthz/ready`, '--timeoutSeconds', '60', '--periodMillis', '200'],
+    { cwd: r.dir, env: {} },
+  );
   t.teardown(() => waiting.stop());
   await r.startDaemon();
   await expectExit(t, waiting, 0, 'wait returns 0 once ready');
@@ -135,13 +152,24 @@ t.test('readiness 503 → 200, wait, merged metrics, request, /quitquitquit', as
   const start = ev.find((e) => e.event === 'start')!;
   const args = start['args'] as string[];
   t.same(args.slice(0, 2), ['-c', path.join(r.dir, 'etc/mesh/proxy/envoy-rev.json')], 'the proxy reads the rendered bootstrap');
-  for (const f of ['--drain-time-s', '--drain-strategy', '--parent-shutdown-time-s', '--local-address-ip-version', '--disable-hot-restart', '--allow-unknown-static-fields', '-l']) {
+  for (const f of [
+    '--drain-time-s',
+    '--drain-strategy',
+    '--parent-shutdown-time-s',
+    '--local-address-ip-version',
+    '--disable-hot-restart',
+    '--allow-unknown-static-fields',
+    '-l',
+  ]) {
     t.ok(args.includes(f), `proxy started with ${f}`);
   }
   t.equal(args[args.indexOf('--drain-strategy') + 1], 'immediate');
   t.equal(args[args.indexOf('--drain-time-s') + 1], '45');
   t.equal(args[args.indexOf('-l') + 1], 'warning');
-  t.ok(ev.some((e) => e.event === 'ack' && e['type'] === 'type.googleapis.com/envoy.config.listener.v3.Listener' && e['resources'] === 1), 'the Gateway listener came through the xDS proxy');
+  t.ok(
+    ev.some((e) => e.event === 'ack' && e['type'] === 'type.googleapis.com/envoy.config.listener.v3.Listener' && e['resources'] === 1),
+    'the Gateway listener came through the xDS proxy',
+  );
   const bootstrap = JSON.parse(fs.readFileSync(path.join(r.dir, 'etc/mesh/proxy/envoy-rev.json'), 'utf8'));
   t.equal(bootstrap.node.id, `router~127.0.0.1~gw-0.${GATEWAY_NS}~${GATEWAY_NS}.svc.cluster.local`);
   t.ok(fs.statSync(path.join(r.dir, 'etc/mesh/proxy/XDS')).isSocket(), 'xDS socket under the config path');
@@ -174,8 +202,14 @@ t.test('readiness 503 → 200, wait, merged metrics, request, /quitquitquit', as
   const t0 = Date.now();
   await expectExit(t, a, 0, 'the agent exits at once');
   t.ok(Date.now() - t0 < 5000, 'no drain period');
-  t.notOk(fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), 'no drain');
-  t.ok(fakeEvents(r.events).some((e) => e.event === 'SIGTERM'), 'the proxy was stopped');
+  t.notOk(
+    fakeEvents(r.events).some((e) => e.event === 'drain_listeners'),
+    'no drain',
+  );
+  t.ok(
+    fakeEvents(r.events).some((e) => e.event === 'SIGTERM'),
+    'the proxy was stopped',
+  );
   t.notOk(fs.existsSync(path.join(r.dir, 'etc/mesh/proxy/envoy-rev.json')), 'the bootstrap is removed when the proxy ends');
 });
 
@@ -185,7 +219,11 @@ t.test('SIGTERM: drain listeners, wait terminationDrainDuration, stop the proxy'
   await waitReady(r, a);
   const sent = Date.now();
   a.child.kill('SIGTERM');
-  await waitFor(() => a.out(), () => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => a.out(),
+    () => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   const ready = await status(r.ports.status, '/healthz/ready').catch(() => ({ status: 0, body: '' }));
   t.equal(ready.status, 503, 'not ready once shutdown began');
   t.match(ready.body, /server is terminated: SIGTERM received/);
@@ -210,7 +248,10 @@ t.test('/quitquitquit during a graceful termination cuts it short', async (t) =>
   t.equal((await status(r.ports.status, '/quitquitquit', 'POST')).status, 200);
   await expectExit(t, a, 0, 'exit 0');
   t.ok(Date.now() - sent < 8000, 'well before the termination drain duration');
-  t.ok(fakeEvents(r.events).some((e) => e.event === 'SIGTERM'), 'the proxy was stopped');
+  t.ok(
+    fakeEvents(r.events).some((e) => e.event === 'SIGTERM'),
+    'the proxy was stopped',
+  );
 });
 
 t.test('sidecar: /drain drains inbound listeners now; SIGTERM then stops at once', async (t) => {
@@ -219,7 +260,11 @@ t.test('sidecar: /drain drains inbound listeners now; SIGTERM then stops at once
   await waitReady(r, a);
   t.equal((await status(r.ports.status, '/drain', 'GET')).status, 405);
   t.equal((await status(r.ports.status, '/drain', 'POST')).status, 200);
-  await waitFor(() => a.out(), () => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => a.out(),
+    () => fakeEvents(r.events).some((e) => e.event === 'drain_listeners'),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.equal(fakeEvents(r.events).find((e) => e.event === 'drain_listeners')!['query'], '?inboundonly&graceful&skip_exit');
   t.equal((await status(r.ports.status, '/healthz/ready')).status, 503, 'draining is not ready');
   const sent = Date.now();
@@ -237,7 +282,10 @@ t.test('EXIT_ON_ZERO_ACTIVE_CONNECTIONS: minimum drain, then exit when the last 
   await new Promise((resolve) => sock.once('connect', resolve));
   a.child.kill('SIGTERM');
   await a.waitForLog(/There are still 1 active connections/);
-  t.notOk(fakeEvents(r.events).some((e) => e.event === 'SIGTERM'), 'the proxy runs while a connection is open');
+  t.notOk(
+    fakeEvents(r.events).some((e) => e.event === 'SIGTERM'),
+    'the proxy runs while a connection is open',
+  );
   const closed = Date.now();
   sock.destroy();
   await expectExit(t, a, 0, 'exit 0 once no connection is left');
@@ -270,10 +318,17 @@ t.test("the proxy's exit status is the agent's; labels file and bootstrap overri
 t.test('a proxy ignoring SIGTERM is killed after the grace period', async (t) => {
   const r = await rig(t, { daemon: false, proxyConfig: { terminationDrainDuration: '0s' } });
   const a = r.agent([], { FAKE_ENVOY_IGNORE_SIGTERM: '1' });
-  await waitFor(() => a.out(), () => fakeEvents(r.events).some((e) => e.event === 'admin_listening'), { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => a.out(),
+    () => fakeEvents(r.events).some((e) => e.event === 'admin_listening'),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   a.child.kill('SIGTERM');
   await expectExit(t, a, 0, 'exit 0');
-  t.ok(fakeEvents(r.events).some((e) => e.event === 'SIGTERM'), 'SIGTERM first');
+  t.ok(
+    fakeEvents(r.events).some((e) => e.event === 'SIGTERM'),
+    'SIGTERM first',
+  );
   t.match(a.out(), /killed/);
 });
 
@@ -285,7 +340,10 @@ t.test('DISABLE_PROXY with GRPC_XDS_BOOTSTRAP: agent only, ready without a proxy
   t.same(g.xds_servers[0].server_uri, `unix://${path.join(r.dir, 'etc/mesh/proxy/XDS')}`);
   t.equal(g.node.metadata.GENERATOR, 'grpc');
   t.equal(g.node.id, `router~127.0.0.1~gw-0.${GATEWAY_NS}~${GATEWAY_NS}.svc.cluster.local`);
-  t.notOk(fakeEvents(r.events).some((e) => e.event === 'start'), 'no proxy started');
+  t.notOk(
+    fakeEvents(r.events).some((e) => e.event === 'start'),
+    'no proxy started',
+  );
   a.child.kill('SIGTERM');
   t.equal(await a.exited, 0);
 });
@@ -298,7 +356,10 @@ t.test('bad input fails before anything starts, naming what is wrong', async (t)
   fs.writeFileSync(path.join(r.dir, 'bad-mesh.yaml'), 'defaultConfig:\n  proxyAdminPort: many\n');
   const badMesh = runAgent(['proxy', 'router', '--meshConfig', 'bad-mesh.yaml'], { cwd: r.dir, env: r.env });
   t.equal(await badMesh.exited, 255);
-  t.match(badMesh.out(), /Error: failed to get proxy config: failed to unmarshal mesh config from file \[bad-mesh\.yaml\]: defaultConfig\.proxyAdminPort: expected a port number, got string "many"/);
+  t.match(
+    badMesh.out(),
+    /Error: failed to get proxy config: failed to unmarshal mesh config from file \[bad-mesh\.yaml\]: defaultConfig\.proxyAdminPort: expected a port number, got string "many"/,
+  );
   const missing = runAgent(['proxy', 'router', '--meshConfig', 'nope.yaml'], { cwd: r.dir, env: r.env });
   t.equal(await missing.exited, 255);
   t.match(missing.out(), /Error: failed to read mesh config file nope\.yaml: no such file/);

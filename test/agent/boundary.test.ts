@@ -29,13 +29,33 @@ t.test('an entry point that throws or rejects is answered by its fallback, count
   const c = control();
   b.register('dns', c);
   const before = await faults('dns');
-  const sync = b.entry('dns', (x: number) => (x > 1 ? x : (() => { throw new Error('bad'); })()), (e, x) => -x);
+  const sync = b.entry(
+    'dns',
+    (x: number) =>
+      x > 1
+        ? x
+        : (() => {
+            throw new Error('bad');
+          })(),
+    (e, x) => -x,
+  );
   t.equal(sync(2), 2, 'no fault: the entry answers');
   t.equal(sync(1), -1, 'a throw: the fallback answers with the same arguments');
-  const async = b.entry('dns', async (x: number): Promise<number | string> => { if (x === 0) throw new Error('bad'); return x; }, async (e) => e.message);
+  const async = b.entry(
+    'dns',
+    async (x: number): Promise<number | string> => {
+      if (x === 0) throw new Error('bad');
+      return x;
+    },
+    async (e) => e.message,
+  );
   t.equal(await async(0), 'bad', 'a rejection: the fallback answers');
   t.equal((await faults('dns')) - before, 2, 'both counted');
-  await waitFor(() => `restarts ${c.restarts}`, () => c.restarts === 1, { timeoutMs: 2000, intervalMs: 50 });
+  await waitFor(
+    () => `restarts ${c.restarts}`,
+    () => c.restarts === 1,
+    { timeoutMs: 2000, intervalMs: 50 },
+  );
   t.equal(c.restarts, 1, 'two faults before the restart ran: one restart');
   t.equal(b.state('dns'), 'running');
 });
@@ -65,10 +85,18 @@ t.test('a subsystem that keeps failing is disabled; an essential one is only res
 t.test('a restart that fails is a fault too: the budget ends in disabling it', async (t) => {
   const b = new FaultBoundary({ restartDelayMs: 1, maxRestartDelayMs: 2, maxFaults: 2 });
   t.teardown(() => b.close());
-  const c = control({ restart: async () => { throw new Error('address in use'); } });
+  const c = control({
+    restart: async () => {
+      throw new Error('address in use');
+    },
+  });
   b.register('sds', c);
   b.fault('sds', new Error('first'));
-  await waitFor(() => `state ${b.state('sds')}`, () => b.state('sds') === 'disabled', { timeoutMs: 2000, intervalMs: 50 });
+  await waitFor(
+    () => `state ${b.state('sds')}`,
+    () => b.state('sds') === 'disabled',
+    { timeoutMs: 2000, intervalMs: 50 },
+  );
   t.equal(c.disables, 1);
 });
 
@@ -91,6 +119,9 @@ t.test('MESH_TEST_FAULT names subsystems, with :entry or :escape', async (t) => 
     { subsystem: 'xds-proxy', at: 'escape' },
   ]);
   t.same(parseTestFaults(''), []);
-  t.throws(() => parseTestFaults('dns,engine'), /MESH_TEST_FAULT: "engine" is not <subsystem>\[:entry\|:escape\] \(subsystems: dns, sds, health, xds-proxy, status, metrics\)/);
+  t.throws(
+    () => parseTestFaults('dns,engine'),
+    /MESH_TEST_FAULT: "engine" is not <subsystem>\[:entry\|:escape\] \(subsystems: dns, sds, health, xds-proxy, status, metrics\)/,
+  );
   t.throws(() => parseTestFaults('dns:later'), /"dns:later"/);
 });

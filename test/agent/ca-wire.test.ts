@@ -3,19 +3,20 @@
 // with protobuf's encoder, which may add fields a newer proto has).
 import t from 'tap';
 import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
-import {
-  IstioCertificateRequestSchema,
-  IstioCertificateResponseSchema,
-  IstioCertificateService,
-} from '../../src/gen/security/v1alpha1/ca_pb';
+import { IstioCertificateRequestSchema, IstioCertificateResponseSchema, IstioCertificateService } from '../../src/gen/security/v1alpha1/ca_pb';
 import { grpcMethodPath } from '../../src/lib/xds/grpc';
-import { CREATE_CERTIFICATE_PATH, decodeCertificateResponse, encodeCertificateRequest, type CertificateRequest } from '../../src/agent/identity/ca-wire';
+import {
+  CREATE_CERTIFICATE_PATH,
+  decodeCertificateResponse,
+  encodeCertificateRequest,
+  type CertificateRequest,
+} from '../../src/agent/identity/ca-wire';
 import { WireError } from '../../src/lib/protowire';
 
 const CSR = '-----BEGIN CERTIFICATE REQUEST-----\nMIIBMzCB2gIBADAAMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END CERTIFICATE REQUEST-----\n';
 
 const requests: Array<[string, CertificateRequest]> = [
-  ['the agent\'s request', { csr: CSR, validityDuration: 86400n, metadata: { CertSigner: '' } }],
+  ["the agent's request", { csr: CSR, validityDuration: 86400n, metadata: { CertSigner: '' } }],
   ['a named signer', { csr: CSR, validityDuration: 3600n, metadata: { CertSigner: 'clusterissuers.cert-manager.io/mesh' } }],
   ['no metadata', { csr: CSR, validityDuration: 60n }],
   ['empty metadata', { csr: CSR, validityDuration: 60n, metadata: {} }],
@@ -35,14 +36,27 @@ t.test('requests: the bytes toBinary writes', async (t) => {
 });
 
 t.test('responses: what fromBinary reads, unknown fields skipped', async (t) => {
-  const chains = [[], ['leaf'], ['-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n', 'root ✓', ''], Array.from({ length: 5 }, (_, i) => 'x'.repeat(1000 * i))];
+  const chains = [
+    [],
+    ['leaf'],
+    ['-----BEGIN CERTIFICATE-----\nA\n-----END CERTIFICATE-----\n', 'root ✓', ''],
+    Array.from({ length: 5 }, (_, i) => 'x'.repeat(1000 * i)),
+  ];
   for (const certChain of chains) {
     const bytes = toBinary(IstioCertificateResponseSchema, create(IstioCertificateResponseSchema, { certChain }));
-    t.same(decodeCertificateResponse(bytes).certChain, fromBinary(IstioCertificateResponseSchema, bytes).certChain, `${certChain.length} certificates`);
+    t.same(
+      decodeCertificateResponse(bytes).certChain,
+      fromBinary(IstioCertificateResponseSchema, bytes).certChain,
+      `${certChain.length} certificates`,
+    );
     // Fields a newer proto may add: varint 2, fixed64 3, bytes 4, fixed32 5 — before and after.
     const unknown = Buffer.from([0x10, 0x96, 0x01, 0x19, 1, 2, 3, 4, 5, 6, 7, 8, 0x22, 0x02, 0x61, 0x62, 0x2d, 9, 9, 9, 9]);
     const withUnknown = Buffer.concat([unknown, bytes, unknown]);
-    t.same(decodeCertificateResponse(withUnknown).certChain, fromBinary(IstioCertificateResponseSchema, withUnknown).certChain, `${certChain.length} certificates among unknown fields`);
+    t.same(
+      decodeCertificateResponse(withUnknown).certChain,
+      fromBinary(IstioCertificateResponseSchema, withUnknown).certChain,
+      `${certChain.length} certificates among unknown fields`,
+    );
   }
 });
 
@@ -67,6 +81,6 @@ t.test('malformed responses are refused', async (t) => {
   }
 });
 
-t.test('the method path is the service descriptor\'s', async (t) => {
+t.test("the method path is the service descriptor's", async (t) => {
   t.equal(CREATE_CERTIFICATE_PATH, grpcMethodPath(IstioCertificateService, IstioCertificateService.method.createCertificate));
 });

@@ -31,7 +31,16 @@ async function tlsServer(t: Test, opts: tls.TlsOptions): Promise<{ port: number;
 
 function caClient(port: number, root: string, compliance: CompliancePolicy): CaClient {
   return new CaClient({
-    ca: { address: `127.0.0.1:${port}`, plaintext: false, serverName: 'meshd.test.svc', rootCa: root, provCertDir: '', clusterId: 'c', headers: {}, certSigner: '' },
+    ca: {
+      address: `127.0.0.1:${port}`,
+      plaintext: false,
+      serverName: 'meshd.test.svc',
+      rootCa: root,
+      provCertDir: '',
+      clusterId: 'c',
+      headers: {},
+      certSigner: '',
+    },
     tokens: new TokenSource({ kind: 'none' }, '/'),
     cwd: '/',
     compliance,
@@ -82,13 +91,21 @@ t.test('fips-140-2 refuses a TLS 1.3-only server; the xDS client follows the sam
   const s = await tlsServer(t, { cert: fs.readFileSync(c.cert), key: fs.readFileSync(c.key) });
   const proxy = new XdsProxy({
     socketPath: `${dir}/XDS`,
-    upstream: { address: `127.0.0.1:${s.port}`, clusterId: 'c', tls: { rootCerts: fs.readFileSync(c.ca), serverName: 'meshd.test.svc', compliance: 'fips-140-2' } },
+    upstream: {
+      address: `127.0.0.1:${s.port}`,
+      clusterId: 'c',
+      tls: { rootCerts: fs.readFileSync(c.ca), serverName: 'meshd.test.svc', compliance: 'fips-140-2' },
+    },
   });
   const client = proxy.client();
   t.teardown(() => proxy.stop());
   const call = client.streamAggregatedResources();
   call.on('error', () => undefined);
-  await waitFor(() => 'an xDS connection', () => s.seen.length > 0, { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => 'an xDS connection',
+    () => s.seen.length > 0,
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   call.cancel();
   t.equal(s.seen[0]!.protocol, 'TLSv1.2');
   t.ok(FIPS_CIPHERS.includes(s.seen[0]!.cipher));

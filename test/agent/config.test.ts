@@ -4,7 +4,12 @@
 import t from 'tap';
 import { checkProxyLogLevels, constructProxyConfig, splitProxyLogLevel, type ProxyConfigInputs } from '../../src/agent/config';
 
-const base = (over: Partial<ProxyConfigInputs> = {}): ProxyConfigInputs => ({ serviceCluster: 'mesh-proxy', concurrency: 0, nodeType: 'sidecar', ...over });
+const base = (over: Partial<ProxyConfigInputs> = {}): ProxyConfigInputs => ({
+  serviceCluster: 'mesh-proxy',
+  concurrency: 0,
+  nodeType: 'sidecar',
+  ...over,
+});
 
 t.test('defaults are Istio DefaultProxyConfig under mesh names', async (t) => {
   const { proxyConfig: pc, warnings } = constructProxyConfig(base());
@@ -42,7 +47,8 @@ enableTracing: false
   const { proxyConfig: pc } = constructProxyConfig(
     base({
       meshConfig,
-      proxyConfigEnv: '{"statusPort": 17020, "proxyMetadata": {"B": "env", "C": "env"}, "extraStatTags": ["three"], "terminationDrainDuration": "0.5s"}',
+      proxyConfigEnv:
+        '{"statusPort": 17020, "proxyMetadata": {"B": "env", "C": "env"}, "extraStatTags": ["three"], "terminationDrainDuration": "0.5s"}',
     }),
   );
   t.equal(pc.discoveryAddress, '127.0.0.1:15010', 'from the file');
@@ -56,7 +62,10 @@ enableTracing: false
 
 t.test('PROXY_CONFIG as YAML, proto (snake_case) names and enum numbers', async (t) => {
   const { proxyConfig: pc } = constructProxyConfig(
-    base({ proxyConfigEnv: 'discovery_address: meshd:15010\ncontrolPlaneAuthPolicy: NONE\nconcurrency: 4\nproxy_stats_matcher:\n  inclusion_prefixes: [upstream]\n' }),
+    base({
+      proxyConfigEnv:
+        'discovery_address: meshd:15010\ncontrolPlaneAuthPolicy: NONE\nconcurrency: 4\nproxy_stats_matcher:\n  inclusion_prefixes: [upstream]\n',
+    }),
   );
   t.equal(pc.discoveryAddress, 'meshd:15010');
   t.equal(pc.controlPlaneAuthPolicy, 'NONE');
@@ -68,8 +77,15 @@ t.test('PROXY_CONFIG as YAML, proto (snake_case) names and enum numbers', async 
 t.test('flags: --concurrency wins; a gateway sizes itself from MESH_CPU_LIMIT', async (t) => {
   t.equal(constructProxyConfig(base({ concurrency: 3, proxyConfigEnv: 'concurrency: 8' })).proxyConfig.concurrency, 3);
   t.equal(constructProxyConfig(base({ nodeType: 'router', cpuLimit: 3 })).proxyConfig.concurrency, 3);
-  t.equal(constructProxyConfig(base({ nodeType: 'router', cpuLimit: 3, proxyConfigEnv: 'concurrency: 1' })).proxyConfig.concurrency, 1, 'configured concurrency beats the CPU limit');
-  t.equal(constructProxyConfig(base({ serviceCluster: 'flagged', proxyConfigEnv: 'serviceCluster: configured' })).proxyConfig.serviceCluster, 'configured');
+  t.equal(
+    constructProxyConfig(base({ nodeType: 'router', cpuLimit: 3, proxyConfigEnv: 'concurrency: 1' })).proxyConfig.concurrency,
+    1,
+    'configured concurrency beats the CPU limit',
+  );
+  t.equal(
+    constructProxyConfig(base({ serviceCluster: 'flagged', proxyConfigEnv: 'serviceCluster: configured' })).proxyConfig.serviceCluster,
+    'configured',
+  );
 });
 
 t.test('errors name the source and the field', async (t) => {
@@ -78,32 +94,49 @@ t.test('errors name the source and the field', async (t) => {
     message: 'failed to unmarshal mesh config from file [mesh.yaml]: defaultConfig.statusPort: port number 70000 must be in the range 1..65535',
   });
   t.throws(() => constructProxyConfig(base({ meshConfig: file('defaultConfig:\n  drainDuration: soon\n') })), {
-    message: /^failed to unmarshal mesh config from file \[mesh\.yaml\]: defaultConfig\.drainDuration: expected a duration string such as "45s", got string "soon"$/,
+    message:
+      /^failed to unmarshal mesh config from file \[mesh\.yaml\]: defaultConfig\.drainDuration: expected a duration string such as "45s", got string "soon"$/,
   });
   t.throws(() => constructProxyConfig(base({ meshConfig: file('defaultConfig:\n  discoveryAdress: x:1\n') })), {
     message: /defaultConfig\.discoveryAdress: unknown field "discoveryAdress" in ProxyConfig/,
   });
-  t.throws(() => constructProxyConfig(base({ meshConfig: file('defaultConfig: [\n') })), { message: /^failed to unmarshal mesh config from file \[mesh\.yaml\]: / });
+  t.throws(() => constructProxyConfig(base({ meshConfig: file('defaultConfig: [\n') })), {
+    message: /^failed to unmarshal mesh config from file \[mesh\.yaml\]: /,
+  });
   t.throws(() => constructProxyConfig(base({ proxyConfigEnv: '{"proxyMetadata": {"A": 1}}' })), {
     message: 'failed to unmarshal mesh config from environment [PROXY_CONFIG]: PROXY_CONFIG.proxyMetadata.A: expected a string, got number 1',
   });
-  t.throws(() => constructProxyConfig(base({ proxyConfigEnv: 'controlPlaneAuthPolicy: SOMETIMES' })), { message: /controlPlaneAuthPolicy: expected one of NONE, MUTUAL_TLS, INHERIT/ });
+  t.throws(() => constructProxyConfig(base({ proxyConfigEnv: 'controlPlaneAuthPolicy: SOMETIMES' })), {
+    message: /controlPlaneAuthPolicy: expected one of NONE, MUTUAL_TLS, INHERIT/,
+  });
   t.throws(() => constructProxyConfig(base({ proxyConfigEnv: 'discoveryAddress: nowhere' })), {
     message: 'invalid proxy config (defaults + PROXY_CONFIG): discoveryAddress: invalid discovery address: "nowhere" is not a valid host:port',
   });
-  t.throws(() => constructProxyConfig(base({ proxyConfigEnv: '- a\n- b\n' })), { message: /PROXY_CONFIG: expected a ProxyConfig object, got a list/ });
+  t.throws(() => constructProxyConfig(base({ proxyConfigEnv: '- a\n- b\n' })), {
+    message: /PROXY_CONFIG: expected a ProxyConfig object, got a list/,
+  });
 });
 
 t.test('unknown top-level MeshConfig fields warn; known ones and an empty file are fine', async (t) => {
-  const r = constructProxyConfig(base({ meshConfig: { path: 'm', text: 'accessLogFile: /dev/stdout\nrootNamespace: mesh-system\nfrobnicate: 1\n' } }));
+  const r = constructProxyConfig(
+    base({ meshConfig: { path: 'm', text: 'accessLogFile: /dev/stdout\nrootNamespace: mesh-system\nfrobnicate: 1\n' } }),
+  );
   t.same(r.warnings, ['mesh config file m: unknown MeshConfig field "frobnicate" ignored']);
   t.same(constructProxyConfig(base({ meshConfig: { path: 'm', text: '' } })).proxyConfig, constructProxyConfig(base()).proxyConfig);
 });
 
 t.test('proxy log level: Istio splitComponentLog', async (t) => {
   t.same(splitProxyLogLevel('warning', ''), { level: 'warning', componentLevels: '', warnings: [] });
-  t.same(splitProxyLogLevel('info,misc:error,upstream:debug', 'ignored:info'), { level: 'info', componentLevels: 'misc:error,upstream:debug', warnings: [] });
-  t.same(splitProxyLogLevel('debug', 'misc:error'), { level: 'debug', componentLevels: 'misc:error', warnings: [] }, 'the deprecated flag applies when the level names no components');
+  t.same(splitProxyLogLevel('info,misc:error,upstream:debug', 'ignored:info'), {
+    level: 'info',
+    componentLevels: 'misc:error,upstream:debug',
+    warnings: [],
+  });
+  t.same(
+    splitProxyLogLevel('debug', 'misc:error'),
+    { level: 'debug', componentLevels: 'misc:error', warnings: [] },
+    'the deprecated flag applies when the level names no components',
+  );
   t.same(splitProxyLogLevel('info,a:b:c', '').warnings, ['dropping invalid log level: a:b:c']);
   t.equal(checkProxyLogLevels('warning', 'misc:error'), undefined);
   t.match(checkProxyLogLevels('loud', ''), /invalid --proxyLogLevel "loud"/);

@@ -22,7 +22,13 @@ t.test('no envoy executable: the agent runs the built-in engine in its own proce
   const dir = tempDir(t);
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
-  const ports = { status: await freePort(), admin: await freePort(), envoyStatus: await freePort(), envoyMetrics: await freePort(), gw: await freePort() };
+  const ports = {
+    status: await freePort(),
+    admin: await freePort(),
+    envoyStatus: await freePort(),
+    envoyMetrics: await freePort(),
+    gw: await freePort(),
+  };
   fs.writeFileSync(path.join(configDir, 'gateway.yaml'), gatewayConfig(ports.gw));
   const daemon = await startDiscovery({ configDir });
   t.teardown(() => daemon.stop());
@@ -48,12 +54,22 @@ t.test('no envoy executable: the agent runs the built-in engine in its own proce
   t.match(a.out(), /no envoy executable \(binaryPath .*no-such-envoy, PATH\): using the built-in proxy engine/);
   const cmd = /Proxy command: (.*)/.exec(a.out())![1]!;
   t.ok(
-    cmd.startsWith(`built-in engine in the agent process (pid ${a.child.pid}): envoy -c ${path.join(dir, 'etc/mesh/proxy/envoy-rev.json')} --drain-time-s 45 --drain-strategy immediate`),
+    cmd.startsWith(
+      `built-in engine in the agent process (pid ${a.child.pid}): envoy -c ${path.join(dir, 'etc/mesh/proxy/envoy-rev.json')} --drain-time-s 45 --drain-strategy immediate`,
+    ),
     `the engine runs inside the agent with Envoy's flags: ${cmd}`,
   );
   t.notOk(cmd.includes('--file-flush-interval-msec'), 'no Envoy-only flags for the built-in engine');
-  await waitFor(() => `not ready with the built-in engine:\n${summarize(a.out())}`, async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)).status === 200, { timeoutMs: 60_000, intervalMs: 50 });
-  t.equal((await fetch(`http://127.0.0.1:${ports.envoyStatus}/healthz/ready`)).status, 200, "the engine's :15021 listener forwards readiness to the agent");
+  await waitFor(
+    () => `not ready with the built-in engine:\n${summarize(a.out())}`,
+    async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)).status === 200,
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
+  t.equal(
+    (await fetch(`http://127.0.0.1:${ports.envoyStatus}/healthz/ready`)).status,
+    200,
+    "the engine's :15021 listener forwards readiness to the agent",
+  );
   const dumpRes = await fetch(`http://127.0.0.1:${ports.admin}/config_dump`);
   const dumpText = await dumpRes.text();
   t.equal(dumpRes.status, 200, `/config_dump: ${dumpText.slice(0, 300)}`);
@@ -82,7 +98,14 @@ t.test("built-in engine: a bootstrap it cannot run is the agent's exit status 1,
     cwd: dir,
     env: {
       ...GATEWAY_POD_ENV,
-      PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(dir, 'no-such-envoy'), customConfigFile: 'custom.json', discoveryAddress: daemon.grpc, controlPlaneAuthPolicy: 'NONE', statusPort: ports.status, proxyAdminPort: ports.admin }),
+      PROXY_CONFIG: JSON.stringify({
+        binaryPath: path.join(dir, 'no-such-envoy'),
+        customConfigFile: 'custom.json',
+        discoveryAddress: daemon.grpc,
+        controlPlaneAuthPolicy: 'NONE',
+        statusPort: ports.status,
+        proxyAdminPort: ports.admin,
+      }),
     },
   });
   t.teardown(() => a.stop());

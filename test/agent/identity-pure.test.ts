@@ -24,7 +24,10 @@ t.test('rotation time: Istio renews when SECRET_GRACE_PERIOD_RATIO of the lifeti
   t.equal(rotationDelayMs(l, created + 20 * H, 0.5, 0), 0, 'overdue: at once, never negative');
   t.equal(rotationDelayMs(l, created, 0, 0.01), undefined, 'ratio 0 turns rotation off (Istio: no rotation)');
   // Jitter: the ratio moves by up to ±jitter; randomness decides the sign and the size.
-  const seq = (...v: number[]) => () => v.shift()!;
+  const seq =
+    (...v: number[]) =>
+    () =>
+      v.shift()!;
   t.equal(rotationDelayMs(l, created, 0.5, 0.01, seq(0.9, 1)), Math.round(24 * H - 0.51 * 24 * H), '+1 % of the lifetime earlier');
   t.equal(rotationDelayMs(l, created, 0.5, 0.01, seq(0.1, 1)), Math.round(24 * H - 0.49 * 24 * H), '−1 % later');
   t.equal(rotationDelayMs(l, created, 0.995, 0.01, seq(0.9, 1)), 0, 'ratio capped at 1');
@@ -48,17 +51,30 @@ t.test('retry pacing: Istio backoff (500 ms ×1.5, ±50 %, ≤60 s), capped at h
   t.equal(retryDelayMs(30, 10_000, mid), 5000, 'half of the 10 s left');
   t.equal(retryDelayMs(30, 50, mid), 100, 'at least 100 ms');
   t.equal(retryDelayMs(30, -5000, mid), 60_000, 'after expiry, plain backoff');
-  t.equal(retryDelayMs(0, undefined, () => 0), 250);
-  t.equal(retryDelayMs(0, undefined, () => 1), 750);
+  t.equal(
+    retryDelayMs(0, undefined, () => 0),
+    250,
+  );
+  t.equal(
+    retryDelayMs(0, undefined, () => 1),
+    750,
+  );
   t.equal(timeLeftText(41_200), 'expires in 41s');
   t.equal(timeLeftText(-3_000), 'expired 3s ago');
 });
 
 function opts(env: Record<string, string>, pc: Partial<ProxyConfig> = {}, cwd = '/nonexistent') {
-  return identityOptions({ env: new EnvTable(program('pilot-agent').env, env), raw: env, proxyConfig: { ...defaultProxyConfig(), ...pc }, clusterId: 'c1', metadata: {}, cwd });
+  return identityOptions({
+    env: new EnvTable(program('pilot-agent').env, env),
+    raw: env,
+    proxyConfig: { ...defaultProxyConfig(), ...pc },
+    clusterId: 'c1',
+    metadata: {},
+    cwd,
+  });
 }
 
-t.test('settings: defaults are Istio\'s', async (t) => {
+t.test("settings: defaults are Istio's", async (t) => {
   const o = opts({ POD_NAMESPACE: 'shop', SERVICE_ACCOUNT: 'web' });
   t.equal(o.spiffeId, 'spiffe://cluster.local/ns/shop/sa/web');
   t.same(o.key, { kind: 'rsa', bits: 2048 });
@@ -68,7 +84,11 @@ t.test('settings: defaults are Istio\'s', async (t) => {
   t.equal(o.ca.address, 'meshd.mesh-system.svc:15012', 'CA_ADDR defaults to the discovery address');
   t.equal(o.ca.plaintext, false);
   t.equal(o.ca.serverName, 'meshd.mesh-system.svc');
-  t.same(o.credential, { kind: 'token-file', paths: ['./var/run/secrets/tokens/mesh-token', './var/run/secrets/tokens/istio-token'] }, "ours, then Istio's third-party token");
+  t.same(
+    o.credential,
+    { kind: 'token-file', paths: ['./var/run/secrets/tokens/mesh-token', './var/run/secrets/tokens/istio-token'] },
+    "ours, then Istio's third-party token",
+  );
   t.equal(o.sdsSocketPath, './var/run/secrets/workload-spiffe-uds/socket');
   t.equal(o.fileMountedCerts, false);
   t.same(o.files, { certChain: './etc/certs/cert-chain.pem', key: './etc/certs/key.pem', root: './etc/certs/root-cert.pem' });
@@ -79,12 +99,22 @@ t.test('settings: defaults are Istio\'s', async (t) => {
 
 t.test('settings: the variables change them', async (t) => {
   const o = opts({
-    POD_NAMESPACE: 'shop', SERVICE_ACCOUNT: 'web', TRUST_DOMAIN: 'example.org', CA_ADDR: 'localhost:15012', SECRET_TTL: '1m',
-    SECRET_GRACE_PERIOD_RATIO: '0.3', ECC_SIGNATURE_ALGORITHM: 'ECDSA', ECC_CURVE: 'P384', CA_HEADER_X_A: '1', FILE_MOUNTED_CERTS: 'true',
-    WORKLOAD_IDENTITY_SOCKET_FILE: 'spire.sock', COMPLIANCE_POLICY: 'fips-140-2', OUTPUT_CERTS: '/out',
+    POD_NAMESPACE: 'shop',
+    SERVICE_ACCOUNT: 'web',
+    TRUST_DOMAIN: 'example.org',
+    CA_ADDR: 'localhost:15012',
+    SECRET_TTL: '1m',
+    SECRET_GRACE_PERIOD_RATIO: '0.3',
+    ECC_SIGNATURE_ALGORITHM: 'ECDSA',
+    ECC_CURVE: 'P384',
+    CA_HEADER_X_A: '1',
+    FILE_MOUNTED_CERTS: 'true',
+    WORKLOAD_IDENTITY_SOCKET_FILE: 'spire.sock',
+    COMPLIANCE_POLICY: 'fips-140-2',
+    OUTPUT_CERTS: '/out',
   });
   t.equal(o.spiffeId, 'spiffe://example.org/ns/shop/sa/web');
-  t.equal(o.ca.serverName, 'meshd.mesh-system.svc', 'localhost stands for the daemon\'s service name');
+  t.equal(o.ca.serverName, 'meshd.mesh-system.svc', "localhost stands for the daemon's service name");
   t.equal(o.secretTtlMs, 60_000);
   t.equal(o.graceRatio, 0.3);
   t.same(o.key, { kind: 'ec', curve: 'P384' });
@@ -95,7 +125,11 @@ t.test('settings: the variables change them', async (t) => {
   t.equal(o.compliance, 'fips-140-2');
   t.equal(opts({ MESHD_SAN: 'meshd.prod.svc', CA_ADDR: '10.0.0.1:15012' }).ca.serverName, 'meshd.prod.svc', 'MESHD_SAN wins');
   t.equal(opts({ CA_ADDR: 'meshd:15010' }).ca.plaintext, true, ':15010 is plaintext, as Istio');
-  t.equal(opts({}, { controlPlaneAuthPolicy: 'NONE', discoveryAddress: '127.0.0.1:9999' }).ca.plaintext, true, 'a plaintext control plane reaches its CA in plaintext');
+  t.equal(
+    opts({}, { controlPlaneAuthPolicy: 'NONE', discoveryAddress: '127.0.0.1:9999' }).ca.plaintext,
+    true,
+    'a plaintext control plane reaches its CA in plaintext',
+  );
   t.equal(opts({ CA_ADDR: 'ca.example:443' }, { controlPlaneAuthPolicy: 'NONE' }).ca.plaintext, false, 'an explicit CA_ADDR keeps TLS');
   t.match(opts({}).warnings.join(), /POD_NAMESPACE and SERVICE_ACCOUNT not set/);
   t.match(opts({ JWT_POLICY: 'first-party-jwt' }).warnings.join(), /deprecated JWT policy 'first-party-jwt'; treating as 'third-party-jwt'/);
@@ -116,7 +150,9 @@ t.test('settings: bad values name the variable', async (t) => {
 t.test('root for the CA: CA_ROOT_CA, SYSTEM, the mounted mesh root, or an error saying what to set', async (t) => {
   const cwd = tempDir(t);
   const ca = (rootCa: string) => ({ ...opts({}).ca, rootCa });
-  t.throws(() => caRootCerts(ca(''), cwd), { message: /root CA file for CA does not exist: none of \.\/var\/run\/secrets\/mesh\/root-cert\.pem.*set CA_ROOT_CA/ });
+  t.throws(() => caRootCerts(ca(''), cwd), {
+    message: /root CA file for CA does not exist: none of \.\/var\/run\/secrets\/mesh\/root-cert\.pem.*set CA_ROOT_CA/,
+  });
   t.same(caRootCerts(ca('SYSTEM'), cwd), { path: '' }, 'SYSTEM: the system roots');
   t.throws(() => caRootCerts(ca('missing.pem'), cwd), { message: /root CA file for CA does not exist missing\.pem \(CA_ROOT_CA\)/ });
   fs.mkdirSync(path.join(cwd, 'var/run/secrets/istio'), { recursive: true });
@@ -139,7 +175,7 @@ t.test('workload-spiffe-credentials files replace the CA when all three are ther
   t.equal(o.files.certChain, './var/run/secrets/workload-spiffe-credentials/cert-chain.pem');
 });
 
-t.test('SDS resource names for files (Istio\'s SdsCertificateConfigFromResourceName)', async (t) => {
+t.test("SDS resource names for files (Istio's SdsCertificateConfigFromResourceName)", async (t) => {
   t.same(fileResource('file-cert:/etc/c.pem~/etc/k.pem'), { kind: 'cert', cert: '/etc/c.pem', key: '/etc/k.pem' });
   t.same(fileResource('file-root:/etc/ca.pem'), { kind: 'root', ca: '/etc/ca.pem' });
   t.equal(fileResource('file-cert:/only-one.pem'), undefined);
@@ -147,12 +183,26 @@ t.test('SDS resource names for files (Istio\'s SdsCertificateConfigFromResourceN
   t.equal(fileResource('kubernetes://gw-cred'), undefined);
 });
 
-t.test('protocol mismatch: OpenSSL\'s words become a sentence naming the port and the setting', async (t) => {
-  const tlsToPlain = protocolMismatchHint('No connection established. Last error: Error: C0B7:error:0A00010B:SSL routines:ssl3_get_record:wrong version number', { address: 'meshd:15010', tls: true, setting: 'discoveryAddress' });
+t.test("protocol mismatch: OpenSSL's words become a sentence naming the port and the setting", async (t) => {
+  const tlsToPlain = protocolMismatchHint(
+    'No connection established. Last error: Error: C0B7:error:0A00010B:SSL routines:ssl3_get_record:wrong version number',
+    { address: 'meshd:15010', tls: true, setting: 'discoveryAddress' },
+  );
   t.match(tlsToPlain!, /meshd:15010 answered the TLS handshake in plaintext.*Point discoveryAddress at the TLS port.*controlPlaneAuthPolicy: NONE/);
   t.equal(protocolMismatchHint('connect ECONNREFUSED 127.0.0.1:1', { address: 'x:1', tls: true, setting: 'discoveryAddress' }), undefined);
   // grpc-js's words for a plaintext HTTP/2 connection a TLS server closed.
-  const plainToTls = protocolMismatchHint('No connection established. Last error: Failed to connect (2026-11-25T21:02:59.486Z). Resolution note: ', { address: 'meshd:15012', tls: false, setting: 'discoveryAddress' });
+  const plainToTls = protocolMismatchHint('No connection established. Last error: Failed to connect (2026-11-25T21:02:59.486Z). Resolution note: ', {
+    address: 'meshd:15012',
+    tls: false,
+    setting: 'discoveryAddress',
+  });
   t.match(plainToTls!, /meshd:15012 dropped a plaintext HTTP\/2 connection: it may be a TLS port.*controlPlaneAuthPolicy: NONE/);
-  t.equal(protocolMismatchHint('No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1.', { address: 'x:1', tls: false, setting: 'discoveryAddress' }), undefined);
+  t.equal(
+    protocolMismatchHint('No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1.', {
+      address: 'x:1',
+      tls: false,
+      setting: 'discoveryAddress',
+    }),
+    undefined,
+  );
 });

@@ -80,12 +80,14 @@ function engineSds(t: Test, cwd: string): { watch(name: string): SecretWatch } {
 function tlsCert(s: Secret | undefined): { chain: string; key: string } {
   if (s?.type.case !== 'tlsCertificate') throw new Error(`not a tls_certificate secret: ${s?.type.case}`);
   const v = s.type.value;
-  if (v.certificateChain?.specifier.case !== 'inlineBytes' || v.privateKey?.specifier.case !== 'inlineBytes') throw new Error('expected inline bytes');
+  if (v.certificateChain?.specifier.case !== 'inlineBytes' || v.privateKey?.specifier.case !== 'inlineBytes')
+    throw new Error('expected inline bytes');
   return { chain: Buffer.from(v.certificateChain.specifier.value).toString(), key: Buffer.from(v.privateKey.specifier.value).toString() };
 }
 
 function rootCa(s: Secret | undefined): string {
-  if (s?.type.case !== 'validationContext' || s.type.value.trustedCa?.specifier.case !== 'inlineBytes') throw new Error('not a validation_context secret with inline trusted_ca');
+  if (s?.type.case !== 'validationContext' || s.type.value.trustedCa?.specifier.case !== 'inlineBytes')
+    throw new Error('not a validation_context secret with inline trusted_ca');
   return Buffer.from(s.type.value.trustedCa.specifier.value).toString();
 }
 
@@ -112,8 +114,8 @@ t.test('default and ROOTCA over SDS: the URI SAN is the identity, the key matche
   t.match(text, /Public Key Algorithm: rsaEncryption[\s\S]*Public-Key: \(2048 bit\)/, 'RSA 2048 by default (WORKLOAD_RSA_KEY_SIZE)');
   t.match(key, /^-----BEGIN RSA PRIVATE KEY-----/, 'PKCS#1 key, as Istio writes it without PKCS8_KEY');
   const leaf = new X509Certificate(chain);
-  t.ok(leaf.checkPrivateKey((await import('node:crypto')).createPrivateKey(key)), 'the key is the certificate\'s');
-  t.equal(rootCa(root.current()), fs.readFileSync(ca.rootPath, 'utf8'), 'ROOTCA is the CA\'s root');
+  t.ok(leaf.checkPrivateKey((await import('node:crypto')).createPrivateKey(key)), "the key is the certificate's");
+  t.equal(rootCa(root.current()), fs.readFileSync(ca.rootPath, 'utf8'), "ROOTCA is the CA's root");
   fs.writeFileSync(path.join(cwd, 'chain.pem'), chain);
   t.match(execFileSync('openssl', ['verify', '-CAfile', ca.rootPath, path.join(cwd, 'chain.pem')], { encoding: 'utf8' }), /OK/);
 
@@ -129,7 +131,10 @@ t.test('default and ROOTCA over SDS: the URI SAN is the identity, the key matche
 
 t.test('ECDSA keys: ECC_SIGNATURE_ALGORITHM=ECDSA on P-256, ECC_CURVE=P384', async (t) => {
   const ca = await startCaDouble(t);
-  for (const [curve, nist, sig] of [['', 'P-256', 'ecdsa-with-SHA256'], ['P384', 'P-384', 'ecdsa-with-SHA384']] as const) {
+  for (const [curve, nist, sig] of [
+    ['', 'P-256', 'ecdsa-with-SHA256'],
+    ['P384', 'P-384', 'ecdsa-with-SHA384'],
+  ] as const) {
     const cwd = tempDir(t);
     await startIdentity(t, cwd, opts(cwd, ca, { ECC_SIGNATURE_ALGORITHM: 'ECDSA', ...(curve ? { ECC_CURVE: curve } : {}) }));
     const def = engineSds(t, cwd).watch('default');
@@ -139,7 +144,10 @@ t.test('ECDSA keys: ECC_SIGNATURE_ALGORITHM=ECDSA on P-256, ECC_CURVE=P384', asy
     t.match(key, /^-----BEGIN EC PRIVATE KEY-----/, 'SEC1 key');
     const csrFile = path.join(cwd, 'req.csr');
     fs.writeFileSync(csrFile, ca.calls[ca.calls.length - 1]!.csr);
-    const csrText = execFileSync('openssl', ['req', '-in', csrFile, '-noout', '-text', '-verify'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    const csrText = execFileSync('openssl', ['req', '-in', csrFile, '-noout', '-text', '-verify'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     t.match(csrText, new RegExp(`Signature Algorithm: ${sig}`), `CSR signed with ${sig}`);
   }
 });
@@ -150,7 +158,11 @@ t.test('PKCS8_KEY writes PKCS#8 keys; OUTPUT_CERTS gets key.pem (0600), cert-cha
   const id = await startIdentity(t, cwd, opts(cwd, ca, { PKCS8_KEY: 'true', OUTPUT_CERTS: 'out' }));
   await id.secrets.whenAvailable('default');
   const out = path.join(cwd, 'out');
-  await waitFor(() => 'output files', () => fs.existsSync(path.join(out, 'root-cert.pem')), { timeoutMs: 5000, intervalMs: 50 });
+  await waitFor(
+    () => 'output files',
+    () => fs.existsSync(path.join(out, 'root-cert.pem')),
+    { timeoutMs: 5000, intervalMs: 50 },
+  );
   t.match(fs.readFileSync(path.join(out, 'key.pem'), 'utf8'), /^-----BEGIN PRIVATE KEY-----/);
   t.equal(fs.statSync(path.join(out, 'key.pem')).mode & 0o777, 0o600);
   t.equal(fs.readFileSync(path.join(out, 'root-cert.pem'), 'utf8'), fs.readFileSync(ca.rootPath, 'utf8'));
@@ -172,11 +184,18 @@ t.test('rotation: a short TTL is renewed at the grace ratio, pushed over SDS eac
   record();
   def.onChange(record);
   const t0 = Date.now();
-  await waitFor(() => `certificates seen: ${seen.join(', ')}`, () => seen.length >= 3, { timeoutMs: 15_000, intervalMs: 50 });
+  await waitFor(
+    () => `certificates seen: ${seen.join(', ')}`,
+    () => seen.length >= 3,
+    { timeoutMs: 15_000, intervalMs: 50 },
+  );
   const elapsed = Date.now() - t0;
   t.ok(elapsed >= 5000, `two renewals take about 2 × 3 s (${elapsed} ms), not less`);
   t.equal(ca.calls.length, seen.length, 'one CSR per certificate');
-  t.ok(ca.calls.every((c) => c.ttlSeconds === 6), 'SECRET_TTL asked for each time');
+  t.ok(
+    ca.calls.every((c) => c.ttlSeconds === 6),
+    'SECRET_TTL asked for each time',
+  );
 });
 
 t.test('CA unreachable near expiry: the last certificate stays, retries back off, time left is logged; not ready only once expired', async (t) => {
@@ -186,34 +205,105 @@ t.test('CA unreachable near expiry: the last certificate stays, retries back off
   const ca = await startCaDouble(t);
   const cwd = tempDir(t);
   // Renewal is due 8 s in; the certificate expires at 16 s (room for a busy machine).
-  const id = await startIdentity(t, cwd, opts(cwd, ca, { SECRET_TTL: '16s', SECRET_GRACE_PERIOD_RATIO: '0.5', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' }));
+  const id = await startIdentity(
+    t,
+    cwd,
+    opts(cwd, ca, { SECRET_TTL: '16s', SECRET_GRACE_PERIOD_RATIO: '0.5', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' }),
+  );
   const def = engineSds(t, cwd).watch('default');
   await def.ready;
   const first = new X509Certificate(tlsCert(def.current()).chain);
   const expiresAt = new Date(first.validTo).getTime();
   const calls = ca.calls.length;
   ca.failWith(grpc.status.UNAVAILABLE);
-  await waitFor(() => `a failed renewal:\n${logs.join('')}`, () => logs.some((l) => /failed to renew the workload certificate/.test(l)), { timeoutMs: 16_000, intervalMs: 50 });
+  await waitFor(
+    () => `a failed renewal:\n${logs.join('')}`,
+    () => logs.some((l) => /failed to renew the workload certificate/.test(l)),
+    { timeoutMs: 16_000, intervalMs: 50 },
+  );
   t.ok(Date.now() < expiresAt, 'the renewal failed before expiry');
   t.ok(ca.calls.length >= calls + 5, `the CA client retried the call (${ca.calls.length - calls} calls)`);
   t.equal(new X509Certificate(tlsCert(def.current()).chain).serialNumber, first.serialNumber, 'the last certificate is still served');
   t.equal(id.notReadyReason(), undefined, 'still ready before expiry');
-  t.match(logs.join(''), /failed to renew the workload certificate \(attempt 1\): create certificate: rpc error: code = UNAVAILABLE[^\n]*the current certificate expires in \d+s, still served; retrying in \d+ms/, 'the time left is logged');
-  await waitFor(() => 'not ready after expiry', () => id.notReadyReason() !== undefined, { timeoutMs: 20_000, intervalMs: 50 });
+  t.match(
+    logs.join(''),
+    /failed to renew the workload certificate \(attempt 1\): create certificate: rpc error: code = UNAVAILABLE[^\n]*the current certificate expires in \d+s, still served; retrying in \d+ms/,
+    'the time left is logged',
+  );
+  await waitFor(
+    () => 'not ready after expiry',
+    () => id.notReadyReason() !== undefined,
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   t.ok(Date.now() >= expiresAt, 'not ready only once expired');
   t.match(id.notReadyReason()!, /the workload certificate expired \d+s ago/);
-  await waitFor(() => 'the expiry is logged', () => /the workload certificate has expired and no new one could be issued/.test(logs.join('')), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => 'the expiry is logged',
+    () => /the workload certificate has expired and no new one could be issued/.test(logs.join('')),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   ca.failWith(undefined);
-  await waitFor(() => 'a new certificate once the CA is back', () => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== first.serialNumber, { timeoutMs: 70_000, intervalMs: 50 });
+  await waitFor(
+    () => 'a new certificate once the CA is back',
+    () => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== first.serialNumber,
+    { timeoutMs: 70_000, intervalMs: 50 },
+  );
   t.equal(id.notReadyReason(), undefined, 'ready again with a new certificate');
 });
 
 /** A root, and a leaf for `uri` signed by it, made with openssl in `dir`. */
 function opensslCerts(dir: string, uri: string, days = 2): { root: string; cert: string; key: string } {
   const run = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'root.key', '-out', 'root.pem', '-days', '3', '-subj', '/O=files']);
-  run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'key.pem', '-out', 'leaf.csr', '-subj', '/O=files', '-addext', `subjectAltName=URI:${uri}`]);
-  run(['x509', '-req', '-in', 'leaf.csr', '-CA', 'root.pem', '-CAkey', 'root.key', '-CAcreateserial', '-days', String(days), '-out', 'cert-chain.pem', '-copy_extensions', 'copy']);
+  run([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'root.key',
+    '-out',
+    'root.pem',
+    '-days',
+    '3',
+    '-subj',
+    '/O=files',
+  ]);
+  run([
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    'key.pem',
+    '-out',
+    'leaf.csr',
+    '-subj',
+    '/O=files',
+    '-addext',
+    `subjectAltName=URI:${uri}`,
+  ]);
+  run([
+    'x509',
+    '-req',
+    '-in',
+    'leaf.csr',
+    '-CA',
+    'root.pem',
+    '-CAkey',
+    'root.key',
+    '-CAcreateserial',
+    '-days',
+    String(days),
+    '-out',
+    'cert-chain.pem',
+    '-copy_extensions',
+    'copy',
+  ]);
   return { root: path.join(dir, 'root.pem'), cert: path.join(dir, 'cert-chain.pem'), key: path.join(dir, 'key.pem') };
 }
 
@@ -239,7 +329,11 @@ t.test('FILE_MOUNTED_CERTS: ./etc/certs is served, the CA is never asked, a rewr
   const renewed = opensslCerts(next, 'spiffe://files.example/ns/shop/sa/checkout');
   fs.copyFileSync(renewed.key, path.join(certs, 'key.pem'));
   fs.copyFileSync(renewed.cert, path.join(certs, 'cert-chain.pem'));
-  await waitFor(() => 'the rewritten certificate pushed', () => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== before, { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => 'the rewritten certificate pushed',
+    () => new X509Certificate(tlsCert(def.current()).chain).serialNumber !== before,
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.pass('the rewritten files were pushed over SDS');
 });
 
@@ -261,16 +355,22 @@ t.test('file-cert: and file-root: resources (gateway TLS files): served, and ser
   await new Promise((r) => setTimeout(r, 300));
   t.equal(w.current(), undefined, 'not there yet: nothing sent');
   fs.copyFileSync(made.root, later);
-  await waitFor(() => 'the file served once written', () => w.current() !== undefined, { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => 'the file served once written',
+    () => w.current() !== undefined,
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.equal(rootCa(w.current()), fs.readFileSync(made.root, 'utf8'));
-  t.notOk(id.secrets.serves('kubernetes://gw-cred'), 'credentials are not the agent\'s to serve');
+  t.notOk(id.secrets.serves('kubernetes://gw-cred'), "credentials are not the agent's to serve");
 });
 
-t.test('WORKLOAD_IDENTITY_SOCKET_FILE: another SDS server\'s socket is left to it; a missing one is an error', async (t) => {
+t.test("WORKLOAD_IDENTITY_SOCKET_FILE: another SDS server's socket is left to it; a missing one is an error", async (t) => {
   const ca = await startCaDouble(t);
   const cwd = tempDir(t);
   const missing = new WorkloadIdentity({ options: opts(cwd, ca, { WORKLOAD_IDENTITY_SOCKET_FILE: 'spire.sock' }), cwd, serveSds: true });
-  await t.rejects(missing.start(), { message: /agent configured for non-default SDS socket path: \.\/var\/run\/secrets\/workload-spiffe-uds\/spire\.sock but no socket found/ });
+  await t.rejects(missing.start(), {
+    message: /agent configured for non-default SDS socket path: \.\/var\/run\/secrets\/workload-spiffe-uds\/spire\.sock but no socket found/,
+  });
   missing.stop();
   // A live server on the configured socket (e.g. SPIRE's): the agent does not serve workload certificates.
   const sockDir = path.join(cwd, 'var/run/secrets/workload-spiffe-uds');

@@ -12,7 +12,7 @@ import { tempDir } from '../helpers/temp';
 import { DIST, built } from '../helpers/binary';
 import { waitFor } from '../helpers/wait';
 
-t.test('releaseMemory shrinks V8\'s heap and returns it; releaseExecutablePages unmaps the executable\'s pages, and the process runs on', async (t) => {
+t.test("releaseMemory shrinks V8's heap and returns it; releaseExecutablePages unmaps the executable's pages, and the process runs on", async (t) => {
   const dir = tempDir(t, 'mesh-addon-');
   const addon = path.join(dir, ADDON_FILE);
   const r = buildOriginalDstAddon(addon);
@@ -36,7 +36,12 @@ const works = require('node:zlib').gunzipSync(require('node:zlib').gzipSync('sti
 console.log(JSON.stringify({ before, after, fileBefore, fileAfter, advised, works }));`;
   const out = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8' });
   const { before, after, fileBefore, fileAfter, advised, works } = JSON.parse(out.stdout) as {
-    before: Record<string, number>; after: Record<string, number>; fileBefore: number; fileAfter: number; advised: number; works: string;
+    before: Record<string, number>;
+    after: Record<string, number>;
+    fileBefore: number;
+    fileAfter: number;
+    advised: number;
+    works: string;
   };
   t.ok(after['new_space']! < before['new_space']!, `the young generation shrank (${before['new_space']} → ${after['new_space']} bytes)`);
   t.ok(after['old_space']! < before['old_space']!, `the old generation gave pages back (${before['old_space']} → ${after['old_space']} bytes)`);
@@ -81,15 +86,20 @@ t.test('memory is released when the event loop was idle and has grown since, nev
   t.ok(released >= 1 && released <= 3, `then every third interval (${released} in 10 intervals)`);
 });
 
-t.test('the built agent gives start-up\'s memory back once idle', { skip: built() ? false : 'dist/mesh is not built' }, async (t) => {
+t.test("the built agent gives start-up's memory back once idle", { skip: built() ? false : 'dist/mesh is not built' }, async (t) => {
   // `pilot-agent proxy router` with the built-in engine, its discovery address unserved: it starts and idles
   const dir = tempDir(t);
   fs.writeFileSync(path.join(dir, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 127.0.0.1:1\n  controlPlaneAuthPolicy: NONE\n');
   const child = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
     cwd: dir,
     env: {
-      PATH: '/usr/bin:/bin', HOME: dir, POD_NAME: 'memory-0', POD_NAMESPACE: 'mesh-system', INSTANCE_IP: '127.0.0.1',
-      PROXY_STATUS_PORT: String(await freePort()), PROXY_METRICS_PORT: String(await freePort()),
+      PATH: '/usr/bin:/bin',
+      HOME: dir,
+      POD_NAME: 'memory-0',
+      POD_NAMESPACE: 'mesh-system',
+      INSTANCE_IP: '127.0.0.1',
+      PROXY_STATUS_PORT: String(await freePort()),
+      PROXY_METRICS_PORT: String(await freePort()),
       PROXY_CONFIG: JSON.stringify({ statusPort: await freePort(), proxyAdminPort: await freePort() }),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -101,10 +111,18 @@ t.test('the built agent gives start-up\'s memory back once idle', { skip: built(
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
   const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, 'm').exec(fs.readFileSync(`/proc/${child.pid}/status`, 'utf8'))?.[1]);
-  await waitFor(() => `the agent did not start:\n${out}`, () => /status server listening/.test(out), { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => `the agent did not start:\n${out}`,
+    () => /status server listening/.test(out),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   const started = kb('RssFile');
   // start-up maps ~45 MB of the executable; once idle the agent unmaps what it no longer runs
-  await waitFor(() => `RssFile stayed at ${kb('RssFile')} kB (${started} kB after start):\n${out}`, () => kb('RssFile') < started / 2, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => `RssFile stayed at ${kb('RssFile')} kB (${started} kB after start):\n${out}`,
+    () => kb('RssFile') < started / 2,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.pass(`the agent's resident file pages fell from ${started} to ${kb('RssFile')} kB`);
   child.kill('SIGTERM');
   t.equal(await new Promise((r) => child.once('exit', (c, sig) => r(c ?? sig))), 0, 'and it still stops cleanly on SIGTERM');

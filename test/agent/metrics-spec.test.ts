@@ -43,7 +43,8 @@ const LABELS: Record<string, readonly string[]> = {
 };
 
 const NO_WASM = 'the agent does not fetch or convert Wasm modules (WasmPlugin is validated and stored, not applied)';
-const NO_QUEUE = "Istio's agent links pkg/queue but runs no queue.Instance (its secret cache uses a Delayed queue, which has no metrics); mesh's agent has no controller queue either";
+const NO_QUEUE =
+  "Istio's agent links pkg/queue but runs no queue.Instance (its secret cache uses a Delayed queue, which has no metrics); mesh's agent has no controller queue either";
 // pilot_xds_{cds,eds,lds,rds}_reject are declared with the SDS server's pkg/xds metrics (a TYPE line) but get
 // no sample in an agent, as in Istio's: the SDS server's NACKs are of secrets (pilot_total_xds_rejects{type="sds"}).
 /** Spec names whose behaviour mesh's agent does not have (reviewed data: each says why). */
@@ -106,7 +107,11 @@ t.test('doc 2 §4.6: every agent metric exported with its type and Istio labels,
     if (agent.exitCode === null && agent.signalCode === null) agent.kill('SIGKILL');
     await exited;
   });
-  await waitFor(() => `agent not ready:\n${summarize(out)}`, async () => (await fetch(`http://127.0.0.1:${status}/healthz/ready`)).status === 200, { timeoutMs: 40_000, intervalMs: 50 });
+  await waitFor(
+    () => `agent not ready:\n${summarize(out)}`,
+    async () => (await fetch(`http://127.0.0.1:${status}/healthz/ready`)).status === 200,
+    { timeoutMs: 40_000, intervalMs: 50 },
+  );
   // a name of the mesh's table and one forwarded upstream (answered or failed: both are counted)
   await dnsQuery(dns!, 'gateway.example.com').catch(() => undefined);
 
@@ -119,9 +124,18 @@ t.test('doc 2 §4.6: every agent metric exported with its type and Istio labels,
   stream.on('error', () => undefined);
   const pushed = new Promise<DiscoveryResponse>((resolve) => stream.once('data', resolve));
   const names = [`file-root:${root}`];
-  stream.write(create(DiscoveryRequestSchema, { node: { id: 'sds-test~127.0.0.1~x.y~y.svc.cluster.local' }, typeUrl: TYPE_URL.secret, resourceNames: names }));
+  stream.write(
+    create(DiscoveryRequestSchema, { node: { id: 'sds-test~127.0.0.1~x.y~y.svc.cluster.local' }, typeUrl: TYPE_URL.secret, resourceNames: names }),
+  );
   const push = await pushed;
-  stream.write(create(DiscoveryRequestSchema, { typeUrl: TYPE_URL.secret, resourceNames: names, responseNonce: push.nonce, errorDetail: { code: 3, message: 'bad secret' } }));
+  stream.write(
+    create(DiscoveryRequestSchema, {
+      typeUrl: TYPE_URL.secret,
+      resourceNames: names,
+      responseNonce: push.nonce,
+      errorDetail: { code: 3, message: 'bad secret' },
+    }),
+  );
   stream.write(create(DiscoveryRequestSchema, { typeUrl: TYPE_URL.secret, resourceNames: names, responseNonce: 'never-sent' }));
 
   const scrape = async () => parseExposition(await (await fetch(`http://127.0.0.1:${status}/stats/prometheus`)).text());
@@ -140,7 +154,11 @@ t.test('doc 2 §4.6: every agent metric exported with its type and Istio labels,
   ];
   let exp = await scrape();
   await waitFor(
-    () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n]) => n).join(', ')}\n${summarize(out)}`,
+    () =>
+      `still zero: ${moved
+        .filter(([n, l]) => !(sampleSum(exp, n, l) > 0))
+        .map(([n]) => n)
+        .join(', ')}\n${summarize(out)}`,
     async () => {
       exp = await scrape();
       return moved.every(([n, l]) => sampleSum(exp, n, l) > 0);

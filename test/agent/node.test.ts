@@ -24,11 +24,26 @@ t.test('proxy type argument', async (t) => {
 });
 
 t.test('node ID: type~ip~pod.namespace~domain, INSTANCE_IP first', async (t) => {
-  const id = proxyIdentity({ type: 'router', podName: 'gw-0', podNamespace: 'mesh-system', instanceIp: '10.1.2.3', domain: '', machineIps: ['192.168.1.5', '10.1.2.3'] });
+  const id = proxyIdentity({
+    type: 'router',
+    podName: 'gw-0',
+    podNamespace: 'mesh-system',
+    instanceIp: '10.1.2.3',
+    domain: '',
+    machineIps: ['192.168.1.5', '10.1.2.3'],
+  });
   t.equal(id.nodeId, 'router~10.1.2.3~gw-0.mesh-system~mesh-system.svc.cluster.local');
   t.same(id.ipAddresses, ['10.1.2.3', '192.168.1.5'], 'duplicates dropped, the instance IP stays first');
-  t.equal(proxyIdentity({ type: 'sidecar', podName: 'a', podNamespace: 'b', instanceIp: '', domain: 'corp.example', machineIps: [] }).nodeId, 'sidecar~127.0.0.1~a.b~corp.example', '--domain wins; no addresses → loopback');
-  t.equal(proxyIdentity({ type: 'sidecar', podName: 'a', podNamespace: 'b', instanceIp: 'not-an-ip', domain: '', machineIps: ['10.0.0.9'] }).ipAddresses[0], '10.0.0.9', 'an invalid INSTANCE_IP is ignored');
+  t.equal(
+    proxyIdentity({ type: 'sidecar', podName: 'a', podNamespace: 'b', instanceIp: '', domain: 'corp.example', machineIps: [] }).nodeId,
+    'sidecar~127.0.0.1~a.b~corp.example',
+    '--domain wins; no addresses → loopback',
+  );
+  t.equal(
+    proxyIdentity({ type: 'sidecar', podName: 'a', podNamespace: 'b', instanceIp: 'not-an-ip', domain: '', machineIps: ['10.0.0.9'] }).ipAddresses[0],
+    '10.0.0.9',
+    'an invalid INSTANCE_IP is ignored',
+  );
   t.ok(allIpv6(['fd00::1', '::1']));
   t.notOk(allIpv6(['fd00::1', '10.0.0.1']));
 });
@@ -36,7 +51,10 @@ t.test('node ID: type~ip~pod.namespace~domain, INSTANCE_IP first', async (t) => 
 t.test('private IPs skip loopback and link-local', async (t) => {
   t.same(
     privateIps({
-      lo: [{ address: '127.0.0.1', family: 'IPv4', internal: true }, { address: '::1', family: 'IPv6', internal: true }],
+      lo: [
+        { address: '127.0.0.1', family: 'IPv4', internal: true },
+        { address: '::1', family: 'IPv6', internal: true },
+      ],
       eth0: [
         { address: '10.0.0.4', family: 'IPv4', internal: false },
         { address: 'fe80::1', family: 'IPv6', internal: false },
@@ -49,12 +67,21 @@ t.test('private IPs skip loopback and link-local', async (t) => {
 });
 
 t.test('downward API: key="value" lines with Go quoting', async (t) => {
-  t.same(parseDownwardApi('app="reviews"\nversion="v1"\nnote="a \\"quoted\\"\\n\\u00e9"\n\n', 'labels'), { app: 'reviews', version: 'v1', note: 'a "quoted"\né' });
-  t.throws(() => parseDownwardApi('app=reviews\n', './etc/mesh/pod/labels'), { message: './etc/mesh/pod/labels:1: failed to unquote reviews: invalid syntax' });
+  t.same(parseDownwardApi('app="reviews"\nversion="v1"\nnote="a \\"quoted\\"\\n\\u00e9"\n\n', 'labels'), {
+    app: 'reviews',
+    version: 'v1',
+    note: 'a "quoted"\né',
+  });
+  t.throws(() => parseDownwardApi('app=reviews\n', './etc/mesh/pod/labels'), {
+    message: './etc/mesh/pod/labels:1: failed to unquote reviews: invalid syntax',
+  });
 });
 
 t.test('locality from the istio-locality label', async (t) => {
-  t.same(localityFromLabel('us-east.us-east-1a.rack7'), { label: 'us-east/us-east-1a/rack7', locality: { region: 'us-east', zone: 'us-east-1a', subZone: 'rack7' } });
+  t.same(localityFromLabel('us-east.us-east-1a.rack7'), {
+    label: 'us-east/us-east-1a/rack7',
+    locality: { region: 'us-east', zone: 'us-east-1a', subZone: 'rack7' },
+  });
   t.same(localityFromLabel(undefined), { label: '' });
 });
 
@@ -63,7 +90,14 @@ function inputs(over: Partial<NodeMetadataInputs> = {}, pc: Partial<ProxyConfig>
   return {
     env: { POD_NAME: 'gw-0', POD_NAMESPACE: 'mesh-system' },
     proxyConfig,
-    identity: proxyIdentity({ type: 'router', podName: 'gw-0', podNamespace: 'mesh-system', instanceIp: '127.0.0.1', domain: '', machineIps: ['10.0.0.4'] }),
+    identity: proxyIdentity({
+      type: 'router',
+      podName: 'gw-0',
+      podNamespace: 'mesh-system',
+      instanceIp: '127.0.0.1',
+      domain: '',
+      machineIps: ['10.0.0.4'],
+    }),
     meshVersion: '1.26.0',
     envoyStatusPort: 15021,
     envoyPrometheusPort: 15090,
@@ -117,7 +151,9 @@ t.test('metadata from env: MESH_META_* strings, MESH_METAJSON_* JSON, proxyMetad
   t.equal(n.cluster, 'gw.mesh-system', 'default service cluster: app label + namespace');
   t.same(
     n.info,
-    ["node metadata read from Istio's variable names ISTIO_META_MESH_ID (mesh's own: MESH_META_MESH_ID); ISTIO_META_CLUSTER_ID ignored: the MESH_ variable of the same name is set and wins"],
+    [
+      "node metadata read from Istio's variable names ISTIO_META_MESH_ID (mesh's own: MESH_META_MESH_ID); ISTIO_META_CLUSTER_ID ignored: the MESH_ variable of the same name is set and wins",
+    ],
     'one line says which spelling was read and which lost',
   );
 
@@ -132,11 +168,15 @@ t.test('metadata from env: MESH_META_* strings, MESH_METAJSON_* JSON, proxyMetad
 });
 
 t.test("Istio's ISTIO_METAJSON_LABELS alone gives the labels; no note when only ours are used", async (t) => {
-  const istio = nodeMetadata(inputs({ env: { POD_NAMESPACE: 'mesh-system', ISTIO_METAJSON_LABELS: '{"istio":"ingressgateway"}', ISTIO_METAJSON_BAD: '[' } }));
+  const istio = nodeMetadata(
+    inputs({ env: { POD_NAMESPACE: 'mesh-system', ISTIO_METAJSON_LABELS: '{"istio":"ingressgateway"}', ISTIO_METAJSON_BAD: '[' } }),
+  );
   t.same(istio.labels, { istio: 'ingressgateway' });
   t.same(istio.metadata['LABELS'], { istio: 'ingressgateway' });
   t.match(istio.warnings, [/^Env variable ISTIO_METAJSON_BAD \[\[\] failed json unmarshal/], 'the warning names the variable as written');
-  t.same(istio.info, ["node metadata read from Istio's variable names ISTIO_METAJSON_BAD, ISTIO_METAJSON_LABELS (mesh's own: MESH_METAJSON_BAD, MESH_METAJSON_LABELS)"]);
+  t.same(istio.info, [
+    "node metadata read from Istio's variable names ISTIO_METAJSON_BAD, ISTIO_METAJSON_LABELS (mesh's own: MESH_METAJSON_BAD, MESH_METAJSON_LABELS)",
+  ]);
   const ours = nodeMetadata(inputs({ env: { MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}' } }));
   t.same(ours.info, []);
 });

@@ -6,7 +6,14 @@ import t, { type Test } from 'tap';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { AdminClient, activeConnectionsFrom, knownAgentListeners, listenersFrom, parseStatsText, updateStatsFrom } from '../../src/agent/admin-client';
+import {
+  AdminClient,
+  activeConnectionsFrom,
+  knownAgentListeners,
+  listenersFrom,
+  parseStatsText,
+  updateStatsFrom,
+} from '../../src/agent/admin-client';
 import { listenersToDial, ProxyReadiness } from '../../src/agent/readiness';
 import { StatusServer, joinExpositions } from '../../src/agent/status';
 import { freePort } from '../helpers/ports';
@@ -25,12 +32,25 @@ async function stubAdmin(t: Test, s: StubState): Promise<AdminClient> {
     s.calls.push(`${req.method} ${url.pathname}${url.search}`);
     if (url.pathname === '/stats') {
       const re = new RegExp(url.searchParams.get('filter') ?? '');
-      res.end(s.stats.split('\n').filter((l) => l && re.test(l.split(':')[0]!)).map((l) => l + '\n').join(''));
+      res.end(
+        s.stats
+          .split('\n')
+          .filter((l) => l && re.test(l.split(':')[0]!))
+          .map((l) => l + '\n')
+          .join(''),
+      );
     } else if (url.pathname === '/ready') {
       res.writeHead(s.ready[0]);
       res.end(s.ready[1]);
     } else if (url.pathname === '/listeners') {
-      res.end(JSON.stringify({ listener_statuses: s.listeners.map((l) => ({ name: l.name, local_address: { socket_address: { address: l.address, port_value: l.port } } })) }));
+      res.end(
+        JSON.stringify({
+          listener_statuses: s.listeners.map((l) => ({
+            name: l.name,
+            local_address: { socket_address: { address: l.address, port_value: l.port } },
+          })),
+        }),
+      );
     } else if (url.pathname === '/stats/prometheus') {
       res.end(s.prometheus);
     } else {
@@ -51,9 +71,13 @@ t.test('config received, LIVE, listeners bound', async (t) => {
   const admin = await stubAdmin(t, s);
   let firstReady = 0;
   const r = new ProxyReadiness({ admin, nodeType: 'router', noProxy: false, onFirstReady: () => firstReady++ });
-  await t.rejects(r.check(), { message: 'config not received from XDS server (is meshd running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected' });
+  await t.rejects(r.check(), {
+    message: 'config not received from XDS server (is meshd running?): cds updates: 0 successful, 0 rejected; lds updates: 0 successful, 0 rejected',
+  });
   s.stats = stats(1, 0);
-  await t.rejects(r.check(), { message: 'config not fully received from XDS server: cds updates: 1 successful, 0 rejected; lds updates: 0 successful, 0 rejected' });
+  await t.rejects(r.check(), {
+    message: 'config not fully received from XDS server: cds updates: 1 successful, 0 rejected; lds updates: 0 successful, 0 rejected',
+  });
   s.stats = stats(1, 0, 0, 2);
   await t.rejects(r.check(), { message: /^config received from XDS server, but was rejected: .*lds updates: 0 successful, 2 rejected$/ });
   s.stats = stats(1, 1);
@@ -61,7 +85,9 @@ t.test('config received, LIVE, listeners bound', async (t) => {
   s.ready = [200, 'LIVE\n'];
   const closed = await freePort();
   s.listeners = [{ name: '0.0.0.0_' + closed, address: '0.0.0.0', port: closed }];
-  await t.rejects(r.check(), { message: `listener 0.0.0.0_${closed} on address 127.0.0.1:${closed} is still not listening: connect: connection refused` });
+  await t.rejects(r.check(), {
+    message: `listener 0.0.0.0_${closed} on address 127.0.0.1:${closed} is still not listening: connect: connection refused`,
+  });
   const bound = net.createServer();
   await new Promise<void>((res) => bound.listen(closed, '0.0.0.0', res));
   t.teardown(() => bound.close());
@@ -83,8 +109,14 @@ t.test('sidecars dial only the virtual listeners', async (t) => {
     { name: '10.0.0.1_8080', address: '10.0.0.1', port: 8080 },
     { name: 'virtualInbound', address: '::', port: 15006 },
   ];
-  t.same(listenersToDial(ls, 'sidecar').map((l) => `${l.host}:${l.port}`), ['127.0.0.1:15001', '::1:15006']);
-  t.same(listenersToDial(ls, 'router').map((l) => `${l.host}:${l.port}`), ['127.0.0.1:15001', '10.0.0.1:8080', '::1:15006']);
+  t.same(
+    listenersToDial(ls, 'sidecar').map((l) => `${l.host}:${l.port}`),
+    ['127.0.0.1:15001', '::1:15006'],
+  );
+  t.same(
+    listenersToDial(ls, 'router').map((l) => `${l.host}:${l.port}`),
+    ['127.0.0.1:15001', '10.0.0.1:8080', '::1:15006'],
+  );
 });
 
 t.test('DNS capture: not ready until the name table arrived; no proxy: agent alone', async (t) => {
@@ -112,7 +144,9 @@ t.test('admin API parsing', async (t) => {
   ].join('\n');
   t.same(activeConnectionsFrom(text, known), { active: 5, warnings: [] }, 'listener stats only, without workers and the agent listeners');
   t.same(activeConnectionsFrom('', known), { active: -1, warnings: [] }, 'no stats at all: -1');
-  t.same(listenersFrom('{"listener_statuses":[{"name":"l","local_address":{"socket_address":{"address":"0.0.0.0","port_value":80}}}]}'), [{ name: 'l', address: '0.0.0.0', port: 80 }]);
+  t.same(listenersFrom('{"listener_statuses":[{"name":"l","local_address":{"socket_address":{"address":"0.0.0.0","port_value":80}}}]}'), [
+    { name: 'l', address: '0.0.0.0', port: 80 },
+  ]);
 });
 
 t.test('status server: ready, merged metrics, localhost-only POST endpoints', async (t) => {
@@ -158,5 +192,8 @@ t.test('status server: a failed proxy scrape still serves the agent metrics and 
   t.match(body, /^scrapes_total [1-9]/m);
   const ready = await fetch(`http://127.0.0.1:${port}/healthz/ready`);
   t.equal(ready.status, 503);
-  t.match(await ready.text(), /^failed to get update stats from the proxy: Get "http:\/\/127\.0\.0\.1:\d+\/stats\?usedonly&filter=.*": dial tcp 127\.0\.0\.1:\d+: connect: connection refused/);
+  t.match(
+    await ready.text(),
+    /^failed to get update stats from the proxy: Get "http:\/\/127\.0\.0\.1:\d+\/stats\?usedonly&filter=.*": dial tcp 127\.0\.0\.1:\d+: connect: connection refused/,
+  );
 });

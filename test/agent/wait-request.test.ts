@@ -47,9 +47,13 @@ t.test('wait: gives up after the timeout with the last error', async (t) => {
   // At most one period (100 ms) past the timeout, plus 400 ms of timer lateness on a loaded machine (1006-1040 ms
   // measured at load 15 on two cores).
   t.ok(took >= 950 && took < 1000 + 100 + 400, `after --timeoutSeconds (${took}ms)`);
-  await t.rejects(waitUntilReady({ url: `http://127.0.0.1:${port}/x`, periodMs: 1000, requestTimeoutMs: 500, timeoutMs: 200 }), {
-    message: 'timeout waiting for proxy to become ready. Last error: <nil>',
-  }, 'no attempt before the timeout: Go prints a nil error');
+  await t.rejects(
+    waitUntilReady({ url: `http://127.0.0.1:${port}/x`, periodMs: 1000, requestTimeoutMs: 500, timeoutMs: 200 }),
+    {
+      message: 'timeout waiting for proxy to become ready. Last error: <nil>',
+    },
+    'no attempt before the timeout: Go prints a nil error',
+  );
 });
 
 t.test('wait: transport errors read like Go', async (t) => {
@@ -99,7 +103,9 @@ t.test('request: allowed ports, body printed, 404 printed, other errors refused'
   t.equal(printed, 'not here\n');
   await t.rejects(handler(requestContext(['GET', 'broken'], 15004, out)), { message: 'received unsuccessful status code 500: boom' });
   for (const bad of [15001, 15090, 8080]) {
-    await t.rejects(handler(requestContext(['GET', 'stats'], bad, out)), { message: `debug port ${bad} is not in allowed list [15000 15004 15020 15021]` });
+    await t.rejects(handler(requestContext(['GET', 'stats'], bad, out)), {
+      message: `debug port ${bad} is not in allowed list [15000 15004 15020 15021]`,
+    });
   }
   t.equal(got.length, 4, 'refused ports are never contacted');
   const closed = await freePort();

@@ -87,7 +87,11 @@ async function metric(name: string, labels = ''): Promise<number> {
   return metricValue(await metricsText(), name, labels) ?? 0;
 }
 
-async function setup(t: Test, upstream?: (d: RunningDaemon) => Partial<UpstreamOptions>, daemonOpts: { tls?: { cert: string; key: string }; env?: NodeJS.ProcessEnv } = {}) {
+async function setup(
+  t: Test,
+  upstream?: (d: RunningDaemon) => Partial<UpstreamOptions>,
+  daemonOpts: { tls?: { cert: string; key: string }; env?: NodeJS.ProcessEnv } = {},
+) {
   const dir = tempDir(t);
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
@@ -116,14 +120,26 @@ t.test('forwards the proxy stream to the daemon and its ACKs back', async (t) =>
   const down = new Downstream(s.proxy.socketPath);
   t.teardown(() => down.close());
   down.subscribe();
-  await waitFor(() => `responses: ${down.responses.map((r) => r.typeUrl)}`, () => down.count(CDS) >= 1 && down.count(LDS) >= 1, { timeoutMs: 15_000, intervalMs: 50 });
+  await waitFor(
+    () => `responses: ${down.responses.map((r) => r.typeUrl)}`,
+    () => down.count(CDS) >= 1 && down.count(LDS) >= 1,
+    { timeoutMs: 15_000, intervalMs: 50 },
+  );
   t.ok(down.responses.find((r) => r.typeUrl === CDS)!.resources.length > 0, 'clusters arrived');
   t.same(down.listenerPorts(), [s.gwPort], "the Gateway's listener arrived");
-  await waitFor(() => 'requests and ACKs counted', async () => (await metric('xds_proxy_requests')) >= before.req + 4, { timeoutMs: 5000, intervalMs: 50 });
+  await waitFor(
+    () => 'requests and ACKs counted',
+    async () => (await metric('xds_proxy_requests')) >= before.req + 4,
+    { timeoutMs: 5000, intervalMs: 50 },
+  );
   t.ok((await metric('xds_proxy_responses')) >= before.resp + 2, 'responses counted');
   t.equal(s.proxy.streamCount(), 1);
   down.close();
-  await waitFor(() => 'stream forgotten after the proxy left', () => s.proxy.streamCount() === 0, { timeoutMs: 5000, intervalMs: 50 });
+  await waitFor(
+    () => 'stream forgotten after the proxy left',
+    () => s.proxy.streamCount() === 0,
+    { timeoutMs: 5000, intervalMs: 50 },
+  );
 });
 
 t.test('discovery restart: the downstream keeps its stream, the upstream reconnects and resumes', async (t) => {
@@ -131,29 +147,50 @@ t.test('discovery restart: the downstream keeps its stream, the upstream reconne
   const down = new Downstream(s.proxy.socketPath);
   t.teardown(() => down.close());
   down.subscribe();
-  await waitFor(() => 'initial config', () => down.count(LDS) >= 1 && down.count(CDS) >= 1, { timeoutMs: 15_000, intervalMs: 50 });
-  const before = { term: (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')), fail: await metric('meshd_connection_failures') };
+  await waitFor(
+    () => 'initial config',
+    () => down.count(LDS) >= 1 && down.count(CDS) >= 1,
+    { timeoutMs: 15_000, intervalMs: 50 },
+  );
+  const before = {
+    term: (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')),
+    fail: await metric('meshd_connection_failures'),
+  };
   const counts = { cds: down.count(CDS), lds: down.count(LDS) };
 
   await s.daemon().stop();
   await waitFor(
     () => 'termination counted',
-    async () => (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')) > before.term,
+    async () =>
+      (await metric('meshd_connection_terminations', 'type="cancelled"')) + (await metric('meshd_connection_terminations', 'type="error"')) >
+      before.term,
     { timeoutMs: 10_000, intervalMs: 50 },
   );
   // The first reconnect comes after about a second and fails: nothing listens.
-  await waitFor(() => 'connection failure counted', async () => (await metric('meshd_connection_failures')) > before.fail, { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => 'connection failure counted',
+    async () => (await metric('meshd_connection_failures')) > before.fail,
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.equal(down.status, undefined, 'the downstream stream is still open while discovery is down');
 
   await s.restart();
-  await waitFor(() => `resumed responses: ${down.responses.length}`, () => down.count(CDS) > counts.cds && down.count(LDS) > counts.lds, { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `resumed responses: ${down.responses.length}`,
+    () => down.count(CDS) > counts.cds && down.count(LDS) > counts.lds,
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   t.equal(down.status, undefined, 'still the same downstream stream');
   t.same(down.listenerPorts(), [s.gwPort], 'the same config again');
 
   // Pushes after the reconnect still reach the proxy.
   const port2 = await freePort();
   fs.writeFileSync(path.join(s.configDir, 'gateway.yaml'), gatewayConfig(port2));
-  await waitFor(() => `ports ${down.listenerPorts()}`, () => down.listenerPorts().includes(port2), { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `ports ${down.listenerPorts()}`,
+    () => down.listenerPorts().includes(port2),
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   t.pass('a config change after the reconnect is pushed through the new upstream stream');
 });
 
@@ -167,7 +204,11 @@ t.test('a downstream connecting while discovery is down waits, then gets config'
   t.equal(down.status, undefined, 'not failed');
   t.equal(down.responses.length, 0);
   await s.restart();
-  await waitFor(() => 'config after discovery came up', () => down.count(CDS) >= 1 && down.count(LDS) >= 1, { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => 'config after discovery came up',
+    () => down.count(CDS) >= 1 && down.count(LDS) >= 1,
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   t.pass('requests made while discovery was down were replayed');
 });
 
@@ -175,19 +216,35 @@ t.test('TLS to the secure port: the expected server name is checked; no client c
   const certDir = tempDir(t, 'mesh-agent-certs-');
   const certs = makeServerCert(certDir, 'meshd.test.svc');
   const tlsOpts = { tls: { cert: certs.cert, key: certs.key }, env: { XDS_AUTH: 'false' } };
-  const good = await setup(t, (d) => ({ address: d.secureGrpc!, tls: { rootCerts: fs.readFileSync(certs.ca), serverName: 'meshd.test.svc' } }), tlsOpts);
+  const good = await setup(
+    t,
+    (d) => ({ address: d.secureGrpc!, tls: { rootCerts: fs.readFileSync(certs.ca), serverName: 'meshd.test.svc' } }),
+    tlsOpts,
+  );
   const down = new Downstream(good.proxy.socketPath);
   t.teardown(() => down.close());
   down.subscribe();
-  await waitFor(() => 'config over TLS', () => down.count(LDS) >= 1, { timeoutMs: 15_000, intervalMs: 50 });
+  await waitFor(
+    () => 'config over TLS',
+    () => down.count(LDS) >= 1,
+    { timeoutMs: 15_000, intervalMs: 50 },
+  );
   t.same(down.listenerPorts(), [good.gwPort]);
 
   const fails = await metric('meshd_connection_failures');
-  const bad = await setup(t, (d) => ({ address: d.secureGrpc!, tls: { rootCerts: fs.readFileSync(certs.ca), serverName: 'someone-else.svc' } }), tlsOpts);
+  const bad = await setup(
+    t,
+    (d) => ({ address: d.secureGrpc!, tls: { rootCerts: fs.readFileSync(certs.ca), serverName: 'someone-else.svc' } }),
+    tlsOpts,
+  );
   const down2 = new Downstream(bad.proxy.socketPath);
   t.teardown(() => down2.close());
   down2.subscribe();
-  await waitFor(() => 'the wrong name fails the connection', async () => (await metric('meshd_connection_failures')) > fails, { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => 'the wrong name fails the connection',
+    async () => (await metric('meshd_connection_failures')) > fails,
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.equal(down2.responses.length, 0, 'no config from a daemon with an unexpected certificate name');
   t.equal(down2.status, undefined, 'the downstream is kept waiting, not failed');
 });
@@ -209,7 +266,11 @@ t.test('delta xDS is proxied and resumes after a restart', async (t) => {
   let status: grpc.StatusObject | undefined;
   call.on('status', (st: grpc.StatusObject) => (status = st));
   call.write(create(DeltaDiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
-  await waitFor(() => 'delta LDS', () => got.some((r) => r.typeUrl === LDS && r.resources.length > 0), { timeoutMs: 15_000, intervalMs: 50 });
+  await waitFor(
+    () => 'delta LDS',
+    () => got.some((r) => r.typeUrl === LDS && r.resources.length > 0),
+    { timeoutMs: 15_000, intervalMs: 50 },
+  );
   await s.daemon().stop();
   await s.restart();
   const port2 = await freePort();
@@ -237,7 +298,9 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
       call.on('end', () => call.end());
     },
   });
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
   t.teardown(() => server.forceShutdown());
   const dir = tempDir(t);
   let tables = 0;
@@ -251,64 +314,105 @@ t.test('agent-internal types (the DNS name table) are requested, consumed and AC
   const down = new Downstream(proxy.socketPath);
   t.teardown(() => down.close());
   down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS, node: NODE }));
-  await waitFor(() => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`, () => tables === 1 && seen.some((r) => r.typeUrl === TYPE_URL.nameTable && r.responseNonce === `n-${TYPE_URL.nameTable}`), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => `upstream saw ${seen.map((r) => `${r.typeUrl}/${r.responseNonce}`)}`,
+    () => tables === 1 && seen.some((r) => r.typeUrl === TYPE_URL.nameTable && r.responseNonce === `n-${TYPE_URL.nameTable}`),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.equal(seen[0]!.typeUrl, LDS, "the proxy's request first");
   t.equal(seen[0]!.node?.id, NODE.id, 'with the node');
   t.equal(seen[1]!.typeUrl, TYPE_URL.nameTable, 'then the agent asks for the name table');
   const ack = seen.find((r) => r.typeUrl === TYPE_URL.nameTable && r.responseNonce !== '')!;
   t.equal(ack.versionInfo, 'v1', 'the agent ACKs the name table');
   t.equal(ack.errorDetail, undefined);
-  await waitFor(() => 'LDS forwarded', () => down.count(LDS) === 1, { timeoutMs: 5000, intervalMs: 50 });
+  await waitFor(
+    () => 'LDS forwarded',
+    () => down.count(LDS) === 1,
+    { timeoutMs: 5000, intervalMs: 50 },
+  );
   t.equal(down.responses.filter((r) => r.typeUrl === TYPE_URL.nameTable).length, 0, 'the name table is not forwarded to the proxy');
 });
 
-t.test("health reports (Istio's istio.v1.HealthInformation) go upstream after the listener request and again on each new upstream stream", async (t) => {
-  const seen: Array<{ stream: number; req: DiscoveryRequest }> = [];
-  const calls: Array<grpc.ServerDuplexStream<DiscoveryRequest, unknown>> = [];
-  const server = new grpc.Server();
-  addGrpcService(server, AggregatedDiscoveryService, {
-    streamAggregatedResources: (call) => {
-      const stream = calls.push(call as never);
-      call.on('data', (req: DiscoveryRequest) => seen.push({ stream, req }));
-      call.on('end', () => call.end());
-    },
-  });
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
-  t.teardown(() => server.forceShutdown());
-  const dir = tempDir(t);
-  const proxy = new XdsProxy({
-    socketPath: path.join(dir, 'XDS'),
-    upstream: { address: `127.0.0.1:${port}`, clusterId: 'c1' },
-    backoff: { initialMs: 50, maxMs: 100, multiplier: 2, jitter: 0 },
-  });
-  await proxy.start();
-  t.teardown(() => proxy.stop());
-  const health = (stream?: number) => seen.filter((s) => s.req.typeUrl === HEALTH_INFO_TYPE_URL && (stream === undefined || s.stream === stream)).map((s) => s.req);
+t.test(
+  "health reports (Istio's istio.v1.HealthInformation) go upstream after the listener request and again on each new upstream stream",
+  async (t) => {
+    const seen: Array<{ stream: number; req: DiscoveryRequest }> = [];
+    const calls: Array<grpc.ServerDuplexStream<DiscoveryRequest, unknown>> = [];
+    const server = new grpc.Server();
+    addGrpcService(server, AggregatedDiscoveryService, {
+      streamAggregatedResources: (call) => {
+        const stream = calls.push(call as never);
+        call.on('data', (req: DiscoveryRequest) => seen.push({ stream, req }));
+        call.on('end', () => call.end());
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
+    t.teardown(() => server.forceShutdown());
+    const dir = tempDir(t);
+    const proxy = new XdsProxy({
+      socketPath: path.join(dir, 'XDS'),
+      upstream: { address: `127.0.0.1:${port}`, clusterId: 'c1' },
+      backoff: { initialMs: 50, maxMs: 100, multiplier: 2, jitter: 0 },
+    });
+    await proxy.start();
+    t.teardown(() => proxy.stop());
+    const health = (stream?: number) =>
+      seen.filter((s) => s.req.typeUrl === HEALTH_INFO_TYPE_URL && (stream === undefined || s.stream === stream)).map((s) => s.req);
 
-  // a report before the proxy asked for listeners waits
-  proxy.reportHealth({ healthy: false, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' });
-  const down = new Downstream(proxy.socketPath);
-  t.teardown(() => down.close());
-  down.call.write(create(DiscoveryRequestSchema, { typeUrl: CDS, node: NODE }));
-  await waitFor(() => 'CDS upstream', () => seen.length === 1, { timeoutMs: 5000, intervalMs: 50 });
-  await new Promise((r) => setTimeout(r, 100));
-  t.equal(health().length, 0, 'nothing before the listener request');
-  down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS }));
-  await waitFor(() => `upstream saw ${seen.map((s) => s.req.typeUrl)}`, () => health().length === 1, { timeoutMs: 5000, intervalMs: 50 });
-  t.same(seen.map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE_URL], 'after the listener request');
-  t.match(health()[0]!.errorDetail, { code: grpc.status.INTERNAL, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' }, 'unhealthy: error_detail Internal with the reason');
+    // a report before the proxy asked for listeners waits
+    proxy.reportHealth({ healthy: false, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' });
+    const down = new Downstream(proxy.socketPath);
+    t.teardown(() => down.close());
+    down.call.write(create(DiscoveryRequestSchema, { typeUrl: CDS, node: NODE }));
+    await waitFor(
+      () => 'CDS upstream',
+      () => seen.length === 1,
+      { timeoutMs: 5000, intervalMs: 50 },
+    );
+    await new Promise((r) => setTimeout(r, 100));
+    t.equal(health().length, 0, 'nothing before the listener request');
+    down.call.write(create(DiscoveryRequestSchema, { typeUrl: LDS }));
+    await waitFor(
+      () => `upstream saw ${seen.map((s) => s.req.typeUrl)}`,
+      () => health().length === 1,
+      { timeoutMs: 5000, intervalMs: 50 },
+    );
+    t.same(
+      seen.map((s) => s.req.typeUrl),
+      [CDS, LDS, HEALTH_INFO_TYPE_URL],
+      'after the listener request',
+    );
+    t.match(
+      health()[0]!.errorDetail,
+      { code: grpc.status.INTERNAL, message: 'Get "http://10.0.0.1:8080/": dial tcp 10.0.0.1:8080: connect: connection refused' },
+      'unhealthy: error_detail Internal with the reason',
+    );
 
-  proxy.reportHealth({ healthy: true });
-  await waitFor(() => 'the healthy report', () => health().length === 2, { timeoutMs: 5000, intervalMs: 50 });
-  t.equal(health()[1]!.errorDetail, undefined, 'healthy: no error_detail');
+    proxy.reportHealth({ healthy: true });
+    await waitFor(
+      () => 'the healthy report',
+      () => health().length === 2,
+      { timeoutMs: 5000, intervalMs: 50 },
+    );
+    t.equal(health()[1]!.errorDetail, undefined, 'healthy: no error_detail');
 
-  // the upstream stream ends: the new one gets the subscriptions, then the latest report again
-  calls[0]!.emit('error', { code: grpc.status.UNAVAILABLE, details: 'gone' });
-  await waitFor(() => `second stream saw ${seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl)}`, () => health(2).length === 1, { timeoutMs: 10_000, intervalMs: 50 });
-  t.same(seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl), [CDS, LDS, HEALTH_INFO_TYPE_URL]);
-  t.equal(health(2)[0]!.errorDetail, undefined, 'the latest report (healthy)');
-  t.equal(down.responses.filter((r) => r.typeUrl === HEALTH_INFO_TYPE_URL).length, 0);
-});
+    // the upstream stream ends: the new one gets the subscriptions, then the latest report again
+    calls[0]!.emit('error', { code: grpc.status.UNAVAILABLE, details: 'gone' });
+    await waitFor(
+      () => `second stream saw ${seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl)}`,
+      () => health(2).length === 1,
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    t.same(
+      seen.filter((s) => s.stream === 2).map((s) => s.req.typeUrl),
+      [CDS, LDS, HEALTH_INFO_TYPE_URL],
+    );
+    t.equal(health(2)[0]!.errorDetail, undefined, 'the latest report (healthy)');
+    t.equal(down.responses.filter((r) => r.typeUrl === HEALTH_INFO_TYPE_URL).length, 0);
+  },
+);
 
 t.test('the name table from the real daemon, over state-of-the-world and delta streams', async (t) => {
   const configDir = tempDir(t, 'mesh-nds-config-');
@@ -318,7 +422,10 @@ t.test('the name table from the real daemon, over state-of-the-world and delta s
   );
   const d = await startDiscovery({ configDir });
   t.teardown(() => d.stop());
-  const sidecar = create(NodeSchema, { id: 'sidecar~10.1.0.5~app-0.default~default.svc.cluster.local', metadata: { NAMESPACE: 'default', DNS_CAPTURE: 'true' } as JsonObject });
+  const sidecar = create(NodeSchema, {
+    id: 'sidecar~10.1.0.5~app-0.default~default.svc.cluster.local',
+    metadata: { NAMESPACE: 'default', DNS_CAPTURE: 'true' } as JsonObject,
+  });
   for (const mode of ['sotw', 'delta'] as const) {
     const tables: Record<string, { ips: string[]; registry: string }>[] = [];
     const proxy = new XdsProxy({
@@ -350,8 +457,16 @@ t.test('the name table from the real daemon, over state-of-the-world and delta s
       t.teardown(() => call.end());
     }
     t.teardown(() => client.close());
-    await waitFor(() => `${mode}: tables ${JSON.stringify(tables)}, proxy got ${types.join(',')}`, () => tables.length >= 1 && types.includes(LDS), { timeoutMs: 15_000, intervalMs: 50 });
-    t.same({ ips: tables[0]!['api.partner.test']!.ips, registry: tables[0]!['api.partner.test']!.registry }, { ips: ['240.240.0.7'], registry: 'External' }, `${mode}: the ServiceEntry's address`);
+    await waitFor(
+      () => `${mode}: tables ${JSON.stringify(tables)}, proxy got ${types.join(',')}`,
+      () => tables.length >= 1 && types.includes(LDS),
+      { timeoutMs: 15_000, intervalMs: 50 },
+    );
+    t.same(
+      { ips: tables[0]!['api.partner.test']!.ips, registry: tables[0]!['api.partner.test']!.registry },
+      { ips: ['240.240.0.7'], registry: 'External' },
+      `${mode}: the ServiceEntry's address`,
+    );
     t.notOk(types.includes(TYPE_URL.nameTable), `${mode}: the name table stays with the agent`);
   }
 });
@@ -362,6 +477,14 @@ t.test('backoff: exponential from one second, capped, jittered', async (t) => {
   t.equal(backoffDelay(1, DEFAULT_BACKOFF, mid), 2000);
   t.equal(backoffDelay(3, DEFAULT_BACKOFF, mid), 8000);
   t.equal(backoffDelay(20, DEFAULT_BACKOFF, mid), 30_000, 'capped');
-  t.equal(backoffDelay(0, DEFAULT_BACKOFF, () => 0), 800, '-20% jitter');
-  t.equal(backoffDelay(0, DEFAULT_BACKOFF, () => 1), 1200, '+20% jitter');
+  t.equal(
+    backoffDelay(0, DEFAULT_BACKOFF, () => 0),
+    800,
+    '-20% jitter',
+  );
+  t.equal(
+    backoffDelay(0, DEFAULT_BACKOFF, () => 1),
+    1200,
+    '+20% jitter',
+  );
 });

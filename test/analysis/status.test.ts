@@ -11,9 +11,21 @@ import { analysisInterval, relevantSubset } from '../../src/meshd/analysis-contr
 const DOCS = 'https://mesh.io/v1.26/docs/reference/config/analysis';
 
 t.test('AnalysisMessageBase: upper-case level, code only, documentation URL without ?ref=', async (t) => {
-  t.same(analysisMessageBase({ type: MESSAGES.ReferencedResourceNotFound }), { documentationUrl: `${DOCS}/ist0101/`, level: 'ERROR', type: { code: 'IST0101' } });
-  t.same(analysisMessageBase({ type: MESSAGES.VirtualServiceHostNotFoundInGateway }), { documentationUrl: `${DOCS}/ist0132/`, level: 'WARNING', type: { code: 'IST0132' } });
-  t.same(analysisMessageBase({ type: MESSAGES.NamespaceNotInjected }), { documentationUrl: `${DOCS}/ist0102/`, level: 'INFO', type: { code: 'IST0102' } });
+  t.same(analysisMessageBase({ type: MESSAGES.ReferencedResourceNotFound }), {
+    documentationUrl: `${DOCS}/ist0101/`,
+    level: 'ERROR',
+    type: { code: 'IST0101' },
+  });
+  t.same(analysisMessageBase({ type: MESSAGES.VirtualServiceHostNotFoundInGateway }), {
+    documentationUrl: `${DOCS}/ist0132/`,
+    level: 'WARNING',
+    type: { code: 'IST0132' },
+  });
+  t.same(analysisMessageBase({ type: MESSAGES.NamespaceNotInjected }), {
+    documentationUrl: `${DOCS}/ist0102/`,
+    level: 'INFO',
+    type: { code: 'IST0102' },
+  });
 });
 
 t.test('status: observedGeneration as protojson writes int64, messages replaced wholesale, other fields kept', async (t) => {
@@ -22,8 +34,20 @@ t.test('status: observedGeneration as protojson writes int64, messages replaced 
   const rows: Array<[string, unknown, number, (typeof msg)[], object]> = [
     ['no status yet', undefined, 1, [msg], { observedGeneration: '1', validationMessages: [msg] }],
     ['other writers keep their conditions', { conditions }, 3, [msg], { conditions, observedGeneration: '3', validationMessages: [msg] }],
-    ['no messages: the field goes (an empty repeated field is not marshalled)', { observedGeneration: '1', validationMessages: [msg] }, 2, [], { observedGeneration: '2' }],
-    ['old messages are not merged with new ones', { validationMessages: [{ ...msg, type: { code: 'IST0132' } }] }, 1, [msg], { observedGeneration: '1', validationMessages: [msg] }],
+    [
+      'no messages: the field goes (an empty repeated field is not marshalled)',
+      { observedGeneration: '1', validationMessages: [msg] },
+      2,
+      [],
+      { observedGeneration: '2' },
+    ],
+    [
+      'old messages are not merged with new ones',
+      { validationMessages: [{ ...msg, type: { code: 'IST0132' } }] },
+      1,
+      [msg],
+      { observedGeneration: '1', validationMessages: [msg] },
+    ],
   ];
   for (const [name, live, gen, msgs, want] of rows) t.same(statusWithMessages(live, gen, msgs), want, name);
 });
@@ -37,12 +61,21 @@ t.test('sameStatus: key order and a numeric observedGeneration do not count as c
 
 t.test('PILOT_ANALYSIS_INTERVAL below 1 s becomes the 10 s default, with a warning', async (t) => {
   const warned: string[] = [];
-  t.equal(analysisInterval(500, (m) => warned.push(m)), 10_000);
+  t.equal(
+    analysisInterval(500, (m) => warned.push(m)),
+    10_000,
+  );
   t.equal(warned[0], 'PILOT_ANALYSIS_INTERVAL 500ms is too small, it will be set to default 10 seconds', "Go's Duration text");
   analysisInterval(0, (m) => warned.push(m));
   t.equal(warned.pop(), 'PILOT_ANALYSIS_INTERVAL 0s is too small, it will be set to default 10 seconds');
-  t.equal(analysisInterval(1_000, (m) => warned.push(m)), 1_000);
-  t.equal(analysisInterval(30_000, (m) => warned.push(m)), 30_000);
+  t.equal(
+    analysisInterval(1_000, (m) => warned.push(m)),
+    1_000,
+  );
+  t.equal(
+    analysisInterval(30_000, (m) => warned.push(m)),
+    30_000,
+  );
   t.equal(warned.length, 1);
 });
 

@@ -31,9 +31,12 @@ for (const [name, spec, keyLine, sig] of cases) {
     const pem = createCsrPem({ privateKey: key.privateKey, sans: { uris: [ID] } });
     const out = openssl(['req', '-verify', '-noout', '-text'], pem);
     t.match(out, /Version: 1 \(0x0\)/, 'PKCS#10 v1');
-    t.match(out, /Subject: O = ?\n/, "subject O= with an empty value, as Go writes Organization: []string{\"\"}");
+    t.match(out, /Subject: O = ?\n/, 'subject O= with an empty value, as Go writes Organization: []string{""}');
     t.match(out, keyLine);
-    t.match(out, /Requested Extensions:\s+X509v3 Subject Alternative Name: critical\s+URI:spiffe:\/\/cluster\.local\/ns\/default\/sa\/bookinfo-ratings\n/);
+    t.match(
+      out,
+      /Requested Extensions:\s+X509v3 Subject Alternative Name: critical\s+URI:spiffe:\/\/cluster\.local\/ns\/default\/sa\/bookinfo-ratings\n/,
+    );
     t.match(out, new RegExp(`Signature Algorithm: ${sig}`));
     // openssl prints "verify OK" / "Certificate request self-signature verify OK" on stderr; a bad signature fails the command.
     const tampered = pem.replace(/(\n[A-Za-z0-9+/]{10})[A-Za-z0-9+/]/, (_m, a: string) => `${a}${a.endsWith('A') ? 'B' : 'A'}`);
@@ -43,7 +46,12 @@ for (const [name, spec, keyLine, sig] of cases) {
 
 t.test('DNS and IP SANs and a common name (the CA side uses these for server certificates)', async (t) => {
   const key = await generateKeyPair({ kind: 'ec', curve: 'P256' });
-  const pem = createCsrPem({ privateKey: key.privateKey, org: 'mesh.io', commonName: 'meshd', sans: { dns: ['meshd.mesh-system.svc'], ips: ['127.0.0.1', '::1'] } });
+  const pem = createCsrPem({
+    privateKey: key.privateKey,
+    org: 'mesh.io',
+    commonName: 'meshd',
+    sans: { dns: ['meshd.mesh-system.svc'], ips: ['127.0.0.1', '::1'] },
+  });
   const out = openssl(['req', '-verify', '-noout', '-text'], pem);
   t.match(out, /Subject: O = mesh\.io, CN = meshd/);
   t.match(out, /DNS:meshd\.mesh-system\.svc, IP Address:127\.0\.0\.1, IP Address:0:0:0:0:0:0:0:1/);
@@ -52,10 +60,22 @@ t.test('DNS and IP SANs and a common name (the CA side uses these for server cer
 t.test('parseCsr reads a request made by openssl', async (t) => {
   const keyFile = path.join(dir, 'k.pem');
   openssl(['genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:P-256', '-out', keyFile]);
-  const pem = openssl(['req', '-new', '-key', keyFile, '-subj', '/O=other/CN=x', '-addext', 'subjectAltName=URI:spiffe://evil/ns/a/sa/b,DNS:x.example']);
+  const pem = openssl([
+    'req',
+    '-new',
+    '-key',
+    keyFile,
+    '-subj',
+    '/O=other/CN=x',
+    '-addext',
+    'subjectAltName=URI:spiffe://evil/ns/a/sa/b,DNS:x.example',
+  ]);
   const p = parseCsr(pem);
   t.ok(p.signatureValid, 'signature checked');
-  t.same(p.subject, [{ oid: '2.5.4.10', value: 'other' }, { oid: '2.5.4.3', value: 'x' }]);
+  t.same(p.subject, [
+    { oid: '2.5.4.10', value: 'other' },
+    { oid: '2.5.4.3', value: 'x' },
+  ]);
   t.same(p.sans, { uris: ['spiffe://evil/ns/a/sa/b'], dns: ['x.example'], ips: [] });
   t.equal(p.signatureAlgorithm, '1.2.840.10045.4.3.2');
   const body = pem.split('\n').filter((l) => l && !l.startsWith('-----'));
@@ -87,7 +107,7 @@ t.test('a key made ahead is taken once, by a request of its own spec only', asyn
   const first = await generateKeyPair({ kind: 'ec', curve: 'P256' }, true);
   t.equal(first.privateKey.asymmetricKeyDetails?.namedCurve, 'prime256v1');
   t.ok(first.publicKey.equals((await made)!), 'the first P-256 request got the key made ahead');
-  t.match(first.privateKeyPem, /^-----BEGIN PRIVATE KEY-----/, 'the PEM encoding is the request\'s (PKCS#8 here)');
+  t.match(first.privateKeyPem, /^-----BEGIN PRIVATE KEY-----/, "the PEM encoding is the request's (PKCS#8 here)");
   const second = await generateKeyPair({ kind: 'ec', curve: 'P256' });
   t.notOk(second.publicKey.equals(first.publicKey), 'the ahead key is used once: the next request gets a fresh one');
   t.match(second.privateKeyPem, /^-----BEGIN EC PRIVATE KEY-----/);

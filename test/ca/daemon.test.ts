@@ -12,7 +12,18 @@ import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { metricValue } from '../helpers/prometheus';
 import { rsaKey } from '../security/helpers';
 import { CDS, node, SotwStream } from '../xds/server/helpers';
-import { caClient, createCertificate, lifetimeSeconds, MESHD_HOST, opensslCsr, opensslVerify, plainCaClient, sans, startIssuer, daemonDirs } from './helpers';
+import {
+  caClient,
+  createCertificate,
+  lifetimeSeconds,
+  MESHD_HOST,
+  opensslCsr,
+  opensslVerify,
+  plainCaClient,
+  sans,
+  startIssuer,
+  daemonDirs,
+} from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -49,11 +60,18 @@ t.test('no TLS flags: a persisted root, :15012 and :15017 served with certificat
   t.equal(keyStat.mode & 0o777, 0o600, 'the root key file is 0600');
   t.equal(fs.readFileSync(path.join(cwd, 'var/lib/mesh/ca/ca-cert.pem'), 'utf8'), rootPem, 'the published root is the stored CA certificate');
 
-  for (const [name, addr] of [['secure gRPC', d.secureGrpc!], ['webhook HTTPS', d.https!]] as const) {
+  for (const [name, addr] of [
+    ['secure gRPC', d.secureGrpc!],
+    ['webhook HTTPS', d.https!],
+  ] as const) {
     const served = await servedCertificate(addr);
     const v = opensslVerify(dir, rootPem, served);
     t.ok(v.ok, `${name}: openssl verify -CAfile <published root> accepts the served certificate (${v.out})`);
-    t.same(sans(served), ['DNS:mesh-pilot.mesh-system.svc', 'DNS:meshd-remote.mesh-system.svc', 'DNS:meshd.mesh-system.svc'], `${name}: Istio's service names, renamed`);
+    t.same(
+      sans(served),
+      ['DNS:mesh-pilot.mesh-system.svc', 'DNS:meshd-remote.mesh-system.svc', 'DNS:meshd.mesh-system.svc'],
+      `${name}: Istio's service names, renamed`,
+    );
   }
   // A TLS client that checks the name (as an agent does) accepts it too.
   await new Promise<void>((resolve, reject) => {
@@ -108,20 +126,34 @@ t.test('no TLS flags: a persisted root, :15012 and :15017 served with certificat
     await t.rejects(createCertificate(ca, { csr, token: expired }), unauthenticated, 'an expired token');
     await t.rejects(createCertificate(ca, { csr, token: await issuer.token({ aud: 'someone-else' }) }), unauthenticated, 'another audience');
     await t.rejects(createCertificate(ca, { csr, token: await issuer.token({ iss: 'https://other.example' }) }), unauthenticated, 'another issuer');
-    await t.rejects(createCertificate(ca, { csr, token: await issuer.token({ sub: 'alice' }) }), unauthenticated, 'a subject that is no service account');
+    await t.rejects(
+      createCertificate(ca, { csr, token: await issuer.token({ sub: 'alice' }) }),
+      unauthenticated,
+      'a subject that is no service account',
+    );
     const m1 = await metrics(d);
     t.equal(metricValue(m1, 'ca_server_authentication_failure_count'), failures0 + 6, 'ca_server_authentication_failure_count');
     t.equal(metricValue(m1, 'ca_server_csr_count'), csrs0 + 6, 'ca_server_csr_count counts every request');
     t.equal(metricValue(m1, 'ca_server_success_cert_issuance_count'), issued0, 'nothing was issued');
     t.ok((metricValue(m1, 'ca_server_id_extraction_err_count') ?? 0) >= 1, 'the non-service-account subject is an identity extraction error');
-    t.match(d.log(), /Failed to authenticate client from 127\.0\.0\.1:\d+: Authenticator ClientCertAuthenticator: .*Authenticator IDTokenAuthenticator: /, 'the reasons are logged');
+    t.match(
+      d.log(),
+      /Failed to authenticate client from 127\.0\.0\.1:\d+: Authenticator ClientCertAuthenticator: .*Authenticator IDTokenAuthenticator: /,
+      'the reasons are logged',
+    );
   });
 
   await t.test('a malformed CSR: InvalidArgument, counted as a parsing error', async (t) => {
     const before = metricValue(await metrics(d), 'ca_server_csr_parsing_err_count') ?? 0;
-    await t.rejects(createCertificate(ca, { csr: 'not a CSR', token }), { code: grpc.status.INVALID_ARGUMENT, details: /^CSR signing error \(certificate signing request is not properly encoded\)$/ });
+    await t.rejects(createCertificate(ca, { csr: 'not a CSR', token }), {
+      code: grpc.status.INVALID_ARGUMENT,
+      details: /^CSR signing error \(certificate signing request is not properly encoded\)$/,
+    });
     const garbled = '-----BEGIN CERTIFICATE REQUEST-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEA\n-----END CERTIFICATE REQUEST-----\n';
-    await t.rejects(createCertificate(ca, { csr: garbled, token }), { code: grpc.status.INVALID_ARGUMENT, details: /^CSR signing error \(failed to parse X\.509 certificate signing request/ });
+    await t.rejects(createCertificate(ca, { csr: garbled, token }), {
+      code: grpc.status.INVALID_ARGUMENT,
+      details: /^CSR signing error \(failed to parse X\.509 certificate signing request/,
+    });
     const m = await metrics(d);
     t.equal(metricValue(m, 'ca_server_csr_parsing_err_count'), before + 2);
     t.ok((metricValue(m, 'ca_server_csr_sign_err_count', 'error="CSR_ERROR"') ?? 0) >= 2, 'and as Istio counts it: a CSR_ERROR signing error');
@@ -174,7 +206,10 @@ t.test('no TLS flags: a persisted root, :15012 and :15017 served with certificat
     e.send({ node: node(), typeUrl: CDS });
     const anon = await e.inbox.status();
     t.equal(anon.code, grpc.status.UNAUTHENTICATED, 'no credential at all');
-    t.match(anon.details, /^authentication failure: Authenticator ClientCertAuthenticator: .*; Authenticator IDTokenAuthenticator: ID token extraction error/);
+    t.match(
+      anon.details,
+      /^authentication failure: Authenticator ClientCertAuthenticator: .*; Authenticator IDTokenAuthenticator: ID token extraction error/,
+    );
 
     const p = new SotwStream(d.grpc);
     t.teardown(() => p.close());

@@ -21,22 +21,36 @@ t.test('debug endpoints: non-loopback callers are authenticated with the chain',
   const dir = tempDir(t);
   const cfg = path.join(dir, 'cfg');
   fs.mkdirSync(cfg);
-  const child = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', cfg, '--registries', 'Mock', '--httpAddr', ':8080', '--ctrlz_port', '0'], {
-    cwd: dir,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, TRUSTED_GATEWAY_CIDR: '10.99.0.0/16' },
-  });
+  const child = spawnIn(
+    ns,
+    path.join(DIST, 'pilot-discovery'),
+    ['discovery', '--configDir', cfg, '--registries', 'Mock', '--httpAddr', ':8080', '--ctrlz_port', '0'],
+    {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, TRUSTED_GATEWAY_CIDR: '10.99.0.0/16' },
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   t.teardown(() => child.kill('SIGKILL'));
-  await waitFor(() => out, () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => out,
+    () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
 
   t.equal(httpGetIn(ns, 'http://127.0.0.1:8080/debug/registryz').status, 200, 'loopback: no credential needed');
   t.equal(httpGetIn(ns, 'http://10.99.0.1:8080/debug/registryz').status, 401, 'from 10.99.0.1 without a credential: 401');
   const xfcc = { 'x-forwarded-client-cert': 'By=spiffe://cluster.local/ns/mesh-system/sa/gateway;URI=spiffe://cluster.local/ns/ops/sa/debugger' };
-  t.equal(httpGetIn(ns, 'http://10.99.0.1:8080/debug/registryz', xfcc).status, 200, 'with a trusted gateway\'s XFCC header: the page');
-  const why = /debug request from 10\.99\.0\.1 not authenticated: Authenticator ClientCertAuthenticator: .*Authenticator XfccAuthenticator: caller from 10\.99\.0\.1:\d+ does not have Xfcc header/;
-  await waitFor(() => out, () => why.test(out), { timeoutMs: 10_000, intervalMs: 50 });
+  t.equal(httpGetIn(ns, 'http://10.99.0.1:8080/debug/registryz', xfcc).status, 200, "with a trusted gateway's XFCC header: the page");
+  const why =
+    /debug request from 10\.99\.0\.1 not authenticated: Authenticator ClientCertAuthenticator: .*Authenticator XfccAuthenticator: caller from 10\.99\.0\.1:\d+ does not have Xfcc header/;
+  await waitFor(
+    () => out,
+    () => why.test(out),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.pass('the daemon logs why the caller was refused');
 });
 
@@ -47,9 +61,34 @@ function clientCertDir(parent: string, cacerts: string, name: string, spiffe: st
   const { csr, key } = opensslCsr(dir, 'ec');
   fs.writeFileSync(path.join(dir, 'key.pem'), key);
   fs.writeFileSync(path.join(dir, 'leaf.csr'), csr);
-  fs.writeFileSync(path.join(dir, 'leaf.ext'), `subjectAltName=critical,URI:${spiffe}\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\nbasicConstraints=critical,CA:FALSE\n`);
-  openssl(['x509', '-req', '-in', 'leaf.csr', '-CA', path.join(cacerts, 'ca-cert.pem'), '-CAkey', path.join(cacerts, 'ca-key.pem'), '-CAcreateserial', '-days', '1', '-extfile', 'leaf.ext', '-out', 'leaf.pem'], { cwd: dir });
-  fs.writeFileSync(path.join(dir, 'cert-chain.pem'), fs.readFileSync(path.join(dir, 'leaf.pem'), 'utf8') + fs.readFileSync(path.join(cacerts, 'ca-cert.pem'), 'utf8'));
+  fs.writeFileSync(
+    path.join(dir, 'leaf.ext'),
+    `subjectAltName=critical,URI:${spiffe}\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\nbasicConstraints=critical,CA:FALSE\n`,
+  );
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'leaf.csr',
+      '-CA',
+      path.join(cacerts, 'ca-cert.pem'),
+      '-CAkey',
+      path.join(cacerts, 'ca-key.pem'),
+      '-CAcreateserial',
+      '-days',
+      '1',
+      '-extfile',
+      'leaf.ext',
+      '-out',
+      'leaf.pem',
+    ],
+    { cwd: dir },
+  );
+  fs.writeFileSync(
+    path.join(dir, 'cert-chain.pem'),
+    fs.readFileSync(path.join(dir, 'leaf.pem'), 'utf8') + fs.readFileSync(path.join(cacerts, 'ca-cert.pem'), 'utf8'),
+  );
   fs.copyFileSync(path.join(cacerts, 'root-cert.pem'), path.join(dir, 'root-cert.pem'));
   return dir;
 }
@@ -73,15 +112,38 @@ t.test('xDS debug types: loopback or an authenticated system-namespace identity,
   const system = clientCertDir(certs, cacerts, 'system', 'spiffe://cluster.local/ns/mesh-system/sa/default');
   const apps = clientCertDir(certs, cacerts, 'apps', 'spiffe://cluster.local/ns/apps/sa/default');
   // every address of the namespace, as a daemon run with --grpcAddr :15010 on a host is reachable
-  const child = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', cfg, '--registries', 'Mock', '--grpcAddr', ':15010', '--secureGRPCAddr', ':15012', '--httpAddr', ':8080', '--ctrlz_port', '0'], {
-    cwd: dir,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME },
-  });
+  const child = spawnIn(
+    ns,
+    path.join(DIST, 'pilot-discovery'),
+    [
+      'discovery',
+      '--configDir',
+      cfg,
+      '--registries',
+      'Mock',
+      '--grpcAddr',
+      ':15010',
+      '--secureGRPCAddr',
+      ':15012',
+      '--httpAddr',
+      ':8080',
+      '--ctrlz_port',
+      '0',
+    ],
+    {
+      cwd: dir,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME },
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
   t.teardown(() => child.kill('SIGKILL'));
-  await waitFor(() => out, () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => out,
+    () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
 
   const plain = (addr: string) => ['--xds-address', addr, '--plaintext'];
   const tls = (dir: string) => ['--xds-address', '10.99.0.1:15012', '--cert-dir', dir, '--authority', 'meshd.mesh-system.svc'];
@@ -102,17 +164,31 @@ t.test('xDS debug types: loopback or an authenticated system-namespace identity,
   t.match(page.stdout, /"totalClients": ?\d+/, 'loopback gets the adsz page');
   await served('loopback, plaintext: syncz (proxy-status)', ['proxy-status', ...plain('127.0.0.1:15010')]);
 
-  const unauth = /UNAUTHENTICATED: authentication required: istio\.io\/debug\S* is served to loopback callers and to callers authenticated as an identity of namespace mesh-system/;
+  const unauth =
+    /UNAUTHENTICATED: authentication required: istio\.io\/debug\S* is served to loopback callers and to callers authenticated as an identity of namespace mesh-system/;
   await refused('10.99.0.1, plaintext: a debug page', ['x', 'internal-debug', 'adsz', ...plain('10.99.0.1:15010')], unauth);
   await refused('10.99.0.1, plaintext: syncz', ['proxy-status', ...plain('10.99.0.1:15010')], unauth);
   await refused('10.99.0.1, plaintext: config_dump', ['proxy-status', 'gateway-0.mesh-system', ...plain('10.99.0.1:15010')], unauth);
   // XDS_AUTH (on by default) already ends a TLS stream no authenticator accepts
-  await refused('10.99.0.1, TLS without a client certificate', ['x', 'internal-debug', 'adsz', '--xds-address', '10.99.0.1:15012', '--insecure'], /UNAUTHENTICATED: authentication failure/);
+  await refused(
+    '10.99.0.1, TLS without a client certificate',
+    ['x', 'internal-debug', 'adsz', '--xds-address', '10.99.0.1:15012', '--insecure'],
+    /UNAUTHENTICATED: authentication failure/,
+  );
 
   const certPage = await served('10.99.0.1, client certificate of mesh-system: a debug page', ['x', 'internal-debug', 'adsz', ...tls(system)]);
   t.match(certPage.stdout, /"totalClients": ?\d+/, 'the certificate gets the adsz page');
   await served('10.99.0.1, client certificate of mesh-system: syncz', ['proxy-status', ...tls(system)]);
-  await refused('10.99.0.1, client certificate of namespace apps', ['x', 'internal-debug', 'adsz', ...tls(apps)], /PERMISSION_DENIED: the debug info is not available for identity \[spiffe:\/\/cluster\.local\/ns\/apps\/sa\/default\]/, { MESHCTL_MESHNAMESPACE: 'apps' });
-  await waitFor(() => out, () => /istio\.io\/debug refused: authentication required/.test(out), { timeoutMs: 10_000, intervalMs: 50 });
+  await refused(
+    '10.99.0.1, client certificate of namespace apps',
+    ['x', 'internal-debug', 'adsz', ...tls(apps)],
+    /PERMISSION_DENIED: the debug info is not available for identity \[spiffe:\/\/cluster\.local\/ns\/apps\/sa\/default\]/,
+    { MESHCTL_MESHNAMESPACE: 'apps' },
+  );
+  await waitFor(
+    () => out,
+    () => /istio\.io\/debug refused: authentication required/.test(out),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.pass('the daemon logs the refusals');
 });

@@ -72,14 +72,60 @@ export function opensslCsr(dir: string, kind: 'rsa' | 'ec', o: { san?: string; c
  * A plug-in CA as an operator makes one with openssl: a root, an intermediate signed by it, written in
  * ROOT_CA_DIR's layout (ca-cert.pem, ca-key.pem, cert-chain.pem = intermediate + root, root-cert.pem).
  */
-export function opensslPluginCa(dir: string, o: { ec?: boolean; cn?: string } = {}): { rootPem: string; intermediatePem: string; rootKey: string; rootCert: string } {
+export function opensslPluginCa(
+  dir: string,
+  o: { ec?: boolean; cn?: string } = {},
+): { rootPem: string; intermediatePem: string; rootKey: string; rootCert: string } {
   fs.mkdirSync(dir, { recursive: true });
   const key = o.ec ? ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256'] : ['-newkey', 'rsa:2048'];
-  fs.writeFileSync(path.join(dir, 'ca.ext'), 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n');
-  openssl(['req', '-x509', ...key, '-nodes', '-keyout', 'root-key.pem', '-out', 'root-cert.pem', '-days', '30', '-subj', `/O=Plugin Root/CN=${o.cn ?? 'plugin-root'}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], { cwd: dir });
-  openssl(['req', ...key, '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=Plugin Intermediate/CN=plugin-intermediate'], { cwd: dir });
-  openssl(['x509', '-req', '-in', 'ca.csr', '-CA', 'root-cert.pem', '-CAkey', 'root-key.pem', '-CAcreateserial', '-out', 'ca-cert.pem', '-days', '20', '-extfile', 'ca.ext'], { cwd: dir });
+  fs.writeFileSync(
+    path.join(dir, 'ca.ext'),
+    'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\nsubjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n',
+  );
+  openssl(
+    [
+      'req',
+      '-x509',
+      ...key,
+      '-nodes',
+      '-keyout',
+      'root-key.pem',
+      '-out',
+      'root-cert.pem',
+      '-days',
+      '30',
+      '-subj',
+      `/O=Plugin Root/CN=${o.cn ?? 'plugin-root'}`,
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
+    { cwd: dir },
+  );
+  openssl(['req', ...key, '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=Plugin Intermediate/CN=plugin-intermediate'], {
+    cwd: dir,
+  });
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'ca.csr',
+      '-CA',
+      'root-cert.pem',
+      '-CAkey',
+      'root-key.pem',
+      '-CAcreateserial',
+      '-out',
+      'ca-cert.pem',
+      '-days',
+      '20',
+      '-extfile',
+      'ca.ext',
+    ],
+    { cwd: dir },
+  );
   const rootPem = fs.readFileSync(path.join(dir, 'root-cert.pem'), 'utf8');
   const intermediatePem = fs.readFileSync(path.join(dir, 'ca-cert.pem'), 'utf8');
   fs.writeFileSync(path.join(dir, 'cert-chain.pem'), intermediatePem + rootPem);
@@ -134,7 +180,11 @@ const CaClient = grpcClientConstructor(IstioCertificateService);
 export type CaClientInstance = InstanceType<typeof CaClient>;
 
 export function caClient(t: Test, address: string, rootPem: string, clientCert?: { cert: string; key: string }): CaClientInstance {
-  const creds = grpc.credentials.createSsl(Buffer.from(rootPem), clientCert ? Buffer.from(clientCert.key) : null, clientCert ? Buffer.from(clientCert.cert) : null);
+  const creds = grpc.credentials.createSsl(
+    Buffer.from(rootPem),
+    clientCert ? Buffer.from(clientCert.key) : null,
+    clientCert ? Buffer.from(clientCert.cert) : null,
+  );
   const c = new CaClient(address, creds, { 'grpc.ssl_target_name_override': MESHD_HOST, 'grpc.default_authority': MESHD_HOST });
   t.teardown(() => c.close());
   return c;

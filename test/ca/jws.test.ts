@@ -27,9 +27,17 @@ t.test('signatures', async (t) => {
   const other = await key('RS256', rs.kid);
   const cases: Array<[string, string, RegExp]> = [
     ['a signature by another key under the same kid', await mint(other), /failed to verify signature/],
-    ['claims changed after signing', `${h}.${Buffer.from(JSON.stringify({ sub: 'system:serviceaccount:kube-system:admin' })).toString('base64url')}.${s}`, /failed to verify signature/],
+    [
+      'claims changed after signing',
+      `${h}.${Buffer.from(JSON.stringify({ sub: 'system:serviceaccount:kube-system:admin' })).toString('base64url')}.${s}`,
+      /failed to verify signature/,
+    ],
     ['alg none', `${Buffer.from('{"alg":"none"}').toString('base64url')}.${p}.`, /unsupported signing algorithm "none"/],
-    ['HS256 (a shared secret is never accepted)', `${Buffer.from('{"alg":"HS256","kid":"k-RS256"}').toString('base64url')}.${p}.${s}`, /unsupported signing algorithm "HS256"/],
+    [
+      'HS256 (a shared secret is never accepted)',
+      `${Buffer.from('{"alg":"HS256","kid":"k-RS256"}').toString('base64url')}.${p}.${s}`,
+      /unsupported signing algorithm "HS256"/,
+    ],
     ['an unknown kid', await mint(rs, {}, { kid: 'nope' }), /no key with kid "nope"/],
     ['two parts', `${h}.${p}`, /three dot-separated parts/],
     ['a header that is not JSON', `eyJ.${p}.${s}`, /malformed JWT header/],
@@ -61,7 +69,7 @@ t.test('claims (go-oidc checks)', async (t) => {
   t.type(JwtError, 'function');
 });
 
-t.test('a remote key set follows the issuer\'s rotation, at most once per cooldown', async (t) => {
+t.test("a remote key set follows the issuer's rotation, at most once per cooldown", async (t) => {
   const a = await key('RS256', 'a');
   const server = await startKeyServer(JSON.stringify({ keys: [a.jwk] }));
   t.teardown(() => server.close());

@@ -23,11 +23,14 @@ const MOCK = ['--registries', 'Mock'];
 function handshake(address: string, o: tls.ConnectionOptions): Promise<{ protocol: string | null; cipher: string; cert: tls.PeerCertificate }> {
   const i = address.lastIndexOf(':');
   return new Promise((resolve, reject) => {
-    const s = tls.connect({ host: address.slice(0, i), port: Number(address.slice(i + 1)), servername: MESHD_HOST, rejectUnauthorized: false, ...o }, () => {
-      const r = { protocol: s.getProtocol(), cipher: s.getCipher().standardName, cert: s.getPeerCertificate() };
-      s.end();
-      resolve(r);
-    });
+    const s = tls.connect(
+      { host: address.slice(0, i), port: Number(address.slice(i + 1)), servername: MESHD_HOST, rejectUnauthorized: false, ...o },
+      () => {
+        const r = { protocol: s.getProtocol(), cipher: s.getCipher().standardName, cert: s.getPeerCertificate() };
+        s.end();
+        resolve(r);
+      },
+    );
     s.on('error', reject);
   });
 }
@@ -46,7 +49,7 @@ t.test('--tlsCertFile/--tlsKeyFile/--caCertFile win over the CA-issued certifica
   t.teardown(() => d.stop());
   for (const addr of [d.secureGrpc!, d.https!]) {
     const h = await handshake(addr, {});
-    t.equal(h.cert.subjectaltname, 'DNS:discovery.example.com', 'the operator\'s certificate is served');
+    t.equal(h.cert.subjectaltname, 'DNS:discovery.example.com', "the operator's certificate is served");
   }
   t.ok(fs.existsSync(path.join(d.cwd, 'var/run/secrets/mesh/root-cert.pem')), 'the CA still runs and publishes its root');
 });
@@ -57,7 +60,10 @@ t.test('ENABLE_CA_SERVER=false: no CA, no secure listeners without TLS files', a
   t.teardown(() => d.stop());
   t.equal(d.secureGrpc, undefined);
   t.equal(d.https, undefined);
-  t.match(d.log(), /secure discovery gRPC \(--secureGRPCAddr 127\.0\.0\.1:0\) not started: no --tlsCertFile\/--tlsKeyFile given and the CA is disabled \(ENABLE_CA_SERVER=false\)/);
+  t.match(
+    d.log(),
+    /secure discovery gRPC \(--secureGRPCAddr 127\.0\.0\.1:0\) not started: no --tlsCertFile\/--tlsKeyFile given and the CA is disabled \(ENABLE_CA_SERVER=false\)/,
+  );
   t.notOk(fs.existsSync(path.join(d.cwd, 'var')), 'no root is made or published');
 });
 
@@ -67,7 +73,11 @@ t.test('PILOT_CERT_PROVIDER other than istiod: the CA runs but issues no serving
   t.teardown(() => d.stop());
   t.equal(d.secureGrpc, undefined);
   t.match(d.log(), /PILOT_CERT_PROVIDER=none: no serving certificate is issued/);
-  t.match(d.log(), /CA service istio\.v1\.auth\.IstioCertificateService on the plaintext gRPC listener/, 'with no secure listener the CA service is on the plain one, as in Istio');
+  t.match(
+    d.log(),
+    /CA service istio\.v1\.auth\.IstioCertificateService on the plaintext gRPC listener/,
+    'with no secure listener the CA service is on the plain one, as in Istio',
+  );
 });
 
 t.test('MESHD_CUSTOM_HOST adds names (IP addresses become IP SANs)', async (t) => {
@@ -75,22 +85,32 @@ t.test('MESHD_CUSTOM_HOST adds names (IP addresses become IP SANs)', async (t) =
   const d = await startDaemon(['--configDir', cfg, ...MOCK], { MESHD_CUSTOM_HOST: 'localhost,127.0.0.1,cp.example.com' });
   t.teardown(() => d.stop());
   const h = await handshake(d.secureGrpc!, {});
-  t.equal(h.cert.subjectaltname, 'IP Address:127.0.0.1, DNS:cp.example.com, DNS:localhost, DNS:mesh-pilot.mesh-system.svc, DNS:meshd-remote.mesh-system.svc, DNS:meshd.mesh-system.svc');
+  t.equal(
+    h.cert.subjectaltname,
+    'IP Address:127.0.0.1, DNS:cp.example.com, DNS:localhost, DNS:mesh-pilot.mesh-system.svc, DNS:meshd-remote.mesh-system.svc, DNS:meshd.mesh-system.svc',
+  );
   const root = fs.readFileSync(path.join(d.cwd, 'var/run/secrets/mesh/root-cert.pem'));
   const ok = await handshake(d.https!, { rejectUnauthorized: true, ca: root, servername: 'localhost' });
   t.ok(ok.protocol, 'a client that checks the name localhost against the published root accepts it');
 });
 
-t.test('COMPLIANCE_POLICY=fips-140-2: TLS 1.2 with Istio\'s FIPS suites only, on :15012 and :15017', async (t) => {
+t.test("COMPLIANCE_POLICY=fips-140-2: TLS 1.2 with Istio's FIPS suites only, on :15012 and :15017", async (t) => {
   const { cfg } = cfgDir(t);
   const d = await startDaemon(['--configDir', cfg, ...MOCK], { COMPLIANCE_POLICY: 'fips-140-2' });
   t.teardown(() => d.stop());
-  for (const [name, addr] of [['secure gRPC', d.secureGrpc!], ['webhook HTTPS', d.https!]] as const) {
+  for (const [name, addr] of [
+    ['secure gRPC', d.secureGrpc!],
+    ['webhook HTTPS', d.https!],
+  ] as const) {
     const h = await handshake(addr, {});
     t.equal(h.protocol, 'TLSv1.2', `${name}: a default client ends up on TLS 1.2`);
     t.equal(h.cipher, 'TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256', `${name}: a FIPS suite`);
     await t.rejects(handshake(addr, { minVersion: 'TLSv1.3' }), /alert protocol version|unsupported protocol/i, `${name}: TLS 1.3 is refused`);
-    await t.rejects(handshake(addr, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-RSA-CHACHA20-POLY1305:AES128-SHA' }), /handshake failure/i, `${name}: non-FIPS suites are refused`);
+    await t.rejects(
+      handshake(addr, { maxVersion: 'TLSv1.2', ciphers: 'ECDHE-RSA-CHACHA20-POLY1305:AES128-SHA' }),
+      /handshake failure/i,
+      `${name}: non-FIPS suites are refused`,
+    );
   }
   const plain = await startDaemon(['--configDir', cfg, ...MOCK], {});
   t.teardown(() => plain.stop());
@@ -100,7 +120,11 @@ t.test('COMPLIANCE_POLICY=fips-140-2: TLS 1.2 with Istio\'s FIPS suites only, on
 t.test('XFCC from a trusted gateway, and XDS_AUTH_PLAINTEXT with a token', async (t) => {
   const { dir, cfg } = cfgDir(t);
   const issuer = await startIssuer(t);
-  const d = await startDaemon(['--configDir', cfg, ...MOCK], { TRUSTED_GATEWAY_CIDR: '10.10.0.0/16', JWT_RULE: issuer.rule(), XDS_AUTH_PLAINTEXT: 'true' });
+  const d = await startDaemon(['--configDir', cfg, ...MOCK], {
+    TRUSTED_GATEWAY_CIDR: '10.10.0.0/16',
+    JWT_RULE: issuer.rule(),
+    XDS_AUTH_PLAINTEXT: 'true',
+  });
   t.teardown(() => d.stop());
   const root = fs.readFileSync(path.join(d.cwd, 'var/run/secrets/mesh/root-cert.pem'), 'utf8');
   const ca = caClient(t, d.secureGrpc!, root);
@@ -134,18 +158,48 @@ t.test('settings refused at start', async (t) => {
   const cases: Array<[Record<string, string>, RegExp]> = [
     [{ COMPLIANCE_POLICY: 'fips-140-3' }, /^Error: COMPLIANCE_POLICY="fips-140-3": unknown compliance policy/],
     // The registration authority and orchestrator-signed serving certificates need the orchestrator (test/ca/ra.test.ts).
-    [{ EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API' }, /^Error: EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API signs through the orchestrator's certificate API: give --orchconfig/],
-    [{ PILOT_CERT_PROVIDER: 'k8s.io/example.com/signer' }, /^Error: PILOT_CERT_PROVIDER=k8s\.io\/example\.com\/signer signs through the orchestrator's certificate API/],
+    [
+      { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API' },
+      /^Error: EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API signs through the orchestrator's certificate API: give --orchconfig/,
+    ],
+    [
+      { PILOT_CERT_PROVIDER: 'k8s.io/example.com/signer' },
+      /^Error: PILOT_CERT_PROVIDER=k8s\.io\/example\.com\/signer signs through the orchestrator's certificate API/,
+    ],
     [{ JWT_RULE: '{"issuer": ' }, /^Error: error initializing OIDC: JWT_RULE: failed to unmarshal JWT rule/],
-    [{ JWT_RULE: '{"issuer":"http://127.0.0.1:9"}' }, /^Error: error initializing OIDC: failed at creating an OIDC provider for http:\/\/127\.0\.0\.1:9/],
+    [
+      { JWT_RULE: '{"issuer":"http://127.0.0.1:9"}' },
+      /^Error: error initializing OIDC: failed at creating an OIDC provider for http:\/\/127\.0\.0\.1:9/,
+    ],
     [{ CA_SELF_SIGNED_CA_RSA_KEY_SIZE: '1024' }, /requested key size does not meet the minimum required size of 2048 \(requested: 1024\)/],
   ];
   for (const [env, msg] of cases) {
     const cwd = fs.mkdtempSync(path.join(dir, 'cwd-'));
-    const r = await exec(path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', cfg, ...MOCK, '--grpcAddr', '127.0.0.1:0', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--ctrlz_port', '0'], {
-      cwd,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-    });
+    const r = await exec(
+      path.join(DIST, 'pilot-discovery'),
+      [
+        'discovery',
+        '--configDir',
+        cfg,
+        ...MOCK,
+        '--grpcAddr',
+        '127.0.0.1:0',
+        '--httpAddr',
+        '127.0.0.1:0',
+        '--monitoringAddr',
+        '127.0.0.1:0',
+        '--httpsAddr',
+        '127.0.0.1:0',
+        '--secureGRPCAddr',
+        '127.0.0.1:0',
+        '--ctrlz_port',
+        '0',
+      ],
+      {
+        cwd,
+        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      },
+    );
     t.equal(r.code, 255, `${JSON.stringify(env)}: exit code`);
     t.match(r.stderr.trimEnd().split('\n').pop(), msg, JSON.stringify(env));
   }

@@ -7,13 +7,37 @@ import { X509Certificate } from 'node:crypto';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
 import { metricValue } from '../helpers/prometheus';
-import { caClient, createCertificate, openssl, opensslCsr, opensslPluginCa, opensslVerify, sans, startIssuer, daemonDirs, startMockDaemon } from './helpers';
+import {
+  caClient,
+  createCertificate,
+  openssl,
+  opensslCsr,
+  opensslPluginCa,
+  opensslVerify,
+  sans,
+  startIssuer,
+  daemonDirs,
+  startMockDaemon,
+} from './helpers';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
-const EPHEMERAL = ['--grpcAddr', '127.0.0.1:0', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--ctrlz_port', '0'];
+const EPHEMERAL = [
+  '--grpcAddr',
+  '127.0.0.1:0',
+  '--httpAddr',
+  '127.0.0.1:0',
+  '--monitoringAddr',
+  '127.0.0.1:0',
+  '--httpsAddr',
+  '127.0.0.1:0',
+  '--secureGRPCAddr',
+  '127.0.0.1:0',
+  '--ctrlz_port',
+  '0',
+];
 
 async function refusal(cwd: string, cfg: string, env: Record<string, string>): Promise<{ code: number | null; last: string }> {
   const r = await exec(path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', cfg, '--registries', 'Mock', ...EPHEMERAL], {
@@ -35,7 +59,11 @@ t.test('plug-in CA: chains end to end (RSA and ECDSA intermediates)', async (t) 
       t.equal(fs.readFileSync(path.join(cwd, 'var/run/secrets/mesh/root-cert.pem'), 'utf8'), pki.rootPem, 'the published root is root-cert.pem');
       t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'no self-signed root is made');
       const m = await (await fetch(`http://${d.monitoring}/metrics`)).text();
-      t.equal(metricValue(m, 'ca_server_cert_chain_expiry_timestamp'), Date.parse(new X509Certificate(pki.intermediatePem).validTo) / 1000, 'the chain expiry is the intermediate\'s');
+      t.equal(
+        metricValue(m, 'ca_server_cert_chain_expiry_timestamp'),
+        Date.parse(new X509Certificate(pki.intermediatePem).validTo) / 1000,
+        "the chain expiry is the intermediate's",
+      );
       t.equal(metricValue(m, 'ca_server_root_cert_expiry_timestamp'), Date.parse(new X509Certificate(pki.rootPem).validTo) / 1000);
 
       const ca = caClient(t, d.secureGrpc!, pki.rootPem);
@@ -50,7 +78,11 @@ t.test('plug-in CA: chains end to end (RSA and ECDSA intermediates)', async (t) 
         t.ok(v.ok, `${kind}: openssl verify -CAfile root -untrusted intermediate leaf (${v.out})`);
         t.notOk(opensslVerify(dir, pki.rootPem, chain[0]!).ok, `${kind}: and not without the intermediate (the root did not sign the leaf)`);
         const alg = openssl(['x509', '-noout', '-text'], { input: chain[0]! });
-        t.match(alg, ec ? /Signature Algorithm: ecdsa-with-SHA256/ : /Signature Algorithm: sha256WithRSAEncryption/, `${kind}: signed with the intermediate's key type`);
+        t.match(
+          alg,
+          ec ? /Signature Algorithm: ecdsa-with-SHA256/ : /Signature Algorithm: sha256WithRSAEncryption/,
+          `${kind}: signed with the intermediate's key type`,
+        );
       }
     });
   }
@@ -71,11 +103,31 @@ t.test('plug-in CA: a partial or mismatched set stops the daemon, naming the fil
     return d;
   };
   const cases: Array<[string, string, RegExp]> = [
-    ['missing key', variant('nokey', (d) => fs.rmSync(path.join(d, 'ca-key.pem'))), /^Error: ROOT_CA_DIR .*\/nokey: incomplete signing CA bundle detected: missing .*\/nokey\/ca-key\.pem$/],
-    ['missing chain', variant('nochain', (d) => fs.rmSync(path.join(d, 'cert-chain.pem'))), /incomplete signing CA bundle detected: missing .*\/nochain\/cert-chain\.pem$/],
-    ['key of another certificate', variant('wrongkey', (d) => fs.copyFileSync(path.join(other, 'ca-key.pem'), path.join(d, 'ca-key.pem'))), /\/wrongkey\/ca-key\.pem does not match .*\/wrongkey\/ca-cert\.pem/],
-    ['root that did not sign it', variant('wrongroot', (d) => fs.copyFileSync(path.join(other, 'root-cert.pem'), path.join(d, 'root-cert.pem'))), /\/wrongroot\/ca-cert\.pem: cannot verify the cert with the provided root chain/],
-    ['garbage certificate', variant('garbage', (d) => fs.writeFileSync(path.join(d, 'ca-cert.pem'), 'hello')), /\/garbage\/ca-cert\.pem: no PEM certificate found/],
+    [
+      'missing key',
+      variant('nokey', (d) => fs.rmSync(path.join(d, 'ca-key.pem'))),
+      /^Error: ROOT_CA_DIR .*\/nokey: incomplete signing CA bundle detected: missing .*\/nokey\/ca-key\.pem$/,
+    ],
+    [
+      'missing chain',
+      variant('nochain', (d) => fs.rmSync(path.join(d, 'cert-chain.pem'))),
+      /incomplete signing CA bundle detected: missing .*\/nochain\/cert-chain\.pem$/,
+    ],
+    [
+      'key of another certificate',
+      variant('wrongkey', (d) => fs.copyFileSync(path.join(other, 'ca-key.pem'), path.join(d, 'ca-key.pem'))),
+      /\/wrongkey\/ca-key\.pem does not match .*\/wrongkey\/ca-cert\.pem/,
+    ],
+    [
+      'root that did not sign it',
+      variant('wrongroot', (d) => fs.copyFileSync(path.join(other, 'root-cert.pem'), path.join(d, 'root-cert.pem'))),
+      /\/wrongroot\/ca-cert\.pem: cannot verify the cert with the provided root chain/,
+    ],
+    [
+      'garbage certificate',
+      variant('garbage', (d) => fs.writeFileSync(path.join(d, 'ca-cert.pem'), 'hello')),
+      /\/garbage\/ca-cert\.pem: no PEM certificate found/,
+    ],
   ];
   for (const [name, rootCaDir, msg] of cases) {
     const cwd = fs.mkdtempSync(path.join(dir, 'cwd-'));
@@ -100,8 +152,32 @@ t.test('plug-in CA: a new intermediate under the same root is picked up; a new r
   const staging = path.join(dir, 'staging');
   fs.mkdirSync(staging);
   fs.writeFileSync(path.join(staging, 'ca.ext'), 'basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign,digitalSignature\n');
-  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=Plugin Intermediate/CN=second-intermediate'], { cwd: staging });
-  openssl(['x509', '-req', '-in', 'ca.csr', '-CA', pki.rootCert, '-CAkey', pki.rootKey, '-CAcreateserial', '-CAserial', path.join(staging, 'serial'), '-out', 'ca-cert.pem', '-days', '10', '-extfile', 'ca.ext'], { cwd: staging });
+  openssl(
+    ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=Plugin Intermediate/CN=second-intermediate'],
+    { cwd: staging },
+  );
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'ca.csr',
+      '-CA',
+      pki.rootCert,
+      '-CAkey',
+      pki.rootKey,
+      '-CAcreateserial',
+      '-CAserial',
+      path.join(staging, 'serial'),
+      '-out',
+      'ca-cert.pem',
+      '-days',
+      '10',
+      '-extfile',
+      'ca.ext',
+    ],
+    { cwd: staging },
+  );
   const second = fs.readFileSync(path.join(staging, 'ca-cert.pem'), 'utf8');
   fs.writeFileSync(path.join(staging, 'cert-chain.pem'), second + pki.rootPem);
   for (const f of ['ca-key.pem', 'ca-cert.pem', 'cert-chain.pem']) fs.renameSync(path.join(staging, f), path.join(cacerts, f));
@@ -123,7 +199,11 @@ t.test('plug-in CA: a new intermediate under the same root is picked up; a new r
   // Another root: refused without MESH_MULTIROOT_MESH; signing continues with what it had.
   const other = opensslPluginCa(path.join(dir, 'other'), { cn: 'another-root' });
   fs.copyFileSync(other.rootCert, path.join(cacerts, 'root-cert.pem'));
-  await waitFor(() => `no refusal logged:\n${d.log()}`, () => /Multi root is disabled/.test(d.log()), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => `no refusal logged:\n${d.log()}`,
+    () => /Multi root is disabled/.test(d.log()),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   const still = await createCertificate(ca, { csr, token });
   t.equal(still[1], second, 'the last good material keeps signing');
   t.equal(fs.readFileSync(path.join(cwd, 'var/run/secrets/mesh/root-cert.pem'), 'utf8'), pki.rootPem, 'the published root is unchanged');

@@ -44,7 +44,11 @@ t.test('identities: Istio classification and SAN encoding round trip', async (t)
   for (const [host, type] of cases) t.equal(classifyIdentity(host).type, type, host);
   const ids = cases.map(([h]) => classifyIdentity(h));
   t.same(readSubjectAltNames(subjectAltNameValue(ids)), ids, 'encoded and read back in order');
-  t.same(readSubjectAltNames(subjectAltNameValue([{ type: 'ip', value: '::ffff:10.0.0.1' }])), [{ type: 'ip', value: '10.0.0.1' }], 'a v4-mapped address is written in 4 bytes');
+  t.same(
+    readSubjectAltNames(subjectAltNameValue([{ type: 'ip', value: '::ffff:10.0.0.1' }])),
+    [{ type: 'ip', value: '10.0.0.1' }],
+    'a v4-mapped address is written in 4 bytes',
+  );
   const long = `spiffe://cluster.local/ns/${'n'.repeat(150)}/sa/x`;
   t.same(readSubjectAltNames(subjectAltNameValue([classifyIdentity(long)])), [{ type: 'uri', value: long }], 'a URI longer than 127 bytes');
 });
@@ -98,17 +102,31 @@ t.test('signing rules (Istio IstioCA.sign)', async (t) => {
   t.equal(def.to, sec(now + 24 * H), 'no TTL: DEFAULT_WORKLOAD_CERT_TTL');
   t.equal(life(ca.sign(csr, { subjectIds: ids, ttlSeconds: -5 })).to, sec(now + 24 * H), 'a negative TTL is the default too');
   t.equal(life(ca.sign(csr, { subjectIds: ids, ttlSeconds: 48 * 3600 })).to, sec(now + 48 * H), 'exactly the maximum is allowed');
-  t.match(thrown(() => ca.sign(csr, { subjectIds: ids, ttlSeconds: 48 * 3600 + 1 })), { type: 'TTL_ERROR', message: 'requested TTL 48h0m1s is greater than the max allowed TTL 48h0m0s' });
+  t.match(
+    thrown(() => ca.sign(csr, { subjectIds: ids, ttlSeconds: 48 * 3600 + 1 })),
+    { type: 'TTL_ERROR', message: 'requested TTL 48h0m1s is greater than the max allowed TTL 48h0m0s' },
+  );
 
   const late = new CertificateAuthority(bundle, { defaultCertTtlMs: 24 * H, maxCertTtlMs: 100 * 24 * H, now: () => now + 9.5 * 24 * H });
   t.equal(life(late.sign(csr, { subjectIds: ids, ttlSeconds: 24 * 3600 })).to, sec(now + 10 * 24 * H), 'a leaf never outlives its signer');
   const expired = new CertificateAuthority(bundle, { defaultCertTtlMs: 24 * H, maxCertTtlMs: 48 * H, now: () => now + 11 * 24 * H });
-  t.match(thrown(() => expired.sign(csr, { subjectIds: ids, ttlSeconds: 0 })), { type: 'CERT_GEN_ERROR' });
+  t.match(
+    thrown(() => expired.sign(csr, { subjectIds: ids, ttlSeconds: 0 })),
+    { type: 'CERT_GEN_ERROR' },
+  );
 
   const withCn = opensslCsr(dir, 'ec', { cn: 'whatever' }).csr;
-  t.match(new crypto.X509Certificate(ca.sign(withCn, { subjectIds: ids, ttlSeconds: 0 })).subject, `CN=${ids[0]}`, 'dual use: a CSR with a CN gets the first identity as CN');
+  t.match(
+    new crypto.X509Certificate(ca.sign(withCn, { subjectIds: ids, ttlSeconds: 0 })).subject,
+    `CN=${ids[0]}`,
+    'dual use: a CSR with a CN gets the first identity as CN',
+  );
   const longId = `spiffe://cluster.local/ns/${'x'.repeat(60)}/sa/b`;
-  t.equal(new crypto.X509Certificate(ca.sign(withCn, { subjectIds: [longId], ttlSeconds: 0 })).subject ?? '', '', 'a CN over 64 characters is left out');
+  t.equal(
+    new crypto.X509Certificate(ca.sign(withCn, { subjectIds: [longId], ttlSeconds: 0 })).subject ?? '',
+    '',
+    'a CN over 64 characters is left out',
+  );
 
   const bad: Array<[string, string, RegExp]> = [
     ['not PEM', 'hello', /not properly encoded/],
@@ -128,7 +146,11 @@ t.test('signing rules (Istio IstioCA.sign)', async (t) => {
   const der = Buffer.from(csr.replace(/-----[^-]+-----/g, '').replace(/\s+/g, ''), 'base64');
   der[der.length - 5]! ^= 0xff;
   const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
-  t.match(thrown(() => ca.sign(tampered, { subjectIds: ids, ttlSeconds: 0 })), { type: 'CSR_ERROR' }, 'a CSR with a bad signature');
+  t.match(
+    thrown(() => ca.sign(tampered, { subjectIds: ids, ttlSeconds: 0 })),
+    { type: 'CSR_ERROR' },
+    'a CSR with a bad signature',
+  );
 });
 
 t.test('default TTL is bounded by the plug-in chain (Istio minTTL)', async (t) => {
@@ -153,10 +175,18 @@ t.test('bundle verification names what is wrong', async (t) => {
   const a = await generateRoot({ ttlMs: 24 * H, org: 'a', rsaKeySize: 2048 });
   const b = await generateRoot({ ttlMs: 24 * H, org: 'b', rsaKeySize: 2048 });
   const from = { cert: 'ca-cert.pem', key: 'ca-key.pem', chain: 'cert-chain.pem', root: 'root-cert.pem' };
-  t.throws(() => verifiedBundle({ certPem: a.certPem, keyPem: b.keyPem, chainPem: '', rootPem: a.certPem }, from), { message: /^ca-key\.pem does not match ca-cert\.pem/ });
-  t.throws(() => verifiedBundle({ certPem: a.certPem, keyPem: a.keyPem, chainPem: '', rootPem: b.certPem }, from), { message: /^ca-cert\.pem: cannot verify the cert with the provided root chain/ });
-  t.throws(() => verifiedBundle({ certPem: '', keyPem: a.keyPem, chainPem: '', rootPem: a.certPem }, from), { message: 'ca-cert.pem: no PEM certificate found' });
-  t.throws(() => verifiedBundle({ certPem: a.certPem, keyPem: 'junk', chainPem: '', rootPem: a.certPem }, from), { message: /^ca-key\.pem: failed to parse private key PEM/ });
+  t.throws(() => verifiedBundle({ certPem: a.certPem, keyPem: b.keyPem, chainPem: '', rootPem: a.certPem }, from), {
+    message: /^ca-key\.pem does not match ca-cert\.pem/,
+  });
+  t.throws(() => verifiedBundle({ certPem: a.certPem, keyPem: a.keyPem, chainPem: '', rootPem: b.certPem }, from), {
+    message: /^ca-cert\.pem: cannot verify the cert with the provided root chain/,
+  });
+  t.throws(() => verifiedBundle({ certPem: '', keyPem: a.keyPem, chainPem: '', rootPem: a.certPem }, from), {
+    message: 'ca-cert.pem: no PEM certificate found',
+  });
+  t.throws(() => verifiedBundle({ certPem: a.certPem, keyPem: 'junk', chainPem: '', rootPem: a.certPem }, from), {
+    message: /^ca-key\.pem: failed to parse private key PEM/,
+  });
   t.ok(verifiedBundle({ certPem: a.certPem, keyPem: a.keyPem, chainPem: '', rootPem: a.certPem }, from), 'a matching pair');
   t.type(BundleError, 'function');
 });
@@ -196,8 +226,16 @@ t.test('root rotation: timing (GetWaitTime) and the same key', async (t) => {
 });
 
 t.test('JWT_RULE parsing and token checks', async (t) => {
-  t.same(parseJwtRule('{"issuer":"https://i","jwks_uri":"https://i/k","audiences":["a","b"]}'), { issuer: 'https://i', jwksUri: 'https://i/k', audiences: ['a', 'b'] });
-  t.same(parseJwtRule('{"Issuer":"https://i","Audiences":["a"]}'), { issuer: 'https://i', jwksUri: undefined, audiences: ['a'] }, 'field names match case-insensitively, as encoding/json does');
+  t.same(parseJwtRule('{"issuer":"https://i","jwks_uri":"https://i/k","audiences":["a","b"]}'), {
+    issuer: 'https://i',
+    jwksUri: 'https://i/k',
+    audiences: ['a', 'b'],
+  });
+  t.same(
+    parseJwtRule('{"Issuer":"https://i","Audiences":["a"]}'),
+    { issuer: 'https://i', jwksUri: undefined, audiences: ['a'] },
+    'field names match case-insensitively, as encoding/json does',
+  );
   const bad: Array<[string, RegExp]> = [
     ['nope', /failed to unmarshal JWT rule/],
     ['[]', /expected a JSON object/],
@@ -229,7 +267,11 @@ t.test('TokenReview results (Istio getTokenReviewResult)', async (t) => {
     ['error', { error: '[invalid bearer token, token audiences ["x"] is invalid]' }, /returns an error: \[invalid bearer token/],
     ['not authenticated', { authenticated: false }, /not authenticated/],
     ['a user, not a service account', { authenticated: true, user: { username: 'admin', groups: ['system:masters'] } }, /not a service account/],
-    ['malformed username', { authenticated: true, user: { username: 'system:serviceaccount:x', groups: ['system:serviceaccounts'] } }, /invalid username/],
+    [
+      'malformed username',
+      { authenticated: true, user: { username: 'system:serviceaccount:x', groups: ['system:serviceaccounts'] } },
+      /invalid username/,
+    ],
   ];
   for (const [name, st, msg] of cases) t.throws(() => tokenReviewResult(st as never), { message: msg }, name);
 });
@@ -254,29 +296,56 @@ t.test('XFCC headers and trusted addresses', async (t) => {
   t.equal(hostOf('::1:40000'), '::1');
   t.equal(hostOf('2001:db8::7:40000'), '2001:db8::7');
 
-  const req = (addr: string, header?: string): AuthRequest => ({ secure: true, remoteAddress: addr, header: (n) => (n === 'x-forwarded-client-cert' && header ? [header] : []) });
+  const req = (addr: string, header?: string): AuthRequest => ({
+    secure: true,
+    remoteAddress: addr,
+    header: (n) => (n === 'x-forwarded-client-cert' && header ? [header] : []),
+  });
   const x = new XfccAuthenticator(['10.8.0.0/16']);
-  t.same((await x.authenticate(req('10.8.1.2:1234', h))).identities, ['spiffe://cluster.local/ns/ns1/sa/sa1', 'client.example', 'Test Client', 'spiffe://cluster.local/ns/ns2/sa/sa2']);
-  t.same((await x.authenticate(req('127.0.0.1:1234', 'URI=spiffe://td/ns/a/sa/b'))).identities, ['spiffe://td/ns/a/sa/b'], 'loopback is always trusted (Istio)');
+  t.same((await x.authenticate(req('10.8.1.2:1234', h))).identities, [
+    'spiffe://cluster.local/ns/ns1/sa/sa1',
+    'client.example',
+    'Test Client',
+    'spiffe://cluster.local/ns/ns2/sa/sa2',
+  ]);
+  t.same(
+    (await x.authenticate(req('127.0.0.1:1234', 'URI=spiffe://td/ns/a/sa/b'))).identities,
+    ['spiffe://td/ns/a/sa/b'],
+    'loopback is always trusted (Istio)',
+  );
   await t.rejects(x.authenticate(req('10.9.0.1:1', h)), /not in the trusted network/);
   await t.rejects(x.authenticate(req('10.8.0.1:1')), /does not have Xfcc header/);
 });
 
 t.test('CA_TRUSTED_NODE_ACCOUNTS', async (t) => {
   t.same(parseTrustedNodeAccounts(''), { accounts: new Set(), invalid: [] });
-  t.same(parseTrustedNodeAccounts('mesh-system/nodeproxy,bad,kube-system/x'), { accounts: new Set(['mesh-system/nodeproxy', 'kube-system/x']), invalid: ['bad'] });
+  t.same(parseTrustedNodeAccounts('mesh-system/nodeproxy,bad,kube-system/x'), {
+    accounts: new Set(['mesh-system/nodeproxy', 'kube-system/x']),
+    invalid: ['bad'],
+  });
 });
 
 t.test('the authenticator chain (Istio security.Authenticate)', async (t) => {
   const yes = (id: string, type = 'Yes'): Authenticator => ({ type, authenticate: async () => ({ source: 'id-token', identities: [id] }) });
-  const no = (msg: string, idExtraction = false): Authenticator => ({ type: 'No', authenticate: async () => Promise.reject(new AuthnError(msg, idExtraction)) });
+  const no = (msg: string, idExtraction = false): Authenticator => ({
+    type: 'No',
+    authenticate: async () => Promise.reject(new AuthnError(msg, idExtraction)),
+  });
   const secure: AuthRequest = { secure: true, remoteAddress: '127.0.0.1:1', header: () => [] };
   const plain: AuthRequest = { ...secure, secure: false };
   const on = { xdsAuth: true, xdsAuthPlaintext: false };
   t.same(await authenticate([yes('a')], secure, { ...on, xdsAuth: false }), { kind: 'skipped' }, 'XDS_AUTH=false: nothing runs');
   t.same(await authenticate([yes('a')], plain, on), { kind: 'skipped' }, 'plaintext without XDS_AUTH_PLAINTEXT: nothing runs');
-  t.match(await authenticate([yes('a')], plain, { ...on, xdsAuthPlaintext: true }), { kind: 'authenticated' }, 'XDS_AUTH_PLAINTEXT authenticates plaintext');
-  t.match(await authenticate([no('x'), yes('b', 'Second'), yes('c')], secure, on), { kind: 'authenticated', caller: { identities: ['b'] } }, 'the first success wins');
+  t.match(
+    await authenticate([yes('a')], plain, { ...on, xdsAuthPlaintext: true }),
+    { kind: 'authenticated' },
+    'XDS_AUTH_PLAINTEXT authenticates plaintext',
+  );
+  t.match(
+    await authenticate([no('x'), yes('b', 'Second'), yes('c')], secure, on),
+    { kind: 'authenticated', caller: { identities: ['b'] } },
+    'the first success wins',
+  );
   t.same(await authenticate([no('first'), no('second', true)], secure, on), {
     kind: 'failed',
     failures: ['Authenticator No: first', 'Authenticator No: second'],
@@ -286,12 +355,33 @@ t.test('the authenticator chain (Istio security.Authenticate)', async (t) => {
 
 t.test('plug-in files: layout, completeness, root changes', async (t) => {
   const files = signingFiles('/x', () => false);
-  t.same(files, { signingCert: '/x/ca-cert.pem', signingKey: '/x/ca-key.pem', certChain: ['/x/cert-chain.pem'], rootCert: '/x/root-cert.pem', tlsLayout: false });
+  t.same(files, {
+    signingCert: '/x/ca-cert.pem',
+    signingKey: '/x/ca-key.pem',
+    certChain: ['/x/cert-chain.pem'],
+    rootCert: '/x/root-cert.pem',
+    tlsLayout: false,
+  });
   const tlsFiles = signingFiles('/x', (f) => f === '/x/tls.crt');
-  t.same(tlsFiles, { signingCert: '/x/tls.crt', signingKey: '/x/tls.key', certChain: ['/x/tls.crt', '/x/ca.crt'], rootCert: '/x/ca.crt', tlsLayout: true });
-  t.same(completeness(files, () => false), { complete: false, any: false, missing: ['/x/ca-key.pem', '/x/ca-cert.pem', '/x/root-cert.pem', '/x/cert-chain.pem'] });
-  t.same(completeness(files, (f) => f !== '/x/ca-key.pem'), { complete: false, any: true, missing: ['/x/ca-key.pem'] });
-  t.same(completeness(files, () => true), { complete: true, any: true, missing: [] });
+  t.same(tlsFiles, {
+    signingCert: '/x/tls.crt',
+    signingKey: '/x/tls.key',
+    certChain: ['/x/tls.crt', '/x/ca.crt'],
+    rootCert: '/x/ca.crt',
+    tlsLayout: true,
+  });
+  t.same(
+    completeness(files, () => false),
+    { complete: false, any: false, missing: ['/x/ca-key.pem', '/x/ca-cert.pem', '/x/root-cert.pem', '/x/cert-chain.pem'] },
+  );
+  t.same(
+    completeness(files, (f) => f !== '/x/ca-key.pem'),
+    { complete: false, any: true, missing: ['/x/ca-key.pem'] },
+  );
+  t.same(
+    completeness(files, () => true),
+    { complete: true, any: true, missing: [] },
+  );
 
   const r1 = (await generateRoot({ ttlMs: H, org: 'a', rsaKeySize: 2048 })).certPem;
   const r2 = (await generateRoot({ ttlMs: H, org: 'b', rsaKeySize: 2048 })).certPem;
@@ -321,6 +411,12 @@ t.test('the daemon certificate names and COMPLIANCE_POLICY', async (t) => {
   t.same(enforceCompliance(m, ''), m);
   // Istio's pkg/model/fips.go: TLS 1.2 only, these four suites, P-256.
   const istioFips = 'ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384';
-  t.same(enforceCompliance({ ...m, ciphers: 'AES128-SHA' }, 'fips-140-2'), { ...m, ciphers: istioFips, minVersion: 'TLSv1.2', maxVersion: 'TLSv1.2', ecdhCurve: 'P-256' });
+  t.same(enforceCompliance({ ...m, ciphers: 'AES128-SHA' }, 'fips-140-2'), {
+    ...m,
+    ciphers: istioFips,
+    minVersion: 'TLSv1.2',
+    maxVersion: 'TLSv1.2',
+    ecdhCurve: 'P-256',
+  });
   t.throws(() => enforceCompliance(m, 'fips-140-3'), { message: /^COMPLIANCE_POLICY="fips-140-3": unknown compliance policy/ });
 });

@@ -30,9 +30,34 @@ interface Csr {
 
 /** The external CA: a root made with openssl, and a loop that signs approved requests of its signers. */
 function startSigner(t: Test, api: KubeApi, dir: string, o: { deny?: string[] } = {}) {
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'ext-root-key.pem', '-out', 'ext-root.pem', '-days', '30',
-    '-subj', '/O=External CA/CN=external-root', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], { cwd: dir });
-  fs.writeFileSync(path.join(dir, 'leaf.ext'), 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n');
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      'ext-root-key.pem',
+      '-out',
+      'ext-root.pem',
+      '-days',
+      '30',
+      '-subj',
+      '/O=External CA/CN=external-root',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
+    { cwd: dir },
+  );
+  fs.writeFileSync(
+    path.join(dir, 'leaf.ext'),
+    'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n',
+  );
   const seen: Csr[] = [];
   let stopped = false;
   const loop = (async () => {
@@ -44,13 +69,44 @@ function startSigner(t: Test, api: KubeApi, dir: string, o: { deny?: string[] } 
         if (seen.some((s) => s.metadata.name === c.metadata.name)) continue;
         seen.push(c);
         if (o.deny?.includes(c.spec.signerName)) {
-          await api.request('PUT', `${CSRS}/${c.metadata.name}/status`, { ...c, status: { ...c.status, conditions: [...(c.status?.conditions ?? []), { type: 'Failed', status: 'True', reason: 'SignerRefused', message: 'the test signer refuses this signer name' }] } });
+          await api.request('PUT', `${CSRS}/${c.metadata.name}/status`, {
+            ...c,
+            status: {
+              ...c.status,
+              conditions: [
+                ...(c.status?.conditions ?? []),
+                { type: 'Failed', status: 'True', reason: 'SignerRefused', message: 'the test signer refuses this signer name' },
+              ],
+            },
+          });
           continue;
         }
         const csrFile = path.join(dir, `${c.metadata.name}.csr`);
         fs.writeFileSync(csrFile, Buffer.from(c.spec.request, 'base64'));
-        const leaf = openssl(['x509', '-req', '-in', csrFile, '-CA', 'ext-root.pem', '-CAkey', 'ext-root-key.pem', '-CAcreateserial', '-days', '1', '-copy_extensions', 'copy', '-extfile', 'leaf.ext'], { cwd: dir });
-        await api.request('PUT', `${CSRS}/${c.metadata.name}/status`, { ...c, status: { ...c.status, certificate: Buffer.from(leaf).toString('base64') } });
+        const leaf = openssl(
+          [
+            'x509',
+            '-req',
+            '-in',
+            csrFile,
+            '-CA',
+            'ext-root.pem',
+            '-CAkey',
+            'ext-root-key.pem',
+            '-CAcreateserial',
+            '-days',
+            '1',
+            '-copy_extensions',
+            'copy',
+            '-extfile',
+            'leaf.ext',
+          ],
+          { cwd: dir },
+        );
+        await api.request('PUT', `${CSRS}/${c.metadata.name}/status`, {
+          ...c,
+          status: { ...c.status, certificate: Buffer.from(leaf).toString('base64') },
+        });
       }
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -74,7 +130,23 @@ async function serviceAccountToken(api: KubeApi, ns: string, sa: string): Promis
 
 function csr(dir: string, o: { san: string; subj?: string }): string {
   const base = path.join(dir, `w-${Math.random().toString(36).slice(2)}`);
-  openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${base}.key`, '-out', `${base}.csr`, '-subj', o.subj ?? '/', '-addext', `subjectAltName=${o.san}`]);
+  openssl([
+    'req',
+    '-new',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-keyout',
+    `${base}.key`,
+    '-out',
+    `${base}.csr`,
+    '-subj',
+    o.subj ?? '/',
+    '-addext',
+    `subjectAltName=${o.san}`,
+  ]);
   return fs.readFileSync(`${base}.csr`, 'utf8');
 }
 
@@ -82,11 +154,14 @@ function csr(dir: string, o: { san: string; subj?: string }): string {
 function servingCertificate(address: string, rootPem: string): Promise<X509Certificate> {
   const i = address.lastIndexOf(':');
   return new Promise((resolve, reject) => {
-    const s = tls.connect({ host: address.slice(0, i), port: Number(address.slice(i + 1)), servername: MESHD_HOST, ca: rootPem, ALPNProtocols: ['h2'] }, () => {
-      const raw = s.getPeerCertificate().raw;
-      s.destroy();
-      resolve(new X509Certificate(raw));
-    });
+    const s = tls.connect(
+      { host: address.slice(0, i), port: Number(address.slice(i + 1)), servername: MESHD_HOST, ca: rootPem, ALPNProtocols: ['h2'] },
+      () => {
+        const raw = s.getPeerCertificate().raw;
+        s.destroy();
+        resolve(new X509Certificate(raw));
+      },
+    );
     s.once('error', reject);
   });
 }
@@ -110,57 +185,99 @@ async function signerCluster(t: Test, o: { deny?: string[] } = {}) {
   return { kube, api, dir, signer, token, cwd };
 }
 
-t.test('EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates from the orchestrator signer', { skip: kubeUnavailable() }, async (t) => {
-  const { kube, api, dir, signer, token, cwd } = await signerCluster(t);
+t.test(
+  'EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API: workload and serving certificates from the orchestrator signer',
+  { skip: kubeUnavailable() },
+  async (t) => {
+    const { kube, api, dir, signer, token, cwd } = await signerCluster(t);
 
-  const d: RunningDaemon = await startDaemon(['--orchconfig', kube.kubeconfig], { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API', ORCH_SIGNER: SIGNER }, 60_000, { cwd });
-  t.teardown(() => d.stop());
+    const d: RunningDaemon = await startDaemon(
+      ['--orchconfig', kube.kubeconfig],
+      { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API', ORCH_SIGNER: SIGNER },
+      60_000,
+      { cwd },
+    );
+    t.teardown(() => d.stop());
 
-  const serving = await servingCertificate(d.secureGrpc!, signer.rootPem);
-  t.ok(serving.verify(new X509Certificate(signer.rootPem).publicKey), ':15012 presents a certificate the external root signed');
-  t.match(serving.subjectAltName ?? '', /DNS:meshd\.mesh-system\.svc/, 'for the daemon\'s service name');
-  t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'no built-in CA material is made');
-  const missing = await api.find('/api/v1/namespaces/mesh-system/secrets/mesh-ca-secret');
-  t.notOk(missing, 'no CA Secret either');
-  // The namespace controller (leader only) writes it into every namespace.
-  let cm: Obj | undefined;
-  await waitFor(() => 'mesh-ca-root-cert in demo', async () => Boolean((cm = await api.find('/api/v1/namespaces/demo/configmaps/mesh-ca-root-cert'))), { timeoutMs: 30_000 });
-  t.equal(cm!.data['root-cert.pem'], signer.rootPem, 'the external root is what workloads are told to trust, in every namespace');
+    const serving = await servingCertificate(d.secureGrpc!, signer.rootPem);
+    t.ok(serving.verify(new X509Certificate(signer.rootPem).publicKey), ':15012 presents a certificate the external root signed');
+    t.match(serving.subjectAltName ?? '', /DNS:meshd\.mesh-system\.svc/, "for the daemon's service name");
+    t.notOk(fs.existsSync(path.join(cwd, 'var/lib/mesh/ca')), 'no built-in CA material is made');
+    const missing = await api.find('/api/v1/namespaces/mesh-system/secrets/mesh-ca-secret');
+    t.notOk(missing, 'no CA Secret either');
+    // The namespace controller (leader only) writes it into every namespace.
+    let cm: Obj | undefined;
+    await waitFor(
+      () => 'mesh-ca-root-cert in demo',
+      async () => Boolean((cm = await api.find('/api/v1/namespaces/demo/configmaps/mesh-ca-root-cert'))),
+      { timeoutMs: 30_000 },
+    );
+    t.equal(cm!.data['root-cert.pem'], signer.rootPem, 'the external root is what workloads are told to trust, in every namespace');
 
-  const ca = caClient(t, d.secureGrpc!, signer.rootPem);
-  const id = 'spiffe://cluster.local/ns/demo/sa/app';
-  const chain = await createCertificate(ca, { csr: csr(dir, { san: `URI:${id}` }), token, ttlSeconds: 3600 });
-  t.equal(chain.length, 2, 'leaf, then the root bundle');
-  t.same(sans(chain[0]!), [`URI:${id}`], 'the caller\'s identity');
-  t.equal(chain[1], signer.rootPem, 'the root is the mounted external root');
-  const v = opensslVerify(dir, signer.rootPem, chain[0]!);
-  t.ok(v.ok, `openssl verify: ${v.out}`);
-  const asked = signer.seen.find((c) => c.metadata.name.startsWith('csr-workload-'))!;
-  t.equal(asked.spec.signerName, SIGNER);
-  t.ok(signer.seen.some((c) => c.metadata.name.startsWith('csr-meshd-') && c.spec.signerName === SIGNER), 'the serving certificate came from ORCH_SIGNER too (PILOT_CERT_PROVIDER=istiod, and there is no built-in CA)');
-  t.same([...asked.spec.usages].sort(), ['client auth', 'digital signature', 'key encipherment', 'server auth'], 'Istio\'s key usages');
-  t.equal(asked.spec.expirationSeconds, 3600, 'the requested lifetime is passed on');
-  await new Promise((r) => setTimeout(r, 300));
-  const left = ((await api.get(CSRS)).items as Csr[]).filter((c) => c.spec.signerName === SIGNER);
-  t.same(left, [], 'the request object is deleted once read');
+    const ca = caClient(t, d.secureGrpc!, signer.rootPem);
+    const id = 'spiffe://cluster.local/ns/demo/sa/app';
+    const chain = await createCertificate(ca, { csr: csr(dir, { san: `URI:${id}` }), token, ttlSeconds: 3600 });
+    t.equal(chain.length, 2, 'leaf, then the root bundle');
+    t.same(sans(chain[0]!), [`URI:${id}`], "the caller's identity");
+    t.equal(chain[1], signer.rootPem, 'the root is the mounted external root');
+    const v = opensslVerify(dir, signer.rootPem, chain[0]!);
+    t.ok(v.ok, `openssl verify: ${v.out}`);
+    const asked = signer.seen.find((c) => c.metadata.name.startsWith('csr-workload-'))!;
+    t.equal(asked.spec.signerName, SIGNER);
+    t.ok(
+      signer.seen.some((c) => c.metadata.name.startsWith('csr-meshd-') && c.spec.signerName === SIGNER),
+      'the serving certificate came from ORCH_SIGNER too (PILOT_CERT_PROVIDER=istiod, and there is no built-in CA)',
+    );
+    t.same([...asked.spec.usages].sort(), ['client auth', 'digital signature', 'key encipherment', 'server auth'], "Istio's key usages");
+    t.equal(asked.spec.expirationSeconds, 3600, 'the requested lifetime is passed on');
+    await new Promise((r) => setTimeout(r, 300));
+    const left = ((await api.get(CSRS)).items as Csr[]).filter((c) => c.spec.signerName === SIGNER);
+    t.same(left, [], 'the request object is deleted once read');
 
-  await t.rejects(createCertificate(ca, { csr: csr(dir, { san: 'URI:spiffe://cluster.local/ns/demo/sa/admin' }), token }), { code: grpc.status.INVALID_ARGUMENT, details: /CSR is not valid for this caller: the CSR asks for spiffe:\/\/cluster\.local\/ns\/demo\/sa\/admin/ }, 'another identity in the CSR is refused, not replaced');
-  await t.rejects(createCertificate(ca, { csr: csr(dir, { san: `URI:${id}`, subj: '/CN=app' }), token }), { code: grpc.status.INVALID_ARGUMENT, details: /has a subject/ }, 'a subject is refused');
-  await t.rejects(createCertificate(ca, { csr: csr(dir, { san: `URI:${id}` }), token, ttlSeconds: 365 * 24 * 3600 }), { code: grpc.status.INVALID_ARGUMENT, details: /greater than the max allowed TTL/ });
-  await t.rejects(createCertificate(ca, { csr: csr(dir, { san: `URI:${id}` }) }), { code: grpc.status.UNAUTHENTICATED }, 'no credential, no request object');
-});
+    await t.rejects(
+      createCertificate(ca, { csr: csr(dir, { san: 'URI:spiffe://cluster.local/ns/demo/sa/admin' }), token }),
+      {
+        code: grpc.status.INVALID_ARGUMENT,
+        details: /CSR is not valid for this caller: the CSR asks for spiffe:\/\/cluster\.local\/ns\/demo\/sa\/admin/,
+      },
+      'another identity in the CSR is refused, not replaced',
+    );
+    await t.rejects(
+      createCertificate(ca, { csr: csr(dir, { san: `URI:${id}`, subj: '/CN=app' }), token }),
+      { code: grpc.status.INVALID_ARGUMENT, details: /has a subject/ },
+      'a subject is refused',
+    );
+    await t.rejects(createCertificate(ca, { csr: csr(dir, { san: `URI:${id}` }), token, ttlSeconds: 365 * 24 * 3600 }), {
+      code: grpc.status.INVALID_ARGUMENT,
+      details: /greater than the max allowed TTL/,
+    });
+    await t.rejects(
+      createCertificate(ca, { csr: csr(dir, { san: `URI:${id}` }) }),
+      { code: grpc.status.UNAUTHENTICATED },
+      'no credential, no request object',
+    );
+  },
+);
 
 t.test('a signer that fails the request: the caller gets an error naming the request and the signer', { skip: kubeUnavailable() }, async (t) => {
   const { kube, dir, signer, token, cwd } = await signerCluster(t, { deny: [SIGNER] });
   // The serving certificate from another signer (PILOT_CERT_PROVIDER=k8s.io/<signer>), which does sign.
-  const d = await startDaemon(['--orchconfig', kube.kubeconfig], { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API', ORCH_SIGNER: SIGNER, PILOT_CERT_PROVIDER: `k8s.io/${SERVING_SIGNER}` }, 60_000, { cwd });
-  t.teardown(() => d.stop());
-  t.ok(signer.seen.some((c) => c.spec.signerName === SERVING_SIGNER), 'the serving certificate was asked of PILOT_CERT_PROVIDER\'s signer');
-  const ca = caClient(t, d.secureGrpc!, signer.rootPem);
-  await t.rejects(
-    createCertificate(ca, { csr: csr(dir, { san: 'URI:spiffe://cluster.local/ns/demo/sa/app' }), token }),
-    { code: grpc.status.INTERNAL, details: new RegExp(`CertificateSigningRequest csr-workload-\\w+ for signer ${SIGNER} failed: SignerRefused`) },
+  const d = await startDaemon(
+    ['--orchconfig', kube.kubeconfig],
+    { EXTERNAL_CA: 'ISTIOD_RA_KUBERNETES_API', ORCH_SIGNER: SIGNER, PILOT_CERT_PROVIDER: `k8s.io/${SERVING_SIGNER}` },
+    60_000,
+    { cwd },
   );
+  t.teardown(() => d.stop());
+  t.ok(
+    signer.seen.some((c) => c.spec.signerName === SERVING_SIGNER),
+    "the serving certificate was asked of PILOT_CERT_PROVIDER's signer",
+  );
+  const ca = caClient(t, d.secureGrpc!, signer.rootPem);
+  await t.rejects(createCertificate(ca, { csr: csr(dir, { san: 'URI:spiffe://cluster.local/ns/demo/sa/app' }), token }), {
+    code: grpc.status.INTERNAL,
+    details: new RegExp(`CertificateSigningRequest csr-workload-\\w+ for signer ${SIGNER} failed: SignerRefused`),
+  });
 });
 
 t.test('start-up errors name what is missing', async (t) => {
@@ -169,7 +286,29 @@ t.test('start-up errors name what is missing', async (t) => {
     [{ PILOT_CERT_PROVIDER: 'k8s.io/' }, [], /PILOT_CERT_PROVIDER=k8s\.io\/ names no signer/],
   ];
   for (const [env, args, message] of cases) {
-    const r = await exec(MESH, ['pilot-discovery', 'discovery', '--configDir', tempDir(t), '--httpAddr', '127.0.0.1:0', '--grpcAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--ctrlz_port', '0', ...args], { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, cwd: tempDir(t) });
+    const r = await exec(
+      MESH,
+      [
+        'pilot-discovery',
+        'discovery',
+        '--configDir',
+        tempDir(t),
+        '--httpAddr',
+        '127.0.0.1:0',
+        '--grpcAddr',
+        '127.0.0.1:0',
+        '--secureGRPCAddr',
+        '127.0.0.1:0',
+        '--httpsAddr',
+        '127.0.0.1:0',
+        '--monitoringAddr',
+        '127.0.0.1:0',
+        '--ctrlz_port',
+        '0',
+        ...args,
+      ],
+      { env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env }, cwd: tempDir(t) },
+    );
     t.not(r.code, 0, JSON.stringify(env));
     t.match(r.stderr, message);
   }

@@ -31,10 +31,18 @@ t.test('the self-signed root is rotated over the same key and stays trusted', as
   const before = await createCertificate(ca, { csr, token: await issuer.token({}) });
 
   // 60 % grace of 30 s: due 12 s after the root was made.
-  await waitFor(() => `the root was not rotated:\n${d.log()}`, () => fs.readFileSync(rootFile, 'utf8') !== oldRoot, { timeoutMs: 25_000, intervalMs: 50 });
+  await waitFor(
+    () => `the root was not rotated:\n${d.log()}`,
+    () => fs.readFileSync(rootFile, 'utf8') !== oldRoot,
+    { timeoutMs: 25_000, intervalMs: 50 },
+  );
   const newRoot = fs.readFileSync(rootFile, 'utf8');
   // The daemon writes the root before it logs the rotation, and its log reaches us through a pipe.
-  await waitFor(() => `no rotation log line:\n${d.log()}`, () => /Root certificate rotation is completed successfully/.test(d.log()), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => `no rotation log line:\n${d.log()}`,
+    () => /Root certificate rotation is completed successfully/.test(d.log()),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.match(d.log(), /Root certificate rotation is completed successfully/);
   t.equal(fs.readFileSync(path.join(cwd, 'var/lib/mesh/ca/ca-cert.pem'), 'utf8'), newRoot, 'the store holds the new root');
   t.equal(fs.readFileSync(path.join(cwd, 'var/lib/mesh/ca/ca-key.pem'), 'utf8'), oldKey, 'over the same key');
@@ -47,5 +55,9 @@ t.test('the self-signed root is rotated over the same key and stays trusted', as
   t.equal(after.at(-1), newRoot, 'new certificates come with the new root');
   t.ok(opensslVerify(dir, newRoot, before[0]!).ok, 'a certificate from before the rotation verifies against the new root');
   t.ok(opensslVerify(dir, oldRoot, after[0]!).ok, 'a new certificate verifies against the old root a workload may still hold');
-  await waitFor(() => d.log(), () => /regenerated meshd dns cert/.test(d.log()), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => d.log(),
+    () => /regenerated meshd dns cert/.test(d.log()),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
 });

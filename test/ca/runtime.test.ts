@@ -88,7 +88,7 @@ t.test('first start creates, later starts and losing creators reuse', async (t) 
   racing.raceWith = store.root;
   const c = await MeshCa.start({ settings: settings(dir), trustDomain: 'td.example', store: racing });
   t.teardown(() => c.close());
-  t.equal(c.ca.bundle.signingCertPem, store.root!.certPem, 'a creator that lost the race uses the winner\'s root');
+  t.equal(c.ca.bundle.signingCertPem, store.root!.certPem, "a creator that lost the race uses the winner's root");
 
   fs.mkdirSync(path.join(dir, 'cacerts'));
   fs.writeFileSync(path.join(dir, 'cacerts', 'root-cert.pem'), store.root!.certPem);

@@ -23,7 +23,13 @@ t.test('dispatch through each link in dist/, through a link elsewhere, and by fi
     t.equal(other.code, 0, `${link} version --short`);
     t.match(other.stdout, /^client version: \d+\.\d+\.\d+/);
   }
-  for (const [word, prog] of [['discovery', 'pilot-discovery'], ['agent', 'pilot-agent'], ['cni', 'install-cni'], ['meshctl', 'meshctl'], ['pilot-agent', 'pilot-agent']]) {
+  for (const [word, prog] of [
+    ['discovery', 'pilot-discovery'],
+    ['agent', 'pilot-agent'],
+    ['cni', 'install-cni'],
+    ['meshctl', 'meshctl'],
+    ['pilot-agent', 'pilot-agent'],
+  ]) {
     const r = await exec(MESH, [word!, '--help']);
     t.equal(r.code, 0, `mesh ${word} --help`);
     t.match(r.stdout, new RegExp(`^  ${prog} \\[command\\]$`, 'm'), `mesh ${word} is ${prog}`);
@@ -40,7 +46,11 @@ t.test('dispatch through each link in dist/, through a link elsewhere, and by fi
 
 t.test("Istio's program names, and any other link name, as Istio users will link it", async (t) => {
   const tmp = tempDir(t, 'mesh-istio-links-');
-  for (const [istio, ours] of [['istioctl', 'meshctl'], ['istiod', 'pilot-discovery'], ['istio-cni', 'install-cni']] as const) {
+  for (const [istio, ours] of [
+    ['istioctl', 'meshctl'],
+    ['istiod', 'pilot-discovery'],
+    ['istio-cni', 'install-cni'],
+  ] as const) {
     const link = path.join(tmp, istio);
     symlinkSync(MESH, link);
     const r = await exec(link, ['--help']);
@@ -57,7 +67,10 @@ t.test("Istio's program names, and any other link name, as Istio users will link
   t.match(byWord.stdout, /^client version: /);
   const bad = await exec(other, ['version']);
   t.equal(bad.code, 1);
-  t.match(bad.stderr, /^Error: unknown program "version" for "mesh" \(invoked as "mymesh", which is not a program name: link as pilot-discovery, pilot-agent, install-cni, meshctl or istiod, istio-cni, istioctl, or give the program as the first word\)/);
+  t.match(
+    bad.stderr,
+    /^Error: unknown program "version" for "mesh" \(invoked as "mymesh", which is not a program name: link as pilot-discovery, pilot-agent, install-cni, meshctl or istiod, istio-cni, istioctl, or give the program as the first word\)/,
+  );
 });
 
 t.test('version output shapes', async (t) => {
@@ -87,14 +100,17 @@ t.test('version output shapes', async (t) => {
   }
 });
 
-t.test('error exit codes are Istio\'s: 255 for the daemons, 1 for install-cni, 64 (EX_USAGE) for a meshctl command line that does not parse', async (t) => {
-  const codes: Record<string, number> = { 'pilot-discovery': 255, 'pilot-agent': 255, 'install-cni': 1, meshctl: 64 };
-  for (const name of LINKS) {
-    const r = await exec(path.join(DIST, name), ['version', '--bogus']);
-    t.equal(r.code, codes[name], name);
-    t.match(r.stderr, 'Error: unknown flag: --bogus');
-  }
-});
+t.test(
+  "error exit codes are Istio's: 255 for the daemons, 1 for install-cni, 64 (EX_USAGE) for a meshctl command line that does not parse",
+  async (t) => {
+    const codes: Record<string, number> = { 'pilot-discovery': 255, 'pilot-agent': 255, 'install-cni': 1, meshctl: 64 };
+    for (const name of LINKS) {
+      const r = await exec(path.join(DIST, name), ['version', '--bogus']);
+      t.equal(r.code, codes[name], name);
+      t.match(r.stderr, 'Error: unknown flag: --bogus');
+    }
+  },
+);
 
 t.test('a command without behaviour in this build says so and fails', async (t) => {
   const r = await exec(path.join(DIST, 'meshctl'), ['remote-clusters']);
@@ -108,7 +124,10 @@ set -e
 source <("${path.join(DIST, program)}" completion bash ${extra})
 COMP_LINE=${JSON.stringify(line)}
 COMP_POINT=\${#COMP_LINE}
-COMP_WORDS=(${line.split(' ').map((w) => JSON.stringify(w)).join(' ')})
+COMP_WORDS=(${line
+    .split(' ')
+    .map((w) => JSON.stringify(w))
+    .join(' ')})
 COMP_CWORD=$(( \${#COMP_WORDS[@]} - 1 ))
 __${program.replace(/-/g, '_')}_complete
 printf '%s\\n' "\${COMPREPLY[@]}"
@@ -139,7 +158,11 @@ t.test('completion scripts for every shell are generated from the tables', async
       t.equal(r.code, 0, `${name} completion ${shell}`);
       t.match(r.stdout, / __complete /, `${name} ${shell} script calls back into the program`);
       t.notMatch(r.stdout, /__completeNoDesc/);
-      t.match(r.stdout, new RegExp(`(complete -F \\S+ ${name}$|compdef \\S+ ${name}$|-CommandName '${name}'|complete -c ${name} )`, 'm'), `${name} ${shell} registers for ${name}`);
+      t.match(
+        r.stdout,
+        new RegExp(`(complete -F \\S+ ${name}$|compdef \\S+ ${name}$|-CommandName '${name}'|complete -c ${name} )`, 'm'),
+        `${name} ${shell} registers for ${name}`,
+      );
       const nd = await exec(path.join(DIST, name), ['completion', shell, '--no-descriptions']);
       t.match(nd.stdout, / __completeNoDesc /);
     }

@@ -37,7 +37,9 @@ t.test('meshctl version compiles only a small part of the program', { skip: buil
      vm.Script = function (code, o) { seen.push(o.filename); return new Orig(code, o); };
      process.on('exit', () => fs.writeFileSync(${JSON.stringify(out)}, JSON.stringify(seen)));`,
   );
-  const said = execFileSync(process.execPath, ['--require', trace, path.join(DIST, 'mesh.cjs'), 'meshctl', 'version', '--short', '--remote=false'], { encoding: 'utf8' });
+  const said = execFileSync(process.execPath, ['--require', trace, path.join(DIST, 'mesh.cjs'), 'meshctl', 'version', '--short', '--remote=false'], {
+    encoding: 'utf8',
+  });
   t.match(said, /^client version: \d+\.\d+\.\d+/);
   const compiled = (JSON.parse(readFileSync(out, 'utf8')) as string[]).map((f) => path.basename(f));
   t.ok(compiled.includes('main.js'), 'the entry chunk is compiled');
@@ -48,17 +50,25 @@ t.test('meshctl version compiles only a small part of the program', { skip: buil
 });
 
 // A full build (dist/mesh newer than the chunks) trains the caches; `node build.mjs --bundle` does not.
-const trained = built && existsSync(path.join(DIST, 'mesh')) && statSync(path.join(DIST, 'mesh')).mtimeMs >= statSync(path.join(CHUNKS, 'main.js')).mtimeMs;
+const trained =
+  built && existsSync(path.join(DIST, 'mesh')) && statSync(path.join(DIST, 'mesh')).mtimeMs >= statSync(path.join(CHUNKS, 'main.js')).mtimeMs;
 
-t.test('a full build ships caches of what its training runs compiled', { skip: trained ? false : 'no full build (dist/mesh) after the chunks' }, async (t) => {
-  // The proxy command's chunk: compiled only when an agent runs, and trained by the agent's run.
-  const meta = JSON.parse(readFileSync(path.join(DIST, 'meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
-  const chunk = Object.entries(meta.outputs).find(([, o]) => Object.keys(o.inputs).some((i) => i.endsWith('src/agent/proxy-command.ts')))?.[0];
-  t.ok(chunk, 'the bundle has a chunk holding src/agent/proxy-command.ts');
-  for (const name of ['main.js', path.basename(chunk!)]) {
-    const code = readFileSync(path.join(CHUNKS, name), 'latin1');
-    const compileTime = new vm.Script(Module.wrap(code), { filename: name }).createCachedData().length;
-    const shipped = statSync(path.join(CHUNKS, `${name}.cache`)).size;
-    t.ok(shipped > compileTime, `${name}: shipped cache ${shipped} bytes > compile-time cache ${compileTime} bytes (functions the training compiled)`);
-  }
-});
+t.test(
+  'a full build ships caches of what its training runs compiled',
+  { skip: trained ? false : 'no full build (dist/mesh) after the chunks' },
+  async (t) => {
+    // The proxy command's chunk: compiled only when an agent runs, and trained by the agent's run.
+    const meta = JSON.parse(readFileSync(path.join(DIST, 'meta.json'), 'utf8')) as { outputs: Record<string, { inputs: Record<string, unknown> }> };
+    const chunk = Object.entries(meta.outputs).find(([, o]) => Object.keys(o.inputs).some((i) => i.endsWith('src/agent/proxy-command.ts')))?.[0];
+    t.ok(chunk, 'the bundle has a chunk holding src/agent/proxy-command.ts');
+    for (const name of ['main.js', path.basename(chunk!)]) {
+      const code = readFileSync(path.join(CHUNKS, name), 'latin1');
+      const compileTime = new vm.Script(Module.wrap(code), { filename: name }).createCachedData().length;
+      const shipped = statSync(path.join(CHUNKS, `${name}.cache`)).size;
+      t.ok(
+        shipped > compileTime,
+        `${name}: shipped cache ${shipped} bytes > compile-time cache ${compileTime} bytes (functions the training compiled)`,
+      );
+    }
+  },
+);

@@ -68,7 +68,11 @@ t.test('a malformed value of each typed variable stops the command, naming varia
       if (!bad) continue;
       const res = await run(p, ['version'], { [e.name]: bad });
       if (!t.not(res.code, 0, `${prog}: ${e.name}=${bad} fails`)) continue;
-      t.match(res.stderr, `environment variable ${e.name}: expected a${e.type === 'I' ? 'n' : ''} ${TYPE_WORD[e.type]}`, `${prog}: ${e.name} message`);
+      t.match(
+        res.stderr,
+        `environment variable ${e.name}: expected a${e.type === 'I' ? 'n' : ''} ${TYPE_WORD[e.type]}`,
+        `${prog}: ${e.name} message`,
+      );
     }
   }
 });
@@ -78,7 +82,11 @@ t.test('flags with env fallbacks name variables of their program', async (t) => 
     const p = program(prog);
     for (const chain of everyCommand(p)) {
       for (const f of allFlags(chain)) {
-        if (f.env) t.ok(p.env.some((e) => e.name === f.env), `${prog}: --${f.name} falls back to ${f.env}, which is in the table`);
+        if (f.env)
+          t.ok(
+            p.env.some((e) => e.name === f.env),
+            `${prog}: --${f.name} falls back to ${f.env}, which is in the table`,
+          );
       }
     }
   }

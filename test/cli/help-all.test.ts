@@ -11,7 +11,16 @@ import type { CommandSpec, FlagSpec } from '../../commands/types';
 function pflagTypeWord(f: FlagSpec): string {
   const quoted = /`([^`]+)`/.exec(f.help);
   if (quoted) return quoted[1]!;
-  const renamed: Record<string, string> = { bool: '', float64: 'float', int64: 'int', uint64: 'uint', stringSlice: 'strings', intSlice: 'ints', uintSlice: 'uints', boolSlice: 'bools' };
+  const renamed: Record<string, string> = {
+    bool: '',
+    float64: 'float',
+    int64: 'int',
+    uint64: 'uint',
+    stringSlice: 'strings',
+    intSlice: 'ints',
+    uintSlice: 'uints',
+    boolSlice: 'bools',
+  };
   return renamed[f.type] ?? f.type;
 }
 
@@ -21,9 +30,21 @@ function pflagDefaultIsZero(f: FlagSpec, def: string | undefined): boolean {
   const zeroByType: Record<string, string[]> = {
     bool: ['false'],
     duration: ['0', '0s'],
-    int: ['0'], int8: ['0'], int32: ['0'], int64: ['0'], uint: ['0'], uint8: ['0'], uint16: ['0'], uint32: ['0'], uint64: ['0'], float32: ['0'], float64: ['0'],
+    int: ['0'],
+    int8: ['0'],
+    int32: ['0'],
+    int64: ['0'],
+    uint: ['0'],
+    uint8: ['0'],
+    uint16: ['0'],
+    uint32: ['0'],
+    uint64: ['0'],
+    float32: ['0'],
+    float64: ['0'],
     string: [''],
-    stringSlice: ['[]'], stringArray: ['[]'], intSlice: ['[]'],
+    stringSlice: ['[]'],
+    stringArray: ['[]'],
+    intSlice: ['[]'],
   };
   return (zeroByType[f.type] ?? ['false', '<nil>', '', '0']).includes(def);
 }
@@ -60,7 +81,9 @@ t.test('every command', async (t) => {
           if (f.hidden) continue;
           const head = f.short ? `-${f.short}, --${f.name}` : `--${f.name}`;
           const word = pflagTypeWord(f);
-          const line = section.split('\n').find((l) => l.trimStart().startsWith(head + (word ? ` ${word} ` : ' ')) || l.trim() === head + (word ? ` ${word}` : ''));
+          const line = section
+            .split('\n')
+            .find((l) => l.trimStart().startsWith(head + (word ? ` ${word} ` : ' ')) || l.trim() === head + (word ? ` ${word}` : ''));
           if (!t.ok(line, `${where}: ${label} lists ${head}${word ? ` ${word}` : ''}`)) continue;
           if (!pflagDefaultIsZero(f, f.default) && !f.env) {
             const shown = f.type === 'string' ? `(default ${JSON.stringify(f.default)})` : `(default ${f.default})`;

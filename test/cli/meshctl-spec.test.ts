@@ -17,7 +17,10 @@ interface Cmd {
 function commandsOf(cell: string): Cmd[] {
   if (cell.startsWith('completion ')) return ['bash', 'fish', 'powershell', 'zsh'].map((s) => ({ path: ['completion', s], aliases: [] }));
   if (cell === 'experimental injector, injector list')
-    return [{ path: ['experimental', 'injector'], aliases: [] }, { path: ['experimental', 'injector', 'list'], aliases: [] }];
+    return [
+      { path: ['experimental', 'injector'], aliases: [] },
+      { path: ['experimental', 'injector', 'list'], aliases: [] },
+    ];
   return cell.split(/,\s*(?![^()]*\))/).map((part) => {
     const m = /^(.*?)\s*(?:\(([^)]*)\))?$/.exec(part.trim())!;
     return { path: m[1]!.split(' '), aliases: m[2] ? m[2].split(/,\s*/) : [] };
@@ -65,9 +68,13 @@ t.test('§4.1 global flags on the root', async (t) => {
     if (!t.ok(f, `--${name}`)) continue;
     t.equal(f!.short, short ? short.replace(/^-/, '') : undefined, `--${name} short`);
     t.equal(f!.type, type, `--${name} type`);
-    if (def === 'empty' || def === '[]' || def === '0') t.ok(f!.default === undefined || zeroOf(f!).includes(f!.default) || f!.default === def, `--${name} zero default`);
+    if (def === 'empty' || def === '[]' || def === '0')
+      t.ok(f!.default === undefined || zeroOf(f!).includes(f!.default) || f!.default === def, `--${name} zero default`);
     else t.equal(f!.default, def, `--${name} default`);
-    t.ok(meshctl.root.persistentFlags?.some((p) => p.name === name), `--${name} is global`);
+    t.ok(
+      meshctl.root.persistentFlags?.some((p) => p.name === name),
+      `--${name} is global`,
+    );
   }
 });
 
@@ -95,7 +102,10 @@ t.test('§4.2 every command, alias and flag', async (t) => {
         const d = statedDefault(n.text);
         if (d !== undefined) {
           const ours = f!.default ?? zeroOf(f!)[0];
-          t.ok(ours === d || (zeroOf(f!).includes(d) && (f!.default === undefined || zeroOf(f!).includes(f!.default))), `${where} --${n.name} default ${d} (ours ${ours})`);
+          t.ok(
+            ours === d || (zeroOf(f!).includes(d) && (f!.default === undefined || zeroOf(f!).includes(f!.default))),
+            `${where} --${n.name} default ${d} (ours ${ours})`,
+          );
         }
       }
     }

@@ -26,7 +26,11 @@ async function routed(argv: string[]): Promise<{ code: number; keys: string[]; c
 }
 
 t.test('the loader is asked for the table key of the command the words name, aliases included', async (t) => {
-  for (const argv of [['proxy-config', 'route', 'pod'], ['pc', 'r', 'pod'], ['proxy-config', '-o', 'json', 'routes', 'pod']]) {
+  for (const argv of [
+    ['proxy-config', 'route', 'pod'],
+    ['pc', 'r', 'pod'],
+    ['proxy-config', '-o', 'json', 'routes', 'pod'],
+  ]) {
     const r = await routed(argv);
     t.equal(r.code, 0, argv.join(' '));
     t.same(r.keys, ['meshctl.proxy-config.route'], argv.join(' '));

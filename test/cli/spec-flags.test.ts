@@ -44,7 +44,11 @@ const rows: Row[] = [
 
 /** Listener defaults of doc 1 §4.2 for the `see 4.2` row. */
 const LISTENERS: Record<string, string> = {
-  grpcAddr: ':15010', secureGRPCAddr: ':15012', httpAddr: ':8080', httpsAddr: ':15017', monitoringAddr: ':15014',
+  grpcAddr: ':15010',
+  secureGRPCAddr: ':15012',
+  httpAddr: ':8080',
+  httpsAddr: ':15017',
+  monitoringAddr: ':15014',
 };
 
 t.test('spec flag tables: every flag, short form, type and default', async (t) => {
@@ -73,9 +77,14 @@ t.test('doc 2 §4.2: request and wait flags', async (t) => {
 
 t.test('log flags on every command of the daemons (doc 1 §4.3/§4.4, doc 2 §4.2/§4.5)', async (t) => {
   for (const [prog, path, vklog] of [
-    ['pilot-discovery', ['discovery'], true], ['pilot-discovery', ['request'], true], ['pilot-discovery', ['version'], true],
-    ['pilot-agent', ['proxy'], true], ['pilot-agent', ['wait'], true], ['pilot-agent', ['completion', 'bash'], true],
-    ['install-cni', [], false], ['install-cni', ['version'], false],
+    ['pilot-discovery', ['discovery'], true],
+    ['pilot-discovery', ['request'], true],
+    ['pilot-discovery', ['version'], true],
+    ['pilot-agent', ['proxy'], true],
+    ['pilot-agent', ['wait'], true],
+    ['pilot-agent', ['completion', 'bash'], true],
+    ['install-cni', [], false],
+    ['install-cni', ['version'], false],
   ] as const) {
     const p = program(prog);
     t.match(flagOf(p, path, 'log_as_json'), { type: 'bool' });
@@ -161,7 +170,10 @@ t.test('documented defaults parse to the documented values', async (t) => {
 
 t.test('commands of doc 1 §4.3 and doc 2 §4.2/§4.5 exist with their arguments', async (t) => {
   const disc = program('pilot-discovery');
-  t.same(commandAt(disc, ['request']).cmd.args?.map((a) => a.name), ['method', 'path', 'body']);
+  t.same(
+    commandAt(disc, ['request']).cmd.args?.map((a) => a.name),
+    ['method', 'path', 'body'],
+  );
   for (const shell of ['bash', 'fish', 'powershell', 'zsh']) {
     for (const prog of ['pilot-discovery', 'pilot-agent', 'install-cni', 'meshctl']) {
       t.ok(flagOf(program(prog), ['completion', shell], 'no-descriptions'), `${prog} completion ${shell} --no-descriptions`);

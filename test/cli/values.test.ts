@@ -18,7 +18,13 @@ const bad: Array<[string, string[], string, string, string]> = [
   ['pilot-discovery', ['discovery'], '--clusterAliases', 'alias1', 'alias1 must be formatted as key=value'],
   ['pilot-discovery', ['discovery'], '--vklog', 'x', 'strconv.ParseInt: parsing "x": invalid syntax'],
   ['pilot-discovery', ['discovery'], '--registries', 'Consul', '"Consul" is not one of Orchestrator, Mock'],
-  ['meshctl', ['experimental', 'workload', 'group', 'create'], '--weight', '4294967296', 'strconv.ParseUint: parsing "4294967296": value out of range'],
+  [
+    'meshctl',
+    ['experimental', 'workload', 'group', 'create'],
+    '--weight',
+    '4294967296',
+    'strconv.ParseUint: parsing "4294967296": value out of range',
+  ],
   ['meshctl', ['experimental', 'workload', 'group', 'create'], '--weight', '-3', 'strconv.ParseUint: parsing "-3": invalid syntax'],
 ];
 
@@ -26,7 +32,11 @@ t.test('bad values are rejected with pflag messages and a usage hint', async (t)
   for (const [prog, words, flag, value, msg] of bad) {
     const res = await run(program(prog), [...words, `${flag}=${value}`]);
     const f = program(prog);
-    const spec = flagOf(f, words.filter((w) => !/^[A-Z/]/.test(w)), flag.slice(2))!;
+    const spec = flagOf(
+      f,
+      words.filter((w) => !/^[A-Z/]/.test(w)),
+      flag.slice(2),
+    )!;
     // pflag names the flag with its short form when it has one: "-w, --weight".
     const display = spec.short ? `-${spec.short}, ${flag}` : flag;
     // A command line that does not parse: istioctl exits 64 (EX_USAGE), the daemons their error code.

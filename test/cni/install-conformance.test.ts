@@ -23,8 +23,22 @@ import { cases, INSTALL_DATA, installFile } from './conformance';
 // instead of silently running fewer cases.
 t.test('cases.yaml holds every case: 51 install, 9 plugin, 17 repair', async (t) => {
   const n = (k: string) => (cases[k] as unknown[]).length;
-  const install = ['defaultNetwork', 'configFilepath', 'insertConfig', 'createConfigFile', 'checkInstall', 'sleepWatchInstall', 'cleanup', 'orchconfig', 'copyBinaries'];
-  t.equal(install.reduce((sum, k) => sum + n(k), 0), 51, 'install cases');
+  const install = [
+    'defaultNetwork',
+    'configFilepath',
+    'insertConfig',
+    'createConfigFile',
+    'checkInstall',
+    'sleepWatchInstall',
+    'cleanup',
+    'orchconfig',
+    'copyBinaries',
+  ];
+  t.equal(
+    install.reduce((sum, k) => sum + n(k), 0),
+    51,
+    'install cases',
+  );
   t.equal(n('plugin'), 9, 'plugin dry-run cases');
   t.equal(n('repairFilter') + n('repairLabel') + n('repairDelete'), 17, 'repair cases');
 });
@@ -196,7 +210,10 @@ t.test('§7 uninstall', async (t) => {
       copyIn(dir, c.existing);
       for (const b of c.binaries) writeFileSync(path.join(binDir, b), 'binary');
       writeFileSync(path.join(runDir, 'mesh-cni-kubeconfig'), 'kubeconfig');
-      const installer = new Installer(installConfig(dir, { chained: c.chained, cniAgentRunDir: runDir, binaryTargetDirs: [binDir] }), new Readiness());
+      const installer = new Installer(
+        installConfig(dir, { chained: c.chained, cniAgentRunDir: runDir, binaryTargetDirs: [binDir] }),
+        new Readiness(),
+      );
       installer.cniConfigFilepath = path.join(dir, c.file);
       await installer.cleanup();
       if (c.expectDeleted) t.notOk(existsSync(path.join(dir, c.file)), 'standalone file deleted');

@@ -40,7 +40,9 @@ function addAddress(ns: string, cidr: string): void {
 function pluginBinDir(): string {
   const dir = mkdtempSync(path.join(tmpdir(), 'mesh-cni-bin-'));
   if (bundle) {
-    writeFileSync(path.join(dir, 'mesh-cni'), `#!/bin/sh\nexec ${process.execPath} ${path.join(DIST, 'mesh.cjs')} cni-plugin "$@"\n`, { mode: 0o755 });
+    writeFileSync(path.join(dir, 'mesh-cni'), `#!/bin/sh\nexec ${process.execPath} ${path.join(DIST, 'mesh.cjs')} cni-plugin "$@"\n`, {
+      mode: 0o755,
+    });
   } else {
     symlinkSync(path.join(DIST, 'mesh'), path.join(dir, 'mesh-cni'));
   }
@@ -69,8 +71,25 @@ function connectFrom(ns: string, host: string, port: number, token: string): str
 
 /** `mesh-iptables --run-validation --skip-rule-apply` as the validation init container runs it (uid/gid 1337). */
 function validateIn(ns: string, meshIptables: string[]) {
-  return sh(['ip', 'netns', 'exec', ns, 'setpriv', '--reuid=1337', '--regid=1337', '--clear-groups', 'env', '-u', 'NODE_OPTIONS',
-    ...meshIptables, 'mesh-iptables', '--run-validation', '--skip-rule-apply', '--probe-timeout', '2s']);
+  return sh([
+    'ip',
+    'netns',
+    'exec',
+    ns,
+    'setpriv',
+    '--reuid=1337',
+    '--regid=1337',
+    '--clear-groups',
+    'env',
+    '-u',
+    'NODE_OPTIONS',
+    ...meshIptables,
+    'mesh-iptables',
+    '--run-validation',
+    '--skip-rule-apply',
+    '--probe-timeout',
+    '2s',
+  ]);
 }
 
 t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_000 }, async (t) => {
@@ -149,9 +168,34 @@ t.test('a real chain: bridge + host-local, then mesh-cni', { skip, timeout: 180_
   // Istio's plugin: proxy uid/gid 1337, REDIRECT, all outbound except the excluded range, the listed
   // inbound ports, the proxy's status/health/metrics ports excluded inbound, 5555 excluded outbound.
   const meshIptables = bundle ? [process.execPath, path.join(DIST, 'mesh.cjs'), 'agent'] : [path.join(DIST, 'pilot-agent')];
-  const ref = sh(['ip', 'netns', 'exec', refNs, ...meshIptables, 'mesh-iptables',
-    '-p', '15001', '-z', '15006', '-u', '1337', '-g', '1337', '-m', 'REDIRECT', '-i', '*', '-x', '10.96.0.0/12',
-    '-b', '8080,9090', '-d', '15020,15021,15090', '-o', '5555']);
+  const ref = sh([
+    'ip',
+    'netns',
+    'exec',
+    refNs,
+    ...meshIptables,
+    'mesh-iptables',
+    '-p',
+    '15001',
+    '-z',
+    '15006',
+    '-u',
+    '1337',
+    '-g',
+    '1337',
+    '-m',
+    'REDIRECT',
+    '-i',
+    '*',
+    '-x',
+    '10.96.0.0/12',
+    '-b',
+    '8080,9090',
+    '-d',
+    '15020,15021,15090',
+    '-o',
+    '5555',
+  ]);
   t.equal(ref.code, 0, `mesh-iptables applied the reference rules: ${ref.stderr}`);
   const podRules = rulesIn(podNs);
   t.match(podRules, /-A MESH_OUTPUT -j MESH_REDIRECT/, 'capture rules are in the pod namespace');
@@ -211,7 +255,13 @@ t.test('VERSION, and CNI error objects for bad input without leaving rules', { s
   const binDir = pluginBinDir();
   const podNs = createNetns(t, 'mesh-cni');
   addAddress(podNs, '10.9.8.2/24');
-  const base: ChainArgs = { containerID: 'c1', netns: `/run/netns/${podNs}`, ifName: 'eth0', args: 'K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1', cniPath: [binDir] };
+  const base: ChainArgs = {
+    containerID: 'c1',
+    netns: `/run/netns/${podNs}`,
+    ifName: 'eth0',
+    args: 'K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1',
+    cniPath: [binDir],
+  };
   const before = rulesIn(podNs);
 
   const v = await execPlugin('mesh-cni', 'VERSION', {}, base);

@@ -32,16 +32,33 @@ t.test('required variables per command (skel), code 4 for a missing one', async 
     ['container id with invalid characters', { ...full, CNI_CONTAINERID: 'a/b' }, 4],
     ['interface name too long', { ...full, CNI_IFNAME: 'a-very-long-name0' }, 4],
   ];
-  for (const [name, env, want] of rows) t.equal(code(() => argsFromEnv(env)), want, name);
+  for (const [name, env, want] of rows)
+    t.equal(
+      code(() => argsFromEnv(env)),
+      want,
+      name,
+    );
   const err = t.throws(() => argsFromEnv({ CNI_COMMAND: 'ADD', CNI_PATH: '/x', CNI_IFNAME: 'eth0' }), 'ADD without a container id and a namespace');
   t.equal((err as CniError).msg, 'required env variables [CNI_CONTAINERID,CNI_NETNS] missing', 'all missing ones named, in skel order');
 });
 
 t.test('network configuration: decoding failure (6), invalid configuration (7), version', async (t) => {
-  t.equal(code(() => validateNetworkConfig('{"name": ')), 6);
-  t.equal(code(() => validateNetworkConfig('[]')), 6);
-  t.equal(code(() => validateNetworkConfig('{"type": "mesh-cni"}')), 7);
-  t.equal(code(() => validateNetworkConfig('{"name": "bad name"}')), 7);
+  t.equal(
+    code(() => validateNetworkConfig('{"name": ')),
+    6,
+  );
+  t.equal(
+    code(() => validateNetworkConfig('[]')),
+    6,
+  );
+  t.equal(
+    code(() => validateNetworkConfig('{"type": "mesh-cni"}')),
+    7,
+  );
+  t.equal(
+    code(() => validateNetworkConfig('{"name": "bad name"}')),
+    7,
+  );
   t.equal(configVersion(validateNetworkConfig('{"name": "n"}')), '0.1.0', 'no cniVersion is the first spec version');
   t.ok(versionAtLeast('1.0.0', '0.4.0'));
   t.notOk(versionAtLeast('0.3.1', '0.4.0'));
@@ -63,11 +80,28 @@ t.test('CNI_ARGS as types.LoadArgs reads them into Kubernetes args', async (t) =
 
 t.test('the result handed on: prevResult in the configuration version, or an empty result', async (t) => {
   const conf = (cniVersion: string, prevResult?: Record<string, unknown>): PluginConfig => ({
-    cniVersion, name: 'n', type: 'mesh-cni', pluginLogLevel: '', cniAgentRunDir: '', ambientEnabled: false, excludeNamespaces: [], podNamespace: '',
+    cniVersion,
+    name: 'n',
+    type: 'mesh-cni',
+    pluginLogLevel: '',
+    cniAgentRunDir: '',
+    ambientEnabled: false,
+    excludeNamespaces: [],
+    podNamespace: '',
     ...(prevResult ? { prevResult } : {}),
   });
-  const prev = { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: '/x' }], ips: [{ address: 'fd00::2/64', interface: 0 }], dns: { nameservers: ['10.0.0.10'] } };
-  t.same(resultFor(conf('1.0.0', prev)), { cniVersion: '1.0.0', interfaces: [{ name: 'eth0', sandbox: '/x' }], ips: [{ interface: 0, address: 'fd00::2/64' }], dns: { nameservers: ['10.0.0.10'] } });
+  const prev = {
+    cniVersion: '1.0.0',
+    interfaces: [{ name: 'eth0', sandbox: '/x' }],
+    ips: [{ address: 'fd00::2/64', interface: 0 }],
+    dns: { nameservers: ['10.0.0.10'] },
+  };
+  t.same(resultFor(conf('1.0.0', prev)), {
+    cniVersion: '1.0.0',
+    interfaces: [{ name: 'eth0', sandbox: '/x' }],
+    ips: [{ interface: 0, address: 'fd00::2/64' }],
+    dns: { nameservers: ['10.0.0.10'] },
+  });
   t.same(resultFor(conf('0.4.0', prev)).ips, [{ version: '6', interface: 0, address: 'fd00::2/64' }], '0.3.x/0.4.0 results carry the IP version');
   t.same(resultFor(conf('1.0.0')), { cniVersion: '1.0.0', dns: {} }, 'first in a chain: an empty result');
 });
@@ -84,9 +118,17 @@ t.test('which pods are left alone (Istio doAddRun order)', async (t) => {
     ['no proxy container', pod({ containers: [{ name: 'app' }] }), /no mesh-proxy container/],
     ['a gateway', pod({ containers: [{ name: 'mesh-proxy', args: ['proxy', 'router'] }] }), /proxy type router/],
     ['inject=false annotation', pod({ annotations: { 'sidecar.mesh.io/status': '{}', 'sidecar.mesh.io/inject': 'false' } }), /injection is disabled/],
-    ['inject label wins over the annotation', pod({ annotations: { 'sidecar.mesh.io/status': '{}', 'sidecar.mesh.io/inject': 'false' }, labels: { 'sidecar.mesh.io/inject': 'true' } }), undefined],
+    [
+      'inject label wins over the annotation',
+      pod({ annotations: { 'sidecar.mesh.io/status': '{}', 'sidecar.mesh.io/inject': 'false' }, labels: { 'sidecar.mesh.io/inject': 'true' } }),
+      undefined,
+    ],
     ['no status annotation', pod({ annotations: {} }), /no sidecar.mesh.io\/status annotation/],
-    ['proxy as a native sidecar (init container)', pod({ init: [{ name: 'mesh-proxy', args: ['proxy', 'sidecar'] }], containers: [{ name: 'app' }] }), undefined],
+    [
+      'proxy as a native sidecar (init container)',
+      pod({ init: [{ name: 'mesh-proxy', args: ['proxy', 'sidecar'] }], containers: [{ name: 'app' }] }),
+      undefined,
+    ],
   ];
   for (const [name, p, want] of rows) {
     const why = skipReason(extractPodInfo(p));
@@ -94,7 +136,8 @@ t.test('which pods are left alone (Istio doAddRun order)', async (t) => {
     else t.equal(why, undefined, name);
   }
   t.throws(
-    () => newRedirect(extractPodInfo(pod({ annotations: { 'sidecar.mesh.io/status': '{}', 'traffic.sidecar.mesh.io/includeInboundPorts': '80,http' } }))),
+    () =>
+      newRedirect(extractPodInfo(pod({ annotations: { 'sidecar.mesh.io/status': '{}', 'traffic.sidecar.mesh.io/includeInboundPorts': '80,http' } }))),
     /traffic\.sidecar\.mesh\.io\/includeInboundPorts="80,http" is invalid/,
     'a bad annotation names itself',
   );

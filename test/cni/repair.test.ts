@@ -37,7 +37,13 @@ function podSpec(spec: string): { pod: any; status: any } {
   // A terminated state needs a reason or exit code the server accepts; keep the case's values.
   const fixTerminated = (st: any) => (st?.terminated ? { terminated: { exitCode: 0, ...st.terminated } } : st);
   const initStatuses = init.name
-    ? [complete({ ...init, ...(init.state ? { state: fixTerminated(init.state) } : {}), ...(init.lastState ? { lastState: fixTerminated(init.lastState) } : {}) })]
+    ? [
+        complete({
+          ...init,
+          ...(init.state ? { state: fixTerminated(init.state) } : {}),
+          ...(init.lastState ? { lastState: fixTerminated(init.lastState) } : {}),
+        }),
+      ]
     : [];
   return {
     pod: {
@@ -84,12 +90,33 @@ async function runRepair(t: Test, kube: Kube, namespace: string, flags: string[]
   const dirs = ['net', 'bin', 'run', 'sa'].map((d) => path.join(root, d));
   for (const d of dirs) mkdirSync(d);
   writeFileSync(path.join(root, 'sa', 'token'), 'token');
-  const child = spawnIn(ns, path.join(DIST, 'install-cni'), [
-    '--mounted-cni-net-dir', dirs[0]!, '--cni-agent-run-dir', dirs[2]!, '--skip-tls-verify', '--ctrlz_port', '0',
-    '--repair-enabled', '--repair-field-selectors', `metadata.namespace=${namespace}`, ...flags,
-  ], {
-    env: { PATH: process.env.PATH, KUBECONFIG: kubeconfig, KUBERNETES_SERVICE_HOST: '10.96.0.1', KUBERNETES_SERVICE_PORT: '443', ORCH_SERVICE_ACCOUNT_PATH: dirs[3], HOST_CNI_BIN_DIR: dirs[1] },
-  });
+  const child = spawnIn(
+    ns,
+    path.join(DIST, 'install-cni'),
+    [
+      '--mounted-cni-net-dir',
+      dirs[0]!,
+      '--cni-agent-run-dir',
+      dirs[2]!,
+      '--skip-tls-verify',
+      '--ctrlz_port',
+      '0',
+      '--repair-enabled',
+      '--repair-field-selectors',
+      `metadata.namespace=${namespace}`,
+      ...flags,
+    ],
+    {
+      env: {
+        PATH: process.env.PATH,
+        KUBECONFIG: kubeconfig,
+        KUBERNETES_SERVICE_HOST: '10.96.0.1',
+        KUBERNETES_SERVICE_PORT: '443',
+        ORCH_SERVICE_ACCOUNT_PATH: dirs[3],
+        HOST_CNI_BIN_DIR: dirs[1],
+      },
+    },
+  );
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -117,7 +144,8 @@ async function runRepair(t: Test, kube: Kube, namespace: string, flags: string[]
  * Pods repaired in one pass, as Istio's table counts them. (Live, the label a success adds comes back as
  * an update of the pod, which Istio's controller, and ours, then counts once more as a skip.)
  */
-const firstPass = (m: Record<string, number>) => (m['label/success'] ?? 0) + (m['delete/success'] ?? 0) + (m['label/fail'] ?? 0) + (m['delete/fail'] ?? 0);
+const firstPass = (m: Record<string, number>) =>
+  (m['label/success'] ?? 0) + (m['delete/success'] ?? 0) + (m['label/fail'] ?? 0) + (m['delete/fail'] ?? 0);
 
 t.test('race repair against a real API server', { skip, timeout: 600_000 }, async (t) => {
   const kube = await startKube(t, { crds: 'none', controllerManager: false });
@@ -131,16 +159,27 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
     }
     for (const [key, list] of groups) {
       const config = JSON.parse(key);
-      const { ns, names } = await makePods(kube, list.map((c) => c.pod));
+      const { ns, names } = await makePods(
+        kube,
+        list.map((c) => c.pod),
+      );
       const inst = await runRepair(t, kube, ns, [
         '--repair-label-pods',
-        '--repair-sidecar-annotation', config.sidecarAnnotation ?? '',
-        '--repair-init-container-name', config.initContainerName ?? '',
-        '--repair-init-container-exit-code', String(config.initExitCode ?? 0),
-        '--repair-init-container-termination-message', config.initTerminationMsg ?? '',
+        '--repair-sidecar-annotation',
+        config.sidecarAnnotation ?? '',
+        '--repair-init-container-name',
+        config.initContainerName ?? '',
+        '--repair-init-container-exit-code',
+        String(config.initExitCode ?? 0),
+        '--repair-init-container-termination-message',
+        config.initTerminationMsg ?? '',
       ]);
       const want = list.filter((c) => c.want).length;
-      await waitFor(() => `labels for ${key}: ${inst.output().slice(-3000)}`, () => (inst.repaired()['label/success'] ?? 0) >= want, { timeoutMs: 60_000, intervalMs: 500 });
+      await waitFor(
+        () => `labels for ${key}: ${inst.output().slice(-3000)}`,
+        () => (inst.repaired()['label/success'] ?? 0) >= want,
+        { timeoutMs: 60_000, intervalMs: 500 },
+      );
       await new Promise((r) => setTimeout(r, 1000)); // give the others time to be (wrongly) labelled
       for (const c of list) {
         const pod = await kube.api.request('GET', `/api/v1/namespaces/${ns}/pods/${names.get(c.pod)}`);
@@ -150,15 +189,35 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
     }
   });
 
-  const actionConfig = ['--repair-sidecar-annotation', '', '--repair-init-container-name', 'mesh-validation', '--repair-init-container-exit-code', '126', '--repair-init-container-termination-message', 'Died for some reason'];
+  const actionConfig = [
+    '--repair-sidecar-annotation',
+    '',
+    '--repair-init-container-name',
+    'mesh-validation',
+    '--repair-init-container-exit-code',
+    '126',
+    '--repair-init-container-termination-message',
+    'Died for some reason',
+  ];
 
   await t.test('§12 label broken pods', async (t) => {
     for (const c of cases.repairLabel) {
       await t.test(c.name, async (t) => {
         const { ns, names } = await makePods(kube, c.pods);
-        const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-label-pods', '--repair-broken-pod-label-key', c.labelKey, '--repair-broken-pod-label-value', c.labelValue]);
+        const inst = await runRepair(t, kube, ns, [
+          ...actionConfig,
+          '--repair-label-pods',
+          '--repair-broken-pod-label-key',
+          c.labelKey,
+          '--repair-broken-pod-label-value',
+          c.labelValue,
+        ]);
         const tag = c.wantTags ? `${c.wantTags.type}/${c.wantTags.result}` : '';
-        await waitFor(() => inst.output().slice(-3000), () => /initial installation complete/.test(inst.output()) && (!tag || (inst.repaired()[tag] ?? 0) >= c.wantRepaired), { timeoutMs: 60_000, intervalMs: 500 });
+        await waitFor(
+          () => inst.output().slice(-3000),
+          () => /initial installation complete/.test(inst.output()) && (!tag || (inst.repaired()[tag] ?? 0) >= c.wantRepaired),
+          { timeoutMs: 60_000, intervalMs: 500 },
+        );
         await new Promise((r) => setTimeout(r, 1500));
         for (const [spec, label] of Object.entries(c.wantLabels as Record<string, string>)) {
           const pod = await kube.api.request('GET', `/api/v1/namespaces/${ns}/pods/${names.get(spec)}`);
@@ -172,7 +231,13 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
         if (c.wantTags?.result === 'success') {
           const events = await kube.api.request('GET', `/api/v1/namespaces/${ns}/events`);
           t.ok(
-            events.items.some((e: any) => e.reason === 'LabelBrokenPod' && e.type === 'Warning' && e.source?.component === 'cni-repair' && e.message === 'pod detected as broken, labeled'),
+            events.items.some(
+              (e: any) =>
+                e.reason === 'LabelBrokenPod' &&
+                e.type === 'Warning' &&
+                e.source?.component === 'cni-repair' &&
+                e.message === 'pod detected as broken, labeled',
+            ),
             'a LabelBrokenPod Event was written',
           );
         }
@@ -185,17 +250,27 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
       await t.test(c.name, async (t) => {
         const { ns, names } = await makePods(kube, c.pods);
         const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-delete-pods']);
-        await waitFor(() => inst.output().slice(-3000), () => /initial installation complete/.test(inst.output()) && firstPass(inst.repaired()) >= c.wantRepaired, { timeoutMs: 60_000, intervalMs: 500 });
+        await waitFor(
+          () => inst.output().slice(-3000),
+          () => /initial installation complete/.test(inst.output()) && firstPass(inst.repaired()) >= c.wantRepaired,
+          { timeoutMs: 60_000, intervalMs: 500 },
+        );
         await new Promise((r) => setTimeout(r, 1500));
         const list = await kube.api.request('GET', `/api/v1/namespaces/${ns}/pods`);
         // A pod on a node waits for its kubelet to finish the deletion (there is none here): it counts as deleted once marked.
-        const remaining = list.items.filter((p: any) => !p.metadata.deletionTimestamp).map((p: any) => p.metadata.name).sort();
+        const remaining = list.items
+          .filter((p: any) => !p.metadata.deletionTimestamp)
+          .map((p: any) => p.metadata.name)
+          .sort();
         t.same(remaining, c.wantPods.map((s: string) => names.get(s)).sort(), 'the broken pods are deleted, the others stay');
         t.equal(firstPass(inst.repaired()), c.wantRepaired, 'repair count');
         if (c.wantTags) t.equal(inst.repaired()[`${c.wantTags.type}/${c.wantTags.result}`], c.wantRepaired, `tags ${JSON.stringify(c.wantTags)}`);
         if (c.wantRepaired > 0) {
           const events = await kube.api.request('GET', `/api/v1/namespaces/${ns}/events`);
-          t.ok(events.items.some((e: any) => e.reason === 'DeleteBrokenPod' && e.message === 'pod detected as broken, deleted'), 'a DeleteBrokenPod Event was written');
+          t.ok(
+            events.items.some((e: any) => e.reason === 'DeleteBrokenPod' && e.message === 'pod detected as broken, deleted'),
+            'a DeleteBrokenPod Event was written',
+          );
         }
       });
     }
@@ -204,22 +279,38 @@ t.test('race repair against a real API server', { skip, timeout: 600_000 }, asyn
   await t.test('without the right to label: counted as failures, retried, then given up', async (t) => {
     // A service account that may watch pods but not patch them or write Events (RBAC forbids: a real 403).
     const { ns, names } = await makePods(kube, ['broken-pod-waiting']);
-    await kube.api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'watcher' } });
+    await kube.api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: 'watcher' },
+    });
     await kube.api.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterroles', {
-      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: `${ns}-watcher` },
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: `${ns}-watcher` },
       rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }],
     });
     await kube.api.request('POST', '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings', {
-      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: `${ns}-watcher` },
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: `${ns}-watcher` },
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${ns}-watcher` },
       subjects: [{ kind: 'ServiceAccount', name: 'watcher', namespace: ns }],
     });
-    const tr = await kube.api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/watcher/token`, { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } });
+    const tr = await kube.api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts/watcher/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    });
     const kubeconfig = path.join(mkdtempSync(path.join(tmpdir(), 'mesh-kc-')), 'kubeconfig');
     writeFileSync(kubeconfig, tokenKubeconfig(kube, kube.api.url, tr.status.token));
 
     const inst = await runRepair(t, kube, ns, [...actionConfig, '--repair-label-pods'], kubeconfig);
-    await waitFor(() => inst.output().slice(-3000), () => (inst.repaired()['label/fail'] ?? 0) >= 5, { timeoutMs: 60_000, intervalMs: 500 });
+    await waitFor(
+      () => inst.output().slice(-3000),
+      () => (inst.repaired()['label/fail'] ?? 0) >= 5,
+      { timeoutMs: 60_000, intervalMs: 500 },
+    );
     await new Promise((r) => setTimeout(r, 1500));
     t.equal(inst.repaired()['label/fail'], 5, 'five attempts, then the pod is dropped until it changes');
     t.notOk(inst.repaired()['label/success'], 'nothing labelled');

@@ -13,7 +13,15 @@ import { waitFor } from '../helpers/wait';
 const skip = !built() ? 'needs the built binary (node build.mjs)' : kubeUnavailable();
 
 t.test('the removal patch only removes our taint, and only from the taints it read', async (t) => {
-  const node = { metadata: { name: 'n' }, spec: { taints: [{ key: 'a', effect: 'NoSchedule' }, { key: 'cni.mesh.io/not-ready', effect: 'NoSchedule' }] } };
+  const node = {
+    metadata: { name: 'n' },
+    spec: {
+      taints: [
+        { key: 'a', effect: 'NoSchedule' },
+        { key: 'cni.mesh.io/not-ready', effect: 'NoSchedule' },
+      ],
+    },
+  };
   t.ok(hasNotReadyTaint(node));
   t.same(untaintPatch(node), [
     { op: 'test', path: '/spec/taints', value: node.spec.taints },
@@ -42,10 +50,9 @@ t.test('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: taint removed once the CNI pod on
   const ready = { status: { conditions: [{ type: 'Ready', status: 'True' }] } };
   await kube.api.request('PATCH', '/api/v1/namespaces/mesh-system/pods/other-b/status', ready, 'application/merge-patch+json');
 
-  const d = await startDaemon(
-    ['--orchconfig', kube.kubeconfig, '--configDir', mkdtempSync(path.join(tmpdir(), 'mesh-cfg-')), '--registries', ''],
-    { PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: 'true' },
-  );
+  const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--configDir', mkdtempSync(path.join(tmpdir(), 'mesh-cfg-')), '--registries', ''], {
+    PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: 'true',
+  });
   t.teardown(() => d.stop());
   const taintsOf = async (n: string) => ((await kube.api.request('GET', `/api/v1/nodes/${n}`)).spec.taints ?? []).map((x: { key: string }) => x.key);
   await waitFor(d.log, () => /starting node untainter/.test(d.log()), { timeoutMs: 10_000 });
@@ -56,8 +63,16 @@ t.test('PILOT_ENABLE_NODE_UNTAINT_CONTROLLERS: taint removed once the CNI pod on
   const beforeB = await taintsOf('node-b');
 
   await kube.api.request('PATCH', '/api/v1/namespaces/mesh-system/pods/mesh-cni-node-a/status', ready, 'application/merge-patch+json');
-  await waitFor(() => `node-a untainted: ${d.log().slice(-2000)}`, async () => !(await taintsOf('node-a')).includes(taint.key), { timeoutMs: 10_000 });
-  t.same(await taintsOf('node-a'), before.filter((k: string) => k !== taint.key), 'only the CNI readiness taint is removed');
+  await waitFor(
+    () => `node-a untainted: ${d.log().slice(-2000)}`,
+    async () => !(await taintsOf('node-a')).includes(taint.key),
+    { timeoutMs: 10_000 },
+  );
+  t.same(
+    await taintsOf('node-a'),
+    before.filter((k: string) => k !== taint.key),
+    'only the CNI readiness taint is removed',
+  );
   t.same(await taintsOf('node-b'), beforeB, 'a node without a ready CNI pod keeps it');
   t.ok(beforeB.includes(taint.key));
   // The line follows the PATCH's answer, which the API server may show to the test first.

@@ -61,12 +61,22 @@ t.test("Istio's CRD validation cases (TestCRDs)", async (t) => {
 });
 
 t.test("the API server's phrasing: field, value or schema type, message", async (t) => {
-  const authz = { apiVersion: 'security.istio.io/v1', kind: 'AuthorizationPolicy', metadata: { name: 'a' }, spec: { rules: [{ from: [{ source: { serviceAccounts: ['bar/sa'], principals: ['p'] } }] }] } };
+  const authz = {
+    apiVersion: 'security.istio.io/v1',
+    kind: 'AuthorizationPolicy',
+    metadata: { name: 'a' },
+    spec: { rules: [{ from: [{ source: { serviceAccounts: ['bar/sa'], principals: ['p'] } }] }] },
+  };
   t.same(validateCustomResource('AuthorizationPolicy', authz), [
     { field: 'spec.rules[0].from[0].source', type: 'Invalid', body: 'Invalid value: Cannot set serviceAccounts with namespaces or principals' },
   ]);
   // an enum violation stops the rules: kube-apiserver's hasBlockingErr
-  const peer = { apiVersion: 'security.istio.io/v1', kind: 'PeerAuthentication', metadata: { name: 'p' }, spec: { mtls: { mode: 'BLAH' }, portLevelMtls: { '80': { mode: 'STRICT' } } } };
+  const peer = {
+    apiVersion: 'security.istio.io/v1',
+    kind: 'PeerAuthentication',
+    metadata: { name: 'p' },
+    spec: { mtls: { mode: 'BLAH' }, portLevelMtls: { '80': { mode: 'STRICT' } } },
+  };
   t.same(
     validateCustomResource('PeerAuthentication', peer).map((e) => `${e.field}: ${e.body}`),
     [
@@ -76,7 +86,12 @@ t.test("the API server's phrasing: field, value or schema type, message", async 
   );
   // Istio's oneof as the CRD spells it (not anyOf required, or exactly one required): kube-openapi's
   // MustValidateOnlyOneSchemaError, a plain error the API server puts on a nil path
-  const vs = { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', metadata: { name: 'v' }, spec: { hosts: ['a'], http: [{ match: [{ uri: { exact: '/a', prefix: '/b' } }], route: [{ destination: { host: 'a' } }] }] } };
+  const vs = {
+    apiVersion: 'networking.istio.io/v1',
+    kind: 'VirtualService',
+    metadata: { name: 'v' },
+    spec: { hosts: ['a'], http: [{ match: [{ uri: { exact: '/a', prefix: '/b' } }], route: [{ destination: { host: 'a' } }] }] },
+  };
   t.same(
     validateCustomResource('VirtualService', vs).map((e) => `${e.field}: ${e.body}`),
     ['<nil>: Invalid value: "": "spec.http[0].match[0].uri" must validate one and only one schema (oneOf). Found 2 valid alternatives'],
@@ -110,8 +125,14 @@ spec:
 `;
   const p = parseDocuments(text, 'w.yaml');
   const c = p.configs[0]!;
-  t.same(validateConfig(c, { object: p.objects.get(c)! }).errors, [{ field: 'spec.url', message: 'Invalid value: "fake://example.com": url must have schema one of [http, https, file, oci]' }]);
-  t.same(validateConfig(c).errors, [{ field: 'spec.url', message: 'url contains unsupported scheme: fake' }], "without the object: Istio's webhook message");
+  t.same(validateConfig(c, { object: p.objects.get(c)! }).errors, [
+    { field: 'spec.url', message: 'Invalid value: "fake://example.com": url must have schema one of [http, https, file, oci]' },
+  ]);
+  t.same(
+    validateConfig(c).errors,
+    [{ field: 'spec.url', message: 'url contains unsupported scheme: fake' }],
+    "without the object: Istio's webhook message",
+  );
 });
 
 /** Evaluates `expr` in the rule environment with `self` bound. */
@@ -129,17 +150,24 @@ t.test('Kubernetes URL library: isURL, url, getScheme (urls.go examples, validat
   t.equal(cel("url('https://user:pass@example.com:80/path?query=val#fragment').getScheme()"), 'https');
   t.equal(cel("url('/absolute-path').getScheme()"), '');
   t.equal(cel('url(self).getScheme()', 'https://kubernetes.io:80/docs/home?k1=a&k2=b&k2=c#right'), 'https');
-  t.match(cel("url('https://a:b:c/')"), /^error: URL parse error during conversion from string: parse "https:\/\/a:b:c\/": invalid port ":c" after host$/);
-  t.match(cel("url('../relative-path')"), /^error: URL parse error during conversion from string: parse "\.\.\/relative-path": invalid URI for request$/);
+  t.match(
+    cel("url('https://a:b:c/')"),
+    /^error: URL parse error during conversion from string: parse "https:\/\/a:b:c\/": invalid port ":c" after host$/,
+  );
+  t.match(
+    cel("url('../relative-path')"),
+    /^error: URL parse error during conversion from string: parse "\.\.\/relative-path": invalid URI for request$/,
+  );
   // Istio's WasmPlugin rule (crd-all.gen.yaml), on the inputs of its CRD test cases
-  const wasm = 'isURL(self) ? (url(self).getScheme() in ["", "http", "https", "oci", "file"]) : (isURL("http://" + self) && url("http://" + self).getScheme() in ["", "http", "https", "oci", "file"])';
+  const wasm =
+    'isURL(self) ? (url(self).getScheme() in ["", "http", "https", "oci", "file"]) : (isURL("http://" + self) && url("http://" + self).getScheme() in ["", "http", "https", "oci", "file"])';
   t.equal(cel(wasm, 'http://test'), true);
   t.equal(cel(wasm, 'example.com/filter.wasm'), true);
   t.equal(cel(wasm, '#%blah$#@'), false);
   t.equal(cel(wasm, 'fake://example.com'), false);
 });
 
-t.test("conversions as cel-go does them: int(string), duration(string)", async (t) => {
+t.test('conversions as cel-go does them: int(string), duration(string)', async (t) => {
   t.equal(cel("int('443')"), 443n);
   t.equal(cel("int('-9223372036854775808')"), -9223372036854775808n);
   t.equal(cel("int('acd')"), "error: type conversion error from 'string' to 'int'");
@@ -149,7 +177,11 @@ t.test("conversions as cel-go does them: int(string), duration(string)", async (
   t.equal(cel("duration('100us') >= duration('1ms')"), false);
   t.equal(cel("duration('1.5s') == duration('1500ms')"), true);
   t.equal(cel("duration('1d')"), "error: type conversion error from 'string' to 'google.protobuf.Duration'");
-  t.equal(cel("duration('')"), "error: type conversion error from 'string' to 'google.protobuf.Duration'", "Go's ParseDuration refuses the empty string");
+  t.equal(
+    cel("duration('')"),
+    "error: type conversion error from 'string' to 'google.protobuf.Duration'",
+    "Go's ParseDuration refuses the empty string",
+  );
 });
 
 t.test('strings extension and RE2 matches, as the rules use them', async (t) => {
@@ -186,6 +218,14 @@ t.test("Go's net/url: what ParseRequestURI and Parse accept", async (t) => {
     [parseURL, '1a:b', 'parse "1a:b": first path segment in URL cannot contain colon'],
   ];
   for (const [f, input, want] of verdicts) t.equal(ok(f, input), want, `${f.name}(${JSON.stringify(input)})`);
-  t.same(parseURL('https://user:pass@example.com:80/path?query=val#fragment'), { scheme: 'https', opaque: '', user: 'user:pass', host: 'example.com:80', path: '/path', rawQuery: 'query=val', fragment: 'fragment' });
+  t.same(parseURL('https://user:pass@example.com:80/path?query=val#fragment'), {
+    scheme: 'https',
+    opaque: '',
+    user: 'user:pass',
+    host: 'example.com:80',
+    path: '/path',
+    rawQuery: 'query=val',
+    fragment: 'fragment',
+  });
   t.equal(parseRequestURI('HTTP://x/').scheme, 'http', 'schemes are lower-cased');
 });

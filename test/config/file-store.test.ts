@@ -50,7 +50,8 @@ function open(dir: string): { store: FileConfigStore; events: ConfigEvent[] } {
   return { store, events };
 }
 
-const seen = (events: readonly ConfigEvent[], type: ConfigEvent['type'], key: string) => events.find((e) => e.type === type && configKey(e.config) === key);
+const seen = (events: readonly ConfigEvent[], type: ConfigEvent['type'], key: string) =>
+  events.find((e) => e.type === type && configKey(e.config) === key);
 
 t.test('initial load, then add, edit, rename, delete', async (t) => {
   const dir = tempDir(t, 'mesh-cfg-');
@@ -70,19 +71,33 @@ t.test('initial load, then add, edit, rename, delete', async (t) => {
   t.equal(store.get('VirtualService', 'default', 'reviews')!.source, path.join(dir, 'reviews.yaml') + '[0]');
 
   // add
-  await fs.writeFile(path.join(dir, 'ratings.json'), JSON.stringify({ apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', metadata: { name: 'ratings' }, spec: { hosts: ['ratings'], http: [{ route: [{ destination: { host: 'ratings' } }] }] } }));
+  await fs.writeFile(
+    path.join(dir, 'ratings.json'),
+    JSON.stringify({
+      apiVersion: 'networking.istio.io/v1',
+      kind: 'VirtualService',
+      metadata: { name: 'ratings' },
+      spec: { hosts: ['ratings'], http: [{ route: [{ destination: { host: 'ratings' } }] }] },
+    }),
+  );
   await waitForValue('add of ratings', () => seen(events, 'add', 'VirtualService/default/ratings'), { timeoutMs: 10_000, intervalMs: 10 });
 
   // edit
   await fs.writeFile(path.join(dir, 'reviews.yaml'), vs('reviews', 'reviews', 100, '\n    timeout: 5s'));
-  const upd = await waitForValue('update of reviews', () => seen(events, 'update', 'VirtualService/default/reviews'), { timeoutMs: 10_000, intervalMs: 10 });
+  const upd = await waitForValue('update of reviews', () => seen(events, 'update', 'VirtualService/default/reviews'), {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   t.equal((upd.config.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, '5s');
   t.equal((upd.old!.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, undefined);
 
   // rename: same resources, no delete; the source follows the file
   const before = events.length;
   await fs.rename(path.join(dir, 'sub', 'ext.yml'), path.join(dir, 'sub', 'external.yaml'));
-  await waitForValue('source moved', () => store.get('ServiceEntry', 'ns1', 'ext')?.source?.endsWith('external.yaml[0]'), { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('source moved', () => store.get('ServiceEntry', 'ns1', 'ext')?.source?.endsWith('external.yaml[0]'), {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   t.equal(events.slice(before).filter((e) => e.type === 'delete').length, 0, 'a rename deletes nothing');
 
   // delete
@@ -107,11 +122,17 @@ t.test('an invalid edit is rejected, counted, and the previous version keeps ser
   await waitForValue('update of stable', () => seen(events, 'update', 'VirtualService/default/stable'), { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(await rejectedCount('virtualservice', 'default/canary'), rejectedBefore + 1, 'pilot_total_rejected_configs counts the rejection');
   t.equal(store.get('VirtualService', 'default', 'canary'), good, 'the last good version is still served');
-  t.notOk(events.slice(2).find((e) => configKey(e.config) === 'VirtualService/default/canary'), 'no event for the rejected resource');
+  t.notOk(
+    events.slice(2).find((e) => configKey(e.config) === 'VirtualService/default/canary'),
+    'no event for the rejected resource',
+  );
 
   // A resource that never was valid is absent.
   await fs.writeFile(path.join(dir, 'bad.yaml'), vs('never', 'never', -1));
-  await waitForValue('rejection of never', async () => (await rejectedCount('virtualservice', 'default/never')) > 0, { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('rejection of never', async () => (await rejectedCount('virtualservice', 'default/never')) > 0, {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   await waitForValue('count', () => store.reloadCount() >= 3, { timeoutMs: 10_000, intervalMs: 10 });
   t.equal(store.get('VirtualService', 'default', 'never'), undefined);
 
@@ -124,10 +145,14 @@ t.test('an invalid edit is rejected, counted, and the previous version keeps ser
 
   // Fixed: the new valid version replaces the old.
   await fs.writeFile(file, vs('canary', 'canary', 50));
-  await waitForValue('canary updated', () => {
-    const c = store.get('VirtualService', 'default', 'canary');
-    return c && (c.spec.http![0]!.route![0]!.weight === 50);
-  }, { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue(
+    'canary updated',
+    () => {
+      const c = store.get('VirtualService', 'default', 'canary');
+      return c && c.spec.http![0]!.route![0]!.weight === 50;
+    },
+    { timeoutMs: 10_000, intervalMs: 10 },
+  );
   await waitForValue('stable deleted', () => seen(events, 'delete', 'VirtualService/default/stable'), { timeoutMs: 10_000, intervalMs: 10 });
 });
 
@@ -141,7 +166,10 @@ t.test('editors that write through a rename, new sub-directories', async (t) => 
   // vim/IntelliJ style: write a temp file, rename it over the original.
   await fs.writeFile(path.join(dir, '.a.yaml.swp'), vs('a', 'a', 100, '\n    timeout: 3s'));
   await fs.rename(path.join(dir, '.a.yaml.swp'), path.join(dir, 'a.yaml'));
-  const upd = await waitForValue('update through rename', () => seen(events, 'update', 'VirtualService/default/a'), { timeoutMs: 10_000, intervalMs: 10 });
+  const upd = await waitForValue('update through rename', () => seen(events, 'update', 'VirtualService/default/a'), {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   t.equal((upd.config.spec as { http: Array<{ timeout?: string }> }).http[0]!.timeout, '3s');
 
   // A new directory, then files in it (and deeper).
@@ -152,7 +180,11 @@ t.test('editors that write through a rename, new sub-directories', async (t) => 
   await waitForValue('add of c', () => seen(events, 'add', 'VirtualService/default/c'), { timeoutMs: 10_000, intervalMs: 10 });
   // Removing the directory deletes its resources.
   await fs.rm(path.join(dir, 'team'), { recursive: true });
-  await waitForValue('delete of b and c', () => seen(events, 'delete', 'VirtualService/default/b') && seen(events, 'delete', 'VirtualService/default/c'), { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue(
+    'delete of b and c',
+    () => seen(events, 'delete', 'VirtualService/default/b') && seen(events, 'delete', 'VirtualService/default/c'),
+    { timeoutMs: 10_000, intervalMs: 10 },
+  );
 });
 
 t.test('duplicates: the file loaded last wins', async (t) => {
@@ -164,9 +196,15 @@ t.test('duplicates: the file loaded last wins', async (t) => {
   await store.whenSynced();
   t.same(store.get('VirtualService', 'default', 'dup')!.spec.hosts, ['second']);
   const once = await loadConfigDir(dir);
-  t.same(once.configs.map((c) => c.spec), [store.get('VirtualService', 'default', 'dup')!.spec]);
+  t.same(
+    once.configs.map((c) => c.spec),
+    [store.get('VirtualService', 'default', 'dup')!.spec],
+  );
   t.equal(once.warnings.length, 1);
-  t.match(once.warnings[0]!.message, /^duplicate resource: also defined in .*10-first\.yaml\[0\]; the definition loaded last \(.*20-second\.yaml\[0\]\) is used$/);
+  t.match(
+    once.warnings[0]!.message,
+    /^duplicate resource: also defined in .*10-first\.yaml\[0\]; the definition loaded last \(.*20-second\.yaml\[0\]\) is used$/,
+  );
 });
 
 t.test('an edit in a large tree reads only the file it names; other events rescan the tree', async (t) => {
@@ -197,7 +235,10 @@ t.test('an edit in a large tree reads only the file it names; other events resca
   await fs.writeFile(path.join(dir, '..2026_02', 'cm.yaml'), vs('cm', 'cm-v2'));
   await fs.symlink('..2026_02', path.join(dir, '..data_tmp'));
   await fs.rename(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
-  await waitForValue('ConfigMap swap', () => store.get('VirtualService', 'default', 'cm')?.spec.hosts?.[0] === 'cm-v2', { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('ConfigMap swap', () => store.get('VirtualService', 'default', 'cm')?.spec.hosts?.[0] === 'cm-v2', {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   t.equal(store.filesRead(), 303, 'the rescan read only the file whose target changed');
 });
 
@@ -227,7 +268,10 @@ t.test('duplicates follow edits of either file; a resource moving between files 
   const before = events.length;
   await fs.writeFile(path.join(dir, '30-third.yaml'), vs('dup', 'first-v2'));
   await fs.rm(path.join(dir, '10-first.yaml'));
-  await waitForValue('source moved', () => store.get('VirtualService', 'default', 'dup')?.source?.includes('30-third.yaml'), { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('source moved', () => store.get('VirtualService', 'default', 'dup')?.source?.includes('30-third.yaml'), {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   t.equal(events.slice(before).filter((e) => e.type === 'delete').length, 0, 'no delete');
   t.equal(hosts(), 'first-v2');
 });
@@ -250,7 +294,10 @@ t.test('close stops watching', async (t) => {
   t.teardown(() => control.store.close());
   await control.store.whenSynced();
   await fs.writeFile(path.join(dir, 'late.yaml'), vs('late', 'late'));
-  await waitForValue('the control store sees the file', () => seen(control.events, 'add', 'VirtualService/default/late'), { timeoutMs: 10_000, intervalMs: 10 });
+  await waitForValue('the control store sees the file', () => seen(control.events, 'add', 'VirtualService/default/late'), {
+    timeoutMs: 10_000,
+    intervalMs: 10,
+  });
   await waitForValue('a further debounce period', () => control.store.reloadCount() >= 2, { timeoutMs: 10_000, intervalMs: 10 });
   t.same(events, [], 'the closed store saw nothing');
   t.same(store.list('VirtualService'), []);
@@ -261,7 +308,15 @@ t.test('loadConfigDir reports errors with file, document, resource and field', a
   await fs.writeFile(path.join(dir, 'x.yaml'), vs('ok', 'ok') + '---\n' + vs('bad', 'bad', -1));
   const r = await loadConfigDir(dir);
   t.same(r.configs.map(configKey), ['VirtualService/default/ok']);
-  t.same(r.errors, [{ source: path.join(dir, 'x.yaml'), document: '[1]', resource: 'VirtualService/default/bad', field: 'spec.http[0].route[0].weight', message: 'weight -1 < 0' }]);
+  t.same(r.errors, [
+    {
+      source: path.join(dir, 'x.yaml'),
+      document: '[1]',
+      resource: 'VirtualService/default/bad',
+      field: 'spec.http[0].route[0].weight',
+      message: 'weight -1 < 0',
+    },
+  ]);
   const unvalidated = await loadConfigDir(dir, { validate: false });
   t.equal(unvalidated.configs.length, 2);
 });

@@ -17,8 +17,15 @@ t.test('apply and delete publish one batch per call', async (t) => {
   s.apply([se('a', 'a.com'), se('b', 'b.com')]);
   s.apply(se('a', 'a2.com'));
   s.apply(se('a', 'a2.com')); // unchanged: no event, no batch
-  s.delete([{ kind: 'ServiceEntry', namespace: 'default', name: 'b' }, { kind: 'ServiceEntry', namespace: 'default', name: 'missing' }]);
-  t.same(batches, [['add ServiceEntry/default/a', 'add ServiceEntry/default/b'], ['update ServiceEntry/default/a'], ['delete ServiceEntry/default/b']]);
+  s.delete([
+    { kind: 'ServiceEntry', namespace: 'default', name: 'b' },
+    { kind: 'ServiceEntry', namespace: 'default', name: 'missing' },
+  ]);
+  t.same(batches, [
+    ['add ServiceEntry/default/a', 'add ServiceEntry/default/b'],
+    ['update ServiceEntry/default/a'],
+    ['delete ServiceEntry/default/b'],
+  ]);
   t.same(s.list('ServiceEntry').map(configKey), ['ServiceEntry/default/a']);
   t.equal(s.get('ServiceEntry', 'default', 'a')!.spec.hosts[0], 'a2.com');
   t.equal(s.get('ServiceEntry', 'default', 'b'), undefined);
@@ -38,7 +45,7 @@ t.test('updates carry the old version; resourceVersion moves only on change', as
   t.ok(Number(v2) > Number(v1), 'versions increase');
   t.equal(seen.length, 2);
   t.equal(seen[1]!.type, 'update');
-  t.equal((seen[1]!.old as typeof seen[1]['config']).meta.resourceVersion, v1);
+  t.equal((seen[1]!.old as (typeof seen)[1]['config']).meta.resourceVersion, v1);
   t.same((seen[1]!.old!.spec as { hosts: string[] }).hosts, ['a.com']);
   s.delete({ kind: 'ServiceEntry', namespace: 'default', name: 'a' });
   t.equal(seen[2]!.type, 'delete');
@@ -54,9 +61,16 @@ t.test('replaceAll computes the diff of one source and leaves others alone', asy
   const events = s.replaceAll('files', [se('a', 'a.com'), se('b', 'b2.com'), se('d', 'd.com')]);
   t.same(summary(events), ['update ServiceEntry/default/b', 'add ServiceEntry/default/d', 'delete ServiceEntry/default/c']);
   t.same(batches.at(-1), summary(events), 'the returned events are the published batch');
-  t.same(s.list('ServiceEntry').map((c) => c.meta.name), ['a', 'b', 'd', 'x'], 'orch resource untouched');
+  t.same(
+    s.list('ServiceEntry').map((c) => c.meta.name),
+    ['a', 'b', 'd', 'x'],
+    'orch resource untouched',
+  );
   s.replaceAll('files', []);
-  t.same(s.list('ServiceEntry').map((c) => c.meta.name), ['x']);
+  t.same(
+    s.list('ServiceEntry').map((c) => c.meta.name),
+    ['x'],
+  );
   t.same(s.replaceAll('files', []), [], 'nothing to do: no events');
   t.equal(batches.length, 4);
 });
@@ -68,7 +82,10 @@ t.test('list is sorted and filters by namespace; sync state', async (t) => {
   const p = s.whenSynced().then(() => (resolved = true));
   s.apply([se('b', 'b.com', 'ns2'), se('z', 'z.com', 'ns1'), se('a', 'a.com', 'ns2')]);
   t.same(s.list('ServiceEntry').map(configKey), ['ServiceEntry/ns1/z', 'ServiceEntry/ns2/a', 'ServiceEntry/ns2/b']);
-  t.same(s.list('ServiceEntry', 'ns2').map((c) => c.meta.name), ['a', 'b']);
+  t.same(
+    s.list('ServiceEntry', 'ns2').map((c) => c.meta.name),
+    ['a', 'b'],
+  );
   t.same(s.list('VirtualService'), []);
   t.equal(resolved, false);
   s.markSynced();
@@ -98,10 +115,17 @@ t.test('AggregateConfigStore', async (t) => {
   agg.subscribe((ev) => batches.push(summary(ev)));
   files.apply([se('a', 'from-files.com'), se('b', 'b.com')]);
   orch.apply([se('a', 'from-orch.com'), se('c', 'c.com')]);
-  t.same(agg.list('ServiceEntry').map((c) => `${c.meta.name}:${c.spec.hosts[0]}`), ['a:from-files.com', 'b:b.com', 'c:c.com'], 'first store wins');
+  t.same(
+    agg.list('ServiceEntry').map((c) => `${c.meta.name}:${c.spec.hosts[0]}`),
+    ['a:from-files.com', 'b:b.com', 'c:c.com'],
+    'first store wins',
+  );
   t.equal(agg.get('ServiceEntry', 'default', 'a')!.spec.hosts[0], 'from-files.com');
   t.equal(agg.get('ServiceEntry', 'default', 'c')!.spec.hosts[0], 'c.com');
-  t.same(batches, [['add ServiceEntry/default/a', 'add ServiceEntry/default/b'], ['add ServiceEntry/default/a', 'add ServiceEntry/default/c']]);
+  t.same(batches, [
+    ['add ServiceEntry/default/a', 'add ServiceEntry/default/b'],
+    ['add ServiceEntry/default/a', 'add ServiceEntry/default/c'],
+  ]);
   t.equal(agg.hasSynced(), false);
   files.markSynced();
   t.equal(agg.hasSynced(), false, 'synced only when all are');

@@ -16,7 +16,13 @@ async function getJson(url: string, init?: RequestInit): Promise<{ status: numbe
 }
 
 /** Opens a watch and collects its events until `until` says stop or the stream ends. */
-function watch(url: string): { events: WatchEvent[]; status: Promise<number>; ended: Promise<void>; close: () => void; next: (n: number) => Promise<WatchEvent[]> } {
+function watch(url: string): {
+  events: WatchEvent[];
+  status: Promise<number>;
+  ended: Promise<void>;
+  close: () => void;
+  next: (n: number) => Promise<WatchEvent[]>;
+} {
   const events: WatchEvent[] = [];
   let waiters: Array<() => void> = [];
   let resolveStatus!: (n: number) => void;
@@ -76,10 +82,16 @@ t.test('list: items without apiVersion/kind for built-ins, the collection resour
   t.equal(all.status, 200);
   t.equal(all.body.kind, 'ServiceList');
   t.equal(all.body.metadata.resourceVersion, String(api.resourceVersion));
-  t.same(all.body.items.map((i: any) => i.metadata.name), ['a', 'b']);
+  t.same(
+    all.body.items.map((i: any) => i.metadata.name),
+    ['a', 'b'],
+  );
   t.equal(all.body.items[0].kind, undefined, 'typed lists omit item kind');
   const ns1 = await getJson(`${api.url}/api/v1/namespaces/ns1/services`);
-  t.same(ns1.body.items.map((i: any) => i.metadata.name), ['a']);
+  t.same(
+    ns1.body.items.map((i: any) => i.metadata.name),
+    ['a'],
+  );
   const one = await getJson(`${api.url}/api/v1/namespaces/ns2/services/b`);
   t.equal(one.body.kind, 'Service');
   t.equal(one.body.apiVersion, 'v1');
@@ -107,7 +119,13 @@ t.test('watch from N replays what happened after N, then streams live events', a
   t.teardown(w.close);
   t.equal(await w.status, 200);
   const first = await w.next(2);
-  t.same(first.map((e) => [e.type, e.object.metadata.name]), [['ADDED', 'b'], ['MODIFIED', 'a']]);
+  t.same(
+    first.map((e) => [e.type, e.object.metadata.name]),
+    [
+      ['ADDED', 'b'],
+      ['MODIFIED', 'a'],
+    ],
+  );
   t.equal(first[0]!.object.kind, 'Service', 'watch events carry kind');
   api.delete('v1', 'Service', 'default', 'b');
   const all = await w.next(3);
@@ -122,7 +140,10 @@ t.test('watch without resourceVersion starts with the current state as ADDED', a
   api.create(svc('b'));
   const w = watch(`${api.url}/api/v1/services?watch=1`);
   t.teardown(w.close);
-  t.same((await w.next(2)).map((e) => e.type + ' ' + e.object.metadata.name), ['ADDED a', 'ADDED b']);
+  t.same(
+    (await w.next(2)).map((e) => e.type + ' ' + e.object.metadata.name),
+    ['ADDED a', 'ADDED b'],
+  );
 });
 
 t.test('410 when the resourceVersion is older than the retained history, both ways', async (t) => {
@@ -153,7 +174,10 @@ t.test('410 when the resourceVersion is older than the retained history, both wa
     const ok = watch(`${api.url}/api/v1/services?watch=true&resourceVersion=${api.resourceVersion - 2}`);
     t.teardown(ok.close);
     t.equal(await ok.status, 200);
-    t.same((await ok.next(2)).map((e) => e.object.metadata.name), ['c', 'd']);
+    t.same(
+      (await ok.next(2)).map((e) => e.object.metadata.name),
+      ['c', 'd'],
+    );
   }
 });
 
@@ -191,7 +215,10 @@ t.test('selectors: an object leaving the selection is DELETED, one entering is A
   await w.status;
   api.patch('v1', 'Service', 'default', 'a', { metadata: { labels: { app: 'y' } } });
   api.patch('v1', 'Service', 'default', 'a', { metadata: { labels: { app: 'x' } } });
-  t.same((await w.next(2)).map((e) => e.type), ['DELETED', 'ADDED']);
+  t.same(
+    (await w.next(2)).map((e) => e.type),
+    ['DELETED', 'ADDED'],
+  );
   const byName = await getJson(`${api.url}/api/v1/namespaces?fieldSelector=metadata.name%3Dnope`);
   t.same(byName.body.items, []);
 });
@@ -203,12 +230,20 @@ t.test('discovery and 404 for groups that are not installed', async (t) => {
   t.equal((await getJson(`${api.url}/apis/networking.istio.io/v1/virtualservices`)).status, 404);
   api.install(...meshCrds('networking.istio.io', ['v1', 'v1beta1', 'v1alpha3']));
   const g = await getJson(`${api.url}/apis/networking.istio.io`);
-  t.same(g.body.versions.map((v: any) => v.version), ['v1', 'v1beta1', 'v1alpha3']);
+  t.same(
+    g.body.versions.map((v: any) => v.version),
+    ['v1', 'v1beta1', 'v1alpha3'],
+  );
   t.equal(g.body.preferredVersion.version, 'v1');
   const rl = await getJson(`${api.url}/apis/networking.istio.io/v1beta1`);
   t.ok(rl.body.resources.some((r: any) => r.name === 'virtualservices' && r.kind === 'VirtualService'));
   // One stored object, served at whichever version is asked for.
-  api.create({ apiVersion: 'networking.istio.io/v1beta1', kind: 'VirtualService', metadata: { name: 'vs', namespace: 'default' }, spec: { hosts: ['a'] } });
+  api.create({
+    apiVersion: 'networking.istio.io/v1beta1',
+    kind: 'VirtualService',
+    metadata: { name: 'vs', namespace: 'default' },
+    spec: { hosts: ['a'] },
+  });
   const v1 = await getJson(`${api.url}/apis/networking.istio.io/v1/namespaces/default/virtualservices`);
   t.equal(v1.body.items[0].apiVersion, 'networking.istio.io/v1', 'custom resource list items carry apiVersion');
   t.equal((await getJson(`${api.url}/apis/security.istio.io/v1/authorizationpolicies`)).status, 404);
@@ -219,7 +254,11 @@ t.test('HTTP writes: create, conflict on stale update, merge patch, delete; bear
   t.teardown(() => api.close());
   const auth = { authorization: 'Bearer s3cret', 'content-type': 'application/json' };
   t.equal((await fetch(`${api.url}/api/v1/services`)).status, 401);
-  const created = await getJson(`${api.url}/api/v1/namespaces/web/services`, { method: 'POST', headers: auth, body: JSON.stringify(svc('a', 'web')) });
+  const created = await getJson(`${api.url}/api/v1/namespaces/web/services`, {
+    method: 'POST',
+    headers: auth,
+    body: JSON.stringify(svc('a', 'web')),
+  });
   t.equal(created.status, 201);
   t.equal(created.body.metadata.namespace, 'web');
   const dup = await getJson(`${api.url}/api/v1/namespaces/web/services`, { method: 'POST', headers: auth, body: JSON.stringify(svc('a', 'web')) });

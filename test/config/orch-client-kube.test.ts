@@ -53,7 +53,11 @@ t.test('against the real API server', { skip: kubeUnavailable() }, async (t) => 
     t.match((missing as OrchApiError).message, /GET \/api\/v1\/namespaces\/default\/services\/nope: 404 NotFound/, 'a Status answer: its reason');
     const unserved = await good.getJson('/apis/nope.io/v1/things').catch((e: unknown) => e);
     t.equal((unserved as OrchApiError).statusCode, 404);
-    t.equal((unserved as OrchApiError).message, 'GET /apis/nope.io/v1/things: 404: 404 page not found', 'a plain-text answer (an API group nobody serves): its text');
+    t.equal(
+      (unserved as OrchApiError).message,
+      'GET /apis/nope.io/v1/things: 404: 404 page not found',
+      'a plain-text answer (an API group nobody serves): its text',
+    );
     const seen = await audit(kube, '/api/v1/namespaces/token-check/services');
     t.same(
       seen.map((e) => e.responseStatus?.code),
@@ -63,7 +67,11 @@ t.test('against the real API server', { skip: kubeUnavailable() }, async (t) => 
   });
 
   t.test('MESH_ORCH_CLIENT_CONTENT_TYPE=protobuf is logged at info as served in JSON; json is silent', async (t) => {
-    const lines = (mark: number) => logSink.text.slice(mark).split('\n').filter((l) => l.includes('MESH_ORCH_CLIENT_CONTENT_TYPE'));
+    const lines = (mark: number) =>
+      logSink.text
+        .slice(mark)
+        .split('\n')
+        .filter((l) => l.includes('MESH_ORCH_CLIENT_CONTENT_TYPE'));
     let mark = logSink.text.length;
     const a = await createOrchClient({ orchconfig: kube.kubeconfig, contentType: 'protobuf' });
     t.equal(((await a.getJson('/api/v1/namespaces/default')) as { kind: string }).kind, 'Namespace', 'answers decoded as JSON');

@@ -81,4 +81,3 @@ t.test('in-cluster: ORCH_SERVICE_HOST/PORT name the API server, with the mounted
   t.equal(c.server, 'https://[fd00::1]:6443');
   t.equal(c.origin, 'in-cluster');
 });
-

@@ -16,7 +16,20 @@ import type { Config, Kind } from '../../src/config/types';
 import { OrchestratorRegistry } from '../../src/discovery/registry/orchestrator';
 import { configure, MemorySink, parseLogOptions } from '../../src/lib/log/index';
 import { registry as metrics } from '../../src/lib/metrics';
-import { applyCrds, endpointSlice, type Kube, KubeApiError, namespace, node, type Obj, pod, podStatus, service, startKube, requireKube } from '../helpers/kube';
+import {
+  applyCrds,
+  endpointSlice,
+  type Kube,
+  KubeApiError,
+  namespace,
+  node,
+  type Obj,
+  pod,
+  podStatus,
+  service,
+  startKube,
+  requireKube,
+} from '../helpers/kube';
 import { waitFor } from '../helpers/wait';
 
 requireKube();
@@ -37,8 +50,17 @@ interface Harness {
   events: ConfigEvent[];
 }
 
-async function startStore(t: Test, o: Partial<Omit<OrchConfigStoreOptions, 'client'>> & { qps?: number; burst?: number; userAgent?: string } = {}): Promise<Harness> {
-  const store = await startOrchConfigStore({ orchconfig: kube.kubeconfig, qps: -1, burst: 0, backoff: { initialMs: 50, maxMs: 500, jitter: 0.5 }, ...o });
+async function startStore(
+  t: Test,
+  o: Partial<Omit<OrchConfigStoreOptions, 'client'>> & { qps?: number; burst?: number; userAgent?: string } = {},
+): Promise<Harness> {
+  const store = await startOrchConfigStore({
+    orchconfig: kube.kubeconfig,
+    qps: -1,
+    burst: 0,
+    backoff: { initialMs: 50, maxMs: 500, jitter: 0.5 },
+    ...o,
+  });
   t.teardown(() => store.close());
   const events: ConfigEvent[] = [];
   store.subscribe((b) => events.push(...b));
@@ -81,11 +103,20 @@ function names(cs: readonly Config[]): string[] {
 }
 
 const ns = async (name: string, labels: Record<string, string> = {}) => kube.api.create('/api/v1/namespaces', namespace(name, labels));
-const createSvc = (n: string, name: string, o: Parameters<typeof service>[2] = {}) => kube.api.create(`/api/v1/namespaces/${n}/services`, service(n, name, o));
+const createSvc = (n: string, name: string, o: Parameters<typeof service>[2] = {}) =>
+  kube.api.create(`/api/v1/namespaces/${n}/services`, service(n, name, o));
 
-async function createPod(n: string, name: string, ip: string | undefined, o: Parameters<typeof pod>[2] & { ready?: boolean; phase?: string } = {}): Promise<void> {
+async function createPod(
+  n: string,
+  name: string,
+  ip: string | undefined,
+  o: Parameters<typeof pod>[2] & { ready?: boolean; phase?: string } = {},
+): Promise<void> {
   // The ServiceAccount admission plugin refuses a Pod whose ServiceAccount does not exist.
-  if (o.serviceAccount) await kube.api.create(`/api/v1/namespaces/${n}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: o.serviceAccount } }).catch(() => undefined);
+  if (o.serviceAccount)
+    await kube.api
+      .create(`/api/v1/namespaces/${n}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: o.serviceAccount } })
+      .catch(() => undefined);
   await kube.api.create(`/api/v1/namespaces/${n}/pods`, pod(n, name, o));
   if (ip) await kube.api.merge(`/api/v1/namespaces/${n}/pods/${name}`, podStatus(ip, o.ready ?? true, o.phase), 'status');
 }
@@ -168,7 +199,9 @@ t.test('a CRD deleted while watched: its objects go; applied again, it is watche
   await kube.api.delete('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/destinationrules.networking.mesh.io');
   await waitFor('objects of the deleted CRD gone', () => h.store.get('DestinationRule', 'crd-gone', 'a') === undefined, { timeoutMs: 30_000 });
   t.same(eventsFor(h.events, 'DestinationRule', 'a'), ['add', 'delete']);
-  await waitFor('the message', () => logSince(mark).some((l) => l.includes('DestinationRule is no longer served by CRD group networking.mesh.io')), { timeoutMs: 30_000 });
+  await waitFor('the message', () => logSince(mark).some((l) => l.includes('DestinationRule is no longer served by CRD group networking.mesh.io')), {
+    timeoutMs: 30_000,
+  });
   t.ok(logSince(mark).some((l) => l.includes('CRD group networking.mesh.io does not serve DestinationRule: skipped')));
   await applyCrds(kube, 'mesh');
   await whenServed(() => kube.api.create(collection(dr('crd-gone', 'b', 'b')), dr('crd-gone', 'b', 'b')));
@@ -188,7 +221,9 @@ t.test('a CRD that stops serving v1 is watched at the next version it serves', a
   };
   await setServed(false);
   t.teardown(() => setServed(true));
-  await waitFor('served as v1beta1', () => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1beta1', { timeoutMs: 20_000 });
+  await waitFor('served as v1beta1', () => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1beta1', {
+    timeoutMs: 20_000,
+  });
   t.same(h.store.get('VirtualService', 'crd-ver', 'old')!.spec.hosts, ['old'], 'the same object, read at v1beta1');
   await setServed(true);
   await waitFor('back at v1', () => h.store.get('VirtualService', 'crd-ver', 'old')?.apiVersion === 'networking.istio.io/v1', { timeoutMs: 20_000 });
@@ -200,8 +235,14 @@ t.test('a CRD that stops serving v1 is watched at the next version it serves', a
 t.test('initial sync: every collection listed, objects converted as the file source does', async (t) => {
   await ns('sync', { team: 'sync' });
   await createSvc('sync', 'reviews', { labels: { app: 'reviews' }, annotations: { note: 'n' } });
-  await kube.api.create('/apis/discovery.k8s.io/v1/namespaces/sync/endpointslices', endpointSlice('sync', 'reviews-abc', 'reviews', [{ ip: '10.1.0.5', pod: 'reviews-1' }]));
-  await kube.api.create('/api/v1/nodes', node('sync-node', { 'topology.kubernetes.io/region': 'eu-west1', 'topology.kubernetes.io/zone': 'eu-west1-b' }));
+  await kube.api.create(
+    '/apis/discovery.k8s.io/v1/namespaces/sync/endpointslices',
+    endpointSlice('sync', 'reviews-abc', 'reviews', [{ ip: '10.1.0.5', pod: 'reviews-1' }]),
+  );
+  await kube.api.create(
+    '/api/v1/nodes',
+    node('sync-node', { 'topology.kubernetes.io/region': 'eu-west1', 'topology.kubernetes.io/zone': 'eu-west1-b' }),
+  );
   await createPod('sync', 'reviews-1', '10.1.0.5', { labels: { app: 'reviews' }, nodeName: 'sync-node', serviceAccount: 'reviews' });
   await kube.api.create(collection(vs('sync', 'reviews-route', ['reviews'])), vs('sync', 'reviews-route', ['reviews']));
   await kube.api.create(collection(dr('sync', 'reviews-dr', 'reviews')), dr('sync', 'reviews-dr', 'reviews'));
@@ -227,7 +268,11 @@ t.test('initial sync: every collection listed, objects converted as the file sou
   t.same(p.status, { phase: 'Running', podIP: '10.1.0.5', podIPs: [{ ip: '10.1.0.5' }], conditions: [{ type: 'Ready', status: 'True' }] });
   t.equal(p.spec.serviceAccountName, 'reviews');
   t.equal(p.spec.nodeName, 'sync-node');
-  t.same(p.spec.containers, [{ name: 'app', ports: [{ containerPort: 8080, name: 'http', protocol: 'TCP' }] }], 'the pod spec keeps only what registries read');
+  t.same(
+    p.spec.containers,
+    [{ name: 'app', ports: [{ containerPort: 8080, name: 'http', protocol: 'TCP' }] }],
+    'the pod spec keeps only what registries read',
+  );
 
   t.same(h.store.get('Namespace', '', 'sync')!.meta.labels, { team: 'sync', 'kubernetes.io/metadata.name': 'sync' });
   t.same(h.store.nodeLocality('sync-node'), { region: 'eu-west1', zone: 'eu-west1-b', subzone: '' });
@@ -238,8 +283,15 @@ t.test('initial sync: every collection listed, objects converted as the file sou
   t.same(v.spec.hosts, ['reviews']);
   t.equal(v.source, 'orchestrator:networking.istio.io/v1');
   t.equal(h.store.get('DestinationRule', 'sync', 'reviews-dr')!.apiVersion, 'networking.mesh.io/v1');
-  t.ok(h.store.list('Service').some((c) => c.meta.name === 'kubernetes' && c.meta.namespace === 'default'), 'the kubernetes Service');
-  t.same([...new Set(h.events.filter((e) => e.config.meta.namespace === 'sync').map((e) => e.type))], ['add'], 'the initial state arrives as add events');
+  t.ok(
+    h.store.list('Service').some((c) => c.meta.name === 'kubernetes' && c.meta.namespace === 'default'),
+    'the kubernetes Service',
+  );
+  t.same(
+    [...new Set(h.events.filter((e) => e.config.meta.namespace === 'sync').map((e) => e.type))],
+    ['add'],
+    'the initial state arrives as add events',
+  );
 });
 
 t.test('add, update and delete of registry objects and CRDs of both groups arrive as events', async (t) => {
@@ -250,15 +302,59 @@ t.test('add, update and delete of registry objects and CRDs of both groups arriv
   const base = '/api/v1/namespaces/events';
   const steps: Array<[Kind, string, () => Promise<unknown>, (c: Config | undefined) => boolean]> = [
     ['Service', 'ratings', () => createSvc('events', 'ratings'), (c) => !!c],
-    ['Service', 'ratings', () => kube.api.merge(`${base}/services/ratings`, { spec: { ports: [{ name: 'http', port: 9080 }] } }), (c) => (c as Config<'Service'>)?.spec.ports?.[0]?.port === 9080],
-    ['EndpointSlice', 'ratings-x', () => kube.api.create('/apis/discovery.k8s.io/v1/namespaces/events/endpointslices', endpointSlice('events', 'ratings-x', 'ratings', [{ ip: '10.2.0.1' }])), (c) => !!c],
-    ['EndpointSlice', 'ratings-x', () => kube.api.merge('/apis/discovery.k8s.io/v1/namespaces/events/endpointslices/ratings-x', { endpoints: [{ addresses: ['10.2.0.2'] }] }), (c) => (c as Config<'EndpointSlice'>)?.spec.endpoints[0]?.addresses[0] === '10.2.0.2'],
+    [
+      'Service',
+      'ratings',
+      () => kube.api.merge(`${base}/services/ratings`, { spec: { ports: [{ name: 'http', port: 9080 }] } }),
+      (c) => (c as Config<'Service'>)?.spec.ports?.[0]?.port === 9080,
+    ],
+    [
+      'EndpointSlice',
+      'ratings-x',
+      () =>
+        kube.api.create(
+          '/apis/discovery.k8s.io/v1/namespaces/events/endpointslices',
+          endpointSlice('events', 'ratings-x', 'ratings', [{ ip: '10.2.0.1' }]),
+        ),
+      (c) => !!c,
+    ],
+    [
+      'EndpointSlice',
+      'ratings-x',
+      () => kube.api.merge('/apis/discovery.k8s.io/v1/namespaces/events/endpointslices/ratings-x', { endpoints: [{ addresses: ['10.2.0.2'] }] }),
+      (c) => (c as Config<'EndpointSlice'>)?.spec.endpoints[0]?.addresses[0] === '10.2.0.2',
+    ],
     ['Pod', 'ratings-1', () => createPod('events', 'ratings-1', '10.2.0.1'), (c) => c?.status?.podIP === '10.2.0.1'],
-    ['Pod', 'ratings-1', () => kube.api.merge(`${base}/pods/ratings-1`, { status: { phase: 'Succeeded' } }, 'status'), (c) => c?.status?.phase === 'Succeeded'],
-    ['VirtualService', 'ratings', () => kube.api.create(collection(vs('events', 'ratings', ['ratings'])), vs('events', 'ratings', ['ratings'])), (c) => !!c],
-    ['VirtualService', 'ratings', () => kube.api.merge(`${collection(vs('events', 'x', []))}/ratings`, { spec: { hosts: ['ratings', 'ratings.example.com'] } }), (c) => (c as Config<'VirtualService'>)?.spec.hosts.length === 2],
-    ['DestinationRule', 'ratings', () => kube.api.create(collection(dr('events', 'ratings', 'ratings')), dr('events', 'ratings', 'ratings')), (c) => !!c],
-    ['DestinationRule', 'ratings', () => kube.api.merge(`${collection(dr('events', 'x', ''))}/ratings`, { spec: { host: 'ratings.events.svc.cluster.local' } }), (c) => (c as Config<'DestinationRule'>)?.spec.host === 'ratings.events.svc.cluster.local'],
+    [
+      'Pod',
+      'ratings-1',
+      () => kube.api.merge(`${base}/pods/ratings-1`, { status: { phase: 'Succeeded' } }, 'status'),
+      (c) => c?.status?.phase === 'Succeeded',
+    ],
+    [
+      'VirtualService',
+      'ratings',
+      () => kube.api.create(collection(vs('events', 'ratings', ['ratings'])), vs('events', 'ratings', ['ratings'])),
+      (c) => !!c,
+    ],
+    [
+      'VirtualService',
+      'ratings',
+      () => kube.api.merge(`${collection(vs('events', 'x', []))}/ratings`, { spec: { hosts: ['ratings', 'ratings.example.com'] } }),
+      (c) => (c as Config<'VirtualService'>)?.spec.hosts.length === 2,
+    ],
+    [
+      'DestinationRule',
+      'ratings',
+      () => kube.api.create(collection(dr('events', 'ratings', 'ratings')), dr('events', 'ratings', 'ratings')),
+      (c) => !!c,
+    ],
+    [
+      'DestinationRule',
+      'ratings',
+      () => kube.api.merge(`${collection(dr('events', 'x', ''))}/ratings`, { spec: { host: 'ratings.events.svc.cluster.local' } }),
+      (c) => (c as Config<'DestinationRule'>)?.spec.host === 'ratings.events.svc.cluster.local',
+    ],
   ];
   for (const [kind, name, act, done] of steps) {
     await act();
@@ -273,14 +369,22 @@ t.test('add, update and delete of registry objects and CRDs of both groups arriv
   ] as const) {
     await kube.api.delete(p, kind === 'Pod' ? '?gracePeriodSeconds=0' : '');
     await waitFor(`${kind} ${name} deleted`, () => h.store.get(kind, 'events', name) === undefined, { timeoutMs: 15_000 });
-    t.same(eventsFor(h.events, kind, name).filter((e, i, a) => i === 0 || e !== a[i - 1]), ['add', 'update', 'delete'], `${kind}: add, update, delete`);
+    t.same(
+      eventsFor(h.events, kind, name).filter((e, i, a) => i === 0 || e !== a[i - 1]),
+      ['add', 'update', 'delete'],
+      `${kind}: add, update, delete`,
+    );
   }
   const upd = h.events.find((e) => e.type === 'update' && e.config.kind === 'VirtualService')!;
   t.same((upd.old as Config<'VirtualService'>).spec.hosts, ['ratings'], 'an update carries the previous version');
   const del = h.events.find((e) => e.type === 'delete' && e.config.kind === 'DestinationRule')!;
   t.equal((del.config as Config<'DestinationRule'>).spec.host, 'ratings.events.svc.cluster.local', 'a delete carries the last version');
   t.equal((await metric('pilot_k8s_reg_events', { type: 'Services', event: 'add' })) - regAdd, 1, 'pilot_k8s_reg_events{type=Services,event=add}');
-  t.equal((await metric('pilot_orch_cfg_events', { type: 'VirtualService', event: 'update' })) - cfgUpd, 1, 'pilot_orch_cfg_events{type=VirtualService,event=update}');
+  t.equal(
+    (await metric('pilot_orch_cfg_events', { type: 'VirtualService', event: 'update' })) - cfgUpd,
+    1,
+    'pilot_orch_cfg_events{type=VirtualService,event=update}',
+  );
 });
 
 t.test('an invalid VirtualService is rejected, counted and logged; the previous version stays', async (t) => {
@@ -293,7 +397,11 @@ t.test('an invalid VirtualService is rejected, counted and logged; the previous 
   const mark = logSink.text.length;
   // Istio: "wildcard host * is not allowed for virtual services bound to the mesh gateway".
   await kube.api.merge(`${p}/reviews`, { spec: { hosts: ['*'] } });
-  await waitFor('the rejection counted', async () => (await metric('pilot_total_rejected_configs', { type: 'virtualservice', name: 'invalid/reviews' })) === before + 1, { timeoutMs: 15_000 });
+  await waitFor(
+    'the rejection counted',
+    async () => (await metric('pilot_total_rejected_configs', { type: 'virtualservice', name: 'invalid/reviews' })) === before + 1,
+    { timeoutMs: 15_000 },
+  );
   t.same(h.store.get('VirtualService', 'invalid', 'reviews')!.spec.hosts, ['reviews'], 'the last good version serves');
   t.match(
     logSince(mark).find((l) => l.includes('rejected orchestrator:'))!,
@@ -314,7 +422,9 @@ t.test("the same name in our group and Istio's: ours is served, Istio's takes ov
   await kube.api.create(collection(mesh), mesh);
   await waitFor('ours wins', () => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.mesh.io/v1', { timeoutMs: 15_000 });
   await kube.api.delete(`${collection(mesh)}/shared`);
-  await waitFor("Istio's back", () => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.istio.io/v1', { timeoutMs: 15_000 });
+  await waitFor("Istio's back", () => h.store.get('VirtualService', 'both', 'shared')?.apiVersion === 'networking.istio.io/v1', {
+    timeoutMs: 15_000,
+  });
   t.same(eventsFor(h.events, 'VirtualService', 'shared'), ['add', 'update', 'update']);
 });
 
@@ -326,11 +436,21 @@ t.test("Secrets are read with Istio's field selector: Helm release records and s
   const secret = (name: string, type: string, data: Record<string, string>): Obj => ({
     apiVersion: 'v1',
     kind: 'Secret',
-    metadata: { name, namespace: 'secrets', ...(type === 'kubernetes.io/service-account-token' ? { annotations: { 'kubernetes.io/service-account.name': 'default' } } : {}) },
+    metadata: {
+      name,
+      namespace: 'secrets',
+      ...(type === 'kubernetes.io/service-account-token' ? { annotations: { 'kubernetes.io/service-account.name': 'default' } } : {}),
+    },
     type,
     data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
   });
-  await kube.api.create('/api/v1/namespaces/secrets/serviceaccounts', { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default', namespace: 'secrets' } }).catch(() => undefined);
+  await kube.api
+    .create('/api/v1/namespaces/secrets/serviceaccounts', {
+      apiVersion: 'v1',
+      kind: 'ServiceAccount',
+      metadata: { name: 'default', namespace: 'secrets' },
+    })
+    .catch(() => undefined);
   for (const [name, type, data] of [
     ['opaque', 'Opaque', { key: 'v' }],
     ['tls', 'kubernetes.io/tls', { 'tls.crt': 'c', 'tls.key': 'k' }],
@@ -342,12 +462,20 @@ t.test("Secrets are read with Istio's field selector: Helm release records and s
   const ua = 'secret-selector-test/1';
   const h = await startStore(t, { userAgent: ua });
   await waitFor('the TLS Secret', () => !!h.store.get('Secret', 'secrets', 'tls'), { timeoutMs: 15_000 });
-  t.same(names(h.store.list('Secret').filter((c) => c.meta.namespace === 'secrets')), ['secrets/opaque', 'secrets/tls'], 'only the Opaque and TLS Secrets');
+  t.same(
+    names(h.store.list('Secret').filter((c) => c.meta.namespace === 'secrets')),
+    ['secrets/opaque', 'secrets/tls'],
+    'only the Opaque and TLS Secrets',
+  );
   // one that arrives while watched is filtered the same way
   await kube.api.create('/api/v1/namespaces/secrets/secrets', secret('sh.helm.release.v1.app.v2', 'helm.sh/release.v1', { release: 'r2' }));
   await kube.api.create('/api/v1/namespaces/secrets/secrets', secret('later', 'Opaque', { key: 'v' }));
   await waitFor('the Opaque Secret created while watched', () => !!h.store.get('Secret', 'secrets', 'later'), { timeoutMs: 15_000 });
-  t.same(names(h.store.list('Secret').filter((c) => c.meta.namespace === 'secrets')), ['secrets/later', 'secrets/opaque', 'secrets/tls'], 'the Helm record created while watched never arrived');
+  t.same(
+    names(h.store.list('Secret').filter((c) => c.meta.namespace === 'secrets')),
+    ['secrets/later', 'secrets/opaque', 'secrets/tls'],
+    'the Helm record created while watched never arrived',
+  );
   const secretCalls = audited(ua).filter((e) => e.requestURI.startsWith('/api/v1/secrets?'));
   t.ok(secretCalls.length >= 2, 'listed and watched');
   const selectors = new Set(secretCalls.map((e) => new URL(e.requestURI, 'https://x').searchParams.get('fieldSelector')));
@@ -371,7 +499,10 @@ t.test('MESH_WATCH_NAMESPACE scopes every namespaced list and watch', async (t) 
     if (p === '/api/v1/nodes' || p === '/api/v1/namespaces' || p === '/apis/apiextensions.k8s.io/v1/customresourcedefinitions') continue;
     t.match(p, /\/namespaces\/scoped\//, `${p} is scoped`);
   }
-  t.ok(audited(ua).some((e) => e.requestURI.startsWith('/api/v1/namespaces?') && e.requestURI.includes('fieldSelector=metadata.name%3Dscoped')), 'namespaces narrowed to the one');
+  t.ok(
+    audited(ua).some((e) => e.requestURI.startsWith('/api/v1/namespaces?') && e.requestURI.includes('fieldSelector=metadata.name%3Dscoped')),
+    'namespaces narrowed to the one',
+  );
 });
 
 t.test('lists are paged with limit and continue, and every page is read', async (t) => {
@@ -394,13 +525,17 @@ t.test('--orchApiQPS/--orchApiBurst space every request the source sends; each n
   // Lists and watches of every collection, the CRDs' included (about 50 requests, 5 s at 10/s): wait
   // until the audit log stops growing.
   let last = -1;
-  await waitFor('the requests of the start', async () => {
-    const n = audited(ua).length;
-    if (n === last && n >= 20) return true;
-    last = n;
-    await new Promise((r) => setTimeout(r, 1500));
-    return false;
-  }, { timeoutMs: 30_000 });
+  await waitFor(
+    'the requests of the start',
+    async () => {
+      const n = audited(ua).length;
+      if (n === last && n >= 20) return true;
+      last = n;
+      await new Promise((r) => setTimeout(r, 1500));
+      return false;
+    },
+    { timeoutMs: 30_000 },
+  );
   const times = audited(ua).map((e) => ms(e.requestReceivedTimestamp));
   // A token bucket of `burst` refilled at `qps`: any window [t_i, t_j] holds at most burst + (t_j - t_i) * qps
   // requests, as the server saw them. The server's clock sees a request after its TCP and TLS handshake
@@ -416,7 +551,10 @@ t.test('--orchApiQPS/--orchApiBurst space every request the source sends; each n
   t.equal(over, 0, 'no window holds more requests than the bucket allows');
   const span = times[times.length - 1]! - times[0]!;
   t.ok(span >= ((times.length - burst) / qps) * 1000 - jitterMs, `${times.length} requests over ${span.toFixed(0)}ms at ${qps}/s`);
-  t.ok(audited(ua).some((e) => e.verb === 'watch'), 'watches are among the throttled requests');
+  t.ok(
+    audited(ua).some((e) => e.verb === 'watch'),
+    'watches are among the throttled requests',
+  );
 });
 
 // -----------------------------------------------------------------------------------------------
@@ -428,7 +566,9 @@ t.test('node topology labels feed nodeLocality, and changes are announced', asyn
   t.same(h.store.nodeLocality('n-topo'), { region: 'old-region', zone: '', subzone: '' }, 'the legacy labels are read');
   const changed: string[] = [];
   h.store.subscribeNodes((n) => changed.push(n));
-  await kube.api.merge('/api/v1/nodes/n-topo', { metadata: { labels: { 'topology.kubernetes.io/region': 'r', 'topology.kubernetes.io/zone': 'z', 'topology.istio.io/subzone': 's' } } });
+  await kube.api.merge('/api/v1/nodes/n-topo', {
+    metadata: { labels: { 'topology.kubernetes.io/region': 'r', 'topology.kubernetes.io/zone': 'z', 'topology.istio.io/subzone': 's' } },
+  });
   await waitFor('the locality update', () => h.store.nodeLocality('n-topo')?.zone === 'z', { timeoutMs: 15_000 });
   t.equal(localityString(h.store.nodeLocality('n-topo')), 'r/z/s', "Istio's region/zone/subzone");
   await kube.api.merge('/api/v1/nodes/n-topo', { metadata: { annotations: { unrelated: 'x' } } });
@@ -447,9 +587,16 @@ t.test('discoverySelectors: only selected namespaces are served, and relabelling
   const h = await startStore(t, { discoverySelectors: [{ matchLabels: { team: 'a' } }] });
   const inSel = () => names(h.store.list('Service')).filter((n) => n.startsWith('sel-'));
   t.same(inSel(), ['sel-a/web']);
-  t.same(names(h.store.list('VirtualService')).filter((n) => n.startsWith('sel-')), ['sel-a/v'], 'configs too');
+  t.same(
+    names(h.store.list('VirtualService')).filter((n) => n.startsWith('sel-')),
+    ['sel-a/v'],
+    'configs too',
+  );
   t.notOk(h.store.get('Namespace', '', 'sel-b'), 'the Namespace object itself too');
-  t.ok(h.store.list('Service').every((s) => s.meta.namespace === 'sel-a'), 'nothing of namespaces that are not selected');
+  t.ok(
+    h.store.list('Service').every((s) => s.meta.namespace === 'sel-a'),
+    'nothing of namespaces that are not selected',
+  );
 
   await kube.api.merge('/api/v1/namespaces/sel-b', { metadata: { labels: { team: 'a' } } });
   await waitFor('sel-b selected after its label', () => inSel().join() === 'sel-a/web,sel-b/web', { timeoutMs: 15_000 });
@@ -476,13 +623,18 @@ async function registryOver(t: Test, namespaceName: string): Promise<{ h: Harnes
 }
 
 const epsOf = (reg: OrchestratorRegistry, host: string) =>
-  reg.endpoints(host).map((e) => `${e.address}:${e.port} ${e.healthStatus} ${e.workloadName ?? '-'} ${e.serviceAccount?.replace(/^.*\/sa\//, 'sa=') ?? '-'}`);
+  reg
+    .endpoints(host)
+    .map((e) => `${e.address}:${e.port} ${e.healthStatus} ${e.workloadName ?? '-'} ${e.serviceAccount?.replace(/^.*\/sa\//, 'sa=') ?? '-'}`);
 
 t.test('an endpoint whose Pod is not known yet waits for it', async (t) => {
   await ns('late');
   const { reg } = await registryOver(t, 'late');
   await createSvc('late', 'web');
-  await kube.api.create('/apis/discovery.k8s.io/v1/namespaces/late/endpointslices', endpointSlice('late', 'web-1', 'web', [{ ip: '10.6.0.1', pod: 'web-late' }]));
+  await kube.api.create(
+    '/apis/discovery.k8s.io/v1/namespaces/late/endpointslices',
+    endpointSlice('late', 'web-1', 'web', [{ ip: '10.6.0.1', pod: 'web-late' }]),
+  );
   const host = 'web.late.svc.cluster.local';
   await waitFor('the endpoint noticed without its Pod', () => reg.endpointsWithoutPod().length === 1, { timeoutMs: 15_000 });
   t.same(epsOf(reg, host), [], 'not served without the Pod');
@@ -519,16 +671,29 @@ t.test('conditions from the controller manager: ready, not ready, terminating; l
   await createPod('conds', 'api-1', '10.6.2.1', { labels: { app: 'api' }, nodeName: 'conds-node' });
   await createPod('conds', 'api-2', '10.6.2.2', { labels: { app: 'api' }, nodeName: 'conds-node', ready: false });
   const host = 'api.conds.svc.cluster.local';
-  const health = () => reg.endpoints(host).map((e) => `${e.address} ${e.healthStatus} ${e.locality}`).sort().join();
+  const health = () =>
+    reg
+      .endpoints(host)
+      .map((e) => `${e.address} ${e.healthStatus} ${e.locality}`)
+      .sort()
+      .join();
   await waitFor('both endpoints', () => reg.endpoints(host).length === 2, { timeoutMs: 30_000 });
-  await waitFor('ready and not ready', () => health() === '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', { timeoutMs: 30_000 }).catch(() => undefined);
-  t.equal(health(), '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', 'ready and not ready, with the Node\'s locality');
+  await waitFor('ready and not ready', () => health() === '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', { timeoutMs: 30_000 }).catch(
+    () => undefined,
+  );
+  t.equal(health(), '10.6.2.1 Healthy r1/z1/,10.6.2.2 UnHealthy r1/z1/', "ready and not ready, with the Node's locality");
   // Deleting a Pod that has a Node waits for a kubelet that never comes: it stays terminating.
   await kube.api.delete('/api/v1/namespaces/conds/pods/api-1');
   await waitFor('terminating', () => health().startsWith('10.6.2.1 Terminating'), { timeoutMs: 30_000 }).catch(() => undefined);
   t.equal(health(), '10.6.2.1 Terminating r1/z1/,10.6.2.2 UnHealthy r1/z1/', 'the deleted Pod terminating');
   await kube.api.merge('/api/v1/nodes/conds-node', { metadata: { labels: { 'topology.istio.io/subzone': 's9' } } });
-  await waitFor('the Node label reached the endpoints', () => reg.endpoints(host).every((e) => e.locality === 'r1/z1/s9'), { timeoutMs: 15_000 }).catch(() => undefined);
-  t.same(reg.endpoints(host).map((e) => e.locality), ['r1/z1/s9', 'r1/z1/s9'], 'the Node label reached the endpoints');
+  await waitFor('the Node label reached the endpoints', () => reg.endpoints(host).every((e) => e.locality === 'r1/z1/s9'), {
+    timeoutMs: 15_000,
+  }).catch(() => undefined);
+  t.same(
+    reg.endpoints(host).map((e) => e.locality),
+    ['r1/z1/s9', 'r1/z1/s9'],
+    'the Node label reached the endpoints',
+  );
   await kube.api.delete('/api/v1/namespaces/conds/pods/api-1', '?gracePeriodSeconds=0');
 });

@@ -100,7 +100,10 @@ function names(cs: readonly Config[]): string[] {
 }
 
 function eventsFor(h: Harness, kind: Kind, name: string): string[] {
-  return h.events().filter((e) => e.config.kind === kind && e.config.meta.name === name).map((e) => e.type);
+  return h
+    .events()
+    .filter((e) => e.config.kind === kind && e.config.meta.name === name)
+    .map((e) => e.type);
 }
 
 /** Writes a marker Service and waits for its event: everything the server sent before it has been handled. */
@@ -177,7 +180,11 @@ function run(t: Test, mod: typeof SourceModule): void {
     h.api.create(svc('b'));
     await waitFor('b after the stream ended', () => !!h.store.get('Service', 'default', 'b'), { timeoutMs: 15_000, intervalMs: 10 });
     const after = h.api.requests.slice(from).filter((r) => r.path === '/api/v1/services');
-    t.same(after.filter((r) => !r.watch), [], 'no relist');
+    t.same(
+      after.filter((r) => !r.watch),
+      [],
+      'no relist',
+    );
     const rewatch = after.find((r) => r.watch)!;
     t.ok(rewatch, 'watch re-established');
     t.ok(Number(rewatch.query.get('resourceVersion')) >= lastSeen, `resumed from ${rewatch.query.get('resourceVersion')} (last seen ${lastSeen})`);
@@ -197,7 +204,11 @@ function run(t: Test, mod: typeof SourceModule): void {
     h.api.closeWatches();
     h.api.create(svc('late'));
     await waitFor('service after reconnect', () => !!h.store.get('Service', 'default', 'late'), { timeoutMs: 15_000, intervalMs: 10 });
-    t.same(h.api.requests.slice(from).filter((r) => r.path === '/api/v1/services' && !r.watch), [], 'resumed from the bookmark: no 410, no relist');
+    t.same(
+      h.api.requests.slice(from).filter((r) => r.path === '/api/v1/services' && !r.watch),
+      [],
+      'resumed from the bookmark: no 410, no relist',
+    );
   });
 
   for (const mode of ['error-event', 'http-410'] as const) {
@@ -220,10 +231,19 @@ function run(t: Test, mod: typeof SourceModule): void {
       h.api.compact();
       const from = h.api.requests.length;
       h.api.releaseWatches();
-      await waitFor('services converge', () => names(h.store.list('Service')).join() === 'default/b,default/c,default/d', { timeoutMs: 15_000, intervalMs: 10 });
-      await waitFor('VirtualService removed', () => h.store.get('VirtualService', 'default', 'gone-vs') === undefined, { timeoutMs: 15_000, intervalMs: 10 });
+      await waitFor('services converge', () => names(h.store.list('Service')).join() === 'default/b,default/c,default/d', {
+        timeoutMs: 15_000,
+        intervalMs: 10,
+      });
+      await waitFor('VirtualService removed', () => h.store.get('VirtualService', 'default', 'gone-vs') === undefined, {
+        timeoutMs: 15_000,
+        intervalMs: 10,
+      });
       t.equal(h.store.get('Service', 'default', 'b')!.meta.labels.changed, 'yes');
-      t.ok(h.api.requests.slice(from).some((r) => r.path === '/api/v1/services' && !r.watch), 'relisted');
+      t.ok(
+        h.api.requests.slice(from).some((r) => r.path === '/api/v1/services' && !r.watch),
+        'relisted',
+      );
       t.same(eventsFor(h, 'Service', 'a'), ['add', 'delete']);
       t.same(eventsFor(h, 'Service', 'b'), ['add', 'update']);
       t.same(eventsFor(h, 'Service', 'c'), ['add'], 'unchanged objects make no event');

@@ -8,7 +8,8 @@ import { configKey } from '../../src/config/types';
 
 t.test('schemas: accepted apiVersions per kind', async (t) => {
   for (const v of ['networking.mesh.io/v1', 'networking.istio.io/v1', 'networking.istio.io/v1beta1', 'networking.istio.io/v1alpha3'])
-    for (const k of ['Gateway', 'VirtualService', 'DestinationRule', 'ServiceEntry', 'WorkloadEntry', 'WorkloadGroup', 'Sidecar']) t.equal(kindOf(v, k), k, `${v} ${k}`);
+    for (const k of ['Gateway', 'VirtualService', 'DestinationRule', 'ServiceEntry', 'WorkloadEntry', 'WorkloadGroup', 'Sidecar'])
+      t.equal(kindOf(v, k), k, `${v} ${k}`);
   for (const v of ['security.mesh.io/v1', 'security.istio.io/v1', 'security.istio.io/v1beta1'])
     for (const k of ['RequestAuthentication', 'AuthorizationPolicy', 'PeerAuthentication']) t.equal(kindOf(v, k), k, `${v} ${k}`);
   t.equal(kindOf('security.istio.io/v1alpha3', 'AuthorizationPolicy'), undefined, 'security has no v1alpha3');
@@ -91,13 +92,33 @@ t.test('JSON: object, array, List', async (t) => {
   t.same(one.configs.map(configKey), ['ServiceEntry/ns1/ext']);
   t.equal(one.configs[0]!.source, 'se.json[0]');
   const arr = parseDocuments(JSON.stringify([obj, { ...obj, metadata: { name: 'ext2' } }]), 'se.json');
-  t.same(arr.configs.map((c) => c.source), ['se.json[0]', 'se.json[1]']);
+  t.same(
+    arr.configs.map((c) => c.source),
+    ['se.json[0]', 'se.json[1]'],
+  );
   t.equal(arr.configs[1]!.meta.namespace, 'default');
-  const list = parseDocuments(JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [obj, { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ port: 80 }] } }] }), 'l.json');
+  const list = parseDocuments(
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'List',
+      items: [obj, { apiVersion: 'v1', kind: 'Service', metadata: { name: 's' }, spec: { ports: [{ port: 80 }] } }],
+    }),
+    'l.json',
+  );
   t.same(list.configs.map(configKey), ['ServiceEntry/ns1/ext', 'Service/default/s']);
-  t.same(list.configs.map((c) => c.source), ['l.json[0].items[0]', 'l.json[0].items[1]']);
-  const yamlList = parseDocuments('apiVersion: v1\nkind: VirtualServiceList\nitems:\n- apiVersion: networking.istio.io/v1\n  kind: VirtualService\n  metadata: {name: a}\n  spec: {hosts: [a]}\n', 'l.yaml');
-  t.same(yamlList.configs.map((c) => c.source), ['l.yaml[0].items[0]'], 'typed lists (kubectl get -o yaml)');
+  t.same(
+    list.configs.map((c) => c.source),
+    ['l.json[0].items[0]', 'l.json[0].items[1]'],
+  );
+  const yamlList = parseDocuments(
+    'apiVersion: v1\nkind: VirtualServiceList\nitems:\n- apiVersion: networking.istio.io/v1\n  kind: VirtualService\n  metadata: {name: a}\n  spec: {hosts: [a]}\n',
+    'l.yaml',
+  );
+  t.same(
+    yamlList.configs.map((c) => c.source),
+    ['l.yaml[0].items[0]'],
+    'typed lists (kubectl get -o yaml)',
+  );
   const bad = parseDocuments('{"apiVersion": "v1", ', 'broken.json');
   t.equal(bad.errors.length, 1);
   t.equal(bad.errors[0]!.source, 'broken.json');
@@ -139,7 +160,11 @@ metadata: {name: prod, namespace: ignored, labels: {istio-injection: enabled}}
   );
   t.same(r.errors, []);
   const [slice, pod, ns] = r.configs;
-  t.same(slice!.spec, { addressType: 'IPv4', endpoints: [{ addresses: ['10.0.0.1'], conditions: { ready: true } }], ports: [{ name: 'http', port: 9080, protocol: 'TCP' }] });
+  t.same(slice!.spec, {
+    addressType: 'IPv4',
+    endpoints: [{ addresses: ['10.0.0.1'], conditions: { ready: true } }],
+    ports: [{ name: 'http', port: 9080, protocol: 'TCP' }],
+  });
   t.same(slice!.meta.labels, { 'kubernetes.io/service-name': 'reviews' });
   t.same(pod!.spec, { serviceAccountName: 'reviews', nodeName: 'n1', containers: [{ name: 'app', ports: [{ containerPort: 9080 }] }] });
   t.same(pod!.status, { podIP: '10.0.0.1', phase: 'Running' });
@@ -187,11 +212,18 @@ t.test('apiVersions we do not serve are skipped with a warning', async (t) => {
   t.same(r.configs, []);
   t.same(r.errors, []);
   t.equal(r.warnings.length, 1);
-  t.match(r.warnings[0]!.message, /^apiVersion networking\.istio\.io\/v2 is not served for kind VirtualService \(accepted: networking\.mesh\.io\/v1, networking\.istio\.io\/v1, /);
+  t.match(
+    r.warnings[0]!.message,
+    /^apiVersion networking\.istio\.io\/v2 is not served for kind VirtualService \(accepted: networking\.mesh\.io\/v1, networking\.istio\.io\/v1, /,
+  );
 });
 
 t.test('convertObject: typed watch items without apiVersion/kind', async (t) => {
-  const r = convertObject({ metadata: { name: 'svc', namespace: 'prod', creationTimestamp: new Date('2025-02-03T04:05:06Z') }, spec: { ports: [{ port: 80 }] } }, { source: 'orchestrator' }, 'Service');
+  const r = convertObject(
+    { metadata: { name: 'svc', namespace: 'prod', creationTimestamp: new Date('2025-02-03T04:05:06Z') }, spec: { ports: [{ port: 80 }] } },
+    { source: 'orchestrator' },
+    'Service',
+  );
   t.same(r.errors, []);
   t.equal(r.config!.kind, 'Service');
   t.equal(r.config!.apiVersion, 'v1');

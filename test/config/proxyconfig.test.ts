@@ -5,7 +5,11 @@ import t from 'tap';
 import { applyProxyConfigOverlay, defaultProxyConfig, ProxyConfigError, protoDuration, proxyConfigToJson } from '../../src/config/proxyconfig';
 
 t.test('overlay keeps fields it does not interpret', async (t) => {
-  const pc = applyProxyConfigOverlay(defaultProxyConfig(), { tracing: { zipkin: { address: 'zipkin:9411' } }, holdApplicationUntilProxyStarts: true }, 'x');
+  const pc = applyProxyConfigOverlay(
+    defaultProxyConfig(),
+    { tracing: { zipkin: { address: 'zipkin:9411' } }, holdApplicationUntilProxyStarts: true },
+    'x',
+  );
   t.same(pc.other, { tracing: { zipkin: { address: 'zipkin:9411' } } });
   const json = proxyConfigToJson(pc);
   t.same(json['tracing'], { zipkin: { address: 'zipkin:9411' } });

@@ -4,8 +4,28 @@ import t from 'tap';
 import { re2SyntaxError } from '../../src/lib/re2';
 
 const accepted = [
-  '^/api/v[0-9]+/.*$', '(?P<rest>.*)', '(?<name>x)', '(?i)admin', '(?i:a)b', '(?s).', '\\z', '\\A\\b\\B', '\\pL\\p{Greek}\\PN', '[[:alpha:]_]+',
-  '\\Qa.b*\\E', 'a{2,5}?', 'a{,3}', '[]a]', '[a-]', '\\12', '\\x41\\x{1F600}', '.*?', 'a|b|', '()', '[\\d\\s\\w-]', '\\.\\*',
+  '^/api/v[0-9]+/.*$',
+  '(?P<rest>.*)',
+  '(?<name>x)',
+  '(?i)admin',
+  '(?i:a)b',
+  '(?s).',
+  '\\z',
+  '\\A\\b\\B',
+  '\\pL\\p{Greek}\\PN',
+  '[[:alpha:]_]+',
+  '\\Qa.b*\\E',
+  'a{2,5}?',
+  'a{,3}',
+  '[]a]',
+  '[a-]',
+  '\\12',
+  '\\x41\\x{1F600}',
+  '.*?',
+  'a|b|',
+  '()',
+  '[\\d\\s\\w-]',
+  '\\.\\*',
 ];
 const rejected: Array<[string, string]> = [
   ['(?=a)', 'invalid or unsupported Perl syntax: `(?=`'],

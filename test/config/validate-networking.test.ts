@@ -25,12 +25,20 @@ t.test('Gateway', async (t) => {
   rejects(t, gw({ port: { number: 80, name: 'http', protocol: 'FOO' } }), [
     ['spec.servers[0].port.protocol', 'invalid protocol "FOO", supported protocols are HTTP, HTTP2, GRPC, GRPC-WEB, MONGO, REDIS, MYSQL, TCP'],
   ]);
-  rejects(t, gw({ port: { number: 0, name: 'http', protocol: 'HTTP' } }), [['spec.servers[0].port.number', 'port number 0 must be in the range 1..65535']]);
+  rejects(t, gw({ port: { number: 0, name: 'http', protocol: 'HTTP' } }), [
+    ['spec.servers[0].port.number', 'port number 0 must be in the range 1..65535'],
+  ]);
   rejects(t, gw({ port: { number: 80, protocol: 'HTTP' } }), [['spec.servers[0].port.name', 'port name must be set: number:80 protocol:"HTTP"']]);
   rejects(t, gw({ port: undefined }), [['spec.servers[0].port', 'port is required']]);
-  rejects(t, gw({ port: { number: 80, name: 'http', protocol: 'HTTP', targetPort: 8080 } }), [['spec.servers[0].port.targetPort', 'targetPort has no impact on Gateways']]);
-  rejects(t, gw({ port: { number: 443, name: 'https', protocol: 'HTTPS' } }), [['spec.servers[0].tls', 'server must have TLS settings for HTTPS/TLS protocols']]);
-  rejects(t, gw({ tls: { mode: 'SIMPLE', credentialName: 'c' } }), [['spec.servers[0].tls', 'server cannot have TLS settings for plain text HTTP ports']]);
+  rejects(t, gw({ port: { number: 80, name: 'http', protocol: 'HTTP', targetPort: 8080 } }), [
+    ['spec.servers[0].port.targetPort', 'targetPort has no impact on Gateways'],
+  ]);
+  rejects(t, gw({ port: { number: 443, name: 'https', protocol: 'HTTPS' } }), [
+    ['spec.servers[0].tls', 'server must have TLS settings for HTTPS/TLS protocols'],
+  ]);
+  rejects(t, gw({ tls: { mode: 'SIMPLE', credentialName: 'c' } }), [
+    ['spec.servers[0].tls', 'server cannot have TLS settings for plain text HTTP ports'],
+  ]);
   rejects(t, gw({ port: { number: 9000, name: 'tcp', protocol: 'TCP' }, tls: { mode: 'SIMPLE', credentialName: 'c' } }), [
     ['spec.servers[0].tls', 'server cannot have TLS settings for non HTTPS/TLS ports'],
   ]);
@@ -38,18 +46,33 @@ t.test('Gateway', async (t) => {
     ['spec.servers[0].tls.serverCertificate', 'SIMPLE TLS requires a server certificate'],
     ['spec.servers[0].tls.privateKey', 'SIMPLE TLS requires a private key'],
   ]);
-  rejects(t, https({ mode: 'MUTUAL', serverCertificate: '/c', privateKey: '/k' }), [['spec.servers[0].tls.caCertificates', 'MUTUAL TLS requires a client CA bundle']]);
-  rejects(t, https({ mode: 'ISTIO_MUTUAL', credentialName: 'c' }), [['spec.servers[0].tls.credentialName', 'ISTIO_MUTUAL TLS cannot have associated credentialName']]);
+  rejects(t, https({ mode: 'MUTUAL', serverCertificate: '/c', privateKey: '/k' }), [
+    ['spec.servers[0].tls.caCertificates', 'MUTUAL TLS requires a client CA bundle'],
+  ]);
+  rejects(t, https({ mode: 'ISTIO_MUTUAL', credentialName: 'c' }), [
+    ['spec.servers[0].tls.credentialName', 'ISTIO_MUTUAL TLS cannot have associated credentialName'],
+  ]);
   rejects(t, https({ mode: 'SIMPLE', credentialName: 'c', serverCertificate: '/c', privateKey: '/k' }), [
     ['spec.servers[0].tls', 'only one of credential_name, credential_names, server_certificate/private_key, tls_certificates should be specified'],
   ]);
-  rejects(t, https({ mode: 'SIMPLE', serverCertificate: '/c', privateKey: '/k', caCrl: '/crl' }), [['spec.servers[0].tls.caCrl', 'CRL is not supported with SIMPLE TLS']]);
-  rejects(t, https({ mode: 'FANCY' }), [['spec.servers[0].tls.mode', 'invalid value "FANCY", must be one of PASSTHROUGH, SIMPLE, MUTUAL, AUTO_PASSTHROUGH, ISTIO_MUTUAL, OPTIONAL_MUTUAL']]);
-  accepts(t, https({ mode: 'PASSTHROUGH', serverCertificate: '/c' }), [['spec.servers[0].tls', 'PASSTHROUGH mode does not use certificates, they will be ignored']]);
+  rejects(t, https({ mode: 'SIMPLE', serverCertificate: '/c', privateKey: '/k', caCrl: '/crl' }), [
+    ['spec.servers[0].tls.caCrl', 'CRL is not supported with SIMPLE TLS'],
+  ]);
+  rejects(t, https({ mode: 'FANCY' }), [
+    [
+      'spec.servers[0].tls.mode',
+      'invalid value "FANCY", must be one of PASSTHROUGH, SIMPLE, MUTUAL, AUTO_PASSTHROUGH, ISTIO_MUTUAL, OPTIONAL_MUTUAL',
+    ],
+  ]);
+  accepts(t, https({ mode: 'PASSTHROUGH', serverCertificate: '/c' }), [
+    ['spec.servers[0].tls', 'PASSTHROUGH mode does not use certificates, they will be ignored'],
+  ]);
   accepts(t, https({ mode: 'SIMPLE', credentialName: 'c', cipherSuites: ['ECDHE-RSA-AES128-GCM-SHA256', 'NOT-A-CIPHER'] }), [
     ['spec.servers[0].tls.cipherSuites', 'ignoring invalid cipher suites: [NOT-A-CIPHER]'],
   ]);
-  rejects(t, gw({}, { port: { number: 81, name: 'http', protocol: 'HTTP' } }), [['spec.servers[1].port.name', 'port names in servers must be unique: duplicate name http']]);
+  rejects(t, gw({}, { port: { number: 81, name: 'http', protocol: 'HTTP' } }), [
+    ['spec.servers[1].port.name', 'port names in servers must be unique: duplicate name http'],
+  ]);
   rejects(t, gw({ bind: 'foo' }), [['spec.servers[0].bind', 'foo is not a valid IP']]);
   rejects(t, gw({ port: { number: 9000, name: 'tcp', protocol: 'TCP' }, tls: { httpsRedirect: true } }), [
     ['spec.servers[0].tls', 'server cannot have TLS settings for non HTTPS/TLS ports'],
@@ -70,7 +93,11 @@ t.test('DestinationRule', async (t) => {
       },
       subsets: [
         { name: 'v1', labels: { version: 'v1' } },
-        { name: 'v2', labels: { version: 'v2' }, trafficPolicy: { loadBalancer: { consistentHash: { httpHeaderName: 'x-user', maglev: { tableSize: 65537 } } } } },
+        {
+          name: 'v2',
+          labels: { version: 'v2' },
+          trafficPolicy: { loadBalancer: { consistentHash: { httpHeaderName: 'x-user', maglev: { tableSize: 65537 } } } },
+        },
       ],
     }),
     [],
@@ -85,18 +112,29 @@ t.test('DestinationRule', async (t) => {
     ['spec.trafficPolicy.connectionPool.http.maxRetries', 'max retries must be non-negative'],
     ['spec.trafficPolicy.connectionPool.tcp.maxConnections', 'max connections must be non-negative'],
   ]);
-  rejects(t, dr({ trafficPolicy: { connectionPool: { tcp: { connectTimeout: '0.1ms' } } } }), [['spec.trafficPolicy.connectionPool.tcp.connectTimeout', 'duration must be greater than 1ms']]);
-  rejects(t, dr({ trafficPolicy: { outlierDetection: { maxEjectionPercent: 150 } } }), [['spec.trafficPolicy.outlierDetection.maxEjectionPercent', 'percentage 150 is not in range 0..100']]);
+  rejects(t, dr({ trafficPolicy: { connectionPool: { tcp: { connectTimeout: '0.1ms' } } } }), [
+    ['spec.trafficPolicy.connectionPool.tcp.connectTimeout', 'duration must be greater than 1ms'],
+  ]);
+  rejects(t, dr({ trafficPolicy: { outlierDetection: { maxEjectionPercent: 150 } } }), [
+    ['spec.trafficPolicy.outlierDetection.maxEjectionPercent', 'percentage 150 is not in range 0..100'],
+  ]);
   rejects(t, dr({ trafficPolicy: { outlierDetection: { consecutiveLocalOriginFailures: 5 } } }), [
-    ['spec.trafficPolicy.outlierDetection.consecutiveLocalOriginFailures', 'outlier detection consecutive local origin failures is specified, but split external local origin errors is set to false'],
+    [
+      'spec.trafficPolicy.outlierDetection.consecutiveLocalOriginFailures',
+      'outlier detection consecutive local origin failures is specified, but split external local origin errors is set to false',
+    ],
   ]);
   rejects(t, dr({ trafficPolicy: { loadBalancer: { simple: 'ROUND_ROBIN', consistentHash: { useSourceIp: true } } } }), [
     ['spec.trafficPolicy.loadBalancer', 'only one of simple, consistentHash may be set, found simple and consistentHash'],
   ]);
-  rejects(t, dr({ trafficPolicy: { loadBalancer: { consistentHash: { httpCookie: { ttl: '10s' } } } } }), [['spec.trafficPolicy.loadBalancer.consistentHash.httpCookie.name', 'name required for HttpCookie']]);
+  rejects(t, dr({ trafficPolicy: { loadBalancer: { consistentHash: { httpCookie: { ttl: '10s' } } } } }), [
+    ['spec.trafficPolicy.loadBalancer.consistentHash.httpCookie.name', 'name required for HttpCookie'],
+  ]);
   // validateLoadBalancer's warmup rules (Istio 1.26).
   accepts(t, dr({ trafficPolicy: { loadBalancer: { simple: 'ROUND_ROBIN', warmup: { duration: '60s', minimumPercent: 10, aggression: 1 } } } }), []);
-  rejects(t, dr({ trafficPolicy: { loadBalancer: { warmup: { minimumPercent: 10 } } } }), [['spec.trafficPolicy.loadBalancer.warmup.duration', 'duration is required']]);
+  rejects(t, dr({ trafficPolicy: { loadBalancer: { warmup: { minimumPercent: 10 } } } }), [
+    ['spec.trafficPolicy.loadBalancer.warmup.duration', 'duration is required'],
+  ]);
   rejects(t, dr({ trafficPolicy: { loadBalancer: { warmup: { duration: '1s', minimumPercent: 101 } } } }), [
     ['spec.trafficPolicy.loadBalancer.warmup.minimumPercent', 'minimumPercent value should be less than or equal to 100'],
   ]);
@@ -107,11 +145,20 @@ t.test('DestinationRule', async (t) => {
     ['spec.trafficPolicy.loadBalancer.consistentHash.maglev.tableSize', 'tableSize must be a prime number for maglev'],
   ]);
   rejects(t, dr({ trafficPolicy: { loadBalancer: { simple: 'FASTEST' } } }), [
-    ['spec.trafficPolicy.loadBalancer.simple', 'invalid value "FASTEST", must be one of UNSPECIFIED, LEAST_CONN, RANDOM, PASSTHROUGH, ROUND_ROBIN, LEAST_REQUEST'],
+    [
+      'spec.trafficPolicy.loadBalancer.simple',
+      'invalid value "FASTEST", must be one of UNSPECIFIED, LEAST_CONN, RANDOM, PASSTHROUGH, ROUND_ROBIN, LEAST_REQUEST',
+    ],
   ]);
-  rejects(t, dr({ trafficPolicy: { loadBalancer: { localityLbSetting: { distribute: [{ from: 'us-west/*', to: { 'us-west/zone1': 50, 'us-west/zone2': 40 } }] } } } }), [
-    ['spec.trafficPolicy.loadBalancer.localityLbSetting.distribute[0].to', 'total locality weight 90 != 100'],
-  ]);
+  rejects(
+    t,
+    dr({
+      trafficPolicy: {
+        loadBalancer: { localityLbSetting: { distribute: [{ from: 'us-west/*', to: { 'us-west/zone1': 50, 'us-west/zone2': 40 } }] } },
+      },
+    }),
+    [['spec.trafficPolicy.loadBalancer.localityLbSetting.distribute[0].to', 'total locality weight 90 != 100']],
+  );
   rejects(t, dr({ trafficPolicy: { tls: { mode: 'MUTUAL' } } }), [
     ['spec.trafficPolicy.tls.clientCertificate', 'client certificate required for mutual tls'],
     ['spec.trafficPolicy.tls.privateKey', 'private key required for mutual tls'],
@@ -120,16 +167,24 @@ t.test('DestinationRule', async (t) => {
     ['spec.trafficPolicy.tls.credentialName', 'cannot specify client certificates or CA certificate or CA CRL If credentialName is set'],
   ]);
   rejects(t, dr({ trafficPolicy: { tls: { mode: 'SIMPLE', insecureSkipVerify: true, subjectAltNames: ['a'] } } }), [
-    ['spec.trafficPolicy.tls.insecureSkipVerify', 'cannot specify CaCertificates or CredentialName or SubjectAltNames when InsecureSkipVerify is set true'],
+    [
+      'spec.trafficPolicy.tls.insecureSkipVerify',
+      'cannot specify CaCertificates or CredentialName or SubjectAltNames when InsecureSkipVerify is set true',
+    ],
   ]);
   rejects(t, dr({ trafficPolicy: { portLevelSettings: [{ loadBalancer: { simple: 'RANDOM' } }, { port: { number: 80 } }] } }), [
     ['spec.trafficPolicy.portLevelSettings[0].port', 'portTrafficPolicy must have valid port'],
     ['spec.trafficPolicy.portLevelSettings[1]', 'port traffic policy must have at least one field'],
   ]);
-  rejects(t, dr({ workloadSelector: { matchLabels: { app: 'a' } }, exportTo: ['ns2'] }), [['spec.exportTo', 'destination rule with workload selector cannot have exportTo beyond current namespace']]);
+  rejects(t, dr({ workloadSelector: { matchLabels: { app: 'a' } }, exportTo: ['ns2'] }), [
+    ['spec.exportTo', 'destination rule with workload selector cannot have exportTo beyond current namespace'],
+  ]);
   accepts(t, dr({ workloadSelector: { matchLabels: {} } }), [['spec.workloadSelector.matchLabels', 'workload selector specified without labels']]);
   accepts(t, dr({ trafficPolicy: { outlierDetection: { consecutiveErrors: 5 } } }), [
-    ['spec.trafficPolicy.outlierDetection.consecutiveErrors', 'outlier detection consecutive errors is deprecated, use consecutiveGatewayErrors or consecutive5xxErrors instead'],
+    [
+      'spec.trafficPolicy.outlierDetection.consecutiveErrors',
+      'outlier detection consecutive errors is deprecated, use consecutiveGatewayErrors or consecutive5xxErrors instead',
+    ],
   ]);
 });
 
@@ -137,39 +192,95 @@ const se = (spec: Record<string, unknown>) => mk('ServiceEntry', spec);
 const TCP_WARN = 'addresses are required for ports serving TCP (or unset) protocol when MESH_META_DNS_AUTO_ALLOCATE is not set on a proxy';
 
 t.test('ServiceEntry', async (t) => {
-  accepts(t, se({ hosts: ['api.example.com'], ports: [{ number: 443, name: 'https', protocol: 'TLS' }], resolution: 'DNS', location: 'MESH_EXTERNAL' }), []);
-  accepts(t, se({ hosts: ['ratings.mesh'], ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }], resolution: 'STATIC', endpoints: [{ address: '10.0.0.1', ports: { http: 8080 } }] }), []);
-  accepts(t, se({ hosts: ['*.example.com'], addresses: ['10.1.0.0/16'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }), [], 'NONE with a CIDR');
-  accepts(t, se({ hosts: ['db.example.com'], ports: [{ number: 5432, name: 'tcp', protocol: 'TCP' }], resolution: 'DNS' }), [['spec.ports[0]', TCP_WARN]]);
+  accepts(
+    t,
+    se({ hosts: ['api.example.com'], ports: [{ number: 443, name: 'https', protocol: 'TLS' }], resolution: 'DNS', location: 'MESH_EXTERNAL' }),
+    [],
+  );
+  accepts(
+    t,
+    se({
+      hosts: ['ratings.mesh'],
+      ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
+      resolution: 'STATIC',
+      endpoints: [{ address: '10.0.0.1', ports: { http: 8080 } }],
+    }),
+    [],
+  );
+  accepts(
+    t,
+    se({ hosts: ['*.example.com'], addresses: ['10.1.0.0/16'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }),
+    [],
+    'NONE with a CIDR',
+  );
+  accepts(t, se({ hosts: ['db.example.com'], ports: [{ number: 5432, name: 'tcp', protocol: 'TCP' }], resolution: 'DNS' }), [
+    ['spec.ports[0]', TCP_WARN],
+  ]);
   rejects(t, se({ hosts: [] }), [['spec.hosts', 'service entry must have at least one host']]);
   rejects(t, se({ hosts: ['*'] }), [['spec.hosts[0]', 'invalid host *']]);
   rejects(t, se({ hosts: ['*.example.com'], resolution: 'DNS', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }), [
     ['spec.hosts[0]', 'hosts must be FQDN if no endpoints are provided for resolution mode DNS'],
   ]);
-  rejects(t, se({ hosts: ['a.com'], resolution: 'NONE', endpoints: [{ address: '1.1.1.1' }] }), [['spec.endpoints', 'no endpoints should be provided for resolution type none']]);
-  rejects(t, se({ hosts: ['a.com'], resolution: 'STATIC', endpoints: [{ address: 'foo.com' }] }), [['spec.endpoints[0].address', 'endpoint address "foo.com" is not a valid IP address']]);
-  rejects(t, se({ hosts: ['a.com'], resolution: 'STATIC', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }], endpoints: [{ address: '1.1.1.1', ports: { grpc: 8080 } }] }), [
-    ['spec.endpoints[0].ports[grpc]', 'endpoint port 8080 is not defined by the service entry'],
+  rejects(t, se({ hosts: ['a.com'], resolution: 'NONE', endpoints: [{ address: '1.1.1.1' }] }), [
+    ['spec.endpoints', 'no endpoints should be provided for resolution type none'],
   ]);
+  rejects(t, se({ hosts: ['a.com'], resolution: 'STATIC', endpoints: [{ address: 'foo.com' }] }), [
+    ['spec.endpoints[0].address', 'endpoint address "foo.com" is not a valid IP address'],
+  ]);
+  rejects(
+    t,
+    se({
+      hosts: ['a.com'],
+      resolution: 'STATIC',
+      ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
+      endpoints: [{ address: '1.1.1.1', ports: { grpc: 8080 } }],
+    }),
+    [['spec.endpoints[0].ports[grpc]', 'endpoint port 8080 is not defined by the service entry']],
+  );
   rejects(t, se({ hosts: ['a.com'], resolution: 'STATIC', workloadSelector: { labels: { app: 'a' } }, endpoints: [{ address: '1.1.1.1' }] }), [
     ['spec', 'only one of WorkloadSelector or Endpoints is allowed in Service Entry'],
   ]);
-  rejects(t, se({ hosts: ['a.com'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }, { number: 80, name: 'http', protocol: 'HTTP' }] }), [
-    ['spec.ports[1].name', 'service entry port name "http" already defined'],
-    ['spec.ports[1].number', 'service entry port 80 already defined'],
-  ]);
+  rejects(
+    t,
+    se({
+      hosts: ['a.com'],
+      ports: [
+        { number: 80, name: 'http', protocol: 'HTTP' },
+        { number: 80, name: 'http', protocol: 'HTTP' },
+      ],
+    }),
+    [
+      ['spec.ports[1].name', 'service entry port name "http" already defined'],
+      ['spec.ports[1].number', 'service entry port 80 already defined'],
+    ],
+  );
   rejects(t, se({ hosts: ['a.com'], addresses: ['10.0.0.0/8'], resolution: 'DNS', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }), [
     ['spec.addresses', 'CIDR addresses are allowed only for NONE/STATIC resolution types'],
   ]);
-  rejects(t, se({ hosts: ['a.com'], addresses: ['1.2.3.4/33'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }), [['spec.addresses[0]', '1.2.3.4/33 is not a valid CIDR block']]);
-  rejects(t, se({ hosts: ['a.com', 'b.com'], resolution: 'DNS', addresses: ['240.0.0.1'], ports: [{ number: 3306, name: 'mysql', protocol: 'MySQL' }] }), [
-    ['spec.ports[0]', 'multiple hosts provided with non-HTTP, non-TLS ports'],
+  rejects(t, se({ hosts: ['a.com'], addresses: ['1.2.3.4/33'], ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }), [
+    ['spec.addresses[0]', '1.2.3.4/33 is not a valid CIDR block'],
   ]);
-  rejects(t, se({ hosts: ['a.com'], resolution: 'DNS_ROUND_ROBIN', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }], endpoints: [{ address: 'a1.com' }, { address: 'a2.com' }] }), [
-    ['spec.endpoints', 'there must only be 0 or 1 endpoint for resolution mode DNS_ROUND_ROBIN'],
+  rejects(
+    t,
+    se({ hosts: ['a.com', 'b.com'], resolution: 'DNS', addresses: ['240.0.0.1'], ports: [{ number: 3306, name: 'mysql', protocol: 'MySQL' }] }),
+    [['spec.ports[0]', 'multiple hosts provided with non-HTTP, non-TLS ports']],
+  );
+  rejects(
+    t,
+    se({
+      hosts: ['a.com'],
+      resolution: 'DNS_ROUND_ROBIN',
+      ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
+      endpoints: [{ address: 'a1.com' }, { address: 'a2.com' }],
+    }),
+    [['spec.endpoints', 'there must only be 0 or 1 endpoint for resolution mode DNS_ROUND_ROBIN']],
+  );
+  rejects(t, se({ hosts: ['a.com'], ports: [{ number: 80, name: 'http', protocol: 'FOO' }] }), [
+    ['spec.ports[0].protocol', 'unsupported protocol: FOO'],
   ]);
-  rejects(t, se({ hosts: ['a.com'], ports: [{ number: 80, name: 'http', protocol: 'FOO' }] }), [['spec.ports[0].protocol', 'unsupported protocol: FOO']]);
-  rejects(t, se({ hosts: ['a.com'], resolution: 'MAGIC' }), [['spec.resolution', 'invalid value "MAGIC", must be one of NONE, STATIC, DNS, DNS_ROUND_ROBIN']]);
+  rejects(t, se({ hosts: ['a.com'], resolution: 'MAGIC' }), [
+    ['spec.resolution', 'invalid value "MAGIC", must be one of NONE, STATIC, DNS, DNS_ROUND_ROBIN'],
+  ]);
   rejects(t, se({ hosts: ['a.com'], workloadSelector: { labels: { app: '*' } }, ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }), [
     ['spec.workloadSelector.labels[app]', 'wildcard is not supported in selector: "app=*"'],
   ]);
@@ -185,8 +296,18 @@ t.test('WorkloadEntry and WorkloadGroup', async (t) => {
     ['spec.ports[HTTP_1]', 'invalid port name: HTTP_1'],
     ['spec.ports[HTTP_1]', 'port number 0 must be in the range 1..65535'],
   ]);
-  rejects(t, mk('WorkloadEntry', { address: 'unix:///sock', ports: { http: 80 } }), [['spec.ports', 'unix endpoint unix:///sock must not include ports']]);
-  accepts(t, mk('WorkloadGroup', { metadata: { labels: { app: 'a' } }, template: { serviceAccount: 'a' }, probe: { httpGet: { port: 8080, path: '/ready' } } }), []);
+  rejects(t, mk('WorkloadEntry', { address: 'unix:///sock', ports: { http: 80 } }), [
+    ['spec.ports', 'unix endpoint unix:///sock must not include ports'],
+  ]);
+  accepts(
+    t,
+    mk('WorkloadGroup', {
+      metadata: { labels: { app: 'a' } },
+      template: { serviceAccount: 'a' },
+      probe: { httpGet: { port: 8080, path: '/ready' } },
+    }),
+    [],
+  );
   rejects(t, mk('WorkloadGroup', {}), [['spec.template', 'template is required']]);
   rejects(t, mk('WorkloadGroup', { template: {}, probe: { periodSeconds: -1, exec: { command: [] } } }), [
     ['spec.probe.periodSeconds', 'periodSeconds must be non-negative'],
@@ -202,7 +323,14 @@ const sc = (spec: Record<string, unknown>) => mk('Sidecar', spec, { namespace: '
 
 t.test('Sidecar', async (t) => {
   accepts(t, sc({ egress: [{ hosts: ['./*', 'istio-system/*'] }] }), []);
-  accepts(t, sc({ ingress: [{ port: { number: 9080, protocol: 'HTTP', name: 'http' }, defaultEndpoint: '127.0.0.1:8080' }], egress: [{ port: { number: 3306, protocol: 'MYSQL', name: 'mysql' }, hosts: ['*/mysql.example.com'] }, { hosts: ['*/*'] }] }), []);
+  accepts(
+    t,
+    sc({
+      ingress: [{ port: { number: 9080, protocol: 'HTTP', name: 'http' }, defaultEndpoint: '127.0.0.1:8080' }],
+      egress: [{ port: { number: 3306, protocol: 'MYSQL', name: 'mysql' }, hosts: ['*/mysql.example.com'] }, { hosts: ['*/*'] }],
+    }),
+    [],
+  );
   rejects(t, sc({}), [['spec', 'sidecar: empty configuration provided']]);
   rejects(t, sc({ egress: [{ hosts: ['foo.com'] }] }), [['spec.egress[0].hosts[0]', 'host must be of form namespace/dnsName']]);
   rejects(t, sc({ egress: [{ hosts: ['ns/foo'] }] }), [['spec.egress[0].hosts[0]', 'short names (non FQDN) are not allowed']]);
@@ -211,14 +339,26 @@ t.test('Sidecar', async (t) => {
   rejects(t, sc({ egress: [{ hosts: ['*/*'] }, { port: { number: 80, protocol: 'HTTP', name: 'http' }, hosts: ['*/*'] }] }), [
     ['spec.egress[0].port', 'sidecar: the egress listener with empty port should be the last listener in the list'],
   ]);
-  rejects(t, sc({ egress: [{ port: { number: 80, protocol: 'HTTP' }, hosts: ['*/*'] }, { port: { number: 80, protocol: 'HTTP' }, hosts: ['*/*'] }] }), [
-    ['spec.egress[1].port.number', 'sidecar: ports on IP bound listeners must be unique'],
-  ]);
+  rejects(
+    t,
+    sc({
+      egress: [
+        { port: { number: 80, protocol: 'HTTP' }, hosts: ['*/*'] },
+        { port: { number: 80, protocol: 'HTTP' }, hosts: ['*/*'] },
+      ],
+    }),
+    [['spec.egress[1].port.number', 'sidecar: ports on IP bound listeners must be unique']],
+  );
   accepts(t, sc({ egress: [{ hosts: ['ns1/*', 'ns1/foo.com'] }] }), [['spec.egress[0].hosts[1]', 'duplicated egress host: ns1/foo.com']]);
-  accepts(t, sc({ egress: [{ hosts: ['*/*', 'ns1/foo.com'] }] }), [['spec.egress[0].hosts', '`*/*` host select all resources, no other hosts can be added']]);
+  accepts(t, sc({ egress: [{ hosts: ['*/*', 'ns1/foo.com'] }] }), [
+    ['spec.egress[0].hosts', '`*/*` host select all resources, no other hosts can be added'],
+  ]);
   rejects(t, sc({ ingress: [{ defaultEndpoint: '127.0.0.1:8080' }] }), [['spec.ingress[0].port', 'sidecar: port is required for ingress listeners']]);
   rejects(t, sc({ ingress: [{ port: { number: 9080, protocol: 'HTTP' }, defaultEndpoint: '10.1.1.1:8080' }] }), [
-    ['spec.ingress[0].defaultEndpoint', 'sidecar: defaultEndpoint must be of form 127.0.0.1:<port>,0.0.0.0:<port>,[::1]:port,[::]:port,unix://filepath or unset'],
+    [
+      'spec.ingress[0].defaultEndpoint',
+      'sidecar: defaultEndpoint must be of form 127.0.0.1:<port>,0.0.0.0:<port>,[::1]:port,[::]:port,unix://filepath or unset',
+    ],
   ]);
   rejects(t, sc({ ingress: [{ port: { number: 9080, protocol: 'HTTP' }, tls: { mode: 'ISTIO_MUTUAL' } }] }), [
     ['spec.ingress[0].tls.mode', 'configuration is invalid: cannot set mode to ISTIO_MUTUAL in sidecar ingress tls'],
@@ -229,8 +369,13 @@ t.test('Sidecar', async (t) => {
   accepts(t, sc({ workloadSelector: { labels: {} }, egress: [{ hosts: ['./*'] }] }), [
     ['spec.workloadSelector', 'sidecar: workload selector specified without labels, will be applied to all services in namespace'],
   ]);
-  accepts(t, sc({ workloadSelector: { matchLabels: { app: 'a' } }, egress: [{ hosts: ['./*'] }] }), [
-    ['spec.workloadSelector.matchLabels', 'unknown field "matchLabels"'],
-    ['spec.workloadSelector', 'sidecar: workload selector specified without labels, will be applied to all services in namespace'],
-  ], 'Sidecar selectors use `labels`');
+  accepts(
+    t,
+    sc({ workloadSelector: { matchLabels: { app: 'a' } }, egress: [{ hosts: ['./*'] }] }),
+    [
+      ['spec.workloadSelector.matchLabels', 'unknown field "matchLabels"'],
+      ['spec.workloadSelector', 'sidecar: workload selector specified without labels, will be applied to all services in namespace'],
+    ],
+    'Sidecar selectors use `labels`',
+  );
 });

@@ -48,7 +48,12 @@ t.test('Istio Test_legacyAutoAllocateIP_conditions', async (t) => {
     ['no allocation if hostname is wildcard', [svc('*.foo.com', 'ClientSide')], [undefined], [undefined]],
     ['allocate IP for clientside lb', [svc('foo.com', 'ClientSide')], ['240.240.227.81'], ['2001:2::f0f0:e351']],
     ['allocate IP for dns lb', [svc('foo.com', 'DNS')], ['240.240.227.81'], ['2001:2::f0f0:e351']],
-    ['collision', [svc('a17061.example.com', 'DNS'), svc('a44155.example.com', 'DNS')], ['240.240.25.11', '240.240.31.17'], ['2001:2::f0f0:19b', '2001:2::f0f0:1f11']],
+    [
+      'collision',
+      [svc('a17061.example.com', 'DNS'), svc('a44155.example.com', 'DNS')],
+      ['240.240.25.11', '240.240.31.17'],
+      ['2001:2::f0f0:19b', '2001:2::f0f0:1f11'],
+    ],
     ['stable IP - baseline test', [svc('a.example.com', 'DNS', { namespace: 'a' })], ['240.240.134.206'], ['2001:2::f0f0:86ce']],
     [
       'stable IP - not affected by other namespace',
@@ -113,10 +118,31 @@ t.test('Istio Test_legacyAutoAllocateIP_deterministic and _with_duplicated_host'
 // what proxies see
 
 const store = new ListStore([
-  cfg('ServiceEntry', 'demo', 'db', { hosts: ['db.example.com'], location: 'MESH_EXTERNAL', resolution: 'DNS', ports: [{ number: 5432, name: 'tcp-pg', protocol: 'TCP' }] }),
-  cfg('ServiceEntry', 'demo', 'web', { hosts: ['web.example.com'], location: 'MESH_EXTERNAL', resolution: 'DNS', ports: [{ number: 80, name: 'http', protocol: 'HTTP' }] }),
-  cfg('ServiceEntry', 'demo', 'wild', { hosts: ['*.wild.example.com'], location: 'MESH_EXTERNAL', resolution: 'NONE', ports: [{ number: 5433, name: 'tcp', protocol: 'TCP' }] }),
-  cfg('ServiceEntry', 'demo', 'fixed', { hosts: ['fixed.example.com'], addresses: ['10.9.9.9'], location: 'MESH_EXTERNAL', resolution: 'DNS', ports: [{ number: 5434, name: 'tcp', protocol: 'TCP' }] }),
+  cfg('ServiceEntry', 'demo', 'db', {
+    hosts: ['db.example.com'],
+    location: 'MESH_EXTERNAL',
+    resolution: 'DNS',
+    ports: [{ number: 5432, name: 'tcp-pg', protocol: 'TCP' }],
+  }),
+  cfg('ServiceEntry', 'demo', 'web', {
+    hosts: ['web.example.com'],
+    location: 'MESH_EXTERNAL',
+    resolution: 'DNS',
+    ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
+  }),
+  cfg('ServiceEntry', 'demo', 'wild', {
+    hosts: ['*.wild.example.com'],
+    location: 'MESH_EXTERNAL',
+    resolution: 'NONE',
+    ports: [{ number: 5433, name: 'tcp', protocol: 'TCP' }],
+  }),
+  cfg('ServiceEntry', 'demo', 'fixed', {
+    hosts: ['fixed.example.com'],
+    addresses: ['10.9.9.9'],
+    location: 'MESH_EXTERNAL',
+    resolution: 'DNS',
+    ports: [{ number: 5434, name: 'tcp', protocol: 'TCP' }],
+  }),
 ]);
 // Istio's key is namespace/host: the address is derived from it, not read back from the code under test.
 const DB_ADDRESS = autoAllocateIPs([svc('db.example.com', 'DNS', { namespace: 'demo' })])[0]!.autoAllocatedIPv4Address!;

@@ -76,7 +76,13 @@ export function cfg<K extends Kind>(
   namespace: string,
   name: string,
   spec: SpecOf<K>,
-  extra: { labels?: Record<string, string>; annotations?: Record<string, string>; status?: Config['status']; created?: string; deletionTimestamp?: string } = {},
+  extra: {
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    status?: Config['status'];
+    created?: string;
+    deletionTimestamp?: string;
+  } = {},
 ): Config<K> {
   clock += 1000;
   return {

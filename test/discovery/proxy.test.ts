@@ -51,6 +51,9 @@ t.test('bad node IDs fail with Istio messages', async (t) => {
     () => parseServiceNode('ingress~10.0.0.1~x.ns~ns.svc.cluster.local', md),
     new ProxyParseError('invalid node type (valid types: [sidecar router]) in the service node "ingress~10.0.0.1~x.ns~ns.svc.cluster.local"'),
   );
-  t.throws(() => parseServiceNode('sidecar~not-an-ip~x.ns~ns.svc.cluster.local', md), new ProxyParseError('no valid IP address in the service node id or metadata'));
+  t.throws(
+    () => parseServiceNode('sidecar~not-an-ip~x.ns~ns.svc.cluster.local', md),
+    new ProxyParseError('no valid IP address in the service node id or metadata'),
+  );
   t.throws(() => proxyFromNode(undefined), { message: 'node is required in the first request of a stream' });
 });

@@ -5,7 +5,16 @@
 import t from 'tap';
 import { parseResolvConf, type ResolvOptions } from '../../src/dns/resolv-conf';
 
-const DEFAULTS: ResolvOptions = { ndots: 1, timeout: 5, attempts: 2, rotate: false, singleRequest: false, useTcp: false, trustAd: false, noReload: false };
+const DEFAULTS: ResolvOptions = {
+  ndots: 1,
+  timeout: 5,
+  attempts: 2,
+  rotate: false,
+  singleRequest: false,
+  useTcp: false,
+  trustAd: false,
+  noReload: false,
+};
 
 interface GoCase {
   file: string;
@@ -26,9 +35,24 @@ const GO_CASES: GoCase[] = [
     // Go: unknownOpt, "the options attempts 3 line"
     unknown: ['attempts', '3'],
   },
-  { file: 'domain-resolv.conf', text: '# /etc/resolv.conf\n\nsearch test invalid\ndomain localdomain\nnameserver 8.8.8.8\n', servers: ['8.8.8.8'], search: ['localdomain'] },
-  { file: 'search-resolv.conf', text: '# /etc/resolv.conf\n\ndomain localdomain\nsearch test invalid\nnameserver 8.8.8.8\n', servers: ['8.8.8.8'], search: ['test', 'invalid'] },
-  { file: 'search-single-dot-resolv.conf', text: '# /etc/resolv.conf\n\ndomain localdomain\nsearch .\nnameserver 8.8.8.8\n', servers: ['8.8.8.8'], search: [] },
+  {
+    file: 'domain-resolv.conf',
+    text: '# /etc/resolv.conf\n\nsearch test invalid\ndomain localdomain\nnameserver 8.8.8.8\n',
+    servers: ['8.8.8.8'],
+    search: ['localdomain'],
+  },
+  {
+    file: 'search-resolv.conf',
+    text: '# /etc/resolv.conf\n\ndomain localdomain\nsearch test invalid\nnameserver 8.8.8.8\n',
+    servers: ['8.8.8.8'],
+    search: ['test', 'invalid'],
+  },
+  {
+    file: 'search-single-dot-resolv.conf',
+    text: '# /etc/resolv.conf\n\ndomain localdomain\nsearch .\nnameserver 8.8.8.8\n',
+    servers: ['8.8.8.8'],
+    search: [],
+  },
   { file: 'empty-resolv.conf', text: '# /etc/resolv.conf\n' },
   { file: 'invalid-ndots-resolv.conf', text: 'options ndots:invalid', options: { ndots: 0 } },
   { file: 'large-ndots-resolv.conf', text: 'options ndots:16', options: { ndots: 15 } },
@@ -71,7 +95,9 @@ t.test('several nameservers: all kept in order (Istio forwards to every one), v4
 });
 
 t.test('nameservers that are not addresses are skipped and reported with their line', async (t) => {
-  const rc = parseResolvConf('nameserver dns.example.com\nnameserver 10.0.0.53:5353\nnameserver [::1]:5353\nnameserver\nnameserver 010.0.0.1\nnameserver 10.0.0.1\n');
+  const rc = parseResolvConf(
+    'nameserver dns.example.com\nnameserver 10.0.0.53:5353\nnameserver [::1]:5353\nnameserver\nnameserver 010.0.0.1\nnameserver 10.0.0.1\n',
+  );
   t.same(rc.servers, ['10.0.0.1']);
   t.same(rc.notes, [
     { line: 1, text: 'nameserver dns.example.com', reason: 'not an IP address' },
@@ -84,7 +110,9 @@ t.test('nameservers that are not addresses are skipped and reported with their l
 });
 
 t.test('comments, blank space, CRLF and unknown keywords', async (t) => {
-  const rc = parseResolvConf('; comment\n# comment\n   \n\tnameserver\t10.0.0.1 # the cluster DNS\r\nsearch a.example b.example ; trailing\r\nsortlist 10.0.0.0/255.0.0.0\noptions ndots:2 edns0 trust-ad no-reload inet6\nfrobnicate yes\n');
+  const rc = parseResolvConf(
+    '; comment\n# comment\n   \n\tnameserver\t10.0.0.1 # the cluster DNS\r\nsearch a.example b.example ; trailing\r\nsortlist 10.0.0.0/255.0.0.0\noptions ndots:2 edns0 trust-ad no-reload inet6\nfrobnicate yes\n',
+  );
   t.same(rc.servers, ['10.0.0.1']);
   t.same(rc.search, ['a.example', 'b.example']);
   t.same(rc.options, { ...DEFAULTS, ndots: 2, trustAd: true, noReload: true });

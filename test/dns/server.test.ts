@@ -10,7 +10,20 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { forEachEntryNames, type NameEntry } from '../../src/dns/lookup-table';
 import { LocalDnsServer, type Protocol } from '../../src/dns/server';
-import { aaaaRecord, aRecord, cnameRecord, decodeMessage, encodeMessage, query, RCODE, recordValue, replyTo, TYPE, type Message, type ResourceRecord } from '../../src/dns/wire';
+import {
+  aaaaRecord,
+  aRecord,
+  cnameRecord,
+  decodeMessage,
+  encodeMessage,
+  query,
+  RCODE,
+  recordValue,
+  replyTo,
+  TYPE,
+  type Message,
+  type ResourceRecord,
+} from '../../src/dns/wire';
 import { metricsText } from '../../src/lib/metrics';
 import { metricValue } from '../helpers/prometheus';
 import { tempDir } from '../helpers/temp';
@@ -20,8 +33,19 @@ const TABLE: Record<string, NameEntry> = {
   'www.google.com': { ips: ['1.1.1.1'], registry: 'External' },
   'productpage.ns1.svc.cluster.local': { ips: ['9.9.9.9'], registry: 'Kubernetes', namespace: 'ns1', shortname: 'productpage' },
   'example.ns2.svc.cluster.local': { ips: ['10.10.10.10'], registry: 'Kubernetes', namespace: 'ns2', shortname: 'example' },
-  'details.ns2.svc.cluster.remote': { ips: ['11.11.11.11', '12.12.12.12', '13.13.13.13', '14.14.14.14'], registry: 'Kubernetes', namespace: 'ns2', shortname: 'details' },
-  'svc-with-alt.ns1.svc.cluster.local': { ips: ['15.15.15.15'], registry: 'Kubernetes', namespace: 'ns1', shortname: 'svc-with-alt', altHosts: ['svc-with-alt.ns1.svc.clusterset.local'] },
+  'details.ns2.svc.cluster.remote': {
+    ips: ['11.11.11.11', '12.12.12.12', '13.13.13.13', '14.14.14.14'],
+    registry: 'Kubernetes',
+    namespace: 'ns2',
+    shortname: 'details',
+  },
+  'svc-with-alt.ns1.svc.cluster.local': {
+    ips: ['15.15.15.15'],
+    registry: 'Kubernetes',
+    namespace: 'ns1',
+    shortname: 'svc-with-alt',
+    altHosts: ['svc-with-alt.ns1.svc.clusterset.local'],
+  },
   'ipv6.localhost': { ips: ['2001:db8:0:0:0:ff00:42:8329'], registry: 'External' },
   'dual.localhost': { ips: ['2.2.2.2', '2001:db8:0:0:0:ff00:42:8329'], registry: 'External' },
   'ipv4.localhost': { ips: ['2.2.2.2'], registry: 'External' },
@@ -137,13 +161,26 @@ interface Case {
 
 const CASES: Case[] = [
   { name: 'non k8s host in local cache', host: 'www.google.com.', want: A('www.google.com.', '1.1.1.1') },
-  { name: 'non k8s host with search namespace yields cname+A record', host: 'www.google.com.ns1.svc.cluster.local.', want: [...CNAME('www.google.com.ns1.svc.cluster.local.', 'www.google.com.'), ...A('www.google.com.', '1.1.1.1')] },
+  {
+    name: 'non k8s host with search namespace yields cname+A record',
+    host: 'www.google.com.ns1.svc.cluster.local.',
+    want: [...CNAME('www.google.com.ns1.svc.cluster.local.', 'www.google.com.'), ...A('www.google.com.', '1.1.1.1')],
+  },
   { name: 'non k8s host not in local cache', host: 'www.bing.com.', upstream: true, want: A('www.bing.com.', '1.1.1.1') },
   { name: 'k8s host - fqdn', host: 'productpage.ns1.svc.cluster.local.', want: A('productpage.ns1.svc.cluster.local.', '9.9.9.9') },
   { name: 'k8s host - name.namespace', host: 'productpage.ns1.', want: A('productpage.ns1.', '9.9.9.9') },
   { name: 'k8s host - shortname', host: 'productpage.', want: A('productpage.', '9.9.9.9') },
-  { name: 'k8s host (name.namespace) with search namespace yields cname+A record', host: 'productpage.ns1.ns1.svc.cluster.local.', want: [...CNAME('productpage.ns1.ns1.svc.cluster.local.', 'productpage.ns1.'), ...A('productpage.ns1.', '9.9.9.9')] },
-  { name: 'AAAA query for IPv4 k8s host (name.namespace) with search namespace', host: 'productpage.ns1.ns1.svc.cluster.local.', aaaa: true, want: [] },
+  {
+    name: 'k8s host (name.namespace) with search namespace yields cname+A record',
+    host: 'productpage.ns1.ns1.svc.cluster.local.',
+    want: [...CNAME('productpage.ns1.ns1.svc.cluster.local.', 'productpage.ns1.'), ...A('productpage.ns1.', '9.9.9.9')],
+  },
+  {
+    name: 'AAAA query for IPv4 k8s host (name.namespace) with search namespace',
+    host: 'productpage.ns1.ns1.svc.cluster.local.',
+    aaaa: true,
+    want: [],
+  },
   { name: 'k8s host - non local namespace - name.namespace', host: 'example.ns2.', want: A('example.ns2.', '10.10.10.10') },
   { name: 'k8s host - non local namespace - fqdn', host: 'example.ns2.svc.cluster.local.', want: A('example.ns2.svc.cluster.local.', '10.10.10.10') },
   { name: 'k8s host - non local namespace - name.namespace.svc', host: 'example.ns2.svc.', want: A('example.ns2.svc.', '10.10.10.10') },
@@ -151,18 +188,54 @@ const CASES: Case[] = [
   { name: 'alt host - name', host: 'svc-with-alt.', want: A('svc-with-alt.', '15.15.15.15') },
   { name: 'alt host - name.namespace', host: 'svc-with-alt.ns1.', want: A('svc-with-alt.ns1.', '15.15.15.15') },
   { name: 'alt host - name.namespace.svc', host: 'svc-with-alt.ns1.svc.', want: A('svc-with-alt.ns1.svc.', '15.15.15.15') },
-  { name: 'alt host - name.namespace.svc.cluster.local', host: 'svc-with-alt.ns1.svc.cluster.local.', want: A('svc-with-alt.ns1.svc.cluster.local.', '15.15.15.15') },
-  { name: 'alt host - name.namespace.svc.clusterset.local', host: 'svc-with-alt.ns1.svc.clusterset.local.', want: A('svc-with-alt.ns1.svc.clusterset.local.', '15.15.15.15') },
-  { name: 'remote cluster k8s svc - same ns and different domain - fqdn', host: 'details.ns2.svc.cluster.remote.', unordered: true, want: A('details.ns2.svc.cluster.remote.', '11.11.11.11', '12.12.12.12', '13.13.13.13', '14.14.14.14') },
-  { name: 'failure: remote cluster k8s svc - same ns and different domain - name.namespace', host: 'details.ns2.', upstream: true, rcode: RCODE.NXDOMAIN, want: [] },
+  {
+    name: 'alt host - name.namespace.svc.cluster.local',
+    host: 'svc-with-alt.ns1.svc.cluster.local.',
+    want: A('svc-with-alt.ns1.svc.cluster.local.', '15.15.15.15'),
+  },
+  {
+    name: 'alt host - name.namespace.svc.clusterset.local',
+    host: 'svc-with-alt.ns1.svc.clusterset.local.',
+    want: A('svc-with-alt.ns1.svc.clusterset.local.', '15.15.15.15'),
+  },
+  {
+    name: 'remote cluster k8s svc - same ns and different domain - fqdn',
+    host: 'details.ns2.svc.cluster.remote.',
+    unordered: true,
+    want: A('details.ns2.svc.cluster.remote.', '11.11.11.11', '12.12.12.12', '13.13.13.13', '14.14.14.14'),
+  },
+  {
+    name: 'failure: remote cluster k8s svc - same ns and different domain - name.namespace',
+    host: 'details.ns2.',
+    upstream: true,
+    rcode: RCODE.NXDOMAIN,
+    want: [],
+  },
   { name: 'TypeA query returns A records only', host: 'dual.localhost.', want: A('dual.localhost.', '2.2.2.2') },
   { name: 'wild card returns A record correctly', host: 'foo.wildcard.', want: A('foo.wildcard.', '10.10.10.10') },
   { name: 'specific wild card returns A record correctly', host: 'a.b.wildcard.', want: A('a.b.wildcard.', '11.11.11.11') },
-  { name: 'wild card with search namespace chained pointer correctly', host: 'foo.wildcard.ns1.svc.cluster.local.', want: [...CNAME('foo.wildcard.ns1.svc.cluster.local.', '*.wildcard.'), ...A('*.wildcard.', '10.10.10.10')] },
+  {
+    name: 'wild card with search namespace chained pointer correctly',
+    host: 'foo.wildcard.ns1.svc.cluster.local.',
+    want: [...CNAME('foo.wildcard.ns1.svc.cluster.local.', '*.wildcard.'), ...A('*.wildcard.', '10.10.10.10')],
+  },
   { name: 'wild card with domain returns A record correctly', host: 'foo.svc.mesh.company.net.', want: A('foo.svc.mesh.company.net.', '10.1.2.3') },
-  { name: 'wild card with namespace with domain returns A record correctly', host: 'foo.foons.svc.mesh.company.net.', want: A('foo.foons.svc.mesh.company.net.', '10.1.2.3') },
-  { name: 'wild card with search domain returns A record correctly', host: 'foo.svc.mesh.company.net.ns1.svc.cluster.local.', want: [...CNAME('foo.svc.mesh.company.net.ns1.svc.cluster.local.', '*.svc.mesh.company.net.'), ...A('*.svc.mesh.company.net.', '10.1.2.3')] },
-  { name: 'TypeAAAA query returns AAAA records only', host: 'dual.localhost.', aaaa: true, want: AAAA('dual.localhost.', '2001:db8:0:0:0:ff00:42:8329') },
+  {
+    name: 'wild card with namespace with domain returns A record correctly',
+    host: 'foo.foons.svc.mesh.company.net.',
+    want: A('foo.foons.svc.mesh.company.net.', '10.1.2.3'),
+  },
+  {
+    name: 'wild card with search domain returns A record correctly',
+    host: 'foo.svc.mesh.company.net.ns1.svc.cluster.local.',
+    want: [...CNAME('foo.svc.mesh.company.net.ns1.svc.cluster.local.', '*.svc.mesh.company.net.'), ...A('*.svc.mesh.company.net.', '10.1.2.3')],
+  },
+  {
+    name: 'TypeAAAA query returns AAAA records only',
+    host: 'dual.localhost.',
+    aaaa: true,
+    want: AAAA('dual.localhost.', '2001:db8:0:0:0:ff00:42:8329'),
+  },
   { name: 'empty NOERROR if only AAAA records exist for typeA', host: 'ipv6.localhost.', rcode: RCODE.NOERROR, want: [] },
   { name: 'empty NOERROR if only A records exist for typeAAAA', host: 'ipv4.localhost.', aaaa: true, rcode: RCODE.NOERROR, want: [] },
   // Istio answers SERVFAIL here (its UDP client cannot read the big answer); this proxy reads it and cuts it
@@ -179,10 +252,29 @@ t.test('alternate hosts (Istio TestBuildAlternateHosts)', async (t) => {
   forEachEntryNames(TABLE, { namespace: 'ns1', domain: 'ns1.svc.cluster.local', search: [] }, (alt) => alt.forEach((n) => names.add(n)));
   const starting = (p: string) => [...names].filter((n) => n.startsWith(p)).sort();
   t.same(starting('www.google.com'), ['www.google.com', 'www.google.com.']);
-  t.same(starting('example'), ['example.localhost.', 'example.ns2.', 'example.ns2.svc.', 'example.ns2.svc.cluster.local', 'example.ns2.svc.cluster.local.']);
+  t.same(starting('example'), [
+    'example.localhost.',
+    'example.ns2.',
+    'example.ns2.svc.',
+    'example.ns2.svc.cluster.local',
+    'example.ns2.svc.cluster.local.',
+  ]);
   t.same(starting('details'), ['details.ns2.svc.cluster.remote', 'details.ns2.svc.cluster.remote.']);
-  t.same(starting('productpage'), ['productpage.', 'productpage.ns1.', 'productpage.ns1.svc.', 'productpage.ns1.svc.cluster.local', 'productpage.ns1.svc.cluster.local.']);
-  t.same(starting('svc-with-alt'), ['svc-with-alt.', 'svc-with-alt.ns1.', 'svc-with-alt.ns1.svc.', 'svc-with-alt.ns1.svc.cluster.local', 'svc-with-alt.ns1.svc.cluster.local.', 'svc-with-alt.ns1.svc.clusterset.local.']);
+  t.same(starting('productpage'), [
+    'productpage.',
+    'productpage.ns1.',
+    'productpage.ns1.svc.',
+    'productpage.ns1.svc.cluster.local',
+    'productpage.ns1.svc.cluster.local.',
+  ]);
+  t.same(starting('svc-with-alt'), [
+    'svc-with-alt.',
+    'svc-with-alt.ns1.',
+    'svc-with-alt.ns1.svc.',
+    'svc-with-alt.ns1.svc.cluster.local',
+    'svc-with-alt.ns1.svc.cluster.local.',
+    'svc-with-alt.ns1.svc.clusterset.local.',
+  ]);
   t.same(starting('*.wildcard'), ['*.wildcard', '*.wildcard.']);
   t.same(starting('example.localhost.'), ['example.localhost.']);
 });
@@ -193,10 +285,21 @@ for (const parallel of [false, true]) {
     const dir = tempDir(t, 'mesh-dns-');
     const resolv = path.join(dir, 'resolv.conf');
     fs.writeFileSync(resolv, `nameserver 192.0.2.1\n${SEARCH}`);
-    const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: parallel, resolvConfPath: resolv, upstreams: [up.address] });
+    const dns = new LocalDnsServer({
+      address: '127.0.0.1:0',
+      proxyNamespace: 'ns1',
+      proxyDomain: 'ns1.svc.cluster.local',
+      forwardParallel: parallel,
+      resolvConfPath: resolv,
+      upstreams: [up.address],
+    });
     await dns.start();
     t.teardown(() => dns.close());
-    const addr = (p: Protocol) => dns.addresses().find((a) => a.startsWith(`${p}://`))!.slice(6);
+    const addr = (p: Protocol) =>
+      dns
+        .addresses()
+        .find((a) => a.startsWith(`${p}://`))!
+        .slice(6);
 
     // before the first name table: SERVFAIL, nothing asked upstream
     const early = await ask('udp', addr('udp'), query(1, 'www.bing.com.', TYPE.A));
@@ -249,7 +352,15 @@ t.test('every upstream down: SERVFAIL, counted as a failure', async (t) => {
   const resolv = path.join(dir, 'resolv.conf');
   fs.writeFileSync(resolv, 'nameserver 127.0.0.1\n');
   // a port nothing answers on (UDP: the query is refused by ICMP or times out)
-  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: resolv, upstreams: ['127.0.0.1:9'], upstreamTimeoutMs: 300 });
+  const dns = new LocalDnsServer({
+    address: '127.0.0.1:0',
+    proxyNamespace: 'ns1',
+    proxyDomain: 'ns1.svc.cluster.local',
+    forwardParallel: false,
+    resolvConfPath: resolv,
+    upstreams: ['127.0.0.1:9'],
+    upstreamTimeoutMs: 300,
+  });
   await dns.start();
   t.teardown(() => dns.close());
   dns.updateNameTable({});
@@ -266,7 +377,15 @@ t.test('an upstream that cannot be reached at all: SERVFAIL at once, the next up
   // connect() to the broadcast address without SO_BROADCAST fails (EACCES) as a route-less one does (ENETUNREACH):
   // reported to connect's callback, not as an error event
   const start = async (upstreams: string[], forwardParallel: boolean) => {
-    const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel, resolvConfPath: path.join(dir, 'r'), upstreams, upstreamTimeoutMs: 3000 });
+    const dns = new LocalDnsServer({
+      address: '127.0.0.1:0',
+      proxyNamespace: 'ns1',
+      proxyDomain: 'ns1.svc.cluster.local',
+      forwardParallel,
+      resolvConfPath: path.join(dir, 'r'),
+      upstreams,
+      upstreamTimeoutMs: 3000,
+    });
     await dns.start();
     t.teardown(() => dns.close());
     dns.updateNameTable({});
@@ -277,7 +396,14 @@ t.test('an upstream that cannot be reached at all: SERVFAIL at once, the next up
     const before = metricValue(await metricsText(), 'dns_upstream_failures_total') ?? 0;
     for (const protocol of ['udp', 'tcp'] as const) {
       const began = Date.now();
-      const res = await ask(protocol, down.addresses().find((a) => a.startsWith(protocol))!.slice(6), query(9, 'upstream-only.example.org.', TYPE.A));
+      const res = await ask(
+        protocol,
+        down
+          .addresses()
+          .find((a) => a.startsWith(protocol))!
+          .slice(6),
+        query(9, 'upstream-only.example.org.', TYPE.A),
+      );
       t.equal(res.header.rcode, RCODE.SERVFAIL, `${protocol} parallel=${parallel}: SERVFAIL`);
       t.equal(res.header.id, 9);
       t.ok(Date.now() - began < 2500, `${protocol} parallel=${parallel}: answered before the upstream timeout`);
@@ -292,7 +418,14 @@ t.test('an upstream that cannot be reached at all: SERVFAIL at once, the next up
 t.test('what a client sends is accepted or refused as miekg/dns DefaultMsgAcceptFunc does', async (t) => {
   const dir = tempDir(t, 'mesh-dns-');
   fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
-  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [] });
+  const dns = new LocalDnsServer({
+    address: '127.0.0.1:0',
+    proxyNamespace: 'a',
+    proxyDomain: 'a.svc.cluster.local',
+    forwardParallel: false,
+    resolvConfPath: path.join(dir, 'r'),
+    upstreams: [],
+  });
   dns.updateNameTable({ 'known.example': { ips: ['10.0.0.1'], registry: 'External' } });
   const serve = async (m: Message | Buffer) => {
     const out = await dns.serve('udp', Buffer.isBuffer(m) ? m : encodeMessage(m));
@@ -342,7 +475,10 @@ t.test('what a client sends is accepted or refused as miekg/dns DefaultMsgAccept
 t.test('fuzz: mutated queries and mutated upstream answers never break the proxy', async (t) => {
   const random = seededRandom(3101);
   // an upstream answering every query with a mutation of a valid answer carrying the query's id
-  const answer = encodeMessage({ ...replyTo(query(0, 'www.bing.com.', TYPE.A)), answers: [...A('www.bing.com.', '1.1.1.1', '1.1.1.2'), ...CNAME('www.bing.com.', 'bing.example.')] });
+  const answer = encodeMessage({
+    ...replyTo(query(0, 'www.bing.com.', TYPE.A)),
+    answers: [...A('www.bing.com.', '1.1.1.1', '1.1.1.2'), ...CNAME('www.bing.com.', 'bing.example.')],
+  });
   const up = dgram.createSocket('udp4');
   await new Promise<void>((r) => up.bind(0, '127.0.0.1', () => r()));
   t.teardown(() => up.close());
@@ -353,7 +489,15 @@ t.test('fuzz: mutated queries and mutated upstream answers never break the proxy
   });
   const dir = tempDir(t, 'mesh-dns-');
   fs.writeFileSync(path.join(dir, 'r'), 'nameserver 127.0.0.1\n');
-  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r'), upstreams: [`127.0.0.1:${up.address().port}`], upstreamTimeoutMs: 200 });
+  const dns = new LocalDnsServer({
+    address: '127.0.0.1:0',
+    proxyNamespace: 'ns1',
+    proxyDomain: 'ns1.svc.cluster.local',
+    forwardParallel: false,
+    resolvConfPath: path.join(dir, 'r'),
+    upstreams: [`127.0.0.1:${up.address().port}`],
+    upstreamTimeoutMs: 200,
+  });
   dns.updateNameTable(TABLE);
   const valid = encodeMessage(query(77, 'www.bing.com.', TYPE.A, { udpSize: 1232 }));
   let answered = 0;
@@ -372,27 +516,61 @@ t.test('fuzz: mutated queries and mutated upstream answers never break the proxy
   t.ok(answered > 1000, `${answered} answers`);
   // and the proxy still answers properly once the upstream does
   up.removeAllListeners('message');
-  up.on('message', (m, rinfo) => up.send(encodeMessage({ ...replyTo(decodeMessage(m)), answers: A('www.bing.com.', '1.1.1.1') }), rinfo.port, rinfo.address));
+  up.on('message', (m, rinfo) =>
+    up.send(encodeMessage({ ...replyTo(decodeMessage(m)), answers: A('www.bing.com.', '1.1.1.1') }), rinfo.port, rinfo.address),
+  );
   const res = decodeMessage((await dns.serve('udp', valid))!);
   t.same(show(res.answers), show(A('www.bing.com.', '1.1.1.1')));
-  t.same(show(decodeMessage((await dns.serve('udp', encodeMessage(query(78, 'productpage.', TYPE.A))))!).answers), show(A('productpage.', '9.9.9.9')));
+  t.same(
+    show(decodeMessage((await dns.serve('udp', encodeMessage(query(78, 'productpage.', TYPE.A))))!).answers),
+    show(A('productpage.', '9.9.9.9')),
+  );
 });
 
 t.test('upstreams from resolv.conf: every valid nameserver on port 53, IPv6 in brackets', async (t) => {
   const dir = tempDir(t, 'mesh-dns-');
-  fs.writeFileSync(path.join(dir, 'r'), '# kubelet\nnameserver 10.96.0.10\nnameserver fd00::a\nnameserver 10.96.0.11:5353\nnameserver fe80::1%lo\nsearch ns1.svc.cluster.local svc.cluster.local\noptions ndots:5\n');
-  const dns = new LocalDnsServer({ address: '127.0.0.1:0', proxyNamespace: 'ns1', proxyDomain: 'ns1.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r') });
+  fs.writeFileSync(
+    path.join(dir, 'r'),
+    '# kubelet\nnameserver 10.96.0.10\nnameserver fd00::a\nnameserver 10.96.0.11:5353\nnameserver fe80::1%lo\nsearch ns1.svc.cluster.local svc.cluster.local\noptions ndots:5\n',
+  );
+  const dns = new LocalDnsServer({
+    address: '127.0.0.1:0',
+    proxyNamespace: 'ns1',
+    proxyDomain: 'ns1.svc.cluster.local',
+    forwardParallel: false,
+    resolvConfPath: path.join(dir, 'r'),
+  });
   t.same(dns.upstreams, ['10.96.0.10:53', '[fd00::a]:53', '[fe80::1%lo]:53']);
   t.same(dns.search, ['ns1.svc.cluster.local', 'svc.cluster.local']);
 });
 
 t.test('configuration errors name the file and the address', async (t) => {
-  t.throws(() => new LocalDnsServer({ address: 'localhost:15053', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: '/nonexistent/resolv.conf' }), {
-    message: /failed to load \/nonexistent\/resolv\.conf/,
-  });
+  t.throws(
+    () =>
+      new LocalDnsServer({
+        address: 'localhost:15053',
+        proxyNamespace: 'a',
+        proxyDomain: 'a.svc.cluster.local',
+        forwardParallel: false,
+        resolvConfPath: '/nonexistent/resolv.conf',
+      }),
+    {
+      message: /failed to load \/nonexistent\/resolv\.conf/,
+    },
+  );
   const dir = tempDir(t, 'mesh-dns-');
   fs.writeFileSync(path.join(dir, 'r'), 'nameserver 10.0.0.1\n');
-  t.throws(() => new LocalDnsServer({ address: 'nope', proxyNamespace: 'a', proxyDomain: 'a.svc.cluster.local', forwardParallel: false, resolvConfPath: path.join(dir, 'r') }), {
-    message: /dns address must be a valid host:port: "nope"/,
-  });
+  t.throws(
+    () =>
+      new LocalDnsServer({
+        address: 'nope',
+        proxyNamespace: 'a',
+        proxyDomain: 'a.svc.cluster.local',
+        forwardParallel: false,
+        resolvConfPath: path.join(dir, 'r'),
+      }),
+    {
+      message: /dns address must be a valid host:port: "nope"/,
+    },
+  );
 });

@@ -44,10 +44,13 @@ t.test('answers reuse names through compression pointers', async (t) => {
   // A: owner → pointer to 16; 4 bytes of address
   t.same(answers.subarray(14).toString('hex'), 'c010' + '0001' + '0001' + '0000001e' + '0004' + '01020304');
   const back = decodeMessage(b);
-  t.same(back.answers.map((a) => [a.name, a.type, recordValue(a)]), [
-    ['www.example.com.', TYPE.CNAME, 'example.com.'],
-    ['example.com.', TYPE.A, '1.2.3.4'],
-  ]);
+  t.same(
+    back.answers.map((a) => [a.name, a.type, recordValue(a)]),
+    [
+      ['www.example.com.', TYPE.CNAME, 'example.com.'],
+      ['example.com.', TYPE.A, '1.2.3.4'],
+    ],
+  );
 });
 
 t.test('decoding follows pointers and rejects what is broken', async (t) => {
@@ -91,7 +94,10 @@ t.test('truncation keeps what fits and sets TC (miekg Msg.Truncate)', async (t) 
   const m = decodeMessage(cut);
   t.equal(m.answers.length, 29, "Istio's giantResponse[:29]");
   t.ok(m.header.truncated, 'TC set');
-  t.same(m.answers.map(recordValue), Array.from({ length: 29 }, (_, i) => `240.0.0.${i}`));
+  t.same(
+    m.answers.map(recordValue),
+    Array.from({ length: 29 }, (_, i) => `240.0.0.${i}`),
+  );
   // an OPT record is kept and its room reserved: 11 + 8 bytes leave room for 28 records (12+25+28·16 = 485 ≤ 493)
   const withOpt = { ...giant, additionals: [{ name: '.', type: TYPE.OPT, class: 1232, ttl: 0, data: Buffer.alloc(8) }] };
   const b2 = encodeMessage(withOpt, 512);

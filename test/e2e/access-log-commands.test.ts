@@ -29,13 +29,27 @@ t.test('access log commands: Envoy-known ones are served, unknown ones refused (
     const port = await freePort();
     const logFile = path.join(dir, `${plane}-${port}.log`);
     const hcmExtra = {
-      access_log: [{
-        name: 'envoy.access_loggers.file',
-        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog', path: logFile, log_format: { text_format_source: { inline_string: format } } },
-      }],
+      access_log: [
+        {
+          name: 'envoy.access_loggers.file',
+          typed_config: {
+            '@type': 'type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog',
+            path: logFile,
+            log_format: { text_format_source: { inline_string: format } },
+          },
+        },
+      ],
     };
-    const routeConfig = { name: 'local', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }] };
-    const run = await runStatic(t, plane as 'engine' | 'envoy', httpBootstrap({ port, admin: await freePort(), routeConfig, clusters: [loopbackCluster('backend', backendPort)], hcmExtra }), port);
+    const routeConfig = {
+      name: 'local',
+      virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }],
+    };
+    const run = await runStatic(
+      t,
+      plane as 'engine' | 'envoy',
+      httpBootstrap({ port, admin: await freePort(), routeConfig, clusters: [loopbackCluster('backend', backendPort)], hcmExtra }),
+      port,
+    );
     return { run, logFile };
   };
 
@@ -47,8 +61,15 @@ t.test('access log commands: Envoy-known ones are served, unknown ones refused (
       t.fail(`${plane} refused the access log format:\n${summarize(run.refused)}`);
     } else {
       t.equal((await run.get('/logged')).status, 200, `${plane}: served`);
-      await waitFor(() => `${plane} wrote no access log line`, () => fs.existsSync(logFile) && fs.readFileSync(logFile, 'utf8').includes('\n'), { timeoutMs: 15_000, intervalMs: 50 });
-      const line = fs.readFileSync(logFile, 'utf8').split('\n').find((l) => l.startsWith('200'));
+      await waitFor(
+        () => `${plane} wrote no access log line`,
+        () => fs.existsSync(logFile) && fs.readFileSync(logFile, 'utf8').includes('\n'),
+        { timeoutMs: 15_000, intervalMs: 50 },
+      );
+      const line = fs
+        .readFileSync(logFile, 'utf8')
+        .split('\n')
+        .find((l) => l.startsWith('200'));
       t.equal(line, '200 - -', `${plane}: no value is "-"`);
       lines.push(line ?? '');
     }

@@ -23,7 +23,14 @@ if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 /** The gateway routing to the rig's backend, and a name with an address (in the DNS name table). */
 function config(p: GatewayPorts): string {
   // MESH_INTERNAL: its cluster is mesh mTLS, so the proxy reads the workload certificate over SDS
-  const named = { hosts: ['db.example.com'], addresses: ['240.240.0.10'], location: 'MESH_INTERNAL', resolution: 'STATIC', ports: [{ number: 5432, name: 'tcp', protocol: 'TCP' }], endpoints: [{ address: '127.0.0.1' }] };
+  const named = {
+    hosts: ['db.example.com'],
+    addresses: ['240.240.0.10'],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
+    ports: [{ number: 5432, name: 'tcp', protocol: 'TCP' }],
+    endpoints: [{ address: '127.0.0.1' }],
+  };
   return `${gatewayConfig(p.gw, p.backend)}---\napiVersion: networking.istio.io/v1\nkind: ServiceEntry\nmetadata: {name: db, namespace: mesh-system}\nspec: ${JSON.stringify(named)}\n`;
 }
 
@@ -64,7 +71,11 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
   const log = () => summarize(gw.agentOut());
   const occurrences = (s: string) => gw.agentOut().split(s).length - 1;
   await waitFor(log, async () => (await gw.get('/')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
-  await waitFor(() => `no name table answer\n${log()}`, async () => addressOf(await resolveA(dnsPort, 'db.example.com')).includes('240.240.0.10'), { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `no name table answer\n${log()}`,
+    async () => addressOf(await resolveA(dnsPort, 'db.example.com')).includes('240.240.0.10'),
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
 
   // Requests through the pod all along: one at a time, every one must succeed.
   let sent = 0;
@@ -79,7 +90,8 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
     }
   })();
 
-  const faultCount = async (name: string) => metricValue(await (await fetch(`${status}/stats/prometheus`)).text(), 'agent_subsystem_faults_total', `subsystem="${name}"`) ?? 0;
+  const faultCount = async (name: string) =>
+    metricValue(await (await fetch(`${status}/stats/prometheus`)).text(), 'agent_subsystem_faults_total', `subsystem="${name}"`) ?? 0;
   const counted = new Map<string, number>();
 
   for (const fault of FAULTS) {
@@ -94,26 +106,46 @@ t.test('a fault in each side subsystem is contained: logged, counted, restarted,
       process.kill(gw.agentPid, 'SIGUSR2');
       await waitFor(log, () => occurrences(injected) > injectedBefore, { timeoutMs: 5000, intervalMs: 50 });
       // an entry-point fault needs the entry: the next query, request or scrape fails (and only that one)
-      if (fault === 'dns:entry') t.equal((await resolveA(dnsPort, 'db.example.com')).header.rcode, RCODE.SERVFAIL, 'the query that faulted is answered SERVFAIL');
-      if (fault === 'status:entry') t.equal((await httpGet(gw.ports.status, '/healthz/ready')).status, 500, 'the request that faulted is answered 500');
+      if (fault === 'dns:entry')
+        t.equal((await resolveA(dnsPort, 'db.example.com')).header.rcode, RCODE.SERVFAIL, 'the query that faulted is answered SERVFAIL');
+      if (fault === 'status:entry')
+        t.equal((await httpGet(gw.ports.status, '/healthz/ready')).status, 500, 'the request that faulted is answered 500');
       if (fault === 'metrics:entry') {
         const r = await httpGet(gw.ports.status, '/stats/prometheus');
         t.equal(r.status, 500, 'the scrape that faulted is answered 500');
         t.match(r.body, /failed to merge metrics: fault injected into metrics/);
       }
-      await waitFor(() => `${name} not restarted\n${log()}`, () => occurrences(`${name} restarted`) > restartedBefore, { timeoutMs: 15_000, intervalMs: 50 });
+      await waitFor(
+        () => `${name} not restarted\n${log()}`,
+        () => occurrences(`${name} restarted`) > restartedBefore,
+        { timeoutMs: 15_000, intervalMs: 50 },
+      );
       t.match(gw.agentOut(), new RegExp(`${name} failed: InjectedFault: fault injected into ${name}`), 'logged with its subsystem');
       counted.set(name, (counted.get(name) ?? 0) + 1);
       t.equal(await faultCount(name), counted.get(name), `agent_subsystem_faults_total{subsystem="${name}"} counts it`);
 
       // the subsystem is back
-      if (name === 'dns') t.same(addressOf(await resolveA(dnsPort, 'db.example.com')), ['240.240.0.10'], 'the DNS proxy answers from the name table again');
-      if (name === 'sds') await waitFor(() => `the proxy got no secret from the restarted SDS server\n${log()}`, () => occurrences('SDS: PUSH') > sdsPushes, { timeoutMs: 15_000, intervalMs: 50 });
-      if (name === 'xds-proxy') await waitFor(() => `no new upstream stream\n${log()}`, () => occurrences('connected to upstream XDS server') > upstreamConnects, { timeoutMs: 15_000, intervalMs: 50 });
+      if (name === 'dns')
+        t.same(addressOf(await resolveA(dnsPort, 'db.example.com')), ['240.240.0.10'], 'the DNS proxy answers from the name table again');
+      if (name === 'sds')
+        await waitFor(
+          () => `the proxy got no secret from the restarted SDS server\n${log()}`,
+          () => occurrences('SDS: PUSH') > sdsPushes,
+          { timeoutMs: 15_000, intervalMs: 50 },
+        );
+      if (name === 'xds-proxy')
+        await waitFor(
+          () => `no new upstream stream\n${log()}`,
+          () => occurrences('connected to upstream XDS server') > upstreamConnects,
+          { timeoutMs: 15_000, intervalMs: 50 },
+        );
       if (name === 'health') t.ok(occurrences('starting health check') > healthStarts, 'the health checker started again');
 
       // readiness as Istio's: still ready (the agent's status server, and through the proxy's :15021 listener)
-      await waitFor(log, async () => (await httpGet(gw.ports.status, '/healthz/ready').catch(() => ({ status: 0 }))).status === 200, { timeoutMs: 5000, intervalMs: 50 });
+      await waitFor(log, async () => (await httpGet(gw.ports.status, '/healthz/ready').catch(() => ({ status: 0 }))).status === 200, {
+        timeoutMs: 5000,
+        intervalMs: 50,
+      });
       t.equal((await httpGet(gw.proxyStatusPort, '/healthz/ready')).status, 200, "the proxy's readiness listener answers 200");
       t.same(failures, [], `requests through the pod kept succeeding (${sent} so far)`);
     });

@@ -100,7 +100,11 @@ for (const plane of DATA_PLANES) {
     const valid = await issuer.mint({ groups: ['group1', 'group7'], team: 'payments', org: { unit: 'eng' }, 'example.com/role': 'admin' });
 
     // The gateway's first config may predate the daemon's first key fetch: wait until a valid token routes.
-    await waitFor(() => `a valid token never routed:\n${summarize(r.agentOut())}`, async () => (await r.get('/headers', valid)).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+    await waitFor(
+      () => `a valid token never routed:\n${summarize(r.agentOut())}`,
+      async () => (await r.get('/headers', valid)).status === 200,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
 
     t.test('no token, claim route configured → 404', async (t) => {
       t.equal((await r.get('/headers')).status, 404);
@@ -148,7 +152,11 @@ for (const plane of DATA_PLANES) {
     t.test('key rotation at the JWKS server is picked up after the refresh interval', async (t) => {
       await issuer.rotate();
       const fresh = await issuer.mint({ groups: ['group1'] });
-      await waitFor(() => 'a token of the rotated key never verified', async () => (await r.get('/headers', fresh)).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+      await waitFor(
+        () => 'a token of the rotated key never verified',
+        async () => (await r.get('/headers', fresh)).status === 200,
+        { timeoutMs: 30_000, intervalMs: 50 },
+      );
       t.equal((await r.get('/headers', valid)).status, 401, 'tokens of the retired key are rejected');
     });
     t.test('no config rejected', async (t) => t.same(await r.nacks(), []));

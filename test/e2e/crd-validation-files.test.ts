@@ -45,14 +45,32 @@ spec:
 const WASM_BAD = WASM_GOOD.replace('oci://example.com/filter:v1', 'fake://example.com');
 
 const CASES = [
-  { kind: 'AuthorizationPolicy', name: 'authz', good: AUTHZ_GOOD, bad: AUTHZ_BAD, error: 'AuthorizationPolicy/demo/authz: spec.rules[0].from[0].source: Invalid value: Cannot set serviceAccounts with namespaces or principals' },
-  { kind: 'PeerAuthentication', name: 'peer', good: PEER_GOOD, bad: PEER_BAD, error: 'PeerAuthentication/demo/peer: spec.portLevelMtls: Invalid value: 0: spec.portLevelMtls in body should have at least 1 properties' },
-  { kind: 'WasmPlugin', name: 'wasm', good: WASM_GOOD, bad: WASM_BAD, error: 'WasmPlugin/demo/wasm: spec.url: Invalid value: "fake://example.com": url must have schema one of [http, https, file, oci]' },
+  {
+    kind: 'AuthorizationPolicy',
+    name: 'authz',
+    good: AUTHZ_GOOD,
+    bad: AUTHZ_BAD,
+    error: 'AuthorizationPolicy/demo/authz: spec.rules[0].from[0].source: Invalid value: Cannot set serviceAccounts with namespaces or principals',
+  },
+  {
+    kind: 'PeerAuthentication',
+    name: 'peer',
+    good: PEER_GOOD,
+    bad: PEER_BAD,
+    error: 'PeerAuthentication/demo/peer: spec.portLevelMtls: Invalid value: 0: spec.portLevelMtls in body should have at least 1 properties',
+  },
+  {
+    kind: 'WasmPlugin',
+    name: 'wasm',
+    good: WASM_GOOD,
+    bad: WASM_BAD,
+    error: 'WasmPlugin/demo/wasm: spec.url: Invalid value: "fake://example.com": url must have schema one of [http, https, file, oci]',
+  },
 ];
 
 const tmp = tempDir(t, 'crd-validation-');
 
-t.test('meshctl validate -f rejects what the CRD rules reject, with the API server\'s message', async (t) => {
+t.test("meshctl validate -f rejects what the CRD rules reject, with the API server's message", async (t) => {
   for (const c of CASES) {
     const good = path.join(tmp, `${c.name}-good.yaml`);
     const bad = path.join(tmp, `${c.name}-bad.yaml`);
@@ -72,13 +90,26 @@ t.test('--configDir: the bad versions are rejected and the last good ones keep s
   for (const c of CASES) fs.writeFileSync(path.join(dir, `${c.name}.yaml`), c.good);
   const daemon = await startDaemon(['--configDir', dir]);
   t.teardown(() => daemon.stop());
-  const configz = async () => (await (await fetch(`http://${daemon.http}/debug/configz`)).json()) as Array<{ kind: string; metadata: { name: string }; spec: Record<string, unknown> }>;
+  const configz = async () =>
+    (await (await fetch(`http://${daemon.http}/debug/configz`)).json()) as Array<{
+      kind: string;
+      metadata: { name: string };
+      spec: Record<string, unknown>;
+    }>;
   const served = async (c: (typeof CASES)[number]) => (await configz()).find((x) => x.kind === c.kind && x.metadata.name === c.name);
-  await waitFor(() => `the good versions were not served:\n${daemon.log()}`, async () => (await Promise.all(CASES.map(served))).every(Boolean), { timeoutMs: 20_000 });
+  await waitFor(
+    () => `the good versions were not served:\n${daemon.log()}`,
+    async () => (await Promise.all(CASES.map(served))).every(Boolean),
+    { timeoutMs: 20_000 },
+  );
   const before = await Promise.all(CASES.map(served));
 
   for (const c of CASES) fs.writeFileSync(path.join(dir, `${c.name}.yaml`), c.bad);
-  await waitFor(() => `the bad versions were not rejected:\n${daemon.log()}`, () => CASES.every((c) => daemon.log().includes(c.error.slice(c.error.indexOf(': ') + 2))), { timeoutMs: 20_000 });
+  await waitFor(
+    () => `the bad versions were not rejected:\n${daemon.log()}`,
+    () => CASES.every((c) => daemon.log().includes(c.error.slice(c.error.indexOf(': ') + 2))),
+    { timeoutMs: 20_000 },
+  );
   for (const c of CASES) t.match(daemon.log(), c.error.slice(c.error.indexOf(': ') + 2), `${c.kind}: the log gives the API server's message`);
   const after = await Promise.all(CASES.map(served));
   t.same(after, before, 'the last good versions keep serving');
@@ -89,7 +120,10 @@ t.test('meshctl analyze on files reports the CRD rule as a schema validation err
   fs.writeFileSync(f, AUTHZ_BAD);
   const r = await exec(MESHCTL, ['analyze', '--use-kube=false', '-A', f]);
   t.equal(r.code, 79, 'istioctl analyze: errors found');
-  t.match(r.stdout, `Error [IST0106] (AuthorizationPolicy demo/authz ${f}:1) Schema validation error: Invalid value: Cannot set serviceAccounts with namespaces or principals\n`);
+  t.match(
+    r.stdout,
+    `Error [IST0106] (AuthorizationPolicy demo/authz ${f}:1) Schema validation error: Invalid value: Cannot set serviceAccounts with namespaces or principals\n`,
+  );
   fs.writeFileSync(f, AUTHZ_GOOD);
   const ok = await exec(MESHCTL, ['analyze', '--use-kube=false', '-A', f]);
   t.notMatch(ok.stdout, 'IST0106', 'the good version has no schema error');

@@ -65,7 +65,16 @@ t.test('the demo from the release tarball, with no node_modules', { skip }, asyn
   const tgz = fs.readdirSync(DIST).find((f) => f.endsWith('.tar.gz'))!;
   execFileSync('tar', ['-xzf', path.join(DIST, tgz), '-C', dir]);
   const top = path.join(dir, fs.readdirSync(dir)[0]!);
-  for (const f of ['LICENSE', 'NOTICE', 'THIRD_PARTY_NOTICES', 'README.md', 'demo.mjs', 'examples/claim-routing/config/gateway.yaml', 'mesh', 'meshctl']) {
+  for (const f of [
+    'LICENSE',
+    'NOTICE',
+    'THIRD_PARTY_NOTICES',
+    'README.md',
+    'demo.mjs',
+    'examples/claim-routing/config/gateway.yaml',
+    'mesh',
+    'meshctl',
+  ]) {
     t.ok(fs.existsSync(path.join(top, f)), `the tarball holds ${f}`);
   }
   t.match(fs.readFileSync(path.join(top, 'LICENSE'), 'utf8'), /Apache License\s+Version 2\.0, January 2004/);
@@ -75,10 +84,15 @@ t.test('the demo from the release tarball, with no node_modules', { skip }, asyn
 t.test('a port the demo needs is taken: one line naming the port and the program, no stack trace', { skip }, async (t) => {
   const ns = createNetns(t, 'mesh-demo-port');
   // another program on the daemon's metrics port, in the demo's namespace
-  const holder = spawnIn(ns, process.execPath, ['-e', "require('net').createServer().listen(15014, '127.0.0.1', () => console.log('up'))"], { env: { PATH: process.env.PATH } });
+  const holder = spawnIn(ns, process.execPath, ['-e', "require('net').createServer().listen(15014, '127.0.0.1', () => console.log('up'))"], {
+    env: { PATH: process.env.PATH },
+  });
   t.teardown(() => void holder.kill('SIGKILL'));
   await new Promise((r) => holder.stdout!.once('data', r));
-  const demo = spawnIn(ns, process.execPath, [path.join(REPO, 'scripts/demo.mjs')], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME } });
+  const demo = spawnIn(ns, process.execPath, [path.join(REPO, 'scripts/demo.mjs')], {
+    cwd: REPO,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME },
+  });
   let out = '';
   demo.stdout!.on('data', (d) => (out += d));
   demo.stderr!.on('data', (d) => (out += d));
@@ -96,7 +110,10 @@ t.test('the gateway demo: the live edit it suggests visibly works, with no resta
   fs.cpSync(path.join(REPO, 'examples'), path.join(dir, 'examples'), { recursive: true });
   for (const l of ['dist', 'node_modules']) fs.symlinkSync(path.join(REPO, l), path.join(dir, l));
   const ns = createNetns(t, 'mesh-demo-edit');
-  const child = spawnIn(ns, process.execPath, [path.join(dir, 'scripts/demo.mjs'), 'gateway'], { cwd: dir, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: dir } });
+  const child = spawnIn(ns, process.execPath, [path.join(dir, 'scripts/demo.mjs'), 'gateway'], {
+    cwd: dir,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: dir },
+  });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -122,7 +139,13 @@ t.test('the gateway demo: the live edit it suggests visibly works, with no resta
   const file = path.join(dir, m[2]!);
   const text = fs.readFileSync(file, 'utf8');
   t.ok(text.includes(m[1]!), `${m[2]} has the line to delete`);
-  fs.writeFileSync(file, text.split('\n').filter((l) => l.trim() !== m[1]).join('\n'));
+  fs.writeFileSync(
+    file,
+    text
+      .split('\n')
+      .filter((l) => l.trim() !== m[1])
+      .join('\n'),
+  );
   t.equal(await get('/get', 404), 404, '/get: 404 from the gateway after the edit');
   t.equal(await get('/headers', 200), 200, '/headers still routed');
   t.equal(child.exitCode, null, 'no restart');

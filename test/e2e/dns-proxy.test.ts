@@ -9,7 +9,20 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { DIST, built } from '../helpers/binary';
-import { APP_UID, asUser, capture, createNetns, httpGetIn, meshPodsUnavailable, must, sh, startDiscovery, startIn, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
+import {
+  APP_UID,
+  asUser,
+  capture,
+  createNetns,
+  httpGetIn,
+  meshPodsUnavailable,
+  must,
+  sh,
+  startDiscovery,
+  startIn,
+  startSidecar,
+  waitSidecarReady,
+} from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
 import { metricValue } from '../helpers/prometheus';
 import { tempDir } from '../helpers/temp';
@@ -124,7 +137,14 @@ interface DnsPod {
  * `--redirect-dns` and a ready sidecar with MESH_META_DNS_CAPTURE=true (and `env`). `prepare` runs before
  * discovery starts (addresses, the pod's resolver).
  */
-async function dnsPod(t: Test, prefix: string, resolvConf: string, config: string, prepare: (pod: string) => Promise<void> | void = () => undefined, env: Record<string, string> = {}): Promise<DnsPod> {
+async function dnsPod(
+  t: Test,
+  prefix: string,
+  resolvConf: string,
+  config: string,
+  prepare: (pod: string) => Promise<void> | void = () => undefined,
+  env: Record<string, string> = {},
+): Promise<DnsPod> {
   const dir = tempDir(t, `${prefix}-`);
   fs.chmodSync(dir, 0o755);
   const configDir = path.join(dir, 'config');
@@ -156,7 +176,11 @@ async function dnsPod(t: Test, prefix: string, resolvConf: string, config: strin
   // the pipe when it returns.
   for (const proto of ['udp', 'tcp']) {
     const line = new RegExp(`Starting local ${proto} DNS server on 127\\.0\\.0\\.1:15053`);
-    await waitFor(() => `no ${line} in the agent's output:\n${agent.out()}`, () => line.test(agent.out()), { timeoutMs: 10_000, intervalMs: 50 });
+    await waitFor(
+      () => `no ${line} in the agent's output:\n${agent.out()}`,
+      () => line.test(agent.out()),
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
     t.match(agent.out(), line);
   }
   return { pod, configDir, agent, metrics: () => httpGetIn(pod, 'http://127.0.0.1:15020/stats/prometheus').body };
@@ -165,12 +189,29 @@ async function dnsPod(t: Test, prefix: string, resolvConf: string, config: strin
 t.test('a pod with DNS capture resolves mesh names through its agent', { skip }, async (t) => {
   let upstream!: { out: () => string };
   // the pod's resolver, local to the namespace
-  const { pod, configDir, metrics } = await dnsPod(t, 'mesh-dns', 'nameserver 10.77.0.53\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n', CONFIG.replace('THIRD_READY', 'false'), async (pod) => {
-    must(['ip', '-n', pod, 'addr', 'add', '10.77.0.53/32', 'dev', 'lo']);
-    upstream = await startIn(t, pod, [process.execPath, UPSTREAM, '10.77.0.53', '53', JSON.stringify({ 'www.outside.test.': '203.0.113.9' })], { ready: /listening/, what: 'the upstream resolver' });
-  });
-  const asked = (name: string) => upstream.out().split('\n').filter((l) => l.startsWith('query ') && l.split(' ')[2] === name).length;
-  t.match(sh(['ip', 'netns', 'exec', pod, 'iptables-save', '-t', 'nat']).stdout, /-d 10\.77\.0\.53\/32 .*-j REDIRECT --to-ports 15053/, 'queries to the resolv.conf server go to 15053');
+  const { pod, configDir, metrics } = await dnsPod(
+    t,
+    'mesh-dns',
+    'nameserver 10.77.0.53\nsearch default.svc.cluster.local svc.cluster.local cluster.local\noptions ndots:5\n',
+    CONFIG.replace('THIRD_READY', 'false'),
+    async (pod) => {
+      must(['ip', '-n', pod, 'addr', 'add', '10.77.0.53/32', 'dev', 'lo']);
+      upstream = await startIn(t, pod, [process.execPath, UPSTREAM, '10.77.0.53', '53', JSON.stringify({ 'www.outside.test.': '203.0.113.9' })], {
+        ready: /listening/,
+        what: 'the upstream resolver',
+      });
+    },
+  );
+  const asked = (name: string) =>
+    upstream
+      .out()
+      .split('\n')
+      .filter((l) => l.startsWith('query ') && l.split(' ')[2] === name).length;
+  t.match(
+    sh(['ip', 'netns', 'exec', pod, 'iptables-save', '-t', 'nat']).stdout,
+    /-d 10\.77\.0\.53\/32 .*-j REDIRECT --to-ports 15053/,
+    'queries to the resolv.conf server go to 15053',
+  );
   const before = metrics();
 
   t.test('the agent on 127.0.0.1:15053 answers the mesh names', async (t) => {
@@ -209,7 +250,11 @@ t.test('a pod with DNS capture resolves mesh names through its agent', { skip },
       'nothing.example': 'ENOTFOUND',
     });
     // the resolver's output arrives once the event loop runs again (the query above ran synchronously)
-    await waitFor(() => `upstream output: ${upstream.out()}`, () => asked('nothing.example.') > 0, { timeoutMs: 10_000, intervalMs: 50 });
+    await waitFor(
+      () => `upstream output: ${upstream.out()}`,
+      () => asked('nothing.example.') > 0,
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
     t.equal(asked('reviews.'), 0, 'mesh names never reach the upstream resolver');
     t.equal(asked('reviews.default.svc.cluster.local.'), 0);
     t.equal(asked('www.outside.test.'), 1, 'the external name was forwarded once');
@@ -229,17 +274,44 @@ let b = Buffer.alloc(0); c.on('data', (d) => { b = Buffer.concat([b, d]); if (b.
   t.test("the application's own resolver (glibc, search list) is captured to the agent", async (t) => {
     const upstreamBefore = upstream.out().split('\n').length;
     const r = lookupAsApp(pod, ['reviews', 'reviews.default', 'api.partner.test', 'www.outside.test', 'db']);
-    t.same(r, { reviews: ['10.96.0.20'], 'reviews.default': ['10.96.0.20'], 'api.partner.test': ['240.240.0.7'], 'www.outside.test': ['203.0.113.9'], db: ['10.244.0.11', '10.244.0.12'] });
-    const lines = () => upstream.out().split('\n').slice(upstreamBefore - 1).filter((l) => l.startsWith('query '));
-    await waitFor(() => `upstream output: ${upstream.out()}`, () => lines().some((l) => l.includes(' www.outside.test. ')), { timeoutMs: 10_000, intervalMs: 50 });
+    t.same(r, {
+      reviews: ['10.96.0.20'],
+      'reviews.default': ['10.96.0.20'],
+      'api.partner.test': ['240.240.0.7'],
+      'www.outside.test': ['203.0.113.9'],
+      db: ['10.244.0.11', '10.244.0.12'],
+    });
+    const lines = () =>
+      upstream
+        .out()
+        .split('\n')
+        .slice(upstreamBefore - 1)
+        .filter((l) => l.startsWith('query '));
+    await waitFor(
+      () => `upstream output: ${upstream.out()}`,
+      () => lines().some((l) => l.includes(' www.outside.test. ')),
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
     const seen = lines();
-    t.notOk(seen.some((l) => l.includes('reviews')), `the resolver saw no mesh name: ${seen.join('; ')}`);
+    t.notOk(
+      seen.some((l) => l.includes('reviews')),
+      `the resolver saw no mesh name: ${seen.join('; ')}`,
+    );
     // glibc asks `api.partner.test.default.svc.cluster.local` first (ndots:5): the agent answers it with a CNAME
     // to the ServiceEntry host and its address, so the search walk ends there
-    t.notOk(seen.some((l) => l.includes('api.partner.test')), 'a ServiceEntry host never left the pod, expansions included');
+    t.notOk(
+      seen.some((l) => l.includes('api.partner.test')),
+      'a ServiceEntry host never left the pod, expansions included',
+    );
     // a name the mesh does not know walks the search list through the agent to the resolver, then goes as is
-    t.ok(seen.some((l) => l.includes(' www.outside.test.default.svc.cluster.local. ')), 'search expansions of unknown names are forwarded');
-    t.ok(seen.some((l) => l.includes(' www.outside.test. ')), 'the real external name was forwarded');
+    t.ok(
+      seen.some((l) => l.includes(' www.outside.test.default.svc.cluster.local. ')),
+      'search expansions of unknown names are forwarded',
+    );
+    t.ok(
+      seen.some((l) => l.includes(' www.outside.test. ')),
+      'the real external name was forwarded',
+    );
   });
 
   t.test('dns_* metrics on the agent', async (t) => {
@@ -249,19 +321,31 @@ let b = Buffer.alloc(0); c.on('data', (d) => { b = Buffer.concat([b, d]); if (b.
     t.ok(d('dns_upstream_requests_total') >= 5, `dns_upstream_requests_total +${d('dns_upstream_requests_total')}`);
     t.ok(d('dns_upstream_requests_total') < d('dns_requests_total'), 'local answers are not forwarded');
     t.equal(d('dns_upstream_failures_total'), 0);
-    t.equal(metricValue(after, 'dns_upstream_request_duration_seconds_count'), metricValue(after, 'dns_upstream_requests_total'), 'every forward timed');
+    t.equal(
+      metricValue(after, 'dns_upstream_request_duration_seconds_count'),
+      metricValue(after, 'dns_upstream_requests_total'),
+      'every forward timed',
+    );
   });
 
   t.test('headless endpoint changes are pushed to the agent', async (t) => {
     fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG.replace('THIRD_READY', 'true'));
     const want = JSON.stringify({ 'db.default.svc.cluster.local': ['10.244.0.11', '10.244.0.12', '10.244.0.13'] });
-    await waitFor(() => `db: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local']))}`, () => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local'])) === want, { timeoutMs: 30_000, intervalMs: 50 });
+    await waitFor(
+      () => `db: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local']))}`,
+      () => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['db.default.svc.cluster.local'])) === want,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
     t.pass('the endpoint that became ready is answered');
   });
 
   t.test('a new Service is pushed to the agent', async (t) => {
     fs.writeFileSync(path.join(configDir, 'details.yaml'), DETAILS);
-    await waitFor(() => `details not resolved: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details']))}`, () => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details'])) === '{"details":["10.96.0.40"]}', { timeoutMs: 30_000, intervalMs: 50 });
+    await waitFor(
+      () => `details not resolved: ${JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details']))}`,
+      () => JSON.stringify(resolve4In(pod, '127.0.0.1:15053', ['details'])) === '{"details":["10.96.0.40"]}',
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
     t.pass('details resolves after the push');
   });
 });
@@ -294,7 +378,9 @@ async function alive(t: Test, p: DnsPod, why: string): Promise<void> {
 // Sending there fails at once (ENETUNREACH): the path that killed the agent. Istio answers SERVFAIL.
 t.test('an unreachable resolver: SERVFAIL to the client, and the agent lives', { skip }, async (t) => {
   // the issue's settings: capture and the DNS server asked for outright
-  const p = await dnsPod(t, 'mesh-dnsdown', 'nameserver 192.0.2.53\n', CONFIG.replace('THIRD_READY', 'false'), undefined, { MESH_META_ENABLE_DNS_SERVER: 'true' });
+  const p = await dnsPod(t, 'mesh-dnsdown', 'nameserver 192.0.2.53\n', CONFIG.replace('THIRD_READY', 'false'), undefined, {
+    MESH_META_ENABLE_DNS_SERVER: 'true',
+  });
   t.match(sh(['ip', 'netns', 'exec', p.pod, 'ip', 'route', 'get', '192.0.2.53']).stderr, /unreachable/, 'no route to the resolver');
   const before = p.metrics();
   t.same(askIn(p.pod, 'udp', 'upstream-only.example.org.'), SERVFAIL, 'UDP: SERVFAIL');
@@ -304,7 +390,9 @@ t.test('an unreachable resolver: SERVFAIL to the client, and the agent lives', {
   t.equal(d('dns_upstream_failures_total'), 2, 'both counted as upstream failures');
 
   t.test('malformed queries get the answers miekg/dns gives them, and the agent lives', async (t) => {
-    const r = JSON.parse(must(['ip', 'netns', 'exec', p.pod, process.execPath, CLIENT, 'fuzz', '127.0.0.1', '15053', '31', '600'], { timeoutMs: 120_000 })) as { verdicts: Record<string, string>; sent: number; answered: number };
+    const r = JSON.parse(
+      must(['ip', 'netns', 'exec', p.pod, process.execPath, CLIENT, 'fuzz', '127.0.0.1', '15053', '31', '600'], { timeoutMs: 120_000 }),
+    ) as { verdicts: Record<string, string>; sent: number; answered: number };
     const both = (name: string, v: string) => ({ [`udp ${name}`]: v, [`tcp ${name}`]: v });
     t.same(r.verdicts, {
       // no header: nothing to answer (miekg/dns: "let client hang, they are sending crap")
@@ -340,15 +428,19 @@ t.test('an unreachable resolver: SERVFAIL to the client, and the agent lives', {
   });
 
   // A UDP source port of 0 cannot be answered (nothing listens there) and node's send() throws on it.
-  t.test('a query from source port 0 gets no answer and the agent lives', { skip: sh(['python3', '-c', '0']).code !== 0 ? 'python3 (for a raw socket) missing' : false }, async (t) => {
-    const script = `import socket, struct
+  t.test(
+    'a query from source port 0 gets no answer and the agent lives',
+    { skip: sh(['python3', '-c', '0']).code !== 0 ? 'python3 (for a raw socket) missing' : false },
+    async (t) => {
+      const script = `import socket, struct
 q = bytes.fromhex('0a0b01000001000000000000') + b'\\x07reviews\\x00' + bytes.fromhex('00010001')
 s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_UDP)
 s.sendto(struct.pack('!HHHH', 0, 15053, 8 + len(q), 0) + q, ('127.0.0.1', 0))`;
-    must(['ip', 'netns', 'exec', p.pod, 'python3', '-c', script]);
-    await new Promise((r) => setTimeout(r, 500));
-    await alive(t, p, 'after a query from port 0');
-  });
+      must(['ip', 'netns', 'exec', p.pod, 'python3', '-c', script]);
+      await new Promise((r) => setTimeout(r, 500));
+      await alive(t, p, 'after a query from port 0');
+    },
+  );
 });
 
 // Answers a resolver breaks in every way a client reads them (miekg/dns's Exchange fails on them, and Istio's
@@ -359,7 +451,10 @@ t.test('broken answers from the resolver: SERVFAIL to the client, and the agent 
   const p = await dnsPod(t, 'mesh-dnsbad', 'nameserver 10.77.0.53\n', CONFIG.replace('THIRD_READY', 'false'), async (pod) => {
     must(['ip', '-n', pod, 'addr', 'add', '10.77.0.53/32', 'dev', 'lo']);
     const names = Object.fromEntries([['good.example.', '203.0.113.9'], ...faults.map((f) => [`${f}.broken.example.`, `!${f}`])]);
-    upstream = await startIn(t, pod, [process.execPath, UPSTREAM, '10.77.0.53', '53', JSON.stringify(names)], { ready: /listening/, what: 'the upstream resolver' });
+    upstream = await startIn(t, pod, [process.execPath, UPSTREAM, '10.77.0.53', '53', JSON.stringify(names)], {
+      ready: /listening/,
+      what: 'the upstream resolver',
+    });
   });
   for (const proto of ['udp', 'tcp'] as const) {
     for (const f of faults.filter((x) => x !== 'big')) t.same(askIn(p.pod, proto, `${f}.broken.example.`), SERVFAIL, `${proto} ${f}: SERVFAIL`);
@@ -371,7 +466,11 @@ t.test('broken answers from the resolver: SERVFAIL to the client, and the agent 
   t.same(askIn(p.pod, 'tcp', 'big.broken.example.'), { rcode: 'NOERROR', tc: false, answers: 64, id: 0x1f2e }, 'tcp big: whole');
   t.same(askIn(p.pod, 'udp', 'good.example.'), { rcode: 'NOERROR', tc: false, answers: 1, id: 0x1f2e }, 'a good answer still passes');
   // the resolver's output arrives once the event loop runs again (the queries above ran synchronously)
-  await waitFor(() => `upstream output: ${upstream.out()}`, () => upstream.out().includes('query tcp bigbad.broken.example. 1'), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => `upstream output: ${upstream.out()}`,
+    () => upstream.out().includes('query tcp bigbad.broken.example. 1'),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   t.pass('the broken answers came from the resolver');
   await alive(t, p, 'after the broken answers');
 });

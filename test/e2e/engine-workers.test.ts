@@ -88,7 +88,11 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   });
   const admin = ports!.admin;
   const cxTotal = `listener.0.0.0.0_${ports!.gw}.downstream_cx_total`;
-  await waitFor(() => gw.agentOut(), async () => (await gw.get('/one', { host: 'a.example.com' })).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => gw.agentOut(),
+    async () => (await gw.get('/one', { host: 'a.example.com' })).status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
 
   let s = await stats(admin);
   t.equal(s.get('server.concurrency'), 2, 'server.concurrency is the --concurrency given');
@@ -104,11 +108,19 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   t.equal(s.get(cxTotal)! - totalBefore, sent, `/stats counts every connection once across both workers (${sent} sent)`);
   t.equal((after[0] ?? 0) + (after[1] ?? 0), s.get(cxTotal), 'worker_0 + worker_1 = the listener total');
   t.ok((s.get(`cluster.outbound|80||backend.demo.svc.cluster.local.upstream_rq_200`) ?? 0) >= sent, 'upstream counters are summed too');
-  t.equal(s.get('listener_manager.lds.update_success'), s.get('listener_manager.lds.update_attempt'), 'config counters are the main thread\'s, not one per worker');
+  t.equal(
+    s.get('listener_manager.lds.update_success'),
+    s.get('listener_manager.lds.update_attempt'),
+    "config counters are the main thread's, not one per worker",
+  );
 
   // a VirtualService edit reaches both workers: every connection, whichever worker takes it, routes by it
   fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), config(ports!, '/two'));
-  await waitFor(() => `the edit did not arrive:\n${gw.agentOut()}`, async () => (await gw.get('/two', { host: 'a.example.com' })).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => `the edit did not arrive:\n${gw.agentOut()}`,
+    async () => (await gw.get('/two', { host: 'a.example.com' })).status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   // a worker that had not applied the edit would answer one of these 404
   await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
   await untilBothServe(t, gw, 'a.example.com', '/one', 404, perWorker(await stats(admin), ports!.gw));
@@ -117,7 +129,11 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   // would keep its count, and the listener total would not be zero)
   t.equal((await fetch(`http://127.0.0.1:${admin}/reset_counters`, { method: 'POST' })).status, 200);
   const reset = await stats(admin);
-  t.same(perWorker(reset, ports!.gw).map((n) => n ?? 0), [0, 0], 'both workers\' connection counters are zero');
+  t.same(
+    perWorker(reset, ports!.gw).map((n) => n ?? 0),
+    [0, 0],
+    "both workers' connection counters are zero",
+  );
   t.equal(reset.get(cxTotal), 0, 'the listener total is zero');
   t.equal(reset.get('server.concurrency'), 2, 'gauges are kept (Envoy resets counters only)');
 
@@ -151,8 +167,18 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   t.equal((await fetch(`http://127.0.0.1:${admin}/logging?router=debug`, { method: 'POST' })).status, 200);
   const mark = gw.agentOut().length;
   const logged = await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
-  const lines = () => (gw.agentOut().slice(mark).match(/cluster 'outbound\|80\|\|backend\.demo\.svc\.cluster\.local' match for URL '\/two'/g) ?? []).length;
-  await waitFor(() => `${lines()} of ${logged} requests logged`, () => lines() >= logged, { timeoutMs: 10_000, intervalMs: 50 }).catch(() => undefined);
+  const lines = () =>
+    (
+      gw
+        .agentOut()
+        .slice(mark)
+        .match(/cluster 'outbound\|80\|\|backend\.demo\.svc\.cluster\.local' match for URL '\/two'/g) ?? []
+    ).length;
+  await waitFor(
+    () => `${lines()} of ${logged} requests logged`,
+    () => lines() >= logged,
+    { timeoutMs: 10_000, intervalMs: 50 },
+  ).catch(() => undefined);
   t.equal(lines(), logged, `every one of ${logged} requests, served by both workers, logged its cluster at debug`);
   t.equal((await fetch(`http://127.0.0.1:${admin}/logging?router=info`, { method: 'POST' })).status, 200);
   const quiet = gw.agentOut().length;
@@ -163,17 +189,29 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
   t.equal(s.get('server.worker_restarts') ?? 0, 0);
   const crash = await fetch(`http://127.0.0.1:${admin}/mesh/crash_worker?id=1`, { method: 'POST' });
   t.equal(crash.status, 200);
-  await waitFor(() => `no restart counted:\n${gw.agentOut()}`, async () => (await stats(admin)).get('server.worker_restarts') === 1, { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `no restart counted:\n${gw.agentOut()}`,
+    async () => (await stats(admin)).get('server.worker_restarts') === 1,
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   t.match(gw.agentOut(), /engine worker 1 exited with code 1; starting it again/);
   // the new worker 1 starts its stats from zero and takes connections again, with the edited routes
-  await waitFor(() => `worker 1 did not come back:\n${gw.agentOut()}`, async () => perWorker(await stats(admin), ports!.gw)[1] !== undefined, { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `worker 1 did not come back:\n${gw.agentOut()}`,
+    async () => perWorker(await stats(admin), ports!.gw)[1] !== undefined,
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   await untilBothServe(t, gw, 'a.example.com', '/two', 200, perWorker(await stats(admin), ports!.gw));
 
   // drain: the socket stops accepting in both workers (one worker still listening would take the connection)
   t.equal(await refused(ports!.gw), false, 'accepting before the drain');
   const drain = await fetch(`http://127.0.0.1:${admin}/drain_listeners`, { method: 'POST' });
   t.equal(drain.status, 200);
-  await waitFor(() => `the gateway port still accepts after /drain_listeners:\n${gw.agentOut()}`, () => refused(ports!.gw), { timeoutMs: 10_000, intervalMs: 50 });
+  await waitFor(
+    () => `the gateway port still accepts after /drain_listeners:\n${gw.agentOut()}`,
+    () => refused(ports!.gw),
+    { timeoutMs: 10_000, intervalMs: 50 },
+  );
   let accepted = 0;
   for (let i = 0; i < 20; i++) if (!(await refused(ports!.gw))) accepted++;
   t.equal(accepted, 0, 'no worker accepts any of 20 connections after the drain');
@@ -181,6 +219,10 @@ t.test('two engine workers share the gateway listener, its config, stats, restar
 
   // /quitquitquit ends the engine with its workers (a worker thread left running would keep the agent alive)
   t.equal((await fetch(`http://127.0.0.1:${admin}/quitquitquit`, { method: 'POST' })).status, 200);
-  await waitFor(() => `the engine did not stop after /quitquitquit:\n${gw.agentOut()}`, () => refused(admin), { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `the engine did not stop after /quitquitquit:\n${gw.agentOut()}`,
+    () => refused(admin),
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   t.pass('the admin port closed after /quitquitquit');
 });

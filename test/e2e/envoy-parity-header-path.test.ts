@@ -51,13 +51,31 @@ function headerListener(port: number) {
   const policies: Record<string, unknown> = {};
   const routes: unknown[] = [];
   HEADER_CASES.forEach((c, i) => {
-    policies[`h${i}`] = { permissions: [{ and_rules: { rules: [{ url_path: { path: { exact: `/h/${i}` } } }, { header: c.matcher }] } }], principals: [{ any: true }] };
+    policies[`h${i}`] = {
+      permissions: [{ and_rules: { rules: [{ url_path: { path: { exact: `/h/${i}` } } }, { header: c.matcher }] } }],
+      principals: [{ any: true }],
+    };
     routes.push({ match: { path: `/r/${i}`, headers: [c.matcher] }, direct_response: { status: 418 } });
   });
   // Istio's notValues: not_rule over the header rule
-  policies['notv'] = { permissions: [{ and_rules: { rules: [{ url_path: { path: { exact: '/notv' } } }, { not_rule: { or_rules: { rules: [{ header: { name: 'x-notv', string_match: { exact: 'good' } } }] } } }] } }], principals: [{ any: true }] };
+  policies['notv'] = {
+    permissions: [
+      {
+        and_rules: {
+          rules: [
+            { url_path: { path: { exact: '/notv' } } },
+            { not_rule: { or_rules: { rules: [{ header: { name: 'x-notv', string_match: { exact: 'good' } } }] } } },
+          ],
+        },
+      },
+    ],
+    principals: [{ any: true }],
+  };
   routes.push({ match: { prefix: '/' }, route: { cluster: 'echo' } });
-  const rbac = { name: 'envoy.filters.http.rbac', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC', rules: { action: 'DENY', policies } } };
+  const rbac = {
+    name: 'envoy.filters.http.rbac',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC', rules: { action: 'DENY', policies } },
+  };
   return { name: 'headers', address: sock(port), filter_chains: [{ filters: [hcm('headers', {}, [rbac], routes)] }] };
 }
 
@@ -70,11 +88,22 @@ function jwtListener(port: number, jwks: string) {
     name: 'envoy.filters.http.jwt_authn',
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication',
-      providers: { p: { issuer: 'parity', local_jwks: { inline_string: jwks }, forward: true, clear_route_cache: true, claim_to_headers: [{ header_name: 'x-group', claim_name: 'group' }] } },
+      providers: {
+        p: {
+          issuer: 'parity',
+          local_jwks: { inline_string: jwks },
+          forward: true,
+          clear_route_cache: true,
+          claim_to_headers: [{ header_name: 'x-group', claim_name: 'group' }],
+        },
+      },
       rules: [{ match: { prefix: '/' }, requires: { provider_name: 'p' } }],
     },
   };
-  const routes = [{ match: { prefix: '/', headers: [{ name: 'x-group', string_match: { exact: 'admin' } }] }, direct_response: { status: 418 } }, { match: { prefix: '/' }, route: { cluster: 'echo' } }];
+  const routes = [
+    { match: { prefix: '/', headers: [{ name: 'x-group', string_match: { exact: 'admin' } }] }, direct_response: { status: 418 } },
+    { match: { prefix: '/' }, route: { cluster: 'echo' } },
+  ];
   return { name: 'jwt', address: sock(port), filter_chains: [{ filters: [hcm('jwt', {}, [jwt], routes)] }] };
 }
 
@@ -100,7 +129,14 @@ function bootstrap(admin: number, ports: number[], echo: number) {
     admin: { address: sock(admin) },
     static_resources: {
       listeners,
-      clusters: [{ name: 'echo', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'echo', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock(echo) } }] }] } }],
+      clusters: [
+        {
+          name: 'echo',
+          type: 'STATIC',
+          connect_timeout: '1s',
+          load_assignment: { cluster_name: 'echo', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock(echo) } }] }] },
+        },
+      ],
     },
   };
 }
@@ -126,7 +162,12 @@ async function startPlane(t: Test, dir: string, name: string, cmd: string, args:
   });
   await waitFor(
     () => `${name} not ready:\n${out}`,
-    async () => (await fetch(`http://127.0.0.1:${admin}/ready`).then((r) => r.text()).catch(() => '')).trim() === 'LIVE',
+    async () =>
+      (
+        await fetch(`http://127.0.0.1:${admin}/ready`)
+          .then((r) => r.text())
+          .catch(() => '')
+      ).trim() === 'LIVE',
     { timeoutMs: 60_000, intervalMs: 50 },
   );
   return { ports };
@@ -148,7 +189,10 @@ t.test('the built binary and Envoy answer the same bytes the same way', { skip: 
   const echo = await startEchoBackend(t);
   const ours = await startPlane(t, dir, 'engine', path.join(DIST, 'pilot-agent'), ['envoy'], echo);
   const theirs = await startPlane(t, dir, 'envoy', envoy, [], echo);
-  const both = async (listener: number, bytes: string): Promise<[string, string]> => [verdict(await rawExchange(ours.ports[listener]!, bytes)), verdict(await rawExchange(theirs.ports[listener]!, bytes))];
+  const both = async (listener: number, bytes: string): Promise<[string, string]> => [
+    verdict(await rawExchange(ours.ports[listener]!, bytes)),
+    verdict(await rawExchange(theirs.ports[listener]!, bytes)),
+  ];
 
   for (const c of PATH_CASES) {
     const comparable = !c.since || versionAtLeast(version, c.since);
@@ -178,7 +222,15 @@ t.test('the built binary and Envoy answer the same bytes the same way', { skip: 
     const [ra, rb] = await both(H, rawRequest(`/r/${i}`, c.fields));
     t.equal(ra.split(' ')[0], rb.split(' ')[0], `route: ${c.what}`);
   }
-  const notv: Array<Array<readonly [string, string]>> = [[['x-notv', 'good']], [['x-notv', 'evil']], [], [['x-notv', 'good'], ['x-notv', 'evil']]];
+  const notv: Array<Array<readonly [string, string]>> = [
+    [['x-notv', 'good']],
+    [['x-notv', 'evil']],
+    [],
+    [
+      ['x-notv', 'good'],
+      ['x-notv', 'evil'],
+    ],
+  ];
   for (const fields of notv) {
     if (fields.length > 1 && !fixed) continue;
     const [a, b] = await both(H, rawRequest('/notv', fields));

@@ -52,7 +52,25 @@ interface Pem {
 /** A self-signed server certificate with CN `cn` and SAN gateway.example.com. */
 function selfSigned(dir: string, cn: string): Pem {
   const base = path.join(dir, cn);
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${cn}`, '-addext', 'subjectAltName=DNS:gateway.example.com', '-days', '1', '-keyout', `${base}.key`, '-out', `${base}.crt`]);
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-subj',
+    `/CN=${cn}`,
+    '-addext',
+    'subjectAltName=DNS:gateway.example.com',
+    '-days',
+    '1',
+    '-keyout',
+    `${base}.key`,
+    '-out',
+    `${base}.crt`,
+  ]);
   return { cert: fs.readFileSync(`${base}.crt`, 'utf8'), key: fs.readFileSync(`${base}.key`, 'utf8') };
 }
 
@@ -61,8 +79,35 @@ function signed(dir: string, cn: string, ca: Pem): Pem {
   const base = path.join(dir, cn);
   fs.writeFileSync(`${base}-ca.crt`, ca.cert);
   fs.writeFileSync(`${base}-ca.key`, ca.key);
-  openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${cn}`, '-keyout', `${base}.key`, '-out', `${base}.csr`]);
-  openssl(['x509', '-req', '-in', `${base}.csr`, '-CA', `${base}-ca.crt`, '-CAkey', `${base}-ca.key`, '-CAcreateserial', '-days', '1', '-out', `${base}.crt`]);
+  openssl([
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-subj',
+    `/CN=${cn}`,
+    '-keyout',
+    `${base}.key`,
+    '-out',
+    `${base}.csr`,
+  ]);
+  openssl([
+    'x509',
+    '-req',
+    '-in',
+    `${base}.csr`,
+    '-CA',
+    `${base}-ca.crt`,
+    '-CAkey',
+    `${base}-ca.key`,
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-out',
+    `${base}.crt`,
+  ]);
   return { cert: fs.readFileSync(`${base}.crt`, 'utf8'), key: fs.readFileSync(`${base}.key`, 'utf8') };
 }
 
@@ -72,7 +117,10 @@ interface Reply {
   peer: X509Certificate;
 }
 
-function httpsGet(port: number, o: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'checkServerIdentity'> = {}): Promise<Reply> {
+function httpsGet(
+  port: number,
+  o: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'rejectUnauthorized' | 'checkServerIdentity'> = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = https.request(
       { host: '127.0.0.1', port, path: '/hello', servername: 'gateway.example.com', agent: false, rejectUnauthorized: false, ...o },
@@ -119,7 +167,7 @@ t.test('credentialName Secrets from --configDir are served over ADS, and edits r
     },
     { timeoutMs: 30_000, intervalMs: 50 },
   );
-  t.equal(reply!.peer.fingerprint256, new X509Certificate(first.cert).fingerprint256, 'the SIMPLE server presents the Secret\'s certificate');
+  t.equal(reply!.peer.fingerprint256, new X509Certificate(first.cert).fingerprint256, "the SIMPLE server presents the Secret's certificate");
   t.match(JSON.parse(reply!.body), { workload: 'demo', path: '/hello' }, 'and routes to the backend');
 
   // The Secret file is edited: the next connection gets the new certificate.
@@ -134,8 +182,18 @@ t.test('credentialName Secrets from --configDir are served over ADS, and edits r
   t.pass('the edited Secret is served without a restart');
 
   // MUTUAL: the `mutual-cert-cacert` companion resource carries ca.crt.
-  await waitFor(() => rig.daemon.log().slice(-3000), async () => (await httpsGet(mutualPort, { ca: ca.cert, cert: client.cert, key: client.key }).catch(() => undefined))?.status === 200, { timeoutMs: 30_000, intervalMs: 50 });
-  const ok = await httpsGet(mutualPort, { ca: ca.cert, cert: client.cert, key: client.key, rejectUnauthorized: true, checkServerIdentity: () => undefined });
+  await waitFor(
+    () => rig.daemon.log().slice(-3000),
+    async () => (await httpsGet(mutualPort, { ca: ca.cert, cert: client.cert, key: client.key }).catch(() => undefined))?.status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+  const ok = await httpsGet(mutualPort, {
+    ca: ca.cert,
+    cert: client.cert,
+    key: client.key,
+    rejectUnauthorized: true,
+    checkServerIdentity: () => undefined,
+  });
   t.equal(ok.peer.fingerprint256, new X509Certificate(mutualServer.cert).fingerprint256, 'MUTUAL presents its key pair');
   await t.rejects(httpsGet(mutualPort, { ca: ca.cert }), 'a client without a certificate is refused');
   await t.rejects(httpsGet(mutualPort, { ca: ca.cert, cert: stranger.cert, key: stranger.key }), 'a client certificate from another CA is refused');

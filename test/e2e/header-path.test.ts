@@ -69,11 +69,48 @@ for (const setting of SETTINGS) {
     );
     t.equal((await send('/admin')).status, 403, 'the DENY policy is in force');
 
-    t.equal((await send('/x', [['x-block', 'no'], ['x-block', 'yes']])).status, 403, 'x-block: no then yes is denied');
-    t.equal((await send('/x', [['x-block', 'yes'], ['x-block', 'no']])).status, 403, 'x-block: yes then no is denied');
-    t.equal((await send('/x', [['x-block', 'no'], ['x-block', 'no'], ['x-block', 'yes']])).status, 403, 'three copies are denied');
+    t.equal(
+      (
+        await send('/x', [
+          ['x-block', 'no'],
+          ['x-block', 'yes'],
+        ])
+      ).status,
+      403,
+      'x-block: no then yes is denied',
+    );
+    t.equal(
+      (
+        await send('/x', [
+          ['x-block', 'yes'],
+          ['x-block', 'no'],
+        ])
+      ).status,
+      403,
+      'x-block: yes then no is denied',
+    );
+    t.equal(
+      (
+        await send('/x', [
+          ['x-block', 'no'],
+          ['x-block', 'no'],
+          ['x-block', 'yes'],
+        ])
+      ).status,
+      403,
+      'three copies are denied',
+    );
     t.equal((await send('/x', [['x-block', 'no']])).status, 200, 'x-block: no alone is allowed');
-    t.equal((await send('/route', [['x-route', 'no'], ['x-route', 'secret']])).status, 418, 'the route header match sees the second value');
+    t.equal(
+      (
+        await send('/route', [
+          ['x-route', 'no'],
+          ['x-route', 'secret'],
+        ])
+      ).status,
+      418,
+      'the route header match sees the second value',
+    );
     t.equal(await h2Status(gw.ports.gw, '/x', ['no', 'yes']), 403, 'HTTP/2: two x-block fields, no then yes, are denied');
     t.equal(await h2Status(gw.ports.gw, '/x', ['no']), 200, 'HTTP/2: x-block: no is allowed');
     t.equal((await send('/route', [['x-route', 'no']])).status, 200, 'no matching value: the default route');

@@ -18,7 +18,11 @@ t.test("labels given only as Istio's ISTIO_METAJSON_LABELS select the Gateway", 
     config: (p) => config(p.gw, p.backend),
     agentEnv: { MESH_METAJSON_LABELS: undefined, ISTIO_METAJSON_LABELS: '{"istio":"ingressgateway"}' },
   });
-  await waitFor(() => gw.agentOut(), async () => (await gw.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => gw.agentOut(),
+    async () => (await gw.get('/hello')).status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.pass('routed through the Gateway selected by the Istio-spelt labels');
   t.match(gw.agentOut(), /info\s.*node metadata read from Istio's variable names ISTIO_METAJSON_LABELS \(mesh's own: MESH_METAJSON_LABELS\)/);
   t.notMatch(gw.daemon.log(), /gets no listeners/);
@@ -29,12 +33,23 @@ t.test('a gateway whose labels match no Gateway says so, in the daemon and in th
     config: (p) => config(p.gw, p.backend),
     agentEnv: { MESH_METAJSON_LABELS: '{"istio":"ingress-gateway"}' },
   });
-  await waitFor(() => gw.daemon.log(), async () => /gets no listeners/.test(gw.daemon.log()), { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => gw.daemon.log(),
+    async () => /gets no listeners/.test(gw.daemon.log()),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.match(
     gw.daemon.log(),
     /warn\s+ads\s+gateway proxy gateway-0\.mesh-system with labels \{istio: ingress-gateway\} gets no listeners: no Gateway selects it; selectors not matched: mesh-system\/gw \{istio: ingressgateway\}/,
   );
-  await waitFor(() => gw.agentOut(), async () => /sent no listeners/.test(gw.agentOut()), { timeoutMs: 30_000, intervalMs: 50 });
-  t.match(gw.agentOut(), /warn.*lds: the discovery daemon sent no listeners for node router~127\.0\.0\.1~gateway-0\.mesh-system~\S+ with labels \{istio: ingress-gateway\}/);
+  await waitFor(
+    () => gw.agentOut(),
+    async () => /sent no listeners/.test(gw.agentOut()),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+  t.match(
+    gw.agentOut(),
+    /warn.*lds: the discovery daemon sent no listeners for node router~127\.0\.0\.1~gateway-0\.mesh-system~\S+ with labels \{istio: ingress-gateway\}/,
+  );
   t.equal((gw.daemon.log().match(/gets no listeners/g) ?? []).length, 1, 'said once, not on every push');
 });

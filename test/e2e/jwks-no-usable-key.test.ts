@@ -39,7 +39,8 @@ async function keys(): Promise<Keys> {
   const jwk = { ...(await jose.exportJWK(publicKey)), kid: 'k1', alg: 'RS256' };
   return {
     jwks: JSON.stringify({ keys: [jwk] }),
-    token: (iss) => new jose.SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(iss).setExpirationTime('1h').sign(privateKey),
+    token: (iss) =>
+      new jose.SignJWT({ sub: 'alice' }).setProtectedHeader({ alg: 'RS256', kid: 'k1' }).setIssuer(iss).setExpirationTime('1h').sign(privateKey),
   };
 }
 
@@ -51,11 +52,28 @@ async function bootstrap(backend: number, goodJwks: string, otherJwks: string): 
       good: { issuer: GOOD, local_jwks: { inline_string: goodJwks } },
       empty: { issuer: EMPTY, local_jwks: { inline_string: otherJwks } },
     },
-    rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'good' }, { provider_name: 'empty' }, { allow_missing: {} }] } } }],
+    rules: [
+      {
+        match: { prefix: '/' },
+        requires: { requires_any: { requirements: [{ provider_name: 'good' }, { provider_name: 'empty' }, { allow_missing: {} }] } },
+      },
+    ],
   };
   const port = await freePort();
-  const routeConfig = { name: 'local', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }] };
-  return { port, config: httpBootstrap({ port, admin: await freePort(), routeConfig, httpFilters: [{ name: 'envoy.filters.http.jwt_authn', typed_config: jwtAuthn }], clusters: [loopbackCluster('backend', backend)] }) };
+  const routeConfig = {
+    name: 'local',
+    virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend' } }] }],
+  };
+  return {
+    port,
+    config: httpBootstrap({
+      port,
+      admin: await freePort(),
+      routeConfig,
+      httpFilters: [{ name: 'envoy.filters.http.jwt_authn', typed_config: jwtAuthn }],
+      clusters: [loopbackCluster('backend', backend)],
+    }),
+  };
 }
 
 type Verdicts = { refused: string } | { good: number; empty: number; emptyBody: string; none: number };
@@ -80,31 +98,35 @@ async function backendPort(t: Test): Promise<number> {
 // Envoy's refusal, from filter_factory.cc and jwt_verify_lib's status text
 const REFUSAL = "Provider 'empty' in jwt_authn config has invalid local jwks: Jwks doesn't have any valid public key";
 
-t.test('static bootstrap: a provider with no usable key is refused, the daemon\'s placeholder is not (engine and Envoy)', { timeout: 120_000 }, async (t) => {
-  const k = await keys();
-  const backend = await backendPort(t);
-  if (envoyMissing()) t.comment(`the real Envoy is not run: ${envoyMissing()}`);
-  const placeholder = createFakeJwks('https://empty.example/jwks.json');
-  const served: Array<Extract<Verdicts, { good: number }>> = [];
-  for (const plane of dataPlanes()) {
-    const refused = await verdicts(t, plane, k, backend, EMPTY_JWKS);
-    t.ok('refused' in refused, `${plane}: {"keys":[]} is refused`);
-    if ('refused' in refused) t.match(refused.refused, REFUSAL, `${plane}: naming the provider and the reason`);
+t.test(
+  "static bootstrap: a provider with no usable key is refused, the daemon's placeholder is not (engine and Envoy)",
+  { timeout: 120_000 },
+  async (t) => {
+    const k = await keys();
+    const backend = await backendPort(t);
+    if (envoyMissing()) t.comment(`the real Envoy is not run: ${envoyMissing()}`);
+    const placeholder = createFakeJwks('https://empty.example/jwks.json');
+    const served: Array<Extract<Verdicts, { good: number }>> = [];
+    for (const plane of dataPlanes()) {
+      const refused = await verdicts(t, plane, k, backend, EMPTY_JWKS);
+      t.ok('refused' in refused, `${plane}: {"keys":[]} is refused`);
+      if ('refused' in refused) t.match(refused.refused, REFUSAL, `${plane}: naming the provider and the reason`);
 
-    const v = await verdicts(t, plane, k, backend, placeholder);
-    if ('refused' in v) {
-      t.fail(`${plane} refused the placeholder key set:\n${summarize(v.refused)}`);
-      continue;
+      const v = await verdicts(t, plane, k, backend, placeholder);
+      if ('refused' in v) {
+        t.fail(`${plane} refused the placeholder key set:\n${summarize(v.refused)}`);
+        continue;
+      }
+      t.equal(v.good, 200, `${plane}: the good issuer's token is let through`);
+      t.equal(v.empty, 401, `${plane}: the placeholder issuer's token is refused`);
+      t.equal(v.none, 200, `${plane}: no token (allow_missing) is let through`);
+      served.push(v);
     }
-    t.equal(v.good, 200, `${plane}: the good issuer's token is let through`);
-    t.equal(v.empty, 401, `${plane}: the placeholder issuer's token is refused`);
-    t.equal(v.none, 200, `${plane}: no token (allow_missing) is let through`);
-    served.push(v);
-  }
-  if (served.length === 2) {
-    t.same(served[0], served[1], 'engine verdicts = Envoy verdicts, reason included');
-  }
-});
+    if (served.length === 2) {
+      t.same(served[0], served[1], 'engine verdicts = Envoy verdicts, reason included');
+    }
+  },
+);
 
 function meshConfig(o: { gw: number; backend: number; goodJwks: string; deny: boolean }): string {
   const deny = `---
@@ -140,15 +162,27 @@ t.test('gateway: an issuer with an empty key set does not freeze the listener', 
     },
   });
   const bearer = async (iss: string) => ({ authorization: `Bearer ${await k.token(iss)}` });
-  await waitFor(() => `the gateway never served with the empty issuer present:\n${summarize(gw.agentOut())}`, async () => (await gw.get('/').catch(() => undefined))?.status === 200, { timeoutMs: 30_000, intervalMs: 50 });
-  t.equal((await gw.get('/', await bearer(GOOD))).status, 200, 'the good issuer\'s token');
-  t.equal((await gw.get('/', await bearer(EMPTY))).status, 401, 'the empty issuer\'s token');
+  await waitFor(
+    () => `the gateway never served with the empty issuer present:\n${summarize(gw.agentOut())}`,
+    async () => (await gw.get('/').catch(() => undefined))?.status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+  t.equal((await gw.get('/', await bearer(GOOD))).status, 200, "the good issuer's token");
+  t.equal((await gw.get('/', await bearer(EMPTY))).status, 401, "the empty issuer's token");
   t.equal((await gw.get('/admin')).status, 200, 'no DENY policy yet');
 
   fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), meshConfig({ gw: ports.gw, backend: ports.backend, goodJwks: k.jwks, deny: true }));
-  await waitFor(() => `the DENY policy added later never took effect:\n${summarize(gw.agentOut())}`, async () => (await gw.get('/admin')).status === 403, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => `the DENY policy added later never took effect:\n${summarize(gw.agentOut())}`,
+    async () => (await gw.get('/admin')).status === 403,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.pass('the DENY policy added later is enforced: 403');
   t.equal((await gw.get('/', await bearer(GOOD))).status, 200, 'other paths still served');
   t.notMatch(gw.agentOut(), /invalid local jwks/, 'the listener was never refused for the key set');
-  t.match(gw.daemon.log(), `The JWKS for issuer ${EMPTY} (inline jwks) has no usable key: Jwks doesn't have any valid public key`, 'the daemon says why that issuer\'s tokens are refused');
+  t.match(
+    gw.daemon.log(),
+    `The JWKS for issuer ${EMPTY} (inline jwks) has no usable key: Jwks doesn't have any valid public key`,
+    "the daemon says why that issuer's tokens are refused",
+  );
 });

@@ -28,7 +28,11 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
   // as the system's /tmp: the sidecars (uid 1337) live below it
   fs.chmodSync(tmp, 0o1777);
   t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
-  const child = spawn(process.execPath, [DEMO, 'mesh'], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [DEMO, 'mesh'], {
+    cwd: REPO,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));
@@ -62,7 +66,11 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
   const body = JSON.parse(byName.stdout) as { server: string; xfcc: string | null };
   t.equal(body.server, 'b', "B's app answered");
   // Istio's XFCC for a sidecar-to-sidecar call: By=<B's identity>;Hash=<A's cert>;Subject="";URI=<A's identity>
-  t.match(body.xfcc, /^By=spiffe:\/\/cluster\.local\/ns\/b\/sa\/b;Hash=[0-9a-f]{64};Subject="";URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/, 'B saw A over mutual TLS');
+  t.match(
+    body.xfcc,
+    /^By=spiffe:\/\/cluster\.local\/ns\/b\/sa\/b;Hash=[0-9a-f]{64};Subject="";URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/,
+    'B saw A over mutual TLS',
+  );
 
   const fromC = sh(['bash', '-c', printed(out, '403')]);
   t.match(fromC.stdout, /^HTTP\/1\.1 403 /, 'C is refused by the AuthorizationPolicy');
@@ -76,8 +84,14 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
   const certs = sh(['ip', 'netns', 'exec', a, 'curl', '-s', 'localhost:15000/certs']);
   type Details = { subject_alt_names: Array<{ uri?: string }> };
   const list = (JSON.parse(certs.stdout) as { certificates: Array<{ ca_cert: Details[]; cert_chain: Details[] }> }).certificates;
-  t.ok(list.flatMap((c) => c.cert_chain).some((d) => d.subject_alt_names.some((s) => s.uri === 'spiffe://cluster.local/ns/a/sa/a')), `A's /certs shows its SPIFFE certificate: ${certs.stdout.slice(0, 400)}`);
-  t.ok(list.some((c) => c.ca_cert.length === 1), 'and the root its contexts trust');
+  t.ok(
+    list.flatMap((c) => c.cert_chain).some((d) => d.subject_alt_names.some((s) => s.uri === 'spiffe://cluster.local/ns/a/sa/a')),
+    `A's /certs shows its SPIFFE certificate: ${certs.stdout.slice(0, 400)}`,
+  );
+  t.ok(
+    list.some((c) => c.ca_cert.length === 1),
+    'and the root its contexts trust',
+  );
 
   child.kill('SIGINT');
   t.equal(await exited, 0, 'Ctrl-C stops the demo with exit 0');
@@ -88,14 +102,23 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
   t.same(fs.readdirSync(tmp), [], 'nothing is left in the temp directory');
 });
 
-t.test('without root the mesh demo says what it needs and fails', { skip: process.getuid?.() !== 0 ? 'needs root to drop to another user' : false }, async (t) => {
-  const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, DEMO, 'mesh'], { cwd: REPO, encoding: 'utf8', env: { PATH: process.env.PATH, HOME: os.tmpdir() }, timeout: 30_000 });
-  t.not(r.status, 0, 'non-zero exit');
-  t.match(r.stderr, /needs root/);
-  t.match(r.stderr, /iproute2/);
-  t.match(r.stderr, /iptables/);
-  t.equal(r.stdout, '', 'nothing else is printed');
-});
+t.test(
+  'without root the mesh demo says what it needs and fails',
+  { skip: process.getuid?.() !== 0 ? 'needs root to drop to another user' : false },
+  async (t) => {
+    const r = spawnSync('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, DEMO, 'mesh'], {
+      cwd: REPO,
+      encoding: 'utf8',
+      env: { PATH: process.env.PATH, HOME: os.tmpdir() },
+      timeout: 30_000,
+    });
+    t.not(r.status, 0, 'non-zero exit');
+    t.match(r.stderr, /needs root/);
+    t.match(r.stderr, /iproute2/);
+    t.match(r.stderr, /iptables/);
+    t.equal(r.stdout, '', 'nothing else is printed');
+  },
+);
 
 t.test('the mesh demo run inside a network namespace prints commands that work from another shell', { skip, timeout: 240_000 }, async (t) => {
   // `ip netns exec` gives the demo a mount namespace of its own, where its `ip netns add` mounts live.
@@ -103,7 +126,11 @@ t.test('the mesh demo run inside a network namespace prints commands that work f
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'mesh-demo-test-'));
   fs.chmodSync(tmp, 0o1777);
   t.teardown(() => fs.rmSync(tmp, { recursive: true, force: true }));
-  const child = spawn('ip', ['netns', 'exec', outer, process.execPath, DEMO, 'mesh'], { cwd: REPO, env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('ip', ['netns', 'exec', outer, process.execPath, DEMO, 'mesh'], {
+    cwd: REPO,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, TMPDIR: tmp },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (out += d));

@@ -14,8 +14,6 @@ import { redactSecrets } from '../../src/meshctl/bugreport/command';
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
 
-
-
 t.test('bug-report with no cluster, against a live daemon and gateway', { skip, timeout: 240_000 }, async (t) => {
   const ns = createNetns(t, 'mesh-br');
   const dir = tempDir(t, 'mesh-bugreport-');
@@ -30,7 +28,12 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
       POD_NAMESPACE: 'mesh-system',
       INSTANCE_IP: '127.0.0.1',
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway","app":"gw"}',
-      PROXY_CONFIG: JSON.stringify({ statusPort: 25020, proxyAdminPort: 25000, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s' }),
+      PROXY_CONFIG: JSON.stringify({
+        statusPort: 25020,
+        proxyAdminPort: 25000,
+        binaryPath: path.join(dir, 'no-envoy-here'),
+        terminationDrainDuration: '1s',
+      }),
     },
     cwd: path.join(dir, 'gw'),
   });
@@ -49,7 +52,8 @@ t.test('bug-report with no cluster, against a live daemon and gateway', { skip, 
 
   // the route reaches the gateway after its readiness: wait until its admin shows it
   const deadline = Date.now() + 30_000;
-  while (!httpGetIn(ns, 'http://127.0.0.1:25000/config_dump').body.includes('http.8081') && Date.now() < deadline) await new Promise((r) => setTimeout(r, 300));
+  while (!httpGetIn(ns, 'http://127.0.0.1:25000/config_dump').body.includes('http.8081') && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 300));
 
   await t.test('the archive holds the daemon’s debug pages and the gateway’s admin output', async (t) => {
     const outDir = path.join(dir, 'out1');
@@ -153,7 +157,10 @@ t.test('secret redaction', async (t) => {
       {
         '@type': 'type.googleapis.com/envoy.admin.v3.SecretsConfigDump',
         dynamic_active_secrets: [
-          { name: 'default', secret: { tls_certificate: { certificate_chain: { inline_bytes: 'Q0VSVA==' }, private_key: { inline_bytes: 'S0VZ' } } } },
+          {
+            name: 'default',
+            secret: { tls_certificate: { certificate_chain: { inline_bytes: 'Q0VSVA==' }, private_key: { inline_bytes: 'S0VZ' } } },
+          },
         ],
       },
     ],

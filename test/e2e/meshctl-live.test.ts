@@ -14,7 +14,6 @@ import { meshctlHome, meshctlIn, startLiveDiscovery, waitForOk, watch } from '..
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const skip = netnsUnavailable();
 
-
 interface Mesh {
   ns: string;
   dir: string;
@@ -23,7 +22,6 @@ interface Mesh {
   meshctl(args: readonly string[], env?: NodeJS.ProcessEnv): Promise<ExecResult>;
 }
 
-
 async function startMesh(t: Test): Promise<Mesh> {
   const ns = createNetns(t, 'mesh-ctl');
   const dir = tempDir(t, 'mesh-meshctl-live-');
@@ -31,7 +29,10 @@ async function startMesh(t: Test): Promise<Mesh> {
   const logs = () => out.join('').slice(-6000);
   const base = await startLiveDiscovery(t, ns, dir, out);
 
-  for (const [name, sub] of [['gw', 'router'], ['app', 'sidecar']] as const) {
+  for (const [name, sub] of [
+    ['gw', 'router'],
+    ['app', 'sidecar'],
+  ] as const) {
     fs.mkdirSync(path.join(dir, name));
     const env: NodeJS.ProcessEnv =
       name === 'gw'
@@ -44,7 +45,12 @@ async function startMesh(t: Test): Promise<Mesh> {
             PROXY_STATUS_PORT: '25021',
             PROXY_METRICS_PORT: '25090',
             // not Istio's 15000/15020: meshctl must read them from the node metadata
-            PROXY_CONFIG: JSON.stringify({ statusPort: 25020, proxyAdminPort: 25000, binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s' }),
+            PROXY_CONFIG: JSON.stringify({
+              statusPort: 25020,
+              proxyAdminPort: 25000,
+              binaryPath: path.join(dir, 'no-envoy-here'),
+              terminationDrainDuration: '1s',
+            }),
           }
         : {
             ...base,
@@ -53,14 +59,18 @@ async function startMesh(t: Test): Promise<Mesh> {
             INSTANCE_IP: '127.0.0.1',
             PROXY_CONFIG: JSON.stringify({ binaryPath: path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s' }),
           };
-    const agent = spawnIn(ns, path.join(DIST, 'pilot-agent'), ['proxy', sub, '--meshConfig', path.join(dir, 'mesh.yaml')], { env, cwd: path.join(dir, name) });
+    const agent = spawnIn(ns, path.join(DIST, 'pilot-agent'), ['proxy', sub, '--meshConfig', path.join(dir, 'mesh.yaml')], {
+      env,
+      cwd: path.join(dir, name),
+    });
     watch(t, name, agent, out);
   }
   await waitForOk(ns, 'http://127.0.0.1:25020/healthz/ready', () => `the gateway is not ready:\n${logs()}`);
   await waitForOk(ns, 'http://127.0.0.1:15020/healthz/ready', () => `the sidecar is not ready:\n${logs()}`);
 
   const home = meshctlHome(dir);
-  const meshctl = (args: readonly string[], env: NodeJS.ProcessEnv = {}) => meshctlIn(ns, args, { env: { PATH: process.env.PATH, HOME: home, ...env } });
+  const meshctl = (args: readonly string[], env: NodeJS.ProcessEnv = {}) =>
+    meshctlIn(ns, args, { env: { PATH: process.env.PATH, HOME: home, ...env } });
   return { ns, dir, home, logs, meshctl };
 }
 
@@ -84,7 +94,11 @@ t.test('meshctl with no cluster, against a live daemon, gateway and sidecar', { 
 
   await t.test('proxy-status: both proxies, all SYNCED', async (t) => {
     const synced = (line: string | undefined) => !!line && (line.match(/SYNCED \(\d+[smhd]\)/g)?.length ?? 0) >= 3;
-    const r = await eventually(m, ['proxy-status'], (r) => r.stdout.split('\n').filter((l) => /^(gateway-0|app-0)/.test(l) && synced(l)).length === 2);
+    const r = await eventually(
+      m,
+      ['proxy-status'],
+      (r) => r.stdout.split('\n').filter((l) => /^(gateway-0|app-0)/.test(l) && synced(l)).length === 2,
+    );
     ok(t, r, 'proxy-status');
     const lines = r.stdout.trimEnd().split('\n');
     t.match(lines[0], /^NAME\s+CLUSTER\s+CDS\s+LDS\s+EDS\s+RDS\s+ECDS\s+MESHD\s+VERSION$/, 'the header is Istio’s');
@@ -129,7 +143,10 @@ t.test('meshctl with no cluster, against a live daemon, gateway and sidecar', { 
     const json = await m.meshctl(['pc', 'cluster', 'gateway-0.mesh-system', '--fqdn', 'backend.example.com', '-o', 'json']);
     ok(t, json, 'proxy-config cluster -o json');
     const clusters = JSON.parse(json.stdout) as Array<{ name: string }>;
-    t.same(clusters.map((c) => c.name), ['outbound|80||backend.example.com']);
+    t.same(
+      clusters.map((c) => c.name),
+      ['outbound|80||backend.example.com'],
+    );
 
     const listener = await m.meshctl(['pc', 'listener', 'gateway-0.mesh-system']);
     ok(t, listener, 'proxy-config listener');
@@ -204,7 +221,11 @@ t.test('meshctl with no cluster, against a live daemon, gateway and sidecar', { 
     const flags = await m.meshctl(['proxy-status', '--xds-address', '127.0.0.1:15010', '--plaintext'], { HOME: m.dir });
     ok(t, flags, 'with flags and no defaults file');
     t.match(flags.stdout, /gateway-0\.mesh-system/);
-    const env = await m.meshctl(['proxy-config', 'route', 'gateway-0.mesh-system'], { HOME: m.dir, MESHCTL_XDS_ADDRESS: '127.0.0.1:15010', MESHCTL_PLAINTEXT: 'true' });
+    const env = await m.meshctl(['proxy-config', 'route', 'gateway-0.mesh-system'], {
+      HOME: m.dir,
+      MESHCTL_XDS_ADDRESS: '127.0.0.1:15010',
+      MESHCTL_PLAINTEXT: 'true',
+    });
     ok(t, env, 'with MESHCTL_* variables');
     t.match(env.stdout, /^http\.8081 /m);
     const file = path.join(m.dir, 'elsewhere.yaml');

@@ -25,13 +25,26 @@ t.test('a misspelt header match is rejected and the last good routing keeps serv
       return config(p.gw, p.backend, '{exact: group1}');
     },
   });
-  await waitFor(() => gw.agentOut(), async () => (await gw.get('/team', { 'x-group': 'group1' })).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => gw.agentOut(),
+    async () => (await gw.get('/team', { 'x-group': 'group1' })).status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.equal((await gw.get('/team', { 'x-group': 'group2' })).status, 404, 'another group is not routed');
-  const rejected = async () => metricValue(await fetch(`http://${gw.daemon.monitoring}/metrics`).then((r) => r.text()), 'pilot_total_rejected_configs', 'type="virtualservice",name="mesh-system/groups"');
+  const rejected = async () =>
+    metricValue(
+      await fetch(`http://${gw.daemon.monitoring}/metrics`).then((r) => r.text()),
+      'pilot_total_rejected_configs',
+      'type="virtualservice",name="mesh-system/groups"',
+    );
   t.equal(await rejected(), undefined, 'nothing rejected yet');
 
   fs.writeFileSync(path.join(gw.configDir, 'mesh.yaml'), config(ports.gw, ports.backend, '{exac: group1}'));
-  await waitFor(() => `the typo was not rejected:\n${gw.daemon.log()}`, async () => ((await rejected()) ?? 0) >= 1, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => `the typo was not rejected:\n${gw.daemon.log()}`,
+    async () => ((await rejected()) ?? 0) >= 1,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.pass('pilot_total_rejected_configs counts the misspelt VirtualService');
   t.match(gw.daemon.log(), /spec\.http\[0\]\.match\[0\]\.headers\[x-group\]\.exac: unknown field "exac" in StringMatch/, 'the log names the field');
   // Give a (wrong) push time to arrive, then check routing did not widen.

@@ -51,7 +51,10 @@ t.test('README: running sidecars without a cluster', { skip }, async (t) => {
   // HOME is the scratch directory: no ~/.meshctl/config.yaml of the machine's user changes meshctl's choices.
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir };
   const logs: Record<string, () => string> = {};
-  const allLogs = () => Object.entries(logs).map(([k, f]) => `--- ${k}:\n${f().slice(-3000)}`).join('\n');
+  const allLogs = () =>
+    Object.entries(logs)
+      .map(([k, f]) => `--- ${k}:\n${f().slice(-3000)}`)
+      .join('\n');
   const outputs: Array<{ line: string; stdout: string; stderr: string }> = [];
 
   for (const line of lines) {
@@ -81,12 +84,13 @@ t.test('README: running sidecars without a cluster', { skip }, async (t) => {
 
   const out = (re: RegExp) => outputs.find((o) => re.test(o.line)) ?? { line: '', stdout: '', stderr: '' };
   // The files Istio's `x workload entry configure` writes, with the token the daemon's key signed.
-  for (const f of ['cluster.env', 'mesh.yaml', 'root-cert.pem', 'mesh-token', 'hosts']) t.ok(fs.existsSync(path.join(dir, 'gateway', f)), `gateway/${f} written`);
+  for (const f of ['cluster.env', 'mesh.yaml', 'root-cert.pem', 'mesh-token', 'hosts'])
+    t.ok(fs.existsSync(path.join(dir, 'gateway', f)), `gateway/${f} written`);
   const claims = JSON.parse(Buffer.from(fs.readFileSync(path.join(dir, 'gateway/mesh-token'), 'utf8').split('.')[1]!, 'base64url').toString());
-  t.equal(claims.sub, 'system:serviceaccount:mesh-system:ingressgateway', 'the token names the group\'s namespace and service account');
-  t.same(claims.aud, ['mesh-ca'], 'for the CA audience (Istio\'s istio-ca, renamed)');
-  t.equal(claims.exp - claims.iat, 3600, 'for --tokenDuration\'s default, 1 h');
-  t.equal(fs.statSync(path.join(dir, 'var/lib/mesh/ca/token-key.pem')).mode & 0o777, 0o600, 'the token key is private to the daemon\'s user');
+  t.equal(claims.sub, 'system:serviceaccount:mesh-system:ingressgateway', "the token names the group's namespace and service account");
+  t.same(claims.aud, ['mesh-ca'], "for the CA audience (Istio's istio-ca, renamed)");
+  t.equal(claims.exp - claims.iat, 3600, "for --tokenDuration's default, 1 h");
+  t.equal(fs.statSync(path.join(dir, 'var/lib/mesh/ca/token-key.pem')).mode & 0o777, 0o600, "the token key is private to the daemon's user");
   t.equal(
     fs.readFileSync(path.join(dir, 'gateway/root-cert.pem'), 'utf8'),
     fs.readFileSync(path.join(dir, 'var/run/secrets/mesh/root-cert.pem'), 'utf8'),
@@ -109,8 +113,8 @@ t.test('README: running sidecars without a cluster', { skip }, async (t) => {
 
   // The operator's certificate, and meshctl over mutual TLS with it.
   const cert = new X509Certificate(fs.readFileSync(path.join(dir, 'certs/cert-chain.pem')));
-  t.equal(cert.subjectAltName, 'URI:spiffe://cluster.local/ns/mesh-system/sa/default', 'the identity istioctl\'s debug requests claim');
-  t.ok(cert.verify(new X509Certificate(fs.readFileSync(path.join(dir, 'certs/root-cert.pem'))).publicKey), 'signed by the daemon\'s root');
+  t.equal(cert.subjectAltName, 'URI:spiffe://cluster.local/ns/mesh-system/sa/default', "the identity istioctl's debug requests claim");
+  t.ok(cert.verify(new X509Certificate(fs.readFileSync(path.join(dir, 'certs/root-cert.pem'))).publicKey), "signed by the daemon's root");
   const status = out(/proxy-status/).stdout;
   t.match(status, /^NAME\s+CLUSTER\s+CDS\s+LDS\s+EDS\s+RDS/m, 'proxy-status answered over :15012');
   t.match(status, /\.mesh-system\s+\S*\s+SYNCED/, 'and lists the gateway, synced');

@@ -83,15 +83,27 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
   const b = await replica('replica-b');
   const replicas: Record<string, RunningDaemon> = { 'replica-a': a, 'replica-b': b };
   t.teardown(async () => Promise.all([a.stop(), b.stop()]));
-  await waitFor(() => `no analysis leader:\n${a.log()}\n${b.log()}`, async () => (await holder()) in replicas, { timeoutMs: 30_000 });
+  await waitFor(
+    () => `no analysis leader:\n${a.log()}\n${b.log()}`,
+    async () => (await holder()) in replicas,
+    { timeoutMs: 30_000 },
+  );
   const leader = replicas[await holder()]!;
   const follower = leader === a ? b : a;
-  await waitFor(() => leader.log(), () => runs(leader) >= 1, { timeoutMs: 30_000 });
+  await waitFor(
+    () => leader.log(),
+    () => runs(leader) >= 1,
+    { timeoutMs: 30_000 },
+  );
 
   // Invalid by analysis (its gateway does not exist), valid by schema: the API server accepts it.
   await kube.api.create(VS_MESH, virtualService('networking.mesh.io', 'bad', ['missing-gw']));
   const bad = `${VS_MESH}/bad`;
-  await waitFor(() => leader.log(), async () => Boolean((await kube.api.get(bad)).status?.validationMessages), { timeoutMs: 30_000 });
+  await waitFor(
+    () => leader.log(),
+    async () => Boolean((await kube.api.get(bad)).status?.validationMessages),
+    { timeoutMs: 30_000 },
+  );
   const written = await kube.api.get(bad);
   t.same(written.status, missingGateway(1), "Istio's status shape: observedGeneration and the gateway analyzer's two messages");
   t.match(leader.log(), /Configuration analysis: Error \[IST0101\] \(VirtualService team-a\/bad\) Referenced gateway not found: "missing-gw"/);
@@ -104,22 +116,42 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
   const before = runs(leader);
   await kube.api.create(VS_MESH, virtualService('networking.mesh.io', 'good', []));
   await kube.api.create(VS_ISTIO, virtualService('networking.istio.io', 'legacy', ['gone']));
-  await waitFor(() => leader.log(), async () => Boolean((await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages), { timeoutMs: 30_000 });
+  await waitFor(
+    () => leader.log(),
+    async () => Boolean((await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages),
+    { timeoutMs: 30_000 },
+  );
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, missingGateway(1), "Istio's group gets the same status");
-  await waitFor(() => leader.log(), () => runs(leader) > before, { timeoutMs: 30_000 });
+  await waitFor(
+    () => leader.log(),
+    () => runs(leader) > before,
+    { timeoutMs: 30_000 },
+  );
   t.equal((await kube.api.get(bad)).metadata.resourceVersion, rv, 'an unchanged status is not written again');
   t.notOk((await kube.api.get(`${VS_MESH}/good`)).status?.validationMessages, 'no messages written for a valid resource');
 
   // The leader steps down; the other replica takes over, finds the status already right (no write), and
   // clears the messages once the VirtualService is fixed (generation 2).
   await leader.stop();
-  await waitFor(() => follower.log(), async () => (await holder()) === (follower === a ? 'replica-a' : 'replica-b'), { timeoutMs: 30_000 });
-  await waitFor(() => follower.log(), () => runs(follower) >= 1, { timeoutMs: 30_000 });
+  await waitFor(
+    () => follower.log(),
+    async () => (await holder()) === (follower === a ? 'replica-a' : 'replica-b'),
+    { timeoutMs: 30_000 },
+  );
+  await waitFor(
+    () => follower.log(),
+    () => runs(follower) >= 1,
+    { timeoutMs: 30_000 },
+  );
   t.equal((await kube.api.get(bad)).metadata.resourceVersion, rv, 'the new leader does not rewrite an unchanged status');
 
   const fixed = await kube.api.merge(bad, { spec: { gateways: null } });
   t.equal(fixed.metadata.generation, 2);
-  await waitFor(() => follower.log(), async () => (await kube.api.get(bad)).status?.observedGeneration === '2', { timeoutMs: 30_000 });
+  await waitFor(
+    () => follower.log(),
+    async () => (await kube.api.get(bad)).status?.observedGeneration === '2',
+    { timeoutMs: 30_000 },
+  );
   t.same((await kube.api.get(bad)).status, { observedGeneration: '2' }, 'messages cleared: only observedGeneration remains');
   t.match(follower.log(), /Configuration analysis resolved: Error \[IST0101\] \(VirtualService team-a\/bad\)/);
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, missingGateway(1), 'the other resource keeps its messages');
@@ -132,6 +164,10 @@ t.test('the analysis leader writes validationMessages, keeps unchanged status un
     metadata: { name: 'gone', namespace: NS },
     spec: { servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] },
   });
-  await waitFor(() => follower.log(), async () => !(await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages, { timeoutMs: 30_000 });
+  await waitFor(
+    () => follower.log(),
+    async () => !(await kube.api.get(`${VS_ISTIO}/legacy`)).status?.validationMessages,
+    { timeoutMs: 30_000 },
+  );
   t.same((await kube.api.get(`${VS_ISTIO}/legacy`)).status, { observedGeneration: '1' }, 'cleared by a Gateway event');
 });

@@ -111,12 +111,21 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
         env: { MESH_META_AUTO_REGISTER_GROUP: GROUP, PROXY_CONFIG: JSON.stringify(proxyConfig) },
       });
     let agent = await startAgent();
-    const interesting = (out: string) => out.split('\n').filter((l) => /health|wle|xdsproxy|error/i.test(l)).slice(-40).join('\n');
+    const interesting = (out: string) =>
+      out
+        .split('\n')
+        .filter((l) => /health|wle|xdsproxy|error/i.test(l))
+        .slice(-40)
+        .join('\n');
     const logs = () => `--- agent:\n${interesting(agent.out())}\n--- discovery:\n${interesting(daemon.log())}`;
 
     // 1. The entry, as Istio's workloadEntryFromGroup + setConnectMeta make it.
     let we: Obj | undefined;
-    await waitFor(() => `no WorkloadEntry ${ENTRY}\n${logs()}`, async () => !!(we = await entry()), { timeoutMs: 30_000 });
+    await waitFor(
+      () => `no WorkloadEntry ${ENTRY}\n${logs()}`,
+      async () => !!(we = await entry()),
+      { timeoutMs: 30_000 },
+    );
     const labels = { version: 'v1', app: GROUP, tier: 'vm' };
     t.same(we!.metadata.labels, labels, 'labels: template, then the group metadata');
     t.match(we!.metadata.annotations, {
@@ -127,15 +136,28 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
       'mesh.io/connectedAt': RFC3339,
     });
     t.notOk('mesh.io/disconnectedAt' in we!.metadata.annotations);
-    t.same(we!.metadata.ownerReferences, [{ apiVersion: 'networking.istio.io/v1', kind: 'WorkloadGroup', name: GROUP, uid: group.metadata.uid, controller: true }]);
+    t.same(we!.metadata.ownerReferences, [
+      { apiVersion: 'networking.istio.io/v1', kind: 'WorkloadGroup', name: GROUP, uid: group.metadata.uid, controller: true },
+    ]);
     t.same(we!.spec, { address: IP, labels, serviceAccount: 'vm-sa' }, 'the address is the proxy IP; the template otherwise');
 
     // 2. Health: the probe passes → Healthy True → the Service serves the VM's address.
     const eds = new XdsWatch(daemon.grpc, sidecarNode(NS), EDS, [CLUSTER]);
     t.teardown(() => eds.close());
-    await waitFor(() => `never Healthy\n${logs()}`, async () => (await entry())?.status?.conditions?.some((c: Obj) => c.type === 'Healthy' && c.status === 'True'), { timeoutMs: 30_000 });
-    await eds.until((w) => endpointsOf(w.resources.get(CLUSTER)).some((e) => e.address === IP && e.port === 8080 && e.health === 1), `${IP}:8080 HEALTHY in EDS`);
-    t.same(endpointsOf(eds.resources.get(CLUSTER)).map((e) => e.address), [IP], 'only the VM (manual and stale entries are not app=vm-app)');
+    await waitFor(
+      () => `never Healthy\n${logs()}`,
+      async () => (await entry())?.status?.conditions?.some((c: Obj) => c.type === 'Healthy' && c.status === 'True'),
+      { timeoutMs: 30_000 },
+    );
+    await eds.until(
+      (w) => endpointsOf(w.resources.get(CLUSTER)).some((e) => e.address === IP && e.port === 8080 && e.health === 1),
+      `${IP}:8080 HEALTHY in EDS`,
+    );
+    t.same(
+      endpointsOf(eds.resources.get(CLUSTER)).map((e) => e.address),
+      [IP],
+      'only the VM (manual and stale entries are not app=vm-app)',
+    );
 
     // The application fails its probe: Healthy False with the probe's reason, and the endpoint leaves EDS.
     fs.writeFileSync(sick, '');
@@ -155,10 +177,14 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     const before = (await entry())!.metadata.annotations['mesh.io/connectedAt'];
     const r = await fetch(`http://${daemon.http}/debug/force_disconnect?proxyID=vm-1.${NS}`);
     t.equal(r.status, 200, await r.text());
-    await waitFor(() => `connectedAt not updated\n${logs()}`, async () => {
-      const a = (await entry())?.metadata.annotations ?? {};
-      return Date.parse(a['mesh.io/connectedAt'] ?? '') > Date.parse(before) && !('mesh.io/disconnectedAt' in a);
-    }, { timeoutMs: 20_000 });
+    await waitFor(
+      () => `connectedAt not updated\n${logs()}`,
+      async () => {
+        const a = (await entry())?.metadata.annotations ?? {};
+        return Date.parse(a['mesh.io/connectedAt'] ?? '') > Date.parse(before) && !('mesh.io/disconnectedAt' in a);
+      },
+      { timeoutMs: 20_000 },
+    );
     await new Promise((res) => setTimeout(res, GRACE_MS + 1000));
     t.ok(await entry(), 'a workload that reconnected within the grace period keeps its entry');
     t.ok((await metric('auto_registration_updates_total')) >= 1, 'auto_registration_updates_total counted the reconnect');
@@ -166,17 +192,29 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     // 4. The workload goes away: the entry is marked disconnected, then deleted after the grace period.
     agent.child.kill('SIGKILL');
     let disconnectedAt: string | undefined;
-    await waitFor(() => `never marked disconnected\n${logs()}`, async () => !!(disconnectedAt = (await entry())?.metadata.annotations['mesh.io/disconnectedAt']), { timeoutMs: 20_000 });
+    await waitFor(
+      () => `never marked disconnected\n${logs()}`,
+      async () => !!(disconnectedAt = (await entry())?.metadata.annotations['mesh.io/disconnectedAt']),
+      { timeoutMs: 20_000 },
+    );
     t.match(disconnectedAt, RFC3339);
     t.notOk('mesh.io/connectedAt' in (await entry())!.metadata.annotations, 'connectedAt removed');
-    await waitFor(() => `never deleted\n${logs()}`, async () => !(await entry()), { timeoutMs: 20_000 });
+    await waitFor(
+      () => `never deleted\n${logs()}`,
+      async () => !(await entry()),
+      { timeoutMs: 20_000 },
+    );
     const goneAfter = Date.now() - Date.parse(disconnectedAt!);
     t.ok(goneAfter >= GRACE_MS - 50, `deleted ${goneAfter}ms after the disconnect (grace period ${GRACE_MS}ms)`);
     t.ok((await metric('auto_registration_unregister_total')) >= 1, 'auto_registration_unregister_total');
     await eds.until((w) => !endpointsOf(w.resources.get(CLUSTER)).some((e) => e.address === IP), 'the deleted entry gone from EDS');
 
     // 5. The periodic sweep (every 10 × the grace period) deletes what a dead daemon left behind.
-    await waitFor(() => `the stale entry was never cleaned up\n${logs()}`, async () => !(await entry('stale')), { timeoutMs: 10 * GRACE_MS + 20_000 });
+    await waitFor(
+      () => `the stale entry was never cleaned up\n${logs()}`,
+      async () => !(await entry('stale')),
+      { timeoutMs: 10 * GRACE_MS + 20_000 },
+    );
     // logged once the API server answered the delete (the test may see the object gone first)
     await waitFor(logs, () => /cleaned up auto-registered WorkloadEntry vm\/stale periodic:true/.test(daemon.log()), { timeoutMs: 10_000 });
     t.pass('the sweep (periodic:true) deleted it');
@@ -188,7 +226,11 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
 
     // 7. A new connection creates the entry again.
     agent = await startAgent();
-    await waitFor(() => `not registered again\n${logs()}`, async () => !!(await entry()), { timeoutMs: 30_000 });
+    await waitFor(
+      () => `not registered again\n${logs()}`,
+      async () => !!(await entry()),
+      { timeoutMs: 30_000 },
+    );
     t.equal(await metric('auto_registration_success_total'), 2);
 
     // 8. A health-checked entry that is not auto-registered (WORKLOAD_ENTRY metadata): the daemon becomes its
@@ -200,7 +242,14 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
       spec: { address: '10.88.0.20', labels: { app: 'db' } },
     });
     const dbNode = sidecarNode(NS, '10.88.0.20', 'db-1');
-    await waitFor(() => 'db-1 not seen by the daemon', () => fetch(`http://${daemon.http}/debug/configz`).then((r) => r.text()).then((b) => b.includes('db-1')), { timeoutMs: 10_000 });
+    await waitFor(
+      () => 'db-1 not seen by the daemon',
+      () =>
+        fetch(`http://${daemon.http}/debug/configz`)
+          .then((r) => r.text())
+          .then((b) => b.includes('db-1')),
+      { timeoutMs: 10_000 },
+    );
     const db = new XdsWatch(daemon.grpc, { ...dbNode, metadata: { ...dbNode.metadata, WORKLOAD_ENTRY: 'db-1' } }, EDS, [CLUSTER]);
     t.teardown(() => db.close());
     await waitFor(logs, async () => (await entry('db-1'))?.metadata.annotations['mesh.io/workloadController'] === 'meshd-a', { timeoutMs: 20_000 });
@@ -220,7 +269,11 @@ if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first'
     const vmNode = sidecarNode(NS, '10.88.0.30', 'vm-2');
     const refused = new XdsWatch(strict.grpc, { ...vmNode, metadata: { ...vmNode.metadata, AUTO_REGISTER_GROUP: GROUP } }, EDS, [CLUSTER]);
     t.teardown(() => refused.close());
-    await waitFor(() => `not refused\n${strict.log().slice(-3000)}`, () => refused.ended !== undefined, { timeoutMs: 30_000 });
+    await waitFor(
+      () => `not refused\n${strict.log().slice(-3000)}`,
+      () => refused.ended !== undefined,
+      { timeoutMs: 30_000 },
+    );
     t.match(refused.ended, { details: 'registration of WorkloadEntry requires a verified identity' });
     t.notOk(await entry(`${GROUP}-10.88.0.30`), 'no entry for the unverified proxy');
   });

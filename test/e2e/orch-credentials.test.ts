@@ -68,8 +68,10 @@ function gatewayAds(t: Test, address: string, rootPem: string, sa: string, beare
 }
 
 function inline(s: Secret | undefined): string | undefined {
-  if (s?.type.case === 'tlsCertificate' && s.type.value.certificateChain?.specifier.case === 'inlineBytes') return Buffer.from(s.type.value.certificateChain.specifier.value).toString();
-  if (s?.type.case === 'validationContext' && s.type.value.trustedCa?.specifier.case === 'inlineBytes') return Buffer.from(s.type.value.trustedCa.specifier.value).toString();
+  if (s?.type.case === 'tlsCertificate' && s.type.value.certificateChain?.specifier.case === 'inlineBytes')
+    return Buffer.from(s.type.value.certificateChain.specifier.value).toString();
+  if (s?.type.case === 'validationContext' && s.type.value.trustedCa?.specifier.case === 'inlineBytes')
+    return Buffer.from(s.type.value.trustedCa.specifier.value).toString();
   return undefined;
 }
 
@@ -78,7 +80,8 @@ t.test('a Secret created through the API reaches the gateway over ADS, subject t
   const api = kube.api;
   t.teardown(() => api.close());
   await api.create('/api/v1/namespaces', namespace(NS));
-  for (const sa of ['ingressgateway', 'nobody']) await api.create(`/api/v1/namespaces/${NS}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: sa } });
+  for (const sa of ['ingressgateway', 'nobody'])
+    await api.create(`/api/v1/namespaces/${NS}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: sa } });
   // What Istio's gateway chart grants its service account.
   await api.create(`/apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/roles`, {
     apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -131,5 +134,8 @@ t.test('a Secret created through the API reaches the gateway over ADS, subject t
 
   await waitFor(why, () => inline(nobodyCa.current()) === caPem, { timeoutMs: 30_000 });
   t.equal(nobodyCert.current(), undefined, 'a service account that may not list Secrets gets no key pair, only the CA');
-  t.match(d.log(), /proxy nobody-0\.mesh-system attempted to access unauthorized certificates gw-cert: nobody\/mesh-system is not authorized to read secrets/);
+  t.match(
+    d.log(),
+    /proxy nobody-0\.mesh-system attempted to access unauthorized certificates gw-cert: nobody\/mesh-system is not authorized to read secrets/,
+  );
 });

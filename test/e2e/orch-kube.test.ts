@@ -82,7 +82,10 @@ t.test('Service, Pod, Node and the EndpointSlice the controller manager makes ar
 
   // The Node gets a subzone label (which the EndpointSlice does not carry): the locality follows the Node.
   await kube.api.merge('/api/v1/nodes/node-a', { metadata: { labels: { 'topology.istio.io/subzone': 'rack-7' } } });
-  await eds.until((w) => endpointsOf(w.resources.get(CLUSTER))[0]?.locality === 'eu/eu-1/rack-7', 'locality eu/eu-1/rack-7 after the Node label edit');
+  await eds.until(
+    (w) => endpointsOf(w.resources.get(CLUSTER))[0]?.locality === 'eu/eu-1/rack-7',
+    'locality eu/eu-1/rack-7 after the Node label edit',
+  );
   t.pass('endpoint edits through the API server reached the xDS client');
 });
 
@@ -108,7 +111,11 @@ t.test('a VirtualService CRD deleted and applied again is served again within se
   // Deleting a CRD deletes its objects: the route goes with it.
   await rds.until((w) => headerMatches(w.resources.get('80')).length === 0, 'the route gone with its CRD', 30_000);
   // The CRD itself goes once its objects are deleted; the daemon then stops watching the kind.
-  await waitFor(() => daemon.log(), () => /VirtualService is no longer served by CRD group networking\.istio\.io/.test(daemon.log()), { timeoutMs: 30_000 });
+  await waitFor(
+    () => daemon.log(),
+    () => /VirtualService is no longer served by CRD group networking\.istio\.io/.test(daemon.log()),
+    { timeoutMs: 30_000 },
+  );
 
   await applyCrds(kube, 'istio');
   const applied = Date.now();
@@ -135,7 +142,10 @@ t.test('PILOT_SEND_UNHEALTHY_ENDPOINTS sends unready endpoints as UNHEALTHY; ter
   const all = new XdsWatch(unhealthy.grpc, sidecarNode(NS), EDS, [CLUSTER]);
   t.teardown(() => (plain.close(), all.close()));
   // web-1 was made unready by the first test; web-2 is ready.
-  const health = (w: XdsWatch<typeof EDS>) => endpointsOf(w.resources.get(CLUSTER)).map((e) => `${e.address} ${e.health}`).join();
+  const health = (w: XdsWatch<typeof EDS>) =>
+    endpointsOf(w.resources.get(CLUSTER))
+      .map((e) => `${e.address} ${e.health}`)
+      .join();
   await all.until((w) => health(w) === '10.1.0.1 2,10.1.0.2 1', 'web-1 UNHEALTHY (2) beside web-2 HEALTHY (1)');
   await plain.until((w) => health(w) === '10.1.0.2 1', 'only web-2 without the variable');
   // Deleting a Pod bound to a Node waits for a kubelet: it stays terminating (serving, not ready).
@@ -167,7 +177,7 @@ t.test('meshConfig discoverySelectors decide which namespaces are served, and an
   t.match(selective.log(), /mesh config \S+ changed/);
 });
 
-t.test("requests name the program and version; no require() warning from the single executable", async (t) => {
+t.test('requests name the program and version; no require() warning from the single executable', async (t) => {
   const version = (JSON.parse(readFileSync(path.join(REPO, 'package.json'), 'utf8')) as { version: string }).version;
   const agents = new Map<string, number>();
   for (const line of readFileSync(path.join(kube.dir, 'audit.log'), 'utf8').split('\n')) {

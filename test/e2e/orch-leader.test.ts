@@ -48,14 +48,22 @@ t.teardown(async () => {
 
 t.test('two replicas: one holds the Lease, both serve xDS; SIGKILL of the leader hands it over within the lease duration', async (t) => {
   const [a, b] = await Promise.all([replica('replica-a'), replica('replica-b')]);
-  await waitFor(() => `no holder:\n${a.log()}\n${b.log()}`, async () => ['replica-a', 'replica-b'].includes(await holder()), { timeoutMs: 20_000 });
+  await waitFor(
+    () => `no holder:\n${a.log()}\n${b.log()}`,
+    async () => ['replica-a', 'replica-b'].includes(await holder()),
+    { timeoutMs: 20_000 },
+  );
   const first = await holder();
   const leader = first === 'replica-a' ? a : b;
   const follower = first === 'replica-a' ? b : a;
   const l = (await lease())!;
   t.equal(l.spec.leaseDurationSeconds, 30, "Istio's 30 s lease");
   t.equal(l.metadata.annotations?.['leader.mesh.io/holder-key'], 'default', 'the holder revision (REVISION unset: default)');
-  await waitFor(() => leader.log(), () => obtained(leader), { timeoutMs: 10_000 });
+  await waitFor(
+    () => leader.log(),
+    () => obtained(leader),
+    { timeoutMs: 10_000 },
+  );
   t.notOk(obtained(follower), 'the other replica does not run the controllers that write');
   t.match(follower.log(), new RegExp(`attempting to acquire leader lease mesh-system/${ELECTION}`));
 
@@ -68,14 +76,26 @@ t.test('two replicas: one holds the Lease, both serve xDS; SIGKILL of the leader
 
   // Kill the leader right after a renewal, the worst case: its lease stays valid for a full duration.
   const renewed = l.spec.renewTime as string;
-  await waitFor(() => 'a renewal', async () => (await lease())?.spec.renewTime !== renewed, { timeoutMs: 15_000 });
+  await waitFor(
+    () => 'a renewal',
+    async () => (await lease())?.spec.renewTime !== renewed,
+    { timeoutMs: 15_000 },
+  );
   leader.child.kill('SIGKILL');
   const killed = Date.now();
-  await waitFor(() => follower.log(), async () => (await holder()) === (first === 'replica-a' ? 'replica-b' : 'replica-a'), { timeoutMs: LEASE_DURATION_MS + 15_000 });
+  await waitFor(
+    () => follower.log(),
+    async () => (await holder()) === (first === 'replica-a' ? 'replica-b' : 'replica-a'),
+    { timeoutMs: LEASE_DURATION_MS + 15_000 },
+  );
   const took = Date.now() - killed;
   t.ok(took <= LEASE_DURATION_MS + 2_000, `taken over ${took}ms after the kill (lease duration 30 s)`);
   t.ok(took >= LEASE_DURATION_MS - 8_000, 'not before the lease could have expired');
-  await waitFor(() => follower.log(), () => obtained(follower), { timeoutMs: 5_000 });
+  await waitFor(
+    () => follower.log(),
+    () => obtained(follower),
+    { timeoutMs: 5_000 },
+  );
   t.equal((await lease())!.spec.leaseTransitions, 1, 'one transition');
   replicas.delete(first);
 });
@@ -84,12 +104,20 @@ t.test('a leader stopped with SIGTERM releases the Lease: the next replica leads
   const current = await holder();
   const leader = replicas.get(current)!;
   const next = await replica('replica-c');
-  await waitFor(() => next.log(), () => /attempting to acquire leader lease/.test(next.log()), { timeoutMs: 10_000 });
+  await waitFor(
+    () => next.log(),
+    () => /attempting to acquire leader lease/.test(next.log()),
+    { timeoutMs: 10_000 },
+  );
   const stopped = Date.now();
   t.equal(await leader.stop(), 0);
   replicas.delete(current);
   t.match(leader.log(), new RegExp(`released leader lease mesh-system/${ELECTION}`));
-  await waitFor(() => next.log(), async () => (await holder()) === 'replica-c', { timeoutMs: 10_000 });
+  await waitFor(
+    () => next.log(),
+    async () => (await holder()) === 'replica-c',
+    { timeoutMs: 10_000 },
+  );
   t.ok(Date.now() - stopped < 5_000, `replica-c leads ${Date.now() - stopped}ms after the leader stopped`);
 });
 
@@ -101,7 +129,11 @@ t.test('ENABLE_LEADER_ELECTION=false: a single daemon leads without a Lease', as
   await solo.stop();
   replicas.delete('solo');
   t.equal((await lease())!.spec.holderIdentity, 'replica-c', 'the Lease is not touched');
-  await waitFor(() => 'a renewal', async () => (await lease())!.metadata.resourceVersion !== before, { timeoutMs: 10_000 });
+  await waitFor(
+    () => 'a renewal',
+    async () => (await lease())!.metadata.resourceVersion !== before,
+    { timeoutMs: 10_000 },
+  );
   t.equal((await lease())!.spec.holderIdentity, 'replica-c', 'and its holder keeps renewing it');
 });
 
@@ -114,10 +146,18 @@ t.test('the default revision takes the Lease from another revision', async (t) =
     webhooks: [],
   });
   const canary = await replica('canary-1', { REVISION: 'canary' });
-  await waitFor(() => canary.log(), async () => (await holder()) === 'canary-1', { timeoutMs: 25_000 });
+  await waitFor(
+    () => canary.log(),
+    async () => (await holder()) === 'canary-1',
+    { timeoutMs: 25_000 },
+  );
   t.match(canary.log(), /default revision: canary/);
   t.match(canary.log(), /takes it over/);
   t.equal((await lease())!.metadata.annotations?.['leader.mesh.io/holder-key'], 'canary');
-  await waitFor(() => replicas.get('replica-c')!.log(), () => replicas.get('replica-c')!.log().includes(`leader election lock lost: ${ELECTION}`), { timeoutMs: 25_000 });
+  await waitFor(
+    () => replicas.get('replica-c')!.log(),
+    () => replicas.get('replica-c')!.log().includes(`leader election lock lost: ${ELECTION}`),
+    { timeoutMs: 25_000 },
+  );
   t.pass('the default-revision holder stepped down');
 });

@@ -75,7 +75,10 @@ t.before(async () => {
   }
   await primary.api.create('/api/v1/namespaces', namespace('mesh-system'));
   await remote.api.create(`/api/v1/namespaces/${NS}/services`, service(NS, 'only-remote'));
-  await remote.api.create(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, endpointSlice(NS, 'only-remote-1', 'only-remote', [{ ip: '10.2.0.9' }]));
+  await remote.api.create(
+    `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`,
+    endpointSlice(NS, 'only-remote-1', 'only-remote', [{ ip: '10.2.0.9' }]),
+  );
   daemon = await startDaemon(['--orchconfig', primary.kubeconfig, '--clusterID', 'primary', '--clusterAliases', 'old-primary=primary']);
 });
 t.teardown(async () => {
@@ -98,8 +101,15 @@ t.test('a remote cluster joined by a secret merges its endpoints by hostname; re
   const m = await metrics(daemon);
   t.equal(metricValue(m, 'meshd_managed_clusters', 'cluster_type="remote"'), 1, 'meshd_managed_clusters{cluster_type="remote"}');
   t.equal(metricValue(m, 'meshd_managed_clusters', 'cluster_type="local"'), 1);
-  const shardz = (await (await fetch(`http://${daemon.monitoring}/debug/endpointShardz`)).json()) as Record<string, Record<string, { Shards: Record<string, unknown[]> }>>;
-  t.same(Object.keys(shardz[`web.${NS}.svc.cluster.local`]![NS]!.Shards).sort(), ['Orchestrator/primary', 'Orchestrator/remote1'], 'one shard per cluster');
+  const shardz = (await (await fetch(`http://${daemon.monitoring}/debug/endpointShardz`)).json()) as Record<
+    string,
+    Record<string, { Shards: Record<string, unknown[]> }>
+  >;
+  t.same(
+    Object.keys(shardz[`web.${NS}.svc.cluster.local`]![NS]!.Shards).sort(),
+    ['Orchestrator/primary', 'Orchestrator/remote1'],
+    'one shard per cluster',
+  );
 
   // An edit in the remote cluster is served.
   await remote.api.merge(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices/web-1`, { endpoints: [{ addresses: ['10.2.0.2'] }] });
@@ -113,13 +123,22 @@ t.test('a remote cluster joined by a secret merges its endpoints by hostname; re
 });
 
 t.test("Istio's label is accepted; a secret for the config cluster or with unsafe credentials is refused", async (t) => {
-  const exec = remoteKubeconfig(remote).replace(/user: \{token: \S+\}/, 'user: {exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}');
-  await primary.api.create(SECRETS, secret('istio-style', { primary: remoteKubeconfig(remote), unsafe: exec, remote1: remoteKubeconfig(remote) }, 'istio/multiCluster'));
+  const exec = remoteKubeconfig(remote).replace(
+    /user: \{token: \S+\}/,
+    'user: {exec: {command: /bin/sh, apiVersion: client.authentication.k8s.io/v1}}',
+  );
+  await primary.api.create(
+    SECRETS,
+    secret('istio-style', { primary: remoteKubeconfig(remote), unsafe: exec, remote1: remoteKubeconfig(remote) }, 'istio/multiCluster'),
+  );
   const eds = new XdsWatch(daemon.grpc, sidecarNode(NS), EDS, [WEB]);
   t.teardown(() => eds.close());
   await eds.until((w) => addressesOf(w.resources.get(WEB)).length === 2, 'the remote cluster of the istio/multiCluster secret', 30_000);
   t.match(daemon.log(), /ignoring cluster primary from secret mesh-system\/istio-style as it would overwrite the config cluster/);
-  t.match(daemon.log(), /Add cluster unsafe: create remote cluster failed: orchestrator client configuration secret mesh-system\/istio-style key unsafe: user "u": exec is not allowed/);
+  t.match(
+    daemon.log(),
+    /Add cluster unsafe: create remote cluster failed: orchestrator client configuration secret mesh-system\/istio-style key unsafe: user "u": exec is not allowed/,
+  );
   t.equal(metricValue(await metrics(daemon), 'meshd_managed_clusters', 'cluster_type="remote"'), 1, 'only remote1 is managed');
   await primary.api.delete(`${SECRETS}/istio-style`);
   await eds.until((w) => addressesOf(w.resources.get(WEB)).length === 1, 'gone again', 30_000);
@@ -145,5 +164,9 @@ t.test('PILOT_REMOTE_CLUSTER_TIMEOUT: readiness stops waiting for a remote clust
   t.ok(took >= 3_500, `ready after ${took}ms: it waited for the remote cluster`);
   t.match(d.log(), /not ready: remote clusters not synced/);
   t.match(d.log(), /remote cluster dead failed to sync after 4s/);
-  await waitFor(() => d.log(), async () => metricValue(await metrics(d), 'remote_cluster_sync_timeouts_total', 'cluster="dead"') === 1, { timeoutMs: 5_000 });
+  await waitFor(
+    () => d.log(),
+    async () => metricValue(await metrics(d), 'remote_cluster_sync_timeouts_total', 'cluster="dead"') === 1,
+    { timeoutMs: 5_000 },
+  );
 });

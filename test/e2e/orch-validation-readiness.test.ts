@@ -44,8 +44,16 @@ t.test('failurePolicy stays Ignore until the webhook is seen refusing, then beco
     metadata: { name: 'mesh-validator-mesh-system', labels: { 'mesh.io/rev': 'default' } },
     webhooks: [webhook(`https://127.0.0.1:${closed}/validate`)],
   });
-  await waitFor(() => d.log(), async () => Boolean((await kube.api.get(VWC)).webhooks[0].clientConfig.caBundle), { timeoutMs: 30_000 });
-  await waitFor(() => d.log(), () => /Not ready to switch validation to fail-closed: /.test(d.log()), { timeoutMs: 30_000 });
+  await waitFor(
+    () => d.log(),
+    async () => Boolean((await kube.api.get(VWC)).webhooks[0].clientConfig.caBundle),
+    { timeoutMs: 30_000 },
+  );
+  await waitFor(
+    () => d.log(),
+    () => /Not ready to switch validation to fail-closed: /.test(d.log()),
+    { timeoutMs: 30_000 },
+  );
   t.match(d.log(), /Not ready to switch validation to fail-closed: dummy invalid config not rejected/, 'the dry-run of the invalid Gateway passed');
   const patched = await kube.api.get(VWC);
   t.equal(patched.webhooks[0].failurePolicy, 'Ignore', 'the CA is patched in, the policy left alone');
@@ -54,7 +62,11 @@ t.test('failurePolicy stays Ignore until the webhook is seen refusing, then beco
   // Pointed at the daemon, the next attempt is refused by the webhook: fail-closed.
   const caBundle = patched.webhooks[0].clientConfig.caBundle as string;
   await kube.api.merge(VWC, { webhooks: [webhook(`https://${d.https}/validate`, caBundle)] });
-  await waitFor(() => d.log(), async () => (await kube.api.get(VWC)).webhooks[0].failurePolicy === 'Fail', { timeoutMs: 90_000 });
+  await waitFor(
+    () => d.log(),
+    async () => (await kube.api.get(VWC)).webhooks[0].failurePolicy === 'Fail',
+    { timeoutMs: 90_000 },
+  );
   t.match(d.log(), /Endpoint successfully rejected invalid config\. Switching to fail-close\./);
   t.equal((await kube.api.get(VWC)).webhooks[0].clientConfig.caBundle, caBundle, 'the CA bundle stays');
 });

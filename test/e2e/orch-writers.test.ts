@@ -55,43 +55,79 @@ t.test('namespace controller: every namespace holds mesh-ca-root-cert; only the 
   const replicas: Record<string, RunningDaemon> = { 'replica-a': a, 'replica-b': b };
   t.teardown(async () => Promise.all([a.stop(), b.stop()]));
   const holder = async () => ((await kube.api.find(LEASE))?.spec?.holderIdentity as string | undefined) ?? '';
-  await waitFor(() => `no leader:\n${a.log()}\n${b.log()}`, async () => (await holder()) in replicas, { timeoutMs: 20_000 });
+  await waitFor(
+    () => `no leader:\n${a.log()}\n${b.log()}`,
+    async () => (await holder()) in replicas,
+    { timeoutMs: 20_000 },
+  );
   const leaderName = await holder();
   const leader = replicas[leaderName]!;
   const follower = leader === a ? b : a;
 
   const root = await caRoot();
   const everywhere = ['default', 'kube-system', 'mesh-system', 'team-a', 'team-b'];
-  await waitFor(() => leader.log(), async () => (await Promise.all(everywhere.map(rootIn))).every((r) => r === root), { timeoutMs: 20_000 });
+  await waitFor(
+    () => leader.log(),
+    async () => (await Promise.all(everywhere.map(rootIn))).every((r) => r === root),
+    { timeoutMs: 20_000 },
+  );
   t.pass(`the CA's root in ${everywhere.join(', ')}`);
   const cm = await kube.api.get(cmPath('team-a'));
-  t.same(cm.metadata.labels, { 'mesh.io/config': 'true' }, "labelled as Istio labels it (istio.io/config → mesh.io/config)");
+  t.same(cm.metadata.labels, { 'mesh.io/config': 'true' }, 'labelled as Istio labels it (istio.io/config → mesh.io/config)');
   for (const ns of ['kube-public', 'kube-node-lease']) t.equal(await kube.api.find(cmPath(ns)), undefined, `not in ${ns}`);
   t.match(leader.log(), /starting namespace controller/);
   t.notMatch(follower.log(), /starting namespace controller/, 'the follower does not run the controller');
   t.equal(creations(follower), 0, 'the follower wrote nothing');
 
   await kube.api.delete(cmPath('team-a'));
-  await waitFor(() => leader.log(), async () => (await rootIn('team-a')) === root, { timeoutMs: 10_000 });
+  await waitFor(
+    () => leader.log(),
+    async () => (await rootIn('team-a')) === root,
+    { timeoutMs: 10_000 },
+  );
   t.pass('a deleted ConfigMap comes back');
 
   await kube.api.merge(cmPath('team-b'), { data: { 'root-cert.pem': 'tampered', 'extra.pem': 'kept' } });
-  await waitFor(() => leader.log(), async () => (await rootIn('team-b')) === root, { timeoutMs: 10_000 });
+  await waitFor(
+    () => leader.log(),
+    async () => (await rootIn('team-b')) === root,
+    { timeoutMs: 10_000 },
+  );
   t.equal((await kube.api.get(cmPath('team-b'))).data['extra.pem'], 'kept', 'only our key is put back (Istio insertData)');
 
   await kube.api.create('/api/v1/namespaces', namespace('team-c'));
-  await waitFor(() => leader.log(), async () => (await rootIn('team-c')) === root, { timeoutMs: 10_000 });
+  await waitFor(
+    () => leader.log(),
+    async () => (await rootIn('team-c')) === root,
+    { timeoutMs: 10_000 },
+  );
   t.pass('a new namespace gets it');
   t.equal(creations(follower), 0, 'still nothing written by the follower');
 
   // The leader steps down (SIGTERM releases the Lease): the other replica now does the writing.
   t.equal(await leader.stop(), 0);
-  await waitFor(() => follower.log(), async () => (await holder()) === (leaderName === 'replica-a' ? 'replica-b' : 'replica-a'), { timeoutMs: 15_000 });
-  await waitFor(() => follower.log(), () => /starting namespace controller/.test(follower.log()), { timeoutMs: 10_000 });
+  await waitFor(
+    () => follower.log(),
+    async () => (await holder()) === (leaderName === 'replica-a' ? 'replica-b' : 'replica-a'),
+    { timeoutMs: 15_000 },
+  );
+  await waitFor(
+    () => follower.log(),
+    () => /starting namespace controller/.test(follower.log()),
+    { timeoutMs: 10_000 },
+  );
   await kube.api.delete(cmPath('team-c'));
-  await waitFor(() => follower.log(), async () => (await rootIn('team-c')) === root, { timeoutMs: 10_000 });
+  await waitFor(
+    () => follower.log(),
+    async () => (await rootIn('team-c')) === root,
+    { timeoutMs: 10_000 },
+  );
   // Its log line follows the API server's answer, which the test may see first.
-  await waitFor(() => follower.log(), () => /created ConfigMap team-c\/mesh-ca-root-cert/.test(follower.log()), { timeoutMs: 5_000 });
+  await waitFor(
+    () => follower.log(),
+    () => /created ConfigMap team-c\/mesh-ca-root-cert/.test(follower.log()),
+    { timeoutMs: 5_000 },
+  );
   t.pass('the new leader recreated it');
 });
 
@@ -114,17 +150,44 @@ function mutatingWebhookConfiguration(url: string): Obj {
     kind: 'MutatingWebhookConfiguration',
     metadata: { name: 'mesh-sidecar-injector', labels: { 'mesh.io/rev': 'default', app: 'sidecar-injector' } },
     webhooks: [
-      core('rev.namespace.', { matchExpressions: [{ key: 'mesh.io/rev', operator: 'In', values: ['default'] }, { key: 'mesh-injection', operator: 'DoesNotExist' }] }, { matchExpressions: [notDisabled] }),
-      core('rev.object.', { matchExpressions: [{ key: 'mesh.io/rev', operator: 'DoesNotExist' }, { key: 'mesh-injection', operator: 'DoesNotExist' }] }, {
-        matchExpressions: [notDisabled, { key: 'mesh.io/rev', operator: 'In', values: ['default'] }],
-      }),
+      core(
+        'rev.namespace.',
+        {
+          matchExpressions: [
+            { key: 'mesh.io/rev', operator: 'In', values: ['default'] },
+            { key: 'mesh-injection', operator: 'DoesNotExist' },
+          ],
+        },
+        { matchExpressions: [notDisabled] },
+      ),
+      core(
+        'rev.object.',
+        {
+          matchExpressions: [
+            { key: 'mesh.io/rev', operator: 'DoesNotExist' },
+            { key: 'mesh-injection', operator: 'DoesNotExist' },
+          ],
+        },
+        {
+          matchExpressions: [notDisabled, { key: 'mesh.io/rev', operator: 'In', values: ['default'] }],
+        },
+      ),
       core('namespace.', { matchExpressions: [{ key: 'mesh-injection', operator: 'In', values: ['enabled'] }] }, { matchExpressions: [notDisabled] }),
-      core('object.', { matchExpressions: [{ key: 'mesh-injection', operator: 'DoesNotExist' }, { key: 'mesh.io/rev', operator: 'DoesNotExist' }] }, {
-        matchExpressions: [
-          { key: 'sidecar.mesh.io/inject', operator: 'In', values: ['true'] },
-          { key: 'mesh.io/rev', operator: 'DoesNotExist' },
-        ],
-      }),
+      core(
+        'object.',
+        {
+          matchExpressions: [
+            { key: 'mesh-injection', operator: 'DoesNotExist' },
+            { key: 'mesh.io/rev', operator: 'DoesNotExist' },
+          ],
+        },
+        {
+          matchExpressions: [
+            { key: 'sidecar.mesh.io/inject', operator: 'In', values: ['true'] },
+            { key: 'mesh.io/rev', operator: 'DoesNotExist' },
+          ],
+        },
+      ),
     ],
   };
 }
@@ -142,7 +205,14 @@ function validatingWebhookConfiguration(url: string): Obj {
         rules: [
           {
             operations: ['CREATE', 'UPDATE'],
-            apiGroups: ['security.mesh.io', 'networking.mesh.io', 'telemetry.mesh.io', 'extensions.mesh.io', 'security.istio.io', 'networking.istio.io'],
+            apiGroups: [
+              'security.mesh.io',
+              'networking.mesh.io',
+              'telemetry.mesh.io',
+              'extensions.mesh.io',
+              'security.istio.io',
+              'networking.istio.io',
+            ],
             apiVersions: ['*'],
             resources: ['*'],
           },
@@ -190,11 +260,18 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
   const bundle = Buffer.from(root).toString('base64');
 
   const vwc = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/mesh-validator-mesh-system';
-  await kube.api.create('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', validatingWebhookConfiguration(`https://${d.https}/validate`));
-  await waitFor(() => d.log(), async () => {
-    const w = (await kube.api.get(vwc)).webhooks[0];
-    return w.clientConfig.caBundle === bundle && w.failurePolicy === 'Fail';
-  }, { timeoutMs: 30_000 });
+  await kube.api.create(
+    '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations',
+    validatingWebhookConfiguration(`https://${d.https}/validate`),
+  );
+  await waitFor(
+    () => d.log(),
+    async () => {
+      const w = (await kube.api.get(vwc)).webhooks[0];
+      return w.clientConfig.caBundle === bundle && w.failurePolicy === 'Fail';
+    },
+    { timeoutMs: 30_000 },
+  );
   t.pass("validating webhook: caBundle = the CA's root, failurePolicy Ignore → Fail after the dry-run refusal");
   t.match(d.log(), /Endpoint successfully rejected invalid config\. Switching to fail-close\./);
 
@@ -205,19 +282,34 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
       metadata: { name: 'web', namespace: 'team-a' },
       spec: { hosts: ['web.team-a.svc.cluster.local'], http: [http] },
     });
-    const err = await kube.api.create('/apis/networking.mesh.io/v1/namespaces/team-a/virtualservices', vs({ match: [{ uri: { prefix: '/' } }] })).catch((e: unknown) => e);
+    const err = await kube.api
+      .create('/apis/networking.mesh.io/v1/namespaces/team-a/virtualservices', vs({ match: [{ uri: { prefix: '/' } }] }))
+      .catch((e: unknown) => e);
     t.ok(err instanceof KubeApiError, 'refused');
     const status = JSON.parse((err as KubeApiError).body);
     // Istio's pkg/config/validation message for an HTTP route with nowhere to go.
-    t.equal(status.message, 'admission webhook "rev.validation.mesh.io" denied the request: configuration is invalid: HTTP route, redirect or direct_response is required');
+    t.equal(
+      status.message,
+      'admission webhook "rev.validation.mesh.io" denied the request: configuration is invalid: HTTP route, redirect or direct_response is required',
+    );
     t.equal(status.code, 400);
-    const ok = await kube.api.create('/apis/networking.mesh.io/v1/namespaces/team-a/virtualservices', vs({ route: [{ destination: { host: 'web.team-a.svc.cluster.local' } }] }));
+    const ok = await kube.api.create(
+      '/apis/networking.mesh.io/v1/namespaces/team-a/virtualservices',
+      vs({ route: [{ destination: { host: 'web.team-a.svc.cluster.local' } }] }),
+    );
     t.equal(ok.metadata.name, 'web', 'a valid one is accepted');
   });
 
   const mwc = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/mesh-sidecar-injector';
-  await kube.api.create('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', mutatingWebhookConfiguration(`https://${d.https}/inject`));
-  await waitFor(() => d.log(), async () => (await kube.api.get(mwc)).webhooks.every((w: Obj) => w.clientConfig.caBundle === bundle), { timeoutMs: 20_000 });
+  await kube.api.create(
+    '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations',
+    mutatingWebhookConfiguration(`https://${d.https}/inject`),
+  );
+  await waitFor(
+    () => d.log(),
+    async () => (await kube.api.get(mwc)).webhooks.every((w: Obj) => w.clientConfig.caBundle === bundle),
+    { timeoutMs: 20_000 },
+  );
   t.pass('mutating webhook: every sidecar-injector.mesh.io webhook carries the caBundle');
 
   await kube.api.create('/api/v1/namespaces', namespace('inj', { 'mesh-injection': 'enabled' }));
@@ -227,7 +319,10 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name, labels: { app: 'web', ...labels } },
-    spec: { serviceAccountName: 'default', containers: [{ name: 'web', image: 'example.invalid/web:1', ports: [{ name: 'http', containerPort: 8080, protocol: 'TCP' }] }] },
+    spec: {
+      serviceAccountName: 'default',
+      containers: [{ name: 'web', image: 'example.invalid/web:1', ports: [{ name: 'http', containerPort: 8080, protocol: 'TCP' }] }],
+    },
   });
   const names = (p: Obj) => (p.spec.containers as Obj[]).map((c) => c.name);
 
@@ -243,7 +338,17 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
     const valuesFile = path.join(tmp, 'values.json');
     fs.writeFileSync(cfgFile, configText);
     fs.writeFileSync(valuesFile, builtin.valuesText);
-    const r = await exec(path.join(DIST, 'meshctl'), ['orch-inject', '-f', inFile, '--injectConfigFile', cfgFile, '--valuesFile', valuesFile, '--meshConfigFile', meshFile]);
+    const r = await exec(path.join(DIST, 'meshctl'), [
+      'orch-inject',
+      '-f',
+      inFile,
+      '--injectConfigFile',
+      cfgFile,
+      '--valuesFile',
+      valuesFile,
+      '--meshConfigFile',
+      meshFile,
+    ]);
     t.equal(r.code, 0, r.stderr);
     const injected = parseYaml(r.stdout.split(/^---$/m)[0]!) as Obj;
     // Defaults for what the injection added, as the API server applies them after the webhook.
@@ -259,9 +364,21 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
   await t.test("Istio's selection: namespace labels, the pod's inject label, neverInjectSelector", async (t) => {
     t.same(names(await kube.api.create('/api/v1/namespaces/revd/pods', appPod('by-rev'))), ['web', 'mesh-proxy'], 'namespace mesh.io/rev=default');
     t.same(names(await kube.api.create('/api/v1/namespaces/plain/pods', appPod('plain'))), ['web'], 'unlabelled namespace');
-    t.same(names(await kube.api.create('/api/v1/namespaces/plain/pods', appPod('opt-in', { 'sidecar.mesh.io/inject': 'true' }))), ['web', 'mesh-proxy'], 'pod label sidecar.mesh.io/inject=true');
-    t.same(names(await kube.api.create('/api/v1/namespaces/inj/pods', appPod('opt-out', { 'sidecar.mesh.io/inject': 'false' }))), ['web'], 'pod label sidecar.mesh.io/inject=false');
-    t.same(names(await kube.api.create('/api/v1/namespaces/inj/pods', appPod('never', { 'no-mesh': 'yes' }))), ['web'], "the injector's neverInjectSelector");
+    t.same(
+      names(await kube.api.create('/api/v1/namespaces/plain/pods', appPod('opt-in', { 'sidecar.mesh.io/inject': 'true' }))),
+      ['web', 'mesh-proxy'],
+      'pod label sidecar.mesh.io/inject=true',
+    );
+    t.same(
+      names(await kube.api.create('/api/v1/namespaces/inj/pods', appPod('opt-out', { 'sidecar.mesh.io/inject': 'false' }))),
+      ['web'],
+      'pod label sidecar.mesh.io/inject=false',
+    );
+    t.same(
+      names(await kube.api.create('/api/v1/namespaces/inj/pods', appPod('never', { 'no-mesh': 'yes' }))),
+      ['web'],
+      "the injector's neverInjectSelector",
+    );
     t.match(d.log(), /Skipping inj\/never due to policy check/);
     const metrics = await (await fetch(`http://${d.monitoring}/metrics`)).text();
     t.match(metrics, /sidecar_injection_success_total 3/);
@@ -272,9 +389,14 @@ t.test('webhooks: caBundle patched, the API server calls :15017 to validate and 
   await t.test('a changed mesh config is used for the next pods', async (t) => {
     t.match(builtin.meshText, /trustDomain: cluster\.local/);
     fs.writeFileSync(meshFile, builtin.meshText.replace('trustDomain: cluster.local', 'trustDomain: example.org'));
-    const trustDomain = (p: Obj) => (p.spec.containers as Obj[]).find((c) => c.name === 'mesh-proxy')?.env?.find((e: Obj) => e.name === 'TRUST_DOMAIN')?.value;
+    const trustDomain = (p: Obj) =>
+      (p.spec.containers as Obj[]).find((c) => c.name === 'mesh-proxy')?.env?.find((e: Obj) => e.name === 'TRUST_DOMAIN')?.value;
     let n = 0;
-    await waitFor(() => d.log(), async () => trustDomain(await kube.api.create('/api/v1/namespaces/inj/pods', appPod(`after-change-${n++}`))) === 'example.org', { timeoutMs: 10_000 });
+    await waitFor(
+      () => d.log(),
+      async () => trustDomain(await kube.api.create('/api/v1/namespaces/inj/pods', appPod(`after-change-${n++}`))) === 'example.org',
+      { timeoutMs: 10_000 },
+    );
     t.pass('TRUST_DOMAIN from the new mesh config');
   });
 });
@@ -285,7 +407,12 @@ t.test('a rotated root reaches every namespace and the webhook configurations', 
   await kube.api.create('/api/v1/namespaces', namespace('mesh-rot'));
   // An injector of its own too: the injection patcher runs where the injector does (Istio).
   const injector = await kube.api.get('/api/v1/namespaces/mesh-system/configmaps/mesh-sidecar-injector');
-  await kube.api.create('/api/v1/namespaces/mesh-rot/configmaps', { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'mesh-sidecar-injector' }, data: injector.data });
+  await kube.api.create('/api/v1/namespaces/mesh-rot/configmaps', {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'mesh-sidecar-injector' },
+    data: injector.data,
+  });
   const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-rot'], {
     POD_NAME: 'meshd-rot',
     CA_SELF_SIGNED_CA_CERT_TTL: '30s',
@@ -303,11 +430,23 @@ t.test('a rotated root reaches every namespace and the webhook configurations', 
     const mwc = await kube.api.get('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/mesh-sidecar-injector');
     return roots.every((r) => r === root) && [...vwc.webhooks, ...mwc.webhooks].every((w: Obj) => w.clientConfig.caBundle === bundle);
   };
-  await waitFor(() => d.log(), () => configured(oldRoot), { timeoutMs: 20_000 });
-  t.pass('this CA\'s root published and patched');
-  await waitFor(() => `not rotated:\n${d.log()}`, async () => (await secretRoot()) !== oldRoot, { timeoutMs: 30_000 });
+  await waitFor(
+    () => d.log(),
+    () => configured(oldRoot),
+    { timeoutMs: 20_000 },
+  );
+  t.pass("this CA's root published and patched");
+  await waitFor(
+    () => `not rotated:\n${d.log()}`,
+    async () => (await secretRoot()) !== oldRoot,
+    { timeoutMs: 30_000 },
+  );
   const newRoot = await secretRoot();
-  await waitFor(() => d.log(), () => configured(newRoot), { timeoutMs: 10_000 });
+  await waitFor(
+    () => d.log(),
+    () => configured(newRoot),
+    { timeoutMs: 10_000 },
+  );
   t.pass('the rotated root replaced it everywhere');
 });
 
@@ -317,26 +456,49 @@ t.test('meshConfig discoverySelectors narrow the namespaces given the root', asy
   fs.writeFileSync(meshFile, 'discoverySelectors:\n- matchLabels:\n    mesh: "on"\n');
   const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-sel', '--meshConfig', meshFile], { POD_NAME: 'meshd-sel' });
   t.teardown(() => d.stop());
-  await waitFor(() => d.log(), () => /starting namespace controller:/.test(d.log()), { timeoutMs: 20_000 });
+  await waitFor(
+    () => d.log(),
+    () => /starting namespace controller:/.test(d.log()),
+    { timeoutMs: 20_000 },
+  );
   await kube.api.create('/api/v1/namespaces', namespace('sel-yes', { mesh: 'on' }));
   await kube.api.create('/api/v1/namespaces', namespace('sel-no'));
-  await waitFor(() => d.log(), async () => (await rootIn('sel-yes')) !== undefined, { timeoutMs: 10_000 });
+  await waitFor(
+    () => d.log(),
+    async () => (await rootIn('sel-yes')) !== undefined,
+    { timeoutMs: 10_000 },
+  );
   t.pass('a selected namespace gets it');
   await new Promise((r) => setTimeout(r, 1000));
   t.equal(await rootIn('sel-no'), undefined, 'a namespace the selectors leave out does not');
   await kube.api.merge('/api/v1/namespaces/sel-no', { metadata: { labels: { mesh: 'on' } } });
-  await waitFor(() => d.log(), async () => (await rootIn('sel-no')) !== undefined, { timeoutMs: 10_000 });
+  await waitFor(
+    () => d.log(),
+    async () => (await rootIn('sel-no')) !== undefined,
+    { timeoutMs: 10_000 },
+  );
   t.pass('once labelled to match, it does');
 });
 
 t.test('MESH_WATCH_NAMESPACE: only that namespace is given the root', async (t) => {
   await kube.api.create('/api/v1/namespaces', namespace('mesh-one'));
   await kube.api.create('/api/v1/namespaces', namespace('watched'));
-  const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-one'], { POD_NAME: 'meshd-one', MESH_WATCH_NAMESPACE: 'watched' });
+  const d = await startDaemon(['--orchconfig', kube.kubeconfig, '--namespace', 'mesh-one'], {
+    POD_NAME: 'meshd-one',
+    MESH_WATCH_NAMESPACE: 'watched',
+  });
   t.teardown(() => d.stop());
-  await waitFor(() => d.log(), () => /starting namespace controller:/.test(d.log()), { timeoutMs: 20_000 });
+  await waitFor(
+    () => d.log(),
+    () => /starting namespace controller:/.test(d.log()),
+    { timeoutMs: 20_000 },
+  );
   await kube.api.create('/api/v1/namespaces', namespace('unwatched'));
-  await waitFor(() => d.log(), async () => (await rootIn('watched')) !== undefined, { timeoutMs: 10_000 });
+  await waitFor(
+    () => d.log(),
+    async () => (await rootIn('watched')) !== undefined,
+    { timeoutMs: 10_000 },
+  );
   await new Promise((r) => setTimeout(r, 1000));
   t.equal(await rootIn('unwatched'), undefined, 'another namespace is left alone');
   t.notMatch(d.log(), /ConfigMap unwatched\//);

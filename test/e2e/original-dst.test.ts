@@ -10,7 +10,21 @@ import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { DIST, built } from '../helpers/binary';
-import { APP_UID, asUser, capture, createNetns, httpGetIn, linkPod, meshPodsUnavailable, must, opensslIdentities, startDiscovery, startIn, startSidecar, waitSidecarReady } from '../../scripts/lib/mesh-pods.mjs';
+import {
+  APP_UID,
+  asUser,
+  capture,
+  createNetns,
+  httpGetIn,
+  linkPod,
+  meshPodsUnavailable,
+  must,
+  opensslIdentities,
+  startDiscovery,
+  startIn,
+  startSidecar,
+  waitSidecarReady,
+} from '../../scripts/lib/mesh-pods.mjs';
 import { REPO } from '../helpers/spec';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
@@ -21,7 +35,10 @@ const skip = meshPodsUnavailable({ openssl: true });
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
-const se = (name: string, o: { hosts?: string[]; address: string; port: number; protocol: string; target: number; endpoint: string }) => `apiVersion: networking.istio.io/v1
+const se = (
+  name: string,
+  o: { hosts?: string[]; address: string; port: number; protocol: string; target: number; endpoint: string },
+) => `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: ${name}, namespace: demo}
 spec:
@@ -88,7 +105,14 @@ const bodyOf = (r: Record<string, unknown>) => (typeof r['body'] === 'string' ? 
 function stat(pod: string, name: string): number {
   const r = httpGetIn(pod, 'http://localhost:15000/stats');
   const line = r.body.split('\n').find((l) => l.startsWith(`${name}: `));
-  if (!line) throw new Error(`no stat ${name} in /stats (${r.status}): ${r.body.split('\n').filter((l) => /outbound|inbound|Passthrough/.test(l)).slice(0, 40).join('\n')}`);
+  if (!line)
+    throw new Error(
+      `no stat ${name} in /stats (${r.status}): ${r.body
+        .split('\n')
+        .filter((l) => /outbound|inbound|Passthrough/.test(l))
+        .slice(0, 40)
+        .join('\n')}`,
+    );
   return Number(line.slice(name.length + 2));
 }
 
@@ -98,13 +122,33 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
   fs.writeFileSync(path.join(configDir, 'services.yaml'), CONFIG);
-  must(['openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'tls.key'), '-out', path.join(dir, 'tls.crt'), '-days', '2', '-subj', '/CN=secure-backend']);
+  must([
+    'openssl',
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    path.join(dir, 'tls.key'),
+    '-out',
+    path.join(dir, 'tls.crt'),
+    '-days',
+    '2',
+    '-subj',
+    '/CN=secure-backend',
+  ]);
 
   const world = createNetns(t, 'mesh-world');
   const pod = createNetns(t, 'mesh-pod');
   linkPod(world, pod, { hostIf: 'eth0', hostIp: '10.88.0.1', podIp: '10.88.0.2' });
 
-  await startIn(t, world, [process.execPath, WORLD, 'world', '10.88.0.1', path.join(dir, 'tls.crt'), path.join(dir, 'tls.key')], { ready: /listening/, what: 'the world servers' });
+  await startIn(t, world, [process.execPath, WORLD, 'world', '10.88.0.1', path.join(dir, 'tls.crt'), path.join(dir, 'tls.key')], {
+    ready: /listening/,
+    what: 'the world servers',
+  });
   const discovery = await startDiscovery(t, { ns: world, dist: DIST, configDir, grpcAddr: '10.88.0.1:15010', home: dir });
 
   // Istio's injected init container: `istio-iptables -p 15001 -z 15006 -u 1337 -m REDIRECT -i '*' -b '*' -d 15090,15021,15020`
@@ -174,7 +218,10 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
     t.ok(stat(pod, 'tcp.inbound|9090||.downstream_cx_total') >= 1, 'served by the 0.0.0.0_9090 chain');
     const other = clientFrom(world, 'tcp-client-first', '10.88.0.2', 7777);
     t.same(other['lines'], ['pod-undeclared peer=127.0.0.6', 'pod-undeclared echo ping'], JSON.stringify(other));
-    t.ok(stat(pod, 'cluster.InboundPassthroughCluster.upstream_cx_total') >= 1, 'a port no service declares: the passthrough chain (prefix 0.0.0.0/0)');
+    t.ok(
+      stat(pod, 'cluster.InboundPassthroughCluster.upstream_cx_total') >= 1,
+      'a port no service declares: the passthrough chain (prefix 0.0.0.0/0)',
+    );
   });
 
   t.test('ALLOW_ANY: destinations outside the registry pass through', async (t) => {
@@ -187,7 +234,11 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
 
   t.test('REGISTRY_ONLY: destinations outside the registry are blocked, services still work', async (t) => {
     fs.writeFileSync(path.join(configDir, 'sidecar.yaml'), REGISTRY_ONLY);
-    await waitFor(() => 'still passed through', () => 'error' in client(pod, 'http', '10.88.0.1', 7070), { timeoutMs: 30_000, intervalMs: 50 });
+    await waitFor(
+      () => 'still passed through',
+      () => 'error' in client(pod, 'http', '10.88.0.1', 7070),
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
     t.match(client(pod, 'http', '10.88.0.1', 7070), { error: /ECONNRESET|socket hang up/ }, 'virtualOutbound black-holes it');
     t.equal(client(pod, 'http', '10.88.0.1', 80)['status'], 502, 'the block_all route answers 502');
     t.has(bodyOf(client(pod, 'http', '10.88.1.10', 80)), { server: 'a' }, 'registered services are unaffected');

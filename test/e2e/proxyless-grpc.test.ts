@@ -19,7 +19,15 @@ if (!built()) t.fail('dist/mesh is missing: run `npm run build` first');
 // A unary method with raw bytes both ways: no .proto needed for the test service.
 const raw = (b: Buffer) => b;
 const ECHO: grpc.ServiceDefinition = {
-  Who: { path: '/mesh.test.Echo/Who', requestStream: false, responseStream: false, requestSerialize: raw, requestDeserialize: raw, responseSerialize: raw, responseDeserialize: raw },
+  Who: {
+    path: '/mesh.test.Echo/Who',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: raw,
+    requestDeserialize: raw,
+    responseSerialize: raw,
+    responseDeserialize: raw,
+  },
 };
 
 async function backend(name: string): Promise<{ port: number; server: grpc.Server }> {
@@ -135,28 +143,55 @@ t.test('proxyless gRPC client follows file config', async (t) => {
   };
   let lastErrors: Record<string, number> = {};
 
-  await waitFor(() => `never routed to a only\n${daemon.log()}`, async () => (await sample(5)) === 'a', { timeoutMs: 20_000 });
+  await waitFor(
+    () => `never routed to a only\n${daemon.log()}`,
+    async () => (await sample(5)) === 'a',
+    { timeoutMs: 20_000 },
+  );
   t.pass('100/0 → every call reaches the v1 workload');
 
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService(0, 100));
-  await waitFor(() => `weight change not followed\n${daemon.log()}`, async () => (await sample(5)) === 'b', { timeoutMs: 20_000 });
+  await waitFor(
+    () => `weight change not followed\n${daemon.log()}`,
+    async () => (await sample(5)) === 'b',
+    { timeoutMs: 20_000 },
+  );
   t.pass('0/100 after editing the VirtualService file → every call reaches v2');
 
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService(50, 50));
-  await waitFor(() => `50/50 not followed\n${daemon.log()}`, async () => (await sample(20)) === 'a,b', { timeoutMs: 20_000 });
+  await waitFor(
+    () => `50/50 not followed\n${daemon.log()}`,
+    async () => (await sample(20)) === 'a,b',
+    { timeoutMs: 20_000 },
+  );
   t.pass('50/50 → both workloads answer');
 
   // Without subsets the route's one cluster holds both workloads; removing one WorkloadEntry is then an
   // endpoint-only change the client must follow.
   writeFileSync(path.join(dir, 'vs.yaml'), virtualServiceNoSubset());
-  await waitFor(() => `unsubsetted route not followed ${JSON.stringify(lastErrors)}\n${daemon.log()}`, async () => (await sample(20)) === 'a,b', { timeoutMs: 20_000 });
+  await waitFor(
+    () => `unsubsetted route not followed ${JSON.stringify(lastErrors)}\n${daemon.log()}`,
+    async () => (await sample(20)) === 'a,b',
+    { timeoutMs: 20_000 },
+  );
   unlinkSync(path.join(dir, 'we-b.yaml'));
-  await waitFor(() => `WorkloadEntry removal not followed ${JSON.stringify(lastErrors)}\n${daemon.log()}`, async () => (await sample(20)) === 'a', { timeoutMs: 20_000 });
+  await waitFor(
+    () => `WorkloadEntry removal not followed ${JSON.stringify(lastErrors)}\n${daemon.log()}`,
+    async () => (await sample(20)) === 'a',
+    { timeoutMs: 20_000 },
+  );
   t.pass('removing the v2 WorkloadEntry file leaves only v1 answering');
 
-  writeFileSync(path.join(dir, 'vs.yaml'), 'apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: echo, namespace: demo}\nspec:\n  hosts: []\n  http: [{route: [{destination: {host: ""}}]}]\n');
+  writeFileSync(
+    path.join(dir, 'vs.yaml'),
+    'apiVersion: networking.istio.io/v1\nkind: VirtualService\nmetadata: {name: echo, namespace: demo}\nspec:\n  hosts: []\n  http: [{route: [{destination: {host: ""}}]}]\n',
+  );
   // The rejection names the file, the resource and the field.
-  await waitFor(() => `invalid edit not reported\n${daemon.log()}`, () => /vs\.yaml.*VirtualService\/demo\/echo.*spec\.http\[0\]\.route\[0\]\.destination\.host/.test(daemon.log()), { timeoutMs: 10_000 });
+  await waitFor(
+    () => `invalid edit not reported\n${daemon.log()}`,
+    () => /vs\.yaml.*VirtualService\/demo\/echo.*spec\.http\[0\]\.route\[0\]\.destination\.host/.test(daemon.log()),
+    { timeoutMs: 10_000 },
+  );
   t.equal(await sample(10), 'a', 'an invalid edit is rejected and the last good VirtualService keeps serving');
   const metrics = await (await fetch(`http://${daemon.monitoring}/metrics`)).text();
   t.match(metrics, /pilot_total_rejected_configs\{[^}]*\} [1-9]/, 'the rejection is counted');

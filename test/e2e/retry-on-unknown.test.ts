@@ -31,9 +31,21 @@ t.test('retry_on with an unknown value: served, and the known conditions still r
     const port = await freePort();
     const routeConfig = {
       name: 'local',
-      virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'backend', retry_policy: { retry_on: '5xx,not-a-policy', num_retries: 1 } } }] }],
+      virtual_hosts: [
+        {
+          name: 'all',
+          domains: ['*'],
+          routes: [{ match: { prefix: '/' }, route: { cluster: 'backend', retry_policy: { retry_on: '5xx,not-a-policy', num_retries: 1 } } }],
+        },
+      ],
     };
-    const run = await runStatic(t, plane, httpBootstrap({ port, admin: await freePort(), routeConfig, clusters: [loopbackCluster('backend', backendPort)] }), port, '/ready');
+    const run = await runStatic(
+      t,
+      plane,
+      httpBootstrap({ port, admin: await freePort(), routeConfig, clusters: [loopbackCluster('backend', backendPort)] }),
+      port,
+      '/ready',
+    );
     if ('refused' in run) {
       t.fail(`${plane} refused the route configuration:\n${summarize(run.refused)}`);
       continue;

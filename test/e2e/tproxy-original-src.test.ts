@@ -28,7 +28,8 @@ const skip = meshPodsUnavailable({ openssl: true });
 
 if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
-const bodyOf = (r: Record<string, unknown>) => (typeof r['body'] === 'string' && r['body'].startsWith('{') ? (JSON.parse(r['body']) as Record<string, unknown>) : {});
+const bodyOf = (r: Record<string, unknown>) =>
+  typeof r['body'] === 'string' && r['body'].startsWith('{') ? (JSON.parse(r['body']) as Record<string, unknown>) : {};
 
 t.test("TPROXY: B's app sees its callers' own addresses, and its replies reach them", { skip }, async (t) => {
   const dir = tempDir(t, 'mesh-tproxy-e2e-');
@@ -44,8 +45,16 @@ t.test("TPROXY: B's app sees its callers' own addresses, and its replies reach t
   });
 
   // (the dump once corrupted the engine's own workload key: the TLS contexts built after it failed)
-  await t.test("virtualInbound of B carries original_src (mark 1337), and the engine applies it", async (t) => {
-    const dump = sh(['ip', 'netns', 'exec', pods.b, process.execPath, '-e', "fetch('http://127.0.0.1:15000/config_dump').then(async (r) => process.stdout.write(await r.text()))"]);
+  await t.test('virtualInbound of B carries original_src (mark 1337), and the engine applies it', async (t) => {
+    const dump = sh([
+      'ip',
+      'netns',
+      'exec',
+      pods.b,
+      process.execPath,
+      '-e',
+      "fetch('http://127.0.0.1:15000/config_dump').then(async (r) => process.stdout.write(await r.text()))",
+    ]);
     t.match(dump.stdout, /"name": ?"envoy\.filters\.listener\.original_src"[^}]*"mark": ?1337/s);
     t.notMatch(agents.b.out(), /original_src \(mark 1337\) cannot be applied/, 'no fallback warning');
   });

@@ -66,7 +66,17 @@ interface TlsReply {
 function httpsGet(port: number, c: { cert: string; key: string; ca: string }): Promise<TlsReply> {
   return new Promise((resolve, reject) => {
     const req = https.request(
-      { host: '127.0.0.1', port, path: '/hello', cert: c.cert, key: c.key, ca: c.ca, servername: 'gateway.mesh-system', agent: false, checkServerIdentity: () => undefined },
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/hello',
+        cert: c.cert,
+        key: c.key,
+        ca: c.ca,
+        servername: 'gateway.mesh-system',
+        agent: false,
+        checkServerIdentity: () => undefined,
+      },
       (res) => {
         const peer = (res.socket as TLSSocket).getPeerX509Certificate();
         res.resume();
@@ -108,7 +118,11 @@ function inline(s: Secret | undefined, kind: 'cert' | 'root'): string {
 
 t.test('the gateway gets its SPIFFE certificate from the daemon, serves it over SDS, and the engine terminates ISTIO_MUTUAL with it', async (t) => {
   const { rig, tlsPort } = await gateway(t);
-  await waitFor(() => rig.agentOut(), async () => (await rig.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => rig.agentOut(),
+    async () => (await rig.get('/hello')).status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
 
   const sds = engineSds(t, rig.dir);
   const def = sds.watch('default');
@@ -116,12 +130,16 @@ t.test('the gateway gets its SPIFFE certificate from the daemon, serves it over 
   await Promise.all([def.ready, root.ready]);
   const chain = inline(def.current(), 'cert');
   const leaf = new X509Certificate(chain);
-  t.equal(leaf.subjectAltName, `URI:${GATEWAY_IDENTITY}`, 'the URI SAN is the gateway\'s identity');
+  t.equal(leaf.subjectAltName, `URI:${GATEWAY_IDENTITY}`, "the URI SAN is the gateway's identity");
   t.equal(leaf.publicKey.asymmetricKeyType, 'rsa', 'RSA by default');
   t.equal(leaf.publicKey.asymmetricKeyDetails?.modulusLength, 2048);
   t.equal(inline(root.current(), 'root'), fs.readFileSync(rig.daemon.rootCertPath, 'utf8'), 'ROOTCA is the root the daemon publishes');
   fs.writeFileSync(path.join(rig.dir, 'served.pem'), chain);
-  t.match(execFileSync('openssl', ['verify', '-CAfile', rig.daemon.rootCertPath, path.join(rig.dir, 'served.pem')], { encoding: 'utf8' }), /served\.pem: OK/, 'openssl verifies it against the published root');
+  t.match(
+    execFileSync('openssl', ['verify', '-CAfile', rig.daemon.rootCertPath, path.join(rig.dir, 'served.pem')], { encoding: 'utf8' }),
+    /served\.pem: OK/,
+    'openssl verifies it against the published root',
+  );
 
   const client = await clientCert(t, rig);
   const r = await httpsGet(tlsPort, client);
@@ -154,7 +172,11 @@ spec:
     directResponse: {status: 299}
 `,
   );
-  await waitFor(() => `${rig.agentOut()}\n--- daemon:\n${rig.daemon.log()}`, async () => (await rig.get('/moved')).status === 299, { timeoutMs: 60_000, intervalMs: 50 });
+  await waitFor(
+    () => `${rig.agentOut()}\n--- daemon:\n${rig.daemon.log()}`,
+    async () => (await rig.get('/moved')).status === 299,
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
   t.pass('config from the restarted daemon, authenticated by the workload certificate only');
   t.notMatch(rig.daemon.log(), /rejected unauthenticated stream/, 'no stream was refused');
 });
@@ -162,7 +184,11 @@ spec:
 t.test('renewal under load: ECDSA certificates with a short TTL are replaced twice, no request fails', async (t) => {
   // 20 s certificates renewed when half is left: a new one about every 10 s.
   const { rig, tlsPort } = await gateway(t, { SECRET_TTL: '20s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0', ECC_SIGNATURE_ALGORITHM: 'ECDSA' });
-  await waitFor(() => rig.agentOut(), async () => (await rig.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => rig.agentOut(),
+    async () => (await rig.get('/hello')).status === 200,
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   const client = await clientCert(t, rig);
   const serials: string[] = [];
   /** Seconds each certificate had left when first served: at most the SECRET_TTL asked for. */
@@ -191,38 +217,67 @@ t.test('renewal under load: ECDSA certificates with a short TTL are replaced twi
   }
   t.ok(serials.length >= 3, `the certificate was replaced at least twice (${serials.length} served)`);
   t.same(failures, [], `0 failed requests of ${requests}`);
-  t.ok(leftAtFirstSight.every((s) => s > 0 && s <= 21), `each certificate expires within the 20 s SECRET_TTL asked for (${leftAtFirstSight.map((s) => s.toFixed(1)).join(', ')} s left when first served)`);
+  t.ok(
+    leftAtFirstSight.every((s) => s > 0 && s <= 21),
+    `each certificate expires within the 20 s SECRET_TTL asked for (${leftAtFirstSight.map((s) => s.toFixed(1)).join(', ')} s left when first served)`,
+  );
   t.match(rig.agentOut(), /rotating the workload certificate[\s\S]*generated new workload certificate/);
 });
 
-t.test('the daemon down while the certificate nears expiry: the last one is kept and retried, not ready once it expires, back with the daemon', async (t) => {
-  const { rig } = await gateway(t, { SECRET_TTL: '24s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' });
-  await waitFor(() => rig.agentOut(), async () => (await rig.get('/hello')).status === 200, { timeoutMs: 30_000, intervalMs: 50 });
-  const def = engineSds(t, rig.dir).watch('default');
-  await def.ready;
-  const first = new X509Certificate(inline(def.current(), 'cert'));
-  const expiresAt = Date.parse(first.validTo);
-  await rig.daemon.stop();
+t.test(
+  'the daemon down while the certificate nears expiry: the last one is kept and retried, not ready once it expires, back with the daemon',
+  async (t) => {
+    const { rig } = await gateway(t, { SECRET_TTL: '24s', SECRET_GRACE_PERIOD_RATIO_JITTER: '0' });
+    await waitFor(
+      () => rig.agentOut(),
+      async () => (await rig.get('/hello')).status === 200,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+    const def = engineSds(t, rig.dir).watch('default');
+    await def.ready;
+    const first = new X509Certificate(inline(def.current(), 'cert'));
+    const expiresAt = Date.parse(first.validTo);
+    await rig.daemon.stop();
 
-  await waitFor(() => rig.agentOut(), () => /failed to renew the workload certificate/.test(rig.agentOut()), { timeoutMs: 20_000, intervalMs: 50 });
-  t.match(rig.agentOut(), /failed to renew the workload certificate \(attempt \d+\): [^\n]*the current certificate expires in \d+s, still served; retrying in \d+ms/, 'the time left is logged');
-  t.ok(Date.now() < expiresAt, 'before expiry');
-  const ready = async () => (await fetch(`http://127.0.0.1:${rig.ports.status}/healthz/ready`)).status;
-  t.equal(await ready(), 200, 'still ready while the certificate is valid');
-  t.equal((await rig.get('/hello')).status, 200, 'still serving');
-  t.equal(new X509Certificate(inline(def.current(), 'cert')).serialNumber, first.serialNumber, 'the last certificate is still served');
+    await waitFor(
+      () => rig.agentOut(),
+      () => /failed to renew the workload certificate/.test(rig.agentOut()),
+      { timeoutMs: 20_000, intervalMs: 50 },
+    );
+    t.match(
+      rig.agentOut(),
+      /failed to renew the workload certificate \(attempt \d+\): [^\n]*the current certificate expires in \d+s, still served; retrying in \d+ms/,
+      'the time left is logged',
+    );
+    t.ok(Date.now() < expiresAt, 'before expiry');
+    const ready = async () => (await fetch(`http://127.0.0.1:${rig.ports.status}/healthz/ready`)).status;
+    t.equal(await ready(), 200, 'still ready while the certificate is valid');
+    t.equal((await rig.get('/hello')).status, 200, 'still serving');
+    t.equal(new X509Certificate(inline(def.current(), 'cert')).serialNumber, first.serialNumber, 'the last certificate is still served');
 
-  await waitFor(() => rig.agentOut(), async () => (await ready()) === 503, { timeoutMs: 30_000, intervalMs: 50 });
-  t.ok(Date.now() >= expiresAt - 1000, 'not ready only once it expired');
-  t.match(rig.agentOut(), /proxy is NOT ready: the workload certificate expired \d+s ago/);
+    await waitFor(
+      () => rig.agentOut(),
+      async () => (await ready()) === 503,
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
+    t.ok(Date.now() >= expiresAt - 1000, 'not ready only once it expired');
+    t.match(rig.agentOut(), /proxy is NOT ready: the workload certificate expired \d+s ago/);
 
-  await rig.restartDaemon();
-  await waitFor(() => rig.agentOut(), async () => (await ready()) === 200, { timeoutMs: 60_000, intervalMs: 50 });
-  const renewed = new X509Certificate(inline(def.current(), 'cert'));
-  t.not(renewed.serialNumber, first.serialNumber, 'a new certificate once the daemon is back');
-  t.ok(renewed.checkIssued(new X509Certificate(fs.readFileSync(rig.daemon.rootCertPath))), 'from the same root (the daemon kept it across the restart)');
-  t.equal((await rig.get('/hello')).status, 200);
-});
+    await rig.restartDaemon();
+    await waitFor(
+      () => rig.agentOut(),
+      async () => (await ready()) === 200,
+      { timeoutMs: 60_000, intervalMs: 50 },
+    );
+    const renewed = new X509Certificate(inline(def.current(), 'cert'));
+    t.not(renewed.serialNumber, first.serialNumber, 'a new certificate once the daemon is back');
+    t.ok(
+      renewed.checkIssued(new X509Certificate(fs.readFileSync(rig.daemon.rootCertPath))),
+      'from the same root (the daemon kept it across the restart)',
+    );
+    t.equal((await rig.get('/hello')).status, 200);
+  },
+);
 
 t.test('TLS to the plaintext port: the agent says which port it reached and what to set', async (t) => {
   const dir = tempDir(t, 'mesh-mismatch-');
@@ -233,7 +288,16 @@ t.test('TLS to the plaintext port: the agent says which port it reached and what
   fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${daemon.grpc}\n`);
   const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml'], {
     cwd: dir,
-    env: { PATH: process.env['PATH'], POD_NAME: 'gw-0', POD_NAMESPACE: 'mesh-system', SERVICE_ACCOUNT: 'ingressgateway', MESHD_SAN: 'meshd.mesh-system.svc', PROXY_CONFIG: JSON.stringify({ statusPort: await freePort(), proxyAdminPort: await freePort(), binaryPath: path.join(dir, 'no-envoy') }), PROXY_STATUS_PORT: String(await freePort()), PROXY_METRICS_PORT: String(await freePort()) },
+    env: {
+      PATH: process.env['PATH'],
+      POD_NAME: 'gw-0',
+      POD_NAMESPACE: 'mesh-system',
+      SERVICE_ACCOUNT: 'ingressgateway',
+      MESHD_SAN: 'meshd.mesh-system.svc',
+      PROXY_CONFIG: JSON.stringify({ statusPort: await freePort(), proxyAdminPort: await freePort(), binaryPath: path.join(dir, 'no-envoy') }),
+      PROXY_STATUS_PORT: String(await freePort()),
+      PROXY_METRICS_PORT: String(await freePort()),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -245,8 +309,19 @@ t.test('TLS to the plaintext port: the agent says which port it reached and what
     await exited;
   });
   const sentence = `${daemon.grpc} answered the TLS handshake in plaintext: it is a plaintext port (such as the daemon's --grpcAddr :15010), not a TLS one (--secureGRPCAddr :15012)`;
-  await waitFor(() => out, () => out.includes(`${sentence}. Point discoveryAddress at the TLS port`), { timeoutMs: 30_000, intervalMs: 50 });
+  await waitFor(
+    () => out,
+    () => out.includes(`${sentence}. Point discoveryAddress at the TLS port`),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
   t.pass('the xDS connection names discoveryAddress');
   t.ok(out.includes(`${sentence}. Point CA_ADDR (default: the discoveryAddress) at the TLS port`), 'the certificate request names CA_ADDR');
-  t.notMatch(out.split('\n').filter((l) => l.includes('wrong version number') && !l.includes('answered the TLS handshake')).join('\n'), /./, 'never OpenSSL\'s words alone');
+  t.notMatch(
+    out
+      .split('\n')
+      .filter((l) => l.includes('wrong version number') && !l.includes('answered the TLS handshake'))
+      .join('\n'),
+    /./,
+    "never OpenSSL's words alone",
+  );
 });

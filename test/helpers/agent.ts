@@ -71,7 +71,11 @@ export function runAgent(args: readonly string[], o: { cwd: string; env: NodeJS.
     out: () => out,
     exited,
     waitForLog: async (re, timeoutMs = 30_000) => {
-      await waitFor(() => `no ${re} in agent output:\n${summarize(out)}`, () => re.test(out), { timeoutMs, intervalMs: 50 });
+      await waitFor(
+        () => `no ${re} in agent output:\n${summarize(out)}`,
+        () => re.test(out),
+        { timeoutMs, intervalMs: 50 },
+      );
     },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
@@ -84,7 +88,10 @@ export function runAgent(args: readonly string[], o: { cwd: string; env: NodeJS.
 export function summarize(out: string): string {
   const lines = out.split('\n');
   const notReady = lines.filter((l) => l.includes('proxy is NOT ready'));
-  return [...lines.filter((l) => !l.includes('proxy is NOT ready')), ...(notReady.length ? [`(${notReady.length}×) ${notReady[notReady.length - 1]}`] : [])].join('\n');
+  return [
+    ...lines.filter((l) => !l.includes('proxy is NOT ready')),
+    ...(notReady.length ? [`(${notReady.length}×) ${notReady[notReady.length - 1]}`] : []),
+  ].join('\n');
 }
 
 /** The events the fake proxy recorded. */
@@ -106,6 +113,22 @@ export function makeServerCert(dir: string, san: string): { ca: string; cert: st
   fs.writeFileSync(path.join(dir, 'server.ext'), `subjectAltName=DNS:${san}\nextendedKeyUsage=serverAuth\n`);
   run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test-ca']);
   run(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=meshd']);
-  run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext']);
+  run([
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.crt',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    'server.crt',
+    '-days',
+    '2',
+    '-extfile',
+    'server.ext',
+  ]);
   return { ca: path.join(dir, 'ca.crt'), cert: path.join(dir, 'server.crt'), key: path.join(dir, 'server.key') };
 }

@@ -347,7 +347,7 @@ export class FakeApiServer {
   }
 
   private resourceByKind(apiVersion: string, kind: string): ResourceDef {
-    const [group, version] = apiVersion.includes('/') ? apiVersion.split('/') as [string, string] : ['', apiVersion];
+    const [group, version] = apiVersion.includes('/') ? (apiVersion.split('/') as [string, string]) : ['', apiVersion];
     for (const r of this.resources.values()) if (r.group === group && r.kind === kind && r.versions.includes(version)) return r;
     throw new Error(`${apiVersion} ${kind} is not installed`);
   }
@@ -482,7 +482,8 @@ export class FakeApiServer {
   ): Promise<void> {
     const parts = url.pathname.split('/').filter(Boolean);
     // Discovery
-    if (method === 'GET' && parts.length === 1 && parts[0] === 'api') return sendJson(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
+    if (method === 'GET' && parts.length === 1 && parts[0] === 'api')
+      return sendJson(res, 200, { kind: 'APIVersions', versions: ['v1'], serverAddressByClientCIDRs: [] });
     if (method === 'GET' && parts.length === 1 && parts[0] === 'apis') return sendJson(res, 200, this.groupList());
     if (method === 'GET' && parts[0] === 'apis' && parts.length === 2) {
       const g = this.groupDoc(parts[1]!);
@@ -548,7 +549,12 @@ export class FakeApiServer {
     if (method === 'PATCH') {
       const ct = (req.headers['content-type'] ?? '').split(';')[0]!.trim();
       if (ct !== 'application/merge-patch+json') {
-        return sendStatus(res, 415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json`);
+        return sendStatus(
+          res,
+          415,
+          'UnsupportedMediaType',
+          `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json`,
+        );
       }
       let patch: unknown;
       try {
@@ -607,7 +613,14 @@ export class FakeApiServer {
     };
   }
 
-  private serveWatch(def: ResourceDef, version: string, namespace: string | undefined, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): void {
+  private serveWatch(
+    def: ResourceDef,
+    version: string,
+    namespace: string | undefined,
+    q: URLSearchParams,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+  ): void {
     const start = (): void => {
       if (res.destroyed || req.destroyed) return;
       const rvParam = q.get('resourceVersion') ?? '';
@@ -624,7 +637,14 @@ export class FakeApiServer {
       }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.flushHeaders();
-      const w: Watcher = { res: def, version, sel: selectorsOf(namespace, q), out: res, bookmarks: q.get('allowWatchBookmarks') === 'true', timers: [] };
+      const w: Watcher = {
+        res: def,
+        version,
+        sel: selectorsOf(namespace, q),
+        out: res,
+        bookmarks: q.get('allowWatchBookmarks') === 'true',
+        timers: [],
+      };
       this.watchers.add(w);
       res.on('close', () => this.endWatch(w));
       if (from === undefined) {
@@ -665,7 +685,9 @@ export class FakeApiServer {
   private bookmark(w: Watcher): void {
     if (w.out.writableEnded) return;
     const apiVersion = w.res.group ? `${w.res.group}/${w.version}` : w.version;
-    w.out.write(JSON.stringify({ type: 'BOOKMARK', object: { kind: w.res.kind, apiVersion, metadata: { resourceVersion: String(this.rv) } } }) + '\n');
+    w.out.write(
+      JSON.stringify({ type: 'BOOKMARK', object: { kind: w.res.kind, apiVersion, metadata: { resourceVersion: String(this.rv) } } }) + '\n',
+    );
   }
 
   private endWatch(w: Watcher): void {
@@ -679,7 +701,11 @@ export class FakeApiServer {
 // Helpers
 
 class ApiError extends Error {
-  constructor(readonly code: number, readonly reason: string, message: string) {
+  constructor(
+    readonly code: number,
+    readonly reason: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -730,14 +756,20 @@ type FieldRequirement = { field: 'metadata.name' | 'metadata.namespace' | 'type'
 
 function selectorsOf(namespace: string | undefined, q: URLSearchParams): Selectors {
   const label: LabelRequirement[] = [];
-  for (const term of (q.get('labelSelector') ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const term of (q.get('labelSelector') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^([^!=\s]+)\s*(!=|==|=)\s*(.*)$/.exec(term);
     if (m) label.push({ key: m[1]!, op: m[2] === '!=' ? '!=' : '=', value: m[3]! });
     else if (term.startsWith('!')) label.push({ key: term.slice(1), op: '!exists' });
     else label.push({ key: term, op: 'exists' });
   }
   const field: FieldRequirement[] = [];
-  for (const term of (q.get('fieldSelector') ?? '').split(',').map((s) => s.trim()).filter(Boolean)) {
+  for (const term of (q.get('fieldSelector') ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)) {
     const m = /^(metadata\.name|metadata\.namespace|type)\s*(!=|==|=)\s*(.*)$/.exec(term);
     if (!m) throw new ApiError(400, 'BadRequest', `"${term}" is not a known field selector: only "metadata.name", "metadata.namespace", "type"`);
     field.push({ field: m[1] as FieldRequirement['field'], op: m[2] === '!=' ? '!=' : '=', value: m[3]! });
@@ -756,7 +788,12 @@ function matches(o: KubeObject, sel: Selectors): boolean {
     if (r.op === '!=' && labels[r.key] === r.value) return false;
   }
   for (const r of sel.field) {
-    const v = r.field === 'metadata.name' ? o.metadata.name : r.field === 'type' ? String((o as { type?: unknown }).type ?? '') : (o.metadata.namespace ?? '');
+    const v =
+      r.field === 'metadata.name'
+        ? o.metadata.name
+        : r.field === 'type'
+          ? String((o as { type?: unknown }).type ?? '')
+          : (o.metadata.namespace ?? '');
     if ((r.op === '=') !== (v === r.value)) return false;
   }
   return true;
@@ -781,7 +818,18 @@ function notFound(res: http.ServerResponse): void {
 }
 
 function reasonOf(code: number): string {
-  return { 401: 'Unauthorized', 403: 'Forbidden', 404: 'NotFound', 409: 'Conflict', 410: 'Expired', 429: 'TooManyRequests', 500: 'InternalError', 503: 'ServiceUnavailable' }[code] ?? 'Unknown';
+  return (
+    {
+      401: 'Unauthorized',
+      403: 'Forbidden',
+      404: 'NotFound',
+      409: 'Conflict',
+      410: 'Expired',
+      429: 'TooManyRequests',
+      500: 'InternalError',
+      503: 'ServiceUnavailable',
+    }[code] ?? 'Unknown'
+  );
 }
 
 function parseObject(body: string | undefined): KubeObject {

@@ -17,9 +17,16 @@ export interface ExecResult {
   stderr: string;
 }
 
-export function exec(file: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {}): Promise<ExecResult> {
+export function exec(
+  file: string,
+  args: readonly string[],
+  opts: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string } = {},
+): Promise<ExecResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { env: opts.env ?? { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root' }, cwd: opts.cwd });
+    const child = spawn(file, args, {
+      env: opts.env ?? { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root' },
+      cwd: opts.cwd,
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));

@@ -40,7 +40,10 @@ function openssl(args: string[], cwd: string): string {
 }
 
 function stamp(d: Date): string {
-  return d.toISOString().replace(/[-:T]/g, '').replace(/\.\d+Z$/, 'Z');
+  return d
+    .toISOString()
+    .replace(/[-:T]/g, '')
+    .replace(/\.\d+Z$/, 'Z');
 }
 
 const CONFIG = `[ ca ]
@@ -69,9 +72,65 @@ export async function startCaDouble(t: Test, o: { serverName?: string; port?: nu
   fs.writeFileSync(path.join(dir, 'index.txt'), '');
   fs.writeFileSync(path.join(dir, 'serial'), '1000\n');
   fs.writeFileSync(path.join(dir, 'ca.cnf'), CONFIG);
-  openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'root.key', '-out', 'root.pem', '-days', '30', '-subj', '/O=ca-double.test', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], dir);
-  openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/O=ca-double.test', '-addext', `subjectAltName=DNS:${serverName}`], dir);
-  openssl(['x509', '-req', '-in', 'server.csr', '-CA', 'root.pem', '-CAkey', 'root.key', '-CAcreateserial', '-days', '30', '-out', 'server.pem', '-copy_extensions', 'copy'], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'root.key',
+      '-out',
+      'root.pem',
+      '-days',
+      '30',
+      '-subj',
+      '/O=ca-double.test',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
+    dir,
+  );
+  openssl(
+    [
+      'req',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'server.key',
+      '-out',
+      'server.csr',
+      '-subj',
+      '/O=ca-double.test',
+      '-addext',
+      `subjectAltName=DNS:${serverName}`,
+    ],
+    dir,
+  );
+  openssl(
+    [
+      'x509',
+      '-req',
+      '-in',
+      'server.csr',
+      '-CA',
+      'root.pem',
+      '-CAkey',
+      'root.key',
+      '-CAcreateserial',
+      '-days',
+      '30',
+      '-out',
+      'server.pem',
+      '-copy_extensions',
+      'copy',
+    ],
+    dir,
+  );
 
   const calls: CaCall[] = [];
   let failure: grpc.status | undefined;
@@ -83,7 +142,24 @@ export async function startCaDouble(t: Test, o: { serverName?: string; port?: nu
       const n = ++serial;
       fs.writeFileSync(path.join(dir, `req-${n}.csr`), csr);
       const now = new Date(Date.now() - 1000);
-      openssl(['ca', '-batch', '-config', 'ca.cnf', '-in', `req-${n}.csr`, '-out', `cert-${n}.pem`, '-notext', '-startdate', stamp(now), '-enddate', stamp(new Date(now.getTime() + 1000 + ttlSeconds * 1000))], dir);
+      openssl(
+        [
+          'ca',
+          '-batch',
+          '-config',
+          'ca.cnf',
+          '-in',
+          `req-${n}.csr`,
+          '-out',
+          `cert-${n}.pem`,
+          '-notext',
+          '-startdate',
+          stamp(now),
+          '-enddate',
+          stamp(new Date(now.getTime() + 1000 + ttlSeconds * 1000)),
+        ],
+        dir,
+      );
       return fs.readFileSync(path.join(dir, `cert-${n}.pem`), 'utf8');
     });
     queue = run.catch(() => undefined);
@@ -98,18 +174,28 @@ export async function startCaDouble(t: Test, o: { serverName?: string; port?: nu
       createCertificate: (call, callback) => {
         const md: Record<string, string> = {};
         for (const [k, v] of Object.entries(call.metadata.getMap())) md[k] = String(v);
-        calls.push({ csr: call.request.csr, ttlSeconds: Number(call.request.validityDuration), metadata: md, certSigner: call.request.metadata?.['CertSigner'] });
+        calls.push({
+          csr: call.request.csr,
+          ttlSeconds: Number(call.request.validityDuration),
+          metadata: md,
+          certSigner: call.request.metadata?.['CertSigner'],
+        });
         if (failure !== undefined) {
           callback({ code: failure, details: 'the CA double was told to fail' });
           return;
         }
         sign(call.request.csr, Number(call.request.validityDuration) || 3600).then(
-          (leaf) => callback(null, create(IstioCertificateResponseSchema, { certChain: [leaf, fs.readFileSync(path.join(dir, 'root.pem'), 'utf8')] })),
+          (leaf) =>
+            callback(null, create(IstioCertificateResponseSchema, { certChain: [leaf, fs.readFileSync(path.join(dir, 'root.pem'), 'utf8')] })),
           (e: Error) => callback({ code: grpc.status.INVALID_ARGUMENT, details: e.message }),
         );
       },
     });
-    const creds = grpc.ServerCredentials.createSsl(null, [{ cert_chain: fs.readFileSync(path.join(dir, 'server.pem')), private_key: fs.readFileSync(path.join(dir, 'server.key')) }], false);
+    const creds = grpc.ServerCredentials.createSsl(
+      null,
+      [{ cert_chain: fs.readFileSync(path.join(dir, 'server.pem')), private_key: fs.readFileSync(path.join(dir, 'server.key')) }],
+      false,
+    );
     port = await new Promise<number>((resolve, reject) => s.bindAsync(`127.0.0.1:${port}`, creds, (err, p) => (err ? reject(err) : resolve(p))));
     server = s;
   };

@@ -33,15 +33,32 @@ function listening(out: string, flag: string): string | undefined {
 }
 
 /** Starts dist/pilot-discovery with every listener on an ephemeral loopback port; `args` come after (and win). */
-export async function startDaemon(args: readonly string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 30_000, opts: { cwd?: string } = {}): Promise<RunningDaemon> {
+export async function startDaemon(
+  args: readonly string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 30_000,
+  opts: { cwd?: string } = {},
+): Promise<RunningDaemon> {
   const cwd = opts.cwd ?? fs.mkdtempSync(path.join(os.tmpdir(), 'meshd-cwd-'));
   const ownCwd = opts.cwd === undefined;
   const child = spawn(
     path.join(DIST, 'pilot-discovery'),
     [
       'discovery',
-      '--grpcAddr', '127.0.0.1:0', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0',
-      '--httpsAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '0',
+      '--grpcAddr',
+      '127.0.0.1:0',
+      '--httpAddr',
+      '127.0.0.1:0',
+      '--monitoringAddr',
+      '127.0.0.1:0',
+      '--httpsAddr',
+      '127.0.0.1:0',
+      '--secureGRPCAddr',
+      '127.0.0.1:0',
+      '--ctrlz_address',
+      '127.0.0.1',
+      '--ctrlz_port',
+      '0',
       ...args,
     ],
     { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, PILOT_DEBOUNCE_AFTER: '10ms', ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
@@ -80,7 +97,11 @@ export async function startDaemon(args: readonly string[], env: NodeJS.ProcessEn
       return exited;
     },
   };
-  await waitFor(() => `daemon not ready:\n${out}`, async () => (await fetch(`http://${d.http}/ready`)).status === 200, { timeoutMs, intervalMs: 50 });
+  await waitFor(
+    () => `daemon not ready:\n${out}`,
+    async () => (await fetch(`http://${d.http}/ready`)).status === 200,
+    { timeoutMs, intervalMs: 50 },
+  );
   // Ready means every listener has started and logged its address.
   d.secureGrpc = listening(out, 'secureGRPCAddr');
   d.https = listening(out, 'httpsAddr');
@@ -100,10 +121,14 @@ export function startDiscovery(o: {
   cwd?: string;
 }): Promise<RunningDaemon> {
   const args = [
-    '--configDir', path.resolve(o.configDir),
-    '--grpcAddr', `127.0.0.1:${o.grpcPort ?? 0}`,
-    '--secureGRPCAddr', `127.0.0.1:${o.securePort ?? 0}`,
-    '--shutdownDuration', '1s',
+    '--configDir',
+    path.resolve(o.configDir),
+    '--grpcAddr',
+    `127.0.0.1:${o.grpcPort ?? 0}`,
+    '--secureGRPCAddr',
+    `127.0.0.1:${o.securePort ?? 0}`,
+    '--shutdownDuration',
+    '1s',
   ];
   if (o.tls) args.push('--tlsCertFile', o.tls.cert, '--tlsKeyFile', o.tls.key);
   return startDaemon(args, o.env, 30_000, { cwd: o.cwd });

@@ -57,7 +57,10 @@ export async function nacks(daemon: RunningDaemon, agentOut: string): Promise<st
   const metrics = await fetch(`http://${daemon.monitoring}/metrics`).then((r) => r.text());
   return [
     ...metrics.split('\n').filter((l) => /^pilot_total_xds_rejects\b/.test(l) && !/ 0$/.test(l)),
-    ...daemon.log().split('\n').filter((l) => l.includes('ACK ERROR')),
+    ...daemon
+      .log()
+      .split('\n')
+      .filter((l) => l.includes('ACK ERROR')),
     ...agentOut.split('\n').filter((l) => /gRPC config for \S+ rejected/.test(l)),
   ];
 }

@@ -134,7 +134,10 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   t.teardown(() => daemon.stop());
   if (issuer) {
     fs.mkdirSync(path.join(dir, 'var/run/secrets/tokens'), { recursive: true });
-    fs.writeFileSync(path.join(dir, 'var/run/secrets/tokens/mesh-token'), await issuer.token({ ns: 'mesh-system', sa: 'ingressgateway', expSeconds: 4 * 3600 }));
+    fs.writeFileSync(
+      path.join(dir, 'var/run/secrets/tokens/mesh-token'),
+      await issuer.token({ ns: 'mesh-system', sa: 'ingressgateway', expSeconds: 4 * 3600 }),
+    );
     fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.secureGrpc}\n`);
   } else {
     fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
@@ -156,7 +159,13 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       PROXY_STATUS_PORT: String(proxyStatusPort),
       PROXY_METRICS_PORT: String(await freePort()),
-      PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, binaryPath: envoy ?? path.join(dir, 'no-envoy-here'), terminationDrainDuration: '1s', ...o.proxyConfig }),
+      PROXY_CONFIG: JSON.stringify({
+        statusPort: ports.status,
+        proxyAdminPort: ports.admin,
+        binaryPath: envoy ?? path.join(dir, 'no-envoy-here'),
+        terminationDrainDuration: '1s',
+        ...o.proxyConfig,
+      }),
       ...o.agentEnv,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -174,7 +183,10 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   });
   await waitFor(
     () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${daemon.log()}`,
-    async () => (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`).then((r) => r.status).catch(() => 0)) === 200,
+    async () =>
+      (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)
+        .then((r) => r.status)
+        .catch(() => 0)) === 200,
     { timeoutMs: 60_000, intervalMs: 50 },
   );
   return {

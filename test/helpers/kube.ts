@@ -223,7 +223,11 @@ export function node(name: string, labels: Record<string, string> = {}): Obj {
   return { apiVersion: 'v1', kind: 'Node', metadata: { name, labels } };
 }
 
-export function service(ns: string, name: string, o: { selector?: Record<string, string>; ports?: Obj[]; labels?: Record<string, string>; annotations?: Record<string, string>; spec?: Obj } = {}): Obj {
+export function service(
+  ns: string,
+  name: string,
+  o: { selector?: Record<string, string>; ports?: Obj[]; labels?: Record<string, string>; annotations?: Record<string, string>; spec?: Obj } = {},
+): Obj {
   return {
     apiVersion: 'v1',
     kind: 'Service',
@@ -266,7 +270,13 @@ export interface SliceEndpoint {
   terminating?: boolean;
 }
 
-export function endpointSlice(ns: string, name: string, svc: string, eps: SliceEndpoint[], ports: Obj[] = [{ name: 'http', port: 8080, protocol: 'TCP' }]): Obj {
+export function endpointSlice(
+  ns: string,
+  name: string,
+  svc: string,
+  eps: SliceEndpoint[],
+  ports: Obj[] = [{ name: 'http', port: 8080, protocol: 'TCP' }],
+): Obj {
   return {
     apiVersion: 'discovery.k8s.io/v1',
     kind: 'EndpointSlice',

@@ -32,7 +32,11 @@ export function watch(t: Test, name: string, child: ChildProcess, out: string[])
 
 /** Waits for a 200 from `url` inside the pod `ns`. */
 export async function waitForOk(ns: string, url: string, why: () => string, ms = 60_000): Promise<void> {
-  await waitFor(() => `${why()}\n(no 200 from ${url})`, () => httpGetIn(ns, url).status === 200, { timeoutMs: ms, intervalMs: 250 });
+  await waitFor(
+    () => `${why()}\n(no 200 from ${url})`,
+    () => httpGetIn(ns, url).status === 200,
+    { timeoutMs: ms, intervalMs: 250 },
+  );
 }
 
 /**
@@ -45,7 +49,19 @@ export async function startLiveDiscovery(t: Test, ns: string, dir: string, out: 
   fs.writeFileSync(path.join(dir, 'config', 'gateway.yaml'), GATEWAY_CONFIG);
   fs.writeFileSync(path.join(dir, 'mesh.yaml'), 'defaultConfig:\n  discoveryAddress: 127.0.0.1:15010\n  controlPlaneAuthPolicy: NONE\n');
   const base = { PATH: process.env.PATH, HOME: dir };
-  const args = ['discovery', '--configDir', path.join(dir, 'config'), '--grpcAddr', '127.0.0.1:15010', '--httpAddr', '127.0.0.1:8080', '--monitoringAddr', '127.0.0.1:15014', '--ctrlz_port', '0'];
+  const args = [
+    'discovery',
+    '--configDir',
+    path.join(dir, 'config'),
+    '--grpcAddr',
+    '127.0.0.1:15010',
+    '--httpAddr',
+    '127.0.0.1:8080',
+    '--monitoringAddr',
+    '127.0.0.1:15014',
+    '--ctrlz_port',
+    '0',
+  ];
   watch(t, 'discovery', spawnIn(ns, path.join(DIST, 'pilot-discovery'), args, { env: base }), out);
   await waitForOk(ns, 'http://127.0.0.1:8080/ready', () => `the daemon did not start:\n${out.join('').slice(-6000)}`);
   return base;

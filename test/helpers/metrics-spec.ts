@@ -59,7 +59,12 @@ export function parseExposition(text: string): Exposition {
  * sample whose label names differ from Istio's (`labels[name]`, default none), an absent-listed name
  * that is exported after all, or an absent entry the spec does not list.
  */
-export function checkSpecMetrics(exp: Exposition, spec: readonly SpecMetric[], labels: Readonly<Record<string, readonly string[]>>, absent: Readonly<Record<string, string>>): string[] {
+export function checkSpecMetrics(
+  exp: Exposition,
+  spec: readonly SpecMetric[],
+  labels: Readonly<Record<string, readonly string[]>>,
+  absent: Readonly<Record<string, string>>,
+): string[] {
   const problems: string[] = [];
   for (const { name, type } of spec) {
     const got = exp.types.get(name);
@@ -85,5 +90,7 @@ export function checkSpecMetrics(exp: Exposition, spec: readonly SpecMetric[], l
 /** The sum of the samples of `name` whose labels include `labels` (for a histogram: its observation count). */
 export function sampleSum(exp: Exposition, name: string, labels: Record<string, string> = {}): number {
   const series = exp.types.get(name) === 'histogram' ? `${name}_count` : name;
-  return (exp.samples.get(name) ?? []).filter((s) => s.series === series && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((a, s) => a + s.value, 0);
+  return (exp.samples.get(name) ?? [])
+    .filter((s) => s.series === series && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((a, s) => a + s.value, 0);
 }

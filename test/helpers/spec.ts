@@ -37,7 +37,11 @@ export function tableRows(text: string, firstHeader: string): string[][] {
   if (h < 0) throw new Error(`no table headed ${firstHeader}`);
   const rows: string[][] = [];
   for (let i = h + 2; i < lines.length && lines[i]!.startsWith('|'); i++) {
-    rows.push(lines[i]!.slice(1, -1).split('|').map((c) => c.trim()));
+    rows.push(
+      lines[i]!.slice(1, -1)
+        .split('|')
+        .map((c) => c.trim()),
+    );
   }
   return rows;
 }

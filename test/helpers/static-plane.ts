@@ -38,7 +38,11 @@ export async function runStatic(t: Test, plane: DataPlane, bootstrap: object, po
     await exited;
   });
   const get = (p: string, headers: Record<string, string> = {}) => httpGet(port, p, headers);
-  await waitFor(() => `${plane} neither served nor exited:\n${summarize(out)}`, async () => gone || (await get(ready).catch(() => undefined)) !== undefined, { timeoutMs: 20_000, intervalMs: 50 });
+  await waitFor(
+    () => `${plane} neither served nor exited:\n${summarize(out)}`,
+    async () => gone || (await get(ready).catch(() => undefined)) !== undefined,
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
   if (gone) {
     await exited;
     return { refused: out };
@@ -48,24 +52,45 @@ export async function runStatic(t: Test, plane: DataPlane, bootstrap: object, po
 
 /** A STATIC cluster of one loopback endpoint. */
 export function loopbackCluster(name: string, port: number): object {
-  return { name, type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: loopback(port) } }] }] } };
+  return {
+    name,
+    type: 'STATIC',
+    connect_timeout: '1s',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: loopback(port) } }] }] },
+  };
 }
 
 export const loopback = (port: number) => ({ socket_address: { address: '127.0.0.1', port_value: port } });
 
 /** A bootstrap with one HTTP listener on `port` (an HCM with `httpFilters` before the router, and `hcmExtra`) and `clusters`. */
-export function httpBootstrap(o: { port: number; admin: number; routeConfig: object; httpFilters?: object[]; clusters: object[]; hcmExtra?: object }): object {
+export function httpBootstrap(o: {
+  port: number;
+  admin: number;
+  routeConfig: object;
+  httpFilters?: object[];
+  clusters: object[];
+  hcmExtra?: object;
+}): object {
   const hcm = {
     '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
     stat_prefix: 'ingress',
     ...o.hcmExtra,
     route_config: o.routeConfig,
-    http_filters: [...(o.httpFilters ?? []), { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } }],
+    http_filters: [
+      ...(o.httpFilters ?? []),
+      { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } },
+    ],
   };
   return {
     admin: { address: loopback(o.admin) },
     static_resources: {
-      listeners: [{ name: 'ingress', address: loopback(o.port), filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: hcm }] }] }],
+      listeners: [
+        {
+          name: 'ingress',
+          address: loopback(o.port),
+          filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: hcm }] }],
+        },
+      ],
       clusters: o.clusters,
     },
   };

@@ -95,7 +95,8 @@ export class XdsWatch<T extends XdsType> {
       if (v) return v;
       if (this.ended) throw new Error(`ADS stream ended (${this.ended.code} ${this.ended.details}) while waiting for ${what}`);
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; have ${[...this.resources.keys()].join(', ') || 'nothing'}`);
+      if (left <= 0)
+        throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}; have ${[...this.resources.keys()].join(', ') || 'nothing'}`);
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(left, 250));
         this.waiters.push(() => {

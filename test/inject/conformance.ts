@@ -116,7 +116,12 @@ async function runInProcess(args: string[], env: Record<string, string>): Promis
   const cwd = process.cwd();
   process.chdir(DATA);
   try {
-    const code = await runProgram(meshctl, args, { stdout: sink((s) => (stdout += s)), stderr: sink((s) => (stderr += s)), env: { ...baseEnv, ...env } }, loadHandler);
+    const code = await runProgram(
+      meshctl,
+      args,
+      { stdout: sink((s) => (stdout += s)), stderr: sink((s) => (stderr += s)), env: { ...baseEnv, ...env } },
+      loadHandler,
+    );
     return { code, stdout, stderr };
   } finally {
     process.chdir(cwd);
@@ -142,10 +147,14 @@ export function runConformance(part: number, parts: number): void {
       jobs.filter((j) => j.binary),
       4,
       async ({ c, mode }) => {
-        runs.set(`${c.name}|${mode}`, await exec(MESHCTL, ['orch-inject', ...argsFor(c, mode)], { cwd: DATA, env: { ...baseEnv, ...(c.env ?? {}) } }));
+        runs.set(
+          `${c.name}|${mode}`,
+          await exec(MESHCTL, ['orch-inject', ...argsFor(c, mode)], { cwd: DATA, env: { ...baseEnv, ...(c.env ?? {}) } }),
+        );
       },
     );
-    for (const { c, mode } of jobs.filter((j) => !j.binary)) runs.set(`${c.name}|${mode}`, await runInProcess(['orch-inject', ...argsFor(c, mode)], c.env ?? {}));
+    for (const { c, mode } of jobs.filter((j) => !j.binary))
+      runs.set(`${c.name}|${mode}`, await runInProcess(['orch-inject', ...argsFor(c, mode)], c.env ?? {}));
     for (const c of cases) {
       t.test(c.name, async (t) => {
         for (const { mode } of modesOf(c)) {

@@ -123,6 +123,17 @@ t.test('--run-validation without capture rules fails with exit code 126 within t
 
   // Outside a container there is no termination log, and none is created.
   const absent = path.join(termDir, 'absent');
-  await runMeshIptables(runContext({ ...defaults, 'skip-rule-apply': true, 'run-validation': true, 'proxy-port': String(proxy), 'inbound-capture-port': String(inbound), 'iptables-probe-port': probe, 'probe-timeout': 100 }).ctx, { ...withFacts(ipv4Pod), terminationLog: absent }).catch(() => {});
+  await runMeshIptables(
+    runContext({
+      ...defaults,
+      'skip-rule-apply': true,
+      'run-validation': true,
+      'proxy-port': String(proxy),
+      'inbound-capture-port': String(inbound),
+      'iptables-probe-port': probe,
+      'probe-timeout': 100,
+    }).ctx,
+    { ...withFacts(ipv4Pod), terminationLog: absent },
+  ).catch(() => {});
   t.notOk(existsSync(absent), 'no termination log is created where there is none');
 });

@@ -5,12 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parse } from 'yaml';
-import {
-  CaptureConfigError,
-  resolveCaptureConfig,
-  type CaptureFacts,
-  type IptablesFlags,
-} from '../../src/iptables/config';
+import { CaptureConfigError, resolveCaptureConfig, type CaptureFacts, type IptablesFlags } from '../../src/iptables/config';
 
 const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
 const cases = parse(readFileSync(path.resolve(repoRoot, '../shared/conformance/iptables/cases.yaml'), 'utf8')) as {
@@ -72,10 +67,13 @@ t.test('environment-only settings and flag fallbacks', async (t) => {
   t.equal(cfg.dropInvalid, true);
   t.same(cfg.dnsServersV4, ['10.96.0.10'], 'DNS capture reads the resolv.conf servers');
 
-  const flagWins = resolve({ 'mesh-inbound-interception-mode': 'REDIRECT', 'redirect-dns': false }, {
-    INBOUND_INTERCEPTION_MODE: 'TPROXY',
-    MESH_META_DNS_CAPTURE: 'true',
-  });
+  const flagWins = resolve(
+    { 'mesh-inbound-interception-mode': 'REDIRECT', 'redirect-dns': false },
+    {
+      INBOUND_INTERCEPTION_MODE: 'TPROXY',
+      MESH_META_DNS_CAPTURE: 'true',
+    },
+  );
   t.equal(flagWins.inboundInterceptionMode, 'REDIRECT', 'a given flag wins over its variable');
   t.equal(flagWins.redirectDNS, false);
 });

@@ -90,7 +90,12 @@ class FakeDeps implements Dependencies {
     return b ?? { iptables: name, save: `${name}-save`, restore: `${name}-restore`, legacy: false };
   }
   async run(command: string, args: readonly string[], options: RunOptions = {}): Promise<RunResult> {
-    const call: Call = { command, args: [...args], ...(options.stdin !== undefined ? { stdin: options.stdin } : {}), ...(options.env ? { env: options.env } : {}) };
+    const call: Call = {
+      command,
+      args: [...args],
+      ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
+      ...(options.env ? { env: options.env } : {}),
+    };
     this.calls.push(call);
     const scripted = this.script.answer?.(call);
     if (scripted) return scripted;
@@ -108,7 +113,10 @@ class FakeDeps implements Dependencies {
 t.test('a clean namespace gets the rules in one restore', async (t) => {
   const deps = new FakeDeps();
   await applyCapture(config(), deps);
-  t.same(deps.restores().map((c) => c.stdin?.trim()), [emptyRestore]);
+  t.same(
+    deps.restores().map((c) => c.stdin?.trim()),
+    [emptyRestore],
+  );
   t.same(deps.restores()[0]!.args, ['--noflush']);
 });
 
@@ -179,7 +187,8 @@ t.test('--force-apply applies over existing rules', async (t) => {
 t.test('a failing restore reports its stderr, with a hint when chains exist', async (t) => {
   const deps = new FakeDeps({
     saved: { 4: emptyInstalled },
-    answer: (c) => (c.command.endsWith('-restore') ? { code: 1, stdout: '', stderr: 'iptables-restore: line 2 failed: Chain already exists.' } : undefined),
+    answer: (c) =>
+      c.command.endsWith('-restore') ? { code: 1, stdout: '', stderr: 'iptables-restore: line 2 failed: Chain already exists.' } : undefined,
   });
   await t.rejects(applyCapture(config({ forceApply: true }), deps), /line 2 failed.*--reconcile/);
 });
@@ -208,7 +217,11 @@ t.test('permission problems are reported as such', async (t) => {
   const deps = new FakeDeps({
     answer: (c) =>
       c.command === 'iptables-save'
-        ? { code: 4, stdout: '', stderr: 'iptables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)' }
+        ? {
+            code: 4,
+            stdout: '',
+            stderr: 'iptables-save v1.8.9 (nf_tables): Could not fetch rule set generation id: Permission denied (you must be root)',
+          }
         : undefined,
   });
   const err = await applyCapture(config(), deps).catch((e: unknown) => e);
@@ -217,14 +230,22 @@ t.test('permission problems are reported as such', async (t) => {
 });
 
 t.test('other command failures carry stderr', async (t) => {
-  const deps = new FakeDeps({ answer: (c) => (c.command.endsWith('-restore') ? { code: 2, stdout: '', stderr: "Couldn't load match `owner'" } : undefined) });
+  const deps = new FakeDeps({
+    answer: (c) => (c.command.endsWith('-restore') ? { code: 2, stdout: '', stderr: "Couldn't load match `owner'" } : undefined),
+  });
   const err = await applyCapture(config(), deps).catch((e: unknown) => e);
   t.type(err, XtablesError);
   t.match((err as Error).message, /Couldn't load match `owner'/);
 });
 
 t.test('legacy iptables waits for the xtables lock; in CNI mode the lock is per pod namespace', async (t) => {
-  const legacy: XtablesBinaries = { iptables: 'iptables-legacy', save: 'iptables-legacy-save', restore: 'iptables-legacy-restore', legacy: true, version: '1.8.7' };
+  const legacy: XtablesBinaries = {
+    iptables: 'iptables-legacy',
+    save: 'iptables-legacy-save',
+    restore: 'iptables-legacy-restore',
+    legacy: true,
+    version: '1.8.7',
+  };
   const deps = new FakeDeps({ bins: { 4: legacy } });
   await applyCapture(config(), deps);
   t.same(deps.restores()[0]!.args, ['--noflush', '--wait=30']);

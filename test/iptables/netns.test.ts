@@ -51,7 +51,25 @@ function createNamespace(t: Test): string {
   must(['ip', '-n', ns, 'addr', 'add', '10.77.0.1/24', 'dev', 'v0']);
   must(['ip', '-n', ns, 'link', 'set', 'v0', 'up']);
   must(['ip', '-n', ns, 'link', 'set', 'v1', 'up']);
-  must(['ip', 'netns', 'exec', ns, 'iptables', '-t', 'filter', '-A', 'OUTPUT', '-d', '10.77.0.2/32', '-p', 'tcp', '-j', 'REJECT', '--reject-with', 'tcp-reset']);
+  must([
+    'ip',
+    'netns',
+    'exec',
+    ns,
+    'iptables',
+    '-t',
+    'filter',
+    '-A',
+    'OUTPUT',
+    '-d',
+    '10.77.0.2/32',
+    '-p',
+    'tcp',
+    '-j',
+    'REJECT',
+    '--reject-with',
+    'tcp-reset',
+  ]);
   return ns;
 }
 
@@ -82,9 +100,20 @@ async function startListener(t: Test, ns: string, port: number): Promise<void> {
 /** Connects from inside the namespace as the given user and group. */
 function connectAs(ns: string, uid: number, gid: number, host = '10.77.0.2', port = 8080): { reply?: string; error?: string } {
   const r = must([
-    'ip', 'netns', 'exec', ns,
-    'setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups',
-    process.execPath, path.join(FIXTURES, 'probe.mjs'), 'connect', host, String(port), '5000',
+    'ip',
+    'netns',
+    'exec',
+    ns,
+    'setpriv',
+    `--reuid=${uid}`,
+    `--regid=${gid}`,
+    '--clear-groups',
+    process.execPath,
+    path.join(FIXTURES, 'probe.mjs'),
+    'connect',
+    host,
+    String(port),
+    '5000',
   ]);
   return JSON.parse(r.trim()) as { reply?: string; error?: string };
 }
@@ -92,12 +121,24 @@ function connectAs(ns: string, uid: number, gid: number, host = '10.77.0.2', por
 /** Runs the handler in a child process inside the namespace, as the given user. */
 function runInNamespaceAs(ns: string, uid: number, flags: object): { code: number; stdout: string; stderr: string } {
   return sh([
-    'ip', 'netns', 'exec', ns,
-    'setpriv', `--reuid=${uid}`, `--regid=${uid}`, '--clear-groups',
+    'ip',
+    'netns',
+    'exec',
+    ns,
+    'setpriv',
+    `--reuid=${uid}`,
+    `--regid=${uid}`,
+    '--clear-groups',
     // tap injects its process-tracking hooks through NODE_OPTIONS; they cannot write tap's files as
     // another user, so this child runs without them.
-    'env', '-u', 'NODE_OPTIONS',
-    process.execPath, '--import', 'tsx', path.join(FIXTURES, 'run-mesh-iptables.ts'), JSON.stringify(flags),
+    'env',
+    '-u',
+    'NODE_OPTIONS',
+    process.execPath,
+    '--import',
+    'tsx',
+    path.join(FIXTURES, 'run-mesh-iptables.ts'),
+    JSON.stringify(flags),
   ]);
 }
 
@@ -124,8 +165,16 @@ t.test('capture lifecycle in a network namespace', { skip }, async (t) => {
 
   await apply(ns);
   const installed = save(ns);
-  const expectedChains = golden('empty').split('\n').filter((l) => l.startsWith('-N ')).map((l) => l.slice(3));
-  const natChains = installed.split('*nat')[1]!.split('COMMIT')[0]!.split('\n').filter((l) => l.startsWith(':MESH_')).map((l) => l.slice(1).split(' ')[0]);
+  const expectedChains = golden('empty')
+    .split('\n')
+    .filter((l) => l.startsWith('-N '))
+    .map((l) => l.slice(3));
+  const natChains = installed
+    .split('*nat')[1]!
+    .split('COMMIT')[0]!
+    .split('\n')
+    .filter((l) => l.startsWith(':MESH_'))
+    .map((l) => l.slice(1).split(' ')[0]);
   t.same(natChains.sort(), [...expectedChains].sort(), 'nat holds the MESH_ chains of the golden output');
   t.match(installed, /^-A OUTPUT -j MESH_OUTPUT$/m, 'OUTPUT jumps into MESH_OUTPUT');
 
@@ -192,7 +241,9 @@ t.test('TPROXY and IPv6: policy routing, ::6 on lo and ip6tables rules', { skip 
   await apply(ns, flags);
   await apply(ns, flags); // routes and rules must not be duplicated by a second run
 
-  const rules = must(['ip', '-n', ns, '-4', 'rule', 'show']).split('\n').filter((l) => /fwmark 0x539 lookup 133/.test(l));
+  const rules = must(['ip', '-n', ns, '-4', 'rule', 'show'])
+    .split('\n')
+    .filter((l) => /fwmark 0x539 lookup 133/.test(l));
   t.equal(rules.length, 1, 'one fwmark rule for the TPROXY mark (1337 = 0x539) and table 133');
   t.match(must(['ip', '-n', ns, '-4', 'route', 'show', 'table', '133']), /^local default dev lo/m);
   t.match(must(['ip', '-n', ns, '-6', 'addr', 'show', 'dev', 'lo']), /inet6 ::6\/128/);
@@ -206,18 +257,39 @@ t.test('TPROXY and IPv6: policy routing, ::6 on lo and ip6tables rules', { skip 
   t.same(meshLines(save(ns, 'ip6tables-save')), []);
 });
 
-t.test('the pod address is found while its interface has no carrier yet (a veth whose peer is still down)', { skip: skip || (built() ? false : 'dist/mesh is not built') }, async (t) => {
-  // os.networkInterfaces() leaves such an interface out; Istio (Go's net.InterfaceAddrs) sees its address
-  const ns = createNamespace(t);
-  must(['ip', '-n', ns, 'link', 'set', 'v1', 'down']);
-  t.match(must(['ip', '-n', ns, 'link', 'show', 'v0']), /NO-CARRIER/, 'v0 is up without a carrier');
-  const dryRun = () => sh(['ip', 'netns', 'exec', ns, path.join(DIST, 'pilot-agent'), 'mesh-iptables', '--dry-run', '-p', '15001', '-u', '1337', '-m', 'REDIRECT', '-i', '*']);
-  const r = dryRun();
-  t.equal(r.code, 0, `mesh-iptables found the pod's address: ${r.stderr}`);
-  t.match(r.stdout, /-A MESH_OUTPUT/);
-  // with the carrier (both ends up) the address is found the usual way: the same rules
-  must(['ip', '-n', ns, 'link', 'set', 'v1', 'up']);
-  const withCarrier = dryRun();
-  t.equal(withCarrier.code, 0, withCarrier.stderr);
-  t.equal(r.stdout, withCarrier.stdout, 'the same rules as once the interface has its carrier');
-});
+t.test(
+  'the pod address is found while its interface has no carrier yet (a veth whose peer is still down)',
+  { skip: skip || (built() ? false : 'dist/mesh is not built') },
+  async (t) => {
+    // os.networkInterfaces() leaves such an interface out; Istio (Go's net.InterfaceAddrs) sees its address
+    const ns = createNamespace(t);
+    must(['ip', '-n', ns, 'link', 'set', 'v1', 'down']);
+    t.match(must(['ip', '-n', ns, 'link', 'show', 'v0']), /NO-CARRIER/, 'v0 is up without a carrier');
+    const dryRun = () =>
+      sh([
+        'ip',
+        'netns',
+        'exec',
+        ns,
+        path.join(DIST, 'pilot-agent'),
+        'mesh-iptables',
+        '--dry-run',
+        '-p',
+        '15001',
+        '-u',
+        '1337',
+        '-m',
+        'REDIRECT',
+        '-i',
+        '*',
+      ]);
+    const r = dryRun();
+    t.equal(r.code, 0, `mesh-iptables found the pod's address: ${r.stderr}`);
+    t.match(r.stdout, /-A MESH_OUTPUT/);
+    // with the carrier (both ends up) the address is found the usual way: the same rules
+    must(['ip', '-n', ns, 'link', 'set', 'v1', 'up']);
+    const withCarrier = dryRun();
+    t.equal(withCarrier.code, 0, withCarrier.stderr);
+    t.equal(r.stdout, withCarrier.stdout, 'the same rules as once the interface has its carrier');
+  },
+);

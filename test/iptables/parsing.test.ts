@@ -37,7 +37,14 @@ t.test('ip -o addr show', async (t) => {
 
 t.test('saved rules keep quoted arguments together', async (t) => {
   t.same(tokenize('-A INPUT -m comment --comment "allow \\"dns\\" here" -j ACCEPT'), [
-    '-A', 'INPUT', '-m', 'comment', '--comment', 'allow "dns" here', '-j', 'ACCEPT',
+    '-A',
+    'INPUT',
+    '-m',
+    'comment',
+    '--comment',
+    'allow "dns" here',
+    '-j',
+    'ACCEPT',
   ]);
   const state = parseSave('*nat\n:OUTPUT ACCEPT [0:0]\n:MESH_OUTPUT - [0:0]\n-A OUTPUT -m comment --comment "x y" -j MESH_OUTPUT\nCOMMIT\n');
   t.same([...state.get('nat')!.keys()], ['OUTPUT', 'MESH_OUTPUT']);

@@ -14,11 +14,11 @@ interface Violation {
 }
 
 t.test('dependency-cruiser finds no violation of the layering rules', async (t) => {
-  const r = spawnSync(
-    path.join(root, 'node_modules/.bin/depcruise'),
-    ['src', '--config', '.dependency-cruiser.cjs', '--output-type', 'json'],
-    { cwd: root, encoding: 'utf8', maxBuffer: 256 << 20 },
-  );
+  const r = spawnSync(path.join(root, 'node_modules/.bin/depcruise'), ['src', '--config', '.dependency-cruiser.cjs', '--output-type', 'json'], {
+    cwd: root,
+    encoding: 'utf8',
+    maxBuffer: 256 << 20,
+  });
   t.equal(r.error, undefined, 'depcruise ran');
   const result = JSON.parse(r.stdout) as { summary: { violations: Violation[]; totalCruised: number } };
   t.ok(result.summary.totalCruised > 400, `cruised the whole of src/ (${result.summary.totalCruised} modules)`);

@@ -22,6 +22,14 @@ t.test('the Layout table lists every folder of src/, and only what exists', asyn
   const folders = readdirSync(path.join(root, 'src'))
     .filter((name) => statSync(path.join(root, 'src', name)).isDirectory())
     .map((name) => `src/${name}/`);
-  t.same(folders.filter((f) => !listed.includes(f)), [], 'every folder of src/ has a line');
-  t.same(listed.filter((p) => !existsSync(path.join(root, p))), [], 'every path in the table exists');
+  t.same(
+    folders.filter((f) => !listed.includes(f)),
+    [],
+    'every folder of src/ has a line',
+  );
+  t.same(
+    listed.filter((p) => !existsSync(path.join(root, p))),
+    [],
+    'every path in the table exists',
+  );
 });

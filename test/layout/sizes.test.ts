@@ -34,9 +34,11 @@ function oversized(file: string): Oversize[] {
     if (ts.isClassDeclaration(n) && lines(n) > CLASS_LINES) out.push({ what: at(n, `class ${n.name?.text ?? '(anonymous)'}`), lines: lines(n) });
     let name: string | undefined;
     if ((ts.isFunctionDeclaration(n) || ts.isMethodDeclaration(n)) && n.name) name = n.name.getText(sf);
-    if (ts.isVariableDeclaration(n) && n.initializer && (ts.isArrowFunction(n.initializer) || ts.isFunctionExpression(n.initializer))) name = n.name.getText(sf);
+    if (ts.isVariableDeclaration(n) && n.initializer && (ts.isArrowFunction(n.initializer) || ts.isFunctionExpression(n.initializer)))
+      name = n.name.getText(sf);
     const handler = name === 'run' && !ts.isMethodDeclaration(n);
-    if (name !== undefined && (START_NAME.test(name) || handler) && lines(n) > START_FUNCTION_LINES) out.push({ what: at(n, `${name}()`), lines: lines(n) });
+    if (name !== undefined && (START_NAME.test(name) || handler) && lines(n) > START_FUNCTION_LINES)
+      out.push({ what: at(n, `${name}()`), lines: lines(n) });
     ts.forEachChild(n, visit);
   };
   visit(sf);
@@ -46,7 +48,10 @@ function oversized(file: string): Oversize[] {
 t.test(`no start function over ${START_FUNCTION_LINES} lines, no class over ${CLASS_LINES}`, async (t) => {
   const files = sources(path.join(root, 'src'));
   t.ok(files.length > 400, `read every source file (${files.length})`);
-  t.same(files.flatMap(oversized).map((o) => `${o.what}: ${o.lines} lines`), []);
+  t.same(
+    files.flatMap(oversized).map((o) => `${o.what}: ${o.lines} lines`),
+    [],
+  );
 });
 
 t.test('the measure itself: it finds an oversized start function and class', async (t) => {
@@ -57,7 +62,10 @@ t.test('the measure itself: it finds an oversized start function and class', asy
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const body = (n: number) => Array.from({ length: n }, (_, i) => `  const v${i} = ${i};`).join('\n');
   const file = path.join(dir, 'big.ts');
-  writeFileSync(file, `export function startBig() {\n${body(80)}\n}\nexport const run = () => {\n${body(81)}\n};\nclass Big {\n  run() {\n${body(400)}\n  }\n}\n`);
+  writeFileSync(
+    file,
+    `export function startBig() {\n${body(80)}\n}\nexport const run = () => {\n${body(81)}\n};\nclass Big {\n  run() {\n${body(400)}\n  }\n}\n`,
+  );
   t.same(
     oversized(file).map((o) => o.what.replace(/^.*big\.ts/, 'big.ts')),
     ['big.ts:1 startBig()', 'big.ts:83 run()', 'big.ts:166 class Big'],

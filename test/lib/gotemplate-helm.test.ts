@@ -31,7 +31,9 @@ t.test('toYaml / fromYaml / tpl / missing values', async (t) => {
 });
 
 t.test('required and parse errors name the template', async (t) => {
-  t.throws(() => render({ 'templates/a.yaml': '{{ required "value x is required" .Values.x }}' }), { message: /c\/templates\/a\.yaml: .*value x is required/ });
+  t.throws(() => render({ 'templates/a.yaml': '{{ required "value x is required" .Values.x }}' }), {
+    message: /c\/templates\/a\.yaml: .*value x is required/,
+  });
   let err: unknown;
   try {
     render({ 'templates/b.yaml': '{{ if }}' });

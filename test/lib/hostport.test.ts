@@ -27,7 +27,7 @@ t.test('SplitHostPort: the cases that split', async (t) => {
   for (const [hostPort, host, port] of ok) t.same(splitHostPort(hostPort), { host, port }, hostPort);
 });
 
-t.test('SplitHostPort: the cases that fail, with Go\'s error text', async (t) => {
+t.test("SplitHostPort: the cases that fail, with Go's error text", async (t) => {
   const bad: [string, string][] = [
     ['golang.org', 'missing port in address'],
     ['127.0.0.1', 'missing port in address'],
@@ -79,7 +79,13 @@ t.test('JoinHostPort', async (t) => {
 
 t.test("the injector's proxy address check splits as Istio's ValidateProxyAddress (net.SplitHostPort)", async (t) => {
   const errs = (discoveryAddress: string) => validateProxyConfig({ ...defaultProxyConfig(), discoveryAddress });
-  t.same(errs('::1:15012'), ['invalid discovery address: unable to split "::1:15012": address ::1:15012: too many colons in address'], 'an unbracketed IPv6 literal');
-  t.same(errs('meshd.mesh-system.svc'), ['invalid discovery address: unable to split "meshd.mesh-system.svc": address meshd.mesh-system.svc: missing port in address']);
+  t.same(
+    errs('::1:15012'),
+    ['invalid discovery address: unable to split "::1:15012": address ::1:15012: too many colons in address'],
+    'an unbracketed IPv6 literal',
+  );
+  t.same(errs('meshd.mesh-system.svc'), [
+    'invalid discovery address: unable to split "meshd.mesh-system.svc": address meshd.mesh-system.svc: missing port in address',
+  ]);
   t.same(errs('[::1]:15012'), [], 'a bracketed one is fine');
 });

@@ -41,7 +41,11 @@ t.test('valid values', async (t) => {
     { name: 'json "true" (pflag ParseBool)', values: { log_as_json: 'true' }, want: { jsonEncoding: true } },
     { name: 'json "T"', values: { log_as_json: 'T' }, want: { jsonEncoding: true } },
     { name: 'json "0"', values: { log_as_json: '0' }, want: { jsonEncoding: false } },
-    { name: 'bare level is the default scope', values: { log_output_level: 'debug' }, want: { outputLevels: [{ scope: 'default', level: 'debug' }] } },
+    {
+      name: 'bare level is the default scope',
+      values: { log_output_level: 'debug' },
+      want: { outputLevels: [{ scope: 'default', level: 'debug' }] },
+    },
     {
       name: 'several scopes in order',
       values: { log_output_level: 'ads:debug,default:warn,model:none' },
@@ -56,7 +60,11 @@ t.test('valid values', async (t) => {
     { name: 'all prefix', values: { log_output_level: 'all:error' }, want: { outputLevels: [{ scope: 'all', level: 'error' }] } },
     { name: 'fatal level', values: { log_output_level: 'ads:fatal' }, want: { outputLevels: [{ scope: 'ads', level: 'fatal' }] } },
     { name: 'empty output level flag', values: { log_output_level: '' }, want: { outputLevels: [] } },
-    { name: 'unknown scope is kept (Istio ignores it)', values: { log_output_level: 'nosuch:debug' }, want: { outputLevels: [{ scope: 'nosuch', level: 'debug' }] } },
+    {
+      name: 'unknown scope is kept (Istio ignores it)',
+      values: { log_output_level: 'nosuch:debug' },
+      want: { outputLevels: [{ scope: 'nosuch', level: 'debug' }] },
+    },
     { name: 'stacktrace bare level', values: { log_stacktrace_level: 'error' }, want: { stackTraceLevels: [{ scope: 'default', level: 'error' }] } },
     {
       name: 'stacktrace scoped',
@@ -72,7 +80,11 @@ t.test('valid values', async (t) => {
     { name: 'caller empty entries dropped', values: { log_caller: 'ads,,default,' }, want: { logCallers: ['ads', 'default'] } },
     { name: 'caller empty', values: { log_caller: '' }, want: { logCallers: [] } },
     { name: 'caller all', values: { log_caller: 'all' }, want: { logCallers: ['all'] } },
-    { name: 'targets', values: { log_target: ['stdout', 'stderr', '/var/log/mesh.log'] }, want: { outputPaths: ['stdout', 'stderr', '/var/log/mesh.log'] } },
+    {
+      name: 'targets',
+      values: { log_target: ['stdout', 'stderr', '/var/log/mesh.log'] },
+      want: { outputPaths: ['stdout', 'stderr', '/var/log/mesh.log'] },
+    },
     { name: 'single target string', values: { log_target: 'stderr' }, want: { outputPaths: ['stderr'] } },
     { name: 'vklog number', values: { vklog: 9 }, want: { klogVerbosity: 9 } },
     { name: 'vklog string', values: { vklog: '3' }, want: { klogVerbosity: 3 } },

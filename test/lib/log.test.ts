@@ -140,35 +140,42 @@ t.test('caller information', async (t) => {
     const sink = setup({ log_caller: 'ads' });
     const ads = registerScope('ads');
     const model = registerScope('model');
-    const e = new Error(); ads.info('here'); // prettier-ignore
+    const e = new Error();
+    ads.info('here'); // prettier-ignore
     model.info('no caller');
     t.same(sink.lines(), [`${TS}\tinfo\tads\tlib/log.test.ts:${lineOf(e)}\there`, `${TS}\tinfo\tmodel\tno caller`]);
   });
   t.test('labels and fields after the caller', async (t) => {
     const sink = setup({ log_caller: 'ads' });
-    const e = new Error(); registerScope('ads').withLabels('k', 'v').warn('m', { x: 1 }); // prettier-ignore
+    const e = new Error();
+    registerScope('ads').withLabels('k', 'v').warn('m', { x: 1 }); // prettier-ignore
     t.equal(sink.text, `${TS}\twarn\tads\tlib/log.test.ts:${lineOf(e)}\tm\tk=v x=1\n`);
   });
   t.test('JSON caller between scope and msg', async (t) => {
     const sink = setup({ log_caller: 'ads', log_as_json: true });
-    const e = new Error(); registerScope('ads').info('m', { k: 'v' }); // prettier-ignore
+    const e = new Error();
+    registerScope('ads').info('m', { k: 'v' }); // prettier-ignore
     t.equal(sink.text, `{"level":"info","time":"${TS}","scope":"ads","caller":"lib/log.test.ts:${lineOf(e)}","msg":"m","k":"v"}\n`);
   });
   t.test('default scope and package-level functions', async (t) => {
     const sink = setup({ log_caller: 'default' });
-    const e1 = new Error(); defaultScope.info('a'); // prettier-ignore
-    const e2 = new Error(); pkgInfo('b'); // prettier-ignore
+    const e1 = new Error();
+    defaultScope.info('a'); // prettier-ignore
+    const e2 = new Error();
+    pkgInfo('b'); // prettier-ignore
     t.same(sink.lines(), [`${TS}\tinfo\tlib/log.test.ts:${lineOf(e1)}\ta`, `${TS}\tinfo\tlib/log.test.ts:${lineOf(e2)}\tb`]);
   });
   t.test('all turns callers on for every scope', async (t) => {
     const sink = setup({ log_caller: 'all' });
-    const e = new Error(); registerScope('model').info('m'); // prettier-ignore
+    const e = new Error();
+    registerScope('model').info('m'); // prettier-ignore
     t.equal(sink.text, `${TS}\tinfo\tmodel\tlib/log.test.ts:${lineOf(e)}\tm\n`);
   });
   t.test('runtime switch', async (t) => {
     const sink = setup();
     t.equal(setLogCallers('ads', true), true);
-    const e = new Error(); registerScope('ads').info('m'); // prettier-ignore
+    const e = new Error();
+    registerScope('ads').info('m'); // prettier-ignore
     t.equal(sink.text, `${TS}\tinfo\tads\tlib/log.test.ts:${lineOf(e)}\tm\n`);
   });
 });
@@ -400,13 +407,16 @@ t.test('runtime control and listing', async (t) => {
     list.find((s) => s.name === 'ads'),
     { name: 'ads', description: 'ADS debugging', outputLevel: 'debug', stackTraceLevel: 'none', logCallers: false },
   );
-  t.same(list.find((s) => s.name === 'default'), {
-    name: 'default',
-    description: 'Unscoped logging messages.',
-    outputLevel: 'info',
-    stackTraceLevel: 'none',
-    logCallers: false,
-  });
+  t.same(
+    list.find((s) => s.name === 'default'),
+    {
+      name: 'default',
+      description: 'Unscoped logging messages.',
+      outputLevel: 'info',
+      stackTraceLevel: 'none',
+      logCallers: false,
+    },
+  );
   t.equal(list.find((s) => s.name === 'model')?.logCallers, true);
   t.equal(setOutputLevel('ads', 'error'), true);
   t.equal(getScopes().find((s) => s.name === 'ads')?.outputLevel, 'error');
@@ -429,10 +439,9 @@ t.test('scope names', async (t) => {
 });
 
 t.test('strict configure rejects unknown scopes', async (t) => {
-  t.throws(
-    () => configure(parseLogOptions({ log_output_level: 'nosuchscope:debug' }), { scopes: ['default'], strict: true, sinks: [] }),
-    { message: "unknown scope 'nosuchscope' specified" },
-  );
+  t.throws(() => configure(parseLogOptions({ log_output_level: 'nosuchscope:debug' }), { scopes: ['default'], strict: true, sinks: [] }), {
+    message: "unknown scope 'nosuchscope' specified",
+  });
   t.doesNotThrow(() => configure(parseLogOptions({ log_output_level: 'nosuchscope:debug' }), { scopes: ['default'], sinks: [] }));
 });
 

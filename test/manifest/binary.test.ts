@@ -16,7 +16,10 @@ const meshctl = (args: string[]) => exec(MESHCTL, args, { env: ENV });
 const dir = tempDir(t, 'mesh-manifest-bin-');
 
 t.test('generate is deterministic and framed as Istio frames it', async (t) => {
-  const [a, b] = await Promise.all([meshctl(['manifest', 'generate', '--set', 'profile=demo']), meshctl(['manifest', 'generate', '--set', 'profile=demo'])]);
+  const [a, b] = await Promise.all([
+    meshctl(['manifest', 'generate', '--set', 'profile=demo']),
+    meshctl(['manifest', 'generate', '--set', 'profile=demo']),
+  ]);
   t.equal(a.code, 0, a.stderr);
   t.equal(a.stdout, b.stdout, 'two runs print the same bytes');
   t.ok(a.stdout.endsWith('\n---\n'));
@@ -45,7 +48,10 @@ t.test('bad input: one error line, nothing on stdout', async (t) => {
   const r = await meshctl(['manifest', 'generate', '--set', 'components.pilot.k8s.replicas=2']);
   t.equal(r.code, 1);
   t.equal(r.stdout, '');
-  t.match(r.stderr, /^Error: generate config: --set components\.pilot\.k8s\.replicas=2: spec\.components\.pilot\.k8s\.replicas: unknown field "replicas"/);
+  t.match(
+    r.stderr,
+    /^Error: generate config: --set components\.pilot\.k8s\.replicas=2: spec\.components\.pilot\.k8s\.replicas: unknown field "replicas"/,
+  );
   const bad = path.join(dir, 'bad.yaml');
   writeFileSync(bad, 'kind: MeshOperator\napiVersion: install.mesh.io/v1alpha1\nspec: [\n');
   const y = await meshctl(['manifest', 'generate', '-f', bad]);
@@ -66,7 +72,10 @@ t.test('translate writes the values per component, or nothing', async (t) => {
   t.equal(pilot.profile, 'demo');
   t.equal(pilot.global.meshNamespace, 'mesh-system');
   t.equal(pilot.pilot.enabled, true);
-  t.match(readFileSync(path.join(out, 'install-pilot.sh'), 'utf8'), /kubectl annotate Deployment\.apps --namespace=mesh-system meshd meta\.helm\.sh\/release-name=pilot/);
+  t.match(
+    readFileSync(path.join(out, 'install-pilot.sh'), 'utf8'),
+    /kubectl annotate Deployment\.apps --namespace=mesh-system meshd meta\.helm\.sh\/release-name=pilot/,
+  );
   const failed = path.join(dir, 'translated-bad');
   const f = await meshctl(['manifest', 'translate', '--set', 'values.nope=1', '-o', failed]);
   t.equal(f.code, 1);
@@ -80,7 +89,10 @@ t.test('install --dry-run prints the plan without a cluster', async (t) => {
   t.match(lines[0], /^Dry run: nothing is applied\. This would install the mesh \S+ "minimal" profile \(revision default\) into the cluster:$/);
   t.ok(lines.includes('  apply Deployment mesh-system/meshd'));
   t.ok(lines.includes('  apply MutatingWebhookConfiguration mesh-sidecar-injector'));
-  t.notOk(lines.some((l) => /apply \w+ mesh-system\/mesh-ingressgateway/.test(l)), 'minimal has no gateway');
+  t.notOk(
+    lines.some((l) => /apply \w+ mesh-system\/mesh-ingressgateway/.test(l)),
+    'minimal has no gateway',
+  );
   // The objects carry the installer's owner labels uninstall later selects on.
   t.match(r.stdout, /operator\.mesh\.io\/component: Pilot/);
   const up = await meshctl(['upgrade', '--dry-run', '--set', 'profile=minimal']);
@@ -92,17 +104,31 @@ t.test('install --dry-run prints the plan without a cluster', async (t) => {
 t.test("the CNI repair ClusterRole grants what Istio 1.26's chart grants for each repair mode", async (t) => {
   // Istio's manifests/charts/istio-cni/templates/clusterrole.yaml: events create/patch always; then repairPods:
   // nothing more, else deletePods: delete on pods, else labelPods: patch/update on pods/status.
-  const base = [{ apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] }, { apiGroups: [''], resources: ['pods'], verbs: ['watch', 'get', 'list'] }];
+  const base = [
+    { apiGroups: [''], resources: ['events'], verbs: ['create', 'patch'] },
+    { apiGroups: [''], resources: ['pods'], verbs: ['watch', 'get', 'list'] },
+  ];
   const modes: Array<[string[], unknown[]]> = [
     [[], base],
-    [['values.cni.repair.repairPods=false', 'values.cni.repair.deletePods=true'], [...base, { apiGroups: [''], resources: ['pods'], verbs: ['delete'] }]],
-    [['values.cni.repair.repairPods=false', 'values.cni.repair.labelPods=true'], [...base, { apiGroups: [''], resources: ['pods/status'], verbs: ['patch', 'update'] }]],
-    [['values.cni.repair.repairPods=false', 'values.cni.repair.labelPods=true', 'values.cni.repair.deletePods=true'], [...base, { apiGroups: [''], resources: ['pods'], verbs: ['delete'] }]],
+    [
+      ['values.cni.repair.repairPods=false', 'values.cni.repair.deletePods=true'],
+      [...base, { apiGroups: [''], resources: ['pods'], verbs: ['delete'] }],
+    ],
+    [
+      ['values.cni.repair.repairPods=false', 'values.cni.repair.labelPods=true'],
+      [...base, { apiGroups: [''], resources: ['pods/status'], verbs: ['patch', 'update'] }],
+    ],
+    [
+      ['values.cni.repair.repairPods=false', 'values.cni.repair.labelPods=true', 'values.cni.repair.deletePods=true'],
+      [...base, { apiGroups: [''], resources: ['pods'], verbs: ['delete'] }],
+    ],
   ];
   for (const [sets, want] of modes) {
     const r = await meshctl(['manifest', 'generate', '--set', 'components.cni.enabled=true', ...sets.flatMap((s) => ['--set', s])]);
     t.equal(r.code, 0, r.stderr);
-    const role = r.stdout.split('\n---\n').map((d) => parseYaml(d) as { kind?: string; metadata?: { name?: string }; rules?: unknown[] })
+    const role = r.stdout
+      .split('\n---\n')
+      .map((d) => parseYaml(d) as { kind?: string; metadata?: { name?: string }; rules?: unknown[] })
       .find((d) => d?.kind === 'ClusterRole' && d.metadata?.name === 'mesh-cni-repair-role');
     t.same(role?.rules, want, sets.join(' ') || 'defaults (repairPods)');
   }

@@ -69,7 +69,11 @@ t.test('manifests on a real API server', async (t) => {
   const d = await kube.api.get('/apis/apps/v1/namespaces/mesh-system/deployments/meshd');
   t.equal(d.metadata.labels['operator.mesh.io/component'], 'Pilot');
   t.equal(d.metadata.labels['mesh.io/rev'], 'default');
-  t.equal(d.metadata.managedFields.some((f: Obj) => f.manager === 'mesh-operator'), true, 'server-side applied by the installer');
+  t.equal(
+    d.metadata.managedFields.some((f: Obj) => f.manager === 'mesh-operator'),
+    true,
+    'server-side applied by the installer',
+  );
   const vs = await kube.api.get('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/virtualservices.networking.mesh.io');
   t.equal(vs.metadata.labels['operator.mesh.io/component'], 'Base');
 

@@ -16,7 +16,11 @@ function gen(sets: string[], files: string[] = []) {
   const g = renderAll(m);
   return { objects: sortObjects(g.components.flatMap((c) => c.objects)), warnings: g.warnings, iop: m.iop };
 }
-const names = (objs: Obj[], kind: string) => objs.filter((o) => o.kind === kind).map((o) => o.metadata.name).sort();
+const names = (objs: Obj[], kind: string) =>
+  objs
+    .filter((o) => o.kind === kind)
+    .map((o) => o.metadata.name)
+    .sort();
 const find = (objs: Obj[], kind: string, name: string) => objs.find((o) => o.kind === kind && o.metadata.name === name);
 const env = (d: Obj | undefined, name: string) => d?.spec.template.spec.containers[0].env.find((e: Obj) => e.name === name)?.value;
 
@@ -33,7 +37,12 @@ t.test('default: base, discovery and the ingress gateway', async (t) => {
   const svc = find(objects, 'Service', 'meshd')!;
   t.same(
     svc.spec.ports.map((p: Obj) => [p.name, p.port, p.targetPort ?? p.port]),
-    [['grpc-xds', 15010, 15010], ['https-dns', 15012, 15012], ['https-webhook', 443, 15017], ['http-monitoring', 15014, 15014]],
+    [
+      ['grpc-xds', 15010, 15010],
+      ['https-dns', 15012, 15012],
+      ['https-webhook', 443, 15017],
+      ['http-monitoring', 15014, 15014],
+    ],
   );
   t.same(svc.spec.selector, { app: 'meshd', mesh: 'pilot' });
   const d = find(objects, 'Deployment', 'meshd')!;
@@ -48,7 +57,10 @@ t.test('default: base, discovery and the ingress gateway', async (t) => {
   // The ingress gateway Service is a LoadBalancer with Istio's three default ports.
   const gw = find(objects, 'Service', 'mesh-ingressgateway')!;
   t.equal(gw.spec.type, 'LoadBalancer');
-  t.same(gw.spec.ports.map((p: Obj) => p.port), [15021, 80, 443]);
+  t.same(
+    gw.spec.ports.map((p: Obj) => p.port),
+    [15021, 80, 443],
+  );
 });
 
 t.test('webhooks point at the discovery Service', async (t) => {
@@ -56,7 +68,12 @@ t.test('webhooks point at the discovery Service', async (t) => {
   const mwc = find(objects, 'MutatingWebhookConfiguration', 'mesh-sidecar-injector')!;
   t.same(
     mwc.webhooks.map((w: Obj) => w.name),
-    ['rev.namespace.sidecar-injector.mesh.io', 'rev.object.sidecar-injector.mesh.io', 'namespace.sidecar-injector.mesh.io', 'object.sidecar-injector.mesh.io'],
+    [
+      'rev.namespace.sidecar-injector.mesh.io',
+      'rev.object.sidecar-injector.mesh.io',
+      'namespace.sidecar-injector.mesh.io',
+      'object.sidecar-injector.mesh.io',
+    ],
   );
   for (const w of mwc.webhooks) {
     t.same(w.clientConfig.service, { name: 'meshd', namespace: 'mesh-system', path: '/inject', port: 443 });
@@ -83,7 +100,13 @@ t.test('CRDs: Istio 1.26 groups and their mesh.io copies', async (t) => {
   const { objects } = gen([]);
   const crds = names(objects, 'CustomResourceDefinition');
   t.equal(crds.length, 28);
-  for (const n of ['virtualservices.networking.istio.io', 'virtualservices.networking.mesh.io', 'authorizationpolicies.security.mesh.io', 'telemetries.telemetry.mesh.io', 'wasmplugins.extensions.mesh.io']) {
+  for (const n of [
+    'virtualservices.networking.istio.io',
+    'virtualservices.networking.mesh.io',
+    'authorizationpolicies.security.mesh.io',
+    'telemetries.telemetry.mesh.io',
+    'wasmplugins.extensions.mesh.io',
+  ]) {
     t.ok(crds.includes(n), n);
   }
   const vs = find(objects, 'CustomResourceDefinition', 'virtualservices.networking.mesh.io')!;
@@ -93,7 +116,8 @@ t.test('CRDs: Istio 1.26 groups and their mesh.io copies', async (t) => {
 
 t.test("Istio's object order", async (t) => {
   const { objects } = gen(['profile=demo']);
-  for (let i = 1; i < objects.length; i++) t.ok(kindOrder(objects[i - 1]!) <= kindOrder(objects[i]!), `${objects[i - 1]!.kind} before ${objects[i]!.kind}`);
+  for (let i = 1; i < objects.length; i++)
+    t.ok(kindOrder(objects[i - 1]!) <= kindOrder(objects[i]!), `${objects[i - 1]!.kind} before ${objects[i]!.kind}`);
   t.equal(objects[0]!.kind, 'CustomResourceDefinition');
   t.equal(objects[objects.length - 1]!.kind, 'Service');
   // Within a kind order: group, kind, then name.
@@ -113,7 +137,10 @@ t.test('demo: egress too, demo chart values', async (t) => {
   t.same(names(objects, 'HorizontalPodAutoscaler'), [], 'demo turns autoscaling off');
   t.equal(find(objects, 'Deployment', 'meshd')!.spec.replicas, 1);
   t.equal(env(find(objects, 'Deployment', 'meshd'), 'PILOT_TRACE_SAMPLING'), '100');
-  t.same(find(objects, 'Service', 'mesh-ingressgateway')!.spec.ports.map((p: Obj) => p.port), [15021, 80, 443, 31400, 15443]);
+  t.same(
+    find(objects, 'Service', 'mesh-ingressgateway')!.spec.ports.map((p: Obj) => p.port),
+    [15021, 80, 443, 31400, 15443],
+  );
   t.equal(find(objects, 'Service', 'mesh-egressgateway')!.spec.type, 'ClusterIP');
   t.equal((parseGoYaml(find(objects, 'ConfigMap', 'mesh')!.data.mesh) as Obj).accessLogFile, '/dev/stdout');
 });
@@ -157,8 +184,14 @@ t.test('revision: per-revision names and selectors', async (t) => {
 t.test('-f overlays left to right, --set last; IstioOperator accepted', async (t) => {
   const a = path.join(dir, 'a.yaml');
   const b = path.join(dir, 'b.yaml');
-  writeFileSync(a, 'apiVersion: install.mesh.io/v1alpha1\nkind: MeshOperator\nspec:\n  profile: demo\n  hub: example.com/a\n  values:\n    pilot:\n      traceSampling: 5\n');
-  writeFileSync(b, 'apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  hub: example.com/b\n  components:\n    pilot:\n      k8s:\n        replicaCount: 3\n        env:\n        - name: EXTRA\n          value: "x"\n');
+  writeFileSync(
+    a,
+    'apiVersion: install.mesh.io/v1alpha1\nkind: MeshOperator\nspec:\n  profile: demo\n  hub: example.com/a\n  values:\n    pilot:\n      traceSampling: 5\n',
+  );
+  writeFileSync(
+    b,
+    'apiVersion: install.istio.io/v1alpha1\nkind: IstioOperator\nspec:\n  hub: example.com/b\n  components:\n    pilot:\n      k8s:\n        replicaCount: 3\n        env:\n        - name: EXTRA\n          value: "x"\n',
+  );
   const { objects } = gen(['values.pilot.traceSampling=7', 'values.gateways.mesh-egressgateway.type=NodePort'], [a, b]);
   const d = find(objects, 'Deployment', 'meshd')!;
   t.equal(d.spec.template.spec.containers[0].image.split('/').slice(0, 2).join('/'), 'example.com/b', 'the later file wins');
@@ -171,9 +204,16 @@ t.test('-f overlays left to right, --set last; IstioOperator accepted', async (t
 
 t.test('bad input names the file, flag and field', async (t) => {
   const bad = path.join(dir, 'bad.yaml');
-  writeFileSync(bad, 'apiVersion: install.mesh.io/v1alpha1\nkind: MeshOperator\nspec:\n  components:\n    pilot:\n      k8s:\n        replicaCount: 2\n      replicas: 2\n');
-  t.throws(() => gen([], [bad]), { message: new RegExp(`${bad.replace(/[.]/g, '\\.')}: invalid MeshOperator: spec\\.components\\.pilot\\.replicas: unknown field "replicas"`) });
-  t.throws(() => gen(['values.global.proxy.bogus=1']), { message: /--set values\.global\.proxy\.bogus=1: spec\.values\.global\.proxy\.bogus: unknown field "bogus"/ });
+  writeFileSync(
+    bad,
+    'apiVersion: install.mesh.io/v1alpha1\nkind: MeshOperator\nspec:\n  components:\n    pilot:\n      k8s:\n        replicaCount: 2\n      replicas: 2\n',
+  );
+  t.throws(() => gen([], [bad]), {
+    message: new RegExp(`${bad.replace(/[.]/g, '\\.')}: invalid MeshOperator: spec\\.components\\.pilot\\.replicas: unknown field "replicas"`),
+  });
+  t.throws(() => gen(['values.global.proxy.bogus=1']), {
+    message: /--set values\.global\.proxy\.bogus=1: spec\.values\.global\.proxy\.bogus: unknown field "bogus"/,
+  });
   t.throws(() => gen(['profile=nonesuch']), { message: /profile "nonesuch" not found/ });
   t.throws(() => gen([], [path.join(dir, 'missing.yaml')]), { message: /missing\.yaml: no such file or directory/ });
   const two = path.join(dir, 'two.yaml');
@@ -189,7 +229,10 @@ t.test('bad input names the file, flag and field', async (t) => {
 
 t.test('the built-in copy of manifests/ is up to date', async (t) => {
   const { execFileSync } = await import('node:child_process');
-  t.doesNotThrow(() => execFileSync(process.execPath, [path.join(import.meta.dirname, '../../scripts/gen-manifests.mjs'), '--check'], { stdio: 'pipe' }), 'run node scripts/gen-manifests.mjs');
+  t.doesNotThrow(
+    () => execFileSync(process.execPath, [path.join(import.meta.dirname, '../../scripts/gen-manifests.mjs'), '--check'], { stdio: 'pipe' }),
+    'run node scripts/gen-manifests.mjs',
+  );
 });
 
 t.test('--set on components: list elements and enablement', async (t) => {
@@ -204,5 +247,8 @@ t.test('--set on components: list elements and enablement', async (t) => {
 
 t.test('--force: validation problems become warnings', async (t) => {
   const m = mergeInputs({ files: [], sets: ['values.global.bogus=1'], manifests: '', revision: '', force: true }, manifestSource);
-  t.match(m.warnings.join('\n'), /spec invalid; continuing because of --force: --set values\.global\.bogus=1: spec\.values\.global\.bogus: unknown field/);
+  t.match(
+    m.warnings.join('\n'),
+    /spec invalid; continuing because of --force: --set values\.global\.bogus=1: spec\.values\.global\.bogus: unknown field/,
+  );
 });

@@ -12,9 +12,27 @@ t.test('setPath (Istio TestSetPath)', async (t) => {
     { name: 'array flattened', path: 'top[0]', data: 1, out: '{"top":[1]}' },
     { name: 'array and values', path: 'top.[0].bar', data: 1, out: '{"top":[{"bar":1}]}' },
     { name: 'array and values merge', path: 'top.[0].bar', base: { top: [{ baz: 2 }] }, data: 1, out: '{"top":[{"baz":2,"bar":1}]}' },
-    { name: 'kv set', path: 'env.[name:POD_NAME].value', base: { env: [{ name: 'POD_NAME' }] }, data: 1, out: '{"env":[{"name":"POD_NAME","value":1}]}' },
-    { name: 'escape kv', path: 'env.[name:foo\\.bar].value', base: { env: [{ name: 'foo.bar' }] }, data: 'hi', out: '{"env":[{"name":"foo.bar","value":"hi"}]}' },
-    { name: 'set kv', path: 'spec.ports.[name:https-dns].port', base: { spec: { ports: [{ name: 'https-dns' }] } }, data: 11111, out: '{"spec":{"ports":[{"name":"https-dns","port":11111}]}}' },
+    {
+      name: 'kv set',
+      path: 'env.[name:POD_NAME].value',
+      base: { env: [{ name: 'POD_NAME' }] },
+      data: 1,
+      out: '{"env":[{"name":"POD_NAME","value":1}]}',
+    },
+    {
+      name: 'escape kv',
+      path: 'env.[name:foo\\.bar].value',
+      base: { env: [{ name: 'foo.bar' }] },
+      data: 'hi',
+      out: '{"env":[{"name":"foo.bar","value":"hi"}]}',
+    },
+    {
+      name: 'set kv',
+      path: 'spec.ports.[name:https-dns].port',
+      base: { spec: { ports: [{ name: 'https-dns' }] } },
+      data: 11111,
+      out: '{"spec":{"ports":[{"name":"https-dns","port":11111}]}}',
+    },
     { name: 'set unmatched kv', path: 'spec.ports.[name:https-dns].port', data: 11111, out: '' },
   ];
   for (const c of cases) {
@@ -76,7 +94,14 @@ t.test('splitPath: escaped dots and brackets', async (t) => {
 
 t.test('setSpecPaths: typed values, always-string paths', async (t) => {
   const m: Tree = {};
-  setSpecPaths(m, ['values.global.tag=1.26', 'tag=1.26', 'values.pilot.traceSampling=1.5', 'meshConfig.enableTracing=true', 'values.global.proxy.statusPort=15020', 'meshConfig.defaultConfig.proxyMetadata.X=1']);
+  setSpecPaths(m, [
+    'values.global.tag=1.26',
+    'tag=1.26',
+    'values.pilot.traceSampling=1.5',
+    'meshConfig.enableTracing=true',
+    'values.global.proxy.statusPort=15020',
+    'meshConfig.defaultConfig.proxyMetadata.X=1',
+  ]);
   t.same(m, {
     spec: {
       values: { global: { tag: '1.26', proxy: { statusPort: 15020 } }, pilot: { traceSampling: 1.5 } },

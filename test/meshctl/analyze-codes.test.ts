@@ -18,10 +18,30 @@ await loadEnvoyFilterTypes();
 
 // A current self-signed certificate for the valid gateway credential, made by openssl as the other TLS tests do.
 const certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'analyze-codes-'));
-execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'k.pem', '-out', 'c.pem', '-days', '2', '-subj', '/CN=test'], {
-  cwd: certDir,
-  stdio: ['ignore', 'ignore', 'pipe'],
-});
+execFileSync(
+  'openssl',
+  [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    'k.pem',
+    '-out',
+    'c.pem',
+    '-days',
+    '2',
+    '-subj',
+    '/CN=test',
+  ],
+  {
+    cwd: certDir,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  },
+);
 const CERT = fs.readFileSync(path.join(certDir, 'c.pem'), 'utf8').trim();
 fs.rmSync(certDir, { recursive: true, force: true });
 
@@ -40,7 +60,9 @@ function run(input: string, meshConfig?: string): string[] {
   const loaded = loadResources(input, 'case.yaml', 'default');
   if (loaded.errors.length > 0) throw new Error(loaded.errors.join('\n'));
   const resources = [...defaultResources(mesh, 'mesh-system'), ...loaded.resources];
-  return analyze(resources, { analyzers: ALL_ANALYZERS, suppressions: [], mesh, meshNamespace: 'mesh-system' }).messages.map((m) => renderLog(m, false));
+  return analyze(resources, { analyzers: ALL_ANALYZERS, suppressions: [], mesh, meshNamespace: 'mesh-system' }).messages.map((m) =>
+    renderLog(m, false),
+  );
 }
 
 const VS = 'apiVersion: networking.istio.io/v1\nkind: VirtualService\n';
@@ -62,7 +84,8 @@ const SECRET = 'apiVersion: v1\nkind: Secret\n';
 const CM = 'apiVersion: v1\nkind: ConfigMap\n';
 
 /** A Service `name` in `ns` selecting app=name with one http port 80. */
-const svc = (name: string, ns = 'default', ports = '  - {name: http, port: 80}') => `${SVC}metadata: {name: ${name}, namespace: ${ns}}\nspec:\n  selector: {app: ${name}}\n  ports:\n${ports}\n`;
+const svc = (name: string, ns = 'default', ports = '  - {name: http, port: 80}') =>
+  `${SVC}metadata: {name: ${name}, namespace: ${ns}}\nspec:\n  selector: {app: ${name}}\n  ports:\n${ports}\n`;
 /** A Pod in the mesh (it runs the proxy). */
 const meshPod = (name: string, labels: string, ns = 'default') =>
   `${POD}metadata: {name: ${name}, namespace: ${ns}, labels: {${labels}}}\nspec:\n  containers:\n  - {name: app, image: app}\n  - {name: mesh-proxy, image: mesh/proxyv2}\n`;
@@ -155,8 +178,7 @@ const cases: Case[] = [
   {
     code: 'IST0125',
     input: `${POD}metadata:\n  name: web\n  annotations:\n    traffic.sidecar.mesh.io/excludeInboundPorts: "80,http"\n`,
-    line:
-      "Warning [IST0125] (Pod default/web case.yaml:6) Invalid annotation traffic.sidecar.mesh.io/excludeInboundPorts: excludeInboundPorts invalid: failed parsing port 'http': failed parsing port 'http': strconv.ParseUint: parsing \"http\": invalid syntax",
+    line: "Warning [IST0125] (Pod default/web case.yaml:6) Invalid annotation traffic.sidecar.mesh.io/excludeInboundPorts: excludeInboundPorts invalid: failed parsing port 'http': failed parsing port 'http': strconv.ParseUint: parsing \"http\": invalid syntax",
     fixed: `${POD}metadata:\n  name: web\n  annotations:\n    traffic.sidecar.mesh.io/excludeInboundPorts: "80,8080"\n`,
   },
   {
@@ -270,8 +292,7 @@ const cases: Case[] = [
   {
     code: 'IST0149',
     input: `${GW}metadata: {name: gw, namespace: mesh-system}\nspec:\n  selector: {mesh: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${VS}metadata: {name: web, namespace: mesh-system}\nspec:\n  hosts: ["*"]\n  gateways: [gw]\n  http:\n  - match: [{headers: {"@request.auth.claims.group": {exact: admin}}}]\n    route: [{destination: {host: web.default.svc.cluster.local}}]\n---\n${svc('web')}`,
-    line:
-      'Error [IST0149] (VirtualService mesh-system/web case.yaml:8) The virtual service uses the JWT claim based routing (key: @request.auth.claims.group) but found no request authentication for the gateway (mesh-system/gw) pod (mesh-ingressgateway-dummypod). The request authentication must first be applied for the gateway pods to validate the JWT token and make the claims available for routing.',
+    line: 'Error [IST0149] (VirtualService mesh-system/web case.yaml:8) The virtual service uses the JWT claim based routing (key: @request.auth.claims.group) but found no request authentication for the gateway (mesh-system/gw) pod (mesh-ingressgateway-dummypod). The request authentication must first be applied for the gateway pods to validate the JWT token and make the claims available for routing.',
     fixed: `${GW}metadata: {name: gw, namespace: mesh-system}\nspec:\n  selector: {mesh: ingressgateway}\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]\n---\n${VS}metadata: {name: web, namespace: mesh-system}\nspec:\n  hosts: ["*"]\n  gateways: [gw]\n  http:\n  - match: [{headers: {"@request.auth.claims.group": {exact: admin}}}]\n    route: [{destination: {host: web.default.svc.cluster.local}}]\n---\n${svc('web')}---\n${RA}metadata: {name: jwt, namespace: mesh-system}\nspec:\n  selector: {matchLabels: {mesh: ingressgateway}}\n  jwtRules: [{issuer: "https://issuer.example.com", jwksUri: "https://issuer.example.com/jwks"}]\n`,
   },
   {
@@ -283,8 +304,7 @@ const cases: Case[] = [
   {
     code: 'IST0151',
     input: `${EF}metadata: {name: lua}\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_BEFORE\n      value:\n        name: envoy.filters.http.lua\n        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}\n`,
-    line:
-      'Warning [IST0151] (EnvoyFilter default/lua case.yaml:1) This EnvoyFilter does not have a priority and has a relative patch operation set which can cause the EnvoyFilter not to be applied. Using the INSERT_FIRST of ADD option or setting the priority may help in ensuring the EnvoyFilter is applied correctly.',
+    line: 'Warning [IST0151] (EnvoyFilter default/lua case.yaml:1) This EnvoyFilter does not have a priority and has a relative patch operation set which can cause the EnvoyFilter not to be applied. Using the INSERT_FIRST of ADD option or setting the priority may help in ensuring the EnvoyFilter is applied correctly.',
     fixed: `${EF}metadata: {name: lua}\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch:\n      operation: INSERT_FIRST\n      value:\n        name: envoy.filters.http.lua\n        typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}\n`,
   },
   {
@@ -308,11 +328,10 @@ const cases: Case[] = [
   {
     code: 'IST0155',
     input: `${EF}metadata: {name: a-versioned}\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {proxy: {proxyVersion: '^1\\.26.*'}, listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager}}}}\n    patch: {operation: INSERT_FIRST, value: {name: a, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}}}\n---\n${EF}metadata: {name: b-after}\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch: {operation: INSERT_AFTER, value: {name: a, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}}}\n`,
-    line:
-      'Warning [IST0155] (EnvoyFilter default/a-versioned case.yaml:1) This EnvoyFilter does not have a priority and has a relative patch operation (NSTERT_BEFORE/AFTER, REPLACE, MERGE, DELETE) and proxyVersion set which can cause the EnvoyFilter not to be applied during an upgrade. Using the INSERT_FIRST or ADD option or setting the priority may help in ensuring the EnvoyFilter is applied correctly.'.replace(
-        'a-versioned case.yaml:1',
-        'b-after case.yaml:10',
-      ),
+    line: 'Warning [IST0155] (EnvoyFilter default/a-versioned case.yaml:1) This EnvoyFilter does not have a priority and has a relative patch operation (NSTERT_BEFORE/AFTER, REPLACE, MERGE, DELETE) and proxyVersion set which can cause the EnvoyFilter not to be applied during an upgrade. Using the INSERT_FIRST or ADD option or setting the priority may help in ensuring the EnvoyFilter is applied correctly.'.replace(
+      'a-versioned case.yaml:1',
+      'b-after case.yaml:10',
+    ),
     fixed: `${EF}metadata: {name: a-versioned}\nspec:\n  configPatches:\n  - applyTo: HTTP_FILTER\n    match: {proxy: {proxyVersion: '^1\\.26.*'}, listener: {filterChain: {filter: {name: envoy.filters.network.http_connection_manager}}}}\n    patch: {operation: INSERT_FIRST, value: {name: a, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}}}\n---\n${EF}metadata: {name: b-after}\nspec:\n  priority: 10\n  configPatches:\n  - applyTo: HTTP_FILTER\n    patch: {operation: INSERT_AFTER, value: {name: a, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua}}}\n`,
   },
   {
@@ -324,8 +343,7 @@ const cases: Case[] = [
   {
     code: 'IST0158',
     input: `${CM}metadata: {name: mesh-sidecar-injector, namespace: mesh-system}\ndata:\n  values: '{"global": {"hub": "docker.io/mesh", "tag": "1.26.0", "proxy": {"image": "proxyv2"}}}'\n---\n${NS}metadata: {name: shop, labels: {mesh-injection: enabled}}\n---\n${POD}metadata: {name: web, namespace: shop}\nspec: {containers: [{name: mesh-proxy, image: docker.io/mesh/proxyv2:1.25.0}]}\n`,
-    line:
-      'Warning [IST0158] (Namespace shop case.yaml:7) The Mesh proxy images of the pods running in the namespace do not match the image defined in the injection configuration (pod names: [web]). This often happens after upgrading the Mesh control-plane and can be fixed by redeploying the pods.',
+    line: 'Warning [IST0158] (Namespace shop case.yaml:7) The Mesh proxy images of the pods running in the namespace do not match the image defined in the injection configuration (pod names: [web]). This often happens after upgrading the Mesh control-plane and can be fixed by redeploying the pods.',
     fixed: `${CM}metadata: {name: mesh-sidecar-injector, namespace: mesh-system}\ndata:\n  values: '{"global": {"hub": "docker.io/mesh", "tag": "1.26.0", "proxy": {"image": "proxyv2"}}}'\n---\n${NS}metadata: {name: shop, labels: {mesh-injection: enabled}}\n---\n${POD}metadata: {name: web, namespace: shop}\nspec: {containers: [{name: mesh-proxy, image: docker.io/mesh/proxyv2:1.26.0}]}\n`,
   },
   {
@@ -344,7 +362,11 @@ const cases: Case[] = [
     code: 'IST0161',
     input: `${GW}metadata: {name: gw}\nspec:\n  selector: {mesh: ingressgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls:\n      mode: SIMPLE\n      credentialName: cert\n---\n${SECRET}metadata: {name: cert, namespace: mesh-system}\ntype: kubernetes.io/tls\ndata: {tls.crt: bm90IGEgY2VydA==, tls.key: bm90IGEga2V5}\n`,
     line: 'Error [IST0161] (Gateway default/gw case.yaml:11) The credential referenced by the Gateway gw in namespace mesh-system is invalid, which can cause the traffic not to work as expected.',
-    fixed: `${GW}metadata: {name: gw}\nspec:\n  selector: {mesh: ingressgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls:\n      mode: SIMPLE\n      credentialName: cert\n---\n${SECRET}metadata: {name: cert, namespace: mesh-system}\ntype: kubernetes.io/tls\nstringData:\n  tls.key: key\n  tls.crt: |\n${CERT.split('\n').map((l) => `    ${l}`).join('\n')}\n`,
+    fixed: `${GW}metadata: {name: gw}\nspec:\n  selector: {mesh: ingressgateway}\n  servers:\n  - port: {number: 443, name: https, protocol: HTTPS}\n    hosts: [a.example.com]\n    tls:\n      mode: SIMPLE\n      credentialName: cert\n---\n${SECRET}metadata: {name: cert, namespace: mesh-system}\ntype: kubernetes.io/tls\nstringData:\n  tls.key: key\n  tls.crt: |\n${CERT.split(
+      '\n',
+    )
+      .map((l) => `    ${l}`)
+      .join('\n')}\n`,
   },
   {
     code: 'IST0162',
@@ -403,8 +425,6 @@ const cases: Case[] = [
   },
 ];
 
-
-
 for (const c of cases) {
   t.test(`${c.code}: reported with its exact line, and not once fixed`, async (t) => {
     const lines = run(c.input, c.meshConfig);
@@ -419,7 +439,23 @@ for (const c of cases) {
 t.test('every implemented code has a case', async (t) => {
   const covered = new Set(cases.map((c) => c.code));
   // Codes of analyzers mesh does not run (cluster, upgrade, multicluster, Gateway API status, alpha annotations).
-  const notImplemented = new Set(['IST0001', 'IST0126', 'IST0136', 'IST0141', 'IST0142', 'IST0143', 'IST0156', 'IST0166', 'IST0168', 'IST0169', 'IST0170', 'IST0171', 'IST0172', 'IST0173', 'IST0174']);
+  const notImplemented = new Set([
+    'IST0001',
+    'IST0126',
+    'IST0136',
+    'IST0141',
+    'IST0142',
+    'IST0143',
+    'IST0156',
+    'IST0166',
+    'IST0168',
+    'IST0169',
+    'IST0170',
+    'IST0171',
+    'IST0172',
+    'IST0173',
+    'IST0174',
+  ]);
   const { ALL_MESSAGE_TYPES } = await import('../../src/analysis/messages');
   const missing = ALL_MESSAGE_TYPES.map((m) => m.code).filter((code) => !covered.has(code) && !notImplemented.has(code));
   t.same(missing, []);

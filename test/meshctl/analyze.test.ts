@@ -58,7 +58,7 @@ t.test('the demo configurations analyze clean, in their namespaces and across al
   }
 });
 
-t.test('a finding: the exact line on stdout, istioctl\'s closing error and exit 79', async (t) => {
+t.test("a finding: the exact line on stdout, istioctl's closing error and exit 79", async (t) => {
   const f = file('missing-host.yaml', missingHost);
   const r = await analyze(['--color=false', f]);
   t.equal(r.code, 79);
@@ -79,7 +79,10 @@ t.test('--failure-threshold and --output-threshold', async (t) => {
   const info = file('info.yaml', 'apiVersion: v1\nkind: Service\nmetadata: {name: web}\nspec:\n  ports:\n  - name: web\n    port: 8080\n');
   let r = await analyze(['--color=false', info]);
   t.equal(r.code, 0, 'Info is below the default failure threshold (Error)');
-  t.equal(r.stdout, `Info [IST0118] (Service default/web ${info}:7) Port name web (port: 8080, targetPort: ) doesn't follow the naming convention of Mesh port.\n`);
+  t.equal(
+    r.stdout,
+    `Info [IST0118] (Service default/web ${info}:7) Port name web (port: 8080, targetPort: ) doesn't follow the naming convention of Mesh port.\n`,
+  );
   r = await analyze(['--failure-threshold', 'Info', info]);
   t.equal(r.code, 79);
   r = await analyze(['--output-threshold', 'Warning', info]);
@@ -92,7 +95,7 @@ t.test('--failure-threshold and --output-threshold', async (t) => {
   t.equal(r.code, 64, 'an unknown level does not parse');
 });
 
-t.test('--suppress with istioctl\'s name forms and wildcards; the suppress annotation', async (t) => {
+t.test("--suppress with istioctl's name forms and wildcards; the suppress annotation", async (t) => {
   const f = file('missing-host3.yaml', missingHost);
   for (const s of ['IST0101=VirtualService reviews.default', 'IST0101=VirtualService *.default', 'IST0101=VirtualService default/*', 'IST0101=*']) {
     const r = await analyze(['-S', s, f]);
@@ -107,7 +110,13 @@ t.test('--suppress with istioctl\'s name forms and wildcards; the suppress annot
   r = await analyze(['-S', 'no-equals-sign', f]);
   t.equal(r.code, 1);
   t.equal(r.stderr, 'Error: no-equals-sign is not a valid suppression value. See meshctl analyze --help\n');
-  const annotated = file('annotated.yaml', missingHost.replace('metadata: {name: reviews}\nspec:\n  hosts', 'metadata:\n  name: reviews\n  annotations: {galley.mesh.io/analyze-suppress: IST0101}\nspec:\n  hosts'));
+  const annotated = file(
+    'annotated.yaml',
+    missingHost.replace(
+      'metadata: {name: reviews}\nspec:\n  hosts',
+      'metadata:\n  name: reviews\n  annotations: {galley.mesh.io/analyze-suppress: IST0101}\nspec:\n  hosts',
+    ),
+  );
   r = await analyze([annotated]);
   t.equal(r.code, 0);
 });
@@ -170,7 +179,10 @@ t.test('stdin, directories, files with other extensions', async (t) => {
   t.equal(r.stdout, 'Error [IST0101] (VirtualService default/reviews -:9) Referenced host not found: "ratings"\n');
   const dir = path.join(tmp, 'tree');
   file('tree/a/one.yaml', missingHost.replace('host: ratings', 'host: reviews'));
-  file('tree/b/two.json', JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'injected', labels: { 'mesh-injection': 'enabled' } } }));
+  file(
+    'tree/b/two.json',
+    JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'injected', labels: { 'mesh-injection': 'enabled' } } }),
+  );
   file('tree/readme.md', '# not a manifest');
   r = await analyze([dir]);
   t.equal(r.code, 0);
@@ -193,20 +205,34 @@ t.test('bad input: missing file, unreadable YAML, unknown kind, --use-kube, time
   const broken = file('broken.yaml', 'apiVersion: v1\nkind: Namespace\nmetadata: {name: ok}\n---\nkind: [unclosed\n');
   r = await analyze([broken]);
   t.equal(r.code, 65, "istioctl's FileParseError");
-  t.match(r.stderr, new RegExp(`^Error\\(s\\) adding files: 1 error occurred:\\n\\t\\* errors parsing content "${broken.replace(/\./g, '\\.')}": error processing ${broken.replace(/\./g, '\\.')}\\[1\\] \\(line 5\\): error converting YAML to JSON: yaml: line \\d+: `));
-  t.match(r.stderr, /\nNo validation issues found when analyzing namespace: default \(but 1 file could not be parsed\)\.\nError: Some files couldn't be parsed\.\n$/);
+  t.match(
+    r.stderr,
+    new RegExp(
+      `^Error\\(s\\) adding files: 1 error occurred:\\n\\t\\* errors parsing content "${broken.replace(/\./g, '\\.')}": error processing ${broken.replace(/\./g, '\\.')}\\[1\\] \\(line 5\\): error converting YAML to JSON: yaml: line \\d+: `,
+    ),
+  );
+  t.match(
+    r.stderr,
+    /\nNo validation issues found when analyzing namespace: default \(but 1 file could not be parsed\)\.\nError: Some files couldn't be parsed\.\n$/,
+  );
   r = await analyze(['--ignore-unknown', broken]);
   t.equal(r.code, 0, '--ignore-unknown keeps the exit code clean');
 
-  const kind = file('kind.yaml', 'apiVersion: networking.istio.io/v1\nkind: VirtualServic\nmetadata: {name: x}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: y}\n');
+  const kind = file(
+    'kind.yaml',
+    'apiVersion: networking.istio.io/v1\nkind: VirtualServic\nmetadata: {name: x}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: y}\n',
+  );
   r = await analyze([kind]);
   t.equal(r.code, 65);
   t.match(r.stderr, `error processing ${kind}[0] (line 1): failed finding schema for group/version/kind: networking.istio.io/v1/VirtualServic\n`);
-  t.notMatch(r.stderr, 'Widget', 'kinds of other API groups are not mesh\'s to judge');
+  t.notMatch(r.stderr, 'Widget', "kinds of other API groups are not mesh's to judge");
 
   r = await exec(MESHCTL, ['analyze', file('x.yaml', missingHost)]);
   t.equal(r.code, 1);
-  t.equal(r.stderr, 'Error: analyzing a live cluster (--use-kube=true, the default) is not available in this build of meshctl yet: add --use-kube=false to analyze the files given\n');
+  t.equal(
+    r.stderr,
+    'Error: analyzing a live cluster (--use-kube=true, the default) is not available in this build of meshctl yet: add --use-kube=false to analyze the files given\n',
+  );
 
   r = await analyze(['--timeout', '1ns', file('t.yaml', missingHost)]);
   t.equal(r.code, 1);
@@ -214,7 +240,10 @@ t.test('bad input: missing file, unreadable YAML, unknown kind, --use-kube, time
 });
 
 t.test('--meshConfigFile: the mesh config analysis assumes', async (t) => {
-  const gw = file('gw.yaml', 'apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: mesh-system}\nspec:\n  selector:\n    mesh: ingressgateway\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]\n');
+  const gw = file(
+    'gw.yaml',
+    'apiVersion: networking.istio.io/v1\nkind: Gateway\nmetadata: {name: gw, namespace: mesh-system}\nspec:\n  selector:\n    mesh: ingressgateway\n  servers: [{port: {number: 80, name: http, protocol: HTTP}, hosts: ["*"]}]\n',
+  );
   let r = await analyze(['-A', gw]);
   t.equal(r.code, 0, 'the default ingress stand-in matches the selector');
   const off = file('mesh-off.yaml', 'ingressControllerMode: "OFF"\n');

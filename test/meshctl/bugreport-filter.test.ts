@@ -42,7 +42,10 @@ t.test('config file', async (t) => {
   const istio = parseBugReportConfig('istioNamespace: x\nkubeConfigPath: k\n', 'f');
   t.equal(istio.meshNamespace, 'x');
   t.equal(istio.orchConfigPath, 'k');
-  t.throws(() => parseBugReportConfig('include: ["ns1///l*=v"]\n', 'f.yaml'), /f\.yaml: include\[0\]: bad label\/annotation selection l\*=v, key cannot have '\*' wildcards/);
+  t.throws(
+    () => parseBugReportConfig('include: ["ns1///l*=v"]\n', 'f.yaml'),
+    /f\.yaml: include\[0\]: bad label\/annotation selection l\*=v, key cannot have '\*' wildcards/,
+  );
   t.throws(() => parseBugReportConfig('commandTimeout: soon\n', 'f.yaml'), /f\.yaml: commandTimeout: /);
 });
 

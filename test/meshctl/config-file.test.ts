@@ -16,7 +16,8 @@ const FIX = path.join(REPO, 'test/meshctl/fixtures/istio-1.26.8');
 const MESHCTL = path.join(DIST, 'meshctl');
 const read = (p: string) => fs.readFileSync(path.join(FIX, p), 'utf8');
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
-const meshctl = (args: readonly string[], o: { input?: string; env?: NodeJS.ProcessEnv } = {}) => exec(MESHCTL, args, { cwd: FIX, env: { ...env, ...o.env }, input: o.input });
+const meshctl = (args: readonly string[], o: { input?: string; env?: NodeJS.ProcessEnv } = {}) =>
+  exec(MESHCTL, args, { cwd: FIX, env: { ...env, ...o.env }, input: o.input });
 
 /** The renaming rule on istioctl's own labels (see the fixtures' README), the block re-aligned. */
 function relabel(text: string): string {
@@ -36,8 +37,16 @@ t.test('proxy-config --file: istioctl goldens', async (t) => {
   const rows: Array<[string[], string, 'exact' | 'trimmed']> = [
     [['proxy-config', 'all', '-f', 'proxyconfig/config_dump.json'], relabel(read('proxyconfig/config_dump_summary.txt')), 'exact'],
     [['proxy-config', 'route', '-f', 'envoy/routes/empty-gateway/configdump.json'], read('envoy/routes/empty-gateway/output.txt'), 'trimmed'],
-    [['pc', 'routes', '-f', 'envoy/routes/istio-gateway-http-route-prefix/configdump.json'], read('envoy/routes/istio-gateway-http-route-prefix/output.txt'), 'trimmed'],
-    [['pc', 'route', '-f', 'envoy/routes/k8s-gateway-http-route-path-prefix/configdump.json'], read('envoy/routes/k8s-gateway-http-route-path-prefix/output.txt'), 'trimmed'],
+    [
+      ['pc', 'routes', '-f', 'envoy/routes/istio-gateway-http-route-prefix/configdump.json'],
+      read('envoy/routes/istio-gateway-http-route-prefix/output.txt'),
+      'trimmed',
+    ],
+    [
+      ['pc', 'route', '-f', 'envoy/routes/k8s-gateway-http-route-path-prefix/configdump.json'],
+      read('envoy/routes/k8s-gateway-http-route-path-prefix/output.txt'),
+      'trimmed',
+    ],
     [['pc', 'secret', '-f', 'envoy/secret/istio/config_dump.json'], read('envoy/secret/istio/output'), 'trimmed'],
     [['pc', 'secret', '-f', 'envoy/secret/spire/config_dump.json'], read('envoy/secret/spire/output'), 'trimmed'],
     [['pc', 'ecds', '-f', 'envoy/ecds/configdump.json'], read('envoy/ecds/output.txt'), 'trimmed'],
@@ -60,12 +69,19 @@ t.test('proxy-config --file: filters and formats', async (t) => {
   const cluster = await meshctl(['pc', 'cluster', '-f', dump, '--fqdn', 'httpbin.default.svc.cluster.local']);
   t.equal(cluster.code, 0);
   t.same(
-    cluster.stdout.trimEnd().split('\n').map((l) => l.split(/\s+/)[0]),
+    cluster.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.split(/\s+/)[0]),
     ['SERVICE', 'httpbin.default.svc.cluster.local'],
     '--fqdn keeps that service',
   );
   const direction = await meshctl(['pc', 'cluster', '-f', dump, '--direction', 'inbound-vip', '--port', '8000', '--subset', 'http', '-o', 'json']);
-  t.same((JSON.parse(direction.stdout) as Array<{ name: string }>).map((c) => c.name), ['inbound-vip|8000|http|httpbin.default.svc.cluster.local'], '--direction --port --subset');
+  t.same(
+    (JSON.parse(direction.stdout) as Array<{ name: string }>).map((c) => c.name),
+    ['inbound-vip|8000|http|httpbin.default.svc.cluster.local'],
+    '--direction --port --subset',
+  );
   const listener = await meshctl(['pc', 'listener', '-f', dump, '--port', '15021']);
   t.equal(listener.stdout, 'ADDRESSES PORT  MATCH DESTINATION\n0.0.0.0   15021 ALL   Inline Route: /healthz/ready*\n', '--port');
   const waypoint = await meshctl(['pc', 'listener', '-f', dump, '--waypoint']);
@@ -107,7 +123,11 @@ t.test('nodeproxy-config --file: istioctl goldens and the other views', async (t
   const raw = await meshctl(['nodeproxy-config', 'all', '-f', dump, '-o', 'json']);
   t.equal(raw.stdout, read(dump) + '\n', 'all -o json prints the dump as it is');
   const svc = await meshctl(['nodeproxy-config', 'svc', '-f', dump, '--service-namespace', 'kube-system', '-o', 'json']);
-  t.same((JSON.parse(svc.stdout) as Array<{ name: string }>).map((s) => s.name), ['kube-dns'], '--service-namespace -o json');
+  t.same(
+    (JSON.parse(svc.stdout) as Array<{ name: string }>).map((s) => s.name),
+    ['kube-dns'],
+    '--service-namespace -o json',
+  );
   const cons = await meshctl(['nodeproxy-config', 'connections', '-f', dump]);
   t.equal(cons.stdout, 'WORKLOAD DIRECTION LOCAL REMOTE REMOTE TARGET PROTOCOL\n', 'a dump without workload state: the header');
 });
@@ -121,11 +141,20 @@ t.test('bad input: one line, exit 1, nothing on stdout', async (t) => {
     [['pc', 'cluster', '-f', path.join(dir, 'broken.json')], /^Error: error unmarshalling config dump response from Envoy: .+\n$/],
     [['pc', 'route', 'pod-0.default', '-f', 'envoy/configdump.json'], /^Error: route requires pod name or --file parameter\n$/],
     [['pc', 'route'], /^Error: route requires pod name or --file parameter\n$/],
-    [['pc', 'secret', '-f', 'envoy/routes/empty-gateway/configdump.json'], /^Error: config dump has no configuration type type\.googleapis\.com\/envoy\.admin\.v3\.SecretsConfigDump\n$/],
+    [
+      ['pc', 'secret', '-f', 'envoy/routes/empty-gateway/configdump.json'],
+      /^Error: config dump has no configuration type type\.googleapis\.com\/envoy\.admin\.v3\.SecretsConfigDump\n$/,
+    ],
     [['pc', 'secret', '-f', 'envoy/routes/empty-gateway/configdump.json', '-o', 'json'], /^Error: sidecar doesn't support secrets: .+\n$/],
     [['nodeproxy-config', 'workload', '-f', 'missing.json'], /^Error: open missing\.json: no such file or directory\n$/],
-    [['nodeproxy-config', 'workload', '-f', path.join(dir, 'list.json')], /^Error: error unmarshalling config dump response from node proxy: json: cannot unmarshal array into Go value of type configdump\.rawDump\n$/],
-    [['nodeproxy-config', 'workload', 'ztunnel-0', '-f', 'ztunnel/dump.json'], /^Error: at most one of --file, --node, or pod name must be passed\n$/],
+    [
+      ['nodeproxy-config', 'workload', '-f', path.join(dir, 'list.json')],
+      /^Error: error unmarshalling config dump response from node proxy: json: cannot unmarshal array into Go value of type configdump\.rawDump\n$/,
+    ],
+    [
+      ['nodeproxy-config', 'workload', 'ztunnel-0', '-f', 'ztunnel/dump.json'],
+      /^Error: at most one of --file, --node, or pod name must be passed\n$/,
+    ],
     [['nodeproxy-config', 'workload', '--node', 'worker-1'], /^Error: --node needs the orchestrator API .+\n$/],
     [['nodeproxy-config', 'workload', 'ztunnel-0.mesh-system'], /^Error: could not dial 127\.0\.0\.1:1: .+\n$/, true],
     [['nodeproxy-config', 'log', '-f', 'ztunnel/dump.json'], /^Error: log needs a live node proxy: --file does not apply\n$/],

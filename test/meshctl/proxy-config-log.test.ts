@@ -16,7 +16,11 @@ t.test('--level bogus: the level is the error, not the unreachable daemon', asyn
     });
   });
   const env = { PATH: process.env.PATH, HOME: '/nonexistent', MESHCTL_XDS_ADDRESS: `127.0.0.1:${port}`, MESHCTL_PLAINTEXT: 'true' };
-  for (const [level, bad] of [['bogus', 'bogus'], ['jwt:bogus', 'bogus'], ['debug,http=loud', 'loud']]) {
+  for (const [level, bad] of [
+    ['bogus', 'bogus'],
+    ['jwt:bogus', 'bogus'],
+    ['debug,http=loud', 'loud'],
+  ]) {
     const r = await exec(path.join(DIST, 'meshctl'), ['proxy-config', 'log', 'gateway-0.mesh-system', '--level', level!], { env });
     t.equal(r.code, 1, `--level ${level} fails`);
     t.equal(r.stderr, `Error: unrecognized logging level: ${bad}\n`, `--level ${level}: one line naming the level`);

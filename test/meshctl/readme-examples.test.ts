@@ -11,7 +11,10 @@ import { tempDir } from '../helpers/temp';
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 t.test('README commands on examples/meshctl work as printed', async (t) => {
-  const lines = readFileSync(path.join(REPO, 'README.md'), 'utf8').split('\n').filter((l) => l.includes('examples/meshctl') || /^cd examples\/meshctl /.test(l)).filter((l) => /^(dist\/meshctl|cd examples)/.test(l));
+  const lines = readFileSync(path.join(REPO, 'README.md'), 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('examples/meshctl') || /^cd examples\/meshctl /.test(l))
+    .filter((l) => /^(dist\/meshctl|cd examples)/.test(l));
   t.equal(lines.length, 3, lines.join('\n'));
   const dir = tempDir(t, 'mesh-readme-');
   symlinkSync(DIST, path.join(dir, 'dist'));

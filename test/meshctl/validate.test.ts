@@ -79,7 +79,7 @@ t.test('a valid file: one line on stderr, exit 0', async (t) => {
   t.equal(r.stderr, `"${f}" is valid\n`);
 });
 
-t.test('an invalid resource: istioctl\'s multierror and exit 1, warnings of other files still shown', async (t) => {
+t.test("an invalid resource: istioctl's multierror and exit 1, warnings of other files still shown", async (t) => {
   const bad = file('bad.yaml', `${invalidVS}---\n${validVS.replace('valid-virtual-service', 'valid-virtual-service1')}`);
   const r = await validate(['-f', bad]);
   t.equal(r.code, 1);
@@ -87,7 +87,11 @@ t.test('an invalid resource: istioctl\'s multierror and exit 1, warnings of othe
   const mixed = file('warnings.yaml', `${invalidVS}---\n${warnDR}`);
   const w = await validate(['-f', mixed]);
   t.equal(w.code, 1);
-  t.equal(w.stderr, `"${mixed}" has warnings: \n${WARN_LINE}\n\nError: 1 error occurred:\n${WEIGHT_LINE}\n\n\n`, 'the shape istioctl\'s own test expects');
+  t.equal(
+    w.stderr,
+    `"${mixed}" has warnings: \n${WARN_LINE}\n\nError: 1 error occurred:\n${WEIGHT_LINE}\n\n\n`,
+    "the shape istioctl's own test expects",
+  );
 });
 
 t.test('warnings only: the file "has warnings", exit 0', async (t) => {
@@ -112,23 +116,40 @@ t.test('bad input: unknown top-level field, duplicate key, unreadable YAML, miss
   t.equal(r.code, 1);
   t.equal(r.stderr, 'Error: 1 error occurred:\n\t* DestinationRule//productpage: unknown field "unexpected_junk"\n\n\n');
 
-  const dup = file('dup.yaml', 'apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: productpage\nspec:\ntrafficPolicy: {}\ntrafficPolicy:\n  tls:\n    mode: ISTIO_MUTUAL\n');
+  const dup = file(
+    'dup.yaml',
+    'apiVersion: networking.istio.io/v1\nkind: DestinationRule\nmetadata:\n  name: productpage\nspec:\ntrafficPolicy: {}\ntrafficPolicy:\n  tls:\n    mode: ISTIO_MUTUAL\n',
+  );
   r = await validate(['-f', dup]);
   t.equal(r.code, 1);
-  t.equal(r.stderr, `Error: 1 error occurred:\n\t* failed to decode file ${dup}: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key "trafficPolicy" already set in map\n\n\n`);
+  t.equal(
+    r.stderr,
+    `Error: 1 error occurred:\n\t* failed to decode file ${dup}: error converting YAML to JSON: yaml: unmarshal errors:\n  line 7: key "trafficPolicy" already set in map\n\n\n`,
+  );
 
   const broken = file('broken.yaml', '\n(...!)\nkey: [unclosed\n');
   r = await validate(['-f', broken]);
   t.equal(r.code, 1);
-  t.match(r.stderr, new RegExp(`^Error: 1 error occurred:\\n\\t\\* failed to decode file ${broken.replace(/[.]/g, '\\.')}: error converting YAML to JSON: yaml: line \\d+: `));
+  t.match(
+    r.stderr,
+    new RegExp(
+      `^Error: 1 error occurred:\\n\\t\\* failed to decode file ${broken.replace(/[.]/g, '\\.')}: error converting YAML to JSON: yaml: line \\d+: `,
+    ),
+  );
 
   r = await validate(['-f', path.join(tmp, 'INVALID_FILE_NAME')]);
   t.equal(r.code, 1);
-  t.equal(r.stderr, `Error: 1 error occurred:\n\t* cannot stat file "${path.join(tmp, 'INVALID_FILE_NAME')}": stat ${path.join(tmp, 'INVALID_FILE_NAME')}: no such file or directory\n\n\n`);
+  t.equal(
+    r.stderr,
+    `Error: 1 error occurred:\n\t* cannot stat file "${path.join(tmp, 'INVALID_FILE_NAME')}": stat ${path.join(tmp, 'INVALID_FILE_NAME')}: no such file or directory\n\n\n`,
+  );
 
   r = await validate([]);
   t.equal(r.code, 1);
-  t.equal(r.stderr, "Error: error: you must specify resources by --filename.\nExample resource specifications include:\n   '-f rsrc.yaml'\n   '--filename=rsrc.json'\n");
+  t.equal(
+    r.stderr,
+    "Error: error: you must specify resources by --filename.\nExample resource specifications include:\n   '-f rsrc.yaml'\n   '--filename=rsrc.json'\n",
+  );
 
   r = await validate(['-f', junk, 'extra-arg']);
   t.equal(r.code, 64, 'istioctl: a command line that does not parse exits 64');
@@ -136,7 +157,10 @@ t.test('bad input: unknown top-level field, duplicate key, unreadable YAML, miss
 });
 
 t.test('a misspelt kind or an unserved version in a mesh API group is an error, foreign kinds are not', async (t) => {
-  const f = file('kinds.yaml', 'apiVersion: networking.istio.io/v1\nkind: VirtualServic\nmetadata: {name: x}\n---\napiVersion: networking.istio.io/v1\nkind: EnvoyFilter\nmetadata: {name: y}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: z}\n');
+  const f = file(
+    'kinds.yaml',
+    'apiVersion: networking.istio.io/v1\nkind: VirtualServic\nmetadata: {name: x}\n---\napiVersion: networking.istio.io/v1\nkind: EnvoyFilter\nmetadata: {name: y}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata: {name: z}\n',
+  );
   const r = await validate(['-f', f]);
   t.equal(r.code, 1);
   t.equal(
@@ -166,12 +190,19 @@ t.test('every Istio CRD kind is checked: EnvoyFilter, Telemetry, ProxyConfig, Wa
     r.stderr,
     new RegExp(
       '^' +
-        esc(`"${f}" has warnings: \n\t* EnvoyFilter/ns/ef: spec: EnvoyFilter exposes internal implementation details that may change at any time. Prefer other APIs if possible, and exercise extreme caution, especially around upgrades.\n\n`) +
+        esc(
+          `"${f}" has warnings: \n\t* EnvoyFilter/ns/ef: spec: EnvoyFilter exposes internal implementation details that may change at any time. Prefer other APIs if possible, and exercise extreme caution, especially around upgrades.\n\n`,
+        ) +
         esc('Error: 4 errors occurred:\n') +
-        esc('\t* EnvoyFilter/ns/ef: spec.configPatches[0].patch.value: Envoy filter: cannot decode field envoy.config.cluster.v3.Cluster.name from JSON: expected string, got false\n') +
-        esc('\t* Telemetry/ns/tel: spec.accessLogging[0].filter.expression: must be a valid CEL expression, <input>:1:1: ') + '[^\\n]+\\n' +
+        esc(
+          '\t* EnvoyFilter/ns/ef: spec.configPatches[0].patch.value: Envoy filter: cannot decode field envoy.config.cluster.v3.Cluster.name from JSON: expected string, got false\n',
+        ) +
+        esc('\t* Telemetry/ns/tel: spec.accessLogging[0].filter.expression: must be a valid CEL expression, <input>:1:1: ') +
+        '[^\\n]+\\n' +
         esc('\t* ProxyConfig/ns/pc: spec.concurrency: Invalid value: -1: spec.concurrency in body should be greater than or equal to 0\n') +
-        esc('\t* WasmPlugin/ns/wasm: spec.url: Invalid value: "ftp://example.com/x.wasm": url must have schema one of [http, https, file, oci]\n\n\n') +
+        esc(
+          '\t* WasmPlugin/ns/wasm: spec.url: Invalid value: "ftp://example.com/x.wasm": url must have schema one of [http, https, file, oci]\n\n\n',
+        ) +
         '$',
     ),
   );
@@ -192,13 +223,22 @@ t.test('Services follow the port naming convention; Deployments are told about t
     r.stderr,
     'Error: 1 error occurred:\n\t* Service//hello: service "hello//:" port "hello" does not follow the Mesh naming convention. See https://mesh.io/v1.26/docs/ops/deployment/application-requirements/\n\n\n',
   );
-  const named = file('svc-ok.yaml', 'apiVersion: v1\nkind: Service\nmetadata:\n  name: hello\nspec:\n  ports:\n    - name: http-hello\n      port: 9080\n    - appProtocol: grpc\n      name: api\n      port: 9090\n    - protocol: UDP\n      port: 53\n      name: dns\n');
+  const named = file(
+    'svc-ok.yaml',
+    'apiVersion: v1\nkind: Service\nmetadata:\n  name: hello\nspec:\n  ports:\n    - name: http-hello\n      port: 9080\n    - appProtocol: grpc\n      name: api\n      port: 9090\n    - protocol: UDP\n      port: 53\n      name: dns\n',
+  );
   r = await validate(['-f', named]);
   t.equal(r.code, 0, r.stderr);
-  const system = file('svc-system.yaml', 'apiVersion: v1\nkind: Service\nmetadata:\n  name: hello\n  namespace: mesh-system\nspec:\n  ports:\n    - name: hello\n      port: 9080\n');
+  const system = file(
+    'svc-system.yaml',
+    'apiVersion: v1\nkind: Service\nmetadata:\n  name: hello\n  namespace: mesh-system\nspec:\n  ports:\n    - name: hello\n      port: 9080\n',
+  );
   r = await validate(['-f', system]);
   t.equal(r.code, 0, 'the system namespace (-i) is not checked');
-  const dep = file('dep.yaml', 'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: hello\nspec:\n  template:\n    metadata:\n      labels: {run: hello}\n');
+  const dep = file(
+    'dep.yaml',
+    'apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: hello\nspec:\n  template:\n    metadata:\n      labels: {run: hello}\n',
+  );
   r = await validate(['-f', dep]);
   t.equal(r.code, 0);
   t.equal(
@@ -212,7 +252,15 @@ t.test('directories: every .yaml/.yml/.json file in them, valid and invalid toge
   const { mkdirSync } = await import('node:fs');
   mkdirSync(path.join(dir, 'nested'), { recursive: true });
   writeFileSync(path.join(dir, 'a.yaml'), validVS);
-  writeFileSync(path.join(dir, 'nested', 'b.json'), JSON.stringify({ apiVersion: 'networking.istio.io/v1alpha3', kind: 'VirtualService', metadata: { name: 'j' }, spec: { hosts: ['d'], http: [{ route: [{ destination: { host: 'c' } }] }] } }));
+  writeFileSync(
+    path.join(dir, 'nested', 'b.json'),
+    JSON.stringify({
+      apiVersion: 'networking.istio.io/v1alpha3',
+      kind: 'VirtualService',
+      metadata: { name: 'j' },
+      spec: { hosts: ['d'], http: [{ route: [{ destination: { host: 'c' } }] }] },
+    }),
+  );
   writeFileSync(path.join(dir, 'notes.txt'), 'not a manifest');
   let r = await validate(['-f', dir]);
   t.equal(r.code, 0);

@@ -74,10 +74,16 @@ t.test('tag generate', { skip: kubeUnavailable() }, async (t) => {
   r = await meshctl(['tag', 'generate', 'prod', '--revision', 'canary'], env);
   t.equal(r.code, 0, r.stderr);
   const docs = parseAllDocuments(r.stdout).map((d) => d.toJS());
-  t.same(docs.map((d) => `${d.kind}/${d.metadata.name}`), ['MutatingWebhookConfiguration/mesh-revision-tag-prod', 'Service/meshd-revision-tag-prod']);
+  t.same(
+    docs.map((d) => `${d.kind}/${d.metadata.name}`),
+    ['MutatingWebhookConfiguration/mesh-revision-tag-prod', 'Service/meshd-revision-tag-prod'],
+  );
   const mwc = docs[0];
   t.match(mwc.metadata.labels, { 'mesh.io/tag': 'prod', 'mesh.io/rev': 'canary', app: 'sidecar-injector', team: 'platform' });
-  t.same(mwc.webhooks.map((w: any) => w.name), ['rev.namespace.sidecar-injector.mesh.io', 'rev.object.sidecar-injector.mesh.io']);
+  t.same(
+    mwc.webhooks.map((w: any) => w.name),
+    ['rev.namespace.sidecar-injector.mesh.io', 'rev.object.sidecar-injector.mesh.io'],
+  );
   for (const w of mwc.webhooks) {
     t.same(w.clientConfig, { caBundle, service: { name: 'meshd-canary', namespace: 'mesh-system', path: '/inject/cluster/c1/net/n1', port: 443 } });
     t.equal(w.reinvocationPolicy, 'IfNeeded');
@@ -111,11 +117,14 @@ t.test('tag generate', { skip: kubeUnavailable() }, async (t) => {
   r = await meshctl(['tag', 'generate', 'default', '--revision', 'canary', '--auto-inject-namespaces'], env);
   t.equal(r.code, 0, r.stderr);
   const defDocs = parseAllDocuments(r.stdout).map((d) => d.toJS());
-  t.same(defDocs.map((d) => `${d.kind}/${d.metadata.name}`), [
-    'MutatingWebhookConfiguration/mesh-revision-tag-default',
-    'ValidatingWebhookConfiguration/meshd-default-validator',
-    'Service/meshd-revision-tag-default',
-  ]);
+  t.same(
+    defDocs.map((d) => `${d.kind}/${d.metadata.name}`),
+    [
+      'MutatingWebhookConfiguration/mesh-revision-tag-default',
+      'ValidatingWebhookConfiguration/meshd-default-validator',
+      'Service/meshd-revision-tag-default',
+    ],
+  );
   const vwc = defDocs[1];
   t.same(vwc.webhooks[0].clientConfig, { caBundle, service: { name: 'meshd-canary', namespace: 'mesh-system', path: '/validate', port: 443 } });
   t.equal(vwc.webhooks[0].failurePolicy, 'Ignore', 'fails open until the daemon patches it');
@@ -134,13 +143,16 @@ t.test('tag generate', { skip: kubeUnavailable() }, async (t) => {
   t.equal(r.code, 0, r.stderr);
   t.notOk('failurePolicy' in parseAllDocuments(r.stdout)[1]!.toJS().webhooks[0]);
   const def = defDocs[0];
-  t.same(def.webhooks.map((w: any) => w.name), [
-    'rev.namespace.sidecar-injector.mesh.io',
-    'rev.object.sidecar-injector.mesh.io',
-    'namespace.sidecar-injector.mesh.io',
-    'object.sidecar-injector.mesh.io',
-    'auto.sidecar-injector.mesh.io',
-  ]);
+  t.same(
+    def.webhooks.map((w: any) => w.name),
+    [
+      'rev.namespace.sidecar-injector.mesh.io',
+      'rev.object.sidecar-injector.mesh.io',
+      'namespace.sidecar-injector.mesh.io',
+      'object.sidecar-injector.mesh.io',
+      'auto.sidecar-injector.mesh.io',
+    ],
+  );
   const { creationTimestamp: _c3, ...defMeta } = def.metadata;
   try {
     await kube.api.create('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', { ...def, metadata: defMeta });

@@ -124,7 +124,9 @@ t.test('entry configure against a real API server', { skip: kubeUnavailable() },
         env,
       );
       if (again.code !== 0) t.match(again.stderr, 'failed to automatically determine the --clusterID');
-      for (const o of c.cluster) if (o.kind === 'ConfigMap' && o.metadata.namespace === 'mesh-system') await kube.api.remove(`/api/v1/namespaces/mesh-system/configmaps/${o.metadata.name}`);
+      for (const o of c.cluster)
+        if (o.kind === 'ConfigMap' && o.metadata.namespace === 'mesh-system')
+          await kube.api.remove(`/api/v1/namespaces/mesh-system/configmaps/${o.metadata.name}`);
     });
   }
 
@@ -145,15 +147,20 @@ t.test('entry configure against a real API server', { skip: kubeUnavailable() },
     const wg = parseYaml(readFileSync(path.join(DIR, 'entry-configure/vmconfig/ipv4/workloadgroup.yaml'), 'utf8'));
     await kube.api.apply({ apiVersion: 'networking.mesh.io/v1', ...wg });
     const out = path.join(tmp, 'from-api');
-    const r = await meshctl(['entry', 'configure', '--name', 'foo', '-n', 'bar', '--revision', 'rev-1', '--internalIP', '10.10.10.10', '-o', out], env);
+    const r = await meshctl(
+      ['entry', 'configure', '--name', 'foo', '-n', 'bar', '--revision', 'rev-1', '--internalIP', '10.10.10.10', '-o', out],
+      env,
+    );
     t.equal(r.code, 0, r.stderr);
     t.equal(readFileSync(path.join(out, 'hosts'), 'utf8'), '10.10.10.12 meshd-rev-1.mesh-system.svc\n');
     const golden = readFileSync(path.join(DIR, 'entry-configure/vmconfig/ipv4/cluster.env.golden'), 'utf8');
-    t.equal(readFileSync(path.join(out, 'cluster.env'), 'utf8').trim(), golden.trim().replace("MESH_META_CLUSTER_ID='Orchestrator'", "MESH_META_CLUSTER_ID='east'"));
+    t.equal(
+      readFileSync(path.join(out, 'cluster.env'), 'utf8').trim(),
+      golden.trim().replace("MESH_META_CLUSTER_ID='Orchestrator'", "MESH_META_CLUSTER_ID='east'"),
+    );
 
     const missing = await meshctl(['entry', 'configure', '--name', 'nope', '-n', 'bar', '--clusterID', 'c', '-o', path.join(tmp, 'x')], env);
     t.not(missing.code, 0);
     t.match(missing.stderr, /^Error: workloadgroup nope not found in namespace bar: /);
   });
 });
-

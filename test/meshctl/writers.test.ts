@@ -59,7 +59,11 @@ const same = (t: Test, got: string, want: string, msg = 'equal after trimming') 
 t.test('proxy-config writers: istioctl/pkg/writer/envoy/configdump tests', async (t) => {
   await t.test('TestPrintRoutesSummary (RouteFilter{Verbose: true})', async (t) => {
     for (const d of ['empty-gateway', 'istio-gateway-http-route-prefix', 'k8s-gateway-http-route-path-prefix']) {
-      t.equal(routeSummary(dumpOf(`envoy/routes/${d}/configdump.json`), { name: '', verbose: true }).trim(), read(`envoy/routes/${d}/output.txt`).trim(), d);
+      t.equal(
+        routeSummary(dumpOf(`envoy/routes/${d}/configdump.json`), { name: '', verbose: true }).trim(),
+        read(`envoy/routes/${d}/output.txt`).trim(),
+        d,
+      );
     }
   });
   await t.test('TestPrintEndpointsSummary / TestPrintEndpoints', async (t) => {
@@ -76,7 +80,8 @@ t.test('proxy-config writers: istioctl/pkg/writer/envoy/configdump tests', async
   });
   await t.test('TestPrintSecretSummary', async (t) => {
     // the certificates' validity is judged now; these fixtures' answers hold until 2033
-    for (const sds of ['istio', 'spire']) t.equal(secretSummary(dumpOf(`envoy/secret/${sds}/config_dump.json`)).trim(), read(`envoy/secret/${sds}/output`).trim(), sds);
+    for (const sds of ['istio', 'spire'])
+      t.equal(secretSummary(dumpOf(`envoy/secret/${sds}/config_dump.json`)).trim(), read(`envoy/secret/${sds}/output`).trim(), sds);
   });
   await t.test('TestPrintEcdsSummary / Yaml / JSON', async (t) => {
     const d = dumpOf('envoy/ecds/configdump.json');
@@ -104,9 +109,13 @@ t.test('proxy-config writers: istioctl/pkg/writer/envoy/configdump tests', async
 });
 
 t.test('proxy-status: istioctl/pkg/writer/pilot TestXdsStatusWriter_PrintAll', async (t) => {
-  const TYPES = ['cluster.v3.Cluster', 'listener.v3.Listener', 'route.v3.RouteConfiguration', 'endpoint.v3.ClusterLoadAssignment', 'core.v3.TypedExtensionConfig'].map(
-    (s) => `type.googleapis.com/envoy.config.${s}`,
-  );
+  const TYPES = [
+    'cluster.v3.Cluster',
+    'listener.v3.Listener',
+    'route.v3.RouteConfiguration',
+    'endpoint.v3.ClusterLoadAssignment',
+    'core.v3.TypedExtensionConfig',
+  ].map((s) => `type.googleapis.com/envoy.config.${s}`);
   const S = ConfigStatus;
   // [proxy, cluster, version, cds, lds, rds, eds, ecds] as the Go test's clientConfigInput
   type Input = [string, string, string, ConfigStatus, ConfigStatus, ConfigStatus, ConfigStatus, ConfigStatus];
@@ -200,7 +209,9 @@ t.test('nodeproxy-config writers: istioctl/pkg/writer/ztunnel/configdump tests',
   t.notMatch(connectionsSummary(conns, { namespace: '', direction: 'inbound', raw: true }), /Outbound/);
   t.match(connectionsSummary(conns, { namespace: '', direction: 'inbound', raw: true }), /10\.0\.0\.1:15008/, '--raw keeps addresses');
 
-  t.throws(() => NodeProxyDump.parse('[1]'), { message: 'error unmarshalling config dump response from node proxy: json: cannot unmarshal array into Go value of type configdump.rawDump' });
+  t.throws(() => NodeProxyDump.parse('[1]'), {
+    message: 'error unmarshalling config dump response from node proxy: json: cannot unmarshal array into Go value of type configdump.rawDump',
+  });
   t.throws(() => NodeProxyDump.parse('{"workloads": [{"workloadIps": "x"}]}'), {
     message: 'json: cannot unmarshal string into Go struct field ZtunnelWorkload.workloadIps of type []string',
   });
@@ -209,7 +220,11 @@ t.test('nodeproxy-config writers: istioctl/pkg/writer/ztunnel/configdump tests',
 
 t.test("Go's text/tabwriter", async (t) => {
   const tw = (padding: number, text: string) => new TabWriter(0, padding).write(text).flush();
-  t.equal(tw(1, 'a\tb\tc\naaa\tbbbbbb\n\nx\ty\n'), 'a   b c\naaa bbbbbb\n\nx y\n', 'columns end at a line without the cell; text after the last tab is free');
+  t.equal(
+    tw(1, 'a\tb\tc\naaa\tbbbbbb\n\nx\ty\n'),
+    'a   b c\naaa bbbbbb\n\nx y\n',
+    'columns end at a line without the cell; text after the last tab is free',
+  );
   t.equal(tw(5, 'NAME\tTYPE\nx\ty\n'), 'NAME     TYPE\nx        y\n', 'padding');
   t.equal(tw(1, 'ä\tb\naa\tc\n'), 'ä  b\naa c\n', 'widths count characters');
   t.equal(tw(1, ''), '');
@@ -251,6 +266,8 @@ t.test("Go's encoding/json for istioctl's structs", async (t) => {
     'keys matched case-insensitively, unknown dropped, map keys sorted as strings, omitempty, HTML escaped',
   );
   t.equal(goMarshalIndent(goDecode({}, S), S), '{\n    "name": "",\n    "ports": null\n}', 'a nil map is null');
-  t.throws(() => goDecode({ ports: { '9080': 70000 } }, S), { message: 'json: cannot unmarshal number 70000 into Go struct field S.ports.9080 of type uint16' });
+  t.throws(() => goDecode({ ports: { '9080': 70000 } }, S), {
+    message: 'json: cannot unmarshal number 70000 into Go struct field S.ports.9080 of type uint16',
+  });
   t.throws(() => goDecode({ ref: { to: 1 } }, S), { message: 'json: cannot unmarshal number into Go struct field R.ref.to of type string' });
 });

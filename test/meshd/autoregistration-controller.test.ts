@@ -58,7 +58,10 @@ class FakeApi implements WorkloadEntryApi {
     const cur = this.objects.get(k);
     if (!cur) throw new OrchApiError(404, 'NotFound', k, 'not found');
     if (cur.metadata.resourceVersion !== obj.metadata.resourceVersion) throw new OrchApiError(409, 'Conflict', k, 'conflict');
-    const o = part === 'status' ? { ...structuredClone(cur), status: structuredClone(obj.status) } : { ...structuredClone(obj), status: structuredClone(cur.status) };
+    const o =
+      part === 'status'
+        ? { ...structuredClone(cur), status: structuredClone(obj.status) }
+        : { ...structuredClone(obj), status: structuredClone(cur.status) };
     o.metadata.resourceVersion = String(++this.rv);
     this.objects.set(k, o as WorkloadEntryObject);
     return this.wrote(part === 'status' ? 'status' : 'update', o as WorkloadEntryObject);
@@ -87,11 +90,25 @@ function toConfig(o: object): Config {
 }
 
 function group(name: string, sa?: string): Config {
-  return toConfig({ apiVersion: AV, kind: 'WorkloadGroup', metadata: { name, namespace: 'vm', uid: `uid-${name}` }, spec: { template: { labels: { app: name }, ...(sa ? { serviceAccount: sa } : {}) } } });
+  return toConfig({
+    apiVersion: AV,
+    kind: 'WorkloadGroup',
+    metadata: { name, namespace: 'vm', uid: `uid-${name}` },
+    spec: { template: { labels: { app: name }, ...(sa ? { serviceAccount: sa } : {}) } },
+  });
 }
 
 let seq = 0;
-function conn(o: { ip?: string; group?: string; workloadEntry?: string; probe?: boolean; identity?: { namespace: string; serviceAccount: string }; at?: number } = {}): HookedConnection {
+function conn(
+  o: {
+    ip?: string;
+    group?: string;
+    workloadEntry?: string;
+    probe?: boolean;
+    identity?: { namespace: string; serviceAccount: string };
+    at?: number;
+  } = {},
+): HookedConnection {
   const ip = o.ip ?? '10.0.0.1';
   const raw: Record<string, unknown> = { NAMESPACE: 'vm', INSTANCE_IPS: ip };
   if (o.group) raw.AUTO_REGISTER_GROUP = o.group;
@@ -121,7 +138,11 @@ function setup(t: Test, o: { validateIdentity?: boolean; graceMs?: number } = {}
 
 t.test('a WorkloadGroup deleted and added again re-creates the entries of connected workloads (late registration)', async (t) => {
   const { store, api, c } = setup(t);
-  await t.rejects(c.connect(conn({ group: 'g' })), { code: 9, message: /auto-registration WorkloadEntry of vm-1\.vm failed: cannot find WorkloadGroup vm\/g/ }, 'FailedPrecondition while the group is missing');
+  await t.rejects(
+    c.connect(conn({ group: 'g' })),
+    { code: 9, message: /auto-registration WorkloadEntry of vm-1\.vm failed: cannot find WorkloadGroup vm\/g/ },
+    'FailedPrecondition while the group is missing',
+  );
   store.apply(group('g'));
   await c.connect(conn({ group: 'g', ip: '10.0.0.2' }));
   t.ok(api.objects.has('vm/g-10.0.0.2'));
@@ -159,42 +180,54 @@ t.test('two streams of one workload: the entry stays until the last one ends', a
   t.notOk('mesh.io/disconnectedAt' in api.objects.get('vm/g-10.0.0.1')!.metadata.annotations!, 'still connected by the other stream');
   c.disconnect(b);
   await waitFor('deleted after the grace period', () => !api.objects.has('vm/g-10.0.0.1'), { timeoutMs: 3_000, intervalMs: 10 });
-  t.same(api.writes.filter((w) => !w.startsWith('create')), ['update g-10.0.0.1', 'delete g-10.0.0.1'], 'marked disconnected, then deleted');
+  t.same(
+    api.writes.filter((w) => !w.startsWith('create')),
+    ['update g-10.0.0.1', 'delete g-10.0.0.1'],
+    'marked disconnected, then deleted',
+  );
 });
 
-t.test('health: the condition follows reports; only the controlling daemon writes; cleanup drops the condition of a health-checked entry', async (t) => {
-  const { store, api, c } = setup(t, { graceMs: 50 });
-  await api.create({ apiVersion: AV, kind: 'WorkloadEntry', metadata: { name: 'db', namespace: 'vm', annotations: { 'proxy.mesh.io/health-checks-enabled': 'true' } }, spec: { address: '10.0.0.9' } });
-  api.writes = [];
-  const con = conn({ workloadEntry: 'db', ip: '10.0.0.9' });
-  await c.connect(con);
-  t.equal(api.objects.get('vm/db')!.metadata.annotations!['mesh.io/workloadController'], 'meshd-0');
-  c.health(con, { healthy: false, message: 'connection refused' });
-  await waitFor('unhealthy', () => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'False', { timeoutMs: 3_000, intervalMs: 10 });
-  t.match(api.objects.get('vm/db')!.status!.conditions![0], { type: 'Healthy', status: 'False', message: 'connection refused' });
-  t.same(store.get('WorkloadEntry', 'vm', 'db')!.status, { conditions: [{ type: 'Healthy', status: 'False' }] }, 'the store sees the condition');
-  c.health(con, { healthy: true, message: '' });
-  await waitFor('healthy', () => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'True', { timeoutMs: 3_000, intervalMs: 10 });
-  t.notOk('message' in api.objects.get('vm/db')!.status!.conditions![0]!);
+t.test(
+  'health: the condition follows reports; only the controlling daemon writes; cleanup drops the condition of a health-checked entry',
+  async (t) => {
+    const { store, api, c } = setup(t, { graceMs: 50 });
+    await api.create({
+      apiVersion: AV,
+      kind: 'WorkloadEntry',
+      metadata: { name: 'db', namespace: 'vm', annotations: { 'proxy.mesh.io/health-checks-enabled': 'true' } },
+      spec: { address: '10.0.0.9' },
+    });
+    api.writes = [];
+    const con = conn({ workloadEntry: 'db', ip: '10.0.0.9' });
+    await c.connect(con);
+    t.equal(api.objects.get('vm/db')!.metadata.annotations!['mesh.io/workloadController'], 'meshd-0');
+    c.health(con, { healthy: false, message: 'connection refused' });
+    await waitFor('unhealthy', () => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'False', { timeoutMs: 3_000, intervalMs: 10 });
+    t.match(api.objects.get('vm/db')!.status!.conditions![0], { type: 'Healthy', status: 'False', message: 'connection refused' });
+    t.same(store.get('WorkloadEntry', 'vm', 'db')!.status, { conditions: [{ type: 'Healthy', status: 'False' }] }, 'the store sees the condition');
+    c.health(con, { healthy: true, message: '' });
+    await waitFor('healthy', () => api.objects.get('vm/db')!.status?.conditions?.[0]?.status === 'True', { timeoutMs: 3_000, intervalMs: 10 });
+    t.notOk('message' in api.objects.get('vm/db')!.status!.conditions![0]!);
 
-  // another daemon took it over: this one no longer writes its health
-  const cur = api.objects.get('vm/db')!;
-  cur.metadata.annotations!['mesh.io/workloadController'] = 'meshd-1';
-  api.flush();
-  const before = api.writes.length;
-  c.health(con, { healthy: false, message: 'x' });
-  await new Promise((r) => setTimeout(r, 100));
-  t.equal(api.writes.length, before, 'no write when another daemon controls the entry');
+    // another daemon took it over: this one no longer writes its health
+    const cur = api.objects.get('vm/db')!;
+    cur.metadata.annotations!['mesh.io/workloadController'] = 'meshd-1';
+    api.flush();
+    const before = api.writes.length;
+    c.health(con, { healthy: false, message: 'x' });
+    await new Promise((r) => setTimeout(r, 100));
+    t.equal(api.writes.length, before, 'no write when another daemon controls the entry');
 
-  // back to us, then the workload goes: marked disconnected, and after the grace period the health
-  // condition is removed (the entry itself stays: it is not auto-registered)
-  cur.metadata.annotations!['mesh.io/workloadController'] = 'meshd-0';
-  api.flush();
-  c.disconnect(con);
-  await waitFor('condition removed', () => (api.objects.get('vm/db')!.status?.conditions ?? []).length === 0, { timeoutMs: 3_000, intervalMs: 10 });
-  t.ok(api.objects.has('vm/db'), 'not deleted');
-  t.match(api.objects.get('vm/db')!.metadata.annotations, { 'mesh.io/disconnectedAt': /Z$/ });
-});
+    // back to us, then the workload goes: marked disconnected, and after the grace period the health
+    // condition is removed (the entry itself stays: it is not auto-registered)
+    cur.metadata.annotations!['mesh.io/workloadController'] = 'meshd-0';
+    api.flush();
+    c.disconnect(con);
+    await waitFor('condition removed', () => (api.objects.get('vm/db')!.status?.conditions ?? []).length === 0, { timeoutMs: 3_000, intervalMs: 10 });
+    t.ok(api.objects.has('vm/db'), 'not deleted');
+    t.match(api.objects.get('vm/db')!.metadata.annotations, { 'mesh.io/disconnectedAt': /Z$/ });
+  },
+);
 
 t.test("identity: the verified identity must match the entry's namespace and service account", async (t) => {
   const { store, c } = setup(t, { validateIdentity: true });
@@ -210,7 +243,7 @@ t.test("identity: the verified identity must match the entry's namespace and ser
   t.pass('the matching identity registers');
 });
 
-t.test('a WORKLOAD_ENTRY that does not exist refuses the stream with Istio\'s message', async (t) => {
+t.test("a WORKLOAD_ENTRY that does not exist refuses the stream with Istio's message", async (t) => {
   const { c } = setup(t);
   await t.rejects(c.connect(conn({ workloadEntry: 'nope' })), {
     message: 'proxy metadata indicates that it must correspond to an existing WorkloadEntry, however WorkloadEntry vm/nope is not found',

@@ -66,12 +66,24 @@ t.test("entry from group (Istio's TestWorkloadEntryFromGroup)", async (t) => {
       annotations: { 'mesh.io/autoRegistrationGroup': 'wg-a', foo: 'bar' },
       ownerReferences: [{ apiVersion: 'networking.istio.io/v1', kind: 'WorkloadGroup', name: 'wg-a', uid: 'uid-1', controller: true }],
     },
-    spec: { address: '10.0.0.1', ports: { http: 80 }, labels: wantLabels, network: 'nw1', locality: 'rgn2/zone2/subzone2', weight: 1, serviceAccount: 'sa-a' },
+    spec: {
+      address: '10.0.0.1',
+      ports: { http: 80 },
+      labels: wantLabels,
+      network: 'nw1',
+      locality: 'rgn2/zone2/subzone2',
+      weight: 1,
+      serviceAccount: 'sa-a',
+    },
   });
   t.same(group.spec.template.labels, { app: 'a' }, 'the template is not modified');
 
   const probed = workloadEntryFromGroup('x', proxy({ hasReadinessProbe: true }), { ...group, spec: { template: {} } });
-  t.same(probed.metadata.annotations, { 'mesh.io/autoRegistrationGroup': 'wg-a', 'proxy.mesh.io/health-checks-enabled': 'true' }, 'a readiness probe enables health checks');
+  t.same(
+    probed.metadata.annotations,
+    { 'mesh.io/autoRegistrationGroup': 'wg-a', 'proxy.mesh.io/health-checks-enabled': 'true' },
+    'a readiness probe enables health checks',
+  );
   t.same(probed.spec, { address: '10.0.0.1' }, 'template network and locality kept unless the proxy has its own; no labels when none anywhere');
   t.notOk('labels' in probed.metadata);
 });
@@ -83,7 +95,11 @@ t.test("connect and disconnect marks (Istio's setConnectMeta and RFC3339Nano tim
   t.equal(parseTime('2026-01-02T03:04:05.123456789Z'), Date.parse('2026-01-02T03:04:05.123Z'));
   t.equal(parseTime('nonsense'), undefined);
   const obj = { metadata: { annotations: { keep: '1', 'mesh.io/disconnectedAt': 'x', 'istio.io/disconnectedAt': 'y' } } };
-  t.same(connected(obj, 'meshd-0', at).metadata.annotations, { keep: '1', 'mesh.io/workloadController': 'meshd-0', 'mesh.io/connectedAt': '2026-01-02T03:04:05.12Z' });
+  t.same(connected(obj, 'meshd-0', at).metadata.annotations, {
+    keep: '1',
+    'mesh.io/workloadController': 'meshd-0',
+    'mesh.io/connectedAt': '2026-01-02T03:04:05.12Z',
+  });
   t.same(disconnected(connected(obj, 'meshd-0', at), at + 1000).metadata.annotations, {
     keep: '1',
     'mesh.io/workloadController': 'meshd-0',
@@ -128,21 +144,51 @@ t.test("cleanup decision (Istio's shouldCleanupEntry)", async (t) => {
     ['disconnected past the grace period', { ...auto, 'mesh.io/disconnectedAt': formatTime(now - grace - 1) }, false, true],
     ['disconnected within the grace period', { ...auto, 'mesh.io/disconnectedAt': formatTime(now - grace + 100) }, false, false],
     ['connected recently', { ...auto, 'mesh.io/connectedAt': formatTime(now - 1000) }, false, false],
-    ['connected longer than a connection lives (daemon and workload died)', { ...auto, 'mesh.io/connectedAt': formatTime(now - maxAge - 1) }, false, true],
+    [
+      'connected longer than a connection lives (daemon and workload died)',
+      { ...auto, 'mesh.io/connectedAt': formatTime(now - maxAge - 1) },
+      false,
+      true,
+    ],
     ['neither mark', auto, false, false],
     ['unparsable disconnect time: long past', { ...auto, 'mesh.io/disconnectedAt': 'garbage' }, false, true],
     ['health-checked with a condition', { 'mesh.io/workloadController': 'x', 'mesh.io/disconnectedAt': formatTime(now - grace - 1) }, true, true],
-    ['health-checked without a condition', { 'mesh.io/workloadController': 'x', 'mesh.io/disconnectedAt': formatTime(now - grace - 1) }, false, false],
+    [
+      'health-checked without a condition',
+      { 'mesh.io/workloadController': 'x', 'mesh.io/disconnectedAt': formatTime(now - grace - 1) },
+      false,
+      false,
+    ],
   ];
   for (const [name, a, cond, want] of cases) t.equal(shouldCleanup({ annotations: a, hasHealthCondition: cond }, now, grace, maxAge), want, name);
 });
 
 t.test("health condition (Istio's transformHealthEvent, UpdateHealth, isHealthy)", async (t) => {
   const now = Date.parse('2026-01-02T03:00:00Z');
-  t.same(healthCondition({ healthy: true }, now), { type: 'Healthy', status: 'True', lastProbeTime: '2026-01-02T03:00:00Z', lastTransitionTime: '2026-01-02T03:00:00Z' });
+  t.same(healthCondition({ healthy: true }, now), {
+    type: 'Healthy',
+    status: 'True',
+    lastProbeTime: '2026-01-02T03:00:00Z',
+    lastTransitionTime: '2026-01-02T03:00:00Z',
+  });
   const bad = healthCondition({ healthy: false, message: 'connection refused' }, now + 1000);
-  t.same(bad, { type: 'Healthy', status: 'False', lastProbeTime: '2026-01-02T03:00:01Z', lastTransitionTime: '2026-01-02T03:00:01Z', message: 'connection refused' });
-  t.same(withCondition([{ type: 'Other', status: 'True' }, { type: 'Healthy', status: 'True' }], bad), [{ type: 'Other', status: 'True' }, bad]);
+  t.same(bad, {
+    type: 'Healthy',
+    status: 'False',
+    lastProbeTime: '2026-01-02T03:00:01Z',
+    lastTransitionTime: '2026-01-02T03:00:01Z',
+    message: 'connection refused',
+  });
+  t.same(
+    withCondition(
+      [
+        { type: 'Other', status: 'True' },
+        { type: 'Healthy', status: 'True' },
+      ],
+      bad,
+    ),
+    [{ type: 'Other', status: 'True' }, bad],
+  );
   t.equal(isStaleReport([bad], healthCondition({ healthy: true }, now)), true, 'an older probe does not overwrite a newer one');
   t.equal(isStaleReport([bad], healthCondition({ healthy: true }, now + 2000)), false);
 
@@ -151,8 +197,16 @@ t.test("health condition (Istio's transformHealthEvent, UpdateHealth, isHealthy)
   t.equal(workloadEntryHealthy(hc, undefined), false, 'health-checked, no condition yet: unhealthy until a probe succeeds');
   t.equal(workloadEntryHealthy(hc, [{ type: 'Healthy', status: 'True' }]), true);
   t.equal(workloadEntryHealthy(hc, [{ type: 'Healthy', status: 'False' }]), false);
-  t.equal(workloadEntryHealthy({ 'proxy.istio.io/health-checks-enabled': 'true' }, [{ type: 'Healthy', status: 'False' }]), false, "Istio's annotation read");
-  t.equal(workloadEntryHealthy({ 'proxy.mesh.io/health-checks-enabled': 'no' }, [{ type: 'Healthy', status: 'False' }]), true, 'an annotation that does not parse as true: not health-checked');
+  t.equal(
+    workloadEntryHealthy({ 'proxy.istio.io/health-checks-enabled': 'true' }, [{ type: 'Healthy', status: 'False' }]),
+    false,
+    "Istio's annotation read",
+  );
+  t.equal(
+    workloadEntryHealthy({ 'proxy.mesh.io/health-checks-enabled': 'no' }, [{ type: 'Healthy', status: 'False' }]),
+    true,
+    'an annotation that does not parse as true: not health-checked',
+  );
 });
 
 t.test("readiness probe with Istio's defaults (fillInDefaults)", async (t) => {
@@ -171,6 +225,9 @@ t.test("readiness probe with Istio's defaults (fillInDefaults)", async (t) => {
   });
   t.same(parseReadinessProbe({ tcpSocket: { port: 9000 } })?.method, { kind: 'tcpSocket', tcpSocket: { port: 9000 } });
   t.same(parseReadinessProbe({ exec: { command: ['true'] } })?.method, { kind: 'exec', exec: { command: ['true'] } });
-  t.throws(() => parseReadinessProbe({ tcpSocket: { port: 1 }, exec: { command: ['x'] } }), /readinessProbe: exactly one of httpGet, tcpSocket, exec or grpc must be set, got tcpSocket, exec/);
+  t.throws(
+    () => parseReadinessProbe({ tcpSocket: { port: 1 }, exec: { command: ['x'] } }),
+    /readinessProbe: exactly one of httpGet, tcpSocket, exec or grpc must be set, got tcpSocket, exec/,
+  );
   t.throws(() => parseReadinessProbe({ httpGet: { port: 0 } }), /readinessProbe\.httpGet\.port: must be a port number/);
 });

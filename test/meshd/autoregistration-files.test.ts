@@ -30,11 +30,23 @@ spec:
   t.teardown(() => first.close());
   await first.until((w) => w.responses > 0, 'a CDS answer');
   t.equal(first.ended, undefined, 'the stream is not refused');
-  const line = /vm-1\.vm asks for WorkloadGroup vm\/vm-app: WorkloadEntry auto-registration and health checks write to the orchestrator API, and this daemon has none \(--configDir only\)/;
-  await waitFor(() => daemon.log(), () => line.test(daemon.log()), { timeoutMs: 10_000 });
+  const line =
+    /vm-1\.vm asks for WorkloadGroup vm\/vm-app: WorkloadEntry auto-registration and health checks write to the orchestrator API, and this daemon has none \(--configDir only\)/;
+  await waitFor(
+    () => daemon.log(),
+    () => line.test(daemon.log()),
+    { timeoutMs: 10_000 },
+  );
   first.close();
   const second = open();
   t.teardown(() => second.close());
   await second.until((w) => w.responses > 0, 'a CDS answer on reconnect');
-  t.equal(daemon.log().split('\n').filter((l) => line.test(l)).length, 1, 'said once per workload');
+  t.equal(
+    daemon
+      .log()
+      .split('\n')
+      .filter((l) => line.test(l)).length,
+    1,
+    'said once per workload',
+  );
 });

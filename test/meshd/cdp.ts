@@ -40,7 +40,14 @@ export class Cdp {
       this.buffer += d.toString('utf8');
       let i;
       while ((i = this.buffer.indexOf('\u0000')) >= 0) {
-        const msg = JSON.parse(this.buffer.slice(0, i)) as { id?: number; result?: Record<string, unknown>; error?: { message: string }; method?: string; params?: Record<string, unknown>; sessionId?: string };
+        const msg = JSON.parse(this.buffer.slice(0, i)) as {
+          id?: number;
+          result?: Record<string, unknown>;
+          error?: { message: string };
+          method?: string;
+          params?: Record<string, unknown>;
+          sessionId?: string;
+        };
         this.buffer = this.buffer.slice(i + 1);
         if (msg.id !== undefined) {
           const p = this.pending.get(msg.id);

@@ -36,19 +36,27 @@ t.test(
       `(() => { const s = document.querySelector('${row} .output-level'); s.focus(); s.value = 'debug';
         s.dispatchEvent(new Event('change', { bubbles: true })); s.blur(); return true; })()`,
     );
-    await waitForValue('the JSON API to report debug', async () => {
-      const s = (await getJSON(`${base}/scopej/browsertest`)) as { output_level: string };
-      return s.output_level === 'debug' ? true : undefined;
-    }, { timeoutMs: 10_000 });
+    await waitForValue(
+      'the JSON API to report debug',
+      async () => {
+        const s = (await getJSON(`${base}/scopej/browsertest`)) as { output_level: string };
+        return s.output_level === 'debug' ? true : undefined;
+      },
+      { timeoutMs: 10_000 },
+    );
     t.equal(getScopes().find((s) => s.name === 'browsertest')?.outputLevel, 'debug', 'changed in the logging library');
     t.ok(scope.debugEnabled(), 'the scope logs debug messages now');
 
     // The caller checkbox, clicked.
     await cdp.evaluate(session, `document.querySelector('${row} .log-callers').click(), true`);
-    const after = await waitForValue('log_callers to be on', async () => {
-      const s = (await getJSON(`${base}/scopej/browsertest`)) as { output_level: string; log_callers: boolean };
-      return s.log_callers ? s : undefined;
-    }, { timeoutMs: 10_000 });
+    const after = await waitForValue(
+      'log_callers to be on',
+      async () => {
+        const s = (await getJSON(`${base}/scopej/browsertest`)) as { output_level: string; log_callers: boolean };
+        return s.log_callers ? s : undefined;
+      },
+      { timeoutMs: 10_000 },
+    );
     t.equal(after.output_level, 'debug', 'the earlier change is kept');
 
     // A change through the API appears on the page (it refreshes every second).

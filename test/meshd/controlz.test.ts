@@ -36,12 +36,16 @@ t.test('scopes: list, get, put', async (t) => {
     getScopes().map((s) => s.name),
     'every registered scope',
   );
-  t.same(await json(u('/scopej/ctrlztest')), list.find((s) => s.name === 'ctrlztest'));
+  t.same(
+    await json(u('/scopej/ctrlztest')),
+    list.find((s) => s.name === 'ctrlztest'),
+  );
   const unknown = await request(u('/scopej/nope'));
   t.equal(unknown.status, 400);
   t.equal(unknown.body, 'unknown scope name: nope');
 
-  const put = (body: string, name = 'ctrlztest') => request(u(`/scopej/${name}`), { method: 'PUT', body, headers: { 'content-type': 'application/json' } });
+  const put = (body: string, name = 'ctrlztest') =>
+    request(u(`/scopej/${name}`), { method: 'PUT', body, headers: { 'content-type': 'application/json' } });
   const accepted = await put(JSON.stringify({ name: 'ctrlztest', output_level: 'debug', stack_trace_level: 'error', log_callers: true }));
   t.equal(accepted.status, 202);
   t.same(
@@ -96,7 +100,10 @@ t.test('process, memory, args, env, version, home', async (t) => {
   t.same(await json(u('/argj/')), process.argv);
   process.env.MESHD_CTRLZ_TEST = 'x=<b>';
   const env = (await json(u('/envj/'))) as Array<{ name: string; value: string }>;
-  t.same(env.find((e) => e.name === 'MESHD_CTRLZ_TEST'), { name: 'MESHD_CTRLZ_TEST', value: 'x=<b>' });
+  t.same(
+    env.find((e) => e.name === 'MESHD_CTRLZ_TEST'),
+    { name: 'MESHD_CTRLZ_TEST', value: 'x=<b>' },
+  );
   const keys = env.map((e) => `${e.name}=${e.value}`);
   t.same(keys, [...keys].sort(), 'sorted as NAME=value strings');
   t.same(await json(u('/versionj/')), buildInfo());
@@ -112,18 +119,24 @@ t.test('metrics in prom2json form', async (t) => {
   h.observe(0.05);
   h.observe(0.5);
   const families = (await json(u('/metricj/'))) as Array<Record<string, unknown>>;
-  t.same(families.find((f) => f.name === 'ctrlz_test_total'), {
-    name: 'ctrlz_test_total',
-    help: 'A counter for the test.',
-    type: 'COUNTER',
-    metrics: [{ labels: { k: 'v' }, value: '3' }],
-  });
-  t.same(families.find((f) => f.name === 'ctrlz_test_seconds'), {
-    name: 'ctrlz_test_seconds',
-    help: 'A histogram for the test.',
-    type: 'HISTOGRAM',
-    metrics: [{ buckets: { '0.1': '1', '1': '2' }, sum: '0.55', count: '2' }],
-  });
+  t.same(
+    families.find((f) => f.name === 'ctrlz_test_total'),
+    {
+      name: 'ctrlz_test_total',
+      help: 'A counter for the test.',
+      type: 'COUNTER',
+      metrics: [{ labels: { k: 'v' }, value: '3' }],
+    },
+  );
+  t.same(
+    families.find((f) => f.name === 'ctrlz_test_seconds'),
+    {
+      name: 'ctrlz_test_seconds',
+      help: 'A histogram for the test.',
+      type: 'HISTOGRAM',
+      metrics: [{ buckets: { '0.1': '1', '1': '2' }, sum: '0.55', count: '2' }],
+    },
+  );
 });
 
 t.test('signals and exit', async (t) => {

@@ -63,7 +63,10 @@ t.test('shutdown in-process: not ready, xDS stopped with the grace period, provi
   await done;
   await daemon.stopped;
   t.equal(providers.xds.stopCalls.length, 1);
-  t.ok(providers.xds.stopCalls[0]! > 3000 && providers.xds.stopCalls[0]! <= 3600, `grace ${providers.xds.stopCalls[0]} ms: the duration less a tenth`);
+  t.ok(
+    providers.xds.stopCalls[0]! > 3000 && providers.xds.stopCalls[0]! <= 3600,
+    `grace ${providers.xds.stopCalls[0]} ms: the duration less a tenth`,
+  );
   t.ok(providers.closed);
 });
 
@@ -197,28 +200,33 @@ t.test('an empty --monitoringAddr multiplexes monitoring on the HTTP listener', 
   t.equal((await request(url('http', '/debug/syncz'))).status, 200);
 });
 
-t.test('non-loopback clients: METRICS_LOCALHOST_ACCESS_ONLY and debug authentication', { skip: ext ? false : 'no non-loopback IPv4 address on this machine' }, async (t) => {
-  const local = await startTestDaemon(t, { monitoringAddr: '0.0.0.0:0', httpAddr: '0.0.0.0:0', metricsLocalhostOnly: true });
-  const port = local.daemon.addresses.monitoring!.port;
-  const remote = await request(`http://${ext}:${port}/metrics`, { localAddress: ext });
-  t.equal(remote.status, 403);
-  t.equal(remote.body, 'Only requests from localhost are allowed\n');
-  t.equal((await request(`http://127.0.0.1:${port}/metrics`)).status, 200);
-  t.equal((await request(`http://${ext}:${port}/version`, { localAddress: ext })).status, 200, 'only /metrics is restricted');
+t.test(
+  'non-loopback clients: METRICS_LOCALHOST_ACCESS_ONLY and debug authentication',
+  { skip: ext ? false : 'no non-loopback IPv4 address on this machine' },
+  async (t) => {
+    const local = await startTestDaemon(t, { monitoringAddr: '0.0.0.0:0', httpAddr: '0.0.0.0:0', metricsLocalhostOnly: true });
+    const port = local.daemon.addresses.monitoring!.port;
+    const remote = await request(`http://${ext}:${port}/metrics`, { localAddress: ext });
+    t.equal(remote.status, 403);
+    t.equal(remote.body, 'Only requests from localhost are allowed\n');
+    t.equal((await request(`http://127.0.0.1:${port}/metrics`)).status, 200);
+    t.equal((await request(`http://${ext}:${port}/version`, { localAddress: ext })).status, 200, 'only /metrics is restricted');
 
-  const open = await startTestDaemon(t, { monitoringAddr: '0.0.0.0:0' });
-  t.equal((await request(`http://${ext}:${open.daemon.addresses.monitoring!.port}/metrics`, { localAddress: ext })).status, 200);
+    const open = await startTestDaemon(t, { monitoringAddr: '0.0.0.0:0' });
+    t.equal((await request(`http://${ext}:${open.daemon.addresses.monitoring!.port}/metrics`, { localAddress: ext })).status, 200);
 
-  // Debug pages: loopback is trusted; others must authenticate like xDS clients (none configured → 401).
-  const dbg = await request(`http://${ext}:${port}/debug/syncz`, { localAddress: ext });
-  t.equal(dbg.status, 401);
-  const authed = new FakeProviders();
-  authed.authenticateDebug = async (req) => (req.headers.authorization === 'Bearer good' ? ['spiffe://cluster.local/ns/mesh-system/sa/admin'] : undefined);
-  const withAuth = await startTestDaemon(t, { monitoringAddr: '0.0.0.0:0' }, authed);
-  const wport = withAuth.daemon.addresses.monitoring!.port;
-  t.equal((await request(`http://${ext}:${wport}/debug/syncz`, { localAddress: ext })).status, 401);
-  t.equal((await request(`http://${ext}:${wport}/debug/syncz`, { localAddress: ext, headers: { authorization: 'Bearer good' } })).status, 200);
-});
+    // Debug pages: loopback is trusted; others must authenticate like xDS clients (none configured → 401).
+    const dbg = await request(`http://${ext}:${port}/debug/syncz`, { localAddress: ext });
+    t.equal(dbg.status, 401);
+    const authed = new FakeProviders();
+    authed.authenticateDebug = async (req) =>
+      req.headers.authorization === 'Bearer good' ? ['spiffe://cluster.local/ns/mesh-system/sa/admin'] : undefined;
+    const withAuth = await startTestDaemon(t, { monitoringAddr: '0.0.0.0:0' }, authed);
+    const wport = withAuth.daemon.addresses.monitoring!.port;
+    t.equal((await request(`http://${ext}:${wport}/debug/syncz`, { localAddress: ext })).status, 401);
+    t.equal((await request(`http://${ext}:${wport}/debug/syncz`, { localAddress: ext, headers: { authorization: 'Bearer good' } })).status, 200);
+  },
+);
 
 async function occupiedPort(t: { teardown(fn: () => unknown): void }): Promise<number> {
   const blocker = net.createServer();
@@ -242,17 +250,24 @@ t.test('bind errors name the flag and the address; started listeners are release
   t.type(err, DaemonStartError);
   t.match(err?.message, new RegExp(`^--grpcAddr 127\\.0\\.0\\.1:${port}: listen EADDRINUSE: address already in use`));
   // The HTTP listener that had started is closed again.
-  await waitForValue('the HTTP port to be released', async () => {
-    const s = net.createServer();
-    return new Promise<true | undefined>((resolve) => {
-      s.once('error', () => resolve(undefined));
-      s.listen(free, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-  }, { timeoutMs: 10_000 });
+  await waitForValue(
+    'the HTTP port to be released',
+    async () => {
+      const s = net.createServer();
+      return new Promise<true | undefined>((resolve) => {
+        s.once('error', () => resolve(undefined));
+        s.listen(free, '127.0.0.1', () => s.close(() => resolve(true)));
+      });
+    },
+    { timeoutMs: 10_000 },
+  );
 
   const bad = await startDaemon(loopbackOptions({ monitoringAddr: '15014' }), new FakeProviders()).catch((e: Error) => e);
   t.equal((bad as Error).message, '--monitoringAddr 15014: listen tcp: address 15014: missing port in address');
-  const host = await startDaemon(loopbackOptions({ httpsAddr: 'no-such-host.invalid:0', tls: { certFile: '', keyFile: '', caCertFile: '', cipherSuites: [] } }), new FakeProviders());
+  const host = await startDaemon(
+    loopbackOptions({ httpsAddr: 'no-such-host.invalid:0', tls: { certFile: '', keyFile: '', caCertFile: '', cipherSuites: [] } }),
+    new FakeProviders(),
+  );
   t.equal(host.addresses.https, undefined, 'httpsAddr is not even resolved without certificates');
   await host.shutdown('test');
 });

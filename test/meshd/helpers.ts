@@ -10,14 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { Config } from '../../src/config/types';
 import type { Endpoint, Proxy, Service } from '../../src/discovery/model';
 import { type Daemon, type DaemonOptions, startDaemon } from '../../src/meshd/daemon';
-import type {
-  ConfigDumpOptions,
-  MeshdProviders,
-  PushStatus,
-  Readiness,
-  ValidationResult,
-  XdsConnectionInfo,
-} from '../../src/meshd/providers';
+import type { ConfigDumpOptions, MeshdProviders, PushStatus, Readiness, ValidationResult, XdsConnectionInfo } from '../../src/meshd/providers';
 
 /** A gRPC method the fake xDS server registers, to prove a listener serves gRPC. */
 export const ECHO_METHOD = '/mesh.test.Echo/Echo';
@@ -233,12 +226,31 @@ export function makeCerts(dir: string): CertSet {
   const clientExt = path.join(dir, 'client.ext');
   fs.writeFileSync(clientExt, 'extendedKeyUsage=clientAuth\nsubjectAltName=URI:spiffe://cluster.local/ns/default/sa/test\n');
   const ca = (name: string) => {
-    openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`], dir);
+    openssl(
+      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.crt`, '-days', '2', '-subj', `/CN=${name}`],
+      dir,
+    );
   };
   const leaf = (name: string, caName: string, extFile: string) => {
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`], dir);
     openssl(
-      ['x509', '-req', '-in', `${name}.csr`, '-CA', `${caName}.crt`, '-CAkey', `${caName}.key`, '-CAcreateserial', '-out', `${name}.crt`, '-days', '2', '-extfile', extFile],
+      [
+        'x509',
+        '-req',
+        '-in',
+        `${name}.csr`,
+        '-CA',
+        `${caName}.crt`,
+        '-CAkey',
+        `${caName}.key`,
+        '-CAcreateserial',
+        '-out',
+        `${name}.crt`,
+        '-days',
+        '2',
+        '-extfile',
+        extFile,
+      ],
       dir,
     );
   };

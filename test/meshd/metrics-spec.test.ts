@@ -47,8 +47,10 @@ const LABELS: Record<string, readonly string[]> = {
 /** Spec names whose behaviour mesh's daemon does not have (reviewed data: each says why). */
 const ABSENT: Record<string, string> = {
   ambient_meshd_managed_clusters: "ambient multicluster (Istio's ambient index with AMBIENT_ENABLE_MULTI_NETWORK): mesh has no ambient data plane",
-  ambient_remote_cluster_sync_timeouts_total: "ambient multicluster (Istio's ambient index with AMBIENT_ENABLE_MULTI_NETWORK): mesh has no ambient data plane",
-  num_outgoing_retries: "Istio counts retries of its CA client's CSR calls (pkg/security CARetryInterceptor); the daemon sends no CSR to another CA over gRPC",
+  ambient_remote_cluster_sync_timeouts_total:
+    "ambient multicluster (Istio's ambient index with AMBIENT_ENABLE_MULTI_NETWORK): mesh has no ambient data plane",
+  num_outgoing_retries:
+    "Istio counts retries of its CA client's CSR calls (pkg/security CARetryInterceptor); the daemon sends no CSR to another CA over gRPC",
   pilot_proxy_filter_status: 'EnvoyFilter is validated and stored, but not applied to generated configuration, so there is no filter status',
 };
 
@@ -64,23 +66,41 @@ t.before(async () => {
   // web (HTTP) and web-tcp (TCP) select the same pod port: Istio's inbound listener conflict for web-1's proxy,
   // and web-1 is not ready in web-tcp's slice (pilot_endpoint_not_ready)
   await create(`/api/v1/namespaces/${NS}/services`, service(NS, 'web', { selector: { app: 'web' }, ports: [http] }));
-  await create(`/api/v1/namespaces/${NS}/services`, service(NS, 'web-tcp', { selector: { app: 'web' }, ports: [{ name: 'tcp', port: 9080, targetPort: 8080 }] }));
+  await create(
+    `/api/v1/namespaces/${NS}/services`,
+    service(NS, 'web-tcp', { selector: { app: 'web' }, ports: [{ name: 'tcp', port: 9080, targetPort: 8080 }] }),
+  );
   await create(`/api/v1/namespaces/${NS}/pods`, pod(NS, 'web-1', { labels: { app: 'web' } }));
   await kube.api.merge(`/api/v1/namespaces/${NS}/pods/web-1`, podStatus('10.1.0.1'), 'status');
-  await create(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, endpointSlice(NS, 'web-1', 'web', [{ ip: '10.1.0.1', pod: 'web-1', ready: true }]));
   await create(
     `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`,
-    endpointSlice(NS, 'web-tcp-1', 'web-tcp', [{ ip: '10.1.0.1', pod: 'web-1', ready: false, terminating: false }], [{ name: 'tcp', port: 8080, protocol: 'TCP' }]),
+    endpointSlice(NS, 'web-1', 'web', [{ ip: '10.1.0.1', pod: 'web-1', ready: true }]),
+  );
+  await create(
+    `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`,
+    endpointSlice(
+      NS,
+      'web-tcp-1',
+      'web-tcp',
+      [{ ip: '10.1.0.1', pod: 'web-1', ready: false, terminating: false }],
+      [{ name: 'tcp', port: 8080, protocol: 'TCP' }],
+    ),
   );
   // two headless TCP services on one port share the outbound listener 0.0.0.0_5432 (TCP over TCP conflict)
   for (const name of ['db-a', 'db-b']) {
-    await create(`/api/v1/namespaces/${NS}/services`, service(NS, name, { selector: { app: name }, ports: [{ name: 'tcp', port: 5432 }], spec: { clusterIP: 'None' } }));
+    await create(
+      `/api/v1/namespaces/${NS}/services`,
+      service(NS, name, { selector: { app: name }, ports: [{ name: 'tcp', port: 5432 }], spec: { clusterIP: 'None' } }),
+    );
   }
   // no endpoints at all (pilot_eds_no_instances)
   await create(`/api/v1/namespaces/${NS}/services`, service(NS, 'empty', { selector: { app: 'nobody' }, ports: [http] }));
   // an EndpointSlice naming a pod the API server does not have (pending pod, endpoint without pod)
   await create(`/api/v1/namespaces/${NS}/services`, service(NS, 'orphan', { ports: [http] }));
-  await create(`/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`, endpointSlice(NS, 'orphan-1', 'orphan', [{ ip: '10.9.9.9', pod: 'ghost', ready: true }]));
+  await create(
+    `/apis/discovery.k8s.io/v1/namespaces/${NS}/endpointslices`,
+    endpointSlice(NS, 'orphan-1', 'orphan', [{ ip: '10.9.9.9', pod: 'ghost', ready: true }]),
+  );
   daemon = await startDaemon(['--orchconfig', kube.kubeconfig], { MESH_ENABLE_CONTROLLER_QUEUE_METRICS: 'true', POD_NAME: 'meshd-0' });
 
   // Configuration after start (pilot_inbound_updates{type="config"}):
@@ -132,7 +152,10 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
   t.teardown(() => [cds, lds, rds, eds, strangerCds, orphan].forEach((w) => w.close()));
   // wait until the configuration made after start is served (the merged subset's cluster exists)
   await cds.until((w) => w.resources.has('outbound|80|v1|api.example.com') || undefined, 'the subset cluster of api.example.com');
-  await rds.until((w) => (w.resources.get('80')?.virtualHosts.some((v) => v.domains.includes('ghost.example.com')) ? true : undefined), 'the ghost.example.com vhost');
+  await rds.until(
+    (w) => (w.resources.get('80')?.virtualHosts.some((v) => v.domains.includes('ghost.example.com')) ? true : undefined),
+    'the ghost.example.com vhost',
+  );
   await lds.until((w) => (w.resources.has('0.0.0.0_5432') ? true : undefined), 'the shared TCP listener');
   await strangerCds.until((w) => (w.responses > 0 ? true : undefined), 'CDS for the stranger');
   await eds.until((w) => (w.responses > 0 ? true : undefined), 'EDS of the empty service');
@@ -184,7 +207,11 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
   ];
   let exp = await scrape();
   await waitFor(
-    () => `still zero: ${moved.filter(([n, l]) => !(sampleSum(exp, n, l) > 0)).map(([n, l]) => `${n}${l ? JSON.stringify(l) : ''}`).join(', ')}\n${daemon.log().slice(-3000)}`,
+    () =>
+      `still zero: ${moved
+        .filter(([n, l]) => !(sampleSum(exp, n, l) > 0))
+        .map(([n, l]) => `${n}${l ? JSON.stringify(l) : ''}`)
+        .join(', ')}\n${daemon.log().slice(-3000)}`,
     async () => {
       exp = await scrape();
       return moved.every(([n, l]) => sampleSum(exp, n, l) > 0);
@@ -193,14 +220,26 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
   );
   t.same(checkSpecMetrics(exp, spec, LABELS, ABSENT), [], 'every spec name exported with its type and labels, or absent with a reason');
   // gRPC FAILED_PRECONDITION (9) with Istio's message
-  t.match(orphan.ended, { code: 9, details: /auto-registration WorkloadEntry of vm-orphan\.shop failed: cannot find WorkloadGroup shop\/no-such-group/ }, 'the unregistrable proxy was refused');
+  t.match(
+    orphan.ended,
+    { code: 9, details: /auto-registration WorkloadEntry of vm-orphan\.shop failed: cannot find WorkloadGroup shop\/no-such-group/ },
+    'the unregistrable proxy was refused',
+  );
   t.equal(sampleSum(exp, 'pilot_destrule_subsets'), 1, 'one host with a repeated subset');
   t.equal(sampleSum(exp, 'pilot_conflict_inbound_listener'), 1, "one proxy (web-1's) with an inbound conflict");
-  t.ok(exp.samples.get('pilot_worker_queue_depth')?.some((s) => s.labels.queueID === 'namespace controller'), 'the namespace controller queue reports its depth');
+  t.ok(
+    exp.samples.get('pilot_worker_queue_depth')?.some((s) => s.labels.queueID === 'namespace controller'),
+    'the namespace controller queue reports its depth',
+  );
 
   // /debug/push_status shows the entries behind the gauges, with Istio's messages
-  const status = (await (await fetch(`http://${daemon.http}/debug/push_status`)).json()) as Record<string, Record<string, { proxy?: string; message?: string }>>;
-  t.same(status.pilot_destrule_subsets?.['api.example.com'], { message: 'Duplicate subset v1 found while merging destination rules for api.example.com' });
+  const status = (await (await fetch(`http://${daemon.http}/debug/push_status`)).json()) as Record<
+    string,
+    Record<string, { proxy?: string; message?: string }>
+  >;
+  t.same(status.pilot_destrule_subsets?.['api.example.com'], {
+    message: 'Duplicate subset v1 found while merging destination rules for api.example.com',
+  });
   t.same(status.pilot_conflict_outbound_listener_tcp_over_current_tcp?.['0.0.0.0_5432'], {
     proxy: `web-1.${NS}`,
     message: `Listener=0.0.0.0_5432 Accepted=TCP Rejected=TCP (db-b.${NS}.svc.cluster.local)`,
@@ -208,12 +247,21 @@ t.test('doc 1 §4.5: every metric exported with its type and Istio labels, or li
   // which service is "existing" follows creation time (equal to the second here), then Istio's name order
   const inbound = status.pilot_conflict_inbound_listener?.[`web-1.${NS}`];
   t.equal(inbound?.proxy, `web-1.${NS}`);
-  t.match(inbound?.message, /^Conflicting inbound listener:8080\. existing: (web|web-tcp)\.shop\.svc\.cluster\.local, incoming: (web|web-tcp)\.shop\.svc\.cluster\.local$/);
+  t.match(
+    inbound?.message,
+    /^Conflicting inbound listener:8080\. existing: (web|web-tcp)\.shop\.svc\.cluster\.local, incoming: (web|web-tcp)\.shop\.svc\.cluster\.local$/,
+  );
   t.not(/existing: (\S+),/.exec(inbound?.message ?? '')?.[1], /incoming: (\S+)$/.exec(inbound?.message ?? '')?.[1], 'two different services');
   t.ok(status.pilot_no_ip?.[`stranger.${NS}`], 'the proxy no endpoint names');
   t.notOk(status.pilot_no_ip?.[`web-1.${NS}`], 'not web-1, which services select');
   t.same(status.pilot_eds_no_instances?.[`outbound|80||empty.${NS}.svc.cluster.local`], {});
   t.match(status.pilot_vservice_dup_domain?.['ghost.example.com:80']?.message, 'duplicate domain from virtual service: ghost.example.com:80');
-  t.match(status.pilot_duplicate_proxy_clusters?.['outbound|80||api.example.com']?.message, 'Duplicate cluster outbound|80||api.example.com found while pushing CDS');
-  t.match(status.pilot_dns_cluster_without_endpoints?.['outbound|80|v1|api.example.com']?.message, 'STRICT_DNS cluster without endpoints outbound|80|v1|api.example.com found while pushing CDS');
+  t.match(
+    status.pilot_duplicate_proxy_clusters?.['outbound|80||api.example.com']?.message,
+    'Duplicate cluster outbound|80||api.example.com found while pushing CDS',
+  );
+  t.match(
+    status.pilot_dns_cluster_without_endpoints?.['outbound|80|v1|api.example.com']?.message,
+    'STRICT_DNS cluster without endpoints outbound|80|v1|api.example.com found while pushing CDS',
+  );
 });

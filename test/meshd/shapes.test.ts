@@ -1,15 +1,7 @@
 // The debug JSON shapes against Istio's types (pilot/pkg/xds/debug.go, pilot/pkg/model): Go field names
 // for untagged fields, json tags, omitempty, enum values.
 import t from 'tap';
-import {
-  adszJson,
-  configJson,
-  connectionsJson,
-  endpointShardzJson,
-  findConnection,
-  registryzJson,
-  synczJson,
-} from '../../src/meshd/debug/shapes';
+import { adszJson, configJson, connectionsJson, endpointShardzJson, findConnection, registryzJson, synczJson } from '../../src/meshd/debug/shapes';
 import type { XdsConnectionInfo } from '../../src/meshd/providers';
 import { endpoint, proxy, service, virtualService } from './helpers';
 
@@ -25,7 +17,12 @@ function conn(over: Partial<XdsConnectionInfo> = {}): XdsConnectionInfo {
     connectedAt: Date.UTC(2024, 4, 6, 7, 8, 9, 500),
     watched: [
       { typeUrl: CDS, resourceNames: [], nonceSent: 'c2', nonceAcked: 'c1', lastSendTime: Date.UTC(2024, 4, 6, 7, 8, 10) },
-      { typeUrl: EDS, resourceNames: ['outbound|9080||reviews.default.svc.cluster.local', 'outbound|80||a.b'], nonceSent: 'e1', lastError: 'bad cluster' },
+      {
+        typeUrl: EDS,
+        resourceNames: ['outbound|9080||reviews.default.svc.cluster.local', 'outbound|80||a.b'],
+        nonceSent: 'e1',
+        lastError: 'bad cluster',
+      },
     ],
     ...over,
   };
@@ -52,7 +49,17 @@ t.test('registryz: model.Service JSON', async (t) => {
     MeshExternal: false,
   });
   const [se] = registryzJson([
-    service({ hostname: 'api.example.com', name: undefined, addresses: [], resolution: 'DNS', meshExternal: true, registry: 'External', serviceAccounts: [], labels: {}, selector: undefined }),
+    service({
+      hostname: 'api.example.com',
+      name: undefined,
+      addresses: [],
+      resolution: 'DNS',
+      meshExternal: true,
+      registry: 'External',
+      serviceAccounts: [],
+      labels: {},
+      selector: undefined,
+    }),
   ]);
   t.equal((se!.Attributes as Record<string, unknown>).Name, 'api.example.com', 'ServiceEntry services are named by host');
   t.equal(se!.Resolution, 1, 'DNSLB');
@@ -66,8 +73,12 @@ t.test('registryz: model.Service JSON', async (t) => {
 });
 
 t.test('endpointShardz: hostname → namespace → shards of IstioEndpoints', async (t) => {
-  const out = endpointShardzJson([service()], [endpoint(), endpoint({ address: '10.0.0.8', healthStatus: 'Draining', labels: {}, serviceAccount: undefined })]);
-  const shard = (out['reviews.default.svc.cluster.local'] as Record<string, { Shards: Record<string, unknown[]>; ServiceAccounts: unknown }>).default!;
+  const out = endpointShardzJson(
+    [service()],
+    [endpoint(), endpoint({ address: '10.0.0.8', healthStatus: 'Draining', labels: {}, serviceAccount: undefined })],
+  );
+  const shard = (out['reviews.default.svc.cluster.local'] as Record<string, { Shards: Record<string, unknown[]>; ServiceAccounts: unknown }>)
+    .default!;
   t.same(Object.keys(shard.Shards), ['Orchestrator/Orchestrator'], 'ShardKey is provider/cluster');
   const [first, second] = shard.Shards['Orchestrator/Orchestrator'] as Array<Record<string, unknown>>;
   t.same(first, {

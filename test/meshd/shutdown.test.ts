@@ -34,9 +34,11 @@ async function spawnDaemon(t: { teardown(fn: () => unknown): void }, cfg: object
   t.teardown(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   });
-  await waitForValue('the daemon to start', () => (out.includes('ControlZ listening on') ? true : undefined), { timeoutMs: 30_000 }).catch((e: Error) => {
-    throw new Error(`${e.message}\n${out}`);
-  });
+  await waitForValue('the daemon to start', () => (out.includes('ControlZ listening on') ? true : undefined), { timeoutMs: 30_000 }).catch(
+    (e: Error) => {
+      throw new Error(`${e.message}\n${out}`);
+    },
+  );
   const address = (purpose: string) => {
     const m = new RegExp(`\\t${purpose} listening on (\\S+)`).exec(out);
     if (!m) throw new Error(`no "${purpose} listening on" line in:\n${out}`);
@@ -48,7 +50,11 @@ async function spawnDaemon(t: { teardown(fn: () => unknown): void }, cfg: object
 /** Opens a held bidi stream on the plain gRPC port; resolves `ended` when the server ends or cuts it. */
 function holdStream(address: string): { ended: Promise<string>; established: Promise<void>; client: grpc.Client } {
   const client = new grpc.Client(address, grpc.credentials.createInsecure());
-  const call = client.makeBidiStreamRequest(HOLD_METHOD, (b: Buffer) => b, (b: Buffer) => b);
+  const call = client.makeBidiStreamRequest(
+    HOLD_METHOD,
+    (b: Buffer) => b,
+    (b: Buffer) => b,
+  );
   const ended = new Promise<string>((resolve) => {
     call.on('status', (s: grpc.StatusObject) => resolve(`status ${grpc.status[s.code]}`));
     call.on('error', () => {});
@@ -151,5 +157,8 @@ t.test('runDaemon: a start-up failure is a CommandError naming the flag', async 
     stdout: process.stdout,
     stderr: process.stderr,
   };
-  await t.rejects(runDaemon(ctx, new FakeProviders()), new CommandError('--grpcAddr nonsense: listen tcp: address nonsense: missing port in address'));
+  await t.rejects(
+    runDaemon(ctx, new FakeProviders()),
+    new CommandError('--grpcAddr nonsense: listen tcp: address nonsense: missing port in address'),
+  );
 });

@@ -11,7 +11,18 @@ import { tempDir } from '../helpers/temp';
 if (!built()) t.fail('dist/mesh is missing: run `npm run build` first (npm test does)');
 
 const DISCOVERY = path.join(DIST, 'pilot-discovery');
-const EPHEMERAL = ['--grpcAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0', '--httpsAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--ctrlz_port', '0'];
+const EPHEMERAL = [
+  '--grpcAddr',
+  '127.0.0.1:0',
+  '--monitoringAddr',
+  '127.0.0.1:0',
+  '--httpsAddr',
+  '127.0.0.1:0',
+  '--secureGRPCAddr',
+  '127.0.0.1:0',
+  '--ctrlz_port',
+  '0',
+];
 
 function lastLine(s: string): string {
   const lines = s.trimEnd().split('\n');

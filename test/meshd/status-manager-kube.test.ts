@@ -25,7 +25,12 @@ t.before(async () => {
 });
 t.teardown(() => kube?.api.close());
 
-const messages = (code: string) => ({ observedGeneration: '1', validationMessages: [{ documentationUrl: `https://mesh.io/v1.26/docs/reference/config/analysis/${code.toLowerCase()}/`, level: 'ERROR', type: { code } }] });
+const messages = (code: string) => ({
+  observedGeneration: '1',
+  validationMessages: [
+    { documentationUrl: `https://mesh.io/v1.26/docs/reference/config/analysis/${code.toLowerCase()}/`, level: 'ERROR', type: { code } },
+  ],
+});
 
 /** `idle()`, or a failure after `ms` (a worker that spins would never let it resolve). */
 async function settled(sm: StatusManager, ms = 15_000): Promise<void> {

@@ -70,7 +70,10 @@ t.test('validation webhook: AdmissionReview over HTTPS', async (t) => {
     return JSON.parse(r.body) as { kind?: string; apiVersion?: string; response: Record<string, unknown> };
   };
 
-  providers.validation = (obj) => ((obj.spec as { hosts?: unknown[] }).hosts?.length ? { errors: [], warnings: ['host "reviews" is short'] } : { errors: ['virtual service must have at least one host'] });
+  providers.validation = (obj) =>
+    (obj.spec as { hosts?: unknown[] }).hosts?.length
+      ? { errors: [], warnings: ['host "reviews" is short'] }
+      : { errors: ['virtual service must have at least one host'] };
   const ok = await decide(review());
   t.same(ok, {
     kind: 'AdmissionReview',
@@ -104,7 +107,9 @@ t.test('validation webhook: AdmissionReview over HTTPS', async (t) => {
   t.equal(beta.apiVersion, 'admission.k8s.io/v1beta1', 'answered in the version asked');
 
   const garbage = await decide({ kind: 'Pod', apiVersion: 'v1' });
-  t.same(garbage, { response: { uid: '', allowed: false, status: { metadata: {}, message: 'could not decode body: no kind "Pod" is registered for version "v1"' } } });
+  t.same(garbage, {
+    response: { uid: '', allowed: false, status: { metadata: {}, message: 'could not decode body: no kind "Pod" is registered for version "v1"' } },
+  });
 
   const wrongType = await post(review(), { 'content-type': 'application/yaml' });
   t.equal(wrongType.status, 415);
@@ -116,7 +121,10 @@ t.test('validation webhook: AdmissionReview over HTTPS', async (t) => {
 
   const metrics = await metricsText();
   t.match(metrics, /^galley_validation_passed\{group="networking\.istio\.io",version="v1",resource="virtualservices"\} [1-9]/m);
-  t.match(metrics, /^galley_validation_failed\{group="networking\.istio\.io",version="v1",resource="virtualservices",reason="invalid_resource"\} [1-9]/m);
+  t.match(
+    metrics,
+    /^galley_validation_failed\{group="networking\.istio\.io",version="v1",resource="virtualservices",reason="invalid_resource"\} [1-9]/m,
+  );
   t.match(metrics, /^galley_validation_failed\{[^}]*reason="unknown_type"\} [1-9]/m);
   t.match(metrics, /^galley_validation_failed\{[^}]*reason="unsupported_operation"\} [1-9]/m);
   t.match(metrics, /^galley_validation_http_error\{status="415"\} [1-9]/m);
@@ -126,7 +134,17 @@ t.test('validation webhook: AdmissionReview over HTTPS', async (t) => {
 function handshake(port: number, ciphers: string): Promise<'ok' | string> {
   return new Promise((resolve) => {
     const req = https.request(
-      { host: '127.0.0.1', port, servername: 'localhost', path: '/validate', method: 'GET', ca: read(certs.caCert), maxVersion: 'TLSv1.2', ciphers, agent: false },
+      {
+        host: '127.0.0.1',
+        port,
+        servername: 'localhost',
+        path: '/validate',
+        method: 'GET',
+        ca: read(certs.caCert),
+        maxVersion: 'TLSv1.2',
+        ciphers,
+        agent: false,
+      },
       (res) => {
         res.resume();
         resolve('ok');
@@ -157,7 +175,10 @@ t.test('certificate flag errors', async (t) => {
   t.type(onlyCert, DaemonStartError);
   t.equal((onlyCert as Error).message, `--tlsCertFile ${certs.serverCert} given without --tlsKeyFile`);
   const missing = path.join(dir, 'nope.pem');
-  t.equal((await start({ certFile: missing, keyFile: certs.serverKey, caCertFile: '' }) as Error).message, `--tlsCertFile ${missing}: open ${missing}: no such file or directory`);
+  t.equal(
+    ((await start({ certFile: missing, keyFile: certs.serverKey, caCertFile: '' })) as Error).message,
+    `--tlsCertFile ${missing}: open ${missing}: no such file or directory`,
+  );
   const mismatch = await start({ certFile: certs.serverCert, keyFile: certs.clientKey, caCertFile: '' });
   t.match((mismatch as Error).message, new RegExp(`^--tlsCertFile ${certs.serverCert} / --tlsKeyFile ${certs.clientKey}: .*key values mismatch`));
   const badCa = await start({ certFile: certs.serverCert, keyFile: certs.serverKey, caCertFile: certs.serverKey });

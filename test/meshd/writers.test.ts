@@ -14,14 +14,30 @@ t.test('injection path parameters (Istio TestParseInjectEnvs, renamed)', async (
     ['no-kv-with-tail', '/inject/', {}],
     ['one-kv', '/inject/cluster/cluster1', { MESH_META_CLUSTER_ID: 'cluster1' }],
     ['two-kv', '/inject/cluster/cluster1/net/network1/', { MESH_META_CLUSTER_ID: 'cluster1', MESH_META_NETWORK: 'network1' }],
-    ['kv-with-slashes', '/inject/cluster/cluster--slash--1/net/network--slash--1', { MESH_META_CLUSTER_ID: 'cluster/1', MESH_META_NETWORK: 'network/1' }],
+    [
+      'kv-with-slashes',
+      '/inject/cluster/cluster--slash--1/net/network--slash--1',
+      { MESH_META_CLUSTER_ID: 'cluster/1', MESH_META_NETWORK: 'network/1' },
+    ],
     ['not-predefined-kv', '/inject/cluster/cluster1/custom_env/foo', { MESH_META_CLUSTER_ID: 'cluster1', CUSTOM_ENV: 'foo' }],
     ['one-key-without-value', '/inject/cluster', {}],
     ['key-without-value', '/inject/cluster/cluster1/network', { MESH_META_CLUSTER_ID: 'cluster1' }],
-    ['key-with-values-contain-slashes', '/inject/:ENV:cluster=cluster2:ENV:rootpage=/foo/bar', { MESH_META_CLUSTER_ID: 'cluster2', ROOTPAGE: '/foo/bar' }],
-    ['no-predefined-kv-with-values-contain-ENV-separator', '/inject/rootpage1/value1/rootpage2/:ENV:abcd=efgh', { ROOTPAGE1: 'value1', ROOTPAGE2: ':ENV:abcd=efgh' }],
+    [
+      'key-with-values-contain-slashes',
+      '/inject/:ENV:cluster=cluster2:ENV:rootpage=/foo/bar',
+      { MESH_META_CLUSTER_ID: 'cluster2', ROOTPAGE: '/foo/bar' },
+    ],
+    [
+      'no-predefined-kv-with-values-contain-ENV-separator',
+      '/inject/rootpage1/value1/rootpage2/:ENV:abcd=efgh',
+      { ROOTPAGE1: 'value1', ROOTPAGE2: ':ENV:abcd=efgh' },
+    ],
     ['no-predefined-kv-with-values-contain-ENV-separator-invalid-format', '/inject/:ENV:rootpage1=efgh:ENV:=abb:ENV:=', { ROOTPAGE1: 'efgh' }],
-    ['no-predefined-kv-with-mixed-values', decodeURIComponent('%2Finject%2Frootpage1%2Ffoo%2Frootpage2%2Fbar'), { ROOTPAGE1: 'foo', ROOTPAGE2: 'bar' }],
+    [
+      'no-predefined-kv-with-mixed-values',
+      decodeURIComponent('%2Finject%2Frootpage1%2Ffoo%2Frootpage2%2Fbar'),
+      { ROOTPAGE1: 'foo', ROOTPAGE2: 'bar' },
+    ],
     [
       'no-predefined-kv-with-slashes',
       decodeURIComponent('%2Finject%2F%3AENV%3Arootpage1%3D%2Ffoo%2Fbar%3AENV%3Arootpage2%3D%2Fbar%2Ftoe'),
@@ -35,7 +51,10 @@ t.test('injection path parameters (Istio TestParseInjectEnvs, renamed)', async (
 function applyPatch(doc: unknown, ops: readonly JsonPatchOp[]): unknown {
   let root = structuredClone(doc);
   for (const op of ops) {
-    const tokens = op.path.split('/').slice(1).map((x) => x.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const tokens = op.path
+      .split('/')
+      .slice(1)
+      .map((x) => x.replace(/~1/g, '/').replace(/~0/g, '~'));
     if (tokens.length === 0) {
       if (op.op === 'remove') throw new Error('remove root');
       root = structuredClone(op.value);
@@ -68,8 +87,14 @@ t.test('JSON patch: applying it gives the target, keys with / and ~ escaped', as
   };
   const ops = createJsonPatch(from, to);
   t.same(applyPatch(from, ops), to);
-  t.ok(ops.some((o) => o.path === '/metadata/labels/gone~1label' && o.op === 'remove'), '/ escaped as ~1');
-  t.ok(ops.some((o) => o.path === '/metadata/annotations/a~0b' && o.op === 'replace'), '~ escaped as ~0');
+  t.ok(
+    ops.some((o) => o.path === '/metadata/labels/gone~1label' && o.op === 'remove'),
+    '/ escaped as ~1',
+  );
+  t.ok(
+    ops.some((o) => o.path === '/metadata/annotations/a~0b' && o.op === 'replace'),
+    '~ escaped as ~0',
+  );
   t.same(createJsonPatch(to, to), [], 'nothing for equal documents');
 });
 
@@ -79,7 +104,10 @@ t.test('CA bundle checks (Istio util.LoadCABundle)', async (t) => {
   t.equal(verifyCaBundle(PEM), undefined);
   t.equal(verifyCaBundle(undefined), 'could not read caBundle');
   t.equal(verifyCaBundle('junk'), 'could not verify caBundle: could not decode pem');
-  t.equal(verifyCaBundle('-----BEGIN PRIVATE KEY-----\nAA\n-----END PRIVATE KEY-----\n'), 'could not verify caBundle: cert contains wrong pem type: "PRIVATE KEY"');
+  t.equal(
+    verifyCaBundle('-----BEGIN PRIVATE KEY-----\nAA\n-----END PRIVATE KEY-----\n'),
+    'could not verify caBundle: cert contains wrong pem type: "PRIVATE KEY"',
+  );
   t.equal(caBundleField(PEM), Buffer.from(PEM).toString('base64'), 'base64 of the PEM, as the API carries []byte');
 });
 
@@ -98,30 +126,41 @@ t.test('injection patcher: only webhooks named *sidecar-injector.mesh.io (or .is
   t.equal(configRevision({ metadata: { name: 'x' } }), undefined);
   const p = patchInjectionWebhooks(config, bundle)!;
   t.ok(p.changed);
-  t.same(p.config.webhooks!.map((w) => w.clientConfig?.caBundle), [bundle, bundle, undefined], 'the unrelated webhook is left alone');
+  t.same(
+    p.config.webhooks!.map((w) => w.clientConfig?.caBundle),
+    [bundle, bundle, undefined],
+    'the unrelated webhook is left alone',
+  );
   t.equal(patchInjectionWebhooks(p.config, bundle)!.changed, false, 'no write when up to date');
-  t.equal(patchInjectionWebhooks({ metadata: { name: 'x' }, webhooks: [{ name: 'other' }] }, bundle), undefined, 'no injector webhook: nothing to patch');
+  t.equal(
+    patchInjectionWebhooks({ metadata: { name: 'x' }, webhooks: [{ name: 'other' }] }, bundle),
+    undefined,
+    'no injector webhook: nothing to patch',
+  );
 });
 
 t.test('validation controller: caBundle everywhere; Ignore becomes Fail only once the webhook is seen refusing', async (t) => {
   const bundle = caBundleField(PEM);
-  const config = { metadata: { name: 'mesh-validator-mesh-system' }, webhooks: [{ name: 'rev.validation.mesh.io', failurePolicy: 'Ignore', clientConfig: {} }] };
+  const config = {
+    metadata: { name: 'mesh-validator-mesh-system' },
+    webhooks: [{ name: 'rev.validation.mesh.io', failurePolicy: 'Ignore', clientConfig: {} }],
+  };
   const notReady = await patchValidationWebhooks(config, bundle, async () => false);
-  t.same(notReady!.config.webhooks![0], { name: 'rev.validation.mesh.io', failurePolicy: 'Ignore', clientConfig: { caBundle: bundle } }, 'bundle written, still Ignore');
+  t.same(
+    notReady!.config.webhooks![0],
+    { name: 'rev.validation.mesh.io', failurePolicy: 'Ignore', clientConfig: { caBundle: bundle } },
+    'bundle written, still Ignore',
+  );
   t.equal(notReady!.failClose, false);
   const ready = await patchValidationWebhooks(notReady!.config, bundle, async () => true);
   t.equal(ready!.config.webhooks![0]!.failurePolicy, 'Fail');
   let asked = false;
-  t.equal(
-    await patchValidationWebhooks(ready!.config, bundle, async () => ((asked = true), true)),
-    undefined,
-    'up to date: nothing to write',
-  );
+  t.equal(await patchValidationWebhooks(ready!.config, bundle, async () => ((asked = true), true)), undefined, 'up to date: nothing to write');
   t.notOk(asked, 'the dry-run probe is not repeated when nothing is Ignore');
   const stale = await patchValidationWebhooks(ready!.config, caBundleField(PEM + PEM), async () => false);
   t.equal(stale!.failClose, true, 'a new bundle on a Fail webhook needs no probe');
 });
 
-t.test('namespace controller skips Kubernetes\' own namespaces but kube-system', async (t) => {
+t.test("namespace controller skips Kubernetes' own namespaces but kube-system", async (t) => {
   t.same([...SKIPPED_NAMESPACES].sort(), ['kube-node-lease', 'kube-public', 'local-path-storage']);
 });

@@ -42,7 +42,10 @@ c.on('error', (e) => console.log(JSON.stringify({ error: e.code })));`;
 }
 
 async function startServer(t: Test, ns: string, addon: string, listens: object[]): Promise<void> {
-  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--import', TSX, SERVER, addon, JSON.stringify(listens)], { env: CHILD_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('ip', ['netns', 'exec', ns, process.execPath, '--import', TSX, SERVER, addon, JSON.stringify(listens)], {
+    env: CHILD_ENV,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   t.teardown(() => void child.kill('SIGKILL'));
   let err = '';
   child.stderr.on('data', (d) => (err += d));
@@ -82,10 +85,46 @@ t.test('SO_ORIGINAL_DST after REDIRECT, the local address after TPROXY', { skip 
   const ipt = (...args: string[]) => must(['ip', 'netns', 'exec', pod, 'iptables', ...args]);
   ipt('-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', '10.77.1.5', '-j', 'REDIRECT', '--to-ports', '15001');
   ipt('-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', '10.77.1.6', '-j', 'REDIRECT', '--to-ports', '15002');
-  ipt('-t', 'mangle', '-A', 'PREROUTING', '-p', 'tcp', '-d', '10.77.2.0/24', '-j', 'TPROXY', '--on-port', '15006', '--on-ip', '0.0.0.0', '--tproxy-mark', '0x539/0xffffffff');
+  ipt(
+    '-t',
+    'mangle',
+    '-A',
+    'PREROUTING',
+    '-p',
+    'tcp',
+    '-d',
+    '10.77.2.0/24',
+    '-j',
+    'TPROXY',
+    '--on-port',
+    '15006',
+    '--on-ip',
+    '0.0.0.0',
+    '--tproxy-mark',
+    '0x539/0xffffffff',
+  );
   must(['ip', '-n', pod, 'rule', 'add', 'fwmark', '0x539', 'lookup', '133']);
   must(['ip', '-n', pod, 'route', 'add', 'local', 'default', 'dev', 'lo', 'table', '133']);
-  const v6 = sh(['ip', 'netns', 'exec', pod, 'ip6tables', '-t', 'nat', '-A', 'OUTPUT', '-p', 'tcp', '-d', 'fd00:77:1::5', '-j', 'REDIRECT', '--to-ports', '15001']).code === 0;
+  const v6 =
+    sh([
+      'ip',
+      'netns',
+      'exec',
+      pod,
+      'ip6tables',
+      '-t',
+      'nat',
+      '-A',
+      'OUTPUT',
+      '-p',
+      'tcp',
+      '-d',
+      'fd00:77:1::5',
+      '-j',
+      'REDIRECT',
+      '--to-ports',
+      '15001',
+    ]).code === 0;
 
   await startServer(t, pod, addon, [
     { host: '0.0.0.0', port: 15001 },
@@ -96,14 +135,38 @@ t.test('SO_ORIGINAL_DST after REDIRECT, the local address after TPROXY', { skip 
   ]);
 
   // REDIRECT: the NAT record names the address and port the application connected to
-  t.has(connectFrom(pod, '10.77.1.5', 8080), { listener: '0.0.0.0:15001', local: { address: '127.0.0.1', port: 15001 }, original: { address: '10.77.1.5', port: 8080 } }, 'IPv4: the address and port before the REDIRECT');
-  t.has(connectFrom(pod, '10.77.1.5', 9443), { listener: '0.0.0.0:15001', original: { address: '10.77.1.5', port: 9443 } }, 'each connection its own destination');
-  t.has(connectFrom(pod, '10.77.1.6', 5432), { listener: ':::15002', local: { address: '::ffff:127.0.0.1', port: 15002 }, original: { address: '10.77.1.6', port: 5432 } }, 'IPv4 on a dual-stack socket');
+  t.has(
+    connectFrom(pod, '10.77.1.5', 8080),
+    { listener: '0.0.0.0:15001', local: { address: '127.0.0.1', port: 15001 }, original: { address: '10.77.1.5', port: 8080 } },
+    'IPv4: the address and port before the REDIRECT',
+  );
+  t.has(
+    connectFrom(pod, '10.77.1.5', 9443),
+    { listener: '0.0.0.0:15001', original: { address: '10.77.1.5', port: 9443 } },
+    'each connection its own destination',
+  );
+  t.has(
+    connectFrom(pod, '10.77.1.6', 5432),
+    { listener: ':::15002', local: { address: '::ffff:127.0.0.1', port: 15002 }, original: { address: '10.77.1.6', port: 5432 } },
+    'IPv4 on a dual-stack socket',
+  );
   // no NAT: whether the kernel keeps a record (conntrack loaded) or not, the destination is the local address
-  t.has(connectFrom(pod, '127.0.0.1', 15001), { listener: '0.0.0.0:15001', destination: { address: '127.0.0.1', port: 15001 } }, 'not redirected: the listener itself is the destination');
-  t.has(connectFrom(client, '10.77.2.9', 8080), { listener: '0.0.0.0:15006', local: { address: '10.77.2.9', port: 8080 }, destination: { address: '10.77.2.9', port: 8080 } }, 'TPROXY: the transparent socket (IP_TRANSPARENT set by the addon) has the original destination as its local address');
+  t.has(
+    connectFrom(pod, '127.0.0.1', 15001),
+    { listener: '0.0.0.0:15001', destination: { address: '127.0.0.1', port: 15001 } },
+    'not redirected: the listener itself is the destination',
+  );
+  t.has(
+    connectFrom(client, '10.77.2.9', 8080),
+    { listener: '0.0.0.0:15006', local: { address: '10.77.2.9', port: 8080 }, destination: { address: '10.77.2.9', port: 8080 } },
+    'TPROXY: the transparent socket (IP_TRANSPARENT set by the addon) has the original destination as its local address',
+  );
   if (v6) {
-    t.has(connectFrom(pod, 'fd00:77:1::5', 9090), { listener: ':::15001', local: { address: '::1', port: 15001 }, original: { address: 'fd00:77:1::5', port: 9090 } }, 'IPv6: IP6T_SO_ORIGINAL_DST');
+    t.has(
+      connectFrom(pod, 'fd00:77:1::5', 9090),
+      { listener: ':::15001', local: { address: '::1', port: 15001 }, original: { address: 'fd00:77:1::5', port: 9090 } },
+      'IPv6: IP6T_SO_ORIGINAL_DST',
+    );
   } else {
     t.pass('IPv6: IP6T_SO_ORIGINAL_DST', { skip: 'ip6tables nat is not usable here' });
   }
@@ -139,33 +202,55 @@ static_resources:
   - {name: PassthroughCluster, type: ORIGINAL_DST, lb_policy: CLUSTER_PROVIDED, connect_timeout: 1s}
 `;
 
-t.test('the built programs load the addon: embedded in dist/mesh, beside dist/mesh.cjs', { skip: built() ? false : 'dist/mesh is not built' }, async (t) => {
-  const dir = tempDir(t, 'mesh-addon-run-');
-  const boot = path.join(dir, 'bootstrap.yaml');
-  fs.writeFileSync(boot, BOOTSTRAP);
-  const noexec = path.join(dir, 'noexec');
-  fs.mkdirSync(noexec);
-  const canUnshare = spawnSync('unshare', ['-m', 'true']).status === 0;
-  const runs: Array<[string, string[], string, NodeJS.ProcessEnv?]> = [
-    [MESH, [], 'executable asset original_dst.node'],
-    [process.execPath, [path.join(DIST, 'mesh.cjs')], path.join(DIST, ADDON_FILE)],
-  ];
-  // a temp directory mounted noexec (hardened pods): the embedded addon is loaded from the working directory
-  if (canUnshare) runs.push(['unshare', ['-m', 'sh', '-c', `mount -t tmpfs -o noexec tmpfs '${noexec}' && exec "$0" "$@"`, MESH], 'executable asset original_dst.node', { ...CHILD_ENV, TMPDIR: noexec }]);
-  else t.pass('the addon loads from the working directory under a noexec temp directory', { skip: 'unshare -m is not available' });
-  for (const [file, pre, from, env] of runs) {
-    const child = spawn(file, [...pre, 'agent', 'envoy', '-c', boot, '--component-log-level', 'config:debug'], { env: env ?? CHILD_ENV, cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.stderr.on('data', (d) => (out += d));
-    const exited = new Promise<void>((r) => child.once('exit', () => r()));
-    try {
-      await waitFor(() => out, () => /starting workers/.test(out), { timeoutMs: 60_000, intervalMs: 50 });
-      t.match(out, `listener 'virtualOutbound' restores original destinations with SO_ORIGINAL_DST (addon: ${from})`, `${path.basename(file === 'unshare' ? 'mesh with TMPDIR noexec' : pre[0] ?? file)}: addon from ${from}`);
-      t.notMatch(out, /SO_ORIGINAL_DST cannot be read/);
-    } finally {
-      child.kill('SIGKILL');
-      await exited;
+t.test(
+  'the built programs load the addon: embedded in dist/mesh, beside dist/mesh.cjs',
+  { skip: built() ? false : 'dist/mesh is not built' },
+  async (t) => {
+    const dir = tempDir(t, 'mesh-addon-run-');
+    const boot = path.join(dir, 'bootstrap.yaml');
+    fs.writeFileSync(boot, BOOTSTRAP);
+    const noexec = path.join(dir, 'noexec');
+    fs.mkdirSync(noexec);
+    const canUnshare = spawnSync('unshare', ['-m', 'true']).status === 0;
+    const runs: Array<[string, string[], string, NodeJS.ProcessEnv?]> = [
+      [MESH, [], 'executable asset original_dst.node'],
+      [process.execPath, [path.join(DIST, 'mesh.cjs')], path.join(DIST, ADDON_FILE)],
+    ];
+    // a temp directory mounted noexec (hardened pods): the embedded addon is loaded from the working directory
+    if (canUnshare)
+      runs.push([
+        'unshare',
+        ['-m', 'sh', '-c', `mount -t tmpfs -o noexec tmpfs '${noexec}' && exec "$0" "$@"`, MESH],
+        'executable asset original_dst.node',
+        { ...CHILD_ENV, TMPDIR: noexec },
+      ]);
+    else t.pass('the addon loads from the working directory under a noexec temp directory', { skip: 'unshare -m is not available' });
+    for (const [file, pre, from, env] of runs) {
+      const child = spawn(file, [...pre, 'agent', 'envoy', '-c', boot, '--component-log-level', 'config:debug'], {
+        env: env ?? CHILD_ENV,
+        cwd: dir,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let out = '';
+      child.stdout.on('data', (d) => (out += d));
+      child.stderr.on('data', (d) => (out += d));
+      const exited = new Promise<void>((r) => child.once('exit', () => r()));
+      try {
+        await waitFor(
+          () => out,
+          () => /starting workers/.test(out),
+          { timeoutMs: 60_000, intervalMs: 50 },
+        );
+        t.match(
+          out,
+          `listener 'virtualOutbound' restores original destinations with SO_ORIGINAL_DST (addon: ${from})`,
+          `${path.basename(file === 'unshare' ? 'mesh with TMPDIR noexec' : (pre[0] ?? file))}: addon from ${from}`,
+        );
+        t.notMatch(out, /SO_ORIGINAL_DST cannot be read/);
+      } finally {
+        child.kill('SIGKILL');
+        await exited;
+      }
     }
-  }
-});
+  },
+);

@@ -38,15 +38,63 @@ t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM ex
   t.teardown(() => b.close());
   const [admin, port] = [await freePort(), await freePort()];
   const f = path.join(dir, 'envoy.json');
-  writeFileSync(f, JSON.stringify({
-    node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
-    admin: { address: sock('127.0.0.1', admin) },
-    static_resources: {
-      listeners: [{ name: 'l', address: sock('127.0.0.1', port), filter_chains: [{ filters: [hcm({ routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }] } })] }] }],
-      clusters: [{ name: 'b', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', b.port) } }] }] } }],
-    },
-  }));
-  const args = ['-c', f, '--drain-time-s', '45', '--drain-strategy', 'immediate', '--parent-shutdown-time-s', '60', '--local-address-ip-version', 'v4', '--log-level', 'warning', '--component-log-level', 'misc:error', '--concurrency', '2', '--disable-hot-restart', '--allow-unknown-static-fields', '--log-format', '%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t'];
+  writeFileSync(
+    f,
+    JSON.stringify({
+      node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
+      admin: { address: sock('127.0.0.1', admin) },
+      static_resources: {
+        listeners: [
+          {
+            name: 'l',
+            address: sock('127.0.0.1', port),
+            filter_chains: [
+              {
+                filters: [
+                  hcm({
+                    routeConfig: {
+                      name: 'r',
+                      virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }],
+                    },
+                  }),
+                ],
+              },
+            ],
+          },
+        ],
+        clusters: [
+          {
+            name: 'b',
+            type: 'STATIC',
+            connect_timeout: '1s',
+            load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', b.port) } }] }] },
+          },
+        ],
+      },
+    }),
+  );
+  const args = [
+    '-c',
+    f,
+    '--drain-time-s',
+    '45',
+    '--drain-strategy',
+    'immediate',
+    '--parent-shutdown-time-s',
+    '60',
+    '--local-address-ip-version',
+    'v4',
+    '--log-level',
+    'warning',
+    '--component-log-level',
+    'misc:error',
+    '--concurrency',
+    '2',
+    '--disable-hot-restart',
+    '--allow-unknown-static-fields',
+    '--log-format',
+    '%Y-%m-%dT%T.%fZ\t%l\tenvoy %n %g:%#\t%v\tthread=%t',
+  ];
   const p = launch(args);
   t.teardown(() => p.child.kill('SIGKILL'));
   await waitForValue('LIVE', async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, { timeoutMs: 20_000, intervalMs: 20 });
@@ -60,8 +108,11 @@ t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM ex
 
   const q = launch(args);
   t.teardown(() => q.child.kill('SIGKILL'));
-  await waitForValue('LIVE again', async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, { timeoutMs: 20_000, intervalMs: 20 });
+  await waitForValue('LIVE again', async () => (await fetch(`http://127.0.0.1:${admin}/ready`)).status === 200, {
+    timeoutMs: 20_000,
+    intervalMs: 20,
+  });
   q.child.kill('SIGTERM');
   t.equal(await q.exited, 0, 'SIGTERM exits 0');
-  t.match(q.output(), /\twarning\tenvoy main source\/main:0\tcaught SIGTERM\tthread=\d+/, 'Istio\'s --log-format is honoured');
+  t.match(q.output(), /\twarning\tenvoy main source\/main:0\tcaught SIGTERM\tthread=\d+/, "Istio's --log-format is honoured");
 });

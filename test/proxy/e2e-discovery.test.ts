@@ -44,7 +44,10 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
   t.teardown(() => Promise.all([a.close(), b.close()]).then(() => undefined));
   const gwPort = await freePort();
   const grpcPort = await freePort();
-  writeFileSync(path.join(dir, 'services.yaml'), yamlDocs(serviceEntryDoc('a', { targetPort: a.port }), serviceEntryDoc('b', { targetPort: b.port })));
+  writeFileSync(
+    path.join(dir, 'services.yaml'),
+    yamlDocs(serviceEntryDoc('a', { targetPort: a.port }), serviceEntryDoc('b', { targetPort: b.port })),
+  );
   writeFileSync(path.join(dir, 'gateway.yaml'), gatewayDoc(gwPort));
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService('a'));
   const args = ['--configDir', dir, '--grpcAddr', `127.0.0.1:${grpcPort}`];
@@ -62,7 +65,11 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
   // like every Istio proxy, the gateway reads its identity from the agent's SDS server (`sds-grpc`): the
   // clusters of MESH_INTERNAL services carry auto-mTLS transport sockets that name it
   const { rootPem, issue } = await makeCa();
-  const sds = await startSds(path.join(dir, 'sds'), rootPem, await issue('spiffe://cluster.local/ns/mesh-system/sa/istio-ingressgateway-service-account'));
+  const sds = await startSds(
+    path.join(dir, 'sds'),
+    rootPem,
+    await issue('spiffe://cluster.local/ns/mesh-system/sa/istio-ingressgateway-service-account'),
+  );
   t.teardown(() => sds.stop());
   ((bootstrap['static_resources'] as JsonObject)['clusters'] as JsonObject[]).push(sdsCluster(sds.socketPath));
   const proxy = await startProxy(bootstrap);
@@ -79,25 +86,39 @@ t.test('a gateway served by pilot-discovery routes real traffic and follows conf
   t.equal(unknown.status, 404, 'unknown host gets 404 from the proxy');
 
   const dump = await adminGet(proxy, '/config_dump');
-  t.equal(dump.status, 200, 'config_dump renders the real generators\' output (extensions without a schema included)');
+  t.equal(dump.status, 200, "config_dump renders the real generators' output (extensions without a schema included)");
   const configs = (JSON.parse(dump.body) as { configs: Array<Record<string, unknown>> }).configs;
-  const listeners = configs.find((c) => c['@type'] === 'type.googleapis.com/envoy.admin.v3.ListenersConfigDump') as { dynamic_listeners: Array<{ name: string }> };
-  t.same(listeners.dynamic_listeners.map((l) => l.name), [`0.0.0.0_${gwPort}`]);
-  const routes = configs.find((c) => c['@type'] === 'type.googleapis.com/envoy.admin.v3.RoutesConfigDump') as { dynamic_route_configs: Array<{ route_config: { name: string } }> };
-  t.same(routes.dynamic_route_configs.map((r) => r.route_config.name), [`http.${gwPort}`]);
+  const listeners = configs.find((c) => c['@type'] === 'type.googleapis.com/envoy.admin.v3.ListenersConfigDump') as {
+    dynamic_listeners: Array<{ name: string }>;
+  };
+  t.same(
+    listeners.dynamic_listeners.map((l) => l.name),
+    [`0.0.0.0_${gwPort}`],
+  );
+  const routes = configs.find((c) => c['@type'] === 'type.googleapis.com/envoy.admin.v3.RoutesConfigDump') as {
+    dynamic_route_configs: Array<{ route_config: { name: string } }>;
+  };
+  t.same(
+    routes.dynamic_route_configs.map((r) => r.route_config.name),
+    [`http.${gwPort}`],
+  );
 
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService('b'));
   await waitForValue('config edit applied without restart', async () => (await get('/')).body === 'b /', { timeoutMs: 20_000, intervalMs: 20 });
   t.pass('edit on disk changed routing');
 
-  const stats = (await adminGet(proxy, '/stats?usedonly&filter=^(cluster_manager\\.cds|listener_manager\\.lds)\\.(update_success|update_rejected)$')).body;
+  const stats = (await adminGet(proxy, '/stats?usedonly&filter=^(cluster_manager\\.cds|listener_manager\\.lds)\\.(update_success|update_rejected)$'))
+    .body;
   t.ok((statValue(stats, 'cluster_manager.cds.update_success') ?? 0) > 0, 'CDS accepted');
   t.ok((statValue(stats, 'listener_manager.lds.update_success') ?? 0) > 0, 'LDS accepted');
   t.equal(statValue(stats, 'listener_manager.lds.update_rejected'), undefined, 'no LDS rejection was recorded');
 
   await daemon.stop();
   daemon = undefined;
-  await waitForValue('disconnect noticed', async () => statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state') === 0, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('disconnect noticed', async () => statValue((await adminGet(proxy, '/stats')).body, 'control_plane.connected_state') === 0, {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+  });
   for (let i = 0; i < 5; i++) t.equal((await get('/')).body, 'b /', 'routing keeps working without the daemon');
 
   writeFileSync(path.join(dir, 'vs.yaml'), virtualService('a'));

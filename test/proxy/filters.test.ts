@@ -18,7 +18,13 @@ const CORS_POLICY = 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.C
 const RBAC = 'type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC';
 
 function cluster(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
-  return { name, type: 'STATIC', connect_timeout: '0.5s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] }, ...extra };
+  return {
+    name,
+    type: 'STATIC',
+    connect_timeout: '0.5s',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
+    ...extra,
+  };
 }
 
 async function proxy(t: { teardown(f: () => unknown): void }, h: JsonObject, clusters: JsonObject[]): Promise<{ p: RunningEngine; port: number }> {
@@ -38,15 +44,40 @@ const vhost = (routes: JsonObject[], extra: JsonObject = {}) => ({ name: 'r', vi
 t.test('fault filter: per-route abort and delay', async (t) => {
   const b = await backend('b');
   t.teardown(() => b.close());
-  const { p, port } = await proxy(t, hcm({
-    httpFilters: [{ name: 'envoy.filters.http.fault', typed_config: { '@type': FAULT } }],
-    routeConfig: vhost([
-      { match: { prefix: '/abort' }, route: { cluster: 'b' }, typed_per_filter_config: { 'envoy.filters.http.fault': { '@type': FAULT, abort: { http_status: 503, percentage: { numerator: 100, denominator: 'HUNDRED' } } } } },
-      { match: { prefix: '/delay' }, route: { cluster: 'b' }, typed_per_filter_config: { 'envoy.filters.http.fault': { '@type': FAULT, delay: { fixed_delay: '0.3s', percentage: { numerator: 1000000, denominator: 'MILLION' } } } } },
-      { match: { prefix: '/never' }, route: { cluster: 'b' }, typed_per_filter_config: { 'envoy.filters.http.fault': { '@type': FAULT, abort: { http_status: 500, percentage: { numerator: 0, denominator: 'HUNDRED' } } } } },
-      { match: { prefix: '/' }, route: { cluster: 'b' } },
-    ]),
-  }), [cluster('b', [b.port])]);
+  const { p, port } = await proxy(
+    t,
+    hcm({
+      httpFilters: [{ name: 'envoy.filters.http.fault', typed_config: { '@type': FAULT } }],
+      routeConfig: vhost([
+        {
+          match: { prefix: '/abort' },
+          route: { cluster: 'b' },
+          typed_per_filter_config: {
+            'envoy.filters.http.fault': { '@type': FAULT, abort: { http_status: 503, percentage: { numerator: 100, denominator: 'HUNDRED' } } },
+          },
+        },
+        {
+          match: { prefix: '/delay' },
+          route: { cluster: 'b' },
+          typed_per_filter_config: {
+            'envoy.filters.http.fault': {
+              '@type': FAULT,
+              delay: { fixed_delay: '0.3s', percentage: { numerator: 1000000, denominator: 'MILLION' } },
+            },
+          },
+        },
+        {
+          match: { prefix: '/never' },
+          route: { cluster: 'b' },
+          typed_per_filter_config: {
+            'envoy.filters.http.fault': { '@type': FAULT, abort: { http_status: 500, percentage: { numerator: 0, denominator: 'HUNDRED' } } },
+          },
+        },
+        { match: { prefix: '/' }, route: { cluster: 'b' } },
+      ]),
+    }),
+    [cluster('b', [b.port])],
+  );
   const a = await request(port, '/abort');
   t.equal(a.status, 503);
   t.equal(a.body, 'fault filter abort');
@@ -65,15 +96,34 @@ t.test('fault filter: per-route abort and delay', async (t) => {
 t.test('cors filter', async (t) => {
   const b = await backend('b');
   t.teardown(() => b.close());
-  const { port } = await proxy(t, hcm({
-    httpFilters: [{ name: 'envoy.filters.http.cors', typed_config: { '@type': CORS } }],
-    routeConfig: vhost([{
-      match: { prefix: '/' },
-      route: { cluster: 'b' },
-      typed_per_filter_config: { 'envoy.filters.http.cors': { '@type': CORS_POLICY, allow_origin_string_match: [{ exact: 'https://app.example.com' }], allow_methods: 'GET,POST', allow_headers: 'x-token', expose_headers: 'x-backend', max_age: '60', allow_credentials: true } },
-    }]),
-  }), [cluster('b', [b.port])]);
-  const pre = await request(port, '/x', { method: 'OPTIONS', headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST' } });
+  const { port } = await proxy(
+    t,
+    hcm({
+      httpFilters: [{ name: 'envoy.filters.http.cors', typed_config: { '@type': CORS } }],
+      routeConfig: vhost([
+        {
+          match: { prefix: '/' },
+          route: { cluster: 'b' },
+          typed_per_filter_config: {
+            'envoy.filters.http.cors': {
+              '@type': CORS_POLICY,
+              allow_origin_string_match: [{ exact: 'https://app.example.com' }],
+              allow_methods: 'GET,POST',
+              allow_headers: 'x-token',
+              expose_headers: 'x-backend',
+              max_age: '60',
+              allow_credentials: true,
+            },
+          },
+        },
+      ]),
+    }),
+    [cluster('b', [b.port])],
+  );
+  const pre = await request(port, '/x', {
+    method: 'OPTIONS',
+    headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST' },
+  });
   t.equal(pre.status, 200);
   t.equal(pre.headers['access-control-allow-origin'], 'https://app.example.com');
   t.equal(pre.headers['access-control-allow-methods'], 'GET,POST');
@@ -84,7 +134,10 @@ t.test('cors filter', async (t) => {
   const simple = await request(port, '/x', { headers: { origin: 'https://app.example.com' } });
   t.equal(simple.headers['access-control-allow-origin'], 'https://app.example.com');
   t.equal(simple.headers['access-control-expose-headers'], 'x-backend');
-  const other = await request(port, '/x', { method: 'OPTIONS', headers: { origin: 'https://evil.example.com', 'access-control-request-method': 'POST' } });
+  const other = await request(port, '/x', {
+    method: 'OPTIONS',
+    headers: { origin: 'https://evil.example.com', 'access-control-request-method': 'POST' },
+  });
   t.equal(other.headers['access-control-allow-origin'], undefined, 'a foreign origin gets no CORS headers');
   t.equal(b.seen.length, 2, 'and its preflight is forwarded');
 });
@@ -92,17 +145,34 @@ t.test('cors filter', async (t) => {
 t.test('rbac filter', async (t) => {
   const b = await backend('b');
   t.teardown(() => b.close());
-  const { p, port } = await proxy(t, hcm({
-    httpFilters: [{
-      name: 'envoy.filters.http.rbac',
-      typed_config: {
-        '@type': RBAC,
-        rules: { action: 'DENY', policies: { 'no-admin': { permissions: [{ url_path: { path: { prefix: '/admin' } } }], principals: [{ not_id: { header: { name: 'x-role', string_match: { exact: 'admin' } } } }] } } },
-        shadow_rules: { action: 'ALLOW', policies: { gets: { permissions: [{ header: { name: ':method', string_match: { exact: 'GET' } } }], principals: [{ any: true }] } } },
-      },
-    }],
-    routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'b' } }]),
-  }), [cluster('b', [b.port])]);
+  const { p, port } = await proxy(
+    t,
+    hcm({
+      httpFilters: [
+        {
+          name: 'envoy.filters.http.rbac',
+          typed_config: {
+            '@type': RBAC,
+            rules: {
+              action: 'DENY',
+              policies: {
+                'no-admin': {
+                  permissions: [{ url_path: { path: { prefix: '/admin' } } }],
+                  principals: [{ not_id: { header: { name: 'x-role', string_match: { exact: 'admin' } } } }],
+                },
+              },
+            },
+            shadow_rules: {
+              action: 'ALLOW',
+              policies: { gets: { permissions: [{ header: { name: ':method', string_match: { exact: 'GET' } } }], principals: [{ any: true }] } },
+            },
+          },
+        },
+      ],
+      routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'b' } }]),
+    }),
+    [cluster('b', [b.port])],
+  );
   const denied = await request(port, '/admin/users');
   t.equal(denied.status, 403);
   t.equal(denied.body, 'RBAC: access denied');
@@ -132,15 +202,34 @@ t.test('retries, timeouts and connect failures', async (t) => {
   });
   t.teardown(() => flaky.close());
   const dead = await freePort();
-  const { p, port } = await proxy(t, hcm({
-    routeConfig: vhost([
-      { match: { prefix: '/flaky' }, route: { cluster: 'flaky', retry_policy: { retry_on: '5xx', num_retries: 3 } } },
-      { match: { prefix: '/noretry' }, route: { cluster: 'flaky' } },
-      { match: { prefix: '/slow' }, route: { cluster: 'flaky', timeout: '0.1s' } },
-      { match: { prefix: '/dead' }, route: { cluster: 'dead' } },
-      { match: { prefix: '/mixed' }, route: { cluster: 'mixed', retry_policy: { retry_on: 'connect-failure', num_retries: 2, retry_host_predicate: [{ name: 'envoy.retry_host_predicates.previous_hosts', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate' } }] } } },
-    ]),
-  }), [cluster('flaky', [flaky.port]), cluster('dead', [dead]), cluster('mixed', [dead, flaky.port], { lb_policy: 'ROUND_ROBIN' })]);
+  const { p, port } = await proxy(
+    t,
+    hcm({
+      routeConfig: vhost([
+        { match: { prefix: '/flaky' }, route: { cluster: 'flaky', retry_policy: { retry_on: '5xx', num_retries: 3 } } },
+        { match: { prefix: '/noretry' }, route: { cluster: 'flaky' } },
+        { match: { prefix: '/slow' }, route: { cluster: 'flaky', timeout: '0.1s' } },
+        { match: { prefix: '/dead' }, route: { cluster: 'dead' } },
+        {
+          match: { prefix: '/mixed' },
+          route: {
+            cluster: 'mixed',
+            retry_policy: {
+              retry_on: 'connect-failure',
+              num_retries: 2,
+              retry_host_predicate: [
+                {
+                  name: 'envoy.retry_host_predicates.previous_hosts',
+                  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate' },
+                },
+              ],
+            },
+          },
+        },
+      ]),
+    }),
+    [cluster('flaky', [flaky.port]), cluster('dead', [dead]), cluster('mixed', [dead, flaky.port], { lb_policy: 'ROUND_ROBIN' })],
+  );
   const r = await request(port, '/flaky');
   t.equal(r.status, 200, 'two 503s retried into a success');
   t.equal(r.body, 'ok');
@@ -166,15 +255,22 @@ t.test('circuit breaker overflow and outlier ejection', async (t) => {
   });
   const good = await backend('good');
   t.teardown(() => Promise.all([slow.close(), bad.close(), good.close()]).then(() => undefined));
-  const { p, port } = await proxy(t, hcm({
-    routeConfig: vhost([
-      { match: { prefix: '/slow' }, route: { cluster: 'limited' } },
-      { match: { prefix: '/' }, route: { cluster: 'pair' } },
-    ]),
-  }), [
-    cluster('limited', [slow.port], { circuit_breakers: { thresholds: [{ max_requests: 1 }] } }),
-    cluster('pair', [bad.port, good.port], { lb_policy: 'ROUND_ROBIN', outlier_detection: { consecutive_5xx: 2, base_ejection_time: '30s', max_ejection_percent: 50, interval: '1s' } }),
-  ]);
+  const { p, port } = await proxy(
+    t,
+    hcm({
+      routeConfig: vhost([
+        { match: { prefix: '/slow' }, route: { cluster: 'limited' } },
+        { match: { prefix: '/' }, route: { cluster: 'pair' } },
+      ]),
+    }),
+    [
+      cluster('limited', [slow.port], { circuit_breakers: { thresholds: [{ max_requests: 1 }] } }),
+      cluster('pair', [bad.port, good.port], {
+        lb_policy: 'ROUND_ROBIN',
+        outlier_detection: { consecutive_5xx: 2, base_ejection_time: '30s', max_ejection_percent: 50, interval: '1s' },
+      }),
+    ],
+  );
   const [a, b] = await Promise.all([request(port, '/slow'), request(port, '/slow')]);
   const statuses = [a.status, b.status].sort();
   t.same(statuses, [200, 503], 'one request over max_requests overflows');
@@ -198,20 +294,29 @@ t.test('access log, path normalisation, forwarded headers and rewrites', async (
   const log = path.join(dir, 'access.log');
   const b = await backend('b');
   t.teardown(() => b.close());
-  const { port } = await proxy(t, hcm({
-    statPrefix: 'edge',
-    extra: {
-      use_remote_address: true,
-      normalize_path: true,
-      merge_slashes: true,
-      server_name: 'istio-envoy',
-      access_log: [{ name: 'envoy.access_loggers.file', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog', path: log } }],
-    },
-    routeConfig: vhost([
-      { match: { prefix: '/api/' }, route: { cluster: 'b', prefix_rewrite: '/v2/', host_rewrite_literal: 'backend.internal' } },
-      { match: { prefix: '/' }, route: { cluster: 'b' } },
-    ]),
-  }), [cluster('b', [b.port])]);
+  const { port } = await proxy(
+    t,
+    hcm({
+      statPrefix: 'edge',
+      extra: {
+        use_remote_address: true,
+        normalize_path: true,
+        merge_slashes: true,
+        server_name: 'istio-envoy',
+        access_log: [
+          {
+            name: 'envoy.access_loggers.file',
+            typed_config: { '@type': 'type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog', path: log },
+          },
+        ],
+      },
+      routeConfig: vhost([
+        { match: { prefix: '/api/' }, route: { cluster: 'b', prefix_rewrite: '/v2/', host_rewrite_literal: 'backend.internal' } },
+        { match: { prefix: '/' }, route: { cluster: 'b' } },
+      ]),
+    }),
+    [cluster('b', [b.port])],
+  );
   const r = await request(port, '/a/../b//c', { headers: { 'x-forwarded-for': '203.0.113.9', 'user-agent': 'probe/1' } });
   t.equal(r.body, 'b /b/c', 'dot segments removed and slashes merged before routing');
   t.equal(r.headers.server, 'istio-envoy');
@@ -225,15 +330,22 @@ t.test('access log, path normalisation, forwarded headers and rewrites', async (
   t.equal(rw.url, '/v2/items?x=1');
   t.equal(rw.headers.host, 'backend.internal');
   t.equal(rw.headers['x-envoy-original-path'], '/api/items?x=1');
-  const lines = await waitForValue('access log lines', () => {
-    try {
-      const l = readFileSync(log, 'utf8').trim().split('\n');
-      return l.length >= 2 ? l : undefined;
-    } catch {
-      return undefined;
-    }
-  }, { timeoutMs: 10_000, intervalMs: 20 });
-  t.match(lines[0]!, /^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\] "GET \/b\/c HTTP\/1\.1" 200 - 0 \d+ \d+ \d+ "203\.0\.113\.9,127\.0\.0\.1" "probe\/1" "[0-9a-f-]{36}" "127\.0\.0\.1:\d+" "127\.0\.0\.1:\d+"$/);
+  const lines = await waitForValue(
+    'access log lines',
+    () => {
+      try {
+        const l = readFileSync(log, 'utf8').trim().split('\n');
+        return l.length >= 2 ? l : undefined;
+      } catch {
+        return undefined;
+      }
+    },
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
+  t.match(
+    lines[0]!,
+    /^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\] "GET \/b\/c HTTP\/1\.1" 200 - 0 \d+ \d+ \d+ "203\.0\.113\.9,127\.0\.0\.1" "probe\/1" "[0-9a-f-]{36}" "127\.0\.0\.1:\d+" "127\.0\.0\.1:\d+"$/,
+  );
   t.match(lines[1]!, /"GET \/api\/items\?x=1 HTTP\/1\.1" 200/, 'the original path is logged');
 });
 
@@ -249,7 +361,17 @@ t.test('WebSocket upgrade is spliced through when configured, refused otherwise'
     ws.close();
   });
   const wsPort = (ws.address() as net.AddressInfo).port;
-  const { port } = await proxy(t, hcm({ extra: { upgrade_configs: [{ upgrade_type: 'websocket' }] }, routeConfig: vhost([{ match: { prefix: '/no' }, route: { cluster: 'ws', upgrade_configs: [{ upgrade_type: 'websocket', enabled: false }] } }, { match: { prefix: '/' }, route: { cluster: 'ws' } }]) }), [cluster('ws', [wsPort])]);
+  const { port } = await proxy(
+    t,
+    hcm({
+      extra: { upgrade_configs: [{ upgrade_type: 'websocket' }] },
+      routeConfig: vhost([
+        { match: { prefix: '/no' }, route: { cluster: 'ws', upgrade_configs: [{ upgrade_type: 'websocket', enabled: false }] } },
+        { match: { prefix: '/' }, route: { cluster: 'ws' } },
+      ]),
+    }),
+    [cluster('ws', [wsPort])],
+  );
   const talk = (p: string) =>
     new Promise<string>((resolve, reject) => {
       const c = net.connect(port, '127.0.0.1', () => c.write(`GET ${p} HTTP/1.1\r\nhost: x\r\nconnection: Upgrade\r\nupgrade: websocket\r\n\r\n`));
@@ -274,9 +396,17 @@ t.test('WebSocket upgrade is spliced through when configured, refused otherwise'
 t.test('consistent hashing by header sticks a key to one host', async (t) => {
   const bs = await Promise.all(['h1', 'h2', 'h3'].map((n) => backend(n)));
   t.teardown(() => Promise.all(bs.map((b) => b.close())).then(() => undefined));
-  const { port } = await proxy(t, hcm({ routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'ring', hash_policy: [{ header: { header_name: 'x-user' } }] } }]) }), [
-    cluster('ring', bs.map((b) => b.port), { lb_policy: 'RING_HASH' }),
-  ]);
+  const { port } = await proxy(
+    t,
+    hcm({ routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'ring', hash_policy: [{ header: { header_name: 'x-user' } }] } }]) }),
+    [
+      cluster(
+        'ring',
+        bs.map((b) => b.port),
+        { lb_policy: 'RING_HASH' },
+      ),
+    ],
+  );
   const hostFor = async (user: string) => (await request(port, '/', { headers: { 'x-user': user } })).body.split(' ')[0]!;
   const spread = new Set<string>();
   for (const user of ['ann', 'bob', 'cid', 'dan', 'eve', 'fay', 'gus', 'hal']) {

@@ -13,17 +13,33 @@ import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 
 function cluster(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
-  return { name, type: 'STATIC', connect_timeout: '0.5s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] }, ...extra };
+  return {
+    name,
+    type: 'STATIC',
+    connect_timeout: '0.5s',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
+    ...extra,
+  };
 }
 
 const vhost = (routes: JsonObject[]) => ({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] });
 
-async function proxy(t: { teardown(f: () => unknown): void }, routes: JsonObject[], clusters: JsonObject[], hcmExtra: JsonObject = {}): Promise<{ p: RunningEngine; port: number }> {
+async function proxy(
+  t: { teardown(f: () => unknown): void },
+  routes: JsonObject[],
+  clusters: JsonObject[],
+  hcmExtra: JsonObject = {},
+): Promise<{ p: RunningEngine; port: number }> {
   const port = await freePort();
   const p = await startProxy({
     node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
     admin: { address: sock('127.0.0.1', 0) },
-    static_resources: { listeners: [{ name: 'l', address: sock('127.0.0.1', port), filter_chains: [{ filters: [hcm({ routeConfig: vhost(routes), extra: hcmExtra })] }] }], clusters },
+    static_resources: {
+      listeners: [
+        { name: 'l', address: sock('127.0.0.1', port), filter_chains: [{ filters: [hcm({ routeConfig: vhost(routes), extra: hcmExtra })] }] },
+      ],
+      clusters,
+    },
   });
   t.teardown(() => p.close());
   await p.engine.initialized;
@@ -105,7 +121,8 @@ class RawClient {
           await this.need(() => this.buf.startsWith('\r\n', eol + 2) || this.buf.includes('\r\n\r\n', eol), 'the trailer section');
           const rest = this.buf.slice(eol + 2);
           const tEnd = rest.startsWith('\r\n') ? 0 : rest.indexOf('\r\n\r\n') + 2;
-          for (const l of rest.slice(0, tEnd).split('\r\n').filter(Boolean)) trailers[l.slice(0, l.indexOf(':')).toLowerCase()] = l.slice(l.indexOf(':') + 1).trim();
+          for (const l of rest.slice(0, tEnd).split('\r\n').filter(Boolean))
+            trailers[l.slice(0, l.indexOf(':')).toLowerCase()] = l.slice(l.indexOf(':') + 1).trim();
           this.buf = rest.slice(tEnd + 2);
           break;
         }
@@ -174,7 +191,11 @@ t.test('persistent connections downstream and upstream; pipelined requests answe
   c.send('GET /two HTTP/1.1\r\nHost: x\r\n\r\n');
   t.equal((await c.response()).body, 'b /two', 'a second request on the same connection');
   c.send('GET /p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /p2 HTTP/1.1\r\nHost: x\r\n\r\nGET /p3 HTTP/1.1\r\nHost: x\r\n\r\n');
-  t.same([(await c.response()).body, (await c.response()).body, (await c.response()).body], ['b /p1', 'b /p2', 'b /p3'], 'pipelined requests get their responses in order');
+  t.same(
+    [(await c.response()).body, (await c.response()).body, (await c.response()).body],
+    ['b /p1', 'b /p2', 'b /p3'],
+    'pipelined requests get their responses in order',
+  );
   t.equal(upstreamPorts.size, 1, 'one upstream connection carried all five requests');
   t.notOk(c.closed);
 });
@@ -189,7 +210,9 @@ t.test('HTTP/1.0 clients: close by default, keep-alive when asked; close-delimit
   });
   t.teardown(() => b.close());
   // HTTP/1.0 is served only where accepted (Envoy's default answers it 426: h1-verdicts.test.ts)
-  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])], { http_protocol_options: { accept_http_10: true } });
+  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])], {
+    http_protocol_options: { accept_http_10: true },
+  });
   const c1 = client(t, port);
   c1.send('GET /a HTTP/1.0\r\nHost: x\r\n\r\n');
   const r1 = await c1.response();
@@ -325,9 +348,16 @@ t.test('upstream: a connection the server closed is not reused; close-delimited 
   c.send('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
   t.equal((await c.response()).status, 200);
   // the backend closes its idle keep-alive connection; the proxy notices and opens a new one
-  await waitForValue('the backend closing its idle connection', () => new Promise<boolean>((r) => b.server.getConnections((_e, n) => r(n === 0))), { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('the backend closing its idle connection', () => new Promise<boolean>((r) => b.server.getConnections((_e, n) => r(n === 0))), {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+  });
   // ...and the proxy has seen the close (its FIN can still be in flight when the backend's count drops)
-  await waitForValue('the proxy noticing the closed upstream connection', async () => statValue((await adminGet(p, '/stats')).body, 'cluster.b.upstream_cx_active') === 0, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue(
+    'the proxy noticing the closed upstream connection',
+    async () => statValue((await adminGet(p, '/stats')).body, 'cluster.b.upstream_cx_active') === 0,
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
   c.send('GET /second HTTP/1.1\r\nHost: x\r\n\r\n');
   t.equal((await c.response()).body, 'b /second', 'a request after the server closed the idle connection');
 
@@ -352,10 +382,14 @@ t.test('upstream: a connection the server closed is not reused; close-delimited 
 t.test('a request body left unread by a local reply does not disturb the next request', async (t) => {
   const b = await backend('b');
   t.teardown(() => b.close());
-  const { port } = await proxy(t, [
-    { match: { prefix: '/local' }, direct_response: { status: 403, body: { inline_string: 'nope' } } },
-    { match: { prefix: '/' }, route: { cluster: 'b' } },
-  ], [cluster('b', [b.port])]);
+  const { port } = await proxy(
+    t,
+    [
+      { match: { prefix: '/local' }, direct_response: { status: 403, body: { inline_string: 'nope' } } },
+      { match: { prefix: '/' }, route: { cluster: 'b' } },
+    ],
+    [cluster('b', [b.port])],
+  );
   const c = client(t, port);
   c.send('POST /local HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234');
   const r = await c.response();
@@ -373,9 +407,11 @@ t.test('max_connections 1: concurrent requests wait for the connection (pending)
     setTimeout(() => res.end(`b ${req.url}`), 30);
   });
   t.teardown(() => b.close());
-  const { p, port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [
-    cluster('b', [b.port], { circuit_breakers: { thresholds: [{ max_connections: 1, max_pending_requests: 10, max_requests: 10 }] } }),
-  ]);
+  const { p, port } = await proxy(
+    t,
+    [{ match: { prefix: '/' }, route: { cluster: 'b' } }],
+    [cluster('b', [b.port], { circuit_breakers: { thresholds: [{ max_connections: 1, max_pending_requests: 10, max_requests: 10 }] } })],
+  );
   const clients = [client(t, port), client(t, port), client(t, port)];
   clients.forEach((c, i) => c.send(`GET /${i} HTTP/1.1\r\nHost: x\r\n\r\n`));
   const bodies = await Promise.all(clients.map(async (c) => (await c.response()).body));
@@ -401,13 +437,18 @@ t.test('upstream pool: a body given whole goes with its length; idle connections
   const pool = new H1Pool({ connect: () => net.connect(b.port, '127.0.0.1'), maxConnections: 4, idleTimeoutMs: 100, maxResponseHeadBytes: 8192 });
   const call = (method: string, body?: string) =>
     new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const ex = pool.request(method, '/x', { host: 'b' }, {
-        onResponse: (status, _h, src) => {
-          let text = '';
-          src.read({ onData: (c) => (text += c.toString()), onEnd: () => resolve({ status, body: text }), onAbort: (d) => reject(new Error(d)) });
+      const ex = pool.request(
+        method,
+        '/x',
+        { host: 'b' },
+        {
+          onResponse: (status, _h, src) => {
+            let text = '';
+            src.read({ onData: (c) => (text += c.toString()), onEnd: () => resolve({ status, body: text }), onAbort: (d) => reject(new Error(d)) });
+          },
+          onError: (_k, d) => reject(new Error(d)),
         },
-        onError: (_k, d) => reject(new Error(d)),
-      });
+      );
       ex.end(body === undefined ? undefined : Buffer.from(body));
     });
   t.same(await call('POST', 'whole body'), { status: 200, body: 'ok' });

@@ -4,7 +4,16 @@
 // incremental input split at every byte.
 import t, { type Test } from 'tap';
 import type { RawHeaders } from '../../src/proxy/codec/headers';
-import { BodyKind, bodyKindForRequest, bodyKindForResponse, H1ParseError, H1Parser, parseRequestHead, parseResponseHead, type MessageHead } from '../../src/proxy/codec/h1/parser';
+import {
+  BodyKind,
+  bodyKindForRequest,
+  bodyKindForResponse,
+  H1ParseError,
+  H1Parser,
+  parseRequestHead,
+  parseResponseHead,
+  type MessageHead,
+} from '../../src/proxy/codec/h1/parser';
 
 interface Msg {
   head: MessageHead;
@@ -128,7 +137,8 @@ t.test('bodies: Content-Length and chunked, at every split', async (t) => {
     }
   }
   t.pass('a Content-Length body arrives whole however the bytes are split');
-  const chunked = 'POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;name=val\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 42\r\nX-More: a\r\n\r\n';
+  const chunked =
+    'POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5;name=val\r\nhello\r\n6\r\n world\r\n0\r\nX-Sum: 42\r\nX-More: a\r\n\r\n';
   for (const pieces of splits(chunked)) {
     const m = parse('request', pieces);
     if (m.length !== 1 || m[0]!.body !== 'hello world' || m[0]!.trailers?.['x-sum'] !== '42' || m[0]!.trailers?.['x-more'] !== 'a') {
@@ -151,23 +161,32 @@ t.test('bodies: Content-Length and chunked, at every split', async (t) => {
 });
 
 t.test('pipelined requests and pause/resume', async (t) => {
-  const two = 'GET /1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc\r\n\r\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\n';
+  const two =
+    'GET /1 HTTP/1.1\r\nHost: h\r\n\r\nPOST /2 HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nabc\r\n\r\nGET /3 HTTP/1.1\r\nHost: h\r\n\r\n';
   const all = parse('request', [two]);
-  t.same(all.map((m) => m.head.target), ['/1', '/2', '/3'], 'each request in order; empty lines before a request line are ignored');
+  t.same(
+    all.map((m) => m.head.target),
+    ['/1', '/2', '/3'],
+    'each request in order; empty lines before a request line are ignored',
+  );
   t.equal(all[1]!.body, 'abc');
 
   const seen: string[] = [];
-  const p = new H1Parser('request', {
-    onHead: (h) => {
-      seen.push(`head ${h.target}`);
-      return bodyKindForRequest(h);
+  const p = new H1Parser(
+    'request',
+    {
+      onHead: (h) => {
+        seen.push(`head ${h.target}`);
+        return bodyKindForRequest(h);
+      },
+      onBody: () => undefined,
+      onComplete: () => {
+        seen.push('end');
+        p.pause();
+      },
     },
-    onBody: () => undefined,
-    onComplete: () => {
-      seen.push('end');
-      p.pause();
-    },
-  }, 8192);
+    8192,
+  );
   p.execute(Buffer.from(two));
   t.same(seen, ['head /1', 'end'], 'pausing at the end of a message holds the next one');
   p.resume();
@@ -196,7 +215,9 @@ t.test('responses: status line and framing by RFC 9112 §6.3', async (t) => {
   t.equal(bodyKindForResponse(parseResponseHead('HTTP/1.1 200 OK'), 'GET'), BodyKind.Eof, 'no length: until the connection closes');
   t.equal(bodyKindForResponse(parseResponseHead('HTTP/1.1 200 OK\r\nContent-Length: 0'), 'GET'), BodyKind.None);
 
-  const withInterim = parse('response', ['HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok']);
+  const withInterim = parse('response', [
+    'HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok',
+  ]);
   t.equal(withInterim.length, 1, 'interim responses are not messages of their own');
   t.equal(withInterim[0]!.head.status, 200);
   t.equal(withInterim[0]!.body, 'ok');
@@ -204,9 +225,19 @@ t.test('responses: status line and framing by RFC 9112 §6.3', async (t) => {
   const eof = parse('response', ['HTTP/1.0 200 OK\r\n\r\nsome ', 'bytes'], { eof: true });
   t.equal(eof[0]?.body, 'some bytes', 'a close-delimited body ends with the connection');
   t.notOk(eof[0]?.head.keepAlive, 'HTTP/1.0 response without keep-alive');
-  t.throws(() => parse('response', ['HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort'], { eof: true }), PARSE_ERROR, 'a connection that closes inside a Content-Length body is an error');
-  const head = parse('response', ['HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n'], { method: 'HEAD' });
-  t.same(head.map((m) => m.head.status), [200, 201], 'after a HEAD response the next response starts right away');
+  t.throws(
+    () => parse('response', ['HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort'], { eof: true }),
+    PARSE_ERROR,
+    'a connection that closes inside a Content-Length body is an error',
+  );
+  const head = parse('response', ['HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n'], {
+    method: 'HEAD',
+  });
+  t.same(
+    head.map((m) => m.head.status),
+    [200, 201],
+    'after a HEAD response the next response starts right away',
+  );
 });
 
 t.test("request lines judged as Envoy's codec does, before the head is complete (issue 24, item 4)", async (t) => {
@@ -219,23 +250,87 @@ t.test("request lines judged as Envoy's codec does, before the head is complete 
       return e instanceof H1ParseError ? e.status : -1;
     }
   };
-  t.equal(status(() => parseRequestHead('get / HTTP/1.1\r\nhost: a', envoy)), 400, 'a lower-case method');
-  t.equal(status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', envoy)), 400, 'a method outside the list');
-  t.equal(status(() => parseRequestHead('MKCALENDAR / HTTP/1.1\r\nhost: a', envoy)), 0, 'a method in the list');
-  t.equal(status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })), 0, 'any token with allow_custom_methods');
-  t.equal(status(() => parseRequestHead('F(O / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })), 400, 'but a token');
-  t.equal(status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', envoy)), 426, 'HTTP/1.0 not accepted');
-  t.equal(status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', { ...envoy, acceptHttp10: true })), 0, 'HTTP/1.0 accepted');
-  t.equal(status(() => parseRequestHead('GET /', envoy)), 426, 'HTTP/0.9');
-  t.equal(status(() => parseRequestHead('GET / HTTP/2.0', envoy)), 426, 'another HTTP version');
-  t.equal(status(() => parseRequestHead('GET / FOO/1.1', envoy)), 400, 'a version that is not HTTP');
-  t.equal(status(() => parseRequestHead('GET abc HTTP/1.1', envoy)), 400, 'a target neither origin nor absolute form');
-  t.equal(status(() => parseRequestHead('GET http://a.example/x?y HTTP/1.1', envoy)), 0, 'absolute form');
-  t.equal(status(() => parseRequestHead('CONNECT a.example:443 HTTP/1.1', envoy)), 0, 'authority form for CONNECT');
-  t.equal(status(() => parseRequestHead('GET /\xe9 HTTP/1.1', envoy)), 400, 'obs-text in the target');
+  t.equal(
+    status(() => parseRequestHead('get / HTTP/1.1\r\nhost: a', envoy)),
+    400,
+    'a lower-case method',
+  );
+  t.equal(
+    status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', envoy)),
+    400,
+    'a method outside the list',
+  );
+  t.equal(
+    status(() => parseRequestHead('MKCALENDAR / HTTP/1.1\r\nhost: a', envoy)),
+    0,
+    'a method in the list',
+  );
+  t.equal(
+    status(() => parseRequestHead('FOO / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })),
+    0,
+    'any token with allow_custom_methods',
+  );
+  t.equal(
+    status(() => parseRequestHead('F(O / HTTP/1.1\r\nhost: a', { ...envoy, allowCustomMethods: true })),
+    400,
+    'but a token',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', envoy)),
+    426,
+    'HTTP/1.0 not accepted',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET / HTTP/1.0\r\nhost: a', { ...envoy, acceptHttp10: true })),
+    0,
+    'HTTP/1.0 accepted',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET /', envoy)),
+    426,
+    'HTTP/0.9',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET / HTTP/2.0', envoy)),
+    426,
+    'another HTTP version',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET / FOO/1.1', envoy)),
+    400,
+    'a version that is not HTTP',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET abc HTTP/1.1', envoy)),
+    400,
+    'a target neither origin nor absolute form',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET http://a.example/x?y HTTP/1.1', envoy)),
+    0,
+    'absolute form',
+  );
+  t.equal(
+    status(() => parseRequestHead('CONNECT a.example:443 HTTP/1.1', envoy)),
+    0,
+    'authority form for CONNECT',
+  );
+  t.equal(
+    status(() => parseRequestHead('GET /\xe9 HTTP/1.1', envoy)),
+    400,
+    'obs-text in the target',
+  );
   const lines = (n: number) => Array.from({ length: n }, (_, i) => `\r\nx-${i}: v`).join('');
-  t.equal(status(() => parseRequestHead(`GET / HTTP/1.1${lines(100)}`, envoy)), 0, '100 header lines');
-  t.equal(status(() => parseRequestHead(`GET / HTTP/1.1${lines(101)}`, envoy)), 431, '101 header lines');
+  t.equal(
+    status(() => parseRequestHead(`GET / HTTP/1.1${lines(100)}`, envoy)),
+    0,
+    '100 header lines',
+  );
+  t.equal(
+    status(() => parseRequestHead(`GET / HTTP/1.1${lines(101)}`, envoy)),
+    431,
+    '101 header lines',
+  );
 
   const partial = (bytes: string) => {
     const p = new H1Parser('request', { onHead: () => BodyKind.None, onBody: () => undefined, onComplete: () => undefined }, 8192, envoy);

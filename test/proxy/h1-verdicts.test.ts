@@ -43,8 +43,20 @@ const CASES: Case[] = [
   { name: 'a lower-case method', bytes: 'get / HTTP/1.1\r\nhost: a\r\n\r\n', status: 400, closed: true },
   { name: 'a lower-case method, request line only', bytes: 'get / HTTP/1.1\r\n', status: 400, closed: true },
   { name: 'a method outside the list', bytes: 'FOO / HTTP/1.1\r\nhost: a\r\n\r\n', status: 400, closed: true },
-  { name: 'a method outside the list where custom methods are allowed', bytes: 'FOO / HTTP/1.1\r\nhost: a\r\n\r\n', custom: true, status: 200, closed: false },
-  { name: 'a lower-case method where custom methods are allowed', bytes: 'get / HTTP/1.1\r\nhost: a\r\n\r\n', custom: true, status: 200, closed: false },
+  {
+    name: 'a method outside the list where custom methods are allowed',
+    bytes: 'FOO / HTTP/1.1\r\nhost: a\r\n\r\n',
+    custom: true,
+    status: 200,
+    closed: false,
+  },
+  {
+    name: 'a lower-case method where custom methods are allowed',
+    bytes: 'get / HTTP/1.1\r\nhost: a\r\n\r\n',
+    custom: true,
+    status: 200,
+    closed: false,
+  },
   { name: 'a request-target without scheme or slash', bytes: 'GET abc HTTP/1.1\r\nhost: a\r\n\r\n', status: 400, closed: true },
   { name: '100 header lines (host included)', bytes: `GET / HTTP/1.1\r\nhost: a\r\n${headerLines(99)}\r\n`, status: 200, closed: false },
   { name: '101 header lines (host included)', bytes: `GET / HTTP/1.1\r\nhost: a\r\n${headerLines(100)}\r\n`, status: 431, closed: true },
@@ -107,7 +119,11 @@ interface Plane {
 async function startPlane(t: { teardown(f: () => unknown): void }, plane: DataPlane, backendPort: number): Promise<Plane> {
   const [port, http10Port, customPort, admin] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const routeConfig = { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }] };
-  const listener = (name: string, p: number, extra: JsonObject = {}) => ({ name, address: sock('127.0.0.1', p), filter_chains: [{ filters: [hcm({ routeConfig, extra })] }] });
+  const listener = (name: string, p: number, extra: JsonObject = {}) => ({
+    name,
+    address: sock('127.0.0.1', p),
+    filter_chains: [{ filters: [hcm({ routeConfig, extra })] }],
+  });
   const file = path.join(dir, `${plane}.json`);
   writeFileSync(
     file,
@@ -120,7 +136,14 @@ async function startPlane(t: { teardown(f: () => unknown): void }, plane: DataPl
           listener('http10', http10Port, { http_protocol_options: { accept_http_10: true } }),
           listener('custom', customPort, { http_protocol_options: { allow_custom_methods: true } }),
         ],
-        clusters: [{ name: 'b', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', backendPort) } }] }] } }],
+        clusters: [
+          {
+            name: 'b',
+            type: 'STATIC',
+            connect_timeout: '1s',
+            load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', backendPort) } }] }] },
+          },
+        ],
       },
     }),
   );
@@ -170,19 +193,23 @@ async function rawBackend(t: { teardown(f: () => unknown): void }): Promise<numb
   return (server.address() as net.AddressInfo).port;
 }
 
-t.test('HTTP/1 verdicts on refused requests, same on the built engine and on Envoy', { skip: built() ? false : 'dist/mesh is not built (node build.mjs)' }, async (t) => {
-  const b = { port: await rawBackend(t) };
-  for (const plane of dataPlanes()) {
-    t.test(plane, async (t) => {
-      const p = await startPlane(t, plane, b.port);
-      const results = await Promise.all(CASES.map((c) => exchange(c.http10 ? p.http10Port : c.custom ? p.customPort : p.port, c.bytes)));
-      CASES.forEach((c, i) => {
-        const r = results[i]!;
-        const m = /^(HTTP\/1\.[01] )(\d{3}) /.exec(r.text);
-        const got: Verdict = { status: m ? Number(m[2]) : undefined, closed: r.closed };
-        t.same(got, { status: c.status, closed: c.closed }, `${c.name}: ${c.status ?? 'no answer'}, ${c.closed ? 'closed' : 'left open'}`);
-        if (c.status !== undefined) t.equal(m?.[1], c.version ?? 'HTTP/1.1 ', `${c.name}: answered in ${c.version ?? 'HTTP/1.1'}`);
+t.test(
+  'HTTP/1 verdicts on refused requests, same on the built engine and on Envoy',
+  { skip: built() ? false : 'dist/mesh is not built (node build.mjs)' },
+  async (t) => {
+    const b = { port: await rawBackend(t) };
+    for (const plane of dataPlanes()) {
+      t.test(plane, async (t) => {
+        const p = await startPlane(t, plane, b.port);
+        const results = await Promise.all(CASES.map((c) => exchange(c.http10 ? p.http10Port : c.custom ? p.customPort : p.port, c.bytes)));
+        CASES.forEach((c, i) => {
+          const r = results[i]!;
+          const m = /^(HTTP\/1\.[01] )(\d{3}) /.exec(r.text);
+          const got: Verdict = { status: m ? Number(m[2]) : undefined, closed: r.closed };
+          t.same(got, { status: c.status, closed: c.closed }, `${c.name}: ${c.status ?? 'no answer'}, ${c.closed ? 'closed' : 'left open'}`);
+          if (c.status !== undefined) t.equal(m?.[1], c.version ?? 'HTTP/1.1 ', `${c.name}: answered in ${c.version ?? 'HTTP/1.1'}`);
+        });
       });
-    });
-  }
-});
+    }
+  },
+);

@@ -57,15 +57,71 @@ t.test('an RBAC DENY on a header value and Istio notValues see every value', asy
     return { headers, path: headers.pathOnly(), connection: {} as never, dynamicMetadata: undefined };
   };
   // what Istio generates for `when: [{key: request.headers[x-block], values: [yes]}]`
-  const deny = rbac({ 'ns[deny]-rule[0]': { permissions: [{ any: true }], principals: [{ and_ids: { ids: [{ or_ids: { ids: [{ header: { name: 'x-block', string_match: { exact: 'yes' } } }] } }] } }] } });
-  t.equal(deny.evaluate(input([['x-block', 'no'], ['x-block', 'yes']])).allowed, false, 'no then yes: denied');
-  t.equal(deny.evaluate(input([['x-block', 'yes'], ['x-block', 'no']])).allowed, false, 'yes then no: denied');
-  t.equal(deny.evaluate(input([['x-block', 'no'], ['x-block', 'no'], ['x-block', 'yes']])).allowed, false, 'three copies: denied');
+  const deny = rbac({
+    'ns[deny]-rule[0]': {
+      permissions: [{ any: true }],
+      principals: [{ and_ids: { ids: [{ or_ids: { ids: [{ header: { name: 'x-block', string_match: { exact: 'yes' } } }] } }] } }],
+    },
+  });
+  t.equal(
+    deny.evaluate(
+      input([
+        ['x-block', 'no'],
+        ['x-block', 'yes'],
+      ]),
+    ).allowed,
+    false,
+    'no then yes: denied',
+  );
+  t.equal(
+    deny.evaluate(
+      input([
+        ['x-block', 'yes'],
+        ['x-block', 'no'],
+      ]),
+    ).allowed,
+    false,
+    'yes then no: denied',
+  );
+  t.equal(
+    deny.evaluate(
+      input([
+        ['x-block', 'no'],
+        ['x-block', 'no'],
+        ['x-block', 'yes'],
+      ]),
+    ).allowed,
+    false,
+    'three copies: denied',
+  );
   t.equal(deny.evaluate(input([['x-block', 'no']])).allowed, true, 'no: allowed');
   // `notValues: [good]`: Istio's not_id over the header rule; Envoy 1.39.3 lets good+evil through (the negated rule matches on "good")
-  const notValues = rbac({ p: { permissions: [{ any: true }], principals: [{ not_id: { or_ids: { ids: [{ header: { name: 'x-notv', string_match: { exact: 'good' } } }] } } }] } });
-  t.equal(notValues.evaluate(input([['x-notv', 'good'], ['x-notv', 'evil']])).allowed, true, 'good and evil: allowed, as Envoy 1.39.3');
-  t.equal(notValues.evaluate(input([['x-notv', 'evil'], ['x-notv', 'good']])).allowed, true, 'evil and good: allowed, as Envoy 1.39.3');
+  const notValues = rbac({
+    p: {
+      permissions: [{ any: true }],
+      principals: [{ not_id: { or_ids: { ids: [{ header: { name: 'x-notv', string_match: { exact: 'good' } } }] } } }],
+    },
+  });
+  t.equal(
+    notValues.evaluate(
+      input([
+        ['x-notv', 'good'],
+        ['x-notv', 'evil'],
+      ]),
+    ).allowed,
+    true,
+    'good and evil: allowed, as Envoy 1.39.3',
+  );
+  t.equal(
+    notValues.evaluate(
+      input([
+        ['x-notv', 'evil'],
+        ['x-notv', 'good'],
+      ]),
+    ).allowed,
+    true,
+    'evil and good: allowed, as Envoy 1.39.3',
+  );
   t.equal(notValues.evaluate(input([['x-notv', 'evil']])).allowed, false, 'evil alone: denied');
   t.equal(notValues.evaluate(input([])).allowed, false, 'absent: denied');
 });

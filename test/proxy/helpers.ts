@@ -31,7 +31,10 @@ export function pb<D extends DescMessage>(schema: D, json: JsonObject): MessageS
 }
 
 export const HCM_TYPE = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
-export const ROUTER = { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } };
+export const ROUTER = {
+  name: 'envoy.filters.http.router',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' },
+};
 
 export interface World {
   version: string;
@@ -86,11 +89,31 @@ export async function startAds(initial: Omit<World, 'version'>, port = 0, settin
   let current: World = { version: `v${++versionSeq}`, ...initial };
   const ads = new AdsServer<World>({
     generators: {
-      [TYPE_URL.cluster]: gen((w) => w.clusters, (c) => c.name, ClusterSchema),
-      [TYPE_URL.endpoint]: gen((w) => w.endpoints, (c) => c.clusterName, ClusterLoadAssignmentSchema),
-      [TYPE_URL.listener]: gen((w) => w.listeners, (l) => l.name, ListenerSchema),
-      [TYPE_URL.route]: gen((w) => w.routes, (r) => r.name, RouteConfigurationSchema),
-      [TYPE_URL.secret]: gen((w) => w.secrets ?? [], (s) => s.name, SecretSchema),
+      [TYPE_URL.cluster]: gen(
+        (w) => w.clusters,
+        (c) => c.name,
+        ClusterSchema,
+      ),
+      [TYPE_URL.endpoint]: gen(
+        (w) => w.endpoints,
+        (c) => c.clusterName,
+        ClusterLoadAssignmentSchema,
+      ),
+      [TYPE_URL.listener]: gen(
+        (w) => w.listeners,
+        (l) => l.name,
+        ListenerSchema,
+      ),
+      [TYPE_URL.route]: gen(
+        (w) => w.routes,
+        (r) => r.name,
+        RouteConfigurationSchema,
+      ),
+      [TYPE_URL.secret]: gen(
+        (w) => w.secrets ?? [],
+        (s) => s.name,
+        SecretSchema,
+      ),
     },
     parseNode,
     pushContext: () => current,
@@ -99,7 +122,9 @@ export async function startAds(initial: Omit<World, 'version'>, port = 0, settin
   });
   const server = new grpc.Server();
   ads.attach(server);
-  const bound = await new Promise<number>((resolve, reject) => server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  const bound = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+  );
   const watch = (typeUrl: string) => ads.connections()[0]?.watches.find((w) => w.typeUrl === typeUrl);
   return {
     ads,
@@ -128,7 +153,10 @@ export function sock(address: string, port: number): JsonObject {
 
 /** A tcp_proxy network filter to `cluster`, its stats under `statPrefix`. */
 export function tcpProxy(statPrefix: string, cluster: string): JsonObject {
-  return { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: statPrefix, cluster } };
+  return {
+    name: 'envoy.filters.network.tcp_proxy',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: statPrefix, cluster },
+  };
 }
 
 /**
@@ -142,7 +170,11 @@ export function virtualOutbound(port: number): JsonObject {
     use_original_dst: true,
     traffic_direction: 'OUTBOUND',
     filter_chains: [
-      { name: 'virtualOutbound-blackhole', filter_chain_match: { destination_port: port }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] },
+      {
+        name: 'virtualOutbound-blackhole',
+        filter_chain_match: { destination_port: port },
+        filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')],
+      },
       { name: 'virtualOutbound-catchall-tcp', filters: [tcpProxy('PassthroughCluster', 'PassthroughCluster')] },
     ],
   };
@@ -158,16 +190,35 @@ export function virtualInbound(port: number, chains: JsonObject[], extra: JsonOb
     address: sock('127.0.0.1', port),
     traffic_direction: 'INBOUND',
     listener_filters: [
-      { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
-      { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } },
+      {
+        name: 'envoy.filters.listener.original_dst',
+        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
+      },
+      {
+        name: 'envoy.filters.listener.http_inspector',
+        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' },
+      },
     ],
     ...extra,
-    filter_chains: [{ name: 'virtualInbound-blackhole', filter_chain_match: { destination_port: port }, filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] }, ...chains],
+    filter_chains: [
+      {
+        name: 'virtualInbound-blackhole',
+        filter_chain_match: { destination_port: port },
+        filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')],
+      },
+      ...chains,
+    ],
   };
 }
 
 export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
-  return pb(ClusterSchema, { name, type: 'EDS', connect_timeout: '1s', eds_cluster_config: { eds_config: { ads: {}, initial_fetch_timeout: '0s' }, service_name: name }, ...extra });
+  return pb(ClusterSchema, {
+    name,
+    type: 'EDS',
+    connect_timeout: '1s',
+    eds_cluster_config: { eds_config: { ads: {}, initial_fetch_timeout: '0s' }, service_name: name },
+    ...extra,
+  });
 }
 
 export function staticCluster(name: string, ports: number[], extra: JsonObject = {}): Cluster {
@@ -204,7 +255,13 @@ export function cla(name: string, eps: Ep[]): ClusterLoadAssignment {
   });
 }
 
-export function hcm(opts: { statPrefix?: string; rds?: string; routeConfig?: JsonObject; httpFilters?: JsonObject[]; extra?: JsonObject }): JsonObject {
+export function hcm(opts: {
+  statPrefix?: string;
+  rds?: string;
+  routeConfig?: JsonObject;
+  httpFilters?: JsonObject[];
+  extra?: JsonObject;
+}): JsonObject {
   return {
     name: 'envoy.filters.network.http_connection_manager',
     typed_config: {
@@ -271,7 +328,12 @@ export function adsBootstrap(adsAddress: string, extra: JsonObject = {}): JsonOb
     node: { id: 'router~127.0.0.1~gw-0.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw', metadata: { NAMESPACE: 'mesh-system' } },
     admin: { address: sock('127.0.0.1', 0) },
     dynamic_resources: {
-      ads_config: { api_type: 'GRPC', transport_api_version: 'V3', set_node_on_first_message_only: true, grpc_services: [{ envoy_grpc: { cluster_name: 'xds-grpc' } }] },
+      ads_config: {
+        api_type: 'GRPC',
+        transport_api_version: 'V3',
+        set_node_on_first_message_only: true,
+        grpc_services: [{ envoy_grpc: { cluster_name: 'xds-grpc' } }],
+      },
       cds_config: { ads: {}, initial_fetch_timeout: '0s', resource_api_version: 'V3' },
       lds_config: { ads: {}, initial_fetch_timeout: '0s', resource_api_version: 'V3' },
     },
@@ -320,10 +382,21 @@ export interface Reply {
 }
 
 /** One HTTP/1.1 request without connection reuse (so each request is a fresh connection). */
-export function request(port: number, path: string, opts: { host?: string; method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {}): Promise<Reply> {
+export function request(
+  port: number,
+  path: string,
+  opts: { host?: string; method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = http.request(
-      { host: '127.0.0.1', port, path, method: opts.method ?? 'GET', headers: { ...(opts.host ? { host: opts.host } : {}), ...(opts.headers ?? {}) }, agent: false },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: opts.method ?? 'GET',
+        headers: { ...(opts.host ? { host: opts.host } : {}), ...(opts.headers ?? {}) },
+        agent: false,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -355,7 +428,6 @@ export function statValue(text: string, name: string): number | undefined {
 // ---------------------------------------------------------------------------------------------
 // certificates (openssl, as users make them)
 
-
 export interface TestCert {
   certFile: string;
   keyFile: string;
@@ -376,8 +448,29 @@ export function makePki(): TestPki {
   const run = (args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const caKey = pathMod.join(dir, 'ca.key');
   const caCert = pathMod.join(dir, 'ca.crt');
-  run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', caKey, '-out', caCert, '-days', '2', '-subj', '/CN=mesh test CA']);
-  const read = (certFile: string, keyFile: string): TestCert => ({ certFile, keyFile, cert: readFileSync(certFile, 'utf8'), key: readFileSync(keyFile, 'utf8') });
+  run([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    caKey,
+    '-out',
+    caCert,
+    '-days',
+    '2',
+    '-subj',
+    '/CN=mesh test CA',
+  ]);
+  const read = (certFile: string, keyFile: string): TestCert => ({
+    certFile,
+    keyFile,
+    cert: readFileSync(certFile, 'utf8'),
+    key: readFileSync(keyFile, 'utf8'),
+  });
   return {
     dir,
     ca: read(caCert, caKey),

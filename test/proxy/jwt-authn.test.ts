@@ -21,7 +21,23 @@ import { ConfigError } from '../../src/proxy/common/config-error';
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StatsScope, StatsStore } from '../../src/proxy/stats/store';
-import { adminGet, adsBootstrap, backend, cla, edsCluster, hcm, httpListener, pb, request, routeConfig, sock, startAds, startProxy, statValue, type RunningEngine } from './helpers';
+import {
+  adminGet,
+  adsBootstrap,
+  backend,
+  cla,
+  edsCluster,
+  hcm,
+  httpListener,
+  pb,
+  request,
+  routeConfig,
+  sock,
+  startAds,
+  startProxy,
+  statValue,
+  type RunningEngine,
+} from './helpers';
 import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
 import { waitForValue } from '../helpers/wait';
@@ -138,7 +154,16 @@ function oneProvider(keys: string, extra: JsonObject = {}, requires: JsonObject 
 
 t.test('every algorithm family verifies; a signature by another key is rejected', async (t) => {
   const families: Array<[string, { crv?: string }]> = [
-    ['RS256', {}], ['RS384', {}], ['RS512', {}], ['PS256', {}], ['PS384', {}], ['PS512', {}], ['ES256', {}], ['ES384', {}], ['EdDSA', { crv: 'Ed25519' }], ['HS256', {}],
+    ['RS256', {}],
+    ['RS384', {}],
+    ['RS512', {}],
+    ['PS256', {}],
+    ['PS384', {}],
+    ['PS512', {}],
+    ['ES256', {}],
+    ['ES384', {}],
+    ['EdDSA', { crv: 'Ed25519' }],
+    ['HS256', {}],
   ];
   for (const [alg, o] of families) {
     const key = await makeKey(alg, `k-${alg}`, o);
@@ -192,9 +217,17 @@ t.test('exp and nbf with the 60 s default clock skew and a configured one', asyn
   t.equal(r?.status, 401);
   t.equal(r?.body, 'Jwt is expired');
   const req = makeFilter(oneProvider(jwks(k), { require_expiration: true }));
-  t.equal((await run(req, new FakeStream('/', bearer(await sign(k, { iss: ISS })))))?.body, 'Jwt is expired', 'require_expiration rejects a token without exp');
+  t.equal(
+    (await run(req, new FakeStream('/', bearer(await sign(k, { iss: ISS })))))?.body,
+    'Jwt is expired',
+    'require_expiration rejects a token without exp',
+  );
   const maxLife = makeFilter(oneProvider(jwks(k), { max_lifetime: '3600s' }));
-  t.equal((await run(maxLife, new FakeStream('/', bearer(await sign(k, { iss: ISS, exp: now() + 7200 })))))?.body, 'Jwt is expired', 'lifetime above max_lifetime');
+  t.equal(
+    (await run(maxLife, new FakeStream('/', bearer(await sign(k, { iss: ISS, exp: now() + 7200 })))))?.body,
+    'Jwt is expired',
+    'lifetime above max_lifetime',
+  );
   t.equal(await run(maxLife, new FakeStream('/', bearer(await sign(k, { iss: ISS, exp: now() + 600 })))), undefined);
 });
 
@@ -204,7 +237,11 @@ t.test('issuer, audiences and subjects', async (t) => {
   const wrongIss = await run(d, new FakeStream('/', bearer(await sign(k, { iss: 'https://evil.example.com', aud: 'mobile' }))));
   t.equal(wrongIss?.status, 401);
   t.equal(wrongIss?.body, 'Jwt issuer is not configured');
-  t.equal(await run(d, new FakeStream('/', bearer(await sign(k, { iss: ISS, aud: 'api.example.com' })))), undefined, 'scheme and trailing slash are ignored');
+  t.equal(
+    await run(d, new FakeStream('/', bearer(await sign(k, { iss: ISS, aud: 'api.example.com' })))),
+    undefined,
+    'scheme and trailing slash are ignored',
+  );
   t.equal(await run(d, new FakeStream('/', bearer(await sign(k, { iss: ISS, aud: ['x', 'mobile'] })))), undefined, 'any listed audience');
   const wrongAud = await run(d, new FakeStream('/', bearer(await sign(k, { iss: ISS, aud: 'web' }))));
   t.equal(wrongAud?.status, 403, 'a disallowed audience is 403 in Envoy');
@@ -227,7 +264,11 @@ t.test('malformed tokens get the library status strings', async (t) => {
   t.equal(await body('a.b.c.d'), 'Jwt is not in the form of Header.Payload.Signature with two dots and 3 sections');
   t.equal(await body('a..c'), 'Jwt is not in the form of Header.Payload.Signature with two dots and 3 sections');
   t.equal(await body('a.e30.c2ln'), 'Jwt header is an invalid Base64url encoded');
-  t.equal(await body('@@@.e30.c2ln'), 'Jwt is not in the form of Header.Payload.Signature with two dots and 3 sections', 'extraction starts at the first base64url character');
+  t.equal(
+    await body('@@@.e30.c2ln'),
+    'Jwt is not in the form of Header.Payload.Signature with two dots and 3 sections',
+    'extraction starts at the first base64url character',
+  );
   const h = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
   t.equal(await body(`${Buffer.from('{nope').toString('base64url')}.e30.c2ln`), 'Jwt header is an invalid JSON');
   t.equal(await body(`${h({ typ: 'JWT' })}.e30.c2ln`), 'Jwt header [alg] field is required and must be a string');
@@ -276,7 +317,10 @@ t.test('requires_any and requires_all over two providers', async (t) => {
   };
   const ta = await sign(a, { iss: 'https://a', who: 'a' });
   const tb = await sign(b, { iss: 'https://b', who: 'b' });
-  const any = makeFilter({ providers, rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'pa' }, { provider_name: 'pb' }] } } }] });
+  const any = makeFilter({
+    providers,
+    rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'pa' }, { provider_name: 'pb' }] } } }],
+  });
   const sb = new FakeStream('/', { 'x-token-b': tb });
   t.equal(await run(any, sb), undefined, 'any: second provider suffices');
   t.same(Object.keys(sb.dynamicMetadata.get(JWT_AUTHN) ?? {}), ['b']);
@@ -285,7 +329,10 @@ t.test('requires_any and requires_all over two providers', async (t) => {
   const badA = await run(any, new FakeStream('/', { 'x-token-a': tb }));
   t.equal(badA?.body, 'Jwt issuer is not configured', 'a token in the wrong location is an unknown issuer');
 
-  const all = makeFilter({ providers, rules: [{ match: { prefix: '/' }, requires: { requires_all: { requirements: [{ provider_name: 'pa' }, { provider_name: 'pb' }] } } }] });
+  const all = makeFilter({
+    providers,
+    rules: [{ match: { prefix: '/' }, requires: { requires_all: { requirements: [{ provider_name: 'pa' }, { provider_name: 'pb' }] } } }],
+  });
   const both = new FakeStream('/', { 'x-token-a': ta, 'x-token-b': tb });
   t.equal(await run(all, both), undefined, 'all: both present');
   t.same(both.dynamicMetadata.get(JWT_AUTHN), { a: payloadOf(ta), b: payloadOf(tb) });
@@ -299,7 +346,15 @@ t.test("Istio's requirement for two providers sharing the Authorization header",
   const b = await makeKey('PS256', 'b');
   const providers = { 'origins-0': provider(jwks(a), { issuer: 'https://a' }), 'origins-1': provider(jwks(b), { issuer: 'https://b' }) };
   const optional = (name: string) => ({ requires_any: { requirements: [{ provider_name: name }, { allow_missing: {} }] } });
-  const requires = { requires_any: { requirements: [{ provider_name: 'origins-0' }, { provider_name: 'origins-1' }, { requires_all: { requirements: [optional('origins-0'), optional('origins-1')] } }] } };
+  const requires = {
+    requires_any: {
+      requirements: [
+        { provider_name: 'origins-0' },
+        { provider_name: 'origins-1' },
+        { requires_all: { requirements: [optional('origins-0'), optional('origins-1')] } },
+      ],
+    },
+  };
   const d = makeFilter({ providers, rules: [{ match: { prefix: '/' }, requires }] as unknown as JsonValue });
   t.equal(await run(d, new FakeStream('/')), undefined, 'no token');
   const sb = new FakeStream('/', bearer(await sign(b, { iss: 'https://b', sub: 'from-b' })));
@@ -308,13 +363,15 @@ t.test("Istio's requirement for two providers sharing the Authorization header",
   const forged = await makeKey('PS256', 'b');
   const bad = await run(d, new FakeStream('/', bearer(await sign(forged, { iss: 'https://b' }))));
   t.equal(bad?.status, 401);
-  t.equal(bad?.body, 'Jwt verification fails', 'the real failure wins over the other provider\'s unknown issuer');
+  t.equal(bad?.body, 'Jwt verification fails', "the real failure wins over the other provider's unknown issuer");
   t.equal((await run(d, new FakeStream('/', bearer(await sign(a, { iss: 'https://c' })))))?.body, 'Jwt issuer is not configured');
 });
 
 t.test('metadata: payload with lists and objects, header, space-delimited claims', async (t) => {
   const k = await makeKey('RS256', 'k');
-  const d = makeFilter(oneProvider(jwks(k), { header_in_metadata: 'header', normalize_payload_in_metadata: { space_delimited_claims: ['scope', 'permission'] } }));
+  const d = makeFilter(
+    oneProvider(jwks(k), { header_in_metadata: 'header', normalize_payload_in_metadata: { space_delimited_claims: ['scope', 'permission'] } }),
+  );
   const claims = { iss: ISS, sub: 'bob', groups: ['group1', 'group2'], org: { name: 'acme', tier: 2 }, scope: 'read  write', permission: 'x', n: 3 };
   const tok = await sign(k, claims);
   const s = new FakeStream('/', bearer(tok));
@@ -327,19 +384,21 @@ t.test('metadata: payload with lists and objects, header, space-delimited claims
 
 t.test('claim_to_headers, forward_payload_header and client-sent copies', async (t) => {
   const k = await makeKey('RS256', 'k');
-  const d = makeFilter(oneProvider(jwks(k), {
-    forward: true,
-    forward_payload_header: 'x-jwt-payload',
-    claim_to_headers: [
-      { header_name: 'x-sub', claim_name: 'sub' },
-      { header_name: 'x-org', claim_name: 'org.name' },
-      { header_name: 'x-count', claim_name: 'count' },
-      { header_name: 'x-ratio', claim_name: 'ratio' },
-      { header_name: 'x-admin', claim_name: 'admin' },
-      { header_name: 'x-groups', claim_name: 'groups' },
-      { header_name: 'x-absent', claim_name: 'nope.deeper' },
-    ],
-  }));
+  const d = makeFilter(
+    oneProvider(jwks(k), {
+      forward: true,
+      forward_payload_header: 'x-jwt-payload',
+      claim_to_headers: [
+        { header_name: 'x-sub', claim_name: 'sub' },
+        { header_name: 'x-org', claim_name: 'org.name' },
+        { header_name: 'x-count', claim_name: 'count' },
+        { header_name: 'x-ratio', claim_name: 'ratio' },
+        { header_name: 'x-admin', claim_name: 'admin' },
+        { header_name: 'x-groups', claim_name: 'groups' },
+        { header_name: 'x-absent', claim_name: 'nope.deeper' },
+      ],
+    }),
+  );
   const tok = await sign(k, { iss: ISS, sub: 'carol', org: { name: 'acme' }, count: 42, ratio: 1.5, admin: true, groups: ['a', 'b'] });
   const s = new FakeStream('/', { ...bearer(tok), 'x-sub': 'spoofed', 'x-jwt-payload': 'spoofed' });
   t.equal(await run(d, s), undefined);
@@ -375,7 +434,13 @@ t.test('token locations: default header and access_token, custom header prefix, 
   t.equal(q.request.path, '/a?x=1&y=2', 'and taken out of the path');
   t.equal((await run(def, new FakeStream('/', { authorization: `bearer ${tok}` })))?.body, 'Jwt is missing', 'the prefix is case-sensitive');
 
-  const custom = makeFilter(oneProvider(jwks(k), { from_headers: [{ name: 'x-goog-iap-jwt-assertion' }, { name: 'x-auth', value_prefix: 'Token ' }], from_params: ['jwt'], from_cookies: ['session'] }));
+  const custom = makeFilter(
+    oneProvider(jwks(k), {
+      from_headers: [{ name: 'x-goog-iap-jwt-assertion' }, { name: 'x-auth', value_prefix: 'Token ' }],
+      from_params: ['jwt'],
+      from_cookies: ['session'],
+    }),
+  );
   t.equal(await run(custom, new FakeStream('/', { 'x-goog-iap-jwt-assertion': tok })), undefined);
   t.equal(await run(custom, new FakeStream('/', { 'x-auth': `Token ${tok}` })), undefined);
   t.equal(await run(custom, new FakeStream(`/?jwt=${tok}`)), undefined);
@@ -394,7 +459,10 @@ t.test('rules, per-route config, filter state rules and CORS preflight bypass', 
   const tok = await sign(k, { iss: ISS });
   const d = makeFilter({
     providers: { p: provider(jwks(k)) },
-    rules: [{ match: { prefix: '/public' } }, { match: { prefix: '/api', headers: [{ name: 'x-v', string_match: { exact: '2' } }] }, requirement_name: 'strict' }],
+    rules: [
+      { match: { prefix: '/public' } },
+      { match: { prefix: '/api', headers: [{ name: 'x-v', string_match: { exact: '2' } }] }, requirement_name: 'strict' },
+    ],
     requirement_map: { strict: { provider_name: 'p' }, loose: { requires_any: { requirements: [{ provider_name: 'p' }, { allow_missing: {} }] } } },
     filter_state_rules: { name: 'jwt-selector', requires: { needs: { provider_name: 'p' } } },
     bypass_cors_preflight: true,
@@ -406,51 +474,87 @@ t.test('rules, per-route config, filter state rules and CORS preflight bypass', 
   fs.filterState.set('jwt-selector', 'needs');
   t.equal((await run(d, fs))?.body, 'Jwt is missing', 'filter_state_rules');
   const pr = new FakeStream('/public', bearer(tok));
-  pr.perRoute = jwtAuthnFilterFactory.parsePerRoute!(anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, { requirement_name: 'strict' })), 'r', proxyTypeRegistry());
+  pr.perRoute = jwtAuthnFilterFactory.parsePerRoute!(
+    anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, { requirement_name: 'strict' })),
+    'r',
+    proxyTypeRegistry(),
+  );
   t.equal(await run(d, pr), undefined, 'per-route requirement wins over rules');
   const prMissing = new FakeStream('/public');
   prMissing.perRoute = pr.perRoute;
   t.equal((await run(d, prMissing))?.status, 401);
   const off = new FakeStream('/api', { 'x-v': '2' });
-  off.perRoute = jwtAuthnFilterFactory.parsePerRoute!(anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, { disabled: true })), 'r', proxyTypeRegistry());
+  off.perRoute = jwtAuthnFilterFactory.parsePerRoute!(
+    anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, { disabled: true })),
+    'r',
+    proxyTypeRegistry(),
+  );
   t.equal(await run(d, off), undefined, 'disabled per route');
   const wrong = new FakeStream('/');
-  wrong.perRoute = jwtAuthnFilterFactory.parsePerRoute!(anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, { requirement_name: 'nope' })), 'r', proxyTypeRegistry());
+  wrong.perRoute = jwtAuthnFilterFactory.parsePerRoute!(
+    anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, { requirement_name: 'nope' })),
+    'r',
+    proxyTypeRegistry(),
+  );
   const w = await run(d, wrong);
   t.equal(w?.status, 403);
   t.equal(w?.body, 'Failed JWT authentication: Wrong requirement_name: nope. It should be one of [loose,strict]');
   const pre = await run(d, new FakeStream('/api', { 'x-v': '2', origin: 'https://app', 'access-control-request-method': 'POST' }, 'OPTIONS'));
   t.equal(pre, undefined, 'CORS preflight bypassed');
   t.equal(d.stat('cors_preflight_bypassed'), 1);
-  t.throws(() => jwtAuthnFilterFactory.parsePerRoute!(anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, {})), 'route r', proxyTypeRegistry()), /requirement_specifier is required/);
+  t.throws(
+    () => jwtAuthnFilterFactory.parsePerRoute!(anyPack(PerRouteConfigSchema, pb(PerRouteConfigSchema, {})), 'route r', proxyTypeRegistry()),
+    /requirement_specifier is required/,
+  );
 });
 
 t.test('groups with a provider waiting for its remote key set', async (t) => {
   const r = await makeKey('RS256', 'r');
   const l = await makeKey('ES256', 'l');
   const calls: Array<{ cluster: string; call: UpstreamCall; resolve: (v: UpstreamCallResult) => void; reject: (e: Error) => void }> = [];
-  const upstream = (cluster: string, call: UpstreamCall) => new Promise<UpstreamCallResult>((resolve, reject) => calls.push({ cluster, call, resolve, reject }));
+  const upstream = (cluster: string, call: UpstreamCall) =>
+    new Promise<UpstreamCallResult>((resolve, reject) => calls.push({ cluster, call, resolve, reject }));
   const providers = {
-    r: { issuer: 'https://r', remote_jwks: { http_uri: { uri: 'https://keys.example.com:8443/r/jwks?v=1', cluster: 'outbound|8443||keys.example.com', timeout: '2s' } }, from_headers: [{ name: 'x-r' }], payload_in_metadata: 'r' },
+    r: {
+      issuer: 'https://r',
+      remote_jwks: { http_uri: { uri: 'https://keys.example.com:8443/r/jwks?v=1', cluster: 'outbound|8443||keys.example.com', timeout: '2s' } },
+      from_headers: [{ name: 'x-r' }],
+      payload_in_metadata: 'r',
+    },
     l: { issuer: 'https://l', local_jwks: { inline_string: jwks(l) }, from_headers: [{ name: 'x-l' }], payload_in_metadata: 'l' },
   };
   const tr = await sign(r, { iss: 'https://r' });
   const tl = await sign(l, { iss: 'https://l' });
   const reply = (i: number) => calls[i]!.resolve({ status: 200, headers: {}, body: Buffer.from(jwks(r)) });
 
-  const all = makeFilter({ providers, rules: [{ match: { prefix: '/' }, requires: { requires_all: { requirements: [{ provider_name: 'r' }, { provider_name: 'l' }] } } }] }, { upstream });
+  const all = makeFilter(
+    {
+      providers,
+      rules: [{ match: { prefix: '/' }, requires: { requires_all: { requirements: [{ provider_name: 'r' }, { provider_name: 'l' }] } } }],
+    },
+    { upstream },
+  );
   const s = new FakeStream('/', { 'x-r': tr, 'x-l': tl });
   const pending = all.filter.decodeHeaders(s as unknown as HttpStream);
   t.ok(pending instanceof Promise, 'the request waits for the key fetch');
   t.equal(calls.length, 1);
   t.equal(calls[0]!.cluster, 'outbound|8443||keys.example.com');
-  t.same({ method: calls[0]!.call.method, path: calls[0]!.call.path, authority: calls[0]!.call.authority, timeoutMs: calls[0]!.call.timeoutMs }, { method: 'GET', path: '/r/jwks?v=1', authority: 'keys.example.com:8443', timeoutMs: 2000 });
+  t.same(
+    { method: calls[0]!.call.method, path: calls[0]!.call.path, authority: calls[0]!.call.authority, timeoutMs: calls[0]!.call.timeoutMs },
+    { method: 'GET', path: '/r/jwks?v=1', authority: 'keys.example.com:8443', timeoutMs: 2000 },
+  );
   reply(0);
   t.equal(await pending, undefined, 'all: both verified once the keys arrived');
   t.same(Object.keys(s.dynamicMetadata.get(JWT_AUTHN) ?? {}).sort(), ['l', 'r']);
   t.equal(all.stat('jwks_fetch_success'), 1);
 
-  const any = makeFilter({ providers, rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'r' }, { provider_name: 'l' }] } } }] }, { upstream });
+  const any = makeFilter(
+    {
+      providers,
+      rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'r' }, { provider_name: 'l' }] } } }],
+    },
+    { upstream },
+  );
   const s2 = new FakeStream('/', { 'x-r': tr, 'x-l': tl });
   const p2 = any.filter.decodeHeaders(s2 as unknown as HttpStream);
   t.equal(await p2, undefined, 'any: the local provider decides without waiting for the fetch');
@@ -504,15 +608,24 @@ t.test('invalid configs are rejected naming the provider', async (t) => {
   }
   t.ok(err instanceof ConfigError, 'a ConfigError (the listener is NACKed)');
   // Envoy's filter_factory.cc message, after the field path
-  t.match((err as Error).message, /^test\.jwt_authn\.providers\["p"\]\.local_jwks: Provider 'p' in jwt_authn config has invalid local jwks: Jwks is an invalid JSON$/);
+  t.match(
+    (err as Error).message,
+    /^test\.jwt_authn\.providers\["p"\]\.local_jwks: Provider 'p' in jwt_authn config has invalid local jwks: Jwks is an invalid JSON$/,
+  );
   t.throws(() => makeFilter(oneProvider('{"keys": 3}')), /\[keys\] in Jwks is not an array/);
   t.throws(() => makeFilter(oneProvider('{"keys": [{"kty": "RSA", "n": "AQAB"}]}')), /\[e\] field is missing for a RSA key/);
   t.throws(() => makeFilter(oneProvider('{"keys": []}')), /Jwks doesn't have any valid public key/);
   const k = await makeKey('RS256', 'k');
   t.throws(() => makeFilter(oneProvider(jwks(k), {}, { provider_name: 'missing' })), /Required provider \['missing'\] is not configured\./);
-  t.throws(() => makeFilter({ providers: { p: provider(jwks(k)) }, rules: [{ match: { prefix: '/' }, requirement_name: 'x' }] }), /Wrong requirement_name: x\. It should be one of \[\]/);
+  t.throws(
+    () => makeFilter({ providers: { p: provider(jwks(k)) }, rules: [{ match: { prefix: '/' }, requirement_name: 'x' }] }),
+    /Wrong requirement_name: x\. It should be one of \[\]/,
+  );
   t.throws(() => makeFilter({ providers: { p: { issuer: ISS } } }), /provider 'p' needs a key source/);
-  t.throws(() => makeFilter({ providers: { p: { issuer: ISS, remote_jwks: { http_uri: { uri: 'not a uri', cluster: 'c', timeout: '1s' } } } } }), /Provider 'p' has an invalid URI: 'not a uri'/);
+  t.throws(
+    () => makeFilter({ providers: { p: { issuer: ISS, remote_jwks: { http_uri: { uri: 'not a uri', cluster: 'c', timeout: '1s' } } } } }),
+    /Provider 'p' has an invalid URI: 'not a uri'/,
+  );
   // a key set with one unusable key and one good key is accepted, like Envoy
   const mixed = JSON.stringify({ keys: [{ kty: 'XYZ' }, k.jwk] });
   t.equal(await run(makeFilter(oneProvider(mixed)), new FakeStream('/', bearer(await sign(k, { iss: ISS })))), undefined);
@@ -520,19 +633,35 @@ t.test('invalid configs are rejected naming the provider', async (t) => {
   const dir = tempDir(t, 'jwt-authn-');
   const f = path.join(dir, 'jwks.json');
   writeFileSync(f, jwks(k));
-  t.equal(await run(makeFilter({ providers: { p: { issuer: ISS, local_jwks: { filename: f } } }, rules: [{ match: { prefix: '/' }, requires: { provider_name: 'p' } }] }), new FakeStream('/', bearer(await sign(k, { iss: ISS })))), undefined, 'local_jwks.filename');
-  t.throws(() => makeFilter({ providers: { p: { issuer: ISS, local_jwks: { filename: path.join(dir, 'nope') } } } }), /local_jwks\.filename: cannot read/);
+  t.equal(
+    await run(
+      makeFilter({
+        providers: { p: { issuer: ISS, local_jwks: { filename: f } } },
+        rules: [{ match: { prefix: '/' }, requires: { provider_name: 'p' } }],
+      }),
+      new FakeStream('/', bearer(await sign(k, { iss: ISS }))),
+    ),
+    undefined,
+    'local_jwks.filename',
+  );
+  t.throws(
+    () => makeFilter({ providers: { p: { issuer: ISS, local_jwks: { filename: path.join(dir, 'nope') } } } }),
+    /local_jwks\.filename: cannot read/,
+  );
   t.ok(defaultFilterRegistry().forName(JWT_AUTHN), 'registered in the default registry');
 });
 
 t.test('route metadata matchers read payload.<a>.<b> and match any element of a list claim', async (t) => {
   const md: DynamicMetadata = new Map([[JWT_AUTHN, { payload: { groups: ['group2', 'group1'], org: { team: 'blue' }, name: 'x' } }]]);
   const istio = (keys: string[], exact: string) =>
-    compileMetadataMatcher(pb(MetadataMatcherSchema, {
-      filter: JWT_AUTHN,
-      path: keys.map((key) => ({ key })),
-      value: { or_match: { value_matchers: [{ list_match: { one_of: { string_match: { exact } } } }, { string_match: { exact } }] } },
-    }), 'm');
+    compileMetadataMatcher(
+      pb(MetadataMatcherSchema, {
+        filter: JWT_AUTHN,
+        path: keys.map((key) => ({ key })),
+        value: { or_match: { value_matchers: [{ list_match: { one_of: { string_match: { exact } } } }, { string_match: { exact } }] } },
+      }),
+      'm',
+    );
   t.ok(istio(['payload', 'groups'], 'group1')(md), 'list claim: any element');
   t.notOk(istio(['payload', 'groups'], 'group3')(md));
   t.ok(istio(['payload', 'org', 'team'], 'blue')(md), 'nested claim');
@@ -544,20 +673,41 @@ t.test('route metadata matchers read payload.<a>.<b> and match any element of a 
 // through the engine
 
 function cluster(name: string, port: number): JsonObject {
-  return { name, type: 'STATIC', connect_timeout: '0.5s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] } };
+  return {
+    name,
+    type: 'STATIC',
+    connect_timeout: '0.5s',
+    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] },
+  };
 }
 
-async function engineWith(t: { teardown(f: () => unknown): void }, jwtConfig: JsonObject, routes: JsonObject[], clusters: JsonObject[]): Promise<{ p: RunningEngine; port: number }> {
+async function engineWith(
+  t: { teardown(f: () => unknown): void },
+  jwtConfig: JsonObject,
+  routes: JsonObject[],
+  clusters: JsonObject[],
+): Promise<{ p: RunningEngine; port: number }> {
   const port = await freePort();
   const p = await startProxy({
     node: { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw' },
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
-      listeners: [{
-        name: 'l',
-        address: sock('127.0.0.1', port),
-        filter_chains: [{ filters: [hcm({ httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }], routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] } })] }],
-      }],
+      listeners: [
+        {
+          name: 'l',
+          address: sock('127.0.0.1', port),
+          filter_chains: [
+            {
+              filters: [
+                hcm({
+                  httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }],
+                  routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] },
+                }),
+              ],
+            },
+          ],
+        },
+      ],
       clusters,
     },
   });
@@ -569,11 +719,13 @@ async function engineWith(t: { teardown(f: () => unknown): void }, jwtConfig: Js
 const groupRoute = (group: string, cluster: string): JsonObject => ({
   match: {
     prefix: '/headers',
-    dynamic_metadata: [{
-      filter: JWT_AUTHN,
-      path: [{ key: 'payload' }, { key: 'groups' }],
-      value: { or_match: { value_matchers: [{ list_match: { one_of: { string_match: { exact: group } } } }, { string_match: { exact: group } }] } },
-    }],
+    dynamic_metadata: [
+      {
+        filter: JWT_AUTHN,
+        path: [{ key: 'payload' }, { key: 'groups' }],
+        value: { or_match: { value_matchers: [{ list_match: { one_of: { string_match: { exact: group } } } }, { string_match: { exact: group } }] } },
+      },
+    ],
   },
   route: { cluster },
 });
@@ -583,7 +735,15 @@ t.test('engine: claim routing with clear_route_cache, 401s, header stripping and
   const b = await backend('claims');
   t.teardown(() => b.close());
   const jwtFor = (clearRouteCache: boolean): JsonObject => ({
-    providers: { 'origins-0': { issuer: ISS, local_jwks: { inline_string: jwks(k) }, payload_in_metadata: 'payload', clear_route_cache: clearRouteCache, claim_to_headers: [{ header_name: 'x-jwt-sub', claim_name: 'sub' }] } },
+    providers: {
+      'origins-0': {
+        issuer: ISS,
+        local_jwks: { inline_string: jwks(k) },
+        payload_in_metadata: 'payload',
+        clear_route_cache: clearRouteCache,
+        claim_to_headers: [{ header_name: 'x-jwt-sub', claim_name: 'sub' }],
+      },
+    },
     rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'origins-0' }, { allow_missing: {} }] } } }],
   });
   const jwtConfig = jwtFor(true);
@@ -598,14 +758,24 @@ t.test('engine: claim routing with clear_route_cache, 401s, header stripping and
   t.equal(b.seen.at(-1)!.headers['x-jwt-sub'], 'u1');
   const stringClaim = await sign(k, { iss: ISS, groups: 'group1' });
   t.equal((await request(port, '/headers', { headers: bearer(stringClaim) })).status, 200, 'string claim');
-  t.equal((await request(port, '/headers', { headers: bearer(await sign(k, { iss: ISS, groups: ['group2'] })) })).status, 404, 'valid token without the claim value');
+  t.equal(
+    (await request(port, '/headers', { headers: bearer(await sign(k, { iss: ISS, groups: ['group2'] })) })).status,
+    404,
+    'valid token without the claim value',
+  );
   const other = await makeKey('RS256', 'k');
   const bad = await request(port, '/headers', { headers: bearer(await sign(other, { iss: ISS, groups: ['group1'] })) });
   t.equal(bad.status, 401, 'bad signature');
   t.equal(bad.body, 'Jwt verification fails');
   t.match(bad.headers['www-authenticate'], /^Bearer realm="http:\/\/127\.0\.0\.1:\d+\/headers", error="invalid_token"$/);
-  t.equal((await request(port, '/headers', { headers: bearer(await sign(k, { iss: ISS, groups: ['group1'], exp: now() - 3600 })) })).body, 'Jwt is expired');
-  t.equal((await request(port, '/headers', { headers: bearer(await sign(k, { iss: 'https://other', groups: ['group1'] })) })).body, 'Jwt issuer is not configured');
+  t.equal(
+    (await request(port, '/headers', { headers: bearer(await sign(k, { iss: ISS, groups: ['group1'], exp: now() - 3600 })) })).body,
+    'Jwt is expired',
+  );
+  t.equal(
+    (await request(port, '/headers', { headers: bearer(await sign(k, { iss: 'https://other', groups: ['group1'] })) })).body,
+    'Jwt issuer is not configured',
+  );
   const stats = (await adminGet(p, '/stats')).body;
   t.equal(statValue(stats, 'http.ingress.jwt_authn.allowed'), 4);
   t.equal(statValue(stats, 'http.ingress.jwt_authn.denied'), 3);
@@ -625,11 +795,16 @@ t.test('engine: typed_per_filter_config PerRouteConfig disables or selects a req
     requirement_map: { optional: { requires_any: { requirements: [{ provider_name: 'p' }, { allow_missing: {} }] } } },
   };
   const perRoute = (cfg: JsonObject) => ({ typed_per_filter_config: { [JWT_AUTHN]: { '@type': PER_ROUTE_TYPE, ...cfg } } });
-  const { port } = await engineWith(t, jwtConfig, [
-    { match: { prefix: '/open' }, route: { cluster: 'b' }, ...perRoute({ disabled: true }) },
-    { match: { prefix: '/optional' }, route: { cluster: 'b' }, ...perRoute({ requirement_name: 'optional' }) },
-    { match: { prefix: '/' }, route: { cluster: 'b' } },
-  ], [cluster('b', b.port)]);
+  const { port } = await engineWith(
+    t,
+    jwtConfig,
+    [
+      { match: { prefix: '/open' }, route: { cluster: 'b' }, ...perRoute({ disabled: true }) },
+      { match: { prefix: '/optional' }, route: { cluster: 'b' }, ...perRoute({ requirement_name: 'optional' }) },
+      { match: { prefix: '/' }, route: { cluster: 'b' } },
+    ],
+    [cluster('b', b.port)],
+  );
   t.equal((await request(port, '/open')).status, 200, 'disabled on this route');
   t.equal((await request(port, '/optional')).status, 200, 'named requirement with allow_missing');
   t.equal((await request(port, '/optional', { headers: bearer('x.y.z') })).status, 401);
@@ -681,7 +856,12 @@ t.test('engine: remote_jwks fetched through a cluster, cached, refetched, and fe
     },
     rules: [{ match: { prefix: '/' }, requires: { provider_name: 'r' } }],
   };
-  const { p, port } = await engineWith(t, jwtConfig, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', b.port), cluster('jwks', srv.port)]);
+  const { p, port } = await engineWith(
+    t,
+    jwtConfig,
+    [{ match: { prefix: '/' }, route: { cluster: 'b' } }],
+    [cluster('b', b.port), cluster('jwks', srv.port)],
+  );
   t.equal(srv.hits, 0, 'no fetch before the first request without async_fetch');
   const t1 = await sign(k1, { iss: ISS });
   const [r1, r2] = await Promise.all([request(port, '/', { headers: bearer(t1) }), request(port, '/', { headers: bearer(t1) })]);
@@ -694,32 +874,50 @@ t.test('engine: remote_jwks fetched through a cluster, cached, refetched, and fe
   // key rotation: after cache_duration the new set is fetched
   srv.body = jwks(k2);
   const t2 = await sign(k2, { iss: ISS });
-  await waitForValue('rotated key accepted after the cache expired', async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('rotated key accepted after the cache expired', async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+  });
   t.ok(srv.hits >= 2);
   t.equal((await request(port, '/', { headers: bearer(t1) })).body, "Jwks doesn't have key to match kid or alg from Jwt", 'the old key is gone');
 
   // a new key under the same kid: a token verified (and remembered) under the old set must be checked again
   const k2b = await makeKey('ES256', 'k2');
   srv.body = jwks(k2b);
-  await waitForValue('the replaced key no longer verifies the earlier token', async () => (await request(port, '/', { headers: bearer(t2) })).status === 401, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue(
+    'the replaced key no longer verifies the earlier token',
+    async () => (await request(port, '/', { headers: bearer(t2) })).status === 401,
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
   t.equal((await request(port, '/', { headers: bearer(t2) })).body, 'Jwt verification fails');
   t.equal((await request(port, '/', { headers: bearer(await sign(k2b, { iss: ISS })) })).status, 200, 'the replacement key verifies its own tokens');
   srv.body = jwks(k2);
-  await waitForValue('the original key is back', async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('the original key is back', async () => (await request(port, '/', { headers: bearer(t2) })).status === 200, {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+  });
 
   // the key server fails: once the cache expires every token is rejected
   srv.status = 500;
-  const failed = await waitForValue('fetch failure after expiry', async () => {
-    const r = await request(port, '/', { headers: bearer(t2) });
-    return r.status === 401 ? r : undefined;
-  }, { timeoutMs: 10_000, intervalMs: 20 });
+  const failed = await waitForValue(
+    'fetch failure after expiry',
+    async () => {
+      const r = await request(port, '/', { headers: bearer(t2) });
+      return r.status === 401 ? r : undefined;
+    },
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
   t.equal(failed.body, 'Jwks remote fetch is failed');
   srv.status = 200;
   srv.body = '{"keys": "nope"}';
-  const invalid = await waitForValue('invalid JWKS', async () => {
-    const r = await request(port, '/', { headers: bearer(t2) });
-    return r.status === 401 ? r : undefined;
-  }, { timeoutMs: 10_000, intervalMs: 20 });
+  const invalid = await waitForValue(
+    'invalid JWKS',
+    async () => {
+      const r = await request(port, '/', { headers: bearer(t2) });
+      return r.status === 401 ? r : undefined;
+    },
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
   t.equal(invalid.body, 'Jwks remote fetch is failed', 'an invalid key set is a failed fetch');
   const stats = (await adminGet(p, '/stats')).body;
   t.ok((statValue(stats, 'http.ingress.jwt_authn.jwks_fetch_success') ?? 0) >= 2);
@@ -737,9 +935,17 @@ t.test('engine: remote_jwks with async_fetch fetches before any request and an u
       a: { issuer: ISS, remote_jwks: { http_uri: { uri: `http://127.0.0.1:${srv.port}/`, cluster: 'jwks', timeout: '1s' }, async_fetch: {} } },
       gone: { issuer: 'https://gone', remote_jwks: { http_uri: { uri: 'http://gone.example.com/jwks', cluster: 'no-such-cluster', timeout: '1s' } } },
     },
-    rules: [{ match: { prefix: '/gone' }, requires: { provider_name: 'gone' } }, { match: { prefix: '/' }, requires: { provider_name: 'a' } }],
+    rules: [
+      { match: { prefix: '/gone' }, requires: { provider_name: 'gone' } },
+      { match: { prefix: '/' }, requires: { provider_name: 'a' } },
+    ],
   };
-  const { port } = await engineWith(t, jwtConfig, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', b.port), cluster('jwks', srv.port)]);
+  const { port } = await engineWith(
+    t,
+    jwtConfig,
+    [{ match: { prefix: '/' }, route: { cluster: 'b' } }],
+    [cluster('b', b.port), cluster('jwks', srv.port)],
+  );
   await waitForValue('background fetch', () => srv.hits >= 1, { timeoutMs: 10_000, intervalMs: 20 });
   const hits = srv.hits;
   t.equal((await request(port, '/', { headers: bearer(await sign(k, { iss: ISS })) })).status, 200);
@@ -755,7 +961,11 @@ t.test('engine over ADS: an invalid jwt_authn config NACKs the listener and keep
   const port = await freePort();
   const jwtFilter = (keys: string, requires: JsonObject = { provider_name: 'origins-0' }) => ({
     name: JWT_AUTHN,
-    typed_config: { '@type': JWT_TYPE, providers: { 'origins-0': { issuer: ISS, local_jwks: { inline_string: keys } } }, rules: [{ match: { prefix: '/' }, requires }] },
+    typed_config: {
+      '@type': JWT_TYPE,
+      providers: { 'origins-0': { issuer: ISS, local_jwks: { inline_string: keys } } },
+      rules: [{ match: { prefix: '/' }, requires }],
+    },
   });
   const listener = (f: JsonObject) => httpListener('0.0.0.0_8080', port, hcm({ statPrefix: 'gw', rds: 'r', httpFilters: [f] }));
   const ads = await startAds({
@@ -772,7 +982,10 @@ t.test('engine over ADS: an invalid jwt_authn config NACKs the listener and keep
   });
   await proxy.engine.initialized;
   const tok = await sign(k, { iss: ISS });
-  await waitForValue('listener with jwt_authn serving', async () => (await request(port, '/', { headers: bearer(tok) })).status === 200, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue('listener with jwt_authn serving', async () => (await request(port, '/', { headers: bearer(tok) })).status === 200, {
+    timeoutMs: 10_000,
+    intervalMs: 20,
+  });
   t.equal((await request(port, '/')).status, 401);
 
   ads.update({ listeners: [listener(jwtFilter('{"keys": [{"kty": "RSA"}]}'))] });
@@ -782,5 +995,9 @@ t.test('engine over ADS: an invalid jwt_authn config NACKs the listener and keep
   t.equal((await request(port, '/', { headers: bearer(tok) })).status, 200, 'last good config still serves');
 
   ads.update({ listeners: [listener(jwtFilter(jwks(k), { provider_name: 'origins-9' }))] });
-  await waitForValue('LDS NACK for an unknown provider', () => /Required provider \['origins-9'\] is not configured\./.test(ads.lastNack(TYPE_URL.listener) ?? ''), { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue(
+    'LDS NACK for an unknown provider',
+    () => /Required provider \['origins-9'\] is not configured\./.test(ads.lastNack(TYPE_URL.listener) ?? ''),
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
 });

@@ -22,13 +22,25 @@ const spiffe = (ns: string, sa: string) => `spiffe://cluster.local/ns/${ns}/sa/$
 // ---- xDS in Istio's shape -------------------------------------------------------------------------
 
 const SDS_CONFIG = {
-  api_config_source: { api_type: 'GRPC', transport_api_version: 'V3', set_node_on_first_message_only: true, grpc_services: [{ envoy_grpc: { cluster_name: 'sds-grpc' } }] },
+  api_config_source: {
+    api_type: 'GRPC',
+    transport_api_version: 'V3',
+    set_node_on_first_message_only: true,
+    grpc_services: [{ envoy_grpc: { cluster_name: 'sds-grpc' } }],
+  },
   initial_fetch_timeout: '0s',
   resource_api_version: 'V3',
 };
 const sds = (name: string) => ({ name, sds_config: SDS_CONFIG });
 const TLS_PARAMS = { tls_minimum_protocol_version: 'TLSv1_2', tls_maximum_protocol_version: 'TLSv1_3' };
-const CIPHERS = ['ECDHE-ECDSA-AES256-GCM-SHA384', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'AES256-GCM-SHA384', 'AES128-GCM-SHA256'];
+const CIPHERS = [
+  'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384',
+  'ECDHE-ECDSA-AES128-GCM-SHA256',
+  'ECDHE-RSA-AES128-GCM-SHA256',
+  'AES256-GCM-SHA384',
+  'AES128-GCM-SHA256',
+];
 const MTLS_HTTP_ALPN = ['istio-http/1.0', 'istio-http/1.1', 'istio-h2'];
 const PLAIN_HTTP_ALPN = ['http/1.0', 'http/1.1', 'h2c'];
 const MTLS_TCP_ALPN = ['istio-peer-exchange', 'istio'];
@@ -70,7 +82,10 @@ function upstreamIstioMutual(sans: string[], sni: string): JsonObject {
   };
 }
 
-const RAW_BUFFER = { name: 'envoy.transport_sockets.raw_buffer', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer' } };
+const RAW_BUFFER = {
+  name: 'envoy.transport_sockets.raw_buffer',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer' },
+};
 
 /** An outbound cluster with Istio's auto-mTLS transport socket matches and endpoints labelled tlsMode. */
 function outboundCluster(name: string, port: number, sans: string[], tlsMode: 'istio' | undefined): JsonObject {
@@ -81,15 +96,27 @@ function outboundCluster(name: string, port: number, sans: string[], tlsMode: 'i
     metadata: { filter_metadata: { istio: { services: [{ host: 'b.b.svc.cluster.local', name: 'b', namespace: 'b' }] } } },
     load_assignment: {
       cluster_name: name,
-      endpoints: [{
-        lb_endpoints: [{
-          endpoint: { address: sock('127.0.0.1', port) },
-          metadata: { filter_metadata: tlsMode ? { 'envoy.transport_socket_match': { tlsMode }, istio: { workload: 'b;b;b;;Orchestrator' } } : { istio: { workload: 'b;b;b;;Orchestrator' } } },
-        }],
-      }],
+      endpoints: [
+        {
+          lb_endpoints: [
+            {
+              endpoint: { address: sock('127.0.0.1', port) },
+              metadata: {
+                filter_metadata: tlsMode
+                  ? { 'envoy.transport_socket_match': { tlsMode }, istio: { workload: 'b;b;b;;Orchestrator' } }
+                  : { istio: { workload: 'b;b;b;;Orchestrator' } },
+              },
+            },
+          ],
+        },
+      ],
     },
     transport_socket_matches: [
-      { name: 'tlsMode-istio', match: { tlsMode: 'istio' }, transport_socket: upstreamIstioMutual(sans, `outbound_.${port}_._.b.b.svc.cluster.local`) },
+      {
+        name: 'tlsMode-istio',
+        match: { tlsMode: 'istio' },
+        transport_socket: upstreamIstioMutual(sans, `outbound_.${port}_._.b.b.svc.cluster.local`),
+      },
       { name: 'tlsMode-disabled', match: {}, transport_socket: RAW_BUFFER },
     ],
   };
@@ -107,8 +134,14 @@ const ALPN_FILTER: JsonObject = {
   },
 };
 const ROUTER = { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } };
-const TLS_INSPECTOR = { name: 'envoy.filters.listener.tls_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector' } };
-const HTTP_INSPECTOR = { name: 'envoy.filters.listener.http_inspector', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' } };
+const TLS_INSPECTOR = {
+  name: 'envoy.filters.listener.tls_inspector',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector' },
+};
+const HTTP_INSPECTOR = {
+  name: 'envoy.filters.listener.http_inspector',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' },
+};
 
 function hcmFilter(statPrefix: string, cluster: string, httpFilters: JsonObject[], extra: JsonObject = {}): JsonObject {
   return {
@@ -117,14 +150,20 @@ function hcmFilter(statPrefix: string, cluster: string, httpFilters: JsonObject[
       '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
       stat_prefix: statPrefix,
       http_filters: [...httpFilters, ROUTER],
-      route_config: { name: cluster, virtual_hosts: [{ name: cluster, domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster, timeout: '0s' } }] }] },
+      route_config: {
+        name: cluster,
+        virtual_hosts: [{ name: cluster, domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster, timeout: '0s' } }] }],
+      },
       ...extra,
     },
   };
 }
 
 function tcpProxy(statPrefix: string, cluster: string): JsonObject {
-  return { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: statPrefix, cluster } };
+  return {
+    name: 'envoy.filters.network.tcp_proxy',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: statPrefix, cluster },
+  };
 }
 
 /** Istio's ALLOW policy for `source.principals: [<principal>]`, for the HTTP and the network RBAC filter. */
@@ -145,10 +184,7 @@ const bootstrapBase = (id: string, sdsSocket: string, staticListeners: JsonObjec
   admin: { address: sock('127.0.0.1', 0) },
   static_resources: {
     listeners: staticListeners,
-    clusters: [
-      sdsCluster(sdsSocket),
-      ...clusters,
-    ],
+    clusters: [sdsCluster(sdsSocket), ...clusters],
   },
 });
 
@@ -160,7 +196,14 @@ async function echoHeaders(): Promise<{ port: number; close: () => Promise<void>
     res.end(JSON.stringify({ url: req.url, headers: req.headers }));
   });
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return { port: (s.address() as net.AddressInfo).port, close: () => new Promise<void>((r) => { s.closeAllConnections(); s.close(() => r()); }) };
+  return {
+    port: (s.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((r) => {
+        s.closeAllConnections();
+        s.close(() => r());
+      }),
+  };
 }
 
 async function tcpEcho(): Promise<{ port: number; close: () => Promise<void> }> {
@@ -172,7 +215,14 @@ async function tcpEcho(): Promise<{ port: number; close: () => Promise<void> }> 
     c.pipe(c);
   });
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return { port: (s.address() as net.AddressInfo).port, close: () => new Promise<void>((r) => { for (const c of conns) c.destroy(); s.close(() => r()); }) };
+  return {
+    port: (s.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of conns) c.destroy();
+        s.close(() => r());
+      }),
+  };
 }
 
 /** Sends a line on a fresh connection; resolves with what came back, or `closed` if the peer closed first. */
@@ -216,42 +266,88 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
   t.teardown(() => sdsB.stop());
   const inboundHttp = `inbound|${bHttp}||`;
   const inboundTcp = `inbound|${bTcp}||`;
-  const httpRbac = { name: 'envoy.filters.http.rbac', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC', rules: allowOnly(idA.id) } };
-  const netRbac = { name: 'envoy.filters.network.rbac', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC', stat_prefix: 'tcp.', rules: allowOnly(idA.id) } };
+  const httpRbac = {
+    name: 'envoy.filters.http.rbac',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC', rules: allowOnly(idA.id) },
+  };
+  const netRbac = {
+    name: 'envoy.filters.network.rbac',
+    typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC', stat_prefix: 'tcp.', rules: allowOnly(idA.id) },
+  };
   const inboundHcm = (prefix: string) =>
     hcmFilter(prefix, inboundHttp, [httpRbac], {
       forward_client_cert_details: 'APPEND_FORWARD',
       set_current_client_cert_details: { subject: true, dns: true, uri: true },
       server_name: 'istio-envoy',
     });
-  const b = await startProxy(bootstrapBase('b-1.b', sdsB.socketPath, [
-    {
-      // PERMISSIVE HTTP port
-      name: `0.0.0.0_${bHttp}`,
-      address: sock('127.0.0.1', bHttp),
-      traffic_direction: 'INBOUND',
-      listener_filters: [TLS_INSPECTOR, HTTP_INSPECTOR],
-      filter_chains: [
-        { name: 'mtls-http', filter_chain_match: { destination_port: bHttp, transport_protocol: 'tls', application_protocols: MTLS_HTTP_ALPN }, transport_socket: downstreamTls(true), filters: [inboundHcm(`inbound_0.0.0.0_${bHttp}`)] },
-        { name: 'plain-http', filter_chain_match: { destination_port: bHttp, transport_protocol: 'raw_buffer', application_protocols: PLAIN_HTTP_ALPN }, filters: [inboundHcm(`inbound_0.0.0.0_${bHttp}`)] },
-        { name: 'mtls-tcp', filter_chain_match: { destination_port: bHttp, transport_protocol: 'tls', application_protocols: MTLS_TCP_ALPN }, transport_socket: downstreamTls(false), filters: [netRbac, tcpProxy(inboundHttp, inboundHttp)] },
-        { name: 'plain-tcp', filter_chain_match: { destination_port: bHttp, transport_protocol: 'raw_buffer' }, filters: [netRbac, tcpProxy(inboundHttp, inboundHttp)] },
+  const b = await startProxy(
+    bootstrapBase(
+      'b-1.b',
+      sdsB.socketPath,
+      [
+        {
+          // PERMISSIVE HTTP port
+          name: `0.0.0.0_${bHttp}`,
+          address: sock('127.0.0.1', bHttp),
+          traffic_direction: 'INBOUND',
+          listener_filters: [TLS_INSPECTOR, HTTP_INSPECTOR],
+          filter_chains: [
+            {
+              name: 'mtls-http',
+              filter_chain_match: { destination_port: bHttp, transport_protocol: 'tls', application_protocols: MTLS_HTTP_ALPN },
+              transport_socket: downstreamTls(true),
+              filters: [inboundHcm(`inbound_0.0.0.0_${bHttp}`)],
+            },
+            {
+              name: 'plain-http',
+              filter_chain_match: { destination_port: bHttp, transport_protocol: 'raw_buffer', application_protocols: PLAIN_HTTP_ALPN },
+              filters: [inboundHcm(`inbound_0.0.0.0_${bHttp}`)],
+            },
+            {
+              name: 'mtls-tcp',
+              filter_chain_match: { destination_port: bHttp, transport_protocol: 'tls', application_protocols: MTLS_TCP_ALPN },
+              transport_socket: downstreamTls(false),
+              filters: [netRbac, tcpProxy(inboundHttp, inboundHttp)],
+            },
+            {
+              name: 'plain-tcp',
+              filter_chain_match: { destination_port: bHttp, transport_protocol: 'raw_buffer' },
+              filters: [netRbac, tcpProxy(inboundHttp, inboundHttp)],
+            },
+          ],
+        },
+        {
+          // STRICT TCP port: only TLS; the HTTP inspector is off there (Istio filter_disabled)
+          name: `0.0.0.0_${bTcp}`,
+          address: sock('127.0.0.1', bTcp),
+          traffic_direction: 'INBOUND',
+          listener_filters: [TLS_INSPECTOR, { ...HTTP_INSPECTOR, filter_disabled: { destination_port_range: { start: bTcp, end: bTcp + 1 } } }],
+          filter_chains: [
+            {
+              name: 'strict-tcp',
+              filter_chain_match: { destination_port: bTcp, transport_protocol: 'tls' },
+              transport_socket: downstreamTls(false),
+              filters: [netRbac, tcpProxy(inboundTcp, inboundTcp)],
+            },
+          ],
+        },
       ],
-    },
-    {
-      // STRICT TCP port: only TLS; the HTTP inspector is off there (Istio filter_disabled)
-      name: `0.0.0.0_${bTcp}`,
-      address: sock('127.0.0.1', bTcp),
-      traffic_direction: 'INBOUND',
-      listener_filters: [TLS_INSPECTOR, { ...HTTP_INSPECTOR, filter_disabled: { destination_port_range: { start: bTcp, end: bTcp + 1 } } }],
-      filter_chains: [
-        { name: 'strict-tcp', filter_chain_match: { destination_port: bTcp, transport_protocol: 'tls' }, transport_socket: downstreamTls(false), filters: [netRbac, tcpProxy(inboundTcp, inboundTcp)] },
+      [
+        {
+          name: inboundHttp,
+          type: 'STATIC',
+          connect_timeout: '1s',
+          load_assignment: { cluster_name: inboundHttp, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', app.port) } }] }] },
+        },
+        {
+          name: inboundTcp,
+          type: 'STATIC',
+          connect_timeout: '1s',
+          load_assignment: { cluster_name: inboundTcp, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', echo.port) } }] }] },
+        },
       ],
-    },
-  ], [
-    { name: inboundHttp, type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: inboundHttp, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', app.port) } }] }] } },
-    { name: inboundTcp, type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: inboundTcp, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', echo.port) } }] }] } },
-  ]));
+    ),
+  );
   t.teardown(() => b.close());
 
   // ---- A and C: client sidecars. Outbound HTTP (with istio.alpn) and TCP listeners to B's ports.
@@ -263,13 +359,27 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
     const sans = opts.sans ?? [idB.id];
     const httpCluster = `outbound|${bHttp}||b.b.svc.cluster.local`;
     const tcpCluster = `outbound|${bTcp}||b.b.svc.cluster.local`;
-    const p = await startProxy(bootstrapBase(`${name}-1.${name}`, sdsX.socketPath, [
-      { name: `0.0.0.0_${oHttp}`, address: sock('127.0.0.1', oHttp), traffic_direction: 'OUTBOUND', filter_chains: [{ filters: [hcmFilter(`outbound_0.0.0.0_${oHttp}`, httpCluster, [ALPN_FILTER])] }] },
-      { name: `0.0.0.0_${oTcp}`, address: sock('127.0.0.1', oTcp), traffic_direction: 'OUTBOUND', filter_chains: [{ filters: [tcpProxy(tcpCluster, tcpCluster)] }] },
-    ], [
-      outboundCluster(httpCluster, bHttp, sans, tlsMode),
-      outboundCluster(tcpCluster, bTcp, sans, tlsMode),
-    ]));
+    const p = await startProxy(
+      bootstrapBase(
+        `${name}-1.${name}`,
+        sdsX.socketPath,
+        [
+          {
+            name: `0.0.0.0_${oHttp}`,
+            address: sock('127.0.0.1', oHttp),
+            traffic_direction: 'OUTBOUND',
+            filter_chains: [{ filters: [hcmFilter(`outbound_0.0.0.0_${oHttp}`, httpCluster, [ALPN_FILTER])] }],
+          },
+          {
+            name: `0.0.0.0_${oTcp}`,
+            address: sock('127.0.0.1', oTcp),
+            traffic_direction: 'OUTBOUND',
+            filter_chains: [{ filters: [tcpProxy(tcpCluster, tcpCluster)] }],
+          },
+        ],
+        [outboundCluster(httpCluster, bHttp, sans, tlsMode), outboundCluster(tcpCluster, bTcp, sans, tlsMode)],
+      ),
+    );
     t.teardown(() => p.close());
     return { engine: p, http: oHttp, tcp: oTcp };
   };
@@ -286,7 +396,11 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
     const stats = await (await fetch(`${b.admin}/stats?filter=ssl.handshake`)).text();
     t.match(stats, new RegExp(`listener\\.127\\.0\\.0\\.1_${bHttp}\\.ssl\\.handshake: [1-9]`), "B's listener terminated TLS");
     const aStats = await (await fetch(`${a.engine.admin}/stats?filter=tlsMode`)).text();
-    t.match(aStats, /cluster\.outbound\|\d+\|\|b\.b\.svc\.cluster\.local\.tlsMode-istio\.total_match_count: [1-9]/, 'the endpoint took the tlsMode-istio transport socket');
+    t.match(
+      aStats,
+      /cluster\.outbound\|\d+\|\|b\.b\.svc\.cluster\.local\.tlsMode-istio\.total_match_count: [1-9]/,
+      'the endpoint took the tlsMode-istio transport socket',
+    );
   });
 
   await t.test('raw TCP crosses the STRICT port as mTLS', async (t) => {
@@ -295,7 +409,9 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
 
   await t.test("A's next connections to B resume its TLS session, and B still knows A's identity", async (t) => {
     const reused = async (port: number) => {
-      const m = new RegExp(`listener\\.127\\.0\\.0\\.1_${port}\\.ssl\\.session_reused: (\\d+)`).exec(await (await fetch(`${b.admin}/stats?filter=session_reused`)).text());
+      const m = new RegExp(`listener\\.127\\.0\\.0\\.1_${port}\\.ssl\\.session_reused: (\\d+)`).exec(
+        await (await fetch(`${b.admin}/stats?filter=session_reused`)).text(),
+      );
       return Number(m?.[1] ?? 0);
     };
     // TCP: every downstream connection makes its own upstream one (the first test's made the session)
@@ -307,27 +423,53 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
     const rs = await Promise.all([1, 2, 3].map((i) => request(a.http, `/resume-${i}`, { host: 'b.b.svc.cluster.local' })));
     for (const r of rs) {
       t.equal(r.status, 200);
-      t.equal((JSON.parse(r.body) as { headers: Record<string, string> }).headers['x-forwarded-client-cert'], `By=${idB.id};Hash=${sha256Hex(idA.certPem)};Subject="";URI=${idA.id}`, 'XFCC names A on a resumed connection too');
+      t.equal(
+        (JSON.parse(r.body) as { headers: Record<string, string> }).headers['x-forwarded-client-cert'],
+        `By=${idB.id};Hash=${sha256Hex(idA.certPem)};Subject="";URI=${idA.id}`,
+        'XFCC names A on a resumed connection too',
+      );
     }
     t.ok((await reused(bHttp)) > httpBefore, "B's HTTP listener resumed A's session");
   });
 
   await t.test("B's certificate carries B's SPIFFE identity (what openssl s_client shows)", async (t) => {
     const peer = await new Promise<tls.PeerCertificate>((resolve, reject) => {
-      const s = tls.connect({ host: '127.0.0.1', port: bTcp, cert: idA.certPem, key: idA.keyPem, ca: rootPem, ALPNProtocols: MTLS_TCP_ALPN, checkServerIdentity: () => undefined }, () => {
-        resolve(s.getPeerCertificate());
-        s.destroy();
-      });
+      const s = tls.connect(
+        {
+          host: '127.0.0.1',
+          port: bTcp,
+          cert: idA.certPem,
+          key: idA.keyPem,
+          ca: rootPem,
+          ALPNProtocols: MTLS_TCP_ALPN,
+          checkServerIdentity: () => undefined,
+        },
+        () => {
+          resolve(s.getPeerCertificate());
+          s.destroy();
+        },
+      );
       s.on('error', reject);
     });
     t.equal(peer.subjectaltname, `URI:${idB.id}`);
     // a client offering only `istio-http/1.1` picks the mTLS HTTP chain, whose context offers h2 and
     // http/1.1: like Envoy, the handshake completes without ALPN instead of failing
     const noOverlap = await new Promise<string | false>((resolve, reject) => {
-      const s = tls.connect({ host: '127.0.0.1', port: bHttp, cert: idA.certPem, key: idA.keyPem, ca: rootPem, ALPNProtocols: ['istio-http/1.1'], checkServerIdentity: () => undefined }, () => {
-        resolve(s.alpnProtocol ?? false);
-        s.destroy();
-      });
+      const s = tls.connect(
+        {
+          host: '127.0.0.1',
+          port: bHttp,
+          cert: idA.certPem,
+          key: idA.keyPem,
+          ca: rootPem,
+          ALPNProtocols: ['istio-http/1.1'],
+          checkServerIdentity: () => undefined,
+        },
+        () => {
+          resolve(s.alpnProtocol ?? false);
+          s.destroy();
+        },
+      );
       s.on('error', reject);
     });
     t.equal(noOverlap, false, 'handshake done, no protocol selected');
@@ -386,7 +528,10 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
     const idB2 = await issue(spiffe('b', 'b'));
     sdsB.rotate(idB2);
     const fp2 = new crypto.X509Certificate(idB2.certPem).fingerprint256;
-    await waitForValue('new connections see the rotated certificate', async () => (await peerFingerprint(bTcp, idA, rootPem)) === fp2, { timeoutMs: 10_000, intervalMs: 20 });
+    await waitForValue('new connections see the rotated certificate', async () => (await peerFingerprint(bTcp, idA, rootPem)) === fp2, {
+      timeoutMs: 10_000,
+      intervalMs: 20,
+    });
     s.write('two\n');
     await waitForValue('the established connection still echoes', () => lines.includes('two'), { timeoutMs: 10_000, intervalMs: 20 });
     t.pass('rotation kept the established connection');
@@ -398,10 +543,13 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
 
 function peerFingerprint(port: number, id: Identity, rootPem: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const s = tls.connect({ host: '127.0.0.1', port, cert: id.certPem, key: id.keyPem, ca: rootPem, ALPNProtocols: MTLS_TCP_ALPN, checkServerIdentity: () => undefined }, () => {
-      resolve(s.getPeerX509Certificate()?.fingerprint256 ?? '');
-      s.destroy();
-    });
+    const s = tls.connect(
+      { host: '127.0.0.1', port, cert: id.certPem, key: id.keyPem, ca: rootPem, ALPNProtocols: MTLS_TCP_ALPN, checkServerIdentity: () => undefined },
+      () => {
+        resolve(s.getPeerX509Certificate()?.fingerprint256 ?? '');
+        s.destroy();
+      },
+    );
     s.on('error', reject);
   });
 }

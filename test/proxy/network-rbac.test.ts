@@ -54,7 +54,9 @@ function listener(name: string, port: number, rbac: JsonObject[]): JsonObject {
   return {
     name,
     address: sock('127.0.0.1', port),
-    filter_chains: [{ filters: [...rbac, { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: name, cluster: 'up' } }] }],
+    filter_chains: [
+      { filters: [...rbac, { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: name, cluster: 'up' } }] },
+    ],
   };
 }
 
@@ -68,8 +70,15 @@ async function proxyWith(t: Test, listeners: JsonObject[], upstreamPort: number)
   const p = await startProxy({
     node: { id: 'sidecar~127.0.0.1~app.ns~ns.svc.cluster.local', cluster: 'app' },
     admin: { address: sock('127.0.0.1', 0) },
-    static_resources: { listeners, clusters: [
-        { name: 'up', type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: 'up', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', upstreamPort) } }] }] } },
+    static_resources: {
+      listeners,
+      clusters: [
+        {
+          name: 'up',
+          type: 'STATIC',
+          connect_timeout: '1s',
+          load_assignment: { cluster_name: 'up', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', upstreamPort) } }] }] },
+        },
       ],
     },
   });
@@ -122,12 +131,24 @@ t.test('the filters the daemon builds from an AuthorizationPolicy are enforced',
   t.teardown(() => up.close());
   const toFilterJson = (policies: Parameters<typeof buildAuthzNetworkFilters>[0]) =>
     buildAuthzNetworkFilters(policies).map((f) => toJson(FilterSchema, f, { registry: envoyTypeRegistry() }) as JsonObject);
-  const denyLoopback = toFilterJson([cfg('AuthorizationPolicy', 'apps', 'deny-lo', { action: 'DENY', rules: [{ from: [{ source: { ipBlocks: ['127.0.0.0/8'] } }] }] })]);
+  const denyLoopback = toFilterJson([
+    cfg('AuthorizationPolicy', 'apps', 'deny-lo', { action: 'DENY', rules: [{ from: [{ source: { ipBlocks: ['127.0.0.0/8'] } }] }] }),
+  ]);
   // an HTTP-only DENY condition is dropped on TCP: the rule then denies every connection
-  const denyHttpOnly = toFilterJson([cfg('AuthorizationPolicy', 'apps', 'deny-get', { action: 'DENY', rules: [{ to: [{ operation: { methods: ['GET'] } }] }] })]);
-  const allowPort = toFilterJson([cfg('AuthorizationPolicy', 'apps', 'allow-port', { rules: [{ to: [{ operation: { ports: ['1'] } }] }, { from: [{ source: { notIpBlocks: ['10.0.0.0/8'] } }] }] })]);
+  const denyHttpOnly = toFilterJson([
+    cfg('AuthorizationPolicy', 'apps', 'deny-get', { action: 'DENY', rules: [{ to: [{ operation: { methods: ['GET'] } }] }] }),
+  ]);
+  const allowPort = toFilterJson([
+    cfg('AuthorizationPolicy', 'apps', 'allow-port', {
+      rules: [{ to: [{ operation: { ports: ['1'] } }] }, { from: [{ source: { notIpBlocks: ['10.0.0.0/8'] } }] }],
+    }),
+  ]);
   const [p1, p2, p3] = [await freePort(), await freePort(), await freePort()];
-  const p = await proxyWith(t, [listener('lo', p1, denyLoopback), listener('http-only', p2, denyHttpOnly), listener('allow', p3, allowPort)], up.port);
+  const p = await proxyWith(
+    t,
+    [listener('lo', p1, denyLoopback), listener('http-only', p2, denyHttpOnly), listener('allow', p3, allowPort)],
+    up.port,
+  );
   t.same(await exchange(p1, 'a'), { data: '', closed: true }, 'source in ipBlocks: closed');
   t.same(await exchange(p2, 'b'), { data: '', closed: true }, 'DENY with only HTTP fields refuses TCP');
   t.same(await exchange(p3, 'c'), { data: 'echo:c', closed: false }, 'ALLOW by notIpBlocks admits loopback');
@@ -147,7 +168,14 @@ t.test('on a TLS chain the decision sees the verified peer certificate (after th
   const port = await freePort();
   const allowGood = rbacFilter({
     stat_prefix: 'tcp.',
-    rules: { policies: { good: { permissions: [{ any: true }], principals: [{ authenticated: { principal_name: { exact: 'spiffe://cluster.local/ns/apps/sa/good' } } }] } } },
+    rules: {
+      policies: {
+        good: {
+          permissions: [{ any: true }],
+          principals: [{ authenticated: { principal_name: { exact: 'spiffe://cluster.local/ns/apps/sa/good' } } }],
+        },
+      },
+    },
   });
   const l = listener('mtls', port, [allowGood]);
   (l.filter_chains as JsonObject[])[0]!.transport_socket = {
@@ -165,7 +193,18 @@ t.test('on a TLS chain the decision sees the verified peer certificate (after th
   const tlsExchange = (client: { cert: string; key: string }, msg: string) =>
     new Promise<{ data: string; closed: boolean }>((resolve) => {
       let data = '';
-      const c = tls.connect({ host: '127.0.0.1', port, servername: 'db.example.com', ca: pki.ca.cert, cert: client.cert, key: client.key, checkServerIdentity: () => undefined }, () => c.write(msg));
+      const c = tls.connect(
+        {
+          host: '127.0.0.1',
+          port,
+          servername: 'db.example.com',
+          ca: pki.ca.cert,
+          cert: client.cert,
+          key: client.key,
+          checkServerIdentity: () => undefined,
+        },
+        () => c.write(msg),
+      );
       c.on('data', (d) => {
         data += d;
         if (data.length >= msg.length + 5) {

@@ -9,7 +9,12 @@ import type { Destination, OriginalDstSource } from '../../src/native/original-d
 import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
 import { freePort } from '../helpers/ports';
 
-const staticCluster = (name: string, port: number) => ({ name, type: 'STATIC', connect_timeout: '1s', load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] } });
+const staticCluster = (name: string, port: number) => ({
+  name,
+  type: 'STATIC',
+  connect_timeout: '1s',
+  load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] },
+});
 
 /** Answers each accepted connection with the next scripted destination (undefined: "not NATed"). */
 function scripted(): OriginalDstSource & { next: Array<Destination | undefined> } {
@@ -29,10 +34,11 @@ async function greeter(name: string): Promise<{ port: number; close: () => Promi
   await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
   return {
     port: (s.address() as net.AddressInfo).port,
-    close: () => new Promise<void>((r) => {
-      for (const c of conns) c.destroy();
-      s.close(() => r());
-    }),
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of conns) c.destroy();
+        s.close(() => r());
+      }),
   };
 }
 
@@ -62,36 +68,55 @@ t.test('virtualOutbound with SO_ORIGINAL_DST: hand-off by destination before any
   t.teardown(() => Promise.all([svc.close(), db.close(), outside.close()]).then(() => undefined));
   const vo = await freePort();
   const source = scripted();
-  const p = await startProxy({
-    node: { id: 'sidecar~10.1.0.5~app-1.demo~demo.svc.cluster.local', cluster: 'app.demo' },
-    admin: { address: sock('127.0.0.1', 0) },
-    static_resources: {
-      listeners: [
-        virtualOutbound(vo),
-        {
-          name: '0.0.0.0_9080',
-          address: sock('0.0.0.0', 9080),
-          bind_to_port: false,
-          traffic_direction: 'OUTBOUND',
-          filter_chains: [{ filters: [hcm({ statPrefix: 'outbound_0.0.0.0_9080', routeConfig: { name: '9080', virtual_hosts: [{ name: 'svc', domains: ['svc.demo', '10.96.0.10'], routes: [{ match: { prefix: '/' }, route: { cluster: 'svc' } }] }, { name: 'allow_any', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'PassthroughCluster' } }] }], ignore_port_in_host_matching: true } })] }],
-        },
-        {
-          // a TCP service by VIP, as Istio builds `<vip>_<port>` listeners
-          name: '10.96.0.20_5432',
-          address: sock('10.96.0.20', 5432),
-          bind_to_port: false,
-          traffic_direction: 'OUTBOUND',
-          filter_chains: [{ filters: [tcpProxy('outbound|5432||db.demo.svc.cluster.local', 'db')] }],
-        },
-      ],
-      clusters: [
-        { name: 'PassthroughCluster', type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s' },
-        { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
-        staticCluster('svc', svc.port),
-        staticCluster('db', db.port),
-      ],
+  const p = await startProxy(
+    {
+      node: { id: 'sidecar~10.1.0.5~app-1.demo~demo.svc.cluster.local', cluster: 'app.demo' },
+      admin: { address: sock('127.0.0.1', 0) },
+      static_resources: {
+        listeners: [
+          virtualOutbound(vo),
+          {
+            name: '0.0.0.0_9080',
+            address: sock('0.0.0.0', 9080),
+            bind_to_port: false,
+            traffic_direction: 'OUTBOUND',
+            filter_chains: [
+              {
+                filters: [
+                  hcm({
+                    statPrefix: 'outbound_0.0.0.0_9080',
+                    routeConfig: {
+                      name: '9080',
+                      virtual_hosts: [
+                        { name: 'svc', domains: ['svc.demo', '10.96.0.10'], routes: [{ match: { prefix: '/' }, route: { cluster: 'svc' } }] },
+                        { name: 'allow_any', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'PassthroughCluster' } }] },
+                      ],
+                      ignore_port_in_host_matching: true,
+                    },
+                  }),
+                ],
+              },
+            ],
+          },
+          {
+            // a TCP service by VIP, as Istio builds `<vip>_<port>` listeners
+            name: '10.96.0.20_5432',
+            address: sock('10.96.0.20', 5432),
+            bind_to_port: false,
+            traffic_direction: 'OUTBOUND',
+            filter_chains: [{ filters: [tcpProxy('outbound|5432||db.demo.svc.cluster.local', 'db')] }],
+          },
+        ],
+        clusters: [
+          { name: 'PassthroughCluster', type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s' },
+          { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
+          staticCluster('svc', svc.port),
+          staticCluster('db', db.port),
+        ],
+      },
     },
-  }, { originalDst: source });
+    { originalDst: source },
+  );
   t.teardown(() => p.close());
   await p.engine.initialized;
 
@@ -130,33 +155,62 @@ t.test('virtualInbound with SO_ORIGINAL_DST: the filter chain of the original po
   const source = scripted();
   const inboundHttp = `inbound|${app.port}||`;
   const inboundTcp = `inbound|${raw.port}||`;
-  const p = await startProxy({
-    node: { id: 'sidecar~127.0.0.1~app-1.demo~demo.svc.cluster.local' },
-    admin: { address: sock('127.0.0.1', 0) },
-    static_resources: {
-      listeners: [
-        virtualInbound(vi, [
+  const p = await startProxy(
+    {
+      node: { id: 'sidecar~127.0.0.1~app-1.demo~demo.svc.cluster.local' },
+      admin: { address: sock('127.0.0.1', 0) },
+      static_resources: {
+        listeners: [
+          virtualInbound(vi, [
+            {
+              name: `0.0.0.0_${app.port}`,
+              filter_chain_match: { destination_port: app.port },
+              filters: [
+                hcm({
+                  statPrefix: `inbound_0.0.0.0_${app.port}`,
+                  routeConfig: {
+                    name: inboundHttp,
+                    virtual_hosts: [
+                      {
+                        name: 'inbound|http|x',
+                        domains: ['*'],
+                        routes: [{ match: { prefix: '/' }, route: { cluster: inboundHttp, timeout: '0s' } }],
+                      },
+                    ],
+                  },
+                }),
+              ],
+            },
+            { name: `0.0.0.0_${raw.port}`, filter_chain_match: { destination_port: raw.port }, filters: [tcpProxy(inboundTcp, inboundTcp)] },
+          ]),
+        ],
+        clusters: [
+          { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
           {
-            name: `0.0.0.0_${app.port}`,
-            filter_chain_match: { destination_port: app.port },
-            filters: [hcm({ statPrefix: `inbound_0.0.0.0_${app.port}`, routeConfig: { name: inboundHttp, virtual_hosts: [{ name: 'inbound|http|x', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: inboundHttp, timeout: '0s' } }] }] } })],
+            name: inboundHttp,
+            type: 'ORIGINAL_DST',
+            lb_policy: 'CLUSTER_PROVIDED',
+            connect_timeout: '1s',
+            upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } },
           },
-          { name: `0.0.0.0_${raw.port}`, filter_chain_match: { destination_port: raw.port }, filters: [tcpProxy(inboundTcp, inboundTcp)] },
-        ]),
-      ],
-      clusters: [
-        { name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' },
-        { name: inboundHttp, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s', upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } } },
-        { name: inboundTcp, type: 'ORIGINAL_DST', lb_policy: 'CLUSTER_PROVIDED', connect_timeout: '1s', upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } } },
-      ],
+          {
+            name: inboundTcp,
+            type: 'ORIGINAL_DST',
+            lb_policy: 'CLUSTER_PROVIDED',
+            connect_timeout: '1s',
+            upstream_bind_config: { source_address: { address: '127.0.0.6', port_value: 0 } },
+          },
+        ],
+      },
     },
-  }, { originalDst: source });
+    { originalDst: source },
+  );
   t.teardown(() => p.close());
   await p.engine.initialized;
 
   source.next.push({ address: '127.0.0.1', port: app.port });
   const r = await request(vi, '/in', { host: 'elsewhere:1' });
-  t.equal(r.body, 'app /in', "the chain of the original port served it, whatever the Host header says");
+  t.equal(r.body, 'app /in', 'the chain of the original port served it, whatever the Host header says');
   t.equal(peer, '127.0.0.6', "the inbound cluster connects from Istio's inbound source address");
 
   source.next.push({ address: '127.0.0.1', port: raw.port });
@@ -170,10 +224,22 @@ t.test('a transparent listener (TPROXY) needs IP_TRANSPARENT: a failure rejects 
     transparent: true,
     filter_chains: [{ filters: [tcpProxy('BlackHoleCluster', 'BlackHoleCluster')] }],
   });
-  const boot = async () => ({ admin: { address: sock('127.0.0.1', 0) }, static_resources: { listeners: [await listener(await freePort())], clusters: [{ name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' }] } });
+  const boot = async () => ({
+    admin: { address: sock('127.0.0.1', 0) },
+    static_resources: {
+      listeners: [await listener(await freePort())],
+      clusters: [{ name: 'BlackHoleCluster', type: 'STATIC', connect_timeout: '1s' }],
+    },
+  });
   const denied = { from: 'test', read: () => undefined, setTransparent: () => 'IP_TRANSPARENT: EPERM (needs CAP_NET_ADMIN)' };
-  await t.rejects(startProxy(await boot(), { originalDst: denied }), /listener 'virtualInbound': cannot set transparent on '127\.0\.0\.1:\d+': IP_TRANSPARENT: EPERM \(needs CAP_NET_ADMIN\)/);
-  await t.rejects(startProxy(await boot(), { originalDst: false }), /cannot set transparent on '127\.0\.0\.1:\d+': the native addon is not loaded \(disabled for this engine\)/);
+  await t.rejects(
+    startProxy(await boot(), { originalDst: denied }),
+    /listener 'virtualInbound': cannot set transparent on '127\.0\.0\.1:\d+': IP_TRANSPARENT: EPERM \(needs CAP_NET_ADMIN\)/,
+  );
+  await t.rejects(
+    startProxy(await boot(), { originalDst: false }),
+    /cannot set transparent on '127\.0\.0\.1:\d+': the native addon is not loaded \(disabled for this engine\)/,
+  );
   let asked: boolean | undefined;
   const granted = { from: 'test', read: () => undefined, setTransparent: (_s: net.Server, v6: boolean) => ((asked = v6), undefined) };
   const p = await startProxy(await boot(), { originalDst: granted });

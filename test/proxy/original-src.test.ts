@@ -66,7 +66,10 @@ const inbound = (port: number, appPort: number, filters: object[]) => ({
         address: sock('127.0.0.1', port),
         traffic_direction: 'INBOUND',
         listener_filters: [
-          { name: 'envoy.filters.listener.original_dst', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' } },
+          {
+            name: 'envoy.filters.listener.original_dst',
+            typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
+          },
           { name: 'envoy.filters.listener.original_src', typed_config: { '@type': SRC, mark: MARK } },
         ],
         filter_chains: [{ filters }],
@@ -84,7 +87,15 @@ const inbound = (port: number, appPort: number, filters: object[]) => ({
     ],
   },
 });
-const httpChain = () => [hcm({ statPrefix: 'inbound_0.0.0.0_8080', routeConfig: { name: 'inbound', virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'inbound|8080||' } }] }] } })];
+const httpChain = () => [
+  hcm({
+    statPrefix: 'inbound_0.0.0.0_8080',
+    routeConfig: {
+      name: 'inbound',
+      virtual_hosts: [{ name: 'all', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'inbound|8080||' } }] }],
+    },
+  }),
+];
 
 t.test('pool keys: the source address and mark keep connections apart, as Envoy hashes socket options into the pool key', async (t) => {
   const binder = {} as UpstreamSource['binder'];
@@ -94,7 +105,11 @@ t.test('pool keys: the source address and mark keep connections apart, as Envoy 
   t.not(poolKey('default', { source: from('10.1.0.2') }), poolKey('default', { source: from('10.1.0.3') }), 'two downstream addresses');
   t.not(poolKey('default', { source: from('10.1.0.2') }), poolKey('default', { source: from('10.1.0.2', 7) }), 'two marks');
   t.equal(poolKey('default', { source: from('10.1.0.2') }), poolKey('default', { source: from('10.1.0.2') }), 'the same downstream address shares');
-  t.not(poolKey('tlsMode-istio', { source: from('10.1.0.2') }), poolKey('default', { source: from('10.1.0.2') }), 'transport sockets still keep pools apart');
+  t.not(
+    poolKey('tlsMode-istio', { source: from('10.1.0.2') }),
+    poolKey('default', { source: from('10.1.0.2') }),
+    'transport sockets still keep pools apart',
+  );
   t.not(poolKey('default', { source: from('fd00::2') }), poolKey('default', { source: from('fd00::3') }), 'IPv6 too');
 });
 
@@ -139,11 +154,16 @@ t.test('socket options refused at run time: the upstream connection fails (as in
   t.equal(await status('127.0.0.2'), 503, 'no upstream connection from the proxy instead');
   t.equal(await status('127.0.0.2'), 503);
   t.same(calls[0], ['127.0.0.2', MARK], "the addon was asked for the caller's address and the filter's mark");
-  const warned = p.logs.filter((l) => /original_src: cannot make an upstream socket from 127\.0\.0\.2 \(mark 1337\) to 127\.0\.0\.1:\d+: IP_TRANSPARENT: EPERM \(needs CAP_NET_ADMIN\); such upstream connections fail/.test(l));
+  const warned = p.logs.filter((l) =>
+    /original_src: cannot make an upstream socket from 127\.0\.0\.2 \(mark 1337\) to 127\.0\.0\.1:\d+: IP_TRANSPARENT: EPERM \(needs CAP_NET_ADMIN\); such upstream connections fail/.test(
+      l,
+    ),
+  );
   t.equal(warned.length, 1, 'warned once');
 });
 
-const rootSkip = process.getuid?.() !== 0 ? 'IP_TRANSPARENT and SO_MARK need root (CAP_NET_ADMIN)' : process.platform !== 'linux' ? 'Linux only' : false;
+const rootSkip =
+  process.getuid?.() !== 0 ? 'IP_TRANSPARENT and SO_MARK need root (CAP_NET_ADMIN)' : process.platform !== 'linux' ? 'Linux only' : false;
 
 t.test('with the native addon: each caller is the peer, pools are per caller, upstream sockets carry the mark', { skip: rootSkip }, async (t) => {
   const dir = tempDir(t, 'mesh-origsrc-');
@@ -158,7 +178,11 @@ t.test('with the native addon: each caller is the peer, pools are per caller, up
     t.fail(addon.reason);
     return;
   }
-  t.throws(() => addon.source.transparentSocket!('not-an-ip', MARK), { code: 'EINVAL', message: 'source address: EINVAL' }, 'a source that is no IP literal');
+  t.throws(
+    () => addon.source.transparentSocket!('not-an-ip', MARK),
+    { code: 'EINVAL', message: 'source address: EINVAL' },
+    'a source that is no IP literal',
+  );
   const app = await peerReporter();
   t.teardown(() => app.close());
   const port = await freePort();
@@ -174,7 +198,10 @@ t.test('with the native addon: each caller is the peer, pools are per caller, up
     t.equal(lines.length, 2, `one upstream connection per caller:\n${ss.stdout}`);
     for (const l of lines) t.match(l, /fwmark:0x539/, 'SO_MARK 1337 on the upstream socket');
   }
-  t.notOk(p.logs.some((l) => /cannot be applied|cannot make an upstream socket/.test(l)), 'no warning');
+  t.notOk(
+    p.logs.some((l) => /cannot be applied|cannot make an upstream socket/.test(l)),
+    'no warning',
+  );
 });
 
 t.test('with the native addon, tcp_proxy: the caller is the peer', { skip: rootSkip }, async (t) => {
@@ -190,7 +217,12 @@ t.test('with the native addon, tcp_proxy: the caller is the peer', { skip: rootS
   await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
   t.teardown(() => echo.close());
   const port = await freePort();
-  const p = await startProxy(inbound(port, (echo.address() as net.AddressInfo).port, [{ name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: 'inbound|8080||', cluster: 'inbound|8080||' } }]) as never, { originalDst: addon.source });
+  const p = await startProxy(
+    inbound(port, (echo.address() as net.AddressInfo).port, [
+      { name: 'envoy.filters.network.tcp_proxy', typed_config: { '@type': TCP, stat_prefix: 'inbound|8080||', cluster: 'inbound|8080||' } },
+    ]) as never,
+    { originalDst: addon.source },
+  );
   t.teardown(() => p.close());
   const line = await new Promise<string>((resolve, reject) => {
     const c = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.3' });

@@ -74,7 +74,14 @@ t.test('virtual host domain matching', async (t) => {
     ['other.org', 'default'],
   ];
   for (const [host, want] of cases) t.equal(vhostFor(rc, host), want, host);
-  const ignore = compile({ name: 'r', ignore_port_in_host_matching: true, virtual_hosts: [{ name: 'a', domains: ['a.com'] }, { name: 'v6', domains: ['[::1]'] }] });
+  const ignore = compile({
+    name: 'r',
+    ignore_port_in_host_matching: true,
+    virtual_hosts: [
+      { name: 'a', domains: ['a.com'] },
+      { name: 'v6', domains: ['[::1]'] },
+    ],
+  });
   t.equal(vhostFor(ignore, 'a.com:9090'), 'a', 'port ignored');
   t.equal(vhostFor(ignore, '[::1]:80'), 'v6', 'IPv6 literal with port');
   t.equal(vhostFor(ignore, 'b.com'), '', 'no default vhost → none');
@@ -83,36 +90,130 @@ t.test('virtual host domain matching', async (t) => {
 t.test('route matching', async (t) => {
   const rc = compile({
     name: 'r',
-    virtual_hosts: [{
-      name: 'v',
-      domains: ['*'],
-      routes: [
-        { name: 'exact-path', match: { path: '/exact' }, direct_response: { status: 200 } },
-        { name: 'ci-prefix', match: { prefix: '/CI/', case_sensitive: false }, direct_response: { status: 200 } },
-        { name: 'regex', match: { safe_regex: { regex: '/items/[0-9]+' } }, direct_response: { status: 200 } },
-        { name: 'sep', match: { path_separated_prefix: '/api' }, direct_response: { status: 200 } },
-        { name: 'hdr-exact', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { exact: 'v1' } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-prefix', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { prefix: 'pre' } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-suffix', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { suffix: 'fix' } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-contains', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { contains: 'mid' } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-regex', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { safe_regex: { regex: 'r[0-9]' } } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-ignore-case', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { exact: 'CASE', ignore_case: true } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-present', match: { prefix: '/h', headers: [{ name: 'x-p', present_match: true }] }, direct_response: { status: 200 } },
-        { name: 'hdr-range', match: { prefix: '/h', headers: [{ name: 'x-n', range_match: { start: 10, end: 20 } }] }, direct_response: { status: 200 } },
-        { name: 'hdr-invert', match: { prefix: '/inv', headers: [{ name: 'x-b', string_match: { exact: 'no' }, invert_match: true }] }, direct_response: { status: 200 } },
-        { name: 'hdr-absent', match: { prefix: '/abs', headers: [{ name: 'x-c', present_match: true, invert_match: true }] }, direct_response: { status: 200 } },
-        { name: 'hdr-empty', match: { prefix: '/empty', headers: [{ name: 'x-d', string_match: { exact: '' }, treat_missing_header_as_empty: true }] }, direct_response: { status: 200 } },
-        { name: 'method', match: { prefix: '/m', headers: [{ name: ':method', string_match: { exact: 'POST' } }] }, direct_response: { status: 200 } },
-        { name: 'query', match: { prefix: '/q', query_parameters: [{ name: 'debug', string_match: { exact: 'on' } }] }, direct_response: { status: 200 } },
-        { name: 'query-present', match: { prefix: '/q', query_parameters: [{ name: 'flag', present_match: true }] }, direct_response: { status: 200 } },
-        { name: 'claim', match: { prefix: '/jwt', dynamic_metadata: [{ filter: 'envoy.filters.http.jwt_authn', path: [{ key: 'payload' }, { key: 'group' }], value: { string_match: { exact: 'admins' } } }] }, direct_response: { status: 200 } },
-        { name: 'claim-list', match: { prefix: '/jwt', dynamic_metadata: [{ filter: 'envoy.filters.http.jwt_authn', path: [{ key: 'payload' }, { key: 'roles' }], value: { list_match: { one_of: { string_match: { exact: 'dev' } } } } }] }, direct_response: { status: 200 } },
-        { name: 'claim-not', match: { prefix: '/jwt', dynamic_metadata: [{ filter: 'envoy.filters.http.jwt_authn', path: [{ key: 'payload' }, { key: 'iss' }], value: { string_match: { exact: 'evil' } }, invert: true }] }, direct_response: { status: 200 } },
-        { name: 'fraction', match: { prefix: '/canary', runtime_fraction: { default_value: { numerator: 25, denominator: 'HUNDRED' } } }, direct_response: { status: 200 } },
-        { name: 'grpc', match: { prefix: '/svc', grpc: {} }, direct_response: { status: 200 } },
-        { name: 'catch-all', match: { prefix: '/' }, direct_response: { status: 200 } },
-      ],
-    }],
+    virtual_hosts: [
+      {
+        name: 'v',
+        domains: ['*'],
+        routes: [
+          { name: 'exact-path', match: { path: '/exact' }, direct_response: { status: 200 } },
+          { name: 'ci-prefix', match: { prefix: '/CI/', case_sensitive: false }, direct_response: { status: 200 } },
+          { name: 'regex', match: { safe_regex: { regex: '/items/[0-9]+' } }, direct_response: { status: 200 } },
+          { name: 'sep', match: { path_separated_prefix: '/api' }, direct_response: { status: 200 } },
+          { name: 'hdr-exact', match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { exact: 'v1' } }] }, direct_response: { status: 200 } },
+          {
+            name: 'hdr-prefix',
+            match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { prefix: 'pre' } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-suffix',
+            match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { suffix: 'fix' } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-contains',
+            match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { contains: 'mid' } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-regex',
+            match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { safe_regex: { regex: 'r[0-9]' } } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-ignore-case',
+            match: { prefix: '/h', headers: [{ name: 'x-a', string_match: { exact: 'CASE', ignore_case: true } }] },
+            direct_response: { status: 200 },
+          },
+          { name: 'hdr-present', match: { prefix: '/h', headers: [{ name: 'x-p', present_match: true }] }, direct_response: { status: 200 } },
+          {
+            name: 'hdr-range',
+            match: { prefix: '/h', headers: [{ name: 'x-n', range_match: { start: 10, end: 20 } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-invert',
+            match: { prefix: '/inv', headers: [{ name: 'x-b', string_match: { exact: 'no' }, invert_match: true }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-absent',
+            match: { prefix: '/abs', headers: [{ name: 'x-c', present_match: true, invert_match: true }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'hdr-empty',
+            match: { prefix: '/empty', headers: [{ name: 'x-d', string_match: { exact: '' }, treat_missing_header_as_empty: true }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'method',
+            match: { prefix: '/m', headers: [{ name: ':method', string_match: { exact: 'POST' } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'query',
+            match: { prefix: '/q', query_parameters: [{ name: 'debug', string_match: { exact: 'on' } }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'query-present',
+            match: { prefix: '/q', query_parameters: [{ name: 'flag', present_match: true }] },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'claim',
+            match: {
+              prefix: '/jwt',
+              dynamic_metadata: [
+                {
+                  filter: 'envoy.filters.http.jwt_authn',
+                  path: [{ key: 'payload' }, { key: 'group' }],
+                  value: { string_match: { exact: 'admins' } },
+                },
+              ],
+            },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'claim-list',
+            match: {
+              prefix: '/jwt',
+              dynamic_metadata: [
+                {
+                  filter: 'envoy.filters.http.jwt_authn',
+                  path: [{ key: 'payload' }, { key: 'roles' }],
+                  value: { list_match: { one_of: { string_match: { exact: 'dev' } } } },
+                },
+              ],
+            },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'claim-not',
+            match: {
+              prefix: '/jwt',
+              dynamic_metadata: [
+                {
+                  filter: 'envoy.filters.http.jwt_authn',
+                  path: [{ key: 'payload' }, { key: 'iss' }],
+                  value: { string_match: { exact: 'evil' } },
+                  invert: true,
+                },
+              ],
+            },
+            direct_response: { status: 200 },
+          },
+          {
+            name: 'fraction',
+            match: { prefix: '/canary', runtime_fraction: { default_value: { numerator: 25, denominator: 'HUNDRED' } } },
+            direct_response: { status: 200 },
+          },
+          { name: 'grpc', match: { prefix: '/svc', grpc: {} }, direct_response: { status: 200 } },
+          { name: 'catch-all', match: { prefix: '/' }, direct_response: { status: 200 } },
+        ],
+      },
+    ],
   });
   const cases: Array<[string, Req]> = [
     ['exact-path', { path: '/exact' }],
@@ -167,7 +268,19 @@ t.test('route matching', async (t) => {
 });
 
 t.test('first match wins and a vhost without a matching route gives no route', async (t) => {
-  const rc = compile({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ name: 'first', match: { prefix: '/a' }, direct_response: { status: 200 } }, { name: 'second', match: { prefix: '/ab' }, direct_response: { status: 200 } }] }] });
+  const rc = compile({
+    name: 'r',
+    virtual_hosts: [
+      {
+        name: 'v',
+        domains: ['*'],
+        routes: [
+          { name: 'first', match: { prefix: '/a' }, direct_response: { status: 200 } },
+          { name: 'second', match: { prefix: '/ab' }, direct_response: { status: 200 } },
+        ],
+      },
+    ],
+  });
   t.equal(selectRoute(rc, req({ path: '/abc' }))?.route.name, 'first');
   t.equal(selectRoute(rc, req({ path: '/zzz' })), undefined);
 });
@@ -175,16 +288,22 @@ t.test('first match wins and a vhost without a matching route gives no route', a
 t.test('path rewrites', async (t) => {
   const rc = compile({
     name: 'r',
-    virtual_hosts: [{
-      name: 'v',
-      domains: ['*'],
-      routes: [
-        { name: 'p', match: { prefix: '/old/' }, route: { cluster: 'c', prefix_rewrite: '/new/' } },
-        { name: 'exact', match: { path: '/exact' }, route: { cluster: 'c', prefix_rewrite: '/other' } },
-        { name: 'ci', match: { prefix: '/ci', case_sensitive: false }, route: { cluster: 'c', prefix_rewrite: '/x' } },
-        { name: 'rx', match: { prefix: '/rx/' }, route: { cluster: 'c', regex_rewrite: { pattern: { regex: '^/rx/([^/]+)/(.*)$' }, substitution: '/\\2/\\1' } } },
-      ],
-    }],
+    virtual_hosts: [
+      {
+        name: 'v',
+        domains: ['*'],
+        routes: [
+          { name: 'p', match: { prefix: '/old/' }, route: { cluster: 'c', prefix_rewrite: '/new/' } },
+          { name: 'exact', match: { path: '/exact' }, route: { cluster: 'c', prefix_rewrite: '/other' } },
+          { name: 'ci', match: { prefix: '/ci', case_sensitive: false }, route: { cluster: 'c', prefix_rewrite: '/x' } },
+          {
+            name: 'rx',
+            match: { prefix: '/rx/' },
+            route: { cluster: 'c', regex_rewrite: { pattern: { regex: '^/rx/([^/]+)/(.*)$' }, substitution: '/\\2/\\1' } },
+          },
+        ],
+      },
+    ],
   });
   const rewrite = (path: string) => {
     const r = req({ path });
@@ -209,23 +328,46 @@ t.test('redirect locations (Envoy newUri)', async (t) => {
     ['path redirect with its own query', { path_redirect: '/new?y=2' }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new?y=2'],
     ['strip query', { path_redirect: '/new', strip_query: true }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new'],
     ['prefix rewrite', { prefix_rewrite: '/v2/' }, { authority: 'a.com', path: '/v1/items?x' }, 'http://a.com/v2/items?x'],
-    ['https port 443 dropped for http', { scheme_redirect: 'http' }, { authority: 'a.com:443', path: '/', headers: { 'x-forwarded-proto': 'https' } }, 'http://a.com/'],
+    [
+      'https port 443 dropped for http',
+      { scheme_redirect: 'http' },
+      { authority: 'a.com:443', path: '/', headers: { 'x-forwarded-proto': 'https' } },
+      'http://a.com/',
+    ],
   ];
   for (const [name, redirect, r, want] of cases) {
-    const rc = compile({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/v1/' }, redirect }, { match: { prefix: '/' }, redirect }] }] });
+    const rc = compile({
+      name: 'r',
+      virtual_hosts: [
+        {
+          name: 'v',
+          domains: ['*'],
+          routes: [
+            { match: { prefix: '/v1/' }, redirect },
+            { match: { prefix: '/' }, redirect },
+          ],
+        },
+      ],
+    });
     const rq = req(r);
     const sel = selectRoute(rc, rq)!;
     const a = sel.route.action;
     if (a.kind !== 'redirect') throw new Error('not a redirect');
     t.equal(redirectLocation(a, rq.headers, sel.route.prefixLength(rq)), want, name);
   }
-  const codes = compile({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, redirect: { response_code: 'PERMANENT_REDIRECT' } }] }] });
+  const codes = compile({
+    name: 'r',
+    virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, redirect: { response_code: 'PERMANENT_REDIRECT' } }] }],
+  });
   const a = selectRoute(codes, req({}))!.route.action;
   t.equal(a.kind === 'redirect' ? a.status : 0, 308);
 });
 
 t.test('require_tls redirects plain requests to https', async (t) => {
-  const rc = compile({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], require_tls: 'ALL', routes: [{ match: { prefix: '/' }, route: { cluster: 'c' } }] }] });
+  const rc = compile({
+    name: 'r',
+    virtual_hosts: [{ name: 'v', domains: ['*'], require_tls: 'ALL', routes: [{ match: { prefix: '/' }, route: { cluster: 'c' } }] }],
+  });
   const plain = selectRoute(rc, req({ authority: 'a.com:80', path: '/x' }))!;
   t.equal(plain.route.action.kind, 'redirect');
   const rq = req({ authority: 'a.com:80', path: '/x' });
@@ -234,7 +376,29 @@ t.test('require_tls redirects plain requests to https', async (t) => {
 });
 
 t.test('weighted clusters', async (t) => {
-  const rc = compile({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { weighted_clusters: { clusters: [{ name: 'a', weight: 20 }, { name: 'b', weight: 80 }, { name: 'zero', weight: 0 }] } } }] }] });
+  const rc = compile({
+    name: 'r',
+    virtual_hosts: [
+      {
+        name: 'v',
+        domains: ['*'],
+        routes: [
+          {
+            match: { prefix: '/' },
+            route: {
+              weighted_clusters: {
+                clusters: [
+                  { name: 'a', weight: 20 },
+                  { name: 'b', weight: 80 },
+                  { name: 'zero', weight: 0 },
+                ],
+              },
+            },
+          },
+        ],
+      },
+    ],
+  });
   const a = selectRoute(rc, req({}))!.route.action;
   if (a.kind !== 'route' || a.cluster.kind !== 'weighted') throw new Error('expected weighted');
   t.equal(pickWeighted(a.cluster, 0)?.name, 'a');
@@ -248,7 +412,17 @@ t.test('weighted clusters', async (t) => {
   }
   t.same(counts, { a: 200, b: 800 }, 'uniform randoms split 20/80, weight 0 never chosen');
   t.throws(
-    () => compile({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { weighted_clusters: { total_weight: 100, clusters: [{ name: 'a', weight: 20 }] } } }] }] }),
+    () =>
+      compile({
+        name: 'r',
+        virtual_hosts: [
+          {
+            name: 'v',
+            domains: ['*'],
+            routes: [{ match: { prefix: '/' }, route: { weighted_clusters: { total_weight: 100, clusters: [{ name: 'a', weight: 20 }] } } }],
+          },
+        ],
+      }),
     /Sum of weights in the weighted_cluster should add up to 100/,
   );
 });
@@ -256,16 +430,26 @@ t.test('weighted clusters', async (t) => {
 t.test('route actions: timeouts, retries, direct responses', async (t) => {
   const rc = compile({
     name: 'r',
-    virtual_hosts: [{
-      name: 'v',
-      domains: ['*'],
-      retry_policy: { retry_on: '5xx', num_retries: 4 },
-      routes: [
-        { name: 'default-timeout', match: { prefix: '/d' }, route: { cluster: 'c' } },
-        { name: 'no-timeout', match: { prefix: '/n' }, route: { cluster: 'c', timeout: '0s', retry_policy: { retry_on: 'connect-failure,retriable-status-codes', retriable_status_codes: [409], per_try_timeout: '0.25s' } } },
-        { name: 'direct', match: { prefix: '/x' }, direct_response: { status: 503, body: { inline_string: 'maintenance' } } },
-      ],
-    }],
+    virtual_hosts: [
+      {
+        name: 'v',
+        domains: ['*'],
+        retry_policy: { retry_on: '5xx', num_retries: 4 },
+        routes: [
+          { name: 'default-timeout', match: { prefix: '/d' }, route: { cluster: 'c' } },
+          {
+            name: 'no-timeout',
+            match: { prefix: '/n' },
+            route: {
+              cluster: 'c',
+              timeout: '0s',
+              retry_policy: { retry_on: 'connect-failure,retriable-status-codes', retriable_status_codes: [409], per_try_timeout: '0.25s' },
+            },
+          },
+          { name: 'direct', match: { prefix: '/x' }, direct_response: { status: 503, body: { inline_string: 'maintenance' } } },
+        ],
+      },
+    ],
   });
   const act = (p: string) => selectRoute(rc, req({ path: p }))!;
   const d = act('/d');
@@ -273,22 +457,90 @@ t.test('route actions: timeouts, retries, direct responses', async (t) => {
   t.equal(d.vhost.retry?.numRetries, 4, 'virtual host retry policy');
   const n = act('/n').route.action;
   t.equal(n.kind === 'route' && n.timeoutMs, 0, 'timeout 0 disables it');
-  t.same(n.kind === 'route' && n.retry ? { on: [...n.retry.retryOn], codes: [...n.retry.retriableStatusCodes], ptt: n.retry.perTryTimeoutMs, num: n.retry.numRetries } : undefined, { on: ['connect-failure', 'retriable-status-codes'], codes: [409], ptt: 250, num: 1 });
+  t.same(
+    n.kind === 'route' && n.retry
+      ? { on: [...n.retry.retryOn], codes: [...n.retry.retriableStatusCodes], ptt: n.retry.perTryTimeoutMs, num: n.retry.numRetries }
+      : undefined,
+    { on: ['connect-failure', 'retriable-status-codes'], codes: [409], ptt: 250, num: 1 },
+  );
   const x = act('/x').route.action;
   t.equal(x.kind === 'direct' && x.body?.toString(), 'maintenance');
-  t.throws(() => compile({ name: 'big', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'x'.repeat(5000) } } }] }] }), /response body size is 5000 bytes; maximum is 4096/);
+  t.throws(
+    () =>
+      compile({
+        name: 'big',
+        virtual_hosts: [
+          {
+            name: 'v',
+            domains: ['*'],
+            routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'x'.repeat(5000) } } }],
+          },
+        ],
+      }),
+    /response body size is 5000 bytes; maximum is 4096/,
+  );
   // Envoy ignores retry_on values it does not know (RetryStateImpl::parseRetryOn(...).first) and keeps the rest
-  const odd = compile({ name: 'odd', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'c', retry_policy: { retry_on: 'sometimes, 5xx' } } }] }] });
+  const odd = compile({
+    name: 'odd',
+    virtual_hosts: [
+      { name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'c', retry_policy: { retry_on: 'sometimes, 5xx' } } }] },
+    ],
+  });
   const oa = selectRoute(odd, req({ path: '/' }))!.route.action;
   t.same(oa.kind === 'route' ? [...(oa.retry?.retryOn ?? [])] : undefined, ['5xx'], 'an unknown retry_on value is ignored, the known ones kept');
 });
 
 t.test('invalid route configurations name the field', async (t) => {
-  t.throws(() => compile({ name: 'dup', virtual_hosts: [{ name: 'a', domains: ['x.com'] }, { name: 'b', domains: ['X.com'] }] }), /Only unique values for domains are permitted\. Duplicate entry of domain x\.com/);
-  t.throws(() => compile({ name: 'rx', virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { safe_regex: { regex: '(unclosed' } }, route: { cluster: 'c' } }] }] }), /route_config 'rx'\.virtual_hosts\[0\]\.routes\[0\]\.match\.safe_regex: invalid regex '\(unclosed': error parsing regexp/);
-  t.throws(() => compile({ name: 'la', virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { safe_regex: { regex: '(?=x)' } }, route: { cluster: 'c' } }] }] }), /invalid regex/, 'lookarounds are not RE2');
-  t.throws(() => compile({ name: 'h', virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'c' }, request_headers_to_add: [{ header: { key: ':path', value: '/x' } }] }] }] }), /':-prefixed' or host headers may not be modified/);
-  const validated = () => compileRouteConfiguration(pb(RouteConfigurationSchema, { name: 'v', virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'missing' } }] }] }), { parsePerFilter: noPerFilter, clusterExists: () => false, isStatic: true });
+  t.throws(
+    () =>
+      compile({
+        name: 'dup',
+        virtual_hosts: [
+          { name: 'a', domains: ['x.com'] },
+          { name: 'b', domains: ['X.com'] },
+        ],
+      }),
+    /Only unique values for domains are permitted\. Duplicate entry of domain x\.com/,
+  );
+  t.throws(
+    () =>
+      compile({
+        name: 'rx',
+        virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { safe_regex: { regex: '(unclosed' } }, route: { cluster: 'c' } }] }],
+      }),
+    /route_config 'rx'\.virtual_hosts\[0\]\.routes\[0\]\.match\.safe_regex: invalid regex '\(unclosed': error parsing regexp/,
+  );
+  t.throws(
+    () =>
+      compile({
+        name: 'la',
+        virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { safe_regex: { regex: '(?=x)' } }, route: { cluster: 'c' } }] }],
+      }),
+    /invalid regex/,
+    'lookarounds are not RE2',
+  );
+  t.throws(
+    () =>
+      compile({
+        name: 'h',
+        virtual_hosts: [
+          {
+            name: 'a',
+            domains: ['*'],
+            routes: [{ match: { prefix: '/' }, route: { cluster: 'c' }, request_headers_to_add: [{ header: { key: ':path', value: '/x' } }] }],
+          },
+        ],
+      }),
+    /':-prefixed' or host headers may not be modified/,
+  );
+  const validated = () =>
+    compileRouteConfiguration(
+      pb(RouteConfigurationSchema, {
+        name: 'v',
+        virtual_hosts: [{ name: 'a', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'missing' } }] }],
+      }),
+      { parsePerFilter: noPerFilter, clusterExists: () => false, isStatic: true },
+    );
   t.throws(validated, /route: unknown cluster 'missing'/, 'static route configs validate clusters');
 });
 
@@ -296,30 +548,47 @@ t.test('header mutations: append actions, removals, substitutions and precedence
   const rc = compile({
     name: 'r',
     request_headers_to_add: [{ header: { key: 'x-level', value: 'config' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
-    virtual_hosts: [{
-      name: 'v',
-      domains: ['*'],
-      request_headers_to_add: [{ header: { key: 'x-level', value: 'vhost' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
-      routes: [{
-        match: { prefix: '/' },
-        route: { cluster: 'c' },
-        request_headers_to_add: [
-          { header: { key: 'x-add', value: 'two' }, append_action: 'APPEND_IF_EXISTS_OR_ADD' },
-          { header: { key: 'x-absent', value: 'set' }, append_action: 'ADD_IF_ABSENT' },
-          { header: { key: 'x-keep', value: 'new' }, append_action: 'ADD_IF_ABSENT' },
-          { header: { key: 'x-only-if', value: 'no' }, append_action: 'OVERWRITE_IF_EXISTS' },
-          { header: { key: 'x-client', value: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%' } },
-          { header: { key: 'x-level', value: 'route' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+    virtual_hosts: [
+      {
+        name: 'v',
+        domains: ['*'],
+        request_headers_to_add: [{ header: { key: 'x-level', value: 'vhost' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' }],
+        routes: [
+          {
+            match: { prefix: '/' },
+            route: { cluster: 'c' },
+            request_headers_to_add: [
+              { header: { key: 'x-add', value: 'two' }, append_action: 'APPEND_IF_EXISTS_OR_ADD' },
+              { header: { key: 'x-absent', value: 'set' }, append_action: 'ADD_IF_ABSENT' },
+              { header: { key: 'x-keep', value: 'new' }, append_action: 'ADD_IF_ABSENT' },
+              { header: { key: 'x-only-if', value: 'no' }, append_action: 'OVERWRITE_IF_EXISTS' },
+              { header: { key: 'x-client', value: '%DOWNSTREAM_REMOTE_ADDRESS_WITHOUT_PORT%' } },
+              { header: { key: 'x-level', value: 'route' }, append_action: 'OVERWRITE_IF_EXISTS_OR_ADD' },
+            ],
+            request_headers_to_remove: ['x-secret'],
+            response_headers_to_add: [{ header: { key: 'x-served-by', value: 'mesh' } }],
+            response_headers_to_remove: ['x-internal'],
+          },
         ],
-        request_headers_to_remove: ['x-secret'],
-        response_headers_to_add: [{ header: { key: 'x-served-by', value: 'mesh' } }],
-        response_headers_to_remove: ['x-internal'],
-      }],
-    }],
+      },
+    ],
   });
   const r = req({ headers: { 'x-add': 'one', 'x-keep': 'old', 'x-secret': 's' } });
   const sel = selectRoute(rc, r)!;
-  const info = new StreamInfo({ remoteAddress: '10.1.2.3', remotePort: 5555, localAddress: '127.0.0.1', localPort: 80, serverName: '', alpn: '', tls: false, peerCertificatePresented: false, peerCertificateValidated: false, peerUriSans: [], peerDnsSans: [], peerSubject: '' });
+  const info = new StreamInfo({
+    remoteAddress: '10.1.2.3',
+    remotePort: 5555,
+    localAddress: '127.0.0.1',
+    localPort: 80,
+    serverName: '',
+    alpn: '',
+    tls: false,
+    peerCertificatePresented: false,
+    peerCertificateValidated: false,
+    peerUriSans: [],
+    peerDnsSans: [],
+    peerSubject: '',
+  });
   const ctx = { info, request: r.headers };
   for (const ops of [sel.route.headerOps, sel.vhost.headerOps, sel.config.headerOps]) applyRequestOps(ops, r.headers, ctx);
   t.same(r.headers.getAll('x-add'), ['one', 'two'], 'APPEND_IF_EXISTS_OR_ADD appends');
@@ -336,14 +605,22 @@ t.test('header mutations: append actions, removals, substitutions and precedence
 });
 
 t.test('routes with the same retry policy share one compiled policy; no upgrade_configs share one empty map', async (t) => {
-  const policy = { retry_on: 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes', num_retries: 2, retriable_status_codes: [503] };
+  const policy = {
+    retry_on: 'connect-failure,refused-stream,unavailable,cancelled,retriable-status-codes',
+    num_retries: 2,
+    retriable_status_codes: [503],
+  };
   const rc = compile({
     name: 'r',
     virtual_hosts: [
       { name: 'a', domains: ['a'], routes: [{ match: { prefix: '/' }, route: { cluster: 'a', retry_policy: policy } }] },
       { name: 'b', domains: ['b'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b', retry_policy: policy } }] },
       { name: 'c', domains: ['c'], routes: [{ match: { prefix: '/' }, route: { cluster: 'c', retry_policy: { ...policy, num_retries: 3 } } }] },
-      { name: 'd', domains: ['d'], routes: [{ match: { prefix: '/' }, route: { cluster: 'd', retry_policy: { ...policy, retriable_status_codes: [502] } } }] },
+      {
+        name: 'd',
+        domains: ['d'],
+        routes: [{ match: { prefix: '/' }, route: { cluster: 'd', retry_policy: { ...policy, retriable_status_codes: [502] } } }],
+      },
       { name: 'e', domains: ['e'], routes: [{ match: { prefix: '/' }, route: { cluster: 'e', upgrade_configs: [{ upgrade_type: 'WebSocket' }] } }] },
     ],
   });

@@ -13,14 +13,24 @@ import { hcm, sock, startProxy } from './helpers';
 import { BURST_CHILD } from '../../scripts/lib/burst-child.mjs';
 import { waitForValue } from '../helpers/wait';
 
-const routes = { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'ok' } } }] }] };
+const routes = {
+  name: 'r',
+  virtual_hosts: [
+    { name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, direct_response: { status: 200, body: { inline_string: 'ok' } } }] },
+  ],
+};
 
 async function proxy(t: { teardown(f: () => unknown): void }, listeners: Array<{ port: number; extra?: JsonObject }>) {
   const p = await startProxy({
     node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
-      listeners: listeners.map((l, i) => ({ name: `l${i}`, address: sock('127.0.0.1', l.port), filter_chains: [{ filters: [hcm({ routeConfig: routes })] }], ...(l.extra ?? {}) })),
+      listeners: listeners.map((l, i) => ({
+        name: `l${i}`,
+        address: sock('127.0.0.1', l.port),
+        filter_chains: [{ filters: [hcm({ routeConfig: routes })] }],
+        ...(l.extra ?? {}),
+      })),
       clusters: [],
     },
   });
@@ -37,14 +47,16 @@ t.test('listen backlog: tcp_backlog_size, else the kernel somaxconn (Envoy), not
   t.equal(listenBacklog(0), kernelSomaxconn(), '0 is "not set"');
   const ss = spawnSync('ss', ['-V']);
   if (ss.status !== 0) {
-    t.pass('the listening sockets\' backlog as ss reads it', { skip: 'ss (iproute2) is not installed' });
+    t.pass("the listening sockets' backlog as ss reads it", { skip: 'ss (iproute2) is not installed' });
     return;
   }
   const [a, b] = [await freePort(), await freePort()];
   await proxy(t, [{ port: a }, { port: b, extra: { tcp_backlog_size: 64 } }]);
   // ss shows a listening socket's backlog in Send-Q
   const backlog = (port: number) => {
-    const out = spawnSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' }).stdout.trim().split(/\s+/);
+    const out = spawnSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' })
+      .stdout.trim()
+      .split(/\s+/);
     return Number(out[2]);
   };
   t.equal(backlog(a), kernelSomaxconn(), `the default listener's backlog is somaxconn (${kernelSomaxconn()})`);
@@ -147,11 +159,24 @@ t.test('HTTP/1 codec: bytes read while parking are handled in order afterwards',
   t.notOk(b.closed());
   acceptPacer.endOfTurn(); // a turn without accepts: the burst is over
   t.notOk(acceptPacer.parking);
-  await waitForValue('both pipelined requests answered', () => (a.text().slice(before).match(/HTTP\/1\.1 200/g) ?? []).length === 2, { timeoutMs: 10_000, intervalMs: 20 });
+  await waitForValue(
+    'both pipelined requests answered',
+    () =>
+      (
+        a
+          .text()
+          .slice(before)
+          .match(/HTTP\/1\.1 200/g) ?? []
+      ).length === 2,
+    { timeoutMs: 10_000, intervalMs: 20 },
+  );
   await waitForValue('the connection: close request answered and closed', () => b.closed(), { timeoutMs: 10_000, intervalMs: 20 });
-  t.match(b.text(), /^HTTP\/1\.1 200 OK\r\n[\s\S]*connection: close\r\n\r\nok$/, 'the connection: close request answered, then its connection closed');
+  t.match(
+    b.text(),
+    /^HTTP\/1\.1 200 OK\r\n[\s\S]*connection: close\r\n\r\nok$/,
+    'the connection: close request answered, then its connection closed',
+  );
 });
-
 
 /** Runs the burst child against a fresh engine; the slowest first answer of the new connections, and how many had one. */
 async function burst(t: { teardown(f: () => unknown): void }): Promise<{ max: number; done: number }> {

@@ -29,22 +29,49 @@ import net from 'node:net';
 import { tempDir } from '../helpers/temp';
 
 function conn(o: Partial<DownstreamConnectionInfo> = {}): DownstreamConnectionInfo {
-  return { remoteAddress: '10.0.0.5', remotePort: 40000, localAddress: '10.0.0.1', localPort: 8080, serverName: '', alpn: '', tls: false, peerCertificatePresented: false, peerCertificateValidated: false, peerUriSans: [], peerDnsSans: [], peerSubject: '', ...o };
+  return {
+    remoteAddress: '10.0.0.5',
+    remotePort: 40000,
+    localAddress: '10.0.0.1',
+    localPort: 8080,
+    serverName: '',
+    alpn: '',
+    tls: false,
+    peerCertificatePresented: false,
+    peerCertificateValidated: false,
+    peerUriSans: [],
+    peerDnsSans: [],
+    peerSubject: '',
+    ...o,
+  };
 }
 
 t.test('RBAC evaluation', async (t) => {
   const rules = (action: string, policies: JsonObject) => new RbacEngine(pb(RBACSchema, { action, policies }), 'rbac');
   const allow = rules('ALLOW', {
     'ns-foo': {
-      permissions: [{ and_rules: { rules: [{ header: { name: ':method', string_match: { exact: 'GET' } } }, { url_path: { path: { prefix: '/api/' } } }] } }],
+      permissions: [
+        { and_rules: { rules: [{ header: { name: ':method', string_match: { exact: 'GET' } } }, { url_path: { path: { prefix: '/api/' } } }] } },
+      ],
       principals: [{ authenticated: { principal_name: { exact: 'spiffe://cluster.local/ns/foo/sa/app' } } }],
     },
     'any-port-9000': { permissions: [{ destination_port: 9000 }], principals: [{ any: true }] },
     'jwt-admins': {
       permissions: [{ any: true }],
-      principals: [{ metadata: { filter: 'envoy.filters.http.jwt_authn', path: [{ key: 'payload' }, { key: 'groups' }], value: { list_match: { one_of: { string_match: { exact: 'admin' } } } } } }],
+      principals: [
+        {
+          metadata: {
+            filter: 'envoy.filters.http.jwt_authn',
+            path: [{ key: 'payload' }, { key: 'groups' }],
+            value: { list_match: { one_of: { string_match: { exact: 'admin' } } } },
+          },
+        },
+      ],
     },
-    'not-from-10': { permissions: [{ url_path: { path: { exact: '/public' } } }], principals: [{ not_id: { remote_ip: { address_prefix: '10.0.0.0', prefix_len: 8 } } }] },
+    'not-from-10': {
+      permissions: [{ url_path: { path: { exact: '/public' } } }],
+      principals: [{ not_id: { remote_ip: { address_prefix: '10.0.0.0', prefix_len: 8 } } }],
+    },
   });
   const input = (o: { method?: string; path?: string; c?: Partial<DownstreamConnectionInfo>; md?: Record<string, JsonObject> }) => ({
     headers: new RequestHeaders(o.method ?? 'GET', o.path ?? '/', 'h', 'http', {}),
@@ -57,7 +84,10 @@ t.test('RBAC evaluation', async (t) => {
   t.same(allow.evaluate(input({ path: '/api/x', method: 'POST', c: mtls })), { allowed: false, policy: '' }, 'method must match');
   t.same(allow.evaluate(input({ path: '/api/x' })), { allowed: false, policy: '' }, 'plaintext is not authenticated');
   t.same(allow.evaluate(input({ path: '/x', c: { localPort: 9000 } })), { allowed: true, policy: 'any-port-9000' });
-  t.same(allow.evaluate(input({ md: { 'envoy.filters.http.jwt_authn': { payload: { groups: ['dev', 'admin'] } } } })), { allowed: true, policy: 'jwt-admins' });
+  t.same(allow.evaluate(input({ md: { 'envoy.filters.http.jwt_authn': { payload: { groups: ['dev', 'admin'] } } } })), {
+    allowed: true,
+    policy: 'jwt-admins',
+  });
   t.same(allow.evaluate(input({ path: '/public' })), { allowed: false, policy: '' }, 'not_id excludes 10/8');
   t.same(allow.evaluate(input({ path: '/public', c: { remoteAddress: '192.168.1.1' } })), { allowed: true, policy: 'not-from-10' });
   const deny = rules('DENY', { 'deny-admin': { permissions: [{ url_path: { path: { prefix: '/admin' } } }], principals: [{ any: true }] } });
@@ -67,15 +97,30 @@ t.test('RBAC evaluation', async (t) => {
   t.same(log.evaluate(input({})), { allowed: true, policy: 'all' }, 'LOG always allows');
   const empty = rules('ALLOW', {});
   t.equal(empty.evaluate(input({})).allowed, false, 'ALLOW with no policies denies everything');
-  t.throws(() => rules('ALLOW', { c: { permissions: [{ any: true }], principals: [{ any: true }], condition: { const_expr: { bool_value: true } } } }), /CEL conditions are not supported/);
-  const dns = rules('ALLOW', { p: { permissions: [{ any: true }], principals: [{ authenticated: { principal_name: { suffix: '.example.com' } } }] } });
-  t.equal(dns.evaluate(input({ c: { tls: true, peerCertificatePresented: true, peerDnsSans: ['svc.example.com'] } })).allowed, true, 'DNS SAN when there is no URI SAN');
+  t.throws(
+    () => rules('ALLOW', { c: { permissions: [{ any: true }], principals: [{ any: true }], condition: { const_expr: { bool_value: true } } } }),
+    /CEL conditions are not supported/,
+  );
+  const dns = rules('ALLOW', {
+    p: { permissions: [{ any: true }], principals: [{ authenticated: { principal_name: { suffix: '.example.com' } } }] },
+  });
+  t.equal(
+    dns.evaluate(input({ c: { tls: true, peerCertificatePresented: true, peerDnsSans: ['svc.example.com'] } })).allowed,
+    true,
+    'DNS SAN when there is no URI SAN',
+  );
   // Envoy AuthenticatedMatcher: every URI SAN, then every DNS SAN, then the subject
-  t.equal(dns.evaluate(input({ c: { tls: true, peerCertificatePresented: true, peerUriSans: ['spiffe://x'], peerDnsSans: ['svc.example.com'] } })).allowed, true, 'DNS SANs are tried after URI SANs');
+  t.equal(
+    dns.evaluate(input({ c: { tls: true, peerCertificatePresented: true, peerUriSans: ['spiffe://x'], peerDnsSans: ['svc.example.com'] } })).allowed,
+    true,
+    'DNS SANs are tried after URI SANs',
+  );
 });
 
 function hosts(spec: Array<{ w?: number; health?: 'healthy' | 'unhealthy' | 'draining' | 'degraded'; p?: number }>): Host[] {
-  return spec.map((s, i) => new Host('10.0.0.' + (i + 1), 80, '', s.w ?? 1, s.health ?? 'healthy', s.p ?? 0, { region: '', zone: '', subZone: '' }, undefined));
+  return spec.map(
+    (s, i) => new Host('10.0.0.' + (i + 1), 80, '', s.w ?? 1, s.health ?? 'healthy', s.p ?? 0, { region: '', zone: '', subZone: '' }, undefined),
+  );
 }
 
 function seq(n: number, seed = 1): () => number {
@@ -132,17 +177,28 @@ t.test('load balancing', async (t) => {
 t.test('load balancing state shares its lists where they are equal (thousands of clusters in a sidecar)', async (t) => {
   const all = hosts([{}, {}]);
   const [one] = priorityStates(all);
-  t.equal(one!.hosts, all, 'one priority: the hosts list is the cluster\'s own');
+  t.equal(one!.hosts, all, "one priority: the hosts list is the cluster's own");
   t.equal(one!.healthy, one!.hosts, 'all healthy: the healthy list is the hosts list');
   t.same(one!.degraded, []);
   t.same(priorityLoads([one!]), [100]);
   const mixed = hosts([{}, { health: 'unhealthy' }, { health: 'degraded' }]);
   const [m] = priorityStates(mixed);
-  t.same(m!.healthy.map((h) => h.address), ['10.0.0.1'], 'an unhealthy host: a list of its own');
-  t.same(m!.degraded.map((h) => h.address), ['10.0.0.3']);
-  t.equal(mixed.length, 3, 'the cluster\'s list is not changed');
+  t.same(
+    m!.healthy.map((h) => h.address),
+    ['10.0.0.1'],
+    'an unhealthy host: a list of its own',
+  );
+  t.same(
+    m!.degraded.map((h) => h.address),
+    ['10.0.0.3'],
+  );
+  t.equal(mixed.length, 3, "the cluster's list is not changed");
   const two = priorityStates(hosts([{ p: 0 }, { p: 1 }]));
-  t.same(two.map((s) => s.hosts.length), [1, 1], 'two priorities: a list each');
+  t.same(
+    two.map((s) => s.hosts.length),
+    [1, 1],
+    'two priorities: a list each',
+  );
 });
 
 t.test('outlier detection: consecutive 5xx ejects, max_ejection_percent caps, time returns hosts', async (t) => {
@@ -151,7 +207,19 @@ t.test('outlier detection: consecutive 5xx ejects, max_ejection_percent caps, ti
   let changes = 0;
   const store = new StatsStore();
   const od = new OutlierDetector(
-    { consecutive5xx: 3, enforcing5xx: 100, consecutiveGatewayFailure: 5, enforcingGatewayFailure: 0, consecutiveLocalOriginFailure: 5, enforcingLocalOriginFailure: 100, splitExternalLocalOriginErrors: false, intervalMs: 1_000_000, baseEjectionMs: 30_000, maxEjectionMs: 300_000, maxEjectionPercent: 25 },
+    {
+      consecutive5xx: 3,
+      enforcing5xx: 100,
+      consecutiveGatewayFailure: 5,
+      enforcingGatewayFailure: 0,
+      consecutiveLocalOriginFailure: 5,
+      enforcingLocalOriginFailure: 100,
+      splitExternalLocalOriginErrors: false,
+      intervalMs: 1_000_000,
+      baseEjectionMs: 30_000,
+      maxEjectionMs: 300_000,
+      maxEjectionPercent: 25,
+    },
     store.scope('cluster.c.'),
     () => hs,
     () => changes++,
@@ -188,7 +256,16 @@ t.test('filter chain selection', async (t) => {
     chain('http', { application_protocols: ['http/1.1', 'h2c'] }),
     chain('from-10', { source_prefix_ranges: [{ address_prefix: '10.0.0.0', prefix_len: 8 }] }),
   ];
-  const f = (o: Partial<ConnectionFacts>): ConnectionFacts => ({ destinationPort: 8080, destinationIp: '10.0.0.1', serverName: '', transportProtocol: 'raw_buffer', applicationProtocols: [], sourceIp: '192.168.0.1', sourcePort: 1234, ...o });
+  const f = (o: Partial<ConnectionFacts>): ConnectionFacts => ({
+    destinationPort: 8080,
+    destinationIp: '10.0.0.1',
+    serverName: '',
+    transportProtocol: 'raw_buffer',
+    applicationProtocols: [],
+    sourceIp: '192.168.0.1',
+    sourcePort: 1234,
+    ...o,
+  });
   const pick = (o: Partial<ConnectionFacts>) => selectChain(chains, f(o))?.name;
   t.equal(pick({}), 'plain');
   t.equal(pick({ destinationPort: 9080 }), 'port-9080', 'destination port is the first criterion');
@@ -198,27 +275,46 @@ t.test('filter chain selection', async (t) => {
   t.equal(pick({ transportProtocol: 'tls', serverName: 'other.org' }), 'tls-any');
   t.equal(pick({ applicationProtocols: ['http/1.1'] }), 'http');
   t.equal(pick({ sourceIp: '10.1.1.1' }), 'from-10');
-  t.equal(selectChain([chain('only', { server_names: ['a.com'] })], f({ serverName: 'b.com' })), undefined, 'no match → no chain (default chain applies)');
+  t.equal(
+    selectChain([chain('only', { server_names: ['a.com'] })], f({ serverName: 'b.com' })),
+    undefined,
+    'no match → no chain (default chain applies)',
+  );
 });
 
 t.test('first-byte inspection', async (t) => {
   const hello = await new Promise<Buffer>((resolve) => {
-    const srv = net.createServer((s) => s.once('data', (d) => {
-      resolve(d);
-      s.destroy();
-      srv.close();
-    }));
+    const srv = net.createServer((s) =>
+      s.once('data', (d) => {
+        resolve(d);
+        s.destroy();
+        srv.close();
+      }),
+    );
     srv.listen(0, '127.0.0.1', () => {
-      const c = tls.connect({ host: '127.0.0.1', port: (srv.address() as net.AddressInfo).port, servername: 'Shop.Example.com', ALPNProtocols: ['h2', 'http/1.1'] });
+      const c = tls.connect({
+        host: '127.0.0.1',
+        port: (srv.address() as net.AddressInfo).port,
+        servername: 'Shop.Example.com',
+        ALPNProtocols: ['h2', 'http/1.1'],
+      });
       c.on('error', () => undefined);
     });
   });
-  t.same(parseClientHello(hello), { kind: 'tls', sni: 'shop.example.com', alpn: ['h2', 'http/1.1'] }, 'SNI (lower-cased) and ALPN of a real ClientHello');
+  t.same(
+    parseClientHello(hello),
+    { kind: 'tls', sni: 'shop.example.com', alpn: ['h2', 'http/1.1'] },
+    'SNI (lower-cased) and ALPN of a real ClientHello',
+  );
   t.same(parseClientHello(hello.subarray(0, 20)), { kind: 'more' }, 'a partial hello asks for more');
   t.same(sniffHttp(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n')), { kind: 'raw', alpn: ['h2c'] });
   t.same(sniffHttp(Buffer.from('PRI * HTTP/2')), { kind: 'more' });
   t.same(sniffHttp(Buffer.from('GET /x HTTP/1.1\r\nHost: a\r\n')), { kind: 'raw', alpn: ['http/1.1'] });
-  t.same(sniffHttp(Buffer.from('GET /x HTTP/1.1\nHost: a\n')), { kind: 'raw', alpn: ['http/1.1'] }, 'a bare LF ends the request line: the codec answers it');
+  t.same(
+    sniffHttp(Buffer.from('GET /x HTTP/1.1\nHost: a\n')),
+    { kind: 'raw', alpn: ['http/1.1'] },
+    'a bare LF ends the request line: the codec answers it',
+  );
   t.same(sniffHttp(Buffer.from(' ')), { kind: 'raw', alpn: [] }, 'white space first is no request line to wait for');
   t.same(sniffHttp(Buffer.from('GET /x HT')), { kind: 'more' });
   t.same(sniffHttp(Buffer.from('\x00\x01binary')), { kind: 'raw', alpn: [] });
@@ -249,29 +345,62 @@ t.test('path normalisation', async (t) => {
 t.test('stat tags and renderings', async (t) => {
   const def = new TagProducer();
   t.same(def.extract('cluster.backend.upstream_rq_total'), { name: 'cluster.upstream_rq_total', tags: [['envoy.cluster_name', 'backend']] });
-  t.same(def.extract('cluster.backend.upstream_rq_503'), { name: 'cluster.upstream_rq', tags: [['envoy.response_code', '503'], ['envoy.cluster_name', 'backend']] });
-  t.same(def.extract('http.ingress.downstream_rq_2xx'), { name: 'http.downstream_rq_xx', tags: [['envoy.response_code_class', '2'], ['envoy.http_conn_manager_prefix', 'ingress']] });
-  t.same(def.extract('listener.0.0.0.0_8080.downstream_cx_active'), { name: 'listener.downstream_cx_active', tags: [['envoy.listener_address', '0.0.0.0_8080']] });
+  t.same(def.extract('cluster.backend.upstream_rq_503'), {
+    name: 'cluster.upstream_rq',
+    tags: [
+      ['envoy.response_code', '503'],
+      ['envoy.cluster_name', 'backend'],
+    ],
+  });
+  t.same(def.extract('http.ingress.downstream_rq_2xx'), {
+    name: 'http.downstream_rq_xx',
+    tags: [
+      ['envoy.response_code_class', '2'],
+      ['envoy.http_conn_manager_prefix', 'ingress'],
+    ],
+  });
+  t.same(def.extract('listener.0.0.0.0_8080.downstream_cx_active'), {
+    name: 'listener.downstream_cx_active',
+    tags: [['envoy.listener_address', '0.0.0.0_8080']],
+  });
   t.same(def.extract('listener.[__]_80.downstream_cx_total').tags, [['envoy.listener_address', '[__]_80']]);
   t.same(def.extract('server.live'), { name: 'server.live', tags: [] });
   // Istio's bootstrap: cluster names with dots
   const istio = new TagProducer([{ name: 'cluster_name', regex: '^cluster\\.((.+?(\\..+?\\.svc\\.cluster\\.local)?)\\.)' }], false);
-  t.same(istio.extract('cluster.outbound|80||a.demo.svc.cluster.local.upstream_rq_total'), { name: 'cluster.upstream_rq_total', tags: [['cluster_name', 'outbound|80||a.demo.svc.cluster.local']] });
+  t.same(istio.extract('cluster.outbound|80||a.demo.svc.cluster.local.upstream_rq_total'), {
+    name: 'cluster.upstream_rq_total',
+    tags: [['cluster_name', 'outbound|80||a.demo.svc.cluster.local']],
+  });
   t.throws(() => new TagProducer([{ name: 'bad', regex: '(' }]), /stats_tags: invalid regex for tag 'bad'/);
   // Istio's template spells one tag with a lookahead (`^listener(?=\.)`), which RE2 rejects: stats tags are
   // matched in linear time too, so the agent's bootstrap spells it as an optional group.
-  t.throws(() => new TagProducer([{ name: 'http_conn_manager_listener_prefix', regex: '^listener(?=\\.).*?\\.http\\.((.*)\\.)' }], false), /stats_tags: invalid regex for tag 'http_conn_manager_listener_prefix': error parsing regexp: invalid or unsupported Perl syntax: `\(\?=`/);
+  t.throws(
+    () => new TagProducer([{ name: 'http_conn_manager_listener_prefix', regex: '^listener(?=\\.).*?\\.http\\.((.*)\\.)' }], false),
+    /stats_tags: invalid regex for tag 'http_conn_manager_listener_prefix': error parsing regexp: invalid or unsupported Perl syntax: `\(\?=`/,
+  );
   // Istio's bootstrap tags with POSIX classes
-  const istioTags = new TagProducer([
-    { name: 'cluster_name', regex: '^cluster\\.((.+?(\\..+?\\.svc\\.cluster\\.local)?)\\.)' },
-    { name: 'response_code', regex: '_rq(_(\\d{3}))$' },
-    { name: 'response_code_class', regex: '_rq(_(\\dxx))$' },
-    { name: 'http_conn_manager_listener_prefix', regex: '^listener(?:\\..*?)?\\.http\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)' },
-    { name: 'http_conn_manager_prefix', regex: '^http\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)' },
-    { name: 'listener_address', regex: '^listener\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)' },
-  ], false);
-  t.same(istioTags.extract('cluster.outbound|80||a.demo.svc.cluster.local.upstream_rq_2xx'), { name: 'cluster.upstream_rq', tags: [['cluster_name', 'outbound|80||a.demo.svc.cluster.local'], ['response_code_class', '2xx']] });
-  t.same(istioTags.extract('listener.0.0.0.0_8080.downstream_cx_active'), { name: 'listener.downstream_cx_active', tags: [['listener_address', '0.0.0.0_8080']] });
+  const istioTags = new TagProducer(
+    [
+      { name: 'cluster_name', regex: '^cluster\\.((.+?(\\..+?\\.svc\\.cluster\\.local)?)\\.)' },
+      { name: 'response_code', regex: '_rq(_(\\d{3}))$' },
+      { name: 'response_code_class', regex: '_rq(_(\\dxx))$' },
+      { name: 'http_conn_manager_listener_prefix', regex: '^listener(?:\\..*?)?\\.http\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)' },
+      { name: 'http_conn_manager_prefix', regex: '^http\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)' },
+      { name: 'listener_address', regex: '^listener\\.(((?:[_.[:digit:]]*|[_\\[\\]aAbBcCdDeEfF[:digit:]]*))\\.)' },
+    ],
+    false,
+  );
+  t.same(istioTags.extract('cluster.outbound|80||a.demo.svc.cluster.local.upstream_rq_2xx'), {
+    name: 'cluster.upstream_rq',
+    tags: [
+      ['cluster_name', 'outbound|80||a.demo.svc.cluster.local'],
+      ['response_code_class', '2xx'],
+    ],
+  });
+  t.same(istioTags.extract('listener.0.0.0.0_8080.downstream_cx_active'), {
+    name: 'listener.downstream_cx_active',
+    tags: [['listener_address', '0.0.0.0_8080']],
+  });
   const s = new StatsStore();
   s.counter('cluster.backend.upstream_rq_total').inc(3);
   s.counter('cluster.backend.upstream_rq_200').inc(2);
@@ -308,7 +437,11 @@ t.test('stats store: a name stats_matcher rejects gets a null stat, unless the e
   t.equal(g.value, 2, 'and counts');
   t.ok(isNullStat(s.histogram('cluster.x.upstream_rq_time')));
   s.histogram('cluster.x.upstream_rq_time').record(3);
-  t.same(s.allCounters().map((c) => [c.name, c.value]), [['server.ok', 1]], 'only shown stats are stored');
+  t.same(
+    s.allCounters().map((c) => [c.name, c.value]),
+    [['server.ok', 1]],
+    'only shown stats are stored',
+  );
   t.same(s.allGauges(), []);
   t.same(s.allHistograms(), []);
   t.equal(s.value('cluster.x.upstream_rq_pending_active'), undefined);
@@ -337,7 +470,13 @@ t.test('substitution formats', async (t) => {
   info.setFlag('UH');
   info.upstreamCluster = 'c';
   const req = new RequestHeaders('GET', '/p', 'a.com', 'http', { 'user-agent': 'curl/8' });
-  const out = formatLog(compileFormat('%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %RESPONSE_CODE% %RESPONSE_FLAGS% "%REQ(USER-AGENT)%" "%REQ(X-MISSING)%" %UPSTREAM_CLUSTER% %DOWNSTREAM_REMOTE_ADDRESS% %REQ(:AUTHORITY):1% 100%%', 'f'), { info, request: req });
+  const out = formatLog(
+    compileFormat(
+      '%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %RESPONSE_CODE% %RESPONSE_FLAGS% "%REQ(USER-AGENT)%" "%REQ(X-MISSING)%" %UPSTREAM_CLUSTER% %DOWNSTREAM_REMOTE_ADDRESS% %REQ(:AUTHORITY):1% 100%%',
+      'f',
+    ),
+    { info, request: req },
+  );
   t.equal(out, 'GET /p 503 UH "curl/8" "-" c 1.2.3.4:5 a 100%');
   t.throws(() => compileFormat('%NOT_A_THING%', 'f'), /Not supported field in StreamInfo: NOT_A_THING/);
   t.throws(() => compileFormat('%REQ(x', 'f'), /Couldn't find valid command/);
@@ -376,25 +515,76 @@ dynamic_resources:
   t.equal(b.node?.cluster, 'override', '--service-cluster overrides node.cluster');
   t.equal(b.staticResources?.clusters[0]?.name, 'xds-grpc');
   const merged = loadBootstrap({ configPath: f, configYaml: 'static_resources: {clusters: [{name: extra, connect_timeout: 2s}]}' }).bootstrap;
-  t.same(merged.staticResources?.clusters.map((c) => c.name), ['xds-grpc', 'extra'], '--config-yaml merges, repeated fields append');
+  t.same(
+    merged.staticResources?.clusters.map((c) => c.name),
+    ['xds-grpc', 'extra'],
+    '--config-yaml merges, repeated fields append',
+  );
   const bad = path.join(dir, 'bad.json');
   writeFileSync(bad, JSON.stringify({ static_resources: { clusters: [{ name: 'x', conect_timeout: '1s' }] } }));
-  t.throws(() => loadBootstrap({ configPath: bad }), new BootstrapError(`${bad}: static_resources.clusters[0].conect_timeout: unknown field in envoy.config.cluster.v3.Cluster`));
+  t.throws(
+    () => loadBootstrap({ configPath: bad }),
+    new BootstrapError(`${bad}: static_resources.clusters[0].conect_timeout: unknown field in envoy.config.cluster.v3.Cluster`),
+  );
   t.doesNotThrow(() => loadBootstrap({ configPath: bad, allowUnknownFields: true }), '--allow-unknown-static-fields');
-  t.throws(() => parseBootstrap({ static_resources: { listeners: [{ name: 'l', filter_chains: [{ filters: [{ name: 'x', typed_config: { '@type': 'type.googleapis.com/acme.Unknown' } }] }] }] } }, 'b.json'), /b\.json: static_resources\.listeners\[0\]\.filter_chains\[0\]\.filters\[0\]\.typed_config: Didn't find a registered implementation for type: 'acme\.Unknown'/);
-  t.throws(() => parseBootstrap({ admin: { address: { socket_address: { address: '127.0.0.1', port_value: 'abc' } } } }, 'b.json'), /b\.json: .*port_value/);
-  t.throws(() => parseBootstrap({ dynamic_resources: { ads_config: { api_type: 'GRPC', grpc_services: [{ envoy_grpc: { cluster_name: 'nope' } }] }, lds_config: { ads: {} } } }, 'b.json'), /ApiConfigSource must have a statically defined non-EDS cluster: 'nope' does not exist/);
-  t.throws(() => parseBootstrap({ dynamic_resources: { lds_config: { ads: {} } } }, 'b.json'), /ads config source used but dynamic_resources\.ads_config is not set/);
+  t.throws(
+    () =>
+      parseBootstrap(
+        {
+          static_resources: {
+            listeners: [{ name: 'l', filter_chains: [{ filters: [{ name: 'x', typed_config: { '@type': 'type.googleapis.com/acme.Unknown' } }] }] }],
+          },
+        },
+        'b.json',
+      ),
+    /b\.json: static_resources\.listeners\[0\]\.filter_chains\[0\]\.filters\[0\]\.typed_config: Didn't find a registered implementation for type: 'acme\.Unknown'/,
+  );
+  t.throws(
+    () => parseBootstrap({ admin: { address: { socket_address: { address: '127.0.0.1', port_value: 'abc' } } } }, 'b.json'),
+    /b\.json: .*port_value/,
+  );
+  t.throws(
+    () =>
+      parseBootstrap(
+        {
+          dynamic_resources: { ads_config: { api_type: 'GRPC', grpc_services: [{ envoy_grpc: { cluster_name: 'nope' } }] }, lds_config: { ads: {} } },
+        },
+        'b.json',
+      ),
+    /ApiConfigSource must have a statically defined non-EDS cluster: 'nope' does not exist/,
+  );
+  t.throws(
+    () => parseBootstrap({ dynamic_resources: { lds_config: { ads: {} } } }, 'b.json'),
+    /ads config source used but dynamic_resources\.ads_config is not set/,
+  );
   t.throws(() => loadBootstrap({ configPath: path.join(dir, 'missing.yaml') }), /unable to read file: .*missing\.yaml: ENOENT/);
 });
 
 t.test('bootstrap sections the engine does not act on are dropped when their types are unknown', async (t) => {
   const warnings: string[] = [];
-  const b = parseBootstrap({
-    overload_manager: { resource_monitors: [{ name: 'envoy.resource_monitors.global_downstream_max_connections', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig', max_active_downstream_connections: 2147483647 } }] },
-    stats_config: { use_all_default_tags: false },
-  }, 'istio.json', false, warnings);
+  const b = parseBootstrap(
+    {
+      overload_manager: {
+        resource_monitors: [
+          {
+            name: 'envoy.resource_monitors.global_downstream_max_connections',
+            typed_config: {
+              '@type': 'type.googleapis.com/envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig',
+              max_active_downstream_connections: 2147483647,
+            },
+          },
+        ],
+      },
+      stats_config: { use_all_default_tags: false },
+    },
+    'istio.json',
+    false,
+    warnings,
+  );
   t.equal(b.overloadManager, undefined);
   t.equal(b.statsConfig?.useAllDefaultTags, false, 'supported sections are kept');
-  t.match(warnings[0], /^istio\.json: overload_manager is not supported by this proxy and was ignored \(overload_manager\.resource_monitors\[0\]\.typed_config: Didn't find a registered implementation for type: 'envoy\.extensions\.resource_monitors\.downstream_connections\.v3\.DownstreamConnectionsConfig'\)/);
+  t.match(
+    warnings[0],
+    /^istio\.json: overload_manager is not supported by this proxy and was ignored \(overload_manager\.resource_monitors\[0\]\.typed_config: Didn't find a registered implementation for type: 'envoy\.extensions\.resource_monitors\.downstream_connections\.v3\.DownstreamConnectionsConfig'\)/,
+  );
 });

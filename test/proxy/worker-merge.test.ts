@@ -30,7 +30,10 @@ t.test('merge modes follow what each stat counts', async (t) => {
 t.test('merged store: sums, main-only, max, per-worker listener stats, histograms', async (t) => {
   const main = new StatsStore();
   const w1 = new StatsStore();
-  for (const [s, cx, active, lds, open] of [[main, 3, 1, 2, 0], [w1, 5, 2, 2, 1]] as const) {
+  for (const [s, cx, active, lds, open] of [
+    [main, 3, 1, 2, 0],
+    [w1, 5, 2, 2, 1],
+  ] as const) {
     s.counter('listener.0.0.0.0_8080.downstream_cx_total').inc(cx);
     s.gauge('listener.0.0.0.0_8080.downstream_cx_active').set(active);
     s.counter('listener_manager.lds.update_success').inc(lds);
@@ -48,7 +51,7 @@ t.test('merged store: sums, main-only, max, per-worker listener stats, histogram
   const h = out.allHistograms().find((x) => x.name === 'http.ingress.downstream_rq_time')!;
   t.equal(h.count, 2);
   t.equal(h.sum, 8);
-  t.equal(main.value('listener.0.0.0.0_8080.downstream_cx_total'), 3, 'the main thread\'s own store is untouched');
+  t.equal(main.value('listener.0.0.0.0_8080.downstream_cx_total'), 3, "the main thread's own store is untouched");
 });
 
 t.test('a worker that did not answer in time is left out', async (t) => {

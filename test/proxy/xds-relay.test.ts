@@ -28,7 +28,15 @@ function watch(mux: GrpcMux): Seen {
   const seen: Seen = { clusters: [], endpoints: new Map() };
   mux.subscribe(TYPE_URL.cluster, ClusterSchema, undefined, { onUpdate: (r) => void (seen.clusters = r.map((x) => x.name).sort()) });
   const ports = (m: Message) =>
-    (m as ClusterLoadAssignment).endpoints.flatMap((e) => e.lbEndpoints.map((l) => (l.hostIdentifier.case === 'endpoint' && l.hostIdentifier.value.address?.address.case === 'socketAddress' && l.hostIdentifier.value.address.address.value.portSpecifier.case === 'portValue' ? l.hostIdentifier.value.address.address.value.portSpecifier.value : 0)));
+    (m as ClusterLoadAssignment).endpoints.flatMap((e) =>
+      e.lbEndpoints.map((l) =>
+        l.hostIdentifier.case === 'endpoint' &&
+        l.hostIdentifier.value.address?.address.case === 'socketAddress' &&
+        l.hostIdentifier.value.address.address.value.portSpecifier.case === 'portValue'
+          ? l.hostIdentifier.value.address.address.value.portSpecifier.value
+          : 0,
+      ),
+    );
   mux.subscribe(TYPE_URL.endpoint, ClusterLoadAssignmentSchema, [A, B], {
     onUpdate: (r) => {
       for (const x of r) seen.endpoints.set(x.name, ports(x.message));
@@ -39,10 +47,20 @@ function watch(mux: GrpcMux): Seen {
 
 for (const delta of [false, true]) {
   t.test(`${delta ? 'delta' : 'state of the world'}: relays see what the main thread applied, late or live`, async (t) => {
-    const ads = await startAds({ clusters: [edsCluster(A), edsCluster(B)], endpoints: [cla(A, [{ port: 1001 }]), cla(B, [{ port: 2001 }])], listeners: [], routes: [] });
+    const ads = await startAds({
+      clusters: [edsCluster(A), edsCluster(B)],
+      endpoints: [cla(A, [{ port: 1001 }]), cla(B, [{ port: 2001 }])],
+      listeners: [],
+      routes: [],
+    });
     t.teardown(() => ads.close());
     const loggers = new LoggerRegistry('warning', () => undefined);
-    const common = { node: create(NodeSchema, { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local' }), setNodeOnFirstMessageOnly: true, log: loggers.get('config'), typeRegistry: proxyTypeRegistry() };
+    const common = {
+      node: create(NodeSchema, { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local' }),
+      setNodeOnFirstMessageOnly: true,
+      log: loggers.get('config'),
+      typeRegistry: proxyTypeRegistry(),
+    };
     const main = new GrpcMux({ ...common, target: ads.address, credentials: grpc.credentials.createInsecure(), service: 'ads', delta });
     t.teardown(() => main.close());
     const relayed: RelayedResponse[] = [];
@@ -51,7 +69,11 @@ for (const delta of [false, true]) {
     main.start();
     await waitForValue('the main mux applied CDS and EDS', () => mainSeen.endpoints.size === 2, { timeoutMs: 10_000, intervalMs: 20 });
     t.ok(relayed.length >= 2, 'accepted responses were relayed');
-    t.equal(relayed.every((r) => r.delta === delta), true, 'relayed as the wire protocol in use');
+    t.equal(
+      relayed.every((r) => r.delta === delta),
+      true,
+      'relayed as the wire protocol in use',
+    );
 
     // a worker that starts now: the snapshot, then whatever comes next
     const late = new GrpcMux({ ...common, target: 'unused:1', credentials: grpc.credentials.createInsecure(), service: 'ads', relay: true });
@@ -70,7 +92,10 @@ for (const delta of [false, true]) {
     };
 
     ads.update({ endpoints: [cla(A, [{ port: 1002 }, { port: 1003 }]), cla(B, [{ port: 2001 }])] });
-    await waitForValue('the main mux applied the endpoint update', () => mainSeen.endpoints.get(A)?.length === 2, { timeoutMs: 10_000, intervalMs: 20 });
+    await waitForValue('the main mux applied the endpoint update', () => mainSeen.endpoints.get(A)?.length === 2, {
+      timeoutMs: 10_000,
+      intervalMs: 20,
+    });
     await waitForValue('the relay applied the live update', () => lateSeen.endpoints.get(A)?.length === 2, { timeoutMs: 10_000, intervalMs: 20 });
     t.same(lateSeen.endpoints.get(A)?.sort(), [1002, 1003]);
     t.ok(relayed.length > live);

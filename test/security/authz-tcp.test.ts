@@ -21,11 +21,13 @@ import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg, ListStore, proxy } from '../discovery/fixtures';
 import './helpers';
 
-const ap = (name: string, spec: AuthorizationPolicySpec, annotations: Record<string, string> = {}, ns = 'foo') => cfg('AuthorizationPolicy', ns, name, spec, { annotations });
+const ap = (name: string, spec: AuthorizationPolicySpec, annotations: Record<string, string> = {}, ns = 'foo') =>
+  cfg('AuthorizationPolicy', ns, name, spec, { annotations });
 
 function filterJson(f: Filter): JsonValue {
   if (f.configType.case !== 'typedConfig') throw new Error('no typed config');
-  if (f.configType.value.typeUrl !== 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC') throw new Error(`unexpected ${f.configType.value.typeUrl}`);
+  if (f.configType.value.typeUrl !== 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC')
+    throw new Error(`unexpected ${f.configType.value.typeUrl}`);
   return { name: f.name, typedConfig: toJson(RBACSchema, anyUnpack(f.configType.value, RBACSchema)!, { registry: envoyTypeRegistry() }) };
 }
 const build = (...policies: Config<'AuthorizationPolicy'>[]) => buildAuthzNetworkFilters(policies).map(filterJson);
@@ -66,7 +68,9 @@ t.test('ALLOW with HTTP-only fields: those rules vanish, TCP-only rules stay (Is
 });
 
 t.test('ALLOW with only HTTP fields: an empty rule set, which denies every connection (Istio tcp/allow-only-http)', async (t) => {
-  const got = build(ap('httpbin', { rules: [{ to: [{ operation: { paths: ['/x'] } }] }, { when: [{ key: 'request.auth.claims[iss]', values: ['a'] }] }] }));
+  const got = build(
+    ap('httpbin', { rules: [{ to: [{ operation: { paths: ['/x'] } }] }, { when: [{ key: 'request.auth.claims[iss]', values: ['a'] }] }] }),
+  );
   t.same(got, [{ name: NAME, typedConfig: { rules: {}, shadowRulesStatPrefix: PREFIX, statPrefix: 'tcp.' } }]);
 });
 
@@ -165,16 +169,28 @@ t.test('dry-run policies go to shadow rules (Istio tcp/dry-run-mix); AUDIT, DENY
       },
     },
   ]);
-  const ordered = build(ap('a', { action: 'ALLOW', rules: [{}] }), ap('d', { action: 'DENY', rules: [{}] }), ap('l', { action: 'AUDIT', rules: [{}] })) as Array<{ typedConfig: { rules: { action?: string } } }>;
-  t.same(ordered.map((f) => f.typedConfig.rules.action ?? 'ALLOW'), ['LOG', 'DENY', 'ALLOW']);
+  const ordered = build(
+    ap('a', { action: 'ALLOW', rules: [{}] }),
+    ap('d', { action: 'DENY', rules: [{}] }),
+    ap('l', { action: 'AUDIT', rules: [{}] }),
+  ) as Array<{ typedConfig: { rules: { action?: string } } }>;
+  t.same(
+    ordered.map((f) => f.typedConfig.rules.action ?? 'ALLOW'),
+    ['LOG', 'DENY', 'ALLOW'],
+  );
   t.same(build(), [], 'no policies, no filter');
 });
 
 t.test('CUSTOM without a usable provider denies every connection, first', async (t) => {
-  const got = build(ap('ext', { action: 'CUSTOM', provider: { name: 'nope' }, rules: [{}] }), ap('a', { rules: [{}] })) as Array<{ typedConfig: JsonValue }>;
+  const got = build(ap('ext', { action: 'CUSTOM', provider: { name: 'nope' }, rules: [{}] }), ap('a', { rules: [{}] })) as Array<{
+    typedConfig: JsonValue;
+  }>;
   t.equal(got.length, 2);
   t.same(got[0]!.typedConfig, {
-    rules: { action: 'DENY', policies: { 'default-deny-all-due-to-bad-CUSTOM-action': { permissions: [{ any: true }], principals: [{ any: true }] } } },
+    rules: {
+      action: 'DENY',
+      policies: { 'default-deny-all-due-to-bad-CUSTOM-action': { permissions: [{ any: true }], principals: [{ any: true }] } },
+    },
     statPrefix: 'tcp.',
   });
 });
@@ -183,8 +199,14 @@ t.test('CUSTOM without a usable provider denies every connection, first', async 
 
 const configs = [
   cfg('ServiceEntry', 'apps', 'db', {
-    hosts: ['db.apps.svc.cluster.local'], addresses: ['10.96.0.7'], location: 'MESH_INTERNAL', resolution: 'STATIC',
-    ports: [{ number: 5432, name: 'tcp', protocol: 'TCP', targetPort: 15432 }, { number: 8080, name: 'http', protocol: 'HTTP' }],
+    hosts: ['db.apps.svc.cluster.local'],
+    addresses: ['10.96.0.7'],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
+    ports: [
+      { number: 5432, name: 'tcp', protocol: 'TCP', targetPort: 15432 },
+      { number: 8080, name: 'http', protocol: 'HTTP' },
+    ],
     workloadSelector: { matchLabels: { app: 'db' } },
   }),
   cfg('WorkloadEntry', 'apps', 'db1', { address: '10.1.0.5', labels: { app: 'db' } }),
@@ -196,12 +218,25 @@ const configs = [
     ],
   }),
   cfg('VirtualService', 'apps', 'db', {
-    hosts: ['*', 'db.example.com'], gateways: ['mesh-system/gw'],
+    hosts: ['*', 'db.example.com'],
+    gateways: ['mesh-system/gw'],
     tcp: [{ match: [{ port: 31400 }], route: [{ destination: { host: 'db.apps.svc.cluster.local', port: { number: 5432 } } }] }],
-    tls: [{ match: [{ port: 443, sniHosts: ['db.example.com'] }], route: [{ destination: { host: 'db.apps.svc.cluster.local', port: { number: 5432 } } }] }],
+    tls: [
+      {
+        match: [{ port: 443, sniHosts: ['db.example.com'] }],
+        route: [{ destination: { host: 'db.apps.svc.cluster.local', port: { number: 5432 } } }],
+      },
+    ],
   }),
-  cfg('AuthorizationPolicy', 'apps', 'deny-ip', { action: 'DENY', selector: { matchLabels: { app: 'db' } }, rules: [{ from: [{ source: { ipBlocks: ['10.9.9.9'] } }] }] }),
-  cfg('AuthorizationPolicy', 'mesh-system', 'gw-allow', { selector: { matchLabels: { istio: 'ingressgateway' } }, rules: [{ to: [{ operation: { ports: ['31400', '443'] } }] }] }),
+  cfg('AuthorizationPolicy', 'apps', 'deny-ip', {
+    action: 'DENY',
+    selector: { matchLabels: { app: 'db' } },
+    rules: [{ from: [{ source: { ipBlocks: ['10.9.9.9'] } }] }],
+  }),
+  cfg('AuthorizationPolicy', 'mesh-system', 'gw-allow', {
+    selector: { matchLabels: { istio: 'ingressgateway' } },
+    rules: [{ to: [{ operation: { ports: ['31400', '443'] } }] }],
+  }),
 ];
 const sc = proxy('sidecar~10.1.0.5~db1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'db' } });
 const gw = proxy('router~10.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
@@ -244,5 +279,9 @@ t.test('gateway: network RBAC before tcp_proxy on TCP and TLS passthrough server
     t.same(names(l.filterChains[0]!.filters), [NAME, 'envoy.filters.network.tcp_proxy'], l.name);
     t.same(rbacPolicies(l.filterChains[0]!.filters[0]!), ['ns[mesh-system]-policy[gw-allow]-rule[0]'], l.name);
   }
-  t.same(names(buildGatewayListeners(gw, push, {})[0]!.filterChains[0]!.filters), ['envoy.filters.network.tcp_proxy'], 'without security builders: tcp_proxy only');
+  t.same(
+    names(buildGatewayListeners(gw, push, {})[0]!.filterChains[0]!.filters),
+    ['envoy.filters.network.tcp_proxy'],
+    'without security builders: tcp_proxy only',
+  );
 });

@@ -73,7 +73,14 @@ t.test('an empty matcher requires the claim to be present', async (t) => {
 });
 
 t.test('the generated matchers select string, list and nested claims as Envoy evaluates them', async (t) => {
-  const payload = { iss: 'issuer', sub: 'user', groups: ['group1', 'group2'], scope: ['read', 'write'], nested: { key: 'v1', deep: { id: 'x' } }, 'a.b': 'dotted' };
+  const payload = {
+    iss: 'issuer',
+    sub: 'user',
+    groups: ['group1', 'group2'],
+    scope: ['read', 'write'],
+    nested: { key: 'v1', deep: { id: 'x' } },
+    'a.b': 'dotted',
+  };
   const md = new Map([[FILTER, { payload }]]);
   const noToken = new Map<string, never>();
   const matches = (name: string, m: StringMatch, data: Map<string, unknown> = md) =>

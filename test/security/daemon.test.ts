@@ -14,7 +14,10 @@ import { RouteConfigurationSchema, type RouteConfiguration } from '../../src/gen
 import { JwtAuthenticationSchema, type JwtAuthentication } from '../../src/gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
 import { RBACSchema } from '../../src/gen/envoy/extensions/filters/http/rbac/v3/rbac_pb';
 import { MetadataMatcherSchema } from '../../src/gen/envoy/type/matcher/v3/metadata_pb';
-import { HttpConnectionManagerSchema, type HttpConnectionManager } from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
+import {
+  HttpConnectionManagerSchema,
+  type HttpConnectionManager,
+} from '../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import type { DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { createFakeJwks } from '../../src/security/jwks/keyset';
@@ -137,11 +140,23 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
   ads.send({ node: gatewayNode(), typeUrl: LDS });
 
   const listenerName = `0.0.0.0_${gwPort}`;
-  const withKeys = await listenerUntil(ads, (l) => l.name === listenerName && inlineKeys(hcmOf(l)) === doc1, 'LDS with the key server\'s keys inlined');
+  const withKeys = await listenerUntil(
+    ads,
+    (l) => l.name === listenerName && inlineKeys(hcmOf(l)) === doc1,
+    "LDS with the key server's keys inlined",
+  );
   const hcm = hcmOf(withKeys);
   t.same(
     hcm.httpFilters.map((f) => f.name),
-    ['envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router'],
+    [
+      'envoy.filters.http.jwt_authn',
+      'envoy.filters.http.rbac',
+      'envoy.filters.http.grpc_stats',
+      'istio.alpn',
+      'envoy.filters.http.fault',
+      'envoy.filters.http.cors',
+      'envoy.filters.http.router',
+    ],
     'Istio filter order: authn, authz, then the rest',
   );
   const jwt = toJson(JwtAuthenticationSchema, jwtConfig(hcm)!, { registry: envoyTypeRegistry() }) as Record<string, JsonValue>;
@@ -159,7 +174,9 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
     bypassCorsPreflight: true,
   });
   const rbacFilter = hcm.httpFilters.find((f) => f.name === 'envoy.filters.http.rbac')!;
-  const rbac = toJson(RBACSchema, anyUnpack(rbacFilter.configType.value as never, RBACSchema)!, { registry: envoyTypeRegistry() }) as { rules: { policies: Record<string, unknown> } };
+  const rbac = toJson(RBACSchema, anyUnpack(rbacFilter.configType.value as never, RBACSchema)!, { registry: envoyTypeRegistry() }) as {
+    rules: { policies: Record<string, unknown> };
+  };
   t.same(Object.keys(rbac.rules.policies), ['ns[mesh-system]-policy[require-jwt]-rule[0]'], 'the AuthorizationPolicy');
 
   // The claim route over RDS.
@@ -178,7 +195,9 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
     },
     { timeoutMs: 15_000 },
   );
-  const route = rc!.virtualHosts.flatMap((v) => v.routes).find((r) => r.match?.pathSpecifier.case === 'prefix' && r.match.pathSpecifier.value === '/headers');
+  const route = rc!.virtualHosts
+    .flatMap((v) => v.routes)
+    .find((r) => r.match?.pathSpecifier.case === 'prefix' && r.match.pathSpecifier.value === '/headers');
   t.ok(route, 'the /headers route');
   t.same(route!.match!.headers, [], 'the claim is not an HTTP header match');
   t.same(

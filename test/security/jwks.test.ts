@@ -21,7 +21,14 @@ const counter = async (c: typeof networkFetchSuccess) => (await c.get()).values[
 
 function resolver(t: Test, o: Partial<JwksResolverOptions> = {}): { r: JwksResolver; changes: () => number } {
   let n = 0;
-  const r = new JwksResolver({ refreshIntervalMs: 3_600_000, retryIntervalMs: 10, retriesOnRefresh: 1, caBundlePaths: [], onChange: () => n++, ...o });
+  const r = new JwksResolver({
+    refreshIntervalMs: 3_600_000,
+    retryIntervalMs: 10,
+    retriesOnRefresh: 1,
+    caBundlePaths: [],
+    onChange: () => n++,
+    ...o,
+  });
   t.teardown(() => r.close());
   return { r, changes: () => n };
 }
@@ -33,7 +40,7 @@ function inlined(r: JwksResolver, uri: string, issuer = 'https://issuer.example'
   return s.value.specifier.value;
 }
 
-t.test('the fake JWKS: one well-formed P-256 key per URI, which the proxies accept (Istio\'s RSA one Envoy refuses)', async (t) => {
+t.test("the fake JWKS: one well-formed P-256 key per URI, which the proxies accept (Istio's RSA one Envoy refuses)", async (t) => {
   const uri = 'http://site.not.exist';
   const doc = JSON.parse(createFakeJwks(uri)) as { keys: Array<Record<string, string>> };
   t.equal(doc.keys.length, 1);
@@ -51,41 +58,65 @@ t.test('an inline or fetched key set with no usable key is replaced by the fake 
   const s = r.buildLocalJwks('', 'https://empty.example', '{"keys":[]}');
   t.same(s, { case: 'localJwks', value: { specifier: { case: 'inlineString', value: createFakeJwks('https://empty.example') } } });
   const good = JSON.stringify({ keys: [generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' })] });
-  t.same(r.buildLocalJwks('', 'https://good.example', good).value, { specifier: { case: 'inlineString', value: good } }, 'a usable key set is inlined as written');
+  t.same(
+    r.buildLocalJwks('', 'https://good.example', good).value,
+    { specifier: { case: 'inlineString', value: good } },
+    'a usable key set is inlined as written',
+  );
 });
 
-t.test('Envoy takes the fake JWKS (it refuses an RSA modulus under 512 bits or an even one, and the whole listener with it)', { skip: envoyMissing() }, async (t) => {
-  const dir = tempDir(t, 'mesh-fake-jwks-');
-  for (const uri of ['http://site.not.exist', 'http://127.0.0.1:33905/jwks.json', 'https://issuer.example.com/a/much/longer/path/to/the/keys.json', 'http://a/y']) {
-    const file = path.join(dir, 'envoy.json');
-    fs.writeFileSync(file, JSON.stringify(jwtAuthnBootstrap(createFakeJwks(uri))));
-    const r = spawnSync(envoyPath()!, ['--mode', 'validate', '-c', file, '-l', 'error'], { encoding: 'utf8' });
-    t.equal(r.status, 0, `${uri}: ${r.stdout}${r.stderr}`.trim());
-  }
-});
+t.test(
+  'Envoy takes the fake JWKS (it refuses an RSA modulus under 512 bits or an even one, and the whole listener with it)',
+  { skip: envoyMissing() },
+  async (t) => {
+    const dir = tempDir(t, 'mesh-fake-jwks-');
+    for (const uri of [
+      'http://site.not.exist',
+      'http://127.0.0.1:33905/jwks.json',
+      'https://issuer.example.com/a/much/longer/path/to/the/keys.json',
+      'http://a/y',
+    ]) {
+      const file = path.join(dir, 'envoy.json');
+      fs.writeFileSync(file, JSON.stringify(jwtAuthnBootstrap(createFakeJwks(uri))));
+      const r = spawnSync(envoyPath()!, ['--mode', 'validate', '-c', file, '-l', 'error'], { encoding: 'utf8' });
+      t.equal(r.status, 0, `${uri}: ${r.stdout}${r.stderr}`.trim());
+    }
+  },
+);
 
 /** A static Envoy bootstrap: one listener whose jwt_authn provider has these inline keys. */
 function jwtAuthnBootstrap(jwks: string): unknown {
   const typed = (type: string, v: object) => ({ '@type': `type.googleapis.com/${type}`, ...v });
   return {
     static_resources: {
-      listeners: [{
-        name: 'l',
-        address: { socket_address: { address: '127.0.0.1', port_value: 0 } },
-        filter_chains: [{
-          filters: [{
-            name: 'envoy.filters.network.http_connection_manager',
-            typed_config: typed('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
-              stat_prefix: 'l',
-              route_config: {},
-              http_filters: [
-                { name: 'envoy.filters.http.jwt_authn', typed_config: typed('envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication', { providers: { p: { issuer: 'i', local_jwks: { inline_string: jwks } } } }) },
-                { name: 'envoy.filters.http.router', typed_config: typed('envoy.extensions.filters.http.router.v3.Router', {}) },
+      listeners: [
+        {
+          name: 'l',
+          address: { socket_address: { address: '127.0.0.1', port_value: 0 } },
+          filter_chains: [
+            {
+              filters: [
+                {
+                  name: 'envoy.filters.network.http_connection_manager',
+                  typed_config: typed('envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager', {
+                    stat_prefix: 'l',
+                    route_config: {},
+                    http_filters: [
+                      {
+                        name: 'envoy.filters.http.jwt_authn',
+                        typed_config: typed('envoy.extensions.filters.http.jwt_authn.v3.JwtAuthentication', {
+                          providers: { p: { issuer: 'i', local_jwks: { inline_string: jwks } } },
+                        }),
+                      },
+                      { name: 'envoy.filters.http.router', typed_config: typed('envoy.extensions.filters.http.router.v3.Router', {}) },
+                    ],
+                  }),
+                },
               ],
-            }),
-          }],
-        }],
-      }],
+            },
+          ],
+        },
+      ],
     },
   };
 }

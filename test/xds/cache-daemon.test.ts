@@ -86,8 +86,10 @@ async function scrape(run: Run): Promise<Exposition> {
 /** What the proxies were sent, as bytes: clusters and route configurations by name. */
 function sent(w: { cds: Array<XdsWatch<typeof CDS>>; rds: Array<XdsWatch<typeof RDS>> }): string[] {
   const out: string[] = [];
-  for (const c of w.cds) for (const [n, r] of [...c.resources].sort()) out.push(`cds ${n} ${Buffer.from(toBinary(ClusterSchema, r)).toString('hex')}`);
-  for (const c of w.rds) for (const [n, r] of [...c.resources].sort()) out.push(`rds ${n} ${Buffer.from(toBinary(RouteConfigurationSchema, r)).toString('hex')}`);
+  for (const c of w.cds)
+    for (const [n, r] of [...c.resources].sort()) out.push(`cds ${n} ${Buffer.from(toBinary(ClusterSchema, r)).toString('hex')}`);
+  for (const c of w.rds)
+    for (const [n, r] of [...c.resources].sort()) out.push(`rds ${n} ${Buffer.from(toBinary(RouteConfigurationSchema, r)).toString('hex')}`);
   return out;
 }
 
@@ -103,8 +105,16 @@ t.test('PILOT_XDS_CACHE_STATS=true: hits, misses, clear evictions and the size o
   t.equal(m.types.get('xds_cache_evictions'), 'counter');
   t.equal(m.types.get('xds_cache_size'), 'gauge');
   t.same([...new Set((m.samples.get('xds_cache_reads') ?? []).map((s) => s.labels['type']))].sort(), ['hit', 'miss'], 'reads by type hit|miss');
-  t.same([...new Set((m.samples.get('xds_cache_evictions') ?? []).map((s) => s.labels['type']))].sort(), ['clear', 'size'], 'evictions by type clear|size');
-  t.same((m.samples.get('xds_cache_size') ?? []).map((s) => s.labels), [{}], 'one unlabelled size, as Istio records it');
+  t.same(
+    [...new Set((m.samples.get('xds_cache_evictions') ?? []).map((s) => s.labels['type']))].sort(),
+    ['clear', 'size'],
+    'evictions by type clear|size',
+  );
+  t.same(
+    (m.samples.get('xds_cache_size') ?? []).map((s) => s.labels),
+    [{}],
+    'one unlabelled size, as Istio records it',
+  );
   t.ok(sampleSum(m, 'xds_cache_reads', { type: 'miss' }) > 0, 'the first sidecar missed');
   t.ok(sampleSum(m, 'xds_cache_reads', { type: 'hit' }) > 0, 'the second sidecar (same namespace) was served from the cache');
   t.ok(sampleSum(m, 'xds_cache_size') > 0, 'entries are held');
@@ -113,7 +123,10 @@ t.test('PILOT_XDS_CACHE_STATS=true: hits, misses, clear evictions and the size o
   await addService(run, w.cds, 'cart', 3);
   await addService(run, w.cds, 'pay', 4);
   m = await scrape(run);
-  t.ok(sampleSum(m, 'xds_cache_evictions', { type: 'clear' }) > 0, `entries of a superseded push context are cleared (${sampleSum(m, 'xds_cache_evictions', { type: 'clear' })})`);
+  t.ok(
+    sampleSum(m, 'xds_cache_evictions', { type: 'clear' }) > 0,
+    `entries of a superseded push context are cleared (${sampleSum(m, 'xds_cache_evictions', { type: 'clear' })})`,
+  );
   t.equal(sampleSum(m, 'xds_cache_evictions', { type: 'size' }), 0, 'nothing evicted for size under PILOT_XDS_CACHE_SIZE=60000');
 });
 

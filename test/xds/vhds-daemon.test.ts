@@ -22,7 +22,8 @@ if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
 const VHDS = 'type.googleapis.com/envoy.config.route.v3.VirtualHost';
 
-const vs = (name: string, host: string, timeout: string) => virtualServiceDoc(name, { hosts: host, http: `  - ${routeTo()}\n    timeout: ${timeout}\n` });
+const vs = (name: string, host: string, timeout: string) =>
+  virtualServiceDoc(name, { hosts: host, http: `  - ${routeTo()}\n    timeout: ${timeout}\n` });
 const base = yamlDocs(gatewayDoc(80, { selector: 'istio: ingressgateway' }), serviceEntryDoc('backend'));
 
 const gatewayNode = (features: string[]) =>
@@ -155,12 +156,17 @@ t.test('proxies with different configurations on one daemon each get their own v
   const b1 = await connect('b1', 'team-b');
   const a2 = await connect('a2', 'team-a');
   const all = ['80/allow_any', `80/${A}:80`, `80/${B}:80`];
-  for (const [who, c] of [['a1', a1], ['b1', b1], ['a2', a2]] as const) t.same(names(c.first), all, `${who}: every virtual host`);
+  for (const [who, c] of [
+    ['a1', a1],
+    ['b1', b1],
+    ['a2', a2],
+  ] as const)
+    t.same(names(c.first), all, `${who}: every virtual host`);
   // Istio's generateVirtualHostDomains: the short name only within the service's namespace.
   t.ok(domains(a1.first, `80/${A}:80`)!.includes('svc-a'), 'team-a: svc-a by its short name');
   t.notOk(domains(a1.first, `80/${B}:80`)!.includes('svc-b'));
   t.ok(domains(b1.first, `80/${B}:80`)!.includes('svc-b'), 'team-b: svc-b by its short name');
-  t.notOk(domains(b1.first, `80/${A}:80`)!.includes('svc-a'), 'team-b does not get team-a\'s svc-a virtual host');
+  t.notOk(domains(b1.first, `80/${A}:80`)!.includes('svc-a'), "team-b does not get team-a's svc-a virtual host");
   t.same(versions(a2.first), versions(a1.first), 'same namespace, same virtual hosts');
   t.not(versions(b1.first)[`80/${A}:80`], versions(a1.first)[`80/${A}:80`], 'the same name has another version in team-b');
 
@@ -170,7 +176,12 @@ t.test('proxies with different configurations on one daemon each get their own v
   t.same(versions(b2.first), { [`80/${A}:80`]: versions(b1.first)[`80/${A}:80`], [`80/${B}:80`]: versions(b1.first)[`80/${B}:80`] });
 
   fs.writeFileSync(path.join(dir, 'vs.yaml'), meshVs('7s'));
-  for (const [who, c, own] of [['a1', a1, true], ['b1', b1, false], ['a2', a2, true], ['b2', b2, false]] as const) {
+  for (const [who, c, own] of [
+    ['a1', a1, true],
+    ['b1', b1, false],
+    ['a2', a2, true],
+    ['b2', b2, false],
+  ] as const) {
     const edit = await c.s.expect(VHDS, 15_000);
     t.same(names(edit), [`80/${A}:80`], `${who}: only the edited virtual host`);
     t.equal(timeoutOf(edit), 7n, `${who}: the edit`);

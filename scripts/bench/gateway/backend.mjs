@@ -9,11 +9,15 @@ import http from 'node:http';
 import net from 'node:net';
 import { parseOptions } from '../../lib/bench.mjs';
 
-const { kind, port, size } = parseOptions('scripts/bench/gateway/backend.mjs', 'The benchmark backend: one small fixed HTTP/1.1 response; prints `listening <port>`.', {
-  kind: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'a prebuilt response from a net server, or node:http' },
-  port: { type: 'integer', min: 0, default: 0, help: 'the port (0: any)' },
-  size: { type: 'number', min: 0, help: 'a body of exactly this many bytes' },
-});
+const { kind, port, size } = parseOptions(
+  'scripts/bench/gateway/backend.mjs',
+  'The benchmark backend: one small fixed HTTP/1.1 response; prints `listening <port>`.',
+  {
+    kind: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'a prebuilt response from a net server, or node:http' },
+    port: { type: 'integer', min: 0, default: 0, help: 'the port (0: any)' },
+    size: { type: 'number', min: 0, help: 'a body of exactly this many bytes' },
+  },
+);
 // --size: a body of exactly that many bytes (footprint.mjs measures with 1 KB responses).
 const BODY = size === undefined ? 'hello from the benchmark backend\n' : 'x'.repeat(Math.max(0, Number(size) - 1)) + (Number(size) > 0 ? '\n' : '');
 const HEAD = `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(BODY)}\r\n`;

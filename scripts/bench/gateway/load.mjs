@@ -54,7 +54,14 @@ function run(opts, record) {
   });
 }
 
-const base = { url: o.url, connections: o.connections ?? 50, pipelining: 1, timeout: o.timeout ?? 10, ...(o.overallRate > 0 ? { overallRate: o.overallRate } : {}), ...(o.headers ? { headers: o.headers } : {}) };
+const base = {
+  url: o.url,
+  connections: o.connections ?? 50,
+  pipelining: 1,
+  timeout: o.timeout ?? 10,
+  ...(o.overallRate > 0 ? { overallRate: o.overallRate } : {}),
+  ...(o.headers ? { headers: o.headers } : {}),
+};
 if (o.warmup > 0) await run({ ...base, duration: o.warmup });
 let latencies = new Float64Array(1 << 16);
 let n = 0;

@@ -67,9 +67,13 @@ metadata: {name: backend, namespace: bench}
 spec:
   host: backend.bench.svc.cluster.local
   trafficPolicy:
-    tls: {mode: DISABLE}${upstreamIdleSeconds ? `
+    tls: {mode: DISABLE}${
+      upstreamIdleSeconds
+        ? `
     connectionPool:
-      http: {idleTimeout: ${upstreamIdleSeconds}s}` : ''}
+      http: {idleTimeout: ${upstreamIdleSeconds}s}`
+        : ''
+    }
 `,
   );
 }
@@ -91,11 +95,21 @@ export async function startGateway({ command, dir, discovery, concurrency = 1, e
     MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
     PROXY_STATUS_PORT: String(ports.proxyStatus),
     PROXY_METRICS_PORT: String(ports.proxyMetrics),
-    PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s', ...proxyConfig }),
+    PROXY_CONFIG: JSON.stringify({
+      statusPort: ports.status,
+      proxyAdminPort: ports.admin,
+      drainDuration: '1s',
+      terminationDrainDuration: '1s',
+      ...proxyConfig,
+    }),
     ...extraEnv,
   };
   const [file, ...args] = command;
-  const child = spawn(file, [...args, 'proxy', 'router', '--meshConfig', 'mesh.yaml', '--concurrency', String(concurrency)], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(file, [...args, 'proxy', 'router', '--meshConfig', 'mesh.yaml', '--concurrency', String(concurrency)], {
+    cwd: dir,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   const keep = (d) => {
     out += d;

@@ -19,7 +19,10 @@ const now = () => performance.timeOrigin + performance.now();
 function clientConstructor() {
   const def = grpcServiceDefinition(AggregatedDiscoveryService);
   const m = def.streamAggregatedResources;
-  return grpc.makeGenericClientConstructor({ streamAggregatedResources: { ...m, responseDeserialize: (b) => fromBinary(DiscoveryResponseSchema, b) } }, AggregatedDiscoveryService.typeName);
+  return grpc.makeGenericClientConstructor(
+    { streamAggregatedResources: { ...m, responseDeserialize: (b) => fromBinary(DiscoveryResponseSchema, b) } },
+    AggregatedDiscoveryService.typeName,
+  );
 }
 
 function addresses(cla) {
@@ -44,7 +47,15 @@ process.on('message', (msg) => {
   let sentNode = false;
   const send = (typeUrl) => {
     const s = state[typeUrl];
-    stream.write(create(DiscoveryRequestSchema, { typeUrl, versionInfo: s.version, responseNonce: s.nonce, resourceNames: s.names, ...(sentNode ? {} : { node: msg.node }) }));
+    stream.write(
+      create(DiscoveryRequestSchema, {
+        typeUrl,
+        versionInfo: s.version,
+        responseNonce: s.nonce,
+        resourceNames: s.names,
+        ...(sentNode ? {} : { node: msg.node }),
+      }),
+    );
     sentNode = true;
   };
   stream.on('data', (res) => {
@@ -56,7 +67,8 @@ process.on('message', (msg) => {
       const eds = [];
       for (const r of res.resources) {
         const c = fromBinary(ClusterSchema, r.value);
-        if (c.clusterDiscoveryType.case === 'type' && c.clusterDiscoveryType.value === Cluster_DiscoveryType.EDS) eds.push(c.edsClusterConfig?.serviceName || c.name);
+        if (c.clusterDiscoveryType.case === 'type' && c.clusterDiscoveryType.value === Cluster_DiscoveryType.EDS)
+          eds.push(c.edsClusterConfig?.serviceName || c.name);
       }
       send(CDS);
       const names = eds.sort();

@@ -17,11 +17,19 @@
 import * as grpc from '@grpc/grpc-js';
 import { create, fromBinary } from '@bufbuild/protobuf';
 import { AggregatedDiscoveryService } from '../../../src/gen/envoy/service/discovery/v3/ads_pb.ts';
-import { DeltaDiscoveryRequestSchema, DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb.ts';
+import {
+  DeltaDiscoveryRequestSchema,
+  DeltaDiscoveryResponseSchema,
+  DiscoveryRequestSchema,
+  DiscoveryResponseSchema,
+} from '../../../src/gen/envoy/service/discovery/v3/discovery_pb.ts';
 import { ClusterSchema, Cluster_EdsClusterConfigSchema, Cluster_DiscoveryType } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb.ts';
 import { ListenerSchema } from '../../../src/gen/envoy/config/listener/v3/listener_pb.ts';
 import { FilterChainSchema, FilterSchema } from '../../../src/gen/envoy/config/listener/v3/listener_components_pb.ts';
-import { HttpConnectionManagerSchema, RdsSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.ts';
+import {
+  HttpConnectionManagerSchema,
+  RdsSchema,
+} from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb.ts';
 import { ClusterLoadAssignmentSchema } from '../../../src/gen/envoy/config/endpoint/v3/endpoint_pb.ts';
 import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3/route_pb.ts';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
@@ -156,7 +164,10 @@ function adsClientConstructor() {
   const method = { ...m, responseDeserialize: (bytes) => ({ bytes: bytes.length, res: fromBinary(DiscoveryResponseSchema, bytes) }) };
   const d = def.deltaAggregatedResources;
   const delta = { ...d, responseDeserialize: (bytes) => ({ bytes: bytes.length, res: fromBinary(DeltaDiscoveryResponseSchema, bytes) }) };
-  return grpc.makeGenericClientConstructor({ streamAggregatedResources: method, deltaAggregatedResources: delta }, AggregatedDiscoveryService.typeName);
+  return grpc.makeGenericClientConstructor(
+    { streamAggregatedResources: method, deltaAggregatedResources: delta },
+    AggregatedDiscoveryService.typeName,
+  );
 }
 
 const sameSet = (a, b) => a.size === b.size && [...a].every((x) => b.has(x));

@@ -26,8 +26,20 @@ export async function startDaemon(command, args, { env = {}, timeoutMs = 120_000
     [
       ...prefix,
       'discovery',
-      '--grpcAddr', '127.0.0.1:0', '--httpAddr', '127.0.0.1:0', '--monitoringAddr', '127.0.0.1:0',
-      '--httpsAddr', '127.0.0.1:0', '--secureGRPCAddr', '127.0.0.1:0', '--ctrlz_address', '127.0.0.1', '--ctrlz_port', '0',
+      '--grpcAddr',
+      '127.0.0.1:0',
+      '--httpAddr',
+      '127.0.0.1:0',
+      '--monitoringAddr',
+      '127.0.0.1:0',
+      '--httpsAddr',
+      '127.0.0.1:0',
+      '--secureGRPCAddr',
+      '127.0.0.1:0',
+      '--ctrlz_address',
+      '127.0.0.1',
+      '--ctrlz_port',
+      '0',
       ...args,
     ],
     { env: daemonEnv(env), stdio: ['ignore', 'pipe', 'pipe'] },
@@ -79,7 +91,8 @@ export async function startDaemon(command, args, { env = {}, timeoutMs = 120_000
       Object.assign(handle, found);
       break;
     }
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`pilot-discovery exited (${child.exitCode ?? child.signalCode}):\n${head}${partial}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`pilot-discovery exited (${child.exitCode ?? child.signalCode}):\n${head}${partial}`);
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`pilot-discovery did not report its listeners within ${timeoutMs} ms:\n${head}`);

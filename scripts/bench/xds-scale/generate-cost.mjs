@@ -23,10 +23,14 @@ import { writeConfigDir } from './config.mjs';
 import { nodeFor } from './nodes.mjs';
 import { median, parseOptions } from '../../lib/bench.mjs';
 
-const { services, runs } = parseOptions('scripts/bench/xds-scale/generate-cost.mjs', 'What one proxy costs the daemon per full push, in-process: each generator timed for a sidecar and a router.', {
-  services: { type: 'integer', min: 1, default: 1000, help: 'services in the generated config' },
-  runs: { type: 'integer', min: 1, default: 5, help: 'proxies timed after the first' },
-});
+const { services, runs } = parseOptions(
+  'scripts/bench/xds-scale/generate-cost.mjs',
+  'What one proxy costs the daemon per full push, in-process: each generator timed for a sidecar and a router.',
+  {
+    services: { type: 'integer', min: 1, default: 1000, help: 'services in the generated config' },
+    runs: { type: 'integer', min: 1, default: 5, help: 'proxies timed after the first' },
+  },
+);
 function time(fn) {
   const t0 = performance.now();
   const r = fn();
@@ -85,8 +89,16 @@ try {
     };
     let push = initPushContext(store, registry, opts);
     let req = newPushRequest(push, { full: true });
-    watched[TYPE_URL.endpoint] = { typeUrl: TYPE_URL.endpoint, resourceNames: new Set(edsNames(gens[TYPE_URL.cluster].generate(proxies[0], watched[TYPE_URL.cluster], req).resources)), wildcard: false };
-    watched[TYPE_URL.route] = { typeUrl: TYPE_URL.route, resourceNames: new Set(routeNames(gens[TYPE_URL.listener].generate(proxies[0], watched[TYPE_URL.listener], req).resources)), wildcard: false };
+    watched[TYPE_URL.endpoint] = {
+      typeUrl: TYPE_URL.endpoint,
+      resourceNames: new Set(edsNames(gens[TYPE_URL.cluster].generate(proxies[0], watched[TYPE_URL.cluster], req).resources)),
+      wildcard: false,
+    };
+    watched[TYPE_URL.route] = {
+      typeUrl: TYPE_URL.route,
+      resourceNames: new Set(routeNames(gens[TYPE_URL.listener].generate(proxies[0], watched[TYPE_URL.listener], req).resources)),
+      wildcard: false,
+    };
     for (const [type, short] of [
       [TYPE_URL.cluster, 'CDS'],
       [TYPE_URL.endpoint, 'EDS'],
@@ -112,7 +124,9 @@ try {
   }
   console.log('proxy    type  resources      bytes   first ms    next ms   hash ms');
   for (const [label, t, n, b, f, x, h] of rows) {
-    console.log(`${label.padEnd(8)} ${t}   ${String(n).padStart(9)} ${String(b).padStart(10)} ${f.toFixed(1).padStart(10)} ${x.toFixed(1).padStart(10)} ${h.toFixed(1).padStart(9)}`);
+    console.log(
+      `${label.padEnd(8)} ${t}   ${String(n).padStart(9)} ${String(b).padStart(10)} ${f.toFixed(1).padStart(10)} ${x.toFixed(1).padStart(10)} ${h.toFixed(1).padStart(9)}`,
+    );
   }
   const per = (label) => rows.filter((r) => r[0] === label).reduce((s, r) => s + r[5] + r[6], 0);
   console.log(`per proxy per full push (next + hash): sidecar ${per('sidecar').toFixed(1)} ms, router ${per('router').toFixed(1)} ms`);

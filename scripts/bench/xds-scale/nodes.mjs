@@ -10,7 +10,13 @@ export function nodeFor(c, services, routerEvery) {
     return create(NodeSchema, {
       id: `router~${ip}~ingressgateway-${c}.${GATEWAY_NAMESPACE}~${GATEWAY_NAMESPACE}.svc.${DOMAIN}`,
       cluster: 'ingressgateway',
-      metadata: { NAMESPACE: GATEWAY_NAMESPACE, LABELS: { ...GATEWAY_LABELS }, CLUSTER_ID: 'Orchestrator', ISTIO_VERSION: '1.26.0', INSTANCE_IPS: ip },
+      metadata: {
+        NAMESPACE: GATEWAY_NAMESPACE,
+        LABELS: { ...GATEWAY_LABELS },
+        CLUSTER_ID: 'Orchestrator',
+        ISTIO_VERSION: '1.26.0',
+        INSTANCE_IPS: ip,
+      },
     });
   }
   // Spread sidecars over the services; the IP and labels are those of one of the service's WorkloadEntries,
@@ -34,4 +40,3 @@ export function nodeFor(c, services, routerEvery) {
     },
   });
 }
-

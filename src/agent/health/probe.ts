@@ -46,13 +46,15 @@ function int(o: Json, field: string, where: string, def: number): number {
   const v = o[field];
   if (v === undefined || v === null || v === 0) return def;
   const n = typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0) throw new ProbeConfigError(`${where}.${field}: must be a non-negative integer, got ${JSON.stringify(v)}`);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0)
+    throw new ProbeConfigError(`${where}.${field}: must be a non-negative integer, got ${JSON.stringify(v)}`);
   return n === 0 ? def : n;
 }
 
 function port(o: Json, where: string): number {
   const v = o['port'];
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535) throw new ProbeConfigError(`${where}.port: must be a port number 1-65535, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 65535)
+    throw new ProbeConfigError(`${where}.port: must be a port number 1-65535, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -72,7 +74,9 @@ export function parseReadinessProbe(raw: unknown, where = 'readinessProbe'): Rea
   if (!isObj(raw)) throw new ProbeConfigError(`${where}: must be an object, got ${JSON.stringify(raw)}`);
   const methods = (['httpGet', 'tcpSocket', 'exec', 'grpc'] as const).filter((m) => raw[m] !== undefined && raw[m] !== null);
   if (methods.length !== 1) {
-    throw new ProbeConfigError(`${where}: exactly one of httpGet, tcpSocket, exec or grpc must be set, got ${methods.length ? methods.join(', ') : 'none'}`);
+    throw new ProbeConfigError(
+      `${where}: exactly one of httpGet, tcpSocket, exec or grpc must be set, got ${methods.length ? methods.join(', ') : 'none'}`,
+    );
   }
   const m = methods[0]!;
   const body = raw[m];
@@ -82,7 +86,8 @@ export function parseReadinessProbe(raw: unknown, where = 'readinessProbe'): Rea
   switch (m) {
     case 'httpGet': {
       const scheme = (optString(body, 'scheme', at) ?? 'http').toLowerCase();
-      if (scheme !== 'http' && scheme !== 'https') throw new ProbeConfigError(`${at}.scheme: must be HTTP or HTTPS, got ${JSON.stringify(body['scheme'])}`);
+      if (scheme !== 'http' && scheme !== 'https')
+        throw new ProbeConfigError(`${at}.scheme: must be HTTP or HTTPS, got ${JSON.stringify(body['scheme'])}`);
       const headers = body['httpHeaders'] ?? [];
       if (!Array.isArray(headers) || !headers.every((h) => isObj(h) && typeof h['name'] === 'string' && typeof (h['value'] ?? '') === 'string')) {
         throw new ProbeConfigError(`${at}.httpHeaders: must be a list of {name, value}`);
@@ -107,7 +112,8 @@ export function parseReadinessProbe(raw: unknown, where = 'readinessProbe'): Rea
     }
     case 'exec': {
       const cmd = body['command'];
-      if (!Array.isArray(cmd) || cmd.length === 0 || !cmd.every((c) => typeof c === 'string')) throw new ProbeConfigError(`${at}.command: must be a non-empty list of strings`);
+      if (!Array.isArray(cmd) || cmd.length === 0 || !cmd.every((c) => typeof c === 'string'))
+        throw new ProbeConfigError(`${at}.command: must be a non-empty list of strings`);
       method = { kind: 'exec', exec: { command: cmd as string[] } };
       break;
     }

@@ -24,7 +24,14 @@ export const CA_RETRY = {
   maxAttempts: 5,
   baseMs: 100,
   jitter: 0.1,
-  codes: new Set([grpc.status.CANCELLED, grpc.status.DEADLINE_EXCEEDED, grpc.status.RESOURCE_EXHAUSTED, grpc.status.ABORTED, grpc.status.INTERNAL, grpc.status.UNAVAILABLE]),
+  codes: new Set([
+    grpc.status.CANCELLED,
+    grpc.status.DEADLINE_EXCEEDED,
+    grpc.status.RESOURCE_EXHAUSTED,
+    grpc.status.ABORTED,
+    grpc.status.INTERNAL,
+    grpc.status.UNAVAILABLE,
+  ]),
 };
 /** One attempt may not hang forever on a CA that accepted the connection and went quiet. */
 const ATTEMPT_TIMEOUT_MS = 10_000;
@@ -190,12 +197,24 @@ export class CaClient {
     this.o.tokens.apply(md);
     const request = { csr: csrPem, validityDuration: BigInt(ttlSeconds), metadata: { CertSigner: this.o.ca.certSigner } };
     return new Promise((resolve, reject) => {
-      client.makeUnaryRequest(CREATE_CERTIFICATE_PATH, encodeCertificateRequest, decodeCertificateResponse, request, md, { deadline: Date.now() + ATTEMPT_TIMEOUT_MS }, (err, resp) => {
-        if (err) {
-          const hint = protocolMismatchHint(err.details ?? err.message, { address: this.o.ca.address, tls: !this.o.ca.plaintext, setting: 'CA_ADDR (default: the discoveryAddress)' });
-          reject(new CaCallError(hint ? `create certificate: ${hint} (${statusText(err)})` : `create certificate: ${statusText(err)}`, err.code));
-        } else resolve(resp!);
-      });
+      client.makeUnaryRequest(
+        CREATE_CERTIFICATE_PATH,
+        encodeCertificateRequest,
+        decodeCertificateResponse,
+        request,
+        md,
+        { deadline: Date.now() + ATTEMPT_TIMEOUT_MS },
+        (err, resp) => {
+          if (err) {
+            const hint = protocolMismatchHint(err.details ?? err.message, {
+              address: this.o.ca.address,
+              tls: !this.o.ca.plaintext,
+              setting: 'CA_ADDR (default: the discoveryAddress)',
+            });
+            reject(new CaCallError(hint ? `create certificate: ${hint} (${statusText(err)})` : `create certificate: ${statusText(err)}`, err.code));
+          } else resolve(resp!);
+        },
+      );
     });
   }
 

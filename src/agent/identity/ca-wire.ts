@@ -4,7 +4,17 @@
 // pays after asking, not before. test/agent/ca-wire.test.ts holds the bytes equal to toBinary/fromBinary of
 // proto/security/v1alpha1/ca.proto's messages.
 import type { IstioCertificateRequest, IstioCertificateResponse } from '../../gen/security/v1alpha1/ca_pb';
-import { concat, int64Field, lengthDelimited, presentStringField, readFields, readString, stringField, WireError, WIRE_LENGTH_DELIMITED } from '../../lib/protowire';
+import {
+  concat,
+  int64Field,
+  lengthDelimited,
+  presentStringField,
+  readFields,
+  readString,
+  stringField,
+  WireError,
+  WIRE_LENGTH_DELIMITED,
+} from '../../lib/protowire';
 
 /** The HTTP/2 path of the method (gRPC's `/package.Service/Method`). */
 export const CREATE_CERTIFICATE_PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';

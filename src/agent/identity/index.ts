@@ -78,7 +78,9 @@ export class WorkloadIdentity {
           compliance: id.compliance,
           workloadCertificate: () => {
             const w = this.secrets.workloadItem();
-            return w?.certificateChain && w.privateKey && w.expiresAt ? { certChain: w.certificateChain, privateKey: w.privateKey, expiresAt: w.expiresAt } : undefined;
+            return w?.certificateChain && w.privateKey && w.expiresAt
+              ? { certChain: w.certificateChain, privateKey: w.privateKey, expiresAt: w.expiresAt }
+              : undefined;
           },
         });
     if (!ca) log.info('Workload is using file mounted certificates. Skipping connecting to CA');
@@ -100,12 +102,16 @@ export class WorkloadIdentity {
     const id = this.o.options;
     const socketPath = path.resolve(this.o.cwd, id.sdsSocketPath);
     if (this.o.serveSds && (await socketInUse(socketPath))) {
-      log.info(`Existing workload SDS socket found at ${id.sdsSocketPath}. The agent's SDS server is not started; the proxy reads its certificates there`);
+      log.info(
+        `Existing workload SDS socket found at ${id.sdsSocketPath}. The agent's SDS server is not started; the proxy reads its certificates there`,
+      );
       this.managed = false;
       return;
     }
     if (id.customSdsSocket) {
-      throw new IdentityStartError(`agent configured for non-default SDS socket path: ${id.sdsSocketPath} but no socket found (WORKLOAD_IDENTITY_SOCKET_FILE=${id.socketFile})`);
+      throw new IdentityStartError(
+        `agent configured for non-default SDS socket path: ${id.sdsSocketPath} but no socket found (WORKLOAD_IDENTITY_SOCKET_FILE=${id.socketFile})`,
+      );
     }
     this.secrets.start();
   }

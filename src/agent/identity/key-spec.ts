@@ -4,5 +4,9 @@ import { keySpecFromEnv, type KeySpec } from '../../ca/pkix/keys';
 
 /** Throws KeySpecError for a key Istio refuses. */
 export function workloadKeySpec(env: { int(name: string): number; string(name: string): string }): KeySpec {
-  return keySpecFromEnv({ rsaKeySize: env.int('WORKLOAD_RSA_KEY_SIZE'), eccSignatureAlgorithm: env.string('ECC_SIGNATURE_ALGORITHM'), eccCurve: env.string('ECC_CURVE') });
+  return keySpecFromEnv({
+    rsaKeySize: env.int('WORKLOAD_RSA_KEY_SIZE'),
+    eccSignatureAlgorithm: env.string('ECC_SIGNATURE_ALGORITHM'),
+    eccCurve: env.string('ECC_CURVE'),
+  });
 }

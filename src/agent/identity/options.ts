@@ -160,8 +160,12 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
   if (secretTtlMs <= 0) throw new IdentityOptionsError(`SECRET_TTL=${raw['SECRET_TTL']}: the certificate lifetime must be positive`);
   const graceRatio = env.float('SECRET_GRACE_PERIOD_RATIO');
   const graceRatioJitter = env.float('SECRET_GRACE_PERIOD_RATIO_JITTER');
-  if (graceRatio < 0 || graceRatio > 1) throw new IdentityOptionsError(`SECRET_GRACE_PERIOD_RATIO=${graceRatio}: must be between 0 and 1 (the share of the lifetime left when rotation starts)`);
-  if (graceRatioJitter < 0 || graceRatioJitter > 1) throw new IdentityOptionsError(`SECRET_GRACE_PERIOD_RATIO_JITTER=${graceRatioJitter}: must be between 0 and 1`);
+  if (graceRatio < 0 || graceRatio > 1)
+    throw new IdentityOptionsError(
+      `SECRET_GRACE_PERIOD_RATIO=${graceRatio}: must be between 0 and 1 (the share of the lifetime left when rotation starts)`,
+    );
+  if (graceRatioJitter < 0 || graceRatioJitter > 1)
+    throw new IdentityOptionsError(`SECRET_GRACE_PERIOD_RATIO_JITTER=${graceRatioJitter}: must be between 0 and 1`);
 
   let compliance: CompliancePolicy;
   try {
@@ -191,9 +195,13 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
   // Istio reaches a CA on the daemon's plaintext port (:15010) without TLS; with no CA_ADDR, a control plane
   // the user declared plaintext (controlPlaneAuthPolicy NONE) is reached the same way.
   const plaintext = address.endsWith(':15010') || (!caAddrEnv && pc.controlPlaneAuthPolicy === 'NONE');
-  if (plaintext) info.push(`certificate service at ${address} in plaintext (${caAddrEnv ? 'CA_ADDR on the plaintext port :15010' : 'controlPlaneAuthPolicy NONE'})`);
+  if (plaintext)
+    info.push(
+      `certificate service at ${address} in plaintext (${caAddrEnv ? 'CA_ADDR on the plaintext port :15010' : 'controlPlaneAuthPolicy NONE'})`,
+    );
   const headers: Record<string, string> = {};
-  for (const [k, v] of Object.entries(raw)) if (k.startsWith('CA_HEADER_') && k.length > 'CA_HEADER_'.length && v !== undefined) headers[k.slice('CA_HEADER_'.length)] = v;
+  for (const [k, v] of Object.entries(raw))
+    if (k.startsWith('CA_HEADER_') && k.length > 'CA_HEADER_'.length && v !== undefined) headers[k.slice('CA_HEADER_'.length)] = v;
   const provCertDir = env.isSet('PROV_CERT') ? env.string('PROV_CERT') : '';
   const ca: CaConnection = {
     address,
@@ -209,7 +217,11 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
   // Certificate files: the workload-spiffe-credentials set, when complete, replaces the CA (Istio's initSdsServer).
   let fileMountedCerts = env.bool('FILE_MOUNTED_CERTS');
   let files: CertificateFiles = { certChain: MOUNTED_CERT_CHAIN, key: MOUNTED_KEY, root: MOUNTED_ROOT_CERT };
-  const wic = { certChain: `${WORKLOAD_IDENTITY_CREDENTIALS_DIR}/cert-chain.pem`, key: `${WORKLOAD_IDENTITY_CREDENTIALS_DIR}/key.pem`, root: `${WORKLOAD_IDENTITY_CREDENTIALS_DIR}/root-cert.pem` };
+  const wic = {
+    certChain: `${WORKLOAD_IDENTITY_CREDENTIALS_DIR}/cert-chain.pem`,
+    key: `${WORKLOAD_IDENTITY_CREDENTIALS_DIR}/key.pem`,
+    root: `${WORKLOAD_IDENTITY_CREDENTIALS_DIR}/root-cert.pem`,
+  };
   if (exists(i.cwd, wic.certChain) && exists(i.cwd, wic.key) && exists(i.cwd, wic.root)) {
     info.push(`workload certificate files detected in ${WORKLOAD_IDENTITY_CREDENTIALS_DIR}: serving them instead of asking the CA`);
     files = wic;
@@ -219,7 +231,9 @@ export function identityOptions(i: IdentityInputs): IdentityOptions {
 
   const socketFile = env.string('WORKLOAD_IDENTITY_SOCKET_FILE') || DEFAULT_WORKLOAD_IDENTITY_SOCKET_FILE;
   if (socketFile !== path.basename(socketFile)) {
-    throw new IdentityOptionsError(`WORKLOAD_IDENTITY_SOCKET_FILE=${socketFile}: workload identity socket file override must be a filename, not a path`);
+    throw new IdentityOptionsError(
+      `WORKLOAD_IDENTITY_SOCKET_FILE=${socketFile}: workload identity socket file override must be a filename, not a path`,
+    );
   }
 
   return {

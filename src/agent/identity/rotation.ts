@@ -11,7 +11,13 @@ export interface Lifetime {
  * Istio's rotateTime: renew when `graceRatio` (± up to `jitter`, to spread a fleet) of the lifetime is left;
  * never negative. A ratio of 0 is Istio's "no rotation" switch and yields undefined.
  */
-export function rotationDelayMs(l: Lifetime, now: number, graceRatio: number, jitter: number, random: () => number = Math.random): number | undefined {
+export function rotationDelayMs(
+  l: Lifetime,
+  now: number,
+  graceRatio: number,
+  jitter: number,
+  random: () => number = Math.random,
+): number | undefined {
   if (graceRatio === 0) return undefined;
   const sign = random() < 0.5 ? -1 : 1;
   const ratio = Math.min(1, Math.max(0, graceRatio + random() * jitter * sign));

@@ -76,12 +76,20 @@ class SdsStream {
     private readonly call: grpc.ServerDuplexStream<DiscoveryRequest, DiscoveryResponse>,
   ) {
     // A fault while handling a request ends this stream; the proxy asks again on a new one.
-    call.on('data', server.guard.entry('sds', (req: DiscoveryRequest) => this.onRequest(req), () => this.close()));
+    call.on(
+      'data',
+      server.guard.entry(
+        'sds',
+        (req: DiscoveryRequest) => this.onRequest(req),
+        () => this.close(),
+      ),
+    );
     call.on('end', () => this.close());
     call.on('cancelled', () => this.close());
     call.on('error', (e: grpc.ServiceError) => {
       // Istio's pkg/xds Receive: a stream that fails other than by the proxy going away is an internal error
-      if (e.code !== grpc.status.CANCELLED && e.code !== grpc.status.DEADLINE_EXCEEDED && e.code !== grpc.status.UNAVAILABLE) totalXdsInternalErrors.inc();
+      if (e.code !== grpc.status.CANCELLED && e.code !== grpc.status.DEADLINE_EXCEEDED && e.code !== grpc.status.UNAVAILABLE)
+        totalXdsInternalErrors.inc();
       this.close();
     });
   }
@@ -111,7 +119,9 @@ class SdsStream {
   private async sendWhenAvailable(name: string): Promise<void> {
     const secrets = this.server.secrets;
     if (!secrets.serves(name)) {
-      log.warn(`SDS stream ${this.id}: secret ${JSON.stringify(name)} is not served by the agent (it serves default, ROOTCA, file-cert:<chain>~<key> and file-root:<ca>)`);
+      log.warn(
+        `SDS stream ${this.id}: secret ${JSON.stringify(name)} is not served by the agent (it serves default, ROOTCA, file-cert:<chain>~<key> and file-root:<ca>)`,
+      );
       return;
     }
     let item: SecretItem;
@@ -181,7 +191,8 @@ export class SdsServer {
     try {
       fs.unlinkSync(this.socketPath);
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`failed to remove stale SDS socket ${this.socketPath}: ${(e as Error).message}`);
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw new Error(`failed to remove stale SDS socket ${this.socketPath}: ${(e as Error).message}`);
     }
     const server = new grpc.Server({ 'grpc.max_concurrent_streams': 100_000 });
     addGrpcService(server, SecretDiscoveryService, {
@@ -195,7 +206,11 @@ export class SdsServer {
       ),
       fetchSecrets: this.guard.entry(
         'sds',
-        (call, callback) => this.fetch(call.request).then((r) => callback(null, r), (e: Error) => callback({ code: grpc.status.UNAVAILABLE, details: e.message })),
+        (call, callback) =>
+          this.fetch(call.request).then(
+            (r) => callback(null, r),
+            (e: Error) => callback({ code: grpc.status.UNAVAILABLE, details: e.message }),
+          ),
         async (e, _call, callback) => callback({ code: grpc.status.INTERNAL, details: e.message }),
       ),
     });
@@ -222,9 +237,11 @@ export class SdsServer {
     const items: SecretItem[] = [];
     for (const name of req.resourceNames) {
       if (!this.secrets.serves(name)) throw new Error(`secret ${JSON.stringify(name)} is not served by the agent`);
-      items.push(await this.secrets.whenAvailable(name, signal).catch((e: Error) => {
-        throw new Error(`secret ${name} is not available: ${signal.aborted ? `none after ${FETCH_WAIT_MS}ms` : e.message}`);
-      }));
+      items.push(
+        await this.secrets.whenAvailable(name, signal).catch((e: Error) => {
+          throw new Error(`secret ${name} is not available: ${signal.aborted ? `none after ${FETCH_WAIT_MS}ms` : e.message}`);
+        }),
+      );
     }
     return response(items);
   }

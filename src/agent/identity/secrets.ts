@@ -16,7 +16,14 @@ import tls from 'node:tls';
 import { createCsrPem } from '../../ca/pkix/csr';
 import { describeKeySpec, generateKeyPair } from '../../ca/pkix/keys';
 import { registerScope } from '../../lib/log';
-import { numFailedOutgoingRequests, numFileSecretFailures, numFileWatcherFailures, numOutgoingRequests, outgoingLatency, setCertExpirySource } from '../metrics';
+import {
+  numFailedOutgoingRequests,
+  numFileSecretFailures,
+  numFileWatcherFailures,
+  numOutgoingRequests,
+  outgoingLatency,
+  setCertExpirySource,
+} from '../metrics';
 import type { CaClient } from './ca-client';
 import type { IdentityOptions } from './options';
 import { retryDelayMs, rotationDelayMs, timeLeftText } from './rotation';
@@ -156,7 +163,6 @@ export class WorkloadSecrets {
     return () => this.listeners.delete(cb);
   }
 
-
   private startedAt = 0;
   /** The key and CSR of an issuance still being retried: a failed call does not cost a new key. */
   private pending: { privateKeyPem: string; csr: string } | undefined;
@@ -167,7 +173,9 @@ export class WorkloadSecrets {
     setCertExpirySource(() => this.workloadItem()?.expiresAt);
     if (this.fromFiles(WORKLOAD_CERT)) return;
     if (!this.o.ca) {
-      log.warn(`FILE_MOUNTED_CERTS is set but ${this.o.identity.files.certChain} / ${this.o.identity.files.key} are missing: no workload certificate until they appear`);
+      log.warn(
+        `FILE_MOUNTED_CERTS is set but ${this.o.identity.files.certChain} / ${this.o.identity.files.key} are missing: no workload certificate until they appear`,
+      );
       this.watchFile(this.o.identity.files.certChain, WORKLOAD_CERT);
       return;
     }
@@ -269,7 +277,9 @@ export class WorkloadSecrets {
             this.expiredLogged = true;
             log.error(`the workload certificate has expired and no new one could be issued: the agent reports not ready until one is`);
           }
-          log.warn(`failed to renew the workload certificate (attempt ${attempt + 1}): ${(e as Error).message}; the current certificate ${timeLeftText(left)}, still served; retrying in ${wait}ms`);
+          log.warn(
+            `failed to renew the workload certificate (attempt ${attempt + 1}): ${(e as Error).message}; the current certificate ${timeLeftText(left)}, still served; retrying in ${wait}ms`,
+          );
         } else {
           log.warn(`failed to get the workload certificate (attempt ${attempt + 1}): ${(e as Error).message}; retrying in ${wait}ms`);
         }
@@ -314,9 +324,20 @@ export class WorkloadSecrets {
       throw new Error(`failed to extract expire time from server certificate in CSR response: ${(e as Error).message}`);
     }
     const now = this.now();
-    log.info('generated new workload certificate', { resourceName: WORKLOAD_CERT, latency: `${now - t0}ms`, ttl: timeLeftText(expiresAt - now).replace('expires in ', '') });
+    log.info('generated new workload certificate', {
+      resourceName: WORKLOAD_CERT,
+      latency: `${now - t0}ms`,
+      ttl: timeLeftText(expiresAt - now).replace('expires in ', ''),
+    });
     this.pending = undefined;
-    return { name: WORKLOAD_CERT, certificateChain, privateKey: Buffer.from(privateKeyPem), rootCert: Buffer.from(chain[chain.length - 1]!), createdAt: now, expiresAt };
+    return {
+      name: WORKLOAD_CERT,
+      certificateChain,
+      privateKey: Buffer.from(privateKeyPem),
+      rootCert: Buffer.from(chain[chain.length - 1]!),
+      createdAt: now,
+      expiresAt,
+    };
   }
 
   private install(item: SecretItem): void {
@@ -335,7 +356,13 @@ export class WorkloadSecrets {
     this.notify(WORKLOAD_CERT);
     if (rootChanged) this.notify(ROOT_CERT);
     const id = this.o.identity;
-    const delay = rotationDelayMs({ createdAt: item.createdAt!, expiresAt: item.expiresAt! }, this.now(), id.graceRatio, id.graceRatioJitter, this.random);
+    const delay = rotationDelayMs(
+      { createdAt: item.createdAt!, expiresAt: item.expiresAt! },
+      this.now(),
+      id.graceRatio,
+      id.graceRatioJitter,
+      this.random,
+    );
     if (delay === undefined) {
       log.info('SECRET_GRACE_PERIOD_RATIO is 0: the workload certificate is not rotated');
       return;
@@ -396,7 +423,9 @@ export class WorkloadSecrets {
 
   private readMounted(name: string): SecretItem | undefined {
     const f = this.o.identity.files;
-    return name === WORKLOAD_CERT ? this.readFileSecret(name, { kind: 'cert', cert: f.certChain, key: f.key }) : this.readFileSecret(name, { kind: 'root', ca: f.root });
+    return name === WORKLOAD_CERT
+      ? this.readFileSecret(name, { kind: 'cert', cert: f.certChain, key: f.key })
+      : this.readFileSecret(name, { kind: 'root', ca: f.root });
   }
 
   private readFileSecret(name: string, f: NonNullable<ReturnType<typeof fileResource>>): SecretItem {

@@ -78,5 +78,14 @@ export async function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfa
   };
   const { info, notes } = s;
   const templateCheck = boot.templateCheck;
-  return { options, proxyConfig: pc, nodeType, nodeId: identity.nodeId, ipAddresses: identity.ipAddresses, info, notes, ...(templateCheck ? { templateCheck } : {}) };
+  return {
+    options,
+    proxyConfig: pc,
+    nodeType,
+    nodeId: identity.nodeId,
+    ipAddresses: identity.ipAddresses,
+    info,
+    notes,
+    ...(templateCheck ? { templateCheck } : {}),
+  };
 }

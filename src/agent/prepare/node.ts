@@ -44,7 +44,8 @@ export interface PreparedNode {
 export function prepareNode(s: PrepareStep, pc: ProxyConfig, identity: ProxyIdentity, pilotSan: string[]): PreparedNode {
   const { ctx, env, cwd, notes } = s;
   // Istio's older ENVOY_* spellings count only when ours are not set.
-  const envoyStatusPort = env.isSet('PROXY_STATUS_PORT') || !ctx.env['ENVOY_STATUS_PORT'] ? env.int('PROXY_STATUS_PORT') : Number(ctx.env['ENVOY_STATUS_PORT']);
+  const envoyStatusPort =
+    env.isSet('PROXY_STATUS_PORT') || !ctx.env['ENVOY_STATUS_PORT'] ? env.int('PROXY_STATUS_PORT') : Number(ctx.env['ENVOY_STATUS_PORT']);
   const envoyPrometheusPort =
     env.isSet('PROXY_METRICS_PORT') || !ctx.env['ENVOY_PROMETHEUS_PORT'] ? env.int('PROXY_METRICS_PORT') : Number(ctx.env['ENVOY_PROMETHEUS_PORT']);
   const exitOnZeroActiveConnections = env.bool('EXIT_ON_ZERO_ACTIVE_CONNECTIONS');

@@ -52,7 +52,10 @@ export function prepareProxyConfig(s: PrepareStep, nodeType: NodeType): Prepared
   const templateFile = ctx.flags['templateFile'] as string;
   if (templateFile && pc.customConfigFile === '') pc.proxyBootstrapTemplatePath = templateFile;
 
-  const { level, componentLevels, warnings } = splitProxyLogLevel(ctx.flags['proxyLogLevel'] as string, ctx.flags['proxyComponentLogLevel'] as string);
+  const { level, componentLevels, warnings } = splitProxyLogLevel(
+    ctx.flags['proxyLogLevel'] as string,
+    ctx.flags['proxyComponentLogLevel'] as string,
+  );
   notes.push(...warnings);
   const badLevel = checkProxyLogLevels(level, componentLevels);
   if (badLevel) throw new CommandError(badLevel);

@@ -8,7 +8,8 @@ import type { PrepareStep } from './inputs';
 
 export function prepareHealthProbe(s: PrepareStep, pc: ProxyConfig, stsPort: number): ReadinessProbe | undefined {
   if (stsPort > 0) s.notes.push(`--stsPort ${stsPort}: the security token service is not part of this build; no STS server is started`);
-  if (s.env.string('MESH_ORCH_APP_PROBERS')) s.notes.push('MESH_ORCH_APP_PROBERS: application probe rewriting is not part of this build; /app-health/ answers 400');
+  if (s.env.string('MESH_ORCH_APP_PROBERS'))
+    s.notes.push('MESH_ORCH_APP_PROBERS: application probe rewriting is not part of this build; /app-health/ answers 400');
   let probe: ReadinessProbe | undefined;
   try {
     probe = parseReadinessProbe(pc.other['readinessProbe'], 'proxy config readinessProbe');

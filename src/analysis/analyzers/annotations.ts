@@ -50,7 +50,8 @@ const GO_BOOLS = new Set(['1', 't', 'T', 'TRUE', 'true', 'True', '0', 'f', 'F', 
 
 /** inject.AnnotationValidation: the annotations whose values the injector parses. */
 const VALIDATORS: Readonly<Record<string, (v: string) => string | undefined>> = {
-  'sidecar.mesh.io/interceptionMode': (v) => (['REDIRECT', 'TPROXY', 'NONE'].includes(v) ? undefined : `interceptionMode invalid, use REDIRECT,TPROXY,NONE: ${v}`),
+  'sidecar.mesh.io/interceptionMode': (v) =>
+    ['REDIRECT', 'TPROXY', 'NONE'].includes(v) ? undefined : `interceptionMode invalid, use REDIRECT,TPROXY,NONE: ${v}`,
   'status.sidecar.mesh.io/port': (v) => {
     const e = parseUintError(v.trim(), 16);
     return e ? `excludeInboundPorts invalid: failed parsing port '${v}': ${e}` : undefined;
@@ -91,7 +92,8 @@ function check(ctx: AnalysisContext, r: Resource, kind: string): void {
       continue;
     }
     // The inject annotation is deprecated for the label; having both is not worth a word.
-    if (def.deprecated && !(ann === SIDECAR_INJECT && SIDECAR_INJECT in r.labels)) ctx.report(MESSAGES.DeprecatedAnnotation, r, [ann, DEPRECATION_EXTRA[ann] ?? ''], line);
+    if (def.deprecated && !(ann === SIDECAR_INJECT && SIDECAR_INJECT in r.labels))
+      ctx.report(MESSAGES.DeprecatedAnnotation, r, [ann, DEPRECATION_EXTRA[ann] ?? ''], line);
     if (def.resources.includes('Any')) continue;
     if (!def.resources.includes(kind)) {
       ctx.report(MESSAGES.MisplacedAnnotation, r, [ann, def.resources.join(', ')], line);

@@ -81,14 +81,17 @@ export const claimRoutes: Analyzer = {
           if (ras.length === 0) {
             // With pods for the gateway, Istio's IST0149 reports this per pod.
             if (!ctx.list('Pod').some((p) => setMatches(selector, p.labels)))
-              once(`0102 ${m.key} ${gwName}`, () => ctx.report(MESSAGES.ClaimRouteGatewayWithoutRequestAuthN, r, [m.key, gwName, selectorString(selector)], m.line));
+              once(`0102 ${m.key} ${gwName}`, () =>
+                ctx.report(MESSAGES.ClaimRouteGatewayWithoutRequestAuthN, r, [m.key, gwName, selectorString(selector)], m.line),
+              );
             continue;
           }
           if (m.claims.length !== 1 || m.claims[0] !== 'iss' || !m.value) continue;
           const issuers = [...new Set(ras.flatMap((ra) => (specOf(ra).jwtRules ?? []).map((j: { issuer?: string }) => j.issuer ?? '')))].sort();
           const { exact, prefix } = m.value;
           const known = exact !== undefined ? issuers.includes(exact) : prefix !== undefined ? issuers.some((i) => i.startsWith(prefix)) : true;
-          if (!known) once(`0103 ${m.key} ${gwName}`, () => ctx.report(MESSAGES.ClaimRouteUnknownIssuer, r, [exact ?? prefix ?? '', gwName, issuers], m.line));
+          if (!known)
+            once(`0103 ${m.key} ${gwName}`, () => ctx.report(MESSAGES.ClaimRouteUnknownIssuer, r, [exact ?? prefix ?? '', gwName, issuers], m.line));
         }
       }
     }

@@ -30,7 +30,8 @@ export const ingressGatewayPort: Analyzer = {
           for (const port of Array.isArray(s.ports) ? s.ports.filter(isObject) : []) {
             // Kubernetes defaults the protocol to TCP.
             if ((port.protocol ?? 'TCP') !== 'TCP') continue;
-            const tp = typeof port.targetPort === 'number' ? port.targetPort : /^\d+$/.test(String(port.targetPort ?? '')) ? Number(port.targetPort) : 0;
+            const tp =
+              typeof port.targetPort === 'number' ? port.targetPort : /^\d+$/.test(String(port.targetPort ?? '')) ? Number(port.targetPort) : 0;
             if (tp !== 0) {
               servicePorts.add(tp);
               if (!portMapping.has(port.port)) portMapping.set(port.port, tp);
@@ -140,7 +141,8 @@ export const certificates: Analyzer = {
         for (const cs of cg.servers ?? [])
           for (const os of specOf(other).servers ?? []) {
             if (!cs.tls || !os.tls) continue;
-            if (sameCertificate(cs.tls, os.tls)) ctx.report(MESSAGES.GatewayDuplicateCertificate, cur, [[fullName(cur), fullName(other)]], lineOf(cur, ['metadata', 'name']));
+            if (sameCertificate(cs.tls, os.tls))
+              ctx.report(MESSAGES.GatewayDuplicateCertificate, cur, [[fullName(cur), fullName(other)]], lineOf(cur, ['metadata', 'name']));
           }
       }
     }
@@ -198,10 +200,12 @@ export const conflictingGateways: Analyzer = {
           if (key.slice(key.lastIndexOf('~') + 1) !== port) continue;
           for (const [name, hostsBind] of values) {
             // model.CheckDuplicates: a host this server lists, bound to the same address.
-            if (name !== fullName(r) && (server.hosts ?? []).some((h: string) => hostsBind.has(h) && hostsBind.get(h) === (server.bind ?? ''))) conflicting.push(name);
+            if (name !== fullName(r) && (server.hosts ?? []).some((h: string) => hostsBind.has(h) && hostsBind.get(h) === (server.bind ?? '')))
+              conflicting.push(name);
           }
         }
-        if (conflicting.length > 0) ctx.report(MESSAGES.ConflictingGateways, r, [conflicting.sort().join(','), sel, port, (server.hosts ?? []).join(',')]);
+        if (conflicting.length > 0)
+          ctx.report(MESSAGES.ConflictingGateways, r, [conflicting.sort().join(','), sel, port, (server.hosts ?? []).join(',')]);
       }
     }
   },

@@ -25,7 +25,8 @@ export const authorizationPolicies: Analyzer = {
       if (podInAmbient(p)) list.push(p.labels);
       podLabels.set(p.namespace, list);
     }
-    const anyIn = (sel: Record<string, string>, list: ReadonlyArray<Readonly<Record<string, string>>>): boolean => list.some((l) => setMatches(sel, l));
+    const anyIn = (sel: Record<string, string>, list: ReadonlyArray<Readonly<Record<string, string>>>): boolean =>
+      list.some((l) => setMatches(sel, l));
     for (const r of ctx.list('AuthorizationPolicy')) {
       const ap = specOf(r);
       const sel: Record<string, string> | undefined = ap.selector ? (ap.selector.matchLabels ?? {}) : undefined;
@@ -61,23 +62,31 @@ export const caCertificates: Analyzer = {
     for (const r of ctx.list('DestinationRule')) {
       const dr = specOf(r);
       const name = `${r.namespace}/${r.name}`;
-      const verifies = (tls: { caCertificates?: string; credentialName?: string }): boolean => Boolean(tls.caCertificates) || Boolean(tls.credentialName && dr.workloadSelector);
+      const verifies = (tls: { caCertificates?: string; credentialName?: string }): boolean =>
+        Boolean(tls.caCertificates) || Boolean(tls.credentialName && dr.workloadSelector);
       const tls = dr.trafficPolicy?.tls ?? {};
       if ((tls.mode === 'SIMPLE' || tls.mode === 'MUTUAL') && !verifies(tls))
-        ctx.report(MESSAGES.NoServerCertificateVerificationDestinationLevel, r, [name, r.namespace, tls.mode, dr.host ?? ''], lineOf(r, ['spec', 'trafficPolicy', 'tls', 'caCertificates']));
-      (dr.trafficPolicy?.portLevelSettings ?? []).forEach((p: { tls?: { mode?: string; caCertificates?: string; credentialName?: string }; port?: { number?: number } }, i: number) => {
-        const ptls = p.tls ?? {};
-        if ((ptls.mode === 'SIMPLE' || ptls.mode === 'MUTUAL') && !verifies(ptls)) {
-          // PortSelector's String(): the prototext of the message.
-          const port = p.port?.number ? `number:${p.port.number}` : '';
-          ctx.report(
-            MESSAGES.NoServerCertificateVerificationPortLevel,
-            r,
-            [name, r.namespace, ptls.mode, dr.host ?? '', port],
-            lineOf(r, ['spec', 'trafficPolicy', 'portLevelSettings', i, 'tls', 'caCertificates']),
-          );
-        }
-      });
+        ctx.report(
+          MESSAGES.NoServerCertificateVerificationDestinationLevel,
+          r,
+          [name, r.namespace, tls.mode, dr.host ?? ''],
+          lineOf(r, ['spec', 'trafficPolicy', 'tls', 'caCertificates']),
+        );
+      (dr.trafficPolicy?.portLevelSettings ?? []).forEach(
+        (p: { tls?: { mode?: string; caCertificates?: string; credentialName?: string }; port?: { number?: number } }, i: number) => {
+          const ptls = p.tls ?? {};
+          if ((ptls.mode === 'SIMPLE' || ptls.mode === 'MUTUAL') && !verifies(ptls)) {
+            // PortSelector's String(): the prototext of the message.
+            const port = p.port?.number ? `number:${p.port.number}` : '';
+            ctx.report(
+              MESSAGES.NoServerCertificateVerificationPortLevel,
+              r,
+              [name, r.namespace, ptls.mode, dr.host ?? '', port],
+              lineOf(r, ['spec', 'trafficPolicy', 'portLevelSettings', i, 'tls', 'caCertificates']),
+            );
+          }
+        },
+      );
     }
   },
 };
@@ -88,13 +97,15 @@ export const serviceEntryAddresses: Analyzer = {
   inputs: ['ServiceEntry', 'MeshConfig'],
   analyze(ctx) {
     const md = ctx.mesh.proxyMetadata;
-    const autoAllocated = md.MESH_META_DNS_CAPTURE === 'true' && (md.MESH_META_DNS_AUTO_ALLOCATE === 'true' || md.PILOT_ENABLE_IP_AUTOALLOCATE === 'true');
+    const autoAllocated =
+      md.MESH_META_DNS_CAPTURE === 'true' && (md.MESH_META_DNS_AUTO_ALLOCATE === 'true' || md.PILOT_ENABLE_IP_AUTOALLOCATE === 'true');
     if (autoAllocated) return;
     for (const r of ctx.list('ServiceEntry')) {
       const se = specOf(r);
       if (se.addresses !== undefined) continue;
       (se.ports ?? []).forEach((p: { protocol?: string }, i: number) => {
-        if (!p.protocol || p.protocol.toUpperCase() === 'TCP') ctx.report(MESSAGES.ServiceEntryAddressesRequired, r, [], lineOf(r, ['spec', 'ports', i, 'name']));
+        if (!p.protocol || p.protocol.toUpperCase() === 'TCP')
+          ctx.report(MESSAGES.ServiceEntryAddressesRequired, r, [], lineOf(r, ['spec', 'ports', i, 'name']));
       });
     }
   },
@@ -103,7 +114,7 @@ export const serviceEntryAddresses: Analyzer = {
 export const sidecarSelector: Analyzer = {
   name: 'sidecar.SelectorAnalyzer',
   description:
-    'Validates that sidecars that define a workload selector match at least one pod, and that there aren\'t multiple sidecar resources that select overlapping pods',
+    "Validates that sidecars that define a workload selector match at least one pod, and that there aren't multiple sidecar resources that select overlapping pods",
   inputs: ['Sidecar', 'Pod', 'Namespace'],
   analyze(ctx) {
     const podsToSidecars = new Map<Resource, Resource[]>();
@@ -122,7 +133,12 @@ export const sidecarSelector: Analyzer = {
       }
       if (!found) {
         const sel = selectorString(labels);
-        ctx.report(MESSAGES.ReferencedResourceNotFound, rs, ['selector', sel], lineOf(rs, ['spec', 'workloadSelector', 'labels', firstSelectorKey(sel)]));
+        ctx.report(
+          MESSAGES.ReferencedResourceNotFound,
+          rs,
+          ['selector', sel],
+          lineOf(rs, ['spec', 'workloadSelector', 'labels', firstSelectorKey(sel)]),
+        );
       }
     }
     const reported = new Set<Resource>();
@@ -157,8 +173,10 @@ export const deprecation: Analyzer = {
   analyze(ctx) {
     for (const r of ctx.list('VirtualService'))
       for (const h of specOf(r).http ?? [])
-        if ((h.fault?.delay?.percent ?? 0) > 0) ctx.report(MESSAGES.Deprecated, r, ['HTTPRoute.fault.delay.percent is deprecated; use HTTPRoute.fault.delay.percentage']);
-    for (const r of ctx.list('Sidecar')) if (specOf(r).outboundTrafficPolicy?.egressProxy) ctx.report(MESSAGES.Deprecated, r, ['OutboundTrafficPolicy.EgressProxy ignored']);
+        if ((h.fault?.delay?.percent ?? 0) > 0)
+          ctx.report(MESSAGES.Deprecated, r, ['HTTPRoute.fault.delay.percent is deprecated; use HTTPRoute.fault.delay.percentage']);
+    for (const r of ctx.list('Sidecar'))
+      if (specOf(r).outboundTrafficPolicy?.egressProxy) ctx.report(MESSAGES.Deprecated, r, ['OutboundTrafficPolicy.EgressProxy ignored']);
   },
 };
 
@@ -186,7 +204,12 @@ export const envoyFilterPatches: Analyzer = {
         const line = lineOf(r, ['spec', 'configPatches', i, 'patch', 'value']);
         const relative = (): void => {
           if (priority !== 0) return;
-          ctx.report(versioned.includes(instance) ? MESSAGES.EnvoyFilterUsesRelativeOperationWithProxyVersion : MESSAGES.EnvoyFilterUsesRelativeOperation, r, [], line);
+          ctx.report(
+            versioned.includes(instance) ? MESSAGES.EnvoyFilterUsesRelativeOperationWithProxyVersion : MESSAGES.EnvoyFilterUsesRelativeOperation,
+            r,
+            [],
+            line,
+          );
         };
         const op = cp.patch.operation;
         const applyTo = cp.applyTo;
@@ -223,7 +246,7 @@ export const telemetryProviders: Analyzer = {
 export const telemetrySelector: Analyzer = {
   name: 'telemetry.SelectorAnalyzer',
   description:
-    'Validates that telemetries that define a selector match at least one pod, and that there aren\'t multiple telemetry resources that select overlapping pods',
+    "Validates that telemetries that define a selector match at least one pod, and that there aren't multiple telemetry resources that select overlapping pods",
   inputs: ['Telemetry', 'Pod'],
   analyze(ctx) {
     const podsTo = new Map<Resource, Resource[]>();
@@ -238,12 +261,18 @@ export const telemetrySelector: Analyzer = {
       }
       if (!found) {
         const sel = selectorString(labels);
-        ctx.report(MESSAGES.ReferencedResourceNotFound, rs, ['selector', sel], lineOf(rs, ['spec', 'selector', 'matchLabels', firstSelectorKey(sel)]));
+        ctx.report(
+          MESSAGES.ReferencedResourceNotFound,
+          rs,
+          ['selector', sel],
+          lineOf(rs, ['spec', 'selector', 'matchLabels', firstSelectorKey(sel)]),
+        );
       }
     }
     for (const [pod, list] of podsTo) {
       if (list.length === 1) continue;
-      for (const rs of list) ctx.report(MESSAGES.ConflictingTelemetryWorkloadSelectors, rs, [names(list), pod.namespace, pod.name], lineOf(rs, ['metadata', 'name']));
+      for (const rs of list)
+        ctx.report(MESSAGES.ConflictingTelemetryWorkloadSelectors, rs, [names(list), pod.namespace, pod.name], lineOf(rs, ['metadata', 'name']));
     }
   },
 };
@@ -255,7 +284,8 @@ export const telemetryDefaultSelector: Analyzer = {
   analyze(ctx) {
     const byNs = new Map<string, Resource[]>();
     for (const r of ctx.list('Telemetry')) if (!specOf(r).selector) byNs.set(r.namespace, [...(byNs.get(r.namespace) ?? []), r]);
-    for (const [ns, list] of byNs) if (list.length > 1) for (const r of list) ctx.report(MESSAGES.MultipleTelemetriesWithoutWorkloadSelectors, r, [names(list), ns]);
+    for (const [ns, list] of byNs)
+      if (list.length > 1) for (const r of list) ctx.report(MESSAGES.MultipleTelemetriesWithoutWorkloadSelectors, r, [names(list), ns]);
   },
 };
 
@@ -269,6 +299,7 @@ export const telemetryLightstep: Analyzer = {
     for (const r of ctx.list('Telemetry'))
       for (const t of specOf(r).tracing ?? [])
         for (const p of t.providers ?? [])
-          if (lightstep.has(p.name)) ctx.report(MESSAGES.Deprecated, r, [`The Lightstep provider ${p.name} is deprecated, please migrate to OpenTelemetry provider.`]);
+          if (lightstep.has(p.name))
+            ctx.report(MESSAGES.Deprecated, r, [`The Lightstep provider ${p.name} is deprecated, please migrate to OpenTelemetry provider.`]);
   },
 };

@@ -70,7 +70,10 @@ export const conflictingMeshGatewayHosts: Analyzer = {
       const gateways: string[] = vs.gateways ?? [];
       if (gateways.length > 0 && !gateways.includes(MESH_GATEWAY)) continue;
       const exportTo: string[] = vs.exportTo ?? [];
-      const scopes = exportTo.length === 0 || exportTo.includes(EXPORT_ALL) ? [EXPORT_ALL] : [...new Set(exportTo.map((e) => (e === EXPORT_LOCAL ? r.namespace : e)))];
+      const scopes =
+        exportTo.length === 0 || exportTo.includes(EXPORT_ALL)
+          ? [EXPORT_ALL]
+          : [...new Set(exportTo.map((e) => (e === EXPORT_LOCAL ? r.namespace : e)))];
       for (const scope of scopes)
         for (const h of vs.hosts ?? []) {
           const k = scopedFqdn(scope, r.namespace, h);
@@ -102,7 +105,8 @@ export const conflictingMeshGatewayHosts: Analyzer = {
 function checkServiceEntryPorts(ctx: AnalysisContext, r: Resource, d: AnnotatedDestination, s: ServiceLike): void {
   const line = destinationLine(r, d);
   if (d.d.port === undefined) {
-    if (s.ports.length > 1) ctx.report(MESSAGES.VirtualServiceDestinationPortSelectorRequired, r, [d.d.host ?? '', s.ports.map((p) => p.number)], line);
+    if (s.ports.length > 1)
+      ctx.report(MESSAGES.VirtualServiceDestinationPortSelectorRequired, r, [d.d.host ?? '', s.ports.map((p) => p.number)], line);
     return;
   }
   if (!s.ports.some((p) => p.number === (d.d.port?.number ?? 0)))
@@ -145,7 +149,12 @@ export const destinationHosts: Analyzer = {
           for (const [other, dests] of subsetDestinations)
             for (const d of dests)
               if (d.host === rd.destination?.host)
-                ctx.report(MESSAGES.IngressRouteRulesNotAffected, r, [fullName(other), fullName(r)], lineOf(r, ['spec', 'http', i, 'route', j, 'destination', 'host']));
+                ctx.report(
+                  MESSAGES.IngressRouteRulesNotAffected,
+                  r,
+                  [fullName(other), fullName(r)],
+                  lineOf(r, ['spec', 'http', i, 'route', j, 'destination', 'host']),
+                );
         }),
       );
     }
@@ -166,9 +175,21 @@ export const destinationRules: Analyzer = {
     for (const r of ctx.list('VirtualService')) {
       const vs = specOf(r);
       for (const d of routeDestinations(vs))
-        if (!ok(r.namespace, d.d)) ctx.report(MESSAGES.ReferencedResourceNotFound, r, ['host+subset in destinationrule', `${d.d.host ?? ''}+${d.d.subset}`], destinationLine(r, d));
+        if (!ok(r.namespace, d.d))
+          ctx.report(
+            MESSAGES.ReferencedResourceNotFound,
+            r,
+            ['host+subset in destinationrule', `${d.d.host ?? ''}+${d.d.subset}`],
+            destinationLine(r, d),
+          );
       for (const d of mirrorDestinations(vs))
-        if (!ok(r.namespace, d.d)) ctx.report(MESSAGES.ReferencedResourceNotFound, r, ['mirror+subset in destinationrule', `${d.d.host ?? ''}+${d.d.subset}`], destinationLine(r, d));
+        if (!ok(r.namespace, d.d))
+          ctx.report(
+            MESSAGES.ReferencedResourceNotFound,
+            r,
+            ['mirror+subset in destinationrule', `${d.d.host ?? ''}+${d.d.subset}`],
+            destinationLine(r, d),
+          );
     }
   },
 };
@@ -247,7 +268,8 @@ export const jwtClaimRoute: Analyzer = {
   inputs: ['VirtualService', 'RequestAuthentication', 'Gateway', 'Pod'],
   analyze(ctx) {
     const raByNs = new Map<string, Array<Record<string, string>>>();
-    for (const r of ctx.list('RequestAuthentication')) raByNs.set(r.namespace, [...(raByNs.get(r.namespace) ?? []), specOf(r).selector?.matchLabels ?? {}]);
+    for (const r of ctx.list('RequestAuthentication'))
+      raByNs.set(r.namespace, [...(raByNs.get(r.namespace) ?? []), specOf(r).selector?.matchLabels ?? {}]);
     for (const r of ctx.list('VirtualService')) {
       const vs = specOf(r);
       const key = claimRouteKey(vs);

@@ -87,7 +87,8 @@ function runsAsProxyUid(spec: Record<string, unknown>): number {
   let n = 0;
   const sc = isObject(spec.securityContext) ? spec.securityContext : {};
   if (sc.runAsUser === PROXY_UID) n++;
-  for (const c of containersOf(spec, false)) if (c.name !== PROXY_CONTAINER && c.name !== 'mesh-operator' && c.securityContext?.runAsUser === PROXY_UID) n++;
+  for (const c of containersOf(spec, false))
+    if (c.name !== PROXY_CONTAINER && c.name !== 'mesh-operator' && c.securityContext?.runAsUser === PROXY_UID) n++;
   return n;
 }
 
@@ -171,7 +172,8 @@ export const injection: Analyzer = {
       const rev = r.labels[REVISION_LABEL];
       const labels: string[] = [];
       if (inj !== undefined) labels.push(`${INJECTION_LABEL}=${inj}`);
-      for (const l of [REVISION_LABEL, DATAPLANE_MODE_LABEL]) if (l in r.labels && (inj === undefined || inj === 'enabled')) labels.push(`${l}=${r.labels[l]}`);
+      for (const l of [REVISION_LABEL, DATAPLANE_MODE_LABEL])
+        if (l in r.labels && (inj === undefined || inj === 'enabled')) labels.push(`${l}=${r.labels[l]}`);
       if (labels.length > 1) ctx.report(MESSAGES.NamespaceMultipleInjectionLabels, r, [labels]);
       if (r.labels[DATAPLANE_MODE_LABEL] === 'ambient') continue;
       const cm = ctx.list('ConfigMap').find((c) => c.name === injectorConfigMapName(rev));
@@ -248,7 +250,8 @@ function proxyImageType(ctx: AnalysisContext, pod: Resource): string {
   const type = (pc: Resource): string => specOf(pc).image?.imageType ?? '';
   const pcs = ctx.list('ProxyConfig');
   for (const pc of pcs) if (pc.namespace === ctx.mesh.rootNamespace && type(pc)) variant = type(pc);
-  for (const pc of pcs) if (pc.namespace !== ctx.mesh.rootNamespace && pc.namespace === pod.namespace && !specOf(pc).selector && type(pc)) variant = type(pc);
+  for (const pc of pcs)
+    if (pc.namespace !== ctx.mesh.rootNamespace && pc.namespace === pod.namespace && !specOf(pc).selector && type(pc)) variant = type(pc);
   for (const pc of pcs) {
     if (pc.namespace === ctx.mesh.rootNamespace || !specOf(pc).selector || !fullName(pc).startsWith(pod.namespace)) continue;
     if (setMatches(specOf(pc).selector?.matchLabels ?? {}, pod.labels) && type(pc)) variant = type(pc);
@@ -265,7 +268,12 @@ function proxyImageType(ctx: AnalysisContext, pod: Resource): string {
   return variant === 'default' ? '' : variant;
 }
 
-type Webhook = { name?: string; namespaceSelector?: unknown; objectSelector?: unknown; clientConfig?: { url?: string; service?: { name?: string; namespace?: string } } };
+type Webhook = {
+  name?: string;
+  namespaceSelector?: unknown;
+  objectSelector?: unknown;
+  clientConfig?: { url?: string; service?: { name?: string; namespace?: string } };
+};
 
 function webhooksOf(r: Resource): Webhook[] {
   return (Array.isArray(r.object.webhooks) ? r.object.webhooks : []).filter(isObject) as Webhook[];
@@ -328,7 +336,9 @@ export const webhook: Analyzer = {
       for (const ol of objLabels) {
         const matches = new Map<string, Resource>();
         for (const [name, { res, hooks: whs }] of hooks)
-          for (const w of whs) if (labelSelectorMatches(w.namespaceSelector, nl) && labelSelectorMatches(w.objectSelector, ol)) matches.set(`${name}/${w.name ?? ''}`, res);
+          for (const w of whs)
+            if (labelSelectorMatches(w.namespaceSelector, nl) && labelSelectorMatches(w.objectSelector, ol))
+              matches.set(`${name}/${w.name ?? ''}`, res);
         if (matches.size <= 1) continue;
         for (const [m, res] of matches) {
           const others = [...matches.keys()].filter((x) => x !== m).sort();
@@ -340,7 +350,9 @@ export const webhook: Analyzer = {
         const svc = w.clientConfig?.service;
         if (!svc) continue;
         if (!ctx.find('Service', svc.namespace ?? '', svc.name ?? ''))
-          ctx.report(MESSAGES.InvalidWebhook, res, [`Injector refers to a control plane service that does not exist: ${svc.namespace ?? ''}/${svc.name ?? ''}.`]);
+          ctx.report(MESSAGES.InvalidWebhook, res, [
+            `Injector refers to a control plane service that does not exist: ${svc.namespace ?? ''}/${svc.name ?? ''}.`,
+          ]);
       }
   },
 };

@@ -85,7 +85,8 @@ export class DaemonTokenAuthenticator implements Authenticator {
       throw new AuthnError(`token extraction error: ${(e as Error).message}`);
     }
     const iss = unverifiedIssuer(token);
-    if (iss !== DAEMON_TOKEN_ISSUER) throw new AuthnError(`not a token of this daemon (iss ${JSON.stringify(iss)}, expected ${JSON.stringify(DAEMON_TOKEN_ISSUER)})`);
+    if (iss !== DAEMON_TOKEN_ISSUER)
+      throw new AuthnError(`not a token of this daemon (iss ${JSON.stringify(iss)}, expected ${JSON.stringify(DAEMON_TOKEN_ISSUER)})`);
     let claims: JwtClaims;
     try {
       this.refresh();
@@ -100,7 +101,8 @@ export class DaemonTokenAuthenticator implements Authenticator {
       throw new AuthnError(`failed to verify the token with the key in ${this.o.dir} (error ${(e as Error).message})`);
     }
     const [ns, sa] = serviceAccountFromSubject(claims.sub);
-    if (!audienceAccepted(claims.aud, this.o.audiences)) throw new AuthnError(`invalid audiences ${JSON.stringify(claims.aud ?? [])}, expected one of TOKEN_AUDIENCES [${this.o.audiences.join(' ')}]`);
+    if (!audienceAccepted(claims.aud, this.o.audiences))
+      throw new AuthnError(`invalid audiences ${JSON.stringify(claims.aud ?? [])}, expected one of TOKEN_AUDIENCES [${this.o.audiences.join(' ')}]`);
     return { source: 'id-token', identities: [spiffeUri(this.o.trustDomain(), ns, sa)] };
   }
 }

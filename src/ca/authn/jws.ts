@@ -95,7 +95,11 @@ export function verifyJws(token: string, keys: readonly Key[]): { header: Record
     crypto.verify(
       spec.hash,
       data,
-      spec.pss ? { key: k.key, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: crypto.constants.RSA_PSS_SALTLEN_DIGEST } : spec.dsa ? { key: k.key, dsaEncoding: spec.dsa } : k.key,
+      spec.pss
+        ? { key: k.key, padding: crypto.constants.RSA_PKCS1_PSS_PADDING, saltLength: crypto.constants.RSA_PSS_SALTLEN_DIGEST }
+        : spec.dsa
+          ? { key: k.key, dsaEncoding: spec.dsa }
+          : k.key,
       signature,
     ),
   );
@@ -111,11 +115,15 @@ export class KeyNotFound extends JwtError {
 
 /** go-oidc's claim checks: `iss` is the issuer, `exp` is in the future, `nbf` (when given) is past. */
 export function checkTimeAndIssuer(claims: JwtClaims, issuer: string, nowMs: number): void {
-  if (claims.iss !== issuer) throw new JwtError(`id token issued by a different provider, expected ${JSON.stringify(issuer)} got ${JSON.stringify(claims.iss)}`);
+  if (claims.iss !== issuer)
+    throw new JwtError(`id token issued by a different provider, expected ${JSON.stringify(issuer)} got ${JSON.stringify(claims.iss)}`);
   if (typeof claims.exp !== 'number') throw new JwtError('token has no expiry ("exp")');
   const now = nowMs / 1000;
   if (claims.exp <= now) throw new JwtError(`token is expired (Token Expiry: ${new Date(claims.exp * 1000).toISOString()})`);
-  if (typeof claims.nbf === 'number' && claims.nbf > now) throw new JwtError(`current time ${new Date(nowMs).toISOString()} before the nbf (not before) time: ${new Date(claims.nbf * 1000).toISOString()}`);
+  if (typeof claims.nbf === 'number' && claims.nbf > now)
+    throw new JwtError(
+      `current time ${new Date(nowMs).toISOString()} before the nbf (not before) time: ${new Date(claims.nbf * 1000).toISOString()}`,
+    );
 }
 
 /**
@@ -140,7 +148,11 @@ export class RemoteKeySet {
   }
 
   private refresh(): Promise<Key[]> {
-    this.inFlight ??= fetchDocument(this.uri, { timeoutMs: this.o.timeoutMs ?? 10_000, insecureSkipVerify: this.o.insecureSkipVerify ?? false, ca: this.ca })
+    this.inFlight ??= fetchDocument(this.uri, {
+      timeoutMs: this.o.timeoutMs ?? 10_000,
+      insecureSkipVerify: this.o.insecureSkipVerify ?? false,
+      ca: this.ca,
+    })
       .then((doc) => {
         this.keys = importJwks(doc);
         this.fetchedAt = this.now();
@@ -168,7 +180,8 @@ export class RemoteKeySet {
       return verifyJws(token, keys).claims;
     } catch (e) {
       // A new key at the issuer: look again, but not more often than the cooldown allows.
-      if (e instanceof KeyNotFound && this.now() - this.fetchedAt > (this.o.cooldownMs ?? 30_000)) return verifyJws(token, await this.refresh()).claims;
+      if (e instanceof KeyNotFound && this.now() - this.fetchedAt > (this.o.cooldownMs ?? 30_000))
+        return verifyJws(token, await this.refresh()).claims;
       throw e;
     }
   }

@@ -24,7 +24,8 @@ export function parseJwtRule(text: string): JwtRule {
   } catch (e) {
     throw new JwtRuleError(`JWT_RULE: failed to unmarshal JWT rule: ${(e as Error).message}`);
   }
-  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new JwtRuleError('JWT_RULE: failed to unmarshal JWT rule: expected a JSON object');
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc))
+    throw new JwtRuleError('JWT_RULE: failed to unmarshal JWT rule: expected a JSON object');
   // encoding/json matches field names case-insensitively; Istio's JSON names are issuer, jwks_uri, audiences.
   const field = (name: string): unknown => {
     for (const [k, v] of Object.entries(doc as Record<string, unknown>)) if (k.toLowerCase() === name) return v;
@@ -34,7 +35,8 @@ export function parseJwtRule(text: string): JwtRule {
   const jwksUri = field('jwks_uri') ?? field('jwksuri');
   const audiences = field('audiences');
   if (issuer !== undefined && typeof issuer !== 'string') throw new JwtRuleError('JWT_RULE: failed to unmarshal JWT rule: "issuer" must be a string');
-  if (jwksUri !== undefined && typeof jwksUri !== 'string') throw new JwtRuleError('JWT_RULE: failed to unmarshal JWT rule: "jwks_uri" must be a string');
+  if (jwksUri !== undefined && typeof jwksUri !== 'string')
+    throw new JwtRuleError('JWT_RULE: failed to unmarshal JWT rule: "jwks_uri" must be a string');
   if (audiences !== undefined && (!Array.isArray(audiences) || audiences.some((a) => typeof a !== 'string'))) {
     throw new JwtRuleError('JWT_RULE: failed to unmarshal JWT rule: "audiences" must be a list of strings');
   }
@@ -52,7 +54,8 @@ export async function discoverJwksUri(issuer: string, timeoutMs = 10_000): Promi
     throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: GET ${wellKnown}: ${(e as Error).message}`);
   }
   const body = await res.text();
-  if (res.status !== 200) throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: ${res.status} ${res.statusText}: ${body.slice(0, 200)}`);
+  if (res.status !== 200)
+    throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: ${res.status} ${res.statusText}: ${body.slice(0, 200)}`);
   let doc: { issuer?: unknown; jwks_uri?: unknown };
   try {
     doc = JSON.parse(body) as typeof doc;
@@ -60,9 +63,12 @@ export async function discoverJwksUri(issuer: string, timeoutMs = 10_000): Promi
     throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: failed to decode provider discovery object: ${(e as Error).message}`);
   }
   if (doc.issuer !== issuer) {
-    throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: oidc: issuer did not match the issuer returned by provider, expected "${issuer}" got "${String(doc.issuer)}"`);
+    throw new JwtRuleError(
+      `failed at creating an OIDC provider for ${issuer}: oidc: issuer did not match the issuer returned by provider, expected "${issuer}" got "${String(doc.issuer)}"`,
+    );
   }
-  if (typeof doc.jwks_uri !== 'string' || doc.jwks_uri === '') throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: the discovery document has no jwks_uri`);
+  if (typeof doc.jwks_uri !== 'string' || doc.jwks_uri === '')
+    throw new JwtRuleError(`failed at creating an OIDC provider for ${issuer}: the discovery document has no jwks_uri`);
   return doc.jwks_uri;
 }
 

@@ -35,12 +35,16 @@ export class NodeAuthorizer {
     const who = caller
       ? `Pod{Name: ${caller.podName}, Namespace: ${caller.podNamespace}, UID: ${caller.podUid}, ServiceAccount: ${caller.podServiceAccount}}`
       : 'a caller without orchestrator credentials';
-    if (!caller || !this.trusted.has(`${caller.podNamespace}/${caller.podServiceAccount}`)) throw new Error(`caller (${who}) is not allowed to impersonate`);
+    if (!caller || !this.trusted.has(`${caller.podNamespace}/${caller.podServiceAccount}`))
+      throw new Error(`caller (${who}) is not allowed to impersonate`);
     const id = parseSpiffeIdentity(requested);
     if (id instanceof Error) throw new Error(`failed to validate impersonated identity ${requested}`);
     let pod: Pod;
     try {
-      pod = (await this.api.request('GET', `/api/v1/namespaces/${encodeURIComponent(caller.podNamespace)}/pods/${encodeURIComponent(caller.podName)}`)) as Pod;
+      pod = (await this.api.request(
+        'GET',
+        `/api/v1/namespaces/${encodeURIComponent(caller.podNamespace)}/pods/${encodeURIComponent(caller.podName)}`,
+      )) as Pod;
     } catch {
       throw new Error(`pod ${caller.podNamespace}/${caller.podName} not found`);
     }

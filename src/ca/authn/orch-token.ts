@@ -56,15 +56,19 @@ export class OrchTokenAuthenticator implements Authenticator {
     const claimed = req.header(CLUSTER_ID_META);
     const clusterId = claimed.length === 1 ? claimed[0]! : '';
     if (clusterId !== '' && clusterId !== this.o.clusterId && this.o.clusterAliases?.[clusterId] !== this.o.clusterId) {
-      throw new AuthnError(`client claims to be in cluster "${clusterId}", but we only know about local cluster "${this.o.clusterId}" and remote clusters []`);
+      throw new AuthnError(
+        `client claims to be in cluster "${clusterId}", but we only know about local cluster "${this.o.clusterId}" and remote clusters []`,
+      );
     }
     let review: { status?: TokenReviewStatus };
     try {
-      review = (await this.o.api.request('POST', '/apis/authentication.k8s.io/v1/tokenreviews', { body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenReview',
-        spec: { token, audiences: this.o.audiences },
-      } })) as typeof review;
+      review = (await this.o.api.request('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenReview',
+          spec: { token, audiences: this.o.audiences },
+        },
+      })) as typeof review;
     } catch (e) {
       throw new AuthnError(`failed to validate the JWT from cluster "${clusterId}": ${(e as Error).message}`);
     }

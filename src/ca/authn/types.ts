@@ -57,9 +57,7 @@ export interface AuthGate {
 
 export type AuthOutcome =
   /** Authentication did not run (XDS_AUTH off, or plaintext without XDS_AUTH_PLAINTEXT). */
-  | { kind: 'skipped' }
-  | { kind: 'authenticated'; caller: Caller }
-  | { kind: 'failed'; failures: string[]; idExtraction: boolean };
+  { kind: 'skipped' } | { kind: 'authenticated'; caller: Caller } | { kind: 'failed'; failures: string[]; idExtraction: boolean };
 
 /**
  * Istio's security.Authenticate: nothing runs when XDS_AUTH is false or when the call is plaintext and
@@ -89,7 +87,10 @@ export async function authenticate(authenticators: readonly Authenticator[], req
  * The chain without the XDS_AUTH gate, as Istio's debug endpoints run it for callers that are not on
  * loopback: the first authenticator's identities, or undefined (with every reason).
  */
-export async function authenticateAny(authenticators: readonly Authenticator[], req: AuthRequest): Promise<{ identities?: string[]; failures: string[] }> {
+export async function authenticateAny(
+  authenticators: readonly Authenticator[],
+  req: AuthRequest,
+): Promise<{ identities?: string[]; failures: string[] }> {
   const failures: string[] = [];
   for (const a of authenticators) {
     try {

@@ -110,7 +110,7 @@ function formatIp(b: Buffer): string {
   for (let i = 0; i + 1 < b.length; i += 2) groups.push(b.readUInt16BE(i).toString(16));
   // The canonical short form (longest run of zero groups collapsed), as Go prints it.
   let best = { at: -1, len: 0 };
-  for (let i = 0; i < groups.length; ) {
+  for (let i = 0; i < groups.length;) {
     if (groups[i] !== '0') {
       i++;
       continue;
@@ -142,7 +142,7 @@ export function extensionDer(e: Extension): Buffer {
 function keyUsageValue(bits: readonly number[]): Buffer {
   const max = Math.max(...bits);
   const bytes = Buffer.alloc(Math.floor(max / 8) + 1);
-  for (const b of bits) bytes[Math.floor(b / 8)]! |= 0x80 >> b % 8;
+  for (const b of bits) bytes[Math.floor(b / 8)]! |= 0x80 >> (b % 8);
   // DER: trailing zero bits are dropped and counted as unused.
   const unused = 7 - (max % 8);
   return Buffer.concat([Buffer.from([TAG.BIT_STRING, bytes.length + 1, unused]), bytes]);
@@ -369,7 +369,8 @@ export function verifyChain(
 ): string | undefined {
   if (roots.length === 0) return 'no root certificate';
   const valid = (c: ParsedCertificate) => c.notBefore <= now && now <= c.notAfter;
-  if (!valid(cert)) return `certificate has expired or is not yet valid: current time ${now.toISOString()} is outside [${cert.notBefore.toISOString()}, ${cert.notAfter.toISOString()}]`;
+  if (!valid(cert))
+    return `certificate has expired or is not yet valid: current time ${now.toISOString()} is outside [${cert.notBefore.toISOString()}, ${cert.notAfter.toISOString()}]`;
   let reason = 'certificate signed by unknown authority';
   const walk = (c: ParsedCertificate, depth: number): boolean => {
     if (depth > 10) return false;

@@ -206,4 +206,3 @@ export function parseCsr(input: string | Buffer): ParsedCsr {
     throw e;
   }
 }
-

@@ -176,7 +176,7 @@ export function readNode(buf: Buffer, offset = 0): Node {
 /** The elements inside a constructed node, in order. */
 export function children(node: Node): Node[] {
   const out: Node[] = [];
-  for (let p = 0; p < node.content.length; ) {
+  for (let p = 0; p < node.content.length;) {
     const c = readNode(node.content, p);
     out.push(c);
     p = c.end;

@@ -100,7 +100,8 @@ const OID_ECDSA_SHA384 = '1.2.840.10045.4.3.3';
 
 /** Go's choice: SHA256WithRSA for RSA keys; ECDSAWithSHA256 on P-256, ECDSAWithSHA384 on P-384. */
 export function signatureAlgorithm(key: KeyObject): SignatureAlgorithm {
-  if (key.asymmetricKeyType === 'rsa') return { hash: 'sha256', identifier: sequence(oid(OID_SHA256_RSA), nullValue()), name: 'sha256WithRSAEncryption' };
+  if (key.asymmetricKeyType === 'rsa')
+    return { hash: 'sha256', identifier: sequence(oid(OID_SHA256_RSA), nullValue()), name: 'sha256WithRSAEncryption' };
   if (key.asymmetricKeyType === 'ec') {
     const curve = key.asymmetricKeyDetails?.namedCurve;
     if (curve === 'secp384r1') return { hash: 'sha384', identifier: sequence(oid(OID_ECDSA_SHA384)), name: 'ecdsa-with-SHA384' };

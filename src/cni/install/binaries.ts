@@ -31,7 +31,10 @@ export async function copyBinaries(sources: readonly BinarySource[], targetDirs:
       const stale = readdirSync(dir).filter((n) => n.startsWith(`${src.name}.tmp.`));
       if (stale.length > 0) {
         log.info(`Target folder ${dir} contains one or more temporary files with a ${src.name} name. The temp files will be deleted.`);
-        for (const n of stale) await rm(path.join(dir, n), { force: true }).catch((e: Error) => log.warn(`Failed to delete tmp file ${n} from previous run: ${e.message}`));
+        for (const n of stale)
+          await rm(path.join(dir, n), { force: true }).catch((e: Error) =>
+            log.warn(`Failed to delete tmp file ${n} from previous run: ${e.message}`),
+          );
       }
       const target = path.join(dir, src.name);
       const tmp = `${target}.tmp.${randomBytes(4).readUInt32BE(0)}`;

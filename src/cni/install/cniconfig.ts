@@ -151,7 +151,10 @@ export function getDefaultCNINetwork(confDir: string): string {
  * (watching the directory) until the primary configuration, or the named one, exists; a missing .conf
  * whose .conflist exists (or the reverse) resolves to the existing one.
  */
-export async function getCNIConfigFilepath(s: Pick<CniConfigSettings, 'cniConfName' | 'mountedCNINetDir' | 'chainedCNIPlugin'>, signal?: AbortSignal): Promise<string> {
+export async function getCNIConfigFilepath(
+  s: Pick<CniConfigSettings, 'cniConfName' | 'mountedCNINetDir' | 'chainedCNIPlugin'>,
+  signal?: AbortSignal,
+): Promise<string> {
   const dir = s.mountedCNINetDir;
   if (!s.chainedCNIPlugin) return path.join(dir, s.cniConfName || STANDALONE_CONF_NAME);
 
@@ -220,7 +223,10 @@ export async function createCNIConfigFile(s: CniConfigSettings, signal?: AbortSi
  * Why the installed configuration is no longer what we wrote, or undefined when it is intact: another
  * file took over as the node's network (chained, no fixed name), the file is gone, or our entry is.
  */
-export function checkValidCNIConfig(s: Pick<CniConfigSettings, 'mountedCNINetDir' | 'cniConfName' | 'chainedCNIPlugin'>, file: string): string | undefined {
+export function checkValidCNIConfig(
+  s: Pick<CniConfigSettings, 'mountedCNINetDir' | 'cniConfName' | 'chainedCNIPlugin'>,
+  file: string,
+): string | undefined {
   let primary: string;
   try {
     primary = path.join(s.mountedCNINetDir, getDefaultCNINetwork(s.mountedCNINetDir));

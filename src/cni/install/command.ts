@@ -54,7 +54,8 @@ export function installConfigFromContext(ctx: RunContext): InstallConfig {
     );
   }
   const mode = flagNumber(ctx, 'orchconfig-mode');
-  if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777) throw new CommandError(`--orchconfig-mode ${mode}: not a file mode (decimal, e.g. 384 for 0600)`);
+  if (!Number.isInteger(mode) || mode < 0 || mode > 0o7777)
+    throw new CommandError(`--orchconfig-mode ${mode}: not a file mode (decimal, e.g. 384 for 0600)`);
   return {
     mountedCNINetDir: flagString(ctx, 'mounted-cni-net-dir'),
     cniConfName: flagString(ctx, 'cni-conf-name'),
@@ -167,7 +168,9 @@ async function startServers(ctx: RunContext, readiness: Readiness, stop: (why: s
     if (p === '/healthz') return void res.writeHead(200).end();
     if (p === '/readyz') {
       if (readiness.get()) return void res.writeHead(200).end();
-      return void res.writeHead(503, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' }).end('Service Unavailable\n');
+      return void res
+        .writeHead(503, { 'Content-Type': 'text/plain; charset=utf-8', 'X-Content-Type-Options': 'nosniff' })
+        .end('Service Unavailable\n');
     }
     res.writeHead(404, { 'Content-Type': 'text/plain; charset=utf-8' }).end('404 page not found\n');
   });
@@ -185,7 +188,9 @@ async function closeServers(s: Servers): Promise<void> {
 export const run: Handler = async (ctx) => {
   const cfg = installConfigFromContext(ctx);
   if (cfg.ambientEnabled) {
-    throw new CommandError('--ambient-enabled: the ambient node agent is not available in this build of install-cni; it installs the sidecar-mode plugin only');
+    throw new CommandError(
+      '--ambient-enabled: the ambient node agent is not available in this build of install-cni; it installs the sidecar-mode plugin only',
+    );
   }
   const repairCfg = repairConfigFromContext(ctx);
   logStartup(cfg, repairCfg);

@@ -116,7 +116,9 @@ export class Installer {
     } catch (e) {
       const msg = (e as Error).message;
       if (/read-only file system|EROFS/i.test(msg)) {
-        log.warn('hint: some orchestrator environments require customization of the CNI directory. Ensure you properly set global.platform=<name> during installation');
+        log.warn(
+          'hint: some orchestrator environments require customization of the CNI directory. Ensure you properly set global.platform=<name> during installation',
+        );
       }
       installs.inc({ result: RESULT.copyBinariesFailure });
       throw new InstallError(`copy binaries: ${msg}`);

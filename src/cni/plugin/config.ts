@@ -26,7 +26,10 @@ function field<T>(conf: Record<string, unknown>, key: string, want: 'string' | '
   const v = conf[key];
   if (v === undefined || v === null) return def;
   if (typeof v !== want) {
-    throw new CniError(CniErrorCode.DecodingFailure, `failed to parse network configuration: field "${key}" must be a ${want}, got ${JSON.stringify(v)}`);
+    throw new CniError(
+      CniErrorCode.DecodingFailure,
+      `failed to parse network configuration: field "${key}" must be a ${want}, got ${JSON.stringify(v)}`,
+    );
   }
   return v as T;
 }

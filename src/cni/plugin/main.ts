@@ -103,7 +103,8 @@ export async function runCniPlugin(io: PluginIO): Promise<number> {
       }
       default: {
         // GC and STATUS (spec 1.1.0): the plugin keeps no state to collect and needs nothing to be ready.
-        if (!versionAtLeast(version, '1.1.0')) throw new CniError(CniErrorCode.IncompatibleCNIVersion, `config version does not allow ${cmd.command}`);
+        if (!versionAtLeast(version, '1.1.0'))
+          throw new CniError(CniErrorCode.IncompatibleCNIVersion, `config version does not allow ${cmd.command}`);
         checkVersionSupported(version);
         return 0;
       }
@@ -248,7 +249,10 @@ async function add(cmd: CmdArgs, conf: PluginConfig, io: PluginIO): Promise<void
     );
   } catch (e) {
     if (e instanceof CniError) throw e;
-    throw new CniError(CniErrorCode.Internal, `programming the capture rules of pod ${target.ref.namespace}/${target.ref.name} failed: ${(e as Error).message}`);
+    throw new CniError(
+      CniErrorCode.Internal,
+      `programming the capture rules of pod ${target.ref.namespace}/${target.ref.name} failed: ${(e as Error).message}`,
+    );
   }
 }
 
@@ -256,7 +260,10 @@ async function check(cmd: CmdArgs, conf: PluginConfig, io: PluginIO): Promise<vo
   const target = await captureFor(cmd, conf, io, false);
   if (!target) return;
   checkPodNetns(cmd.netns);
-  const problems = await checkCapture({ flags: target.flags, env: io.env, netns: cmd.netns, podAddresses: prevResultAddresses(conf.prevResult) }, io.capture);
+  const problems = await checkCapture(
+    { flags: target.flags, env: io.env, netns: cmd.netns, podAddresses: prevResultAddresses(conf.prevResult) },
+    io.capture,
+  );
   if (problems.length > 0) {
     throw new CniError(
       CniErrorCode.Internal,

@@ -129,7 +129,8 @@ export function validateNetworkConfig(stdin: string): Record<string, unknown> {
 export function configVersion(conf: Record<string, unknown>): string {
   const v = conf.cniVersion;
   if (v === undefined || v === '') return '0.1.0';
-  if (typeof v !== 'string') throw new CniError(CniErrorCode.DecodingFailure, `decoding version from network config: cniVersion must be a string, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string')
+    throw new CniError(CniErrorCode.DecodingFailure, `decoding version from network config: cniVersion must be a string, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -176,7 +177,10 @@ export function parseK8sArgs(args: string): { podName: string; podNamespace: str
     if (key === 'IgnoreUnknown') {
       const v = value.toLowerCase();
       if (v !== '1' && v !== 'true' && v !== '0' && v !== 'false') {
-        throw new CniError(CniErrorCode.Internal, `ARGS: error parsing value of pair ${JSON.stringify(pair)}: boolean unmarshal error: invalid input ${value}`);
+        throw new CniError(
+          CniErrorCode.Internal,
+          `ARGS: error parsing value of pair ${JSON.stringify(pair)}: boolean unmarshal error: invalid input ${value}`,
+        );
       }
       ignoreUnknown = v === '1' || v === 'true';
     } else if (key in known) known[key] = value;

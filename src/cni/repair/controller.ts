@@ -37,7 +37,14 @@ export interface RepairConfig extends RepairFilter {
 }
 
 type Pod = PodLike & {
-  metadata: { name: string; namespace: string; uid?: string; resourceVersion?: string; deletionTimestamp?: string; labels?: Record<string, string> | null };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid?: string;
+    resourceVersion?: string;
+    deletionTimestamp?: string;
+    labels?: Record<string, string> | null;
+  };
 };
 
 const keyOf = (o: { metadata?: { namespace?: string; name?: string } }) => `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;

@@ -30,7 +30,8 @@ export interface PodLike {
 
 export function matchesFilter(f: RepairFilter, pod: PodLike): boolean {
   const wantMsg = f.initTerminationMsg.trim();
-  const matches = (t: Terminated) => (wantMsg === '' || wantMsg === (t.message ?? '').trim()) && (f.initExitCode === 0 || f.initExitCode === (t.exitCode ?? 0));
+  const matches = (t: Terminated) =>
+    (wantMsg === '' || wantMsg === (t.message ?? '').trim()) && (f.initExitCode === 0 || f.initExitCode === (t.exitCode ?? 0));
 
   if (f.sidecarAnnotation !== '' && !(f.sidecarAnnotation in (pod.metadata?.annotations ?? {}))) return false;
   for (const c of pod.status?.initContainerStatuses ?? []) {

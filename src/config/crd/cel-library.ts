@@ -10,7 +10,13 @@
 import { celEnv, type CelEnv, celFunc, celMethod, CelScalar, objectType } from '@bufbuild/cel';
 import { strings } from '@bufbuild/cel/ext';
 import { create, createFileRegistry, createRegistry, type DescMessage } from '@bufbuild/protobuf';
-import { type Duration, DurationSchema, FieldDescriptorProto_Label, FieldDescriptorProto_Type, FileDescriptorProtoSchema } from '@bufbuild/protobuf/wkt';
+import {
+  type Duration,
+  DurationSchema,
+  FieldDescriptorProto_Label,
+  FieldDescriptorProto_Type,
+  FileDescriptorProtoSchema,
+} from '@bufbuild/protobuf/wkt';
 import { DurationError, parseDurationNs } from '../../lib/duration';
 import { GoURLError, parseRequestURI, parseURL } from '../../lib/gourl';
 import { searcher } from '../../lib/re2';
@@ -18,7 +24,13 @@ import { searcher } from '../../lib/re2';
 const URL_FIELDS = ['scheme', 'host', 'path', 'query'] as const;
 
 function urlFile() {
-  const field = (name: string, number: number) => ({ name, number, jsonName: name, type: FieldDescriptorProto_Type.STRING, label: FieldDescriptorProto_Label.OPTIONAL });
+  const field = (name: string, number: number) => ({
+    name,
+    number,
+    jsonName: name,
+    type: FieldDescriptorProto_Type.STRING,
+    label: FieldDescriptorProto_Label.OPTIONAL,
+  });
   const proto = create(FileDescriptorProtoSchema, {
     name: 'kubernetes/url.proto',
     package: 'kubernetes',

@@ -69,7 +69,11 @@ export function validateCustomResource(kind: Kind, obj: Record<string, unknown>)
   const value = pruneNulls(schema, rest) as Record<string, unknown>;
   const errors = [...validateSchema(schema, value, pattern), ...validateListTypes(schema, value)];
   if (errors.some((e) => BLOCKING.has(e.type)))
-    errors.push({ field: NO_FIELD, type: 'Invalid', body: 'Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation' });
+    errors.push({
+      field: NO_FIELD,
+      type: 'Invalid',
+      body: 'Invalid value: null: some validation rules were not checked because the object was invalid; correct the existing errors to complete validation',
+    });
   else errors.push(...validateRules(schema, value));
   // field.ErrorList.ToAggregate drops repeated messages
   const seen = new Set<string>();

@@ -59,7 +59,11 @@ export function goValue(v: unknown): string {
 /** How apimachinery prints the nil field path of the errors that are not about one field. */
 export const NO_FIELD = '<nil>';
 
-const invalid = (field: string, value: unknown, detail: string): SchemaError => ({ field, type: 'Invalid', body: `Invalid value: ${goValue(value)}: ${detail}` });
+const invalid = (field: string, value: unknown, detail: string): SchemaError => ({
+  field,
+  type: 'Invalid',
+  body: `Invalid value: ${goValue(value)}: ${detail}`,
+});
 
 /** The JSON type kube-openapi infers for a decoded value. */
 function jsonType(v: unknown): string {
@@ -79,17 +83,27 @@ interface Result {
 function typeErrors(s: Schema, v: unknown, path: string): SchemaError[] {
   if (!s.type && !s.format) return [];
   if (v === null) {
-    if (s.type && !s.nullable) return [{ field: path, type: 'TypeInvalid', body: `Invalid value: "null": ${path} in body must be of type ${s.type}: "null"` }];
+    if (s.type && !s.nullable)
+      return [{ field: path, type: 'TypeInvalid', body: `Invalid value: "null": ${path} in body must be of type ${s.type}: "null"` }];
     return [];
   }
   const t = jsonType(v);
   const intAsNumber = t === 'integer' && s.type === 'number';
   if (t !== 'string' && t !== 'array' && s.format && !(s.type === t || intAsNumber || (s.format === 'int64' && t === 'integer'))) {
     const format = t === 'integer' ? 'int64' : t === 'number' ? 'float64' : '';
-    return [{ field: path, type: 'TypeInvalid', body: `Invalid value: ${goValue(format)}: ${path} in body must be of type ${s.format}: ${goValue(format)}` }];
+    return [
+      {
+        field: path,
+        type: 'TypeInvalid',
+        body: `Invalid value: ${goValue(format)}: ${path} in body must be of type ${s.format}: ${goValue(format)}`,
+      },
+    ];
   }
   if (s.type !== 'number' && s.type !== 'integer' && s.format && (t === 'string' || t === 'array')) return [];
-  if (!s.type || !(s.type === t || intAsNumber)) return [{ field: path, type: 'TypeInvalid', body: `Invalid value: ${goValue(t)}: ${path} in body must be of type ${s.type ?? ''}: ${goValue(t)}` }];
+  if (!s.type || !(s.type === t || intAsNumber))
+    return [
+      { field: path, type: 'TypeInvalid', body: `Invalid value: ${goValue(t)}: ${path} in body must be of type ${s.type ?? ''}: ${goValue(t)}` },
+    ];
   return [];
 }
 
@@ -102,7 +116,8 @@ function enumErrors(s: Schema, v: unknown, path: string): SchemaError[] {
 
 function stringErrors(s: Schema, v: string, path: string, pattern: (p: string) => (s: string) => boolean): SchemaError[] {
   const runes = [...v].length;
-  if (s.maxLength !== undefined && runes > s.maxLength) return [{ field: path, type: 'TooLong', body: `Too long: may not be longer than ${s.maxLength}` }];
+  if (s.maxLength !== undefined && runes > s.maxLength)
+    return [{ field: path, type: 'TooLong', body: `Too long: may not be longer than ${s.maxLength}` }];
   if (s.minLength !== undefined && runes < s.minLength) return [invalid(path, v, `${path} in body should be at least ${s.minLength} chars long`)];
   if (s.pattern !== undefined && !pattern(s.pattern)(v)) return [invalid(path, v, `${path} in body should match '${s.pattern}'`)];
   return [];
@@ -126,13 +141,18 @@ function compositeErrors(s: Schema, v: unknown, path: string, ctx: Ctx): SchemaE
   const fewest = (rs: SchemaError[][]) => rs.reduce((a, b) => (b.length < a.length ? b : a));
   if (s.anyOf?.length) {
     const results = s.anyOf.map((a) => validate(a, v, path, ctx).errors);
-    if (!results.some((r) => r.length === 0)) out.push(composite(`${JSON.stringify(path)} must validate at least one schema (anyOf)`), ...fewest(results));
+    if (!results.some((r) => r.length === 0))
+      out.push(composite(`${JSON.stringify(path)} must validate at least one schema (anyOf)`), ...fewest(results));
   }
   if (s.oneOf?.length) {
     const results = s.oneOf.map((a) => validate(a, v, path, ctx).errors);
     const valid = results.filter((r) => r.length === 0).length;
     if (valid !== 1) {
-      out.push(composite(`${JSON.stringify(path)} must validate one and only one schema (oneOf). ${valid === 0 ? 'Found none valid' : `Found ${valid} valid alternatives`}`));
+      out.push(
+        composite(
+          `${JSON.stringify(path)} must validate one and only one schema (oneOf). ${valid === 0 ? 'Found none valid' : `Found ${valid} valid alternatives`}`,
+        ),
+      );
       if (valid === 0) out.push(...fewest(results));
     }
   }
@@ -140,7 +160,8 @@ function compositeErrors(s: Schema, v: unknown, path: string, ctx: Ctx): SchemaE
     const results = s.allOf.map((a) => validate(a, v, path, ctx).errors);
     const valid = results.filter((r) => r.length === 0).length;
     for (const r of results) out.push(...r);
-    if (valid !== results.length) out.push(composite(`${JSON.stringify(path)} must validate all the schemas (allOf)${valid === 0 ? '. None validated' : ''}`));
+    if (valid !== results.length)
+      out.push(composite(`${JSON.stringify(path)} must validate all the schemas (allOf)${valid === 0 ? '. None validated' : ''}`));
   }
   if (s.not && validate(s.not, v, path, ctx).errors.length === 0) out.push(composite(`${JSON.stringify(path)} must not validate the schema (not)`));
   return out;
@@ -149,16 +170,20 @@ function compositeErrors(s: Schema, v: unknown, path: string, ctx: Ctx): SchemaE
 function arrayErrors(s: Schema, v: unknown[], path: string, ctx: Ctx): SchemaError[] {
   const out: SchemaError[] = [];
   if (s.items) v.forEach((item, i) => out.push(...validate(s.items!, item, `${path}[${i}]`, ctx).errors));
-  if (s.minItems !== undefined && v.length < s.minItems) out.push(invalid(path, v.length, `${path} in body should have at least ${s.minItems} items`));
-  if (s.maxItems !== undefined && v.length > s.maxItems) out.push({ field: path, type: 'TooMany', body: `Too many: ${v.length}: must have at most ${s.maxItems} items` });
+  if (s.minItems !== undefined && v.length < s.minItems)
+    out.push(invalid(path, v.length, `${path} in body should have at least ${s.minItems} items`));
+  if (s.maxItems !== undefined && v.length > s.maxItems)
+    out.push({ field: path, type: 'TooMany', body: `Too many: ${v.length}: must have at most ${s.maxItems} items` });
   return out;
 }
 
 function objectErrors(s: Schema, v: Record<string, unknown>, path: string, ctx: Ctx): SchemaError[] {
   const out: SchemaError[] = [];
   const n = Object.keys(v).length;
-  if (s.minProperties !== undefined && n < s.minProperties) out.push(invalid(path, n, `${path} in body should have at least ${s.minProperties} properties`));
-  if (s.maxProperties !== undefined && n > s.maxProperties) out.push({ field: path, type: 'TooMany', body: `Too many: ${n}: must have at most ${s.maxProperties} items` });
+  if (s.minProperties !== undefined && n < s.minProperties)
+    out.push(invalid(path, n, `${path} in body should have at least ${s.minProperties} properties`));
+  if (s.maxProperties !== undefined && n > s.maxProperties)
+    out.push({ field: path, type: 'TooMany', body: `Too many: ${n}: must have at most ${s.maxProperties} items` });
   const extra = typeof s.additionalProperties === 'object' ? s.additionalProperties : undefined;
   if (extra) for (const [k, val] of Object.entries(v)) if (!s.properties?.[k]) out.push(...validate(extra, val, `${path}.${k}`, ctx).errors);
   for (const [name, ps] of Object.entries(s.properties ?? {})) if (name in v) out.push(...validate(ps, v[name], child(path, name), ctx).errors);
@@ -189,4 +214,3 @@ function validate(s: Schema, v: unknown, path: string, ctx: Ctx): Result {
 export function validateSchema(schema: Schema, value: unknown, pattern: (p: string) => (s: string) => boolean): SchemaError[] {
   return validate(schema, value, '', { pattern }).errors;
 }
-

@@ -118,7 +118,11 @@ export function validateListTypes(s: Schema, v: unknown, path = '', out: SchemaE
       const seen = new Set<string>();
       v.forEach((x, i) => {
         if (lt === 'map' && x !== null && !isObject(x)) {
-          out.push({ field: `${path}[${i}]`, type: 'Invalid', body: `Invalid value: ${goValue(x)}: must be an object for an array of list-type map` });
+          out.push({
+            field: `${path}[${i}]`,
+            type: 'Invalid',
+            body: `Invalid value: ${goValue(x)}: must be an object for an array of list-type map`,
+          });
           return;
         }
         if (x === null || x === undefined) return;
@@ -127,7 +131,9 @@ export function validateListTypes(s: Schema, v: unknown, path = '', out: SchemaE
           seen.add(id);
           return;
         }
-        const shown = JSON.stringify(lt === 'set' ? x : Object.fromEntries(keys.filter((k) => k in (x as object)).map((k) => [k, (x as Record<string, unknown>)[k]])));
+        const shown = JSON.stringify(
+          lt === 'set' ? x : Object.fromEntries(keys.filter((k) => k in (x as object)).map((k) => [k, (x as Record<string, unknown>)[k]])),
+        );
         out.push({ field: `${path}[${i}]`, type: 'Duplicate', body: `Duplicate value: ${shown}` });
       });
     }

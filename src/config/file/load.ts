@@ -39,7 +39,14 @@ function splitSource(source: string | undefined, display: string): { document?: 
 /** Parses (and with `validate`, validates) the text of one file. */
 export function loadText(text: string, display: string, validate: boolean): FileLoad {
   const parsed = parseDocuments(text, display);
-  const out: FileLoad = { display, items: [], errors: [...parsed.errors], warnings: [...parsed.warnings], unidentified: parsed.errors.length > 0, missing: false };
+  const out: FileLoad = {
+    display,
+    items: [],
+    errors: [...parsed.errors],
+    warnings: [...parsed.warnings],
+    unidentified: parsed.errors.length > 0,
+    missing: false,
+  };
   for (const c of parsed.configs) {
     const key = configKey(c);
     const v = validate ? validateConfig(c, { object: parsed.objects.get(c) }) : { errors: [], warnings: [] };

@@ -372,10 +372,13 @@ export class FileConfigStore implements ConfigStore {
 
   private retryLater(): void {
     if (this.closed || this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.runReload(false).catch(() => undefined);
-    }, Math.max(ROOT_RETRY_MS, this.debounceMs));
+    this.timer = setTimeout(
+      () => {
+        this.timer = undefined;
+        void this.runReload(false).catch(() => undefined);
+      },
+      Math.max(ROOT_RETRY_MS, this.debounceMs),
+    );
     this.timer.unref();
   }
 }

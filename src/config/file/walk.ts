@@ -69,7 +69,10 @@ export async function scanTree(root: string): Promise<Scan> {
     const stats = new Map<string, Promise<BigIntStats | undefined>>();
     for (const ent of entries) {
       if (!ent.name.startsWith('.') && ent.isFile() && isConfigFileName(ent.name)) {
-        stats.set(ent.name, fs.stat(path.join(dirAbs, ent.name), { bigint: true }).catch(() => undefined));
+        stats.set(
+          ent.name,
+          fs.stat(path.join(dirAbs, ent.name), { bigint: true }).catch(() => undefined),
+        );
       }
     }
     for (const ent of entries) {

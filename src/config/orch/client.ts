@@ -144,7 +144,11 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
   }
   const kc = new ThrottledKubeConfig();
   reuseConnections(kc);
-  const origin = opts.kubeconfig ? opts.kubeconfig.origin : opts.orchconfig !== undefined && opts.orchconfig !== '' ? `--orchconfig ${opts.orchconfig}` : 'in-cluster';
+  const origin = opts.kubeconfig
+    ? opts.kubeconfig.origin
+    : opts.orchconfig !== undefined && opts.orchconfig !== ''
+      ? `--orchconfig ${opts.orchconfig}`
+      : 'in-cluster';
   if (opts.kubeconfig) loadUntrusted(kc, opts.kubeconfig.text, opts.kubeconfig.origin, opts.kubeconfig.allowInsecure ?? []);
   else if (opts.orchconfig) loadFile(kc, opts.orchconfig, opts.context);
   else loadInCluster(kc, opts.env ?? process.env, opts.serviceAccountPrefix ?? '');

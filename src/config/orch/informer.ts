@@ -149,9 +149,17 @@ export class ResourceInformer {
         };
         this.delays.add(finish);
       });
-    this.lw = new client.lib.ListWatch(opts.path, client.newWatch(() => this.stopped), list, false, opts.labelSelector || undefined, opts.fieldSelector, {
-      delayFn,
-    });
+    this.lw = new client.lib.ListWatch(
+      opts.path,
+      client.newWatch(() => this.stopped),
+      list,
+      false,
+      opts.labelSelector || undefined,
+      opts.fieldSelector,
+      {
+        delayFn,
+      },
+    );
     this.lw.on('add', (o) => this.event(() => handlers.add(o as RawObject)));
     this.lw.on('update', (o) => this.event(() => handlers.update(o as RawObject)));
     this.lw.on('delete', (o) => this.event(() => handlers.delete(o as RawObject)));

@@ -61,7 +61,11 @@ function crdName(group: string, plural: string): string {
 }
 
 function crdOf(raw: RawObject): CrdInfo {
-  const spec = (raw.spec ?? {}) as { group?: string; names?: { kind?: string; plural?: string }; versions?: Array<{ name?: string; served?: boolean }> };
+  const spec = (raw.spec ?? {}) as {
+    group?: string;
+    names?: { kind?: string; plural?: string };
+    versions?: Array<{ name?: string; served?: boolean }>;
+  };
   const status = (raw.status ?? {}) as { conditions?: Array<{ type?: string; status?: string }> };
   return {
     group: spec.group ?? '',
@@ -206,7 +210,8 @@ export class OrchConfigStore implements ConfigStore {
 
   /** `ns` joined or left the selection: every object in it is looked at again. */
   private membershipChanged(ns: string, now: boolean): void {
-    if (this.namespaces.filtering && this.syncedFlag) log.info(`namespace ${ns} ${now ? 'is now selected' : 'is no longer selected'} by discoverySelectors`);
+    if (this.namespaces.filtering && this.syncedFlag)
+      log.info(`namespace ${ns} ${now ? 'is now selected' : 'is no longer selected'} by discoverySelectors`);
     const prefix = `/${ns}/`;
     for (const key of this.slots.keys()) {
       const slash = key.indexOf('/');
@@ -237,7 +242,8 @@ export class OrchConfigStore implements ConfigStore {
     const namespaced = !r.clusterScoped && this.ns !== undefined;
     const path = collectionPath(r.group, r.version, r.plural, namespaced ? this.ns : undefined);
     // With MESH_WATCH_NAMESPACE, the Namespace collection is narrowed to that one namespace.
-    const fieldSelector = r.kind === 'Namespace' && this.ns !== undefined ? `metadata.name=${this.ns}` : r.kind === 'Secret' ? SECRETS_FIELD_SELECTOR : undefined;
+    const fieldSelector =
+      r.kind === 'Namespace' && this.ns !== undefined ? `metadata.name=${this.ns}` : r.kind === 'Secret' ? SECRETS_FIELD_SELECTOR : undefined;
     const apiVersion = r.group ? `${r.group}/${r.version}` : r.version;
     const count = (event: EventName) => regEvents.inc({ type: r.metricType, event });
     // Nodes are not a Kind: only their locality is kept, for the pods on them.
@@ -418,7 +424,7 @@ export class OrchConfigStore implements ConfigStore {
   }
 
   private reject(kind: Kind, group: string, errors: readonly ConfigError[], raw: RawObject): void {
-    const ns = isClusterScoped(kind) ? '' : (raw.metadata.namespace || 'default');
+    const ns = isClusterScoped(kind) ? '' : raw.metadata.namespace || 'default';
     const name = raw.metadata.name ?? '';
     recordRejectedConfig(kind.toLowerCase() as Lowercase<Kind>, `${ns}/${name}`);
     const kept = this.slots.get(`${kind}/${ns}/${name}`)?.has(group) ? ' (the previous version stays)' : '';
@@ -427,7 +433,7 @@ export class OrchConfigStore implements ConfigStore {
 
   private onDelete(kind: Kind, group: string, raw: RawObject): void {
     if (this.closed) return;
-    const ns = isClusterScoped(kind) ? '' : (raw.metadata.namespace || 'default');
+    const ns = isClusterScoped(kind) ? '' : raw.metadata.namespace || 'default';
     this.removeFrom(kind, group, `${kind}/${ns}/${raw.metadata.name ?? ''}`);
   }
 

@@ -223,7 +223,7 @@ function envoyHeaderFormatError(v: string): string | undefined {
         break;
       case S.ExpectString:
         if (ch === '"') state = S.String;
-        else if (ch !== ' ') return 'invalid header configuration. Expecting \'"\'';
+        else if (ch !== ' ') return "invalid header configuration. Expecting '\"'";
         break;
       case S.String:
         if (ch === '\\') {

@@ -17,8 +17,8 @@ function invalid(r: Report, field: string, value: unknown, detail: string): void
 function ianaSvcNameErrors(v: string): string[] {
   const out: string[] = [];
   if (v.length > 15) out.push('must be no more than 15 characters');
-  if (!/^[-a-z0-9]+$/.test(v)) out.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
-  if (v.includes('--')) out.push("must not contain consecutive hyphens");
+  if (!/^[-a-z0-9]+$/.test(v)) out.push('must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)');
+  if (v.includes('--')) out.push('must not contain consecutive hyphens');
   if (!/[a-z]/.test(v)) out.push('must contain at least one letter (a-z)');
   if (v.startsWith('-') || v.endsWith('-')) out.push('must not begin or end with a hyphen');
   return out;

@@ -60,7 +60,8 @@ function checkTrafficPolicy(tp: FullTrafficPolicy | undefined, path: string, r: 
     if (t.protocol && t.protocol !== 'CONNECT' && t.protocol !== 'POST') r.error(dot(p, 'protocol'), 'tunnel protocol must be "CONNECT" or "POST"');
     const host = t.targetHost ?? '';
     const fqdnErr = validateFQDN(host);
-    if (fqdnErr && !isValidIP(host)) r.error(dot(p, 'targetHost'), `tunnel target host must be valid FQDN or IP address: ${fqdnErr}; ${host} is not a valid IP`);
+    if (fqdnErr && !isValidIP(host))
+      r.error(dot(p, 'targetHost'), `tunnel target host must be valid FQDN or IP address: ${fqdnErr}; ${host} is not a valid IP`);
     const portErr = validatePort(t.targetPort ?? 0);
     if (portErr) r.error(dot(p, 'targetPort'), `tunnel target port is invalid: ${portErr}`);
   }
@@ -70,7 +71,10 @@ function checkOutlierDetection(o: OutlierDetection | undefined, path: string, r:
   if (!o) return;
   checkDuration(o.baseEjectionTime, dot(path, 'baseEjectionTime'), r);
   if ((o.consecutiveErrors ?? 0) !== 0)
-    r.warn(dot(path, 'consecutiveErrors'), 'outlier detection consecutive errors is deprecated, use consecutiveGatewayErrors or consecutive5xxErrors instead');
+    r.warn(
+      dot(path, 'consecutiveErrors'),
+      'outlier detection consecutive errors is deprecated, use consecutiveGatewayErrors or consecutive5xxErrors instead',
+    );
   if (!o.splitExternalLocalOriginErrors && (o.consecutiveLocalOriginFailures ?? 0) > 0)
     r.error(
       dot(path, 'consecutiveLocalOriginFailures'),
@@ -98,7 +102,8 @@ export function checkConnectionPool(cp: ConnectionPoolSettings | undefined, path
     if ((h.maxRequestsPerConnection ?? 0) < 0) r.error(dot(p, 'maxRequestsPerConnection'), 'max requests per connection must be non-negative');
     if ((h.maxRetries ?? 0) < 0) r.error(dot(p, 'maxRetries'), 'max retries must be non-negative');
     checkDuration(h.idleTimeout, dot(p, 'idleTimeout'), r);
-    if (h.h2UpgradePolicy === 'UPGRADE' && h.useClientProtocol) r.error(dot(p, 'useClientProtocol'), 'use client protocol must not be true when H2UpgradePolicy is UPGRADE');
+    if (h.h2UpgradePolicy === 'UPGRADE' && h.useClientProtocol)
+      r.error(dot(p, 'useClientProtocol'), 'use client protocol must not be true when H2UpgradePolicy is UPGRADE');
     if ((h.maxConcurrentStreams ?? 0) < 0) r.error(dot(p, 'maxConcurrentStreams'), 'max concurrent streams must be non-negative');
   }
   const t = cp.tcp;

@@ -322,4 +322,13 @@ export const ENVOY_PACKAGES: ReadonlySet<string> = new Set([
 ]);
 
 /** Families every Go binary linking the Envoy API also resolves (well-known types, xDS core, annotations). */
-export const ALWAYS_LINKED_PREFIXES: readonly string[] = ['google.protobuf.', 'google.rpc.', 'google.api.', 'udpa.', 'xds.', 'validate.', 'envoy.annotations.', 'envoy.type.'];
+export const ALWAYS_LINKED_PREFIXES: readonly string[] = [
+  'google.protobuf.',
+  'google.rpc.',
+  'google.api.',
+  'udpa.',
+  'xds.',
+  'validate.',
+  'envoy.annotations.',
+  'envoy.type.',
+];

@@ -1,7 +1,13 @@
 // The Envoy message types this build can check an EnvoyFilter patch against: every Envoy config and
 // extension file generated under src/gen. Types outside it are resolved by package only (envoy-packages.ts).
 import { createRegistry, type Registry } from '@bufbuild/protobuf';
-import { file_google_protobuf_struct, file_google_protobuf_any, file_google_protobuf_wrappers, file_google_protobuf_duration, file_google_protobuf_empty } from '@bufbuild/protobuf/wkt';
+import {
+  file_google_protobuf_struct,
+  file_google_protobuf_any,
+  file_google_protobuf_wrappers,
+  file_google_protobuf_duration,
+  file_google_protobuf_empty,
+} from '@bufbuild/protobuf/wkt';
 import { file_envoy_annotations_deprecation } from '../../gen/envoy/annotations/deprecation_pb';
 import { file_envoy_annotations_resource } from '../../gen/envoy/annotations/resource_pb';
 import { file_envoy_config_accesslog_v3_accesslog } from '../../gen/envoy/config/accesslog/v3/accesslog_pb';
@@ -112,7 +118,11 @@ let registry: Registry | undefined;
 
 export function envoyValidationRegistry(): Registry {
   registry ??= createRegistry(
-    file_google_protobuf_struct, file_google_protobuf_any, file_google_protobuf_wrappers, file_google_protobuf_duration, file_google_protobuf_empty,
+    file_google_protobuf_struct,
+    file_google_protobuf_any,
+    file_google_protobuf_wrappers,
+    file_google_protobuf_duration,
+    file_google_protobuf_empty,
     file_envoy_annotations_deprecation,
     file_envoy_annotations_resource,
     file_envoy_config_accesslog_v3_accesslog,

@@ -92,7 +92,8 @@ export function validateEnvoyFilter(c: Config<'EnvoyFilter'>, r: Report): void {
   const mark = r.errors.length;
   const { empty } = checkAlphaWorkloadSelector(s.workloadSelector, 'spec.workloadSelector', r);
   if (r.errorsSince(mark) > 0) return; // Istio returns at a bad selector
-  if (empty) r.warn('spec.workloadSelector', 'Envoy filter: workload selector specified without labels, will be applied to all services in namespace');
+  if (empty)
+    r.warn('spec.workloadSelector', 'Envoy filter: workload selector specified without labels, will be applied to all services in namespace');
   (s.configPatches ?? []).forEach((cp, i) => checkPatch(cp, at('spec.configPatches', i), r));
 }
 
@@ -119,7 +120,8 @@ function checkPatch(cp: EnvoyFilterConfigPatch, path: string, r: Report): void {
       if (applyTo === 'LISTENER' || applyTo === 'FILTER_CHAIN') r.warn(fp, `Envoy filter: filter match has no effect when used with ${applyTo}`);
       if (!filter.name) return r.error(dot(fp, 'name'), 'Envoy filter: filter match has no name to match on');
       if (filter.subFilter) {
-        if (applyTo !== 'HTTP_FILTER') return r.error(dot(fp, 'subFilter'), 'Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only');
+        if (applyTo !== 'HTTP_FILTER')
+          return r.error(dot(fp, 'subFilter'), 'Envoy filter: subfilter match can be used with applyTo HTTP_FILTER only');
         if (filter.name !== HCM && filter.name !== 'envoy.http_connection_manager')
           return r.error(dot(fp, 'name'), `Envoy filter: subfilter match requires filter match with ${HCM}`);
         if (!filter.subFilter.name) return r.error(dot(fp, 'subFilter.name'), 'Envoy filter: subfilter match has no name to match on');
@@ -261,7 +263,10 @@ function checkPatchValue(applyTo: EnvoyFilterApplyTo, value: Record<string, unkn
   if (unknown.size > 0) {
     for (const t of unknown) {
       const detail = `Envoy filter: could not resolve Any message type: type.googleapis.com/${t}`;
-      r.error(path, t.includes('.v2.') ? `referenced type unknown (hint: try using the v3 XDS API): ${detail}` : `referenced type unknown: ${detail}`);
+      r.error(
+        path,
+        t.includes('.v2.') ? `referenced type unknown (hint: try using the v3 XDS API): ${detail}` : `referenced type unknown: ${detail}`,
+      );
     }
     return;
   }

@@ -73,7 +73,10 @@ function validateServerPort(port: Port | undefined, bind: string, path: string, 
     return;
   }
   if (parseProtocol(port.protocol).unsupported)
-    r.error(dot(path, 'protocol'), `invalid protocol ${JSON.stringify(port.protocol ?? '')}, supported protocols are HTTP, HTTP2, GRPC, GRPC-WEB, MONGO, REDIS, MYSQL, TCP`);
+    r.error(
+      dot(path, 'protocol'),
+      `invalid protocol ${JSON.stringify(port.protocol ?? '')}, supported protocols are HTTP, HTTP2, GRPC, GRPC-WEB, MONGO, REDIS, MYSQL, TCP`,
+    );
   const number = port.number ?? 0;
   if (number > 0 || !bind.startsWith(UNIX_ADDRESS_PREFIX)) r.error(dot(path, 'number'), validatePort(number));
   if ((port.targetPort ?? 0) > 0) r.error(dot(path, 'targetPort'), 'targetPort has no impact on Gateways');

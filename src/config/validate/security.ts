@@ -21,7 +21,8 @@ const ALLOWED_TARGET_REFS = [
   { group: 'networking.mesh.io', kind: 'ServiceEntry' },
   { group: 'gateway.networking.k8s.io', kind: 'Gateway' },
 ];
-const ALLOWED_TARGET_REFS_TEXT = '[core/v1/Service networking.istio.io/v1/ServiceEntry networking.mesh.io/v1/ServiceEntry gateway.networking.k8s.io/v1/Gateway]';
+const ALLOWED_TARGET_REFS_TEXT =
+  '[core/v1/Service networking.istio.io/v1/ServiceEntry networking.mesh.io/v1/ServiceEntry gateway.networking.k8s.io/v1/Gateway]';
 
 export function checkTargetRef(ref: PolicyTargetReference | undefined, path: string, r: Report): void {
   if (!ref) return;
@@ -165,7 +166,8 @@ function serviceAccountError(name: string, values: readonly string[] | undefined
     if (slashes === 1) {
       const [ns, sa] = v.split('/') as [string, string];
       if (ns === '') return `expected format 'serviceAccount' or 'namespace/serviceAccount', found empty namespace ${JSON.stringify(v)} in ${name}`;
-      if (sa === '') return `expected format 'serviceAccount' or 'namespace/serviceAccount', found empty serviceAccount ${JSON.stringify(v)} in ${name}`;
+      if (sa === '')
+        return `expected format 'serviceAccount' or 'namespace/serviceAccount', found empty serviceAccount ${JSON.stringify(v)} in ${name}`;
     }
   }
   return undefined;
@@ -218,9 +220,15 @@ export function checkDryRunAnnotation(c: Config, r: Report): void {
     const action = (c as Config<'AuthorizationPolicy'>).spec.action ?? 'ALLOW';
     if (action === 'ALLOW' || action === 'DENY') {
       if (goBool(val) === undefined)
-        r.error(field, `${c.meta.namespace}/${c.meta.name} has annotation ${name} with invalid value (${val}): strconv.ParseBool: parsing ${JSON.stringify(val)}: invalid syntax`);
+        r.error(
+          field,
+          `${c.meta.namespace}/${c.meta.name} has annotation ${name} with invalid value (${val}): strconv.ParseBool: parsing ${JSON.stringify(val)}: invalid syntax`,
+        );
     } else {
-      r.error(field, `the annotation ${name} currently only supports action ALLOW/DENY, found action ${action} in ${c.meta.namespace}/${c.meta.name}`);
+      r.error(
+        field,
+        `the annotation ${name} currently only supports action ALLOW/DENY, found action ${action} in ${c.meta.namespace}/${c.meta.name}`,
+      );
     }
   }
 }
@@ -307,10 +315,17 @@ export function validateAuthorizationPolicy(c: Config<'AuthorizationPolicy'>, r:
       for (const l of ['ipBlocks', 'notIpBlocks', 'remoteIpBlocks', 'notRemoteIpBlocks'] as const) r.error(dot(sp, l), ipsError(src[l] ?? []));
       for (const l of lists) {
         const name = l[0]!.toUpperCase() + l.slice(1);
-        r.error(dot(sp, l), l === 'serviceAccounts' || l === 'notServiceAccounts' ? serviceAccountError(name, src[l]) : emptyValuesError(name, src[l]));
+        r.error(
+          dot(sp, l),
+          l === 'serviceAccounts' || l === 'notServiceAccounts' ? serviceAccountError(name, src[l]) : emptyValuesError(name, src[l]),
+        );
       }
       // Anything but request principals applies to TCP traffic too.
-      if (['principals', 'notPrincipals', 'ipBlocks', 'notIpBlocks', 'namespaces', 'notNamespaces', 'remoteIpBlocks', 'notRemoteIpBlocks'].some((l) => src[l as keyof Source] !== undefined))
+      if (
+        ['principals', 'notPrincipals', 'ipBlocks', 'notIpBlocks', 'namespaces', 'notNamespaces', 'remoteIpBlocks', 'notRemoteIpBlocks'].some(
+          (l) => src[l as keyof Source] !== undefined,
+        )
+      )
         tcpInFrom = true;
     });
     (rule.to ?? []).forEach((t, j) => {

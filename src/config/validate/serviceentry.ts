@@ -111,7 +111,8 @@ export function validateServiceEntry(c: Config<'ServiceEntry'>, r: Report): void
     cidr = cidr || a.includes('/');
     r.error(at('spec.addresses', i), validateIPSubnet(a));
   });
-  if (cidr && resolution !== 'NONE' && resolution !== 'STATIC') r.error('spec.addresses', 'CIDR addresses are allowed only for NONE/STATIC resolution types');
+  if (cidr && resolution !== 'NONE' && resolution !== 'STATIC')
+    r.error('spec.addresses', 'CIDR addresses are allowed only for NONE/STATIC resolution types');
 
   const portNumbers = new Set<number>();
   const portNames = new Set<string>();
@@ -128,10 +129,7 @@ export function validateServiceEntry(c: Config<'ServiceEntry'>, r: Report): void
       if (resolution === 'NONE') r.warn(dot(p, 'targetPort'), 'targetPort has no effect when resolution mode is NONE');
     }
     if ((se.addresses ?? []).length === 0 && (!port.protocol || port.protocol === 'TCP'))
-      r.warn(
-        p,
-        'addresses are required for ports serving TCP (or unset) protocol when MESH_META_DNS_AUTO_ALLOCATE is not set on a proxy',
-      );
+      r.warn(p, 'addresses are required for ports serving TCP (or unset) protocol when MESH_META_DNS_AUTO_ALLOCATE is not set on a proxy');
     r.error(dot(p, 'name'), validatePortName(name));
     r.error(dot(p, 'protocol'), protocolError(port.protocol));
     r.error(dot(p, 'number'), validatePort(number));
@@ -158,7 +156,8 @@ export function validateServiceEntry(c: Config<'ServiceEntry'>, r: Report): void
       endpoints.forEach((ep, i) => {
         const p = at('spec.endpoints', i);
         const addr = ep.address ?? '';
-        if (!isValidIP(addr) && validateFQDN(addr)) r.error(dot(p, 'address'), `endpoint address ${JSON.stringify(addr)} is not a valid FQDN or an IP address`);
+        if (!isValidIP(addr) && validateFQDN(addr))
+          r.error(dot(p, 'address'), `endpoint address ${JSON.stringify(addr)} is not a valid FQDN or an IP address`);
         checkLabels(ep.labels, dot(p, 'labels'), r);
         for (const [name, port] of Object.entries(ep.ports ?? {})) {
           const pp = key(dot(p, 'ports'), name);

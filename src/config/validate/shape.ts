@@ -35,9 +35,13 @@ export const i64: Shape = { t: 'int', min: Number.MIN_SAFE_INTEGER, max: Number.
 export const en = (...values: string[]): Shape => ({ t: 'enum', values });
 export const list = (of: Shape): Shape => ({ t: 'list', of });
 export const map = (of: Shape, keys?: 'uint32'): Shape => (keys ? { t: 'map', of, keys } : { t: 'map', of });
-export const obj = (fields: Record<string, Shape>, oneofs?: string[][]): Shape => (oneofs ? { t: 'object', fields, oneofs } : { t: 'object', fields });
+export const obj = (fields: Record<string, Shape>, oneofs?: string[][]): Shape =>
+  oneofs ? { t: 'object', fields, oneofs } : { t: 'object', fields };
 /** An object whose unknown fields are errors: a match condition (`what` names it in the message). */
-export const matchObj = (what: string, fields: Record<string, Shape>, oneofs?: string[][]): Shape => ({ ...(obj(fields, oneofs) as Extract<Shape, { t: 'object' }>), strict: what });
+export const matchObj = (what: string, fields: Record<string, Shape>, oneofs?: string[][]): Shape => ({
+  ...(obj(fields, oneofs) as Extract<Shape, { t: 'object' }>),
+  strict: what,
+});
 export const strs = list(str);
 export const strMap = map(str);
 
@@ -112,7 +116,10 @@ export function checkShape(value: unknown, shape: Shape, path: string, r: Report
         if (!fs) {
           if (shape.strict !== undefined) {
             const known = Object.keys(shape.fields).join(', ');
-            r.error(dot(path, k), `unknown field ${JSON.stringify(k)} in ${shape.strict} (known fields: ${known}): a misspelt match condition would match more than intended`);
+            r.error(
+              dot(path, k),
+              `unknown field ${JSON.stringify(k)} in ${shape.strict} (known fields: ${known}): a misspelt match condition would match more than intended`,
+            );
           } else (r.strictFields ? r.error : r.warn).call(r, dot(path, k), `unknown field ${JSON.stringify(k)}`);
           continue;
         }

@@ -315,7 +315,16 @@ const authorizationPolicy = obj({
       ),
       to: list(
         matchObj('Rule.To', {
-          operation: matchObj('Operation', { hosts: strs, notHosts: strs, ports: strs, notPorts: strs, methods: strs, notMethods: strs, paths: strs, notPaths: strs }),
+          operation: matchObj('Operation', {
+            hosts: strs,
+            notHosts: strs,
+            ports: strs,
+            notPorts: strs,
+            methods: strs,
+            notMethods: strs,
+            paths: strs,
+            notPaths: strs,
+          }),
         }),
       ),
       when: list(matchObj('Condition', { key: str, values: strs, notValues: strs })),
@@ -336,7 +345,20 @@ const envoyFilter = obj({
   targetRefs: list(policyTargetRef),
   configPatches: list(
     obj({
-      applyTo: en('INVALID', 'LISTENER', 'FILTER_CHAIN', 'NETWORK_FILTER', 'HTTP_FILTER', 'ROUTE_CONFIGURATION', 'VIRTUAL_HOST', 'HTTP_ROUTE', 'CLUSTER', 'EXTENSION_CONFIG', 'BOOTSTRAP', 'LISTENER_FILTER'),
+      applyTo: en(
+        'INVALID',
+        'LISTENER',
+        'FILTER_CHAIN',
+        'NETWORK_FILTER',
+        'HTTP_FILTER',
+        'ROUTE_CONFIGURATION',
+        'VIRTUAL_HOST',
+        'HTTP_ROUTE',
+        'CLUSTER',
+        'EXTENSION_CONFIG',
+        'BOOTSTRAP',
+        'LISTENER_FILTER',
+      ),
       match: matchObj(
         'EnvoyConfigObjectMatch',
         {
@@ -360,7 +382,11 @@ const envoyFilter = obj({
             portNumber: u32Port,
             portName: str,
             gateway: str,
-            vhost: matchObj('VirtualHostMatch', { name: str, domainName: str, route: matchObj('RouteMatch', { name: str, action: en('ANY', 'ROUTE', 'REDIRECT', 'DIRECT_RESPONSE') }) }),
+            vhost: matchObj('VirtualHostMatch', {
+              name: str,
+              domainName: str,
+              route: matchObj('RouteMatch', { name: str, action: en('ANY', 'ROUTE', 'REDIRECT', 'DIRECT_RESPONSE') }),
+            }),
             name: str,
           }),
           cluster: matchObj('ClusterMatch', { portNumber: u32Port, service: str, subset: str, name: str }),
@@ -532,4 +558,3 @@ export const SPEC_SHAPES: Readonly<Record<Kind, Shape>> = {
   Namespace: obj({}),
   Secret: obj({ type: str, data: strMap, stringData: strMap }),
 };
-

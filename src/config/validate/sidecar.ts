@@ -2,15 +2,7 @@
 import type { Config, Destination, Port } from '../types';
 import { checkAlphaWorkloadSelector } from './common';
 import { checkConnectionPool } from './destinationrule';
-import {
-  isValidIP,
-  namespaceSlashHostErrors,
-  UNIX_ADDRESS_PREFIX,
-  validateFQDN,
-  validatePort,
-  validatePortName,
-  validateUnixAddress,
-} from './names';
+import { isValidIP, namespaceSlashHostErrors, UNIX_ADDRESS_PREFIX, validateFQDN, validatePort, validatePortName, validateUnixAddress } from './names';
 import { parseProtocol, protocolError } from './protocol';
 import { at, dot, type Report } from './report';
 import { splitHostPort } from '../../lib/hostport';
@@ -63,7 +55,8 @@ export function validateSidecar(c: Config<'Sidecar'>, r: Report): void {
         }
         if (host !== '' && !['127.0.0.1', '0.0.0.0', '::1', '::'].includes(host))
           r.error(dp, 'sidecar: defaultEndpoint must be of form 127.0.0.1:<port>,0.0.0.0:<port>,[::1]:port,[::]:port,unix://filepath or unset');
-        if (!/^[+-]?[0-9]+$/.test(portStr)) r.error(dp, `sidecar: defaultEndpoint port (${portStr}) is not a number: strconv.Atoi: parsing ${JSON.stringify(portStr)}: invalid syntax`);
+        if (!/^[+-]?[0-9]+$/.test(portStr))
+          r.error(dp, `sidecar: defaultEndpoint port (${portStr}) is not a number: strconv.Atoi: parsing ${JSON.stringify(portStr)}: invalid syntax`);
         else r.error(dp, validatePort(Number(portStr)));
       }
     }
@@ -110,7 +103,8 @@ export function validateSidecar(c: Config<'Sidecar'>, r: Report): void {
         if (!bind.startsWith(UNIX_ADDRESS_PREFIX)) r.error(dot(p, 'bind'), 'sidecar: ports with 0 value must have a unix domain socket bind address');
         else r.error(dot(p, 'bind'), validateUnixAddress(bind.slice(UNIX_ADDRESS_PREFIX.length)));
         const mode = eg.captureMode ?? 'DEFAULT';
-        if (mode !== 'DEFAULT' && mode !== 'NONE') r.error(dot(p, 'captureMode'), 'sidecar: captureMode must be DEFAULT/NONE for unix domain socket listeners');
+        if (mode !== 'DEFAULT' && mode !== 'NONE')
+          r.error(dot(p, 'captureMode'), 'sidecar: captureMode must be DEFAULT/NONE for unix domain socket listeners');
         if (uds.has(bind)) r.error(dot(p, 'bind'), 'sidecar: unix domain socket values for listeners must be unique');
         uds.add(bind);
       } else {

@@ -41,7 +41,8 @@ export function validateTelemetry(c: Config<'Telemetry'>, r: Report): void {
     if ((t.providers ?? []).length > 1) r.warn(dot(tp, 'providers'), 'multiple providers is not currently supported');
     checkProviders(t.providers, dot(tp, 'providers'), r);
     const pct = t.randomSamplingPercentage;
-    if (pct !== undefined && (pct < 0 || pct > 100)) r.error(dot(tp, 'randomSamplingPercentage'), 'randomSamplingPercentage must be in range [0.0, 100.0]');
+    if (pct !== undefined && (pct < 0 || pct > 100))
+      r.error(dot(tp, 'randomSamplingPercentage'), 'randomSamplingPercentage must be in range [0.0, 100.0]');
     for (const [name, tag] of Object.entries(t.customTags ?? {})) {
       const kp = key(dot(tp, 'customTags'), name);
       if (name === '') r.error(kp, 'tag name may not be empty');

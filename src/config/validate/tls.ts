@@ -42,7 +42,10 @@ export function checkServerTLS(tlsIn: ServerTLSSettings | undefined, path: strin
   const f = (name: string): string => dot(path, name);
   const ciphers = tls.cipherSuites ?? [];
   if ((tls.minProtocolVersion === 'TLSV1_0' || tls.minProtocolVersion === 'TLSV1_1') && ciphers.length === 0)
-    r.warn(f('minProtocolVersion'), 'TLS version below TLSV1_2 require setting compatible ciphers as by default they no longer include compatible ciphers.');
+    r.warn(
+      f('minProtocolVersion'),
+      'TLS version below TLSV1_2 require setting compatible ciphers as by default they no longer include compatible ciphers.',
+    );
   const invalid = new Set<string>();
   const valid = new Set<string>();
   const dup = new Set<string>();
@@ -75,7 +78,8 @@ export function checkServerTLS(tlsIn: ServerTLSSettings | undefined, path: strin
   if (tls.credentialName) sources++;
   if (credNames.length > 0) sources++;
   if (certs.length > 0) sources++;
-  if (sources > 1) r.error(path, 'only one of credential_name, credential_names, server_certificate/private_key, tls_certificates should be specified');
+  if (sources > 1)
+    r.error(path, 'only one of credential_name, credential_names, server_certificate/private_key, tls_certificates should be specified');
 
   const terminating = mode === 'SIMPLE' || mode === 'MUTUAL' || mode === 'OPTIONAL_MUTUAL';
   // With a credential name, certificates are fetched remotely (SDS): no files are required.
@@ -108,7 +112,10 @@ export function checkClientTLS(tlsIn: ClientTLSSettings | undefined, path: strin
   const sans = (tls.subjectAltNames ?? []).length > 0;
   if (tls.insecureSkipVerify) {
     if (mode === 'SIMPLE' && (tls.caCertificates || tls.credentialName || sans))
-      r.error(dot(path, 'insecureSkipVerify'), 'cannot specify CaCertificates or CredentialName or SubjectAltNames when InsecureSkipVerify is set true');
+      r.error(
+        dot(path, 'insecureSkipVerify'),
+        'cannot specify CaCertificates or CredentialName or SubjectAltNames when InsecureSkipVerify is set true',
+      );
     if (mode === 'MUTUAL' && (tls.caCertificates || sans))
       r.error(dot(path, 'insecureSkipVerify'), 'cannot specify CaCertificates or SubjectAltNames when InsecureSkipVerify is set true');
   }

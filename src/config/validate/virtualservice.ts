@@ -75,9 +75,9 @@ const RETRY_ON = new Set([
 
 // Status codes Go's http.StatusText knows (a bare code in retryOn must be one of them).
 const HTTP_STATUS_CODES = new Set([
-  100, 101, 102, 103, 200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302, 303, 304, 305, 307, 308, 400, 401, 402, 403, 404,
-  405, 406, 407, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 418, 421, 422, 423, 424, 425, 426, 428, 429, 431, 451, 500, 501, 502,
-  503, 504, 505, 506, 507, 508, 510, 511,
+  100, 101, 102, 103, 200, 201, 202, 203, 204, 205, 206, 207, 208, 226, 300, 301, 302, 303, 304, 305, 307, 308, 400, 401, 402, 403, 404, 405, 406,
+  407, 408, 409, 410, 411, 412, 413, 414, 415, 416, 417, 418, 421, 422, 423, 424, 425, 426, 428, 429, 431, 451, 500, 501, 502, 503, 504, 505, 506,
+  507, 508, 510, 511,
 ]);
 
 const GRPC_STATUS = new Set([
@@ -204,7 +204,10 @@ export function checkGatewayNames(names: readonly string[], path: string, r: Rep
     if (slash < 0) {
       if (g.includes('.')) {
         const parts = g.split('.');
-        r.warn(p, `using legacy gatewayName format ${JSON.stringify(g)}; prefer the <namespace>/<name> format: ${JSON.stringify(`${parts[1]}/${parts[0]}`)}`);
+        r.warn(
+          p,
+          `using legacy gatewayName format ${JSON.stringify(g)}; prefer the <namespace>/<name> format: ${JSON.stringify(`${parts[1]}/${parts[0]}`)}`,
+        );
       }
       r.error(p, validateFQDN(g));
       return;
@@ -315,7 +318,8 @@ function checkMatchRequests(matches: readonly HTTPMatchRequest[], path: string, 
     if (m.port !== undefined && m.port !== 0) r.error(dot(p, 'port'), validatePort(m.port));
     checkLabels(m.sourceLabels, dot(p, 'sourceLabels'), r);
     checkGatewayNames(m.gateways ?? [], dot(p, 'gateways'), r);
-    if (m.sourceNamespace && !isDNS1123Label(m.sourceNamespace)) r.error(dot(p, 'sourceNamespace'), `sourceNamespace match ${m.sourceNamespace} is invalid`);
+    if (m.sourceNamespace && !isDNS1123Label(m.sourceNamespace))
+      r.error(dot(p, 'sourceNamespace'), `sourceNamespace match ${m.sourceNamespace} is invalid`);
   });
 }
 
@@ -342,7 +346,8 @@ function authorityRewriteError(rewrite: HTTPRewrite | undefined, headers: Header
   for (const op of ['set', 'add'] as const) {
     for (const [k, v] of Object.entries(headers?.request?.[op] ?? {})) {
       if (!isAuthorityHeader(k)) continue;
-      if (current !== '') return `authority header cannot be set multiple times: have ${JSON.stringify(current)}, attempting to set ${JSON.stringify(v)}`;
+      if (current !== '')
+        return `authority header cannot be set multiple times: have ${JSON.stringify(current)}, attempting to set ${JSON.stringify(v)}`;
       current = v;
     }
   }
@@ -462,7 +467,8 @@ function checkRetries(rt: HTTPRetry | undefined, path: string, r: Report): void 
   if (rt.retryOn) {
     for (const policy of rt.retryOn.split(',')) {
       const code = /^[+-]?[0-9]+$/.test(policy) ? Number(policy) : 0;
-      if (!HTTP_STATUS_CODES.has(code) && !RETRY_ON.has(policy)) r.error(dot(path, 'retryOn'), `${JSON.stringify(policy)} is not a valid retryOn policy`);
+      if (!HTTP_STATUS_CODES.has(code) && !RETRY_ON.has(policy))
+        r.error(dot(path, 'retryOn'), `${JSON.stringify(policy)} is not a valid retryOn policy`);
     }
   }
 }
@@ -646,7 +652,8 @@ function analyzeUnreachableHTTPRules(routes: readonly HTTPRoute[], r: Report): v
       const pa = prefixes[a]!;
       const pb = prefixes[b]!;
       if (pa.prefix === pb.prefix) continue;
-      if (covers(pa, pb)) r.ineffectiveMatch(pb.path, pb.routeStr, `${pb.matchStr} of prefix ${pb.prefix}`, `${pa.matchStr} of prefix ${pa.prefix} on ${pa.routeStr}`);
+      if (covers(pa, pb))
+        r.ineffectiveMatch(pb.path, pb.routeStr, `${pb.matchStr} of prefix ${pb.prefix}`, `${pa.matchStr} of prefix ${pa.prefix} on ${pa.routeStr}`);
     }
   }
 }

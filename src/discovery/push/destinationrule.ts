@@ -88,7 +88,11 @@ export class NamespaceDestinationRules {
       else list.push([r]);
       groups.set(host, list);
     }
-    for (const [host, list] of groups) this.byHost.set(host, list.map((g) => merge(g, host)));
+    for (const [host, list] of groups)
+      this.byHost.set(
+        host,
+        list.map((g) => merge(g, host)),
+      );
     let index = 0;
     for (const [host, rules] of this.byHost) {
       const e: HostEntry = { host, rules, index: index++ };
@@ -115,7 +119,12 @@ export class NamespaceDestinationRules {
   }
 
   /** The most specific rule for `hostname` usable by a proxy in `proxyNamespace` with `labels`. */
-  lookup(hostname: string, proxyNamespace: string, labels: Readonly<Record<string, string>>, requireExport: boolean): MergedDestinationRule | undefined {
+  lookup(
+    hostname: string,
+    proxyNamespace: string,
+    labels: Readonly<Record<string, string>>,
+    requireExport: boolean,
+  ): MergedDestinationRule | undefined {
     const usable = (r: MergedDestinationRule): boolean => {
       if (r.workloadSelector) {
         if (r.namespace !== proxyNamespace || !selectorMatches(r.workloadSelector, labels)) return false;
@@ -123,7 +132,8 @@ export class NamespaceDestinationRules {
       return !requireExport || isExportedTo(r.exportTo, r.namespace, proxyNamespace);
     };
     // a rule for a selected workload is more specific than the namespace-wide one for the same host
-    const pickOf = (rules: MergedDestinationRule[]) => rules.find((r) => r.workloadSelector && usable(r)) ?? rules.find((r) => !r.workloadSelector && usable(r));
+    const pickOf = (rules: MergedDestinationRule[]) =>
+      rules.find((r) => r.workloadSelector && usable(r)) ?? rules.find((r) => !r.workloadSelector && usable(r));
     // An exact host is the most specific match there is (looked up per service per namespace: keep it cheap).
     if (!isWildcard(hostname)) {
       const exact = this.byHost.get(hostname) ?? this.byHost.get(hostname.toLowerCase());

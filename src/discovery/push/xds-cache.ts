@@ -184,8 +184,14 @@ function exposeStats(cache: XdsCache): void {
       labelNames: ['type'],
       collect() {
         this.reset();
-        this.inc({ type: 'hit' }, sum((s) => s.hits));
-        this.inc({ type: 'miss' }, sum((s) => s.misses));
+        this.inc(
+          { type: 'hit' },
+          sum((s) => s.hits),
+        );
+        this.inc(
+          { type: 'miss' },
+          sum((s) => s.misses),
+        );
       },
     }),
     evictions: defineCounter<'type'>({
@@ -194,8 +200,14 @@ function exposeStats(cache: XdsCache): void {
       labelNames: ['type'],
       collect() {
         this.reset();
-        this.inc({ type: 'clear' }, sum((s) => s.evictedOnClear));
-        this.inc({ type: 'size' }, sum((s) => s.evictedOnSize));
+        this.inc(
+          { type: 'clear' },
+          sum((s) => s.evictedOnClear),
+        );
+        this.inc(
+          { type: 'size' },
+          sum((s) => s.evictedOnSize),
+        );
       },
     }),
     size: defineGauge({

@@ -37,7 +37,10 @@ export const EXPORT_TO_ANNOTATIONS = ['networking.istio.io/exportTo', 'networkin
 export const LOCALITY_LABEL = 'istio-locality';
 
 const endpointsWithNoPods = defineCounter({ name: 'pilot_k8s_endpoints_with_no_pods', help: 'Endpoints that does not have any corresponding pods.' });
-const endpointsPendingPod = defineGauge({ name: 'pilot_k8s_endpoints_pending_pod', help: 'Number of endpoints that do not currently have any corresponding pods.' });
+const endpointsPendingPod = defineGauge({
+  name: 'pilot_k8s_endpoints_pending_pod',
+  help: 'Number of endpoints that do not currently have any corresponding pods.',
+});
 const endpointNoPod = defineGauge({ name: 'endpoint_no_pod', help: 'Endpoints without an associated pod.' });
 
 export interface OrchestratorOptions extends RegistryOptions {
@@ -71,7 +74,11 @@ export function orchServiceHostname(name: string, namespace: string, domain: str
 function exportToOf(svc: Config<'Service'>): string[] {
   for (const a of EXPORT_TO_ANNOTATIONS) {
     const v = svc.meta.annotations[a];
-    if (v) return v.split(',').map((s) => s.trim()).filter((s) => s !== '');
+    if (v)
+      return v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s !== '');
   }
   return ['*'];
 }
@@ -155,7 +162,15 @@ function convertService(
 
   if (external) {
     for (const p of spec.ports ?? []) {
-      endpoints.push({ address: spec.externalName!, port: p.port, servicePortName: p.name ?? '', hostname, namespace: ns, labels: {}, healthStatus: 'Healthy' });
+      endpoints.push({
+        address: spec.externalName!,
+        port: p.port,
+        servicePortName: p.name ?? '',
+        hostname,
+        namespace: ns,
+        labels: {},
+        healthStatus: 'Healthy',
+      });
     }
   }
   const seen = new Set<string>();
@@ -277,7 +292,11 @@ function addTo<V>(m: Map<string, V[]>, k: string, v: V): void {
  * Pure conversion: orchestrator objects → services with endpoints. Endpoints whose Pod is missing are
  * left out and reported through `missing` when given.
  */
-export function convertOrchestrator(inputs: OrchestratorInputs, opts: OrchestratorOptions = {}, missing: EndpointWithoutPod[] = []): ServiceEntryState[] {
+export function convertOrchestrator(
+  inputs: OrchestratorInputs,
+  opts: OrchestratorOptions = {},
+  missing: EndpointWithoutPod[] = [],
+): ServiceEntryState[] {
   const pods = new Map<string, Config<'Pod'>>();
   const byIp = new Map<string, Config<'Pod'>[]>();
   for (const p of inputs.pods) {

@@ -109,8 +109,7 @@ export function convertServiceEntries(inputs: ServiceEntryInputs, opts: Registry
         ...(isEmptySelector(selector) ? {} : { selector }),
       };
       const endpoints: Endpoint[] = [];
-      const dnsWithoutEndpoints =
-        workloads.length === 0 && isEmptySelector(selector) && (resolution === 'DNS' || resolution === 'DNSRoundRobin');
+      const dnsWithoutEndpoints = workloads.length === 0 && isEmptySelector(selector) && (resolution === 'DNS' || resolution === 'DNSRoundRobin');
       if (dnsWithoutEndpoints) {
         // Istio resolves the host itself when a DNS ServiceEntry lists no endpoints.
         if (!isWildcard(host)) {
@@ -181,5 +180,4 @@ export class ServiceEntryRegistry extends StoreBackedRegistry {
       ),
     );
   }
-
 }

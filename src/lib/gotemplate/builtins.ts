@@ -1,6 +1,19 @@
 // Go's text/template builtin functions and the fmt.Sprintf they use.
 import type { FuncMap } from './exec';
-import { formatFloat, goEqual, goLess, goSprint, goSprintMany, GO_STRING, isGoMap, isPlainMap, isStringer, TemplateExecError, toInt, truth } from './values';
+import {
+  formatFloat,
+  goEqual,
+  goLess,
+  goSprint,
+  goSprintMany,
+  GO_STRING,
+  isGoMap,
+  isPlainMap,
+  isStringer,
+  TemplateExecError,
+  toInt,
+  truth,
+} from './values';
 
 /** fmt.Sprintf with Go's verbs (%v %s %d %q %t %f %g %e %x %X %o %b %c %%), flags, width and precision. */
 export function sprintf(format: string, args: readonly unknown[]): string {

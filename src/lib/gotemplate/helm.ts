@@ -39,7 +39,13 @@ function toYaml(v: unknown): string {
  * Renders every template of a chart. `files` maps chart-relative paths (`templates/x.yaml`, `files/y`) to
  * their text; `extra` adds functions the chart may call (e.g. the built-in CRD list).
  */
-export function renderChart(chart: string, files: ReadonlyMap<string, string>, values: unknown, release: HelmRelease, extra: FuncMap = {}): ChartRender {
+export function renderChart(
+  chart: string,
+  files: ReadonlyMap<string, string>,
+  values: unknown,
+  release: HelmRelease,
+  extra: FuncMap = {},
+): ChartRender {
   const templates = [...files.keys()].filter((p) => p.startsWith('templates/') && /\.(ya?ml|tpl|txt)$/.test(p)).sort();
   let set: TemplateSet = new Map();
   // Late-bound so include/tpl can run templates of the very set they belong to.
@@ -92,7 +98,8 @@ export function renderChart(chart: string, files: ReadonlyMap<string, string>, v
     try {
       out.set(p, execute(set, `${chart}/${p}`, data, funcs).replaceAll('<no value>', ''));
     } catch (e) {
-      if (e instanceof TemplateError || e instanceof Error) throw new ChartRenderError(e.message.includes(`${chart}/${p}`) ? e.message : `${chart}/${p}: ${e.message}`);
+      if (e instanceof TemplateError || e instanceof Error)
+        throw new ChartRenderError(e.message.includes(`${chart}/${p}`) ? e.message : `${chart}/${p}: ${e.message}`);
       throw e;
     }
   }

@@ -266,7 +266,10 @@ class Lexer {
   private lexNumber(): void {
     const src = this.input;
     const start = this.pos;
-    const m = /^[+-]?(0[xX][0-9a-fA-F_]+(\.[0-9a-fA-F_]*)?([pP][+-]?[0-9_]+)?|0[bB][01_]+|0[oO]?[0-7_]+|([0-9][0-9_]*)?(\.[0-9_]*)?([eE][+-]?[0-9_]+)?)i?/.exec(src.slice(start));
+    const m =
+      /^[+-]?(0[xX][0-9a-fA-F_]+(\.[0-9a-fA-F_]*)?([pP][+-]?[0-9_]+)?|0[bB][01_]+|0[oO]?[0-7_]+|([0-9][0-9_]*)?(\.[0-9_]*)?([eE][+-]?[0-9_]+)?)i?/.exec(
+        src.slice(start),
+      );
     if (!m || m[0] === '' || m[0] === '+' || m[0] === '-') this.fail(`bad number syntax: ${JSON.stringify(src.slice(start, start + 8))}`, start);
     this.pos += m[0].length;
     if (isAlnum(src[this.pos])) this.fail(`bad number syntax: ${JSON.stringify(src.slice(start, this.pos + 1))}`, start);

@@ -66,7 +66,12 @@ function toInt64(v: unknown): bigint {
 
 function deepCopy(v: unknown): unknown {
   if (Array.isArray(v)) return v.map(deepCopy);
-  if (isGoMap(v)) return new GoMap([...v.entries()].map(([k, x]) => [k, deepCopy(x)] as const), v.zero, v.typeName);
+  if (isGoMap(v))
+    return new GoMap(
+      [...v.entries()].map(([k, x]) => [k, deepCopy(x)] as const),
+      v.zero,
+      v.typeName,
+    );
   if (isPlainMap(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, deepCopy(x)]));
   return v;
 }
@@ -205,7 +210,12 @@ export const SPRIG: FuncMap = {
   b32enc: (s) => strval(s),
   toString: (v: unknown) => strval(v),
   toStrings: (v) => toList(v, 'toStrings').map(strval),
-  split: (sep, s) => Object.fromEntries(strval(s).split(strval(sep)).map((p, i) => [`_${i}`, p])),
+  split: (sep, s) =>
+    Object.fromEntries(
+      strval(s)
+        .split(strval(sep))
+        .map((p, i) => [`_${i}`, p]),
+    ),
   splitList: (sep, s) => strval(s).split(strval(sep)),
   splitn: (sep, n, s) => {
     const parts = strval(s).split(strval(sep));
@@ -216,9 +226,7 @@ export const SPRIG: FuncMap = {
   },
   join: (sep, v) => {
     if (typeof v === 'string') return v;
-    return toList(v, 'join')
-      .map(strval)
-      .join(strval(sep));
+    return toList(v, 'join').map(strval).join(strval(sep));
   },
   sortAlpha: (v) => [...toList(v, 'sortAlpha').map(strval)].sort(),
   printf: (format, ...args) => sprintf(strval(format), args),
@@ -395,10 +403,19 @@ export const SPRIG: FuncMap = {
   hasKey: (d, k) => (isGoMap(d) ? d.has(strval(k)) : Object.prototype.hasOwnProperty.call(asDict(d, 'hasKey'), strval(k))),
   keys: (...ds) => ds.flatMap((d) => Object.keys(asDict(d, 'keys'))),
   values: (d) => Object.values(asDict(d, 'values')),
-  pluck: (k, ...ds) => ds.map((d) => asDict(d, 'pluck')).filter((m) => strval(k) in m).map((m) => m[strval(k)]),
+  pluck: (k, ...ds) =>
+    ds
+      .map((d) => asDict(d, 'pluck'))
+      .filter((m) => strval(k) in m)
+      .map((m) => m[strval(k)]),
   pick: (d, ...ks) => {
     const m = asDict(d, 'pick');
-    return Object.fromEntries(ks.map(strval).filter((k) => k in m).map((k) => [k, m[k]]));
+    return Object.fromEntries(
+      ks
+        .map(strval)
+        .filter((k) => k in m)
+        .map((k) => [k, m[k]]),
+    );
   },
   omit: (d, ...ks) => {
     const m = asDict(d, 'omit');

@@ -119,11 +119,16 @@ function extractJwk(o: Obj): Jwk | Status {
   const kid = getString(o, 'kid') ?? '';
   const alg = getString(o, 'alg') ?? '';
   switch (kty) {
-    case 'EC': return ecKey(o, kid, alg);
-    case 'RSA': return rsaKey(o, kid, alg);
-    case 'oct': return octKey(o, kid, alg);
-    case 'OKP': return okpKey(o, kid, alg);
-    default: return Status.JwksNotImplementedKty;
+    case 'EC':
+      return ecKey(o, kid, alg);
+    case 'RSA':
+      return rsaKey(o, kid, alg);
+    case 'oct':
+      return octKey(o, kid, alg);
+    case 'OKP':
+      return okpKey(o, kid, alg);
+    default:
+      return Status.JwksNotImplementedKty;
   }
 }
 

@@ -27,7 +27,21 @@ export interface Jwt {
   readonly audiences: readonly string[];
 }
 
-const IMPLEMENTED_ALGS = new Set(['ES256', 'ES384', 'ES512', 'HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'EdDSA']);
+const IMPLEMENTED_ALGS = new Set([
+  'ES256',
+  'ES384',
+  'ES512',
+  'HS256',
+  'HS384',
+  'HS512',
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'EdDSA',
+]);
 
 /** Default clock skew of Envoy's library (seconds), used when a provider sets none. */
 export const DEFAULT_CLOCK_SKEW_SECONDS = 60;

@@ -9,9 +9,18 @@ import { Status } from './status';
 
 function digestOf(alg: string): string {
   switch (alg) {
-    case 'ES384': case 'RS384': case 'PS384': case 'HS384': return 'sha384';
-    case 'ES512': case 'RS512': case 'PS512': case 'HS512': return 'sha512';
-    default: return 'sha256';
+    case 'ES384':
+    case 'RS384':
+    case 'PS384':
+    case 'HS384':
+      return 'sha384';
+    case 'ES512':
+    case 'RS512':
+    case 'PS512':
+    case 'HS512':
+      return 'sha512';
+    default:
+      return 'sha256';
   }
 }
 
@@ -32,7 +41,12 @@ function verifyWithKey(jwt: Jwt, jwk: Jwk, data: Buffer): Status | undefined {
     case 'RSA':
       if (alg.startsWith('RS')) return tryVerify(digestOf(alg), data, jwk.key!, jwt.signature) ? Status.Ok : Status.JwtVerificationFail;
       if (alg.startsWith('PS')) {
-        const ok = tryVerify(digestOf(alg), data, { key: jwk.key!, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_AUTO }, jwt.signature);
+        const ok = tryVerify(
+          digestOf(alg),
+          data,
+          { key: jwk.key!, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength: constants.RSA_PSS_SALTLEN_AUTO },
+          jwt.signature,
+        );
         return ok ? Status.Ok : Status.JwtVerificationFail;
       }
       return Status.JwtVerificationFail;

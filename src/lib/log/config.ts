@@ -6,15 +6,7 @@ import { systemTimeSource, type TimeSource } from './clock';
 import { core, defaultExit, type ExitFunction, syncSinks } from './core';
 import { encodeJson, encodeText } from './format';
 import { Level, levelFromName, type LevelName, levelName, toLevel } from './levels';
-import {
-  checkScopes,
-  defaultLogOptions,
-  KLOG_SCOPE_NAME,
-  type LogOptions,
-  LogOptionsError,
-  OVERRIDE_SCOPE_NAME,
-  type ScopedLevel,
-} from './options';
+import { checkScopes, defaultLogOptions, KLOG_SCOPE_NAME, type LogOptions, LogOptionsError, OVERRIDE_SCOPE_NAME, type ScopedLevel } from './options';
 import { findScopeState, registerScope, type Scope, type ScopeState, scopeStates, setRegistrationHook } from './scope';
 import { type LogSink, openTargets } from './sink';
 

@@ -16,14 +16,7 @@ export { encodeJson, encodeText, type Encoder, type Field, type LogEntry, textVa
 export { FdSink, type LogSink, MemorySink, openTarget, SinkOpenError } from './sink';
 export { shortCaller } from './caller';
 export { FATAL_EXIT_CODE, type ExitFunction } from './core';
-export {
-  DEFAULT_SCOPE_NAME,
-  type Fields,
-  findScope,
-  registerScope,
-  type RegisterScopeOptions,
-  Scope,
-} from './scope';
+export { DEFAULT_SCOPE_NAME, type Fields, findScope, registerScope, type RegisterScopeOptions, Scope } from './scope';
 export {
   checkScopes,
   DEFAULT_LOG_TARGETS,

@@ -196,11 +196,7 @@ export function parseLogOptions(values: LogFlagValues, config: ParseLogOptionsCo
 export function checkScopes(options: LogOptions, known: readonly string[]): void {
   const ok = new Set(known);
   ok.add(OVERRIDE_SCOPE_NAME);
-  const names = [
-    ...options.outputLevels.map((e) => e.scope),
-    ...options.stackTraceLevels.map((e) => e.scope),
-    ...options.logCallers,
-  ];
+  const names = [...options.outputLevels.map((e) => e.scope), ...options.stackTraceLevels.map((e) => e.scope), ...options.logCallers];
   for (const n of names) {
     if (!ok.has(n)) throw new LogOptionsError(`unknown scope '${n}' specified`);
   }

@@ -86,10 +86,7 @@ export function grpcServiceDefinition<S extends GenServiceMethods>(service: GenS
 /** A grpc-js client class for a protobuf-es generated service. */
 export function grpcClientConstructor<S extends GenServiceMethods>(service: GenService<S>): GrpcClientConstructor<S> {
   const def = grpcServiceDefinition(service);
-  return grpc.makeGenericClientConstructor(
-    def as unknown as grpc.ServiceDefinition,
-    service.typeName,
-  ) as unknown as GrpcClientConstructor<S>;
+  return grpc.makeGenericClientConstructor(def as unknown as grpc.ServiceDefinition, service.typeName) as unknown as GrpcClientConstructor<S>;
 }
 
 /** Adds a generated service with typed handlers to a grpc-js server. Missing handlers answer UNIMPLEMENTED. */

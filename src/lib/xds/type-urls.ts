@@ -52,7 +52,14 @@ export function isWildcardType(typeUrl: string): boolean {
 }
 
 /** Istio's PushOrder: clusters before their endpoints, listeners before their routes; virtual hosts after their route configurations. */
-export const PUSH_ORDER: readonly string[] = [TYPE_URL.cluster, TYPE_URL.endpoint, TYPE_URL.listener, TYPE_URL.route, TYPE_URL.virtualHost, TYPE_URL.secret];
+export const PUSH_ORDER: readonly string[] = [
+  TYPE_URL.cluster,
+  TYPE_URL.endpoint,
+  TYPE_URL.listener,
+  TYPE_URL.route,
+  TYPE_URL.virtualHost,
+  TYPE_URL.secret,
+];
 
 /** The given types in push order; unknown types follow, sorted for determinism. */
 export function orderTypes(typeUrls: Iterable<string>): string[] {
@@ -73,9 +80,23 @@ export function clusterHostname(clusterName: string): string {
 }
 
 const GRPC_CODE_NAMES = [
-  'OK', 'Canceled', 'Unknown', 'InvalidArgument', 'DeadlineExceeded', 'NotFound', 'AlreadyExists', 'PermissionDenied',
-  'ResourceExhausted', 'FailedPrecondition', 'Aborted', 'OutOfRange', 'Unimplemented', 'Internal', 'Unavailable',
-  'DataLoss', 'Unauthenticated',
+  'OK',
+  'Canceled',
+  'Unknown',
+  'InvalidArgument',
+  'DeadlineExceeded',
+  'NotFound',
+  'AlreadyExists',
+  'PermissionDenied',
+  'ResourceExhausted',
+  'FailedPrecondition',
+  'Aborted',
+  'OutOfRange',
+  'Unimplemented',
+  'Internal',
+  'Unavailable',
+  'DataLoss',
+  'Unauthenticated',
 ];
 
 /** Go's codes.Code String(): Istio labels reject metrics and logs NACKs with it. */

@@ -71,7 +71,8 @@ function parseSuppressions(ctx: RunContext): Suppression[] {
   return flagList(ctx, 'suppress').map((s) => {
     const parts = s.split('=');
     if (parts.length !== 2) throw new CommandError(`${s} is not a valid suppression value. See meshctl analyze --help`);
-    if (!codes.has(parts[0]!)) ctx.stderr.write(`Warning: Supplied message code '${parts[0]}' is an unknown message code and will not have any effect.\n`);
+    if (!codes.has(parts[0]!))
+      ctx.stderr.write(`Warning: Supplied message code '${parts[0]}' is an unknown message code and will not have any effect.\n`);
     return { code: parts[0]!, resource: parts[1]! };
   });
 }
@@ -100,7 +101,12 @@ function meshConfigFromFlag(ctx: RunContext): ReturnType<typeof defaultMeshConfi
 }
 
 /** The resources of every input after `base`; parse errors reported on stderr as istioctl does. */
-function loadInputs(ctx: RunContext, inputs: Input[], namespace: string, base: readonly Resource[]): { resources: Resource[]; badFiles: number; skipped: string[] } {
+function loadInputs(
+  ctx: RunContext,
+  inputs: Input[],
+  namespace: string,
+  base: readonly Resource[],
+): { resources: Resource[]; badFiles: number; skipped: string[] } {
   const resources: Resource[] = [...base];
   const parseErrors: string[] = [];
   let badFiles = 0;
@@ -120,7 +126,8 @@ function loadInputs(ctx: RunContext, inputs: Input[], namespace: string, base: r
 
 /** istioctl's line when no message reaches the output threshold. */
 function noIssuesText(inputs: Input[], target: string, badFiles: number): string {
-  if (badFiles > 0) return `No validation issues found when analyzing ${target} (but ${badFiles} ${badFiles === 1 ? 'file' : 'files'} could not be parsed).\n`;
+  if (badFiles > 0)
+    return `No validation issues found when analyzing ${target} (but ${badFiles} ${badFiles === 1 ? 'file' : 'files'} could not be parsed).\n`;
   const names = inputs.map((i) => i.name);
   if (names.length > 1) return `\u2714 No validation issues found when analyzing:\n  - ${names.join('\n  - ')}\n`;
   if (names.length === 1) return `\u2714 No validation issues found when analyzing ${names[0]}.\n`;

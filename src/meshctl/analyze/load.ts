@@ -14,7 +14,12 @@ export interface LoadResult {
 
 function addObject(so: SourceObject, defaultNamespace: string, out: LoadResult): void {
   const where = `${so.source}${so.document}`;
-  const c = toResource(so.value, defaultNamespace, { source: so.source, document: so.document, line: so.line, origin: { file: so.source, line: so.line, lineOf: so.lineOf } });
+  const c = toResource(so.value, defaultNamespace, {
+    source: so.source,
+    document: so.document,
+    line: so.line,
+    origin: { file: so.source, line: so.line, lineOf: so.lineOf },
+  });
   if ('resource' in c) out.resources.push(c.resource);
   else if ('skipped' in c) out.skipped.push(`${where}: ${c.skipped}`);
   else for (const e of c.errors) out.errors.push(`error processing ${where} (line ${so.line}): ${e}`);
@@ -77,4 +82,3 @@ spec:
 `;
   return loadResources(text, 'internal-ingress', meshNamespace).resources.map((r) => ({ ...r, synthetic: true }));
 }
-

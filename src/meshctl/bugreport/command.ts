@@ -111,7 +111,11 @@ class Progress {
 }
 
 /** The proxy as the selection grammar sees it: namespace, workload (its "deployment"), pod, container. */
-function proxyPath(c: AdsClientInfo, pod: string, namespace: string): { path: [string, string, string, string]; labels: Record<string, string>; annotations: Record<string, string> } {
+function proxyPath(
+  c: AdsClientInfo,
+  pod: string,
+  namespace: string,
+): { path: [string, string, string, string]; labels: Record<string, string>; annotations: Record<string, string> } {
   const md = c.metadata ?? {};
   const workload = typeof md['WORKLOAD_NAME'] === 'string' && md['WORKLOAD_NAME'] ? (md['WORKLOAD_NAME'] as string) : pod;
   const map = (v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, string>) : {});
@@ -221,7 +225,8 @@ function selectProxies(s: Settings, clients: AdsClientInfo[]): SelectedProxy[] {
 function sayDryRun(log: RunLog, daemonDir: string, proxies: SelectedProxy[]): void {
   for (const page of DAEMON_DEBUG_PAGES) log.say(`dry run: would fetch the daemon's debug/${page} over xDS into ${daemonDir}/debug/${page}`);
   for (const p of proxies) {
-    for (const u of PROXY_ADMIN_PATHS) log.say(`dry run: would GET http://${p.target.hosts[0]}:${p.target.adminPort}/${u} into proxies/${p.target.namespace}/${p.target.name}/${u}`);
+    for (const u of PROXY_ADMIN_PATHS)
+      log.say(`dry run: would GET http://${p.target.hosts[0]}:${p.target.adminPort}/${u} into proxies/${p.target.namespace}/${p.target.name}/${u}`);
   }
   log.say('dry run: nothing was fetched or written.');
 }
@@ -279,7 +284,10 @@ class Collector {
         if (this.timedOut()) break;
         this.progress.step(this.done, this.steps, `${p.target.id} ${u}`);
         try {
-          this.put(`proxies/${p.target.namespace}/${p.target.name}/${u}`, await proxyDo(p.target, 'GET', u, p.target.adminPort, this.deadline.budget()));
+          this.put(
+            `proxies/${p.target.namespace}/${p.target.name}/${u}`,
+            await proxyDo(p.target, 'GET', u, p.target.adminPort, this.deadline.budget()),
+          );
         } catch (e) {
           this.log.note(`${p.target.id} ${u}: ${(e as Error).message}`);
         }
@@ -318,10 +326,14 @@ export const run: Handler = async (ctx) => {
   const deadline = new Deadline(Date.now() + s.timeoutMs);
   const base = xdsOptions(ctx);
   const log = new RunLog(ctx);
-  log.say(`Collecting from the control plane at ${base.address || '(no --xds-address)'} (no cluster: orchestrator resources and container logs are not collected).`);
+  log.say(
+    `Collecting from the control plane at ${base.address || '(no --xds-address)'} (no cluster: orchestrator resources and container logs are not collected).`,
+  );
   const { daemonId, daemonVersion, clients } = await daemonView(base);
   const proxies = selectProxies(s, clients);
-  log.note(`${clients.length} connections to the daemon ${daemonId}; ${proxies.length} proxies selected: ${proxies.map((p) => p.target.id).join(', ') || 'none'}`);
+  log.note(
+    `${clients.length} connections to the daemon ${daemonId}; ${proxies.length} proxies selected: ${proxies.map((p) => p.target.id).join(', ') || 'none'}`,
+  );
 
   const daemonDir = `mesh/${s.meshNamespace || 'mesh-system'}/${daemonId}`;
   if (s.dryRun) {

@@ -39,7 +39,8 @@ function duration(v: unknown, where: string): number {
 
 function time(v: unknown, where: string): string {
   const s = v instanceof Date ? v.toISOString() : v;
-  if (typeof s !== 'string' || Number.isNaN(Date.parse(s))) throw new BugReportConfigError(`${where}: expected an RFC 3339 time, got ${JSON.stringify(v)}`);
+  if (typeof s !== 'string' || Number.isNaN(Date.parse(s)))
+    throw new BugReportConfigError(`${where}: expected an RFC 3339 time, got ${JSON.stringify(v)}`);
   return s;
 }
 

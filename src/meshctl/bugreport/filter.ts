@@ -51,7 +51,10 @@ export function parseSelector(text: string): SelectionSpec {
 /** The selector as text again (Istio's MarshalJSON, without the JSON quotes). */
 export function formatSelector(s: SelectionSpec): string {
   const list = (v: string[] | null) => (v ?? []).join(',');
-  const map = (v: Record<string, string> | null) => Object.entries(v ?? {}).map(([k, x]) => `${k}=${x}`).join(',');
+  const map = (v: Record<string, string> | null) =>
+    Object.entries(v ?? {})
+      .map(([k, x]) => `${k}=${x}`)
+      .join(',');
   return [list(s.namespaces), list(s.deployments), list(s.pods), map(s.labels), map(s.annotations), list(s.containers)].join('/');
 }
 
@@ -103,7 +106,7 @@ export function globMatch(pattern: string, name: string): boolean {
 }
 
 function checkRest(p: string[], pi: number): void {
-  for (let i = pi; i < p.length; ) {
+  for (let i = pi; i < p.length;) {
     if (p[i] === '*') {
       i++;
       continue;
@@ -223,7 +226,12 @@ export function selects(s: SelectionSpec, c: ClusterTree, ns: string, deployment
 }
 
 /** Kept when no exclude selects it and some include does (no includes = everything). */
-export function isSelected(include: readonly SelectionSpec[], exclude: readonly SelectionSpec[], c: ClusterTree, path: [string, string, string, string]): boolean {
+export function isSelected(
+  include: readonly SelectionSpec[],
+  exclude: readonly SelectionSpec[],
+  c: ClusterTree,
+  path: [string, string, string, string],
+): boolean {
   if (exclude.some((s) => selects(s, c, ...path))) return false;
   const inc = include.length ? include : [parseSelector('*')];
   return inc.some((s) => selects(s, c, ...path));

@@ -40,7 +40,10 @@ function isNodeProxy(md: Record<string, unknown>): boolean {
 }
 
 async function liveTarget(ctx: RunContext) {
-  if (str(ctx, 'node')) throw new CommandError('--node needs the orchestrator API to find the node proxy of a node, which this command does not use yet: name the pod or give --file');
+  if (str(ctx, 'node'))
+    throw new CommandError(
+      '--node needs the orchestrator API to find the node proxy of a node, which this command does not use yet: name the pod or give --file',
+    );
   if (ctx.args.length === 0) {
     throw new CommandError('no node proxy named: name the node proxy pod (<name>[.<namespace>]) or give a config dump with --file');
   }
@@ -58,7 +61,9 @@ async function dump(ctx: RunContext): Promise<NodeProxyDump> {
     try {
       text = await proxyDo(t, 'GET', 'config_dump', 15000);
     } catch (e) {
-      throw new CommandError(`failed to execute command on ${t.name}.${t.namespace} node proxy: ${(e as Error).message.replace(/^failed to execute command on \S+ sidecar: /, '')}`);
+      throw new CommandError(
+        `failed to execute command on ${t.name}.${t.namespace} node proxy: ${(e as Error).message.replace(/^failed to execute command on \S+ sidecar: /, '')}`,
+      );
     }
   }
   return NodeProxyDump.parse(text);
@@ -93,7 +98,9 @@ export const connections = handler((ctx, d, f) => {
 
 export const policy = handler((ctx, d, f) => (f ? policyDump(d, str(ctx, 'policy-namespace'), f) : policySummary(d, str(ctx, 'policy-namespace'))));
 
-export const service = handler((ctx, d, f) => (f ? serviceDump(d, str(ctx, 'service-namespace'), f) : serviceSummary(d, str(ctx, 'service-namespace'))));
+export const service = handler((ctx, d, f) =>
+  f ? serviceDump(d, str(ctx, 'service-namespace'), f) : serviceSummary(d, str(ctx, 'service-namespace')),
+);
 
 export const workload = handler((ctx, d, f) => {
   const filter = { namespace: str(ctx, 'workload-namespace'), address: str(ctx, 'address'), node: str(ctx, 'workload-node') };

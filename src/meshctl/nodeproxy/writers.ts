@@ -169,7 +169,10 @@ export class NodeProxyDump {
     }
     if (json === null || typeof json !== 'object' || Array.isArray(json)) {
       const kind = json === null ? 'null' : Array.isArray(json) ? 'array' : typeof json;
-      if (json !== null) throw new NodeProxyDumpError(`error unmarshalling config dump response from node proxy: json: cannot unmarshal ${kind} into Go value of type configdump.rawDump`);
+      if (json !== null)
+        throw new NodeProxyDumpError(
+          `error unmarshalling config dump response from node proxy: json: cannot unmarshal ${kind} into Go value of type configdump.rawDump`,
+        );
       json = {};
     }
     // Go matches the rawDump fields case-insensitively; the last of equal keys wins.
@@ -194,7 +197,14 @@ export class NodeProxyDump {
         }
         for (const [k, v] of (m as { map: Map<string, V> } | null)?.map ?? []) state.set(k, v);
       }
-      return new NodeProxyDump(text, workloads.filter((w) => w !== null), services.filter((x) => x !== null), policies.filter((x) => x !== null), certificates.filter((x) => x !== null), state);
+      return new NodeProxyDump(
+        text,
+        workloads.filter((w) => w !== null),
+        services.filter((x) => x !== null),
+        policies.filter((x) => x !== null),
+        certificates.filter((x) => x !== null),
+        state,
+      );
     } catch (e) {
       if (e instanceof GoJsonError) throw new NodeProxyDumpError(e.message);
       throw e;
@@ -264,7 +274,13 @@ export function workloadSummary(d: NodeProxyDump, f: WorkloadFilter): string {
 }
 
 export function workloadDump(d: NodeProxyDump, f: WorkloadFilter, format: NodeProxyFormat): string {
-  return dumpOut(goMarshalIndent(d.workloads.filter((x) => verifyWorkload(f, x)), T.slice(T.ptr(Workload))), format);
+  return dumpOut(
+    goMarshalIndent(
+      d.workloads.filter((x) => verifyWorkload(f, x)),
+      T.slice(T.ptr(Workload)),
+    ),
+    format,
+  );
 }
 
 // ---- services ----
@@ -375,9 +391,26 @@ export function certificateSummary(d: NodeProxyDump, now = Date.now()): string {
     const legacy = roots.length === 0;
     chain.forEach((ca, i) => {
       const t = i === 0 ? 'Leaf' : i === chain.length - 1 && legacy ? 'Root' : 'Intermediate';
-      w.row(id, t, state, certNotExpired(ca, now), serialHex(s(ca, 'serialNumber')), valueOrNA(s(ca, 'expirationTime')), valueOrNA(s(ca, 'validFrom')));
+      w.row(
+        id,
+        t,
+        state,
+        certNotExpired(ca, now),
+        serialHex(s(ca, 'serialNumber')),
+        valueOrNA(s(ca, 'expirationTime')),
+        valueOrNA(s(ca, 'validFrom')),
+      );
     });
-    for (const ca of roots) w.row(id, 'Root', state, certNotExpired(ca, now), serialHex(s(ca, 'serialNumber')), valueOrNA(s(ca, 'expirationTime')), valueOrNA(s(ca, 'validFrom')));
+    for (const ca of roots)
+      w.row(
+        id,
+        'Root',
+        state,
+        certNotExpired(ca, now),
+        serialHex(s(ca, 'serialNumber')),
+        valueOrNA(s(ca, 'expirationTime')),
+        valueOrNA(s(ca, 'validFrom')),
+      );
   }
   return w.flush();
 }
@@ -434,16 +467,21 @@ export function connectionsSummary(d: NodeProxyDump, f: ConnectionsFilter): stri
     return addr;
   };
   w.row('WORKLOAD', 'DIRECTION', 'LOCAL', 'REMOTE', 'REMOTE TARGET', 'PROTOCOL');
-  const states = sortFunc([...d.workloadState.values()], (a, b) => cmp(info(a, 'namespace'), info(b, 'namespace')) || cmp(info(a, 'name'), info(b, 'name')));
+  const states = sortFunc(
+    [...d.workloadState.values()],
+    (a, b) => cmp(info(a, 'namespace'), info(b, 'namespace')) || cmp(info(a, 'name'), info(b, 'name')),
+  );
   for (const wl of states) {
     if (f.namespace && f.namespace !== info(wl, 'namespace')) continue;
     const name = `${info(wl, 'name')}.${info(wl, 'namespace')}`;
     const conns = field(wl, 'connections');
     if (f.direction !== 'outbound') {
-      for (const c of list(conns, 'inbound')) w.row(name, 'Inbound', lookup(s(c, 'actualDst')), lookup(s(c, 'src')), s(c, 'originalDst'), s(c, 'protocol'));
+      for (const c of list(conns, 'inbound'))
+        w.row(name, 'Inbound', lookup(s(c, 'actualDst')), lookup(s(c, 'src')), s(c, 'originalDst'), s(c, 'protocol'));
     }
     if (f.direction !== 'inbound') {
-      for (const c of list(conns, 'outbound')) w.row(name, 'Outbound', lookup(s(c, 'src')), lookup(s(c, 'actualDst')), lookup(s(c, 'originalDst')), s(c, 'protocol'));
+      for (const c of list(conns, 'outbound'))
+        w.row(name, 'Outbound', lookup(s(c, 'src')), lookup(s(c, 'actualDst')), lookup(s(c, 'originalDst')), s(c, 'protocol'));
     }
   }
   return w.flush();

@@ -189,7 +189,8 @@ const LEVELS: Readonly<Record<string, string>> = {
 const DEFAULT_LOGGER = 'level';
 
 async function targets(ctx: RunContext): Promise<ProxyTarget[]> {
-  if (str(ctx, 'selector')) throw new CommandError('--selector needs the orchestrator API to list pods, which this command does not use yet: name the pod');
+  if (str(ctx, 'selector'))
+    throw new CommandError('--selector needs the orchestrator API to list pods, which this command does not use yet: name the pod');
   return [await resolveProxy(ctx, ctx.args[0]!)];
 }
 
@@ -203,7 +204,12 @@ export const log: Handler = async (ctx) => {
   // (logger names still need the proxy's list, below).
   for (const ol of level ? level.split(',') : []) {
     const m = /[:=]/.exec(ol.split('::').pop()!);
-    const lvl = m ? ol.split('::').pop()!.slice(m.index + 1) : ol;
+    const lvl = m
+      ? ol
+          .split('::')
+          .pop()!
+          .slice(m.index + 1)
+      : ol;
     if (!LEVELS[lvl]) throw new CommandError(`unrecognized logging level: ${lvl}`);
   }
   const pods = await targets(ctx);
@@ -284,8 +290,12 @@ export const rootcaCompare: Handler = async (ctx) => {
   const [a, b] = pods as [ProxyTarget, ProxyTarget];
   const match = roots[0]!.some((c1) => roots[1]!.some((c2) => c1.raw.equals(c2.raw)));
   if (match) {
-    ctx.stdout.write(`Both [${a.name}.${a.namespace}] and [${b.name}.${b.namespace}] have the identical ROOTCA, theoretically the connectivity between them is available\n`);
+    ctx.stdout.write(
+      `Both [${a.name}.${a.namespace}] and [${b.name}.${b.namespace}] have the identical ROOTCA, theoretically the connectivity between them is available\n`,
+    );
     return 0;
   }
-  throw new CommandError(`Both [${a.name}.${a.namespace}] and [${b.name}.${b.namespace}] have the non identical ROOTCA, theoretically the connectivity between them is unavailable`);
+  throw new CommandError(
+    `Both [${a.name}.${a.namespace}] and [${b.name}.${b.namespace}] have the non identical ROOTCA, theoretically the connectivity between them is unavailable`,
+  );
 };

@@ -3,8 +3,24 @@
 // extensions mesh never configures), and re-encoded as istioctl prints dumps: protobuf JSON with camelCase
 // names, four-space indentation and Go's HTML-safe escaping.
 import { createRegistry, fromJson, ScalarType, toJson, type DescMessage, type JsonValue, type Message, type Registry } from '@bufbuild/protobuf';
-import { anyUnpack, AnySchema, ListValueSchema, StructSchema, ValueSchema, file_google_protobuf_empty, file_google_protobuf_struct, file_google_protobuf_wrappers, type Any } from '@bufbuild/protobuf/wkt';
-import { BootstrapConfigDumpSchema, ConfigDumpSchema, SecretsConfigDumpSchema, type BootstrapConfigDump, type SecretsConfigDump } from '../../gen/envoy/admin/v3/config_dump_pb';
+import {
+  anyUnpack,
+  AnySchema,
+  ListValueSchema,
+  StructSchema,
+  ValueSchema,
+  file_google_protobuf_empty,
+  file_google_protobuf_struct,
+  file_google_protobuf_wrappers,
+  type Any,
+} from '@bufbuild/protobuf/wkt';
+import {
+  BootstrapConfigDumpSchema,
+  ConfigDumpSchema,
+  SecretsConfigDumpSchema,
+  type BootstrapConfigDump,
+  type SecretsConfigDump,
+} from '../../gen/envoy/admin/v3/config_dump_pb';
 import {
   ClustersConfigDumpSchema,
   EcdsConfigDumpSchema,

@@ -222,7 +222,9 @@ export function describeFilterChainMatch(m: FilterChainMatch | undefined): strin
   if (m?.serverNames.length) descrs.push(`SNI: ${m.serverNames.join(',')}`);
   if (m?.transportProtocol) descrs.push(`Trans: ${m.transportProtocol}`);
   if (m?.applicationProtocols.length) {
-    const found = PROTOCOL_DESCRIPTIONS.find(([, p]) => p.length === m.applicationProtocols.length && p.every((x, i) => x === m.applicationProtocols[i]));
+    const found = PROTOCOL_DESCRIPTIONS.find(
+      ([, p]) => p.length === m.applicationProtocols.length && p.every((x, i) => x === m.applicationProtocols[i]),
+    );
     descrs.push(found ? found[0] : `App: ${m.applicationProtocols.join(',')}`);
   }
   const port = m?.destinationPort !== undefined ? `:${m.destinationPort}` : '';
@@ -560,7 +562,13 @@ export function endpointSummary(statuses: readonly ClusterStatus[], filter: Endp
   for (const c of statuses) {
     for (const h of c.hostStatuses) {
       if (!hostMatches(filter, h, c.name)) continue;
-      rows.push({ address: hostAddress(h), port: socketAddress(h.address)?.port ?? 0, cluster: c.name, status: h.healthStatus?.edsHealthStatus ?? 0, failed: h.healthStatus?.failedOutlierCheck ?? false });
+      rows.push({
+        address: hostAddress(h),
+        port: socketAddress(h.address)?.port ?? 0,
+        cluster: c.name,
+        status: h.healthStatus?.edsHealthStatus ?? 0,
+        failed: h.healthStatus?.failedOutlierCheck ?? false,
+      });
     }
   }
   goSortSlice(rows, (a, b) => {

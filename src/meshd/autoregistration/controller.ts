@@ -132,9 +132,20 @@ export class AutoRegistration implements ConnectionHooks {
 
   constructor(private readonly o: AutoRegistrationOptions) {
     this.now = o.now ?? Date.now;
-    this.unregisterQueue = new ReconcileQueue({ name: 'unregister_workloadentry', reconcile: (k) => this.unregister(k), log, maxAttempts: MAX_ATTEMPTS, baseDelayMs: 5 });
+    this.unregisterQueue = new ReconcileQueue({
+      name: 'unregister_workloadentry',
+      reconcile: (k) => this.unregister(k),
+      log,
+      maxAttempts: MAX_ATTEMPTS,
+      baseDelayMs: 5,
+    });
     this.healthStatus = new WorkloadEntryHealth({ store: o.store, api: o.api, instanceId: o.instanceId, log });
-    this.lateQueue = new ReconcileQueue({ name: 'auto-register existing connections', reconcile: (k) => this.registerExisting(k), log, baseDelayMs: 5 });
+    this.lateQueue = new ReconcileQueue({
+      name: 'auto-register existing connections',
+      reconcile: (k) => this.registerExisting(k),
+      log,
+      baseDelayMs: 5,
+    });
   }
 
   start(): this {
@@ -173,7 +184,10 @@ export class AutoRegistration implements ConnectionHooks {
       const n = autoRegisteredEntryName(p);
       if (n && 'error' in n) log.error(n.error);
       else if (n) {
-        if (n.shortened) log.warn(`generated WorkloadEntry name is too long, consider making the WorkloadGroup name shorter. Shortening from beginning to: ${n.name}`);
+        if (n.shortened)
+          log.warn(
+            `generated WorkloadEntry name is too long, consider making the WorkloadGroup name shorter. Shortening from beginning to: ${n.name}`,
+          );
         entryName = n.name;
       }
       autoCreate = true;
@@ -252,7 +266,8 @@ export class AutoRegistration implements ConnectionHooks {
     if (!this.o.validateIdentity) return;
     const id = c.proxy.verifiedIdentity;
     if (!id) throw new RegistrationError('registration of WorkloadEntry requires a verified identity');
-    if (id.namespace !== namespace) throw new RegistrationError(`registration of WorkloadEntry namespace mismatch: "${id.namespace}" vs "${namespace}"`);
+    if (id.namespace !== namespace)
+      throw new RegistrationError(`registration of WorkloadEntry namespace mismatch: "${id.namespace}" vs "${namespace}"`);
     if (serviceAccount && id.serviceAccount !== serviceAccount) {
       throw new RegistrationError(`registration of WorkloadEntry service account mismatch: "${id.serviceAccount}" vs "${serviceAccount}"`);
     }
@@ -288,7 +303,9 @@ export class AutoRegistration implements ConnectionHooks {
       throw new RegistrationError(`auto-registration WorkloadEntry of ${p.id} failed: error creating WorkloadEntry: ${errorMessage(e)}`);
     }
     autoRegistrationSuccess.inc();
-    log.info(`auto-registered WorkloadEntry ${p.namespace}/${entryName}${healthChecksEnabled(entry.metadata.annotations) ? ' with health checking enabled' : ''}`);
+    log.info(
+      `auto-registered WorkloadEntry ${p.namespace}/${entryName}${healthChecksEnabled(entry.metadata.annotations) ? ' with health checking enabled' : ''}`,
+    );
     return entry.apiVersion;
   }
 
@@ -481,4 +498,3 @@ function hasHealthCondition(wle: Config<'WorkloadEntry'>): boolean {
 function isConflict(e: unknown): boolean {
   return (e as { statusCode?: number }).statusCode === 409;
 }
-

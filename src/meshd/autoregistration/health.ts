@@ -6,7 +6,16 @@ import type { ConfigStore } from '../../config/store';
 import type { Config } from '../../config/types';
 import type { Scope } from '../../lib/log';
 import { ReconcileQueue } from '../../lib/reconcile-queue';
-import { annotation, CONDITION_HEALTHY, isStaleReport, withCondition, withoutCondition, WORKLOAD_CONTROLLER, type Condition, type WorkloadEntryObject } from './entry';
+import {
+  annotation,
+  CONDITION_HEALTHY,
+  isStaleReport,
+  withCondition,
+  withoutCondition,
+  WORKLOAD_CONTROLLER,
+  type Condition,
+  type WorkloadEntryObject,
+} from './entry';
 import type { WorkloadEntryApi } from './orch-api';
 
 /** Istio's maxRetries. */
@@ -66,7 +75,10 @@ export class WorkloadEntryHealth {
   async deleteCondition(wle: Config<'WorkloadEntry'>): Promise<void> {
     const cur = await this.o.api.get(wle.apiVersion, wle.meta.namespace, wle.meta.name);
     if (!cur) return;
-    await this.o.api.updateStatus({ ...cur, status: { ...(cur.status ?? {}), conditions: withoutCondition(cur.status?.conditions, CONDITION_HEALTHY) } });
+    await this.o.api.updateStatus({
+      ...cur,
+      status: { ...(cur.status ?? {}), conditions: withoutCondition(cur.status?.conditions, CONDITION_HEALTHY) },
+    });
   }
 
   stop(): Promise<void> {

@@ -21,7 +21,12 @@ export interface WorkloadEntryController {
   stop(): Promise<void>;
 }
 
-export function startAutoRegistration(o: { ctx: RunContext; env: EnvTable; store: ConfigStore; client: OrchClient | undefined }): WorkloadEntryController {
+export function startAutoRegistration(o: {
+  ctx: RunContext;
+  env: EnvTable;
+  store: ConfigStore;
+  client: OrchClient | undefined;
+}): WorkloadEntryController {
   const { ctx, env } = o;
   const autoRegistration = env.bool('PILOT_ENABLE_WORKLOAD_ENTRY_AUTOREGISTRATION');
   const healthChecks = env.bool('PILOT_ENABLE_WORKLOAD_ENTRY_HEALTHCHECKS');
@@ -32,7 +37,12 @@ export function startAutoRegistration(o: { ctx: RunContext; env: EnvTable; store
     const hooks: ConnectionHooks = {
       connect: async (c) => {
         const md = c.proxy.metadata;
-        const what = autoRegistration && md.autoRegisterGroup ? `WorkloadGroup ${c.proxy.namespace}/${md.autoRegisterGroup}` : healthChecks && md.workloadEntry ? `WorkloadEntry ${c.proxy.namespace}/${md.workloadEntry}` : undefined;
+        const what =
+          autoRegistration && md.autoRegisterGroup
+            ? `WorkloadGroup ${c.proxy.namespace}/${md.autoRegisterGroup}`
+            : healthChecks && md.workloadEntry
+              ? `WorkloadEntry ${c.proxy.namespace}/${md.workloadEntry}`
+              : undefined;
         if (!what || told.has(`${c.proxy.id} ${what}`)) return;
         told.add(`${c.proxy.id} ${what}`);
         log.warn(

@@ -44,11 +44,15 @@ export class OrchWorkloadEntries implements WorkloadEntryApi {
   }
 
   async update(obj: WorkloadEntryObject): Promise<WorkloadEntryObject> {
-    return (await this.client.request('PUT', entryPath(obj.apiVersion, obj.metadata.namespace, obj.metadata.name), { body: obj })) as WorkloadEntryObject;
+    return (await this.client.request('PUT', entryPath(obj.apiVersion, obj.metadata.namespace, obj.metadata.name), {
+      body: obj,
+    })) as WorkloadEntryObject;
   }
 
   async updateStatus(obj: WorkloadEntryObject): Promise<WorkloadEntryObject> {
-    return (await this.client.request('PUT', `${entryPath(obj.apiVersion, obj.metadata.namespace, obj.metadata.name)}/status`, { body: obj })) as WorkloadEntryObject;
+    return (await this.client.request('PUT', `${entryPath(obj.apiVersion, obj.metadata.namespace, obj.metadata.name)}/status`, {
+      body: obj,
+    })) as WorkloadEntryObject;
   }
 
   async delete(apiVersion: string, namespace: string, name: string, resourceVersion?: string): Promise<void> {

@@ -5,15 +5,7 @@ import { isLoopbackAddress } from '../../serve/address';
 import { type RouteHandler, Router, writeJSON, writeText } from '../../serve/router';
 import type { MeshdProviders } from '../providers';
 import { pprofDisabledHandler, pprofHandler } from './pprof';
-import {
-  adszJson,
-  configzJson,
-  connectionsJson,
-  endpointShardzJson,
-  findConnection,
-  registryzJson,
-  synczJson,
-} from './shapes';
+import { adszJson, configzJson, connectionsJson, endpointShardzJson, findConnection, registryzJson, synczJson } from './shapes';
 import { registerScope } from '../../lib/log';
 import { escapeHtml } from '../../lib/html';
 
@@ -64,10 +56,8 @@ export class DebugPages {
     this.add('/debug/endpointz', 'Obsolete, use endpointShardz', shardz);
     this.add('/debug/endpointShardz', 'Info about the endpoint shards', shardz);
     this.add('/debug/configz', 'Debug support for config', (req, res, url) => writeJSON(res, url, configzJson(p.configs())));
-    this.add(
-      '/debug/config_dump',
-      'ConfigDump in the form of the Envoy admin config dump API for passed in proxyID',
-      (req, res, url) => this.configDump(res, url),
+    this.add('/debug/config_dump', 'ConfigDump in the form of the Envoy admin config dump API for passed in proxyID', (req, res, url) =>
+      this.configDump(res, url),
     );
     this.add('/debug/push_status', 'Last PushContext Details', (req, res) => {
       // Istio's StatusJSON: four-space indented, `{}` when nothing was recorded.
@@ -221,7 +211,6 @@ export class DebugPages {
     return con;
   }
 }
-
 
 const INDEX_HEAD = `<html>
 <head>

@@ -9,7 +9,10 @@ import type { WatchedTypeStatus, XdsConnectionInfo } from '../providers';
 /** Go's time.Time JSON (RFC 3339 with nanoseconds, trailing zeros trimmed); the zero time when unknown. */
 export function goTime(ms: number | undefined): string {
   if (ms === undefined || !Number.isFinite(ms)) return '0001-01-01T00:00:00Z';
-  return new Date(ms).toISOString().replace(/\.?0+Z$/, 'Z').replace(/\.Z$/, 'Z');
+  return new Date(ms)
+    .toISOString()
+    .replace(/\.?0+Z$/, 'Z')
+    .replace(/\.Z$/, 'Z');
 }
 
 // Istio's model.Resolution enum values.
@@ -17,8 +20,7 @@ const RESOLUTION: Readonly<Record<Resolution, number>> = { ClientSide: 0, DNS: 1
 // Istio's model.HealthStatus enum values.
 const HEALTH: Readonly<Record<HealthStatus, number>> = { Healthy: 1, UnHealthy: 2, Draining: 3, Terminating: 4 };
 
-const setOf = (items: readonly string[]): Record<string, Record<string, never>> =>
-  Object.fromEntries([...items].sort().map((i) => [i, {}]));
+const setOf = (items: readonly string[]): Record<string, Record<string, never>> => Object.fromEntries([...items].sort().map((i) => [i, {}]));
 
 /** One model.Service as `/debug/registryz` marshals it. */
 export function serviceJson(s: Service): Record<string, unknown> {
@@ -107,9 +109,7 @@ export function configJson(c: Config): Record<string, unknown> {
 }
 
 export function configzJson(configs: readonly Config[]): Record<string, unknown>[] {
-  return [...configs]
-    .sort((a, b) => cmp(a.kind, b.kind) || cmp(a.meta.namespace, b.meta.namespace) || cmp(a.meta.name, b.meta.name))
-    .map(configJson);
+  return [...configs].sort((a, b) => cmp(a.kind, b.kind) || cmp(a.meta.namespace, b.meta.namespace) || cmp(a.meta.name, b.meta.name)).map(configJson);
 }
 
 const SYNC_PAIRS: ReadonlyArray<[string, string]> = [

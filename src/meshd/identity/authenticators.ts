@@ -72,7 +72,13 @@ export async function buildAuthenticators(o: ChainOptions): Promise<Authenticato
   if (meshCa) authenticators.push(daemonTokenAuthenticator(settings, meshCa, !orch, trustDomain));
   if (orch) {
     authenticators.push(
-      new OrchTokenAuthenticator({ api: orch, audiences: settings.tokenAudiences, clusterId: o.clusterId, clusterAliases: o.clusterAliases, trustDomain }),
+      new OrchTokenAuthenticator({
+        api: orch,
+        audiences: settings.tokenAudiences,
+        clusterId: o.clusterId,
+        clusterAliases: o.clusterAliases,
+        trustDomain,
+      }),
     );
   }
   if (settings.trustedGatewayCidrs.length > 0) authenticators.push(new XfccAuthenticator(settings.trustedGatewayCidrs));
@@ -105,7 +111,8 @@ async function jwtRuleAuthenticator(jwtRule: string, trustDomain: () => string):
 function daemonTokenAuthenticator(settings: CaSettings, meshCa: MeshCa, noCluster: boolean, trustDomain: () => string): Authenticator {
   const caDir = path.resolve(meshCa.kind === 'plug-in' ? settings.rootCaDir : DEFAULT_CA_DIR);
   try {
-    if (tokenSigningKey(caDir, noCluster && meshCa.kind === 'self-signed')) log.info(`trusting workload tokens signed by ${path.join(caDir, TOKEN_KEY_FILE)} (audiences [${settings.tokenAudiences.join(' ')}])`);
+    if (tokenSigningKey(caDir, noCluster && meshCa.kind === 'self-signed'))
+      log.info(`trusting workload tokens signed by ${path.join(caDir, TOKEN_KEY_FILE)} (audiences [${settings.tokenAudiences.join(' ')}])`);
   } catch (e) {
     if (e instanceof TokenKeyError) throw new CommandError(e.message);
     throw e;

@@ -118,14 +118,29 @@ export async function startIdentity(o: IdentityOptions): Promise<DaemonIdentity>
     // With a registration authority, the daemon's own certificate comes from the same signer (unless
     // PILOT_CERT_PROVIDER names another): there is no built-in CA to sign it.
     const orchSigner = servingSigner ?? (registrationAuthority && settings.certProvider === 'istiod' ? settings.orchSigner : undefined);
-    const dnsNames = daemonDnsNames({ namespace, discoveryHost: facts.discoveryHost, customHosts: settings.customHosts, revision: ctx.env['REVISION'] });
+    const dnsNames = daemonDnsNames({
+      namespace,
+      discoveryHost: facts.discoveryHost,
+      customHosts: settings.customHosts,
+      revision: ctx.env['REVISION'],
+    });
     const serving = await ServingTls.start({ settings, meshCa, orch, orchSigner, roots, dnsNames });
     closers.add(() => serving.close());
     meshCa?.onChange((b) => {
       roots.caChanged(b);
       serving.caChanged(b);
     });
-    return daemonIdentity({ settings, trustDomain: facts.trustDomain, meshCa, registrationAuthority, authenticators, nodeAuthorizer, roots, serving, close: () => closers.close() });
+    return daemonIdentity({
+      settings,
+      trustDomain: facts.trustDomain,
+      meshCa,
+      registrationAuthority,
+      authenticators,
+      nodeAuthorizer,
+      roots,
+      serving,
+      close: () => closers.close(),
+    });
   });
 }
 

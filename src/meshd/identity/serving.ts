@@ -80,15 +80,18 @@ export class ServingTls {
     // Re-issued at half its life, as a workload certificate is.
     const renewIn = Math.max(60_000, (c.notAfter.getTime() - Date.now()) / 2);
     clearTimeout(this.timer);
-    this.timer = setTimeout(() => {
-      this.issueFromOrchestrator(signerName).then(
-        (m) => {
-          this.serving?.set(m);
-          log.info(`renewed the serving certificate from ${signerName} for [${dnsNames.join(' ')}]`);
-        },
-        (e: unknown) => log.error(`failed renewing the serving certificate from ${signerName}: ${(e as Error).message}`),
-      );
-    }, Math.min(renewIn, 2 ** 31 - 1));
+    this.timer = setTimeout(
+      () => {
+        this.issueFromOrchestrator(signerName).then(
+          (m) => {
+            this.serving?.set(m);
+            log.info(`renewed the serving certificate from ${signerName} for [${dnsNames.join(' ')}]`);
+          },
+          (e: unknown) => log.error(`failed renewing the serving certificate from ${signerName}: ${(e as Error).message}`),
+        );
+      },
+      Math.min(renewIn, 2 ** 31 - 1),
+    );
     this.timer.unref();
     return { cert: Buffer.from(c.certChainPem), key: Buffer.from(c.keyPem), ca: Buffer.from(c.rootPem) };
   }

@@ -78,8 +78,16 @@ export function clustersJson(clusters: readonly UpstreamCluster[], registry: Reg
             address: h.pipe
               ? { address: { case: 'pipe', value: { path: h.pipe } } }
               : { address: { case: 'socketAddress', value: { address: h.address, portSpecifier: { case: 'portValue', value: h.port } } } },
-            stats: hostStats(h).map(([name, value]) => ({ name, value: BigInt(value), type: name.endsWith('active') ? SimpleMetric_Type.GAUGE : SimpleMetric_Type.COUNTER })),
-            healthStatus: { edsHealthStatus: EDS_HEALTH[h.health] ?? HealthStatus.UNKNOWN, failedOutlierCheck: h.ejected, pendingDynamicRemoval: h.health === 'draining' },
+            stats: hostStats(h).map(([name, value]) => ({
+              name,
+              value: BigInt(value),
+              type: name.endsWith('active') ? SimpleMetric_Type.GAUGE : SimpleMetric_Type.COUNTER,
+            })),
+            healthStatus: {
+              edsHealthStatus: EDS_HEALTH[h.health] ?? HealthStatus.UNKNOWN,
+              failedOutlierCheck: h.ejected,
+              pendingDynamicRemoval: h.health === 'draining',
+            },
             weight: h.weight,
             hostname: h.hostname,
             priority: h.priority,
@@ -109,7 +117,12 @@ export function listenersJson(lm: ListenerManager, registry: Registry): JsonValu
         name: l.name,
         localAddress: a.pipe
           ? { address: { case: 'pipe' as const, value: { path: a.pipe } } }
-          : { address: { case: 'socketAddress' as const, value: { address: a.host, portSpecifier: { case: 'portValue' as const, value: l.boundPort ?? a.port } } } },
+          : {
+              address: {
+                case: 'socketAddress' as const,
+                value: { address: a.host, portSpecifier: { case: 'portValue' as const, value: l.boundPort ?? a.port } },
+              },
+            },
       };
     }),
   });

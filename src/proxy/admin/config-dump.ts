@@ -52,8 +52,16 @@ function build(src: DumpSources, includeEds: boolean): Message[] {
     create(ClustersConfigDumpSchema, {
       versionInfo: c.version,
       staticClusters: c.statics.map((x) => ({ cluster: anyPack(ClusterSchema, x.cluster), lastUpdated: ts(x.lastUpdated) })),
-      dynamicActiveClusters: c.active.map((x) => ({ versionInfo: x.versionInfo, cluster: anyPack(ClusterSchema, x.cluster), lastUpdated: ts(x.lastUpdated) })),
-      dynamicWarmingClusters: c.warming.map((x) => ({ versionInfo: x.versionInfo, cluster: anyPack(ClusterSchema, x.cluster), lastUpdated: ts(x.lastUpdated) })),
+      dynamicActiveClusters: c.active.map((x) => ({
+        versionInfo: x.versionInfo,
+        cluster: anyPack(ClusterSchema, x.cluster),
+        lastUpdated: ts(x.lastUpdated),
+      })),
+      dynamicWarmingClusters: c.warming.map((x) => ({
+        versionInfo: x.versionInfo,
+        cluster: anyPack(ClusterSchema, x.cluster),
+        lastUpdated: ts(x.lastUpdated),
+      })),
     }),
   );
   const l = src.listeners.dump();
@@ -63,9 +71,33 @@ function build(src: DumpSources, includeEds: boolean): Message[] {
       staticListeners: l.statics.map((x) => ({ listener: anyPack(ListenerSchema, x.proto), lastUpdated: ts(x.lastUpdated) })),
       dynamicListeners: l.dynamic.map((d) => ({
         name: d.name,
-        ...(d.active ? { activeState: { versionInfo: d.active.version, listener: anyPack(ListenerSchema, d.active.proto), lastUpdated: ts(d.active.lastUpdated) } } : {}),
-        ...(d.warming ? { warmingState: { versionInfo: d.warming.version, listener: anyPack(ListenerSchema, d.warming.proto), lastUpdated: ts(d.warming.lastUpdated) } } : {}),
-        ...(d.error ? { errorState: { ...(d.error.any ? { failedConfiguration: d.error.any } : {}), lastUpdateAttempt: ts(d.error.when), details: d.error.details } } : {}),
+        ...(d.active
+          ? {
+              activeState: {
+                versionInfo: d.active.version,
+                listener: anyPack(ListenerSchema, d.active.proto),
+                lastUpdated: ts(d.active.lastUpdated),
+              },
+            }
+          : {}),
+        ...(d.warming
+          ? {
+              warmingState: {
+                versionInfo: d.warming.version,
+                listener: anyPack(ListenerSchema, d.warming.proto),
+                lastUpdated: ts(d.warming.lastUpdated),
+              },
+            }
+          : {}),
+        ...(d.error
+          ? {
+              errorState: {
+                ...(d.error.any ? { failedConfiguration: d.error.any } : {}),
+                lastUpdateAttempt: ts(d.error.when),
+                details: d.error.details,
+              },
+            }
+          : {}),
       })),
     }),
   );
@@ -73,7 +105,11 @@ function build(src: DumpSources, includeEds: boolean): Message[] {
   out.push(
     create(RoutesConfigDumpSchema, {
       staticRouteConfigs: r.statics.map((x) => ({ routeConfig: anyPack(RouteConfigurationSchema, x.proto), lastUpdated: ts(src.startTime) })),
-      dynamicRouteConfigs: r.dynamic.map((x) => ({ versionInfo: x.version, routeConfig: anyPack(RouteConfigurationSchema, x.proto), lastUpdated: ts(x.lastUpdated) })),
+      dynamicRouteConfigs: r.dynamic.map((x) => ({
+        versionInfo: x.version,
+        routeConfig: anyPack(RouteConfigurationSchema, x.proto),
+        lastUpdated: ts(x.lastUpdated),
+      })),
     }),
   );
   const s = src.secrets.dump();
@@ -88,8 +124,12 @@ function build(src: DumpSources, includeEds: boolean): Message[] {
     const e = src.clusters.endpointsDump();
     out.push(
       create(EndpointsConfigDumpSchema, {
-        staticEndpointConfigs: e.filter((x) => x.isStatic).map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, x.cla), lastUpdated: ts(x.lastUpdated) })),
-        dynamicEndpointConfigs: e.filter((x) => !x.isStatic).map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, x.cla), lastUpdated: ts(x.lastUpdated) })),
+        staticEndpointConfigs: e
+          .filter((x) => x.isStatic)
+          .map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, x.cla), lastUpdated: ts(x.lastUpdated) })),
+        dynamicEndpointConfigs: e
+          .filter((x) => !x.isStatic)
+          .map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, x.cla), lastUpdated: ts(x.lastUpdated) })),
       }),
     );
   }
@@ -114,7 +154,11 @@ export function typeFirst(v: JsonValue): JsonValue {
 }
 
 /** The JSON body of /config_dump. Throws ConfigDumpError for an unknown `resource`. */
-export function configDump(src: DumpSources, registry: Registry, opts: { includeEds: boolean; resource?: string; nameRegex?: (name: string) => boolean }): JsonValue {
+export function configDump(
+  src: DumpSources,
+  registry: Registry,
+  opts: { includeEds: boolean; resource?: string; nameRegex?: (name: string) => boolean },
+): JsonValue {
   const dumps = build(src, opts.includeEds);
   if (!opts.resource) {
     const cd = create(ConfigDumpSchema, { configs: dumps.map((m) => pack(m, registry)) });

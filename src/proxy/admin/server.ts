@@ -40,7 +40,12 @@ export interface AdminHandlers {
 type Route = { method: 'GET' | 'POST' | 'ANY'; help: string; handle: (q: URLSearchParams, res: http.ServerResponse) => void };
 
 function send(res: http.ServerResponse, status: number, body: string, type = 'text/plain; charset=UTF-8'): void {
-  res.writeHead(status, { 'content-type': type, 'cache-control': 'no-cache, max-age=0', 'x-content-type-options': 'nosniff', 'content-length': Buffer.byteLength(body) });
+  res.writeHead(status, {
+    'content-type': type,
+    'cache-control': 'no-cache, max-age=0',
+    'x-content-type-options': 'nosniff',
+    'content-length': Buffer.byteLength(body),
+  });
   res.end(body);
 }
 
@@ -182,7 +187,11 @@ export class AdminServer {
         },
       },
       '/memory': { method: 'GET', help: 'print current allocation/heap usage', handle: (_q, res) => sendJson(res, h.memory()) },
-      '/hot_restart_version': { method: 'GET', help: 'print the hot restart compatibility version', handle: (_q, res) => send(res, 200, 'disabled\n') },
+      '/hot_restart_version': {
+        method: 'GET',
+        help: 'print the hot restart compatibility version',
+        handle: (_q, res) => send(res, 200, 'disabled\n'),
+      },
       '/runtime': { method: 'GET', help: 'print runtime values', handle: (_q, res) => sendJson(res, { entries: {}, layers: [] }) },
       '/certs': { method: 'GET', help: 'print certs on machine', handle: (_q, res) => sendJson(res, h.certs()) },
       '/reset_counters': {
@@ -198,7 +207,11 @@ export class AdminServer {
       this.routes[p] = {
         method: 'POST',
         help: r.help,
-        handle: (q, res) => void r.handle(q).then((body) => send(res, 200, body), (e: Error) => send(res, 400, `${e.message}\n`)),
+        handle: (q, res) =>
+          void r.handle(q).then(
+            (body) => send(res, 200, body),
+            (e: Error) => send(res, 400, `${e.message}\n`),
+          ),
       };
     }
     this.server = http.createServer((req, res) => this.dispatch(req, res));

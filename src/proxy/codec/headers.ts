@@ -70,11 +70,16 @@ export class RequestHeaders extends HeaderMap {
   override get(name: string): string | undefined {
     if (name.charCodeAt(0) === 58 /* : */) {
       switch (name) {
-        case ':method': return this.method;
-        case ':path': return this.path;
-        case ':authority': return this.authority;
-        case ':scheme': return this.scheme;
-        default: return undefined;
+        case ':method':
+          return this.method;
+        case ':path':
+          return this.path;
+        case ':authority':
+          return this.authority;
+        case ':scheme':
+          return this.scheme;
+        default:
+          return undefined;
       }
     }
     if (name === 'host') return this.authority;
@@ -101,11 +106,19 @@ export class RequestHeaders extends HeaderMap {
 
   private setPseudo(name: string, value: string): void {
     switch (name) {
-      case ':method': this.method = value; break;
-      case ':path': this.path = value; break;
+      case ':method':
+        this.method = value;
+        break;
+      case ':path':
+        this.path = value;
+        break;
       case 'host':
-      case ':authority': this.authority = value; break;
-      case ':scheme': this.scheme = value; break;
+      case ':authority':
+        this.authority = value;
+        break;
+      case ':scheme':
+        this.scheme = value;
+        break;
     }
   }
 
@@ -165,6 +178,4 @@ export class ResponseHeaders extends HeaderMap {
 }
 
 /** Connection-specific headers that never cross a proxy (RFC 9110 §7.6.1, plus HTTP/2's ban list). */
-export const HOP_BY_HOP = new Set([
-  'connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'http2-settings',
-]);
+export const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'te', 'http2-settings']);

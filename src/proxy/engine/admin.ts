@@ -3,7 +3,12 @@
 // the bind to the bootstrap's (or the starter's) admin address. The main thread only; workers have none.
 import { create, toJson, type JsonValue, type Registry } from '@bufbuild/protobuf';
 import { DurationSchema } from '@bufbuild/protobuf/wkt';
-import { ServerInfoSchema, ServerInfo_State, CommandLineOptions_DrainStrategy, CommandLineOptions_IpVersion } from '../../gen/envoy/admin/v3/server_info_pb';
+import {
+  ServerInfoSchema,
+  ServerInfo_State,
+  CommandLineOptions_DrainStrategy,
+  CommandLineOptions_IpVersion,
+} from '../../gen/envoy/admin/v3/server_info_pb';
 import type { Bootstrap } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
 import { buildInfo } from '../../lib/buildinfo';
@@ -115,11 +120,15 @@ export function adminServer(x: AdminContext): AdminServer {
     serverInfo: () => serverInfo(x),
     configDump: (q) => {
       const nameRe = q.get('name_regex');
-      return configDump({ bootstrap: { ...x.bootstrap, node: x.node }, startTime: x.startTime, clusters, listeners, routes, secrets }, x.dumpRegistry, {
-        includeEds: q.has('include_eds'),
-        ...(q.get('resource') ? { resource: q.get('resource')! } : {}),
-        ...(nameRe ? { nameRegex: searcher(nameRe) } : {}),
-      });
+      return configDump(
+        { bootstrap: { ...x.bootstrap, node: x.node }, startTime: x.startTime, clusters, listeners, routes, secrets },
+        x.dumpRegistry,
+        {
+          includeEds: q.has('include_eds'),
+          ...(q.get('resource') ? { resource: q.get('resource')! } : {}),
+          ...(nameRe ? { nameRegex: searcher(nameRe) } : {}),
+        },
+      );
     },
     certs: () => certsJson([...secrets.contexts].map((c) => c.certsInUse())),
     clustersText: () => clustersText(clusters.all()),
@@ -131,18 +140,31 @@ export function adminServer(x: AdminContext): AdminServer {
     quit: x.quit,
     memory: () => {
       const m = process.memoryUsage();
-      return { allocated: String(m.heapUsed), heap_size: String(m.heapTotal), pageheap_unmapped: '0', pageheap_free: '0', total_thread_cache: '0', total_physical_bytes: String(m.rss) };
+      return {
+        allocated: String(m.heapUsed),
+        heap_size: String(m.heapTotal),
+        pageheap_unmapped: '0',
+        pageheap_free: '0',
+        total_thread_cache: '0',
+        total_physical_bytes: String(m.rss),
+      };
     },
     resetCounters: control.resetCounters,
   });
 }
 
 /** Binds the admin server to the starter's address, else the bootstrap's; undefined for a pipe. */
-export async function bindAdmin(admin: AdminServer, bootstrap: Bootstrap, options: EngineOptions, log: Logger): Promise<{ host: string; port: number } | undefined> {
+export async function bindAdmin(
+  admin: AdminServer,
+  bootstrap: Bootstrap,
+  options: EngineOptions,
+  log: Logger,
+): Promise<{ host: string; port: number } | undefined> {
   const adminCfg = bootstrap.admin?.address?.address;
   let addr: { host: string; port: number } | { path: string };
   if (options.adminAddress) addr = options.adminAddress;
-  else if (adminCfg?.case === 'socketAddress') addr = { host: adminCfg.value.address, port: adminCfg.value.portSpecifier.case === 'portValue' ? adminCfg.value.portSpecifier.value : 0 };
+  else if (adminCfg?.case === 'socketAddress')
+    addr = { host: adminCfg.value.address, port: adminCfg.value.portSpecifier.case === 'portValue' ? adminCfg.value.portSpecifier.value : 0 };
   else addr = { path: adminCfg?.case === 'pipe' ? adminCfg.value.path : '' };
   try {
     const bound = await admin.listen(addr);

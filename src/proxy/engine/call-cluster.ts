@@ -14,26 +14,38 @@ export function callCluster(clusters: ClusterManager, name: string, call: Upstre
       h.abort();
       reject(new Error('upstream request timeout'));
     }, call.timeoutMs);
-    const h = startUpstreamRequest(c, host, c.protocol === 'http2' ? 'http2' : 'http1', { method: call.method, path: call.path, authority: call.authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers: { ...(call.headers ?? {}) } }, {
-      onResponse: (r) => {
-        const chunks: Buffer[] = [];
-        r.body.read({
-          onData: (d) => chunks.push(d),
-          onEnd: () => {
-            clearTimeout(timer);
-            resolve({ status: r.status, headers: r.headers, body: Buffer.concat(chunks) });
-          },
-          onAbort: (detail) => {
-            clearTimeout(timer);
-            reject(new Error(detail));
-          },
-        });
+    const h = startUpstreamRequest(
+      c,
+      host,
+      c.protocol === 'http2' ? 'http2' : 'http1',
+      {
+        method: call.method,
+        path: call.path,
+        authority: call.authority,
+        scheme: c.transportFor(host).tls ? 'https' : 'http',
+        headers: { ...(call.headers ?? {}) },
       },
-      onError: (_k, detail) => {
-        clearTimeout(timer);
-        reject(new Error(detail));
+      {
+        onResponse: (r) => {
+          const chunks: Buffer[] = [];
+          r.body.read({
+            onData: (d) => chunks.push(d),
+            onEnd: () => {
+              clearTimeout(timer);
+              resolve({ status: r.status, headers: r.headers, body: Buffer.concat(chunks) });
+            },
+            onAbort: (detail) => {
+              clearTimeout(timer);
+              reject(new Error(detail));
+            },
+          });
+        },
+        onError: (_k, detail) => {
+          clearTimeout(timer);
+          reject(new Error(detail));
+        },
       },
-    });
+    );
     h.body.end(call.body);
   });
 }

@@ -63,9 +63,26 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
   // the main thread serves as worker 0; worker threads make up the rest
   const concurrency = Math.max(1, options.concurrency ?? 1);
   const status = new ServerStatus(stats, startTime, concurrency, options.restartEpoch ?? 0);
-  const sources = new ConfigSources(bootstrap, { node, loggers, stats, typeRegistry: registry, backoff: options.xdsBackoff ?? { baseMs: 500, maxMs: 30_000 }, relay: worker !== undefined });
+  const sources = new ConfigSources(bootstrap, {
+    node,
+    loggers,
+    stats,
+    typeRegistry: registry,
+    backoff: options.xdsBackoff ?? { baseMs: 500, maxMs: 30_000 },
+    relay: worker !== undefined,
+  });
   if (worker) sources.relayTo = (key, m) => worker.registerMux(key, m);
-  const m = buildManagers(bootstrap, { options, stats, loggers, registry, filters, sources, drainTimeMs, nodeText: nodeText(node), serverDraining: () => status.healthFailed });
+  const m = buildManagers(bootstrap, {
+    options,
+    stats,
+    loggers,
+    registry,
+    filters,
+    sources,
+    drainTimeMs,
+    nodeText: nodeText(node),
+    serverDraining: () => status.healthFailed,
+  });
   let pool: WorkerPool | undefined;
   let admin: AdminServer | undefined;
   let exitResolve!: (code: number) => void;
@@ -94,7 +111,24 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       log.info('shutting down server instance (admin /quitquitquit)');
       void close(0);
     };
-    admin = adminServer({ ...m, bootstrap, options, node, startTime, concurrency, stats, tags, loggers, log, registry, dumpRegistry: dumpTypeRegistry(), status, control, pool, quit });
+    admin = adminServer({
+      ...m,
+      bootstrap,
+      options,
+      node,
+      startTime,
+      concurrency,
+      stats,
+      tags,
+      loggers,
+      log,
+      registry,
+      dumpRegistry: dumpTypeRegistry(),
+      status,
+      control,
+      pool,
+      quit,
+    });
     try {
       adminAddress = await bindAdmin(admin, bootstrap, options, log);
     } catch (e) {

@@ -23,10 +23,13 @@ export interface InitContext extends Managers {
 function firstFetch(log: Logger, subscribe: (onFirst: () => void) => void, cs: ConfigSource | undefined, what: string): Promise<void> {
   return new Promise<void>((resolve) => {
     const ms = durationToMs(cs?.initialFetchTimeout) ?? 15_000;
-    const t = ms > 0 ? setTimeout(() => {
-      log.warn(`${what}: initial fetch timed out after ${ms}ms; continuing initialization`);
-      resolve();
-    }, ms) : undefined;
+    const t =
+      ms > 0
+        ? setTimeout(() => {
+            log.warn(`${what}: initial fetch timed out after ${ms}ms; continuing initialization`);
+            resolve();
+          }, ms)
+        : undefined;
     subscribe(() => {
       if (t) clearTimeout(t);
       resolve();
@@ -42,19 +45,29 @@ export async function initialize(bootstrap: Bootstrap, x: InitContext): Promise<
   x.status.set('INITIALIZING');
   await clusters.initializeStatics();
   if (dr?.cdsConfig && ads) {
-    await firstFetch(log, (done) => {
-      clusters.onFirstCds = () => void clusters.whenWarm().then(done);
-      clusters.subscribeCds(ads);
-      ads.start();
-    }, dr.cdsConfig, 'CDS');
+    await firstFetch(
+      log,
+      (done) => {
+        clusters.onFirstCds = () => void clusters.whenWarm().then(done);
+        clusters.subscribeCds(ads);
+        ads.start();
+      },
+      dr.cdsConfig,
+      'CDS',
+    );
   }
   if (ads) routes.setMux(ads);
   if (dr?.ldsConfig && ads) {
-    await firstFetch(log, (done) => {
-      listeners.onFirstLds = () => void listeners.whenWarm().then(done);
-      listeners.subscribeLds(ads);
-      ads.start();
-    }, dr.ldsConfig, 'LDS');
+    await firstFetch(
+      log,
+      (done) => {
+        listeners.onFirstLds = () => void listeners.whenWarm().then(done);
+        listeners.subscribeLds(ads);
+        ads.start();
+      },
+      dr.ldsConfig,
+      'LDS',
+    );
   }
   ads?.start();
   if (x.closed()) return;

@@ -40,13 +40,30 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
   const secrets = new SecretManager(x.sources.resolve, loggers.get('secret'), stats, bootstrap.staticResources?.secrets ?? []);
   const clusters = new ClusterManager(stats, loggers.get('upstream'), secrets);
   for (const c of bootstrap.staticResources?.clusters ?? []) clusters.addStatic(c);
-  const routes: RouteManager = new RouteManager(() => ({ parsePerFilter: perFilterParser(filters, registry), clusterExists: (n) => clusters.has(n) }), loggers.get('router'), stats);
+  const routes: RouteManager = new RouteManager(
+    () => ({ parsePerFilter: perFilterParser(filters, registry), clusterExists: (n) => clusters.has(n) }),
+    loggers.get('router'),
+    stats,
+  );
   const upstreamCall = (cluster: string, call: UpstreamCall): Promise<UpstreamCallResult> => callCluster(clusters, cluster, call);
-  const addon = options.originalDst === undefined ? originalDstAddon() : options.originalDst ? { ok: true as const, source: options.originalDst } : { ok: false as const, reason: 'disabled for this engine' };
+  const addon =
+    options.originalDst === undefined
+      ? originalDstAddon()
+      : options.originalDst
+        ? { ok: true as const, source: options.originalDst }
+        : { ok: false as const, reason: 'disabled for this engine' };
   const worker = options.worker;
   const listeners = new ListenerManager(
     {
-      stats, log: loggers, clusters, routes, filters, typeRegistry: registry, upstreamCall, secrets, serverDraining: x.serverDraining,
+      stats,
+      log: loggers,
+      clusters,
+      routes,
+      filters,
+      typeRegistry: registry,
+      upstreamCall,
+      secrets,
+      serverDraining: x.serverDraining,
       originalDst: addon.ok ? addon.source : undefined,
       ...(addon.ok ? {} : { originalDstMissing: addon.reason }),
       ...(worker ? { sharedSocket: (key: string, name: string) => worker.sharedSocket(key, name) } : {}),

@@ -11,7 +11,10 @@ export const ENVOY_API_VERSION = '1.34.0';
 /** `node <id> with labels {k: v, …}`: how an operator recognises this proxy in a warning. */
 export function nodeText(node: Node): string {
   const labels = node.metadata?.['LABELS'];
-  const entries = labels && typeof labels === 'object' && !Array.isArray(labels) ? Object.entries(labels).map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`) : [];
+  const entries =
+    labels && typeof labels === 'object' && !Array.isArray(labels)
+      ? Object.entries(labels).map(([k, v]) => `${k}: ${typeof v === 'string' ? v : JSON.stringify(v)}`)
+      : [];
   return `node ${node.id || '(no id)'} with labels {${entries.sort().join(', ')}}`;
 }
 
@@ -30,7 +33,12 @@ export function withUserAgent(n: Node | undefined, filters: HttpFilterRegistry):
     case: 'userAgentBuildVersion',
     value: create(BuildVersionSchema, {
       version: { majorNumber, minorNumber, patch },
-      metadata: { 'revision.sha': b.revision, 'revision.status': b.status, 'build.type': 'RELEASE', 'ssl.version': `OpenSSL/${process.versions.openssl}` },
+      metadata: {
+        'revision.sha': b.revision,
+        'revision.status': b.status,
+        'build.type': 'RELEASE',
+        'ssl.version': `OpenSSL/${process.versions.openssl}`,
+      },
     }),
   };
   if (node.extensions.length === 0) node.extensions = engineExtensions(filters);

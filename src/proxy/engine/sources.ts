@@ -35,8 +35,17 @@ function grpcTarget(c: Cluster, where: string): { target: string; credentials: g
     const common = u?.commonTlsContext;
     const cert = common?.tlsCertificates[0];
     const vc = common?.validationContextType;
-    const ca = vc?.case === 'validationContext' ? readDataSource(vc.value.trustedCa, `${where}.trusted_ca`) : vc?.case === 'combinedValidationContext' ? readDataSource(vc.value.defaultValidationContext?.trustedCa, `${where}.trusted_ca`) : undefined;
-    credentials = grpc.credentials.createSsl(ca ?? null, readDataSource(cert?.privateKey, `${where}.private_key`) ?? null, readDataSource(cert?.certificateChain, `${where}.certificate_chain`) ?? null);
+    const ca =
+      vc?.case === 'validationContext'
+        ? readDataSource(vc.value.trustedCa, `${where}.trusted_ca`)
+        : vc?.case === 'combinedValidationContext'
+          ? readDataSource(vc.value.defaultValidationContext?.trustedCa, `${where}.trusted_ca`)
+          : undefined;
+    credentials = grpc.credentials.createSsl(
+      ca ?? null,
+      readDataSource(cert?.privateKey, `${where}.private_key`) ?? null,
+      readDataSource(cert?.certificateChain, `${where}.certificate_chain`) ?? null,
+    );
     if (u?.sni) options['grpc.ssl_target_name_override'] = u.sni;
   }
   return { target, credentials, options };
@@ -62,14 +71,19 @@ export class ConfigSources {
   /** Where a new mux is handed for worker threads; unset until there is somewhere to hand it. */
   relayTo: ((key: string, mux: GrpcMux) => void) | undefined;
 
-  constructor(bootstrap: Bootstrap, private readonly ctx: SourcesContext) {
+  constructor(
+    bootstrap: Bootstrap,
+    private readonly ctx: SourcesContext,
+  ) {
     this.staticByName = new Map((bootstrap.staticResources?.clusters ?? []).map((c) => [c.name, c]));
     const ads = bootstrap.dynamicResources?.adsConfig;
     if (!ads) return;
     const svc = ads.grpcServices[0]!;
     let t: { target: string; credentials: grpc.ChannelCredentials };
-    if (svc.targetSpecifier.case === 'envoyGrpc') t = grpcTarget(this.staticByName.get(svc.targetSpecifier.value.clusterName)!, 'dynamic_resources.ads_config');
-    else if (svc.targetSpecifier.case === 'googleGrpc') t = { target: svc.targetSpecifier.value.targetUri, credentials: grpc.credentials.createInsecure() };
+    if (svc.targetSpecifier.case === 'envoyGrpc')
+      t = grpcTarget(this.staticByName.get(svc.targetSpecifier.value.clusterName)!, 'dynamic_resources.ads_config');
+    else if (svc.targetSpecifier.case === 'googleGrpc')
+      t = { target: svc.targetSpecifier.value.targetUri, credentials: grpc.credentials.createInsecure() };
     else throw new ConfigError('dynamic_resources.ads_config.grpc_services[0]: envoy_grpc or google_grpc is required');
     this.ads = new GrpcMux({
       target: t.target,
@@ -99,12 +113,26 @@ export class ConfigSources {
       if (g?.targetSpecifier.case !== 'envoyGrpc') throw new ConfigError(`${where}.api_config_source: only envoy_grpc services are supported`);
       const name = g.targetSpecifier.value.clusterName;
       const c = this.staticByName.get(name);
-      if (!c) throw new ConfigError(`${where}.api_config_source: envoy.config.core.v3.ApiConfigSource must have a statically defined non-EDS cluster: '${name}' does not exist, was added via api, or is an EDS cluster`);
+      if (!c)
+        throw new ConfigError(
+          `${where}.api_config_source: envoy.config.core.v3.ApiConfigSource must have a statically defined non-EDS cluster: '${name}' does not exist, was added via api, or is an EDS cluster`,
+        );
       let m = this.sds.get(name);
       if (!m) {
         const t = grpcTarget(c, where);
         const x = this.ctx;
-        m = new GrpcMux({ target: t.target, credentials: t.credentials, node: x.node, service: 'sds', setNodeOnFirstMessageOnly: k.value.setNodeOnFirstMessageOnly, log: x.loggers.get('secret'), typeRegistry: x.typeRegistry, backoffBaseMs: x.backoff.baseMs, backoffMaxMs: x.backoff.maxMs, relay: x.relay });
+        m = new GrpcMux({
+          target: t.target,
+          credentials: t.credentials,
+          node: x.node,
+          service: 'sds',
+          setNodeOnFirstMessageOnly: k.value.setNodeOnFirstMessageOnly,
+          log: x.loggers.get('secret'),
+          typeRegistry: x.typeRegistry,
+          backoffBaseMs: x.backoff.baseMs,
+          backoffMaxMs: x.backoff.maxMs,
+          relay: x.relay,
+        });
         this.relayTo?.(name, m);
         this.sds.set(name, m);
         this.all.push(m);

@@ -11,7 +11,11 @@ import type { ServerState } from './types';
 export function engineStats(bootstrap: Bootstrap): { stats: StatsStore; tags: TagProducer } {
   const sc = bootstrap.statsConfig;
   const tags = new TagProducer(
-    (sc?.statsTags ?? []).map((t) => ({ name: t.tagName, ...(t.tagValue.case === 'regex' ? { regex: t.tagValue.value } : {}), ...(t.tagValue.case === 'fixedValue' ? { fixedValue: t.tagValue.value } : {}) })),
+    (sc?.statsTags ?? []).map((t) => ({
+      name: t.tagName,
+      ...(t.tagValue.case === 'regex' ? { regex: t.tagValue.value } : {}),
+      ...(t.tagValue.case === 'fixedValue' ? { fixedValue: t.tagValue.value } : {}),
+    })),
     sc?.useAllDefaultTags ?? true,
   );
   const sm = sc?.statsMatcher?.statsMatcher;
@@ -41,7 +45,12 @@ export class ServerStatus {
   private readonly gMemPhysical: Gauge;
   private readonly gTotalConnections: Gauge;
 
-  constructor(stats: StatsStore, private readonly startTime: number, concurrency: number, restartEpoch: number) {
+  constructor(
+    stats: StatsStore,
+    private readonly startTime: number,
+    concurrency: number,
+    restartEpoch: number,
+  ) {
     const server = (this.scope = stats.scope('server.'));
     this.gLive = server.gauge('live');
     this.gState = server.gauge('state');

@@ -10,11 +10,20 @@ import type { ServerStatus } from './state';
 import type { WorkerPool } from './worker/pool';
 
 /** The pool of worker threads, or undefined (with a warning) when sockets cannot be shared. */
-export async function startWorkerPool(bootstrap: Bootstrap, options: EngineOptions, concurrency: number, listeners: ListenerManager, status: ServerStatus, log: Logger): Promise<WorkerPool | undefined> {
+export async function startWorkerPool(
+  bootstrap: Bootstrap,
+  options: EngineOptions,
+  concurrency: number,
+  listeners: ListenerManager,
+  status: ServerStatus,
+  log: Logger,
+): Promise<WorkerPool | undefined> {
   const dup = originalDstAddon();
   const dupFd = dup.ok ? dup.source.dupFd : undefined;
   if (!dupFd) {
-    log.warn(`concurrency ${concurrency}: running one engine thread: worker threads share listening sockets through the native addon, which ${dup.ok ? 'has no dupFd in this build' : `is not loaded (${dup.reason})`}`);
+    log.warn(
+      `concurrency ${concurrency}: running one engine thread: worker threads share listening sockets through the native addon, which ${dup.ok ? 'has no dupFd in this build' : `is not loaded (${dup.reason})`}`,
+    );
     status.singleThreaded();
     return undefined;
   }

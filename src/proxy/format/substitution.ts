@@ -31,7 +31,10 @@ const HOSTNAME = os.hostname();
 
 function headerCommand(arg: string, which: 'request' | 'response' | 'trailers', cmd: string): (c: FormatContext) => string | undefined {
   const m = /^([^?]+)(?:\?([^?]+))?$/.exec(arg);
-  if (!m) throw new ConfigError(`Invalid header configuration. Expected format ${cmd}(<header_name>[?<alternative>])[:<max_length>], actual format ${cmd}(${arg})`);
+  if (!m)
+    throw new ConfigError(
+      `Invalid header configuration. Expected format ${cmd}(<header_name>[?<alternative>])[:<max_length>], actual format ${cmd}(${arg})`,
+    );
   const main = m[1]!.toLowerCase();
   const alt = m[2]?.toLowerCase();
   return (c) => {
@@ -54,18 +57,30 @@ function startTime(fmt: string | undefined): (c: FormatContext) => string {
     const p = (n: number, w = 2) => String(n).padStart(w, '0');
     return fmt.replace(/%(E?\d?[A-Za-z])/g, (_m, f: string) => {
       switch (f) {
-        case 'Y': return String(d.getUTCFullYear());
-        case 'm': return p(d.getUTCMonth() + 1);
-        case 'd': return p(d.getUTCDate());
-        case 'H': return p(d.getUTCHours());
-        case 'M': return p(d.getUTCMinutes());
-        case 'S': return p(d.getUTCSeconds());
-        case 'E3S': return `${p(d.getUTCSeconds())}.${p(d.getUTCMilliseconds(), 3)}`;
-        case 's': return String(Math.floor(d.getTime() / 1000));
-        case 'z': return '+0000';
-        case 'T': return `${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())}`;
-        case 'F': return `${d.getUTCFullYear()}-${p(d.getUTCMonth() + 1)}-${p(d.getUTCDate())}`;
-        default: return `%${f}`;
+        case 'Y':
+          return String(d.getUTCFullYear());
+        case 'm':
+          return p(d.getUTCMonth() + 1);
+        case 'd':
+          return p(d.getUTCDate());
+        case 'H':
+          return p(d.getUTCHours());
+        case 'M':
+          return p(d.getUTCMinutes());
+        case 'S':
+          return p(d.getUTCSeconds());
+        case 'E3S':
+          return `${p(d.getUTCSeconds())}.${p(d.getUTCMilliseconds(), 3)}`;
+        case 's':
+          return String(Math.floor(d.getTime() / 1000));
+        case 'z':
+          return '+0000';
+        case 'T':
+          return `${p(d.getUTCHours())}:${p(d.getUTCMinutes())}:${p(d.getUTCSeconds())}`;
+        case 'F':
+          return `${d.getUTCFullYear()}-${p(d.getUTCMonth() + 1)}-${p(d.getUTCDate())}`;
+        default:
+          return `%${f}`;
       }
     });
   };

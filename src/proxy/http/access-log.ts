@@ -58,13 +58,46 @@ function compileFormatString(f: SubstitutionFormatString | undefined, where: str
 function compare(c: ComparisonFilter | undefined, v: number): boolean {
   const want = c?.value?.defaultValue ?? 0;
   switch (c?.op) {
-    case ComparisonFilter_Op.GE: return v >= want;
-    case ComparisonFilter_Op.LE: return v <= want;
-    default: return v === want;
+    case ComparisonFilter_Op.GE:
+      return v >= want;
+    case ComparisonFilter_Op.LE:
+      return v <= want;
+    default:
+      return v === want;
   }
 }
 
-const RESPONSE_FLAGS = new Set(['LH', 'UH', 'UT', 'LR', 'UR', 'UF', 'UC', 'UO', 'NR', 'DI', 'FI', 'RL', 'UAEX', 'RLSE', 'DC', 'URX', 'SI', 'IH', 'DPE', 'UMSDR', 'RFCF', 'NFCF', 'DT', 'UPE', 'NC', 'OM', 'DF', 'DO', 'DR']);
+const RESPONSE_FLAGS = new Set([
+  'LH',
+  'UH',
+  'UT',
+  'LR',
+  'UR',
+  'UF',
+  'UC',
+  'UO',
+  'NR',
+  'DI',
+  'FI',
+  'RL',
+  'UAEX',
+  'RLSE',
+  'DC',
+  'URX',
+  'SI',
+  'IH',
+  'DPE',
+  'UMSDR',
+  'RFCF',
+  'NFCF',
+  'DT',
+  'UPE',
+  'NC',
+  'OM',
+  'DF',
+  'DO',
+  'DR',
+]);
 
 function compileFilter(f: AccessLogFilter, where: string): (c: FormatContext) => boolean {
   const s = f.filterSpecifier;
@@ -94,7 +127,8 @@ function compileFilter(f: AccessLogFilter, where: string): (c: FormatContext) =>
       return (c) => (c.request ? m(headerFieldsOf(c.request)) : false);
     }
     case 'responseFlagFilter': {
-      for (const fl of s.value.flags) if (!RESPONSE_FLAGS.has(fl)) throw new ConfigError(`${where}.response_flag_filter.flags: unknown response flag '${fl}'`);
+      for (const fl of s.value.flags)
+        if (!RESPONSE_FLAGS.has(fl)) throw new ConfigError(`${where}.response_flag_filter.flags: unknown response flag '${fl}'`);
       const flags = new Set(s.value.flags);
       return (c) => (flags.size === 0 ? c.info.flags.length > 0 : c.info.flags.some((x) => flags.has(x)));
     }

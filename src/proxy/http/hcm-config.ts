@@ -17,7 +17,14 @@ import type { RequestPolicy } from '../codec/h1/parser';
 import type { RouteConfigProvider, RouteManager } from '../route/rds';
 import { ResponseCodeStats, type Counter, type Gauge, type Histogram, type StatsScope, type StatsStore } from '../stats/store';
 import type { ClusterManager } from '../upstream/cluster-manager';
-import { typeNameOf, type FilterFactoryContext, type HttpFilter, type HttpFilterRegistry, type UpstreamCall, type UpstreamCallResult } from './filter-api';
+import {
+  typeNameOf,
+  type FilterFactoryContext,
+  type HttpFilter,
+  type HttpFilterRegistry,
+  type UpstreamCall,
+  type UpstreamCallResult,
+} from './filter-api';
 import { pathOptionsOf, type EscapedSlashesAction } from './path';
 import { unwrapTypedStruct } from './typed-struct';
 import { clientCertDetailsOf, forwardClientCertOf, type ClientCertDetail, type ForwardClientCert } from './xfcc';
@@ -126,8 +133,10 @@ export function hcmOptionsOf(proto: HttpConnectionManager, where: string): HcmOp
   const options: HcmOptions = {
     serverName: proto.serverName || 'envoy',
     serverHeader:
-      proto.serverHeaderTransformation === HttpConnectionManager_ServerHeaderTransformation.APPEND_IF_ABSENT ? 'appendIfAbsent'
-        : proto.serverHeaderTransformation === HttpConnectionManager_ServerHeaderTransformation.PASS_THROUGH ? 'passThrough'
+      proto.serverHeaderTransformation === HttpConnectionManager_ServerHeaderTransformation.APPEND_IF_ABSENT
+        ? 'appendIfAbsent'
+        : proto.serverHeaderTransformation === HttpConnectionManager_ServerHeaderTransformation.PASS_THROUGH
+          ? 'passThrough'
           : 'overwrite',
     useRemoteAddress: proto.useRemoteAddress ?? false,
     xffNumTrustedHops: proto.xffNumTrustedHops,
@@ -139,9 +148,15 @@ export function hcmOptionsOf(proto: HttpConnectionManager, where: string): HcmOp
     normalizePath: po.normalize,
     mergeSlashes: po.mergeSlashes,
     escapedSlashes: po.escapedSlashes,
-    stripPort: proto.stripPortMode.case === 'stripAnyHostPort' && proto.stripPortMode.value ? 'any' : proto.stripMatchingHostPort ? 'matching' : 'none',
+    stripPort:
+      proto.stripPortMode.case === 'stripAnyHostPort' && proto.stripPortMode.value ? 'any' : proto.stripMatchingHostPort ? 'matching' : 'none',
     stripTrailingHostDot: proto.stripTrailingHostDot,
-    codec: proto.codecType === HttpConnectionManager_CodecType.HTTP1 ? 'http1' : proto.codecType === HttpConnectionManager_CodecType.HTTP2 ? 'http2' : 'auto',
+    codec:
+      proto.codecType === HttpConnectionManager_CodecType.HTTP1
+        ? 'http1'
+        : proto.codecType === HttpConnectionManager_CodecType.HTTP2
+          ? 'http2'
+          : 'auto',
     idleTimeoutMs: durationToMs(proto.commonHttpProtocolOptions?.idleTimeout) ?? 3_600_000,
     maxRequestHeadersKb: proto.maxRequestHeadersKb ?? 60,
     h1Policy: {
@@ -169,7 +184,13 @@ export function internalAddressTest(proto: HttpConnectionManager, where: string)
 }
 
 /** The HTTP filters, in chain order, and the settings of the router that must end the chain. */
-export function compileHttpFilters(proto: HttpConnectionManager, where: string, deps: HcmDeps, scope: StatsScope, log: Logger): { filters: ChainEntry[]; router: RouterOptions } {
+export function compileHttpFilters(
+  proto: HttpConnectionManager,
+  where: string,
+  deps: HcmDeps,
+  scope: StatsScope,
+  log: Logger,
+): { filters: ChainEntry[]; router: RouterOptions } {
   // HTTP filters, in chain order; the router must be the one terminal filter, last
   const filters: ChainEntry[] = [];
   const routerLog = deps.log.get('router');
@@ -189,11 +210,17 @@ export function compileHttpFilters(proto: HttpConnectionManager, where: string, 
       throw new ConfigError(`Didn't find a registered implementation for name: '${f.name}'`);
     }
     const last = i === proto.httpFilters.length - 1;
-    if (factory.terminal && !last) throw new ConfigError(`Error: terminal filter named ${f.name} of type ${factory.name} must be the last filter in a http filter chain.`);
-    if (!factory.terminal && last) throw new ConfigError(`Error: non-terminal filter named ${f.name} of type ${factory.name} is the last filter in a http filter chain.`);
+    if (factory.terminal && !last)
+      throw new ConfigError(`Error: terminal filter named ${f.name} of type ${factory.name} must be the last filter in a http filter chain.`);
+    if (!factory.terminal && last)
+      throw new ConfigError(`Error: non-terminal filter named ${f.name} of type ${factory.name} is the last filter in a http filter chain.`);
     if (factory.terminal) {
       const r = any ? anyUnpack(any, RouterSchema) : undefined;
-      routerOpts = { suppressEnvoyHeaders: r?.suppressEnvoyHeaders ?? false, respectExpectedRqTimeout: r?.respectExpectedRqTimeout ?? false, log: routerLog };
+      routerOpts = {
+        suppressEnvoyHeaders: r?.suppressEnvoyHeaders ?? false,
+        respectExpectedRqTimeout: r?.respectExpectedRqTimeout ?? false,
+        log: routerLog,
+      };
       return;
     }
     const ctx: FilterFactoryContext = {

@@ -19,7 +19,16 @@ import { applyPeer, type TlsContext } from '../tls/context';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { compileAccessLogs, type AccessLogger } from './access-log';
 import type { LocalReply } from './filter-api';
-import { compileHttpFilters, HcmStats, hcmOptionsOf, internalAddressTest, routeProviderOf, type ChainEntry, type HcmDeps, type HcmOptions } from './hcm-config';
+import {
+  compileHttpFilters,
+  HcmStats,
+  hcmOptionsOf,
+  internalAddressTest,
+  routeProviderOf,
+  type ChainEntry,
+  type HcmDeps,
+  type HcmOptions,
+} from './hcm-config';
 import { processPath } from './path';
 import { Router } from './router';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
@@ -36,9 +45,20 @@ export interface TlsHooks {
 
 /** Headers an edge proxy strips from external requests (Envoy's x-envoy-* sanitising). */
 const EXTERNAL_STRIPPED = [
-  'x-envoy-decorator-operation', 'x-envoy-downstream-service-cluster', 'x-envoy-downstream-service-node', 'x-envoy-expected-rq-timeout-ms',
-  'x-envoy-force-trace', 'x-envoy-internal', 'x-envoy-ip-tags', 'x-envoy-max-retries', 'x-envoy-retry-grpc-on', 'x-envoy-retry-on',
-  'x-envoy-upstream-alt-stat-name', 'x-envoy-upstream-rq-per-try-timeout-ms', 'x-envoy-upstream-rq-timeout-alt-response', 'x-envoy-upstream-rq-timeout-ms',
+  'x-envoy-decorator-operation',
+  'x-envoy-downstream-service-cluster',
+  'x-envoy-downstream-service-node',
+  'x-envoy-expected-rq-timeout-ms',
+  'x-envoy-force-trace',
+  'x-envoy-internal',
+  'x-envoy-ip-tags',
+  'x-envoy-max-retries',
+  'x-envoy-retry-grpc-on',
+  'x-envoy-retry-on',
+  'x-envoy-upstream-alt-stat-name',
+  'x-envoy-upstream-rq-per-try-timeout-ms',
+  'x-envoy-upstream-rq-timeout-alt-response',
+  'x-envoy-upstream-rq-timeout-ms',
   'x-envoy-hedge-on-per-try-timeout',
 ];
 
@@ -82,7 +102,10 @@ export class HcmRuntime {
     this.ready = this.routes.ready;
     // HTTP/1.x (plaintext or after TLS) is served by the engine's own codec (h1/server.ts), HTTP/2 by Node's servers
     const onRequest = (req: DownstreamRequest, res: DownstreamResponse) => this.onRequest(req, res);
-    this.h2 = http2.createServer({ settings: { enablePush: false }, maxSessionMemory: 64 }, onRequest as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void);
+    this.h2 = http2.createServer(
+      { settings: { enablePush: false }, maxSessionMemory: 64 },
+      onRequest as unknown as (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void,
+    );
     this.h2.on('session', (session: http2.ServerHttp2Session) => {
       const ctx = this.pendingSessionCtx;
       if (ctx) {
@@ -279,7 +302,7 @@ export class HcmRuntime {
       if (HOP_BY_HOP.has(k) && !(k === 'te' && raw[k] === 'trailers')) continue;
       h[k] = raw[k];
     }
-    let authority = ((isH2 ? raw[':authority'] ?? raw.host : raw.host) as string | undefined) ?? '';
+    let authority = ((isH2 ? (raw[':authority'] ?? raw.host) : raw.host) as string | undefined) ?? '';
     let path = req.url ?? '/';
     if (!isH2 && path.charCodeAt(0) !== 47 && /^https?:\/\//i.test(path)) {
       // absolute-form request target: the URL's authority wins (RFC 9112 §3.2.2)
@@ -324,7 +347,8 @@ export class HcmRuntime {
     if (o.stripTrailingHostDot) headers.authority = headers.authority.replace(/\.(?=(:\d+)?$)/, '');
     if (o.stripPort !== 'none') {
       const p = portStart(headers.authority);
-      if (p >= 0 && (o.stripPort === 'any' || Number(headers.authority.slice(p + 1)) === this.listenerPort)) headers.authority = headers.authority.slice(0, p);
+      if (p >= 0 && (o.stripPort === 'any' || Number(headers.authority.slice(p + 1)) === this.listenerPort))
+        headers.authority = headers.authority.slice(0, p);
     }
     this.mutateRequestHeaders(s);
     this.runDecoders(s, 0);
@@ -350,7 +374,10 @@ export class HcmRuntime {
       h.set('x-forwarded-proto', s.conn.info.tls ? 'https' : 'http');
     } else {
       const xff = h.get('x-forwarded-for');
-      const last = xff?.split(',').map((x) => x.trim()).filter(Boolean);
+      const last = xff
+        ?.split(',')
+        .map((x) => x.trim())
+        .filter(Boolean);
       internal = last ? last.length === 1 && this.isInternal(last[0]!) : (s.conn.internal ??= this.isInternal(remote));
       if (!h.has('x-forwarded-proto')) h.set('x-forwarded-proto', s.conn.info.tls ? 'https' : 'http');
     }

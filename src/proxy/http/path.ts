@@ -24,7 +24,14 @@ export function pathOptionsOf(proto: HttpConnectionManager): PathOptions {
   return {
     normalize: proto.normalizePath ?? false,
     mergeSlashes: proto.mergeSlashes,
-    escapedSlashes: esc === Escaped.REJECT_REQUEST ? 'reject' : esc === Escaped.UNESCAPE_AND_REDIRECT ? 'redirect' : esc === Escaped.UNESCAPE_AND_FORWARD ? 'forward' : 'keep',
+    escapedSlashes:
+      esc === Escaped.REJECT_REQUEST
+        ? 'reject'
+        : esc === Escaped.UNESCAPE_AND_REDIRECT
+          ? 'redirect'
+          : esc === Escaped.UNESCAPE_AND_FORWARD
+            ? 'forward'
+            : 'keep',
   };
 }
 

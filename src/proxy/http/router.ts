@@ -11,7 +11,17 @@ const NO_LB_CONTEXT: LbContext = {};
 import type { Host } from '../upstream/host';
 import type { UpstreamCluster } from '../upstream/cluster';
 import { APPLICATION_PROTOCOLS_KEY, type ApplicationProtocolsFor } from '../stream-info';
-import { connectUpstream, readyEvent, startUpstreamRequest, type BodySink, type UpstreamBody, type UpstreamCallbacks, type UpstreamFailure, type UpstreamRequestHandle, type UpstreamResponse } from '../upstream/pool';
+import {
+  connectUpstream,
+  readyEvent,
+  startUpstreamRequest,
+  type BodySink,
+  type UpstreamBody,
+  type UpstreamCallbacks,
+  type UpstreamFailure,
+  type UpstreamRequestHandle,
+  type UpstreamResponse,
+} from '../upstream/pool';
 import { pendingOn } from '../upstream/host-pools';
 import { plainIp } from '../stream-info';
 import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from '../codec/headers';
@@ -261,11 +271,20 @@ export class Router {
       spliceUpgrade(s, cluster, timeoutMs);
       return;
     }
-    let retry = sel.route.action.kind === 'route' ? a.retry ?? sel.vhost.retry : undefined;
+    let retry = sel.route.action.kind === 'route' ? (a.retry ?? sel.vhost.retry) : undefined;
     const hdrRetryOn = req.get('x-envoy-retry-on');
     const hdrMax = req.get('x-envoy-max-retries');
     if (hdrRetryOn || hdrMax) {
-      const base: RetryPolicy = retry ?? { retryOn: new Set(), numRetries: 1, perTryTimeoutMs: 0, retriableStatusCodes: new Set(), avoidPreviousHosts: false, hostSelectionRetryMaxAttempts: 1, baseIntervalMs: 25, maxIntervalMs: 250 };
+      const base: RetryPolicy = retry ?? {
+        retryOn: new Set(),
+        numRetries: 1,
+        perTryTimeoutMs: 0,
+        retriableStatusCodes: new Set(),
+        avoidPreviousHosts: false,
+        hostSelectionRetryMaxAttempts: 1,
+        baseIntervalMs: 25,
+        maxIntervalMs: 250,
+      };
       retry = {
         ...base,
         retryOn: hdrRetryOn ? new Set([...base.retryOn, ...hdrRetryOn.split(',').map((x) => x.trim())]) : base.retryOn,
@@ -332,7 +351,9 @@ class UpstreamExchange implements BodyReader {
     const c = this.cluster;
     if (c.type === 'ORIGINAL_DST') {
       const hdr = c.useHttpHeaderForOriginalDst ? this.s.request.get(c.useHttpHeaderForOriginalDst) : undefined;
-      const dst = hdr ? parseHostPort(hdr, 0) : this.s.conn.info.originalDestination ?? parseHostPort(this.s.request.authority, this.s.conn.info.tls ? 443 : 80);
+      const dst = hdr
+        ? parseHostPort(hdr, 0)
+        : (this.s.conn.info.originalDestination ?? parseHostPort(this.s.request.authority, this.s.conn.info.tls ? 443 : 80));
       if (!dst || dst.port === 0) return undefined;
       return c.originalDstHost(dst.address, dst.port);
     }
@@ -383,10 +404,18 @@ class UpstreamExchange implements BodyReader {
       return;
     }
     // circuit breakers
-    if (c.rqActive >= c.thresholds.maxRequests || (this.protocol === 'http1' && c.thresholds.maxPendingRequests < 1e9 && c.cxActive >= c.thresholds.maxConnections && pendingOn(host) >= c.thresholds.maxPendingRequests)) {
+    if (
+      c.rqActive >= c.thresholds.maxRequests ||
+      (this.protocol === 'http1' &&
+        c.thresholds.maxPendingRequests < 1e9 &&
+        c.cxActive >= c.thresholds.maxConnections &&
+        pendingOn(host) >= c.thresholds.maxPendingRequests)
+    ) {
       cs.rqPendingOverflow.inc();
       c.updateCircuitBreakerGauges();
-      this.fail(503, 'upstream connect error or disconnect/reset before headers. reset reason: overflow', 'UO', 'overflow', { 'x-envoy-overloaded': 'true' });
+      this.fail(503, 'upstream connect error or disconnect/reset before headers. reset reason: overflow', 'UO', 'overflow', {
+        'x-envoy-overloaded': 'true',
+      });
       return;
     }
     this.attempt++;
@@ -420,7 +449,14 @@ class UpstreamExchange implements BodyReader {
     const alpnFor = this.s.filterState.get(APPLICATION_PROTOCOLS_KEY) as ApplicationProtocolsFor | undefined;
     const alpn = alpnFor?.(this.protocol, c.metadata);
     const source = this.s.conn.info.upstreamSource;
-    const handle = startUpstreamRequest(c, host, this.protocol, { method: req.method, path: req.path, authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers }, new Attempt(this, attemptNo, host), alpn || source ? { alpnOverride: alpn, source } : undefined);
+    const handle = startUpstreamRequest(
+      c,
+      host,
+      this.protocol,
+      { method: req.method, path: req.path, authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers },
+      new Attempt(this, attemptNo, host),
+      alpn || source ? { alpnOverride: alpn, source } : undefined,
+    );
     this.current = handle;
     this.body.attach(handle.body);
     const ptt = this.retry?.perTryTimeoutMs ?? 0;
@@ -507,7 +543,12 @@ class UpstreamExchange implements BodyReader {
     const flag = kind === 'connect_failure' ? 'UF' : 'UC';
     if (this.attempt > 1) this.s.info.setFlag('URX');
     const prefix = this.attempt > 1 ? 'retried and the latest reset reason: ' : 'reset reason: ';
-    this.fail(503, `upstream connect error or disconnect/reset before headers. ${prefix}${reason}`, flag, `upstream_reset_before_response_started{${reason.replace(/ /g, '_')}}`);
+    this.fail(
+      503,
+      `upstream connect error or disconnect/reset before headers. ${prefix}${reason}`,
+      flag,
+      `upstream_reset_before_response_started{${reason.replace(/ /g, '_')}}`,
+    );
   }
 
   private fail(status: number, body: string, flag: string | undefined, details: string, headers?: Record<string, string>): void {
@@ -631,12 +672,13 @@ class Attempt implements UpstreamCallbacks {
  * Upgrade/Connection headers), then the two sockets are spliced; the upstream's 101 goes back verbatim.
  */
 function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): void {
-  const host = cluster.type === 'ORIGINAL_DST'
-    ? (() => {
-        const d = s.conn.info.originalDestination ?? parseHostPort(s.request.authority, 80);
-        return d ? cluster.originalDstHost(d.address, d.port) : undefined;
-      })()
-    : cluster.chooseHost({});
+  const host =
+    cluster.type === 'ORIGINAL_DST'
+      ? (() => {
+          const d = s.conn.info.originalDestination ?? parseHostPort(s.request.authority, 80);
+          return d ? cluster.originalDstHost(d.address, d.port) : undefined;
+        })()
+      : cluster.chooseHost({});
   if (!host) {
     cluster.stats.noneHealthy.inc();
     s.sendLocalReply({ status: 503, body: 'no healthy upstream', flag: 'UH', details: 'no_healthy_upstream' });
@@ -649,9 +691,12 @@ function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): 
   const up = connectUpstream(cluster, host, undefined, source ? { source } : undefined);
   const down = s.req.socket as import('node:net').Socket;
   let connected = false;
-  const timer = timeoutMs > 0 ? setTimeout(() => {
-    if (!connected) up.destroy(new Error('upstream request timeout'));
-  }, timeoutMs) : undefined;
+  const timer =
+    timeoutMs > 0
+      ? setTimeout(() => {
+          if (!connected) up.destroy(new Error('upstream request timeout'));
+        }, timeoutMs)
+      : undefined;
   up.once(readyEvent(up), () => {
     connected = true;
     if (timer) clearTimeout(timer);
@@ -684,7 +729,12 @@ function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): 
     if (timer) clearTimeout(timer);
     if (!connected) {
       s.info.upstreamTransportFailureReason = e.message;
-      s.sendLocalReply({ status: 503, body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure', flag: 'UF', details: 'upstream_reset_before_response_started{connection_failure}' });
+      s.sendLocalReply({
+        status: 503,
+        body: 'upstream connect error or disconnect/reset before headers. reset reason: connection failure',
+        flag: 'UF',
+        details: 'upstream_reset_before_response_started{connection_failure}',
+      });
       return;
     }
     done();

@@ -63,12 +63,21 @@ export interface ConnectionContext {
 /** Envoy's HTTP → gRPC status mapping for local replies to gRPC requests. */
 export function grpcStatusFor(http: number): number {
   switch (http) {
-    case 400: return 13;
-    case 401: return 16;
-    case 403: return 7;
-    case 404: return 12;
-    case 429: case 502: case 503: case 504: return 14;
-    default: return 2;
+    case 400:
+      return 13;
+    case 401:
+      return 16;
+    case 403:
+      return 7;
+    case 404:
+      return 12;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return 14;
+    default:
+      return 2;
   }
 }
 
@@ -77,7 +86,8 @@ const EMPTY_MAP = new Map<string, unknown>();
 /** gRPC's grpc-message encoding: percent-encode '%' and bytes outside printable ASCII, nothing else. */
 export function grpcMessage(s: string): string {
   let out = '';
-  for (const b of Buffer.from(s, 'utf8')) out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b.toString(16).toUpperCase().padStart(2, '0')}` : String.fromCharCode(b);
+  for (const b of Buffer.from(s, 'utf8'))
+    out += b < 0x20 || b > 0x7e || b === 0x25 ? `%${b.toString(16).toUpperCase().padStart(2, '0')}` : String.fromCharCode(b);
   return out;
 }
 
@@ -164,14 +174,23 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   perFilterConfig<T>(filterName: string): T | undefined {
     const sel = this.route();
     if (!sel) return undefined;
-    const w = this.weighted?.perFilterConfig.get(filterName) ?? sel.route.perFilterConfig.get(filterName) ?? sel.vhost.perFilterConfig.get(filterName) ?? sel.config.perFilterConfig.get(filterName);
+    const w =
+      this.weighted?.perFilterConfig.get(filterName) ??
+      sel.route.perFilterConfig.get(filterName) ??
+      sel.vhost.perFilterConfig.get(filterName) ??
+      sel.config.perFilterConfig.get(filterName);
     return w?.config as T | undefined;
   }
 
   /** A filter is skipped when its per-route FilterConfig says disabled (or it is disabled and not enabled). */
   filterDisabled(name: string, disabledByDefault: boolean): boolean {
     const sel = this.route();
-    const pf = sel ? (this.weighted?.perFilterConfig ?? EMPTY_MAP).get(name) ?? sel.route.perFilterConfig.get(name) ?? sel.vhost.perFilterConfig.get(name) ?? sel.config.perFilterConfig.get(name) : undefined;
+    const pf = sel
+      ? ((this.weighted?.perFilterConfig ?? EMPTY_MAP).get(name) ??
+        sel.route.perFilterConfig.get(name) ??
+        sel.vhost.perFilterConfig.get(name) ??
+        sel.config.perFilterConfig.get(name))
+      : undefined;
     if (pf && typeof pf === 'object' && 'disabled' in (pf as object)) return (pf as { disabled: boolean }).disabled;
     return disabledByDefault;
   }

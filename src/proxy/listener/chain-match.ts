@@ -32,7 +32,8 @@ export interface ConnectionFacts {
 export function compileChainMatch(m: FilterChainMatch | undefined, where: string): CompiledChainMatch {
   if (m?.addressSuffix || m?.suffixLen !== undefined) throw new ConfigError(`${where}: address_suffix/suffix_len are not supported`);
   for (const n of m?.serverNames ?? []) {
-    if (n.includes('*') && !(n.startsWith('*.') && n.indexOf('*', 1) < 0)) throw new ConfigError(`${where}.server_names: partial wildcards are not supported: ${n}`);
+    if (n.includes('*') && !(n.startsWith('*.') && n.indexOf('*', 1) < 0))
+      throw new ConfigError(`${where}.server_names: partial wildcards are not supported: ${n}`);
   }
   return {
     destinationPort: m?.destinationPort,
@@ -41,7 +42,12 @@ export function compileChainMatch(m: FilterChainMatch | undefined, where: string
     transportProtocol: m?.transportProtocol ?? '',
     applicationProtocols: m?.applicationProtocols ?? [],
     directSourcePrefixRanges: (m?.directSourcePrefixRanges ?? []).map((r, i) => parseCidr(r, `${where}.direct_source_prefix_ranges[${i}]`)),
-    sourceType: m?.sourceType === FilterChainMatch_ConnectionSourceType.SAME_IP_OR_LOOPBACK ? 'local' : m?.sourceType === FilterChainMatch_ConnectionSourceType.EXTERNAL ? 'external' : 'any',
+    sourceType:
+      m?.sourceType === FilterChainMatch_ConnectionSourceType.SAME_IP_OR_LOOPBACK
+        ? 'local'
+        : m?.sourceType === FilterChainMatch_ConnectionSourceType.EXTERNAL
+          ? 'external'
+          : 'any',
     sourcePrefixRanges: (m?.sourcePrefixRanges ?? []).map((r, i) => parseCidr(r, `${where}.source_prefix_ranges[${i}]`)),
     sourcePorts: m?.sourcePorts ?? [],
   };
@@ -81,7 +87,8 @@ const SCORERS: Array<Scorer<{ match: CompiledChainMatch }>> = [
   (c, f) => longestCidr(c.match.prefixRanges, parseIp(f.destinationIp)),
   (c, f) => serverNameScore(c.match.serverNames, f.serverName),
   (c, f) => (c.match.transportProtocol === '' ? 0 : c.match.transportProtocol === f.transportProtocol ? 1 : undefined),
-  (c, f) => (c.match.applicationProtocols.length === 0 ? 0 : c.match.applicationProtocols.some((p) => f.applicationProtocols.includes(p)) ? 1 : undefined),
+  (c, f) =>
+    c.match.applicationProtocols.length === 0 ? 0 : c.match.applicationProtocols.some((p) => f.applicationProtocols.includes(p)) ? 1 : undefined,
   (c, f) => longestCidr(c.match.directSourcePrefixRanges, parseIp(f.sourceIp)),
   (c, f) => (c.match.sourceType === 'any' ? 0 : (c.match.sourceType === 'local') === isLocal(f.sourceIp, f.destinationIp) ? 1 : undefined),
   (c, f) => longestCidr(c.match.sourcePrefixRanges, parseIp(f.sourceIp)),

@@ -42,10 +42,16 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
   let tlsCtx: TlsContext | undefined;
   const ts = fc.transportSocket;
   if (ts && ts.configType.case === 'typedConfig' && ts.configType.value.typeUrl !== RAW_BUFFER) {
-    if (ts.configType.value.typeUrl !== TLS_SOCKET) throw new ConfigError(`${where}.transport_socket: Didn't find a registered implementation for name: '${ts.name}'`);
+    if (ts.configType.value.typeUrl !== TLS_SOCKET)
+      throw new ConfigError(`${where}.transport_socket: Didn't find a registered implementation for name: '${ts.name}'`);
     const d = anyUnpack(ts.configType.value, DownstreamTlsContextSchema);
     if (!d) throw new ConfigError(`${where}.transport_socket: cannot decode DownstreamTlsContext`);
-    tlsCtx = new TlsContext(d.commonTlsContext, { role: 'server', requireClientCertificate: d.requireClientCertificate ?? false }, x.deps.secrets, `${where}.transport_socket`);
+    tlsCtx = new TlsContext(
+      d.commonTlsContext,
+      { role: 'server', requireClientCertificate: d.requireClientCertificate ?? false },
+      x.deps.secrets,
+      `${where}.transport_socket`,
+    );
   }
   const rbac: NetworkRbac[] = [];
   let hcm: HcmRuntime | undefined;
@@ -59,18 +65,27 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
       const last = i === fc.filters.length - 1;
       switch (any.typeUrl) {
         case HCM: {
-          if (!last) throw new ConfigError(`Error: terminal filter named ${f.name} of type envoy.filters.network.http_connection_manager must be the last filter in a network filter chain.`);
+          if (!last)
+            throw new ConfigError(
+              `Error: terminal filter named ${f.name} of type envoy.filters.network.http_connection_manager must be the last filter in a network filter chain.`,
+            );
           const h = anyUnpack(any, HttpConnectionManagerSchema);
           if (!h) throw new ConfigError(`${fw}: cannot decode HttpConnectionManager`);
           hcm = new HcmRuntime(h, fw, x.deps, x.isStatic, x.port);
           break;
         }
         case TCP_PROXY:
-          if (!last) throw new ConfigError(`Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`);
+          if (!last)
+            throw new ConfigError(
+              `Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`,
+            );
           tcp = new TcpProxy(any, fw, x.deps.stats, x.deps.clusters, x.log);
           break;
         case NET_RBAC:
-          if (last) throw new ConfigError(`Error: non-terminal filter named ${f.name} of type envoy.filters.network.rbac is the last filter in a network filter chain.`);
+          if (last)
+            throw new ConfigError(
+              `Error: non-terminal filter named ${f.name} of type envoy.filters.network.rbac is the last filter in a network filter chain.`,
+            );
           rbac.push(new NetworkRbac(any, fw, x.deps.stats));
           break;
         default:

@@ -46,7 +46,14 @@ export interface PeekOptions {
 }
 
 /** Reads until the first bytes decide what the chain selection and codec need. */
-export function peekFirstBytes(socket: net.Socket, head: Buffer | undefined, needHost: boolean, insp: Inspectors, o: PeekOptions, done: (buf: Buffer, s: Sniffed, host: { host: string; port: number } | undefined) => void): void {
+export function peekFirstBytes(
+  socket: net.Socket,
+  head: Buffer | undefined,
+  needHost: boolean,
+  insp: Inspectors,
+  o: PeekOptions,
+  done: (buf: Buffer, s: Sniffed, host: { host: string; port: number } | undefined) => void,
+): void {
   let buf = head ?? Buffer.alloc(0);
   o.stats.preCxActive.inc();
   let finished = false;

@@ -33,10 +33,17 @@ const KNOWN_LISTENER_FILTERS = new Set([
   'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst',
   ORIGINAL_SRC,
 ]);
-const KNOWN_LISTENER_FILTER_NAMES = new Set(['envoy.filters.listener.tls_inspector', 'envoy.filters.listener.http_inspector', 'envoy.filters.listener.original_dst', 'envoy.filters.listener.original_src']);
+const KNOWN_LISTENER_FILTER_NAMES = new Set([
+  'envoy.filters.listener.tls_inspector',
+  'envoy.filters.listener.http_inspector',
+  'envoy.filters.listener.original_dst',
+  'envoy.filters.listener.original_src',
+]);
 
 function originalSrcOf(proto: Listener, where: string): { mark: number } | undefined {
-  const i = proto.listenerFilters.findIndex((f) => (f.configType.case === 'typedConfig' ? f.configType.value.typeUrl === ORIGINAL_SRC : f.name === 'envoy.filters.listener.original_src'));
+  const i = proto.listenerFilters.findIndex((f) =>
+    f.configType.case === 'typedConfig' ? f.configType.value.typeUrl === ORIGINAL_SRC : f.name === 'envoy.filters.listener.original_src',
+  );
   if (i < 0) return undefined;
   const f = proto.listenerFilters[i]!;
   if (f.configType.case !== 'typedConfig') return { mark: 0 };
@@ -162,12 +169,17 @@ export class ListenerRuntime {
     this.bindToPort = proto.bindToPort ?? true;
     this.backlog = listenBacklog(proto.tcpBacklogSize);
     this.useOriginalDst = proto.useOriginalDst ?? false;
-    this.originalDstFilter = proto.listenerFilters.some((f) => f.name === 'envoy.filters.listener.original_dst' || (f.configType.case === 'typedConfig' && f.configType.value.typeUrl.endsWith('.original_dst.v3.OriginalDst')));
+    this.originalDstFilter = proto.listenerFilters.some(
+      (f) =>
+        f.name === 'envoy.filters.listener.original_dst' ||
+        (f.configType.case === 'typedConfig' && f.configType.value.typeUrl.endsWith('.original_dst.v3.OriginalDst')),
+    );
     this.inbound = proto.trafficDirection === TrafficDirection.INBOUND;
     this.originalSrc = originalSrcOf(proto, where);
     if (proto.additionalAddresses.length > 0) throw new ConfigError(`${where}.additional_addresses: listening on several addresses is not supported`);
-    if (proto.filterChainMatcher) throw new ConfigError(`${where}.filter_chain_matcher: the generic matcher is not supported; use filter_chain_match`);
-    if (proto.udpListenerConfig || proto.address?.address.case === 'socketAddress' && proto.address.address.value.protocol === 1) {
+    if (proto.filterChainMatcher)
+      throw new ConfigError(`${where}.filter_chain_matcher: the generic matcher is not supported; use filter_chain_match`);
+    if (proto.udpListenerConfig || (proto.address?.address.case === 'socketAddress' && proto.address.address.value.protocol === 1)) {
       throw new ConfigError(`${where}: UDP listeners are not supported`);
     }
     proto.listenerFilters.forEach((f, i) => {
@@ -204,14 +216,20 @@ export class ListenerRuntime {
         seen.set(key, i);
       });
       this.chains = built;
-      this.defaultChain = proto.defaultFilterChain ? compileFilterChain(proto.defaultFilterChain, `${where}.default_filter_chain`, chainCtx) : undefined;
+      this.defaultChain = proto.defaultFilterChain
+        ? compileFilterChain(proto.defaultFilterChain, `${where}.default_filter_chain`, chainCtx)
+        : undefined;
     } catch (e) {
       for (const c of built) releaseChain(c);
       throw e;
     }
     if (this.chains.length === 0 && !this.defaultChain) throw new ConfigError(`${where}: no filter chains specified`);
     this.inspect = inspectorsOf(proto, needsInspection(this.chains), where);
-    this.peekOptions = { stats: this.stats, timeoutMs: durationToMs(proto.listenerFiltersTimeout) ?? 15_000, continueOnTimeout: proto.continueOnListenerFiltersTimeout };
+    this.peekOptions = {
+      stats: this.stats,
+      timeoutMs: durationToMs(proto.listenerFiltersTimeout) ?? 15_000,
+      continueOnTimeout: proto.continueOnListenerFiltersTimeout,
+    };
     const waits: Array<Promise<void>> = [];
     for (const c of [...this.chains, ...(this.defaultChain ? [this.defaultChain] : [])]) {
       if (c.hcm) waits.push(c.hcm.ready);
@@ -288,7 +306,7 @@ export class ListenerRuntime {
       remotePort: socket.remotePort ?? 0,
       // a restored destination is the connection's local address from here on (Envoy restoreLocalAddress)
       localAddress: destination ? destination.address : plainIp(socket.localAddress),
-      localPort: destination ? destination.port : socket.localPort ?? this.address.port,
+      localPort: destination ? destination.port : (socket.localPort ?? this.address.port),
       serverName: '',
       alpn: '',
       tls: false,
@@ -326,7 +344,11 @@ export class ListenerRuntime {
     }
     peekFirstBytes(socket, head, guess, insp, this.peekOptions, (buf, sniffed, host) => {
       if (guess) {
-        const dst = host ? { address: host.host === 'localhost' ? '127.0.0.1' : host.host, port: host.port } : sniffed.kind === 'tls' && sniffed.sni ? { address: sniffed.sni, port: 443 } : undefined;
+        const dst = host
+          ? { address: host.host === 'localhost' ? '127.0.0.1' : host.host, port: host.port }
+          : sniffed.kind === 'tls' && sniffed.sni
+            ? { address: sniffed.sni, port: 443 }
+            : undefined;
         if (dst) {
           info.originalDestination = dst;
           const target = this.useOriginalDst ? this.deps.findListenerFor(dst.address, dst.port) : undefined;

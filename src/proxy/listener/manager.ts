@@ -53,8 +53,17 @@ export class ListenerManager {
    * drains).
    */
   private releaseAfterUpdate: ListenerRuntime[] | undefined;
-  private readonly s: { added: Counter; modified: Counter; removed: Counter; createSuccess: Counter; createFailure: Counter; totalActive: Gauge; totalWarming: Gauge; totalDraining: Gauge; workersStarted: Gauge };
-
+  private readonly s: {
+    added: Counter;
+    modified: Counter;
+    removed: Counter;
+    createSuccess: Counter;
+    createFailure: Counter;
+    totalActive: Gauge;
+    totalWarming: Gauge;
+    totalDraining: Gauge;
+    workersStarted: Gauge;
+  };
 
   constructor(
     private readonly deps: Omit<ListenerDeps, 'findListenerFor' | 'sourceBinder'> & {
@@ -81,7 +90,12 @@ export class ListenerManager {
       totalDraining: s.gauge('total_listeners_draining'),
       workersStarted: s.gauge('workers_started'),
     };
-    this.sockets = new ListenerSockets({ log, originalDst: deps.originalDst, originalDstMissing: deps.originalDstMissing, sharedSocket: deps.sharedSocket });
+    this.sockets = new ListenerSockets({
+      log,
+      originalDst: deps.originalDst,
+      originalDstMissing: deps.originalDstMissing,
+      sharedSocket: deps.sharedSocket,
+    });
     this.notices = new OriginalAddressNotices(deps.originalDst, deps.originalDstMissing, log, deps.log.get('upstream'));
     this.s.workersStarted.set(0);
     this.updateGauges();
@@ -113,7 +127,13 @@ export class ListenerManager {
   }
 
   subscribeLds(mux: GrpcMux): void {
-    mux.subscribe<Listener>(TYPE_URL.listener, ListenerSchema, undefined, { onUpdate: (r, v) => this.onLds(r, v) }, this.store.scope('listener_manager.lds.'));
+    mux.subscribe<Listener>(
+      TYPE_URL.listener,
+      ListenerSchema,
+      undefined,
+      { onUpdate: (r, v) => this.onLds(r, v) },
+      this.store.scope('listener_manager.lds.'),
+    );
   }
 
   /** Server initialised: start serving (Envoy starts its workers). */
@@ -160,7 +180,9 @@ export class ListenerManager {
   private async applyLds(resources: Array<DecodedResource<Listener>>, version: string): Promise<void> {
     // A proxy with no listener still reports ready: say so, once per change into that state.
     if (resources.length === 0 && (this.active.size > 0 || this.ldsVersion === '')) {
-      this.log.warn(`lds: the discovery daemon sent no listeners for ${this.nodeText}: it serves no traffic (the daemon's log names the selectors its labels did not match)`);
+      this.log.warn(
+        `lds: the discovery daemon sent no listeners for ${this.nodeText}: it serves no traffic (the daemon's log names the selectors its labels did not match)`,
+      );
     }
     const errors: string[] = [];
     // removals first, so a new listener may take over a removed one's address (Envoy's order)
@@ -233,7 +255,8 @@ export class ListenerManager {
     const oldWarming = this.warming.get(l.name);
     if (oldWarming) {
       oldWarming.runtime.release();
-      if (oldWarming.socket && oldWarming.socket !== socket && oldWarming.socket !== this.active.get(l.name)?.socket) this.sockets.close(oldWarming.socket);
+      if (oldWarming.socket && oldWarming.socket !== socket && oldWarming.socket !== this.active.get(l.name)?.socket)
+        this.sockets.close(oldWarming.socket);
     }
     const slot: Slot = { name: l.name, runtime: rt, socket, hash, lastUpdated: Date.now() };
     this.warming.set(l.name, slot);
@@ -317,7 +340,7 @@ export class ListenerManager {
    */
   findListenerFor(address: string, port: number): ListenerRuntime | undefined {
     let wildcard: ListenerRuntime | undefined;
-    const v6 = (ipFamily(address) === 6);
+    const v6 = ipFamily(address) === 6;
     for (const s of [...this.active.values(), ...this.statics.values()]) {
       const rt = s.runtime;
       if (rt.useOriginalDst || rt.address.port !== port || !rt.active) continue;
@@ -372,7 +395,12 @@ export class ListenerManager {
 
   dump(): {
     statics: Array<{ proto: Listener; lastUpdated: number }>;
-    dynamic: Array<{ name: string; active?: { proto: Listener; version: string; lastUpdated: number }; warming?: { proto: Listener; version: string; lastUpdated: number }; error?: ListenerErrorState }>;
+    dynamic: Array<{
+      name: string;
+      active?: { proto: Listener; version: string; lastUpdated: number };
+      warming?: { proto: Listener; version: string; lastUpdated: number };
+      error?: ListenerErrorState;
+    }>;
     version: string;
   } {
     const names = new Set([...this.active.keys(), ...this.warming.keys(), ...this.errors.keys()]);
@@ -387,7 +415,12 @@ export class ListenerManager {
         if (w) e.warming = w;
         const err = this.errors.get(name);
         if (err) e.error = err;
-        return e as { name: string; active?: { proto: Listener; version: string; lastUpdated: number }; warming?: { proto: Listener; version: string; lastUpdated: number }; error?: ListenerErrorState };
+        return e as {
+          name: string;
+          active?: { proto: Listener; version: string; lastUpdated: number };
+          warming?: { proto: Listener; version: string; lastUpdated: number };
+          error?: ListenerErrorState;
+        };
       }),
       version: this.ldsVersion,
     };

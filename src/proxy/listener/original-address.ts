@@ -32,7 +32,9 @@ export class OriginalAddressNotices {
     if (rt.originalSrc && !this.warnedOriginalSrc) {
       this.warnedOriginalSrc = true;
       if (this.sourceBinder.available) {
-        this.log.debug(`listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}): upstream connections leave from the downstream's address (addon: ${this.originalDst?.from})`);
+        this.log.debug(
+          `listener '${rt.proto.name}': original_src (mark ${rt.originalSrc.mark}): upstream connections leave from the downstream's address (addon: ${this.originalDst?.from})`,
+        );
       } else {
         // Binding an upstream socket to the caller's (non-local) address needs IP_TRANSPARENT and SO_MARK
         // before bind(), which only the native addon can set: say so rather than pretend.

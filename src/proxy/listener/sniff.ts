@@ -2,10 +2,7 @@
 // filters): a TLS ClientHello's SNI and ALPN, or the HTTP version of a plaintext request, and for
 // original-destination dispatch the Host of an HTTP/1 request.
 
-export type Sniffed =
-  | { kind: 'more' }
-  | { kind: 'tls'; sni: string; alpn: string[] }
-  | { kind: 'raw'; alpn: string[] };
+export type Sniffed = { kind: 'more' } | { kind: 'tls'; sni: string; alpn: string[] } | { kind: 'raw'; alpn: string[] };
 
 const H2_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
 const MAX_CLIENT_HELLO = 64 * 1024;
@@ -61,7 +58,10 @@ export function parseClientHello(b: Buffer): Sniffed {
           const nt = data[q]!;
           const nl = data.readUInt16BE(q + 1);
           if (nt === 0) {
-            sni = data.subarray(q + 3, q + 3 + nl).toString('latin1').toLowerCase();
+            sni = data
+              .subarray(q + 3, q + 3 + nl)
+              .toString('latin1')
+              .toLowerCase();
             break;
           }
           q += 3 + nl;

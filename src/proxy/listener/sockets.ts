@@ -23,10 +23,14 @@ export function addressKey(a: { host: string; port: number; pipe?: string }): st
 
 function errnoText(e: NodeJS.ErrnoException): string {
   switch (e.code) {
-    case 'EADDRINUSE': return 'Address already in use';
-    case 'EACCES': return 'Permission denied';
-    case 'EADDRNOTAVAIL': return 'Cannot assign requested address';
-    default: return e.message;
+    case 'EADDRINUSE':
+      return 'Address already in use';
+    case 'EACCES':
+      return 'Permission denied';
+    case 'EADDRNOTAVAIL':
+      return 'Cannot assign requested address';
+    default:
+      return e.message;
   }
 }
 
@@ -63,7 +67,8 @@ export class ListenerSockets {
       return released;
     }
     const existing = this.sockets.get(key);
-    if (existing) throw new Error(`error adding listener: '${name}' has duplicate address '${rt.address.host}:${rt.address.port}' as existing listener`);
+    if (existing)
+      throw new Error(`error adding listener: '${name}' has duplicate address '${rt.address.host}:${rt.address.port}' as existing listener`);
     const bound: BoundSocket = { key, server: net.createServer(), target: undefined, port: rt.address.port };
     bound.server.on('connection', (sock: net.Socket) => {
       const t = bound.target;
@@ -89,7 +94,11 @@ export class ListenerSockets {
       // a descriptor is listened on again with the same backlog (Node takes it as an argument then)
       if (shared !== undefined) bound.server.listen({ fd: shared }, rt.backlog, listening);
       else if (addr.pipe) bound.server.listen({ path: addr.pipe, backlog: rt.backlog }, listening);
-      else bound.server.listen({ host: addr.host, port: addr.port, backlog: rt.backlog, ...(ipFamily(addr.host) === 6 ? { ipv6Only: !addr.ipv4Compat } : {}) }, listening);
+      else
+        bound.server.listen(
+          { host: addr.host, port: addr.port, backlog: rt.backlog, ...(ipFamily(addr.host) === 6 ? { ipv6Only: !addr.ipv4Compat } : {}) },
+          listening,
+        );
     });
     try {
       this.makeTransparent(bound, rt);
@@ -135,7 +144,9 @@ export class ListenerSockets {
   makeTransparent(bound: BoundSocket, rt: ListenerRuntime): void {
     const addr = rt.address;
     if (rt.proto.transparent !== true || addr.pipe || bound.transparent) return;
-    const why = this.o.originalDst ? this.o.originalDst.setTransparent(bound.server, (ipFamily(addr.host) === 6)) : `the native addon is not loaded (${this.o.originalDstMissing ?? 'unknown reason'})`;
+    const why = this.o.originalDst
+      ? this.o.originalDst.setTransparent(bound.server, ipFamily(addr.host) === 6)
+      : `the native addon is not loaded (${this.o.originalDstMissing ?? 'unknown reason'})`;
     if (why) throw new Error(`cannot set transparent on '${addr.host}:${addr.port}': ${why}`);
     bound.transparent = true;
   }

@@ -72,9 +72,23 @@ export class TcpProxy {
   private readonly idleMs: number;
   private readonly maxAttempts: number;
   private readonly accessLogs: AccessLogger[];
-  private readonly s: { cxTotal: Counter; noRoute: Counter; rxBytes: Counter; txBytes: Counter; idleTimeout: Counter; active: Gauge; connectAttemptsExceeded: Counter };
+  private readonly s: {
+    cxTotal: Counter;
+    noRoute: Counter;
+    rxBytes: Counter;
+    txBytes: Counter;
+    idleTimeout: Counter;
+    active: Gauge;
+    connectAttemptsExceeded: Counter;
+  };
 
-  constructor(any: Any, where: string, stats: StatsStore, private readonly clusters: ClusterManager, private readonly log: Logger) {
+  constructor(
+    any: Any,
+    where: string,
+    stats: StatsStore,
+    private readonly clusters: ClusterManager,
+    private readonly log: Logger,
+  ) {
     const t = anyUnpack(any, TcpProxySchema);
     if (!t) throw new ConfigError(`${where}: cannot decode ${any.typeUrl}`);
     if (!t.statPrefix) throw new ConfigError(`${where}.stat_prefix: value length must be at least 1 characters`);

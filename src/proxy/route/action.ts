@@ -35,13 +35,29 @@ const NO_UPGRADES: ReadonlyMap<string, boolean> = new Map();
 export const DEFAULT_ROUTE_TIMEOUT_MS = 15_000;
 export const DEFAULT_MAX_DIRECT_RESPONSE_BODY = 4096;
 
-export type PerFilterParser = (perFilter: { [key: string]: import('@bufbuild/protobuf/wkt').Any }, where: string) => ReadonlyMap<string, PerFilterConfig>;
+export type PerFilterParser = (
+  perFilter: { [key: string]: import('@bufbuild/protobuf/wkt').Any },
+  where: string,
+) => ReadonlyMap<string, PerFilterConfig>;
 
 /** Envoy's retry_on values (router and gRPC); others are rejected like Envoy's config validation. */
 const RETRY_ON = new Set([
-  '5xx', 'gateway-error', 'reset', 'reset-before-request', 'connect-failure', 'envoy-ratelimited', 'retriable-4xx', 'refused-stream',
-  'retriable-status-codes', 'retriable-headers', 'http3-post-connect-failure', 'cancelled', 'deadline-exceeded', 'internal',
-  'resource-exhausted', 'unavailable',
+  '5xx',
+  'gateway-error',
+  'reset',
+  'reset-before-request',
+  'connect-failure',
+  'envoy-ratelimited',
+  'retriable-4xx',
+  'refused-stream',
+  'retriable-status-codes',
+  'retriable-headers',
+  'http3-post-connect-failure',
+  'cancelled',
+  'deadline-exceeded',
+  'internal',
+  'resource-exhausted',
+  'unavailable',
 ]);
 
 /**
@@ -55,7 +71,12 @@ export function compileRetryPolicy(p: RetryProto | undefined, where: string): Re
   if (!p) return undefined;
   // Envoy keeps the known conditions and ignores the rest (RetryStateImpl::parseRetryOn(...).first):
   // refusing them would NACK the whole route configuration, every virtual host of the port with it
-  const retryOn = new Set(p.retryOn.split(',').map((s) => s.trim()).filter((r) => RETRY_ON.has(r)));
+  const retryOn = new Set(
+    p.retryOn
+      .split(',')
+      .map((s) => s.trim())
+      .filter((r) => RETRY_ON.has(r)),
+  );
   const base = durationToMs(p.retryBackOff?.baseInterval) ?? 25;
   const max = durationToMs(p.retryBackOff?.maxInterval) ?? base * 10;
   if (max < base) throw new ConfigError(`${where}.retry_back_off: max_interval must be greater than or equal to the base_interval`);
@@ -101,7 +122,12 @@ function compileWeighted(w: WeightedCluster, where: string, parsePerFilter: PerF
   if (w.totalWeight !== undefined && w.totalWeight > 0 && sum !== w.totalWeight) {
     throw new ConfigError(`${where}: Sum of weights in the weighted_cluster should add up to ${w.totalWeight}`);
   }
-  return { kind: 'weighted', clusters, total, randomHeader: w.randomValueSpecifier.case === 'headerName' ? w.randomValueSpecifier.value.toLowerCase() : '' };
+  return {
+    kind: 'weighted',
+    clusters,
+    total,
+    randomHeader: w.randomValueSpecifier.case === 'headerName' ? w.randomValueSpecifier.value.toLowerCase() : '',
+  };
 }
 
 /** Envoy pickWeightedCluster: `random mod total` against the running sum of weights. */
@@ -138,7 +164,8 @@ export function compileForward(a: RouteAction, where: string, parsePerFilter: Pe
   let pathRewrite: PathRewrite = { kind: 'none' };
   if (a.prefixRewrite && a.regexRewrite) throw new ConfigError(`${where}: Cannot specify both prefix_rewrite and regex_rewrite`);
   if (a.prefixRewrite) pathRewrite = { kind: 'prefix', value: a.prefixRewrite };
-  else if (a.regexRewrite) pathRewrite = { kind: 'regex', ...regexRewrite(a.regexRewrite.pattern?.regex, a.regexRewrite.substitution, `${where}.regex_rewrite`) };
+  else if (a.regexRewrite)
+    pathRewrite = { kind: 'regex', ...regexRewrite(a.regexRewrite.pattern?.regex, a.regexRewrite.substitution, `${where}.regex_rewrite`) };
   if (a.pathRewritePolicy) throw new ConfigError(`${where}.path_rewrite_policy: extension '${a.pathRewritePolicy.name}' is not supported`);
   let hostRewrite: HostRewrite = { kind: 'none' };
   const hr = a.hostRewriteSpecifier;
@@ -210,7 +237,8 @@ export function compileRedirect(r: RedirectProto, where: string): RedirectAction
   const p = r.pathRewriteSpecifier;
   if (p.case === 'pathRedirect') pathRedirect = p.value;
   else if (p.case === 'prefixRewrite') pathRewrite = { kind: 'prefix', value: p.value };
-  else if (p.case === 'regexRewrite') pathRewrite = { kind: 'regex', ...regexRewrite(p.value.pattern?.regex, p.value.substitution, `${where}.regex_rewrite`) };
+  else if (p.case === 'regexRewrite')
+    pathRewrite = { kind: 'regex', ...regexRewrite(p.value.pattern?.regex, p.value.substitution, `${where}.regex_rewrite`) };
   const status = REDIRECT_CODES[r.responseCode];
   if (status === undefined) throw new ConfigError(`${where}.response_code: unknown redirect response code ${r.responseCode}`);
   return {

@@ -3,14 +3,7 @@
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type Route, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { ConfigError } from '../common/config-error';
-import {
-  compileDirect,
-  compileForward,
-  compileRedirect,
-  compileRetryPolicy,
-  DEFAULT_MAX_DIRECT_RESPONSE_BODY,
-  type PerFilterParser,
-} from './action';
+import { compileDirect, compileForward, compileRedirect, compileRetryPolicy, DEFAULT_MAX_DIRECT_RESPONSE_BODY, type PerFilterParser } from './action';
 import { compileHeaderOps } from './header-ops';
 import { compileRouteMatch } from './match';
 import type { CompiledRoute, CompiledRouteConfig, CompiledVirtualHost, RouteRequest, RouteSelection } from './types';
@@ -32,7 +25,8 @@ function compileRoute(r: Route, index: number, where: string, opts: RouteCompile
     case 'route':
       action = compileForward(a.value, `${where}.route`, opts.parsePerFilter);
       if (action.cluster.kind === 'cluster') clusterNames.add(action.cluster.name);
-      else if (action.cluster.kind === 'weighted') for (const c of action.cluster.clusters) if (!c.name.startsWith('%header:')) clusterNames.add(c.name);
+      else if (action.cluster.kind === 'weighted')
+        for (const c of action.cluster.clusters) if (!c.name.startsWith('%header:')) clusterNames.add(c.name);
       break;
     case 'redirect':
       action = compileRedirect(a.value, `${where}.redirect`);
@@ -63,7 +57,13 @@ function compileRoute(r: Route, index: number, where: string, opts: RouteCompile
   };
 }
 
-function compileVirtualHost(v: VirtualHost, where: string, opts: RouteCompileOptions, maxBody: number, clusterNames: Set<string>): CompiledVirtualHost {
+function compileVirtualHost(
+  v: VirtualHost,
+  where: string,
+  opts: RouteCompileOptions,
+  maxBody: number,
+  clusterNames: Set<string>,
+): CompiledVirtualHost {
   if (!v.name) throw new ConfigError(`${where}.name: must not be empty`);
   if (v.domains.length === 0) throw new ConfigError(`${where}.domains: at least one domain is required`);
   if (v.matcher) throw new ConfigError(`${where}.matcher: the generic matcher tree is not supported; use routes`);
@@ -71,7 +71,12 @@ function compileVirtualHost(v: VirtualHost, where: string, opts: RouteCompileOpt
     name: v.name,
     domains: v.domains,
     routes: v.routes.map((r, i) => compileRoute(r, i, `${where}.routes[${i}]`, opts, maxBody, clusterNames)),
-    requireTls: v.requireTls === VirtualHost_TlsRequirementType.ALL ? 'all' : v.requireTls === VirtualHost_TlsRequirementType.EXTERNAL_ONLY ? 'external' : 'none',
+    requireTls:
+      v.requireTls === VirtualHost_TlsRequirementType.ALL
+        ? 'all'
+        : v.requireTls === VirtualHost_TlsRequirementType.EXTERNAL_ONLY
+          ? 'external'
+          : 'none',
     headerOps: compileHeaderOps(v, where),
     perFilterConfig: opts.parsePerFilter(v.typedPerFilterConfig, `${where}.typed_per_filter_config`),
     retry: compileRetryPolicy(v.retryPolicy, `${where}.retry_policy`),
@@ -115,7 +120,16 @@ const SSL_REDIRECT_ROUTE: CompiledRoute = {
   matches: () => true,
   prefixLength: () => 0,
   matchKind: 'prefix',
-  action: { kind: 'redirect', scheme: 'https', host: undefined, port: '', pathRedirect: undefined, pathRewrite: { kind: 'none' }, status: 301, stripQuery: false },
+  action: {
+    kind: 'redirect',
+    scheme: 'https',
+    host: undefined,
+    port: '',
+    pathRedirect: undefined,
+    pathRewrite: { kind: 'none' },
+    status: 301,
+    stripQuery: false,
+  },
   headerOps: undefined,
   perFilterConfig: new Map(),
   metadata: undefined,

@@ -31,11 +31,20 @@ function compileAdds(opts: readonly HeaderValueOption[], where: string, request:
     if (!key) throw new ConfigError(`${w}.header.key: must not be empty`);
     if (request && (key.startsWith(':') || key === 'host')) throw new ConfigError(`${w}: ':-prefixed' or host headers may not be modified`);
     if (!request && key.startsWith(':')) throw new ConfigError(`${w}: ':-prefixed' headers may not be modified`);
-    const value = o.header?.value !== undefined && o.header.value !== '' ? o.header.value : Buffer.from(o.header?.rawValue ?? new Uint8Array()).toString('latin1');
+    const value =
+      o.header?.value !== undefined && o.header.value !== ''
+        ? o.header.value
+        : Buffer.from(o.header?.rawValue ?? new Uint8Array()).toString('latin1');
     // the deprecated `append` BoolValue wins when set, as in Envoy
     const action = o.append === undefined ? o.appendAction : o.append ? Append.APPEND_IF_EXISTS_OR_ADD : Append.OVERWRITE_IF_EXISTS_OR_ADD;
     const literal = value.includes('%') ? undefined : value;
-    return { key, literal, pieces: literal === undefined ? compileFormat(value, `${w}.header.value`) : undefined, action, keepEmpty: o.keepEmptyValue };
+    return {
+      key,
+      literal,
+      pieces: literal === undefined ? compileFormat(value, `${w}.header.value`) : undefined,
+      action,
+      keepEmpty: o.keepEmptyValue,
+    };
   });
 }
 
@@ -56,7 +65,8 @@ export interface HeaderOpsSource {
 
 /** undefined when the source has no header operations (the common case). */
 export function compileHeaderOps(s: HeaderOpsSource, where: string): HeaderOps | undefined {
-  if (s.requestHeadersToAdd.length + s.requestHeadersToRemove.length + s.responseHeadersToAdd.length + s.responseHeadersToRemove.length === 0) return undefined;
+  if (s.requestHeadersToAdd.length + s.requestHeadersToRemove.length + s.responseHeadersToAdd.length + s.responseHeadersToRemove.length === 0)
+    return undefined;
   return {
     requestAdd: compileAdds(s.requestHeadersToAdd, `${where}.request_headers_to_add`, true),
     requestRemove: compileRemoves(s.requestHeadersToRemove, `${where}.request_headers_to_remove`, true),

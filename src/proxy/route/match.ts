@@ -185,7 +185,7 @@ export function compileRouteMatch(m: RouteMatch | undefined, where: string): Com
       pathTest = (r) => {
         let path = r.headers.pathOnly();
         if (!caseSensitive) path = path.toLowerCase();
-        return path.startsWith(p) && (path.length === n || path.charCodeAt(n) === 47 /* / */);
+        return path.startsWith(p) && (path.length === n || path.charCodeAt(n) === 47); /* / */
       };
       prefixLength = () => n;
       kind = 'pathSeparatedPrefix';

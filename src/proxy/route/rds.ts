@@ -46,7 +46,11 @@ function decodeRoutes(encoded: Uint8Array): RouteConfiguration {
 }
 
 /** A route configuration's proto with its VHDS virtual hosts in place of the vhds source (what is compiled). */
-function withVirtualHosts(rc: RouteConfiguration, vhosts: ReadonlyMap<string, Uint8Array> | undefined, fresh?: ReadonlyMap<string, VirtualHost>): RouteConfiguration {
+function withVirtualHosts(
+  rc: RouteConfiguration,
+  vhosts: ReadonlyMap<string, Uint8Array> | undefined,
+  fresh?: ReadonlyMap<string, VirtualHost>,
+): RouteConfiguration {
   const decoded = [...(vhosts ?? [])].map(([name, b]) => fresh?.get(name) ?? fromBinary(VirtualHostSchema, b));
   const merged = create(RouteConfigurationSchema, { ...rc, virtualHosts: [...rc.virtualHosts, ...decoded] });
   merged.vhds = undefined;
@@ -161,7 +165,9 @@ export class RouteManager {
   }
 
   compileInline(rc: RouteConfiguration, isStatic: boolean): StaticRouteProvider {
-    const p: StaticRouteProvider = new StaticRouteProvider(compileRouteConfiguration(rc, { ...this.compileOptions(), isStatic }), rc, () => this.inline.delete(p));
+    const p: StaticRouteProvider = new StaticRouteProvider(compileRouteConfiguration(rc, { ...this.compileOptions(), isStatic }), rc, () =>
+      this.inline.delete(p),
+    );
     this.inline.add(p);
     return p;
   }
@@ -211,7 +217,10 @@ export class RouteManager {
       scope.counter('config_reload').inc();
       try {
         const viaVhds = r.message.vhds !== undefined;
-        e.compiled = compileRouteConfiguration(viaVhds ? withVirtualHosts(r.message, this.vhds.get(r.message.name)) : r.message, { ...opts, isStatic: false });
+        e.compiled = compileRouteConfiguration(viaVhds ? withVirtualHosts(r.message, this.vhds.get(r.message.name)) : r.message, {
+          ...opts,
+          isStatic: false,
+        });
         e.encoded = toBinary(RouteConfigurationSchema, r.message);
         e.viaVhds = viaVhds;
         e.version = version;

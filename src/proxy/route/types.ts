@@ -54,10 +54,7 @@ export type HostRewrite =
   | { kind: 'header'; header: string }
   | { kind: 'pathRegex'; replace: (path: string) => string };
 
-export type PathRewrite =
-  | { kind: 'none' }
-  | { kind: 'prefix'; value: string }
-  | { kind: 'regex'; replace: (path: string) => string };
+export type PathRewrite = { kind: 'none' } | { kind: 'prefix'; value: string } | { kind: 'regex'; replace: (path: string) => string };
 
 export type HashPolicy =
   | { kind: 'header'; name: string; terminal: boolean }

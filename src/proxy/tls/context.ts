@@ -126,7 +126,16 @@ function compileValidation(v: CertificateValidationContext, where: string): Vali
   const sans: SanCheck[] = [];
   v.matchTypedSubjectAltNames.forEach((m, i) => {
     const t = m.sanType;
-    const type = t === SubjectAltNameMatcher_SanType.DNS ? 'dns' : t === SubjectAltNameMatcher_SanType.URI ? 'uri' : t === SubjectAltNameMatcher_SanType.EMAIL ? 'email' : t === SubjectAltNameMatcher_SanType.IP_ADDRESS ? 'ip' : undefined;
+    const type =
+      t === SubjectAltNameMatcher_SanType.DNS
+        ? 'dns'
+        : t === SubjectAltNameMatcher_SanType.URI
+          ? 'uri'
+          : t === SubjectAltNameMatcher_SanType.EMAIL
+            ? 'email'
+            : t === SubjectAltNameMatcher_SanType.IP_ADDRESS
+              ? 'ip'
+              : undefined;
     if (!type) throw new ConfigError(`${where}.match_typed_subject_alt_names[${i}].san_type: unsupported SAN type`);
     sans.push({ type, match: compileStringMatcher(m.matcher, `${where}.match_typed_subject_alt_names[${i}].matcher`) });
   });
@@ -222,8 +231,13 @@ export class TlsContext {
     if (vt?.case === 'validationContext') validation = compileValidation(vt.value, `${where}.validation_context`);
     else if (vt?.case === 'validationContextSdsSecretConfig') vWatch = secrets.watch(vt.value, `${where}.validation_context_sds_secret_config`);
     else if (vt?.case === 'combinedValidationContext') {
-      if (vt.value.defaultValidationContext) validation = compileValidation(vt.value.defaultValidationContext, `${where}.combined_validation_context.default_validation_context`);
-      if (vt.value.validationContextSdsSecretConfig) vWatch = secrets.watch(vt.value.validationContextSdsSecretConfig, `${where}.combined_validation_context.validation_context_sds_secret_config`);
+      if (vt.value.defaultValidationContext)
+        validation = compileValidation(vt.value.defaultValidationContext, `${where}.combined_validation_context.default_validation_context`);
+      if (vt.value.validationContextSdsSecretConfig)
+        vWatch = secrets.watch(
+          vt.value.validationContextSdsSecretConfig,
+          `${where}.combined_validation_context.validation_context_sds_secret_config`,
+        );
     } else if (vt?.case) throw new ConfigError(`${where}: certificate provider validation contexts are not supported`);
     this.staticValidation = validation;
     this.validationWatch = vWatch;
@@ -318,7 +332,11 @@ export class TlsContext {
     // chain verification by OpenSSL only in the plain case; other rules are checked in verifyPeer()
     const strict = !!v?.ca && !v.acceptUntrusted && !v.allowExpired;
     if (this.opts.role === 'server') {
-      return { ...this.cached, requestCert: !!v || !!this.opts.requireClientCertificate, rejectUnauthorized: strict && !!this.opts.requireClientCertificate };
+      return {
+        ...this.cached,
+        requestCert: !!v || !!this.opts.requireClientCertificate,
+        rejectUnauthorized: strict && !!this.opts.requireClientCertificate,
+      };
     }
     return { ...this.cached, rejectUnauthorized: strict };
   }
@@ -362,7 +380,14 @@ export class TlsContext {
     const presented = !!cert && Object.keys(cert).length > 0;
     const sans = parseSans(presented ? (cert as PeerCertificate).subjectaltname : undefined);
     const x509 = presented ? socket.getPeerX509Certificate() : undefined;
-    const peer: PeerInfo = { presented, validated: false, uriSans: sans.uri, dnsSans: sans.dns, subject: rfc2253(x509?.subject), ssl: x509 ? sslDetails(socket, x509) : undefined };
+    const peer: PeerInfo = {
+      presented,
+      validated: false,
+      uriSans: sans.uri,
+      dnsSans: sans.dns,
+      subject: rfc2253(x509?.subject),
+      ssl: x509 ? sslDetails(socket, x509) : undefined,
+    };
     const v = this.validation();
     if (this.opts.role === 'server' && this.opts.requireClientCertificate && !presented) return { error: 'peer did not return a certificate', peer };
     if (!v || !presented) return { peer };
@@ -372,13 +397,24 @@ export class TlsContext {
     }
     if (v.sans.length > 0) {
       const ok = v.sans.some((s) => {
-        const list = s.type === 'any' ? [...sans.dns, ...sans.uri, ...sans.email, ...sans.ip] : s.type === 'dns' ? sans.dns : s.type === 'uri' ? sans.uri : s.type === 'email' ? sans.email : sans.ip;
+        const list =
+          s.type === 'any'
+            ? [...sans.dns, ...sans.uri, ...sans.email, ...sans.ip]
+            : s.type === 'dns'
+              ? sans.dns
+              : s.type === 'uri'
+                ? sans.uri
+                : s.type === 'email'
+                  ? sans.email
+                  : sans.ip;
         return list.some((x) => s.match(x));
       });
       if (!ok) return { error: 'certificate verify failed: SAN mismatch', peer };
     }
     if (v.hashes.length > 0) {
-      const fp = String((cert as PeerCertificate).fingerprint256 ?? '').replace(/:/g, '').toLowerCase();
+      const fp = String((cert as PeerCertificate).fingerprint256 ?? '')
+        .replace(/:/g, '')
+        .toLowerCase();
       if (!v.hashes.includes(fp)) return { error: 'certificate verify failed: certificate hash mismatch', peer };
     }
     peer.validated = true;

@@ -118,29 +118,35 @@ export class SecretManager {
   private resubscribe(key: string, src: Source): void {
     const names = [...src.entries.keys()];
     if (!src.handle) {
-      src.handle = src.mux.subscribe<Secret>(TYPE_URL.secret, SecretSchema, names, {
-        onUpdate: (resources) => {
-          const errors: string[] = [];
-          for (const r of resources) {
-            const e = src.entries.get(r.name);
-            if (!e) continue;
-            if (r.message.type.case === 'tlsCertificate') {
-              try {
-                checkTlsCertificate(r.message.type.value, `secret '${r.name}'`);
-              } catch (err) {
-                errors.push((err as Error).message);
-                continue;
+      src.handle = src.mux.subscribe<Secret>(
+        TYPE_URL.secret,
+        SecretSchema,
+        names,
+        {
+          onUpdate: (resources) => {
+            const errors: string[] = [];
+            for (const r of resources) {
+              const e = src.entries.get(r.name);
+              if (!e) continue;
+              if (r.message.type.case === 'tlsCertificate') {
+                try {
+                  checkTlsCertificate(r.message.type.value, `secret '${r.name}'`);
+                } catch (err) {
+                  errors.push((err as Error).message);
+                  continue;
+                }
               }
+              e.secret = r.message;
+              if (e.timer) clearTimeout(e.timer);
+              e.resolveReady();
+              for (const cb of e.listeners) cb();
             }
-            e.secret = r.message;
-            if (e.timer) clearTimeout(e.timer);
-            e.resolveReady();
-            for (const cb of e.listeners) cb();
-          }
-          // NACKed; the secrets named keep their last good material (or keep waiting for a first one)
-          if (errors.length > 0) throw new Error(errors.join('\n'));
+            // NACKed; the secrets named keep their last good material (or keep waiting for a first one)
+            if (errors.length > 0) throw new Error(errors.join('\n'));
+          },
         },
-      }, this.stats.scope(`sds.${key}.`));
+        this.stats.scope(`sds.${key}.`),
+      );
       src.mux.start();
     } else {
       src.handle.setNames(names);

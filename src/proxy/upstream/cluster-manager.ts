@@ -164,7 +164,9 @@ export class ClusterManager {
       this.log.info(`cds: add/update cluster '${c.name}'`);
       void cluster.ready.then(() => this.promote(c.name, slot));
     }
-    const gone = removed ? removed.filter((n) => !seen.has(n) && (this.active.has(n) || this.warming.has(n))) : [...new Set([...this.active.keys(), ...this.warming.keys()])].filter((n) => !seen.has(n));
+    const gone = removed
+      ? removed.filter((n) => !seen.has(n) && (this.active.has(n) || this.warming.has(n)))
+      : [...new Set([...this.active.keys(), ...this.warming.keys()])].filter((n) => !seen.has(n));
     for (const name of gone) this.remove(name);
     this.cdsVersion = version;
     this.updateEds();
@@ -216,7 +218,9 @@ export class ClusterManager {
     if (!this.adsMux) return;
     if (!this.eds) {
       if (names.size === 0) return;
-      this.eds = this.adsMux.subscribe<ClusterLoadAssignment>(TYPE_URL.endpoint, ClusterLoadAssignmentSchema, names, { onUpdate: (r) => this.onEds(r) });
+      this.eds = this.adsMux.subscribe<ClusterLoadAssignment>(TYPE_URL.endpoint, ClusterLoadAssignmentSchema, names, {
+        onUpdate: (r) => this.onEds(r),
+      });
     } else this.eds.setNames(names);
   }
 
@@ -256,12 +260,18 @@ export class ClusterManager {
 
   dump(): { statics: ClusterDumpEntry[]; active: ClusterDumpEntry[]; warming: ClusterDumpEntry[]; version: string } {
     const m = (s: Slot): ClusterDumpEntry => ({ cluster: s.cluster.proto, versionInfo: s.cluster.versionInfo, lastUpdated: s.lastUpdated });
-    return { statics: [...this.statics.values()].map(m), active: [...this.active.values()].map(m), warming: [...this.warming.values()].map(m), version: this.cdsVersion };
+    return {
+      statics: [...this.statics.values()].map(m),
+      active: [...this.active.values()].map(m),
+      warming: [...this.warming.values()].map(m),
+      version: this.cdsVersion,
+    };
   }
 
   endpointsDump(): Array<{ cla: ClusterLoadAssignment; lastUpdated: number; isStatic: boolean }> {
     const out: Array<{ cla: ClusterLoadAssignment; lastUpdated: number; isStatic: boolean }> = [];
-    for (const s of this.statics.values()) if (s.cluster.proto.loadAssignment) out.push({ cla: s.cluster.proto.loadAssignment, lastUpdated: s.lastUpdated, isStatic: true });
+    for (const s of this.statics.values())
+      if (s.cluster.proto.loadAssignment) out.push({ cla: s.cluster.proto.loadAssignment, lastUpdated: s.lastUpdated, isStatic: true });
     for (const [, v] of this.cla) out.push({ cla: fromBinary(ClusterLoadAssignmentSchema, v.encoded), lastUpdated: v.lastUpdated, isStatic: false });
     return out;
   }

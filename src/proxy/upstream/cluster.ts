@@ -138,12 +138,18 @@ export interface ClusterDeps {
 
 function healthOf(h: HealthProto): HealthStatus {
   switch (h) {
-    case HealthProto.HEALTHY: return 'healthy';
-    case HealthProto.UNHEALTHY: return 'unhealthy';
-    case HealthProto.DRAINING: return 'draining';
-    case HealthProto.TIMEOUT: return 'timeout';
-    case HealthProto.DEGRADED: return 'degraded';
-    default: return 'unknown';
+    case HealthProto.HEALTHY:
+      return 'healthy';
+    case HealthProto.UNHEALTHY:
+      return 'unhealthy';
+    case HealthProto.DRAINING:
+      return 'draining';
+    case HealthProto.TIMEOUT:
+      return 'timeout';
+    case HealthProto.DEGRADED:
+      return 'degraded';
+    default:
+      return 'unknown';
   }
 }
 
@@ -190,7 +196,11 @@ const NO_LOCALITY: Locality = Object.freeze({ region: '', zone: '', subZone: '' 
 function localityOf(l: { region: string; zone: string; subZone: string } | undefined): Locality {
   if (!l || (!l.region && !l.zone && !l.subZone)) return NO_LOCALITY;
   const fresh = Object.freeze({ region: l.region, zone: l.zone, subZone: l.subZone });
-  return localities.intern(`${l.region}/${l.zone}/${l.subZone}`, fresh, (k) => k.region === fresh.region && k.zone === fresh.zone && k.subZone === fresh.subZone);
+  return localities.intern(
+    `${l.region}/${l.zone}/${l.subZone}`,
+    fresh,
+    (k) => k.region === fresh.region && k.zone === fresh.zone && k.subZone === fresh.subZone,
+  );
 }
 
 /**
@@ -266,15 +276,23 @@ export class UpstreamCluster {
     if (dt.case === 'clusterType') throw new ConfigError(`${where}.cluster_type: custom cluster types ('${dt.value.name}') are not supported`);
     const t = dt.case === 'type' ? dt.value : Cluster_DiscoveryType.STATIC;
     this.type =
-      t === Cluster_DiscoveryType.STRICT_DNS ? 'STRICT_DNS'
-        : t === Cluster_DiscoveryType.LOGICAL_DNS ? 'LOGICAL_DNS'
-          : t === Cluster_DiscoveryType.EDS ? 'EDS'
-            : t === Cluster_DiscoveryType.ORIGINAL_DST ? 'ORIGINAL_DST'
+      t === Cluster_DiscoveryType.STRICT_DNS
+        ? 'STRICT_DNS'
+        : t === Cluster_DiscoveryType.LOGICAL_DNS
+          ? 'LOGICAL_DNS'
+          : t === Cluster_DiscoveryType.EDS
+            ? 'EDS'
+            : t === Cluster_DiscoveryType.ORIGINAL_DST
+              ? 'ORIGINAL_DST'
               : 'STATIC';
     const service = proto.edsClusterConfig?.serviceName;
     // one string for both when they are equal (Istio's clusters): thousands of clusters in a sidecar's scope
     this.edsServiceName = !service || service === proto.name ? this.name : service;
-    if (this.type === 'EDS' && proto.edsClusterConfig?.edsConfig?.configSourceSpecifier.case !== 'ads' && proto.edsClusterConfig?.edsConfig !== undefined) {
+    if (
+      this.type === 'EDS' &&
+      proto.edsClusterConfig?.edsConfig?.configSourceSpecifier.case !== 'ads' &&
+      proto.edsClusterConfig?.edsConfig !== undefined
+    ) {
       throw new ConfigError(`${where}.eds_cluster_config.eds_config: only ADS config sources are supported`);
     }
     if (proto.healthChecks.length > 0) throw new ConfigError(`${where}.health_checks: active health checking is not supported`);
@@ -282,7 +300,9 @@ export class UpstreamCluster {
     let policy = typedPolicy(proto, where) ?? LB[proto.lbPolicy];
     if (!policy) throw new ConfigError(`${where}.lb_policy: unsupported load balancing policy ${proto.lbPolicy}`);
     if (this.type === 'ORIGINAL_DST' && policy !== 'CLUSTER_PROVIDED') {
-      throw new ConfigError(`${where}: cluster: LB policy ${policy} is not valid for Cluster type ORIGINAL_DST. Only 'CLUSTER_PROVIDED' is allowed with cluster type 'ORIGINAL_DST'`);
+      throw new ConfigError(
+        `${where}: cluster: LB policy ${policy} is not valid for Cluster type ORIGINAL_DST. Only 'CLUSTER_PROVIDED' is allowed with cluster type 'ORIGINAL_DST'`,
+      );
     }
     if (policy === 'CLUSTER_PROVIDED' && this.type !== 'ORIGINAL_DST') policy = 'ROUND_ROBIN';
     const th = proto.circuitBreakers?.thresholds.find((x) => x.priority === RoutingPriority.DEFAULT);
@@ -310,7 +330,10 @@ export class UpstreamCluster {
       if (o.httpFilters.length > 0) throw new ConfigError(`${where}: upstream HTTP filters are not supported`);
     }
     for (const k of Object.keys(proto.typedExtensionProtocolOptions)) {
-      if (k !== HTTP_PROTOCOL_OPTIONS) throw new ConfigError(`${where}.typed_extension_protocol_options: Didn't find a registered network or http filter or protocol options implementation for name: '${k}'`);
+      if (k !== HTTP_PROTOCOL_OPTIONS)
+        throw new ConfigError(
+          `${where}.typed_extension_protocol_options: Didn't find a registered network or http filter or protocol options implementation for name: '${k}'`,
+        );
     }
     this.protocol = protocol;
     this.idleTimeoutMs = idle ?? 3_600_000;
@@ -320,18 +343,27 @@ export class UpstreamCluster {
     this.sourceAddress = bind?.address || undefined;
     this.metadata = keptMetadata(proto.metadata?.filterMetadata);
     this.useHttpHeaderForOriginalDst =
-      proto.lbConfig.case === 'originalDstLbConfig' && proto.lbConfig.value.useHttpHeader ? proto.lbConfig.value.httpHeaderName.toLowerCase() || 'x-envoy-original-dst-host' : undefined;
+      proto.lbConfig.case === 'originalDstLbConfig' && proto.lbConfig.value.useHttpHeader
+        ? proto.lbConfig.value.httpHeaderName.toLowerCase() || 'x-envoy-original-dst-host'
+        : undefined;
     this.stats = new ClusterStats(scope);
     const random = deps.random ?? Math.random;
     this.lb = new LoadBalancer({
       policy,
       panicThreshold: proto.commonLbConfig?.healthyPanicThreshold?.value ?? 50,
       overprovisioningFactor: 140,
-      choiceCount: proto.lbConfig.case === 'leastRequestLbConfig' ? proto.lbConfig.value.choiceCount ?? 2 : 2,
+      choiceCount: proto.lbConfig.case === 'leastRequestLbConfig' ? (proto.lbConfig.value.choiceCount ?? 2) : 2,
       random,
     });
     this.outlier = proto.outlierDetection
-      ? new OutlierDetector(outlierConfig(proto.outlierDetection), scope, () => this.hosts, () => this.rebuildLb(), Date.now, random)
+      ? new OutlierDetector(
+          outlierConfig(proto.outlierDetection),
+          scope,
+          () => this.hosts,
+          () => this.rebuildLb(),
+          Date.now,
+          random,
+        )
       : undefined;
     this.trackRemaining = proto.circuitBreakers?.thresholds.some((x) => x.trackRemaining) ?? false;
     this.updateCircuitBreakerGauges();
@@ -368,14 +400,28 @@ export class UpstreamCluster {
     const fresh: Host[] = [];
     for (const [li, loc] of (cla?.endpoints ?? []).entries()) {
       for (const [ei, lbe] of loc.lbEndpoints.entries()) {
-        if (lbe.hostIdentifier.case !== 'endpoint') throw new ConfigError(`${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: named endpoints are not supported`);
+        if (lbe.hostIdentifier.case !== 'endpoint')
+          throw new ConfigError(`${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: named endpoints are not supported`);
         const ep = lbe.hostIdentifier.value;
         const a = resolveAddress(ep.address, `${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}].endpoint.address`);
         if (!a.pipe && ipFamily(a.address) === 0) {
-          throw new ConfigError(`${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: malformed IP address: ${a.address}. Consider setting resolver_name or setting cluster type to 'STRICT_DNS' or 'LOGICAL_DNS'`);
+          throw new ConfigError(
+            `${where}.load_assignment.endpoints[${li}].lb_endpoints[${ei}]: malformed IP address: ${a.address}. Consider setting resolver_name or setting cluster type to 'STRICT_DNS' or 'LOGICAL_DNS'`,
+          );
         }
         fresh.push(
-          new Host(a.address, a.port, ep.hostname, lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, localityOf(loc.locality), lbe.metadata?.filterMetadata, a.pipe, loc.metadata?.filterMetadata),
+          new Host(
+            a.address,
+            a.port,
+            ep.hostname,
+            lbe.loadBalancingWeight ?? 1,
+            healthOf(lbe.healthStatus),
+            loc.priority,
+            localityOf(loc.locality),
+            lbe.metadata?.filterMetadata,
+            a.pipe,
+            loc.metadata?.filterMetadata,
+          ),
         );
       }
     }
@@ -448,9 +494,11 @@ export class UpstreamCluster {
   private validateDnsAssignment(where: string): void {
     const eps = (this.proto.loadAssignment?.endpoints ?? []).flatMap((l) => l.lbEndpoints);
     if (eps.length === 0) throw new ConfigError(`${where}.load_assignment: DNS clusters need at least one endpoint`);
-    if (this.type === 'LOGICAL_DNS' && eps.length !== 1) throw new ConfigError(`${where}: LOGICAL_DNS clusters must have a single locality_lb_endpoint and a single lb_endpoint`);
+    if (this.type === 'LOGICAL_DNS' && eps.length !== 1)
+      throw new ConfigError(`${where}: LOGICAL_DNS clusters must have a single locality_lb_endpoint and a single lb_endpoint`);
     eps.forEach((e, i) => {
-      if (e.hostIdentifier.case !== 'endpoint') throw new ConfigError(`${where}.load_assignment.lb_endpoints[${i}]: named endpoints are not supported`);
+      if (e.hostIdentifier.case !== 'endpoint')
+        throw new ConfigError(`${where}.load_assignment.lb_endpoints[${i}]: named endpoints are not supported`);
       resolveAddress(e.hostIdentifier.value.address, `${where}.load_assignment.lb_endpoints[${i}].endpoint.address`);
     });
   }
@@ -476,7 +524,9 @@ export class UpstreamCluster {
         try {
           addrs = ipFamily(a.address)
             ? [{ address: a.address, family: ipFamily(a.address) }]
-            : await new Promise<dns.LookupAddress[]>((res, rej) => lookup(a.address, { all: true, family }, (e, r) => (e ? rej(e) : res(r as dns.LookupAddress[]))));
+            : await new Promise<dns.LookupAddress[]>((res, rej) =>
+                lookup(a.address, { all: true, family }, (e, r) => (e ? rej(e) : res(r as dns.LookupAddress[]))),
+              );
         } catch (e) {
           failed = true;
           this.log.debug(`DNS resolution for ${a.address} failed: ${(e as Error).message}`);
@@ -487,7 +537,18 @@ export class UpstreamCluster {
         if (this.type === 'LOGICAL_DNS') addrs = addrs.slice(0, 1);
         for (const x of addrs) {
           fresh.push(
-            new Host(x.address, a.port, ep.hostname || a.address, lbe.loadBalancingWeight ?? 1, healthOf(lbe.healthStatus), loc.priority, localityOf(loc.locality), lbe.metadata?.filterMetadata, undefined, loc.metadata?.filterMetadata),
+            new Host(
+              x.address,
+              a.port,
+              ep.hostname || a.address,
+              lbe.loadBalancingWeight ?? 1,
+              healthOf(lbe.healthStatus),
+              loc.priority,
+              localityOf(loc.locality),
+              lbe.metadata?.filterMetadata,
+              undefined,
+              loc.metadata?.filterMetadata,
+            ),
           );
         }
       }
@@ -499,7 +560,9 @@ export class UpstreamCluster {
       this.stats.updateSuccess.inc();
     }
     this.markInitialized();
-    const refresh = failed ? durationToMs(this.proto.dnsFailureRefreshRate?.baseInterval) ?? durationToMs(this.proto.dnsRefreshRate) ?? 5000 : durationToMs(this.proto.dnsRefreshRate) ?? 5000;
+    const refresh = failed
+      ? (durationToMs(this.proto.dnsFailureRefreshRate?.baseInterval) ?? durationToMs(this.proto.dnsRefreshRate) ?? 5000)
+      : (durationToMs(this.proto.dnsRefreshRate) ?? 5000);
     this.dnsTimer = setTimeout(() => void this.resolveDns(), Math.max(100, refresh));
     this.dnsTimer.unref();
   }

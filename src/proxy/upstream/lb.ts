@@ -51,7 +51,12 @@ export function priorityStates(hosts: readonly Host[]): PriorityState[] {
   const grouped = [...byP.values()].sort((a, b) => a.priority - b.priority);
   return grouped.map((g) => {
     const all = grouped.length === 1 ? hosts : g.hosts;
-    return { priority: g.priority, hosts: all, healthy: g.healthy.length === all.length ? all : g.healthy, degraded: g.degraded.length === 0 ? NO_HOSTS : g.degraded };
+    return {
+      priority: g.priority,
+      hosts: all,
+      healthy: g.healthy.length === all.length ? all : g.healthy,
+      degraded: g.degraded.length === 0 ? NO_HOSTS : g.degraded,
+    };
   });
 }
 
@@ -60,8 +65,13 @@ const ALL_TO_ONE: readonly number[] = [100];
 
 /** Envoy's per-priority load (percent, summing to 100) from each priority's healthy share. */
 export function priorityLoads(states: readonly PriorityState[], overprovisioningFactor = 140): readonly number[] {
-  const health = states.map((s) => (s.hosts.length === 0 ? 0 : Math.min(100, Math.floor((overprovisioningFactor * (s.healthy.length + s.degraded.length)) / s.hosts.length))));
-  const total = Math.min(100, health.reduce((a, b) => a + b, 0));
+  const health = states.map((s) =>
+    s.hosts.length === 0 ? 0 : Math.min(100, Math.floor((overprovisioningFactor * (s.healthy.length + s.degraded.length)) / s.hosts.length)),
+  );
+  const total = Math.min(
+    100,
+    health.reduce((a, b) => a + b, 0),
+  );
   if (total === 0) return states.map((_, i) => (i === 0 ? 100 : 0));
   if (states.length === 1) return ALL_TO_ONE;
   const loads: number[] = [];

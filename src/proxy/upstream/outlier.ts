@@ -78,7 +78,8 @@ export class OutlierDetector {
   reportHttp(host: Host, code: number): void {
     if (code >= 500) {
       if (code === 502 || code === 503 || code === 504) {
-        if (++host.consecutiveGatewayFailure === this.config.consecutiveGatewayFailure) this.eject(host, 'consecutive_gateway_failure', this.config.enforcingGatewayFailure);
+        if (++host.consecutiveGatewayFailure === this.config.consecutiveGatewayFailure)
+          this.eject(host, 'consecutive_gateway_failure', this.config.enforcingGatewayFailure);
       }
       if (++host.consecutive5xx === this.config.consecutive5xx) this.eject(host, 'consecutive_5xx', this.config.enforcing5xx);
     } else {

@@ -57,7 +57,11 @@ export function readyEvent(socket: net.Socket): 'secureConnect' | 'connect' {
  * ALPN offered upstream, Envoy's precedence: a filter's override, else the context's alpn_protocols,
  * else the codec's fallback (h2 / http/1.1 for HTTP pools); only on TLS.
  */
-export function upstreamAlpn(t: UpstreamTransport, override: readonly string[] | undefined, fallback: readonly string[] | undefined): string[] | undefined {
+export function upstreamAlpn(
+  t: UpstreamTransport,
+  override: readonly string[] | undefined,
+  fallback: readonly string[] | undefined,
+): string[] | undefined {
   if (!t.tls) return undefined;
   if (override && override.length > 0) return [...override];
   if (t.tls.alpn.length > 0) return t.tls.alpn;
@@ -333,13 +337,26 @@ class H1Callbacks implements ClientCallbacks {
 }
 
 /** Starts one upstream request; exactly one of onResponse/onError is called. */
-export function startUpstreamRequest(cluster: UpstreamCluster, host: Host, protocol: 'http1' | 'http2', head: UpstreamHead, cb: UpstreamCallbacks, o?: ConnectOptions): UpstreamRequestHandle {
+export function startUpstreamRequest(
+  cluster: UpstreamCluster,
+  host: Host,
+  protocol: 'http1' | 'http2',
+  head: UpstreamHead,
+  cb: UpstreamCallbacks,
+  o?: ConnectOptions,
+): UpstreamRequestHandle {
   if (protocol === 'http2') return startH2Request(cluster, host, head, cb, o);
   head.headers.host = head.authority;
   return h1Pool(cluster, host, o).request(head.method, head.path, head.headers, new H1Callbacks(cb));
 }
 
-function startH2Request(cluster: UpstreamCluster, host: Host, head: UpstreamHead, cb: UpstreamCallbacks, o: ConnectOptions | undefined): UpstreamRequestHandle {
+function startH2Request(
+  cluster: UpstreamCluster,
+  host: Host,
+  head: UpstreamHead,
+  cb: UpstreamCallbacks,
+  o: ConnectOptions | undefined,
+): UpstreamRequestHandle {
   let done = false;
   const fail = (kind: UpstreamFailure, detail: string) => {
     if (done) return;

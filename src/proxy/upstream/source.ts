@@ -50,7 +50,9 @@ export class SourceBinder {
       if (!this.make) throw new Error(this.unavailable ?? 'transparent sockets are not available');
       const family = ipFamily(src.address);
       if (family !== ipFamily(host)) {
-        throw Object.assign(new Error(`the downstream address ${src.address} and the upstream ${host} are of different IP families`), { code: 'EAFNOSUPPORT' });
+        throw Object.assign(new Error(`the downstream address ${src.address} and the upstream ${host} are of different IP families`), {
+          code: 'EAFNOSUPPORT',
+        });
       }
       fd = this.make(src.address, src.mark);
     } catch (e) {

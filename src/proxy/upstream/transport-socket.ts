@@ -48,15 +48,27 @@ function jsonEqual(a: JsonValue, b: JsonValue): boolean {
   return ak.length === Object.keys(bo).length && ak.every((k) => k in bo && jsonEqual(ao[k]!, bo[k]!));
 }
 
-function compileTransport(ts: TransportSocket | undefined, name: string, where: string, secrets: SecretManager, scope: StatsScope): UpstreamTransport {
+function compileTransport(
+  ts: TransportSocket | undefined,
+  name: string,
+  where: string,
+  secrets: SecretManager,
+  scope: StatsScope,
+): UpstreamTransport {
   const matchCount = scope.counter(`${name}.total_match_count`);
   if (!ts || ts.configType.case !== 'typedConfig' || ts.configType.value.typeUrl === RAW_BUFFER_TYPE) {
     return { name, tls: undefined, sni: '', matchCount };
   }
-  if (ts.configType.value.typeUrl !== TLS_SOCKET_TYPE) throw new ConfigError(`${where}: Didn't find a registered implementation for name: '${ts.name}'`);
+  if (ts.configType.value.typeUrl !== TLS_SOCKET_TYPE)
+    throw new ConfigError(`${where}: Didn't find a registered implementation for name: '${ts.name}'`);
   const u = anyUnpack(ts.configType.value, UpstreamTlsContextSchema);
   if (!u) throw new ConfigError(`${where}: cannot decode UpstreamTlsContext`);
-  return { name, tls: new TlsContext(u.commonTlsContext, { role: 'client', sni: u.sni, maxSessionKeys: u.maxSessionKeys ?? 1 }, secrets, where), sni: u.sni, matchCount };
+  return {
+    name,
+    tls: new TlsContext(u.commonTlsContext, { role: 'client', sni: u.sni, maxSessionKeys: u.maxSessionKeys ?? 1 }, secrets, where),
+    sni: u.sni,
+    matchCount,
+  };
 }
 
 export class TransportSocketMatcher {

@@ -36,7 +36,15 @@ import { grpcClientConstructor } from '../../lib/xds/grpc';
 import { VHDS_CLIENT_FEATURE } from '../../lib/xds/vhds';
 import type { Logger } from '../log';
 import type { Gauge, StatsScope } from '../stats/store';
-import { decodeResource, decodeResponse, newTypeState, type DecodedResource, type SubscriptionHandle, type TypeState, type XdsSubscriber } from './subscription';
+import {
+  decodeResource,
+  decodeResponse,
+  newTypeState,
+  type DecodedResource,
+  type SubscriptionHandle,
+  type TypeState,
+  type XdsSubscriber,
+} from './subscription';
 
 /** A response the main thread accepted, as it goes to engine workers: the wire message, encoded. */
 export interface RelayedResponse {
@@ -118,7 +126,13 @@ export class GrpcMux {
   }
 
   /** Watches a type: `names` undefined = wildcard (LDS/CDS). `stats` gets Envoy's update_* counters. */
-  subscribe<M extends Message>(typeUrl: string, schema: DescMessage, names: Iterable<string> | undefined, subscriber: XdsSubscriber<M>, stats?: StatsScope): SubscriptionHandle {
+  subscribe<M extends Message>(
+    typeUrl: string,
+    schema: DescMessage,
+    names: Iterable<string> | undefined,
+    subscriber: XdsSubscriber<M>,
+    stats?: StatsScope,
+  ): SubscriptionHandle {
     const st = newTypeState(typeUrl, schema, names, subscriber as XdsSubscriber, stats);
     this.types.set(typeUrl, st);
     const waiting = this.pendingRelay.get(typeUrl);
@@ -170,7 +184,9 @@ export class GrpcMux {
       this.pendingRelay.set(resp.typeUrl, list);
       return;
     }
-    const handle = r.delta ? () => this.handleDelta(resp as DeltaDiscoveryResponse, undefined) : () => this.handle(resp as DiscoveryResponse, undefined);
+    const handle = r.delta
+      ? () => this.handleDelta(resp as DeltaDiscoveryResponse, undefined)
+      : () => this.handle(resp as DiscoveryResponse, undefined);
     this.queue = this.queue.then(handle).catch((e) => this.opts.log.error(`xds: ${(e as Error).message}`));
   }
 
@@ -374,7 +390,12 @@ export class GrpcMux {
     nonce: string,
     version: string,
     call: GrpcMux['call'],
-    h: { update: (st: TypeState) => Promise<void> | void; accepted: (st: TypeState) => string; answer: (st: TypeState, error?: string) => void; relay: () => RelayedResponse },
+    h: {
+      update: (st: TypeState) => Promise<void> | void;
+      accepted: (st: TypeState) => string;
+      answer: (st: TypeState, error?: string) => void;
+      relay: () => RelayedResponse;
+    },
   ): Promise<void> {
     const st = this.types.get(typeUrl);
     if (!st) {

@@ -60,7 +60,13 @@ interface SubStats {
 }
 
 /** A new watch of a type: `names` undefined = wildcard (LDS/CDS); `stats` gets Envoy's update_* counters. */
-export function newTypeState(typeUrl: string, schema: DescMessage, names: Iterable<string> | undefined, subscriber: XdsSubscriber, stats: StatsScope | undefined): TypeState {
+export function newTypeState(
+  typeUrl: string,
+  schema: DescMessage,
+  names: Iterable<string> | undefined,
+  subscriber: XdsSubscriber,
+  stats: StatsScope | undefined,
+): TypeState {
   return {
     typeUrl,
     schema,
@@ -94,7 +100,8 @@ export function decodeResource(st: TypeState, raw: Any, where: string): DecodedR
   } catch (e) {
     throw new Error(`${where} of ${st.typeUrl}: cannot decode: ${(e as Error).message}`);
   }
-  const name = (message as unknown as { name?: string; clusterName?: string }).name ?? (message as unknown as { clusterName?: string }).clusterName ?? '';
+  const name =
+    (message as unknown as { name?: string; clusterName?: string }).name ?? (message as unknown as { clusterName?: string }).clusterName ?? '';
   return { name, message, any: raw };
 }
 

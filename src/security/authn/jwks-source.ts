@@ -44,7 +44,9 @@ export function lookupCluster(push: PushContext, hostname: string, port: number)
   const services = push.servicesByHostname(hostname);
   const namespaces = [...new Set(services.map((s) => s.namespace))].sort();
   if (namespaces.length > 1) {
-    return { error: `found ${hostname} in multiple namespaces [${namespaces.join(' ')}], specify the namespace explicitly in the format of <Namespace>/<Hostname>` };
+    return {
+      error: `found ${hostname} in multiple namespaces [${namespaces.join(' ')}], specify the namespace explicitly in the format of <Namespace>/<Hostname>`,
+    };
   }
   if (namespaces.length === 0) return { error: `could not find service ${hostname} in the service registry` };
   return { cluster: buildSubsetKey('outbound', '', services[0]!.hostname, port) };

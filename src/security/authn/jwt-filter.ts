@@ -4,7 +4,11 @@
 // through and rejects one with an invalid token.
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { Config, JWTRule } from '../../config/types';
-import { JwtAuthenticationSchema, type JwtProviderSchema, type JwtRequirementSchema } from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
+import {
+  JwtAuthenticationSchema,
+  type JwtProviderSchema,
+  type JwtRequirementSchema,
+} from '../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
 import type { HttpFilter } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { goDurationMs, pack } from '../../xds/gen/common';
 import { httpFilter } from '../../xds/gen/filters';
@@ -59,7 +63,11 @@ function provider(rule: JWTRule, clearRouteCache: boolean, ctx: JwksSourceContex
  * of each provider alone (providers sharing a token location) and requires_all of {provider or
  * allow_missing} per provider (every token present must be valid). undefined when there are no rules.
  */
-export function convertToEnvoyJwtConfig(rules: readonly JWTRule[], clearRouteCache: boolean, ctx: JwksSourceContext): JwtAuthenticationInit | undefined {
+export function convertToEnvoyJwtConfig(
+  rules: readonly JWTRule[],
+  clearRouteCache: boolean,
+  ctx: JwksSourceContext,
+): JwtAuthenticationInit | undefined {
   if (rules.length === 0) return undefined;
   const providers: Record<string, ProviderInit> = {};
   const innerAnd: RequirementInit[] = [];
@@ -73,7 +81,12 @@ export function convertToEnvoyJwtConfig(rules: readonly JWTRule[], clearRouteCac
   const requires: RequirementInit =
     innerAnd.length === 1
       ? innerAnd[0]!
-      : { requiresType: { case: 'requiresAny', value: { requirements: [...outerOr, { requiresType: { case: 'requiresAll', value: { requirements: innerAnd } } }] } } };
+      : {
+          requiresType: {
+            case: 'requiresAny',
+            value: { requirements: [...outerOr, { requiresType: { case: 'requiresAll', value: { requirements: innerAnd } } }] },
+          },
+        };
   return {
     rules: [{ match: { pathSpecifier: { case: 'prefix', value: '/' } }, requirementType: { case: 'requires', value: requires } }],
     providers,
@@ -82,7 +95,11 @@ export function convertToEnvoyJwtConfig(rules: readonly JWTRule[], clearRouteCac
 }
 
 /** The jwt_authn HTTP filter for the policies selecting a workload; undefined without JWT rules. */
-export function jwtFilter(policies: readonly Config<'RequestAuthentication'>[], clearRouteCache: boolean, ctx: JwksSourceContext): HttpFilter | undefined {
+export function jwtFilter(
+  policies: readonly Config<'RequestAuthentication'>[],
+  clearRouteCache: boolean,
+  ctx: JwksSourceContext,
+): HttpFilter | undefined {
   const config = convertToEnvoyJwtConfig(mergedJwtRules(policies), clearRouteCache, ctx);
   return config ? httpFilter(JWT_FILTER_NAME, pack(JwtAuthenticationSchema, config)) : undefined;
 }

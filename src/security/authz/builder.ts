@@ -120,7 +120,9 @@ function byAction(policies: readonly Config<'AuthorizationPolicy'>[]): ByAction 
 /** Istio's rbacDefaultDenyAll for CUSTOM policies whose provider cannot be used; logs why. */
 function badCustomDenyRules(custom: readonly Config<'AuthorizationPolicy'>[], chain: 'HTTP' | 'TCP'): RbacInit {
   const names = custom.map((p) => `${p.meta.namespace}/${p.meta.name} (provider ${JSON.stringify(p.spec.provider?.name ?? '')})`).join(', ');
-  log.error(`failed to process CUSTOM action on ${chain} filter chain: no extension provider is configured for ${names}; denying all ${chain === 'HTTP' ? 'requests' : 'connections'}`);
+  log.error(
+    `failed to process CUSTOM action on ${chain} filter chain: no extension provider is configured for ${names}; denying all ${chain === 'HTTP' ? 'requests' : 'connections'}`,
+  );
   return { action: RBAC_Action.DENY, policies: { [DENY_ALL_BAD_CUSTOM_POLICY]: { permissions: [permissionAny()], principals: [principalAny()] } } };
 }
 

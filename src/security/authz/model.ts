@@ -117,7 +117,7 @@ export function extractNameInNestedBrackets(s: string): string[] {
     }
     return -1;
   };
-  for (let begin = 0; begin < s.length; ) {
+  for (let begin = 0; begin < s.length;) {
     const end = endBracket(begin);
     if (end === -1) return [extractNameInBrackets(s)];
     claims.push(s.slice(begin + 1, end));
@@ -194,7 +194,12 @@ const envoyFilter: ExtendedGenerator = {
     const [filter, mkey] = [body.slice(0, open), body.slice(open + 1)];
     const matchers: ValueMatcherInit[] = values.map((v) =>
       v.startsWith('[') && v.endsWith(']')
-        ? { matchPattern: { case: 'listMatch', value: { matchPattern: { case: 'oneOf', value: stringValue(istioStringMatcher(v.replace(/^[[\]]+|[[\]]+$/g, ''))) } } } }
+        ? {
+            matchPattern: {
+              case: 'listMatch',
+              value: { matchPattern: { case: 'oneOf', value: stringValue(istioStringMatcher(v.replace(/^[[\]]+|[[\]]+$/g, ''))) } },
+            },
+          }
         : stringValue(istioStringMatcher(v)),
     );
     return permissionMetadata(metadataValueMatcher(filter, mkey, orValue(matchers)));
@@ -258,7 +263,9 @@ const requestInlineHeader = (forTCP: boolean): Generator => ({
     httpOnly(key, forTCP);
     const name = extractNameInBrackets(key.slice(ATTR_REQUEST_INLINE_HEADER.length));
     if (v === '*') return { identifier: { case: 'header', value: { name, headerMatchSpecifier: { case: 'presentMatch', value: true } } } };
-    return { identifier: { case: 'header', value: { name, headerMatchSpecifier: { case: 'safeRegexMatch', value: { regex: inlineHeaderRegex(v) } } } } };
+    return {
+      identifier: { case: 'header', value: { name, headerMatchSpecifier: { case: 'safeRegexMatch', value: { regex: inlineHeaderRegex(v) } } } },
+    };
   },
 });
 const host = (forTCP: boolean): Generator => ({
@@ -316,7 +323,8 @@ export function newModel(policyNamespace: string, r: AuthorizationRule, forTCP =
   const basePermission: RuleList = [];
   const basePrincipal: RuleList = [];
   const last = (list: RuleList, key: string, values?: string[], notValues?: string[], g?: Generator, extended?: ExtendedGenerator) => {
-    if (nonEmpty(values, notValues)) list.push({ key, values: values ?? [], notValues: notValues ?? [], ...(g ? { g } : {}), ...(extended ? { extended } : {}) });
+    if (nonEmpty(values, notValues))
+      list.push({ key, values: values ?? [], notValues: notValues ?? [], ...(g ? { g } : {}), ...(extended ? { extended } : {}) });
   };
   for (const w of r.when ?? []) {
     const k = w.key;
@@ -339,7 +347,8 @@ export function newModel(policyNamespace: string, r: AuthorizationRule, forTCP =
   }
 
   const front = (list: RuleList, key: string, values?: string[], notValues?: string[], g?: Generator, extended?: ExtendedGenerator) => {
-    if (nonEmpty(values, notValues)) list.unshift({ key, values: values ?? [], notValues: notValues ?? [], ...(g ? { g } : {}), ...(extended ? { extended } : {}) });
+    if (nonEmpty(values, notValues))
+      list.unshift({ key, values: values ?? [], notValues: notValues ?? [], ...(g ? { g } : {}), ...(extended ? { extended } : {}) });
   };
   const principals: RuleList[] = [];
   for (const f of r.from ?? []) {

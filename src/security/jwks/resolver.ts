@@ -183,7 +183,9 @@ export class JwksResolver {
       if (!this.unusable.has(keys)) {
         if (this.unusable.size >= 256) this.unusable.clear();
         this.unusable.add(keys);
-        log.warn(`The JWKS for issuer ${issuer}${jwksUri ? ` (${jwksUri})` : ' (inline jwks)'} has no usable key: ${statusString(usable)}; its tokens are rejected (a fake JWKS is sent in its place)`);
+        log.warn(
+          `The JWKS for issuer ${issuer}${jwksUri ? ` (${jwksUri})` : ' (inline jwks)'} has no usable key: ${statusString(usable)}; its tokens are rejected (a fake JWKS is sent in its place)`,
+        );
       }
       keys = createFakeJwks(jwksUri || issuer);
     }
@@ -217,7 +219,12 @@ export class JwksResolver {
   private async getWithRetry(uri: string, retries: number, timeoutMs: number): Promise<string> {
     for (let i = 0; ; i++) {
       try {
-        const body = await fetchDocument(uri, { timeoutMs, insecureSkipVerify: this.o.insecureSkipVerify, ...(this.ca ? { ca: this.ca } : {}), signal: this.abort.signal });
+        const body = await fetchDocument(uri, {
+          timeoutMs,
+          insecureSkipVerify: this.o.insecureSkipVerify,
+          ...(this.ca ? { ca: this.ca } : {}),
+          signal: this.abort.signal,
+        });
         networkFetchSuccess.inc();
         return body;
       } catch (err) {
@@ -340,7 +347,9 @@ export class JwksResolver {
     for (const [k, e] of this.entries) {
       // Unused or long-unrefreshable keys go, so the cache does not grow forever nor serve stale keys.
       if (now - e.lastUsed >= this.o.evictionMs || (e.pubKey !== '' && now - e.lastRefreshed >= this.o.evictionMs)) {
-        log.info(`Removed cached JWT public key (lastRefreshed: ${new Date(e.lastRefreshed).toISOString()}, lastUsed: ${new Date(e.lastUsed).toISOString()}) from ${JSON.stringify(e.issuer)}`);
+        log.info(
+          `Removed cached JWT public key (lastRefreshed: ${new Date(e.lastRefreshed).toISOString()}, lastUsed: ${new Date(e.lastUsed).toISOString()}) from ${JSON.stringify(e.issuer)}`,
+        );
         this.entries.delete(k);
         continue;
       }

@@ -35,9 +35,7 @@ export interface LayoutInput {
 }
 
 export function layout(p: LayoutInput): string {
-  const nav = p.topics
-    .map((t) => `<a href="/${t.prefix}z/"${t.prefix === p.active ? ' class="active"' : ''}>${esc(t.title)}</a>`)
-    .join('\n');
+  const nav = p.topics.map((t) => `<a href="/${t.prefix}z/"${t.prefix === p.active ? ' class="active"' : ''}>${esc(t.title)}</a>`).join('\n');
   return `<!DOCTYPE html>
 <html lang="en">
 <head>

@@ -210,7 +210,11 @@ export interface MetricFamilyJson {
 type PromValue = { value: number; labels: Record<string, string | number>; metricName?: string };
 
 const labelsOf = (v: PromValue, drop?: string): Record<string, string> =>
-  Object.fromEntries(Object.entries(v.labels).filter(([k]) => k !== drop).map(([k, x]) => [k, String(x)]));
+  Object.fromEntries(
+    Object.entries(v.labels)
+      .filter(([k]) => k !== drop)
+      .map(([k, x]) => [k, String(x)]),
+  );
 
 /** Every metric family of the registry in prom2json's shape (the Metrics topic of Istio's ControlZ). */
 export async function metricFamilies(): Promise<MetricFamilyJson[]> {

@@ -40,7 +40,14 @@ import {
   WK,
 } from './common';
 import { clusterLoadAssignment } from './endpoints';
-import { alpnInsteadOfFilter, autoMtlsTransportSocketMatches, buildUpstreamTlsContext, buildUpstreamTlsSettings, tlsTransportSocket, type UpstreamHttp } from './tls';
+import {
+  alpnInsteadOfFilter,
+  autoMtlsTransportSocketMatches,
+  buildUpstreamTlsContext,
+  buildUpstreamTlsSettings,
+  tlsTransportSocket,
+  type UpstreamHttp,
+} from './tls';
 import { registerScope } from '../../lib/log';
 
 const log = registerScope('default');
@@ -66,8 +73,7 @@ export function mergeTrafficPolicy(base: TrafficPolicy | undefined, subset: Traf
   };
   apply(base);
   apply(subset);
-  const pls =
-    subset?.portLevelSettings?.find((s) => s.port?.number === port) ?? base?.portLevelSettings?.find((s) => s.port?.number === port);
+  const pls = subset?.portLevelSettings?.find((s) => s.port?.number === port) ?? base?.portLevelSettings?.find((s) => s.port?.number === port);
   apply(pls);
   return out;
 }
@@ -91,11 +97,17 @@ export function applyLoadBalancer(c: Cluster, lb: LoadBalancerSettings | undefin
   if (ch) {
     if (ch.maglev) {
       c.lbPolicy = Cluster_LbPolicy.MAGLEV;
-      c.lbConfig = { case: 'maglevLbConfig', value: create(Cluster_MaglevLbConfigSchema, ch.maglev.tableSize ? { tableSize: BigInt(ch.maglev.tableSize) } : {}) };
+      c.lbConfig = {
+        case: 'maglevLbConfig',
+        value: create(Cluster_MaglevLbConfigSchema, ch.maglev.tableSize ? { tableSize: BigInt(ch.maglev.tableSize) } : {}),
+      };
     } else {
       c.lbPolicy = Cluster_LbPolicy.RING_HASH;
       const min = ch.ringHash?.minimumRingSize ?? ch.minimumRingSize;
-      c.lbConfig = { case: 'ringHashLbConfig', value: create(Cluster_RingHashLbConfigSchema, { minimumRingSize: BigInt(min && min > 0 ? min : 1024) }) };
+      c.lbConfig = {
+        case: 'ringHashLbConfig',
+        value: create(Cluster_RingHashLbConfigSchema, { minimumRingSize: BigInt(min && min > 0 ? min : 1024) }),
+      };
     }
     return;
   }
@@ -215,7 +227,13 @@ export interface ClusterBuildContext {
   gateway: boolean;
 }
 
-function discoveryCluster(name: string, service: Service, ctx: ClusterBuildContext, subsetLabels: Readonly<Record<string, string>> | undefined, port: ServicePort): Cluster {
+function discoveryCluster(
+  name: string,
+  service: Service,
+  ctx: ClusterBuildContext,
+  subsetLabels: Readonly<Record<string, string>> | undefined,
+  port: ServicePort,
+): Cluster {
   const o = ctx.push.options;
   const c = create(ClusterSchema, { name, connectTimeout: durationMs(o.connectTimeoutMs) });
   switch (service.resolution) {
@@ -225,13 +243,20 @@ function discoveryCluster(name: string, service: Service, ctx: ClusterBuildConte
       break;
     case 'DNS':
     case 'DNSRoundRobin': {
-      c.clusterDiscoveryType = { case: 'type', value: service.resolution === 'DNS' ? Cluster_DiscoveryType.STRICT_DNS : Cluster_DiscoveryType.LOGICAL_DNS };
+      c.clusterDiscoveryType = {
+        case: 'type',
+        value: service.resolution === 'DNS' ? Cluster_DiscoveryType.STRICT_DNS : Cluster_DiscoveryType.LOGICAL_DNS,
+      };
       c.dnsLookupFamily = Cluster_DnsLookupFamily.V4_ONLY;
       c.respectDnsTtl = true;
       c.dnsRefreshRate = durationMs(o.dnsRefreshRateMs);
       let eps = ctx.push.endpoints(service, port, subsetLabels);
       if (service.resolution === 'DNSRoundRobin') eps = eps.slice(0, 1);
-      c.loadAssignment = clusterLoadAssignment(name, eps, { sendUnhealthy: o.sendUnhealthyEndpoints, drainingLabel: o.drainingLabel, requireIp: false });
+      c.loadAssignment = clusterLoadAssignment(name, eps, {
+        sendUnhealthy: o.sendUnhealthyEndpoints,
+        drainingLabel: o.drainingLabel,
+        requireIp: false,
+      });
       if (c.loadAssignment.endpoints.length === 0) {
         const type = service.resolution === 'DNS' ? 'STRICT_DNS' : 'LOGICAL_DNS';
         ctx.push.addMetric('dnsNoEndpoints', name, ctx.proxy.id, `${type} cluster without endpoints ${name} found while pushing CDS`);
@@ -245,7 +270,16 @@ function discoveryCluster(name: string, service: Service, ctx: ClusterBuildConte
   return c;
 }
 
-function applyPolicy(c: Cluster, service: Service, port: ServicePort, subset: string, policy: PolicyFields, ctx: ClusterBuildContext, dr: MergedDestinationRule | undefined, subsetPolicy?: TrafficPolicy): void {
+function applyPolicy(
+  c: Cluster,
+  service: Service,
+  port: ServicePort,
+  subset: string,
+  policy: PolicyFields,
+  ctx: ClusterBuildContext,
+  dr: MergedDestinationRule | undefined,
+  subsetPolicy?: TrafficPolicy,
+): void {
   applyConnectionPool(c, policy.connectionPool);
   applyOutlierDetection(c, policy.outlierDetection);
   applyLoadBalancer(c, policy.loadBalancer);
@@ -263,12 +297,28 @@ function applyPolicy(c: Cluster, service: Service, port: ServicePort, subset: st
  * Auto mTLS becomes transport socket matches, so endpoints without a sidecar (no tlsMode metadata) still get
  * plaintext — except on ORIGINAL_DST clusters, which have no endpoint metadata to match on.
  */
-function applyUpstreamTls(c: Cluster, service: Service, port: ServicePort, subset: string, policy: PolicyFields, ctx: ClusterBuildContext, dr: MergedDestinationRule | undefined, subsetPolicy?: TrafficPolicy): void {
+function applyUpstreamTls(
+  c: Cluster,
+  service: Service,
+  port: ServicePort,
+  subset: string,
+  policy: PolicyFields,
+  ctx: ClusterBuildContext,
+  dr: MergedDestinationRule | undefined,
+  subsetPolicy?: TrafficPolicy,
+): void {
   const o = ctx.push.options;
   // A subset's own traffic policy decides passthrough for it; the default cluster looks at the rule's.
   const serviceMode = ctx.push.inferServiceMtlsMode(subset ? subsetPolicy : dr?.trafficPolicy, service, port);
   const sni = `outbound_.${port.port}_.${subset}_.${service.hostname}`;
-  const { tls, ctx: mtlsCtx } = buildUpstreamTlsSettings(policy.tls, service.serviceAccounts, sni, o.enableAutoMtls, service.meshExternal, serviceMode);
+  const { tls, ctx: mtlsCtx } = buildUpstreamTlsSettings(
+    policy.tls,
+    service.serviceAccounts,
+    sni,
+    o.enableAutoMtls,
+    service.meshExternal,
+    serviceMode,
+  );
   let built;
   try {
     built = buildUpstreamTlsContext(tls, {

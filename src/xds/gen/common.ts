@@ -26,7 +26,7 @@ export function goDurationMs(s: string | undefined): number | undefined {
   let total = 0;
   let consumed = 0;
   let m: RegExpExecArray | null;
-  const unit: Record<string, number> = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+  const unit: Record<string, number> = { ns: 1e-6, us: 1e-3, µs: 1e-3, ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
   while ((m = re.exec(s)) !== null) {
     if (m.index !== consumed) return undefined;
     total += Number(m[1]) * unit[m[2]!]!;
@@ -110,7 +110,12 @@ export const WK = {
 } as const;
 
 /** Istio's config-info metadata: filter_metadata.istio.config = `/apis/<group>/<version>/namespaces/<ns>/<kind>/<name>`. */
-export function configInfoMetadata(apiVersion: string, kind: string, namespace: string, name: string): { filterMetadata: { [k: string]: JsonObject } } {
+export function configInfoMetadata(
+  apiVersion: string,
+  kind: string,
+  namespace: string,
+  name: string,
+): { filterMetadata: { [k: string]: JsonObject } } {
   const kebab = kind.replace(/([a-z0-9])([A-Z])/g, '$1-$2').toLowerCase();
   return { filterMetadata: { istio: { config: `/apis/${apiVersion}/namespaces/${namespace}/${kebab}/${name}` } } };
 }

@@ -23,7 +23,10 @@ import {
   type HttpFilter,
   HttpFilterSchema,
 } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
-import { FilterConfig_Protocol as AlpnProtocol, FilterConfigSchema as AlpnFilterConfigSchema } from '../../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
+import {
+  FilterConfig_Protocol as AlpnProtocol,
+  FilterConfigSchema as AlpnFilterConfigSchema,
+} from '../../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
 import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
 import { UuidRequestIdConfigSchema } from '../../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
@@ -57,7 +60,10 @@ export const routerFilter = (): HttpFilter => httpFilter(WK.router, pack(RouterS
 export const faultFilter = (): HttpFilter => httpFilter(WK.fault, pack(HTTPFaultSchema, {}));
 export const corsFilter = (): HttpFilter => httpFilter(WK.cors, pack(CorsSchema, {}));
 export const grpcStatsFilter = (): HttpFilter =>
-  httpFilter(WK.grpcStats, pack(GrpcStatsSchema, { emitFilterState: true, perMethodStatSpecifier: { case: 'statsForAllMethods', value: { value: false } } }));
+  httpFilter(
+    WK.grpcStats,
+    pack(GrpcStatsSchema, { emitFilterState: true, perMethodStatSpecifier: { case: 'statsForAllMethods', value: { value: false } } }),
+  );
 
 /**
  * Istio's `istio.alpn` filter (xdsfilters.Alpn): on mesh mTLS upstreams the ALPN becomes `istio-http/1.0`,
@@ -107,7 +113,9 @@ export interface HcmOptions {
 }
 
 /** Istio's mapping of meshConfig.pathNormalization to HCM fields (buildHTTPConnectionManager, listener.go). */
-export function pathNormalizationFields(n: PathNormalization): Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'normalizePath' | 'mergeSlashes' | 'pathWithEscapedSlashesAction'> {
+export function pathNormalizationFields(
+  n: PathNormalization,
+): Pick<MessageInitShape<typeof HttpConnectionManagerSchema>, 'normalizePath' | 'mergeSlashes' | 'pathWithEscapedSlashesAction'> {
   const keep = HttpConnectionManager_PathWithEscapedSlashesAction.KEEP_UNCHANGED;
   switch (n) {
     case 'NONE':
@@ -115,7 +123,11 @@ export function pathNormalizationFields(n: PathNormalization): Pick<MessageInitS
     case 'MERGE_SLASHES':
       return { normalizePath: true, mergeSlashes: true, pathWithEscapedSlashesAction: keep };
     case 'DECODE_AND_MERGE_SLASHES':
-      return { normalizePath: true, mergeSlashes: true, pathWithEscapedSlashesAction: HttpConnectionManager_PathWithEscapedSlashesAction.UNESCAPE_AND_FORWARD };
+      return {
+        normalizePath: true,
+        mergeSlashes: true,
+        pathWithEscapedSlashesAction: HttpConnectionManager_PathWithEscapedSlashesAction.UNESCAPE_AND_FORWARD,
+      };
     default:
       return { normalizePath: true, pathWithEscapedSlashesAction: keep };
   }
@@ -137,9 +149,10 @@ export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOpt
     streamIdleTimeout: durationMs(0),
     proxy100Continue: push.options.enable100Continue,
     requestIdExtension: { typedConfig: UUID_REQUEST_ID() },
-    routeSpecifier: o.rds !== undefined
-      ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: o.rds } }
-      : { case: 'routeConfig', value: o.routeConfig ?? {} },
+    routeSpecifier:
+      o.rds !== undefined
+        ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: o.rds } }
+        : { case: 'routeConfig', value: o.routeConfig ?? {} },
   };
   if (gateway) {
     init.xffNumTrustedHops = 0;

@@ -3,7 +3,14 @@
 import { create } from '@bufbuild/protobuf';
 import type { Proxy } from '../../discovery/model';
 import type { PushContext } from '../../discovery/push-context';
-import { ClusterSchema, Cluster_DiscoveryType, Cluster_EdsClusterConfigSchema, Cluster_LbPolicy, Cluster_RingHashLbConfigSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
+import {
+  ClusterSchema,
+  Cluster_DiscoveryType,
+  Cluster_EdsClusterConfigSchema,
+  Cluster_LbPolicy,
+  Cluster_RingHashLbConfigSchema,
+  type Cluster,
+} from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import { ListenerSchema, type Listener } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
@@ -76,7 +83,9 @@ function packedOutboundClusters(proxy: Proxy, push: PushContext): Resource[] {
     const dr = push.destinationRule(proxy, svc.hostname, svc);
     for (const p of svc.ports) {
       // auto mTLS depends on the destination's PeerAuthentication mode (and, for passthrough, its endpoints)
-      const mtls = [dr?.trafficPolicy, ...(dr?.subsets ?? []).map((s) => s.trafficPolicy)].map((tp) => push.inferServiceMtlsMode(tp, svc, p)).join(',');
+      const mtls = [dr?.trafficPolicy, ...(dr?.subsets ?? []).map((s) => s.trafficPolicy)]
+        .map((tp) => push.inferServiceMtlsMode(tp, svc, p))
+        .join(',');
       // what the proxy lacks of Istio's Envoy build shapes its mTLS ALPN (capabilities.ts)
       const key = `${outboundClusterKey(svc, p.port, dr, push.options, ctx.gateway, () => push.endpoints(svc, p))}|${mtls}|${proxy.capabilities?.key ?? ''}`;
       out.push(...push.cache.get('cds', `outbound|${key}`, () => buildOutboundClusters(svc, p, ctx).map(packCluster)));
@@ -102,7 +111,11 @@ function packedLocalClusters(proxy: Proxy, push: PushContext): Resource[] {
     const k = `inbound|${key}|${t.service.namespace}/${t.service.hostname}|${t.port.port}|${t.port.name}|${t.port.protocol}|${t.targetPort}`;
     out.push(push.shared('cds', k, () => packCluster(buildInboundCluster(t.service, t.port, t.targetPort, ctx))));
   }
-  out.push(...push.shared('cds', `special|${key}`, () => [buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx)].map(packCluster)));
+  out.push(
+    ...push.shared('cds', `special|${key}`, () =>
+      [buildBlackHoleCluster(ctx), buildPassthroughCluster(ctx), buildInboundPassthroughCluster(ctx)].map(packCluster),
+    ),
+  );
   return out;
 }
 
@@ -150,7 +163,10 @@ export const edsGenerator: Generator<PushContext> = {
     if (!req.full && req.edsUpdates.size > 0) requested = requested.filter((n) => req.edsUpdates.has(parseSubsetKey(n)?.hostname ?? ''));
     return {
       resources: requested.map((n) =>
-        req.push.shared('eds', `${req.push.sharedKey(proxy)}|${n}`, () => ({ name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) })),
+        req.push.shared('eds', `${req.push.sharedKey(proxy)}|${n}`, () => ({
+          name: n,
+          resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)),
+        })),
       ),
     };
   },
@@ -264,7 +280,10 @@ export function buildGrpcClusters(proxy: Proxy, push: PushContext, requested: re
       const ch = policy.loadBalancer.consistentHash;
       c.lbPolicy = Cluster_LbPolicy.RING_HASH;
       const min = ch.ringHash?.minimumRingSize ?? ch.minimumRingSize;
-      c.lbConfig = { case: 'ringHashLbConfig', value: create(Cluster_RingHashLbConfigSchema, { minimumRingSize: BigInt(min && min > 0 ? min : 1024) }) };
+      c.lbConfig = {
+        case: 'ringHashLbConfig',
+        value: create(Cluster_RingHashLbConfigSchema, { minimumRingSize: BigInt(min && min > 0 ? min : 1024) }),
+      };
     } else {
       c.lbPolicy = Cluster_LbPolicy.ROUND_ROBIN;
     }

@@ -41,7 +41,12 @@ export interface FilterChainMatchOption {
   tls: boolean;
 }
 
-const opt = (protocol: 'HTTP' | 'TCP', transportProtocol: string, tls: boolean, applicationProtocols: readonly string[] = []): FilterChainMatchOption => ({
+const opt = (
+  protocol: 'HTTP' | 'TCP',
+  transportProtocol: string,
+  tls: boolean,
+  applicationProtocols: readonly string[] = [],
+): FilterChainMatchOption => ({
   applicationProtocols,
   transportProtocol,
   protocol,
@@ -74,7 +79,8 @@ export function filterChainMatchOptions(mode: MutualTlsMode, protocol: ListenerP
       return [opt('HTTP', RAW_BUFFER_TRANSPORT, false, plainHttp), opt('TCP', RAW_BUFFER_TRANSPORT, false)];
     case 'TCP':
       if (mode === 'STRICT') return [opt('TCP', TLS_TRANSPORT, true)];
-      if (mode === 'PERMISSIVE') return [opt('TCP', TLS_TRANSPORT, true, ALL_ISTIO_MTLS_ALPNS), opt('TCP', TLS_TRANSPORT, false), opt('TCP', RAW_BUFFER_TRANSPORT, false)];
+      if (mode === 'PERMISSIVE')
+        return [opt('TCP', TLS_TRANSPORT, true, ALL_ISTIO_MTLS_ALPNS), opt('TCP', TLS_TRANSPORT, false), opt('TCP', RAW_BUFFER_TRANSPORT, false)];
       return [opt('TCP', RAW_BUFFER_TRANSPORT, false)];
   }
 }
@@ -89,7 +95,9 @@ interface Inspectors {
 
 /** Istio listenerPredicateExcludePorts: matches connections to any of the ports. */
 function portsPredicate(ports: readonly number[]): ListenerFilterChainMatchPredicate {
-  const ranges = ports.map((p) => create(ListenerFilterChainMatchPredicateSchema, { rule: { case: 'destinationPortRange', value: { start: p, end: p + 1 } } }));
+  const ranges = ports.map((p) =>
+    create(ListenerFilterChainMatchPredicateSchema, { rule: { case: 'destinationPortRange', value: { start: p, end: p + 1 } } }),
+  );
   if (ranges.length > 1) return create(ListenerFilterChainMatchPredicateSchema, { rule: { case: 'orMatch', value: { rules: ranges } } });
   return ranges[0]!;
 }
@@ -100,7 +108,11 @@ function notPredicate(p: ListenerFilterChainMatchPredicate): ListenerFilterChain
 
 function inspector(name: string, disabled: ListenerFilterChainMatchPredicate | undefined): ListenerFilter {
   const config = name === WK.tlsInspector ? pack(TlsInspectorSchema, {}) : pack(HttpInspectorSchema, {});
-  return create(ListenerFilterSchema, { name, configType: { case: 'typedConfig', value: config }, ...(disabled ? { filterDisabled: disabled } : {}) });
+  return create(ListenerFilterSchema, {
+    name,
+    configType: { case: 'typedConfig', value: config },
+    ...(disabled ? { filterDisabled: disabled } : {}),
+  });
 }
 
 /**
@@ -109,7 +121,11 @@ function inspector(name: string, disabled: ListenerFilterChainMatchPredicate | u
  * plaintext HTTP ALPNs — each switched off (filter_disabled) on ports whose chains do not need it. Port 0
  * stands for the chains without a destination port (the passthrough ones).
  */
-export function inboundListenerFilters(chains: readonly FilterChain[], originalDst: ListenerFilter, after: readonly ListenerFilter[] = []): ListenerFilter[] {
+export function inboundListenerFilters(
+  chains: readonly FilterChain[],
+  originalDst: ListenerFilter,
+  after: readonly ListenerFilter[] = [],
+): ListenerFilter[] {
   const byPort = new Map<number, Inspectors>();
   for (const fc of chains) {
     const m = fc.filterChainMatch;
@@ -125,7 +141,9 @@ export function inboundListenerFilters(chains: readonly FilterChain[], originalD
     const defaultEnabled = byPort.get(0)?.tls ?? false;
     // With the passthrough chains inspecting, ports opt out; otherwise ports opt in.
     const ports = sorted.filter((p) => p !== 0 && byPort.get(p)!.tls !== defaultEnabled);
-    out.push(inspector(WK.tlsInspector, ports.length === 0 ? undefined : defaultEnabled ? portsPredicate(ports) : notPredicate(portsPredicate(ports))));
+    out.push(
+      inspector(WK.tlsInspector, ports.length === 0 ? undefined : defaultEnabled ? portsPredicate(ports) : notPredicate(portsPredicate(ports))),
+    );
   }
   // After the TLS inspector: once it sets the transport protocol to tls, the HTTP inspector leaves the bytes alone.
   if ([...byPort.values()].some((i) => i.http)) {

@@ -25,7 +25,20 @@ import {
   VIRTUAL_OUTBOUND_LISTENER,
   WK,
 } from './common';
-import { faultFilter, hcmFilter, httpConnectionManager, httpInspector, originalDst, originalSrc, routerFilter, tcpProxyFilter, tcpSecurityFilters, tlsInspector, type SecurityFilterBuilders, type WeightedDestination } from './filters';
+import {
+  faultFilter,
+  hcmFilter,
+  httpConnectionManager,
+  httpInspector,
+  originalDst,
+  originalSrc,
+  routerFilter,
+  tcpProxyFilter,
+  tcpSecurityFilters,
+  tlsInspector,
+  type SecurityFilterBuilders,
+  type WeightedDestination,
+} from './filters';
 import { defaultInboundRoute, destinationCluster } from './route';
 import { splitHostPort } from './rds';
 import { buildInboundTls, downstreamTransportSocket, tlsTransportSocket } from './tls';
@@ -43,7 +56,12 @@ function socketAddress(address: string, port: number) {
 // ---------------------------------------------------------------------------------------------
 // gateways
 
-function tcpDestinations(push: PushContext, proxy: Proxy, routes: Array<{ destination: { host: string; subset?: string; port?: { number?: number } }; weight?: number }>, port: number): WeightedDestination[] {
+function tcpDestinations(
+  push: PushContext,
+  proxy: Proxy,
+  routes: Array<{ destination: { host: string; subset?: string; port?: { number?: number } }; weight?: number }>,
+  port: number,
+): WeightedDestination[] {
   return routes
     .filter((r) => routes.length === 1 || (r.weight ?? 0) > 0)
     .map((r) => ({ cluster: destinationCluster(r.destination, push.serviceForHostname(proxy, r.destination.host), port), weight: r.weight ?? 100 }));
@@ -53,10 +71,18 @@ function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, se
   const chains: FilterChain[] = [];
   const first = servers[0]!;
   // Every TCP chain of a gateway (TLS passthrough, TCP, TLS terminated to TCP) gets the authz filters.
-  const tcpFilters = (dests: WeightedDestination[]) => [...tcpSecurityFilters(proxy, push, 'gateway', opts.security), tcpProxyFilter(dests[0]!.cluster, dests)];
+  const tcpFilters = (dests: WeightedDestination[]) => [
+    ...tcpSecurityFilters(proxy, push, 'gateway', opts.security),
+    tcpProxyFilter(dests[0]!.cluster, dests),
+  ];
   if (first.routeName && !first.server.tls) {
     // plain HTTP servers of a port share one chain and the route `http.<port>`
-    const hcm = httpConnectionManager(proxy, push, { statPrefix: `outbound_${listenerName}`, cls: 'gateway', rds: first.routeName, ...(opts.security ? { security: opts.security } : {}) });
+    const hcm = httpConnectionManager(proxy, push, {
+      statPrefix: `outbound_${listenerName}`,
+      cls: 'gateway',
+      rds: first.routeName,
+      ...(opts.security ? { security: opts.security } : {}),
+    });
     return [create(FilterChainSchema, { filters: [hcmFilter(hcm)] })];
   }
   const sniSeen = new Set<string>();
@@ -79,8 +105,11 @@ function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, se
       );
       continue;
     }
-    const vss = push.virtualServicesForGateway(proxy.namespace, gs.gatewayName).filter((v) => v.hosts.some((vh) => gs.hosts.some((h) => (h.namespace === '*' || h.namespace === v.namespace) && hostMatches(vh, h.host))));
-    const matchesServer = (m: { port?: number; gateways?: string[] }) => (!m.port || m.port === s.port.number) && (!m.gateways || m.gateways.length === 0 || m.gateways.includes(gs.gatewayName));
+    const vss = push
+      .virtualServicesForGateway(proxy.namespace, gs.gatewayName)
+      .filter((v) => v.hosts.some((vh) => gs.hosts.some((h) => (h.namespace === '*' || h.namespace === v.namespace) && hostMatches(vh, h.host))));
+    const matchesServer = (m: { port?: number; gateways?: string[] }) =>
+      (!m.port || m.port === s.port.number) && (!m.gateways || m.gateways.length === 0 || m.gateways.includes(gs.gatewayName));
     if (s.tls && (s.tls.mode === 'PASSTHROUGH' || s.tls.mode === 'AUTO_PASSTHROUGH')) {
       for (const v of vss) {
         for (const t of v.spec.tls ?? []) {
@@ -155,7 +184,11 @@ function virtualOutbound(push: PushContext, proxy: Proxy): Listener {
     trafficDirection: TrafficDirection.OUTBOUND,
     filterChains: [
       // connections straight to 15001 (not redirected) would loop: black-hole them
-      create(FilterChainSchema, { name: 'virtualOutbound-blackhole', filterChainMatch: { destinationPort: port }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])] }),
+      create(FilterChainSchema, {
+        name: 'virtualOutbound-blackhole',
+        filterChainMatch: { destinationPort: port },
+        filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])],
+      }),
       create(FilterChainSchema, { name: 'virtualOutbound-catchall-tcp', filters: [tcpProxyFilter(catchall, [{ cluster: catchall, weight: 100 }])] }),
     ],
   });
@@ -195,7 +228,8 @@ function inboundChains(push: PushContext, proxy: Proxy, cc: InboundChainConfig, 
   };
   const httpTls = buildInboundTls(mode, false, tlsOpts);
   const tcpTls = buildInboundTls(mode, true, tlsOpts);
-  const name = (protocol: 'HTTP' | 'TCP') => (cc.passthrough ? (protocol === 'HTTP' ? 'virtualInbound-catchall-http' : VIRTUAL_INBOUND_LISTENER) : `0.0.0.0_${cc.targetPort}`);
+  const name = (protocol: 'HTTP' | 'TCP') =>
+    cc.passthrough ? (protocol === 'HTTP' ? 'virtualInbound-catchall-http' : VIRTUAL_INBOUND_LISTENER) : `0.0.0.0_${cc.targetPort}`;
   return filterChainMatchOptions(mode, cc.protocol, push.options.http10).map((o) => {
     const filters =
       o.protocol === 'HTTP'
@@ -233,7 +267,11 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
   const port = push.options.proxyInboundListenPort;
   const peer = push.mergedPeerAuthentication(proxy);
   const chains: FilterChain[] = [
-    create(FilterChainSchema, { name: 'virtualInbound-blackhole', filterChainMatch: { destinationPort: port }, filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])] }),
+    create(FilterChainSchema, {
+      name: 'virtualInbound-blackhole',
+      filterChainMatch: { destinationPort: port },
+      filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])],
+    }),
   ];
   // First service per target port wins (Istio uses the oldest service on a conflict).
   const targets = new Map<number, ServiceTarget>();
@@ -243,7 +281,12 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
     if (old) {
       // Istio reportInboundConflict: only two services with different protocols on one pod port are a real conflict
       if (old.port.protocol !== t.port.protocol && old.service.hostname !== t.service.hostname) {
-        push.addMetric('conflictInbound', proxy.id, proxy.id, `Conflicting inbound listener:${t.targetPort}. existing: ${old.service.hostname}, incoming: ${t.service.hostname}`);
+        push.addMetric(
+          'conflictInbound',
+          proxy.id,
+          proxy.id,
+          `Conflicting inbound listener:${t.targetPort}. existing: ${old.service.hostname}, incoming: ${t.service.hostname}`,
+        );
       }
       continue;
     }
@@ -251,7 +294,14 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
   }
   const passthroughPorts = [0, ...[...peer.perPort.keys()].filter((p) => !targets.has(p)).sort((a, b) => a - b)];
   for (const p of passthroughPorts) {
-    const cc: InboundChainConfig = { targetPort: p, servicePort: 0, hostname: '', cluster: INBOUND_PASSTHROUGH_CLUSTER, protocol: 'AUTO', passthrough: true };
+    const cc: InboundChainConfig = {
+      targetPort: p,
+      servicePort: 0,
+      hostname: '',
+      cluster: INBOUND_PASSTHROUGH_CLUSTER,
+      protocol: 'AUTO',
+      passthrough: true,
+    };
     chains.push(...inboundChains(push, proxy, cc, modeForPort(peer, p), opts));
   }
   for (const t of [...targets.values()].sort((a, b) => a.targetPort - b.targetPort)) {
@@ -310,7 +360,16 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
   const httpChain = (port: number, name: string, match: boolean): FilterChain =>
     create(FilterChainSchema, {
       ...(match ? { filterChainMatch: { applicationProtocols: ['http/1.1', 'h2c'] } } : {}),
-      filters: [hcmFilter(httpConnectionManager(proxy, push, { statPrefix: `outbound_${name}`, cls: 'sidecarOutbound', rds: String(port), ...(opts.security ? { security: opts.security } : {}) }))],
+      filters: [
+        hcmFilter(
+          httpConnectionManager(proxy, push, {
+            statPrefix: `outbound_${name}`,
+            cls: 'sidecarOutbound',
+            rds: String(port),
+            ...(opts.security ? { security: opts.security } : {}),
+          }),
+        ),
+      ],
     });
   for (const el of scope.egressListeners) {
     for (const svc of el.services) {
@@ -324,12 +383,28 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
           add(`${bind}_${p.port}`, bind, p.port, () => [httpChain(p.port, `${bind}_${p.port}`, false)], false);
         } else if (protocol === 'UnsupportedProtocol') {
           const name = `${bind}_${p.port}`;
-          add(name, bind, p.port, () => [httpChain(p.port, name, true), create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], true);
+          add(
+            name,
+            bind,
+            p.port,
+            () => [
+              httpChain(p.port, name, true),
+              create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] }),
+            ],
+            true,
+          );
         } else {
           // Istio GetAddressForProxy: its own VIP, else the auto-allocated one for a proxy that uses it
           const vip = svc.addresses.find((a) => isIp(a)) ?? autoAddressForProxy(svc, proxy, push.options.ipAutoallocate);
           const addr = el.bind ?? vip ?? '0.0.0.0';
-          add(`${addr}_${p.port}`, addr, p.port, () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })], false, svc.hostname);
+          add(
+            `${addr}_${p.port}`,
+            addr,
+            p.port,
+            () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })],
+            false,
+            svc.hostname,
+          );
         }
       }
     }
@@ -396,7 +471,8 @@ export function buildGrpcListeners(proxy: Proxy, push: PushContext, names: reado
   const out: Listener[] = [];
   const services = push.servicesForProxy(proxy);
   if (names.length === 0) {
-    for (const s of services) for (const p of s.ports) out.push(grpcApiListener(`${s.hostname}:${p.port}`, s.addresses[0] ?? '0.0.0.0', p.port, `${s.hostname}:${p.port}`));
+    for (const s of services)
+      for (const p of s.ports) out.push(grpcApiListener(`${s.hostname}:${p.port}`, s.addresses[0] ?? '0.0.0.0', p.port, `${s.hostname}:${p.port}`));
     return out;
   }
   for (const name of names) {

@@ -125,7 +125,13 @@ export function buildNameTable(proxy: Proxy, push: PushContext, opts: NameTableO
 
 export function nameTableMessage(table: ReadonlyMap<string, NameInfo>): NameTable {
   const t = create(NameTableSchema);
-  for (const [host, ni] of table) t.table[host] = create(NameTable_NameInfoSchema, { ips: ni.ips, registry: ni.registry, shortname: ni.shortname ?? '', namespace: ni.namespace ?? '' });
+  for (const [host, ni] of table)
+    t.table[host] = create(NameTable_NameInfoSchema, {
+      ips: ni.ips,
+      registry: ni.registry,
+      shortname: ni.shortname ?? '',
+      namespace: ni.namespace ?? '',
+    });
   return t;
 }
 
@@ -138,7 +144,9 @@ export function ndsGenerator(opts: NameTableOptions = DEFAULT_NAME_TABLE_OPTIONS
       const families = proxy.ipAddresses.map((ip) => (ip.includes(':') ? 6 : 4)).join('');
       const key = `${push.sharedKey(proxy)}|${proxy.metadata.network ?? ''}|${proxy.metadata.clusterId ?? ''}|${families}|${optionsKey(opts)}`;
       return {
-        resources: push.shared('nds', key, () => [{ name: '', resource: anyPack(NameTableSchema, nameTableMessage(buildNameTable(proxy, push, opts))) }]),
+        resources: push.shared('nds', key, () => [
+          { name: '', resource: anyPack(NameTableSchema, nameTableMessage(buildNameTable(proxy, push, opts))) },
+        ]),
       };
     },
   };

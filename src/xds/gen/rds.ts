@@ -40,7 +40,14 @@ function sortVHostRoutes(routes: RouteInit[]): RouteInit[] {
   return [...routes.filter((r) => !isCatchAllRoute(r)), ...routes.filter((r) => isCatchAllRoute(r))];
 }
 
-function routeContext(proxy: Proxy, push: PushContext, port: number, gatewayNames: ReadonlySet<string>, isTls: boolean, opts: RouteBuildOptions): RouteContext {
+function routeContext(
+  proxy: Proxy,
+  push: PushContext,
+  port: number,
+  gatewayNames: ReadonlySet<string>,
+  isTls: boolean,
+  opts: RouteBuildOptions,
+): RouteContext {
   return {
     port,
     gatewayNames,
@@ -127,7 +134,13 @@ function gatewayRouteParts(proxy: Proxy, push: PushContext, routeName: string, o
         if (existing) existing.vh.requireTls = VirtualHost_TlsRequirementType.ALL;
         else
           vhosts.set(h, {
-            vh: { name: domainName(h, port), domains: [h], routes: [], includeRequestAttemptCount: true, requireTls: VirtualHost_TlsRequirementType.ALL },
+            vh: {
+              name: domainName(h, port),
+              domains: [h],
+              routes: [],
+              includeRequestAttemptCount: true,
+              requireTls: VirtualHost_TlsRequirementType.ALL,
+            },
             sources: [],
           });
       }
@@ -154,7 +167,11 @@ const gatewayRest = (proxy: Proxy): RouteConfigRest => ({
   ignorePortInHostMatching: !proxy.proxyless,
   maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
 });
-const SIDECAR_REST: RouteConfigRest = { validateClusters: false, maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES, ignorePortInHostMatching: true };
+const SIDECAR_REST: RouteConfigRest = {
+  validateClusters: false,
+  maxDirectResponseBodySizeBytes: MAX_DIRECT_RESPONSE_BODY_BYTES,
+  ignorePortInHostMatching: true,
+};
 
 /** Istio collapseDuplicateRoutes: vhosts built from the same routes become one vhost with all domains. */
 function collapseDuplicateRoutes(entries: Array<[string, { vh: VirtualHostInit; sources: string[] }]>, enabled: boolean): VirtualHostInit[] {
@@ -188,7 +205,8 @@ export function altVirtualHosts(hostname: string, proxyDomain: string): string[]
     if (ih <= 0) return [];
     const ns = hostname.indexOf('.');
     if (ns + 1 >= hostname.length || ns + 1 > ih) return [];
-    if (hostname.slice(ns + 1, ih) === proxyDomain.slice(0, id)) return [hostname.slice(0, ns), `${hostname.slice(0, ih)}.svc`, hostname.slice(0, ih)];
+    if (hostname.slice(ns + 1, ih) === proxyDomain.slice(0, id))
+      return [hostname.slice(0, ns), `${hostname.slice(0, ih)}.svc`, hostname.slice(0, ih)];
     return [hostname.slice(0, ih), `${hostname.slice(0, ih)}.svc`];
   }
   const h = hostname.split('.').reverse();
@@ -254,9 +272,16 @@ const objectId = (o: object | undefined): number => {
  * services their destinations resolve to, so those (and the port) are the key. `routesKey` identifies the
  * routes' content for reuse of serialised virtual hosts across pushes.
  */
-function sharedVirtualServiceRoutes(push: PushContext, proxy: Proxy, vs: VirtualServiceEntry, ctx: RouteContext): { routes: RouteInit[]; routesKey: string } {
+function sharedVirtualServiceRoutes(
+  push: PushContext,
+  proxy: Proxy,
+  vs: VirtualServiceEntry,
+  ctx: RouteContext,
+): { routes: RouteInit[]; routesKey: string } {
   const http = vs.spec.http ?? [];
-  const bySource = http.some((h) => (h.match ?? []).some((m) => m.sourceNamespace !== undefined || (m.sourceLabels && Object.keys(m.sourceLabels).length > 0)));
+  const bySource = http.some((h) =>
+    (h.match ?? []).some((m) => m.sourceNamespace !== undefined || (m.sourceLabels && Object.keys(m.sourceLabels).length > 0)),
+  );
   const dests: number[] = [];
   for (const h of http) {
     for (const d of h.route ?? []) dests.push(objectId(ctx.lookupService(d.destination.host)));
@@ -271,7 +296,13 @@ function sharedVirtualServiceRoutes(push: PushContext, proxy: Proxy, vs: Virtual
 }
 
 /** Istio BuildSidecarOutboundVirtualHosts for one port (`listenerPort`), limited to `onlyHost` for gRPC. */
-export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPort: number, opts: RouteBuildOptions, onlyHost?: string): VirtualHostInit[] {
+export function sidecarVirtualHosts(
+  proxy: Proxy,
+  push: PushContext,
+  listenerPort: number,
+  opts: RouteBuildOptions,
+  onlyHost?: string,
+): VirtualHostInit[] {
   const scope = push.sidecarScope(proxy);
   const listener = scope.egressListeners.find((l) => l.port?.number === listenerPort) ?? scope.egressListeners.find((l) => !l.port);
   if (!listener) return [];
@@ -342,7 +373,11 @@ export function sidecarVirtualHosts(proxy: Proxy, push: PushContext, listenerPor
       return;
     }
     seenNames.add(name);
-    const all = svc ? virtualHostDomains(svc, w.port, proxy, push.options.ipAutoallocate) : proxy.proxyless ? [ipv6Compliant(hostname), name] : [ipv6Compliant(hostname)];
+    const all = svc
+      ? virtualHostDomains(svc, w.port, proxy, push.options.ipAutoallocate)
+      : proxy.proxyless
+        ? [ipv6Compliant(hostname), name]
+        : [ipv6Compliant(hostname)];
     const domains = all.filter((d) => {
       const k = d.toLowerCase();
       if (seenDomains.has(k)) return false;
@@ -381,8 +416,16 @@ export function duplicateDomainReports(vhosts: readonly VirtualHostInit[]): Read
  * The VirtualService `vs` of this push as a sidecar's listener on `port` sees it (after the mesh-gateway
  * filter), or undefined when it is not among them.
  */
-export function sidecarVirtualService(proxy: Proxy, push: PushContext, port: number, namespace: string, name: string): VirtualServiceEntry | undefined {
-  return sidecarListenerVirtualServices(proxy, push, port).find((v) => v.namespace === namespace && v.name === name && v.gateways.includes(MESH_GATEWAY));
+export function sidecarVirtualService(
+  proxy: Proxy,
+  push: PushContext,
+  port: number,
+  namespace: string,
+  name: string,
+): VirtualServiceEntry | undefined {
+  return sidecarListenerVirtualServices(proxy, push, port).find(
+    (v) => v.namespace === namespace && v.name === name && v.gateways.includes(MESH_GATEWAY),
+  );
 }
 
 function sidecarListenerVirtualServices(proxy: Proxy, push: PushContext, port: number): readonly VirtualServiceEntry[] {
@@ -403,7 +446,14 @@ export function sidecarVirtualServiceOrder(proxy: Proxy, push: PushContext, port
  * sidecarVirtualHosts would build when nothing but the routes of `vs` changed. undefined when `vs` now
  * gives no routes (its hosts then fall back to default routes: a full rebuild is needed).
  */
-export function rebuiltSidecarVirtualHost(proxy: Proxy, push: PushContext, port: number, vh: VirtualHostInit, vs: VirtualServiceEntry, opts: RouteBuildOptions): VirtualHostInit | undefined {
+export function rebuiltSidecarVirtualHost(
+  proxy: Proxy,
+  push: PushContext,
+  port: number,
+  vh: VirtualHostInit,
+  vs: VirtualServiceEntry,
+  opts: RouteBuildOptions,
+): VirtualHostInit | undefined {
   const ctx = routeContext(proxy, push, port, new Set([MESH_GATEWAY]), false, opts);
   const { routes, routesKey } = sharedVirtualServiceRoutes(push, proxy, vs, ctx);
   if (routes.length === 0) return undefined;
@@ -415,7 +465,8 @@ export function rebuiltSidecarVirtualHost(proxy: Proxy, push: PushContext, port:
 
 function catchAllVirtualHost(proxy: Proxy, push: PushContext): VirtualHostInit {
   const scope = push.sidecarScope(proxy);
-  if (scope.outboundTrafficPolicy === 'REGISTRY_ONLY') return { name: 'block_all', domains: ['*'], routes: [blockAllRoute()], includeRequestAttemptCount: true };
+  if (scope.outboundTrafficPolicy === 'REGISTRY_ONLY')
+    return { name: 'block_all', domains: ['*'], routes: [blockAllRoute()], includeRequestAttemptCount: true };
   return { name: 'allow_any', domains: ['*'], routes: [passthroughRoute()], includeRequestAttemptCount: true };
 }
 
@@ -443,7 +494,11 @@ export function packSidecarRouteConfiguration(proxy: Proxy, push: PushContext, r
   const { virtualHosts, rest } = sidecarRouteParts(proxy, push, routeName, opts);
   const parts: Uint8Array[] = [toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { name: routeName }))];
   for (const vh of virtualHosts) {
-    parts.push(push.cache.get('rds', `vhbytes|${vhostKeys.get(vh) ?? initKey(vh)}`, () => toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { virtualHosts: [vh] }))));
+    parts.push(
+      push.cache.get('rds', `vhbytes|${vhostKeys.get(vh) ?? initKey(vh)}`, () =>
+        toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, { virtualHosts: [vh] })),
+      ),
+    );
   }
   parts.push(toBinary(RouteConfigurationSchema, create(RouteConfigurationSchema, rest)));
   return create(AnySchema, { typeUrl: `type.googleapis.com/${RouteConfigurationSchema.typeName}`, value: Buffer.concat(parts) });
@@ -457,7 +512,12 @@ export function splitHostPort(name: string): { host: string; port?: number } {
 }
 
 /** A proxyless gRPC client's RouteConfiguration `<host>:<port>`: the vhost of that service on that port. */
-export function buildGrpcRouteConfiguration(proxy: Proxy, push: PushContext, routeName: string, opts: RouteBuildOptions = {}): RouteConfiguration | undefined {
+export function buildGrpcRouteConfiguration(
+  proxy: Proxy,
+  push: PushContext,
+  routeName: string,
+  opts: RouteBuildOptions = {},
+): RouteConfiguration | undefined {
   const { host, port } = splitHostPort(routeName);
   if (!port) return undefined;
   const svc = push.serviceForHostname(proxy, host);

@@ -4,16 +4,7 @@
 // direct response), timeouts, retries, header operations, fault and CORS per-route configs.
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
-import type {
-  CorsPolicy,
-  Destination,
-  Headers,
-  HTTPFaultInjection,
-  HTTPMatchRequest,
-  HTTPRetry,
-  HTTPRoute,
-  StringMatch,
-} from '../../config/types';
+import type { CorsPolicy, Destination, Headers, HTTPFaultInjection, HTTPMatchRequest, HTTPRetry, HTTPRoute, StringMatch } from '../../config/types';
 import type { Service } from '../../discovery/model';
 import type { VirtualServiceEntry } from '../../discovery/push-context';
 import { HeaderValueOption_HeaderAppendAction } from '../../gen/envoy/config/core/v3/base_pb';
@@ -28,7 +19,10 @@ import { buildSubsetKey, configInfoMetadata, durationMs, goDuration, goDurationM
 export type RouteInit = MessageInitShape<typeof RouteSchema>;
 type RouteMatchInit = NonNullable<RouteInit['match']>;
 type HeaderMatcherInit = NonNullable<RouteMatchInit['headers']>[number];
-type StringMatcherInit = { matchPattern: { case: 'exact' | 'prefix' | 'suffix'; value: string } | { case: 'safeRegex'; value: { regex: string } }; ignoreCase?: boolean };
+type StringMatcherInit = {
+  matchPattern: { case: 'exact' | 'prefix' | 'suffix'; value: string } | { case: 'safeRegex'; value: { regex: string } };
+  ignoreCase?: boolean;
+};
 
 export const DEFAULT_ROUTE_NAME = 'default';
 /** Istio's DefaultRetryOn and the previous-hosts predicate of DefaultPolicy. */
@@ -41,7 +35,10 @@ export const MAX_DIRECT_RESPONSE_BODY_BYTES = 1024 * 1024;
  * matcher on the JWT payload in the claim-routing issue. Returning undefined keeps the header matcher.
  * The default recognises no such names.
  */
-export type MetadataMatcherHook = (headerName: string, match: StringMatch | undefined) => NonNullable<RouteMatchInit['dynamicMetadata']>[number] | undefined;
+export type MetadataMatcherHook = (
+  headerName: string,
+  match: StringMatch | undefined,
+) => NonNullable<RouteMatchInit['dynamicMetadata']>[number] | undefined;
 
 export interface RouteContext {
   /** Listener/route port the routes are built for. */
@@ -140,7 +137,9 @@ function appendHeaders(h: Record<string, string> | undefined, append: boolean): 
     if (isInternalHeader(key)) continue;
     ops.push({
       header: { key, value },
-      appendAction: append ? HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD : HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
+      appendAction: append
+        ? HeaderValueOption_HeaderAppendAction.APPEND_IF_EXISTS_OR_ADD
+        : HeaderValueOption_HeaderAppendAction.OVERWRITE_IF_EXISTS_OR_ADD,
     });
   }
   return { ops, ...(authority !== undefined ? { authority } : {}) };
@@ -172,7 +171,10 @@ export function destinationCluster(d: Destination, service: Service | undefined,
 }
 
 /** Istio retry.ConvertPolicy: mesh default when unset, none for attempts 0, status codes split out of retryOn. */
-export function retryPolicy(r: HTTPRetry | undefined, consistentHash = false): RouteInit extends { action?: infer _A } ? Record<string, unknown> | undefined : never {
+export function retryPolicy(
+  r: HTTPRetry | undefined,
+  consistentHash = false,
+): RouteInit extends { action?: infer _A } ? Record<string, unknown> | undefined : never {
   if (r && r.attempts <= 0) return undefined;
   const out: Record<string, unknown> = {
     retryOn: DEFAULT_RETRY_ON,
@@ -188,12 +190,16 @@ export function retryPolicy(r: HTTPRetry | undefined, consistentHash = false): R
   if (r?.retryOn) {
     const on: string[] = [];
     const codes: number[] = [];
-    for (const part of r.retryOn.split(',').map((s) => s.trim()).filter((s) => s !== '')) {
+    for (const part of r.retryOn
+      .split(',')
+      .map((s) => s.trim())
+      .filter((s) => s !== '')) {
       if (/^\d+$/.test(part)) codes.push(Number(part));
       else on.push(part);
     }
     let retryOn = on.join(',');
-    if (codes.length > 0 && !retryOn.includes('retriable-status-codes')) retryOn = retryOn ? `${retryOn},retriable-status-codes` : 'retriable-status-codes';
+    if (codes.length > 0 && !retryOn.includes('retriable-status-codes'))
+      retryOn = retryOn ? `${retryOn},retriable-status-codes` : 'retriable-status-codes';
     out.retryOn = retryOn;
     out.retriableStatusCodes = codes;
   }
@@ -216,16 +222,33 @@ function percentFraction(v: number | undefined): { numerator: number; denominato
 
 /** gRPC status names Istio accepts in abort.grpcStatus. */
 const GRPC_STATUS: Readonly<Record<string, number>> = {
-  OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, ALREADY_EXISTS: 6,
-  PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9, ABORTED: 10, OUT_OF_RANGE: 11,
-  UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14, DATA_LOSS: 15, UNAUTHENTICATED: 16,
+  OK: 0,
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  ALREADY_EXISTS: 6,
+  PERMISSION_DENIED: 7,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+  DATA_LOSS: 15,
+  UNAUTHENTICATED: 16,
 };
 
 export function translateFault(f: HTTPFaultInjection | undefined): Any | undefined {
   if (!f) return undefined;
   const init: Record<string, unknown> = {};
   if (f.delay?.fixedDelay) {
-    init.delay = { percentage: percentFraction(f.delay.percentage?.value), faultDelaySecifier: { case: 'fixedDelay', value: goDuration(f.delay.fixedDelay) } };
+    init.delay = {
+      percentage: percentFraction(f.delay.percentage?.value),
+      faultDelaySecifier: { case: 'fixedDelay', value: goDuration(f.delay.fixedDelay) },
+    };
   }
   if (f.abort && (f.abort.httpStatus !== undefined || f.abort.grpcStatus !== undefined)) {
     init.abort = {
@@ -331,7 +354,11 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
     const r = http.redirect;
     const code = redirectCode(r.redirectCode);
     if (code === undefined) return undefined;
-    const redirect: Record<string, unknown> = { hostRedirect: r.authority ?? '', pathRewriteSpecifier: { case: 'pathRedirect', value: r.uri ?? '' }, responseCode: code };
+    const redirect: Record<string, unknown> = {
+      hostRedirect: r.authority ?? '',
+      pathRewriteSpecifier: { case: 'pathRedirect', value: r.uri ?? '' },
+      responseCode: code,
+    };
     if (r.scheme) redirect.schemeRewriteSpecifier = { case: 'schemeRedirect', value: r.scheme };
     if (r.port !== undefined || r.derivePort) {
       let port = r.port ?? (r.derivePort === 'FROM_REQUEST_PORT' ? ctx.port : 0);
@@ -342,7 +369,12 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
     route.action = { case: 'redirect', value: redirect };
   } else if (http.directResponse) {
     const d = http.directResponse;
-    const body = d.body?.string !== undefined ? { specifier: { case: 'inlineString' as const, value: d.body.string } } : d.body?.bytes !== undefined ? { specifier: { case: 'inlineBytes' as const, value: Buffer.from(d.body.bytes, 'base64') } } : undefined;
+    const body =
+      d.body?.string !== undefined
+        ? { specifier: { case: 'inlineString' as const, value: d.body.string } }
+        : d.body?.bytes !== undefined
+          ? { specifier: { case: 'inlineBytes' as const, value: Buffer.from(d.body.bytes, 'base64') } }
+          : undefined;
     route.action = { case: 'directResponse', value: { status: d.status, ...(body ? { body } : {}) } };
   } else {
     const action: Record<string, unknown> = {};
@@ -362,7 +394,9 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
         action.requestMirrorPolicies = [
           {
             cluster: destinationCluster(http.mirror, ctx.lookupService(http.mirror.host), ctx.port),
-            runtimeFraction: { defaultValue: pct ? percentFraction(pct.value) : { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED } },
+            runtimeFraction: {
+              defaultValue: pct ? percentFraction(pct.value) : { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
+            },
             traceSampled: false,
           },
         ];
@@ -374,9 +408,15 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
       action.clusterSpecifier = { case: 'cluster', value: destinationCluster(d.destination, ctx.lookupService(d.destination.host), ctx.port) };
       if (d.headers) {
         const ops = translateHeaders(d.headers);
-        route.requestHeadersToAdd = [...((route.requestHeadersToAdd ?? []) as HeaderValueOptionInit[]), ...ops.requestHeadersToAdd] as RouteInit['requestHeadersToAdd'];
+        route.requestHeadersToAdd = [
+          ...((route.requestHeadersToAdd ?? []) as HeaderValueOptionInit[]),
+          ...ops.requestHeadersToAdd,
+        ] as RouteInit['requestHeadersToAdd'];
         route.requestHeadersToRemove = [...(route.requestHeadersToRemove ?? []), ...ops.requestHeadersToRemove];
-        route.responseHeadersToAdd = [...((route.responseHeadersToAdd ?? []) as HeaderValueOptionInit[]), ...ops.responseHeadersToAdd] as RouteInit['responseHeadersToAdd'];
+        route.responseHeadersToAdd = [
+          ...((route.responseHeadersToAdd ?? []) as HeaderValueOptionInit[]),
+          ...ops.responseHeadersToAdd,
+        ] as RouteInit['responseHeadersToAdd'];
         route.responseHeadersToRemove = [...(route.responseHeadersToRemove ?? []), ...ops.responseHeadersToRemove];
         if (ops.authority && !action.hostRewriteSpecifier) action.hostRewriteSpecifier = { case: 'hostRewriteLiteral', value: ops.authority };
       }
@@ -418,7 +458,12 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
 export function isCatchAllRoute(r: RouteInit): boolean {
   const ps = r.match?.pathSpecifier;
   const catchall = (ps?.case === 'prefix' && ps.value === '/') || (ps?.case === 'safeRegex' && (ps.value as { regex: string }).regex === '.*');
-  return catchall && (r.match?.headers?.length ?? 0) === 0 && (r.match?.queryParameters?.length ?? 0) === 0 && (r.match?.dynamicMetadata?.length ?? 0) === 0;
+  return (
+    catchall &&
+    (r.match?.headers?.length ?? 0) === 0 &&
+    (r.match?.queryParameters?.length ?? 0) === 0 &&
+    (r.match?.dynamicMetadata?.length ?? 0) === 0
+  );
 }
 
 /** Istio BuildHTTPRoutesForVirtualService: routes in order, stopping after a catch-all. */
@@ -480,7 +525,10 @@ export function passthroughRoute(): RouteInit {
   return {
     name: 'allow_any',
     match: { pathSpecifier: { case: 'prefix', value: '/' } },
-    action: { case: 'route', value: { clusterSpecifier: { case: 'cluster', value: PASSTHROUGH_CLUSTER }, timeout: durationMs(0), maxGrpcTimeout: durationMs(0) } },
+    action: {
+      case: 'route',
+      value: { clusterSpecifier: { case: 'cluster', value: PASSTHROUGH_CLUSTER }, timeout: durationMs(0), maxGrpcTimeout: durationMs(0) },
+    },
   };
 }
 

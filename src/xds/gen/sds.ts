@@ -95,13 +95,21 @@ function truncatedKeys(d: Map<string, Buffer>): string {
 
 /** Istio ExtractCertInfo: cert/key first, then tls.crt/tls.key. */
 export function extractCertInfo(d: Map<string, Buffer>): CertInfo | Error {
-  if (hasValue(d, GENERIC_CERT, GENERIC_KEY)) return { cert: d.get(GENERIC_CERT)!, key: d.get(GENERIC_KEY)!, ...(d.get(GENERIC_CRL) ? { crl: d.get(GENERIC_CRL)! } : {}) };
+  if (hasValue(d, GENERIC_CERT, GENERIC_KEY))
+    return { cert: d.get(GENERIC_CERT)!, key: d.get(GENERIC_KEY)!, ...(d.get(GENERIC_CRL) ? { crl: d.get(GENERIC_CRL)! } : {}) };
   if (hasValue(d, TLS_CERT, TLS_KEY)) {
-    return { cert: d.get(TLS_CERT)!, key: d.get(TLS_KEY)!, ...(d.get(TLS_OCSP) ? { staple: d.get(TLS_OCSP)! } : {}), ...(d.get(TLS_CRL) ? { crl: d.get(TLS_CRL)! } : {}) };
+    return {
+      cert: d.get(TLS_CERT)!,
+      key: d.get(TLS_KEY)!,
+      ...(d.get(TLS_OCSP) ? { staple: d.get(TLS_OCSP)! } : {}),
+      ...(d.get(TLS_CRL) ? { crl: d.get(TLS_CRL)! } : {}),
+    };
   }
   if (hasKeys(d, GENERIC_CERT, GENERIC_KEY)) return new Error(`found keys "${GENERIC_CERT}" and "${GENERIC_KEY}", but they were empty`);
   if (hasKeys(d, TLS_CERT, TLS_KEY)) return new Error(`found keys "${TLS_CERT}" and "${TLS_KEY}", but they were empty`);
-  return new Error(`found secret, but didn't have expected keys (${GENERIC_CERT} and ${GENERIC_KEY}) or (${TLS_CERT} and ${TLS_KEY}); found: ${truncatedKeys(d)}`);
+  return new Error(
+    `found secret, but didn't have expected keys (${GENERIC_CERT} and ${GENERIC_KEY}) or (${TLS_CERT} and ${TLS_KEY}); found: ${truncatedKeys(d)}`,
+  );
 }
 
 /** Istio ExtractRoot: cacert first, then ca.crt. */
@@ -133,7 +141,11 @@ export function tlsSecret(name: string, info: CertInfo): Secret {
     name,
     type: {
       case: 'tlsCertificate',
-      value: { certificateChain: inline(info.cert), privateKey: inline(info.key ?? Buffer.alloc(0)), ...(info.staple ? { ocspStaple: inline(info.staple) } : {}) },
+      value: {
+        certificateChain: inline(info.cert),
+        privateKey: inline(info.key ?? Buffer.alloc(0)),
+        ...(info.staple ? { ocspStaple: inline(info.staple) } : {}),
+      },
     },
   });
 }
@@ -142,7 +154,10 @@ export function tlsSecret(name: string, info: CertInfo): Secret {
 export function caSecret(name: string, info: CertInfo): Secret {
   return create(SecretSchema, {
     name,
-    type: { case: 'validationContext', value: create(CertificateValidationContextSchema, { trustedCa: inline(info.cert), ...(info.crl ? { crl: inline(info.crl) } : {}) }) },
+    type: {
+      case: 'validationContext',
+      value: create(CertificateValidationContextSchema, { trustedCa: inline(info.cert), ...(info.crl ? { crl: inline(info.crl) } : {}) }),
+    },
   });
 }
 

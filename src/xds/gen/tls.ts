@@ -14,7 +14,11 @@ import { Cluster_TransportSocketMatchSchema, type Cluster_TransportSocketMatch }
 import { RawBufferSchema } from '../../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb';
 import { ApiConfigSource_ApiType, ApiVersion, ConfigSourceSchema, type ConfigSource } from '../../gen/envoy/config/core/v3/config_source_pb';
 import { TransportSocketSchema, type TransportSocket } from '../../gen/envoy/config/core/v3/base_pb';
-import { CertificateValidationContextSchema, TlsParameters_TlsProtocol, TlsParametersSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
+import {
+  CertificateValidationContextSchema,
+  TlsParameters_TlsProtocol,
+  TlsParametersSchema,
+} from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
 import {
   CommonTlsContext_CombinedCertificateValidationContextSchema,
   CommonTlsContextSchema,
@@ -168,7 +172,8 @@ export function buildUpstreamTlsSettings(
     const sans = tls.subjectAltNames && tls.subjectAltNames.length > 0 ? tls.subjectAltNames : [...serviceAccounts];
     return { tls: { mode: 'ISTIO_MUTUAL', subjectAltNames: sans, sni: tls.sni || sni }, ctx: 'userSupplied' };
   }
-  if (meshExternal || !autoMtlsEnabled || serviceMtlsMode === 'UNKNOWN' || serviceMtlsMode === 'DISABLE') return { tls: undefined, ctx: 'userSupplied' };
+  if (meshExternal || !autoMtlsEnabled || serviceMtlsMode === 'UNKNOWN' || serviceMtlsMode === 'DISABLE')
+    return { tls: undefined, ctx: 'userSupplied' };
   return { tls: { mode: 'ISTIO_MUTUAL', subjectAltNames: [...serviceAccounts], sni }, ctx: 'autoDetected' };
 }
 
@@ -228,7 +233,9 @@ export function buildUpstreamTlsContext(tls: ClientTLSSettings | undefined, o: U
       const mx = o.metadataExchange && !o.disableMxAlpn;
       common.alpnProtocols = o.alpnInsteadOfFilter
         ? [...o.alpnInsteadOfFilter]
-        : o.http2 ? [...(mx ? ALPN_IN_MESH_H2_WITH_MXC : ALPN_IN_MESH_H2)] : [...(mx ? ALPN_IN_MESH_WITH_MXC : ALPN_IN_MESH)];
+        : o.http2
+          ? [...(mx ? ALPN_IN_MESH_H2_WITH_MXC : ALPN_IN_MESH_H2)]
+          : [...(mx ? ALPN_IN_MESH_WITH_MXC : ALPN_IN_MESH)];
       const context = create(UpstreamTlsContextSchema, { commonTlsContext: common, sni: tls.sni || o.clusterName });
       return { context, autoSni: false, autoSanValidation: false };
     }
@@ -240,7 +247,8 @@ export function buildUpstreamTlsContext(tls: ClientTLSSettings | undefined, o: U
       const sans = o.externalRegistry && (tls.subjectAltNames ?? []).length === 0 ? [...o.serviceAccounts] : (tls.subjectAltNames ?? []);
       if (tls.credentialName) {
         if (mode === 'MUTUAL') common.tlsCertificateSdsSecretConfigs = [credentialSds(tls.credentialName)];
-        if (!tls.insecureSkipVerify) common.validationContextType = combined(credentialSds(`${tls.credentialName}${CREDENTIAL_CA_SUFFIX}`), sans.map(exact));
+        if (!tls.insecureSkipVerify)
+          common.validationContextType = combined(credentialSds(`${tls.credentialName}${CREDENTIAL_CA_SUFFIX}`), sans.map(exact));
       } else {
         // Files named in the rule are read by the agent and served over SDS (rotation without restarts).
         const ca = tls.caCertificates || 'system';
@@ -264,7 +272,10 @@ export function buildUpstreamTlsContext(tls: ClientTLSSettings | undefined, o: U
 }
 
 export function tlsTransportSocket(context: UpstreamTlsContext | DownstreamTlsContext): TransportSocket {
-  const value = context.$typeName === 'envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext' ? anyPack(UpstreamTlsContextSchema, context) : anyPack(DownstreamTlsContextSchema, context as DownstreamTlsContext);
+  const value =
+    context.$typeName === 'envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext'
+      ? anyPack(UpstreamTlsContextSchema, context)
+      : anyPack(DownstreamTlsContextSchema, context as DownstreamTlsContext);
   return create(TransportSocketSchema, { name: WK.tlsTransportSocket, configType: { case: 'typedConfig', value } });
 }
 
@@ -283,7 +294,11 @@ export const TLS_MODE_KEY = 'tlsMode';
  */
 export function autoMtlsTransportSocketMatches(socket: TransportSocket): Cluster_TransportSocketMatch[] {
   return [
-    create(Cluster_TransportSocketMatchSchema, { name: `tlsMode-${TLS_MODE_ISTIO}`, match: { [TLS_MODE_KEY]: TLS_MODE_ISTIO }, transportSocket: socket }),
+    create(Cluster_TransportSocketMatchSchema, {
+      name: `tlsMode-${TLS_MODE_ISTIO}`,
+      match: { [TLS_MODE_KEY]: TLS_MODE_ISTIO },
+      transportSocket: socket,
+    }),
     create(Cluster_TransportSocketMatchSchema, { name: 'tlsMode-disabled', match: {}, transportSocket: rawBufferTransportSocket() }),
   ];
 }
@@ -315,7 +330,10 @@ export function buildInboundTls(mode: MutualTlsMode, tcp: boolean, o: InboundTls
       tlsMinimumProtocolVersion: o.minProtocolVersion === 'TLSV1_3' ? TlsParameters_TlsProtocol.TLSv1_3 : TlsParameters_TlsProtocol.TLSv1_2,
       tlsMaximumProtocolVersion: TlsParameters_TlsProtocol.TLSv1_3,
     }),
-    validationContextType: combined(sds(SDS_ROOTCA), o.trustDomains.map((td) => prefix(`spiffe://${td}/`))),
+    validationContextType: combined(
+      sds(SDS_ROOTCA),
+      o.trustDomains.map((td) => prefix(`spiffe://${td}/`)),
+    ),
     tlsCertificateSdsSecretConfigs: [sds(SDS_DEFAULT)],
   });
   return create(DownstreamTlsContextSchema, { commonTlsContext: common, requireClientCertificate: true });
@@ -331,7 +349,9 @@ export function downstreamTransportSocket(tls: ServerTLSSettings, http: boolean)
     common.validationContextType = combinedValidation(SDS_ROOTCA, tls.subjectAltNames ?? []);
     requireClientCertificate = true;
   } else {
-    common.tlsCertificateSdsSecretConfigs = [tls.credentialName ? credentialSds(tls.credentialName) : sds(`file-cert:${tls.serverCertificate ?? ''}~${tls.privateKey ?? ''}`)];
+    common.tlsCertificateSdsSecretConfigs = [
+      tls.credentialName ? credentialSds(tls.credentialName) : sds(`file-cert:${tls.serverCertificate ?? ''}~${tls.privateKey ?? ''}`),
+    ];
     if (mode === 'MUTUAL' || mode === 'OPTIONAL_MUTUAL') {
       const root = tls.credentialName ? credentialSds(`${tls.credentialName}${CREDENTIAL_CA_SUFFIX}`) : sds(`file-root:${tls.caCertificates ?? ''}`);
       common.validationContextType = combined(root, (tls.subjectAltNames ?? []).map(exact));

@@ -176,7 +176,11 @@ export function vhdsGenerator(opts: RouteBuildOptions = {}): Generator<PushConte
       const push = req.push;
       const out: Resource[] = [];
       for (const rc of [...(watched.routeConfigs ?? [])].sort()) {
-        out.push(...push.shared('rds', `vhds|${push.sharedKey(proxy)}|${rc}`, () => packedRouteVirtualHosts(proxy, push, rc, opts, virtualHostsOf(proxy, push, rc, req))));
+        out.push(
+          ...push.shared('rds', `vhds|${push.sharedKey(proxy)}|${rc}`, () =>
+            packedRouteVirtualHosts(proxy, push, rc, opts, virtualHostsOf(proxy, push, rc, req)),
+          ),
+        );
       }
       return { resources: watched.wildcard ? out : out.filter((r) => watched.resourceNames.has(r.name)) };
     },

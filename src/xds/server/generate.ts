@@ -129,7 +129,8 @@ export class Responder<P extends { version: string }> {
     what: string,
   ): Promise<boolean> {
     const nonce = randomUUID();
-    const msg = () => encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
+    const msg = () =>
+      encodeDiscoveryResponse({ versionInfo: version, resources, typeUrl: w.typeUrl, nonce, controlPlane: this.controlPlaneFor(w.typeUrl) });
     // Recorded before the write: the client's answer can only be read after this task ends.
     w.nonceSent = nonce;
     w.versionSent = version;

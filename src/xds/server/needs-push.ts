@@ -5,12 +5,50 @@ import { TYPE_URL } from '../../lib/xds/type-urls';
 
 const set = (...kinds: string[]): ReadonlySet<string> => new Set(kinds);
 
-const SKIPPED_CDS = set('Gateway', 'WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'Secret', 'Telemetry', 'WasmPlugin', 'ProxyConfig', 'DNSName');
-const SKIPPED_EDS = set('Gateway', 'VirtualService', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'Secret', 'Telemetry', 'WasmPlugin', 'ProxyConfig', 'DNSName', 'Sidecar');
+const SKIPPED_CDS = set(
+  'Gateway',
+  'WorkloadEntry',
+  'WorkloadGroup',
+  'AuthorizationPolicy',
+  'RequestAuthentication',
+  'Secret',
+  'Telemetry',
+  'WasmPlugin',
+  'ProxyConfig',
+  'DNSName',
+);
+const SKIPPED_EDS = set(
+  'Gateway',
+  'VirtualService',
+  'WorkloadGroup',
+  'AuthorizationPolicy',
+  'RequestAuthentication',
+  'Secret',
+  'Telemetry',
+  'WasmPlugin',
+  'ProxyConfig',
+  'DNSName',
+  'Sidecar',
+);
 const SKIPPED_LDS_ROUTER = set('WorkloadGroup', 'WorkloadEntry', 'Secret', 'ProxyConfig', 'DNSName');
 const SKIPPED_LDS_SIDECAR = set('Gateway', 'WorkloadGroup', 'WorkloadEntry', 'Secret', 'ProxyConfig', 'DNSName');
 // Istio's skippedNdsConfigs: kinds that cannot change which names a proxy sees or their addresses.
-const SKIPPED_NDS = set('Gateway', 'VirtualService', 'DestinationRule', 'Secret', 'Telemetry', 'EnvoyFilter', 'WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'WasmPlugin', 'ProxyConfig', 'MeshConfig');
+const SKIPPED_NDS = set(
+  'Gateway',
+  'VirtualService',
+  'DestinationRule',
+  'Secret',
+  'Telemetry',
+  'EnvoyFilter',
+  'WorkloadEntry',
+  'WorkloadGroup',
+  'AuthorizationPolicy',
+  'RequestAuthentication',
+  'PeerAuthentication',
+  'WasmPlugin',
+  'ProxyConfig',
+  'MeshConfig',
+);
 const SKIPPED_RDS = set('WorkloadEntry', 'WorkloadGroup', 'AuthorizationPolicy', 'RequestAuthentication', 'PeerAuthentication', 'Secret');
 
 function skippedFor(typeUrl: string, proxyType: string): ReadonlySet<string> | undefined {

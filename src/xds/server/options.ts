@@ -8,9 +8,7 @@ import type { ListenerKind } from './connection';
 import type { AdsSettings } from './settings';
 
 /** Generators by type URL, or a function choosing one per proxy (e.g. proxyless gRPC clients). */
-export type GeneratorTable<P> =
-  | Readonly<Record<string, Generator<P>>>
-  | ((proxy: Proxy, typeUrl: string) => Generator<P> | undefined);
+export type GeneratorTable<P> = Readonly<Record<string, Generator<P>>> | ((proxy: Proxy, typeUrl: string) => Generator<P> | undefined);
 
 export interface AdsServerOptions<P extends { version: string }> {
   generators: GeneratorTable<P>;

@@ -93,11 +93,7 @@ export function sotwOnRequest(watches: Map<string, WatchState>, req: SotwRequest
  * by-name types carry only resources whose content changed (Envoy accepts partial responses for those),
  * or all of them when `forceAll` (endpoints right after clusters were sent, for warming).
  */
-export function sotwPushSelection(
-  w: WatchState,
-  generated: readonly HashedResource[],
-  forceAll: boolean,
-): readonly HashedResource[] | undefined {
+export function sotwPushSelection(w: WatchState, generated: readonly HashedResource[], forceAll: boolean): readonly HashedResource[] | undefined {
   if (isWildcardType(w.typeUrl)) {
     if (!forceAll && w.digest !== '' && w.digest === setDigest(generated)) return undefined;
     return generated;

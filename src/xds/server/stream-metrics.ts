@@ -46,4 +46,3 @@ export function incrementXdsRejects(typeUrl: string, node: string, err: string):
   totalXdsRejects.inc({ type: metricType(typeUrl) });
   rejectGauges[typeUrl]?.inc({ node, err });
 }
-

@@ -263,7 +263,15 @@ export class Streams<P extends { version: string }> {
         const pr = this.o.responder.requestPushRequest(con);
         const generated = this.o.responder.generate(con, gen, w, pr, d.only);
         if (!generated) return;
-        await this.o.responder.sendSotw(con, w, generated, generated, (con.lastPush as { version: string }).version, d.only === undefined, 'PUSH request');
+        await this.o.responder.sendSotw(
+          con,
+          w,
+          generated,
+          generated,
+          (con.lastPush as { version: string }).version,
+          d.only === undefined,
+          'PUSH request',
+        );
         return;
       }
     }
@@ -291,7 +299,9 @@ export class Streams<P extends { version: string }> {
     if (d.nack) this.recordNack(con, req.typeUrl, d.nack.code, d.nack.message);
     if (d.expired) {
       expiredNonce.inc({ type: metricType(req.typeUrl) });
-      deltaLog.debug(`ADS:${stype}: REQ ${con.conId} Expired nonce received ${req.responseNonce}, sent ${con.watches.get(req.typeUrl)?.nonceSent ?? ''}`);
+      deltaLog.debug(
+        `ADS:${stype}: REQ ${con.conId} Expired nonce received ${req.responseNonce}, sent ${con.watches.get(req.typeUrl)?.nonceSent ?? ''}`,
+      );
     }
     if (!d.respond) return;
     await this.respondDelta(con, req.typeUrl, d.force, d.required);

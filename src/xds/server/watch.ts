@@ -141,7 +141,12 @@ export function internNameSet(set: Set<string>): Set<string> {
     b += y;
   }
   const fp = `${set.size}:${a}:${b}`;
-  return nameSets.intern(fp, set, (known) => known.size === set.size && [...set].every((n) => known.has(n)), (v) => sharedNameSets.add(v));
+  return nameSets.intern(
+    fp,
+    set,
+    (known) => known.size === set.size && [...set].every((n) => known.has(n)),
+    (v) => sharedNameSets.add(v),
+  );
 }
 
 /** The watch's names, copied first when they are a shared set, to be changed. */

@@ -27,15 +27,18 @@ interface Fixture {
   extensions: Array<{ name: string; category: string; type_urls: string[] }>;
 }
 const fixture = JSON.parse(fs.readFileSync(path.join(REPO, 'test/xds/gen/fixtures/envoy-1.36.2-extensions.json'), 'utf8')) as Fixture;
-const upstreamEnvoy: Extension[] = fixture.extensions.map((e) => create(ExtensionSchema, { name: e.name, category: e.category, typeUrls: e.type_urls }));
+const upstreamEnvoy: Extension[] = fixture.extensions.map((e) =>
+  create(ExtensionSchema, { name: e.name, category: e.category, typeUrls: e.type_urls }),
+);
 const ALPN_TYPE = 'istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig';
-const ext = (name: string, typeUrls: string[], disabled = false) => create(ExtensionSchema, { name, category: 'envoy.filters.http', typeUrls, disabled });
+const ext = (name: string, typeUrls: string[], disabled = false) =>
+  create(ExtensionSchema, { name, category: 'envoy.filters.http', typeUrls, disabled });
 
 t.test('proxyCapabilities: what the node lists decides what is missing', async (t) => {
   const rows: Array<[string, Extension[], string[], string]> = [
-    ['no extensions listed: Istio\'s build is assumed', [], [], ''],
+    ["no extensions listed: Istio's build is assumed", [], [], ''],
     ['the real upstream Envoy 1.36.2 list', upstreamEnvoy, ['alpn'], 'no:alpn'],
-    ['Istio\'s proxy: the same list plus istio.alpn', [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE])], [], ''],
+    ["Istio's proxy: the same list plus istio.alpn", [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE])], [], ''],
     ['istio.alpn listed but disabled', [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE], true)], ['alpn'], 'no:alpn'],
     ['the config type under another name: Envoy finds factories by type', [...upstreamEnvoy, ext('my.alpn', [ALPN_TYPE])], [], ''],
     ['the name with another config type', [...upstreamEnvoy, ext('istio.alpn', ['some.other.Config'])], ['alpn'], 'no:alpn'],
@@ -48,14 +51,23 @@ t.test('proxyCapabilities: what the node lists decides what is missing', async (
     t.equal(supports(c, 'alpn'), missing.length === 0, `${what}: supports alpn`);
     t.equal(leftOutReport(c) !== undefined, missing.length > 0, `${what}: logged only when something is left out`);
   }
-  t.equal(supports(undefined, 'alpn'), true, 'a proxy the server never classified is Istio\'s build');
+  t.equal(supports(undefined, 'alpn'), true, "a proxy the server never classified is Istio's build");
   t.match(leftOutReport(proxyCapabilities(upstreamEnvoy)), /^istio\.alpn \(not in the node's extensions\): /);
 });
 
 t.test('the engine lists its own extensions, istio.alpn among them', async (t) => {
   const list = engineExtensions(defaultFilterRegistry());
   const names = list.map((e) => e.name);
-  for (const n of ['istio.alpn', 'envoy.filters.http.router', 'envoy.filters.http.jwt_authn', 'envoy.filters.http.rbac', 'envoy.filters.network.http_connection_manager', 'envoy.filters.network.tcp_proxy', 'envoy.filters.listener.tls_inspector', 'envoy.transport_sockets.tls']) {
+  for (const n of [
+    'istio.alpn',
+    'envoy.filters.http.router',
+    'envoy.filters.http.jwt_authn',
+    'envoy.filters.http.rbac',
+    'envoy.filters.network.http_connection_manager',
+    'envoy.filters.network.tcp_proxy',
+    'envoy.filters.listener.tls_inspector',
+    'envoy.transport_sockets.tls',
+  ]) {
     t.ok(names.includes(n), n);
   }
   t.notOk(names.includes('istio.stats'), 'a filter the engine lacks is not listed');
@@ -68,7 +80,7 @@ t.test('alpnInsteadOfFilter: the ALPN istio.alpn would set, on clusters of a fix
   const envoy = proxyCapabilities(upstreamEnvoy);
   t.same(alpnInsteadOfFilter(envoy, 'http/1.1'), ['istio-http/1.1', 'istio', 'http/1.1']);
   t.same(alpnInsteadOfFilter(envoy, 'h2'), ['istio-h2', 'istio', 'h2']);
-  t.equal(alpnInsteadOfFilter(envoy, undefined), undefined, 'TCP or the downstream protocol: Istio\'s ALPN stays');
+  t.equal(alpnInsteadOfFilter(envoy, undefined), undefined, "TCP or the downstream protocol: Istio's ALPN stays");
   t.equal(alpnInsteadOfFilter(undefined, 'http/1.1'), undefined, 'a proxy with the filter keeps it');
 });
 
@@ -77,18 +89,35 @@ t.test('alpnInsteadOfFilter: the ALPN istio.alpn would set, on clusters of a fix
 
 const configs = [
   cfg('ServiceEntry', 'apps', 'svc', {
-    hosts: ['svc.apps.svc.cluster.local'], addresses: ['10.96.0.9'], location: 'MESH_INTERNAL', resolution: 'STATIC',
-    ports: [{ number: 80, name: 'http', protocol: 'HTTP' }, { number: 90, name: 'grpc', protocol: 'GRPC' }, { number: 100, name: 'tcp', protocol: 'TCP' }],
+    hosts: ['svc.apps.svc.cluster.local'],
+    addresses: ['10.96.0.9'],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
+    ports: [
+      { number: 80, name: 'http', protocol: 'HTTP' },
+      { number: 90, name: 'grpc', protocol: 'GRPC' },
+      { number: 100, name: 'tcp', protocol: 'TCP' },
+    ],
     endpoints: [{ address: '10.1.0.1', labels: { 'security.istio.io/tlsMode': 'istio' } }],
   }),
   cfg('DestinationRule', 'apps', 'svc', { host: 'svc.apps.svc.cluster.local', trafficPolicy: { tls: { mode: 'ISTIO_MUTUAL' } } }),
-  cfg('Gateway', 'mesh-system', 'gw', { selector: { istio: 'ingressgateway' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }] }),
+  cfg('Gateway', 'mesh-system', 'gw', {
+    selector: { istio: 'ingressgateway' },
+    servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }],
+  }),
 ];
 const setup = () => {
   const store = new ListStore(configs);
   return initPushContext(store, buildRegistries(store, []));
 };
-const req = (push: PushContext): PushRequest<PushContext> => ({ full: true, configsUpdated: new Set(), edsUpdates: new Set(), reasons: new Map(), push, start: Date.now() });
+const req = (push: PushContext): PushRequest<PushContext> => ({
+  full: true,
+  configsUpdated: new Set(),
+  edsUpdates: new Set(),
+  reasons: new Map(),
+  push,
+  start: Date.now(),
+});
 const watch = (typeUrl: string) => ({ typeUrl, resourceNames: new Set<string>(), wildcard: true });
 
 function gateway(extensions: Extension[]) {
@@ -97,7 +126,7 @@ function gateway(extensions: Extension[]) {
   return p;
 }
 
-t.test('a gateway on upstream Envoy gets no istio.alpn; one on Istio\'s build in the same push still does', async (t) => {
+t.test("a gateway on upstream Envoy gets no istio.alpn; one on Istio's build in the same push still does", async (t) => {
   const push = setup();
   const filters = (extensions: Extension[]) => {
     const p = gateway(extensions);
@@ -105,8 +134,19 @@ t.test('a gateway on upstream Envoy gets no istio.alpn; one on Istio\'s build in
     const fc = anyUnpack(l!.resource, ListenerSchema)!.filterChains[0]!.filters[0]!.configType;
     return anyUnpack(fc.case === 'typedConfig' ? fc.value : (undefined as never), HttpConnectionManagerSchema)!.httpFilters.map((f) => f.name);
   };
-  t.same(filters(upstreamEnvoy), ['envoy.filters.http.grpc_stats', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
-  t.same(filters([]), ['envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router']);
+  t.same(filters(upstreamEnvoy), [
+    'envoy.filters.http.grpc_stats',
+    'envoy.filters.http.fault',
+    'envoy.filters.http.cors',
+    'envoy.filters.http.router',
+  ]);
+  t.same(filters([]), [
+    'envoy.filters.http.grpc_stats',
+    'istio.alpn',
+    'envoy.filters.http.fault',
+    'envoy.filters.http.cors',
+    'envoy.filters.http.router',
+  ]);
 });
 
 t.test('mesh mTLS clusters of upstream Envoy offer the ALPN of their fixed protocol', async (t) => {
@@ -123,6 +163,14 @@ t.test('mesh mTLS clusters of upstream Envoy offer the ALPN of their fixed proto
     }
     return out;
   };
-  t.same(alpns(upstreamEnvoy), { 80: ['istio-http/1.1', 'istio', 'http/1.1'], 90: ['istio-h2', 'istio', 'h2'], 100: ['istio-peer-exchange', 'istio'] });
-  t.same(alpns([]), { 80: ['istio-peer-exchange', 'istio'], 90: ['istio-peer-exchange', 'istio', 'h2'], 100: ['istio-peer-exchange', 'istio'] }, 'Istio\'s build: the filter sets it per request');
+  t.same(alpns(upstreamEnvoy), {
+    80: ['istio-http/1.1', 'istio', 'http/1.1'],
+    90: ['istio-h2', 'istio', 'h2'],
+    100: ['istio-peer-exchange', 'istio'],
+  });
+  t.same(
+    alpns([]),
+    { 80: ['istio-peer-exchange', 'istio'], 90: ['istio-peer-exchange', 'istio', 'h2'], 100: ['istio-peer-exchange', 'istio'] },
+    "Istio's build: the filter sets it per request",
+  );
 });

@@ -16,7 +16,8 @@ import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { newPushRequest } from '../../../src/xds/server/push-request';
 import { ListStore, cfg, proxy } from '../../discovery/fixtures';
 
-const NODE = (ips: string, meta: Record<string, unknown> = {}) => proxy(`sidecar~${ips.split(',')[0]}~pod.testns~testns.svc.cluster.local`, { INSTANCE_IPS: ips, ...meta });
+const NODE = (ips: string, meta: Record<string, unknown> = {}) =>
+  proxy(`sidecar~${ips.split(',')[0]}~pod.testns~testns.svc.cluster.local`, { INSTANCE_IPS: ips, ...meta });
 const plain = NODE('9.9.9.9');
 const nw1 = NODE('9.9.9.9', { NETWORK: 'nw1' });
 const cl1 = NODE('9.9.9.9', { CLUSTER_ID: 'cl1' });
@@ -40,7 +41,11 @@ function svc(o: Partial<Service> & Pick<Service, 'hostname' | 'namespace'>): Ser
 }
 
 /** Istio's makeServiceInstances: one endpoint at the pod's IP, on its network and cluster. */
-function ep(s: Service, ip: string, o: { network?: string; cluster?: string; host?: string; subdomain?: string; health?: Endpoint['healthStatus'] } = {}): Endpoint {
+function ep(
+  s: Service,
+  ip: string,
+  o: { network?: string; cluster?: string; host?: string; subdomain?: string; health?: Endpoint['healthStatus'] } = {},
+): Endpoint {
   return {
     address: ip,
     port: 9000,
@@ -77,17 +82,35 @@ const pods = (s: Service, health: Array<Endpoint['healthStatus']> = ['Healthy', 
 const K = (ips: string[], shortname: string, namespace = 'testns'): NameInfo => ({ ips, registry: 'Orchestrator', shortname, namespace });
 const podEntries = (which: number[]) =>
   Object.fromEntries(
-    which.map((n) => [`pod${n}.headless-svc.testns.svc.cluster.local`, K([['1.2.3.4', '9.6.7.8', '19.6.7.8', '9.16.7.8'][n - 1]!], `pod${n}.headless-svc`)]),
+    which.map((n) => [
+      `pod${n}.headless-svc.testns.svc.cluster.local`,
+      K([['1.2.3.4', '9.6.7.8', '19.6.7.8', '9.16.7.8'][n - 1]!], `pod${n}.headless-svc`),
+    ]),
   );
 
 const push = pushOf([[headless, pods(headless)]]);
 const seHeadless = svc({ hostname: 'foo.bar.com', namespace: 'testns', resolution: 'Passthrough', registry: 'External' });
 const sepush = pushOf([[seHeadless, pods(seHeadless, undefined, false)]]);
-const vip1 = svc({ hostname: 'mysql.foo.bar', namespace: 'testns', name: 'mysql-svc', addresses: ['10.0.0.5'], resolution: 'Passthrough', registry: 'External', ports: [{ name: 'tcp', port: 3306, protocol: 'TCP' }] });
+const vip1 = svc({
+  hostname: 'mysql.foo.bar',
+  namespace: 'testns',
+  name: 'mysql-svc',
+  addresses: ['10.0.0.5'],
+  resolution: 'Passthrough',
+  registry: 'External',
+  ports: [{ name: 'tcp', port: 3306, protocol: 'TCP' }],
+});
 const vip2 = { ...vip1, namespace: 'testns2', addresses: ['10.0.0.6'], creationTime: ++created };
 const decorated = { ...vip1, namespace: 'testns3', addresses: ['10.0.0.7'], registry: 'Orchestrator' as const, creationTime: ++created };
 
-const cases: Array<{ name: string; node: typeof plain; push: PushContext; multicluster?: boolean; dualStack?: boolean; want: Record<string, NameInfo> }> = [
+const cases: Array<{
+  name: string;
+  node: typeof plain;
+  push: PushContext;
+  multicluster?: boolean;
+  dualStack?: boolean;
+  want: Record<string, NameInfo>;
+}> = [
   {
     name: 'headless service pods',
     node: plain,
@@ -155,7 +178,18 @@ const cases: Array<{ name: string; node: typeof plain; push: PushContext; multic
     name: 'dual stack',
     node: cl1DualStack,
     dualStack: true,
-    push: pushOf([[svc({ hostname: 'dual.foo.bar', namespace: 'testns', name: 'mysql-svc', addresses: ['2001:2::', '10.0.0.8'], resolution: 'Passthrough', registry: 'External' })]]),
+    push: pushOf([
+      [
+        svc({
+          hostname: 'dual.foo.bar',
+          namespace: 'testns',
+          name: 'mysql-svc',
+          addresses: ['2001:2::', '10.0.0.8'],
+          resolution: 'Passthrough',
+          registry: 'External',
+        }),
+      ],
+    ]),
     want: { 'dual.foo.bar': { ips: ['2001:2::', '10.0.0.8'], registry: 'External' } },
   },
   {
@@ -174,19 +208,28 @@ const cases: Array<{ name: string; node: typeof plain; push: PushContext; multic
   {
     name: 'service entry with multiple VIPs',
     node: plain,
-    push: pushOf([[vip1, []], [vip2, []]]),
+    push: pushOf([
+      [vip1, []],
+      [vip2, []],
+    ]),
     want: { 'mysql.foo.bar': { ips: ['10.0.0.5', '10.0.0.6'], registry: 'External' } },
   },
   {
     name: 'service entry as a decorator(created before k8s service)',
     node: plain,
-    push: pushOf([[vip1, []], [decorated, []]]),
+    push: pushOf([
+      [vip1, []],
+      [decorated, []],
+    ]),
     want: { 'mysql.foo.bar': K(['10.0.0.7'], 'mysql-svc', 'testns3') },
   },
   {
     name: 'service entry as a decorator(created after k8s service)',
     node: plain,
-    push: pushOf([[{ ...decorated, creationTime: 0 }, []], [vip2, []]]),
+    push: pushOf([
+      [{ ...decorated, creationTime: 0 }, []],
+      [vip2, []],
+    ]),
     want: { 'mysql.foo.bar': K(['10.0.0.7'], 'mysql-svc', 'testns3') },
   },
 ];
@@ -204,7 +247,13 @@ t.test('NDS over ServiceEntries (Istio TestNDS "auto allocate" and "just capture
   const store = new ListStore([
     se('service-dns-no-addr', { hosts: ['random-1.host.example'], ports: http, resolution: 'DNS' }),
     se('service-dns-with-addr', { hosts: ['random-2.host.example'], addresses: ['9.9.9.9'], ports: http, resolution: 'DNS' }),
-    se('service-static-no-addr', { hosts: ['random-3.host.example'], ports: http, resolution: 'STATIC', location: 'MESH_INTERNAL', endpoints: [{ address: '1.2.3.4' }] }),
+    se('service-static-no-addr', {
+      hosts: ['random-3.host.example'],
+      ports: http,
+      resolution: 'STATIC',
+      location: 'MESH_INTERNAL',
+      endpoints: [{ address: '1.2.3.4' }],
+    }),
     se('service-none-wildcard', { hosts: ['*.random-4.host.example'], ports: http, resolution: 'NONE' }),
     se('service-none-no-wildcard', { hosts: ['random-5.host.example'], ports: http, resolution: 'NONE' }),
     se('cidr', { hosts: ['address.internal'], addresses: ['198.51.100.0/31'], ports: [{ number: 8888, name: 'tcp', protocol: 'TCP' }] }, 'default'),
@@ -213,23 +262,39 @@ t.test('NDS over ServiceEntries (Istio TestNDS "auto allocate" and "just capture
   const p = PushContext.build(store, buildRegistries(store, []), { ipAutoallocate: false });
   const table = (meta: Record<string, unknown>) => {
     const n = proxy('sidecar~10.1.1.1~app.ns2~ns2.svc.cluster.local', meta);
-    const r = ndsGenerator().generate(n, { typeUrl: TYPE_URL.nameTable, resourceNames: new Set(), wildcard: true }, newPushRequest(p, { full: true }));
+    const r = ndsGenerator().generate(
+      n,
+      { typeUrl: TYPE_URL.nameTable, resourceNames: new Set(), wildcard: true },
+      newPushRequest(p, { full: true }),
+    );
     const nt = fromBinary(NameTableSchema, r.resources[0]!.resource.value);
-    return Object.fromEntries(Object.entries(nt.table).map(([k, v]) => [k, { ips: v.ips, registry: v.registry, shortname: v.shortname, namespace: v.namespace }]));
+    return Object.fromEntries(
+      Object.entries(nt.table).map(([k, v]) => [k, { ips: v.ips, registry: v.registry, shortname: v.shortname, namespace: v.namespace }]),
+    );
   };
-  t.same(table({ DNS_CAPTURE: 'true', DNS_AUTO_ALLOCATE: 'true' }), {
-    'random-1.host.example': { ips: ['240.240.116.21'], registry: 'External', shortname: '', namespace: '' },
-    'random-2.host.example': { ips: ['9.9.9.9'], registry: 'External', shortname: '', namespace: '' },
-    'random-3.host.example': { ips: ['240.240.81.100'], registry: 'External', shortname: '', namespace: '' },
-  }, 'auto allocate');
+  t.same(
+    table({ DNS_CAPTURE: 'true', DNS_AUTO_ALLOCATE: 'true' }),
+    {
+      'random-1.host.example': { ips: ['240.240.116.21'], registry: 'External', shortname: '', namespace: '' },
+      'random-2.host.example': { ips: ['9.9.9.9'], registry: 'External', shortname: '', namespace: '' },
+      'random-3.host.example': { ips: ['240.240.81.100'], registry: 'External', shortname: '', namespace: '' },
+    },
+    'auto allocate',
+  );
   const node = proxy('sidecar~10.1.1.1~app.ns2~ns2.svc.cluster.local', { DNS_CAPTURE: 'true' });
-  const res = ndsGenerator().generate(node, { typeUrl: TYPE_URL.nameTable, resourceNames: new Set(), wildcard: true }, newPushRequest(p, { full: true }));
+  const res = ndsGenerator().generate(
+    node,
+    { typeUrl: TYPE_URL.nameTable, resourceNames: new Set(), wildcard: true },
+    newPushRequest(p, { full: true }),
+  );
   t.equal(res.resources.length, 1, 'one resource');
   t.equal(res.resources[0]!.name, '', 'unnamed, as Istio sends it');
   t.equal(res.resources[0]!.resource.typeUrl, TYPE_URL.nameTable);
   const nt = fromBinary(NameTableSchema, res.resources[0]!.resource.value);
   t.same(
-    Object.fromEntries(Object.entries(nt.table).map(([k, v]) => [k, { ips: v.ips, registry: v.registry, shortname: v.shortname, namespace: v.namespace }])),
+    Object.fromEntries(
+      Object.entries(nt.table).map(([k, v]) => [k, { ips: v.ips, registry: v.registry, shortname: v.shortname, namespace: v.namespace }]),
+    ),
     { 'random-2.host.example': { ips: ['9.9.9.9'], registry: 'External', shortname: '', namespace: '' } },
     'just capture',
   );

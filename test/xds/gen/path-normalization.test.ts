@@ -17,7 +17,10 @@ t.test('the mesh config names the setting; a bad one is an error naming the fiel
   for (const n of ['NONE', 'BASE', 'MERGE_SLASHES', 'DECODE_AND_MERGE_SLASHES']) {
     t.equal(parseMeshConfig(`pathNormalization:\n  normalization: ${n}\n`, 'mesh').pathNormalization, n);
   }
-  t.throws(() => parseMeshConfig('pathNormalization: {normalization: MERGE}', '/etc/mesh'), /mesh config \/etc\/mesh: pathNormalization\.normalization: invalid value "MERGE"/);
+  t.throws(
+    () => parseMeshConfig('pathNormalization: {normalization: MERGE}', '/etc/mesh'),
+    /mesh config \/etc\/mesh: pathNormalization\.normalization: invalid value "MERGE"/,
+  );
 });
 
 t.test('each setting gives the HCM fields Istio gives', async (t) => {

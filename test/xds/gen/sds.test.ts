@@ -22,7 +22,27 @@ let n = 0;
 /** A self-signed certificate and key (PEM), valid for a day unless `days` says otherwise. */
 function pair(cn: string): { cert: string; key: string } {
   const base = path.join(dir, String(++n));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', `/CN=${cn}`, '-days', '1', '-keyout', `${base}.key`, '-out', `${base}.crt`], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-subj',
+      `/CN=${cn}`,
+      '-days',
+      '1',
+      '-keyout',
+      `${base}.key`,
+      '-out',
+      `${base}.crt`,
+    ],
+    { stdio: 'ignore' },
+  );
   return { cert: fs.readFileSync(`${base}.crt`, 'utf8'), key: fs.readFileSync(`${base}.key`, 'utf8') };
 }
 
@@ -57,7 +77,21 @@ const other = secret('other-ns', { cert: def.cert, key: def.key }, 'elsewhere');
 const emptyKeys = secret('empty', { cert: '', key: '' });
 const wrongKeys = secret('wrong', { foo: 'x', bar: 'y' });
 
-const ALL = [generic, genericMtls, genericMtlsCrl, caOnly, genericSplit, genericSplitCa, tricky, bookinfo, tlsForm, written, other, emptyKeys, wrongKeys];
+const ALL = [
+  generic,
+  genericMtls,
+  genericMtlsCrl,
+  caOnly,
+  genericSplit,
+  genericSplitCa,
+  tricky,
+  bookinfo,
+  tlsForm,
+  written,
+  other,
+  emptyKeys,
+  wrongKeys,
+];
 const secrets = { get: (ns: string, name: string) => ALL.find((s) => s.meta.namespace === ns && s.meta.name === name) };
 
 function proxy(namespace: string | undefined, type: Proxy['type'] = 'router'): Proxy {
@@ -83,7 +117,8 @@ interface Expected {
   staple?: string;
 }
 
-const text = (d: { specifier: { case?: string; value?: unknown } } | undefined) => (d?.specifier.case === 'inlineBytes' ? Buffer.from(d.specifier.value as Uint8Array).toString('utf8') : undefined);
+const text = (d: { specifier: { case?: string; value?: unknown } } | undefined) =>
+  d?.specifier.case === 'inlineBytes' ? Buffer.from(d.specifier.value as Uint8Array).toString('utf8') : undefined;
 
 function run(p: Proxy, names: string[], authorize: SecretAuthorizer = () => true): Record<string, Expected> {
   const gen = secretGenerator({ secrets, authorize });
@@ -119,8 +154,18 @@ const ALL_RESOURCES = [
 const denied: SecretAuthorizer = () => new Error('not authorized');
 
 const cases: Array<{ name: string; proxy: Proxy; resources: string[]; authorize?: SecretAuthorizer; expect: Record<string, Expected> }> = [
-  { name: 'simple', proxy: proxy('mesh-system'), resources: ['kubernetes://generic'], expect: { 'kubernetes://generic': { key: def.key, cert: def.cert } } },
-  { name: 'sidecar', proxy: proxy('mesh-system', 'sidecar'), resources: ['kubernetes://generic'], expect: { 'kubernetes://generic': { key: def.key, cert: def.cert } } },
+  {
+    name: 'simple',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes://generic'],
+    expect: { 'kubernetes://generic': { key: def.key, cert: def.cert } },
+  },
+  {
+    name: 'sidecar',
+    proxy: proxy('mesh-system', 'sidecar'),
+    resources: ['kubernetes://generic'],
+    expect: { 'kubernetes://generic': { key: def.key, cert: def.cert } },
+  },
   { name: 'unauthenticated', proxy: proxy(undefined), resources: ['kubernetes://generic'], expect: {} },
   {
     name: 'multiple',
@@ -167,19 +212,48 @@ const cases: Array<{ name: string; proxy: Proxy; resources: string[]; authorize?
     name: 'same secret with and without namespace in resource name',
     proxy: proxy('bookinfo'),
     resources: ['kubernetes://bookinfo-certs', 'kubernetes://bookinfo/bookinfo-certs'],
-    expect: { 'kubernetes://bookinfo-certs': { key: def.key, cert: def.cert }, 'kubernetes://bookinfo/bookinfo-certs': { key: def.key, cert: def.cert } },
+    expect: {
+      'kubernetes://bookinfo-certs': { key: def.key, cert: def.cert },
+      'kubernetes://bookinfo/bookinfo-certs': { key: def.key, cert: def.cert },
+    },
   },
-  { name: 'another namespace is refused, even when listing is allowed', proxy: proxy('mesh-system'), resources: ['kubernetes://elsewhere/other-ns'], expect: {} },
-  { name: 'kubernetes-gateway:// needs a verified reference (ReferenceGrant): refused', proxy: proxy('mesh-system'), resources: ['kubernetes-gateway://mesh-system/generic'], expect: {} },
+  {
+    name: 'another namespace is refused, even when listing is allowed',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes://elsewhere/other-ns'],
+    expect: {},
+  },
+  {
+    name: 'kubernetes-gateway:// needs a verified reference (ReferenceGrant): refused',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes-gateway://mesh-system/generic'],
+    expect: {},
+  },
   {
     name: 'kubernetes.io/tls keys: tls.crt/tls.key, ca.crt for the -cacert companion, the OCSP staple',
     proxy: proxy('mesh-system'),
     resources: ['kubernetes://tls-form', 'kubernetes://tls-form-cacert'],
     expect: { 'kubernetes://tls-form': { key: dns.key, cert: dns.cert, staple: 'staple' }, 'kubernetes://tls-form-cacert': { caCert: root.cert } },
   },
-  { name: 'stringData is written over data', proxy: proxy('mesh-system'), resources: ['kubernetes://string-data'], expect: { 'kubernetes://string-data': { key: def.key, cert: dns.cert } } },
-  { name: 'empty or missing keys give nothing', proxy: proxy('mesh-system'), resources: ['kubernetes://empty', 'kubernetes://wrong', 'kubernetes://wrong-cacert'], expect: {} },
-  { name: 'authorization still pending: CA certificates only for now', proxy: proxy('mesh-system'), resources: ['kubernetes://generic', 'kubernetes://generic-mtls-cacert'], authorize: () => undefined, expect: { 'kubernetes://generic-mtls-cacert': { caCert: root.cert } } },
+  {
+    name: 'stringData is written over data',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes://string-data'],
+    expect: { 'kubernetes://string-data': { key: def.key, cert: dns.cert } },
+  },
+  {
+    name: 'empty or missing keys give nothing',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes://empty', 'kubernetes://wrong', 'kubernetes://wrong-cacert'],
+    expect: {},
+  },
+  {
+    name: 'authorization still pending: CA certificates only for now',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes://generic', 'kubernetes://generic-mtls-cacert'],
+    authorize: () => undefined,
+    expect: { 'kubernetes://generic-mtls-cacert': { caCert: root.cert } },
+  },
 ];
 
 for (const c of cases) {
@@ -196,8 +270,18 @@ t.test('the authorizer is asked with the verified identity, once per generation'
 
 t.test('resource names (Istio credentials.ParseResourceName)', async (t) => {
   t.same(parseResourceName('kubernetes://name', 'ns'), { type: 'kubernetes', name: 'name', namespace: 'ns', resourceName: 'kubernetes://name' });
-  t.same(parseResourceName('kubernetes://other/name', 'ns'), { type: 'kubernetes', name: 'name', namespace: 'other', resourceName: 'kubernetes://other/name' });
-  t.same(parseResourceName('kubernetes-gateway://other/name', 'ns'), { type: 'kubernetes-gateway', name: 'name', namespace: 'other', resourceName: 'kubernetes-gateway://other/name' });
+  t.same(parseResourceName('kubernetes://other/name', 'ns'), {
+    type: 'kubernetes',
+    name: 'name',
+    namespace: 'other',
+    resourceName: 'kubernetes://other/name',
+  });
+  t.same(parseResourceName('kubernetes-gateway://other/name', 'ns'), {
+    type: 'kubernetes-gateway',
+    name: 'name',
+    namespace: 'other',
+    resourceName: 'kubernetes-gateway://other/name',
+  });
   t.match(String(parseResourceName('kubernetes-gateway://name', 'ns')), /Expected namespace and name/);
   t.match(String(parseResourceName('foo://invalid', 'ns')), /unknown resource type/);
 });

@@ -15,9 +15,15 @@ import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 const CREATED = '2026-01-01T00:00:00Z';
 const se = (name: string, port: number, protocol: string, address: string) =>
   cfg('ServiceEntry', 'apps', name, {
-    hosts: [`${name}.apps.svc.cluster.local`], addresses: [address], location: 'MESH_INTERNAL', resolution: 'STATIC',
+    hosts: [`${name}.apps.svc.cluster.local`],
+    addresses: [address],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
     ports: [{ number: port, name: protocol.toLowerCase(), protocol }],
-    endpoints: [{ address: `10.1.9.${address.slice(-1)}`, labels: { version: 'v1' } }, { address: `10.1.8.${address.slice(-1)}`, labels: { version: 'v2' } }],
+    endpoints: [
+      { address: `10.1.9.${address.slice(-1)}`, labels: { version: 'v1' } },
+      { address: `10.1.8.${address.slice(-1)}`, labels: { version: 'v2' } },
+    ],
   } as never);
 
 const reviewsVs = (spec: Record<string, unknown>) =>
@@ -30,7 +36,13 @@ const base: Config[] = [
   se('ratings', 9080, 'HTTP', '10.96.0.2'),
   se('db', 5432, 'TCP', '10.96.0.3'),
   se('db2', 5432, 'TCP', '10.96.0.4'),
-  cfg('DestinationRule', 'apps', 'ratings', { host: 'ratings', subsets: [{ name: 'v1', labels: { version: 'v1' } }, { name: 'v2', labels: { version: 'v2' } }] } as never),
+  cfg('DestinationRule', 'apps', 'ratings', {
+    host: 'ratings',
+    subsets: [
+      { name: 'v1', labels: { version: 'v1' } },
+      { name: 'v2', labels: { version: 'v2' } },
+    ],
+  } as never),
   cfg('Gateway', 'mesh-system', 'gw', {
     selector: { istio: 'ingressgateway' },
     servers: [
@@ -48,7 +60,14 @@ const proxies = (): Proxy[] => [
   proxy('sidecar~10.1.0.2~g1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', GENERATOR: 'grpc' }),
 ];
 
-const req = (push: PushContext): PushRequest<PushContext> => ({ full: true, configsUpdated: new Set(), edsUpdates: new Set(), reasons: new Map(), push, start: 0 });
+const req = (push: PushContext): PushRequest<PushContext> => ({
+  full: true,
+  configsUpdated: new Set(),
+  edsUpdates: new Set(),
+  reasons: new Map(),
+  push,
+  start: 0,
+});
 const GRPC_NAMES: Record<string, string[]> = {
   [TYPE_URL.cluster]: [],
   [TYPE_URL.listener]: ['reviews.apps.svc.cluster.local:9080', 'db.apps.svc.cluster.local:5432'],
@@ -70,12 +89,20 @@ function edited(edit: Config[], remove?: [string, string]): { prev: PushContext;
   if (remove) store.remove('VirtualService', remove[0], remove[1]);
   if (edit.length > 0) store.apply(...edit);
   const next = initPushContext(store, registry);
-  const keys = new Set([...edit.map((c) => `${c.kind}/${c.meta.namespace}/${c.meta.name}`), ...(remove ? [`VirtualService/${remove.join('/')}`] : [])]);
+  const keys = new Set([
+    ...edit.map((c) => `${c.kind}/${c.meta.namespace}/${c.meta.name}`),
+    ...(remove ? [`VirtualService/${remove.join('/')}`] : []),
+  ]);
   return { prev, next, keys };
 }
 
 function sameFor(t: { same: (a: unknown, b: unknown, m: string) => unknown }, prev: PushContext, next: PushContext, typeUrl: string): void {
-  for (const p of proxies()) t.same(generated(p, next, typeUrl), generated(p, prev, typeUrl), `${p.type}${p.proxyless ? ' (gRPC)' : ''}: ${typeUrl.split('.').pop()} unchanged`);
+  for (const p of proxies())
+    t.same(
+      generated(p, next, typeUrl),
+      generated(p, prev, typeUrl),
+      `${p.type}${p.proxyless ? ' (gRPC)' : ''}: ${typeUrl.split('.').pop()} unchanged`,
+    );
 }
 
 t.test('an edit of HTTP routes leaves clusters and listeners as they were', async (t) => {
@@ -83,7 +110,13 @@ t.test('an edit of HTTP routes leaves clusters and listeners as they were', asyn
     reviewsVs({
       http: [
         { match: [{ headers: { end: { exact: 'x' } } }], route: [{ destination: { host: 'ratings', subset: 'v2' } }], retries: { attempts: 2 } },
-        { route: [{ destination: { host: 'reviews' }, weight: 70 }, { destination: { host: 'ratings', subset: 'v1' }, weight: 30 }], timeout: '9s' },
+        {
+          route: [
+            { destination: { host: 'reviews' }, weight: 70 },
+            { destination: { host: 'ratings', subset: 'v1' }, weight: 30 },
+          ],
+          timeout: '9s',
+        },
       ],
     }),
   ]);
@@ -93,7 +126,8 @@ t.test('an edit of HTTP routes leaves clusters and listeners as they were', asyn
   // the routes did change: RDS is not among the unchanged
   const sidecar = proxies()[0]!;
   const w = { typeUrl: TYPE_URL.route, resourceNames: new Set(['9080']), wildcard: false };
-  const rds = (push: PushContext) => Buffer.from(generatorsFor(sidecar)[TYPE_URL.route]!.generate(sidecar, w, req(push)).resources[0]!.resource.value).toString('hex');
+  const rds = (push: PushContext) =>
+    Buffer.from(generatorsFor(sidecar)[TYPE_URL.route]!.generate(sidecar, w, req(push)).resources[0]!.resource.value).toString('hex');
   t.not(rds(next), rds(prev), 'the route configuration changed');
 });
 
@@ -111,7 +145,11 @@ t.test('hosts, gateways and exportTo decide listeners; adding or deleting a Virt
     ['hosts', [reviewsVs({ hosts: ['reviews', 'ratings'], http: [{ route: [{ destination: { host: 'reviews' } }] }] })], undefined],
     ['gateways', [reviewsVs({ gateways: ['mesh'], http: [{ route: [{ destination: { host: 'reviews' } }] }] })], undefined],
     ['exportTo', [reviewsVs({ exportTo: ['.'], http: [{ route: [{ destination: { host: 'reviews' } }] }] })], undefined],
-    ['added', [cfg('VirtualService', 'apps', 'ratings', { hosts: ['ratings'], http: [{ route: [{ destination: { host: 'ratings' } }] }] } as never)], undefined],
+    [
+      'added',
+      [cfg('VirtualService', 'apps', 'ratings', { hosts: ['ratings'], http: [{ route: [{ destination: { host: 'ratings' } }] }] } as never)],
+      undefined,
+    ],
     ['deleted', [], ['apps', 'db']],
   ] as const) {
     const { prev, next, keys } = edited([...edit], remove ? [...remove] : undefined);

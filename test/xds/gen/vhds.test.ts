@@ -22,16 +22,26 @@ import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 
 const base = [
   cfg('ServiceEntry', 'apps', 'reviews', {
-    hosts: ['reviews.apps.svc.cluster.local'], addresses: ['10.96.0.9'], location: 'MESH_INTERNAL', resolution: 'STATIC',
+    hosts: ['reviews.apps.svc.cluster.local'],
+    addresses: ['10.96.0.9'],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
   }),
   cfg('ServiceEntry', 'apps', 'ratings', {
-    hosts: ['ratings.apps.svc.cluster.local'], addresses: ['10.96.0.10'], location: 'MESH_INTERNAL', resolution: 'STATIC',
+    hosts: ['ratings.apps.svc.cluster.local'],
+    addresses: ['10.96.0.10'],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
   }),
-  cfg('Gateway', 'mesh-system', 'gw', { selector: { istio: 'ingressgateway' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*.example.com'] }] }),
+  cfg('Gateway', 'mesh-system', 'gw', {
+    selector: { istio: 'ingressgateway' },
+    servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*.example.com'] }],
+  }),
   cfg('VirtualService', 'apps', 'reviews', {
-    hosts: ['reviews', 'shop.example.com'], gateways: ['mesh-system/gw', 'mesh'],
+    hosts: ['reviews', 'shop.example.com'],
+    gateways: ['mesh-system/gw', 'mesh'],
     http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '3s' }],
   }),
 ];
@@ -40,10 +50,20 @@ function pushOf(configs: typeof base): PushContext {
   const store = new ListStore(configs);
   return initPushContext(store, buildRegistries(store, []));
 }
-const req = (push: PushContext): PushRequest<PushContext> => ({ full: true, configsUpdated: new Set(), edsUpdates: new Set(), reasons: new Map(), push, start: Date.now() });
+const req = (push: PushContext): PushRequest<PushContext> => ({
+  full: true,
+  configsUpdated: new Set(),
+  edsUpdates: new Set(),
+  reasons: new Map(),
+  push,
+  start: Date.now(),
+});
 const byName = (typeUrl: string, names: string[]) => ({ typeUrl, resourceNames: new Set(names), wildcard: false });
 const vhdsWatch = (routeConfigs: string[], names: string[] = []) => ({
-  typeUrl: TYPE_URL.virtualHost, resourceNames: new Set(names), wildcard: names.length === 0, routeConfigs: new Set(routeConfigs),
+  typeUrl: TYPE_URL.virtualHost,
+  resourceNames: new Set(names),
+  wildcard: names.length === 0,
+  routeConfigs: new Set(routeConfigs),
 });
 
 const vhdsSidecar = (): Proxy => {
@@ -64,7 +84,10 @@ const decode = (r: Resource) => anyUnpack(r.resource, VirtualHostSchema)!;
 
 t.test('a VHDS proxy gets route configurations without virtual hosts, naming a DELTA_GRPC vhds source', async (t) => {
   const push = pushOf(base);
-  for (const [p, name] of [[vhdsSidecar(), '9080'], [vhdsGateway(), 'http.80']] as const) {
+  for (const [p, name] of [
+    [vhdsSidecar(), '9080'],
+    [vhdsGateway(), 'http.80'],
+  ] as const) {
     const [r] = generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources;
     const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
     t.equal(rc.name, name);
@@ -78,9 +101,20 @@ t.test('a VHDS proxy gets route configurations without virtual hosts, naming a D
 
 t.test('a VHDS route configuration has every field of the full one but its virtual hosts', async (t) => {
   const push = pushOf(base);
-  const plainGateway = proxy('router~10.0.0.2~gw2.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
-  for (const [vp, pp, name] of [[vhdsSidecar(), plainSidecar, '9080'], [vhdsGateway(), plainGateway, 'http.80'], [vhdsGateway(), plainGateway, 'http.81']] as const) {
-    const get = (p: Proxy) => anyUnpack(generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources[0]!.resource, RouteConfigurationSchema)!;
+  const plainGateway = proxy('router~10.0.0.2~gw2.mesh-system~mesh-system.svc.cluster.local', {
+    LABELS: { istio: 'ingressgateway' },
+    NAMESPACE: 'mesh-system',
+  });
+  for (const [vp, pp, name] of [
+    [vhdsSidecar(), plainSidecar, '9080'],
+    [vhdsGateway(), plainGateway, 'http.80'],
+    [vhdsGateway(), plainGateway, 'http.81'],
+  ] as const) {
+    const get = (p: Proxy) =>
+      anyUnpack(
+        generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources[0]!.resource,
+        RouteConfigurationSchema,
+      )!;
     const viaVhds = get(vp);
     const full = get(pp);
     t.same({ ...viaVhds, vhds: undefined, virtualHosts: [] }, { ...full, virtualHosts: [] }, name);
@@ -125,12 +159,18 @@ t.test('VHDS carries the same routes as full RDS', async (t) => {
   const [full] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), req(push)).resources;
   const fromRds = anyUnpack(full!.resource, RouteConfigurationSchema)!.virtualHosts.map((v) => ({ ...v, name: `9080/${v.name}` }));
   const fromVhds = vhosts(vhdsSidecar(), push, ['9080']).map(decode);
-  t.same(fromVhds.sort((a, b) => a.name.localeCompare(b.name)), fromRds.sort((a, b) => a.name.localeCompare(b.name)));
+  t.same(
+    fromVhds.sort((a, b) => a.name.localeCompare(b.name)),
+    fromRds.sort((a, b) => a.name.localeCompare(b.name)),
+  );
 });
 
 t.test('a named watch gets only what it names', async (t) => {
   const got = vhosts(vhdsSidecar(), pushOf(base), ['9080'], ['9080/allow_any', '9080/nope']);
-  t.same(got.map((r) => r.name), ['9080/allow_any']);
+  t.same(
+    got.map((r) => r.name),
+    ['9080/allow_any'],
+  );
 });
 
 t.test('an edit: a delta push sends the changed virtual host only, and removes the ones that went away', async (t) => {
@@ -138,10 +178,22 @@ t.test('an edit: a delta push sends the changed virtual host only, and removes t
   const before = vhosts(p, pushOf(base), ['9080']).map(hashResource);
   const known = new Map(before.map((r) => [r.name, r.hash]));
   // the VirtualService's route timeout changes and it stops claiming shop.example.com
-  const edited = base.map((c) => (c.kind === 'VirtualService' ? cfg('VirtualService', 'apps', 'reviews', { hosts: ['reviews'], gateways: ['mesh'], http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '7s' }] }) : c));
+  const edited = base.map((c) =>
+    c.kind === 'VirtualService'
+      ? cfg('VirtualService', 'apps', 'reviews', {
+          hosts: ['reviews'],
+          gateways: ['mesh'],
+          http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '7s' }],
+        })
+      : c,
+  );
   const after = vhosts(p, pushOf(edited), ['9080']).map(hashResource);
   const diff = deltaDiff(known, after, new Set());
-  t.same(diff.send.map((r) => r.name), ['9080/reviews.apps.svc.cluster.local:9080'], 'only the edited virtual host');
+  t.same(
+    diff.send.map((r) => r.name),
+    ['9080/reviews.apps.svc.cluster.local:9080'],
+    'only the edited virtual host',
+  );
   t.same(diff.removed, ['9080/shop.example.com:9080']);
   const r = decode(diff.send[0]!).routes[0]!.action;
   t.equal(r.case === 'route' ? r.value.timeout?.seconds : undefined, 7n);
@@ -152,10 +204,18 @@ t.test('an edit: a delta push sends the changed virtual host only, and removes t
 
 // After an edit that changes only some VirtualServices' routes, a sidecar's virtual hosts are patched from
 // the previous push's instead of built again; the result must be exactly what a full build gives.
-t.test('an edit of a VirtualService\'s routes rebuilds only its virtual hosts, and gives what a full build gives', async (t) => {
+t.test("an edit of a VirtualService's routes rebuilds only its virtual hosts, and gives what a full build gives", async (t) => {
   const p = vhdsSidecar();
   const withTimeout = (timeout: string, hosts = ['reviews', 'shop.example.com']) =>
-    base.map((c) => (c.kind === 'VirtualService' ? cfg('VirtualService', 'apps', 'reviews', { hosts, gateways: ['mesh-system/gw', 'mesh'], http: [{ route: [{ destination: { host: 'reviews' } }], timeout }] }) : c));
+    base.map((c) =>
+      c.kind === 'VirtualService'
+        ? cfg('VirtualService', 'apps', 'reviews', {
+            hosts,
+            gateways: ['mesh-system/gw', 'mesh'],
+            http: [{ route: [{ destination: { host: 'reviews' } }], timeout }],
+          })
+        : c,
+    );
   const edit = (keys: string[]) => ({ full: true, configsUpdated: new Set(keys) });
   const lastOf = (push: PushContext): LastBuild => ({
     pushVersion: push.pushVersion,
@@ -170,12 +230,19 @@ t.test('an edit of a VirtualService\'s routes rebuilds only its virtual hosts, a
   const patched = patchedSidecarVirtualHosts(p, p1, '9080', {}, edit(['VirtualService/apps/reviews']), last, order);
   t.ok(patched, 'patched');
   const full = routeConfigParts(p, p1, '9080').virtualHosts;
-  t.same(patched!.map((v) => initKey(v)), full.map((v) => initKey(v)), 'same virtual hosts as a full build');
+  t.same(
+    patched!.map((v) => initKey(v)),
+    full.map((v) => initKey(v)),
+    'same virtual hosts as a full build',
+  );
   const reviews = patched!.find((v) => v.name === 'reviews.apps.svc.cluster.local:9080')!;
   const action = reviews.routes[0]!.action as { case: string; value: { timeout?: { seconds: bigint } } };
   t.equal(action.value.timeout?.seconds, 9n, 'the edited route');
   t.equal(
-    patched!.filter((v, i) => v !== last.virtualHosts[i]).map((v) => v.name).join(','),
+    patched!
+      .filter((v, i) => v !== last.virtualHosts[i])
+      .map((v) => v.name)
+      .join(','),
     'reviews.apps.svc.cluster.local:9080,shop.example.com:9080',
     'the other virtual hosts are the previous objects',
   );
@@ -187,17 +254,37 @@ t.test('an edit of a VirtualService\'s routes rebuilds only its virtual hosts, a
 
   // Cases a patch cannot know the answer to: a full build is needed.
   const p2 = pushOf(withTimeout('9s', ['reviews']));
-  t.equal(patchedSidecarVirtualHosts(p, p2, '9080', {}, edit(['VirtualService/apps/reviews']), lastOf(p1), sidecarVirtualServiceOrder(p, p2, 9080)), undefined, 'hosts changed');
+  t.equal(
+    patchedSidecarVirtualHosts(p, p2, '9080', {}, edit(['VirtualService/apps/reviews']), lastOf(p1), sidecarVirtualServiceOrder(p, p2, 9080)),
+    undefined,
+    'hosts changed',
+  );
   const p3 = pushOf(withTimeout('2s'));
-  t.equal(patchedSidecarVirtualHosts(p, p3, '9080', {}, edit(['VirtualService/apps/reviews']), last, sidecarVirtualServiceOrder(p, p3, 9080)), undefined, 'the last build is not of the push just before');
+  t.equal(
+    patchedSidecarVirtualHosts(p, p3, '9080', {}, edit(['VirtualService/apps/reviews']), last, sidecarVirtualServiceOrder(p, p3, 9080)),
+    undefined,
+    'the last build is not of the push just before',
+  );
   const p4 = pushOf(withTimeout('3s'));
   const l3 = lastOf(p3);
-  t.equal(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/reviews', 'DestinationRule/apps/reviews']), l3, l3.order), undefined, 'another kind changed too');
+  t.equal(
+    patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/reviews', 'DestinationRule/apps/reviews']), l3, l3.order),
+    undefined,
+    'another kind changed too',
+  );
   t.equal(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit([]), l3, l3.order), undefined, 'a push naming nothing changes everything');
-  t.equal(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/other']), l3, l3.order), undefined, 'a VirtualService that built no virtual host here');
+  t.equal(
+    patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/other']), l3, l3.order),
+    undefined,
+    'a VirtualService that built no virtual host here',
+  );
   t.ok(patchedSidecarVirtualHosts(p, p4, '9080', {}, edit(['VirtualService/apps/reviews']), l3, l3.order), 'the push just after');
   const gw = vhdsGateway();
-  t.equal(patchedSidecarVirtualHosts(gw, p4, 'http.80', {}, edit(['VirtualService/apps/reviews']), l3, l3.order), undefined, 'gateways are built in full');
+  t.equal(
+    patchedSidecarVirtualHosts(gw, p4, 'http.80', {}, edit(['VirtualService/apps/reviews']), l3, l3.order),
+    undefined,
+    'gateways are built in full',
+  );
 });
 
 t.test('the generator patches across consecutive edits and matches a full build each time', async (t) => {
@@ -207,7 +294,16 @@ t.test('the generator patches across consecutive edits and matches a full build 
   let push = pushOf(base);
   gen.generate(p, vhdsWatch(['9080']), req(push));
   for (const timeout of ['4s', '5s', '6s']) {
-    push = pushOf(base.map((c) => (c.kind === 'VirtualService' ? cfg('VirtualService', 'apps', 'reviews', { ...(c.spec as { hosts: string[] }), http: [{ route: [{ destination: { host: 'reviews' } }], timeout }] }) : c)));
+    push = pushOf(
+      base.map((c) =>
+        c.kind === 'VirtualService'
+          ? cfg('VirtualService', 'apps', 'reviews', {
+              ...(c.spec as { hosts: string[] }),
+              http: [{ route: [{ destination: { host: 'reviews' } }], timeout }],
+            })
+          : c,
+      ),
+    );
     const got = gen.generate(p, vhdsWatch(['9080']), { ...req(push), configsUpdated: new Set(['VirtualService/apps/reviews']) }).resources;
     // a fresh generator and a push request naming nothing: a full build
     const want = generatorsFor(plain)[TYPE_URL.virtualHost]!.generate(plain, vhdsWatch(['9080']), req(push)).resources;

@@ -27,7 +27,10 @@ t.test('PILOT_ENABLE_XDS_CACHE=false: every lookup builds, nothing is kept or co
 });
 
 t.test('PILOT_ENABLE_CDS_CACHE / PILOT_ENABLE_RDS_CACHE turn off one type and leave the others cached', async (t) => {
-  for (const [off, settings] of [['cds', { cds: false }], ['rds', { rds: false }]] as const) {
+  for (const [off, settings] of [
+    ['cds', { cds: false }],
+    ['rds', { rds: false }],
+  ] as const) {
     const c = new XdsCache(settings);
     const builds: Record<string, number> = {};
     for (const type of ['cds', 'eds', 'lds', 'rds', 'nds'] as const) {
@@ -43,10 +46,22 @@ t.test('PILOT_XDS_CACHE_SIZE bounds the entries; the least recently used go firs
   const c = new XdsCache({ size: 2 });
   c.get('cds', 'a', () => 'A');
   c.get('cds', 'b', () => 'B');
-  t.equal(c.get('cds', 'a', () => 'A2'), 'A', 'hit');
+  t.equal(
+    c.get('cds', 'a', () => 'A2'),
+    'A',
+    'hit',
+  );
   c.get('cds', 'c', () => 'C'); // b is the least recently used now
-  t.equal(c.get('cds', 'a', () => 'A3'), 'A', 'a survived');
-  t.equal(c.get('cds', 'b', () => 'B2'), 'B2', 'b was evicted and is rebuilt');
+  t.equal(
+    c.get('cds', 'a', () => 'A3'),
+    'A',
+    'a survived',
+  );
+  t.equal(
+    c.get('cds', 'b', () => 'B2'),
+    'B2',
+    'b was evicted and is rebuilt',
+  );
   const s = c.stats();
   t.equal(s.size, 2);
   t.equal(new XdsCache({ size: 0 }).settings.size, 20000, "Istio's newLru: 0 or less is 20000");
@@ -70,15 +85,26 @@ t.test('push entries live for the newest two push contexts; older ones are clear
   t.equal(at(1), '1:4', 'a superseded push context builds');
   t.equal(at(1), '1:5', '… every time: nothing is stored for it');
   t.equal(at(2), '2:2');
-  t.equal(c.get('cds', 'content', () => 'rebuilt'), 'kept', 'content entries outlive push contexts');
+  t.equal(
+    c.get('cds', 'content', () => 'rebuilt'),
+    'kept',
+    'content entries outlive push contexts',
+  );
 });
 
 t.test('endpoint-only push contexts (EDS entries only) leave the other types of a full push shared', async (t) => {
   const c = new XdsCache();
   let builds = 0;
-  t.equal(c.forPush('lds', 10, 'k', () => ++builds), 1);
+  t.equal(
+    c.forPush('lds', 10, 'k', () => ++builds),
+    1,
+  );
   for (const v of [11, 12, 13]) c.forPush('eds', v, 'cluster', () => 0);
-  t.equal(c.forPush('lds', 10, 'k', () => ++builds), 1, 'the full push still shares its listeners');
+  t.equal(
+    c.forPush('lds', 10, 'k', () => ++builds),
+    1,
+    'the full push still shares its listeners',
+  );
   t.equal(c.stats().evictedOnClear, 1, 'only the EDS entry of push 11 was cleared');
 });
 
@@ -87,34 +113,59 @@ t.test('endpoint-only push contexts (EDS entries only) leave the other types of 
 
 const svc = (ns: string, name: string, port: number, extra: Record<string, unknown> = {}): Config =>
   cfg('ServiceEntry', ns, name, {
-    hosts: [`${name}.${ns}.svc.cluster.local`], location: 'MESH_INTERNAL', resolution: 'STATIC',
-    ports: [{ number: port, name: 'http', protocol: 'HTTP' }], workloadSelector: { matchLabels: { app: name } }, ...extra,
+    hosts: [`${name}.${ns}.svc.cluster.local`],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
+    ports: [{ number: port, name: 'http', protocol: 'HTTP' }],
+    workloadSelector: { matchLabels: { app: name } },
+    ...extra,
   } as never);
-const we = (ns: string, name: string, address: string, labels: Record<string, string>): Config => cfg('WorkloadEntry', ns, name, { address, labels } as never);
+const we = (ns: string, name: string, address: string, labels: Record<string, string>): Config =>
+  cfg('WorkloadEntry', ns, name, { address, labels } as never);
 const vs = (weight: number): Config =>
   cfg('VirtualService', 'apps', 'reviews', {
-    hosts: ['reviews.apps.svc.cluster.local', 'bookinfo.com'], gateways: ['mesh', 'mesh-system/gw'],
+    hosts: ['reviews.apps.svc.cluster.local', 'bookinfo.com'],
+    gateways: ['mesh', 'mesh-system/gw'],
     http: [
-      { match: [{ uri: { prefix: '/api' } }], route: [{ destination: { host: 'reviews.apps.svc.cluster.local', subset: 'v1' }, weight }, { destination: { host: 'reviews.apps.svc.cluster.local', subset: 'v2' }, weight: 100 - weight }] },
+      {
+        match: [{ uri: { prefix: '/api' } }],
+        route: [
+          { destination: { host: 'reviews.apps.svc.cluster.local', subset: 'v1' }, weight },
+          { destination: { host: 'reviews.apps.svc.cluster.local', subset: 'v2' }, weight: 100 - weight },
+        ],
+      },
       { route: [{ destination: { host: 'reviews.apps.svc.cluster.local' } }] },
     ],
   } as never);
 const dr = (maxConnections: number): Config =>
   cfg('DestinationRule', 'apps', 'reviews', {
-    host: 'reviews.apps.svc.cluster.local', trafficPolicy: { connectionPool: { tcp: { maxConnections } } },
-    subsets: [{ name: 'v1', labels: { version: 'v1' } }, { name: 'v2', labels: { version: 'v2' } }],
+    host: 'reviews.apps.svc.cluster.local',
+    trafficPolicy: { connectionPool: { tcp: { maxConnections } } },
+    subsets: [
+      { name: 'v1', labels: { version: 'v1' } },
+      { name: 'v2', labels: { version: 'v2' } },
+    ],
   } as never);
 
 const base: Config[] = [
   svc('apps', 'reviews', 9080),
   svc('apps', 'ratings', 9080),
   svc('web', 'front', 8080),
-  svc('ext', 'api', 443, { hosts: ['api.example.com'], location: 'MESH_EXTERNAL', resolution: 'DNS', ports: [{ number: 443, name: 'tls', protocol: 'TLS' }], endpoints: [{ address: 'api.example.com' }] }),
+  svc('ext', 'api', 443, {
+    hosts: ['api.example.com'],
+    location: 'MESH_EXTERNAL',
+    resolution: 'DNS',
+    ports: [{ number: 443, name: 'tls', protocol: 'TLS' }],
+    endpoints: [{ address: 'api.example.com' }],
+  }),
   we('apps', 'r1', '10.1.0.1', { app: 'reviews', version: 'v1' }),
   we('apps', 'r2', '10.1.0.2', { app: 'reviews', version: 'v2' }),
   we('apps', 'ra1', '10.1.0.3', { app: 'ratings' }),
   we('web', 'f1', '10.2.0.1', { app: 'front' }),
-  cfg('Gateway', 'mesh-system', 'gw', { selector: { istio: 'ingressgateway' }, servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['bookinfo.com'] }] } as never),
+  cfg('Gateway', 'mesh-system', 'gw', {
+    selector: { istio: 'ingressgateway' },
+    servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['bookinfo.com'] }],
+  } as never),
   vs(80),
   dr(10),
 ];
@@ -148,7 +199,14 @@ const proxies = [
 
 const wildcard = (typeUrl: string): WatchedResource => ({ typeUrl, resourceNames: new Set(), wildcard: true });
 const named = (typeUrl: string, names: Iterable<string>): WatchedResource => ({ typeUrl, resourceNames: new Set(names), wildcard: false });
-const request = (push: PushContext): PushRequest<PushContext> => ({ full: true, configsUpdated: new Set(), edsUpdates: new Set(), reasons: new Map(), push, start: 0 });
+const request = (push: PushContext): PushRequest<PushContext> => ({
+  full: true,
+  configsUpdated: new Set(),
+  edsUpdates: new Set(),
+  reasons: new Map(),
+  push,
+  start: 0,
+});
 const ROUTES = ['80', '8080', '9080', '443', 'http.80'];
 
 /** Every push's output for every proxy and type, as `proxy type name` → hex of the Any's bytes. */
@@ -166,7 +224,12 @@ function run(settings: Partial<XdsCacheSettings>): { out: Array<Map<string, stri
         const gens = generatorsFor(p);
         const gen = (w: WatchedResource) => gens[w.typeUrl]!.generate(p, w, request(push)).resources;
         const cds = gen(wildcard(TYPE_URL.cluster));
-        const eds = gen(named(TYPE_URL.endpoint, cds.map((r) => r.name).filter((n) => n.startsWith('outbound|'))));
+        const eds = gen(
+          named(
+            TYPE_URL.endpoint,
+            cds.map((r) => r.name).filter((n) => n.startsWith('outbound|')),
+          ),
+        );
         const lds = gen(wildcard(TYPE_URL.listener));
         const rds = gen(named(TYPE_URL.route, ROUTES));
         const nds = gen(wildcard(TYPE_URL.nameTable));
@@ -188,10 +251,19 @@ function run(settings: Partial<XdsCacheSettings>): { out: Array<Map<string, stri
 t.test('the cache never changes the output: on, off, per type off and nearly full give the same bytes every push', async (t) => {
   const off = run({ enabled: false });
   t.equal(off.cache.stats().hits + off.cache.stats().misses, 0, 'cache off: never consulted');
-  t.ok(off.out.every((m) => m.size > 50), 'every push generates a full set');
+  t.ok(
+    off.out.every((m) => m.size > 50),
+    'every push generates a full set',
+  );
   const routeKeys = [...off.out[0]!.keys()].filter((k) => k.includes(' rds '));
-  t.ok(routeKeys.some((k) => off.out[0]!.get(k) !== off.out[1]!.get(k)), 'the VirtualService edit changes route bytes (the table exercises invalidation)');
-  t.ok([...off.out[3]!.keys()].some((k) => k.includes(' cds ') && off.out[3]!.get(k) !== off.out[2]!.get(k)), 'the DestinationRule edit changes cluster bytes');
+  t.ok(
+    routeKeys.some((k) => off.out[0]!.get(k) !== off.out[1]!.get(k)),
+    'the VirtualService edit changes route bytes (the table exercises invalidation)',
+  );
+  t.ok(
+    [...off.out[3]!.keys()].some((k) => k.includes(' cds ') && off.out[3]!.get(k) !== off.out[2]!.get(k)),
+    'the DestinationRule edit changes cluster bytes',
+  );
   const modes: Array<[string, Partial<XdsCacheSettings>]> = [
     ['on (Istio defaults)', {}],
     ['CDS cache off', { cds: false }],

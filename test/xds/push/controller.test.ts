@@ -30,10 +30,18 @@ interface Recorded {
 const vs = (spec: Record<string, unknown>) => cfg('VirtualService', 'apps', 'reviews', { hosts: ['reviews'], ...spec } as never);
 const service = (name: string, spec: Record<string, unknown>) => cfg('Service', 'apps', name, spec as never);
 const slice = (svc: string, ip: string, port: { name: string; port: number }) =>
-  cfg('EndpointSlice', 'apps', `${svc}-abc`, { addressType: 'IPv4', ports: [port], endpoints: [{ addresses: [ip], conditions: { ready: true } }] } as never, {
-    labels: { 'kubernetes.io/service-name': svc },
-  });
-const jwt = cfg('RequestAuthentication', 'apps', 'jwt', { jwtRules: [{ issuer: 'https://issuer.example', jwksUri: 'https://issuer.example/jwks' }] } as never);
+  cfg(
+    'EndpointSlice',
+    'apps',
+    `${svc}-abc`,
+    { addressType: 'IPv4', ports: [port], endpoints: [{ addresses: [ip], conditions: { ready: true } }] } as never,
+    {
+      labels: { 'kubernetes.io/service-name': svc },
+    },
+  );
+const jwt = cfg('RequestAuthentication', 'apps', 'jwt', {
+  jwtRules: [{ issuer: 'https://issuer.example', jwksUri: 'https://issuer.example/jwks' }],
+} as never);
 
 /** A controller over a store holding `configs`, with the recording server and prefetch calls. */
 function fixture(configs: Config[] = []) {
@@ -96,7 +104,10 @@ t.test('a config change rebuilds the push context and pushes it in full, naming 
 t.test('a config event batch counts each event and pushes once', async (t) => {
   const f = fixture();
   const before = await inbound();
-  f.store.apply(cfg('Gateway', 'apps', 'gw', { selector: { istio: 'ingressgateway' }, servers: [] } as never), cfg('Sidecar', 'apps', 'default', {} as never));
+  f.store.apply(
+    cfg('Gateway', 'apps', 'gw', { selector: { istio: 'ingressgateway' }, servers: [] } as never),
+    cfg('Sidecar', 'apps', 'default', {} as never),
+  );
   t.same(
     f.pushes.map((p) => [p.configsUpdated, p.reasons]),
     [[['Gateway/apps/gw', 'Sidecar/apps/default'], { config: 2 }]],
@@ -108,7 +119,9 @@ t.test('an edit of VirtualService HTTP routes leaves clusters and listeners unch
   const f = fixture([vs({ http: [{ route: [{ destination: { host: 'reviews' } }] }] })]);
   f.store.apply(vs({ http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '3s' }] }));
   t.same(f.pushes[0]!.unchangedTypes, [TYPE_URL.cluster, TYPE_URL.listener].sort());
-  f.store.apply(vs({ http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '3s' }], tcp: [{ route: [{ destination: { host: 'db' } }] }] }));
+  f.store.apply(
+    vs({ http: [{ route: [{ destination: { host: 'reviews' } }], timeout: '3s' }], tcp: [{ route: [{ destination: { host: 'db' } }] }] }),
+  );
   t.same(f.pushes[1]!.unchangedTypes, [TYPE_URL.cluster]);
 });
 
@@ -124,14 +137,25 @@ t.test('registry-only kinds push through the registry: endpoints as incremental 
 
   f.pushes.length = 0;
   before = await inbound();
-  f.store.apply(service('reviews', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 9080 }, { name: 'grpc', port: 9090 }] }));
+  f.store.apply(
+    service('reviews', {
+      clusterIP: '10.96.0.10',
+      ports: [
+        { name: 'http', port: 9080 },
+        { name: 'grpc', port: 9090 },
+      ],
+    }),
+  );
   t.same(f.pushes.map(f.without), [{ full: true, configsUpdated: [], edsUpdates: [], reasons: { service: 1 }, push: undefined }]);
   t.same(grew(before, await inbound()), { svc: 1 });
 
   f.pushes.length = 0;
   before = await inbound();
   f.store.remove('Service', 'apps', 'reviews');
-  t.same(f.pushes.map((p) => p.reasons), [{ service: 1 }]);
+  t.same(
+    f.pushes.map((p) => p.reasons),
+    [{ service: 1 }],
+  );
   t.same(grew(before, await inbound()), { svcdelete: 1 });
 });
 
@@ -164,11 +188,18 @@ t.test('Secrets push in full naming them, on the same push context', async (t) =
 
   f.pushes.length = 0;
   f.c.onSecret(['Secret/other/*']);
-  t.same(f.pushes.map((p) => [p.configsUpdated, p.reasons]), [[['Secret/other/*'], { secret: 1 }]]);
+  t.same(
+    f.pushes.map((p) => [p.configsUpdated, p.reasons]),
+    [[['Secret/other/*'], { secret: 1 }]],
+  );
 
   f.pushes.length = 0;
   f.store.apply(cfg('Secret', 'apps', 'cert', { type: 'Opaque' } as never), cfg('Sidecar', 'apps', 'default', {} as never));
-  t.same(f.pushes.map((p) => p.reasons), [{ config: 2 }], 'beside another kind, a config push');
+  t.same(
+    f.pushes.map((p) => p.reasons),
+    [{ config: 2 }],
+    'beside another kind, a config push',
+  );
   t.not(f.c.current(), pushContext);
 });
 
@@ -190,7 +221,11 @@ t.test('synced, new keys and debug pushes', async (t) => {
 t.test('JWKS are prefetched once per rebuilt push context, with its RequestAuthentications', async (t) => {
   const f = fixture([jwt, service('reviews', { clusterIP: '10.96.0.10', ports: [{ name: 'http', port: 9080 }] })]);
   const inits = await initCount();
-  t.same(f.prefetched.map((p) => p.policies), [['jwt']], 'the first push context');
+  t.same(
+    f.prefetched.map((p) => p.policies),
+    [['jwt']],
+    'the first push context',
+  );
   f.store.apply(cfg('Sidecar', 'apps', 'default', {} as never)); // rebuild
   f.store.apply(cfg('Secret', 'apps', 'cert', {} as never)); // no rebuild
   f.store.apply(slice('reviews', '10.1.0.5', { name: 'http', port: 9080 })); // endpoints: no rebuild
@@ -199,5 +234,9 @@ t.test('JWKS are prefetched once per rebuilt push context, with its RequestAuthe
   f.c.onKeysChanged(); // rebuild
   t.equal(f.prefetched.length, 5);
   t.equal((await initCount()) - inits, 4, 'pilot_pushcontext_init_seconds observes each rebuild');
-  for (const p of f.prefetched.slice(1)) t.ok(f.pushes.some((r) => r.push === p.push), 'the prefetched context is the one pushed');
+  for (const p of f.prefetched.slice(1))
+    t.ok(
+      f.pushes.some((r) => r.push === p.push),
+      'the prefetched context is the one pushed',
+    );
 });

@@ -32,16 +32,39 @@ t.test('checkXdsAccess table', async (t) => {
   // What the authenticator chain concluded (src/ca/authn), and over which listener.
   type Tr = { outcome: AuthOutcome; secure: boolean };
   const tls = (ids?: string[]): Tr => ({
-    outcome: ids ? { kind: 'authenticated', caller: { source: 'client-certificate', identities: ids } } : { kind: 'failed', failures: ['Authenticator ClientCertAuthenticator: no verified chain is found: no client certificate is presented'], idExtraction: false },
+    outcome: ids
+      ? { kind: 'authenticated', caller: { source: 'client-certificate', identities: ids } }
+      : {
+          kind: 'failed',
+          failures: ['Authenticator ClientCertAuthenticator: no verified chain is found: no client certificate is presented'],
+          idExtraction: false,
+        },
     secure: true,
   });
   const skipped = (secure: boolean): Tr => ({ outcome: { kind: 'skipped' }, secure });
-  const plainFailed: Tr = { outcome: { kind: 'failed', failures: ['Authenticator ClientCertAuthenticator: unsupported auth type'], idExtraction: false }, secure: false };
+  const plainFailed: Tr = {
+    outcome: { kind: 'failed', failures: ['Authenticator ClientCertAuthenticator: unsupported auth type'], idExtraction: false },
+    secure: false,
+  };
   const cases: Array<{ name: string; s: XdsAuthSettings; tr: Tr; ns: string; sa?: string; want: 'ok' | number; msg?: RegExp }> = [
     { name: 'plaintext passes by default (the chain did not run)', s: ON, tr: skipped(false), ns: 'default', want: 'ok' },
-    { name: 'XDS_AUTH_PLAINTEXT rejects plaintext nobody vouches for', s: ON, tr: plainFailed, ns: 'default', want: grpc.status.UNAUTHENTICATED, msg: /XDS_AUTH_PLAINTEXT/ },
+    {
+      name: 'XDS_AUTH_PLAINTEXT rejects plaintext nobody vouches for',
+      s: ON,
+      tr: plainFailed,
+      ns: 'default',
+      want: grpc.status.UNAUTHENTICATED,
+      msg: /XDS_AUTH_PLAINTEXT/,
+    },
     { name: 'XDS_AUTH=false skips everything', s: ON, tr: skipped(true), ns: 'default', want: 'ok' },
-    { name: 'TLS without a verified client certificate', s: ON, tr: tls(undefined), ns: 'default', want: grpc.status.UNAUTHENTICATED, msg: /no client certificate/ },
+    {
+      name: 'TLS without a verified client certificate',
+      s: ON,
+      tr: tls(undefined),
+      ns: 'default',
+      want: grpc.status.UNAUTHENTICATED,
+      msg: /no client certificate/,
+    },
     { name: 'namespace matches', s: ON, tr: tls([ID_DEFAULT_APP]), ns: 'default', want: 'ok' },
     { name: 'namespace and service account match', s: ON, tr: tls([ID_DEFAULT_APP]), ns: 'default', sa: 'app', want: 'ok' },
     {
@@ -52,9 +75,23 @@ t.test('checkXdsAccess table', async (t) => {
       want: grpc.status.PERMISSION_DENIED,
       msg: /^authorization failed: no identities \(\[spiffe:\/\/cluster\.local\/ns\/other\/sa\/app\]\) matched default\/$/,
     },
-    { name: 'service account differs', s: ON, tr: tls([ID_DEFAULT_APP]), ns: 'default', sa: 'db', want: grpc.status.PERMISSION_DENIED, msg: /matched default\/db/ },
+    {
+      name: 'service account differs',
+      s: ON,
+      tr: tls([ID_DEFAULT_APP]),
+      ns: 'default',
+      sa: 'db',
+      want: grpc.status.PERMISSION_DENIED,
+      msg: /matched default\/db/,
+    },
     { name: 'one of several identities matches', s: ON, tr: tls(['https://example.com/x', ID_OTHER_APP, ID_DEFAULT_APP]), ns: 'default', want: 'ok' },
-    { name: 'non-SPIFFE identities only', s: ON, tr: tls(['https://example.com/x', 'localhost']), ns: 'default', want: grpc.status.PERMISSION_DENIED },
+    {
+      name: 'non-SPIFFE identities only',
+      s: ON,
+      tr: tls(['https://example.com/x', 'localhost']),
+      ns: 'default',
+      want: grpc.status.PERMISSION_DENIED,
+    },
     { name: 'identity check off allows any namespace', s: { ...ON, identityCheck: false }, tr: tls([ID_OTHER_APP]), ns: 'default', want: 'ok' },
   ];
   for (const c of cases) {
@@ -71,7 +108,10 @@ t.test('checkXdsAccess table', async (t) => {
   }
   const authn = authenticateXdsPeer(tls([ID_DEFAULT_APP]).outcome, true);
   t.same(authn, { ok: true, identities: [ID_DEFAULT_APP] });
-  t.match(authorizeXdsProxy(ON, [ID_DEFAULT_APP], { namespace: 'default' }), { ok: true, identity: { trustDomain: 'cluster.local', namespace: 'default', serviceAccount: 'app' } });
+  t.match(authorizeXdsProxy(ON, [ID_DEFAULT_APP], { namespace: 'default' }), {
+    ok: true,
+    identity: { trustDomain: 'cluster.local', namespace: 'default', serviceAccount: 'app' },
+  });
 });
 
 t.test('SPIFFE IDs', async (t) => {
@@ -92,7 +132,24 @@ function makePki(dir: string, clients: Record<string, string>): void {
   const leaf = (name: string, san: string) => {
     fs.writeFileSync(path.join(dir, `${name}.ext`), `subjectAltName=${san}\n`);
     openssl(dir, ['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
-    openssl(dir, ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-set_serial', String(Math.floor(Math.random() * 1e9)), '-out', `${name}.crt`, '-days', '1', '-extfile', `${name}.ext`]);
+    openssl(dir, [
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.crt',
+      '-CAkey',
+      'ca.key',
+      '-set_serial',
+      String(Math.floor(Math.random() * 1e9)),
+      '-out',
+      `${name}.crt`,
+      '-days',
+      '1',
+      '-extfile',
+      `${name}.ext`,
+    ]);
   };
   leaf('server', 'DNS:localhost,IP:127.0.0.1');
   for (const [name, uri] of Object.entries(clients)) leaf(name, `URI:${uri}`);
@@ -111,7 +168,13 @@ t.test('TLS listener: the client certificate must name the namespace the node cl
   });
   const ca = new grpc.experimental.FileWatcherCertificateProvider({ caCertificateFile: path.join(dir, 'ca.crt'), refreshIntervalMs: 600_000 });
   const creds = grpc.experimental.createCertificateProviderServerCredentials(identity, ca, false);
-  const srv = await startServer(world('v1', { [CLUSTER_A]: ['10.1.0.1'] }), {}, certificateHook({ xdsAuth: true, xdsAuthPlaintext: false }), creds, 'tls');
+  const srv = await startServer(
+    world('v1', { [CLUSTER_A]: ['10.1.0.1'] }),
+    {},
+    certificateHook({ xdsAuth: true, xdsAuthPlaintext: false }),
+    creds,
+    'tls',
+  );
   t.teardown(srv.close);
   // The providers read the files asynchronously; handshakes before that fail, so wait for both.
   let idReady!: () => void;

@@ -69,7 +69,10 @@ t.test('delta subscribe and unsubscribe: resources, versions, removed_resources 
   d.send({ typeUrl: EDS, resourceNamesUnsubscribe: [CLUSTER_A] });
   await sentinel(d);
   t.equal(d.inbox.pending(), 0, 'an unsubscribe needs no answer');
-  await waitFor('unsubscribe applied', () => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === EDS)!.resourceNames.length === 1, { timeoutMs: 5_000, intervalMs: 5 });
+  await waitFor('unsubscribe applied', () => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === EDS)!.resourceNames.length === 1, {
+    timeoutMs: 5_000,
+    intervalMs: 5,
+  });
   t.same(srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === EDS)!.resourceNames, [CLUSTER_B]);
 
   // Cluster B goes away: CDS lists it removed and sends nothing unchanged; EDS does the same for B.
@@ -109,14 +112,20 @@ t.test('explicit wildcard: only changes are sent; leaving the wildcard keeps exp
   t.same(rnames(a), [CLUSTER_A], 'an explicit subscription is answered even if the client holds it');
   d.ack(a, { resourceNamesUnsubscribe: ['*'] });
   await sentinel(d);
-  await waitFor('wildcard dropped', () => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === CDS)!.wildcard === false, { timeoutMs: 5_000, intervalMs: 5 });
+  await waitFor('wildcard dropped', () => srv.ads.connections()[0]!.watches.find((w) => w.typeUrl === CDS)!.wildcard === false, {
+    timeoutMs: 5_000,
+    intervalMs: 5,
+  });
   const w = srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!;
   t.same(w.resourceNames, [CLUSTER_A]);
   t.equal(w.resourceCount, 1);
 
   // C disappearing concerns no one subscribed to it any more.
   srv.ads.pushAll(pushReq(world('v3', W1.clusters)), { immediate: true });
-  await waitFor('push drained', () => srv.ads.stats().pendingPushes === 0 && srv.ads.stats().inFlightPushes === 0, { timeoutMs: 5_000, intervalMs: 5 });
+  await waitFor('push drained', () => srv.ads.stats().pendingPushes === 0 && srv.ads.stats().inFlightPushes === 0, {
+    timeoutMs: 5_000,
+    intervalMs: 5,
+  });
   await sentinel(d);
   t.equal(d.inbox.pending(), 0, 'nothing sent for resources outside the subscription');
 });
@@ -153,7 +162,11 @@ t.test('a delta NACK is counted and not answered', async (t) => {
   d.send({ node: node(), typeUrl: CDS });
   const cds = await d.expect(CDS);
   const before = await metricValue('pilot_total_xds_rejects', { type: 'cds' });
-  d.send({ typeUrl: CDS, responseNonce: cds.nonce, errorDetail: create(StatusSchema, { code: grpc.status.INVALID_ARGUMENT, message: 'duplicate cluster name' }) });
+  d.send({
+    typeUrl: CDS,
+    responseNonce: cds.nonce,
+    errorDetail: create(StatusSchema, { code: grpc.status.INVALID_ARGUMENT, message: 'duplicate cluster name' }),
+  });
   await sentinel(d);
   t.equal(d.inbox.pending(), 0);
   t.equal(await metricValue('pilot_total_xds_rejects', { type: 'cds' }), before + 1);

@@ -52,7 +52,12 @@ export interface World {
   routes: Record<string, string>;
 }
 
-export function world(version: string, clusters: Record<string, string[]>, listeners = ['0.0.0.0_80'], routes: Record<string, string> = { '80': 'vh' }): World {
+export function world(
+  version: string,
+  clusters: Record<string, string[]>,
+  listeners = ['0.0.0.0_80'],
+  routes: Record<string, string> = { '80': 'vh' },
+): World {
   return { version, clusters, listeners, routes };
 }
 
@@ -110,7 +115,10 @@ export class FakeGenerators {
               .filter((n) => req.push.routes[n] !== undefined)
               .map((name) => ({
                 name,
-                resource: anyPack(RouteConfigurationSchema, create(RouteConfigurationSchema, { name, virtualHosts: [{ name: req.push.routes[name], domains: ['*'] }] })),
+                resource: anyPack(
+                  RouteConfigurationSchema,
+                  create(RouteConfigurationSchema, { name, virtualHosts: [{ name: req.push.routes[name], domains: ['*'] }] }),
+                ),
               })),
           };
         },
@@ -127,7 +135,11 @@ function cla(name: string, ips: string[]): ClusterLoadAssignment {
         lbEndpoints: ips.map((ip) => ({
           hostIdentifier: {
             case: 'endpoint' as const,
-            value: { address: { address: { case: 'socketAddress' as const, value: { address: ip, portSpecifier: { case: 'portValue' as const, value: 8080 } } } } },
+            value: {
+              address: {
+                address: { case: 'socketAddress' as const, value: { address: ip, portSpecifier: { case: 'portValue' as const, value: 8080 } } },
+              },
+            },
           },
         })),
       },

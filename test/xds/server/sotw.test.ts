@@ -68,10 +68,17 @@ t.test('initial CDS, EDS, LDS, RDS carry the push version and unique nonces', as
   t.equal(new Set([cds, eds, lds, rds].map((r) => r.nonce)).size, 4, 'every response has its own nonce');
   t.equal(new Set([cds, eds, lds, rds].map((r) => r.versionInfo)).size, 1, 'initial state is one version');
 
-  await waitFor('all ACKs processed', () => srv.ads.connections()[0]?.watches.every((w) => w.nonceAcked === w.nonceSent) ?? false, { timeoutMs: 5_000, intervalMs: 5 });
+  await waitFor('all ACKs processed', () => srv.ads.connections()[0]?.watches.every((w) => w.nonceAcked === w.nonceSent) ?? false, {
+    timeoutMs: 5_000,
+    intervalMs: 5,
+  });
   const [con] = srv.ads.connections();
   t.match(con!.conId, /^app-1\.default-\d+$/, 'conID is <proxy id>-<counter>');
-  t.same(con!.watches.map((w) => w.typeUrl), [CDS, EDS, LDS, RDS], 'watches listed in push order');
+  t.same(
+    con!.watches.map((w) => w.typeUrl),
+    [CDS, EDS, LDS, RDS],
+    'watches listed in push order',
+  );
   for (const w of con!.watches) t.equal(w.versionAcked, cds.versionInfo);
   t.equal(con!.id, con!.conId);
   t.equal(con!.proxy.nodeId, 'sidecar~10.0.0.1~app-1.default~default.svc.cluster.local');
@@ -154,7 +161,10 @@ t.test('a NACK is logged, counted, not answered, and the next push still goes ou
 
   // The same content pushed again is not resent (it is what was rejected): no loop.
   srv.ads.pushAll(pushReq(world('same-config', W1.clusters)), { immediate: true });
-  await waitFor('push drained', () => srv.ads.stats().inFlightPushes === 0 && srv.ads.stats().pendingPushes === 0, { timeoutMs: 5_000, intervalMs: 5 });
+  await waitFor('push drained', () => srv.ads.stats().inFlightPushes === 0 && srv.ads.stats().pendingPushes === 0, {
+    timeoutMs: 5_000,
+    intervalMs: 5,
+  });
   await sentinel(s);
   t.equal(s.inbox.pending(), 0, 'unchanged config after a NACK is not pushed again');
 
@@ -165,7 +175,10 @@ t.test('a NACK is logged, counted, not answered, and the next push still goes ou
   t.match(next.versionInfo, /^fixed\//);
   t.same(names(next), [CLUSTER_A]);
   s.ack(next);
-  await waitFor('ACK seen', () => srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!.nonceAcked === next.nonce, { timeoutMs: 5_000, intervalMs: 5 });
+  await waitFor('ACK seen', () => srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!.nonceAcked === next.nonce, {
+    timeoutMs: 5_000,
+    intervalMs: 5,
+  });
   t.equal(srv.ads.connections()[0]!.watches.find((x) => x.typeUrl === CDS)!.lastNack, undefined, 'an ACK clears the NACK');
 });
 
@@ -190,7 +203,10 @@ t.test('a changed resource list under the same nonce is a new subscription', asy
   // An empty list for a by-name type ends the watch.
   s.send({ typeUrl: EDS, versionInfo: more.versionInfo, responseNonce: more.nonce, resourceNames: [] });
   await sentinel(s);
-  t.notOk(srv.ads.connections()[0]!.watches.some((w) => w.typeUrl === EDS), 'EDS unsubscribed');
+  t.notOk(
+    srv.ads.connections()[0]!.watches.some((w) => w.typeUrl === EDS),
+    'EDS unsubscribed',
+  );
 });
 
 t.test('a reconnecting client gets the full state on its new stream', async (t) => {
@@ -251,7 +267,7 @@ t.test('a config change reaches the client with a new version, clusters first, u
   series.forEach(([n], i) => t.ok(after[i]! > before[i]!, `${n} recorded the push`));
 });
 
-t.test('a full push that changes every type arrives in Istio\'s order CDS, EDS, LDS, RDS', async (t) => {
+t.test("a full push that changes every type arrives in Istio's order CDS, EDS, LDS, RDS", async (t) => {
   const srv = await startServer(W1);
   t.teardown(srv.close);
   const s = new SotwStream(srv.address);
@@ -265,7 +281,12 @@ t.test('a full push that changes every type arrives in Istio\'s order CDS, EDS, 
   s.ack(await s.expect(EDS), [CLUSTER_A]);
   s.send({ typeUrl: CDS });
   s.ack(await s.expect(CDS));
-  const W2 = world('all-new', { [CLUSTER_A]: ['10.1.0.9'], [CLUSTER_B]: ['10.2.0.1'], 'outbound|81||c.default.svc.cluster.local': [] }, ['0.0.0.0_80', '0.0.0.0_81'], { '80': 'vh2' });
+  const W2 = world(
+    'all-new',
+    { [CLUSTER_A]: ['10.1.0.9'], [CLUSTER_B]: ['10.2.0.1'], 'outbound|81||c.default.svc.cluster.local': [] },
+    ['0.0.0.0_80', '0.0.0.0_81'],
+    { '80': 'vh2' },
+  );
   srv.ads.pushAll(pushReq(W2), { immediate: true });
   const order: string[] = [];
   for (let i = 0; i < 4; i++) order.push((await s.next('push')).typeUrl);

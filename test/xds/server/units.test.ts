@@ -3,7 +3,12 @@
 // the grpc-js adapter for generated services.
 import t from 'tap';
 import { AggregatedDiscoveryService } from '../../../src/gen/envoy/service/discovery/v3/ads_pb';
-import { DeltaDiscoveryResponseSchema, DiscoveryRequestSchema, DiscoveryResponseSchema, ResourceSchema } from '../../../src/gen/envoy/service/discovery/v3/discovery_pb';
+import {
+  DeltaDiscoveryResponseSchema,
+  DiscoveryRequestSchema,
+  DiscoveryResponseSchema,
+  ResourceSchema,
+} from '../../../src/gen/envoy/service/discovery/v3/discovery_pb';
 import { create, toBinary } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { ClusterSchema } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb';
@@ -38,7 +43,13 @@ const p2: P = { version: 'v2' };
 
 t.test('mergePushRequests: full wins, later push, earliest start, reasons add, empty means all', async (t) => {
   const a = newPushRequest(p1, { full: false, edsUpdates: ['a.ns'], configsUpdated: ['ServiceEntry/ns/a'], reasons: { endpoint: 1 }, start: 100 });
-  const b = newPushRequest(p2, { full: false, edsUpdates: ['b.ns'], configsUpdated: ['ServiceEntry/ns/b'], reasons: { endpoint: 2, config: 1 }, start: 50 });
+  const b = newPushRequest(p2, {
+    full: false,
+    edsUpdates: ['b.ns'],
+    configsUpdated: ['ServiceEntry/ns/b'],
+    reasons: { endpoint: 2, config: 1 },
+    start: 50,
+  });
   const m = mergePushRequests(a, b);
   t.equal(m.full, false);
   t.same([...m.edsUpdates].sort(), ['a.ns', 'b.ns']);
@@ -107,7 +118,8 @@ t.test('Debouncer merges a burst, honours the cap, and lets EDS through when tol
   const out: Array<{ req: PushRequest<P>; info: DebouncedPush }> = [];
   const d = new Debouncer<P>({ afterMs: 30, maxMs: 10_000, enableEds: true }, (req, info) => out.push({ req, info }));
   t.teardown(() => d.stop());
-  for (let i = 0; i < 20; i++) d.submit(newPushRequest({ version: `v${i}` }, { configsUpdated: [`VirtualService/ns/r${i}`], reasons: { config: 1 } }));
+  for (let i = 0; i < 20; i++)
+    d.submit(newPushRequest({ version: `v${i}` }, { configsUpdated: [`VirtualService/ns/r${i}`], reasons: { config: 1 } }));
   t.equal(d.pendingEvents(), 20);
   await waitFor('debounced push', () => out.length === 1, { timeoutMs: 5_000, intervalMs: 5 });
   t.equal(out[0]!.info.events, 20);
@@ -135,7 +147,7 @@ t.test('Debouncer merges a burst, honours the cap, and lets EDS through when tol
   t.equal(direct.length, 1, 'full pushes are still debounced');
 });
 
-t.test('push throttle: a configured value, else Istio\'s min(15 + 5 × cores, 100)', async (t) => {
+t.test("push throttle: a configured value, else Istio's min(15 + 5 × cores, 100)", async (t) => {
   t.equal(resolvePushThrottle(7, 2), 7);
   t.equal(resolvePushThrottle(0, 1), 20);
   t.equal(resolvePushThrottle(0, 2), 25);
@@ -152,12 +164,16 @@ t.test('grpcServerOptions maps the keepalive flags and gRPC env limits', async (
     maxRecvMsgSize: 4194304,
     maxConcurrentStreams: 100000,
   });
-  t.same(defaults, {
-    'grpc.max_receive_message_length': 4194304,
-    'grpc.max_concurrent_streams': 100000,
-    'grpc.keepalive_time_ms': 30000,
-    'grpc.keepalive_timeout_ms': 10000,
-  }, 'Go\'s maximum duration means no connection age limit');
+  t.same(
+    defaults,
+    {
+      'grpc.max_receive_message_length': 4194304,
+      'grpc.max_concurrent_streams': 100000,
+      'grpc.keepalive_time_ms': 30000,
+      'grpc.keepalive_timeout_ms': 10000,
+    },
+    "Go's maximum duration means no connection age limit",
+  );
   const aged = grpcServerOptions({
     keepaliveIntervalMs: 5000,
     keepaliveTimeoutMs: 1000,
@@ -171,7 +187,7 @@ t.test('grpcServerOptions maps the keepalive flags and gRPC env limits', async (
   t.equal(aged['grpc.keepalive_time_ms'], 5000);
 });
 
-t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async (t) => {
+t.test("adsSettingsFromEnv reads Istio's variables with their defaults", async (t) => {
   const d = adsSettingsFromEnv({});
   t.match(d, {
     debounceAfterMs: 100,
@@ -181,31 +197,27 @@ t.test('adsSettingsFromEnv reads Istio\'s variables with their defaults', async 
     deltaXds: true,
     identityCheck: true,
   });
-  const s = adsSettingsFromEnv(
-    {
-      PILOT_DEBOUNCE_AFTER: '250ms',
-      PILOT_DEBOUNCE_MAX: '2s',
-      PILOT_ENABLE_EDS_DEBOUNCE: 'false',
-      PILOT_PUSH_THROTTLE: '3',
-      MESH_DELTA_XDS: 'false',
-      PILOT_ENABLE_XDS_IDENTITY_CHECK: 'false',
-    },
-  );
+  const s = adsSettingsFromEnv({
+    PILOT_DEBOUNCE_AFTER: '250ms',
+    PILOT_DEBOUNCE_MAX: '2s',
+    PILOT_ENABLE_EDS_DEBOUNCE: 'false',
+    PILOT_PUSH_THROTTLE: '3',
+    MESH_DELTA_XDS: 'false',
+    PILOT_ENABLE_XDS_IDENTITY_CHECK: 'false',
+  });
   t.match(s, { debounceAfterMs: 250, debounceMaxMs: 2000, enableEdsDebounce: false, pushThrottle: 3, deltaXds: false, identityCheck: false });
 });
 
-t.test('xdsCacheSettingsFromEnv: Istio\'s cache switches and their defaults', async (t) => {
+t.test("xdsCacheSettingsFromEnv: Istio's cache switches and their defaults", async (t) => {
   // Istio 1.26 pilot/pkg/features: PILOT_ENABLE_XDS_CACHE, _CDS_CACHE, _RDS_CACHE true; PILOT_XDS_CACHE_SIZE 60000; PILOT_XDS_CACHE_STATS false
   t.same(xdsCacheSettingsFromEnv({}), { enabled: true, size: 60000, cds: true, rds: true, stats: false });
-  const s = xdsCacheSettingsFromEnv(
-    {
-      PILOT_ENABLE_XDS_CACHE: 'false',
-      PILOT_XDS_CACHE_SIZE: '10',
-      PILOT_ENABLE_CDS_CACHE: 'false',
-      PILOT_ENABLE_RDS_CACHE: 'false',
-      PILOT_XDS_CACHE_STATS: 'true',
-    },
-  );
+  const s = xdsCacheSettingsFromEnv({
+    PILOT_ENABLE_XDS_CACHE: 'false',
+    PILOT_XDS_CACHE_SIZE: '10',
+    PILOT_ENABLE_CDS_CACHE: 'false',
+    PILOT_ENABLE_RDS_CACHE: 'false',
+    PILOT_XDS_CACHE_STATS: 'true',
+  });
   t.same(s, { enabled: false, size: 10, cds: false, rds: false, stats: true });
 });
 
@@ -236,9 +248,15 @@ t.test('SotW rules: warming after a CDS reconnect answers the next EDS request e
   const watches = new Map<string, WatchState>();
   t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: '', versionInfo: '' }, 1), { kind: 'respond', why: 'init' });
   watches.get(EDS)!.nonceSent = 'e1';
-  t.match(sotwOnRequest(watches, { typeUrl: CDS, resourceNames: [], responseNonce: 'old-server-nonce', versionInfo: 'v0' }, 2), { kind: 'respond', why: 'init' });
+  t.match(sotwOnRequest(watches, { typeUrl: CDS, resourceNames: [], responseNonce: 'old-server-nonce', versionInfo: 'v0' }, 2), {
+    kind: 'respond',
+    why: 'init',
+  });
   t.equal(watches.get(CDS)!.wildcard, true);
-  t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: 'e1', versionInfo: 'v1' }, 3), { kind: 'respond', why: 'warming' });
+  t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: 'e1', versionInfo: 'v1' }, 3), {
+    kind: 'respond',
+    why: 'warming',
+  });
   t.match(sotwOnRequest(watches, { typeUrl: EDS, resourceNames: ['c1'], responseNonce: 'e1', versionInfo: 'v1' }, 4), { kind: 'ack' }, 'only once');
   t.match(sotwOnRequest(watches, { typeUrl: LDS, resourceNames: ['*', 'l1'], responseNonce: '', versionInfo: '' }, 5), { kind: 'respond' });
   t.equal(watches.get(LDS)!.wildcard, true, 'explicit * is wildcard');
@@ -247,11 +265,20 @@ t.test('SotW rules: warming after a CDS reconnect answers the next EDS request e
 
 t.test('delta rules: legacy wildcard ends with the first explicit name; * can be added and dropped', async (t) => {
   const watches = new Map<string, WatchState>();
-  const base = { typeUrl: CDS, resourceNamesSubscribe: [] as string[], resourceNamesUnsubscribe: [] as string[], initialResourceVersions: {}, responseNonce: '' };
+  const base = {
+    typeUrl: CDS,
+    resourceNamesSubscribe: [] as string[],
+    resourceNamesUnsubscribe: [] as string[],
+    initialResourceVersions: {},
+    responseNonce: '',
+  };
   t.match(deltaOnRequest(watches, base, 1), { respond: true, required: true, init: true });
   const w = watches.get(CDS)!;
   t.equal(w.wildcard, true, 'nothing named yet: legacy wildcard');
-  w.held = w.held.with([['a', 'h1'], ['b', 'h2']]);
+  w.held = w.held.with([
+    ['a', 'h1'],
+    ['b', 'h2'],
+  ]);
   t.match(deltaOnRequest(watches, { ...base, resourceNamesSubscribe: ['a'] }, 2), { respond: true, required: true });
   t.equal(w.wildcard, false, 'an explicit name ends the legacy wildcard');
   t.same([...w.held.keys()], ['a'], 'the client keeps only what it named');
@@ -259,11 +286,21 @@ t.test('delta rules: legacy wildcard ends with the first explicit name; * can be
   t.equal(w.wildcard, true);
   t.match(deltaOnRequest(watches, { ...base, resourceNamesUnsubscribe: ['a'] }, 4), { respond: true, required: false }, 'still covered by *: resent');
   t.equal(w.held.has('a'), false);
-  const diff = deltaDiff(new Map([['x', '1'], ['y', '2']]), [
-    { name: 'x', hash: '1', h1: 0, h2: 1, size: 1, resource: undefined as never },
-    { name: 'z', hash: '3', h1: 0, h2: 3, size: 1, resource: undefined as never },
-  ], new Set(['q']));
-  t.same(diff.send.map((r) => r.name), ['z']);
+  const diff = deltaDiff(
+    new Map([
+      ['x', '1'],
+      ['y', '2'],
+    ]),
+    [
+      { name: 'x', hash: '1', h1: 0, h2: 1, size: 1, resource: undefined as never },
+      { name: 'z', hash: '3', h1: 0, h2: 3, size: 1, resource: undefined as never },
+    ],
+    new Set(['q']),
+  );
+  t.same(
+    diff.send.map((r) => r.name),
+    ['z'],
+  );
   t.same(diff.removed, ['q', 'y'], 'gone and non-existent subscribed names are removed');
 });
 
@@ -276,9 +313,19 @@ t.test('hand-encoded responses are byte-identical to protobuf-es toBinary', asyn
   const cp = create(ControlPlaneSchema, { identifier: '{"Component":"meshd"}' });
   for (const controlPlane of [undefined, cp]) {
     const sotw = encodeDiscoveryResponse({ versionInfo: 'v1/2', resources, typeUrl: CDS, nonce: 'n-1', controlPlane });
-    const want = toBinary(DiscoveryResponseSchema, create(DiscoveryResponseSchema, { versionInfo: 'v1/2', resources: resources.map((r) => r.resource), typeUrl: CDS, nonce: 'n-1', controlPlane }));
+    const want = toBinary(
+      DiscoveryResponseSchema,
+      create(DiscoveryResponseSchema, { versionInfo: 'v1/2', resources: resources.map((r) => r.resource), typeUrl: CDS, nonce: 'n-1', controlPlane }),
+    );
     t.same(Buffer.from(want), sotw, `SotW ${controlPlane ? 'with' : 'without'} control plane`);
-    const delta = encodeDeltaDiscoveryResponse({ systemVersionInfo: 'v1/2', resources, typeUrl: CDS, nonce: 'n-2', removedResources: ['gone', ''], controlPlane });
+    const delta = encodeDeltaDiscoveryResponse({
+      systemVersionInfo: 'v1/2',
+      resources,
+      typeUrl: CDS,
+      nonce: 'n-2',
+      removedResources: ['gone', ''],
+      controlPlane,
+    });
     const wantDelta = toBinary(
       DeltaDiscoveryResponseSchema,
       create(DeltaDiscoveryResponseSchema, {
@@ -342,10 +389,19 @@ t.test('delta: streams holding the same resources share one table and one diff p
   t.equal(diffs[0], diffs[1], 'one diff for equal tables and equal resources (in different arrays)');
   for (let i = 0; i < 3; i++) deltaRecordSent(watches[i]!, diffs[i]!);
   t.equal(watches[0]!.held, watches[2]!.held, 'one table for what they hold');
-  t.same([...watches[0]!.held.entries()], [['a', 'a1'], ['b', 'b1']]);
+  t.same(
+    [...watches[0]!.held.entries()],
+    [
+      ['a', 'a1'],
+      ['b', 'b1'],
+    ],
+  );
   // the third stream's proxy is due other resources: its diff and table part from the others'
   const other = deltaPushDiff(watches[2]!, [res('a', 'a2', 3), res('b', 'b1', 2)], new Set());
-  t.same(other.send.map((r) => r.hash), ['a2']);
+  t.same(
+    other.send.map((r) => r.hash),
+    ['a2'],
+  );
   deltaRecordSent(watches[2]!, other);
   t.not(watches[2]!.held, watches[0]!.held);
   t.equal(watches[2]!.held.get('a'), 'a2');
@@ -359,5 +415,8 @@ t.test('delta: streams holding the same resources share one table and one diff p
   // forced names are per stream
   const forced = deltaPushDiff(watches[0]!, v1, new Set(['a']));
   t.not(forced, same);
-  t.same(forced.send.map((r) => r.name), ['a']);
+  t.same(
+    forced.send.map((r) => r.name),
+    ['a'],
+  );
 });

@@ -89,9 +89,40 @@ const BAD_TARGET = /[\x00-\x20\x7f]/;
 const DIGITS = /^\d{1,15}$/;
 /** The request methods Envoy's HTTP/1 codec accepts (balsa_parser.cc isMethodValid, http-parser's list). */
 const METHODS: ReadonlySet<string> = new Set([
-  'ACL', 'BIND', 'CHECKOUT', 'CONNECT', 'COPY', 'DELETE', 'GET', 'HEAD', 'LINK', 'LOCK', 'MERGE', 'MKACTIVITY', 'MKCALENDAR', 'MKCOL',
-  'MOVE', 'MSEARCH', 'NOTIFY', 'OPTIONS', 'PATCH', 'POST', 'PROPFIND', 'PROPPATCH', 'PURGE', 'PUT', 'REBIND', 'REPORT', 'SEARCH', 'SOURCE',
-  'SUBSCRIBE', 'TRACE', 'UNBIND', 'UNLINK', 'UNLOCK', 'UNSUBSCRIBE',
+  'ACL',
+  'BIND',
+  'CHECKOUT',
+  'CONNECT',
+  'COPY',
+  'DELETE',
+  'GET',
+  'HEAD',
+  'LINK',
+  'LOCK',
+  'MERGE',
+  'MKACTIVITY',
+  'MKCALENDAR',
+  'MKCOL',
+  'MOVE',
+  'MSEARCH',
+  'NOTIFY',
+  'OPTIONS',
+  'PATCH',
+  'POST',
+  'PROPFIND',
+  'PROPPATCH',
+  'PURGE',
+  'PUT',
+  'REBIND',
+  'REPORT',
+  'SEARCH',
+  'SOURCE',
+  'SUBSCRIBE',
+  'TRACE',
+  'UNBIND',
+  'UNLINK',
+  'UNLOCK',
+  'UNSUBSCRIBE',
 ]);
 /** Path and query characters balsa's isUrlValid allows: HTAB, FF and visible ASCII (no obs-text). */
 const PATH_QUERY = /^[\t\f!-~]*$/;
@@ -208,7 +239,8 @@ function parseFields(text: string, from: number, h: RawHeaders, head: MessageHea
   if (!head) return;
   if (te !== undefined) {
     const codings = headerTokens(te);
-    if (codings.length === 0 || codings[codings.length - 1] !== 'chunked') throw new H1ParseError(400, `transfer-encoding '${te.slice(0, 64)}' does not end with chunked`);
+    if (codings.length === 0 || codings[codings.length - 1] !== 'chunked')
+      throw new H1ParseError(400, `transfer-encoding '${te.slice(0, 64)}' does not end with chunked`);
     if (codings.length > 1) throw new H1ParseError(501, `unsupported transfer-encoding '${te.slice(0, 64)}'`);
     if (head.contentLength >= 0) throw new H1ParseError(400, 'both content-length and transfer-encoding');
     head.chunked = true;
@@ -231,7 +263,19 @@ function parseFields(text: string, from: number, h: RawHeaders, head: MessageHea
 }
 
 function newHead(): MessageHead {
-  return { method: '', target: '', status: 0, reason: '', versionMinor: 1, headers: {}, contentLength: -1, chunked: false, keepAlive: true, upgrade: '', hostCount: 0 };
+  return {
+    method: '',
+    target: '',
+    status: 0,
+    reason: '',
+    versionMinor: 1,
+    headers: {},
+    contentLength: -1,
+    chunked: false,
+    keepAlive: true,
+    upgrade: '',
+    hostCount: 0,
+  };
 }
 
 function version(s: string): number {
@@ -253,7 +297,8 @@ function parseRequestLine(line: string, head: MessageHead, policy: RequestPolicy
   const sp1 = line.indexOf(' ');
   if (sp1 <= 0) throw new H1ParseError(400, 'malformed request line');
   head.method = line.slice(0, sp1);
-  if (!(policy.allowCustomMethods ? TOKEN.test(head.method) : METHODS.has(head.method))) throw new H1ParseError(400, `invalid method '${head.method.slice(0, 32)}'`);
+  if (!(policy.allowCustomMethods ? TOKEN.test(head.method) : METHODS.has(head.method)))
+    throw new H1ParseError(400, `invalid method '${head.method.slice(0, 32)}'`);
   const sp2 = line.indexOf(' ', sp1 + 1);
   if (sp2 < 0) {
     // HTTP/0.9: a method and a target, no version

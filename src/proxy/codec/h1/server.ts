@@ -265,7 +265,7 @@ export class H1Response {
     if (!this.headersSent) {
       if (!this.pendingHeaders) this.writeHead(this.statusCode);
       const body = chunk === undefined ? undefined : typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      this.serializeHead(this.noBody ? undefined : body?.length ?? 0);
+      this.serializeHead(this.noBody ? undefined : (body?.length ?? 0));
       if (body && body.length > 0 && !this.noBody) {
         this.pushBody(body);
       }
@@ -308,8 +308,7 @@ export class H1Response {
       const only = out[0]!;
       if (typeof only === 'string') socket.write(only, 'latin1');
       else socket.write(only);
-    }
-    else {
+    } else {
       const buf = Buffer.allocUnsafe(this.outBytes);
       let off = head === undefined ? 0 : buf.write(head, 0, 'latin1');
       for (const p of out) off += typeof p === 'string' ? buf.write(p, off, 'latin1') : p.copy(buf, off);
@@ -607,6 +606,8 @@ export class H1ServerConnection implements ParserHandler, FlowControl, Parked {
       return;
     }
     const text = STATUS_CODES[e.status] ?? 'Bad Request';
-    socket.end(`HTTP/1.${this.versionMinor} ${e.status} ${text}\r\ncontent-length: ${text.length}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n${text}`);
+    socket.end(
+      `HTTP/1.${this.versionMinor} ${e.status} ${text}\r\ncontent-length: ${text.length}\r\ncontent-type: text/plain\r\nconnection: close\r\n\r\n${text}`,
+    );
   }
 }

@@ -86,10 +86,12 @@ export class WorkerPool {
   private spawn(slot: Slot): void {
     if (this.closing) return;
     const data: WorkerData = { id: slot.id, bootstrap: this.o.bootstrap, options: this.o.engineOptions };
-    const w = 'code' in this.script ? new Worker(this.script.code, { eval: true, workerData: data }) : new Worker(this.script.file, { workerData: data });
+    const w =
+      'code' in this.script ? new Worker(this.script.code, { eval: true, workerData: data }) : new Worker(this.script.file, { workerData: data });
     slot.worker = w;
     // what the main thread holds now, then every accepted response after it, in order
-    for (const [key, mux] of this.muxes) for (const r of mux.snapshot()) w.postMessage({ t: 'xds', key, delta: r.delta, bytes: r.bytes } satisfies ToWorker);
+    for (const [key, mux] of this.muxes)
+      for (const r of mux.snapshot()) w.postMessage({ t: 'xds', key, delta: r.delta, bytes: r.bytes } satisfies ToWorker);
     w.on('message', (m: FromWorker) => this.onMessage(slot, w, m));
     w.on('error', (e) => this.o.log.error(`engine worker ${slot.id}: ${e.stack ?? e.message}`));
     w.on('exit', (code) => {

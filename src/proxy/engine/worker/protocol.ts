@@ -6,7 +6,15 @@ import type { StatsSnapshot } from './merge';
 /** The engine options a worker starts with (the serialisable part of the main thread's). */
 export type WorkerEngineOptions = Pick<
   EngineOptions,
-  'logLevel' | 'componentLogLevel' | 'logFormat' | 'concurrency' | 'drainTimeS' | 'drainStrategy' | 'parentShutdownTimeS' | 'localAddressIpVersion' | 'xdsBackoff'
+  | 'logLevel'
+  | 'componentLogLevel'
+  | 'logFormat'
+  | 'concurrency'
+  | 'drainTimeS'
+  | 'drainStrategy'
+  | 'parentShutdownTimeS'
+  | 'localAddressIpVersion'
+  | 'xdsBackoff'
 >;
 
 export interface WorkerData {

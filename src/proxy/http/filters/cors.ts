@@ -68,7 +68,8 @@ class CorsFilter implements HttpFilter {
       if (p.allowMethods) headers['access-control-allow-methods'] = p.allowMethods;
       if (p.allowHeaders) headers['access-control-allow-headers'] = p.allowHeaders;
       if (p.maxAge) headers['access-control-max-age'] = p.maxAge;
-      if (p.allowPrivateNetwork && s.request.get('access-control-request-private-network') === 'true') headers['access-control-allow-private-network'] = 'true';
+      if (p.allowPrivateNetwork && s.request.get('access-control-request-private-network') === 'true')
+        headers['access-control-allow-private-network'] = 'true';
       return { status: 200, headers, details: 'cors_response' };
     }
     s.filterState.set(STATE, { origin, p });

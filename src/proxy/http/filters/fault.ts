@@ -67,7 +67,8 @@ class FaultFilter implements HttpFilter {
 
   decodeHeaders(s: HttpStream): FilterResult | Promise<FilterResult> {
     const cfg = s.perFilterConfig<FaultConfig>(this.name) ?? this.base;
-    if (cfg.delayMs === undefined && !cfg.delayHeader && cfg.abortStatus === undefined && cfg.abortGrpc === undefined && !cfg.abortHeader) return undefined;
+    if (cfg.delayMs === undefined && !cfg.delayHeader && cfg.abortStatus === undefined && cfg.abortGrpc === undefined && !cfg.abortHeader)
+      return undefined;
     if (cfg.upstreamCluster) {
       const sel = s.route();
       const a = sel?.route.action;
@@ -116,7 +117,13 @@ class FaultFilter implements HttpFilter {
       if (g !== undefined && /^\d+$/.test(g)) grpc = Number(g);
     }
     if (status === undefined && grpc === undefined) return undefined;
-    return { status: status ?? 200, body: 'fault filter abort', flag: 'FI', details: 'fault_filter_abort', ...(grpc !== undefined ? { grpcStatus: grpc } : {}) };
+    return {
+      status: status ?? 200,
+      body: 'fault filter abort',
+      flag: 'FI',
+      details: 'fault_filter_abort',
+      ...(grpc !== undefined ? { grpcStatus: grpc } : {}),
+    };
   }
 }
 

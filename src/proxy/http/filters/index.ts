@@ -66,7 +66,16 @@ let defaults: HttpFilterRegistry | undefined;
 export function defaultFilterRegistry(): HttpFilterRegistry {
   if (!defaults) {
     defaults = new HttpFilterRegistry();
-    for (const f of [routerFilterFactory, faultFilterFactory, corsFilterFactory, rbacFilterFactory, grpcStatsFilterFactory, jwtAuthnFilterFactory, alpnFilterFactory]) defaults.register(f);
+    for (const f of [
+      routerFilterFactory,
+      faultFilterFactory,
+      corsFilterFactory,
+      rbacFilterFactory,
+      grpcStatsFilterFactory,
+      jwtAuthnFilterFactory,
+      alpnFilterFactory,
+    ])
+      defaults.register(f);
   }
   return defaults;
 }

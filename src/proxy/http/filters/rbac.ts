@@ -91,7 +91,11 @@ export const rbacFilterFactory: HttpFilterFactory = {
   create(config, ctx) {
     const r = config ? anyUnpack(config, RBACSchema) : undefined;
     if (config && !r) throw new ConfigError(`${ctx.where}: cannot decode ${config.typeUrl}`);
-    return new RbacFilter(ctx.filterName, r ? compile(r, ctx.where) : { engine: undefined, shadow: undefined, rulesStatPrefix: '', shadowRulesStatPrefix: '' }, ctx.stats);
+    return new RbacFilter(
+      ctx.filterName,
+      r ? compile(r, ctx.where) : { engine: undefined, shadow: undefined, rulesStatPrefix: '', shadowRulesStatPrefix: '' },
+      ctx.stats,
+    );
   },
   parsePerRoute(config, where) {
     const p = anyUnpack(config, RBACPerRouteSchema);

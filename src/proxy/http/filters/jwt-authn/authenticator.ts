@@ -66,7 +66,7 @@ class Run {
     for (;;) {
       const loc = this.tokens.pop()!;
       const r = this.verifyToken(loc);
-      if (typeof r !== 'number') return r.then((s) => (this.ctx.done ? s : this.done(s) ?? this.loop()));
+      if (typeof r !== 'number') return r.then((s) => (this.ctx.done ? s : (this.done(s) ?? this.loop())));
       const f = this.done(r);
       if (f !== undefined) return f;
     }

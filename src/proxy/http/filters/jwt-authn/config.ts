@@ -4,7 +4,11 @@
 import { create } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { RouteMatchSchema } from '../../../../gen/envoy/config/route/v3/route_components_pb';
-import { JwtAuthenticationSchema, PerRouteConfigSchema, type JwtAuthentication } from '../../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
+import {
+  JwtAuthenticationSchema,
+  PerRouteConfigSchema,
+  type JwtAuthentication,
+} from '../../../../gen/envoy/extensions/filters/http/jwt_authn/v3/config_pb';
 import { ConfigError } from '../../../common/config-error';
 import { compileRouteMatch } from '../../../route/match';
 import type { RouteRequest } from '../../../route/types';
@@ -53,7 +57,12 @@ function providerSet(byName: Map<string, ProviderRuntime>): ProviderSet {
 // The jwt_authn rule matcher looks at the path specifier, headers and query parameters only.
 function compileRuleMatch(m: JwtAuthentication['rules'][number]['match'], where: string): (r: RouteRequest) => boolean {
   if (!m) throw new ConfigError(`${where}: value is required`);
-  const only = create(RouteMatchSchema, { pathSpecifier: m.pathSpecifier, caseSensitive: m.caseSensitive, headers: m.headers, queryParameters: m.queryParameters });
+  const only = create(RouteMatchSchema, {
+    pathSpecifier: m.pathSpecifier,
+    caseSensitive: m.caseSensitive,
+    headers: m.headers,
+    queryParameters: m.queryParameters,
+  });
   return compileRouteMatch(only, where).matches;
 }
 
@@ -86,7 +95,8 @@ export function compileJwtAuthn(c: JwtAuthentication, where: string, deps: Provi
   if (c.filterStateRules) {
     filterStateName = c.filterStateRules.name;
     if (!filterStateName) throw new ConfigError(`${where}.filter_state_rules.name: value length must be at least 1 characters`);
-    for (const [k, r] of Object.entries(c.filterStateRules.requires)) filterStateVerifiers.set(k, createVerifier(r, vdeps, `${where}.filter_state_rules.requires["${k}"]`));
+    for (const [k, r] of Object.entries(c.filterStateRules.requires))
+      filterStateVerifiers.set(k, createVerifier(r, vdeps, `${where}.filter_state_rules.requires["${k}"]`));
   }
 
   // only a fully valid config starts fetching keys in the background

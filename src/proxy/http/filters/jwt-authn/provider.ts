@@ -145,7 +145,8 @@ function remoteSettings(name: string, p: JwtProvider, where: string): Constructo
   } catch {
     throw new ConfigError(`${w}.http_uri.uri: Provider '${name}' has an invalid URI: '${hu.uri}'`);
   }
-  if (hu.httpUpstreamType.case !== 'cluster' || !hu.httpUpstreamType.value) throw new ConfigError(`${w}.http_uri.cluster: value length must be at least 1 characters`);
+  if (hu.httpUpstreamType.case !== 'cluster' || !hu.httpUpstreamType.value)
+    throw new ConfigError(`${w}.http_uri.cluster: value length must be at least 1 characters`);
   if (!hu.timeout) throw new ConfigError(`${w}.http_uri.timeout: value is required`);
   const timeoutMs = durationToMs(hu.timeout)!;
   if (timeoutMs < 0) throw new ConfigError(`${w}.http_uri.timeout: value must be greater than or equal to 0s`);
@@ -175,7 +176,8 @@ function remoteSettings(name: string, p: JwtProvider, where: string): Constructo
 export function compileProvider(name: string, p: JwtProvider, where: string, deps: ProviderDeps): ProviderRuntime {
   p.fromHeaders.forEach((h, i) => {
     checkHeaderName(h.name, `${where}.from_headers[${i}].name`, true);
-    if (/[\0\r\n]/.test(h.valuePrefix)) throw new ConfigError(`${where}.from_headers[${i}].value_prefix: value does not match regex pattern for HTTP header values`);
+    if (/[\0\r\n]/.test(h.valuePrefix))
+      throw new ConfigError(`${where}.from_headers[${i}].value_prefix: value does not match regex pattern for HTTP header values`);
   });
   checkHeaderName(p.forwardPayloadHeader, `${where}.forward_payload_header`, false);
   const claimToHeaders = p.claimToHeaders.map((c, i) => {
@@ -193,7 +195,8 @@ export function compileProvider(name: string, p: JwtProvider, where: string, dep
       jwks = jwksFromText(text);
       // Envoy refuses the whole filter config (filter_factory.cc validateJwtConfig), so the listener is NACKed:
       // the daemon never sends such a key set (src/security/jwks/resolver.ts puts a placeholder in its place)
-      if (jwks.status !== Status.Ok) throw new ConfigError(`${where}.local_jwks: Provider '${name}' in jwt_authn config has invalid local jwks: ${statusString(jwks.status)}`);
+      if (jwks.status !== Status.Ok)
+        throw new ConfigError(`${where}.local_jwks: Provider '${name}' in jwt_authn config has invalid local jwks: ${statusString(jwks.status)}`);
     }
     keys = new LocalKeySource(jwks);
   } else if (src.case === 'remoteJwks') {

@@ -62,7 +62,14 @@ function runGroup(children: readonly Verifier[], ctx: VerifyContext, decide: Dec
   throw new Error('jwt_authn: a requirement group completed without an outcome');
 }
 
-function settleAsync(children: readonly Verifier[], ctx: VerifyContext, decide: Decide, first: number, pending: Promise<Status>, done: number): Promise<Status> {
+function settleAsync(
+  children: readonly Verifier[],
+  ctx: VerifyContext,
+  decide: Decide,
+  first: number,
+  pending: Promise<Status>,
+  done: number,
+): Promise<Status> {
   return new Promise<Status>((resolve, reject) => {
     let result: Status | undefined;
     let failed = false;
