@@ -63,6 +63,9 @@ export function parseEnvValue(spec: Pick<EnvVar, 'name' | 'type'>, raw: string):
   }
 }
 
+/** What a reader of typed environment values needs of an EnvTable (tests hand in a plain object of these). */
+export type EnvValues = Pick<EnvTable, 'string' | 'int' | 'bool' | 'duration' | 'float' | 'isSet'>;
+
 /** Typed access to one program's environment variables. */
 export class EnvTable {
   private readonly byName: ReadonlyMap<string, EnvVar>;

@@ -5,7 +5,7 @@ import { CommandError, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
 import { buildInfo } from '../lib/buildinfo';
 import { apiStatus, meshctlOrchClient } from '../meshctl/orch';
-import { objectRef, type InstallPlan } from './plan';
+import { COMPONENT_TEXT, objectRef, type InstallPlan } from './plan';
 import type { Obj } from './render';
 
 const FIELD_MANAGER = 'mesh-operator';
@@ -101,15 +101,6 @@ function confirm(ctx: RunContext, prompt: string): Promise<boolean> {
     process.stdin.resume();
   });
 }
-
-const COMPONENT_TEXT: Record<string, string> = {
-  Base: 'Mesh core',
-  Pilot: 'Meshd',
-  Cni: 'CNI',
-  Nodeproxy: 'Node proxy',
-  IngressGateways: 'Ingress gateways',
-  EgressGateways: 'Egress gateways',
-};
 
 /** Why each Deployment/DaemonSet among `objects` is not ready yet (empty when all are). */
 async function notReady(client: OrchClient, objects: Obj[]): Promise<string[]> {

@@ -8,7 +8,8 @@ import { getString } from './tree';
 
 /** Istio's installer order: base before discovery and CNI, discovery before the gateways. */
 const INSTALL_ORDER = ['Base', 'Pilot', 'Cni', 'Nodeproxy', 'IngressGateways', 'EgressGateways'];
-const USER_FACING: Record<string, string> = {
+/** The components as install and uninstall name them to the user. */
+export const COMPONENT_TEXT: Record<string, string> = {
   Base: 'Mesh core',
   Pilot: 'Meshd',
   Cni: 'CNI',
@@ -73,7 +74,7 @@ export function dryRunText(plan: InstallPlan): string {
     `  Namespace ${plan.namespace} (created if missing)`,
   ];
   for (const s of plan.steps) {
-    lines.push(`${USER_FACING[s.component] ?? s.component}:`);
+    lines.push(`${COMPONENT_TEXT[s.component] ?? s.component}:`);
     for (const o of s.objects) lines.push(`  apply ${objectRef(o)}`);
   }
   const docs = plan.steps.flatMap((s) => s.objects).map((o) => objectYaml(o) + '\n---\n');

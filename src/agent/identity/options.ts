@@ -7,6 +7,7 @@ import { workloadKeySpec } from './key-spec';
 import { CompliancePolicyError, parseCompliancePolicy, type CompliancePolicy } from '../../lib/compliance';
 import type { ProxyConfig } from '../../config/proxyconfig';
 import { pilotSan } from '../node';
+import type { EnvValues } from '../../lib/env';
 
 /** The projected service-account token of the pod (Istio's constants.ThirdPartyJwtPath, renamed)… */
 export const THIRD_PARTY_JWT_PATH = './var/run/secrets/tokens/mesh-token';
@@ -100,14 +101,7 @@ export interface IdentityOptions {
 
 export interface IdentityInputs {
   /** Typed values of the program's env table. */
-  env: {
-    string(name: string): string;
-    int(name: string): number;
-    bool(name: string): boolean;
-    duration(name: string): number;
-    float(name: string): number;
-    isSet(name: string): boolean;
-  };
+  env: EnvValues;
   /** The raw process environment (POD_NAMESPACE, CA_HEADER_*). */
   raw: Readonly<Record<string, string | undefined>>;
   proxyConfig: ProxyConfig;

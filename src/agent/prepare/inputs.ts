@@ -3,20 +3,11 @@
 // want to act on. The steps follow Istio's pilot-agent (pilot/cmd/pilot-agent/app/cmd.go, options/).
 import * as fs from 'node:fs';
 import { CommandError, type RunContext } from '../../cli/context';
-
-/** Typed values of the program's environment table (defaults applied, malformed values refused before the run). */
-export interface AgentEnv {
-  string(name: string): string;
-  int(name: string): number;
-  bool(name: string): boolean;
-  duration(name: string): number;
-  float(name: string): number;
-  isSet(name: string): boolean;
-}
+import type { EnvValues } from '../../lib/env';
 
 export interface PrepareStep {
   ctx: RunContext;
-  env: AgentEnv;
+  env: EnvValues;
   /** Relative paths (configPath, mesh config, templates) resolve from here. */
   cwd: string;
   /** Facts worth a log line. */
