@@ -48,8 +48,8 @@ function engineControl(m: Managers, stats: StatsStore, status: ServerStatus, dra
   };
 }
 
-/** Starts the engine. Throws BootstrapError/ConfigError for a configuration it cannot run. */
-export async function startEngine(bootstrap: Bootstrap, options: EngineOptions = {}): Promise<Engine> {
+/** The engine's parts before anything listens: loggers, stats, server state, xDS sources and the managers. */
+function assemble(bootstrap: Bootstrap, options: EngineOptions) {
   const startTime = Date.now();
   const loggers = engineLoggers(options);
   const log = loggers.get('main');
@@ -59,7 +59,6 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
   const { stats, tags } = engineStats(bootstrap);
   const node = withUserAgent(bootstrap.node, filters);
   const drainTimeMs = (options.drainTimeS ?? 600) * 1000;
-  const worker = options.worker;
   // the main thread serves as worker 0; worker threads make up the rest
   const concurrency = Math.max(1, options.concurrency ?? 1);
   const status = new ServerStatus(stats, startTime, concurrency, options.restartEpoch ?? 0);
@@ -69,8 +68,9 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     stats,
     typeRegistry: registry,
     backoff: options.xdsBackoff ?? { baseMs: 500, maxMs: 30_000 },
-    relay: worker !== undefined,
+    relay: options.worker !== undefined,
   });
+  const worker = options.worker;
   if (worker) sources.relayTo = (key, m) => worker.registerMux(key, m);
   const m = buildManagers(bootstrap, {
     options,
@@ -83,6 +83,41 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     nodeText: nodeText(node),
     serverDraining: () => status.healthFailed,
   });
+  return { startTime, loggers, log, registry, stats, tags, node, drainTimeMs, concurrency, status, sources, m };
+}
+
+type Parts = ReturnType<typeof assemble>;
+
+/** The admin server over the engine's parts (not yet listening). */
+function engineAdmin(
+  bootstrap: Bootstrap,
+  options: EngineOptions,
+  p: Parts,
+  extra: { control: EngineControl; pool: WorkerPool | undefined; quit: () => void },
+): AdminServer {
+  return adminServer({
+    ...p.m,
+    bootstrap,
+    options,
+    node: p.node,
+    startTime: p.startTime,
+    concurrency: p.concurrency,
+    stats: p.stats,
+    tags: p.tags,
+    loggers: p.loggers,
+    log: p.log,
+    registry: p.registry,
+    dumpRegistry: dumpTypeRegistry(),
+    status: p.status,
+    ...extra,
+  });
+}
+
+/** Starts the engine. Throws BootstrapError/ConfigError for a configuration it cannot run. */
+export async function startEngine(bootstrap: Bootstrap, options: EngineOptions = {}): Promise<Engine> {
+  const p = assemble(bootstrap, options);
+  const { m, sources, status, stats, log } = p;
+  const worker = options.worker;
   let pool: WorkerPool | undefined;
   let admin: AdminServer | undefined;
   let exitResolve!: (code: number) => void;
@@ -98,46 +133,24 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
     await admin?.close();
     exitResolve(code);
   };
-  const control = engineControl(m, stats, status, drainTimeMs, () => pool);
+  const control = engineControl(m, stats, status, p.drainTimeMs, () => pool);
   if (worker && sources.ads) worker.registerMux('ads', sources.ads);
-  if (!worker && concurrency > 1) {
-    pool = await startWorkerPool(bootstrap, options, concurrency, m.listeners, status, log);
+  if (!worker && p.concurrency > 1) {
+    pool = await startWorkerPool(bootstrap, options, p.concurrency, m.listeners, status, log);
     if (pool) sources.relayAllTo((key, mux) => pool!.attach(key, mux));
   }
-  // admin first: the agent polls /ready while we initialise
   let adminAddress: { host: string; port: number } | undefined;
-  if (!worker && (options.adminAddress || bootstrap.admin?.address?.address)) {
-    const quit = () => {
-      log.info('shutting down server instance (admin /quitquitquit)');
-      void close(0);
-    };
-    admin = adminServer({
-      ...m,
-      bootstrap,
-      options,
-      node,
-      startTime,
-      concurrency,
-      stats,
-      tags,
-      loggers,
-      log,
-      registry,
-      dumpRegistry: dumpTypeRegistry(),
-      status,
-      control,
-      pool,
-      quit,
-    });
-    try {
-      adminAddress = await bindAdmin(admin, bootstrap, options, log);
-    } catch (e) {
-      await close(1);
-      throw e;
-    }
-  }
-  // static listeners bind now and serve once the server is initialised
   try {
+    // admin first: the agent polls /ready while we initialise
+    if (!worker && (options.adminAddress || bootstrap.admin?.address?.address)) {
+      const quit = () => {
+        log.info('shutting down server instance (admin /quitquitquit)');
+        void close(0);
+      };
+      admin = engineAdmin(bootstrap, options, p, { control, pool, quit });
+      adminAddress = await bindAdmin(admin, bootstrap, options, log);
+    }
+    // static listeners bind now and serve once the server is initialised
     for (const l of bootstrap.staticResources?.listeners ?? []) await m.listeners.addStatic(l);
   } catch (e) {
     await close(1);
@@ -149,7 +162,7 @@ export async function startEngine(bootstrap: Bootstrap, options: EngineOptions =
       return adminAddress;
     },
     stats,
-    loggers,
+    loggers: p.loggers,
     state: () => status.effective(),
     initialized,
     listenerPort: (name) => m.listeners.list().find((l) => l.name === name)?.boundPort,

@@ -34,6 +34,27 @@ export interface ListenerErrorState {
   when: number;
 }
 
+/** One version of a dynamic listener in /config_dump (active or warming). */
+interface ListenerVersionDump {
+  proto: Listener;
+  version: string;
+  lastUpdated: number;
+}
+
+interface DynamicListenerDump {
+  name: string;
+  active?: ListenerVersionDump;
+  warming?: ListenerVersionDump;
+  error?: ListenerErrorState;
+}
+
+/** The listeners as Envoy's ListenersConfigDump holds them. */
+export interface ListenersDump {
+  statics: Array<{ proto: Listener; lastUpdated: number }>;
+  dynamic: DynamicListenerDump[];
+  version: string;
+}
+
 export class ListenerManager {
   private readonly active = new Map<string, Slot>();
   private readonly warming = new Map<string, Slot>();
@@ -393,34 +414,21 @@ export class ListenerManager {
     return n;
   }
 
-  dump(): {
-    statics: Array<{ proto: Listener; lastUpdated: number }>;
-    dynamic: Array<{
-      name: string;
-      active?: { proto: Listener; version: string; lastUpdated: number };
-      warming?: { proto: Listener; version: string; lastUpdated: number };
-      error?: ListenerErrorState;
-    }>;
-    version: string;
-  } {
+  dump(): ListenersDump {
     const names = new Set([...this.active.keys(), ...this.warming.keys(), ...this.errors.keys()]);
-    const st = (s: Slot | undefined) => (s ? { proto: s.runtime.proto, version: s.runtime.versionInfo, lastUpdated: s.lastUpdated } : undefined);
+    const st = (s: Slot | undefined): ListenerVersionDump | undefined =>
+      s ? { proto: s.runtime.proto, version: s.runtime.versionInfo, lastUpdated: s.lastUpdated } : undefined;
     return {
       statics: [...this.statics.values()].map((s) => ({ proto: s.runtime.proto, lastUpdated: s.lastUpdated })),
       dynamic: [...names].sort().map((name) => {
-        const e: { name: string; active?: ReturnType<typeof st>; warming?: ReturnType<typeof st>; error?: ListenerErrorState } = { name };
+        const e: DynamicListenerDump = { name };
         const a = st(this.active.get(name));
         const w = st(this.warming.get(name));
         if (a) e.active = a;
         if (w) e.warming = w;
         const err = this.errors.get(name);
         if (err) e.error = err;
-        return e as {
-          name: string;
-          active?: { proto: Listener; version: string; lastUpdated: number };
-          warming?: { proto: Listener; version: string; lastUpdated: number };
-          error?: ListenerErrorState;
-        };
+        return e;
       }),
       version: this.ldsVersion,
     };
