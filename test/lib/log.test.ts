@@ -40,10 +40,11 @@ function setup(values: LogFlagValues = {}, scopes: readonly string[] = SCOPES): 
   return sink;
 }
 
-/** Line number of the frame that created `e` (the test's own line). */
+/** Line number of the logging call written on the line after the one that created `e` (a formatter keeps
+ *  each statement on its own line, so the call cannot share the Error's line). */
 function lineOf(e: Error): number {
   const m = /:(\d+):\d+\)?$/m.exec((e.stack ?? '').split('\n')[1] ?? '');
-  return Number(m?.[1]);
+  return Number(m?.[1]) + 1;
 }
 
 class ExitCalled extends Error {
@@ -141,41 +142,41 @@ t.test('caller information', async (t) => {
     const ads = registerScope('ads');
     const model = registerScope('model');
     const e = new Error();
-    ads.info('here'); // prettier-ignore
+    ads.info('here');
     model.info('no caller');
     t.same(sink.lines(), [`${TS}\tinfo\tads\tlib/log.test.ts:${lineOf(e)}\there`, `${TS}\tinfo\tmodel\tno caller`]);
   });
   t.test('labels and fields after the caller', async (t) => {
     const sink = setup({ log_caller: 'ads' });
     const e = new Error();
-    registerScope('ads').withLabels('k', 'v').warn('m', { x: 1 }); // prettier-ignore
+    registerScope('ads').withLabels('k', 'v').warn('m', { x: 1 });
     t.equal(sink.text, `${TS}\twarn\tads\tlib/log.test.ts:${lineOf(e)}\tm\tk=v x=1\n`);
   });
   t.test('JSON caller between scope and msg', async (t) => {
     const sink = setup({ log_caller: 'ads', log_as_json: true });
     const e = new Error();
-    registerScope('ads').info('m', { k: 'v' }); // prettier-ignore
+    registerScope('ads').info('m', { k: 'v' });
     t.equal(sink.text, `{"level":"info","time":"${TS}","scope":"ads","caller":"lib/log.test.ts:${lineOf(e)}","msg":"m","k":"v"}\n`);
   });
   t.test('default scope and package-level functions', async (t) => {
     const sink = setup({ log_caller: 'default' });
     const e1 = new Error();
-    defaultScope.info('a'); // prettier-ignore
+    defaultScope.info('a');
     const e2 = new Error();
-    pkgInfo('b'); // prettier-ignore
+    pkgInfo('b');
     t.same(sink.lines(), [`${TS}\tinfo\tlib/log.test.ts:${lineOf(e1)}\ta`, `${TS}\tinfo\tlib/log.test.ts:${lineOf(e2)}\tb`]);
   });
   t.test('all turns callers on for every scope', async (t) => {
     const sink = setup({ log_caller: 'all' });
     const e = new Error();
-    registerScope('model').info('m'); // prettier-ignore
+    registerScope('model').info('m');
     t.equal(sink.text, `${TS}\tinfo\tmodel\tlib/log.test.ts:${lineOf(e)}\tm\n`);
   });
   t.test('runtime switch', async (t) => {
     const sink = setup();
     t.equal(setLogCallers('ads', true), true);
     const e = new Error();
-    registerScope('ads').info('m'); // prettier-ignore
+    registerScope('ads').info('m');
     t.equal(sink.text, `${TS}\tinfo\tads\tlib/log.test.ts:${lineOf(e)}\tm\n`);
   });
 });
