@@ -15,6 +15,7 @@ import { namespace, startKube, type KubeApi, type Obj, kubeUnavailable } from '.
 import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans } from './helpers';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
+import { EC_P256_KEY } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -34,11 +35,7 @@ function startSigner(t: Test, api: KubeApi, dir: string, o: { deny?: string[] } 
     [
       'req',
       '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
+      ...EC_P256_KEY,
       '-keyout',
       'ext-root-key.pem',
       '-out',
@@ -133,11 +130,7 @@ function csr(dir: string, o: { san: string; subj?: string }): string {
   openssl([
     'req',
     '-new',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
+    ...EC_P256_KEY,
     '-keyout',
     `${base}.key`,
     '-out',

@@ -23,6 +23,7 @@ import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { AdsServer, newPushRequest, type AdsSettings } from '../../src/xds/server/index';
 import type { Generator, Resource, WatchedResource } from '../../src/xds/types';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
+import { EC_P256_KEY } from '../helpers/openssl';
 
 setSinks([new MemorySink()]);
 
@@ -448,23 +449,7 @@ export function makePki(): TestPki {
   const run = (args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const caKey = pathMod.join(dir, 'ca.key');
   const caCert = pathMod.join(dir, 'ca.crt');
-  run([
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    caKey,
-    '-out',
-    caCert,
-    '-days',
-    '2',
-    '-subj',
-    '/CN=mesh test CA',
-  ]);
+  run(['req', '-x509', ...EC_P256_KEY, '-keyout', caKey, '-out', caCert, '-days', '2', '-subj', '/CN=mesh test CA']);
   const read = (certFile: string, keyFile: string): TestCert => ({
     certFile,
     keyFile,
@@ -480,7 +465,7 @@ export function makePki(): TestPki {
       const crt = pathMod.join(dir, `${name}.crt`);
       const ext = pathMod.join(dir, `${name}.ext`);
       execFileSync('sh', ['-c', `printf 'subjectAltName=${sans.join(',')}\\n' > '${ext}'`]);
-      run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
+      run(['req', ...EC_P256_KEY, '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
       run(['x509', '-req', '-in', csr, '-CA', caCert, '-CAkey', caKey, '-CAcreateserial', '-out', crt, '-days', '2', '-extfile', ext]);
       return read(crt, key);
     },
