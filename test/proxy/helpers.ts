@@ -222,14 +222,20 @@ export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
   });
 }
 
-export function staticCluster(name: string, ports: number[], extra: JsonObject = {}): Cluster {
-  return pb(ClusterSchema, {
+/** A STATIC cluster of `ports` on 127.0.0.1 as bootstrap JSON (static_resources), with a short connect timeout. */
+export function staticClusterJson(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
+  return {
     name,
     type: 'STATIC',
-    connect_timeout: '1s',
+    connect_timeout: '0.5s',
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
     ...extra,
-  });
+  };
+}
+
+/** The same cluster as a Cluster message for the ADS server, with a 1s connect timeout. */
+export function staticCluster(name: string, ports: number[], extra: JsonObject = {}): Cluster {
+  return pb(ClusterSchema, staticClusterJson(name, ports, { connect_timeout: '1s', ...extra }));
 }
 
 export interface Ep {
