@@ -181,6 +181,12 @@ export function virtualOutbound(port: number): JsonObject {
   };
 }
 
+/** The original_dst listener filter: the connection's destination read back from the redirect (SO_ORIGINAL_DST). */
+export const ORIGINAL_DST: JsonObject = {
+  name: 'envoy.filters.listener.original_dst',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
+};
+
 /**
  * Istio's virtualInbound listener on 127.0.0.1:`port` (the sidecar's 15006): original_dst and http_inspector
  * listener filters, a connection to the listener itself black-holed, then `chains`; `extra` adds listener fields.
@@ -191,10 +197,7 @@ export function virtualInbound(port: number, chains: JsonObject[], extra: JsonOb
     address: sock('127.0.0.1', port),
     traffic_direction: 'INBOUND',
     listener_filters: [
-      {
-        name: 'envoy.filters.listener.original_dst',
-        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
-      },
+      ORIGINAL_DST,
       {
         name: 'envoy.filters.listener.http_inspector',
         typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' },
