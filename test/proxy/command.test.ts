@@ -4,7 +4,7 @@ import t from 'tap';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { backend, hcm, request, sock } from './helpers';
+import { backend, hcm, request, sock, listenerJson } from './helpers';
 import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 import { tempDir } from '../helpers/temp';
@@ -45,22 +45,16 @@ t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM ex
       admin: { address: sock('127.0.0.1', admin) },
       static_resources: {
         listeners: [
-          {
-            name: 'l',
-            address: sock('127.0.0.1', port),
-            filter_chains: [
-              {
-                filters: [
-                  hcm({
-                    routeConfig: {
-                      name: 'r',
-                      virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }],
-                    },
-                  }),
-                ],
+          listenerJson(
+            'l',
+            port,
+            hcm({
+              routeConfig: {
+                name: 'r',
+                virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }],
               },
-            ],
-          },
+            }),
+          ),
         ],
         clusters: [
           {

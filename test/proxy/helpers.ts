@@ -285,8 +285,13 @@ export function hcm(opts: {
   };
 }
 
+/** A listener on 127.0.0.1:`port` with one filter chain of the network filter `h`, as bootstrap JSON. */
+export function listenerJson(name: string, port: number, h: JsonObject, extra: JsonObject = {}): JsonObject {
+  return { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra };
+}
+
 export function httpListener(name: string, port: number, h: JsonObject, extra: JsonObject = {}): Listener {
-  return pb(ListenerSchema, { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra });
+  return pb(ListenerSchema, listenerJson(name, port, h, extra));
 }
 
 export function routeConfig(name: string, vhosts: JsonObject[], extra: JsonObject = {}): RouteConfiguration {

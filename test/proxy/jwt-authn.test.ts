@@ -38,6 +38,7 @@ import {
   statValue,
   type RunningEngine,
   staticClusterJson,
+  listenerJson,
 } from './helpers';
 import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
@@ -685,20 +686,14 @@ async function engineWith(
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
       listeners: [
-        {
-          name: 'l',
-          address: sock('127.0.0.1', port),
-          filter_chains: [
-            {
-              filters: [
-                hcm({
-                  httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }],
-                  routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] },
-                }),
-              ],
-            },
-          ],
-        },
+        listenerJson(
+          'l',
+          port,
+          hcm({
+            httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }],
+            routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] },
+          }),
+        ),
       ],
       clusters,
     },

@@ -5,7 +5,7 @@
 // see original-dst.test.ts (in-process) and test/e2e/original-dst.test.ts (real iptables).
 import t from 'tap';
 import net from 'node:net';
-import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound, listenerJson } from './helpers';
 import { freePort } from '../helpers/ports';
 
 t.test(
@@ -104,31 +104,25 @@ t.test('STRICT_DNS and LOGICAL_DNS clusters resolve names', async (t) => {
     admin: { address: sock('127.0.0.1', 0) },
     static_resources: {
       listeners: [
-        {
-          name: 'l',
-          address: sock('127.0.0.1', port),
-          filter_chains: [
-            {
-              filters: [
-                hcm({
-                  routeConfig: {
-                    name: 'r',
-                    virtual_hosts: [
-                      {
-                        name: 'v',
-                        domains: ['*'],
-                        routes: [
-                          { match: { prefix: '/strict' }, route: { cluster: 'strict', auto_host_rewrite: true } },
-                          { match: { prefix: '/logical' }, route: { cluster: 'logical' } },
-                        ],
-                      },
-                    ],
-                  },
-                }),
+        listenerJson(
+          'l',
+          port,
+          hcm({
+            routeConfig: {
+              name: 'r',
+              virtual_hosts: [
+                {
+                  name: 'v',
+                  domains: ['*'],
+                  routes: [
+                    { match: { prefix: '/strict' }, route: { cluster: 'strict', auto_host_rewrite: true } },
+                    { match: { prefix: '/logical' }, route: { cluster: 'logical' } },
+                  ],
+                },
               ],
             },
-          ],
-        },
+          }),
+        ),
       ],
       clusters: [dnsCluster('strict', 'STRICT_DNS'), dnsCluster('logical', 'LOGICAL_DNS')],
     },
