@@ -301,6 +301,25 @@ export function routeConfig(name: string, vhosts: JsonObject[], extra: JsonObjec
 // ---------------------------------------------------------------------------------------------
 // processes and sockets
 
+/** A TCP server on 127.0.0.1 that hands each connection to `onConnection`; close() ends open connections too. */
+export async function tcpServer(onConnection: (c: net.Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
+  const conns = new Set<net.Socket>();
+  const s = net.createServer((c) => {
+    conns.add(c);
+    c.on('close', () => conns.delete(c));
+    onConnection(c);
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return {
+    port: (s.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of conns) c.destroy();
+        s.close(() => r());
+      }),
+  };
+}
+
 export interface Backend {
   name: string;
   port: number;

@@ -12,7 +12,7 @@ import tls from 'node:tls';
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { freePort } from '../helpers/ports';
-import { request, sock, startProxy, type RunningEngine } from './helpers';
+import { request, sock, startProxy, type RunningEngine, tcpServer } from './helpers';
 import { makeCa, sdsCluster, startSds, type Identity } from './sds';
 import { waitForValue } from '../helpers/wait';
 import { tempDir } from '../helpers/temp';
@@ -199,23 +199,11 @@ async function echoHeaders(): Promise<{ port: number; close: () => Promise<void>
   };
 }
 
-async function tcpEcho(): Promise<{ port: number; close: () => Promise<void> }> {
-  const conns = new Set<net.Socket>();
-  const s = net.createServer((c) => {
-    conns.add(c);
-    c.on('close', () => conns.delete(c));
+function tcpEcho(): Promise<{ port: number; close: () => Promise<void> }> {
+  return tcpServer((c) => {
     c.on('error', () => undefined);
     c.pipe(c);
   });
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return {
-    port: (s.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const c of conns) c.destroy();
-        s.close(() => r());
-      }),
-  };
 }
 
 /** Sends a line on a fresh connection; resolves with what came back, or `closed` if the peer closed first. */
