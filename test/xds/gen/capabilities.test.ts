@@ -17,7 +17,7 @@ import { generatorsFor } from '../../../src/xds/gen';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { engineExtensions } from '../../../src/proxy/extensions';
 import { defaultFilterRegistry } from '../../../src/proxy/http/filters/index';
-import { cfg, proxy } from '../../discovery/fixtures';
+import { cfg, proxy, internalService } from '../../discovery/fixtures';
 import { REPO } from '../../helpers/spec';
 import { fullPush, pushOf } from './helpers';
 
@@ -86,11 +86,8 @@ t.test('alpnInsteadOfFilter: the ALPN istio.alpn would set, on clusters of a fix
 // generation
 
 const configs = [
-  cfg('ServiceEntry', 'apps', 'svc', {
-    hosts: ['svc.apps.svc.cluster.local'],
+  internalService('apps', 'svc', {
     addresses: ['10.96.0.9'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [
       { number: 80, name: 'http', protocol: 'HTTP' },
       { number: 90, name: 'grpc', protocol: 'GRPC' },

@@ -11,15 +11,12 @@ import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/f
 import { HealthStatus } from '../../../src/gen/envoy/config/core/v3/health_check_pb';
 import { generatorsFor } from '../../../src/xds/gen';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
-import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { cfg, ListStore, proxy, internalService } from '../../discovery/fixtures';
 import { fullPush, pushOf } from './helpers';
 
 const configs = [
-  cfg('ServiceEntry', 'apps', 'reviews', {
-    hosts: ['reviews.apps.svc.cluster.local'],
+  internalService('apps', 'reviews', {
     addresses: ['10.96.0.9'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
     workloadSelector: { matchLabels: { app: 'reviews' } },
   }),

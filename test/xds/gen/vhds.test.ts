@@ -17,22 +17,16 @@ import { markVhds } from '../../../src/xds/vhds';
 import { initKey } from '../../../src/xds/gen/reuse';
 import { routeConfigParts, sidecarVirtualServiceOrder } from '../../../src/xds/gen/rds';
 import { packedRouteVirtualHosts, patchedSidecarVirtualHosts, type LastBuild } from '../../../src/xds/gen/vhds';
-import { cfg, proxy } from '../../discovery/fixtures';
+import { cfg, proxy, internalService } from '../../discovery/fixtures';
 import { fullPush, pushOf } from './helpers';
 
 const base = [
-  cfg('ServiceEntry', 'apps', 'reviews', {
-    hosts: ['reviews.apps.svc.cluster.local'],
+  internalService('apps', 'reviews', {
     addresses: ['10.96.0.9'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
   }),
-  cfg('ServiceEntry', 'apps', 'ratings', {
-    hosts: ['ratings.apps.svc.cluster.local'],
+  internalService('apps', 'ratings', {
     addresses: ['10.96.0.10'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
   }),
   cfg('Gateway', 'mesh-system', 'gw', {
