@@ -290,6 +290,11 @@ export function listenerJson(name: string, port: number, h: JsonObject, extra: J
   return { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra };
 }
 
+/** Route config `r` of one virtual host `v` for every domain, with `routes`, as JSON (an HCM's inline route_config). */
+export function anyHost(routes: JsonObject[]): JsonObject {
+  return { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] };
+}
+
 export function httpListener(name: string, port: number, h: JsonObject, extra: JsonObject = {}): Listener {
   return pb(ListenerSchema, listenerJson(name, port, h, extra));
 }

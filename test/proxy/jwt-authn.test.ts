@@ -39,6 +39,7 @@ import {
   type RunningEngine,
   staticClusterJson,
   listenerJson,
+  anyHost,
 } from './helpers';
 import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
@@ -691,7 +692,7 @@ async function engineWith(
           port,
           hcm({
             httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }],
-            routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] },
+            routeConfig: anyHost(routes),
           }),
         ),
       ],

@@ -24,6 +24,7 @@ import {
   statValue,
   type RunningEngine,
   listenerJson,
+  anyHost,
 } from './helpers';
 import { freePort } from '../helpers/ports';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
@@ -240,19 +241,10 @@ t.test('upstream TLS with SNI, CA and SAN validation', async (t) => {
         'l',
         port,
         hcm({
-          routeConfig: {
-            name: 'r',
-            virtual_hosts: [
-              {
-                name: 'v',
-                domains: ['*'],
-                routes: [
-                  { match: { prefix: '/good' }, route: { cluster: 'good' } },
-                  { match: { prefix: '/bad' }, route: { cluster: 'bad' } },
-                ],
-              },
-            ],
-          },
+          routeConfig: anyHost([
+            { match: { prefix: '/good' }, route: { cluster: 'good' } },
+            { match: { prefix: '/bad' }, route: { cluster: 'bad' } },
+          ]),
         }),
       ),
     ],
@@ -478,10 +470,7 @@ t.test('gRPC through the proxy: trailers forwarded, local replies as gRPC status
         'l',
         port,
         hcm({
-          routeConfig: {
-            name: 'r',
-            virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/mesh.test.Echo/' }, route: { cluster: 'grpc' } }] }],
-          },
+          routeConfig: anyHost([{ match: { prefix: '/mesh.test.Echo/' }, route: { cluster: 'grpc' } }]),
         }),
       ),
     ],

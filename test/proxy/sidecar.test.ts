@@ -5,7 +5,7 @@
 // see original-dst.test.ts (in-process) and test/e2e/original-dst.test.ts (real iptables).
 import t from 'tap';
 import net from 'node:net';
-import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound, listenerJson } from './helpers';
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound, listenerJson, anyHost } from './helpers';
 import { freePort } from '../helpers/ports';
 
 t.test(
@@ -108,19 +108,10 @@ t.test('STRICT_DNS and LOGICAL_DNS clusters resolve names', async (t) => {
           'l',
           port,
           hcm({
-            routeConfig: {
-              name: 'r',
-              virtual_hosts: [
-                {
-                  name: 'v',
-                  domains: ['*'],
-                  routes: [
-                    { match: { prefix: '/strict' }, route: { cluster: 'strict', auto_host_rewrite: true } },
-                    { match: { prefix: '/logical' }, route: { cluster: 'logical' } },
-                  ],
-                },
-              ],
-            },
+            routeConfig: anyHost([
+              { match: { prefix: '/strict' }, route: { cluster: 'strict', auto_host_rewrite: true } },
+              { match: { prefix: '/logical' }, route: { cluster: 'logical' } },
+            ]),
           }),
         ),
       ],
