@@ -29,7 +29,7 @@ import { startCaDouble, type CaDouble } from '../helpers/ca-double';
 import { metricValue } from '../helpers/prometheus';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
-import { EC_P256_KEY } from '../helpers/openssl';
+import { EC_P256_KEY, signWith } from '../helpers/openssl';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/checkout';
 
@@ -257,23 +257,7 @@ function opensslCerts(dir: string, uri: string, days = 2): { root: string; cert:
   const run = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   run(['req', '-x509', ...EC_P256_KEY, '-keyout', 'root.key', '-out', 'root.pem', '-days', '3', '-subj', '/O=files']);
   run(['req', ...EC_P256_KEY, '-keyout', 'key.pem', '-out', 'leaf.csr', '-subj', '/O=files', '-addext', `subjectAltName=URI:${uri}`]);
-  run([
-    'x509',
-    '-req',
-    '-in',
-    'leaf.csr',
-    '-CA',
-    'root.pem',
-    '-CAkey',
-    'root.key',
-    '-CAcreateserial',
-    '-days',
-    String(days),
-    '-out',
-    'cert-chain.pem',
-    '-copy_extensions',
-    'copy',
-  ]);
+  run([...signWith('leaf.csr', 'root.pem', 'root.key'), '-days', String(days), '-out', 'cert-chain.pem', '-copy_extensions', 'copy']);
   return { root: path.join(dir, 'root.pem'), cert: path.join(dir, 'cert-chain.pem'), key: path.join(dir, 'key.pem') };
 }
 

@@ -10,6 +10,7 @@ import { createNetns, httpGetIn, must, netnsUnavailable, spawnIn } from '../help
 import { openssl, opensslCsr, opensslPluginCa } from './helpers';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
+import { signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 const skip = netnsUnavailable();
@@ -67,15 +68,7 @@ function clientCertDir(parent: string, cacerts: string, name: string, spiffe: st
   );
   openssl(
     [
-      'x509',
-      '-req',
-      '-in',
-      'leaf.csr',
-      '-CA',
-      path.join(cacerts, 'ca-cert.pem'),
-      '-CAkey',
-      path.join(cacerts, 'ca-key.pem'),
-      '-CAcreateserial',
+      ...signWith('leaf.csr', path.join(cacerts, 'ca-cert.pem'), path.join(cacerts, 'ca-key.pem')),
       '-days',
       '1',
       '-extfile',

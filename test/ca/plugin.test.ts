@@ -22,6 +22,7 @@ import {
 import { tempDir } from '../helpers/temp';
 import { ephemeralListeners } from '../helpers/daemon';
 import { waitFor } from '../helpers/wait';
+import { signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -146,15 +147,7 @@ t.test('plug-in CA: a new intermediate under the same root is picked up; a new r
   );
   openssl(
     [
-      'x509',
-      '-req',
-      '-in',
-      'ca.csr',
-      '-CA',
-      pki.rootCert,
-      '-CAkey',
-      pki.rootKey,
-      '-CAcreateserial',
+      ...signWith('ca.csr', pki.rootCert, pki.rootKey),
       '-CAserial',
       path.join(staging, 'serial'),
       '-out',

@@ -15,7 +15,7 @@ import { namespace, startKube, type KubeApi, type Obj, kubeUnavailable } from '.
 import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans } from './helpers';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
-import { EC_P256_KEY } from '../helpers/openssl';
+import { EC_P256_KEY, signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -81,23 +81,7 @@ function startSigner(t: Test, api: KubeApi, dir: string, o: { deny?: string[] } 
         const csrFile = path.join(dir, `${c.metadata.name}.csr`);
         fs.writeFileSync(csrFile, Buffer.from(c.spec.request, 'base64'));
         const leaf = openssl(
-          [
-            'x509',
-            '-req',
-            '-in',
-            csrFile,
-            '-CA',
-            'ext-root.pem',
-            '-CAkey',
-            'ext-root-key.pem',
-            '-CAcreateserial',
-            '-days',
-            '1',
-            '-copy_extensions',
-            'copy',
-            '-extfile',
-            'leaf.ext',
-          ],
+          [...signWith(csrFile, 'ext-root.pem', 'ext-root-key.pem'), '-days', '1', '-copy_extensions', 'copy', '-extfile', 'leaf.ext'],
           { cwd: dir },
         );
         await api.request('PUT', `${CSRS}/${c.metadata.name}/status`, {

@@ -16,7 +16,7 @@ import { startGateway, type GatewayPorts } from '../helpers/gateway';
 import { gatewayYaml, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { openssl } from '../ca/helpers';
 import { waitFor } from '../helpers/wait';
-import { EC_P256_KEY } from '../helpers/openssl';
+import { EC_P256_KEY, signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -77,21 +77,7 @@ function signed(dir: string, cn: string, ca: Pem): Pem {
   fs.writeFileSync(`${base}-ca.crt`, ca.cert);
   fs.writeFileSync(`${base}-ca.key`, ca.key);
   openssl(['req', ...EC_P256_KEY, '-subj', `/CN=${cn}`, '-keyout', `${base}.key`, '-out', `${base}.csr`]);
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    `${base}.csr`,
-    '-CA',
-    `${base}-ca.crt`,
-    '-CAkey',
-    `${base}-ca.key`,
-    '-CAcreateserial',
-    '-days',
-    '1',
-    '-out',
-    `${base}.crt`,
-  ]);
+  openssl([...signWith(`${base}.csr`, `${base}-ca.crt`, `${base}-ca.key`), '-days', '1', '-out', `${base}.crt`]);
   return { cert: fs.readFileSync(`${base}.crt`, 'utf8'), key: fs.readFileSync(`${base}.key`, 'utf8') };
 }
 
