@@ -285,6 +285,11 @@ export function hcm(opts: {
   };
 }
 
+/** A bootstrap of static `listeners` and `clusters` for `node`, its admin on 127.0.0.1:`adminPort` (0: any). */
+export function staticBootstrap(node: JsonObject, listeners: JsonObject[], clusters: JsonObject[], adminPort = 0): JsonObject {
+  return { node, admin: { address: sock('127.0.0.1', adminPort) }, static_resources: { listeners, clusters } };
+}
+
 /** A listener on 127.0.0.1:`port` with one filter chain of the network filter `h`, as bootstrap JSON. */
 export function listenerJson(name: string, port: number, h: JsonObject, extra: JsonObject = {}): JsonObject {
   return { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra };

@@ -40,6 +40,7 @@ import {
   staticClusterJson,
   listenerJson,
   anyHost,
+  staticBootstrap,
 } from './helpers';
 import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
@@ -682,23 +683,19 @@ async function engineWith(
   clusters: JsonObject[],
 ): Promise<{ p: RunningEngine; port: number }> {
   const port = await freePort();
-  const p = await startProxy({
-    node: { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw' },
-    admin: { address: sock('127.0.0.1', 0) },
-    static_resources: {
-      listeners: [
+  const p = await startProxy(
+    staticBootstrap(
+      { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw' },
+      [
         listenerJson(
           'l',
           port,
-          hcm({
-            httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }],
-            routeConfig: anyHost(routes),
-          }),
+          hcm({ httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }], routeConfig: anyHost(routes) }),
         ),
       ],
       clusters,
-    },
-  });
+    ),
+  );
   t.teardown(() => p.close());
   await p.engine.initialized;
   return { p, port };
