@@ -12,7 +12,7 @@ import { PassThrough } from 'node:stream';
 import { built } from '../helpers/binary';
 import { makeRequestHandler } from '../../src/agent/request-command';
 import { fakeEnvoyBinary, fakeEvents, runAgent, type AgentChild, summarize, GATEWAY_POD_ENV, requestContext } from '../helpers/agent';
-import { freePort } from '../helpers/ports';
+import { freePorts } from '../helpers/ports';
 import { gatewayConfig, GATEWAY_NS } from '../helpers/mesh-yaml';
 import { metricValue } from '../helpers/prometheus';
 import { startDiscovery, type RunningDaemon } from '../helpers/daemon';
@@ -38,14 +38,7 @@ async function rig(t: Test, o: { type?: 'router' | 'sidecar'; daemon?: boolean; 
   fs.mkdirSync(configDir);
   fs.mkdirSync(path.join(dir, 'bin'));
   const envoy = fakeEnvoyBinary(path.join(dir, 'bin'));
-  const ports = {
-    status: await freePort(),
-    admin: await freePort(),
-    envoyStatus: await freePort(),
-    envoyMetrics: await freePort(),
-    gw: await freePort(),
-    grpc: await freePort(),
-  };
+  const ports = await freePorts('status', 'admin', 'envoyStatus', 'envoyMetrics', 'gw', 'grpc');
   fs.writeFileSync(path.join(configDir, 'gateway.yaml'), gatewayConfig(ports.gw));
   // The discovery address comes from the mesh config file, the ports from PROXY_CONFIG.
   fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);

@@ -7,7 +7,7 @@ import { defaultProxyConfig, type ProxyConfig } from '../../src/config/proxyconf
 import { bootstrapFilePath, renderBootstrap, runtimeFlags, templateParams, type BootstrapInputs } from '../../src/agent/bootstrap';
 import { validateBootstrap } from '../../src/agent/bootstrap-schema';
 import { renderBootstrapTemplate } from '../../src/agent/template';
-import { nodeMetadata, proxyIdentity } from '../../src/agent/node';
+import { nodeMetadata } from '../../src/agent/node';
 import { grpcBootstrap } from '../../src/agent/grpc-bootstrap';
 import { exitStatus, findProxyBinary, proxyArgs } from '../../src/agent/process';
 import * as fs from 'node:fs';
@@ -16,28 +16,18 @@ import { ApiConfigSource_ApiType, ApiVersion } from '../../src/gen/envoy/config/
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { re2SyntaxError } from '../../src/lib/re2';
 import { tempDir } from '../helpers/temp';
+import { gatewayNodeInputs } from './helpers';
 
 function inputs(over: Partial<BootstrapInputs> = {}, pc: Partial<ProxyConfig> = {}): BootstrapInputs {
   const proxyConfig = { ...defaultProxyConfig(), serviceCluster: 'mesh-proxy', ...pc };
-  const identity = proxyIdentity({
-    type: 'router',
-    podName: 'gw-0',
-    podNamespace: 'mesh-system',
-    instanceIp: '10.0.0.4',
-    domain: '',
-    machineIps: [],
-  });
-  const node = nodeMetadata({
-    env: { POD_NAME: 'gw-0', POD_NAMESPACE: 'mesh-system', MESH_METAJSON_LABELS: '{"mesh":"ingressgateway","istio-locality":"r.z.s"}' },
-    proxyConfig,
-    identity,
-    meshVersion: '1.26.0',
-    envoyStatusPort: 15021,
-    envoyPrometheusPort: 15090,
-    exitOnZeroActiveConnections: false,
-    stsPort: 0,
-    outlierLogPath: '',
-  });
+  const node = nodeMetadata(
+    gatewayNodeInputs({
+      proxyConfig,
+      instanceIp: '10.0.0.4',
+      machineIps: [],
+      env: { MESH_METAJSON_LABELS: '{"mesh":"ingressgateway","istio-locality":"r.z.s"}' },
+    }),
+  );
   return {
     node,
     proxyConfig,

@@ -5,7 +5,7 @@ import * as fs from 'node:fs';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { built } from '../helpers/binary';
-import { freePort } from '../helpers/ports';
+import { freePort, freePorts } from '../helpers/ports';
 import { gatewayConfig } from '../helpers/mesh-yaml';
 import { runAgent, summarize, GATEWAY_POD_ENV } from '../helpers/agent';
 import { startDiscovery } from '../helpers/daemon';
@@ -22,13 +22,7 @@ t.test('no envoy executable: the agent runs the built-in engine in its own proce
   const dir = tempDir(t);
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
-  const ports = {
-    status: await freePort(),
-    admin: await freePort(),
-    envoyStatus: await freePort(),
-    envoyMetrics: await freePort(),
-    gw: await freePort(),
-  };
+  const ports = await freePorts('status', 'admin', 'envoyStatus', 'envoyMetrics', 'gw');
   fs.writeFileSync(path.join(configDir, 'gateway.yaml'), gatewayConfig(ports.gw));
   const daemon = await startDiscovery({ configDir });
   t.teardown(() => daemon.stop());

@@ -29,6 +29,7 @@ import { startCaDouble, type CaDouble } from '../helpers/ca-double';
 import { metricValue } from '../helpers/prometheus';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
+import { EC_P256_KEY, signWith } from '../helpers/openssl';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/checkout';
 
@@ -254,56 +255,9 @@ t.test('CA unreachable near expiry: the last certificate stays, retries back off
 /** A root, and a leaf for `uri` signed by it, made with openssl in `dir`. */
 function opensslCerts(dir: string, uri: string, days = 2): { root: string; cert: string; key: string } {
   const run = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
-  run([
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    'root.key',
-    '-out',
-    'root.pem',
-    '-days',
-    '3',
-    '-subj',
-    '/O=files',
-  ]);
-  run([
-    'req',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-keyout',
-    'key.pem',
-    '-out',
-    'leaf.csr',
-    '-subj',
-    '/O=files',
-    '-addext',
-    `subjectAltName=URI:${uri}`,
-  ]);
-  run([
-    'x509',
-    '-req',
-    '-in',
-    'leaf.csr',
-    '-CA',
-    'root.pem',
-    '-CAkey',
-    'root.key',
-    '-CAcreateserial',
-    '-days',
-    String(days),
-    '-out',
-    'cert-chain.pem',
-    '-copy_extensions',
-    'copy',
-  ]);
+  run(['req', '-x509', ...EC_P256_KEY, '-keyout', 'root.key', '-out', 'root.pem', '-days', '3', '-subj', '/O=files']);
+  run(['req', ...EC_P256_KEY, '-keyout', 'key.pem', '-out', 'leaf.csr', '-subj', '/O=files', '-addext', `subjectAltName=URI:${uri}`]);
+  run([...signWith('leaf.csr', 'root.pem', 'root.key'), '-days', String(days), '-out', 'cert-chain.pem', '-copy_extensions', 'copy']);
   return { root: path.join(dir, 'root.pem'), cert: path.join(dir, 'cert-chain.pem'), key: path.join(dir, 'key.pem') };
 }
 

@@ -16,6 +16,7 @@ import {
   type NodeMetadataInputs,
 } from '../../src/agent/node';
 import { parseNodeMetadata, parseServiceNode } from '../../src/discovery/proxy';
+import { gatewayNodeInputs } from './helpers';
 
 t.test('proxy type argument', async (t) => {
   t.equal(parseNodeType('router'), 'router');
@@ -87,25 +88,7 @@ t.test('locality from the istio-locality label', async (t) => {
 
 function inputs(over: Partial<NodeMetadataInputs> = {}, pc: Partial<ProxyConfig> = {}): NodeMetadataInputs {
   const proxyConfig = { ...defaultProxyConfig(), serviceCluster: 'mesh-proxy', ...pc };
-  return {
-    env: { POD_NAME: 'gw-0', POD_NAMESPACE: 'mesh-system' },
-    proxyConfig,
-    identity: proxyIdentity({
-      type: 'router',
-      podName: 'gw-0',
-      podNamespace: 'mesh-system',
-      instanceIp: '127.0.0.1',
-      domain: '',
-      machineIps: ['10.0.0.4'],
-    }),
-    meshVersion: '1.26.0',
-    envoyStatusPort: 15021,
-    envoyPrometheusPort: 15090,
-    exitOnZeroActiveConnections: false,
-    stsPort: 0,
-    outlierLogPath: '',
-    ...over,
-  };
+  return gatewayNodeInputs({ proxyConfig, instanceIp: '127.0.0.1', machineIps: ['10.0.0.4'] }, over);
 }
 
 t.test('metadata from env: MESH_META_* strings, MESH_METAJSON_* JSON, proxyMetadata', async (t) => {

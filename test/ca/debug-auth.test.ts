@@ -4,32 +4,23 @@
 // an identity gets the page, and loopback needs nothing.
 import * as fs from 'node:fs';
 import * as path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { built, DIST, exec, type ExecResult } from '../helpers/binary';
 import { createNetns, httpGetIn, must, netnsUnavailable, spawnIn } from '../helpers/netns';
 import { openssl, opensslCsr, opensslPluginCa } from './helpers';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
+import { signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 const skip = netnsUnavailable();
 
-t.test('debug endpoints: non-loopback callers are authenticated with the chain', { skip }, async (t) => {
-  const ns = createNetns(t, 'mesh-ca-dbg');
-  // A non-loopback address on lo: a connection to it comes from it, and it is not 127/8.
-  must(['ip', '-n', ns, 'addr', 'add', '10.99.0.1/32', 'dev', 'lo']);
-  const dir = tempDir(t);
-  const cfg = path.join(dir, 'cfg');
-  fs.mkdirSync(cfg);
-  const child = spawnIn(
-    ns,
-    path.join(DIST, 'pilot-discovery'),
-    ['discovery', '--configDir', cfg, '--registries', 'Mock', '--httpAddr', ':8080', '--ctrlz_port', '0'],
-    {
-      cwd: dir,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, TRUSTED_GATEWAY_CIDR: '10.99.0.0/16' },
-    },
-  );
+/** The built `pilot-discovery discovery` in `ns` (killed at teardown), once /ready answers on :8080; returns its log. */
+async function discoveryIn(t: Test, ns: string, cwd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<() => string> {
+  const child = spawnIn(ns, path.join(DIST, 'pilot-discovery'), ['discovery', ...args], {
+    cwd,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+  });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -39,6 +30,19 @@ t.test('debug endpoints: non-loopback callers are authenticated with the chain',
     () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200,
     { timeoutMs: 30_000, intervalMs: 50 },
   );
+  return () => out;
+}
+
+t.test('debug endpoints: non-loopback callers are authenticated with the chain', { skip }, async (t) => {
+  const ns = createNetns(t, 'mesh-ca-dbg');
+  // A non-loopback address on lo: a connection to it comes from it, and it is not 127/8.
+  must(['ip', '-n', ns, 'addr', 'add', '10.99.0.1/32', 'dev', 'lo']);
+  const dir = tempDir(t);
+  const cfg = path.join(dir, 'cfg');
+  fs.mkdirSync(cfg);
+  const log = await discoveryIn(t, ns, dir, ['--configDir', cfg, '--registries', 'Mock', '--httpAddr', ':8080', '--ctrlz_port', '0'], {
+    TRUSTED_GATEWAY_CIDR: '10.99.0.0/16',
+  });
 
   t.equal(httpGetIn(ns, 'http://127.0.0.1:8080/debug/registryz').status, 200, 'loopback: no credential needed');
   t.equal(httpGetIn(ns, 'http://10.99.0.1:8080/debug/registryz').status, 401, 'from 10.99.0.1 without a credential: 401');
@@ -47,8 +51,8 @@ t.test('debug endpoints: non-loopback callers are authenticated with the chain',
   const why =
     /debug request from 10\.99\.0\.1 not authenticated: Authenticator ClientCertAuthenticator: .*Authenticator XfccAuthenticator: caller from 10\.99\.0\.1:\d+ does not have Xfcc header/;
   await waitFor(
-    () => out,
-    () => why.test(out),
+    () => log(),
+    () => why.test(log()),
     { timeoutMs: 10_000, intervalMs: 50 },
   );
   t.pass('the daemon logs why the caller was refused');
@@ -67,15 +71,7 @@ function clientCertDir(parent: string, cacerts: string, name: string, spiffe: st
   );
   openssl(
     [
-      'x509',
-      '-req',
-      '-in',
-      'leaf.csr',
-      '-CA',
-      path.join(cacerts, 'ca-cert.pem'),
-      '-CAkey',
-      path.join(cacerts, 'ca-key.pem'),
-      '-CAcreateserial',
+      ...signWith('leaf.csr', path.join(cacerts, 'ca-cert.pem'), path.join(cacerts, 'ca-key.pem')),
       '-days',
       '1',
       '-extfile',
@@ -112,38 +108,20 @@ t.test('xDS debug types: loopback or an authenticated system-namespace identity,
   const system = clientCertDir(certs, cacerts, 'system', 'spiffe://cluster.local/ns/mesh-system/sa/default');
   const apps = clientCertDir(certs, cacerts, 'apps', 'spiffe://cluster.local/ns/apps/sa/default');
   // every address of the namespace, as a daemon run with --grpcAddr :15010 on a host is reachable
-  const child = spawnIn(
-    ns,
-    path.join(DIST, 'pilot-discovery'),
-    [
-      'discovery',
-      '--configDir',
-      cfg,
-      '--registries',
-      'Mock',
-      '--grpcAddr',
-      ':15010',
-      '--secureGRPCAddr',
-      ':15012',
-      '--httpAddr',
-      ':8080',
-      '--ctrlz_port',
-      '0',
-    ],
-    {
-      cwd: dir,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME },
-    },
-  );
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  t.teardown(() => child.kill('SIGKILL'));
-  await waitFor(
-    () => out,
-    () => httpGetIn(ns, 'http://127.0.0.1:8080/ready').status === 200,
-    { timeoutMs: 30_000, intervalMs: 50 },
-  );
+  const log = await discoveryIn(t, ns, dir, [
+    '--configDir',
+    cfg,
+    '--registries',
+    'Mock',
+    '--grpcAddr',
+    ':15010',
+    '--secureGRPCAddr',
+    ':15012',
+    '--httpAddr',
+    ':8080',
+    '--ctrlz_port',
+    '0',
+  ]);
 
   const plain = (addr: string) => ['--xds-address', addr, '--plaintext'];
   const tls = (dir: string) => ['--xds-address', '10.99.0.1:15012', '--cert-dir', dir, '--authority', 'meshd.mesh-system.svc'];
@@ -186,8 +164,8 @@ t.test('xDS debug types: loopback or an authenticated system-namespace identity,
     { MESHCTL_MESHNAMESPACE: 'apps' },
   );
   await waitFor(
-    () => out,
-    () => /istio\.io\/debug refused: authentication required/.test(out),
+    () => log(),
+    () => /istio\.io\/debug refused: authentication required/.test(log()),
     { timeoutMs: 10_000, intervalMs: 50 },
   );
   t.pass('the daemon logs the refusals');

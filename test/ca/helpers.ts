@@ -13,6 +13,7 @@ import { grpcClientConstructor } from '../../src/lib/xds/grpc';
 import { jwksDocument, rsaKey, startKeyServer, type KeyServer, type SigningKey } from '../security/helpers';
 import { tempDir } from '../helpers/temp';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { signWith } from '../helpers/openssl';
 
 /** A scratch directory with the daemon's working directory (`cwd`) and an empty --configDir (`cfg`) in it. */
 export function daemonDirs(t: Test): { dir: string; cwd: string; cfg: string } {
@@ -106,26 +107,7 @@ export function opensslPluginCa(
   openssl(['req', ...key, '-nodes', '-keyout', 'ca-key.pem', '-out', 'ca.csr', '-subj', '/O=Plugin Intermediate/CN=plugin-intermediate'], {
     cwd: dir,
   });
-  openssl(
-    [
-      'x509',
-      '-req',
-      '-in',
-      'ca.csr',
-      '-CA',
-      'root-cert.pem',
-      '-CAkey',
-      'root-key.pem',
-      '-CAcreateserial',
-      '-out',
-      'ca-cert.pem',
-      '-days',
-      '20',
-      '-extfile',
-      'ca.ext',
-    ],
-    { cwd: dir },
-  );
+  openssl([...signWith('ca.csr', 'root-cert.pem', 'root-key.pem'), '-out', 'ca-cert.pem', '-days', '20', '-extfile', 'ca.ext'], { cwd: dir });
   const rootPem = fs.readFileSync(path.join(dir, 'root-cert.pem'), 'utf8');
   const intermediatePem = fs.readFileSync(path.join(dir, 'ca-cert.pem'), 'utf8');
   fs.writeFileSync(path.join(dir, 'cert-chain.pem'), intermediatePem + rootPem);

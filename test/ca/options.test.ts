@@ -8,7 +8,7 @@ import * as tls from 'node:tls';
 import * as grpc from '@grpc/grpc-js';
 import t from 'tap';
 import { built, DIST, exec } from '../helpers/binary';
-import { startDaemon } from '../helpers/daemon';
+import { ephemeralListeners, startDaemon } from '../helpers/daemon';
 import { makeServerCert } from '../helpers/agent';
 import { create } from '@bufbuild/protobuf';
 import { DiscoveryRequestSchema, type DiscoveryResponse } from '../../src/gen/envoy/service/discovery/v3/discovery_pb';
@@ -175,31 +175,10 @@ t.test('settings refused at start', async (t) => {
   ];
   for (const [env, msg] of cases) {
     const cwd = fs.mkdtempSync(path.join(dir, 'cwd-'));
-    const r = await exec(
-      path.join(DIST, 'pilot-discovery'),
-      [
-        'discovery',
-        '--configDir',
-        cfg,
-        ...MOCK,
-        '--grpcAddr',
-        '127.0.0.1:0',
-        '--httpAddr',
-        '127.0.0.1:0',
-        '--monitoringAddr',
-        '127.0.0.1:0',
-        '--httpsAddr',
-        '127.0.0.1:0',
-        '--secureGRPCAddr',
-        '127.0.0.1:0',
-        '--ctrlz_port',
-        '0',
-      ],
-      {
-        cwd,
-        env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-      },
-    );
+    const r = await exec(path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', cfg, ...MOCK, ...ephemeralListeners()], {
+      cwd,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    });
     t.equal(r.code, 255, `${JSON.stringify(env)}: exit code`);
     t.match(r.stderr.trimEnd().split('\n').pop(), msg, JSON.stringify(env));
   }

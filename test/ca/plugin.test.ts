@@ -20,24 +20,13 @@ import {
   startMockDaemon,
 } from './helpers';
 import { tempDir } from '../helpers/temp';
+import { ephemeralListeners } from '../helpers/daemon';
 import { waitFor } from '../helpers/wait';
+import { signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
-const EPHEMERAL = [
-  '--grpcAddr',
-  '127.0.0.1:0',
-  '--httpAddr',
-  '127.0.0.1:0',
-  '--monitoringAddr',
-  '127.0.0.1:0',
-  '--httpsAddr',
-  '127.0.0.1:0',
-  '--secureGRPCAddr',
-  '127.0.0.1:0',
-  '--ctrlz_port',
-  '0',
-];
+const EPHEMERAL = ephemeralListeners();
 
 async function refusal(cwd: string, cfg: string, env: Record<string, string>): Promise<{ code: number | null; last: string }> {
   const r = await exec(path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', cfg, '--registries', 'Mock', ...EPHEMERAL], {
@@ -158,15 +147,7 @@ t.test('plug-in CA: a new intermediate under the same root is picked up; a new r
   );
   openssl(
     [
-      'x509',
-      '-req',
-      '-in',
-      'ca.csr',
-      '-CA',
-      pki.rootCert,
-      '-CAkey',
-      pki.rootKey,
-      '-CAcreateserial',
+      ...signWith('ca.csr', pki.rootCert, pki.rootKey),
       '-CAserial',
       path.join(staging, 'serial'),
       '-out',

@@ -15,6 +15,7 @@ import { namespace, startKube, type KubeApi, type Obj, kubeUnavailable } from '.
 import { caClient, createCertificate, MESHD_HOST, openssl, opensslVerify, sans } from './helpers';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
+import { EC_P256_KEY, signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first (npm test does)');
 
@@ -34,11 +35,7 @@ function startSigner(t: Test, api: KubeApi, dir: string, o: { deny?: string[] } 
     [
       'req',
       '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
+      ...EC_P256_KEY,
       '-keyout',
       'ext-root-key.pem',
       '-out',
@@ -84,23 +81,7 @@ function startSigner(t: Test, api: KubeApi, dir: string, o: { deny?: string[] } 
         const csrFile = path.join(dir, `${c.metadata.name}.csr`);
         fs.writeFileSync(csrFile, Buffer.from(c.spec.request, 'base64'));
         const leaf = openssl(
-          [
-            'x509',
-            '-req',
-            '-in',
-            csrFile,
-            '-CA',
-            'ext-root.pem',
-            '-CAkey',
-            'ext-root-key.pem',
-            '-CAcreateserial',
-            '-days',
-            '1',
-            '-copy_extensions',
-            'copy',
-            '-extfile',
-            'leaf.ext',
-          ],
+          [...signWith(csrFile, 'ext-root.pem', 'ext-root-key.pem'), '-days', '1', '-copy_extensions', 'copy', '-extfile', 'leaf.ext'],
           { cwd: dir },
         );
         await api.request('PUT', `${CSRS}/${c.metadata.name}/status`, {
@@ -133,11 +114,7 @@ function csr(dir: string, o: { san: string; subj?: string }): string {
   openssl([
     'req',
     '-new',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
+    ...EC_P256_KEY,
     '-keyout',
     `${base}.key`,
     '-out',

@@ -28,3 +28,25 @@ export function rulesByTable(text: string): Record<string, string> {
   }
   return tables;
 }
+
+/**
+ * The pod of a §11 cases.yaml name, or of its detect(name, message, code) form (an injected pod whose validation
+ * init container crash-loops after exiting with that message and code), as annotations, labels and the
+ * init container's status.
+ */
+export function repairPodCase(spec: string): any {
+  const named = cases.repairPods[spec];
+  const detect = /^detect\((\w+), "([^"]*)", (\d+)\)$/.exec(spec);
+  if (named) return named;
+  if (detect)
+    return {
+      annotations: { 'sidecar.mesh.io/status': 'something' },
+      initContainerStatus: {
+        name: 'mesh-validation',
+        state: { waiting: { reason: 'CrashLoopBackOff', message: 'Back-off 5m0s restarting failed blah blah blah' } },
+        lastState: { terminated: { message: detect[2], exitCode: Number(detect[3]) } },
+      },
+    };
+  if (spec === 'badly-formatted') return { annotations: { 'sidecar.mesh.io/status': 'something' }, initContainerStatus: {} };
+  throw new Error(`unknown pod ${spec}`);
+}

@@ -17,7 +17,7 @@ import {
 import { Installer, Readiness, type InstallConfig } from '../../src/cni/install/installer';
 import { createKubeconfig, writeKubeconfigFile } from '../../src/cni/install/kubeconfig';
 import { matchesFilter, type PodLike, type RepairFilter } from '../../src/cni/repair/filter';
-import { cases, INSTALL_DATA, installFile } from './conformance';
+import { cases, INSTALL_DATA, installFile, repairPodCase } from './conformance';
 
 // The counts ../shared/conformance/README.md gives: a case lost from the data (or a section renamed) fails here
 // instead of silently running fewer cases.
@@ -270,21 +270,7 @@ t.test('§9 copying plugin binaries', async (t) => {
 
 /** The pods of §11: the named ones, or detect(name, message, code). */
 function repairPod(spec: string): PodLike {
-  const named = cases.repairPods[spec];
-  const detect = /^detect\((\w+), "([^"]*)", (\d+)\)$/.exec(spec);
-  let p: any;
-  if (named) p = named;
-  else if (detect) {
-    p = {
-      annotations: { 'sidecar.mesh.io/status': 'something' },
-      initContainerStatus: {
-        name: 'mesh-validation',
-        state: { waiting: { reason: 'CrashLoopBackOff', message: 'Back-off 5m0s restarting failed blah blah blah' } },
-        lastState: { terminated: { message: detect[2], exitCode: Number(detect[3]) } },
-      },
-    };
-  } else if (spec === 'badly-formatted') p = { annotations: { 'sidecar.mesh.io/status': 'something' }, initContainerStatus: {} };
-  else throw new Error(`unknown pod ${spec}`);
+  const p = repairPodCase(spec);
   return {
     metadata: { name: spec, namespace: 'default', annotations: p.annotations, labels: p.labels },
     status: { initContainerStatuses: [p.initContainerStatus] },

@@ -13,7 +13,7 @@ import t from 'tap';
 import { built, DIST } from '../helpers/binary';
 import { chainAdd, chainCheck, chainDel, DEBIAN_CNI_DIR, ensureReferencePlugins, execPlugin, type ChainArgs, type Conflist } from '../helpers/cni';
 import { kubeUnavailable, startKube, tokenKubeconfig } from '../helpers/kube';
-import { createNetns, must, netnsUnavailable, sh, spawnIn } from '../helpers/netns';
+import { createNetns, must, netnsUnavailable, sh, spawnIn, asUserIn } from '../helpers/netns';
 import { waitFor } from '../helpers/wait';
 
 const bundle = process.env.MESH_TEST_BUNDLE === '1';
@@ -72,14 +72,7 @@ function connectFrom(ns: string, host: string, port: number, token: string): str
 /** `mesh-iptables --run-validation --skip-rule-apply` as the validation init container runs it (uid/gid 1337). */
 function validateIn(ns: string, meshIptables: string[]) {
   return sh([
-    'ip',
-    'netns',
-    'exec',
-    ns,
-    'setpriv',
-    '--reuid=1337',
-    '--regid=1337',
-    '--clear-groups',
+    ...asUserIn(ns, 1337),
     'env',
     '-u',
     'NODE_OPTIONS',

@@ -9,28 +9,14 @@ import t, { type Test } from 'tap';
 import { built, DIST } from '../helpers/binary';
 import { kubePort, kubeUnavailable, startKube, tokenKubeconfig, type Kube } from '../helpers/kube';
 import { createNetns, forwardIntoNetns, httpGetIn, netnsUnavailable, spawnIn } from '../helpers/netns';
-import { cases } from './conformance';
+import { cases, repairPodCase } from './conformance';
 import { waitFor } from '../helpers/wait';
 
 const skip = !built() ? 'needs the built binary (node build.mjs)' : netnsUnavailable() || kubeUnavailable();
 
 /** The pod of a cases.yaml name or detect(name, message, code) form, as a Pod and its status. */
 function podSpec(spec: string): { pod: any; status: any } {
-  const named = cases.repairPods[spec];
-  const detect = /^detect\((\w+), "([^"]*)", (\d+)\)$/.exec(spec);
-  let p: any;
-  if (named) p = named;
-  else if (detect) {
-    p = {
-      annotations: { 'sidecar.mesh.io/status': 'something' },
-      initContainerStatus: {
-        name: 'mesh-validation',
-        state: { waiting: { reason: 'CrashLoopBackOff', message: 'Back-off 5m0s restarting failed blah blah blah' } },
-        lastState: { terminated: { message: detect[2], exitCode: Number(detect[3]) } },
-      },
-    };
-  } else if (spec === 'badly-formatted') p = { annotations: { 'sidecar.mesh.io/status': 'something' }, initContainerStatus: {} };
-  else throw new Error(`unknown pod ${spec}`);
+  const p = repairPodCase(spec);
   const init = p.initContainerStatus;
   // The API server requires these fields of a status it stores; they do not take part in the predicate.
   const complete = (s: any) => ({ ready: false, restartCount: 0, image: 'example.invalid/proxy', imageID: '', ...s });

@@ -1,7 +1,7 @@
 // A ConfigStore over a mutable list (the contract of src/config/store.ts) and object builders for
 // discovery and generator tests.
 import type { ConfigEvent, ConfigStore } from '../../src/config/store';
-import type { Config, Kind, SpecOf } from '../../src/config/types';
+import type { Config, Kind, ServiceEntrySpec, SpecOf } from '../../src/config/types';
 import { configKey } from '../../src/config/types';
 import { parseNodeMetadata, parseServiceNode } from '../../src/discovery/proxy';
 import type { Proxy } from '../../src/discovery/model';
@@ -99,6 +99,19 @@ export function cfg<K extends Kind>(
     spec,
     ...(extra.status ? { status: extra.status } : {}),
   };
+}
+
+/**
+ * A mesh-internal STATIC ServiceEntry for `<name>.<namespace>.svc.cluster.local` (how the tests stand in for a
+ * Kubernetes Service); `spec` gives its ports, addresses, endpoints or workload selector.
+ */
+export function internalService(namespace: string, name: string, spec: Partial<ServiceEntrySpec>): Config<'ServiceEntry'> {
+  return cfg('ServiceEntry', namespace, name, {
+    hosts: [`${name}.${namespace}.svc.cluster.local`],
+    location: 'MESH_INTERNAL',
+    resolution: 'STATIC',
+    ...spec,
+  } as ServiceEntrySpec);
 }
 
 export function proxy(nodeId: string, meta: Record<string, unknown> = {}): Proxy {

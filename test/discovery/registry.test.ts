@@ -7,7 +7,7 @@ import { orchPortProtocol } from '../../src/discovery/registry/protocol';
 import { buildRegistries, MemoryRegistry } from '../../src/discovery/registry';
 import type { RegistryEvent } from '../../src/discovery/registry/types';
 import type { Config } from '../../src/config/types';
-import { cfg, ListStore } from './fixtures';
+import { cfg, ListStore, internalService } from './fixtures';
 
 t.test('ServiceEntry hosts × ports with inline endpoints', async (t) => {
   const se = cfg('ServiceEntry', 'ns1', 'ext', {
@@ -68,11 +68,8 @@ t.test('resolution and DNS hosts without endpoints', async (t) => {
 });
 
 t.test('workloadSelector picks WorkloadEntries completed by their WorkloadGroup', async (t) => {
-  const se = cfg('ServiceEntry', 'app', 'echo', {
-    hosts: ['echo.app.svc.cluster.local'],
+  const se = internalService('app', 'echo', {
     ports: [{ number: 7070, name: 'grpc', protocol: 'GRPC', targetPort: 17070 }],
-    resolution: 'STATIC',
-    location: 'MESH_INTERNAL',
     workloadSelector: { labels: { app: 'echo' } },
   });
   const wg = cfg('WorkloadGroup', 'app', 'echo-vms', {

@@ -16,6 +16,7 @@ import { startGateway, type GatewayPorts } from '../helpers/gateway';
 import { gatewayYaml, virtualServiceDoc } from '../helpers/mesh-yaml';
 import { openssl } from '../ca/helpers';
 import { waitFor } from '../helpers/wait';
+import { EC_P256_KEY, signWith } from '../helpers/openssl';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -55,11 +56,7 @@ function selfSigned(dir: string, cn: string): Pem {
   openssl([
     'req',
     '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
+    ...EC_P256_KEY,
     '-subj',
     `/CN=${cn}`,
     '-addext',
@@ -79,35 +76,8 @@ function signed(dir: string, cn: string, ca: Pem): Pem {
   const base = path.join(dir, cn);
   fs.writeFileSync(`${base}-ca.crt`, ca.cert);
   fs.writeFileSync(`${base}-ca.key`, ca.key);
-  openssl([
-    'req',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:P-256',
-    '-nodes',
-    '-subj',
-    `/CN=${cn}`,
-    '-keyout',
-    `${base}.key`,
-    '-out',
-    `${base}.csr`,
-  ]);
-  openssl([
-    'x509',
-    '-req',
-    '-in',
-    `${base}.csr`,
-    '-CA',
-    `${base}-ca.crt`,
-    '-CAkey',
-    `${base}-ca.key`,
-    '-CAcreateserial',
-    '-days',
-    '1',
-    '-out',
-    `${base}.crt`,
-  ]);
+  openssl(['req', ...EC_P256_KEY, '-subj', `/CN=${cn}`, '-keyout', `${base}.key`, '-out', `${base}.csr`]);
+  openssl([...signWith(`${base}.csr`, `${base}-ca.crt`, `${base}-ca.key`), '-days', '1', '-out', `${base}.crt`]);
   return { cert: fs.readFileSync(`${base}.crt`, 'utf8'), key: fs.readFileSync(`${base}.key`, 'utf8') };
 }
 

@@ -28,6 +28,7 @@ import {
 import { REPO } from '../helpers/spec';
 import { tempDir } from '../helpers/temp';
 import { waitFor } from '../helpers/wait';
+import { EC_P256_KEY } from '../helpers/openssl';
 
 const WORLD = path.join(REPO, 'test/e2e/fixtures/capture-world.mjs');
 
@@ -126,11 +127,7 @@ t.test('a captured pod: every connection goes where it was addressed', { skip },
     'openssl',
     'req',
     '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
+    ...EC_P256_KEY,
     '-keyout',
     path.join(dir, 'tls.key'),
     '-out',

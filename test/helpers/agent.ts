@@ -13,6 +13,7 @@ import { DIST } from './binary';
 import { REPO } from './spec';
 import { GATEWAY_NS } from './mesh-yaml';
 import { waitFor } from './wait';
+import { signWith } from './openssl';
 
 export const FIXTURES = path.join(REPO, 'test/agent/fixtures');
 export const FAKE_ENVOY = path.join(FIXTURES, 'fake-envoy.ts');
@@ -113,22 +114,6 @@ export function makeServerCert(dir: string, san: string): { ca: string; cert: st
   fs.writeFileSync(path.join(dir, 'server.ext'), `subjectAltName=DNS:${san}\nextendedKeyUsage=serverAuth\n`);
   run(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '2', '-subj', '/CN=test-ca']);
   run(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=meshd']);
-  run([
-    'x509',
-    '-req',
-    '-in',
-    'server.csr',
-    '-CA',
-    'ca.crt',
-    '-CAkey',
-    'ca.key',
-    '-CAcreateserial',
-    '-out',
-    'server.crt',
-    '-days',
-    '2',
-    '-extfile',
-    'server.ext',
-  ]);
+  run([...signWith('server.csr', 'ca.crt', 'ca.key'), '-out', 'server.crt', '-days', '2', '-extfile', 'server.ext']);
   return { ca: path.join(dir, 'ca.crt'), cert: path.join(dir, 'server.crt'), key: path.join(dir, 'server.key') };
 }

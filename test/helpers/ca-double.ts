@@ -11,6 +11,7 @@ import type { Test } from 'tap';
 import { IstioCertificateResponseSchema, IstioCertificateService } from '../../src/gen/security/v1alpha1/ca_pb';
 import { addGrpcService } from '../../src/lib/xds/grpc';
 import { tempDir } from './temp';
+import { signWith } from './openssl';
 
 export interface CaCall {
   csr: string;
@@ -111,26 +112,7 @@ export async function startCaDouble(t: Test, o: { serverName?: string; port?: nu
     ],
     dir,
   );
-  openssl(
-    [
-      'x509',
-      '-req',
-      '-in',
-      'server.csr',
-      '-CA',
-      'root.pem',
-      '-CAkey',
-      'root.key',
-      '-CAcreateserial',
-      '-days',
-      '30',
-      '-out',
-      'server.pem',
-      '-copy_extensions',
-      'copy',
-    ],
-    dir,
-  );
+  openssl([...signWith('server.csr', 'root.pem', 'root.key'), '-days', '30', '-out', 'server.pem', '-copy_extensions', 'copy'], dir);
 
   const calls: CaCall[] = [];
   let failure: grpc.status | undefined;

@@ -28,6 +28,15 @@ export interface RunningDaemon {
   stop: () => Promise<number | null>;
 }
 
+/**
+ * `--<flag> 127.0.0.1:0` for every listener of `pilot-discovery discovery` but those named in `pinned` (which the
+ * test gives itself), and --ctrlz_port 0: the one list of the daemon's listeners every test starts it with.
+ */
+export function ephemeralListeners(...pinned: string[]): string[] {
+  const flags = ['grpcAddr', 'httpAddr', 'monitoringAddr', 'httpsAddr', 'secureGRPCAddr'].filter((f) => !pinned.includes(f));
+  return [...flags.flatMap((f) => [`--${f}`, '127.0.0.1:0']), '--ctrlz_port', '0'];
+}
+
 function listening(out: string, flag: string): string | undefined {
   return new RegExp(`listening on (\\S+)\\s+flag=--${flag}\\b`).exec(out)?.[1];
 }
@@ -41,28 +50,11 @@ export async function startDaemon(
 ): Promise<RunningDaemon> {
   const cwd = opts.cwd ?? fs.mkdtempSync(path.join(os.tmpdir(), 'meshd-cwd-'));
   const ownCwd = opts.cwd === undefined;
-  const child = spawn(
-    path.join(DIST, 'pilot-discovery'),
-    [
-      'discovery',
-      '--grpcAddr',
-      '127.0.0.1:0',
-      '--httpAddr',
-      '127.0.0.1:0',
-      '--monitoringAddr',
-      '127.0.0.1:0',
-      '--httpsAddr',
-      '127.0.0.1:0',
-      '--secureGRPCAddr',
-      '127.0.0.1:0',
-      '--ctrlz_address',
-      '127.0.0.1',
-      '--ctrlz_port',
-      '0',
-      ...args,
-    ],
-    { cwd, env: { PATH: process.env.PATH, HOME: process.env.HOME, PILOT_DEBOUNCE_AFTER: '10ms', ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn(path.join(DIST, 'pilot-discovery'), ['discovery', ...ephemeralListeners(), '--ctrlz_address', '127.0.0.1', ...args], {
+    cwd,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, PILOT_DEBOUNCE_AFTER: '10ms', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));

@@ -37,3 +37,8 @@ export async function forwardIntoNetns(t: Test, ns: string, port: number): Promi
     child.on('exit', (code) => reject(new Error(`forwarder in ${ns} exited with ${code}`)));
   });
 }
+
+/** The command prefix that runs what follows inside `ns` as user `uid` and group `gid`, with no supplementary groups. */
+export function asUserIn(ns: string, uid: number | string, gid: number | string = uid): string[] {
+  return ['ip', 'netns', 'exec', ns, 'setpriv', `--reuid=${uid}`, `--regid=${gid}`, '--clear-groups'];
+}

@@ -13,3 +13,19 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     });
   });
 }
+
+/**
+ * One free port per name, all different: `await freePorts('admin', 'status')` → `{ admin, status }`. A port is
+ * released as soon as it is found, so the kernel may offer it again for the next name; that one is asked again.
+ */
+export async function freePorts<K extends string>(...names: K[]): Promise<Record<K, number>> {
+  const ports = {} as Record<K, number>;
+  const taken = new Set<number>();
+  for (const n of names) {
+    let p = await freePort();
+    while (taken.has(p)) p = await freePort();
+    taken.add(p);
+    ports[n] = p;
+  }
+  return ports;
+}

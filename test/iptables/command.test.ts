@@ -93,15 +93,17 @@ t.test('--run-validation cannot target another namespace', async (t) => {
 
 t.test('--run-validation without capture rules fails with exit code 126 within the probe timeout', async (t) => {
   const [proxy, inbound, probe] = [await freePort(), await freePort(), await freePort()];
-  const run = runContext({
+  // Validation only (no rules applied), with the given probe timeout in ms.
+  const validationOnly = (probeTimeout: number) => ({
     ...defaults,
     'skip-rule-apply': true,
     'run-validation': true,
     'proxy-port': String(proxy),
     'inbound-capture-port': String(inbound),
     'iptables-probe-port': probe,
-    'probe-timeout': 300,
+    'probe-timeout': probeTimeout,
   });
+  const run = runContext(validationOnly(300));
   // A termination log as the orchestrator mounts it in every container (empty, owned by the container).
   const termDir = mkdtempSync(path.join(os.tmpdir(), 'mesh-term-'));
   const terminationLog = path.join(termDir, 'termination-log');
@@ -123,17 +125,6 @@ t.test('--run-validation without capture rules fails with exit code 126 within t
 
   // Outside a container there is no termination log, and none is created.
   const absent = path.join(termDir, 'absent');
-  await runMeshIptables(
-    runContext({
-      ...defaults,
-      'skip-rule-apply': true,
-      'run-validation': true,
-      'proxy-port': String(proxy),
-      'inbound-capture-port': String(inbound),
-      'iptables-probe-port': probe,
-      'probe-timeout': 100,
-    }).ctx,
-    { ...withFacts(ipv4Pod), terminationLog: absent },
-  ).catch(() => {});
+  await runMeshIptables(runContext(validationOnly(100)).ctx, { ...withFacts(ipv4Pod), terminationLog: absent }).catch(() => {});
   t.notOk(existsSync(absent), 'no termination log is created where there is none');
 });

@@ -2,39 +2,25 @@
 // locking and error classification, without touching the kernel.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { parse } from 'yaml';
 import type { CaptureConfig } from '../../src/iptables/config';
 import { applyCapture } from '../../src/iptables/configurator';
 import { DriftError, MissingBinaryError, PermissionError, XtablesError } from '../../src/iptables/errors';
 import type { Dependencies, IpFamily, RunOptions, RunResult, XtablesBinaries } from '../../src/iptables/executor';
+import { CONFORMANCE_DIR, RUN_OPTIONS } from './helpers';
 
-const repoRoot = fileURLToPath(new URL('../..', import.meta.url));
-const dataDir = path.resolve(repoRoot, '../shared/conformance/iptables');
-const base = (parse(readFileSync(path.join(dataDir, 'cases.yaml'), 'utf8')) as { base: object }).base;
+const base = (parse(readFileSync(path.join(CONFORMANCE_DIR, 'cases.yaml'), 'utf8')) as { base: object }).base;
 
 const config = (over: Partial<CaptureConfig> = {}): CaptureConfig =>
   ({
     ...base,
-    outboundPortsExclude: '',
-    dualStack: false,
-    hostIP: '10.0.0.1',
-    probePort: 15002,
-    probeTimeoutMs: 5000,
-    dryRun: false,
-    cleanupOnly: false,
-    forceApply: false,
-    reconcile: false,
-    skipRuleApply: false,
-    networkNamespace: '',
-    runValidation: false,
-    cniMode: false,
+    ...RUN_OPTIONS,
     ...over,
   }) as CaptureConfig;
 
 /** The restore input of the "empty" case, taken from its golden (between the saves and the final save). */
-const emptyRestore = readFileSync(path.join(dataDir, 'capture', 'empty.golden'), 'utf8')
+const emptyRestore = readFileSync(path.join(CONFORMANCE_DIR, 'capture', 'empty.golden'), 'utf8')
   .trim()
   .split('\n')
   .slice(2, -1)

@@ -9,6 +9,26 @@ import type { FlagValue, RunContext } from '../../src/cli/context';
 export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const CONFORMANCE_DIR = path.resolve(REPO_ROOT, '../shared/conformance/iptables');
 
+/**
+ * Run options of a plain apply (not a dry run); none of them shapes the rules. outboundPortsExclude is the one
+ * rule input cases.yaml does not list, and its flag defaults to empty.
+ */
+export const RUN_OPTIONS = {
+  outboundPortsExclude: '',
+  dualStack: false,
+  hostIP: '10.0.0.1',
+  probePort: 15002,
+  probeTimeoutMs: 5000,
+  dryRun: false,
+  cleanupOnly: false,
+  forceApply: false,
+  reconcile: false,
+  skipRuleApply: false,
+  networkNamespace: '',
+  runValidation: false,
+  cniMode: false,
+};
+
 export function golden(name: string): string {
   return readFileSync(path.join(CONFORMANCE_DIR, 'capture', `${name}.golden`), 'utf8');
 }

@@ -14,6 +14,7 @@ import { runMeshIptables } from '../../src/iptables/command';
 import { findExecutable } from '../../src/iptables/executor';
 import { golden, REPO_ROOT, runContext, specFlagDefaults } from './helpers';
 import { DIST, built } from '../helpers/binary';
+import { asUserIn } from '../helpers/netns';
 
 const FIXTURES = path.join(REPO_ROOT, 'test/iptables/fixtures');
 const APP_UID = 4321;
@@ -99,36 +100,14 @@ async function startListener(t: Test, ns: string, port: number): Promise<void> {
 
 /** Connects from inside the namespace as the given user and group. */
 function connectAs(ns: string, uid: number, gid: number, host = '10.77.0.2', port = 8080): { reply?: string; error?: string } {
-  const r = must([
-    'ip',
-    'netns',
-    'exec',
-    ns,
-    'setpriv',
-    `--reuid=${uid}`,
-    `--regid=${gid}`,
-    '--clear-groups',
-    process.execPath,
-    path.join(FIXTURES, 'probe.mjs'),
-    'connect',
-    host,
-    String(port),
-    '5000',
-  ]);
+  const r = must([...asUserIn(ns, uid, gid), process.execPath, path.join(FIXTURES, 'probe.mjs'), 'connect', host, String(port), '5000']);
   return JSON.parse(r.trim()) as { reply?: string; error?: string };
 }
 
 /** Runs the handler in a child process inside the namespace, as the given user. */
 function runInNamespaceAs(ns: string, uid: number, flags: object): { code: number; stdout: string; stderr: string } {
   return sh([
-    'ip',
-    'netns',
-    'exec',
-    ns,
-    'setpriv',
-    `--reuid=${uid}`,
-    `--regid=${uid}`,
-    '--clear-groups',
+    ...asUserIn(ns, uid),
     // tap injects its process-tracking hooks through NODE_OPTIONS; they cannot write tap's files as
     // another user, so this child runs without them.
     'env',

@@ -13,35 +13,16 @@ import { ALL_ANALYZERS } from '../../src/analysis/analyzers';
 import { renderLog } from '../../src/meshctl/analyze/format';
 import { defaultResources, loadResources } from '../../src/meshctl/analyze/load';
 import { analyze, defaultMeshConfig, parseMeshConfig } from '../../src/analysis/run';
+import { EC_P256_KEY } from '../helpers/openssl';
 
 await loadEnvoyFilterTypes();
 
 // A current self-signed certificate for the valid gateway credential, made by openssl as the other TLS tests do.
 const certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'analyze-codes-'));
-execFileSync(
-  'openssl',
-  [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    'k.pem',
-    '-out',
-    'c.pem',
-    '-days',
-    '2',
-    '-subj',
-    '/CN=test',
-  ],
-  {
-    cwd: certDir,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  },
-);
+execFileSync('openssl', ['req', '-x509', ...EC_P256_KEY, '-keyout', 'k.pem', '-out', 'c.pem', '-days', '2', '-subj', '/CN=test'], {
+  cwd: certDir,
+  stdio: ['ignore', 'ignore', 'pipe'],
+});
 const CERT = fs.readFileSync(path.join(certDir, 'c.pem'), 'utf8').trim();
 fs.rmSync(certDir, { recursive: true, force: true });
 

@@ -7,8 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { built, DIST, exec } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
-import { TabWriter } from '../../src/lib/tabwriter';
 import { tempDir } from '../helpers/temp';
+import { relabel } from './helpers';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -18,19 +18,6 @@ const read = (p: string) => fs.readFileSync(path.join(FIX, p), 'utf8');
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: os.tmpdir() };
 const meshctl = (args: readonly string[], o: { input?: string; env?: NodeJS.ProcessEnv } = {}) =>
   exec(MESHCTL, args, { cwd: FIX, env: { ...env, ...o.env }, input: o.input });
-
-/** The renaming rule on istioctl's own labels (see the fixtures' README), the block re-aligned. */
-function relabel(text: string): string {
-  const lines = text.split('\n');
-  const block = lines.filter((l) => /^(Istio Version|Istio Proxy Version|Envoy Version):/.test(l));
-  const w = new TabWriter(0, 1);
-  for (const l of block) {
-    const m = /^([^:]+:)\s+(.*)$/.exec(l)!;
-    w.row(m[1]!.replace(/^Istio /, 'Mesh '), m[2]!);
-  }
-  const fixed = w.flush().trimEnd().split('\n');
-  return lines.map((l) => (block.includes(l) ? fixed[block.indexOf(l)]! : l)).join('\n');
-}
 
 t.test('proxy-config --file: istioctl goldens', async (t) => {
   // [args, golden, compare exactly (TestPrintProxyConfigSummary) or trimmed (util.Compare)]

@@ -34,24 +34,11 @@ import {
   workloadDump,
   workloadSummary,
 } from '../../src/meshctl/nodeproxy/writers';
+import { relabel } from './helpers';
 
 const FIX = path.join(REPO, 'test/meshctl/fixtures/istio-1.26.8');
 const read = (p: string) => readFileSync(path.join(FIX, p), 'utf8');
 const dumpOf = (p: string) => ConfigDump.parse(read(p));
-
-/** The renaming rule applied to what istioctl prints on its own: the version labels, re-aligned. */
-function relabel(text: string): string {
-  const lines = text.split('\n');
-  const block = lines.filter((l) => /^(Istio Version|Istio Proxy Version|Envoy Version):/.test(l));
-  if (block.length === 0) return text;
-  const w = new TabWriter(0, 1);
-  for (const l of block) {
-    const m = /^([^:]+:)\s+(.*)$/.exec(l)!;
-    w.row(m[1]!.replace(/^Istio /, 'Mesh '), m[2]!);
-  }
-  const fixed = w.flush().trimEnd().split('\n');
-  return lines.map((l) => (block.includes(l) ? fixed[block.indexOf(l)]! : l)).join('\n');
-}
 
 /** Istio's util.Compare trims surrounding whitespace. */
 const same = (t: Test, got: string, want: string, msg = 'equal after trimming') => t.equal(got.trim(), want.trim(), msg);

@@ -11,6 +11,7 @@ import type { Config } from '../../src/config/types';
 import type { Endpoint, Proxy, Service } from '../../src/discovery/model';
 import { type Daemon, type DaemonOptions, startDaemon } from '../../src/meshd/daemon';
 import type { ConfigDumpOptions, MeshdProviders, PushStatus, Readiness, ValidationResult, XdsConnectionInfo } from '../../src/meshd/providers';
+import { signWith } from '../helpers/openssl';
 
 /** A gRPC method the fake xDS server registers, to prove a listener serves gRPC. */
 export const ECHO_METHOD = '/mesh.test.Echo/Echo';
@@ -233,26 +234,7 @@ export function makeCerts(dir: string): CertSet {
   };
   const leaf = (name: string, caName: string, extFile: string) => {
     openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`], dir);
-    openssl(
-      [
-        'x509',
-        '-req',
-        '-in',
-        `${name}.csr`,
-        '-CA',
-        `${caName}.crt`,
-        '-CAkey',
-        `${caName}.key`,
-        '-CAcreateserial',
-        '-out',
-        `${name}.crt`,
-        '-days',
-        '2',
-        '-extfile',
-        extFile,
-      ],
-      dir,
-    );
+    openssl([...signWith(`${name}.csr`, `${caName}.crt`, `${caName}.key`), '-out', `${name}.crt`, '-days', '2', '-extfile', extFile], dir);
   };
   ca('ca');
   ca('other-ca');

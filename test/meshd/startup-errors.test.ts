@@ -7,22 +7,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { DIST, built, exec } from '../helpers/binary';
 import { tempDir } from '../helpers/temp';
+import { ephemeralListeners } from '../helpers/daemon';
 
 if (!built()) t.fail('dist/mesh is missing: run `npm run build` first (npm test does)');
 
 const DISCOVERY = path.join(DIST, 'pilot-discovery');
-const EPHEMERAL = [
-  '--grpcAddr',
-  '127.0.0.1:0',
-  '--monitoringAddr',
-  '127.0.0.1:0',
-  '--httpsAddr',
-  '127.0.0.1:0',
-  '--secureGRPCAddr',
-  '127.0.0.1:0',
-  '--ctrlz_port',
-  '0',
-];
+const EPHEMERAL = ephemeralListeners('httpAddr');
 
 function lastLine(s: string): string {
   const lines = s.trimEnd().split('\n');

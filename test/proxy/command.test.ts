@@ -4,7 +4,7 @@ import t from 'tap';
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { backend, hcm, request, sock } from './helpers';
+import { backend, hcm, request, sock, listenerJson, anyHost, staticBootstrap, staticClusterJson } from './helpers';
 import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 import { tempDir } from '../helpers/temp';
@@ -40,38 +40,14 @@ t.test('serves a static bootstrap with Envoy flags; /quitquitquit and SIGTERM ex
   const f = path.join(dir, 'envoy.json');
   writeFileSync(
     f,
-    JSON.stringify({
-      node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
-      admin: { address: sock('127.0.0.1', admin) },
-      static_resources: {
-        listeners: [
-          {
-            name: 'l',
-            address: sock('127.0.0.1', port),
-            filter_chains: [
-              {
-                filters: [
-                  hcm({
-                    routeConfig: {
-                      name: 'r',
-                      virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/' }, route: { cluster: 'b' } }] }],
-                    },
-                  }),
-                ],
-              },
-            ],
-          },
-        ],
-        clusters: [
-          {
-            name: 'b',
-            type: 'STATIC',
-            connect_timeout: '1s',
-            load_assignment: { cluster_name: 'b', endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', b.port) } }] }] },
-          },
-        ],
-      },
-    }),
+    JSON.stringify(
+      staticBootstrap(
+        { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local', cluster: 'gw' },
+        [listenerJson('l', port, hcm({ routeConfig: anyHost([{ match: { prefix: '/' }, route: { cluster: 'b' } }]) }))],
+        [staticClusterJson('b', [b.port], { connect_timeout: '1s' })],
+        admin,
+      ),
+    ),
   );
   const args = [
     '-c',

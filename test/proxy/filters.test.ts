@@ -7,7 +7,7 @@ import net from 'node:net';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, hcm, request, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, backend, hcm, request, sock, startProxy, statValue, type RunningEngine, staticClusterJson } from './helpers';
 import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
 import { tempDir } from '../helpers/temp';
@@ -16,16 +16,6 @@ const FAULT = 'type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFa
 const CORS = 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors';
 const CORS_POLICY = 'type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy';
 const RBAC = 'type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC';
-
-function cluster(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
-  return {
-    name,
-    type: 'STATIC',
-    connect_timeout: '0.5s',
-    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
-    ...extra,
-  };
-}
 
 async function proxy(t: { teardown(f: () => unknown): void }, h: JsonObject, clusters: JsonObject[]): Promise<{ p: RunningEngine; port: number }> {
   const port = await freePort();
@@ -76,7 +66,7 @@ t.test('fault filter: per-route abort and delay', async (t) => {
         { match: { prefix: '/' }, route: { cluster: 'b' } },
       ]),
     }),
-    [cluster('b', [b.port])],
+    [staticClusterJson('b', [b.port])],
   );
   const a = await request(port, '/abort');
   t.equal(a.status, 503);
@@ -118,7 +108,7 @@ t.test('cors filter', async (t) => {
         },
       ]),
     }),
-    [cluster('b', [b.port])],
+    [staticClusterJson('b', [b.port])],
   );
   const pre = await request(port, '/x', {
     method: 'OPTIONS',
@@ -171,7 +161,7 @@ t.test('rbac filter', async (t) => {
       ],
       routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'b' } }]),
     }),
-    [cluster('b', [b.port])],
+    [staticClusterJson('b', [b.port])],
   );
   const denied = await request(port, '/admin/users');
   t.equal(denied.status, 403);
@@ -228,7 +218,11 @@ t.test('retries, timeouts and connect failures', async (t) => {
         },
       ]),
     }),
-    [cluster('flaky', [flaky.port]), cluster('dead', [dead]), cluster('mixed', [dead, flaky.port], { lb_policy: 'ROUND_ROBIN' })],
+    [
+      staticClusterJson('flaky', [flaky.port]),
+      staticClusterJson('dead', [dead]),
+      staticClusterJson('mixed', [dead, flaky.port], { lb_policy: 'ROUND_ROBIN' }),
+    ],
   );
   const r = await request(port, '/flaky');
   t.equal(r.status, 200, 'two 503s retried into a success');
@@ -264,8 +258,8 @@ t.test('circuit breaker overflow and outlier ejection', async (t) => {
       ]),
     }),
     [
-      cluster('limited', [slow.port], { circuit_breakers: { thresholds: [{ max_requests: 1 }] } }),
-      cluster('pair', [bad.port, good.port], {
+      staticClusterJson('limited', [slow.port], { circuit_breakers: { thresholds: [{ max_requests: 1 }] } }),
+      staticClusterJson('pair', [bad.port, good.port], {
         lb_policy: 'ROUND_ROBIN',
         outlier_detection: { consecutive_5xx: 2, base_ejection_time: '30s', max_ejection_percent: 50, interval: '1s' },
       }),
@@ -315,7 +309,7 @@ t.test('access log, path normalisation, forwarded headers and rewrites', async (
         { match: { prefix: '/' }, route: { cluster: 'b' } },
       ]),
     }),
-    [cluster('b', [b.port])],
+    [staticClusterJson('b', [b.port])],
   );
   const r = await request(port, '/a/../b//c', { headers: { 'x-forwarded-for': '203.0.113.9', 'user-agent': 'probe/1' } });
   t.equal(r.body, 'b /b/c', 'dot segments removed and slashes merged before routing');
@@ -370,7 +364,7 @@ t.test('WebSocket upgrade is spliced through when configured, refused otherwise'
         { match: { prefix: '/' }, route: { cluster: 'ws' } },
       ]),
     }),
-    [cluster('ws', [wsPort])],
+    [staticClusterJson('ws', [wsPort])],
   );
   const talk = (p: string) =>
     new Promise<string>((resolve, reject) => {
@@ -400,7 +394,7 @@ t.test('consistent hashing by header sticks a key to one host', async (t) => {
     t,
     hcm({ routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'ring', hash_policy: [{ header: { header_name: 'x-user' } }] } }]) }),
     [
-      cluster(
+      staticClusterJson(
         'ring',
         bs.map((b) => b.port),
         { lb_policy: 'RING_HASH' },

@@ -8,19 +8,9 @@ import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
 import type { JsonObject } from '@bufbuild/protobuf';
-import { adminGet, backend, hcm, sock, startProxy, statValue, type RunningEngine } from './helpers';
+import { adminGet, backend, hcm, sock, startProxy, statValue, type RunningEngine, staticClusterJson } from './helpers';
 import { freePort } from '../helpers/ports';
 import { waitForValue } from '../helpers/wait';
-
-function cluster(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
-  return {
-    name,
-    type: 'STATIC',
-    connect_timeout: '0.5s',
-    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
-    ...extra,
-  };
-}
 
 const vhost = (routes: JsonObject[]) => ({ name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] });
 
@@ -180,7 +170,7 @@ t.test('persistent connections downstream and upstream; pipelined requests answe
     req.on('end', () => res.end(`b ${req.url}`));
   });
   t.teardown(() => b.close());
-  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])]);
+  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [staticClusterJson('b', [b.port])]);
   const c = client(t, port);
   c.send('GET /one HTTP/1.1\r\nHost: x\r\n\r\n');
   const r1 = await c.response();
@@ -210,7 +200,7 @@ t.test('HTTP/1.0 clients: close by default, keep-alive when asked; close-delimit
   });
   t.teardown(() => b.close());
   // HTTP/1.0 is served only where accepted (Envoy's default answers it 426: h1-verdicts.test.ts)
-  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])], {
+  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [staticClusterJson('b', [b.port])], {
     http_protocol_options: { accept_http_10: true },
   });
   const c1 = client(t, port);
@@ -252,7 +242,7 @@ t.test('chunked request and response bodies with trailers; Expect: 100-continue'
     });
   });
   t.teardown(() => b.close());
-  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])]);
+  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [staticClusterJson('b', [b.port])]);
   const c = client(t, port);
   c.send('POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nhello \r\n');
   c.send('5\r\nworld\r\n0\r\n\r\n');
@@ -287,7 +277,7 @@ t.test('HEAD and 204 responses carry no body and leave the connection usable', a
     }
   });
   t.teardown(() => b.close());
-  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])]);
+  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [staticClusterJson('b', [b.port])]);
   const c = client(t, port);
   c.send('HEAD /x HTTP/1.1\r\nHost: x\r\n\r\n');
   const h = await c.response({ head: true });
@@ -304,7 +294,9 @@ t.test('HEAD and 204 responses carry no body and leave the connection usable', a
 t.test('malformed and oversized requests get 400/431 and a closed connection', async (t) => {
   const b = await backend('b');
   t.teardown(() => b.close());
-  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [cluster('b', [b.port])], { max_request_headers_kb: 1 });
+  const { port } = await proxy(t, [{ match: { prefix: '/' }, route: { cluster: 'b' } }], [staticClusterJson('b', [b.port])], {
+    max_request_headers_kb: 1,
+  });
   const bad = client(t, port);
   bad.send('GET / HTTP/1.1\r\nHost : x\r\n\r\n');
   t.equal((await bad.response()).status, 400, 'whitespace before a colon');
@@ -342,7 +334,7 @@ t.test('upstream: a connection the server closed is not reused; close-delimited 
       { match: { prefix: '/raw' }, route: { cluster: 'raw' } },
       { match: { prefix: '/' }, route: { cluster: 'b' } },
     ],
-    [cluster('b', [b.port]), cluster('raw', [raw])],
+    [staticClusterJson('b', [b.port]), staticClusterJson('raw', [raw])],
   );
   const c = client(t, port);
   c.send('GET /first HTTP/1.1\r\nHost: x\r\n\r\n');
@@ -388,7 +380,7 @@ t.test('a request body left unread by a local reply does not disturb the next re
       { match: { prefix: '/local' }, direct_response: { status: 403, body: { inline_string: 'nope' } } },
       { match: { prefix: '/' }, route: { cluster: 'b' } },
     ],
-    [cluster('b', [b.port])],
+    [staticClusterJson('b', [b.port])],
   );
   const c = client(t, port);
   c.send('POST /local HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01234');
@@ -410,7 +402,7 @@ t.test('max_connections 1: concurrent requests wait for the connection (pending)
   const { p, port } = await proxy(
     t,
     [{ match: { prefix: '/' }, route: { cluster: 'b' } }],
-    [cluster('b', [b.port], { circuit_breakers: { thresholds: [{ max_connections: 1, max_pending_requests: 10, max_requests: 10 }] } })],
+    [staticClusterJson('b', [b.port], { circuit_breakers: { thresholds: [{ max_connections: 1, max_pending_requests: 10, max_requests: 10 }] } })],
   );
   const clients = [client(t, port), client(t, port), client(t, port)];
   clients.forEach((c, i) => c.send(`GET /${i} HTTP/1.1\r\nHost: x\r\n\r\n`));

@@ -23,6 +23,7 @@ import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { AdsServer, newPushRequest, type AdsSettings } from '../../src/xds/server/index';
 import type { Generator, Resource, WatchedResource } from '../../src/xds/types';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
+import { EC_P256_KEY } from '../helpers/openssl';
 
 setSinks([new MemorySink()]);
 
@@ -180,6 +181,12 @@ export function virtualOutbound(port: number): JsonObject {
   };
 }
 
+/** The original_dst listener filter: the connection's destination read back from the redirect (SO_ORIGINAL_DST). */
+export const ORIGINAL_DST: JsonObject = {
+  name: 'envoy.filters.listener.original_dst',
+  typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
+};
+
 /**
  * Istio's virtualInbound listener on 127.0.0.1:`port` (the sidecar's 15006): original_dst and http_inspector
  * listener filters, a connection to the listener itself black-holed, then `chains`; `extra` adds listener fields.
@@ -190,10 +197,7 @@ export function virtualInbound(port: number, chains: JsonObject[], extra: JsonOb
     address: sock('127.0.0.1', port),
     traffic_direction: 'INBOUND',
     listener_filters: [
-      {
-        name: 'envoy.filters.listener.original_dst',
-        typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
-      },
+      ORIGINAL_DST,
       {
         name: 'envoy.filters.listener.http_inspector',
         typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.http_inspector.v3.HttpInspector' },
@@ -221,14 +225,20 @@ export function edsCluster(name: string, extra: JsonObject = {}): Cluster {
   });
 }
 
-export function staticCluster(name: string, ports: number[], extra: JsonObject = {}): Cluster {
-  return pb(ClusterSchema, {
+/** A STATIC cluster of `ports` on 127.0.0.1 as bootstrap JSON (static_resources), with a short connect timeout. */
+export function staticClusterJson(name: string, ports: number[], extra: JsonObject = {}): JsonObject {
+  return {
     name,
     type: 'STATIC',
-    connect_timeout: '1s',
+    connect_timeout: '0.5s',
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: ports.map((p) => ({ endpoint: { address: sock('127.0.0.1', p) } })) }] },
     ...extra,
-  });
+  };
+}
+
+/** The same cluster as a Cluster message for the ADS server, with a 1s connect timeout. */
+export function staticCluster(name: string, ports: number[], extra: JsonObject = {}): Cluster {
+  return pb(ClusterSchema, staticClusterJson(name, ports, { connect_timeout: '1s', ...extra }));
 }
 
 export interface Ep {
@@ -275,8 +285,23 @@ export function hcm(opts: {
   };
 }
 
+/** A bootstrap of static `listeners` and `clusters` for `node`, its admin on 127.0.0.1:`adminPort` (0: any). */
+export function staticBootstrap(node: JsonObject, listeners: JsonObject[], clusters: JsonObject[], adminPort = 0): JsonObject {
+  return { node, admin: { address: sock('127.0.0.1', adminPort) }, static_resources: { listeners, clusters } };
+}
+
+/** A listener on 127.0.0.1:`port` with one filter chain of the network filter `h`, as bootstrap JSON. */
+export function listenerJson(name: string, port: number, h: JsonObject, extra: JsonObject = {}): JsonObject {
+  return { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra };
+}
+
+/** Route config `r` of one virtual host `v` for every domain, with `routes`, as JSON (an HCM's inline route_config). */
+export function anyHost(routes: JsonObject[]): JsonObject {
+  return { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] };
+}
+
 export function httpListener(name: string, port: number, h: JsonObject, extra: JsonObject = {}): Listener {
-  return pb(ListenerSchema, { name, address: sock('127.0.0.1', port), filter_chains: [{ filters: [h] }], ...extra });
+  return pb(ListenerSchema, listenerJson(name, port, h, extra));
 }
 
 export function routeConfig(name: string, vhosts: JsonObject[], extra: JsonObject = {}): RouteConfiguration {
@@ -285,6 +310,25 @@ export function routeConfig(name: string, vhosts: JsonObject[], extra: JsonObjec
 
 // ---------------------------------------------------------------------------------------------
 // processes and sockets
+
+/** A TCP server on 127.0.0.1 that hands each connection to `onConnection`; close() ends open connections too. */
+export async function tcpServer(onConnection: (c: net.Socket) => void): Promise<{ port: number; close: () => Promise<void> }> {
+  const conns = new Set<net.Socket>();
+  const s = net.createServer((c) => {
+    conns.add(c);
+    c.on('close', () => conns.delete(c));
+    onConnection(c);
+  });
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  return {
+    port: (s.address() as net.AddressInfo).port,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const c of conns) c.destroy();
+        s.close(() => r());
+      }),
+  };
+}
 
 export interface Backend {
   name: string;
@@ -448,23 +492,7 @@ export function makePki(): TestPki {
   const run = (args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   const caKey = pathMod.join(dir, 'ca.key');
   const caCert = pathMod.join(dir, 'ca.crt');
-  run([
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    caKey,
-    '-out',
-    caCert,
-    '-days',
-    '2',
-    '-subj',
-    '/CN=mesh test CA',
-  ]);
+  run(['req', '-x509', ...EC_P256_KEY, '-keyout', caKey, '-out', caCert, '-days', '2', '-subj', '/CN=mesh test CA']);
   const read = (certFile: string, keyFile: string): TestCert => ({
     certFile,
     keyFile,
@@ -480,7 +508,7 @@ export function makePki(): TestPki {
       const crt = pathMod.join(dir, `${name}.crt`);
       const ext = pathMod.join(dir, `${name}.ext`);
       execFileSync('sh', ['-c', `printf 'subjectAltName=${sans.join(',')}\\n' > '${ext}'`]);
-      run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
+      run(['req', ...EC_P256_KEY, '-keyout', key, '-out', csr, '-subj', `/CN=${name}`]);
       run(['x509', '-req', '-in', csr, '-CA', caCert, '-CAkey', caKey, '-CAcreateserial', '-out', crt, '-days', '2', '-extfile', ext]);
       return read(crt, key);
     },

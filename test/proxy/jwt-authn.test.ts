@@ -37,6 +37,10 @@ import {
   startProxy,
   statValue,
   type RunningEngine,
+  staticClusterJson,
+  listenerJson,
+  anyHost,
+  staticBootstrap,
 } from './helpers';
 import { freePort } from '../helpers/ports';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
@@ -672,15 +676,6 @@ t.test('route metadata matchers read payload.<a>.<b> and match any element of a 
 // ---------------------------------------------------------------------------------------------
 // through the engine
 
-function cluster(name: string, port: number): JsonObject {
-  return {
-    name,
-    type: 'STATIC',
-    connect_timeout: '0.5s',
-    load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('127.0.0.1', port) } }] }] },
-  };
-}
-
 async function engineWith(
   t: { teardown(f: () => unknown): void },
   jwtConfig: JsonObject,
@@ -688,29 +683,19 @@ async function engineWith(
   clusters: JsonObject[],
 ): Promise<{ p: RunningEngine; port: number }> {
   const port = await freePort();
-  const p = await startProxy({
-    node: { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw' },
-    admin: { address: sock('127.0.0.1', 0) },
-    static_resources: {
-      listeners: [
-        {
-          name: 'l',
-          address: sock('127.0.0.1', port),
-          filter_chains: [
-            {
-              filters: [
-                hcm({
-                  httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }],
-                  routeConfig: { name: 'r', virtual_hosts: [{ name: 'v', domains: ['*'], routes }] },
-                }),
-              ],
-            },
-          ],
-        },
+  const p = await startProxy(
+    staticBootstrap(
+      { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', cluster: 'gw' },
+      [
+        listenerJson(
+          'l',
+          port,
+          hcm({ httpFilters: [{ name: JWT_AUTHN, typed_config: { '@type': JWT_TYPE, ...jwtConfig } }], routeConfig: anyHost(routes) }),
+        ),
       ],
       clusters,
-    },
-  });
+    ),
+  );
   t.teardown(() => p.close());
   await p.engine.initialized;
   return { p, port };
@@ -747,7 +732,7 @@ t.test('engine: claim routing with clear_route_cache, 401s, header stripping and
     rules: [{ match: { prefix: '/' }, requires: { requires_any: { requirements: [{ provider_name: 'origins-0' }, { allow_missing: {} }] } } }],
   });
   const jwtConfig = jwtFor(true);
-  const { p, port } = await engineWith(t, jwtConfig, [groupRoute('group1', 'claims')], [cluster('claims', b.port)]);
+  const { p, port } = await engineWith(t, jwtConfig, [groupRoute('group1', 'claims')], [staticClusterJson('claims', [b.port])]);
 
   t.equal((await request(port, '/headers')).status, 404, 'no token: the claim route does not match');
   const member = await sign(k, { iss: ISS, sub: 'u1', groups: ['group1'], exp: now() + 600 });
@@ -781,7 +766,7 @@ t.test('engine: claim routing with clear_route_cache, 401s, header stripping and
   t.equal(statValue(stats, 'http.ingress.jwt_authn.denied'), 3);
 
   // the same config without clear_route_cache keeps the route chosen before verification
-  const e2 = await engineWith(t, jwtFor(false), [groupRoute('group1', 'claims')], [cluster('claims', b.port)]);
+  const e2 = await engineWith(t, jwtFor(false), [groupRoute('group1', 'claims')], [staticClusterJson('claims', [b.port])]);
   t.equal((await request(e2.port, '/headers', { headers: bearer(member) })).status, 404, 'route was selected before the payload existed');
 });
 
@@ -803,7 +788,7 @@ t.test('engine: typed_per_filter_config PerRouteConfig disables or selects a req
       { match: { prefix: '/optional' }, route: { cluster: 'b' }, ...perRoute({ requirement_name: 'optional' }) },
       { match: { prefix: '/' }, route: { cluster: 'b' } },
     ],
-    [cluster('b', b.port)],
+    [staticClusterJson('b', [b.port])],
   );
   t.equal((await request(port, '/open')).status, 200, 'disabled on this route');
   t.equal((await request(port, '/optional')).status, 200, 'named requirement with allow_missing');
@@ -860,7 +845,7 @@ t.test('engine: remote_jwks fetched through a cluster, cached, refetched, and fe
     t,
     jwtConfig,
     [{ match: { prefix: '/' }, route: { cluster: 'b' } }],
-    [cluster('b', b.port), cluster('jwks', srv.port)],
+    [staticClusterJson('b', [b.port]), staticClusterJson('jwks', [srv.port])],
   );
   t.equal(srv.hits, 0, 'no fetch before the first request without async_fetch');
   const t1 = await sign(k1, { iss: ISS });
@@ -944,7 +929,7 @@ t.test('engine: remote_jwks with async_fetch fetches before any request and an u
     t,
     jwtConfig,
     [{ match: { prefix: '/' }, route: { cluster: 'b' } }],
-    [cluster('b', b.port), cluster('jwks', srv.port)],
+    [staticClusterJson('b', [b.port]), staticClusterJson('jwks', [srv.port])],
   );
   await waitForValue('background fetch', () => srv.hits >= 1, { timeoutMs: 10_000, intervalMs: 20 });
   const hits = srv.hits;

@@ -15,6 +15,7 @@ import type { DownstreamConnectionInfo } from '../../src/proxy/stream-info';
 import { rfc2253 } from '../../src/proxy/tls/context';
 import { metadataLabelMatch } from '../../src/proxy/upstream/transport-socket';
 import { pb } from './helpers';
+import { plainConnection } from '../helpers/connection';
 
 // Istio's ALPN values (pilot/pkg/networking/core/listener_inbound.go, pilot/pkg/xds/filters/filters.go)
 const MTLS_HTTP = ['istio-http/1.0', 'istio-http/1.1', 'istio-h2'];
@@ -112,21 +113,7 @@ t.test('transport socket matches on envoy.transport_socket_match metadata (Envoy
 });
 
 function conn(o: Partial<DownstreamConnectionInfo> = {}): DownstreamConnectionInfo {
-  return {
-    remoteAddress: '10.1.0.5',
-    remotePort: 40000,
-    localAddress: '10.1.0.7',
-    localPort: 9080,
-    serverName: '',
-    alpn: '',
-    tls: false,
-    peerCertificatePresented: false,
-    peerCertificateValidated: false,
-    peerUriSans: [],
-    peerDnsSans: [],
-    peerSubject: '',
-    ...o,
-  };
+  return plainConnection({ remoteAddress: '10.1.0.5', remotePort: 40000, localAddress: '10.1.0.7', localPort: 9080, ...o });
 }
 
 t.test('x-forwarded-client-cert (Envoy mutateXfccRequestHeader)', async (t) => {

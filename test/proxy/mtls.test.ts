@@ -12,10 +12,11 @@ import tls from 'node:tls';
 import t from 'tap';
 import type { JsonObject } from '@bufbuild/protobuf';
 import { freePort } from '../helpers/ports';
-import { request, sock, startProxy, type RunningEngine } from './helpers';
+import { request, sock, startProxy, type RunningEngine, tcpServer } from './helpers';
 import { makeCa, sdsCluster, startSds, type Identity } from './sds';
 import { waitForValue } from '../helpers/wait';
 import { tempDir } from '../helpers/temp';
+import { MESH_MTLS_CIPHERS } from '../helpers/tls';
 
 const spiffe = (ns: string, sa: string) => `spiffe://cluster.local/ns/${ns}/sa/${sa}`;
 
@@ -33,14 +34,6 @@ const SDS_CONFIG = {
 };
 const sds = (name: string) => ({ name, sds_config: SDS_CONFIG });
 const TLS_PARAMS = { tls_minimum_protocol_version: 'TLSv1_2', tls_maximum_protocol_version: 'TLSv1_3' };
-const CIPHERS = [
-  'ECDHE-ECDSA-AES256-GCM-SHA384',
-  'ECDHE-RSA-AES256-GCM-SHA384',
-  'ECDHE-ECDSA-AES128-GCM-SHA256',
-  'ECDHE-RSA-AES128-GCM-SHA256',
-  'AES256-GCM-SHA384',
-  'AES128-GCM-SHA256',
-];
 const MTLS_HTTP_ALPN = ['istio-http/1.0', 'istio-http/1.1', 'istio-h2'];
 const PLAIN_HTTP_ALPN = ['http/1.0', 'http/1.1', 'h2c'];
 const MTLS_TCP_ALPN = ['istio-peer-exchange', 'istio'];
@@ -52,7 +45,7 @@ function downstreamTls(http: boolean): JsonObject {
     typed_config: {
       '@type': 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext',
       common_tls_context: {
-        tls_params: { ...TLS_PARAMS, cipher_suites: CIPHERS },
+        tls_params: { ...TLS_PARAMS, cipher_suites: [...MESH_MTLS_CIPHERS] },
         alpn_protocols: http ? ['h2', 'http/1.1'] : ['istio-peer-exchange', 'h2', 'http/1.1'],
         tls_certificate_sds_secret_configs: [sds('default')],
         combined_validation_context: { default_validation_context: {}, validation_context_sds_secret_config: sds('ROOTCA') },
@@ -206,23 +199,11 @@ async function echoHeaders(): Promise<{ port: number; close: () => Promise<void>
   };
 }
 
-async function tcpEcho(): Promise<{ port: number; close: () => Promise<void> }> {
-  const conns = new Set<net.Socket>();
-  const s = net.createServer((c) => {
-    conns.add(c);
-    c.on('close', () => conns.delete(c));
+function tcpEcho(): Promise<{ port: number; close: () => Promise<void> }> {
+  return tcpServer((c) => {
     c.on('error', () => undefined);
     c.pipe(c);
   });
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return {
-    port: (s.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const c of conns) c.destroy();
-        s.close(() => r());
-      }),
-  };
 }
 
 /** Sends a line on a fresh connection; resolves with what came back, or `closed` if the peer closed first. */

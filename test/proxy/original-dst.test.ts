@@ -6,7 +6,7 @@
 import net from 'node:net';
 import t from 'tap';
 import type { Destination, OriginalDstSource } from '../../src/native/original-dst';
-import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
+import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound, tcpServer } from './helpers';
 import { freePort } from '../helpers/ports';
 
 const staticCluster = (name: string, port: number) => ({
@@ -23,23 +23,11 @@ function scripted(): OriginalDstSource & { next: Array<Destination | undefined> 
 }
 
 /** A server-first TCP service: greets with its name, then echoes. */
-async function greeter(name: string): Promise<{ port: number; close: () => Promise<void> }> {
-  const conns = new Set<net.Socket>();
-  const s = net.createServer((c) => {
-    conns.add(c);
-    c.on('close', () => conns.delete(c));
+function greeter(name: string): Promise<{ port: number; close: () => Promise<void> }> {
+  return tcpServer((c) => {
     c.write(`hello from ${name}\n`);
     c.pipe(c);
   });
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  return {
-    port: (s.address() as net.AddressInfo).port,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const c of conns) c.destroy();
-        s.close(() => r());
-      }),
-  };
 }
 
 /** Connects, sends nothing, returns the first line the other side sends ('' when it closes). */

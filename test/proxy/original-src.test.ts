@@ -17,7 +17,7 @@ import { poolKey } from '../../src/proxy/upstream/pool';
 import type { UpstreamSource } from '../../src/proxy/upstream/source';
 import { tempDir } from '../helpers/temp';
 import { freePort } from '../helpers/ports';
-import { hcm, sock, startProxy } from './helpers';
+import { hcm, sock, startProxy, ORIGINAL_DST } from './helpers';
 
 const SRC = 'type.googleapis.com/envoy.extensions.filters.listener.original_src.v3.OriginalSrc';
 const TCP = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
@@ -65,13 +65,7 @@ const inbound = (port: number, appPort: number, filters: object[]) => ({
         name: 'virtualInbound',
         address: sock('127.0.0.1', port),
         traffic_direction: 'INBOUND',
-        listener_filters: [
-          {
-            name: 'envoy.filters.listener.original_dst',
-            typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.listener.original_dst.v3.OriginalDst' },
-          },
-          { name: 'envoy.filters.listener.original_src', typed_config: { '@type': SRC, mark: MARK } },
-        ],
+        listener_filters: [ORIGINAL_DST, { name: 'envoy.filters.listener.original_src', typed_config: { '@type': SRC, mark: MARK } }],
         filter_chains: [{ filters }],
       },
     ],

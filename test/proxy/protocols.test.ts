@@ -23,6 +23,8 @@ import {
   startProxy,
   statValue,
   type RunningEngine,
+  listenerJson,
+  anyHost,
 } from './helpers';
 import { freePort } from '../helpers/ports';
 import { ListenerSchema } from '../../src/gen/envoy/config/listener/v3/listener_pb';
@@ -235,31 +237,16 @@ t.test('upstream TLS with SNI, CA and SAN validation', async (t) => {
   const p = await proxyWith(
     t,
     [
-      {
-        name: 'l',
-        address: sock('127.0.0.1', port),
-        filter_chains: [
-          {
-            filters: [
-              hcm({
-                routeConfig: {
-                  name: 'r',
-                  virtual_hosts: [
-                    {
-                      name: 'v',
-                      domains: ['*'],
-                      routes: [
-                        { match: { prefix: '/good' }, route: { cluster: 'good' } },
-                        { match: { prefix: '/bad' }, route: { cluster: 'bad' } },
-                      ],
-                    },
-                  ],
-                },
-              }),
-            ],
-          },
-        ],
-      },
+      listenerJson(
+        'l',
+        port,
+        hcm({
+          routeConfig: anyHost([
+            { match: { prefix: '/good' }, route: { cluster: 'good' } },
+            { match: { prefix: '/bad' }, route: { cluster: 'bad' } },
+          ]),
+        }),
+      ),
     ],
     [
       staticCluster('good', bport, upTls('spiffe://cluster.local/ns/demo/sa/backend')),
@@ -479,22 +466,13 @@ t.test('gRPC through the proxy: trailers forwarded, local replies as gRPC status
   await proxyWith(
     t,
     [
-      {
-        name: 'l',
-        address: sock('127.0.0.1', port),
-        filter_chains: [
-          {
-            filters: [
-              hcm({
-                routeConfig: {
-                  name: 'r',
-                  virtual_hosts: [{ name: 'v', domains: ['*'], routes: [{ match: { prefix: '/mesh.test.Echo/' }, route: { cluster: 'grpc' } }] }],
-                },
-              }),
-            ],
-          },
-        ],
-      },
+      listenerJson(
+        'l',
+        port,
+        hcm({
+          routeConfig: anyHost([{ match: { prefix: '/mesh.test.Echo/' }, route: { cluster: 'grpc' } }]),
+        }),
+      ),
     ],
     [staticCluster('grpc', bport, h2opts)],
   );

@@ -12,6 +12,7 @@ import type { CompiledRouteConfig, RouteRequest } from '../../src/proxy/route/ty
 import { ResponseHeaders } from '../../src/proxy/codec/headers';
 import { StreamInfo } from '../../src/proxy/stream-info';
 import { pb } from './helpers';
+import { plainConnection } from '../helpers/connection';
 
 const noPerFilter = () => new Map();
 
@@ -575,20 +576,7 @@ t.test('header mutations: append actions, removals, substitutions and precedence
   });
   const r = req({ headers: { 'x-add': 'one', 'x-keep': 'old', 'x-secret': 's' } });
   const sel = selectRoute(rc, r)!;
-  const info = new StreamInfo({
-    remoteAddress: '10.1.2.3',
-    remotePort: 5555,
-    localAddress: '127.0.0.1',
-    localPort: 80,
-    serverName: '',
-    alpn: '',
-    tls: false,
-    peerCertificatePresented: false,
-    peerCertificateValidated: false,
-    peerUriSans: [],
-    peerDnsSans: [],
-    peerSubject: '',
-  });
+  const info = new StreamInfo(plainConnection({ remoteAddress: '10.1.2.3', localPort: 80 }));
   const ctx = { info, request: r.headers };
   for (const ops of [sel.route.headerOps, sel.vhost.headerOps, sel.config.headerOps]) applyRequestOps(ops, r.headers, ctx);
   t.same(r.headers.getAll('x-add'), ['one', 'two'], 'APPEND_IF_EXISTS_OR_ADD appends');

@@ -5,7 +5,19 @@
 // see original-dst.test.ts (in-process) and test/e2e/original-dst.test.ts (real iptables).
 import t from 'tap';
 import net from 'node:net';
-import { backend, hcm, request, sock, startProxy, tcpProxy, virtualInbound, virtualOutbound } from './helpers';
+import {
+  backend,
+  hcm,
+  request,
+  sock,
+  startProxy,
+  tcpProxy,
+  virtualInbound,
+  virtualOutbound,
+  listenerJson,
+  anyHost,
+  staticBootstrap,
+} from './helpers';
 import { freePort } from '../helpers/ports';
 
 t.test(
@@ -99,40 +111,24 @@ t.test('STRICT_DNS and LOGICAL_DNS clusters resolve names', async (t) => {
     dns_refresh_rate: '1s',
     load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock('localhost', b.port) } }] }] },
   });
-  const p = await startProxy({
-    node: { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local' },
-    admin: { address: sock('127.0.0.1', 0) },
-    static_resources: {
-      listeners: [
-        {
-          name: 'l',
-          address: sock('127.0.0.1', port),
-          filter_chains: [
-            {
-              filters: [
-                hcm({
-                  routeConfig: {
-                    name: 'r',
-                    virtual_hosts: [
-                      {
-                        name: 'v',
-                        domains: ['*'],
-                        routes: [
-                          { match: { prefix: '/strict' }, route: { cluster: 'strict', auto_host_rewrite: true } },
-                          { match: { prefix: '/logical' }, route: { cluster: 'logical' } },
-                        ],
-                      },
-                    ],
-                  },
-                }),
-              ],
-            },
-          ],
-        },
+  const p = await startProxy(
+    staticBootstrap(
+      { id: 'router~127.0.0.1~gw.ns~ns.svc.cluster.local' },
+      [
+        listenerJson(
+          'l',
+          port,
+          hcm({
+            routeConfig: anyHost([
+              { match: { prefix: '/strict' }, route: { cluster: 'strict', auto_host_rewrite: true } },
+              { match: { prefix: '/logical' }, route: { cluster: 'logical' } },
+            ]),
+          }),
+        ),
       ],
-      clusters: [dnsCluster('strict', 'STRICT_DNS'), dnsCluster('logical', 'LOGICAL_DNS')],
-    },
-  });
+      [dnsCluster('strict', 'STRICT_DNS'), dnsCluster('logical', 'LOGICAL_DNS')],
+    ),
+  );
   t.teardown(() => p.close());
   await p.engine.initialized;
   t.equal((await request(port, '/strict', { host: 'front.example.com' })).body, 'dns /strict');

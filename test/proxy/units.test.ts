@@ -27,23 +27,10 @@ import path from 'node:path';
 import tls from 'node:tls';
 import net from 'node:net';
 import { tempDir } from '../helpers/temp';
+import { plainConnection } from '../helpers/connection';
 
 function conn(o: Partial<DownstreamConnectionInfo> = {}): DownstreamConnectionInfo {
-  return {
-    remoteAddress: '10.0.0.5',
-    remotePort: 40000,
-    localAddress: '10.0.0.1',
-    localPort: 8080,
-    serverName: '',
-    alpn: '',
-    tls: false,
-    peerCertificatePresented: false,
-    peerCertificateValidated: false,
-    peerUriSans: [],
-    peerDnsSans: [],
-    peerSubject: '',
-    ...o,
-  };
+  return plainConnection({ remoteAddress: '10.0.0.5', remotePort: 40000, localAddress: '10.0.0.1', localPort: 8080, ...o });
 }
 
 t.test('RBAC evaluation', async (t) => {

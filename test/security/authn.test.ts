@@ -24,7 +24,7 @@ import { generatorsFor } from '../../src/xds/gen';
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import type { PushRequest } from '../../src/xds/types';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
-import { cfg, ListStore, proxy } from '../discovery/fixtures';
+import { cfg, ListStore, proxy, internalService } from '../discovery/fixtures';
 import { json, jwksDocument, rsaKey, startKeyServer } from './helpers';
 import { waitFor } from '../helpers/wait';
 
@@ -292,10 +292,7 @@ t.test('generated listeners: jwt_authn first on gateways and sidecar inbound, ne
       jwtRules: [{ issuer: 'iss-app', jwks: '{"keys":[]}' }],
     }),
     cfg('RequestAuthentication', 'other', 'elsewhere', { jwtRules: [{ issuer: 'iss-other', jwks: '{"keys":[]}' }] }),
-    cfg('ServiceEntry', 'apps', 'web', {
-      hosts: ['web.apps.svc.cluster.local'],
-      location: 'MESH_INTERNAL',
-      resolution: 'STATIC',
+    internalService('apps', 'web', {
       ports: [{ number: 80, name: 'http', protocol: 'HTTP' }],
       workloadSelector: { matchLabels: { app: 'web' } },
     }),

@@ -18,7 +18,7 @@ import { securityFilterBuilders } from '../../src/security/builders';
 import { JwksResolver } from '../../src/security/jwks/resolver';
 import { buildGatewayListeners, buildSidecarOutboundListeners, buildVirtualInboundListener } from '../../src/xds/gen/lds';
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
-import { cfg, ListStore, proxy } from '../discovery/fixtures';
+import { cfg, ListStore, proxy, internalService } from '../discovery/fixtures';
 import './helpers';
 
 const ap = (name: string, spec: AuthorizationPolicySpec, annotations: Record<string, string> = {}, ns = 'foo') =>
@@ -198,11 +198,8 @@ t.test('CUSTOM without a usable provider denies every connection, first', async 
 // ---- placement in the listeners ------------------------------------------------------------------
 
 const configs = [
-  cfg('ServiceEntry', 'apps', 'db', {
-    hosts: ['db.apps.svc.cluster.local'],
+  internalService('apps', 'db', {
     addresses: ['10.96.0.7'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [
       { number: 5432, name: 'tcp', protocol: 'TCP', targetPort: 15432 },
       { number: 8080, name: 'http', protocol: 'HTTP' },

@@ -14,6 +14,7 @@ import { cidrRange, convertToPort, extractNameInNestedBrackets } from '../../src
 import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { cfg } from '../discovery/fixtures';
 import './helpers';
+import { plainConnection } from '../helpers/connection';
 
 const ap = (name: string, spec: AuthorizationPolicySpec, annotations: Record<string, string> = {}, ns = 'foo') =>
   cfg('AuthorizationPolicy', ns, name, spec, { annotations });
@@ -386,20 +387,7 @@ t.test('what the RBAC filters decide for requests with and without a verified to
   const request = (payload?: Record<string, unknown>, path = '/headers'): RbacInput => ({
     headers: new RequestHeaders('GET', path, 'gw.example', 'http', {}),
     path,
-    connection: {
-      remoteAddress: '127.0.0.1',
-      remotePort: 5555,
-      localAddress: '127.0.0.1',
-      localPort: 8080,
-      serverName: '',
-      alpn: '',
-      tls: false,
-      peerCertificatePresented: false,
-      peerCertificateValidated: false,
-      peerUriSans: [],
-      peerDnsSans: [],
-      peerSubject: '',
-    },
+    connection: plainConnection(),
     dynamicMetadata: payload ? new Map([['envoy.filters.http.jwt_authn', { payload } as never]]) : undefined,
   });
   const allowed = (engines: RbacEngine[], q: RbacInput) => engines.every((e) => e.evaluate(q).allowed);

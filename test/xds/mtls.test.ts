@@ -29,6 +29,7 @@ import { envoyTypeRegistry } from '../../src/lib/xds/registry';
 import { generatePolicy, newModel } from '../../src/security/authz/model';
 import { PolicySchema } from '../../src/gen/envoy/config/rbac/v3/rbac_pb';
 import { cfg } from '../discovery/fixtures';
+import { MESH_MTLS_CIPHERS } from '../helpers/tls';
 
 const registry = envoyTypeRegistry();
 const json = (v: unknown): JsonValue | undefined => (v === undefined ? undefined : (JSON.parse(JSON.stringify(v)) as JsonValue));
@@ -500,17 +501,9 @@ t.test('filter chain match options by mode and protocol (Istio filterchain_optio
 
 t.test('inbound DownstreamTlsContext (Istio BuildInboundTLS)', async (t) => {
   const o = { trustDomains: ['cluster.local'], metadataExchange: true, disableMxAlpn: false };
-  const ciphers = [
-    'ECDHE-ECDSA-AES256-GCM-SHA384',
-    'ECDHE-RSA-AES256-GCM-SHA384',
-    'ECDHE-ECDSA-AES128-GCM-SHA256',
-    'ECDHE-RSA-AES128-GCM-SHA256',
-    'AES256-GCM-SHA384',
-    'AES128-GCM-SHA256',
-  ];
   const want = (alpn: string[], min = 'TLSv1_2') => ({
     commonTlsContext: {
-      tlsParams: { tlsMinimumProtocolVersion: min, tlsMaximumProtocolVersion: 'TLSv1_3', cipherSuites: ciphers },
+      tlsParams: { tlsMinimumProtocolVersion: min, tlsMaximumProtocolVersion: 'TLSv1_3', cipherSuites: MESH_MTLS_CIPHERS },
       tlsCertificateSdsSecretConfigs: [AGENT('default')],
       combinedValidationContext: {
         defaultValidationContext: { matchSubjectAltNames: [{ prefix: 'spiffe://cluster.local/' }] },

@@ -11,17 +11,15 @@ import { ClusterSchema, type Cluster } from '../../../src/gen/envoy/config/clust
 import { ListenerSchema } from '../../../src/gen/envoy/config/listener/v3/listener_pb';
 import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { UpstreamTlsContextSchema } from '../../../src/gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
-import { initPushContext, type PushContext } from '../../../src/discovery/push-context';
-import { buildRegistries } from '../../../src/discovery/registry';
 import { leftOutReport, proxyCapabilities, supports } from '../../../src/discovery/capabilities';
 import { alpnInsteadOfFilter } from '../../../src/xds/gen/tls';
 import { generatorsFor } from '../../../src/xds/gen';
-import type { PushRequest } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { engineExtensions } from '../../../src/proxy/extensions';
 import { defaultFilterRegistry } from '../../../src/proxy/http/filters/index';
-import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { cfg, proxy, internalService } from '../../discovery/fixtures';
 import { REPO } from '../../helpers/spec';
+import { fullPush, pushOf } from './helpers';
 
 interface Fixture {
   extensions: Array<{ name: string; category: string; type_urls: string[] }>;
@@ -88,11 +86,8 @@ t.test('alpnInsteadOfFilter: the ALPN istio.alpn would set, on clusters of a fix
 // generation
 
 const configs = [
-  cfg('ServiceEntry', 'apps', 'svc', {
-    hosts: ['svc.apps.svc.cluster.local'],
+  internalService('apps', 'svc', {
     addresses: ['10.96.0.9'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [
       { number: 80, name: 'http', protocol: 'HTTP' },
       { number: 90, name: 'grpc', protocol: 'GRPC' },
@@ -106,18 +101,7 @@ const configs = [
     servers: [{ port: { number: 80, name: 'http', protocol: 'HTTP' }, hosts: ['*'] }],
   }),
 ];
-const setup = () => {
-  const store = new ListStore(configs);
-  return initPushContext(store, buildRegistries(store, []));
-};
-const req = (push: PushContext): PushRequest<PushContext> => ({
-  full: true,
-  configsUpdated: new Set(),
-  edsUpdates: new Set(),
-  reasons: new Map(),
-  push,
-  start: Date.now(),
-});
+const setup = () => pushOf(configs);
 const watch = (typeUrl: string) => ({ typeUrl, resourceNames: new Set<string>(), wildcard: true });
 
 function gateway(extensions: Extension[]) {
@@ -130,7 +114,7 @@ t.test("a gateway on upstream Envoy gets no istio.alpn; one on Istio's build in 
   const push = setup();
   const filters = (extensions: Extension[]) => {
     const p = gateway(extensions);
-    const [l] = generatorsFor(p)[TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push)).resources;
+    const [l] = generatorsFor(p)[TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), fullPush(push)).resources;
     const fc = anyUnpack(l!.resource, ListenerSchema)!.filterChains[0]!.filters[0]!.configType;
     return anyUnpack(fc.case === 'typedConfig' ? fc.value : (undefined as never), HttpConnectionManagerSchema)!.httpFilters.map((f) => f.name);
   };
@@ -154,7 +138,7 @@ t.test('mesh mTLS clusters of upstream Envoy offer the ALPN of their fixed proto
   const alpns = (extensions: Extension[]) => {
     const p = proxy('sidecar~10.2.0.1~c.apps~apps.svc.cluster.local', { NAMESPACE: 'apps' });
     p.capabilities = proxyCapabilities(extensions);
-    const res = generatorsFor(p)[TYPE_URL.cluster]!.generate(p, watch(TYPE_URL.cluster), req(push)).resources;
+    const res = generatorsFor(p)[TYPE_URL.cluster]!.generate(p, watch(TYPE_URL.cluster), fullPush(push)).resources;
     const out: Record<string, string[] | undefined> = {};
     for (const port of [80, 90, 100]) {
       const c = anyUnpack(res.find((r) => r.name === `outbound|${port}||svc.apps.svc.cluster.local`)!.resource, ClusterSchema) as Cluster;

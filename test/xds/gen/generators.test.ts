@@ -10,17 +10,13 @@ import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3
 import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { HealthStatus } from '../../../src/gen/envoy/config/core/v3/health_check_pb';
 import { generatorsFor } from '../../../src/xds/gen';
-import type { PushRequest } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
-import type { PushContext } from '../../../src/discovery/push-context';
-import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { cfg, ListStore, proxy, internalService } from '../../discovery/fixtures';
+import { fullPush, pushOf } from './helpers';
 
 const configs = [
-  cfg('ServiceEntry', 'apps', 'reviews', {
-    hosts: ['reviews.apps.svc.cluster.local'],
+  internalService('apps', 'reviews', {
     addresses: ['10.96.0.9'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
     workloadSelector: { matchLabels: { app: 'reviews' } },
   }),
@@ -63,18 +59,7 @@ const configs = [
   }),
 ];
 
-function setup() {
-  const store = new ListStore(configs);
-  return initPushContext(store, buildRegistries(store, []));
-}
-const req = (push: PushContext): PushRequest<PushContext> => ({
-  full: true,
-  configsUpdated: new Set(),
-  edsUpdates: new Set(),
-  reasons: new Map(),
-  push,
-  start: Date.now(),
-});
+const setup = () => pushOf(configs);
 const watch = (typeUrl: string, names: string[] = []) => ({ typeUrl, resourceNames: new Set(names), wildcard: names.length === 0 });
 
 const gw = proxy('router~10.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', { LABELS: { istio: 'ingressgateway' }, NAMESPACE: 'mesh-system' });
@@ -82,7 +67,7 @@ const sc = proxy('sidecar~10.1.0.1~r1.apps~apps.svc.cluster.local', { NAMESPACE:
 
 t.test('CDS: outbound default and subset clusters with DestinationRule policy', async (t) => {
   const push = setup();
-  const res = generatorsFor(gw)[TYPE_URL.cluster]!.generate(gw, watch(TYPE_URL.cluster), req(push)).resources;
+  const res = generatorsFor(gw)[TYPE_URL.cluster]!.generate(gw, watch(TYPE_URL.cluster), fullPush(push)).resources;
   t.same(
     res.map((r) => r.name).sort(),
     [
@@ -106,7 +91,7 @@ t.test('CDS: outbound default and subset clusters with DestinationRule policy', 
   t.equal(def.connectTimeout?.seconds, 10n);
   t.equal(get('outbound|9080|v2|reviews.apps.svc.cluster.local').lbPolicy, Cluster_LbPolicy.RING_HASH, 'subset policy overrides');
   const sidecarNames = generatorsFor(sc)
-    [TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(push))
+    [TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), fullPush(push))
     .resources.map((r) => r.name);
   for (const n of ['PassthroughCluster', 'InboundPassthroughCluster', 'BlackHoleCluster', 'inbound|9080||']) t.ok(sidecarNames.includes(n), n);
 });
@@ -114,7 +99,7 @@ t.test('CDS: outbound default and subset clusters with DestinationRule policy', 
 t.test('EDS: subset filtering, draining label, empty answer for unknown clusters', async (t) => {
   const push = setup();
   const names = ['outbound|9080||reviews.apps.svc.cluster.local', 'outbound|9080|v1|reviews.apps.svc.cluster.local', 'outbound|1|x|nope.example.com'];
-  const res = generatorsFor(gw)[TYPE_URL.endpoint]!.generate(gw, watch(TYPE_URL.endpoint, names), req(push)).resources;
+  const res = generatorsFor(gw)[TYPE_URL.endpoint]!.generate(gw, watch(TYPE_URL.endpoint, names), fullPush(push)).resources;
   t.same(
     res.map((r) => r.name),
     names,
@@ -140,7 +125,7 @@ t.test('EDS: subset filtering, draining label, empty answer for unknown clusters
 t.test('gateway LDS and RDS', async (t) => {
   const push = setup();
   const g = generatorsFor(gw);
-  const [l] = g[TYPE_URL.listener]!.generate(gw, watch(TYPE_URL.listener), req(push)).resources;
+  const [l] = g[TYPE_URL.listener]!.generate(gw, watch(TYPE_URL.listener), fullPush(push)).resources;
   t.equal(l!.name, '0.0.0.0_80');
   const listener = anyUnpack(l!.resource, ListenerSchema)!;
   const tc = listener.filterChains[0]!.filters[0]!.configType;
@@ -153,7 +138,7 @@ t.test('gateway LDS and RDS', async (t) => {
     hcm.httpFilters.map((f) => f.name),
     ['envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router'],
   );
-  const [r] = g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.80']), req(push)).resources;
+  const [r] = g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.80']), fullPush(push)).resources;
   const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
   t.equal(rc.virtualHosts.length, 1);
   const vh = rc.virtualHosts[0]!;
@@ -181,7 +166,7 @@ t.test('gateway LDS and RDS', async (t) => {
   t.equal(rest!.action.case === 'route' && rest!.action.value.retryPolicy?.numRetries, 2, 'mesh default retries');
   t.ok(rest!.typedPerFilterConfig['envoy.filters.http.fault']);
   const missing = anyUnpack(
-    g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.8080']), req(push)).resources[0]!.resource,
+    g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.8080']), fullPush(push)).resources[0]!.resource,
     RouteConfigurationSchema,
   )!;
   t.same(missing.virtualHosts, [], 'unknown route: empty configuration');
@@ -190,15 +175,18 @@ t.test('gateway LDS and RDS', async (t) => {
 t.test('sidecar LDS and RDS', async (t) => {
   const push = setup();
   const g = generatorsFor(sc);
-  const names = g[TYPE_URL.listener]!.generate(sc, watch(TYPE_URL.listener), req(push)).resources.map((r) => r.name);
+  const names = g[TYPE_URL.listener]!.generate(sc, watch(TYPE_URL.listener), fullPush(push)).resources.map((r) => r.name);
   t.same(names, ['virtualOutbound', 'virtualInbound', '0.0.0.0_9080']);
   const out = anyUnpack(
-    g[TYPE_URL.listener]!.generate(sc, watch(TYPE_URL.listener, ['virtualOutbound']), req(push)).resources[0]!.resource,
+    g[TYPE_URL.listener]!.generate(sc, watch(TYPE_URL.listener, ['virtualOutbound']), fullPush(push)).resources[0]!.resource,
     ListenerSchema,
   )!;
   t.equal(out.useOriginalDst, true);
   t.equal(out.address?.address.case === 'socketAddress' && out.address.address.value.portSpecifier.value, 15001);
-  const rc = anyUnpack(g[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(push)).resources[0]!.resource, RouteConfigurationSchema)!;
+  const rc = anyUnpack(
+    g[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), fullPush(push)).resources[0]!.resource,
+    RouteConfigurationSchema,
+  )!;
   // the VirtualService host outside the registry gets its own vhost, as in Istio
   t.same(
     rc.virtualHosts.map((v) => v.name),
@@ -217,7 +205,7 @@ t.test('TPROXY interception makes the virtual listeners transparent (Istio build
   });
   const listeners = (p: typeof sc) =>
     generatorsFor(p)
-      [TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push))
+      [TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), fullPush(push))
       .resources.map((r) => anyUnpack(r.resource, ListenerSchema)!);
   const byName = (ls: ReturnType<typeof listeners>) => Object.fromEntries(ls.map((l) => [l.name, l.transparent]));
   t.same(
@@ -241,7 +229,7 @@ t.test('TPROXY: virtualInbound carries original_src with mark 1337 after origina
   });
   const inbound = (p: typeof sc) =>
     generatorsFor(p)
-      [TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push))
+      [TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), fullPush(push))
       .resources.map((r) => anyUnpack(r.resource, ListenerSchema)!)
       .find((l) => l.name === 'virtualInbound')!;
   const filters = inbound(tproxy).listenerFilters;
@@ -265,7 +253,7 @@ t.test('reuse across pushes: packed output equals a fresh serialisation, and edi
   const sorted = (list: { name: string }[]) => list.map((c) => c.name).sort();
   const first = setup();
   const gen = generatorsFor(sc);
-  const rds1 = gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(first)).resources[0]!;
+  const rds1 = gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), fullPush(first)).resources[0]!;
   t.same(
     Buffer.from(rds1.resource.value),
     Buffer.from(toBinary(RouteConfigurationSchema, buildSidecarRouteConfiguration(sc, first, '9080'))),
@@ -273,10 +261,10 @@ t.test('reuse across pushes: packed output equals a fresh serialisation, and edi
   );
   // second snapshot of the same configs: everything reused, still identical
   const second = setup();
-  const rds2 = gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(second)).resources[0]!;
+  const rds2 = gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), fullPush(second)).resources[0]!;
   t.same(Buffer.from(rds2.resource.value), Buffer.from(rds1.resource.value));
-  const cds1 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(first)).resources;
-  const cds2 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(second)).resources;
+  const cds1 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), fullPush(first)).resources;
+  const cds2 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), fullPush(second)).resources;
   t.same(sorted(cds2), sorted(cds1));
   t.same(
     cds2.map((r) => Buffer.from(r.resource.value)),
@@ -297,13 +285,13 @@ t.test('reuse across pushes: packed output equals a fresh serialisation, and edi
   const store = new ListStore(edited);
   const third = initPushContext(store, buildRegistries(store, []));
   const rc = anyUnpack(
-    gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), req(third)).resources[0]!.resource,
+    gen[TYPE_URL.route]!.generate(sc, watch(TYPE_URL.route, ['9080']), fullPush(third)).resources[0]!.resource,
     RouteConfigurationSchema,
   )!;
   const vh = rc.virtualHosts.find((v) => v.domains.includes('reviews.apps.svc.cluster.local'))!;
   const action = vh.routes[0]!.action;
   t.equal(action.case === 'route' ? action.value.timeout?.seconds : undefined, 7n, 'edited VirtualService reaches RDS');
-  const cds3 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), req(third)).resources;
+  const cds3 = gen[TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), fullPush(third)).resources;
   const def = anyUnpack(cds3.find((r) => r.name === 'outbound|9080||reviews.apps.svc.cluster.local')!.resource, ClusterSchema)!;
   t.equal(def.circuitBreakers?.thresholds[0]?.maxConnections, 77, 'edited DestinationRule reaches CDS');
 });
@@ -312,7 +300,7 @@ t.test('HTTP/1.0: the proxy\'s HTTP10 metadata "1" (ISTIO_META_HTTP10) sets acce
   const push = setup();
   const hcms = (p: typeof gw) =>
     generatorsFor(p)
-      [TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), req(push))
+      [TYPE_URL.listener]!.generate(p, watch(TYPE_URL.listener), fullPush(push))
       .resources.flatMap((r) =>
         anyUnpack(r.resource, ListenerSchema)!.filterChains.flatMap((c) =>
           c.filters.flatMap((f) =>

@@ -8,7 +8,7 @@ import { generatorsFor } from '../../../src/xds/gen';
 import type { PushRequest } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import type { PushContext } from '../../../src/discovery/push-context';
-import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { cfg, ListStore, proxy, internalService } from '../../discovery/fixtures';
 
 const require = createRequire(import.meta.url);
 const base = '@grpc/grpc-js-xds/build/src';
@@ -26,10 +26,7 @@ const decode = (
 ) => type.decode(context, { type_url: r.typeUrl, value: Buffer.from(r.value) });
 
 const store = new ListStore([
-  cfg('ServiceEntry', 'app', 'echo', {
-    hosts: ['echo.app.svc.cluster.local'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
+  internalService('app', 'echo', {
     addresses: ['10.96.1.1'],
     ports: [{ number: 7070, name: 'grpc', protocol: 'GRPC' }],
     workloadSelector: { matchLabels: { app: 'echo' } },

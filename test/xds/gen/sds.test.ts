@@ -15,6 +15,7 @@ import { typeNeedsFullPush } from '../../../src/xds/server/needs-push';
 import { newPushRequest } from '../../../src/xds/server/push-request';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { tempDir } from '../../helpers/temp';
+import { EC_P256_KEY } from '../../helpers/openssl';
 
 const dir = tempDir(t, 'mesh-sds-gen-');
 
@@ -22,27 +23,9 @@ let n = 0;
 /** A self-signed certificate and key (PEM), valid for a day unless `days` says otherwise. */
 function pair(cn: string): { cert: string; key: string } {
   const base = path.join(dir, String(++n));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:P-256',
-      '-nodes',
-      '-subj',
-      `/CN=${cn}`,
-      '-days',
-      '1',
-      '-keyout',
-      `${base}.key`,
-      '-out',
-      `${base}.crt`,
-    ],
-    { stdio: 'ignore' },
-  );
+  execFileSync('openssl', ['req', '-x509', ...EC_P256_KEY, '-subj', `/CN=${cn}`, '-days', '1', '-keyout', `${base}.key`, '-out', `${base}.crt`], {
+    stdio: 'ignore',
+  });
   return { cert: fs.readFileSync(`${base}.crt`, 'utf8'), key: fs.readFileSync(`${base}.key`, 'utf8') };
 }
 

@@ -8,9 +8,9 @@ import type { Config } from '../../../src/config/types';
 import type { Proxy } from '../../../src/discovery/model';
 import { generatorsFor } from '../../../src/xds/gen';
 import { typesUnchanged } from '../../../src/xds/gen/unchanged';
-import type { PushRequest } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { fullPush } from './helpers';
 
 const CREATED = '2026-01-01T00:00:00Z';
 const se = (name: string, port: number, protocol: string, address: string) =>
@@ -60,14 +60,6 @@ const proxies = (): Proxy[] => [
   proxy('sidecar~10.1.0.2~g1.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', GENERATOR: 'grpc' }),
 ];
 
-const req = (push: PushContext): PushRequest<PushContext> => ({
-  full: true,
-  configsUpdated: new Set(),
-  edsUpdates: new Set(),
-  reasons: new Map(),
-  push,
-  start: 0,
-});
 const GRPC_NAMES: Record<string, string[]> = {
   [TYPE_URL.cluster]: [],
   [TYPE_URL.listener]: ['reviews.apps.svc.cluster.local:9080', 'db.apps.svc.cluster.local:5432'],
@@ -77,7 +69,7 @@ const GRPC_NAMES: Record<string, string[]> = {
 function generated(p: Proxy, push: PushContext, typeUrl: string): Map<string, string> {
   const names = p.proxyless ? GRPC_NAMES[typeUrl]! : [];
   const w = { typeUrl, resourceNames: new Set(names), wildcard: names.length === 0 };
-  const out = generatorsFor(p)[typeUrl]!.generate(p, w, req(push)).resources;
+  const out = generatorsFor(p)[typeUrl]!.generate(p, w, fullPush(push, 0)).resources;
   return new Map(out.map((r) => [r.name, Buffer.from(r.resource.value).toString('hex')]));
 }
 
@@ -127,7 +119,7 @@ t.test('an edit of HTTP routes leaves clusters and listeners as they were', asyn
   const sidecar = proxies()[0]!;
   const w = { typeUrl: TYPE_URL.route, resourceNames: new Set(['9080']), wildcard: false };
   const rds = (push: PushContext) =>
-    Buffer.from(generatorsFor(sidecar)[TYPE_URL.route]!.generate(sidecar, w, req(push)).resources[0]!.resource.value).toString('hex');
+    Buffer.from(generatorsFor(sidecar)[TYPE_URL.route]!.generate(sidecar, w, fullPush(push, 0)).resources[0]!.resource.value).toString('hex');
   t.not(rds(next), rds(prev), 'the route configuration changed');
 });
 

@@ -3,8 +3,7 @@
 // RDS, and what a delta push of an edit sends (changed only) and removes.
 import t from 'tap';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
-import { initPushContext, type PushContext } from '../../../src/discovery/push-context';
-import { buildRegistries } from '../../../src/discovery/registry';
+import type { PushContext } from '../../../src/discovery/push-context';
 import type { Proxy } from '../../../src/discovery/model';
 import { ApiConfigSource_ApiType } from '../../../src/gen/envoy/config/core/v3/config_source_pb';
 import { VirtualHostSchema } from '../../../src/gen/envoy/config/route/v3/route_components_pb';
@@ -12,27 +11,22 @@ import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3
 import { generatorsFor } from '../../../src/xds/gen';
 import { deltaDiff } from '../../../src/xds/server/delta';
 import { hashResource } from '../../../src/xds/server/resources';
-import type { PushRequest, Resource } from '../../../src/xds/types';
+import type { Resource } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { markVhds } from '../../../src/xds/vhds';
 import { initKey } from '../../../src/xds/gen/reuse';
 import { routeConfigParts, sidecarVirtualServiceOrder } from '../../../src/xds/gen/rds';
 import { packedRouteVirtualHosts, patchedSidecarVirtualHosts, type LastBuild } from '../../../src/xds/gen/vhds';
-import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { cfg, proxy, internalService } from '../../discovery/fixtures';
+import { fullPush, pushOf } from './helpers';
 
 const base = [
-  cfg('ServiceEntry', 'apps', 'reviews', {
-    hosts: ['reviews.apps.svc.cluster.local'],
+  internalService('apps', 'reviews', {
     addresses: ['10.96.0.9'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
   }),
-  cfg('ServiceEntry', 'apps', 'ratings', {
-    hosts: ['ratings.apps.svc.cluster.local'],
+  internalService('apps', 'ratings', {
     addresses: ['10.96.0.10'],
-    location: 'MESH_INTERNAL',
-    resolution: 'STATIC',
     ports: [{ number: 9080, name: 'http', protocol: 'HTTP' }],
   }),
   cfg('Gateway', 'mesh-system', 'gw', {
@@ -46,18 +40,6 @@ const base = [
   }),
 ];
 
-function pushOf(configs: typeof base): PushContext {
-  const store = new ListStore(configs);
-  return initPushContext(store, buildRegistries(store, []));
-}
-const req = (push: PushContext): PushRequest<PushContext> => ({
-  full: true,
-  configsUpdated: new Set(),
-  edsUpdates: new Set(),
-  reasons: new Map(),
-  push,
-  start: Date.now(),
-});
 const byName = (typeUrl: string, names: string[]) => ({ typeUrl, resourceNames: new Set(names), wildcard: false });
 const vhdsWatch = (routeConfigs: string[], names: string[] = []) => ({
   typeUrl: TYPE_URL.virtualHost,
@@ -79,7 +61,7 @@ const vhdsGateway = (): Proxy => {
 const plainSidecar = proxy('sidecar~10.1.0.2~r2.apps~apps.svc.cluster.local', { NAMESPACE: 'apps', LABELS: { app: 'reviews' } });
 
 const vhosts = (p: Proxy, push: PushContext, rcs: string[], names: string[] = []): Resource[] =>
-  generatorsFor(p)[TYPE_URL.virtualHost]!.generate(p, vhdsWatch(rcs, names), req(push)).resources;
+  generatorsFor(p)[TYPE_URL.virtualHost]!.generate(p, vhdsWatch(rcs, names), fullPush(push)).resources;
 const decode = (r: Resource) => anyUnpack(r.resource, VirtualHostSchema)!;
 
 t.test('a VHDS proxy gets route configurations without virtual hosts, naming a DELTA_GRPC vhds source', async (t) => {
@@ -88,7 +70,7 @@ t.test('a VHDS proxy gets route configurations without virtual hosts, naming a D
     [vhdsSidecar(), '9080'],
     [vhdsGateway(), 'http.80'],
   ] as const) {
-    const [r] = generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources;
+    const [r] = generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), fullPush(push)).resources;
     const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
     t.equal(rc.name, name);
     t.same(rc.virtualHosts, [], `${name}: no inline virtual hosts`);
@@ -112,7 +94,7 @@ t.test('a VHDS route configuration has every field of the full one but its virtu
   ] as const) {
     const get = (p: Proxy) =>
       anyUnpack(
-        generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), req(push)).resources[0]!.resource,
+        generatorsFor(p)[TYPE_URL.route]!.generate(p, byName(TYPE_URL.route, [name]), fullPush(push)).resources[0]!.resource,
         RouteConfigurationSchema,
       )!;
     const viaVhds = get(vp);
@@ -123,7 +105,7 @@ t.test('a VHDS route configuration has every field of the full one but its virtu
 
 t.test('a proxy without VHDS keeps full RDS', async (t) => {
   const push = pushOf(base);
-  const [r] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), req(push)).resources;
+  const [r] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), fullPush(push)).resources;
   const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
   t.equal(rc.vhds, undefined);
   t.ok(rc.virtualHosts.length >= 3);
@@ -156,7 +138,7 @@ for (const c of table) {
 
 t.test('VHDS carries the same routes as full RDS', async (t) => {
   const push = pushOf(base);
-  const [full] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), req(push)).resources;
+  const [full] = generatorsFor(plainSidecar)[TYPE_URL.route]!.generate(plainSidecar, byName(TYPE_URL.route, ['9080']), fullPush(push)).resources;
   const fromRds = anyUnpack(full!.resource, RouteConfigurationSchema)!.virtualHosts.map((v) => ({ ...v, name: `9080/${v.name}` }));
   const fromVhds = vhosts(vhdsSidecar(), push, ['9080']).map(decode);
   t.same(
@@ -292,7 +274,7 @@ t.test('the generator patches across consecutive edits and matches a full build 
   const gen = generatorsFor(p)[TYPE_URL.virtualHost]!;
   const plain = vhdsSidecar();
   let push = pushOf(base);
-  gen.generate(p, vhdsWatch(['9080']), req(push));
+  gen.generate(p, vhdsWatch(['9080']), fullPush(push));
   for (const timeout of ['4s', '5s', '6s']) {
     push = pushOf(
       base.map((c) =>
@@ -304,9 +286,9 @@ t.test('the generator patches across consecutive edits and matches a full build 
           : c,
       ),
     );
-    const got = gen.generate(p, vhdsWatch(['9080']), { ...req(push), configsUpdated: new Set(['VirtualService/apps/reviews']) }).resources;
+    const got = gen.generate(p, vhdsWatch(['9080']), { ...fullPush(push), configsUpdated: new Set(['VirtualService/apps/reviews']) }).resources;
     // a fresh generator and a push request naming nothing: a full build
-    const want = generatorsFor(plain)[TYPE_URL.virtualHost]!.generate(plain, vhdsWatch(['9080']), req(push)).resources;
+    const want = generatorsFor(plain)[TYPE_URL.virtualHost]!.generate(plain, vhdsWatch(['9080']), fullPush(push)).resources;
     t.same(got.map(decode), want.map(decode), `timeout ${timeout}`);
     const reviews = got.map(decode).find((v) => v.name === '9080/reviews.apps.svc.cluster.local:9080')!;
     const a = reviews.routes[0]!.action;

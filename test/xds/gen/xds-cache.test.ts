@@ -6,13 +6,14 @@ import t from 'tap';
 import { toBinary } from '@bufbuild/protobuf';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
 import type { Config } from '../../../src/config/types';
-import { initPushContext, type PushContext } from '../../../src/discovery/push-context';
+import { initPushContext } from '../../../src/discovery/push-context';
 import { XdsCache, type XdsCacheSettings } from '../../../src/discovery/push/xds-cache';
 import { buildRegistries } from '../../../src/discovery/registry';
 import { generatorsFor } from '../../../src/xds/gen';
-import type { PushRequest, WatchedResource } from '../../../src/xds/types';
+import type { WatchedResource } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { fullPush } from './helpers';
 
 // ---------------------------------------------------------------------------------------------
 // the cache itself
@@ -199,14 +200,6 @@ const proxies = [
 
 const wildcard = (typeUrl: string): WatchedResource => ({ typeUrl, resourceNames: new Set(), wildcard: true });
 const named = (typeUrl: string, names: Iterable<string>): WatchedResource => ({ typeUrl, resourceNames: new Set(names), wildcard: false });
-const request = (push: PushContext): PushRequest<PushContext> => ({
-  full: true,
-  configsUpdated: new Set(),
-  edsUpdates: new Set(),
-  reasons: new Map(),
-  push,
-  start: 0,
-});
 const ROUTES = ['80', '8080', '9080', '443', 'http.80'];
 
 /** Every push's output for every proxy and type, as `proxy type name` → hex of the Any's bytes. */
@@ -222,7 +215,7 @@ function run(settings: Partial<XdsCacheSettings>): { out: Array<Map<string, stri
     for (const round of [0, 1]) {
       for (const p of proxies) {
         const gens = generatorsFor(p);
-        const gen = (w: WatchedResource) => gens[w.typeUrl]!.generate(p, w, request(push)).resources;
+        const gen = (w: WatchedResource) => gens[w.typeUrl]!.generate(p, w, fullPush(push, 0)).resources;
         const cds = gen(wildcard(TYPE_URL.cluster));
         const eds = gen(
           named(

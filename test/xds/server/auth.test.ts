@@ -12,6 +12,7 @@ import { authenticateXdsPeer, xdsAuthenticator } from '../../../src/meshd/identi
 import { authorizeXdsProxy, type XdsAuthSettings, type XdsClaim } from '../../../src/xds/server/index';
 import { CDS, CLUSTER_A, node, SotwStream, startServer, world } from './helpers';
 import { tempDir } from '../../helpers/temp';
+import { EC_P256_KEY } from '../../helpers/openssl';
 
 const ON: XdsAuthSettings = { identityCheck: true };
 const ID_DEFAULT_APP = 'spiffe://cluster.local/ns/default/sa/app';
@@ -127,11 +128,10 @@ function openssl(dir: string, args: string[]): void {
 
 /** A CA, a server certificate for 127.0.0.1, and client certificates with the given URI SANs. */
 function makePki(dir: string, clients: Record<string, string>): void {
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(dir, ['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=mesh-test-ca']);
+  openssl(dir, ['req', '-x509', ...EC_P256_KEY, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '1', '-subj', '/CN=mesh-test-ca']);
   const leaf = (name: string, san: string) => {
     fs.writeFileSync(path.join(dir, `${name}.ext`), `subjectAltName=${san}\n`);
-    openssl(dir, ['req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
+    openssl(dir, ['req', ...EC_P256_KEY, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
     openssl(dir, [
       'x509',
       '-req',

@@ -23,6 +23,7 @@ import {
   SotwStream,
   startServer,
   world,
+  serverWithStream,
 } from './helpers';
 import { waitFor } from '../../helpers/wait';
 
@@ -41,10 +42,7 @@ async function sentinel(d: DeltaStream): Promise<void> {
 }
 
 t.test('delta subscribe and unsubscribe: resources, versions, removed_resources and nonces', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const d = new DeltaStream(srv.address);
-  t.teardown(() => d.close());
+  const { srv, s: d } = await serverWithStream(t, DeltaStream, W1);
 
   // Legacy wildcard: a first CDS request naming nothing means everything.
   d.send({ node: node(), typeUrl: CDS });
@@ -90,10 +88,7 @@ t.test('delta subscribe and unsubscribe: resources, versions, removed_resources 
 });
 
 t.test('explicit wildcard: only changes are sent; leaving the wildcard keeps explicit names only', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const d = new DeltaStream(srv.address);
-  t.teardown(() => d.close());
+  const { srv, s: d } = await serverWithStream(t, DeltaStream, W1);
   d.send({ node: node(), typeUrl: CDS, resourceNamesSubscribe: ['*'] });
   const all = await d.expect(CDS);
   t.same(rnames(all), [CLUSTER_A, CLUSTER_B].sort());
@@ -155,10 +150,7 @@ t.test('initial_resource_versions: a reconnecting client gets only what changed'
 
 t.test('a delta NACK is counted and not answered', async (t) => {
   const sink = captureLogs(t);
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const d = new DeltaStream(srv.address);
-  t.teardown(() => d.close());
+  const { srv, s: d } = await serverWithStream(t, DeltaStream, W1);
   d.send({ node: node(), typeUrl: CDS });
   const cds = await d.expect(CDS);
   const before = await metricValue('pilot_total_xds_rejects', { type: 'cds' });
@@ -177,10 +169,7 @@ t.test('a delta NACK is counted and not answered', async (t) => {
 });
 
 t.test('delta incremental EDS sends only the changed clusters', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const d = new DeltaStream(srv.address);
-  t.teardown(() => d.close());
+  const { srv, s: d } = await serverWithStream(t, DeltaStream, W1);
   d.send({ node: node(), typeUrl: EDS, resourceNamesSubscribe: [CLUSTER_A, CLUSTER_B] });
   const e = await d.expect(EDS);
   t.same(rnames(e), [CLUSTER_A, CLUSTER_B].sort());
@@ -195,10 +184,7 @@ t.test('delta incremental EDS sends only the changed clusters', async (t) => {
 });
 
 t.test('a cluster request is followed by endpoints for warming', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const d = new DeltaStream(srv.address);
-  t.teardown(() => d.close());
+  const { s: d } = await serverWithStream(t, DeltaStream, W1);
   d.send({ node: node(), typeUrl: EDS, resourceNamesSubscribe: [CLUSTER_A] });
   d.ack(await d.expect(EDS));
   d.send({ typeUrl: CDS });
@@ -209,10 +195,7 @@ t.test('a cluster request is followed by endpoints for warming', async (t) => {
 });
 
 t.test('MESH_DELTA_XDS=false answers the delta method UNIMPLEMENTED; SotW still works', async (t) => {
-  const srv = await startServer(W1, { deltaXds: false });
-  t.teardown(srv.close);
-  const d = new DeltaStream(srv.address);
-  t.teardown(() => d.close());
+  const { srv, s: d } = await serverWithStream(t, DeltaStream, W1, { deltaXds: false });
   d.send({ node: node(), typeUrl: CDS });
   const st = await d.inbox.status();
   t.equal(st.code, grpc.status.UNIMPLEMENTED);

@@ -315,6 +315,20 @@ function makeClient(address: string, o: ClientOptions): InstanceType<typeof AdsC
   return new AdsClient(address, o.credentials ?? grpc.credentials.createInsecure(), o.channelOptions);
 }
 
+/** A test server on `initial` (see startServer) and one stream to it, both closed when the test ends. */
+export async function serverWithStream<S extends { close(): void }>(
+  t: { teardown(f: () => unknown): void },
+  Stream: new (address: string) => S,
+  initial: World,
+  settings: Partial<AdsSettings> = {},
+): Promise<{ srv: TestServer; s: S }> {
+  const srv = await startServer(initial, settings);
+  t.teardown(srv.close);
+  const s = new Stream(srv.address);
+  t.teardown(() => s.close());
+  return { srv, s };
+}
+
 /** A raw SotW ADS stream. */
 export class SotwStream {
   readonly client: InstanceType<typeof AdsClient>;

@@ -22,6 +22,7 @@ import {
   SotwStream,
   startServer,
   world,
+  serverWithStream,
 } from './helpers';
 import { waitFor } from '../../helpers/wait';
 
@@ -51,10 +52,7 @@ async function sentinel(s: SotwStream): Promise<void> {
 }
 
 t.test('initial CDS, EDS, LDS, RDS carry the push version and unique nonces', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   const { cds, eds, lds, rds } = await bootstrap(s);
   t.same(names(cds), [CLUSTER_A, CLUSTER_B].sort());
   t.same(names(eds), [CLUSTER_A, CLUSTER_B].sort());
@@ -90,10 +88,7 @@ t.test('initial CDS, EDS, LDS, RDS carry the push version and unique nonces', as
 });
 
 t.test('an ACK (version and nonce echoed) is not answered', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   s.send({ node: node(), typeUrl: CDS });
   const cds = await s.expect(CDS);
   const before = srv.gens.calls[CDS];
@@ -108,10 +103,7 @@ t.test('an ACK (version and nonce echoed) is not answered', async (t) => {
 });
 
 t.test('a stale nonce is ignored and counted', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   s.send({ node: node(), typeUrl: CDS });
   const first = await s.expect(CDS);
   s.ack(first);
@@ -132,10 +124,7 @@ t.test('a stale nonce is ignored and counted', async (t) => {
 
 t.test('a NACK is logged, counted, not answered, and the next push still goes out', async (t) => {
   const sink = captureLogs(t);
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   s.send({ node: node(), typeUrl: CDS });
   const cds = await s.expect(CDS);
   const totalBefore = await metricValue('pilot_total_xds_rejects', { type: 'cds' });
@@ -183,10 +172,7 @@ t.test('a NACK is logged, counted, not answered, and the next push still goes ou
 });
 
 t.test('a changed resource list under the same nonce is a new subscription', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   s.send({ node: node(), typeUrl: CDS });
   s.ack(await s.expect(CDS));
   s.send({ typeUrl: EDS, resourceNames: [CLUSTER_A] });
@@ -234,10 +220,7 @@ t.test('a reconnecting client gets the full state on its new stream', async (t) 
 });
 
 t.test('a config change reaches the client with a new version, clusters first, unchanged types skipped', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   const { cds } = await bootstrap(s);
   const pushesBefore = await metricValue('pilot_xds_pushes', { type: 'lds' });
   const series = [
@@ -268,10 +251,7 @@ t.test('a config change reaches the client with a new version, clusters first, u
 });
 
 t.test("a full push that changes every type arrives in Istio's order CDS, EDS, LDS, RDS", async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   // Subscribe in the reverse order to show that the order comes from the server.
   s.send({ node: node(), typeUrl: RDS, resourceNames: ['80'] });
   s.ack(await s.expect(RDS), ['80']);
@@ -294,10 +274,7 @@ t.test("a full push that changes every type arrives in Istio's order CDS, EDS, L
 });
 
 t.test('a push that leaves clusters and listeners unchanged neither generates nor sends them', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   const { rds } = await bootstrap(s);
   const calls = { ...srv.gens.calls };
   const W2 = world('routes-only', W1.clusters, undefined, { '80': 'vh2' });
@@ -332,10 +309,7 @@ t.test('with a push throttle of 1 every connection is still pushed', async (t) =
 });
 
 t.test('an endpoints-only change pushes only the changed EDS resources', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   await bootstrap(s);
   const calls = { ...srv.gens.calls };
   srv.gens.edsAsked = [];
@@ -353,10 +327,7 @@ t.test('an endpoints-only change pushes only the changed EDS resources', async (
 });
 
 t.test('a burst of pushAll calls is debounced into one or two pushes', async (t) => {
-  const srv = await startServer(W1, { debounceAfterMs: 20, debounceMaxMs: 5000 });
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1, { debounceAfterMs: 20, debounceMaxMs: 5000 });
   const { cds } = await bootstrap(s);
   const dispatchedBefore = srv.ads.stats().pushesDispatched;
   const debounceBefore = await metricValue('pilot_debounce_time');
@@ -382,10 +353,7 @@ t.test('a burst of pushAll calls is debounced into one or two pushes', async (t)
 });
 
 t.test('a missing node or an unparsable node ID rejects the stream with INVALID_ARGUMENT', async (t) => {
-  const srv = await startServer(W1);
-  t.teardown(srv.close);
-  const s = new SotwStream(srv.address);
-  t.teardown(() => s.close());
+  const { srv, s } = await serverWithStream(t, SotwStream, W1);
   s.send({ typeUrl: CDS });
   const st = await s.inbox.status();
   t.equal(st.code, grpc.status.INVALID_ARGUMENT);
