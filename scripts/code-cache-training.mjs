@@ -11,6 +11,7 @@ import path from 'node:path';
 import { startIssuer } from '../examples/claim-routing/issuer.mjs';
 import { Exited, waitFor } from './lib/wait.mjs';
 import { freePort } from './lib/ports.mjs';
+import { ephemeralListeners } from './lib/daemon-flags.mjs';
 
 const TIMEOUT_MS = 30_000;
 
@@ -60,33 +61,12 @@ export async function trainCodeCaches(dist) {
     const issuer = await startIssuer({ port: 0 });
     cleanup.push(() => issuer.close());
     mkdirSync(path.join(work, 'config'));
-    const daemon = start(
-      bundle,
-      [
-        'pilot-discovery',
-        'discovery',
-        '--configDir',
-        'config',
-        '--grpcAddr',
-        '127.0.0.1:0',
-        '--secureGRPCAddr',
-        '127.0.0.1:0',
-        '--httpAddr',
-        '127.0.0.1:0',
-        '--monitoringAddr',
-        '127.0.0.1:0',
-        '--httpsAddr',
-        '127.0.0.1:0',
-        '--ctrlz_port',
-        '0',
-      ],
-      {
-        cwd: work,
-        // Not trained: a chunk the daemon shares with the agent would get the daemon's larger cache, and V8 makes
-        // bytecode for every function a cache holds, used or not (+18 MB RSS per agent when the daemon was trained).
-        env: { ...noTraining, JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
-      },
-    );
+    const daemon = start(bundle, ['pilot-discovery', 'discovery', '--configDir', 'config', ...ephemeralListeners()], {
+      cwd: work,
+      // Not trained: a chunk the daemon shares with the agent would get the daemon's larger cache, and V8 makes
+      // bytecode for every function a cache holds, used or not (+18 MB RSS per agent when the daemon was trained).
+      env: { ...noTraining, JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
+    });
     cleanup.push(() => daemon.child.kill('SIGKILL'));
     const listening = /secure discovery gRPC listening on (\S+)/;
     await waitWhileRunning(() => listening.test(daemon.out()), "the daemon's secure port", daemon);

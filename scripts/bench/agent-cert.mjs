@@ -24,6 +24,7 @@ import { cpuSeconds } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
 import { median, parseOptions, pinPrefix } from '../lib/bench.mjs';
 import { freePort } from '../lib/ports.mjs';
+import { ephemeralListeners } from '../lib/daemon-flags.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 let DIST = path.join(ROOT, 'dist');
@@ -73,31 +74,11 @@ async function measure() {
   const daemonDir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-ca-'));
   cleanup.push(() => rmSync(daemonDir, { recursive: true, force: true }));
   mkdirSync(path.join(daemonDir, 'config'));
-  const daemon = run(
-    path.join(DIST, 'pilot-discovery'),
-    [
-      'discovery',
-      '--configDir',
-      'config',
-      '--grpcAddr',
-      '127.0.0.1:0',
-      '--secureGRPCAddr',
-      '127.0.0.1:0',
-      '--httpAddr',
-      '127.0.0.1:0',
-      '--monitoringAddr',
-      '127.0.0.1:0',
-      '--httpsAddr',
-      '127.0.0.1:0',
-      '--ctrlz_port',
-      '0',
-    ],
-    {
-      cwd: daemonDir,
-      cpu: opts.daemonCpu,
-      env: { JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
-    },
-  );
+  const daemon = run(path.join(DIST, 'pilot-discovery'), ['discovery', '--configDir', 'config', ...ephemeralListeners()], {
+    cwd: daemonDir,
+    cpu: opts.daemonCpu,
+    env: { JWT_RULE: JSON.stringify({ issuer: issuer.issuer, jwks_uri: issuer.jwksUri, audiences: ['mesh-ca'] }) },
+  });
   cleanup.push(() => daemon.child.kill('SIGKILL'));
   await waitFor(
     () => `the daemon's secure port:\n${daemon.out()}`,

@@ -4,6 +4,9 @@
 // keeps its root under ./var/lib/mesh/ca there and publishes it under ./var/run/secrets/mesh, so a restart in
 // the same directory keeps the root. Two entry points, one process starter: `startDaemon` with the flags a
 // test is about, `startDiscovery` with a config directory and pinned xDS ports (for restarts on the same port).
+import { ephemeralListeners } from '../../scripts/lib/daemon-flags.mjs';
+// One list of ephemeral listener flags for tests and scripts (scripts/lib/daemon-flags.mjs).
+export { ephemeralListeners };
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,15 +29,6 @@ export interface RunningDaemon {
   rootCertPath: string;
   log: () => string;
   stop: () => Promise<number | null>;
-}
-
-/**
- * `--<flag> 127.0.0.1:0` for every listener of `pilot-discovery discovery` but those named in `pinned` (which the
- * test gives itself), and --ctrlz_port 0: the one list of the daemon's listeners every test starts it with.
- */
-export function ephemeralListeners(...pinned: string[]): string[] {
-  const flags = ['grpcAddr', 'httpAddr', 'monitoringAddr', 'httpsAddr', 'secureGRPCAddr'].filter((f) => !pinned.includes(f));
-  return [...flags.flatMap((f) => [`--${f}`, '127.0.0.1:0']), '--ctrlz_port', '0'];
 }
 
 function listening(out: string, flag: string): string | undefined {

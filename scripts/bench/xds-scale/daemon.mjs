@@ -1,6 +1,7 @@
 // Starts the built `pilot-discovery discovery` with every address on 127.0.0.1 and an ephemeral port (as
 // test/helpers/daemon.ts does), learns the chosen ports from its log and waits for /ready.
 import { spawn } from 'node:child_process';
+import { ephemeralListeners } from '../../lib/daemon-flags.mjs';
 
 const PURPOSES = { grpc: 'discovery gRPC', http: 'discovery HTTP', monitoring: 'monitoring HTTP' };
 const LOG_TAIL_LINES = 400;
@@ -21,29 +22,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export async function startDaemon(command, args, { env = {}, timeoutMs = 120_000 } = {}) {
   // command: the program and the arguments before `discovery` (e.g. node --cpu-prof dist/mesh.cjs pilot-discovery)
   const [file, ...prefix] = command;
-  const child = spawn(
-    file,
-    [
-      ...prefix,
-      'discovery',
-      '--grpcAddr',
-      '127.0.0.1:0',
-      '--httpAddr',
-      '127.0.0.1:0',
-      '--monitoringAddr',
-      '127.0.0.1:0',
-      '--httpsAddr',
-      '127.0.0.1:0',
-      '--secureGRPCAddr',
-      '127.0.0.1:0',
-      '--ctrlz_address',
-      '127.0.0.1',
-      '--ctrlz_port',
-      '0',
-      ...args,
-    ],
-    { env: daemonEnv(env), stdio: ['ignore', 'pipe', 'pipe'] },
-  );
+  const child = spawn(file, [...prefix, 'discovery', ...ephemeralListeners(), '--ctrlz_address', '127.0.0.1', ...args], {
+    env: daemonEnv(env),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const tail = [];
   const counts = { lines: 0, warn: 0, error: 0 };
   const firstProblems = [];

@@ -1,0 +1,1 @@
+export function ephemeralListeners(...pinned: string[]): string[];
