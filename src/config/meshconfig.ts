@@ -7,6 +7,8 @@ import { existsSync, type FSWatcher, readFileSync, watch } from 'node:fs';
 import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { registerScope } from '../lib/log';
+import { MeshConfigError } from './meshconfig-error';
+import { DEFAULT_MESH_TELEMETRY, parseMeshTelemetry, type MeshTelemetry } from './mesh-telemetry';
 
 const log = registerScope('default');
 
@@ -31,13 +33,13 @@ export interface MeshConfigView {
   /** discoverySelectors: namespaces whose objects are read; none = every namespace. */
   discoverySelectors: LabelSelector[];
   pathNormalization: PathNormalization;
+  /** accessLog*, enableTracing, defaultConfig.tracing, extensionProviders, defaultProviders. */
+  telemetry: MeshTelemetry;
 }
 
-export const DEFAULT_MESH_CONFIG: MeshConfigView = { discoverySelectors: [], pathNormalization: 'BASE' };
+export const DEFAULT_MESH_CONFIG: MeshConfigView = { discoverySelectors: [], pathNormalization: 'BASE', telemetry: DEFAULT_MESH_TELEMETRY };
 
-export class MeshConfigError extends Error {
-  override name = 'MeshConfigError';
-}
+export { MeshConfigError };
 
 const OPERATORS = new Set(['In', 'NotIn', 'Exists', 'DoesNotExist']);
 
@@ -55,10 +57,11 @@ export function parseMeshConfig(text: string, file: string): MeshConfigView {
   if (doc === null || doc === undefined) doc = {};
   if (typeof doc !== 'object' || Array.isArray(doc)) throw new MeshConfigError(`mesh config ${file}: expected a MeshConfig object`);
   const pathNormalization = pathNormalizationOf((doc as Record<string, unknown>).pathNormalization, file);
+  const telemetry = parseMeshTelemetry(doc as Record<string, unknown>, file);
   const raw = (doc as Record<string, unknown>).discoverySelectors;
-  if (raw === undefined || raw === null) return { discoverySelectors: [], pathNormalization };
+  if (raw === undefined || raw === null) return { discoverySelectors: [], pathNormalization, telemetry };
   if (!Array.isArray(raw)) throw new MeshConfigError(`mesh config ${file}: discoverySelectors: must be a list of label selectors`);
-  return { discoverySelectors: raw.map((s, i) => labelSelector(s, `${file}: discoverySelectors[${i}]`)), pathNormalization };
+  return { discoverySelectors: raw.map((s, i) => labelSelector(s, `${file}: discoverySelectors[${i}]`)), pathNormalization, telemetry };
 }
 
 function pathNormalizationOf(v: unknown, file: string): PathNormalization {

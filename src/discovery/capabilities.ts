@@ -7,10 +7,11 @@
 // Envoy a user points PROXY_CONFIG binaryPath at. A node that lists no extensions (an older client, a tool)
 // is taken to be Istio's own build: it gets what Istio would send.
 //
-// Of Istio's own extensions the daemon generates only istio.alpn (no istio.stats, no metadata exchange /
-// peer metadata filters, no Wasm): the table below holds that one, with what a proxy without it gets instead
-// (the generators' side of it: alpnInsteadOfFilter in src/xds/gen/tls.ts). The model of the proxy, read once
-// per stream, below the generators that consult it.
+// Of Istio's own extensions the daemon generates istio.alpn, istio.stats and istio.metadata_exchange (HTTP
+// peer metadata, network and upstream network metadata exchange); no Wasm. The table below holds them, with
+// what a proxy without them gets instead (the generators' side: alpnInsteadOfFilter in src/xds/gen/tls.ts,
+// src/xds/gen/telemetry-filters.ts). The model of the proxy, read once per stream, below the generators that
+// consult it.
 import type { Extension } from '../gen/envoy/config/core/v3/base_pb';
 
 /** An extension only Istio's Envoy build has, and what the daemon does for a proxy that lacks it. */
@@ -23,7 +24,7 @@ export interface IstioOnlyExtension {
   instead: string;
 }
 
-export type IstioFeature = 'alpn';
+export type IstioFeature = 'alpn' | 'stats' | 'peerMetadata' | 'metadataExchange';
 
 export const ISTIO_ONLY_EXTENSIONS: Readonly<Record<IstioFeature, IstioOnlyExtension>> = {
   alpn: {
@@ -31,6 +32,21 @@ export const ISTIO_ONLY_EXTENSIONS: Readonly<Record<IstioFeature, IstioOnlyExten
     typeName: 'istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig',
     instead:
       'no istio.alpn HTTP filter; its mesh mTLS clusters offer the istio-http/1.1 or istio-h2 ALPN themselves when the port protocol fixes it (sniffed ports offer istio and reach a sniffing server as TCP)',
+  },
+  stats: {
+    name: 'istio.stats',
+    typeName: 'stats.PluginConfig',
+    instead: "no istio.stats HTTP or network filters: the proxy reports none of Istio's standard metrics",
+  },
+  peerMetadata: {
+    name: 'istio.metadata_exchange',
+    typeName: 'io.istio.http.peer_metadata.Config',
+    instead: 'no peer metadata HTTP filter: no x-envoy-peer-metadata headers are sent or read',
+  },
+  metadataExchange: {
+    name: 'istio.metadata_exchange',
+    typeName: 'envoy.tcp.metadataexchange.config.MetadataExchange',
+    instead: 'no TCP metadata exchange filters on inbound chains or outbound clusters',
   },
 };
 

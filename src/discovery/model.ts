@@ -125,4 +125,6 @@ export interface Proxy {
   verifiedIdentity?: { trustDomain: string; namespace: string; serviceAccount: string };
   /** What the proxy lacks of Istio's own Envoy build, from Node.extensions; undefined: Istio's build. */
   capabilities?: ProxyCapabilities;
+  /** Node.cluster as sent (the agent's service cluster, e.g. `productpage.default`); the tracer's service name. */
+  serviceCluster?: string;
 }

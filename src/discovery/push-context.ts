@@ -4,6 +4,7 @@
 // derived data (sidecar scopes, merged gateways) is memoised inside the snapshot, which stays valid
 // because the snapshot never changes.
 import type { PathNormalization } from '../config/meshconfig';
+import { DEFAULT_MESH_TELEMETRY, type MeshTelemetry } from '../config/mesh-telemetry';
 import type { ConfigStore } from '../config/store';
 import type { Config, TrafficPolicy } from '../config/types';
 import { hostMatches } from './host';
@@ -26,6 +27,7 @@ import { PushStatus, type PushStatusMetric } from './push-status';
 import { usesAutoAllocatedIPs, withAutoAllocatedIPs } from './auto-allocate';
 import { defaultXdsCache, type XdsCache, type XdsCacheType } from './push/xds-cache';
 import type { ServiceRegistry } from './registry/types';
+import { Telemetries } from './telemetry';
 
 export { MESH_GATEWAY };
 export type { MergedDestinationRule, MergedGateway, MergedPeerAuthentication, MutualTlsMode, SidecarScope, VirtualServiceEntry };
@@ -75,6 +77,17 @@ export interface PushContextOptions {
   ipAutoallocate?: boolean;
   /** Mesh pathNormalization.normalization (Istio default BASE). */
   pathNormalization?: PathNormalization;
+  /** Mesh accessLog*, enableTracing, defaultConfig.tracing, extensionProviders, defaultProviders. */
+  meshTelemetry?: MeshTelemetry;
+  /** PILOT_TRACE_SAMPLING: percent of requests traced when nothing else says. */
+  traceSampling?: number;
+  /** PILOT_ENABLE_TELEMETRY_LABEL and PILOT_ENDPOINT_TELEMETRY_LABEL: istio.workload endpoint metadata. */
+  enableTelemetryLabel?: boolean;
+  endpointTelemetryLabel?: boolean;
+  /** PILOT_SPAWN_UPSTREAM_SPAN_FOR_GATEWAY. */
+  spawnUpstreamSpanForGateway?: boolean;
+  /** PILOT_MX_ADDITIONAL_LABELS: labels the metadata exchange filters also carry. */
+  mxAdditionalLabels?: string[];
 }
 
 export type ResolvedPushContextOptions = Required<PushContextOptions>;
@@ -102,6 +115,12 @@ export const DEFAULT_PUSH_OPTIONS: ResolvedPushContextOptions = {
   alpnFilter: true,
   ipAutoallocate: true,
   pathNormalization: 'BASE',
+  meshTelemetry: DEFAULT_MESH_TELEMETRY,
+  traceSampling: 1,
+  enableTelemetryLabel: true,
+  endpointTelemetryLabel: true,
+  spawnUpstreamSpanForGateway: false,
+  mxAdditionalLabels: [],
 };
 
 /** A service port a sidecar's own workload serves (Istio ServiceTarget), for inbound config. */
@@ -123,6 +142,7 @@ interface ConfigIndex {
   authorizationPolicies: Config<'AuthorizationPolicy'>[];
   peerAuthentications: Config<'PeerAuthentication'>[];
   namespaceMtls: NamespaceMtlsModes;
+  telemetry: Telemetries;
 }
 
 interface ServiceIndex {
@@ -167,6 +187,7 @@ function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions):
     authorizationPolicies: store.list('AuthorizationPolicy').slice(),
     peerAuthentications: store.list('PeerAuthentication').slice(),
     namespaceMtls: new NamespaceMtlsModes(store.list('PeerAuthentication'), opts.rootNamespace),
+    telemetry: new Telemetries(store.list('Telemetry'), opts.meshTelemetry, opts.rootNamespace),
   };
 }
 
@@ -224,6 +245,11 @@ export class PushContext {
     }
   }
 
+  /** The Telemetry resources and the mesh's telemetry config, resolved per proxy (Istio PushContext.Telemetry). */
+  get telemetry(): Telemetries {
+    return this.cfg.telemetry;
+  }
+
   /** Istio PushContext.AddMetric. */
   addMetric(metric: PushStatusMetric, key: string, proxyId = '', message = ''): void {
     this.status.add(metric, key, proxyId, message);
@@ -232,7 +258,9 @@ export class PushContext {
   /** A full snapshot. */
   static build(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}, cache: XdsCache = defaultXdsCache): PushContext {
     const o = { ...DEFAULT_PUSH_OPTIONS, ...opts };
-    return new PushContext(buildConfigIndex(store, o), buildServiceIndex(registry), o, cache);
+    const cfg = buildConfigIndex(store, o);
+    cfg.telemetry.reportUnknownProviders();
+    return new PushContext(cfg, buildServiceIndex(registry), o, cache);
   }
 
   /**
@@ -270,7 +298,9 @@ export class PushContext {
     // HTTP10 metadata "1" makes its HCMs accept HTTP/1.0 (Istio enableHTTP10)
     const http10 = proxy.metadata.raw['HTTP10'] === '1' ? 'http10' : '';
     // and what the proxy lacks of Istio's Envoy build changes what it is sent (capabilities.ts)
-    k = `${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.capabilities?.key ?? ''}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${http10}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
+    // and the Telemetry resources that apply to it (workload-selected ones change its filters and logs)
+    const telemetry = this.cfg.telemetry.keyOf(proxy);
+    k = `${telemetry}|${proxy.type}|${proxy.namespace}|${proxy.proxyless ? 'grpc' : 'envoy'}|${proxy.capabilities?.key ?? ''}|${proxy.metadata.interceptionMode ?? ''}|${auto}|${http10}|${scope ? `${scope.meta.namespace}/${scope.meta.name}` : ''}|${labels}`;
     this.sharedKeys.set(proxy, k);
     return k;
   }

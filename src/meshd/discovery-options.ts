@@ -15,6 +15,7 @@ export function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions 
   }
   return {
     pathNormalization: mesh.pathNormalization,
+    meshTelemetry: mesh.telemetry,
     domain: ctx.flags['domain'] as string,
     clusterId: ctx.flags['clusterID'] as string,
     rootNamespace: ctx.flags['namespace'] as string,
@@ -29,5 +30,25 @@ export function pushOptions(ctx: RunContext, env: EnvTable): PushContextOptions 
     disableMxAlpn: env.bool('PILOT_DISABLE_MX_ALPN'),
     alpnFilter: env.bool('PILOT_ENABLE_ALPN_FILTER'),
     ipAutoallocate: env.bool('PILOT_ENABLE_IP_AUTOALLOCATE'),
+    ...telemetryOptions(env),
+  };
+}
+
+/** The telemetry switches of the environment (Istio pilot/pkg/features/telemetry.go). */
+export function telemetryOptions(env: EnvTable): PushContextOptions {
+  const sampling = env.float('PILOT_TRACE_SAMPLING');
+  const labels = env.string('PILOT_MX_ADDITIONAL_LABELS');
+  return {
+    // Istio: out of [0, 100] is warned about and read as 1
+    traceSampling: sampling >= 0 && sampling <= 100 ? sampling : 1,
+    enableTelemetryLabel: env.bool('PILOT_ENABLE_TELEMETRY_LABEL'),
+    endpointTelemetryLabel: env.bool('PILOT_ENDPOINT_TELEMETRY_LABEL'),
+    spawnUpstreamSpanForGateway: env.bool('PILOT_SPAWN_UPSTREAM_SPAN_FOR_GATEWAY'),
+    mxAdditionalLabels: labels
+      ? labels
+          .split(',')
+          .map((l) => l.trim())
+          .filter((l) => l !== '')
+      : [],
   };
 }

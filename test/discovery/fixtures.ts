@@ -63,6 +63,7 @@ const API: Record<string, string> = {
   RequestAuthentication: 'security.istio.io/v1',
   AuthorizationPolicy: 'security.istio.io/v1',
   PeerAuthentication: 'security.istio.io/v1',
+  Telemetry: 'telemetry.istio.io/v1',
   Service: 'v1',
   EndpointSlice: 'discovery.k8s.io/v1',
   Pod: 'v1',

@@ -330,6 +330,8 @@ t.test('generated listeners: jwt_authn first on gateways and sidecar inbound, ne
   t.same(
     gwh.httpFilters.map((f) => f.name),
     [
+      // Istio's order: metadata exchange before authentication (appendMxFilter)
+      'istio.metadata_exchange',
       'envoy.filters.http.jwt_authn',
       'envoy.filters.http.grpc_stats',
       'istio.alpn',

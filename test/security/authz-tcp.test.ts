@@ -251,13 +251,15 @@ t.test('sidecar inbound: network RBAC before tcp_proxy on TCP and passthrough ch
   const push = initPushContext(store, buildRegistries(store, []));
   const l: Listener = buildVirtualInboundListener(sc, push, security(t));
   const chain = (n: string) => l.filterChains.find((c) => c.name === n)!;
-  t.same(names(chain('0.0.0.0_15432').filters), [NAME, 'envoy.filters.network.tcp_proxy']);
-  t.same(rbacPolicies(chain('0.0.0.0_15432').filters[0]!), ['ns[apps]-policy[deny-ip]-rule[0]']);
-  t.same(names(chain('virtualInbound').filters), [NAME, 'envoy.filters.network.tcp_proxy'], 'inbound passthrough TCP');
-  t.same(names(chain('virtualInbound-blackhole').filters), ['envoy.filters.network.tcp_proxy'], 'not on the blackhole chain');
+  // Istio buildCompleteNetworkFilters: the TCP metadata exchange goes first, then authorization
+  const MX = 'istio.metadata_exchange';
+  t.same(names(chain('0.0.0.0_15432').filters), [MX, NAME, 'envoy.filters.network.tcp_proxy']);
+  t.same(rbacPolicies(chain('0.0.0.0_15432').filters[1]!), ['ns[apps]-policy[deny-ip]-rule[0]']);
+  t.same(names(chain('virtualInbound').filters), [MX, NAME, 'envoy.filters.network.tcp_proxy'], 'inbound passthrough TCP');
+  t.same(names(chain('virtualInbound-blackhole').filters), [MX, 'envoy.filters.network.tcp_proxy'], 'not on the blackhole chain');
   const http = chain('0.0.0.0_8080').filters;
-  t.same(names(http), ['envoy.filters.network.http_connection_manager'], 'HTTP chains keep the HTTP filter');
-  const hcm = anyUnpack(http[0]!.configType.value as never, HttpConnectionManagerSchema)!;
+  t.same(names(http), [MX, 'envoy.filters.network.http_connection_manager'], 'HTTP chains keep the HTTP filter');
+  const hcm = anyUnpack(http[1]!.configType.value as never, HttpConnectionManagerSchema)!;
   t.ok(hcm.httpFilters.some((f) => f.name === 'envoy.filters.http.rbac'));
 
   const outbound = buildSidecarOutboundListeners(sc, push, security(t));

@@ -24,6 +24,8 @@ import { CircuitBreakers_ThresholdsSchema, CircuitBreakersSchema } from '../../g
 import { OutlierDetectionSchema } from '../../gen/envoy/config/cluster/v3/outlier_detection_pb';
 import { PercentSchema } from '../../gen/envoy/type/v3/percent_pb';
 import { MetadataSchema } from '../../gen/envoy/config/core/v3/base_pb';
+import { FilterSchema as ClusterFilterSchema } from '../../gen/envoy/config/cluster/v3/filter_pb';
+import { metadataExchangeClusterFilters } from './telemetry-filters';
 import { UpstreamHttpProtocolOptionsSchema } from '../../gen/envoy/config/core/v3/protocol_pb';
 import { anyPack, anyUnpack } from '@bufbuild/protobuf/wkt';
 import { HttpProtocolOptionsSchema } from '../../gen/envoy/extensions/upstreams/http/v3/http_protocol_options_pb';
@@ -207,9 +209,17 @@ export function applyHttpProtocolOptions(c: Cluster, port: ServicePort | undefin
   } as Parameters<typeof pack<typeof HttpProtocolOptionsSchema>>[1]);
 }
 
-function serviceMetadata(service: Service, port: number, subset: string, dr: MergedDestinationRule | undefined, tlsMode?: string): JsonObject {
+function serviceMetadata(
+  service: Service,
+  port: number,
+  subset: string,
+  dr: MergedDestinationRule | undefined,
+  tlsMode?: string,
+  telemetryLabel = true,
+): JsonObject {
   const istio: JsonObject = {
-    services: [{ host: service.hostname, name: service.name ?? service.hostname, namespace: service.namespace }],
+    // Istio addTelemetryMetadata: the service the stats filter labels destination_service* with (PILOT_ENABLE_TELEMETRY_LABEL)
+    ...(telemetryLabel ? { services: [{ host: service.hostname, name: service.name ?? service.hostname, namespace: service.namespace }] } : {}),
     default_original_port: port,
   };
   if (subset) istio.subset = subset;
@@ -371,6 +381,11 @@ function setAutoSni(c: Cluster, autoSni: boolean, autoSanValidation: boolean): v
   c.typedExtensionProtocolOptions[WK.httpProtocolOptions] = anyPack(HttpProtocolOptionsSchema, h);
 }
 
+/** Istio applyMetadataExchange: outbound and passthrough clusters of Envoy proxies (not proxyless gRPC). */
+function clusterMx(ctx: ClusterBuildContext): Cluster['filters'] {
+  return ctx.proxy.proxyless ? [] : metadataExchangeClusterFilters(ctx.proxy, ctx.push).map((f) => create(ClusterFilterSchema, f));
+}
+
 /**
  * The default cluster `outbound|<port>||<host>` and one per DestinationRule subset, for one port
  * of a service. `only` limits the result to the named clusters (gRPC asks for them by name).
@@ -384,7 +399,10 @@ export function buildOutboundClusters(service: Service, port: ServicePort, ctx: 
   if (!only || only.has(defaultName)) {
     const c = discoveryCluster(defaultName, service, ctx, undefined, port);
     applyPolicy(c, service, port, '', basePolicy, ctx, dr);
-    c.metadata = create(MetadataSchema, { filterMetadata: { istio: serviceMetadata(service, port.port, '', dr, basePolicy.tls?.mode) } });
+    c.metadata = create(MetadataSchema, {
+      filterMetadata: { istio: serviceMetadata(service, port.port, '', dr, basePolicy.tls?.mode, ctx.push.options.enableTelemetryLabel) },
+    });
+    c.filters = clusterMx(ctx);
     out.push(c);
   }
   for (const subset of dr?.subsets ?? []) {
@@ -393,7 +411,10 @@ export function buildOutboundClusters(service: Service, port: ServicePort, ctx: 
     const c = discoveryCluster(name, service, ctx, subset.labels ?? {}, port);
     const policy = mergeTrafficPolicy(dr!.trafficPolicy, subset.trafficPolicy, port.port);
     applyPolicy(c, service, port, subset.name, policy, ctx, dr, subset.trafficPolicy);
-    c.metadata = create(MetadataSchema, { filterMetadata: { istio: serviceMetadata(service, port.port, subset.name, dr, policy.tls?.mode) } });
+    c.metadata = create(MetadataSchema, {
+      filterMetadata: { istio: serviceMetadata(service, port.port, subset.name, dr, policy.tls?.mode, ctx.push.options.enableTelemetryLabel) },
+    });
+    c.filters = clusterMx(ctx);
     out.push(c);
   }
   return out;
@@ -411,7 +432,7 @@ export function buildInboundCluster(service: Service, port: ServicePort, targetP
     },
     circuitBreakers: { thresholds: [defaultThresholds()] },
     commonLbConfig: {},
-    metadata: { filterMetadata: { istio: serviceMetadata(service, port.port, '', undefined) } },
+    metadata: { filterMetadata: { istio: serviceMetadata(service, port.port, '', undefined, undefined, ctx.push.options.enableTelemetryLabel) } },
   });
   applyHttpProtocolOptions(c, port, undefined, false);
   return c;
@@ -436,6 +457,7 @@ export function buildPassthroughCluster(ctx: ClusterBuildContext): Cluster {
   c.typedExtensionProtocolOptions[WK.httpProtocolOptions] = pack(HttpProtocolOptionsSchema, {
     upstreamProtocolOptions: { case: 'useDownstreamProtocolConfig', value: { httpProtocolOptions: {}, http2ProtocolOptions: {} } },
   });
+  c.filters = clusterMx(ctx);
   return c;
 }
 

@@ -10,13 +10,46 @@ import { isIp } from '../../discovery/host';
 import type { Endpoint } from '../../discovery/model';
 import { endpointTlsMode, TLS_MODE_DISABLED } from '../../discovery/labels';
 
+/** kubelabels.CanonicalService: the workload's canonical service name and revision, with Istio's fallbacks. */
+export function canonicalService(labels: Readonly<Record<string, string>>, workloadName: string): { name: string; revision: string } {
+  const name =
+    labels['service.mesh.io/canonical-name'] ??
+    labels['service.istio.io/canonical-name'] ??
+    labels['app.kubernetes.io/name'] ??
+    labels['app'] ??
+    workloadName;
+  const revision =
+    labels['service.mesh.io/canonical-revision'] ??
+    labels['service.istio.io/canonical-revision'] ??
+    labels['app.kubernetes.io/version'] ??
+    labels['version'] ??
+    'latest';
+  return { name, revision };
+}
+
+/**
+ * Istio's compressed telemetry metadata `workload;namespace;canonical name;canonical revision;cluster`
+ * (the default revision `latest` left empty): the stats filter labels destination_* with it when the server
+ * has no sidecar or the request never reached it.
+ */
+export function workloadTelemetryLabel(e: Endpoint): string {
+  const workload = e.workloadName ?? '';
+  const cs = canonicalService(e.labels, workload);
+  return [workload, e.namespace, cs.name, cs.revision === 'latest' ? '' : cs.revision, e.clusterId ?? ''].join(';');
+}
+
 /**
  * Istio AppendLbEndpointMetadata: an endpoint whose workload has a sidecar says so in
- * `envoy.transport_socket_match` metadata, which the cluster's `tlsMode-istio` transport socket match selects.
+ * `envoy.transport_socket_match` metadata, which the cluster's `tlsMode-istio` transport socket match selects;
+ * with PILOT_ENABLE_TELEMETRY_LABEL and PILOT_ENDPOINT_TELEMETRY_LABEL it also carries `istio.workload`.
+ * (Istio leaves out the tlsMode too when either flag is off; here it stays: auto mTLS needs it.)
  */
-export function endpointMetadata(e: Endpoint): { filterMetadata: { [k: string]: { tlsMode: string } } } | undefined {
+export function endpointMetadata(e: Endpoint, telemetryLabel = false): { filterMetadata: { [k: string]: { [f: string]: string } } } | undefined {
   const mode = endpointTlsMode(e.labels);
-  return mode === TLS_MODE_DISABLED ? undefined : { filterMetadata: { 'envoy.transport_socket_match': { tlsMode: mode } } };
+  const md: { [k: string]: { [f: string]: string } } = {};
+  if (mode !== TLS_MODE_DISABLED) md['envoy.transport_socket_match'] = { tlsMode: mode };
+  if (telemetryLabel) md['istio'] = { workload: workloadTelemetryLabel(e) };
+  return Object.keys(md).length ? { filterMetadata: md } : undefined;
 }
 
 export interface EndpointOptions {
@@ -24,6 +57,8 @@ export interface EndpointOptions {
   drainingLabel: string;
   /** EDS needs IP addresses; DNS clusters' inline assignments may carry hostnames. */
   requireIp: boolean;
+  /** PILOT_ENABLE_TELEMETRY_LABEL && PILOT_ENDPOINT_TELEMETRY_LABEL: `istio.workload` endpoint metadata. */
+  telemetryLabel?: boolean;
 }
 
 function splitLocality(l: string | undefined): { region: string; zone: string; subZone: string } {
@@ -67,7 +102,7 @@ export function localityLbEndpoints(endpoints: readonly Endpoint[], opts: Endpoi
     }
     const weight = e.weight && e.weight > 0 ? e.weight : 1;
     g.weight += weight;
-    const metadata = endpointMetadata(e);
+    const metadata = endpointMetadata(e, opts.telemetryLabel);
     g.eps.push({
       hostIdentifier: {
         case: 'endpoint',

@@ -5,6 +5,7 @@ import type { Any } from '@bufbuild/protobuf/wkt';
 import type { PathNormalization } from '../../config/meshconfig';
 import type { Proxy } from '../../discovery/model';
 import type { PushContext } from '../../discovery/push-context';
+import type { AccessLog } from '../../gen/envoy/config/accesslog/v3/accesslog_pb';
 import type { ListenerFilter } from '../../gen/envoy/config/listener/v3/listener_components_pb';
 import { ListenerFilterSchema, FilterSchema, type Filter } from '../../gen/envoy/config/listener/v3/listener_components_pb';
 import { CorsSchema } from '../../gen/envoy/extensions/filters/http/cors/v3/cors_pb';
@@ -33,6 +34,9 @@ import type { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/r
 import { supports } from '../../discovery/capabilities';
 import { adsConfigSource, durationMs, pack, WK } from './common';
 import { ALPN_MTLS_HTTP10, ALPN_MTLS_HTTP11, ALPN_MTLS_HTTP2 } from './tls';
+import { accessLogsFor } from './access-log';
+import { metadataExchangeHttpFilters, statsHttpFilters } from './telemetry-filters';
+import { hcmTracing } from './tracing';
 
 /** Where an HTTP connection manager sits (Istio ListenerClass). */
 export type ListenerClass = 'gateway' | 'sidecarOutbound' | 'sidecarInbound';
@@ -88,6 +92,8 @@ export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass,
   // outbound output is also shared between proxies of different workloads (PushContext.sharedKey).
   const sec = cls === 'sidecarOutbound' ? undefined : security;
   return [
+    // metadata exchange first, so authorization failures already know the peer (Istio appendMxFilter)
+    ...metadataExchangeHttpFilters(proxy, push, cls),
     ...(sec?.authn?.(proxy, push, cls) ?? []),
     ...(sec?.authz?.(proxy, push, cls) ?? []),
     grpcStatsFilter(),
@@ -96,12 +102,14 @@ export function httpFilters(proxy: Proxy, push: PushContext, cls: ListenerClass,
     ...(push.options.alpnFilter && cls !== 'sidecarInbound' && supports(proxy.capabilities, 'alpn') ? [alpnFilter()] : []),
     faultFilter(),
     corsFilter(),
+    // Telemetry.HTTPFilters: istio.stats after fault and cors
+    ...statsHttpFilters(proxy, push, cls),
     routerFilter(),
   ];
 }
 
-// Istio sets use_request_id_for_trace_sampling on the HCM's request ID extension.
-const UUID_REQUEST_ID = (): Any => pack(UuidRequestIdConfigSchema, { useRequestIdForTraceSampling: true });
+// Istio sets use_request_id_for_trace_sampling on the HCM's request ID extension (Telemetry may turn it off).
+const UUID_REQUEST_ID = (useRequestIdForTraceSampling: boolean): Any => pack(UuidRequestIdConfigSchema, { useRequestIdForTraceSampling });
 
 export interface HcmOptions {
   statPrefix: string;
@@ -138,17 +146,19 @@ export function httpConnectionManager(proxy: Proxy, push: PushContext, o: HcmOpt
   const inbound = o.cls === 'sidecarInbound';
   // Istio's enableHTTP10: PILOT_HTTP10, or the proxy's own HTTP10 metadata (ISTIO_META_HTTP10 / proxyMetadata) set to "1"
   const http10 = push.options.http10 === true || proxy.metadata.raw['HTTP10'] === '1';
+  const tracing = hcmTracing(proxy, push, o.cls);
   const init: MessageInitShape<typeof HttpConnectionManagerSchema> = {
     statPrefix: o.statPrefix,
     codecType: HttpConnectionManager_CodecType.AUTO,
     httpFilters: httpFilters(proxy, push, o.cls, o.security),
-    accessLog: [],
+    accessLog: accessLogsFor(proxy, push, o.cls),
+    ...(tracing.tracing ? { tracing: tracing.tracing } : {}),
     ...pathNormalizationFields(push.options.pathNormalization),
     useRemoteAddress: gateway,
     upgradeConfigs: [{ upgradeType: 'websocket' }],
     streamIdleTimeout: durationMs(0),
     proxy100Continue: push.options.enable100Continue,
-    requestIdExtension: { typedConfig: UUID_REQUEST_ID() },
+    requestIdExtension: { typedConfig: UUID_REQUEST_ID(tracing.useRequestIdForTraceSampling) },
     routeSpecifier:
       o.rds !== undefined
         ? { case: 'rds', value: { configSource: adsConfigSource(), routeConfigName: o.rds } }
@@ -188,15 +198,15 @@ export interface WeightedDestination {
   weight: number;
 }
 
-/** tcp_proxy to one cluster, or weighted clusters (Istio buildOutboundNetworkFilters). */
-export function tcpProxyFilter(statPrefix: string, dests: readonly WeightedDestination[]): Filter {
+/** tcp_proxy to one cluster, or weighted clusters (Istio buildOutboundNetworkFilters), with its access logs. */
+export function tcpProxyFilter(statPrefix: string, dests: readonly WeightedDestination[], accessLog: readonly AccessLog[] = []): Filter {
   const clusterSpecifier =
     dests.length === 1
       ? { case: 'cluster' as const, value: dests[0]!.cluster }
       : { case: 'weightedClusters' as const, value: { clusters: dests.map((d) => ({ name: d.cluster, weight: d.weight })) } };
   return create(FilterSchema, {
     name: WK.tcpProxy,
-    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix, clusterSpecifier }) },
+    configType: { case: 'typedConfig', value: pack(TcpProxySchema, { statPrefix, clusterSpecifier, accessLog: [...accessLog] }) },
   });
 }
 

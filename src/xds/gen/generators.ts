@@ -139,7 +139,12 @@ export const cdsGenerator: Generator<PushContext> = {
 /** The ClusterLoadAssignment of one cluster name; empty when the cluster is unknown (warming needs an answer). */
 export function buildLoadAssignment(proxy: Proxy, push: PushContext, clusterName: string) {
   const o = push.options;
-  const opts = { sendUnhealthy: o.sendUnhealthyEndpoints, drainingLabel: o.drainingLabel, requireIp: true };
+  const opts = {
+    sendUnhealthy: o.sendUnhealthyEndpoints,
+    drainingLabel: o.drainingLabel,
+    requireIp: true,
+    telemetryLabel: o.enableTelemetryLabel && o.endpointTelemetryLabel,
+  };
   const key = parseSubsetKey(clusterName);
   if (!key || key.direction !== 'outbound') return create(ClusterLoadAssignmentSchema, { clusterName });
   const svc = push.serviceForHostname(proxy, key.hostname);

@@ -33,7 +33,6 @@ import {
   originalDst,
   originalSrc,
   routerFilter,
-  tcpProxyFilter,
   tcpSecurityFilters,
   tlsInspector,
   type SecurityFilterBuilders,
@@ -44,6 +43,8 @@ import { splitHostPort } from './rds';
 import { buildInboundTls, downstreamTransportSocket, tlsTransportSocket } from './tls';
 import { filterChainMatchOptions, inboundListenerFilters, type ListenerProtocol } from './inbound-mtls';
 import { modeForPort, type MutualTlsMode } from '../../discovery/push/peer-authentication';
+import { listenerAccessLogs, telemetryTcpFilters } from './telemetry-chains';
+import { metadataExchangeNetworkFilters } from './telemetry-filters';
 
 export interface ListenerBuildOptions {
   security?: SecurityFilterBuilders;
@@ -70,11 +71,14 @@ function tcpDestinations(
 function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, servers: GatewayServer[], opts: ListenerBuildOptions): FilterChain[] {
   const chains: FilterChain[] = [];
   const first = servers[0]!;
-  // Every TCP chain of a gateway (TLS passthrough, TCP, TLS terminated to TCP) gets the authz filters.
-  const tcpFilters = (dests: WeightedDestination[]) => [
-    ...tcpSecurityFilters(proxy, push, 'gateway', opts.security),
-    tcpProxyFilter(dests[0]!.cluster, dests),
-  ];
+  // Every TCP chain of a gateway (TLS passthrough, TCP, TLS terminated to TCP) gets the authz and stats
+  // filters and access logs; ISTIO_MUTUAL TCP servers exchange metadata first.
+  const tcpFilters = (dests: WeightedDestination[], mx = false) =>
+    telemetryTcpFilters(proxy, push, 'gateway', dests[0]!.cluster, dests, {
+      mx,
+      security: tcpSecurityFilters(proxy, push, 'gateway', opts.security),
+      accessLog: true,
+    });
   if (first.routeName && !first.server.tls) {
     // plain HTTP servers of a port share one chain and the route `http.<port>`
     const hcm = httpConnectionManager(proxy, push, {
@@ -134,7 +138,7 @@ function gatewayChains(proxy: Proxy, push: PushContext, listenerName: string, se
       chains.push(
         create(FilterChainSchema, {
           ...(s.tls ? { filterChainMatch: { serverNames: sni }, transportSocket: downstreamTransportSocket(s.tls, false) } : {}),
-          filters: tcpFilters(dests),
+          filters: tcpFilters(dests, s.tls?.mode === 'ISTIO_MUTUAL'),
         }),
       );
       break;
@@ -158,6 +162,7 @@ export function buildGatewayListeners(proxy: Proxy, push: PushContext, opts: Lis
         filterChains: chains,
         trafficDirection: TrafficDirection.OUTBOUND,
         listenerFilters: needsTlsInspector ? [tlsInspector()] : [],
+        accessLog: listenerAccessLogs(proxy, push, 'gateway'),
       }),
     );
   }
@@ -187,10 +192,14 @@ function virtualOutbound(push: PushContext, proxy: Proxy): Listener {
       create(FilterChainSchema, {
         name: 'virtualOutbound-blackhole',
         filterChainMatch: { destinationPort: port },
-        filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])],
+        filters: telemetryTcpFilters(proxy, push, 'sidecarOutbound', BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }]),
       }),
-      create(FilterChainSchema, { name: 'virtualOutbound-catchall-tcp', filters: [tcpProxyFilter(catchall, [{ cluster: catchall, weight: 100 }])] }),
+      create(FilterChainSchema, {
+        name: 'virtualOutbound-catchall-tcp',
+        filters: telemetryTcpFilters(proxy, push, 'sidecarOutbound', catchall, [{ cluster: catchall, weight: 100 }], { accessLog: true }),
+      }),
     ],
+    accessLog: listenerAccessLogs(proxy, push, 'sidecarOutbound'),
   });
 }
 
@@ -234,6 +243,7 @@ function inboundChains(push: PushContext, proxy: Proxy, cc: InboundChainConfig, 
     const filters =
       o.protocol === 'HTTP'
         ? [
+            ...metadataExchangeNetworkFilters(proxy, push),
             hcmFilter(
               httpConnectionManager(proxy, push, {
                 statPrefix: cc.passthrough ? cc.cluster : `inbound_0.0.0.0_${cc.targetPort}`,
@@ -243,7 +253,11 @@ function inboundChains(push: PushContext, proxy: Proxy, cc: InboundChainConfig, 
               }),
             ),
           ]
-        : [...tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security), tcpProxyFilter(cc.cluster, [{ cluster: cc.cluster, weight: 100 }])];
+        : telemetryTcpFilters(proxy, push, 'sidecarInbound', cc.cluster, [{ cluster: cc.cluster, weight: 100 }], {
+            mx: true,
+            security: tcpSecurityFilters(proxy, push, 'sidecarInbound', opts.security),
+            accessLog: true,
+          });
     const tls = o.tls ? (o.protocol === 'HTTP' ? httpTls : tcpTls) : undefined;
     return create(FilterChainSchema, {
       name: name(o.protocol),
@@ -270,7 +284,7 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
     create(FilterChainSchema, {
       name: 'virtualInbound-blackhole',
       filterChainMatch: { destinationPort: port },
-      filters: [tcpProxyFilter(BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }])],
+      filters: telemetryTcpFilters(proxy, push, 'sidecarInbound', BLACKHOLE_CLUSTER, [{ cluster: BLACKHOLE_CLUSTER, weight: 100 }], { mx: true }),
     }),
   ];
   // First service per target port wins (Istio uses the oldest service on a conflict).
@@ -325,6 +339,7 @@ function virtualInbound(push: PushContext, proxy: Proxy, opts: ListenerBuildOpti
     listenerFiltersTimeout: durationMs(0),
     continueOnListenerFiltersTimeout: true,
     filterChains: chains,
+    accessLog: listenerAccessLogs(proxy, push, 'sidecarInbound'),
   });
 }
 
@@ -389,7 +404,11 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
             p.port,
             () => [
               httpChain(p.port, name, true),
-              create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] }),
+              create(FilterChainSchema, {
+                filters: telemetryTcpFilters(proxy, push, 'sidecarOutbound', cluster, tcpRouteFor(push, proxy, svc, p.port, cluster), {
+                  accessLog: true,
+                }),
+              }),
             ],
             true,
           );
@@ -401,7 +420,13 @@ function outboundListeners(push: PushContext, proxy: Proxy, opts: ListenerBuildO
             `${addr}_${p.port}`,
             addr,
             p.port,
-            () => [create(FilterChainSchema, { filters: [tcpProxyFilter(cluster, tcpRouteFor(push, proxy, svc, p.port, cluster))] })],
+            () => [
+              create(FilterChainSchema, {
+                filters: telemetryTcpFilters(proxy, push, 'sidecarOutbound', cluster, tcpRouteFor(push, proxy, svc, p.port, cluster), {
+                  accessLog: true,
+                }),
+              }),
+            ],
             false,
             svc.hostname,
           );

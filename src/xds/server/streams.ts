@@ -205,6 +205,8 @@ export class Streams<P extends { version: string }> {
     // VHDS needs delta xDS, and Envoy cannot say it wants it: only clients that advertise it get it.
     if (con.kind === 'delta' && node.clientFeatures.includes(VHDS_CLIENT_FEATURE)) markVhds(proxy);
     proxy.capabilities = proxyCapabilities(node.extensions);
+    // Node.cluster: the OpenTelemetry tracer's service name (Istio XdsNode.Cluster)
+    if (node.cluster) proxy.serviceCluster = node.cluster;
     con.proxy = proxy;
     con.node = node;
     con.conId = `${proxy.id}-${++this.connectionSeq}`;

@@ -32,21 +32,51 @@ const ALPN_TYPE = 'istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig';
 const ext = (name: string, typeUrls: string[], disabled = false) =>
   create(ExtensionSchema, { name, category: 'envoy.filters.http', typeUrls, disabled });
 
+// Istio's own telemetry filters as its proxy lists them (istio/proxy: stats, peer metadata, TCP metadata exchange)
+const ISTIO_TELEMETRY = [
+  ext('istio.stats', ['stats.PluginConfig']),
+  ext('istio.metadata_exchange', ['io.istio.http.peer_metadata.Config']),
+  create(ExtensionSchema, {
+    name: 'envoy.filters.network.metadata_exchange',
+    category: 'envoy.filters.network',
+    typeUrls: ['envoy.tcp.metadataexchange.config.MetadataExchange'],
+  }),
+];
+const TELEMETRY_MISSING = ['stats', 'peerMetadata', 'metadataExchange'];
+
 t.test('proxyCapabilities: what the node lists decides what is missing', async (t) => {
+  const ALL = ['alpn', ...TELEMETRY_MISSING];
   const rows: Array<[string, Extension[], string[], string]> = [
     ["no extensions listed: Istio's build is assumed", [], [], ''],
-    ['the real upstream Envoy 1.36.2 list', upstreamEnvoy, ['alpn'], 'no:alpn'],
-    ["Istio's proxy: the same list plus istio.alpn", [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE])], [], ''],
-    ['istio.alpn listed but disabled', [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE], true)], ['alpn'], 'no:alpn'],
-    ['the config type under another name: Envoy finds factories by type', [...upstreamEnvoy, ext('my.alpn', [ALPN_TYPE])], [], ''],
-    ['the name with another config type', [...upstreamEnvoy, ext('istio.alpn', ['some.other.Config'])], ['alpn'], 'no:alpn'],
-    ['the name without type_urls', [ext('istio.alpn', [])], [], ''],
+    ['the real upstream Envoy 1.36.2 list', upstreamEnvoy, ALL, `no:${ALL.join(',')}`],
+    [
+      "Istio's proxy: the same list plus istio.alpn and the telemetry filters",
+      [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE]), ...ISTIO_TELEMETRY],
+      [],
+      '',
+    ],
+    ['istio.alpn listed but disabled', [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE], true), ...ISTIO_TELEMETRY], ['alpn'], 'no:alpn'],
+    [
+      'the config type under another name: Envoy finds factories by type',
+      [...upstreamEnvoy, ext('my.alpn', [ALPN_TYPE]), ...ISTIO_TELEMETRY],
+      [],
+      '',
+    ],
+    ['the name with another config type', [...upstreamEnvoy, ext('istio.alpn', ['some.other.Config']), ...ISTIO_TELEMETRY], ['alpn'], 'no:alpn'],
+    ['the name without type_urls', [ext('istio.alpn', [])], TELEMETRY_MISSING, `no:${TELEMETRY_MISSING.join(',')}`],
+    [
+      'istio.alpn and istio.stats only',
+      [...upstreamEnvoy, ext('istio.alpn', [ALPN_TYPE]), ISTIO_TELEMETRY[0]!],
+      ['peerMetadata', 'metadataExchange'],
+      'no:peerMetadata,metadataExchange',
+    ],
   ];
   for (const [what, list, missing, key] of rows) {
     const c = proxyCapabilities(list);
     t.same(c.missing, missing, `${what}: missing`);
     t.equal(c.key, key, `${what}: key`);
-    t.equal(supports(c, 'alpn'), missing.length === 0, `${what}: supports alpn`);
+    t.equal(supports(c, 'alpn'), !missing.includes('alpn'), `${what}: supports alpn`);
+    t.equal(supports(c, 'stats'), !missing.includes('stats'), `${what}: supports stats`);
     t.equal(leftOutReport(c) !== undefined, missing.length > 0, `${what}: logged only when something is left out`);
   }
   t.equal(supports(undefined, 'alpn'), true, "a proxy the server never classified is Istio's build");
@@ -71,7 +101,12 @@ t.test('the engine lists its own extensions, istio.alpn among them', async (t) =
   t.notOk(names.includes('istio.stats'), 'a filter the engine lacks is not listed');
   t.ok(list.find((e) => e.name === 'istio.alpn')?.typeUrls.includes(ALPN_TYPE), 'with its config type, as Envoy lists it');
   const c = proxyCapabilities(list);
-  t.same([c.reported, c.missing], [true, []], 'so the daemon leaves nothing out for it');
+  // the telemetry filters reach the engine once it lists them (the stats side of issue 26)
+  t.same([c.reported, c.missing.includes('alpn')], [true, false], 'so the daemon sends it istio.alpn');
+  t.ok(
+    c.missing.every((f) => f !== 'alpn'),
+    'and leaves out only the telemetry filters it does not list',
+  );
 });
 
 t.test('alpnInsteadOfFilter: the ALPN istio.alpn would set, on clusters of a fixed protocol', async (t) => {
@@ -119,12 +154,14 @@ t.test("a gateway on upstream Envoy gets no istio.alpn; one on Istio's build in 
     return anyUnpack(fc.case === 'typedConfig' ? fc.value : (undefined as never), HttpConnectionManagerSchema)!.httpFilters.map((f) => f.name);
   };
   t.same(filters(upstreamEnvoy), [
+    // no istio.metadata_exchange either (telemetry-filters.ts)
     'envoy.filters.http.grpc_stats',
     'envoy.filters.http.fault',
     'envoy.filters.http.cors',
     'envoy.filters.http.router',
   ]);
   t.same(filters([]), [
+    'istio.metadata_exchange',
     'envoy.filters.http.grpc_stats',
     'istio.alpn',
     'envoy.filters.http.fault',

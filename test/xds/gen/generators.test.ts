@@ -136,7 +136,15 @@ t.test('gateway LDS and RDS', async (t) => {
   t.equal(hcm.routeSpecifier.case === 'rds' && hcm.routeSpecifier.value.routeConfigName, 'http.80');
   t.same(
     hcm.httpFilters.map((f) => f.name),
-    ['envoy.filters.http.grpc_stats', 'istio.alpn', 'envoy.filters.http.fault', 'envoy.filters.http.cors', 'envoy.filters.http.router'],
+    // Istio's gateway HCM: metadata exchange first (appendMxFilter)
+    [
+      'istio.metadata_exchange',
+      'envoy.filters.http.grpc_stats',
+      'istio.alpn',
+      'envoy.filters.http.fault',
+      'envoy.filters.http.cors',
+      'envoy.filters.http.router',
+    ],
   );
   const [r] = g[TYPE_URL.route]!.generate(gw, watch(TYPE_URL.route, ['http.80']), fullPush(push)).resources;
   const rc = anyUnpack(r!.resource, RouteConfigurationSchema)!;
