@@ -38,6 +38,11 @@ import { file_envoy_extensions_retry_host_previous_hosts_v3_previous_hosts } fro
 import { file_envoy_extensions_request_id_uuid_v3_uuid } from '../../gen/envoy/extensions/request_id/uuid/v3/uuid_pb';
 import { file_envoy_extensions_retry_priority_previous_priorities_v3_previous_priorities_config } from '../../gen/envoy/extensions/retry/priority/previous_priorities/v3/previous_priorities_config_pb';
 import { file_istio_networking_nds_v1_nds } from '../../gen/istio/networking/nds/v1/nds_pb';
+import { file_envoy_config_trace_v3_zipkin } from '../../gen/envoy/config/trace/v3/zipkin_pb';
+import { file_envoy_config_trace_v3_opentelemetry } from '../../gen/envoy/config/trace/v3/opentelemetry_pb';
+import { file_envoy_extensions_access_loggers_filters_cel_v3_cel } from '../../gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb';
+import { file_envoy_extensions_access_loggers_open_telemetry_v3_logs_service } from '../../gen/envoy/extensions/access_loggers/open_telemetry/v3/logs_service_pb';
+import { file_istio_envoy_extensions_stats_config } from '../../gen/istio/envoy/extensions/stats/config_pb';
 
 let registry: Registry | undefined;
 
@@ -81,6 +86,12 @@ export function envoyTypeRegistry(): Registry {
     file_envoy_extensions_retry_host_previous_hosts_v3_previous_hosts,
     file_envoy_extensions_retry_priority_previous_priorities_v3_previous_priorities_config,
     file_istio_networking_nds_v1_nds,
+    // telemetry: tracers, access loggers and their CEL filter, Istio's stats filter config
+    file_envoy_config_trace_v3_zipkin,
+    file_envoy_config_trace_v3_opentelemetry,
+    file_envoy_extensions_access_loggers_filters_cel_v3_cel,
+    file_envoy_extensions_access_loggers_open_telemetry_v3_logs_service,
+    file_istio_envoy_extensions_stats_config,
   );
   return registry;
 }
