@@ -7,6 +7,8 @@
 // naming the other (values from istio/proxy testdata/metric/{client,server}_request_total.yaml.tmpl).
 import t from 'tap';
 import http from 'node:http';
+import net from 'node:net';
+import { waitFor } from '../helpers/wait';
 import { freePorts } from '../helpers/ports';
 import { runStatic, loopback, loopbackCluster } from '../helpers/static-plane';
 import { httpGet } from '../helpers/gateway';
@@ -91,6 +93,29 @@ function sidecar(o: { node: object; port: number; admin: number; direction: stri
   };
 }
 
+const SOURCE_NAMES = [
+  'source_workload',
+  'source_canonical_service',
+  'source_canonical_revision',
+  'source_workload_namespace',
+  'source_principal',
+  'source_app',
+  'source_version',
+  'source_cluster',
+];
+const DESTINATION_NAMES = [
+  'destination_workload',
+  'destination_workload_namespace',
+  'destination_principal',
+  'destination_app',
+  'destination_version',
+  'destination_service',
+  'destination_canonical_service',
+  'destination_canonical_revision',
+  'destination_service_name',
+  'destination_service_namespace',
+  'destination_cluster',
+];
 const KNOWN_SOURCE = ['productpage-v1', 'productpage-v1', 'version-1', 'default', 'unknown', 'productpage', 'v1', 'client-cluster'];
 /** No exchange headers: Istio's values for an unknown peer (istio_stats.cc populatePeerInfo). */
 const UNKNOWN_SOURCE = ['unknown', 'unknown', 'latest', 'unknown', 'unknown', 'unknown', 'unknown', 'unknown'];
@@ -208,4 +233,151 @@ t.test('client and server sidecars exchange metadata and both report the request
     /^istiocustom\.istio_requests_total\.reporter\.destination\.source_workload\.productpage-v1\..*response_code\.200\..*: 2$/m,
     '/stats text form',
   );
+});
+
+/** A TCP listener does not answer HTTP: ready is the admin's /ready (static listeners are up by then). */
+const adminReady = (admin: number) => async () => (await httpGet(admin, '/ready')).status === 200;
+
+function tcpSidecar(o: { node: object; port: number; admin: number; direction: string; filters: object[]; cluster: object; statPrefix: string }) {
+  const b = sidecar({ ...o, filters: [] }) as { static_resources: { listeners: Array<{ filter_chains: Array<{ filters: object[] }> }> } };
+  const name = (o.cluster as { name: string }).name;
+  b.static_resources.listeners[0]!.filter_chains[0]!.filters = [
+    ...o.filters,
+    {
+      name: 'envoy.filters.network.tcp_proxy',
+      typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy', stat_prefix: name, cluster: name },
+    },
+  ];
+  return b;
+}
+
+const TCP_MX = {
+  name: 'istio.metadata_exchange',
+  typed_config: {
+    '@type': TYPED_STRUCT,
+    type_url: 'type.googleapis.com/envoy.tcp.metadataexchange.config.MetadataExchange',
+    value: { protocol: 'istio-peer-exchange', enable_discovery: true },
+  },
+};
+
+t.test('TCP: both sidecars count connections and bytes with Istio labels (no in-band exchange: endpoint labels / unknown peer)', async (t) => {
+  const ports = await freePorts('app', 'client', 'clientAdmin', 'server', 'serverAdmin');
+  const echo = net.createServer((s) => s.pipe(s));
+  await new Promise<void>((r) => echo.listen(ports.app, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => echo.close(() => r())));
+  const service = { istio: { services: [{ host: 'server.default.svc.cluster.local', name: 'server', namespace: 'default' }] } };
+  const server = await runStatic(
+    t,
+    'engine',
+    tcpSidecar({
+      node: SERVER_NODE,
+      port: ports.server,
+      admin: ports.serverAdmin,
+      direction: 'INBOUND',
+      statPrefix: 'inbound_0.0.0.0_9000',
+      filters: [TCP_MX, stats({ disable_host_header_fallback: true, tcp_reporting_duration: '0.2s' })],
+      cluster: { ...loopbackCluster('inbound|9000||', ports.app), metadata: { filter_metadata: service } },
+    }),
+    ports.server,
+    adminReady(ports.serverAdmin),
+  );
+  if ('refused' in server) return t.fail(`server sidecar refused its config:\n${server.refused}`);
+  const upstream = loopbackCluster('outbound|9000||server.default.svc.cluster.local', ports.server) as {
+    load_assignment: { endpoints: Array<{ lb_endpoints: object[] }> };
+  };
+  // Istio's endpoint telemetry label (PILOT_ENDPOINT_TELEMETRY_LABEL): workload;namespace;canonical;revision;cluster
+  upstream.load_assignment.endpoints[0]!.lb_endpoints = upstream.load_assignment.endpoints[0]!.lb_endpoints.map((e) => ({
+    ...e,
+    metadata: { filter_metadata: { istio: { workload: 'ratings-v1;default;ratings;version-1;server-cluster' } } },
+  }));
+  const client = await runStatic(
+    t,
+    'engine',
+    tcpSidecar({
+      node: CLIENT_NODE,
+      port: ports.client,
+      admin: ports.clientAdmin,
+      direction: 'OUTBOUND',
+      statPrefix: 'outbound_0.0.0.0_9000',
+      filters: [stats({ tcp_reporting_duration: '0.2s' })],
+      cluster: { ...upstream, metadata: { filter_metadata: service } },
+    }),
+    ports.client,
+    adminReady(ports.clientAdmin),
+  );
+  if ('refused' in client) return t.fail(`client sidecar refused its config:\n${client.refused}`);
+
+  // one connection that stays open past a report, then closes
+  const sock = net.connect(ports.client, '127.0.0.1');
+  await new Promise<void>((r) => sock.once('connect', () => r()));
+  sock.write('ping!');
+  await new Promise<void>((r) => sock.once('data', () => r()));
+  const scrape = async (port: number) => (await httpGet(port, '/stats/prometheus')).body;
+  const CLIENT = [
+    ['reporter', 'source'],
+    ...['productpage-v1', 'productpage-v1', 'version-1', 'default', 'unknown', 'productpage', 'v1', 'client-cluster'].map((v, i) => [
+      SOURCE_NAMES[i]!,
+      v,
+    ]),
+    // the peer from the endpoint's labels: no app/version there (client_request_total_endpoint_labels)
+    ...[
+      'ratings-v1',
+      'default',
+      'unknown',
+      'unknown',
+      'unknown',
+      'server.default.svc.cluster.local',
+      'ratings',
+      'version-1',
+      'server',
+      'default',
+      'server-cluster',
+    ].map((v, i) => [DESTINATION_NAMES[i]!, v]),
+    ['request_protocol', 'tcp'],
+    ['response_flags', '-'],
+    ['connection_security_policy', 'unknown'],
+  ];
+  const SERVER = [
+    ['reporter', 'destination'],
+    ...UNKNOWN_SOURCE.map((v, i) => [SOURCE_NAMES[i]!, v]),
+    ...[
+      'ratings-v1',
+      'default',
+      'unknown',
+      'ratings',
+      'v1',
+      'server.default.svc.cluster.local',
+      'ratings',
+      'version-1',
+      'server',
+      'default',
+      'server-cluster',
+    ].map((v, i) => [DESTINATION_NAMES[i]!, v]),
+    ['request_protocol', 'tcp'],
+    ['response_flags', '-'],
+    ['connection_security_policy', 'none'],
+  ];
+  const l = (x: string[][]) => x.map(([k, v]) => `${k}="${v}"`).join(',');
+  // opened is reported while the connection is open, once the lookup concluded (at the first report)
+  await waitFor(
+    () => 'the client reports the open connection',
+    async () => (await scrape(ports.clientAdmin)).includes(`istio_tcp_connections_opened_total{${l(CLIENT)}} 1\n`),
+    { timeoutMs: 5000, intervalMs: 100 },
+  );
+  sock.end();
+  await new Promise<void>((r) => sock.once('close', () => r()));
+  for (const [who, port, labels] of [
+    ['client', ports.clientAdmin, CLIENT],
+    ['server', ports.serverAdmin, SERVER],
+  ] as const) {
+    await waitFor(
+      () => `${who} reports the closed connection`,
+      async () => (await scrape(port)).includes(`istio_tcp_connections_closed_total{${l(labels)}} 1\n`),
+      { timeoutMs: 5000, intervalMs: 100 },
+    );
+    const prom = await scrape(port);
+    t.match(prom, `# TYPE istio_tcp_connections_opened_total counter\nistio_tcp_connections_opened_total{${l(labels)}} 1\n`, who);
+    t.match(prom, `istio_tcp_received_bytes_total{${l(labels)}} 5\n`, `${who}: received`);
+    t.match(prom, `istio_tcp_sent_bytes_total{${l(labels)}} 5\n`, `${who}: sent`);
+  }
 });

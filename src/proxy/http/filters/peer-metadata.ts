@@ -14,7 +14,8 @@ import type { ResponseHeaders } from '../../codec/headers';
 import { DOWNSTREAM_PEER, encodeExchange, exchangeStruct, labelKeysOf, PeerCache, UPSTREAM_PEER, workloadFromStruct } from '../../istio/workload';
 import type { HttpFilter, HttpFilterFactory, HttpStream } from '../filter-api';
 
-export const PEER_METADATA_FILTER = 'istio.metadata_exchange';
+/** The factory's name in istio/proxy (what Node.extensions lists); istiod names the HCM entry istio.metadata_exchange. */
+export const PEER_METADATA_FILTER = 'envoy.filters.http.peer_metadata';
 const MX = 'x-envoy-peer-metadata';
 const MX_ID = 'x-envoy-peer-metadata-id';
 /** Filter state: which of the two headers the downstream sent (downstream propagation answers in kind). */
