@@ -16,6 +16,8 @@ import { TcpProxySchema } from '../gen/envoy/extensions/filters/network/tcp_prox
 import { RawBufferSchema } from '../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb';
 import { DownstreamTlsContextSchema, UpstreamTlsContextSchema } from '../gen/envoy/extensions/transport_sockets/tls/v3/tls_pb';
 import type { HttpFilterRegistry } from './http/filter-api';
+import { PluginConfigSchema } from '../gen/istio/envoy/extensions/stats/config_pb';
+import { MetadataExchangeSchema } from '../gen/envoy/tcp/metadataexchange/config/metadata_exchange_pb';
 
 /** HTTP filters Istio's xDS may name (Istio's own included): listed when the registry has them. */
 const HTTP_FILTER_NAMES = [
@@ -37,6 +39,9 @@ const BUILT_IN: ReadonlyArray<{ category: string; name: string; typeNames: strin
   { category: 'envoy.filters.network', name: 'envoy.filters.network.http_connection_manager', typeNames: [HttpConnectionManagerSchema.typeName] },
   { category: 'envoy.filters.network', name: 'envoy.filters.network.tcp_proxy', typeNames: [TcpProxySchema.typeName] },
   { category: 'envoy.filters.network', name: 'envoy.filters.network.rbac', typeNames: [NetworkRbacSchema.typeName] },
+  // Istio's network filters before tcp_proxy (listener/istio-network.ts: the exchange itself is not done in-band)
+  { category: 'envoy.filters.network', name: 'istio.stats', typeNames: [PluginConfigSchema.typeName] },
+  { category: 'envoy.filters.network', name: 'istio.metadata_exchange', typeNames: [MetadataExchangeSchema.typeName] },
   { category: 'envoy.filters.listener', name: 'envoy.filters.listener.tls_inspector', typeNames: [TlsInspectorSchema.typeName] },
   { category: 'envoy.filters.listener', name: 'envoy.filters.listener.http_inspector', typeNames: [HttpInspectorSchema.typeName] },
   { category: 'envoy.filters.listener', name: 'envoy.filters.listener.original_dst', typeNames: [OriginalDstSchema.typeName] },

@@ -63,6 +63,8 @@ export class StreamInfo {
   bytesReceived = 0;
   bytesSent = 0;
   upstreamHost = '';
+  /** The upstream endpoint's filter_metadata (Istio's `istio.workload` endpoint labels). */
+  upstreamHostMetadata: JsonObject | undefined = undefined;
   upstreamCluster = '';
   upstreamLocalAddress = '';
   upstreamTransportFailureReason = '';

@@ -17,9 +17,16 @@ export type StaticRun = { refused: string } | { get: (p: string, headers?: Recor
 
 /**
  * Starts `plane` on `bootstrap` (its listener on loopback `port`) and waits until either it exits (refused the
- * config: its output) or GET `ready` through the listener answers at all.
+ * config: its output) or GET `ready` through the listener answers at all (or, for a listener that does not
+ * speak HTTP, until the `ready` check says so).
  */
-export async function runStatic(t: Test, plane: DataPlane, bootstrap: object, port: number, ready = '/'): Promise<StaticRun> {
+export async function runStatic(
+  t: Test,
+  plane: DataPlane,
+  bootstrap: object,
+  port: number,
+  ready: string | (() => Promise<boolean>) = '/',
+): Promise<StaticRun> {
   const dir = tempDir(t, `mesh-static-${plane}-`);
   const file = path.join(dir, 'bootstrap.yaml');
   fs.writeFileSync(file, JSON.stringify(bootstrap));
@@ -40,7 +47,7 @@ export async function runStatic(t: Test, plane: DataPlane, bootstrap: object, po
   const get = (p: string, headers: Record<string, string> = {}) => httpGet(port, p, headers);
   await waitFor(
     () => `${plane} neither served nor exited:\n${summarize(out)}`,
-    async () => gone || (await get(ready).catch(() => undefined)) !== undefined,
+    async () => gone || (typeof ready === 'string' ? (await get(ready).catch(() => undefined)) !== undefined : await ready().catch(() => false)),
     { timeoutMs: 20_000, intervalMs: 50 },
   );
   if (gone) {

@@ -1,5 +1,6 @@
 // The engine's resource managers, wired to one another as Envoy's server wires its cluster, listener, route
 // and secret managers: secrets first (clusters and listeners reference them), static clusters added at once.
+import type { LocalNode } from '../http/filter-api';
 import type { Registry } from '@bufbuild/protobuf';
 import type { Bootstrap } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import { originalDstAddon } from '../../native/original-dst';
@@ -32,6 +33,8 @@ export interface ManagersContext {
   drainTimeMs: number;
   /** `node <id> with labels …`, for the listener manager's warnings. */
   nodeText: string;
+  /** The node's id and metadata, for filters that describe this proxy (Istio's stats, metadata exchange). */
+  node: LocalNode;
   serverDraining: () => boolean;
 }
 
@@ -62,6 +65,7 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
       filters,
       typeRegistry: registry,
       upstreamCall,
+      node: x.node,
       secrets,
       serverDraining: x.serverDraining,
       originalDst: addon.ok ? addon.source : undefined,

@@ -11,7 +11,7 @@ import type { DynamicMetadata } from '../matchers/string';
 import type { StatsScope } from '../stats/store';
 import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import type { RouteSelection } from '../route/types';
-import type { RequestHeaders, ResponseHeaders } from '../codec/headers';
+import type { RawHeaders, RequestHeaders, ResponseHeaders } from '../codec/headers';
 
 /** A response the proxy makes itself (Envoy sendLocalReply). */
 export interface LocalReply {
@@ -42,6 +42,9 @@ export interface HttpStream {
   perFilterConfig<T>(filterName: string): T | undefined;
   /** Per-request state filters keep between decode and encode. */
   readonly filterState: Map<string, unknown>;
+  /** What went downstream, once the response started; its trailers once it ended (gRPC status). */
+  readonly responseHeaders: ResponseHeaders | undefined;
+  readonly responseTrailers: RawHeaders | undefined;
 }
 
 /** undefined = continue with the next filter. */
@@ -52,6 +55,8 @@ export interface HttpFilter {
   decodeHeaders(stream: HttpStream): FilterResult | Promise<FilterResult>;
   /** Response headers on their way downstream (upstream responses and local replies alike). */
   encodeHeaders?(stream: HttpStream, headers: ResponseHeaders): void;
+  /** The stream is over, whatever ended it (Envoy's AccessLog::Instance log(), which Istio's stats filter is). */
+  onStreamComplete?(stream: HttpStream): void;
 }
 
 /** A request a filter makes to a cluster (remote JWKS, external services). */
@@ -81,6 +86,17 @@ export interface FilterFactoryContext {
   readonly where: string;
   /** The name the HCM gives this filter: the key of its typed_per_filter_config entries. */
   readonly filterName: string;
+  /** This proxy's node (Envoy's LocalInfo): id and metadata. */
+  readonly node?: LocalNode;
+  /** A cluster's filter_metadata as the engine keeps it (Istio's `istio.services`), undefined when unknown. */
+  readonly clusterMetadata?: (cluster: string) => JsonObject | undefined;
+  /** The listener's traffic_direction (Envoy's listenerInfo().direction()). */
+  readonly direction?: 'inbound' | 'outbound' | 'unspecified';
+}
+
+export interface LocalNode {
+  readonly id: string;
+  readonly metadata: JsonObject;
 }
 
 export interface HttpFilterFactory {

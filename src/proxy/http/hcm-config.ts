@@ -22,12 +22,15 @@ import {
   type FilterFactoryContext,
   type HttpFilter,
   type HttpFilterRegistry,
+  type LocalNode,
   type UpstreamCall,
   type UpstreamCallResult,
 } from './filter-api';
 import { pathOptionsOf, type EscapedSlashesAction } from './path';
 import { unwrapTypedStruct } from './typed-struct';
 import { clientCertDetailsOf, forwardClientCertOf, type ClientCertDetail, type ForwardClientCert } from './xfcc';
+
+const NO_NODE: LocalNode = { id: '', metadata: {} };
 
 export interface HcmDeps {
   stats: StatsStore;
@@ -37,6 +40,10 @@ export interface HcmDeps {
   filters: HttpFilterRegistry;
   typeRegistry: Registry;
   upstreamCall: (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
+  /** This proxy's node, for filters that describe it (Istio's stats and metadata exchange). */
+  node?: LocalNode;
+  /** The listener's traffic_direction: TrafficDirection (0 unspecified, 1 inbound, 2 outbound). */
+  trafficDirection?: number;
 }
 
 export class HcmStats {
@@ -231,6 +238,9 @@ export function compileHttpFilters(
       upstream: deps.upstreamCall,
       where: fw,
       filterName: f.name,
+      node: deps.node ?? NO_NODE,
+      clusterMetadata: (c) => deps.clusters.get(c)?.metadata,
+      direction: deps.trafficDirection === 1 ? 'inbound' : deps.trafficDirection === 2 ? 'outbound' : 'unspecified',
     };
     filters.push({ name: f.name, filter: factory.create(any, ctx), disabled: f.disabled });
   });

@@ -18,7 +18,7 @@ import { plainIp, StreamInfo } from '../stream-info';
 import { applyPeer, type TlsContext } from '../tls/context';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { compileAccessLogs, type AccessLogger } from './access-log';
-import type { LocalReply } from './filter-api';
+import type { HttpFilter, LocalReply } from './filter-api';
 import {
   compileHttpFilters,
   HcmStats,
@@ -69,6 +69,8 @@ export class HcmRuntime {
   readonly filters: ChainEntry[];
   readonly routes: RouteConfigProvider;
   readonly accessLogs: AccessLogger[];
+  /** Filters told when a stream completes (Istio's stats filter), before the access logs. */
+  private readonly completers: HttpFilter[];
   readonly clusters: ClusterManager;
   readonly ready: Promise<void>;
   private readonly router: Router;
@@ -96,6 +98,7 @@ export class HcmRuntime {
     if (internal) this.isInternal = internal;
     const chain = compileHttpFilters(proto, where, deps, this.stats.scope, this.log);
     this.filters = chain.filters;
+    this.completers = chain.filters.map((c) => c.filter).filter((f) => f.onStreamComplete !== undefined);
     this.router = new Router(chain.router);
     this.accessLogs = compileAccessLogs(proto.accessLog, where);
     this.routes = routeProviderOf(proto, where, deps.routes, isStatic);
@@ -268,6 +271,7 @@ export class HcmRuntime {
     st.rqCompleted.inc();
     if (s.info.responseCode > 0) st.codes.record(s.info.responseCode);
     st.rqTime.record(performance.now() - s.info.startHr);
+    for (const f of this.completers) f.onStreamComplete!(s);
     if (this.accessLogs.length > 0) {
       const ctx = { info: s.info, request: s.request, response: { get: (n: string) => s.responseHeader(n) } };
       for (const l of this.accessLogs) l(ctx);

@@ -424,6 +424,7 @@ class UpstreamExchange implements BodyReader {
     this.currentHost = host;
     this.attemptActive = true;
     s.info.upstreamHost = host.key;
+    s.info.upstreamHostMetadata = host.metadata;
     c.rqActive++;
     host.stats.rqActive++;
     host.stats.rqTotal++;
@@ -631,6 +632,7 @@ class UpstreamExchange implements BodyReader {
     if (code >= 500) host.stats.rqError++;
     else host.stats.rqSuccess++;
     const s = this.s;
+    s.responseTrailers = trailers;
     if (s.downstreamClosed) return;
     if (trailers) {
       for (const _ in trailers) {

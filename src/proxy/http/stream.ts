@@ -119,6 +119,8 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   upgrade = '';
   /** What went downstream (access logs read %RESP(...)% from it). */
   responseHeaders: ResponseHeaders | undefined;
+  /** The upstream's trailers, passed downstream (gRPC status). */
+  responseTrailers: RawHeaders | undefined;
 
   constructor(
     readonly hcm: StreamHcm,

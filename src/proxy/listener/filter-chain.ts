@@ -13,12 +13,18 @@ import { TlsContext } from '../tls/context';
 import type { SecretManager } from '../tls/secrets';
 import { compileChainMatch, type CompiledChainMatch } from './chain-match';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
+import { IstioNetworkStats, type ConnectionObserver } from './istio-network';
+import { unwrapTypedStruct } from '../http/typed-struct';
+import { MetadataExchangeSchema } from '../../gen/envoy/tcp/metadataexchange/config/metadata_exchange_pb';
+import type { Any } from '@bufbuild/protobuf/wkt';
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
 const TCP_PROXY = 'type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy';
 const NET_RBAC = 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC';
 const TLS_SOCKET = 'type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext';
 const RAW_BUFFER = 'type.googleapis.com/envoy.extensions.transport_sockets.raw_buffer.v3.RawBuffer';
+const ISTIO_STATS = 'type.googleapis.com/stats.PluginConfig';
+const ISTIO_MX = 'type.googleapis.com/envoy.tcp.metadataexchange.config.MetadataExchange';
 
 export interface CompiledChain {
   name: string;
@@ -54,6 +60,8 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
     );
   }
   const rbac: NetworkRbac[] = [];
+  const observers: ConnectionObserver[] = [];
+  let exchange = false;
   let hcm: HcmRuntime | undefined;
   let tcp: TcpProxy | undefined;
   try {
@@ -61,7 +69,7 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
     fc.filters.forEach((f, i) => {
       const fw = `${where}.filters[${i}]`;
       if (f.configType.case !== 'typedConfig') throw new ConfigError(`${fw}: typed_config is required (config discovery is not supported)`);
-      const any = f.configType.value;
+      const any = unwrapTypedStruct(f.configType.value, x.deps.typeRegistry, fw);
       const last = i === fc.filters.length - 1;
       switch (any.typeUrl) {
         case HCM: {
@@ -79,7 +87,16 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
             throw new ConfigError(
               `Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`,
             );
-          tcp = new TcpProxy(any, fw, x.deps.stats, x.deps.clusters, x.log);
+          tcp = new TcpProxy(any, fw, x.deps.stats, x.deps.clusters, x.log, observers);
+          break;
+        case ISTIO_MX:
+        case ISTIO_STATS:
+          if (last)
+            throw new ConfigError(`Error: non-terminal filter named ${f.name} of type ${f.name} is the last filter in a network filter chain.`);
+          if (any.typeUrl === ISTIO_MX) {
+            if (!anyUnpack(any, MetadataExchangeSchema)) throw new ConfigError(`${fw}: cannot decode ${any.typeUrl}`);
+            exchange = true;
+          } else observers.push(istioNetworkStats(any, fw, x, exchange));
           break;
         case NET_RBAC:
           if (last)
@@ -98,6 +115,12 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
     throw e;
   }
   return { name: fc.name, match, tls: tlsCtx, rbac, hcm, tcp };
+}
+
+function istioNetworkStats(any: Any, where: string, x: ChainContext, exchange: boolean): IstioNetworkStats {
+  const d = x.deps;
+  const direction = d.trafficDirection === 1 ? 'inbound' : d.trafficDirection === 2 ? 'outbound' : 'unspecified';
+  return new IstioNetworkStats(any, where, d.stats, d.node?.metadata ?? {}, direction, exchange, (c) => d.clusters.get(c)?.metadata);
 }
 
 export function releaseChain(c: CompiledChain): void {

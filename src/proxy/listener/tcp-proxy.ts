@@ -15,6 +15,7 @@ import type { Counter, Gauge, StatsStore } from '../stats/store';
 import { StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { connectUpstream, readyEvent } from '../upstream/pool';
+import type { ConnectionObserver } from './istio-network';
 
 /** Envoy statPrefixJoin: `a.` + `b` and `a` + `b` both give `a.b`. */
 function statPrefixJoin(prefix: string, token: string): string {
@@ -88,6 +89,8 @@ export class TcpProxy {
     stats: StatsStore,
     private readonly clusters: ClusterManager,
     private readonly log: Logger,
+    /** Network filters before this one that watch its connections (Istio's istio.stats). */
+    private readonly observers: readonly ConnectionObserver[] = [],
   ) {
     const t = anyUnpack(any, TcpProxySchema);
     if (!t) throw new ConfigError(`${where}: cannot decode ${any.typeUrl}`);
@@ -138,8 +141,10 @@ export class TcpProxy {
       info.endHr = performance.now();
       for (const l of this.accessLogs) l({ info });
     };
+    const trackers = this.observers.length === 0 ? undefined : this.observers.map((o) => o.open(info));
     down.once('close', () => {
       this.s.active.dec();
+      if (trackers) for (const t of trackers) t.closed();
       log();
     });
     const name = this.pickCluster();
@@ -172,10 +177,12 @@ export class TcpProxy {
         return;
       }
       info.upstreamHost = host.key;
+      info.upstreamHostMetadata = host.metadata;
       const up = connectUpstream(cluster, host, undefined, conn.upstreamSource ? { source: conn.upstreamSource } : undefined);
       let connected = false;
       up.once(readyEvent(up), () => {
         connected = true;
+        if (trackers) for (const t of trackers) t.connected();
         if (head && head.length > 0) up.write(head);
         down.pipe(up);
         up.pipe(down);

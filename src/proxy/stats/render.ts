@@ -77,16 +77,24 @@ export function renderPrometheus(store: StatsStore, tags: TagProducer, q: StatsQ
     if (!f) families.set(name, (f = { type, lines: [] }));
     f.lines.push(line);
   };
+  // stats made with explicit tags keep their given name (Envoy strips a custom stat namespace such as
+  // Istio's `istiocustom` and adds no `envoy_` prefix to them)
+  const nameOf = (flat: string) => {
+    const t = store.tagged.get(flat);
+    if (t) return { n: sanitizePromName(t.name), tags: t.tags };
+    const e = tags.extract(flat);
+    return { n: `envoy_${sanitizePromName(e.name)}`, tags: e.tags };
+  };
   const scalar = (s: Counter | Gauge, type: string) => {
-    const e = tags.extract(s.name);
-    const n = `envoy_${sanitizePromName(e.name)}`;
+    const e = nameOf(s.name);
+    const n = e.n;
     add(n, type, `${n}${labels(e.tags)} ${s.value}`);
   };
   for (const c of selected(store.allCounters(), q)) scalar(c, 'counter');
   for (const g of selected(store.allGauges(), q)) scalar(g, 'gauge');
   for (const h of selected(store.allHistograms(), q)) {
-    const e = tags.extract(h.name);
-    const n = `envoy_${sanitizePromName(e.name)}`;
+    const e = nameOf(h.name);
+    const n = e.n;
     const cum = h.cumulative();
     const lines: string[] = [];
     h.bounds.forEach((b, i) => lines.push(`${n}_bucket${labels(e.tags, ['le', fmt(b)])} ${cum[i]}`));

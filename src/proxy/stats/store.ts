@@ -122,10 +122,22 @@ export function isNullStat(s: Counter | Gauge | Histogram): boolean {
   return s === NULL_COUNTER || s === NULL_GAUGE || s === NULL_HISTOGRAM;
 }
 
+/**
+ * A stat made with explicit tags (Envoy's counterFromStatNames with a StatNameTagVector, what Istio's stats
+ * filter does): its flat name joins `<name>.<tag>.<value>…`, its Prometheus name and labels are given rather
+ * than extracted by the tag regexes.
+ */
+export interface TaggedName {
+  name: string;
+  tags: Array<[string, string]>;
+}
+
 export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly gauges = new Map<string, Gauge>();
   private readonly histograms = new Map<string, Histogram>();
+  /** Flat name → given name and tags, for stats made with explicit tags (see TaggedName). */
+  readonly tagged = new Map<string, TaggedName>();
 
   /**
    * `visible` is the bootstrap's stats_matcher. A name it rejects is never stored: it gets the shared null
@@ -164,6 +176,25 @@ export class StatsStore {
     return h;
   }
 
+  /** A counter with explicit tags (`flat` is its `/stats` name); the null counter when stats_matcher rejects it. */
+  taggedCounter(flat: string, tagged: TaggedName): Counter {
+    const c = this.counter(flat);
+    if (!isNullStat(c)) this.tagged.set(flat, tagged);
+    return c;
+  }
+
+  /** A histogram with explicit tags and its own bucket bounds. */
+  taggedHistogram(flat: string, tagged: TaggedName, bounds: readonly number[]): Histogram {
+    let h = this.histograms.get(flat);
+    if (!h) {
+      if (!this.visible(flat)) return NULL_HISTOGRAM;
+      h = new Histogram(flat, bounds);
+      this.histograms.set(flat, h);
+      this.tagged.set(flat, tagged);
+    }
+    return h;
+  }
+
   /** A prefix-bound view, like an Envoy stats scope. */
   scope(prefix: string): StatsScope {
     return new StatsScope(this, prefix);
@@ -171,7 +202,7 @@ export class StatsStore {
 
   /** Drops every stat under `prefix` (a removed cluster's or listener's scope). */
   removePrefix(prefix: string): void {
-    for (const m of [this.counters, this.gauges, this.histograms] as Map<string, unknown>[]) {
+    for (const m of [this.counters, this.gauges, this.histograms, this.tagged] as Map<string, unknown>[]) {
       for (const k of [...m.keys()]) if (k.startsWith(prefix)) m.delete(k);
     }
   }

@@ -204,16 +204,22 @@ function localityOf(l: { region: string; zone: string; subZone: string } | undef
 }
 
 /**
- * A cluster's filter_metadata as the engine keeps it: Istio's `istio.services` (the destination services, for
- * Istio's telemetry) is read by nothing here and is ~400 bytes per cluster, a sidecar has thousands; the
- * encoded cluster keeps all of it for config_dump.
+ * A cluster's filter_metadata as the engine keeps it: of Istio's `istio.services` (the destination services,
+ * ~400 bytes per cluster, a sidecar has thousands) only the first service's host, name and namespace, which
+ * Istio's stats filter reads (destination_service*); the encoded cluster keeps all of it for config_dump.
  */
 function keptMetadata(m: JsonObject | undefined): JsonObject | undefined {
   if (!m) return undefined;
   const out: JsonObject = {};
   for (const [k, v] of Object.entries(m)) {
     if (k === 'istio' && v && typeof v === 'object' && !Array.isArray(v)) {
-      const { services: _services, ...rest } = v;
+      const { services, ...rest } = v;
+      const first = Array.isArray(services) ? services[0] : undefined;
+      if (first && typeof first === 'object' && !Array.isArray(first)) {
+        const svc: JsonObject = {};
+        for (const f of ['host', 'name', 'namespace']) if (typeof first[f] === 'string') svc[f] = first[f];
+        rest['services'] = [svc];
+      }
       if (Object.keys(rest).length > 0) out[k] = rest;
     } else out[k] = v;
   }

@@ -5,13 +5,15 @@
 // thread, so their copies of config stats are dropped here rather than counted N times. Envoy's
 // per-worker listener stats (`listener.<address>.worker_<N>.downstream_cx_total|active`) are derived from
 // each worker's own listener stats.
-import { Histogram, isNullStat, StatsStore } from '../../stats/store';
+import { Histogram, isNullStat, StatsStore, type TaggedName } from '../../stats/store';
 
 /** What a worker thread sends of its stats store. */
 export interface StatsSnapshot {
   counters: Array<[name: string, value: number, used: boolean]>;
   gauges: Array<[name: string, value: number, used: boolean]>;
   histograms: Array<[name: string, bounds: number[], counts: number[], sum: number, count: number]>;
+  /** Names and tags of the stats made with explicit tags (Istio's standard metrics). */
+  tagged?: Array<[flat: string, tagged: TaggedName]>;
 }
 
 export type MergeMode = 'sum' | 'main' | 'max';
@@ -38,6 +40,7 @@ export function snapshotOf(store: StatsStore): StatsSnapshot {
     counters: store.allCounters().map((c) => [c.name, c.value, c.used]),
     gauges: store.allGauges().map((g) => [g.name, g.value, g.used]),
     histograms: store.allHistograms().map((h) => [h.name, [...h.bounds], [...h.counts], h.sum, h.count]),
+    tagged: [...store.tagged],
   };
 }
 
@@ -83,6 +86,7 @@ export function mergeStats(main: StatsStore, sources: ReadonlyArray<StatsSnapsho
   });
   for (const [id, snap] of all) {
     const fromMain = id === 0;
+    for (const [flat, tg] of snap.tagged ?? []) out.tagged.set(flat, tg);
     for (const [n, v, u] of snap.counters) {
       add('counter', n, v, u, fromMain);
       perWorker('counter', id, n, v, u);

@@ -11,6 +11,8 @@ import { corsFilterFactory } from './cors';
 import { faultFilterFactory } from './fault';
 import { jwtAuthnFilterFactory } from './jwt-authn/index';
 import { rbacFilterFactory } from './rbac';
+import { istioStatsFilterFactory } from './istio-stats';
+import { peerMetadataFilterFactory } from './peer-metadata';
 
 export const ROUTER_FILTER = 'envoy.filters.http.router';
 
@@ -62,7 +64,7 @@ export const grpcStatsFilterFactory: HttpFilterFactory = {
 
 let defaults: HttpFilterRegistry | undefined;
 
-/** The shared registry with router, fault, cors, rbac, grpc_stats, jwt_authn and istio.alpn. */
+/** The shared registry with router, fault, cors, rbac, grpc_stats, jwt_authn, istio.alpn, istio.metadata_exchange and istio.stats. */
 export function defaultFilterRegistry(): HttpFilterRegistry {
   if (!defaults) {
     defaults = new HttpFilterRegistry();
@@ -74,6 +76,8 @@ export function defaultFilterRegistry(): HttpFilterRegistry {
       grpcStatsFilterFactory,
       jwtAuthnFilterFactory,
       alpnFilterFactory,
+      peerMetadataFilterFactory,
+      istioStatsFilterFactory,
     ])
       defaults.register(f);
   }

@@ -1,0 +1,98 @@
+// istio.stats on HTTP (stats.PluginConfig; istio/proxy release-1.26
+// source/extensions/filters/http/istio_stats/istio_stats.cc, IstioStatsFilter::log): when a stream completes,
+// istio_requests_total, istio_request_duration_milliseconds, istio_request_bytes and istio_response_bytes with
+// Istio's labels; the peer comes from istio.metadata_exchange's filter state (`downstream_peer` inbound,
+// `upstream_peer` outbound, else the upstream endpoint's `istio.workload` labels on the client side).
+// Differs on purpose: request/response bytes are body bytes (Envoy's wire meter also counts headers);
+// gRPC message counts (istio_request_messages_total…) need envoy.filters.http.grpc_stats' message counts in
+// filter state (`grpc_messages`), reported at the end of the stream only; the client side knows no upstream
+// certificate, so its principals come from the peer's identity when workload discovery gave one (else unknown).
+import type { JsonObject } from '@bufbuild/protobuf';
+import { PluginConfigSchema } from '../../../gen/istio/envoy/extensions/stats/config_pb';
+import { DOWNSTREAM_PEER, UPSTREAM_PEER, type Workload } from '../../istio/workload';
+import { endpointWorkload, istioStatsConfig, PeerParts, type IstioStatsConfig } from '../../istio/reporting';
+import type { HttpFilter, HttpFilterFactory, HttpStream } from '../filter-api';
+import { grpcStatusFor } from '../stream';
+
+export const ISTIO_STATS_FILTER = 'istio.stats';
+/** Filter state key where a gRPC message counter leaves `[request, response]` message counts. */
+export const GRPC_MESSAGES = 'grpc_messages';
+const NO_VALUES: readonly string[] = [];
+
+class IstioStatsFilter implements HttpFilter {
+  private readonly parts: PeerParts;
+  constructor(
+    private readonly cfg: IstioStatsConfig,
+    private readonly clusterMetadata: (cluster: string) => JsonObject | undefined,
+  ) {
+    this.parts = new PeerParts(cfg);
+  }
+
+  decodeHeaders(): undefined {
+    return undefined;
+  }
+
+  onStreamComplete(s: HttpStream): void {
+    const cfg = this.cfg;
+    const info = s.info;
+    const conn = s.connection;
+    const state = s.filterState;
+    let peer: Workload | undefined;
+    let endpointPeer: Workload | undefined;
+    let peerSan = '';
+    let localSan = '';
+    if (cfg.reporter === 'source') {
+      peer = (state.get(UPSTREAM_PEER) as Workload | undefined) ?? endpointWorkload(info.upstreamHostMetadata);
+    } else {
+      peer = state.get(DOWNSTREAM_PEER) as Workload | undefined;
+      if (cfg.reporter === 'waypoint') endpointPeer = state.get(UPSTREAM_PEER) as Workload | undefined;
+      peerSan = conn.peerUriSans[0] ?? '';
+      localSan = conn.ssl?.uriSanLocalCertificate[0] ?? '';
+    }
+    const cluster = info.upstreamCluster;
+    const part = this.parts.get({
+      peer,
+      endpointPeer,
+      peerSan,
+      localSan,
+      hostHeader: s.request.authority,
+      routeName: info.routeName,
+      clusterName: cluster,
+      clusterMetadata: cluster ? this.clusterMetadata(cluster) : undefined,
+    });
+    const sink = cfg.sink;
+    const exprValues = sink.overrides.exprs.length === 0 ? NO_VALUES : sink.overrides.exprs.map((f) => f(s));
+    const grpc = (s.request.get('content-type') ?? '').startsWith('application/grpc');
+    if (grpc) {
+      const m = state.get(GRPC_MESSAGES) as [number, number] | undefined;
+      if (m) {
+        const [rq, rs] = part.messageCounters(exprValues);
+        rq?.inc(m[0]);
+        rs?.inc(m[1]);
+      }
+    }
+    const series = part.httpSeries(grpc ? 'grpc' : 'http', String(info.responseCode), grpc ? grpcStatusOf(s) : '', info.flagString(), exprValues);
+    series.requests?.inc();
+    series.duration?.record(Math.floor((info.endHr || performance.now()) - info.startHr));
+    series.requestBytes?.record(info.bytesReceived);
+    series.responseBytes?.record(info.bytesSent);
+  }
+}
+
+/** Envoy Grpc::Common::getGrpcStatus with stream info: trailers, then headers, then the HTTP status mapped. */
+function grpcStatusOf(s: HttpStream): string {
+  const t = s.responseTrailers?.['grpc-status'];
+  if (typeof t === 'string') return t;
+  const h = s.responseHeaders?.get('grpc-status');
+  if (h !== undefined) return h;
+  return s.info.responseCode ? String(grpcStatusFor(s.info.responseCode)) : '';
+}
+
+export const istioStatsFilterFactory: HttpFilterFactory = {
+  name: ISTIO_STATS_FILTER,
+  configTypes: [PluginConfigSchema.typeName],
+  create(config, ctx) {
+    const cfg = istioStatsConfig(config, ctx.where, ctx.stats.store, ctx.node?.metadata ?? {}, ctx.direction ?? 'unspecified');
+    return new IstioStatsFilter(cfg, ctx.clusterMetadata ?? (() => undefined));
+  },
+};
