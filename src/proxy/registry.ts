@@ -17,6 +17,7 @@ import { file_envoy_extensions_transport_sockets_raw_buffer_v3_raw_buffer } from
 import { file_istio_envoy_config_filter_http_alpn_v2alpha1_config } from '../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
 import { file_io_istio_http_peer_metadata_config } from '../gen/io/istio/http/peer_metadata/config_pb';
 import { file_envoy_tcp_metadataexchange_config_metadata_exchange } from '../gen/envoy/tcp/metadataexchange/config/metadata_exchange_pb';
+import { ACCESS_LOG_FILES } from './accesslog/types';
 
 let registry: Registry | undefined;
 
@@ -38,6 +39,7 @@ export function proxyTypeRegistry(): Registry {
     // Istio's metadata exchange filters (HTTP and TCP): istiod sends them as TypedStructs of these types
     file_io_istio_http_peer_metadata_config,
     file_envoy_tcp_metadataexchange_config_metadata_exchange,
+    ...ACCESS_LOG_FILES,
   );
   return registry;
 }

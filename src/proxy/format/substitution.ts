@@ -1,6 +1,8 @@
 // Envoy's substitution format strings (`%REQ(:AUTHORITY)%`, `%RESPONSE_CODE%`…) for access logs and
-// header values. Compiled once into pieces; a piece that yields nothing prints `-` in access logs and
-// nothing in headers, as Envoy does.
+// header values (source/common/formatter/substitution_formatter.cc, stream_info_formatter.cc). Compiled once into
+// pieces; a piece that yields nothing prints `-` in access logs (nothing with omit_empty_values) and nothing in
+// headers, as Envoy does. REQ_WITHOUT_QUERY (Envoy's envoy.formatter.req_without_query extension) is always
+// understood; commands that need more than the stream (Envoy's CEL formatter) come from a CommandHook.
 import os from 'node:os';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { ConfigError } from '../common/config-error';
@@ -18,9 +20,17 @@ export interface FormatContext {
   request?: HeaderSource;
   response?: HeaderSource;
   trailers?: HeaderSource;
+  /** Per-request filter state (FILTER_STATE, CEL's filter_state). */
+  filterState?: ReadonlyMap<string, unknown>;
 }
 
-type Piece = string | ((c: FormatContext) => string | undefined);
+/** A command value for one request; undefined when there is none (printed `-`). */
+export type CommandFn = (c: FormatContext) => string | undefined;
+
+/** Commands a caller adds (Envoy's formatter extensions): a function for `cmd(arg)`, or undefined when not its own. */
+export type CommandHook = (cmd: string, arg: string | undefined, where: string) => CommandFn | undefined;
+
+type Piece = string | CommandFn;
 
 export const DEFAULT_ACCESS_LOG_FORMAT =
   '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% %RESPONSE_FLAGS% ' +
@@ -42,6 +52,35 @@ function headerCommand(arg: string, which: 'request' | 'response' | 'trailers', 
     const v = src?.get(main);
     return v === undefined && alt ? src?.get(alt) : v;
   };
+}
+
+/** REQ_WITHOUT_QUERY: a request header with everything from the first `?` removed (for :path). */
+function withoutQuery(inner: CommandFn): CommandFn {
+  return (c) => {
+    const v = inner(c);
+    if (v === undefined) return undefined;
+    const q = v.indexOf('?');
+    return q < 0 ? v : v.slice(0, q);
+  };
+}
+
+/** FILTER_STATE(KEY[:PLAIN|:TYPED]): the object's string form; a JSON object is serialised. */
+function filterStateCommand(arg: string, where: string): CommandFn {
+  const key = arg.replace(/:(PLAIN|TYPED)$/, '');
+  if (!key) throw new ConfigError(`${where}: Invalid filter state configuration: ${arg}`);
+  return (c) => {
+    const v = c.filterState?.get(key);
+    if (v === undefined || v === null) return undefined;
+    if (typeof v === 'string') return v;
+    if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+    if (typeof v === 'object' && Object.getPrototypeOf(v) === Object.prototype) return JSON.stringify(v);
+    return undefined;
+  };
+}
+
+function hostPortParts(hp: string): [string, string] | undefined {
+  const m = /^\[?(.*?)\]?:(\d+)$/.exec(hp);
+  return m ? [m[1]!, m[2]!] : undefined;
 }
 
 function addrNoPort(s: string): string {
@@ -112,6 +151,20 @@ const SIMPLE: Record<string, (c: FormatContext) => string | undefined> = {
   DURATION: (c) => num(c.info.durationMs()),
   UPSTREAM_HOST: (c) => c.info.upstreamHost || undefined,
   UPSTREAM_CLUSTER: (c) => c.info.upstreamCluster || undefined,
+  UPSTREAM_CLUSTER_RAW: (c) => c.info.upstreamCluster || undefined,
+  UPSTREAM_REMOTE_ADDRESS_WITHOUT_PORT: (c) => (c.info.upstreamHost ? (hostPortParts(c.info.upstreamHost)?.[0] ?? c.info.upstreamHost) : undefined),
+  UPSTREAM_REMOTE_PORT: (c) => (c.info.upstreamHost ? hostPortParts(c.info.upstreamHost)?.[1] : undefined),
+  UPSTREAM_LOCAL_ADDRESS_WITHOUT_PORT: (c) =>
+    c.info.upstreamLocalAddress ? (hostPortParts(c.info.upstreamLocalAddress)?.[0] ?? c.info.upstreamLocalAddress) : undefined,
+  UPSTREAM_LOCAL_PORT: (c) => (c.info.upstreamLocalAddress ? hostPortParts(c.info.upstreamLocalAddress)?.[1] : undefined),
+  DOWNSTREAM_DIRECT_LOCAL_ADDRESS: (c) => joinHostPort(c.info.downstream.localAddress, c.info.downstream.localPort),
+  DOWNSTREAM_DIRECT_LOCAL_ADDRESS_WITHOUT_PORT: (c) => c.info.downstream.localAddress,
+  DOWNSTREAM_DIRECT_LOCAL_PORT: (c) => num(c.info.downstream.localPort),
+  DOWNSTREAM_DIRECT_REMOTE_PORT: (c) => num(c.info.downstream.remotePort),
+  DOWNSTREAM_PEER_DNS_SAN: (c) => c.info.downstream.peerDnsSans.join(',') || undefined,
+  DOWNSTREAM_LOCAL_URI_SAN: (c) => c.info.downstream.ssl?.uriSanLocalCertificate.join(',') || undefined,
+  DOWNSTREAM_PEER_FINGERPRINT_256: (c) => c.info.downstream.ssl?.sha256PeerCertificateDigest || undefined,
+  UPSTREAM_HOST_NAME_WITHOUT_PORT: (c) => (c.info.upstreamHost ? (hostPortParts(c.info.upstreamHost)?.[0] ?? c.info.upstreamHost) : undefined),
   UPSTREAM_LOCAL_ADDRESS: (c) => c.info.upstreamLocalAddress || undefined,
   UPSTREAM_TRANSPORT_FAILURE_REASON: (c) => c.info.upstreamTransportFailureReason || undefined,
   UPSTREAM_REQUEST_ATTEMPT_COUNT: (c) => num(c.info.attemptCount),
@@ -137,7 +190,7 @@ const SIMPLE: Record<string, (c: FormatContext) => string | undefined> = {
 };
 
 /** Envoy's compile step: throws ConfigError for an unknown command or an unterminated expression. */
-export function compileFormat(format: string, where: string): Piece[] {
+export function compileFormat(format: string, where: string, hook?: CommandHook): Piece[] {
   const out: Piece[] = [];
   let lit = '';
   let i = 0;
@@ -159,10 +212,19 @@ export function compileFormat(format: string, where: string): Piece[] {
     const m = /^([A-Z_0-9]+)(?:\((.*)\))?(?::(\d+))?$/.exec(expr);
     if (!m) throw new ConfigError(`${where}: Incorrect configuration: ${format}. Couldn't find valid command at position ${i}`);
     const [, cmd, arg, maxLen] = m as unknown as [string, string, string | undefined, string | undefined];
-    let piece: (c: FormatContext) => string | undefined;
-    if (cmd === 'REQ' || cmd === 'RESP' || cmd === 'TRAILER') {
+    let piece: CommandFn;
+    const hooked = hook?.(cmd, arg, where);
+    if (hooked) {
+      piece = hooked;
+    } else if (cmd === 'REQ' || cmd === 'RESP' || cmd === 'TRAILER') {
       if (arg === undefined) throw new ConfigError(`${where}: ${cmd} requires a header name`);
       piece = headerCommand(arg, cmd === 'REQ' ? 'request' : cmd === 'RESP' ? 'response' : 'trailers', cmd);
+    } else if (cmd === 'REQ_WITHOUT_QUERY') {
+      if (arg === undefined) throw new ConfigError(`${where}: ${cmd} requires a header name`);
+      piece = withoutQuery(headerCommand(arg, 'request', cmd));
+    } else if (cmd === 'FILTER_STATE') {
+      if (!arg) throw new ConfigError(`${where}: FILTER_STATE requires a key`);
+      piece = filterStateCommand(arg, where);
     } else if (cmd === 'START_TIME') {
       piece = startTime(arg);
     } else if (cmd === 'DYNAMIC_METADATA') {
@@ -193,14 +255,14 @@ export function compileFormat(format: string, where: string): Piece[] {
   return out;
 }
 
-/** `-` for missing values (access logs). */
-export function formatLog(pieces: readonly Piece[], c: FormatContext): string {
+/** `-` for missing values (access logs), or `empty` (omit_empty_values: ''). */
+export function formatLog(pieces: readonly Piece[], c: FormatContext, empty = '-'): string {
   let s = '';
   for (const p of pieces) {
     if (typeof p === 'string') s += p;
     else {
       const v = p(c);
-      s += v === undefined || v === '' ? '-' : v;
+      s += v === undefined || v === '' ? empty : v;
     }
   }
   return s;
@@ -213,25 +275,45 @@ export function formatHeader(pieces: readonly Piece[], c: FormatContext): string
   return s;
 }
 
-/** Values of access-log JSON formats: each string value is a format; other JSON passes through. */
-export function compileJsonFormat(obj: Record<string, JsonValue>, where: string): (c: FormatContext) => string {
-  const compileValue = (v: JsonValue, w: string): ((c: FormatContext) => JsonValue) => {
+/** Options of an access-log JSON format (SubstitutionFormatString). */
+export interface JsonFormatOptions {
+  hook?: CommandHook;
+}
+
+function sortedKeys(o: Record<string, JsonValue>): string[] {
+  return Object.keys(o).sort();
+}
+
+/**
+ * Values of access-log JSON formats: a string that is one command keeps the command's type (numbers stay numbers)
+ * and is null without a value; other strings are formats (a missing command prints nothing); other JSON passes through.
+ * Keys come out sorted at every level and omit_empty_values changes nothing here, as Envoy 1.36 writes them
+ * (checked against it: test/e2e/access-log-formats.test.ts).
+ */
+export function compileJsonFormat(obj: Record<string, JsonValue>, where: string, o: JsonFormatOptions = {}): (c: FormatContext) => string {
+  type Fn = (c: FormatContext) => JsonValue;
+  const compileValue = (v: JsonValue, w: string): Fn => {
     if (typeof v === 'string') {
-      const pieces = compileFormat(v, w);
+      const pieces = compileFormat(v, w, o.hook);
       const single = pieces.length === 1 && typeof pieces[0] !== 'string' ? pieces[0] : undefined;
       if (single) {
         return (c) => {
           const r = single(c);
-          if (r === undefined) return null;
+          if (r === undefined || r === '') return null;
           // Envoy keeps numbers typed in JSON logs
           return /^-?\d+$/.test(r) && r.length < 16 ? Number(r) : r;
         };
       }
+      if (pieces.length <= 1) return () => v;
       return (c) => formatHeader(pieces, c);
     }
     if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
-      const entries = Object.entries(v).map(([k, x]) => [k, compileValue(x, `${w}.${k}`)] as const);
-      return (c) => Object.fromEntries(entries.map(([k, f]) => [k, f(c)]));
+      const entries = sortedKeys(v).map((k) => [k, compileValue(v[k]!, `${w}.${k}`)] as const);
+      return (c) => {
+        const out: Record<string, JsonValue> = {};
+        for (const [k, f] of entries) out[k] = f(c);
+        return out;
+      };
     }
     return () => v;
   };

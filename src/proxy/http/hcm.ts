@@ -17,7 +17,7 @@ import { portStart } from '../route/vhost';
 import { plainIp, StreamInfo } from '../stream-info';
 import { applyPeer, type TlsContext } from '../tls/context';
 import type { ClusterManager } from '../upstream/cluster-manager';
-import { compileAccessLogs, type AccessLogger } from './access-log';
+import { compileAccessLogs, type AccessLogger } from '../accesslog';
 import type { HttpFilter, LocalReply } from './filter-api';
 import {
   compileHttpFilters,
@@ -100,7 +100,7 @@ export class HcmRuntime {
     this.filters = chain.filters;
     this.completers = chain.filters.map((c) => c.filter).filter((f) => f.onStreamComplete !== undefined);
     this.router = new Router(chain.router);
-    this.accessLogs = compileAccessLogs(proto.accessLog, where);
+    this.accessLogs = compileAccessLogs(proto.accessLog, where, { call: deps.upstreamCall });
     this.routes = routeProviderOf(proto, where, deps.routes, isStatic);
     this.ready = this.routes.ready;
     // HTTP/1.x (plaintext or after TLS) is served by the engine's own codec (h1/server.ts), HTTP/2 by Node's servers
@@ -273,7 +273,7 @@ export class HcmRuntime {
     st.rqTime.record(performance.now() - s.info.startHr);
     for (const f of this.completers) f.onStreamComplete!(s);
     if (this.accessLogs.length > 0) {
-      const ctx = { info: s.info, request: s.request, response: { get: (n: string) => s.responseHeader(n) } };
+      const ctx = { info: s.info, request: s.request, response: { get: (n: string) => s.responseHeader(n) }, filterState: s.filterState };
       for (const l of this.accessLogs) l(ctx);
     }
   }

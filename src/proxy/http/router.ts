@@ -24,6 +24,7 @@ import {
 } from '../upstream/pool';
 import { pendingOn } from '../upstream/host-pools';
 import { plainIp } from '../stream-info';
+import { joinHostPort } from '../../lib/hostport';
 import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from '../codec/headers';
 import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
 import { BodySource, type BodyReader } from '../codec/h1/body';
@@ -578,6 +579,9 @@ class UpstreamExchange implements BodyReader {
     }
     if (this.attempt > 1) c.stats.rqRetrySuccess.inc();
     const s = this.s;
+    // Envoy's %RESPONSE_CODE_DETAILS% for a response that came from the upstream
+    s.info.responseCodeDetails = 'via_upstream';
+    if (r.socket?.localAddress) s.info.upstreamLocalAddress = joinHostPort(plainIp(r.socket.localAddress), r.socket.localPort ?? 0);
     const h = new ResponseHeaders(r.status, copyResponseHeaders(r.headers));
     if (!this.opts.suppressEnvoyHeaders) h.set('x-envoy-upstream-service-time', String(Math.round(performance.now() - this.attemptStart)));
     if (this.sel.vhost.includeAttemptCountInResponse) h.set('x-envoy-attempt-count', String(this.attempt));

@@ -87,7 +87,7 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
             throw new ConfigError(
               `Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`,
             );
-          tcp = new TcpProxy(any, fw, x.deps.stats, x.deps.clusters, x.log, observers);
+          tcp = new TcpProxy(any, fw, x.deps.stats, x.deps.clusters, x.log, x.deps.upstreamCall, observers);
           break;
         case ISTIO_MX:
         case ISTIO_STATS:

@@ -6,13 +6,14 @@ import type { Any } from '@bufbuild/protobuf/wkt';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { TcpProxySchema } from '../../gen/envoy/extensions/filters/network/tcp_proxy/v3/tcp_proxy_pb';
 import { RBACSchema as NetworkRbacSchema } from '../../gen/envoy/extensions/filters/network/rbac/v3/rbac_pb';
-import { compileAccessLogs, type AccessLogger } from '../http/access-log';
+import { compileAccessLogs, type AccessLogger, type ClusterCall } from '../accesslog';
 import type { Logger } from '../log';
 import { ConfigError } from '../common/config-error';
 import { RbacEngine } from '../rbac/engine';
 import { durationToMs } from '../common/duration';
 import type { Counter, Gauge, StatsStore } from '../stats/store';
-import { StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
+import { plainIp, StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
+import { joinHostPort } from '../../lib/hostport';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { connectUpstream, readyEvent } from '../upstream/pool';
 import type { ConnectionObserver } from './istio-network';
@@ -89,6 +90,7 @@ export class TcpProxy {
     stats: StatsStore,
     private readonly clusters: ClusterManager,
     private readonly log: Logger,
+    call?: ClusterCall,
     /** Network filters before this one that watch its connections (Istio's istio.stats). */
     private readonly observers: readonly ConnectionObserver[] = [],
   ) {
@@ -108,7 +110,7 @@ export class TcpProxy {
     this.total = this.weighted.reduce((a, c) => a + c.weight, 0);
     this.idleMs = durationToMs(t.idleTimeout) ?? 3_600_000;
     this.maxAttempts = t.maxConnectAttempts ?? 1;
-    this.accessLogs = compileAccessLogs(t.accessLog, where);
+    this.accessLogs = compileAccessLogs(t.accessLog, where, { call });
     const sc = stats.scope(`tcp.${t.statPrefix}.`);
     this.s = {
       cxTotal: sc.counter('downstream_cx_total'),
@@ -183,6 +185,8 @@ export class TcpProxy {
       up.once(readyEvent(up), () => {
         connected = true;
         if (trackers) for (const t of trackers) t.connected();
+        // %UPSTREAM_LOCAL_ADDRESS%
+        if (up.localAddress) info.upstreamLocalAddress = joinHostPort(plainIp(up.localAddress), up.localPort ?? 0);
         if (head && head.length > 0) up.write(head);
         down.pipe(up);
         up.pipe(down);

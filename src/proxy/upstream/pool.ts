@@ -259,6 +259,8 @@ export interface UpstreamResponse {
   body: UpstreamBody;
   /** HTTP/2 headers that ended the stream (gRPC trailers-only responses). */
   endStream?: boolean;
+  /** The connection's local end (%UPSTREAM_LOCAL_ADDRESS%). */
+  socket?: { localAddress?: string; localPort?: number };
 }
 
 export interface UpstreamCallbacks {
@@ -321,13 +323,13 @@ class H2Body implements UpstreamBody {
 class H1Callbacks implements ClientCallbacks {
   private done = false;
   constructor(private readonly cb: UpstreamCallbacks) {}
-  onResponse(status: number, headers: RawHeaders, body: BodySource): void {
+  onResponse(status: number, headers: RawHeaders, body: BodySource, socket?: net.Socket): void {
     if (this.done) {
       body.discard();
       return;
     }
     this.done = true;
-    this.cb.onResponse({ status, headers, body });
+    this.cb.onResponse({ status, headers, body, ...(socket ? { socket } : {}) });
   }
   onError(kind: ClientFailure, detail: string): void {
     if (this.done) return;
@@ -383,7 +385,8 @@ function startH2Request(
     const status = Number(h[':status']);
     const out: RawHeaders = {};
     for (const k in h) if (k.charCodeAt(0) !== 58) out[k] = h[k] as string | string[];
-    cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0 });
+    const socket = session.socket as net.Socket | undefined;
+    cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0, ...(socket ? { socket } : {}) });
   });
   stream.on('error', (e: NodeJS.ErrnoException) => {
     const sock = (session as unknown as { socket?: { meshConnected?: () => boolean } }).socket;

@@ -1,0 +1,24 @@
+// Where file access logs go (envoy.access_loggers.file / stdout / stderr): one append stream per path, shared by
+// every logger that names it (Envoy's AccessLogManager keeps one file per path), written asynchronously.
+// /dev/stdout and /dev/stderr are the process's own streams, as Envoy's are.
+import fs from 'node:fs';
+
+export type Sink = (line: string) => void;
+
+const files = new Map<string, Sink>();
+
+export const stdoutSink: Sink = (l) => void process.stdout.write(l);
+export const stderrSink: Sink = (l) => void process.stderr.write(l);
+
+export function sinkFor(path: string): Sink {
+  if (path === '/dev/stdout') return stdoutSink;
+  if (path === '/dev/stderr') return stderrSink;
+  let s = files.get(path);
+  if (!s) {
+    const stream = fs.createWriteStream(path, { flags: 'a' });
+    stream.on('error', () => {});
+    s = (l) => void stream.write(l);
+    files.set(path, s);
+  }
+  return s;
+}
