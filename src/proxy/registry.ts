@@ -15,6 +15,8 @@ import { file_xds_type_matcher_v3_matcher } from '../gen/xds/type/matcher/v3/mat
 import { file_envoy_extensions_clusters_aggregate_v3_cluster } from '../gen/envoy/extensions/clusters/aggregate/v3/cluster_pb';
 import { file_envoy_extensions_transport_sockets_raw_buffer_v3_raw_buffer } from '../gen/envoy/extensions/transport_sockets/raw_buffer/v3/raw_buffer_pb';
 import { file_istio_envoy_config_filter_http_alpn_v2alpha1_config } from '../gen/istio/envoy/config/filter/http/alpn/v2alpha1/config_pb';
+import { file_envoy_config_trace_v3_zipkin } from '../gen/envoy/config/trace/v3/zipkin_pb';
+import { file_envoy_config_trace_v3_opentelemetry } from '../gen/envoy/config/trace/v3/opentelemetry_pb';
 
 let registry: Registry | undefined;
 
@@ -33,6 +35,9 @@ export function proxyTypeRegistry(): Registry {
     file_envoy_extensions_clusters_aggregate_v3_cluster,
     file_istio_envoy_config_filter_http_alpn_v2alpha1_config,
     file_envoy_extensions_transport_sockets_raw_buffer_v3_raw_buffer,
+    // HCM tracing providers (envoy.tracers.zipkin, envoy.tracers.opentelemetry)
+    file_envoy_config_trace_v3_zipkin,
+    file_envoy_config_trace_v3_opentelemetry,
   );
   return registry;
 }

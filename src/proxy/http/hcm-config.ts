@@ -27,6 +27,7 @@ import {
 } from './filter-api';
 import { pathOptionsOf, type EscapedSlashesAction } from './path';
 import { unwrapTypedStruct } from './typed-struct';
+import type { LocalInfo } from '../tracing';
 import { clientCertDetailsOf, forwardClientCertOf, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 
 export interface HcmDeps {
@@ -37,6 +38,8 @@ export interface HcmDeps {
   filters: HttpFilterRegistry;
   typeRegistry: Registry;
   upstreamCall: (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
+  /** The node's id, cluster, zone and address, for tracing. */
+  local?: LocalInfo;
 }
 
 export class HcmStats {

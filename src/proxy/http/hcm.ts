@@ -33,6 +33,7 @@ import { processPath } from './path';
 import { Router } from './router';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
 import { xfccAction } from './xfcc';
+import { httpTracerOf, type HttpTracer } from '../tracing';
 
 const kCtx = Symbol('mesh.connection');
 const XFCC = 'x-forwarded-client-cert';
@@ -70,6 +71,8 @@ export class HcmRuntime {
   readonly routes: RouteConfigProvider;
   readonly accessLogs: AccessLogger[];
   readonly clusters: ClusterManager;
+  /** undefined when the HCM has no `tracing`: nothing per request then. */
+  readonly tracer: HttpTracer | undefined;
   readonly ready: Promise<void>;
   private readonly router: Router;
   private readonly h2: http2.Http2Server;
@@ -85,6 +88,8 @@ export class HcmRuntime {
     isStatic: boolean,
     /** Listener port, for strip_matching_host_port. */
     private readonly listenerPort: number,
+    /** The listener's traffic_direction is OUTBOUND (Envoy's egress operation for tracing). */
+    egress = false,
   ) {
     this.log = deps.log.get('http');
     this.clusters = deps.clusters;
@@ -98,6 +103,13 @@ export class HcmRuntime {
     this.filters = chain.filters;
     this.router = new Router(chain.router);
     this.accessLogs = compileAccessLogs(proto.accessLog, where);
+    this.tracer = httpTracerOf(proto, where, egress, {
+      call: deps.upstreamCall,
+      local: deps.local,
+      stats: deps.stats.scope(''),
+      hcmStats: this.stats.scope,
+      warn: (m) => this.log.warn(m),
+    });
     this.routes = routeProviderOf(proto, where, deps.routes, isStatic);
     this.ready = this.routes.ready;
     // HTTP/1.x (plaintext or after TLS) is served by the engine's own codec (h1/server.ts), HTTP/2 by Node's servers
@@ -259,6 +271,7 @@ export class HcmRuntime {
 
   release(): void {
     this.routes.release();
+    this.tracer?.release();
     for (const s of this.secureServers.values()) s.close();
   }
 
@@ -268,6 +281,7 @@ export class HcmRuntime {
     st.rqCompleted.inc();
     if (s.info.responseCode > 0) st.codes.record(s.info.responseCode);
     st.rqTime.record(performance.now() - s.info.startHr);
+    if (s.trace) this.tracer!.finishDownstream(s, s.trace);
     if (this.accessLogs.length > 0) {
       const ctx = { info: s.info, request: s.request, response: { get: (n: string) => s.responseHeader(n) } };
       for (const l of this.accessLogs) l(ctx);
@@ -351,6 +365,7 @@ export class HcmRuntime {
         headers.authority = headers.authority.slice(0, p);
     }
     this.mutateRequestHeaders(s);
+    if (this.tracer) this.tracer.onRequest(s);
     this.runDecoders(s, 0);
   }
 

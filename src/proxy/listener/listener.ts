@@ -201,7 +201,7 @@ export class ListenerRuntime {
       sslSessionReused: s.counter('ssl.session_reused'),
       sslNoCert: s.counter('ssl.no_certificate'),
     };
-    const chainCtx = { deps, isStatic, port: this.address.port, log: this.log };
+    const chainCtx = { deps, isStatic, port: this.address.port, log: this.log, egress: proto.trafficDirection === TrafficDirection.OUTBOUND };
     const built: CompiledChain[] = [];
     try {
       const seen = new Map<string, number>();
