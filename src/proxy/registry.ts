@@ -18,6 +18,8 @@ import { file_istio_envoy_config_filter_http_alpn_v2alpha1_config } from '../gen
 import { file_io_istio_http_peer_metadata_config } from '../gen/io/istio/http/peer_metadata/config_pb';
 import { file_envoy_tcp_metadataexchange_config_metadata_exchange } from '../gen/envoy/tcp/metadataexchange/config/metadata_exchange_pb';
 import { ACCESS_LOG_FILES } from './accesslog/types';
+import { file_envoy_config_trace_v3_zipkin } from '../gen/envoy/config/trace/v3/zipkin_pb';
+import { file_envoy_config_trace_v3_opentelemetry } from '../gen/envoy/config/trace/v3/opentelemetry_pb';
 
 let registry: Registry | undefined;
 
@@ -40,6 +42,9 @@ export function proxyTypeRegistry(): Registry {
     file_io_istio_http_peer_metadata_config,
     file_envoy_tcp_metadataexchange_config_metadata_exchange,
     ...ACCESS_LOG_FILES,
+    // HCM tracing providers (envoy.tracers.zipkin, envoy.tracers.opentelemetry)
+    file_envoy_config_trace_v3_zipkin,
+    file_envoy_config_trace_v3_opentelemetry,
   );
   return registry;
 }

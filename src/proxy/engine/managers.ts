@@ -11,6 +11,7 @@ import type { LoggerRegistry } from '../log';
 import { RouteManager } from '../route/rds';
 import type { StatsStore } from '../stats/store';
 import { SecretManager } from '../tls/secrets';
+import { localInfoOf } from '../tracing';
 import { ClusterManager } from '../upstream/cluster-manager';
 import { callCluster } from './call-cluster';
 import type { EngineOptions } from './options';
@@ -66,6 +67,7 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
       typeRegistry: registry,
       upstreamCall,
       node: x.node,
+      local: localInfoOf(bootstrap.node),
       secrets,
       serverDraining: x.serverDraining,
       originalDst: addon.ok ? addon.source : undefined,

@@ -28,6 +28,7 @@ import {
 } from './filter-api';
 import { pathOptionsOf, type EscapedSlashesAction } from './path';
 import { unwrapTypedStruct } from './typed-struct';
+import type { LocalInfo } from '../tracing';
 import { clientCertDetailsOf, forwardClientCertOf, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 
 const NO_NODE: LocalNode = { id: '', metadata: {} };
@@ -44,6 +45,8 @@ export interface HcmDeps {
   node?: LocalNode;
   /** The listener's traffic_direction: TrafficDirection (0 unspecified, 1 inbound, 2 outbound). */
   trafficDirection?: number;
+  /** The node's id, cluster, zone and address, for tracing. */
+  local?: LocalInfo;
 }
 
 export class HcmStats {

@@ -33,6 +33,7 @@ import { processPath } from './path';
 import { Router } from './router';
 import { Stream, type ConnectionContext, type DownstreamRequest, type DownstreamResponse } from './stream';
 import { xfccAction } from './xfcc';
+import { httpTracerOf, type HttpTracer } from '../tracing';
 
 const kCtx = Symbol('mesh.connection');
 const XFCC = 'x-forwarded-client-cert';
@@ -72,6 +73,8 @@ export class HcmRuntime {
   /** Filters told when a stream completes (Istio's stats filter), before the access logs. */
   private readonly completers: HttpFilter[];
   readonly clusters: ClusterManager;
+  /** undefined when the HCM has no `tracing`: nothing per request then. */
+  readonly tracer: HttpTracer | undefined;
   readonly ready: Promise<void>;
   private readonly router: Router;
   private readonly h2: http2.Http2Server;
@@ -87,6 +90,8 @@ export class HcmRuntime {
     isStatic: boolean,
     /** Listener port, for strip_matching_host_port. */
     private readonly listenerPort: number,
+    /** The listener's traffic_direction is OUTBOUND (Envoy's egress operation for tracing). */
+    egress = false,
   ) {
     this.log = deps.log.get('http');
     this.clusters = deps.clusters;
@@ -101,6 +106,13 @@ export class HcmRuntime {
     this.completers = chain.filters.map((c) => c.filter).filter((f) => f.onStreamComplete !== undefined);
     this.router = new Router(chain.router);
     this.accessLogs = compileAccessLogs(proto.accessLog, where, { call: deps.upstreamCall });
+    this.tracer = httpTracerOf(proto, where, egress, {
+      call: deps.upstreamCall,
+      local: deps.local,
+      stats: deps.stats.scope(''),
+      hcmStats: this.stats.scope,
+      warn: (m) => this.log.warn(m),
+    });
     this.routes = routeProviderOf(proto, where, deps.routes, isStatic);
     this.ready = this.routes.ready;
     // HTTP/1.x (plaintext or after TLS) is served by the engine's own codec (h1/server.ts), HTTP/2 by Node's servers
@@ -262,6 +274,7 @@ export class HcmRuntime {
 
   release(): void {
     this.routes.release();
+    this.tracer?.release();
     for (const s of this.secureServers.values()) s.close();
   }
 
@@ -272,6 +285,7 @@ export class HcmRuntime {
     if (s.info.responseCode > 0) st.codes.record(s.info.responseCode);
     st.rqTime.record(performance.now() - s.info.startHr);
     for (const f of this.completers) f.onStreamComplete!(s);
+    if (s.trace) this.tracer!.finishDownstream(s, s.trace);
     if (this.accessLogs.length > 0) {
       const ctx = { info: s.info, request: s.request, response: { get: (n: string) => s.responseHeader(n) }, filterState: s.filterState };
       for (const l of this.accessLogs) l(ctx);
@@ -355,6 +369,7 @@ export class HcmRuntime {
         headers.authority = headers.authority.slice(0, p);
     }
     this.mutateRequestHeaders(s);
+    if (this.tracer) this.tracer.onRequest(s);
     this.runDecoders(s, 0);
   }
 

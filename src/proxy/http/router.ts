@@ -444,6 +444,7 @@ class UpstreamExchange implements BodyReader {
       if (this.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(this.retry?.perTryTimeoutMs || this.timeoutMs);
       if (this.sel.vhost.includeRequestAttemptCount) headers['x-envoy-attempt-count'] = String(this.attempt);
     }
+    if (s.trace) s.trace.upstream(s, headers, c.name, host.key, this.attempt);
     let authority = req.authority;
     if (this.action.hostRewrite.kind === 'auto' && host.hostname) authority = host.hostname;
     this.attemptStart = performance.now();

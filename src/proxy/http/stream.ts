@@ -15,6 +15,7 @@ import type { ChainEntry, HcmOptions, HcmStats } from './hcm-config';
 import type { RouteConfigProvider } from '../route/rds';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import type { ResponseObserver } from '../codec/h1/server';
+import type { RequestTrace } from '../tracing';
 
 /**
  * A downstream request: the engine's HTTP/1 codec's H1Request (plaintext HTTP/1.x; its body is a
@@ -121,6 +122,8 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   responseHeaders: ResponseHeaders | undefined;
   /** The upstream's trailers, passed downstream (gRPC status). */
   responseTrailers: RawHeaders | undefined;
+  /** The request's span (its HCM traces and the request has a trace context). */
+  trace: RequestTrace | undefined = undefined;
 
   constructor(
     readonly hcm: StreamHcm,

@@ -41,6 +41,8 @@ export interface ChainContext {
   /** The listener's port, for the HCM's strip_matching_host_port. */
   port: number;
   log: Logger;
+  /** traffic_direction OUTBOUND: the HCM traces as egress. */
+  egress?: boolean;
 }
 
 export function compileFilterChain(fc: FilterChain, where: string, x: ChainContext): CompiledChain {
@@ -79,7 +81,7 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
             );
           const h = anyUnpack(any, HttpConnectionManagerSchema);
           if (!h) throw new ConfigError(`${fw}: cannot decode HttpConnectionManager`);
-          hcm = new HcmRuntime(h, fw, x.deps, x.isStatic, x.port);
+          hcm = new HcmRuntime(h, fw, x.deps, x.isStatic, x.port, x.egress);
           break;
         }
         case TCP_PROXY:

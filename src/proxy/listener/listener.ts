@@ -201,7 +201,13 @@ export class ListenerRuntime {
       sslSessionReused: s.counter('ssl.session_reused'),
       sslNoCert: s.counter('ssl.no_certificate'),
     };
-    const chainCtx = { deps: { ...deps, trafficDirection: proto.trafficDirection }, isStatic, port: this.address.port, log: this.log };
+    const chainCtx = {
+      deps: { ...deps, trafficDirection: proto.trafficDirection },
+      isStatic,
+      port: this.address.port,
+      log: this.log,
+      egress: proto.trafficDirection === TrafficDirection.OUTBOUND,
+    };
     const built: CompiledChain[] = [];
     try {
       const seen = new Map<string, number>();
