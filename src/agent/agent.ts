@@ -28,6 +28,7 @@ import { NameTableSchema } from '../gen/istio/networking/nds/v1/nds_pb';
 import { LocalDnsServer, type LocalDnsServerOptions } from '../dns/server';
 import { decodeMessage, encodeMessage, RCODE, replyTo } from '../dns/wire';
 import { FaultBoundary } from './boundary';
+import type { AppScrapeConfig } from './metrics-merge';
 
 const log = registerScope('default');
 
@@ -64,6 +65,10 @@ export interface AgentOptions {
    */
   dns?: LocalDnsServerOptions;
   metricsLocalhostOnly: boolean;
+  /** The proxy's Prometheus listener (PROXY_METRICS_PORT), which the status server's merge scrapes. */
+  proxyStatsPort?: number;
+  /** The application's metrics endpoint merged into /stats/prometheus (MESH_METRICS_ANNOTATIONS, sidecars). */
+  appMetrics?: AppScrapeConfig;
   /** The workload identity: certificates, their rotation and the SDS server; undefined runs without. */
   identity?: IdentityOptions;
   /** That identity already begun by the caller (see proxy-command: the certificate is asked for first). */
@@ -219,6 +224,8 @@ export class Agent {
           onQuit: () => this.quit(),
           onDrain: () => void this.drainNow(),
           metricsLocalhostOnly: this.o.metricsLocalhostOnly,
+          proxyStatsPort: this.o.proxyStatsPort,
+          app: this.o.appMetrics,
           guard: b,
         });
         this.status = status;

@@ -1,19 +1,18 @@
 // The agent's status server on ProxyConfig.statusPort (15020), Istio's layout: /healthz/ready, the merged
-// /stats/prometheus (agent metrics, then the proxy's), and the localhost-only POST endpoints /quitquitquit
+// /stats/prometheus and /metrics (agent metrics, the proxy's, then the application's: metrics-merge.ts), and the localhost-only POST endpoints /quitquitquit
 // and /drain. The proxy's own :15021 listener forwards /healthz/ready here (it is in the bootstrap).
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { registerScope } from '../lib/log';
 import { metricsText } from '../lib/metrics';
 import type { AdminClient } from './admin-client';
-import { HttpCallError } from './http-client';
+import { httpCall } from './http-client';
+import { joinHostPort } from '../lib/hostport';
+import { appMetricsUrl, FMT_TEXT, negotiateMetricsFormat, scrapeHeaders, scrapeTimeoutMs, type AppScrapeConfig } from './metrics-merge';
 import { scrapeFailures, scrapesTotal } from './metrics';
 import { UNGUARDED, type Guard } from './boundary';
 
 const log = registerScope('healthcheck', 'status server of the mesh agent');
-
-/** Prometheus text format 0.0.4, what Istio's merged endpoint answers with. */
-export const PROMETHEUS_TEXT = 'text/plain; version=0.0.4; charset=utf-8';
 
 export interface Readiness {
   check(): Promise<void>;
@@ -29,6 +28,10 @@ export interface StatusServerOptions {
   admin?: AdminClient;
   onQuit: () => void;
   onDrain: () => void;
+  /** The proxy's Prometheus listener port (PROXY_METRICS_PORT, 15090); undefined scrapes the admin API itself. */
+  proxyStatsPort?: number;
+  /** The application's metrics endpoint from MESH_METRICS_ANNOTATIONS (sidecars only). */
+  app?: AppScrapeConfig;
   /** METRICS_LOCALHOST_ACCESS_ONLY */
   metricsLocalhostOnly?: boolean;
   /** The agent's fault boundary: requests are the status server's entry points, /stats/prometheus the metrics merge's. */
@@ -106,7 +109,8 @@ export class StatusServer {
     const url = new URL(req.url ?? '/', 'http://localhost');
     const p = url.pathname;
     if (p === '/healthz/ready') return this.ready(res);
-    if (p === '/stats/prometheus') return this.mergedStats(req, res, url);
+    // `/metrics` is Prometheus's default path, `/stats/prometheus` the proxy's: Istio serves the merge on both.
+    if (p === '/stats/prometheus' || p === '/metrics') return this.mergedStats(req, res, url);
     if (p === '/quitquitquit' || p === '/drain') {
       if (!isLoopback(req.socket.remoteAddress)) return text(res, 403, 'Only requests from localhost are allowed\n');
       if (req.method !== 'POST') return text(res, 405, 'Method Not Allowed\n');
@@ -146,23 +150,20 @@ export class StatusServer {
       return text(res, 403, 'Only requests from localhost are allowed\n');
     }
     scrapesTotal.inc();
-    let proxy = '';
-    if (this.o.admin) {
-      const headers: Record<string, string> = {};
-      for (const h of ['accept', 'user-agent', 'x-prometheus-scrape-timeout-seconds']) {
-        const v = req.headers[h];
-        if (typeof v === 'string' && v) headers[h] = v;
-      }
-      const timeout = Number(headers['x-prometheus-scrape-timeout-seconds']);
-      try {
-        const r = await this.o.admin.get(`stats/prometheus${url.search}`, Number.isFinite(timeout) && timeout > 0 ? timeout * 1000 : 10_000, headers);
-        if (r.status !== 200) throw new Error(`error scraping ${this.o.admin.url('stats/prometheus')}, status code: ${r.status}`);
-        proxy = r.body;
-      } catch (e) {
-        log.error(`failed scraping envoy metrics: ${e instanceof HttpCallError ? e.message : (e as Error).message}`);
-        scrapeFailures.inc({ type: 'envoy' });
-      }
-    }
+    const headers = scrapeHeaders(req.headers);
+    const timeoutMs = scrapeTimeoutMs(headers['x-prometheus-scrape-timeout-seconds']) ?? DEFAULT_SCRAPE_TIMEOUT_MS;
+    const admin = this.o.admin;
+    // Istio scrapes the proxy's own Prometheus listener (15090), which the bootstrap routes to the admin API.
+    const proxyUrl = admin
+      ? this.o.proxyStatsPort
+        ? `http://${joinHostPort(admin.host, this.o.proxyStatsPort)}/stats/prometheus${url.search}`
+        : admin.url(`stats/prometheus${url.search}`)
+      : undefined;
+    const app = this.o.app;
+    const [proxy, application] = await Promise.all([
+      proxyUrl ? scrape(proxyUrl, headers, timeoutMs, 'envoy') : undefined,
+      app ? scrape(appMetricsUrl(app), headers, timeoutMs, 'application') : undefined,
+    ]);
     let agent = '';
     try {
       agent = await metricsText();
@@ -170,8 +171,30 @@ export class StatusServer {
       log.error(`failed scraping and writing agent metrics: ${(e as Error).message}`);
       scrapeFailures.inc({ type: 'agent' });
     }
-    res.writeHead(200, { 'Content-Type': PROMETHEUS_TEXT });
-    res.end(joinExpositions(agent, proxy));
+    // The application's format decides the answer's (text without one); its part goes last, since an
+    // OpenMetrics exposition ends with `# EOF`.
+    res.writeHead(200, { 'Content-Type': app ? negotiateMetricsFormat(application?.contentType) : FMT_TEXT });
+    res.end(joinExpositions(agent, proxy?.body ?? '', application?.body ?? ''));
+  }
+}
+
+const DEFAULT_SCRAPE_TIMEOUT_MS = 10_000;
+
+/** One GET of a metrics endpoint; a failure is logged and counted (scrape_failures_total{type}), never thrown. */
+async function scrape(
+  target: string,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  type: 'envoy' | 'application',
+): Promise<{ body: string; contentType: string | undefined } | undefined> {
+  try {
+    const r = await httpCall(target, { timeoutMs, headers });
+    if (r.status !== 200) throw new Error(`error scraping ${target}, status code: ${r.status}`);
+    return { body: r.body, contentType: r.headers['content-type'] };
+  } catch (e) {
+    log.error(`failed scraping ${type} metrics: ${(e as Error).message}`);
+    scrapeFailures.inc({ type });
+    return undefined;
   }
 }
 

@@ -33,7 +33,7 @@ export const ANNOTATION = {
 } as const;
 export const LABEL_SIDECAR_INJECT = 'sidecar.mesh.io/inject';
 export const LABEL_NETWORK = 'topology.mesh.io/network';
-export const PROMETHEUS_ANNOTATIONS_ENV = 'MESH_PROMETHEUS_ANNOTATIONS';
+export const PROMETHEUS_ANNOTATIONS_ENV = 'MESH_METRICS_ANNOTATIONS';
 
 export class InjectionError extends Error {}
 

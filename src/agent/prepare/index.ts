@@ -20,7 +20,7 @@ import type { PrepareStep } from './inputs';
 import { prepareNode, prepareProxyIdentity } from './node';
 import { prepareProxyLaunch } from './proxy';
 import { prepareNodeType, prepareProxyConfig } from './proxy-config';
-import { prepareHealthProbe } from './status';
+import { prepareAppMetrics, prepareHealthProbe } from './status';
 
 /** Everything `proxy` needs, resolved from the command line and environment; built by prepareAgent. */
 export interface PreparedAgent {
@@ -72,6 +72,8 @@ export async function prepareAgent(ctx: RunContext, cwd = process.cwd(), interfa
     knownListeners: knownAgentListeners(node.envoyStatusPort, node.envoyPrometheusPort),
     dns,
     metricsLocalhostOnly: env.bool('METRICS_LOCALHOST_ACCESS_ONLY'),
+    proxyStatsPort: node.envoyPrometheusPort,
+    appMetrics: prepareAppMetrics(s, nodeType, pc.statusPort),
     grpcBootstrap,
     identity: workload,
     ...(healthProbe ? { healthCheck: { probe: healthProbe, ipAddresses: identity.ipAddresses } } : {}),
