@@ -71,6 +71,8 @@ export function startDiscovery(
     env?: NodeJS.ProcessEnv;
     onOutput?: (chunk: string) => void;
     stopSignal?: NodeJS.Signals;
+    /** the mesh config file text, written to `home` and passed as --meshConfig */
+    meshConfig?: string;
   },
 ): Promise<Started>;
 export function startSidecar(
@@ -105,6 +107,10 @@ export interface MeshPod {
   mesh?: boolean;
   /** inbound captured in TPROXY mode (Istio's interceptionMode: TPROXY): original_src on its virtualInbound */
   tproxy?: boolean;
+  /** labels beside app and tlsMode (the sidecar's node labels) */
+  labels?: Record<string, string>;
+  /** sidecar environment beside the defaults (what an injector would set: MESH_META_WORKLOAD_NAME…) */
+  env?: Record<string, string>;
 }
 export function meshRegistry(pods: readonly MeshPod[]): string;
 export interface Mesh {
@@ -124,6 +130,8 @@ export function startMesh(
     dir: string;
     pods: readonly MeshPod[];
     config?: Record<string, string>;
+    /** the daemon's mesh config file text */
+    meshConfig?: string;
     prefix?: string;
     stopSignal?: NodeJS.Signals;
     timeoutMs?: number;

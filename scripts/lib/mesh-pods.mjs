@@ -191,7 +191,12 @@ export function capture(ns, dist, { dns = false, tproxy = false } = {}) {
 }
 
 /** pilot-discovery in `ns` serving `configDir`, xDS on `grpcAddr`, its other ports on the namespace's loopback. */
-export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env = {}, onOutput, stopSignal }) {
+export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env = {}, onOutput, stopSignal, meshConfig }) {
+  const meshArgs = [];
+  if (meshConfig !== undefined) {
+    fs.writeFileSync(path.join(home, 'mesh-config.yaml'), meshConfig);
+    meshArgs.push('--meshConfig', path.join(home, 'mesh-config.yaml'));
+  }
   const host = grpcAddr.slice(0, grpcAddr.lastIndexOf(':'));
   return startIn(
     owner,
@@ -217,6 +222,7 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
       '9876',
       '--shutdownDuration',
       '1s',
+      ...meshArgs,
     ],
     {
       ready: new RegExp(`listening on ${host === '0.0.0.0' ? '.*' : host.replace(/\./g, '\\.')}:${grpcAddr.slice(grpcAddr.lastIndexOf(':') + 1)}`),
@@ -515,16 +521,28 @@ spec:
 
 /**
  * A whole mesh on this machine: a world namespace running pilot-discovery (xDS on :15010 of every pod's
- * gateway address) and, for each of `pods` ({name, mesh}), a pod namespace `<prefix>-<name>-<random>` with
+ * gateway address) and, for each of `pods` ({name, mesh, labels, env}: extra pod labels and sidecar env), a pod namespace `<prefix>-<name>-<random>` with
  * its app; a meshed pod (mesh !== false) also gets capture rules with DNS capture (its resolv.conf names
  * the cluster's search list; `tproxy`: inbound captured in TPROXY mode, see `startSidecar`), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
  * maps file names to YAML served beside the registry (the caller may rewrite them: discovery watches the
- * directory). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
+ * directory); `meshConfig` is the daemon's mesh config file text (else its defaults). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
  * `sidecarCommand(name)` gives the argv that replaces `<dist>/pilot-agent` for that pod's sidecar (profiling).
  */
 export async function startMesh(
   owner,
-  { dist, dir, pods, config = {}, prefix = 'mesh', stopSignal, timeoutMs = 90_000, progress = () => undefined, sidecarCommand, sidecarConcurrency },
+  {
+    dist,
+    dir,
+    pods,
+    config = {},
+    meshConfig,
+    prefix = 'mesh',
+    stopSignal,
+    timeoutMs = 90_000,
+    progress = () => undefined,
+    sidecarCommand,
+    sidecarConcurrency,
+  },
 ) {
   const configDir = path.join(dir, 'config');
   const logs = path.join(dir, 'logs');
@@ -570,6 +588,7 @@ export async function startMesh(
     home: dir,
     onOutput: logTo('discovery'),
     stopSignal,
+    meshConfig,
   });
   const sidecars = {};
   const apps = {};
@@ -592,10 +611,10 @@ export async function startMesh(
         namespace: p.name,
         serviceAccount: p.name,
         ip: meshAddr.pod(i),
-        labels: { app: p.name, 'security.istio.io/tlsMode': 'istio' },
+        labels: { app: p.name, 'security.istio.io/tlsMode': 'istio', ...p.labels },
       },
       certs: { ...identities.certs[spiffeOf(p.name)], root: identities.root },
-      env: { MESH_META_DNS_CAPTURE: 'true' },
+      env: { MESH_META_DNS_CAPTURE: 'true', ...p.env },
       onOutput: logTo(`sidecar-${p.name}`),
       stopSignal,
       command: sidecarCommand?.(p.name),

@@ -1,0 +1,180 @@
+// Issue 26's "done means" for metrics, with the built binary: two captured pods A and B (startMesh: capture,
+// workload certificates, auto-mTLS between their sidecars, built-in engine), pilot-discovery sending Istio's
+// telemetry filters, and a real Prometheus (Debian's) in the world namespace scraping both pods' merged
+// :15020/stats/prometheus by file service discovery. A's app calls B over HTTP and TCP; the series each sidecar
+// reports are compared with the label sets Istio's standard metrics give for the same calls (istio.io
+// "Istio Standard Metrics", istio/proxy testdata/metric/*.yaml.tmpl): the destination reporter (B) names the
+// peer it learnt through metadata exchange, the source reporter (A) the service it called.
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { built, DIST } from '../helpers/binary';
+import { callIn, httpGetIn, meshAddr, meshPodsUnavailable, startMesh } from '../../scripts/lib/mesh-pods.mjs';
+import { parseQueryResult, prometheusUnavailable, queryPath, startPrometheus, type Sample } from '../helpers/prometheus';
+import { tempDir } from '../helpers/temp';
+import { waitForValue } from '../helpers/wait';
+
+const skip = meshPodsUnavailable({ openssl: true }) || prometheusUnavailable();
+if (!skip && !built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
+
+// What the injector puts in each pod: its workload (the Deployment's name), the canonical service labels it
+// derives from app/version, and the cluster id.
+const pod = (name: string) => ({
+  name,
+  labels: { version: 'v1', 'service.mesh.io/canonical-name': name, 'service.mesh.io/canonical-revision': 'v1' },
+  env: { MESH_META_WORKLOAD_NAME: `${name}-v1`, MESH_META_CLUSTER_ID: 'Orchestrator' },
+});
+
+// What an installed mesh's ConfigMap holds (the chart adds the prometheus metrics provider when telemetry is on,
+// as Istio's does); the daemon's own defaults, like istiod's DefaultMeshConfig, name no default provider.
+const MESH_CONFIG = 'defaultProviders:\n  metrics: [prometheus]\n';
+
+/** Series of one metric in a Prometheus text exposition, as label maps with their values. */
+function seriesOf(text: string, name: string): Array<{ labels: Record<string, string>; value: number }> {
+  const out: Array<{ labels: Record<string, string>; value: number }> = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const end = line.lastIndexOf('}');
+    const labels: Record<string, string> = {};
+    for (const m of line.slice(name.length + 1, end).matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
+      labels[m[1]!] = m[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+    out.push({ labels, value: Number(line.slice(end + 1).trim()) });
+  }
+  return out;
+}
+
+const peer = (side: 'source' | 'destination', name: string) => ({
+  [`${side}_workload`]: `${name}-v1`,
+  [`${side}_workload_namespace`]: name,
+  [`${side}_app`]: name,
+  [`${side}_version`]: 'v1',
+  [`${side}_canonical_service`]: name,
+  [`${side}_canonical_revision`]: 'v1',
+  [`${side}_cluster`]: 'Orchestrator',
+});
+
+// The destination reporter's full label set for A → B over mTLS (Istio's standard labels, in Istio's values).
+const B_REPORTS_HTTP = {
+  reporter: 'destination',
+  ...peer('source', 'a'),
+  source_principal: 'spiffe://cluster.local/ns/a/sa/a',
+  ...peer('destination', 'b'),
+  destination_principal: 'spiffe://cluster.local/ns/b/sa/b',
+  destination_service: 'b.b.svc.cluster.local',
+  // a ServiceEntry's service is named by its host (istiod's serviceentry conversion: Attributes.Name = hostname);
+  // a Kubernetes Service's would be its short name
+  destination_service_name: 'b.b.svc.cluster.local',
+  destination_service_namespace: 'b',
+  request_protocol: 'http',
+  response_code: '200',
+  grpc_response_status: '',
+  response_flags: '-',
+  connection_security_policy: 'mutual_tls',
+};
+
+t.test('two sidecars with mTLS report Istio standard metrics, read back through a real Prometheus', { skip }, async (t) => {
+  const dir = tempDir(t, 'telemetry-mesh-');
+  fs.chmodSync(dir, 0o755);
+  const mesh = await startMesh(t, { dist: DIST, dir, pods: [pod('a'), pod('b')], prefix: 'tel', meshConfig: MESH_CONFIG });
+  const host = 'b.b.svc.cluster.local';
+  const ns = (p: string) => mesh.ns[p]!;
+  const CALLS = 3;
+  for (let i = 0; i < CALLS; i++) t.equal(callIn(ns('a'), true, 'http', meshAddr.vip(2), '8080', host)['status'], 200, `call ${i + 1}`);
+  t.same(callIn(ns('a'), true, 'tcp', meshAddr.vip(2), '9000'), { line: 'b echo ping' }, 'one TCP exchange');
+
+  const scrape = (p: 'a' | 'b') => httpGetIn(ns(p), 'http://127.0.0.1:15020/stats/prometheus') as { status: number; body: string };
+
+  await t.test("B's sidecar, reporter=destination: the exact label set Istio gives A → B", async (t) => {
+    const got = await waitForValue(
+      () => `no istio_requests_total on B:\n${scrape('b').body.slice(0, 3000)}`,
+      () => seriesOf(scrape('b').body, 'istio_requests_total').find((s) => s.labels['reporter'] === 'destination'),
+      { timeoutMs: 15_000, intervalMs: 200 },
+    );
+    t.same(got.labels, B_REPORTS_HTTP);
+    t.equal(got.value, CALLS);
+    const text = scrape('b').body;
+    t.match(text, /^# TYPE istio_requests_total counter$/m);
+    t.match(text, /^# TYPE istio_request_duration_milliseconds histogram$/m);
+    const count = seriesOf(text, 'istio_request_duration_milliseconds_count').find((s) => s.labels['reporter'] === 'destination');
+    t.equal(count?.value, CALLS, 'one duration observation per request');
+    const buckets = seriesOf(text, 'istio_request_duration_milliseconds_bucket').filter((s) => s.labels['reporter'] === 'destination');
+    // Istio's default duration buckets (istio/proxy source/extensions/filters/http/istio_stats)
+    t.same(
+      buckets.map((b) => b.labels['le']),
+      [
+        '0.5',
+        '1',
+        '5',
+        '10',
+        '25',
+        '50',
+        '100',
+        '250',
+        '500',
+        '1000',
+        '2500',
+        '5000',
+        '10000',
+        '30000',
+        '60000',
+        '300000',
+        '600000',
+        '1800000',
+        '3600000',
+        '+Inf',
+      ],
+    );
+    const tcp = seriesOf(text, 'istio_tcp_connections_opened_total').find((s) => s.labels['reporter'] === 'destination');
+    t.ok(tcp, 'the TCP connection is counted');
+    if (tcp)
+      t.has(tcp.labels, { ...peer('source', 'a'), ...peer('destination', 'b'), connection_security_policy: 'mutual_tls', request_protocol: 'tcp' });
+  });
+
+  await t.test("A's sidecar, reporter=source: the service it called and the workload behind it", async (t) => {
+    const got = await waitForValue(
+      () => `no istio_requests_total on A:\n${scrape('a').body.slice(0, 3000)}`,
+      () => seriesOf(scrape('a').body, 'istio_requests_total').find((s) => s.labels['reporter'] === 'source'),
+      { timeoutMs: 15_000, intervalMs: 200 },
+    );
+    t.has(got.labels, {
+      reporter: 'source',
+      ...peer('source', 'a'),
+      ...peer('destination', 'b'),
+      destination_principal: 'spiffe://cluster.local/ns/b/sa/b',
+      destination_service: 'b.b.svc.cluster.local',
+      destination_service_name: 'b.b.svc.cluster.local',
+      destination_service_namespace: 'b',
+      request_protocol: 'http',
+      response_code: '200',
+      response_flags: '-',
+      connection_security_policy: 'unknown',
+    });
+    t.equal(got.value, CALLS);
+  });
+
+  await t.test('Prometheus scrapes both pods and answers PromQL over them', async (t) => {
+    const promDir = path.join(dir, 'prometheus');
+    fs.mkdirSync(promDir);
+    const listen = meshAddr.gateway(1);
+    const prom = await startPrometheus(t, {
+      dir: promDir,
+      port: 9090,
+      host: listen,
+      netns: mesh.world,
+      targets: [{ targets: [`${meshAddr.pod(1)}:15020`, `${meshAddr.pod(2)}:15020`] }],
+    });
+    const query = (q: string): Sample[] => {
+      const r = httpGetIn(mesh.world, `http://${listen}:9090${queryPath(q)}`) as { status: number; body: string };
+      return r.status === 200 ? parseQueryResult(q, r.body) : [];
+    };
+    const q = 'sum(istio_requests_total{reporter="destination",destination_workload="b-v1",source_workload="a-v1",response_code="200"})';
+    const total = await waitForValue(
+      () => `${q} has no answer:\n${prom.out().slice(-1500)}`,
+      () => query(q)[0]?.value,
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    t.equal(total, CALLS);
+    const hist = 'sum(istio_request_duration_milliseconds_count{reporter="source",source_workload="a-v1"})';
+    t.equal(query(hist)[0]?.value, CALLS, hist);
+  });
+});
