@@ -35,6 +35,12 @@ export interface TelemetryProxy {
   type: 'sidecar' | 'router';
 }
 
+/** What tracing tags read of a proxy beyond TelemetryProxy (model.Proxy has it). */
+export interface KeyedProxy {
+  metadata: { clusterId?: string; namespace?: string; raw: Readonly<Record<string, unknown>> };
+  serviceCluster?: string;
+}
+
 /** workloadMode: gateways and sidecar outbound report as clients, sidecar inbound as server. */
 export const modeOf = (cls: TelemetryClass): WorkloadMode => (cls === 'sidecarInbound' ? 'SERVER' : 'CLIENT');
 
@@ -168,9 +174,24 @@ export class Telemetries {
     return v;
   }
 
-  /** A key of everything telemetry output depends on for this proxy (for output shared between proxies). */
-  keyOf(proxy: TelemetryProxy): string {
-    return this.applicable(proxy).key;
+  /**
+   * A key of everything telemetry output depends on for this proxy (for output shared between proxies): the
+   * Telemetries in scope and, when its HCMs are traced, what the tracing tags and tracer read of the proxy
+   * (canonical service labels, cluster and mesh IDs; the node's cluster for an OpenTelemetry tracer).
+   */
+  keyOf(proxy: TelemetryProxy & KeyedProxy): string {
+    const key = this.applicable(proxy).key;
+    const t = this.tracing(proxy);
+    if (!t && !this.mesh.enableTracing) return key;
+    const l = proxy.labels;
+    const tags = [
+      l['service.mesh.io/canonical-name'] ?? l['service.istio.io/canonical-name'] ?? '',
+      l['service.mesh.io/canonical-revision'] ?? l['service.istio.io/canonical-revision'] ?? '',
+      proxy.metadata.clusterId ?? '',
+      String(proxy.metadata.raw['MESH_ID'] ?? ''),
+    ];
+    const otel = [...(t?.providers.values() ?? [])].some((p) => p.kind === 'opentelemetry');
+    return `${key}|${tags.join('/')}${otel ? `|${proxy.serviceCluster ?? ''}` : ''}`;
   }
 
   /** The stats filters (prometheus providers with metrics on this class), by provider name. */

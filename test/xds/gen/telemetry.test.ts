@@ -384,3 +384,16 @@ t.test('unknown providers are reported, the rest keeps serving', async (t) => {
   ]);
   t.same(statsJson(push), ['{}'], 'prometheus still gets its filter');
 });
+
+t.test('outbound output is shared only between proxies whose tracing tags agree', async (t) => {
+  const sc = (name: string, labels: Record<string, string>) =>
+    proxy(`sidecar~10.1.0.7~${name}.default~default.svc.cluster.local`, { NAMESPACE: 'default', LABELS: labels });
+  const push = pushWith([]);
+  const a = sc('a-1', { app: 'a', 'service.mesh.io/canonical-name': 'a' });
+  const a2 = sc('a-2', { app: 'a', 'service.mesh.io/canonical-name': 'a' });
+  const b = sc('b-1', { app: 'b', 'service.mesh.io/canonical-name': 'b' });
+  t.equal(push.sharedKey(a), push.sharedKey(a2), 'two replicas share');
+  t.not(push.sharedKey(a), push.sharedKey(b), 'another canonical service does not (its istio.canonical_service tag differs)');
+  const untraced = pushWith([], 'enableTracing: false\n');
+  t.equal(untraced.sharedKey(a), untraced.sharedKey(b), 'without tracing the tags do not matter');
+});
