@@ -191,7 +191,10 @@ export class Telemetries {
       String(proxy.metadata.raw['MESH_ID'] ?? ''),
     ];
     const otel = [...(t?.providers.values() ?? [])].some((p) => p.kind === 'opentelemetry');
-    return `${key}|${tags.join('/')}${otel ? `|${proxy.serviceCluster ?? ''}` : ''}`;
+    // the proxy's own ProxyConfig tracing (sampling, tags) when its agent sent one
+    const pc = proxy.metadata.raw['PROXY_CONFIG'];
+    const own = pc !== null && typeof pc === 'object' ? JSON.stringify((pc as Record<string, unknown>)['tracing'] ?? null) : '';
+    return `${key}|${tags.join('/')}|${own}${otel ? `|${proxy.serviceCluster ?? ''}` : ''}`;
   }
 
   /** The stats filters (prometheus providers with metrics on this class), by provider name. */

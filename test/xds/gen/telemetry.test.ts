@@ -397,3 +397,19 @@ t.test('outbound output is shared only between proxies whose tracing tags agree'
   const untraced = pushWith([], 'enableTracing: false\n');
   t.equal(untraced.sharedKey(a), untraced.sharedKey(b), 'without tracing the tags do not matter');
 });
+
+t.test("a proxy's own ProxyConfig tracing wins over the mesh default (Istio ProxyConfigOrDefault)", async (t) => {
+  const push = pushWith([], 'defaultConfig:\n  tracing:\n    sampling: 25\n');
+  const own = proxy('sidecar~10.1.0.8~c-1.default~default.svc.cluster.local', {
+    NAMESPACE: 'default',
+    PROXY_CONFIG: { tracing: { sampling: 60, customTags: { env: { environment: { name: 'ENV', defaultValue: 'dev' } } } } },
+  });
+  const tr = hcm(push, 'sidecarOutbound', own).tracing!;
+  t.equal(tr.randomSampling!.value, 60);
+  const env = tr.customTags.find((c) => c.tag === 'env');
+  t.same(env?.type.case === 'environment' && [env.type.value.name, env.type.value.defaultValue], ['ENV', 'dev']);
+  const none = proxy('sidecar~10.1.0.9~d-1.default~default.svc.cluster.local', { NAMESPACE: 'default', PROXY_CONFIG: { concurrency: 2 } });
+  t.equal(hcm(push, 'sidecarOutbound', none).tracing!.randomSampling!.value, 1, 'a ProxyConfig without tracing: PILOT_TRACE_SAMPLING');
+  t.equal(hcm(push, 'sidecarOutbound', sidecar()).tracing!.randomSampling!.value, 25, 'no ProxyConfig sent: the mesh default');
+  t.not(push.sharedKey(own), push.sharedKey(none), 'their outbound output is not shared');
+});
