@@ -12,6 +12,7 @@ import { initPushContext, type PushContext } from '../../../src/discovery/push-c
 import { buildRegistries } from '../../../src/discovery/registry';
 import { mergeLogs, mergeTracing } from '../../../src/discovery/telemetry';
 import { FileAccessLogSchema } from '../../../src/gen/envoy/extensions/access_loggers/file/v3/file_pb';
+import { OpenTelemetryAccessLogConfigSchema } from '../../../src/gen/envoy/extensions/access_loggers/open_telemetry/v3/logs_service_pb';
 import { ExpressionFilterSchema } from '../../../src/gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb';
 import { ZipkinConfigSchema } from '../../../src/gen/envoy/config/trace/v3/zipkin_pb';
 import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
@@ -412,4 +413,37 @@ t.test("a proxy's own ProxyConfig tracing wins over the mesh default (Istio Prox
   t.equal(hcm(push, 'sidecarOutbound', none).tracing!.randomSampling!.value, 1, 'a ProxyConfig without tracing: PILOT_TRACE_SAMPLING');
   t.equal(hcm(push, 'sidecarOutbound', sidecar()).tracing!.randomSampling!.value, 25, 'no ProxyConfig sent: the mesh default');
   t.not(push.sharedKey(own), push.sharedKey(none), 'their outbound output is not shared');
+});
+
+t.test('OpenTelemetry access log: Istio openTelemetryLog (collector cluster, log name, body, attributes, peer state)', async (t) => {
+  const otelSvc = internalService('observability', 'otel', { ports: [{ number: 4317, name: 'grpc', protocol: 'GRPC' }] });
+  const mesh = [
+    'extensionProviders:',
+    '- name: otel',
+    '  envoyOtelAls:',
+    '    service: otel.observability.svc.cluster.local',
+    '    port: 4317',
+    '    logFormat: { labels: { status: "%RESPONSE_CODE%", path: "%REQ(:PATH)%" } }',
+  ].join('\n');
+  const push = pushWith([otelSvc, tel('mesh-system', { accessLogging: [{ providers: [{ name: 'otel' }] }] })], mesh);
+  const [al] = hcm(push, 'sidecarOutbound').accessLog;
+  t.equal(al!.name, 'envoy.access_loggers.open_telemetry');
+  const c = anyUnpack(al!.configType.value as never, OpenTelemetryAccessLogConfigSchema)!;
+  t.equal(c.commonConfig!.logName, 'otel_envoy_accesslog');
+  const g = c.commonConfig!.grpcService!.targetSpecifier;
+  t.same(g.case === 'envoyGrpc' && [g.value.clusterName, g.value.authority], [
+    'outbound|4317||otel.observability.svc.cluster.local',
+    'otel.observability.svc.cluster.local',
+  ]);
+  t.same(c.commonConfig!.filterStateObjectsToLog, ['upstream_peer', 'downstream_peer']);
+  t.equal(c.disableBuiltinLabels, true);
+  t.equal(c.body!.value.case === 'stringValue' && c.body!.value.value, ISTIO_TEXT_FORMAT, 'no text format given: the body is Istio’s TEXT format');
+  t.same(
+    c.attributes!.values.map((kv) => [kv.key, kv.value!.value.value]),
+    [
+      ['path', '%REQ(:PATH)%'],
+      ['status', '%RESPONSE_CODE%'],
+    ],
+    'labels become attributes, sorted by key',
+  );
 });
