@@ -94,6 +94,8 @@ let lastReported = '';
 export class Telemetries {
   private readonly byNamespace = new Map<string, Config<'Telemetry'>[]>();
   private readonly memo = new Map<string, unknown>();
+  /** applicable() per proxy object: every HCM and TCP chain of a proxy asks. */
+  private readonly perProxy = new WeakMap<TelemetryProxy, Applicable>();
 
   constructor(
     telemetries: readonly Config<'Telemetry'>[],
@@ -150,6 +152,8 @@ export class Telemetries {
 
   /** applicableTelemetries. */
   private applicable(proxy: TelemetryProxy): Applicable {
+    const known = this.perProxy.get(proxy);
+    if (known) return known;
     const a: Applicable = { key: '', metrics: [], logging: [], tracing: [] };
     const keys: string[] = [];
     const add = (c: Config<'Telemetry'>) => {
@@ -164,6 +168,7 @@ export class Telemetries {
     if (ns) add(ns);
     for (const c of this.byNamespace.get(proxy.namespace) ?? []) if (!isNamespaceWide(c.spec) && attaches(c, proxy)) add(c);
     a.key = keys.join(',');
+    this.perProxy.set(proxy, a);
     return a;
   }
 
