@@ -20,6 +20,8 @@ import { UuidRequestIdConfigSchema } from '../../../src/gen/envoy/extensions/req
 import { PluginConfigSchema } from '../../../src/gen/istio/envoy/extensions/stats/config_pb';
 import { TypedStructSchema } from '../../../src/gen/udpa/type/v1/typed_struct_pb';
 import { ISTIO_TEXT_FORMAT } from '../../../src/xds/gen/access-log';
+import { endpointMetadata, workloadTelemetryLabel } from '../../../src/xds/gen/endpoints';
+import type { Endpoint } from '../../../src/discovery/model';
 import { httpConnectionManager } from '../../../src/xds/gen/filters';
 import { mxHttpFilter, mxNetworkFilter, statsHttpFilters, statsNetworkFilters } from '../../../src/xds/gen/telemetry-filters';
 import { cfg, internalService, ListStore, proxy } from '../../discovery/fixtures';
@@ -446,4 +448,34 @@ t.test('OpenTelemetry access log: Istio openTelemetryLog (collector cluster, log
     ],
     'labels become attributes, sorted by key',
   );
+});
+
+t.test('endpoint istio.workload metadata: Istio AppendLbEndpointMetadata', async (t) => {
+  const ep = (labels: Record<string, string>, extra: Partial<Endpoint> = {}): Endpoint => ({
+    address: '10.1.0.1',
+    port: 8080,
+    servicePortName: 'http',
+    hostname: 'reviews.default.svc.cluster.local',
+    namespace: 'default',
+    labels,
+    healthStatus: 'Healthy',
+    workloadName: 'reviews-v2',
+    clusterId: 'Kubernetes',
+    ...extra,
+  });
+  const rows: Array<[string, Endpoint, string]> = [
+    [
+      'canonical labels',
+      ep({ 'service.mesh.io/canonical-name': 'reviews', 'service.mesh.io/canonical-revision': 'v2' }),
+      'reviews-v2;default;reviews;v2;Kubernetes',
+    ],
+    ['app and version', ep({ app: 'reviews', version: 'v3' }), 'reviews-v2;default;reviews;v3;Kubernetes'],
+    ['no labels: the workload name, revision latest left empty', ep({}), 'reviews-v2;default;reviews-v2;;Kubernetes'],
+    ['no workload name or cluster', ep({ app: 'x' }, { workloadName: undefined, clusterId: undefined }), ';default;x;;'],
+  ];
+  for (const [name, e, want] of rows) {
+    t.equal(workloadTelemetryLabel(e), want, name);
+    t.same(endpointMetadata(e, true)?.filterMetadata['istio'], { workload: want }, `${name}: as metadata`);
+  }
+  t.equal(endpointMetadata(ep({}), false), undefined, 'flags off and no sidecar: no metadata at all');
 });
