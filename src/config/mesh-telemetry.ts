@@ -273,8 +273,11 @@ function withDefault(o: Obj, where: string): { defaultValue?: string } {
 function proxyTracing(doc: Obj, where: string): ProxyTracing {
   const dc = obj(doc, 'defaultConfig', where);
   const t = dc ? obj(dc, 'tracing', field(where, 'defaultConfig')) : undefined;
-  if (!t) return { customTags: {} };
-  const at = `${field(where, 'defaultConfig')}.tracing`;
+  return t ? parseProxyTracing(t, `${field(where, 'defaultConfig')}.tracing`) : { customTags: {} };
+}
+
+/** A ProxyConfig's `tracing` object (the mesh's defaultConfig, or a proxy's own PROXY_CONFIG); throws MeshConfigError. */
+export function parseProxyTracing(t: Obj, at: string): ProxyTracing {
   const out: ProxyTracing = { customTags: customTags(t['customTags'] ?? t['custom_tags'], `${at}.customTags`) };
   const sampling = num(t, 'sampling', at);
   if (sampling !== undefined) out.sampling = sampling;
@@ -286,6 +289,23 @@ function proxyTracing(doc: Obj, where: string): ProxyTracing {
   const address = zipkin ? str(zipkin, 'address', `${at}.zipkin`) : undefined;
   if (address) out.zipkinAddress = address;
   return out;
+}
+
+/**
+ * The tracing settings of one proxy (Istio ProxyConfigOrDefault): those of the ProxyConfig its agent sent as
+ * node metadata PROXY_CONFIG (the agent's merge of the mesh's defaultConfig, PROXY_CONFIG and annotations),
+ * else the mesh's defaultConfig.tracing. A PROXY_CONFIG whose tracing cannot be read counts as absent.
+ */
+export function proxyTracingOf(raw: Readonly<Record<string, unknown>>, mesh: MeshTelemetry): ProxyTracing {
+  const pc = raw['PROXY_CONFIG'];
+  if (!isObj(pc)) return mesh.tracing;
+  const t = pc['tracing'];
+  if (!isObj(t)) return { customTags: {} };
+  try {
+    return parseProxyTracing(t, 'PROXY_CONFIG.tracing');
+  } catch {
+    return mesh.tracing;
+  }
 }
 
 /** The telemetry part of a parsed MeshConfig document; errors name the file and field. */

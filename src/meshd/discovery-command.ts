@@ -23,7 +23,7 @@ import { startAutoRegistration } from './autoregistration';
 import { openConfigSources } from './config-sources';
 import { runDaemon } from './daemon';
 import { discoveryProviders } from './discovery-providers';
-import { pushOptions } from './discovery-options';
+import { pushOptions, watchPushOptions } from './discovery-options';
 import { startIdentity, type DaemonIdentity } from './identity';
 import { orchestratorAvailable } from './orchestrator';
 import { SecretAccessReviews } from './secret-access';
@@ -132,6 +132,7 @@ export const run: Handler = async (ctx) => {
     const pushes = closers.closing(new PushController({ server, store, registry, options, cache, prefetchJwks: security.prefetch }));
     security.onKeysChanged(() => pushes.onKeysChanged());
     closers.add(store.subscribe((events) => pushes.onConfig(events)));
+    closers.add(watchPushOptions(ctx, (changes) => pushes.onMeshConfig(changes)));
     closers.add(registry.subscribe((ev) => pushes.onRegistry(ev)));
     store.whenSynced().then(
       () => pushes.onSynced(),

@@ -2,7 +2,7 @@
 // features.* read by pilot/pkg/model and the networking core).
 import { CommandError, type RunContext } from '../cli/context';
 import type { EnvTable } from '../lib/env';
-import { readMeshConfig } from '../config/meshconfig';
+import { readMeshConfig, watchMeshConfig } from '../config/meshconfig';
 import type { PushContextOptions } from '../discovery/push-context';
 
 /** Read before anything starts, so a bad meshConfig file is the first error; the trust domain comes from the identity. */
@@ -51,4 +51,20 @@ export function telemetryOptions(env: EnvTable): PushContextOptions {
           .filter((l) => l !== '')
       : [],
   };
+}
+
+/**
+ * Watches --meshConfig for the fields push contexts read (telemetry, path normalization) and hands their new
+ * values to `onChange`, so proxies get them without a restart; a version that cannot be read is warned about
+ * and the previous one keeps serving (watchMeshConfig). Answers the stop function.
+ */
+export function watchPushOptions(ctx: RunContext, onChange: (changes: Partial<PushContextOptions>) => void): () => void {
+  const file = ctx.flags['meshConfig'] as string;
+  let initial;
+  try {
+    initial = readMeshConfig(file);
+  } catch {
+    return () => {};
+  }
+  return watchMeshConfig(file, initial, (m) => onChange({ meshTelemetry: m.telemetry, pathNormalization: m.pathNormalization }));
 }

@@ -82,9 +82,10 @@ const h2 = {
 
 t.test('Envoy accepts the generated access logs and tracing, and logs as the formats say', { skip }, async (t) => {
   const dir = tempDir(t, 'mesh-telemetry-envoy-');
-  const [a, b, admin, closed] = await Promise.all([freePort(), freePort(), freePort(), freePort()]);
+  const [a, b, c, admin, closed] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const meshLog = path.join(dir, 'mesh.log');
   const filtered = path.join(dir, 'filtered.log');
+  const jsonLog = path.join(dir, 'json.log');
   const services = [
     internalService('observability', 'zipkin', { ports: [{ number: 9411, name: 'http', protocol: 'HTTP' }] }),
     internalService('observability', 'otel', { ports: [{ number: 4317, name: 'grpc', protocol: 'GRPC' }] }),
@@ -111,10 +112,21 @@ t.test('Envoy accepts the generated access logs and tracing, and logs as the for
     (hcmB['accessLog'] as Array<{ name: string }>).map((l) => l.name),
     ['envoy.access_loggers.file', 'envoy.access_loggers.open_telemetry'],
   );
+  // C: the mesh's accessLogFile in Istio's JSON encoding; an OpenTelemetry (gRPC) tracer from a Telemetry
+  const otelTracing = cfg('Telemetry', 'mesh-system', 'default', { tracing: [{ providers: [{ name: 'otel-tracing' }] }] });
+  const meshC = [
+    `accessLogFile: ${jsonLog}`,
+    'accessLogEncoding: JSON',
+    'extensionProviders:',
+    '- name: otel-tracing',
+    '  opentelemetry: { service: otel.observability.svc.cluster.local, port: 4317 }',
+  ].join('\n');
+  const hcmC = hcmJson([...services, otelTracing], meshC);
+  t.equal((hcmC['tracing'] as { provider?: { name: string } }).provider?.name, 'envoy.tracers.opentelemetry');
   const bootstrap = {
     admin: { address: loopback(admin) },
     static_resources: {
-      listeners: [listener('a', a, hcmA), listener('b', b, hcmB)],
+      listeners: [listener('a', a, hcmA), listener('b', b, hcmB), listener('c', c, hcmC)],
       clusters: [
         loopbackCluster('outbound|9411||zipkin.observability.svc.cluster.local', closed),
         { ...loopbackCluster('outbound|4317||otel.observability.svc.cluster.local', closed), typed_extension_protocol_options: h2 },
@@ -127,9 +139,10 @@ t.test('Envoy accepts the generated access logs and tracing, and logs as the for
   t.equal(viaB.status, 200);
   const missingB = await fetch(`http://127.0.0.1:${b}/missing`, { headers: { 'user-agent': 'telemetry-test' } });
   t.equal(missingB.status, 404);
+  t.equal((await fetch(`http://127.0.0.1:${c}/ok`)).status, 200);
   await waitFor(
     () => 'access log lines',
-    async () => fs.existsSync(meshLog) && fs.existsSync(filtered) && fs.readFileSync(filtered, 'utf8').includes('\n'),
+    async () => [meshLog, filtered, jsonLog].every((f) => fs.existsSync(f) && fs.readFileSync(f, 'utf8').includes('\n')),
     { timeoutMs: 15_000, intervalMs: 100 },
   );
   // Istio's TEXT format: [start] "METHOD PATH PROTOCOL" code flags details termination "failure" bytes...
@@ -144,6 +157,9 @@ t.test('Envoy accepts the generated access logs and tracing, and logs as the for
   const linesB = fs.readFileSync(filtered, 'utf8').trim().split('\n');
   t.equal(linesB.length, 1, 'the CEL filter let only the 404 through');
   t.match(linesB[0], /"GET \/missing HTTP\/1\.1" 404 .* "telemetry-test" /);
+  const entry = JSON.parse(fs.readFileSync(jsonLog, 'utf8').trim().split('\n')[0]!) as Record<string, unknown>;
+  t.equal(Object.keys(entry).length, 24, "Istio's JSON fields");
+  t.match(entry, { method: 'GET', path: '/ok', protocol: 'HTTP/1.1', response_code: 200, response_code_details: 'direct_response' });
 });
 
 // Envoy finds a filter's factory by its config type; Istio's filters configure by TypedStruct (the metadata

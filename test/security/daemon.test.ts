@@ -149,6 +149,8 @@ t.test('a router proxy gets jwt_authn with the live key set, the RBAC filter, ro
   t.same(
     hcm.httpFilters.map((f) => f.name),
     [
+      // metadata exchange goes first (Istio appendMxFilter)
+      'istio.metadata_exchange',
       'envoy.filters.http.jwt_authn',
       'envoy.filters.http.rbac',
       'envoy.filters.http.grpc_stats',

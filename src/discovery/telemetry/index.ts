@@ -35,6 +35,12 @@ export interface TelemetryProxy {
   type: 'sidecar' | 'router';
 }
 
+/** What tracing tags read of a proxy beyond TelemetryProxy (model.Proxy has it). */
+export interface KeyedProxy {
+  metadata: { clusterId?: string; namespace?: string; raw: Readonly<Record<string, unknown>> };
+  serviceCluster?: string;
+}
+
 /** workloadMode: gateways and sidecar outbound report as clients, sidecar inbound as server. */
 export const modeOf = (cls: TelemetryClass): WorkloadMode => (cls === 'sidecarInbound' ? 'SERVER' : 'CLIENT');
 
@@ -88,6 +94,8 @@ let lastReported = '';
 export class Telemetries {
   private readonly byNamespace = new Map<string, Config<'Telemetry'>[]>();
   private readonly memo = new Map<string, unknown>();
+  /** applicable() per proxy object: every HCM and TCP chain of a proxy asks. */
+  private readonly perProxy = new WeakMap<TelemetryProxy, Applicable>();
 
   constructor(
     telemetries: readonly Config<'Telemetry'>[],
@@ -144,6 +152,8 @@ export class Telemetries {
 
   /** applicableTelemetries. */
   private applicable(proxy: TelemetryProxy): Applicable {
+    const known = this.perProxy.get(proxy);
+    if (known) return known;
     const a: Applicable = { key: '', metrics: [], logging: [], tracing: [] };
     const keys: string[] = [];
     const add = (c: Config<'Telemetry'>) => {
@@ -158,6 +168,7 @@ export class Telemetries {
     if (ns) add(ns);
     for (const c of this.byNamespace.get(proxy.namespace) ?? []) if (!isNamespaceWide(c.spec) && attaches(c, proxy)) add(c);
     a.key = keys.join(',');
+    this.perProxy.set(proxy, a);
     return a;
   }
 
@@ -168,9 +179,27 @@ export class Telemetries {
     return v;
   }
 
-  /** A key of everything telemetry output depends on for this proxy (for output shared between proxies). */
-  keyOf(proxy: TelemetryProxy): string {
-    return this.applicable(proxy).key;
+  /**
+   * A key of everything telemetry output depends on for this proxy (for output shared between proxies): the
+   * Telemetries in scope and, when its HCMs are traced, what the tracing tags and tracer read of the proxy
+   * (canonical service labels, cluster and mesh IDs; the node's cluster for an OpenTelemetry tracer).
+   */
+  keyOf(proxy: TelemetryProxy & KeyedProxy): string {
+    const key = this.applicable(proxy).key;
+    const t = this.tracing(proxy);
+    if (!t && !this.mesh.enableTracing) return key;
+    const l = proxy.labels;
+    const tags = [
+      l['service.mesh.io/canonical-name'] ?? l['service.istio.io/canonical-name'] ?? '',
+      l['service.mesh.io/canonical-revision'] ?? l['service.istio.io/canonical-revision'] ?? '',
+      proxy.metadata.clusterId ?? '',
+      String(proxy.metadata.raw['MESH_ID'] ?? ''),
+    ];
+    const otel = [...(t?.providers.values() ?? [])].some((p) => p.kind === 'opentelemetry');
+    // the proxy's own ProxyConfig tracing (sampling, tags) when its agent sent one
+    const pc = proxy.metadata.raw['PROXY_CONFIG'];
+    const own = pc !== null && typeof pc === 'object' ? JSON.stringify((pc as Record<string, unknown>)['tracing'] ?? null) : '';
+    return `${key}|${tags.join('/')}|${own}${otel ? `|${proxy.serviceCluster ?? ''}` : ''}`;
   }
 
   /** The stats filters (prometheus providers with metrics on this class), by provider name. */

@@ -11,7 +11,7 @@
 // names (service.mesh.io/canonical-*), Istio's own names as a fallback.
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
-import type { CustomTag as MeshCustomTag, ExtensionProvider } from '../../config/mesh-telemetry';
+import { type CustomTag as MeshCustomTag, type ExtensionProvider, proxyTracingOf } from '../../config/mesh-telemetry';
 import type { Proxy } from '../../discovery/model';
 import type { PushContext } from '../../discovery/push-context';
 import type { TelemetryClass, TracingSpec } from '../../discovery/telemetry';
@@ -101,7 +101,7 @@ export function customTags(tags: Readonly<Record<string, MeshCustomTag>>): Custo
 
 /** configureCustomTags: Istio's tags (unless turned off), then the spec's tags or else the ProxyConfig's, by name. */
 function tagsFor(proxy: Proxy, push: PushContext, spec: TracingSpec | undefined): CustomTag[] {
-  const pc = push.options.meshTelemetry.tracing;
+  const pc = proxyTracingOf(proxy.metadata.raw, push.options.meshTelemetry);
   const istioTags = spec ? spec.enableIstioTags : (pc.enableIstioTags ?? true);
   const own = spec?.customTags && Object.keys(spec.customTags).length ? spec.customTags : pc.customTags;
   const tags = [...(istioTags ? [...serviceTags(proxy), ...POLICY_TAGS()] : []), ...customTags(own)];
@@ -109,8 +109,8 @@ function tagsFor(proxy: Proxy, push: PushContext, spec: TracingSpec | undefined)
 }
 
 /** proxyConfigSamplingValue: defaultConfig.tracing.sampling when set (above 100 reads as 1), else PILOT_TRACE_SAMPLING. */
-export function proxyConfigSampling(push: PushContext): number {
-  const s = push.options.meshTelemetry.tracing.sampling;
+export function proxyConfigSampling(proxy: Proxy, push: PushContext): number {
+  const s = proxyTracingOf(proxy.metadata.raw, push.options.meshTelemetry).sampling;
   if (s === undefined || s === 0) return push.options.traceSampling;
   return s > 100 ? 1 : s;
 }
@@ -170,12 +170,13 @@ function providerConfig(proxy: Proxy, push: PushContext, p: ExtensionProvider): 
 /** configureTracing for one HCM. */
 export function hcmTracing(proxy: Proxy, push: PushContext, cls: TelemetryClass): HcmTracing {
   const mesh = push.options.meshTelemetry;
+  const pc = proxyTracingOf(proxy.metadata.raw, mesh);
   const t = push.telemetry.tracing(proxy);
   const untraced: HcmTracing = { useRequestIdForTraceSampling: true };
   if (!t) {
     if (!mesh.enableTracing) return untraced;
-    const tracing: TracingInit = { ...sampling(proxyConfigSampling(push)), customTags: tagsFor(proxy, push, undefined) };
-    if (mesh.tracing.maxPathTagLength) tracing.maxPathTagLength = mesh.tracing.maxPathTagLength;
+    const tracing: TracingInit = { ...sampling(proxyConfigSampling(proxy, push)), customTags: tagsFor(proxy, push, undefined) };
+    if (pc.maxPathTagLength) tracing.maxPathTagLength = pc.maxPathTagLength;
     return { tracing, useRequestIdForTraceSampling: true };
   }
   const spec = cls === 'sidecarInbound' ? t.server : t.client;
@@ -192,8 +193,8 @@ export function hcmTracing(proxy: Proxy, push: PushContext, cls: TelemetryClass)
     tracing.provider = { name: built.name, configType: { case: 'typedConfig', value: built.config } };
     if (built.maxTagLength) tracing.maxPathTagLength = built.maxTagLength;
   }
-  Object.assign(tracing, sampling(spec.randomSamplingPercentage ?? proxyConfigSampling(push)));
+  Object.assign(tracing, sampling(spec.randomSamplingPercentage ?? proxyConfigSampling(proxy, push)));
   tracing.customTags = tagsFor(proxy, push, spec);
-  if (tracing.maxPathTagLength === undefined && mesh.tracing.maxPathTagLength) tracing.maxPathTagLength = mesh.tracing.maxPathTagLength;
+  if (tracing.maxPathTagLength === undefined && pc.maxPathTagLength) tracing.maxPathTagLength = pc.maxPathTagLength;
   return { tracing, useRequestIdForTraceSampling: spec.useRequestIdForTraceSampling };
 }

@@ -96,6 +96,16 @@ export class PushController {
     this.send(fullPush('unknown'));
   }
 
+  /**
+   * The mesh config file changed (its telemetry, path normalization…): the options of the next push contexts
+   * take `changes`, and every proxy gets a full push (Istio: a mesh config change is a global full push).
+   */
+  onMeshConfig(changes: Partial<PushContextOptions>): void {
+    Object.assign(this.o.options, changes);
+    this.rebuild();
+    this.send({ ...fullPush('global'), configsUpdated: ['MeshConfig'] });
+  }
+
   /** A push asked for on the debug endpoint: now, not debounced. Answers how many proxies it goes to. */
   onDebug(): number {
     return this.send(fullPush('debug'), { immediate: true });

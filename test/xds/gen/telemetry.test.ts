@@ -12,6 +12,7 @@ import { initPushContext, type PushContext } from '../../../src/discovery/push-c
 import { buildRegistries } from '../../../src/discovery/registry';
 import { mergeLogs, mergeTracing } from '../../../src/discovery/telemetry';
 import { FileAccessLogSchema } from '../../../src/gen/envoy/extensions/access_loggers/file/v3/file_pb';
+import { OpenTelemetryAccessLogConfigSchema } from '../../../src/gen/envoy/extensions/access_loggers/open_telemetry/v3/logs_service_pb';
 import { ExpressionFilterSchema } from '../../../src/gen/envoy/extensions/access_loggers/filters/cel/v3/cel_pb';
 import { ZipkinConfigSchema } from '../../../src/gen/envoy/config/trace/v3/zipkin_pb';
 import { HttpConnectionManagerSchema } from '../../../src/gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
@@ -19,6 +20,8 @@ import { UuidRequestIdConfigSchema } from '../../../src/gen/envoy/extensions/req
 import { PluginConfigSchema } from '../../../src/gen/istio/envoy/extensions/stats/config_pb';
 import { TypedStructSchema } from '../../../src/gen/udpa/type/v1/typed_struct_pb';
 import { ISTIO_TEXT_FORMAT } from '../../../src/xds/gen/access-log';
+import { endpointMetadata, workloadTelemetryLabel } from '../../../src/xds/gen/endpoints';
+import type { Endpoint } from '../../../src/discovery/model';
 import { httpConnectionManager } from '../../../src/xds/gen/filters';
 import { mxHttpFilter, mxNetworkFilter, statsHttpFilters, statsNetworkFilters } from '../../../src/xds/gen/telemetry-filters';
 import { cfg, internalService, ListStore, proxy } from '../../discovery/fixtures';
@@ -383,4 +386,96 @@ t.test('unknown providers are reported, the rest keeps serving', async (t) => {
     'Telemetry mesh-system/default tracing[0]: provider "jaeger" is not in meshConfig.extensionProviders',
   ]);
   t.same(statsJson(push), ['{}'], 'prometheus still gets its filter');
+});
+
+t.test('outbound output is shared only between proxies whose tracing tags agree', async (t) => {
+  const sc = (name: string, labels: Record<string, string>) =>
+    proxy(`sidecar~10.1.0.7~${name}.default~default.svc.cluster.local`, { NAMESPACE: 'default', LABELS: labels });
+  const push = pushWith([]);
+  const a = sc('a-1', { app: 'a', 'service.mesh.io/canonical-name': 'a' });
+  const a2 = sc('a-2', { app: 'a', 'service.mesh.io/canonical-name': 'a' });
+  const b = sc('b-1', { app: 'b', 'service.mesh.io/canonical-name': 'b' });
+  t.equal(push.sharedKey(a), push.sharedKey(a2), 'two replicas share');
+  t.not(push.sharedKey(a), push.sharedKey(b), 'another canonical service does not (its istio.canonical_service tag differs)');
+  const untraced = pushWith([], 'enableTracing: false\n');
+  t.equal(untraced.sharedKey(a), untraced.sharedKey(b), 'without tracing the tags do not matter');
+});
+
+t.test("a proxy's own ProxyConfig tracing wins over the mesh default (Istio ProxyConfigOrDefault)", async (t) => {
+  const push = pushWith([], 'defaultConfig:\n  tracing:\n    sampling: 25\n');
+  const own = proxy('sidecar~10.1.0.8~c-1.default~default.svc.cluster.local', {
+    NAMESPACE: 'default',
+    PROXY_CONFIG: { tracing: { sampling: 60, customTags: { env: { environment: { name: 'ENV', defaultValue: 'dev' } } } } },
+  });
+  const tr = hcm(push, 'sidecarOutbound', own).tracing!;
+  t.equal(tr.randomSampling!.value, 60);
+  const env = tr.customTags.find((c) => c.tag === 'env');
+  t.same(env?.type.case === 'environment' && [env.type.value.name, env.type.value.defaultValue], ['ENV', 'dev']);
+  const none = proxy('sidecar~10.1.0.9~d-1.default~default.svc.cluster.local', { NAMESPACE: 'default', PROXY_CONFIG: { concurrency: 2 } });
+  t.equal(hcm(push, 'sidecarOutbound', none).tracing!.randomSampling!.value, 1, 'a ProxyConfig without tracing: PILOT_TRACE_SAMPLING');
+  t.equal(hcm(push, 'sidecarOutbound', sidecar()).tracing!.randomSampling!.value, 25, 'no ProxyConfig sent: the mesh default');
+  t.not(push.sharedKey(own), push.sharedKey(none), 'their outbound output is not shared');
+});
+
+t.test('OpenTelemetry access log: Istio openTelemetryLog (collector cluster, log name, body, attributes, peer state)', async (t) => {
+  const otelSvc = internalService('observability', 'otel', { ports: [{ number: 4317, name: 'grpc', protocol: 'GRPC' }] });
+  const mesh = [
+    'extensionProviders:',
+    '- name: otel',
+    '  envoyOtelAls:',
+    '    service: otel.observability.svc.cluster.local',
+    '    port: 4317',
+    '    logFormat: { labels: { status: "%RESPONSE_CODE%", path: "%REQ(:PATH)%" } }',
+  ].join('\n');
+  const push = pushWith([otelSvc, tel('mesh-system', { accessLogging: [{ providers: [{ name: 'otel' }] }] })], mesh);
+  const [al] = hcm(push, 'sidecarOutbound').accessLog;
+  t.equal(al!.name, 'envoy.access_loggers.open_telemetry');
+  const c = anyUnpack(al!.configType.value as never, OpenTelemetryAccessLogConfigSchema)!;
+  t.equal(c.commonConfig!.logName, 'otel_envoy_accesslog');
+  const g = c.commonConfig!.grpcService!.targetSpecifier;
+  t.same(g.case === 'envoyGrpc' && [g.value.clusterName, g.value.authority], [
+    'outbound|4317||otel.observability.svc.cluster.local',
+    'otel.observability.svc.cluster.local',
+  ]);
+  t.same(c.commonConfig!.filterStateObjectsToLog, ['upstream_peer', 'downstream_peer']);
+  t.equal(c.disableBuiltinLabels, true);
+  t.equal(c.body!.value.case === 'stringValue' && c.body!.value.value, ISTIO_TEXT_FORMAT, 'no text format given: the body is Istio’s TEXT format');
+  t.same(
+    c.attributes!.values.map((kv) => [kv.key, kv.value!.value.value]),
+    [
+      ['path', '%REQ(:PATH)%'],
+      ['status', '%RESPONSE_CODE%'],
+    ],
+    'labels become attributes, sorted by key',
+  );
+});
+
+t.test('endpoint istio.workload metadata: Istio AppendLbEndpointMetadata', async (t) => {
+  const ep = (labels: Record<string, string>, extra: Partial<Endpoint> = {}): Endpoint => ({
+    address: '10.1.0.1',
+    port: 8080,
+    servicePortName: 'http',
+    hostname: 'reviews.default.svc.cluster.local',
+    namespace: 'default',
+    labels,
+    healthStatus: 'Healthy',
+    workloadName: 'reviews-v2',
+    clusterId: 'Kubernetes',
+    ...extra,
+  });
+  const rows: Array<[string, Endpoint, string]> = [
+    [
+      'canonical labels',
+      ep({ 'service.mesh.io/canonical-name': 'reviews', 'service.mesh.io/canonical-revision': 'v2' }),
+      'reviews-v2;default;reviews;v2;Kubernetes',
+    ],
+    ['app and version', ep({ app: 'reviews', version: 'v3' }), 'reviews-v2;default;reviews;v3;Kubernetes'],
+    ['no labels: the workload name, revision latest left empty', ep({}), 'reviews-v2;default;reviews-v2;;Kubernetes'],
+    ['no workload name or cluster', ep({ app: 'x' }, { workloadName: undefined, clusterId: undefined }), ';default;x;;'],
+  ];
+  for (const [name, e, want] of rows) {
+    t.equal(workloadTelemetryLabel(e), want, name);
+    t.same(endpointMetadata(e, true)?.filterMetadata['istio'], { workload: want }, `${name}: as metadata`);
+  }
+  t.equal(endpointMetadata(ep({}), false), undefined, 'flags off and no sidecar: no metadata at all');
 });
