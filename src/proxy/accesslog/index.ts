@@ -59,7 +59,7 @@ function compileOne(l: AccessLog, w: string, deps: AccessLogDeps): AccessLogger 
     case FILE: {
       const f = anyUnpack(any, FileAccessLogSchema)!;
       if (!f.path) throw new ConfigError(`${w}.path: value length must be at least 1 characters`);
-      log = writer(fileFormat(f, w), sinkFor(f.path));
+      log = writer(fileFormat(f, w), sinkFor(f.path, `${w}.path`));
       break;
     }
     case STDOUT:
@@ -75,7 +75,14 @@ function compileOne(l: AccessLog, w: string, deps: AccessLogDeps): AccessLogger 
     default:
       throw new ConfigError(`${w}: Didn't find a registered implementation for name: '${l.name}'`);
   }
-  return filter ? (c) => filter(c) && log(c) : log;
+  // a logger never fails the request or connection it logs
+  return (c) => {
+    try {
+      if (!filter || filter(c)) log(c);
+    } catch {
+      /* dropped, as Envoy drops an entry it cannot write */
+    }
+  };
 }
 
 const writer =
