@@ -53,6 +53,12 @@ function listen(host: string, port: number, onConnection: (c: net.Socket) => voi
   });
 }
 
+/** Whether `host` (a URL's hostname) is this machine as seen from a listener on `address`. */
+function isLocal(host: string, address: string): boolean {
+  const h = host.replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h === '::1' || h === '::' || h === '0.0.0.0' || /^127\./.test(h) || h === address;
+}
+
 /** Local listeners on one port for every host of `address`; at least one must bind. */
 async function forwarder(address: string, port: number, target: URL): Promise<{ servers: net.Server[]; port: number }> {
   const onConnection = (c: net.Socket) => {
@@ -81,12 +87,16 @@ async function forwarder(address: string, port: number, target: URL): Promise<{ 
 export async function portForward(ctx: RunContext, flavor: string, target: string, remotePort: number): Promise<void> {
   const address = (ctx.flags['address'] as string | undefined) || 'localhost';
   const listenPort = (ctx.flags['port'] as number | undefined) ?? 0;
-  const prefs = listenPort !== 0 ? [listenPort] : [remotePort, 0];
+  const to = new URL(target);
+  // A Prometheus on this machine at the port we would listen on: listening there would forward to ourselves.
+  const self = (port: number) => port !== 0 && port === Number(to.port || 80) && isLocal(to.hostname, address);
+  const prefs = (listenPort !== 0 ? [listenPort] : [remotePort, 0]).filter((p) => !self(p));
+  if (prefs.length === 0) throw new CommandError(`--port ${listenPort} is where ${flavor} itself listens (${target}): give another`);
   let lastError: Error | undefined;
   for (const port of prefs) {
     let fw: { servers: net.Server[]; port: number };
     try {
-      fw = await forwarder(address, port, new URL(target));
+      fw = await forwarder(address, port, to);
     } catch (e) {
       lastError = e as Error;
       continue;

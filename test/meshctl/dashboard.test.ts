@@ -72,3 +72,23 @@ t.test('forwards to Prometheus until interrupted', { skip: prometheusUnavailable
   d2.child.kill('SIGINT');
   t.equal(await d2.exited, 0);
 });
+
+t.test('a Prometheus address on this machine at --ui-port: another local port, never a loop to itself', async (t) => {
+  const port = await freePort();
+  const d = dashboard(t, ['--browser=false', '--address', '127.0.0.1', '--ui-port', String(port)], {
+    MESH_PROMETHEUS_URL: `http://localhost:${port}`,
+  });
+  const url = await waitForValue(
+    () => `no URL: ${d.out()}`,
+    () => /^(http:\S+)\n/.exec(d.out())?.[1],
+    { timeoutMs: 20_000, intervalMs: 100 },
+  );
+  t.not(url, `http://127.0.0.1:${port}`, `a free port instead: ${url}`);
+  d.child.kill('SIGTERM');
+  t.equal(await d.exited, 0);
+  const explicit = dashboard(t, ['--browser=false', '--address', '127.0.0.1', '-p', String(port)], {
+    MESH_PROMETHEUS_URL: `http://127.0.0.1:${port}`,
+  });
+  t.equal(await explicit.exited, 1);
+  t.match(explicit.out(), new RegExp(`Error: --port ${port} is where Prometheus itself listens`));
+});
