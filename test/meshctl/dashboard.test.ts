@@ -11,6 +11,8 @@ import { prometheusUnavailable, startPrometheus } from '../helpers/prometheus';
 import { tempDir } from '../helpers/temp';
 import { waitForValue } from '../helpers/wait';
 import { openBrowser } from '../../src/meshctl/dashboard';
+import { kubeUnavailable, objectPath, pod, podStatus, startKube } from '../helpers/kube';
+import { program, run } from '../helpers/programs';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -92,3 +94,34 @@ t.test('a Prometheus address on this machine at --ui-port: another local port, n
   t.equal(await explicit.exited, 1);
   t.match(explicit.out(), new RegExp(`Error: --port ${port} is where Prometheus itself listens`));
 });
+
+t.test(
+  "with a cluster: the mesh namespace's app.kubernetes.io/name=prometheus pod, at its IP and --ui-port",
+  { skip: prometheusUnavailable() || kubeUnavailable(), timeout: 180_000 },
+  async (t) => {
+    const kube = await startKube(t, { crds: 'none', controllerManager: false });
+    const none = await run(program('meshctl'), ['x', 'metrics', 'b.b', '--orchconfig', kube.kubeconfig], { HOME: tempDir(t) });
+    t.equal(none.code, 1);
+    t.match(none.stderr, /no pods found with selector app\.kubernetes\.io\/name=prometheus/);
+
+    const promPort = await freePort();
+    const prom = await startPrometheus(t, { dir: tempDir(t), port: promPort, targets: [] });
+    await kube.api.create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'mesh-system' } });
+    const p = pod('mesh-system', 'prometheus-0', { labels: { 'app.kubernetes.io/name': 'prometheus' } });
+    await kube.api.create('/api/v1/namespaces/mesh-system/pods', p);
+    await kube.api.merge(objectPath(p), podStatus('127.0.0.1'), 'status');
+
+    const d = dashboard(t, ['--browser=false', '--address', '127.0.0.1', '--ui-port', String(promPort), '--orchconfig', kube.kubeconfig], {});
+    const url = await waitForValue(
+      () => `no URL: ${d.out()}`,
+      () => /^(http:\S+)\n/.exec(d.out())?.[1],
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    // the pod's port is taken here by Prometheus itself, so the forward listens on another
+    t.not(url, `http://127.0.0.1:${promPort}`);
+    const info = (await (await fetch(`${url}/api/v1/status/buildinfo`)).json()) as { data: { version: string } };
+    t.match(info.data.version, /^2\./, `${prom.url} reached through the pod's IP and --ui-port`);
+    d.child.kill('SIGTERM');
+    t.equal(await d.exited, 0);
+  },
+);
