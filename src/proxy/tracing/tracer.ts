@@ -125,13 +125,9 @@ export class HttpTracer {
       this.tag(span, 'peer.address', plainIp(s.connection.remoteAddress));
       const ctid = h.get('x-client-trace-id');
       if (ctid !== undefined) this.tag(span, 'guid:x-client-trace-id', ctid);
-      for (const c of this.o.customTags) {
-        const v = customTagValue(c, s);
-        if (v) span.setTag(c.tag, v);
-      }
       this.tag(span, 'request_size', String(info.bytesReceived));
       this.tag(span, 'response_size', String(info.bytesSent));
-      this.commonTags(span, info);
+      this.commonTags(span, s);
     }
     t.driver.report(span);
   }
@@ -147,14 +143,19 @@ export class HttpTracer {
         this.tag(span, 'upstream_address', c.address);
         this.tag(span, 'peer.address', c.address);
       }
-      this.commonTags(span, s.info);
+      this.commonTags(span, s);
     }
     this.driver?.report(span);
   }
 
-  /** setCommonTags: component, status, flags, upstream cluster, error. */
-  private commonTags(span: TraceSpan, info: StreamInfo): void {
+  /** setCommonTags: component, custom tags, status, flags, upstream cluster, error (the downstream span and its children alike). */
+  private commonTags(span: TraceSpan, s: TracedStream): void {
+    const info = s.info;
     this.tag(span, 'component', 'proxy');
+    for (const c of this.o.customTags) {
+      const v = customTagValue(c, s);
+      if (v) span.setTag(c.tag, v);
+    }
     this.tag(span, 'http.status_code', String(info.responseCode));
     this.tag(span, 'response_flags', info.flagString());
     if (info.upstreamCluster) {
