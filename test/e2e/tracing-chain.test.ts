@@ -13,7 +13,7 @@ import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
 import { loopback, loopbackCluster, runStatic } from '../helpers/static-plane';
 import { freePort } from '../helpers/ports';
-import { httpGet } from '../helpers/gateway';
+import { httpGet, type Reply } from '../helpers/gateway';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 
@@ -184,7 +184,7 @@ function bootstrap(node: string, admin: number, listeners: ListenerSpec[], clust
 }
 
 interface Chain {
-  get: (p: string, h?: Record<string, string>) => Promise<{ status: number; body: string }>;
+  get: (p: string, h?: Record<string, string>) => Promise<Reply>;
 }
 
 /** gateway → A (inbound → app A → outbound) → B (inbound → app B), all tracing to `zipkin` with `sampling` %. */
@@ -258,6 +258,7 @@ t.test('tracing: gateway → A → B, parentage, sampling, forced traces (engine
     t.equal(b['x-b3-sampled'], '1', `${plane}: B is told the trace is sampled`);
     t.match(b['x-request-id'], /^[0-9a-f]{8}-[0-9a-f]{4}-9[0-9a-f]{3}-/, `${plane}: x-request-id carries "sampled" (9)`);
     t.notOk(b['x-envoy-decorator-operation'], `${plane}: the decorator header stops at the inbound proxy`);
+    t.equal(full.headers['x-envoy-decorator-operation'], 'a.default.svc.cluster.local:80/*', `${plane}: the gateway tells the client its operation`);
     const none = await unsampled.get('/quiet');
     const bNone = seenByB(none.body);
     t.equal(bNone['x-b3-sampled'], '0', `${plane}: at 0 % B is told not sampled`);
@@ -267,6 +268,8 @@ t.test('tracing: gateway → A → B, parentage, sampling, forced traces (engine
     const forced = await unsampled.get('/forced', { 'x-envoy-force-trace': 'true', 'x-forwarded-for': '10.1.2.3' });
     t.match(seenByB(client.body)['x-request-id'], /^[0-9a-f]{8}-[0-9a-f]{4}-b/, `${plane}: x-client-trace-id forces a trace (b)`);
     t.match(seenByB(forced.body)['x-request-id'], /^[0-9a-f]{8}-[0-9a-f]{4}-a/, `${plane}: x-envoy-force-trace forces a trace (a)`);
+    t.equal(forced.headers['x-request-id'], seenByB(forced.body)['x-request-id'], `${plane}: a forced trace's request id comes back`);
+    t.notOk(full.headers['x-request-id'], `${plane}: other request ids do not`);
 
     // the reporters flush every 5 s (or at 5 spans)
     const traceOf = (body: string) => seenByB(body)['x-b3-traceid']!;

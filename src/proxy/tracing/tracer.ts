@@ -11,6 +11,7 @@ import type { Counter } from '../stats/store';
 import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import { plainIp } from '../stream-info';
 import type { TracerHost } from './collector';
+import type { HeaderReader, HeaderWriter } from './propagation';
 import type { CompiledCustomTag, TracingOptions } from './config';
 import { OtelDriver } from './otel';
 import { requestIdInteger, traceReasonOf, withTraceReason, type TraceReason } from './request-id';
@@ -90,17 +91,21 @@ export class HttpTracer {
     this.tag(span, 'zone', this.host.local.zone);
     const decorator = s.route()?.route.decoratorOperation;
     if (decorator) span.name = decorator;
+    let decorated = decorator || undefined;
     if (egress) {
       // the receiving side names its span after the sender's route
       if (decorator) h.set(DECORATOR, decorator);
     } else {
       const override = h.get(DECORATOR);
       if (override !== undefined) {
-        if (override) span.name = override;
+        if (override) {
+          span.name = override;
+          decorated = undefined;
+        }
         h.remove(DECORATOR);
       }
     }
-    s.trace = new RequestTrace(this, d, span);
+    s.trace = new RequestTrace(this, d, span, egress ? undefined : decorated);
   }
 
   tag(span: TraceSpan, name: string, value: string): void {
@@ -178,7 +183,24 @@ export class RequestTrace {
     private readonly tracer: HttpTracer,
     readonly driver: TraceDriver,
     readonly span: TraceSpan,
+    /** Ingress: the decorator's operation, told to the caller in the response (unless the request named one). */
+    private readonly decorated: string | undefined,
   ) {}
+
+  /**
+   * Response headers on their way out (ActiveStream::encodeHeaders): ingress tells the caller its operation,
+   * egress takes the name the callee gave and keeps the header from the application.
+   */
+  onResponseHeaders(h: HeaderWriter & HeaderReader & { remove(name: string): void }): void {
+    if (this.tracer.o.operation === 'ingress') {
+      if (this.decorated) h.set(DECORATOR, this.decorated);
+      return;
+    }
+    const v = h.get(DECORATOR);
+    if (v === undefined) return;
+    if (v) this.span.name = v;
+    h.remove(DECORATOR);
+  }
 
   /** An upstream request is about to go: its headers get the context (of a new child span with spawn_upstream_span). */
   upstream(s: TracedStream, headers: RawHeaders, cluster: string, address: string, attempt: number): void {
