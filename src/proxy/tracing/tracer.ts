@@ -87,8 +87,6 @@ export class HttpTracer {
     const startUs = Math.round((performance.timeOrigin + s.info.startHr) * 1000);
     const span = d.startSpan(egress ? 'client' : 'server', h, h.authority, operation, startUs, traced);
     if (!span) return;
-    this.tag(span, 'node_id', this.host.local.nodeId);
-    this.tag(span, 'zone', this.host.local.zone);
     const decorator = s.route()?.route.decoratorOperation;
     if (decorator) span.name = decorator;
     let decorated = decorator || undefined;
@@ -116,8 +114,11 @@ export class HttpTracer {
   finishDownstream(s: TracedStream, t: RequestTrace): void {
     for (const c of t.children) this.finishUpstream(s, c);
     const span = t.span;
-    span.endUs = nowUs();
     if (span.sampled) {
+      // what Envoy's tracer sets when the span starts: only a reported span needs it
+      this.tag(span, 'node_id', this.host.local.nodeId);
+      this.tag(span, 'zone', this.host.local.zone);
+      span.endUs = nowUs();
       const h = s.request;
       const info = s.info;
       const rid = h.get('x-request-id');
@@ -138,11 +139,12 @@ export class HttpTracer {
   }
 
   /** finalizeUpstreamSpan for a child span of spawn_upstream_span. */
-  finishUpstream(s: TracedStream, c: { span: TraceSpan; address: string }): void {
+  finishUpstream(s: TracedStream, c: { span: TraceSpan; address: string; done: boolean }): void {
     const span = c.span;
-    if (span.endUs) return;
-    span.endUs = nowUs();
+    if (c.done) return;
+    c.done = true;
     if (span.sampled) {
+      span.endUs = nowUs();
       this.tag(span, 'http.protocol', s.info.protocol);
       if (c.address) {
         this.tag(span, 'upstream_address', c.address);
@@ -177,7 +179,7 @@ export class HttpTracer {
 
 /** A traced request: its span, and the child spans of its upstream requests. */
 export class RequestTrace {
-  readonly children: Array<{ span: TraceSpan; address: string }> = [];
+  readonly children: Array<{ span: TraceSpan; address: string; done: boolean }> = [];
 
   constructor(
     private readonly tracer: HttpTracer,
@@ -213,7 +215,7 @@ export class RequestTrace {
     for (const c of this.children) this.tracer.finishUpstream(s, c);
     const child = this.driver.spawnChild(this.span, `router ${cluster} egress`, nowUs());
     if (attempt > 1) this.tracer.tag(child, 'retry.count', String(attempt - 1));
-    this.children.push({ span: child, address });
+    this.children.push({ span: child, address, done: false });
     this.driver.inject(child, w);
   }
 }
