@@ -18,6 +18,11 @@ spec:
   mtls: {mode: STRICT}
 `;
 
+// What an installed mesh's ConfigMap holds (the chart names the prometheus metrics provider when telemetry is on,
+// as Istio's does), so the sidecars report Istio's standard metrics; access logs in Istio's default format go to
+// each sidecar's log.
+const MESH_CONFIG = 'accessLogFile: /dev/stdout\ndefaultProviders:\n  metrics: [prometheus]\n';
+
 const ALLOW_ONLY_A = `apiVersion: security.istio.io/v1
 kind: AuthorizationPolicy
 metadata: {name: allow-a, namespace: b}
@@ -63,8 +68,10 @@ export async function runMeshDemo({ dist }) {
     mesh = await startMesh(cleanup, {
       dist,
       dir,
-      pods: [{ name: 'a' }, { name: 'b' }, { name: 'c' }],
+      // each pod's workload name, as the injector sets it from the pod's owner (`meshctl x metrics b.b` names it)
+      pods: ['a', 'b', 'c'].map((name) => ({ name, env: { MESH_META_WORKLOAD_NAME: name } })),
       config: { 'peer-authentication.yaml': STRICT, 'authorization-policy.yaml': ALLOW_ONLY_A },
+      meshConfig: MESH_CONFIG,
       prefix: 'mesh-demo',
       stopSignal: 'SIGTERM',
       progress: (what) => console.log(`${what}…`),
