@@ -292,7 +292,7 @@ for (const c of cases) {
     const part = new PeerParts(cfg).get(c.facts);
     const metric = c.kind === 'tcp' ? 'istio_tcp_connections_opened_total' : 'istio_requests_total';
     if (c.kind === 'tcp') part.tcpSeries('-', []).opened!.inc();
-    else part.httpSeries(c.kind, '200', c.kind === 'grpc' ? '0' : '', '-', []).requests!.inc();
+    else part.httpSeries(c.kind, 200, c.kind === 'grpc' ? '0' : '', '-', []).requests!.inc();
     const tagged = [...store.tagged.values()].find((x) => x.name === metric);
     t.same(tagged?.tags, c.expect, 'labels, values and order');
     const prom = renderPrometheus(store, new TagProducer(), { usedOnly: false, filter: undefined });
@@ -308,7 +308,7 @@ for (const c of cases) {
 t.test('the duration histogram renders with Envoy’s default buckets, _sum and _count', async (t) => {
   const store = new StatsStore();
   const cfg = istioStatsConfig(undefined, 'test', store, SERVER_NODE, 'inbound');
-  const s = new PeerParts(cfg).get(facts({})).httpSeries('http', '200', '', '-', []);
+  const s = new PeerParts(cfg).get(facts({})).httpSeries('http', 200, '', '-', []);
   s.duration!.record(3);
   s.duration!.record(40);
   const prom = renderPrometheus(store, new TagProducer(), { usedOnly: false, filter: undefined });

@@ -71,7 +71,7 @@ class IstioStatsFilter implements HttpFilter {
         rs?.inc(m[1]);
       }
     }
-    const series = part.httpSeries(grpc ? 'grpc' : 'http', String(info.responseCode), grpc ? grpcStatusOf(s) : '', info.flagString(), exprValues);
+    const series = part.httpSeries(grpc ? 'grpc' : 'http', info.responseCode, grpc ? grpcStatusOf(s) : '', info.flagString(), exprValues);
     series.requests?.inc();
     series.duration?.record(Math.floor((info.endHr || performance.now()) - info.startHr));
     series.requestBytes?.record(info.bytesReceived);
