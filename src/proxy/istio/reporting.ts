@@ -7,6 +7,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { PluginConfigSchema, Reporter as ReporterEnum } from '../../gen/istio/envoy/extensions/stats/config_pb';
 import { ConfigError } from '../common/config-error';
+import { compileCel } from '../cel/evaluator';
 import { durationToMs } from '../common/duration';
 import type { Counter, Histogram, StatsStore } from '../stats/store';
 import { PEER_LABELS, peerLabelValues, securityPolicy, serviceOf, type PeerFacts, type Reporter, type ServiceFacts } from './labels';
@@ -29,7 +30,7 @@ export function istioStatsConfig(
   store: StatsStore,
   nodeMetadata: JsonObject,
   direction: 'inbound' | 'outbound' | 'unspecified',
-  compile?: DimensionCompiler,
+  compile: DimensionCompiler = celDimensions(`${where}.metrics`),
 ): IstioStatsConfig {
   const c = any ? anyUnpack(any, PluginConfigSchema) : undefined;
   if (any && !c) throw new ConfigError(`${where}: cannot decode ${any.typeUrl}`);
@@ -41,6 +42,20 @@ export function istioStatsConfig(
     reportingMs: c?.tcpReportingDuration ? (durationToMs(c.tcpReportingDuration) ?? 5000) : 5000,
     local: workloadFromStruct(nodeMetadata),
     sink: new IstioStatsSink(store, compileOverrides(c?.metrics ?? [], compile)),
+  };
+}
+
+/** Dimension expressions as Istio compiles them: CEL, `unknown` when evaluation fails, skipped when unparsable. */
+export function celDimensions(where: string): DimensionCompiler {
+  return (expr) => {
+    let p;
+    try {
+      p = compileCel(expr, where);
+    } catch (e) {
+      if ((e as Error).message.includes('Not able to parse')) return undefined;
+      throw e;
+    }
+    return (c) => p.evaluateString(c) ?? 'unknown';
   };
 }
 
