@@ -2,6 +2,7 @@
 // header handling (x-forwarded-proto, x-envoy-expected-rq-timeout-ms, x-envoy-original-path, attempt
 // count), route timeout and per-try timeout, retries with jittered back-off, circuit breakers,
 // outlier reporting, and the local replies Envoy makes when upstreams fail.
+import { upstreamIdentities } from '../tls/identities';
 import { applyRequestOps, applyResponseOps } from '../route/header-ops';
 import { pickWeighted, redirectLocation, rewritePath } from '../route/action';
 import type { ForwardAction, RetryPolicy, RouteSelection } from '../route/types';
@@ -567,6 +568,7 @@ class UpstreamExchange implements BodyReader {
     }
     const c = this.cluster;
     if (this.perTryTimer) clearTimeout(this.perTryTimer);
+    if (r.socket) this.s.info.upstreamTls = upstreamIdentities(r.socket, host.key);
     c.outlier?.reportHttp(host, r.status);
     if (this.retry && retryOnResponse(this.retry, r.status, r.headers) && this.canRetry()) {
       r.body.discard();

@@ -16,6 +16,7 @@ import { StreamInfo, type DownstreamConnectionInfo } from '../stream-info';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { connectUpstream, readyEvent } from '../upstream/pool';
 import type { ConnectionObserver } from './istio-network';
+import { upstreamIdentities } from '../tls/identities';
 
 /** Envoy statPrefixJoin: `a.` + `b` and `a` + `b` both give `a.b`. */
 function statPrefixJoin(prefix: string, token: string): string {
@@ -182,6 +183,7 @@ export class TcpProxy {
       let connected = false;
       up.once(readyEvent(up), () => {
         connected = true;
+        info.upstreamTls = upstreamIdentities(up, host!.key);
         if (trackers) for (const t of trackers) t.connected();
         if (head && head.length > 0) up.write(head);
         down.pipe(up);

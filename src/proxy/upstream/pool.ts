@@ -12,6 +12,7 @@ import type { RawHeaders } from '../codec/headers';
 import type { Host } from './host';
 import { forgetWhenEmpty, type HostPools } from './host-pools';
 import type { UpstreamCluster } from './cluster';
+import { upstreamIdentities } from '../tls/identities';
 import type { UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
 import { sourcePoolKey, type UpstreamSource } from './source';
@@ -154,6 +155,8 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
       }
     }
     connected = true;
+    // read the identities while the handshake's certificates are at hand (Istio's client-side principals)
+    if (socket instanceof tls.TLSSocket) upstreamIdentities(socket, host.key);
     verified?.();
     if (timer) clearTimeout(timer);
     cluster.outlier?.reportLocal(host, 'success');
@@ -259,6 +262,8 @@ export interface UpstreamResponse {
   body: UpstreamBody;
   /** HTTP/2 headers that ended the stream (gRPC trailers-only responses). */
   endStream?: boolean;
+  /** The connection the response came on (its TLS identities: Istio's client-side principals). */
+  socket?: net.Socket;
 }
 
 export interface UpstreamCallbacks {
@@ -321,13 +326,13 @@ class H2Body implements UpstreamBody {
 class H1Callbacks implements ClientCallbacks {
   private done = false;
   constructor(private readonly cb: UpstreamCallbacks) {}
-  onResponse(status: number, headers: RawHeaders, body: BodySource): void {
+  onResponse(status: number, headers: RawHeaders, body: BodySource, socket?: net.Socket): void {
     if (this.done) {
       body.discard();
       return;
     }
     this.done = true;
-    this.cb.onResponse({ status, headers, body });
+    this.cb.onResponse({ status, headers, body, ...(socket ? { socket } : {}) });
   }
   onError(kind: ClientFailure, detail: string): void {
     if (this.done) return;
@@ -383,7 +388,8 @@ function startH2Request(
     const status = Number(h[':status']);
     const out: RawHeaders = {};
     for (const k in h) if (k.charCodeAt(0) !== 58) out[k] = h[k] as string | string[];
-    cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0 });
+    const socket = (session as unknown as { socket?: net.Socket }).socket;
+    cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0, ...(socket ? { socket } : {}) });
   });
   stream.on('error', (e: NodeJS.ErrnoException) => {
     const sock = (session as unknown as { socket?: { meshConnected?: () => boolean } }).socket;

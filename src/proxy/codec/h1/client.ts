@@ -12,8 +12,8 @@ import { bodyKindForResponse, BodyKind, H1ParseError, H1Parser, type MessageHead
 export type ClientFailure = 'connect_failure' | 'reset';
 
 export interface ClientCallbacks {
-  /** Response head; the body follows on `body` ('data', 'end', 'aborted'). */
-  onResponse(status: number, headers: RawHeaders, body: BodySource): void;
+  /** Response head; the body follows on `body` ('data', 'end', 'aborted'). `socket`: the connection it came on. */
+  onResponse(status: number, headers: RawHeaders, body: BodySource, socket?: net.Socket): void;
   /** No response: the connection could not be made, or failed before a response head. */
   onError(kind: ClientFailure, detail: string): void;
 }
@@ -230,7 +230,7 @@ export class H1ClientConnection implements ParserHandler, FlowControl {
     ex.responded = true;
     const body = new BodySource(this);
     ex.response = body;
-    if (!ex.aborted) ex.cb.onResponse(head.status, head.headers, body);
+    if (!ex.aborted) ex.cb.onResponse(head.status, head.headers, body, this.socket);
     return kind;
   }
 

@@ -6,8 +6,7 @@
 // overrides with CEL dimensions evaluated at the end of the stream.
 // Differs on purpose: request/response bytes are body bytes (Envoy's wire meter also counts headers);
 // gRPC message counts (istio_request_messages_total…) need envoy.filters.http.grpc_stats' message counts in
-// filter state (`grpc_messages`), reported at the end of the stream only; the client side knows no upstream
-// certificate, so its principals come from the peer's identity when workload discovery gave one (else unknown).
+// filter state (`grpc_messages`), reported at the end of the stream only.
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { CelContext } from '../../cel/evaluator';
 import type { RawHeaders } from '../../codec/headers';
@@ -67,6 +66,8 @@ class IstioStatsFilter implements HttpFilter {
     let localSan = '';
     if (cfg.reporter === 'source') {
       peer = (state.get(UPSTREAM_PEER) as Workload | undefined) ?? endpointWorkload(info.upstreamHostMetadata);
+      peerSan = info.upstreamTls?.peer ?? '';
+      localSan = info.upstreamTls?.local ?? '';
     } else {
       peer = state.get(DOWNSTREAM_PEER) as Workload | undefined;
       if (cfg.reporter === 'waypoint') endpointPeer = state.get(UPSTREAM_PEER) as Workload | undefined;
