@@ -63,6 +63,7 @@ class RequestBody implements BodyReader {
 
   onData(c: Buffer): void {
     this.info.bytesReceived += c.length;
+    this.info.grpcMessages?.request.feed(c);
     if (this.chunks) {
       this.size += c.length;
       if (this.size > BODY_BUFFER_LIMIT) this.chunks = undefined;
@@ -610,6 +611,7 @@ class UpstreamExchange implements BodyReader {
   onData(chunk: Buffer): void {
     const s = this.s;
     s.info.bytesSent += chunk.length;
+    s.info.grpcMessages?.response.feed(chunk);
     if (s.downstreamClosed || this.respIsHead) return;
     if (!s.res.write(chunk) && !this.respPaused) {
       this.respPaused = true;
