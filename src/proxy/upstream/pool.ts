@@ -208,14 +208,19 @@ function h1Pool(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefi
   return p.h1;
 }
 
+const sessionSockets = new WeakMap<http2.ClientHttp2Session, () => net.Socket | undefined>();
+
 function h2Session(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): http2.ClientHttp2Session {
   const p = pools(cluster, host, o);
   if (p.h2 && !p.h2.closed && !p.h2.destroyed) return p.h2;
   const scheme = cluster.transportFor(host).tls ? 'https' : 'http';
+  let socket: net.Socket | undefined;
   const session = http2.connect(`${scheme}://${host.key}`, {
-    createConnection: () => watched(p, connectUpstream(cluster, host, ['h2'], o)),
+    createConnection: () => (socket = watched(p, connectUpstream(cluster, host, ['h2'], o))),
     settings: { enablePush: false },
   });
+  // the socket itself: session.socket is a proxy that hides the TLS socket's certificates
+  sessionSockets.set(session, () => socket);
   session.on('error', () => {});
   session.on('goaway', () => {
     if (p.h2 === session) p.h2 = undefined;
@@ -388,7 +393,7 @@ function startH2Request(
     const status = Number(h[':status']);
     const out: RawHeaders = {};
     for (const k in h) if (k.charCodeAt(0) !== 58) out[k] = h[k] as string | string[];
-    const socket = (session as unknown as { socket?: net.Socket }).socket;
+    const socket = sessionSockets.get(session)?.();
     cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0, ...(socket ? { socket } : {}) });
   });
   stream.on('error', (e: NodeJS.ErrnoException) => {
