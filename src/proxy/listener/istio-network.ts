@@ -58,17 +58,32 @@ export class IstioNetworkStats implements ConnectionObserver {
         const conn = info.downstream;
         const source = cfg.reporter === 'source';
         const cluster = info.upstreamCluster;
+        const up = source ? (info.upstreamTls ?? { peer: '', local: '' }) : undefined;
         const part = this.parts.get({
           peer: source ? endpointWorkload(info.upstreamHostMetadata) : undefined,
           endpointPeer: undefined,
-          peerSan: source ? '' : (conn.peerUriSans[0] ?? ''),
-          localSan: source ? '' : (conn.ssl?.uriSanLocalCertificate[0] ?? ''),
+          peerSan: up ? up.peer : (conn.peerUriSans[0] ?? ''),
+          localSan: up ? up.local : (conn.ssl?.uriSanLocalCertificate[0] ?? ''),
           hostHeader: undefined,
           routeName: '',
           clusterName: cluster,
           clusterMetadata: cluster ? this.clusterMetadata(cluster) : undefined,
         });
-        series = part.tcpSeries(info.flagString(), NO_VALUES);
+        // Istio evaluates the dimension expressions once, just before the first TCP metric
+        const exprs = cfg.sink.overrides.exprs;
+        const values =
+          exprs.length === 0
+            ? NO_VALUES
+            : exprs.map((f) =>
+                f({
+                  info,
+                  xds: {
+                    ...(cluster ? { clusterMetadata: this.clusterMetadata(cluster) ?? {} } : {}),
+                    ...(info.upstreamHostMetadata ? { upstreamHostMetadata: info.upstreamHostMetadata } : {}),
+                  },
+                }),
+              );
+        series = part.tcpSeries(info.flagString(), values);
         series.opened?.inc();
       }
       if (series) {
