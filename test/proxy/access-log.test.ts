@@ -15,6 +15,7 @@ import { ConfigError } from '../../src/proxy/common/config-error';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
 import { StreamInfo } from '../../src/proxy/stream-info';
 import type { CelContext } from '../../src/proxy/cel/evaluator';
+import { NO_LOCAL_INFO } from '../../src/proxy/common/local-info';
 
 const registry = proxyTypeRegistry();
 
@@ -132,7 +133,7 @@ t.test('OpenTelemetry batching', async (t) => {
         ),
       ],
       'hcm',
-      { call, local: { nodeName: 'sidecar~1', clusterName: 'productpage.default', zoneName: 'z1' } },
+      { call, local: { ...NO_LOCAL_INFO, id: 'sidecar~1', cluster: 'productpage.default', zone: 'z1' } },
     )[0]!;
   // buffer_size_bytes 1: every entry is sent at once; the authority defaults to the cluster name
   const eager = logger({ buffer_size_bytes: 1 });

@@ -16,7 +16,7 @@ import { HttpTracer, httpUrl } from '../../src/proxy/tracing/tracer';
 import { TraceSpan } from '../../src/proxy/tracing/span';
 import { zipkinJson } from '../../src/proxy/tracing/zipkin';
 import { exportRequest, grpcFrame, otlpSpan } from '../../src/proxy/tracing/otel';
-import { localInfoOf } from '../../src/proxy/tracing/collector';
+import { localInfoOf } from '../../src/proxy/common/local-info';
 import { pb, HCM_TYPE, ROUTER } from './helpers';
 
 const hdr = (h: Record<string, string>) => ({ get: (n: string) => h[n] });

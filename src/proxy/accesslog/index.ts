@@ -13,10 +13,11 @@ import { ConfigError } from '../common/config-error';
 import { DEFAULT_ACCESS_LOG_FORMAT } from '../format/substitution';
 import { compileFilter } from './filters';
 import { compileJsonLog, compileLogFormat, compileTextFormat, type LineFormatter } from './format-string';
-import { compileOtelLogger, type ClusterCall, type LocalInfo } from './otel';
+import type { LocalInfo } from '../common/local-info';
+import { compileOtelLogger, type ClusterCall } from './otel';
 import { sinkFor, stderrSink, stdoutSink, type Sink } from './sinks';
 
-export type { ClusterCall, LocalInfo } from './otel';
+export type { ClusterCall } from './otel';
 
 /** Logs one finished request or connection. */
 export type AccessLogger = (c: CelContext) => void;

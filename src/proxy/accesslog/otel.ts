@@ -14,6 +14,7 @@ import { ExportLogsServiceRequestSchema } from '../../gen/opentelemetry/proto/co
 import { AnyValueSchema, KeyValueSchema, type AnyValue, type KeyValue } from '../../gen/opentelemetry/proto/common/v1/common_pb';
 import { LogRecordSchema, type LogRecord } from '../../gen/opentelemetry/proto/logs/v1/logs_pb';
 import { ConfigError } from '../common/config-error';
+import type { LocalInfo } from '../common/local-info';
 import { durationToMs } from '../common/duration';
 import { compileFormat, formatLog } from '../format/substitution';
 import type { CelContext } from '../cel/evaluator';
@@ -24,13 +25,6 @@ export type ClusterCall = (
   cluster: string,
   call: { method: string; path: string; authority: string; headers?: Readonly<Record<string, string>>; body?: Buffer; timeoutMs: number },
 ) => Promise<{ status: number }>;
-
-/** What Envoy's LocalInfo gives the built-in resource labels. */
-export interface LocalInfo {
-  nodeName: string;
-  clusterName: string;
-  zoneName: string;
-}
 
 const EXPORT_PATH = '/opentelemetry.proto.collector.logs.v1.LogsService/Export';
 
@@ -139,9 +133,9 @@ export function compileOtelLogger(any: Any, where: string, call: ClusterCall | u
   if (!cfg.disableBuiltinLabels)
     resource.push(
       stringKv('log_name', common.logName),
-      stringKv('zone_name', local?.zoneName ?? ''),
-      stringKv('cluster_name', local?.clusterName ?? ''),
-      stringKv('node_name', local?.nodeName ?? ''),
+      stringKv('zone_name', local?.zone ?? ''),
+      stringKv('cluster_name', local?.cluster ?? ''),
+      stringKv('node_name', local?.id ?? ''),
     );
   resource.push(...(cfg.resourceAttributes?.values ?? []));
   const exporter = new OtlpExporter(

@@ -81,7 +81,6 @@ function assemble(bootstrap: Bootstrap, options: EngineOptions) {
     sources,
     drainTimeMs,
     nodeText: nodeText(node),
-    node: { id: node.id, metadata: node.metadata ?? {} },
     serverDraining: () => status.healthFailed,
   });
   return { startTime, loggers, log, registry, stats, tags, node, drainTimeMs, concurrency, status, sources, m };

@@ -1,6 +1,5 @@
 // The engine's resource managers, wired to one another as Envoy's server wires its cluster, listener, route
 // and secret managers: secrets first (clusters and listeners reference them), static clusters added at once.
-import type { LocalNode } from '../http/filter-api';
 import type { Registry } from '@bufbuild/protobuf';
 import type { Bootstrap } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import { originalDstAddon } from '../../native/original-dst';
@@ -11,7 +10,7 @@ import type { LoggerRegistry } from '../log';
 import { RouteManager } from '../route/rds';
 import type { StatsStore } from '../stats/store';
 import { SecretManager } from '../tls/secrets';
-import { localInfoOf } from '../tracing';
+import { localInfoOf } from '../common/local-info';
 import { engineVersion } from './node';
 import { ClusterManager } from '../upstream/cluster-manager';
 import { callCluster } from './call-cluster';
@@ -35,8 +34,6 @@ export interface ManagersContext {
   drainTimeMs: number;
   /** `node <id> with labels …`, for the listener manager's warnings. */
   nodeText: string;
-  /** The node's id and metadata, for filters that describe this proxy (Istio's stats, metadata exchange). */
-  node: LocalNode;
   serverDraining: () => boolean;
 }
 
@@ -67,7 +64,6 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
       filters,
       typeRegistry: registry,
       upstreamCall,
-      node: x.node,
       local: localInfoOf(bootstrap.node, engineVersion()),
       secrets,
       serverDraining: x.serverDraining,

@@ -6,6 +6,7 @@
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Registry } from '@bufbuild/protobuf';
+import type { LocalInfo } from '../common/local-info';
 import type { LoggerRegistry } from '../log';
 import type { DynamicMetadata } from '../matchers/string';
 import type { StatsScope } from '../stats/store';
@@ -86,17 +87,12 @@ export interface FilterFactoryContext {
   readonly where: string;
   /** The name the HCM gives this filter: the key of its typed_per_filter_config entries. */
   readonly filterName: string;
-  /** This proxy's node (Envoy's LocalInfo): id and metadata. */
-  readonly node?: LocalNode;
+  /** This proxy (Envoy's LocalInfo): node id, metadata… */
+  readonly local?: LocalInfo;
   /** A cluster's filter_metadata as the engine keeps it (Istio's `istio.services`), undefined when unknown. */
   readonly clusterMetadata?: (cluster: string) => JsonObject | undefined;
   /** The listener's traffic_direction (Envoy's listenerInfo().direction()). */
   readonly direction?: 'inbound' | 'outbound' | 'unspecified';
-}
-
-export interface LocalNode {
-  readonly id: string;
-  readonly metadata: JsonObject;
 }
 
 export interface HttpFilterFactory {

@@ -22,16 +22,13 @@ import {
   type FilterFactoryContext,
   type HttpFilter,
   type HttpFilterRegistry,
-  type LocalNode,
   type UpstreamCall,
   type UpstreamCallResult,
 } from './filter-api';
 import { pathOptionsOf, type EscapedSlashesAction } from './path';
 import { unwrapTypedStruct } from './typed-struct';
-import type { LocalInfo } from '../tracing';
+import { NO_LOCAL_INFO, type LocalInfo } from '../common/local-info';
 import { clientCertDetailsOf, forwardClientCertOf, type ClientCertDetail, type ForwardClientCert } from './xfcc';
-
-const NO_NODE: LocalNode = { id: '', metadata: {} };
 
 export interface HcmDeps {
   stats: StatsStore;
@@ -41,11 +38,9 @@ export interface HcmDeps {
   filters: HttpFilterRegistry;
   typeRegistry: Registry;
   upstreamCall: (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
-  /** This proxy's node, for filters that describe it (Istio's stats and metadata exchange). */
-  node?: LocalNode;
   /** The listener's traffic_direction: TrafficDirection (0 unspecified, 1 inbound, 2 outbound). */
   trafficDirection?: number;
-  /** The node's id, cluster, zone and address, for tracing. */
+  /** This proxy: filters that describe it (Istio's stats and metadata exchange), tracers, loggers. */
   local?: LocalInfo;
 }
 
@@ -241,7 +236,7 @@ export function compileHttpFilters(
       upstream: deps.upstreamCall,
       where: fw,
       filterName: f.name,
-      node: deps.node ?? NO_NODE,
+      local: deps.local ?? NO_LOCAL_INFO,
       clusterMetadata: (c) => deps.clusters.get(c)?.metadata,
       direction: deps.trafficDirection === 1 ? 'inbound' : deps.trafficDirection === 2 ? 'outbound' : 'unspecified',
     };

@@ -122,7 +122,7 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
 function istioNetworkStats(any: Any, where: string, x: ChainContext, exchange: boolean): IstioNetworkStats {
   const d = x.deps;
   const direction = d.trafficDirection === 1 ? 'inbound' : d.trafficDirection === 2 ? 'outbound' : 'unspecified';
-  return new IstioNetworkStats(any, where, d.stats, d.node?.metadata ?? {}, direction, exchange, (c) => d.clusters.get(c)?.metadata);
+  return new IstioNetworkStats(any, where, d.stats, d.local?.metadata ?? {}, direction, exchange, (c) => d.clusters.get(c)?.metadata);
 }
 
 export function releaseChain(c: CompiledChain): void {

@@ -1,7 +1,6 @@
 // How a tracer reaches its collector: a request through the engine's own cluster manager (the HCM's
 // upstreamCall), as Envoy's tracers use the cluster's async HTTP client; and the local facts every span carries.
-import os from 'node:os';
-import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
+import type { LocalInfo } from '../common/local-info';
 import type { StatsScope } from '../stats/store';
 
 export interface CollectorCall {
@@ -18,36 +17,6 @@ export interface CollectorReply {
   body: Buffer;
 }
 export type CallCollector = (cluster: string, call: CollectorCall) => Promise<CollectorReply>;
-
-/** Envoy's LocalInfo as tracers read it: node id and cluster, zone, the proxy's own address. */
-export interface LocalInfo {
-  nodeId: string;
-  cluster: string;
-  zone: string;
-  /** The first non-loopback IPv4 address (Envoy's Network::Utility::getLocalAddress), else 127.0.0.1. */
-  address: string;
-  /** The engine's version string (the OTLP instrumentation scope's version). */
-  version: string;
-}
-
-export function localInfoOf(node: Node | undefined, version = ''): LocalInfo {
-  return { nodeId: node?.id ?? '', cluster: node?.cluster ?? '', zone: node?.locality?.zone ?? '', address: localAddress(), version };
-}
-
-let cachedAddress: string | undefined;
-function localAddress(): string {
-  if (cachedAddress === undefined) {
-    cachedAddress = '127.0.0.1';
-    for (const list of Object.values(os.networkInterfaces())) {
-      const a = list?.find((x) => x.family === 'IPv4' && !x.internal);
-      if (a) {
-        cachedAddress = a.address;
-        break;
-      }
-    }
-  }
-  return cachedAddress;
-}
 
 /** What the tracers need of the engine. */
 export interface TracerHost {

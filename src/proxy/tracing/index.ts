@@ -2,13 +2,12 @@
 // untraced HCM pays nothing per request.
 import type { HttpConnectionManager } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import type { StatsScope } from '../stats/store';
-import type { CallCollector, LocalInfo } from './collector';
-import { localInfoOf } from './collector';
+import { localInfoOf, type LocalInfo } from '../common/local-info';
+import type { CallCollector } from './collector';
 import { tracingOptionsOf } from './config';
 import { HttpTracer } from './tracer';
 
 export { HttpTracer, RequestTrace } from './tracer';
-export { localInfoOf, type LocalInfo } from './collector';
 
 export interface TracingDeps {
   call: CallCollector;

@@ -116,7 +116,7 @@ export class HttpTracer {
     const span = t.span;
     if (span.sampled) {
       // what Envoy's tracer sets when the span starts: only a reported span needs it
-      this.tag(span, 'node_id', this.host.local.nodeId);
+      this.tag(span, 'node_id', this.host.local.id);
       this.tag(span, 'zone', this.host.local.zone);
       span.endUs = nowUs();
       const h = s.request;

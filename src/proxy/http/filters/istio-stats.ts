@@ -127,8 +127,8 @@ export const istioStatsFilterFactory: HttpFilterFactory = {
   name: ISTIO_STATS_FILTER,
   configTypes: [PluginConfigSchema.typeName],
   create(config, ctx) {
-    const cfg = istioStatsConfig(config, ctx.where, ctx.stats.store, ctx.node?.metadata ?? {}, ctx.direction ?? 'unspecified');
-    const node: JsonObject = { id: ctx.node?.id ?? '', metadata: ctx.node?.metadata ?? {} };
+    const cfg = istioStatsConfig(config, ctx.where, ctx.stats.store, ctx.local?.metadata ?? {}, ctx.direction ?? 'unspecified');
+    const node: JsonObject = { id: ctx.local?.id ?? '', metadata: ctx.local?.metadata ?? {} };
     const direction = ctx.direction === 'inbound' ? 1 : ctx.direction === 'outbound' ? 2 : 0;
     return new IstioStatsFilter(cfg, ctx.clusterMetadata ?? (() => undefined), node, direction);
   },

@@ -102,10 +102,10 @@ export const peerMetadataFilterFactory: HttpFilterFactory = {
       propagateUpstream: up.length > 0,
       skipExternal: up.some((m) => m.methodSpecifier.case === 'istioHeaders' && m.methodSpecifier.value.skipExternalClusters),
     };
-    const md = ctx.node?.metadata ?? {};
+    const md = ctx.local?.metadata ?? {};
     // the value is computed once per filter config, as Istio's MXPropagationMethod does
     const value = encodeExchange(exchangeStruct(workloadFromStruct(md), labelKeysOf(md)));
-    return new PeerMetadataFilter(compiled, ctx.node?.id ?? '', value, peerCache);
+    return new PeerMetadataFilter(compiled, ctx.local?.id ?? '', value, peerCache);
   },
 };
 
