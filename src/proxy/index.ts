@@ -15,9 +15,8 @@ export {
   type HttpFilterFactory,
   type HttpStream,
   type LocalReply,
-  type UpstreamCall,
-  type UpstreamCallResult,
 } from './http/filter-api';
+export type { ClusterCall, UpstreamCall, UpstreamCallResult } from './common/cluster-call';
 export { RequestHeaders, ResponseHeaders, HeaderMap } from './codec/headers';
 export {
   compileStringMatcher,

@@ -7,7 +7,8 @@ import { fromBinary, fromJson, type JsonObject } from '@bufbuild/protobuf';
 import { AccessLogFilterSchema, AccessLogSchema } from '../../src/gen/envoy/config/accesslog/v3/accesslog_pb';
 import { SubstitutionFormatStringSchema } from '../../src/gen/envoy/config/core/v3/substitution_format_string_pb';
 import { ExportLogsServiceRequestSchema } from '../../src/gen/opentelemetry/proto/collector/logs/v1/logs_service_pb';
-import { compileAccessLogs, type ClusterCall } from '../../src/proxy/accesslog';
+import { compileAccessLogs } from '../../src/proxy/accesslog';
+import type { ClusterCall } from '../../src/proxy/common/cluster-call';
 import { compileFilter } from '../../src/proxy/accesslog/filters';
 import { compileLogFormat } from '../../src/proxy/accesslog/format-string';
 import { RequestHeaders } from '../../src/proxy/codec/headers';
@@ -114,7 +115,7 @@ t.test('OpenTelemetry batching', async (t) => {
   const calls: { cluster: string; authority: string; path: string; body: Buffer }[] = [];
   const call: ClusterCall = async (cluster, c) => {
     calls.push({ cluster, authority: c.authority, path: c.path, body: c.body! });
-    return { status: 200 };
+    return { status: 200, headers: {}, body: Buffer.alloc(0) };
   };
   const logger = (extra: JsonObject) =>
     compileAccessLogs(

@@ -14,10 +14,9 @@ import { DEFAULT_ACCESS_LOG_FORMAT } from '../format/substitution';
 import { compileFilter } from './filters';
 import { compileJsonLog, compileLogFormat, compileTextFormat, type LineFormatter } from './format-string';
 import type { LocalInfo } from '../common/local-info';
-import { compileOtelLogger, type ClusterCall } from './otel';
+import type { ClusterCall } from '../common/cluster-call';
+import { compileOtelLogger } from './otel';
 import { sinkFor, stderrSink, stdoutSink, type Sink } from './sinks';
-
-export type { ClusterCall } from './otel';
 
 /** Logs one finished request or connection. */
 export type AccessLogger = (c: CelContext) => void;

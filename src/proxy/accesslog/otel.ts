@@ -13,18 +13,13 @@ import { OpenTelemetryAccessLogConfigSchema } from '../../gen/envoy/extensions/a
 import { ExportLogsServiceRequestSchema } from '../../gen/opentelemetry/proto/collector/logs/v1/logs_service_pb';
 import { AnyValueSchema, KeyValueSchema, type AnyValue, type KeyValue } from '../../gen/opentelemetry/proto/common/v1/common_pb';
 import { LogRecordSchema, type LogRecord } from '../../gen/opentelemetry/proto/logs/v1/logs_pb';
+import type { ClusterCall } from '../common/cluster-call';
 import { ConfigError } from '../common/config-error';
 import type { LocalInfo } from '../common/local-info';
 import { durationToMs } from '../common/duration';
 import { compileFormat, formatLog } from '../format/substitution';
 import type { CelContext } from '../cel/evaluator';
 import { extensionCommands } from './format-string';
-
-/** A POST through a cluster of the engine (the HCM's upstreamCall). */
-export type ClusterCall = (
-  cluster: string,
-  call: { method: string; path: string; authority: string; headers?: Readonly<Record<string, string>>; body?: Buffer; timeoutMs: number },
-) => Promise<{ status: number }>;
 
 const EXPORT_PATH = '/opentelemetry.proto.collector.logs.v1.LogsService/Export';
 

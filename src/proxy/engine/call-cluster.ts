@@ -1,5 +1,5 @@
 // A filter's own request through a cluster (remote JWKS and the like): buffered, one attempt, no router.
-import type { UpstreamCall, UpstreamCallResult } from '../http/filter-api';
+import type { UpstreamCall, UpstreamCallResult } from '../common/cluster-call';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { startUpstreamRequest } from '../upstream/pool';
 

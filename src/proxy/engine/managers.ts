@@ -3,7 +3,8 @@
 import type { Registry } from '@bufbuild/protobuf';
 import type { Bootstrap } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import { originalDstAddon } from '../../native/original-dst';
-import type { HttpFilterRegistry, UpstreamCall, UpstreamCallResult } from '../http/filter-api';
+import type { ClusterCall } from '../common/cluster-call';
+import type { HttpFilterRegistry } from '../http/filter-api';
 import { perFilterParser } from '../http/per-filter';
 import { ListenerManager } from '../listener/manager';
 import type { LoggerRegistry } from '../log';
@@ -47,7 +48,7 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
     loggers.get('router'),
     stats,
   );
-  const upstreamCall = (cluster: string, call: UpstreamCall): Promise<UpstreamCallResult> => callCluster(clusters, cluster, call);
+  const upstreamCall: ClusterCall = (cluster, call) => callCluster(clusters, cluster, call);
   const addon =
     options.originalDst === undefined
       ? originalDstAddon()

@@ -6,6 +6,7 @@
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { Any } from '@bufbuild/protobuf/wkt';
 import type { Registry } from '@bufbuild/protobuf';
+import type { ClusterCall } from '../common/cluster-call';
 import type { LocalInfo } from '../common/local-info';
 import type { LoggerRegistry } from '../log';
 import type { DynamicMetadata } from '../matchers/string';
@@ -60,21 +61,6 @@ export interface HttpFilter {
   onStreamComplete?(stream: HttpStream): void;
 }
 
-/** A request a filter makes to a cluster (remote JWKS, external services). */
-export interface UpstreamCall {
-  method: string;
-  path: string;
-  authority: string;
-  headers?: Readonly<Record<string, string>>;
-  body?: Buffer;
-  timeoutMs: number;
-}
-export interface UpstreamCallResult {
-  status: number;
-  headers: Readonly<Record<string, string | string[] | undefined>>;
-  body: Buffer;
-}
-
 export interface FilterFactoryContext {
   /** HCM stat prefix without dots (`outbound_0.0.0.0_80`); stats live under `http.<prefix>.`. */
   readonly statPrefix: string;
@@ -82,7 +68,7 @@ export interface FilterFactoryContext {
   readonly log: LoggerRegistry;
   readonly typeRegistry: Registry;
   /** Makes a request through a cluster of the engine (fails when the cluster is unknown). */
-  readonly upstream: (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
+  readonly upstream: ClusterCall;
   /** Where in the config this filter is, for error messages. */
   readonly where: string;
   /** The name the HCM gives this filter: the key of its typed_per_filter_config entries. */

@@ -17,16 +17,10 @@ import type { RequestPolicy } from '../codec/h1/parser';
 import type { RouteConfigProvider, RouteManager } from '../route/rds';
 import { ResponseCodeStats, type Counter, type Gauge, type Histogram, type StatsScope, type StatsStore } from '../stats/store';
 import type { ClusterManager } from '../upstream/cluster-manager';
-import {
-  typeNameOf,
-  type FilterFactoryContext,
-  type HttpFilter,
-  type HttpFilterRegistry,
-  type UpstreamCall,
-  type UpstreamCallResult,
-} from './filter-api';
+import { typeNameOf, type FilterFactoryContext, type HttpFilter, type HttpFilterRegistry } from './filter-api';
 import { pathOptionsOf, type EscapedSlashesAction } from './path';
 import { unwrapTypedStruct } from './typed-struct';
+import type { ClusterCall } from '../common/cluster-call';
 import { NO_LOCAL_INFO, type LocalInfo } from '../common/local-info';
 import { clientCertDetailsOf, forwardClientCertOf, type ClientCertDetail, type ForwardClientCert } from './xfcc';
 
@@ -37,7 +31,7 @@ export interface HcmDeps {
   routes: RouteManager;
   filters: HttpFilterRegistry;
   typeRegistry: Registry;
-  upstreamCall: (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
+  upstreamCall: ClusterCall;
   /** The listener's traffic_direction: TrafficDirection (0 unspecified, 1 inbound, 2 outbound). */
   trafficDirection?: number;
   /** This proxy: filters that describe it (Istio's stats and metadata exchange), tracers, loggers. */

@@ -1,26 +1,12 @@
 // How a tracer reaches its collector: a request through the engine's own cluster manager (the HCM's
 // upstreamCall), as Envoy's tracers use the cluster's async HTTP client; and the local facts every span carries.
+import type { ClusterCall } from '../common/cluster-call';
 import type { LocalInfo } from '../common/local-info';
 import type { StatsScope } from '../stats/store';
 
-export interface CollectorCall {
-  method: string;
-  path: string;
-  authority: string;
-  headers?: Readonly<Record<string, string>>;
-  body?: Buffer;
-  timeoutMs: number;
-}
-export interface CollectorReply {
-  status: number;
-  headers: Readonly<Record<string, string | string[] | undefined>>;
-  body: Buffer;
-}
-export type CallCollector = (cluster: string, call: CollectorCall) => Promise<CollectorReply>;
-
 /** What the tracers need of the engine. */
 export interface TracerHost {
-  call: CallCollector;
+  call: ClusterCall;
   local: LocalInfo;
   /** The engine's root stats scope (tracers count under `tracing.<name>.`). */
   stats: StatsScope;

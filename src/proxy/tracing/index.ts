@@ -3,14 +3,14 @@
 import type { HttpConnectionManager } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import type { StatsScope } from '../stats/store';
 import { localInfoOf, type LocalInfo } from '../common/local-info';
-import type { CallCollector } from './collector';
+import type { ClusterCall } from '../common/cluster-call';
 import { tracingOptionsOf } from './config';
 import { HttpTracer } from './tracer';
 
 export { HttpTracer, RequestTrace } from './tracer';
 
 export interface TracingDeps {
-  call: CallCollector;
+  call: ClusterCall;
   local: LocalInfo | undefined;
   /** The engine's stats (tracers count under `tracing.<name>.`) and the HCM's (`http.<prefix>.tracing.*`). */
   stats: StatsScope;

@@ -5,7 +5,7 @@
 // (every cache_duration after a success, every failed_refetch_duration after a failure), so requests
 // never wait once the first fetch completed.
 import type { Logger } from '../../../log';
-import type { UpstreamCall, UpstreamCallResult } from '../../filter-api';
+import type { ClusterCall } from '../../../common/cluster-call';
 import { jwksFromText, type Jwks } from '../../../../lib/jwt-verify/jwks';
 import { Status, statusString } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
@@ -45,8 +45,6 @@ export interface RemoteJwksSettings {
   retry?: { numRetries: number; baseMs: number; maxMs: number };
 }
 
-export type UpstreamFn = (cluster: string, call: UpstreamCall) => Promise<UpstreamCallResult>;
-
 // The refresh timer must not keep a replaced filter config (and its key source) alive: it holds the
 // source weakly and stops once the source is gone.
 function scheduleRefresh(ref: WeakRef<RemoteKeySource>, ms: number): void {
@@ -64,7 +62,7 @@ export class RemoteKeySource implements KeySource {
 
   constructor(
     private readonly s: RemoteJwksSettings,
-    private readonly upstream: UpstreamFn,
+    private readonly upstream: ClusterCall,
     private readonly stats: JwtAuthnStats,
     private readonly log: Logger,
   ) {}

@@ -11,7 +11,8 @@ import type { ProviderLocations } from './extractor';
 import { DEFAULT_CLOCK_SKEW_SECONDS } from '../../../../lib/jwt-verify/jwt';
 import { DEFAULT_JWT_CACHE_SIZE, JwtCache, VerifiedSignatures } from './jwt-cache';
 import { jwksFromText } from '../../../../lib/jwt-verify/jwks';
-import { LocalKeySource, RemoteKeySource, type KeySource, type UpstreamFn } from './jwks-source';
+import type { ClusterCall } from '../../../common/cluster-call';
+import { LocalKeySource, RemoteKeySource, type KeySource } from './jwks-source';
 import { Status, statusString } from '../../../../lib/jwt-verify/status';
 import type { JwtAuthnStats } from './stats';
 
@@ -72,7 +73,7 @@ export interface ProviderRuntime {
 }
 
 export interface ProviderDeps {
-  upstream: UpstreamFn;
+  upstream: ClusterCall;
   stats: JwtAuthnStats;
   log: Logger;
 }
