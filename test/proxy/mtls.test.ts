@@ -391,6 +391,12 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
       new RegExp(`istio_requests_total\\{reporter="source",[^}]*source_principal="${idA.id}",[^}]*connection_security_policy="unknown"\\} 1`),
       'A (client): its own SPIFFE identity from the upstream TLS connection',
     );
+    // istio_stats.cc ClientSidecar: destination_principal = upstreamSslConnection()->uriSanPeerCertificate()[0]
+    t.match(
+      aProm,
+      new RegExp(`istio_requests_total\\{reporter="source",[^}]*destination_principal="${idB.id}",[^}]*\\} 1`),
+      "A (client): B's SPIFFE identity from the upstream peer certificate",
+    );
     const bProm = await (await fetch(`${b.admin}/stats/prometheus`)).text();
     t.match(
       bProm,
@@ -428,6 +434,14 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
       );
     }
     t.ok((await reused(bHttp)) > httpBefore, "B's HTTP listener resumed A's session");
+    // a resumed handshake carries no certificate, yet the client side still names B (the first test's request and these 3)
+    const aProm = await (await fetch(`${a.engine.admin}/stats/prometheus`)).text();
+    t.match(
+      aProm,
+      new RegExp(`istio_requests_total\\{reporter="source",[^}]*destination_principal="${idB.id}",[^}]*\\} 4`),
+      "A (client): B's identity on resumed connections too",
+    );
+    t.notMatch(aProm, /istio_requests_total\{reporter="source",[^}]*destination_principal="unknown"/, 'no request without it');
   });
 
   await t.test("B's certificate carries B's SPIFFE identity (what openssl s_client shows)", async (t) => {

@@ -379,7 +379,11 @@ export class TlsContext {
     const cert = socket.getPeerCertificate(false) as PeerCertificate | Record<string, never>;
     const presented = !!cert && Object.keys(cert).length > 0;
     const sans = parseSans(presented ? (cert as PeerCertificate).subjectaltname : undefined);
-    const x509 = presented ? socket.getPeerX509Certificate() : undefined;
+    // from the DER Node already copied, not getPeerX509Certificate(): on a client socket (Node 20) that call
+    // takes the leaf out of the connection's peer chain (sk_X509_delete in X509Certificate::GetPeerCert), so
+    // every later getPeerCertificate() shows none (or the issuer), and the client side's
+    // destination_principal (tls/identities.ts, read after this check) came out `unknown`
+    const x509 = presented && (cert as PeerCertificate).raw ? new X509Certificate((cert as PeerCertificate).raw) : undefined;
     const peer: PeerInfo = {
       presented,
       validated: false,

@@ -1,8 +1,10 @@
 // The URI SANs of an upstream TLS connection, as Istio's stats filter reads them on the client side
 // (istio_stats.cc populatePeerInfo, ClientSidecar: upstreamSslConnection()->uriSanPeerCertificate()[0] and
 // uriSanLocalCertificate()[0]): computed once per connection, as soon as it is connected (the pool calls it
-// then: later Node may no longer show the certificates). A resumed TLS session shows no peer certificate
-// in Node; it resumes a session made with the same upstream host, whose identities are kept by host.
+// then). Nothing may call getPeerX509Certificate() on these sockets first: on a client socket Node 20 takes
+// the leaf out of the peer chain, and the peer would read as none (tls/context.ts verifyPeer avoids it). A
+// resumed TLS session shows no peer certificate in Node; it resumes a session made with the same upstream
+// host, whose identities are kept by host.
 import type net from 'node:net';
 import tls from 'node:tls';
 
