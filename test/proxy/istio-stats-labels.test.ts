@@ -21,7 +21,10 @@ import {
 } from '../../src/proxy/istio/workload';
 import { compileOverrides, overrideLabels } from '../../src/proxy/istio/metrics';
 import { create } from '@bufbuild/protobuf';
-import { MetricConfigSchema } from '../../src/gen/istio/envoy/extensions/stats/config_pb';
+import { StreamInfo, type DownstreamConnectionInfo } from '../../src/proxy/stream-info';
+import { MetricConfigSchema, PluginConfigSchema } from '../../src/gen/istio/envoy/extensions/stats/config_pb';
+import { anyPack } from '@bufbuild/protobuf/wkt';
+import { RequestHeaders } from '../../src/proxy/codec/headers';
 
 const CLIENT_NODE: JsonObject = {
   LABELS: {
@@ -292,7 +295,7 @@ for (const c of cases) {
     const part = new PeerParts(cfg).get(c.facts);
     const metric = c.kind === 'tcp' ? 'istio_tcp_connections_opened_total' : 'istio_requests_total';
     if (c.kind === 'tcp') part.tcpSeries('-', []).opened!.inc();
-    else part.httpSeries(c.kind, '200', c.kind === 'grpc' ? '0' : '', '-', []).requests!.inc();
+    else part.httpSeries(c.kind, 200, c.kind === 'grpc' ? '0' : '', '-', []).requests!.inc();
     const tagged = [...store.tagged.values()].find((x) => x.name === metric);
     t.same(tagged?.tags, c.expect, 'labels, values and order');
     const prom = renderPrometheus(store, new TagProducer(), { usedOnly: false, filter: undefined });
@@ -308,7 +311,7 @@ for (const c of cases) {
 t.test('the duration histogram renders with Envoy’s default buckets, _sum and _count', async (t) => {
   const store = new StatsStore();
   const cfg = istioStatsConfig(undefined, 'test', store, SERVER_NODE, 'inbound');
-  const s = new PeerParts(cfg).get(facts({})).httpSeries('http', '200', '', '-', []);
+  const s = new PeerParts(cfg).get(facts({})).httpSeries('http', 200, '', '-', []);
   s.duration!.record(3);
   s.duration!.record(40);
   const prom = renderPrometheus(store, new TagProducer(), { usedOnly: false, filter: undefined });
@@ -353,7 +356,7 @@ t.test('metric overrides: drop, tags_to_remove, dimensions replace in place and 
     (e) => () => `<${e}>`,
   );
   t.ok(o.drop.has('request_bytes'));
-  const values = o.exprs.map((f) => f(undefined));
+  const values = o.exprs.map((f) => f({ info: new StreamInfo({} as DownstreamConnectionInfo) }));
   const out = overrideLabels(
     o,
     'requests_total',
@@ -370,4 +373,52 @@ t.test('metric overrides: drop, tags_to_remove, dimensions replace in place and 
     ['alpha', '<request.path>'],
     ['zeta', '<request.host>'],
   ]);
+});
+
+t.test('CEL dimensions from stats.PluginConfig: a standard label replaced, one added (Telemetry tagOverrides)', async (t) => {
+  const store = new StatsStore();
+  const any = anyPack(
+    PluginConfigSchema,
+    create(PluginConfigSchema, {
+      metrics: [
+        create(MetricConfigSchema, {
+          name: 'requests_total',
+          dimensions: { request_host: 'request.host', destination_app: "'overridden'", broken: 'request.(' },
+          tagsToRemove: ['source_cluster'],
+        }),
+      ],
+    }),
+  );
+  const cfg = istioStatsConfig(any, 'test', store, SERVER_NODE, 'inbound');
+  const info = new StreamInfo({} as DownstreamConnectionInfo);
+  const values = cfg.sink.overrides.exprs.map((f) => f({ info, request: new RequestHeaders('GET', '/', 'ratings.default:9080', 'http', {}) }));
+  new PeerParts(cfg)
+    .get(facts({ peer: exchanged(CLIENT_NODE) }))
+    .httpSeries('http', 200, '', '-', values)
+    .requests!.inc();
+  const tags = [...store.tagged.values()].find((x) => x.name === 'istio_requests_total')!.tags;
+  const m = new Map(tags);
+  t.equal(m.get('destination_app'), 'overridden', 'replaced in place');
+  t.equal(
+    tags.findIndex(([k]) => k === 'destination_app'),
+    11,
+    'in place: after the removed source_cluster',
+  );
+  t.notOk(m.has('source_cluster'), 'removed');
+  t.same(tags.at(-1), ['request_host', 'ratings.default:9080'], 'added at the end');
+  t.notOk(m.has('broken'), 'an expression that does not parse adds nothing');
+  t.throws(
+    () =>
+      istioStatsConfig(
+        anyPack(
+          PluginConfigSchema,
+          create(PluginConfigSchema, { metrics: [create(MetricConfigSchema, { dimensions: { x: '[1].all(i, i > 0)' } })] }),
+        ),
+        'test',
+        store,
+        SERVER_NODE,
+        'inbound',
+      ),
+    /failed to create an expression/,
+  );
 });

@@ -3,8 +3,9 @@
 // labels), Envoy's default histogram buckets (Istio's bootstrap keeps them), and the stats.PluginConfig
 // `metrics` overrides: `drop`, `tags_to_remove`, and `dimensions` replacing a standard label in place or
 // adding one at the end (sorted by name).
-// Differs on purpose: `definitions` (custom metrics) are refused (the caller's check); dimension expressions are evaluated by the evaluator the caller passes — without one
-// their value is `unknown`, Istio's value for an expression that fails to evaluate.
+// Dimension values are CEL over Envoy's attributes (src/proxy/cel), `unknown` when evaluation fails, as in Istio.
+// Differs on purpose: `definitions` (custom metrics) are refused (the caller's check).
+import type { CelContext } from '../cel/evaluator';
 import type { MetricConfig } from '../../gen/istio/envoy/extensions/stats/config_pb';
 import { DEFAULT_BUCKETS, type Counter, type Histogram, type StatsStore } from '../stats/store';
 import { STANDARD_LABELS } from './labels';
@@ -28,9 +29,12 @@ export type MetricName = (typeof METRIC_NAMES)[number];
 const KNOWN: ReadonlySet<string> = new Set(METRIC_NAMES);
 
 /** A compiled dimension expression: its value for one request or connection. */
-export type DimensionFn = (ctx: unknown) => string;
-/** Compiles a CEL expression; throws when it does not parse (Istio then drops the tag it would set). */
-export type DimensionCompiler = (expr: string) => DimensionFn;
+export type DimensionFn = (ctx: CelContext) => string;
+/**
+ * Compiles a CEL expression: undefined when it does not parse (Istio then drops the tag it would set); throws
+ * ConfigError for one Envoy's builder refuses (Istio's config fails then).
+ */
+export type DimensionCompiler = (expr: string) => DimensionFn | undefined;
 
 export interface MetricOverrides {
   drop: ReadonlySet<MetricName>;
@@ -56,12 +60,11 @@ export function compileOverrides(metrics: readonly MetricConfig[], compile: Dime
   const exprId = (e: string): number | null => {
     let id = ids.get(e);
     if (id !== undefined) return id;
-    try {
-      exprs.push(compile ? compile(e) : unknownValue);
+    const fn = compile ? compile(e) : unknownValue;
+    if (fn) {
+      exprs.push(fn);
       id = exprs.length - 1;
-    } catch {
-      id = null;
-    }
+    } else id = null;
     ids.set(e, id);
     return id;
   };

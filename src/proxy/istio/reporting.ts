@@ -7,6 +7,7 @@ import type { JsonObject } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { PluginConfigSchema, Reporter as ReporterEnum } from '../../gen/istio/envoy/extensions/stats/config_pb';
 import { ConfigError } from '../common/config-error';
+import { compileCel } from '../cel/evaluator';
 import { durationToMs } from '../common/duration';
 import type { Counter, Histogram, StatsStore } from '../stats/store';
 import { PEER_LABELS, peerLabelValues, securityPolicy, serviceOf, type PeerFacts, type Reporter, type ServiceFacts } from './labels';
@@ -29,7 +30,7 @@ export function istioStatsConfig(
   store: StatsStore,
   nodeMetadata: JsonObject,
   direction: 'inbound' | 'outbound' | 'unspecified',
-  compile?: DimensionCompiler,
+  compile: DimensionCompiler = celDimensions(`${where}.metrics`),
 ): IstioStatsConfig {
   const c = any ? anyUnpack(any, PluginConfigSchema) : undefined;
   if (any && !c) throw new ConfigError(`${where}: cannot decode ${any.typeUrl}`);
@@ -41,6 +42,20 @@ export function istioStatsConfig(
     reportingMs: c?.tcpReportingDuration ? (durationToMs(c.tcpReportingDuration) ?? 5000) : 5000,
     local: workloadFromStruct(nodeMetadata),
     sink: new IstioStatsSink(store, compileOverrides(c?.metrics ?? [], compile)),
+  };
+}
+
+/** Dimension expressions as Istio compiles them: CEL, `unknown` when evaluation fails, skipped when unparsable. */
+export function celDimensions(where: string): DimensionCompiler {
+  return (expr) => {
+    let p;
+    try {
+      p = compileCel(expr, where);
+    } catch (e) {
+      if ((e as Error).message.includes('Not able to parse')) return undefined;
+      throw e;
+    }
+    return (c) => p.evaluateString(c) ?? 'unknown';
   };
 }
 
@@ -63,6 +78,8 @@ export class PeerPart {
   readonly labels: ReadonlyArray<readonly [string, string]>;
   readonly policy: string;
   private readonly http = new Map<string, HttpSeries>();
+  /** Plain HTTP outcomes (no gRPC status, no flags, no expressions) by response code: no key to build. */
+  private readonly plain: Array<HttpSeries | undefined> = [];
   private tcp: TcpSeries | undefined;
   private messages: [Counter | undefined, Counter | undefined] | undefined;
 
@@ -78,14 +95,19 @@ export class PeerPart {
   }
 
   /** HTTP series of one outcome; `exprValues` are the dimension expressions' values (in the key when any). */
-  httpSeries(protocol: string, code: string, grpc: string, flags: string, exprValues: readonly string[]): HttpSeries {
+  httpSeries(protocol: string, code: number, grpc: string, flags: string, exprValues: readonly string[]): HttpSeries {
+    const simple = protocol === 'http' && flags === '-' && exprValues.length === 0 && code >= 0 && code < 1000;
+    if (simple) {
+      const hit = this.plain[code];
+      if (hit) return hit;
+    }
     const key = exprValues.length === 0 ? `${protocol}|${code}|${grpc}|${flags}` : `${protocol}|${code}|${grpc}|${flags}|${exprValues.join('|')}`;
     let s = this.http.get(key);
     if (!s) {
       const l = [
         ...this.labels,
         ['request_protocol', protocol],
-        ['response_code', code],
+        ['response_code', String(code)],
         ['grpc_response_status', grpc],
         ['response_flags', flags],
         ['connection_security_policy', this.policy],
@@ -99,6 +121,7 @@ export class PeerPart {
       };
       this.http.set(key, s);
     }
+    if (simple) this.plain[code] = s;
     return s;
   }
 
@@ -181,11 +204,33 @@ function clusterService(md: JsonObject | undefined): ServiceFacts | undefined {
 /** PeerParts of one filter config, by what their labels depend on. */
 export class PeerParts {
   private readonly parts = new Map<string, PeerPart>();
+  /** The last request's facts and part: steady traffic repeats them, and comparing beats building a key. */
+  private last: { f: ReportFacts; host: string; part: PeerPart } | undefined;
   constructor(readonly config: IstioStatsConfig) {}
 
   get(f: ReportFacts): PeerPart {
     const cfg = this.config;
     const host = cfg.disableHostHeaderFallback ? '' : (f.hostHeader ?? '');
+    const l = this.last;
+    if (
+      l &&
+      l.f.peer === f.peer &&
+      l.f.endpointPeer === f.endpointPeer &&
+      l.f.clusterMetadata === f.clusterMetadata &&
+      l.host === host &&
+      l.f.clusterName === f.clusterName &&
+      l.f.routeName === f.routeName &&
+      l.f.peerSan === f.peerSan &&
+      l.f.localSan === f.localSan
+    )
+      return l.part;
+    const p = this.lookup(f, host);
+    this.last = { f, host, part: p };
+    return p;
+  }
+
+  private lookup(f: ReportFacts, host: string): PeerPart {
+    const cfg = this.config;
     const key = `${idOf(f.peer)}|${idOf(f.endpointPeer)}|${f.clusterName}|${f.routeName}|${host}|${f.peerSan}|${f.localSan}`;
     let p = this.parts.get(key);
     if (!p || p.clusterMetadata !== f.clusterMetadata) {

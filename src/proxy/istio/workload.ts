@@ -16,8 +16,9 @@ export interface Workload {
   readonly namespace: string;
   readonly workload: string;
   readonly cluster: string;
-  readonly canonicalName: string;
-  readonly canonicalRevision: string;
+  /** Canonical service and revision (Istio's `service` and `revision` peer fields, as CEL reads them). */
+  readonly service: string;
+  readonly revision: string;
   readonly app: string;
   readonly version: string;
   readonly type: WorkloadType;
@@ -58,8 +59,8 @@ export function workloadFromStruct(md: JsonObject, identity = ''): Workload {
     namespace: str(md['NAMESPACE']),
     workload,
     cluster: str(md['CLUSTER_ID']),
-    canonicalName: firstOf(labels, CANONICAL_NAME_LABELS),
-    canonicalRevision: firstOf(labels, CANONICAL_REVISION_LABELS),
+    service: firstOf(labels, CANONICAL_NAME_LABELS),
+    revision: firstOf(labels, CANONICAL_REVISION_LABELS),
     app: str(labels['app']),
     version: str(labels['version']),
     type: parseOwner(str(md['OWNER']), workload),
@@ -76,8 +77,8 @@ export function workloadFromEndpoint(encoded: string): Workload | undefined {
     namespace: p[1]!,
     workload: p[0]!,
     cluster: p[4]!,
-    canonicalName: p[2]!,
-    canonicalRevision: p[3]!,
+    service: p[2]!,
+    revision: p[3]!,
     app: '',
     version: '',
     type: '',
@@ -92,8 +93,8 @@ export function workloadFromEndpoint(encoded: string): Workload | undefined {
  */
 export function exchangeStruct(w: Workload, labelKeys: { canonicalName: string; canonicalRevision: string }): JsonObject {
   const labels: Record<string, string> = {};
-  if (w.canonicalName) labels[labelKeys.canonicalName] = w.canonicalName;
-  if (w.canonicalRevision) labels[labelKeys.canonicalRevision] = w.canonicalRevision;
+  if (w.service) labels[labelKeys.canonicalName] = w.service;
+  if (w.revision) labels[labelKeys.canonicalRevision] = w.revision;
   if (w.app) labels['app'] = w.app;
   if (w.version) labels['version'] = w.version;
   const out: Record<string, JsonValue> = {};

@@ -68,7 +68,21 @@ export class IstioNetworkStats implements ConnectionObserver {
           clusterName: cluster,
           clusterMetadata: cluster ? this.clusterMetadata(cluster) : undefined,
         });
-        series = part.tcpSeries(info.flagString(), NO_VALUES);
+        // Istio evaluates the dimension expressions once, just before the first TCP metric
+        const exprs = cfg.sink.overrides.exprs;
+        const values =
+          exprs.length === 0
+            ? NO_VALUES
+            : exprs.map((f) =>
+                f({
+                  info,
+                  xds: {
+                    ...(cluster ? { clusterMetadata: this.clusterMetadata(cluster) ?? {} } : {}),
+                    ...(info.upstreamHostMetadata ? { upstreamHostMetadata: info.upstreamHostMetadata } : {}),
+                  },
+                }),
+              );
+        series = part.tcpSeries(info.flagString(), values);
         series.opened?.inc();
       }
       if (series) {

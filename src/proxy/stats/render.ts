@@ -63,11 +63,25 @@ function labelValue(v: string): string {
   return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }
 
-function labels(tags: Array<[string, string]>, extra?: [string, string]): string {
-  const all = extra ? [...tags, extra] : tags;
-  if (all.length === 0) return '';
-  return `{${all.map(([k, v]) => `${sanitizePromName(k)}="${labelValue(v)}"`).join(',')}}`;
+/** `k="v",…` without braces. */
+function labelText(tags: ReadonlyArray<readonly [string, string]>): string {
+  let s = '';
+  for (const [k, v] of tags) s += `${s ? ',' : ''}${sanitizePromName(k)}="${labelValue(v)}"`;
+  return s;
 }
+
+/**
+ * Label text by tag list: the tags of a stat made with explicit tags (Istio's series, four stats per label set)
+ * and of an extracted name are the same array from scrape to scrape, so each is rendered once.
+ */
+const labelTexts = new WeakMap<object, string>();
+function cachedLabels(tags: ReadonlyArray<readonly [string, string]>): string {
+  let s = labelTexts.get(tags);
+  if (s === undefined) labelTexts.set(tags, (s = labelText(tags)));
+  return s;
+}
+
+const braces = (l: string) => (l ? `{${l}}` : '');
 
 export function renderPrometheus(store: StatsStore, tags: TagProducer, q: StatsQuery): string {
   type Family = { type: string; lines: string[] };
@@ -81,35 +95,35 @@ export function renderPrometheus(store: StatsStore, tags: TagProducer, q: StatsQ
   // Istio's `istiocustom` and adds no `envoy_` prefix to them)
   const nameOf = (flat: string) => {
     const t = store.tagged.get(flat);
-    if (t) return { n: sanitizePromName(t.name), tags: t.tags };
+    if (t) return { n: sanitizePromName(t.name), labels: cachedLabels(t.tags) };
     const e = tags.extract(flat);
-    return { n: `envoy_${sanitizePromName(e.name)}`, tags: e.tags };
+    return { n: `envoy_${sanitizePromName(e.name)}`, labels: cachedLabels(e.tags) };
   };
   const scalar = (s: Counter | Gauge, type: string) => {
     const e = nameOf(s.name);
-    const n = e.n;
-    add(n, type, `${n}${labels(e.tags)} ${s.value}`);
+    add(e.n, type, `${e.n}${braces(e.labels)} ${s.value}`);
   };
   for (const c of selected(store.allCounters(), q)) scalar(c, 'counter');
   for (const g of selected(store.allGauges(), q)) scalar(g, 'gauge');
+  const les = new Map<readonly number[], string[]>();
   for (const h of selected(store.allHistograms(), q)) {
     const e = nameOf(h.name);
     const n = e.n;
+    const sep = e.labels ? `${e.labels},` : '';
+    let le = les.get(h.bounds);
+    if (!le) les.set(h.bounds, (le = h.bounds.map((b) => `le="${fmt(b)}"`)));
     const cum = h.cumulative();
-    const lines: string[] = [];
-    h.bounds.forEach((b, i) => lines.push(`${n}_bucket${labels(e.tags, ['le', fmt(b)])} ${cum[i]}`));
-    lines.push(`${n}_bucket${labels(e.tags, ['le', '+Inf'])} ${h.count}`);
-    lines.push(`${n}_sum${labels(e.tags)} ${fmt(h.sum)}`);
-    lines.push(`${n}_count${labels(e.tags)} ${h.count}`);
-    for (const l of lines) add(n, 'histogram', l);
+    for (let i = 0; i < le.length; i++) add(n, 'histogram', `${n}_bucket{${sep}${le[i]}} ${cum[i]}`);
+    add(n, 'histogram', `${n}_bucket{${sep}le="+Inf"} ${h.count}`);
+    add(n, 'histogram', `${n}_sum${braces(e.labels)} ${fmt(h.sum)}`);
+    add(n, 'histogram', `${n}_count${braces(e.labels)} ${h.count}`);
   }
-  let out = '';
   const order = { counter: 0, gauge: 1, histogram: 2 } as Record<string, number>;
   const names = [...families.keys()].sort((a, b) => order[families.get(a)!.type]! - order[families.get(b)!.type]! || (a < b ? -1 : a > b ? 1 : 0));
+  const parts: string[] = [];
   for (const n of names) {
     const f = families.get(n)!;
-    out += `# TYPE ${n} ${f.type}\n`;
-    for (const l of f.lines) out += `${l}\n`;
+    parts.push(`# TYPE ${n} ${f.type}\n`, f.lines.join('\n'), '\n');
   }
-  return out;
+  return parts.join('');
 }

@@ -2,12 +2,16 @@
 // source/extensions/filters/http/istio_stats/istio_stats.cc, IstioStatsFilter::log): when a stream completes,
 // istio_requests_total, istio_request_duration_milliseconds, istio_request_bytes and istio_response_bytes with
 // Istio's labels; the peer comes from istio.metadata_exchange's filter state (`downstream_peer` inbound,
-// `upstream_peer` outbound, else the upstream endpoint's `istio.workload` labels on the client side).
+// `upstream_peer` outbound, else the upstream endpoint's `istio.workload` labels on the client side); `metrics`
+// overrides with CEL dimensions evaluated at the end of the stream.
 // Differs on purpose: request/response bytes are body bytes (Envoy's wire meter also counts headers);
 // gRPC message counts (istio_request_messages_total…) need envoy.filters.http.grpc_stats' message counts in
 // filter state (`grpc_messages`), reported at the end of the stream only; the client side knows no upstream
 // certificate, so its principals come from the peer's identity when workload discovery gave one (else unknown).
 import type { JsonObject } from '@bufbuild/protobuf';
+import type { CelContext } from '../../cel/evaluator';
+import type { RawHeaders } from '../../codec/headers';
+import type { HeaderSource } from '../../format/substitution';
 import { PluginConfigSchema } from '../../../gen/istio/envoy/extensions/stats/config_pb';
 import { DOWNSTREAM_PEER, UPSTREAM_PEER, type Workload } from '../../istio/workload';
 import { endpointWorkload, istioStatsConfig, PeerParts, type IstioStatsConfig } from '../../istio/reporting';
@@ -24,12 +28,32 @@ class IstioStatsFilter implements HttpFilter {
   constructor(
     private readonly cfg: IstioStatsConfig,
     private readonly clusterMetadata: (cluster: string) => JsonObject | undefined,
+    private readonly node: JsonObject,
+    private readonly direction: number,
   ) {
     this.parts = new PeerParts(cfg);
   }
 
   decodeHeaders(): undefined {
     return undefined;
+  }
+
+  /** The dimension expressions' values at the end of the stream (Istio's StreamOverrides::evaluate in log()). */
+  private evaluate(s: HttpStream, cluster: string): string[] {
+    const c: CelContext = {
+      info: s.info,
+      request: s.request,
+      ...(s.responseHeaders ? { response: s.responseHeaders } : {}),
+      ...(s.responseTrailers ? { trailers: trailerSource(s.responseTrailers)! } : {}),
+      filterState: s.filterState,
+      xds: {
+        node: this.node,
+        ...(cluster ? { clusterMetadata: this.clusterMetadata(cluster) ?? {} } : {}),
+        ...(s.info.upstreamHostMetadata ? { upstreamHostMetadata: s.info.upstreamHostMetadata } : {}),
+        listenerDirection: this.direction,
+      },
+    };
+    return this.cfg.sink.overrides.exprs.map((f) => f(c));
   }
 
   onStreamComplete(s: HttpStream): void {
@@ -61,7 +85,7 @@ class IstioStatsFilter implements HttpFilter {
       clusterMetadata: cluster ? this.clusterMetadata(cluster) : undefined,
     });
     const sink = cfg.sink;
-    const exprValues = sink.overrides.exprs.length === 0 ? NO_VALUES : sink.overrides.exprs.map((f) => f(s));
+    const exprValues = sink.overrides.exprs.length === 0 ? NO_VALUES : this.evaluate(s, cluster);
     const grpc = (s.request.get('content-type') ?? '').startsWith('application/grpc');
     if (grpc) {
       const m = state.get(GRPC_MESSAGES) as [number, number] | undefined;
@@ -71,12 +95,23 @@ class IstioStatsFilter implements HttpFilter {
         rs?.inc(m[1]);
       }
     }
-    const series = part.httpSeries(grpc ? 'grpc' : 'http', String(info.responseCode), grpc ? grpcStatusOf(s) : '', info.flagString(), exprValues);
+    const series = part.httpSeries(grpc ? 'grpc' : 'http', info.responseCode, grpc ? grpcStatusOf(s) : '', info.flagString(), exprValues);
     series.requests?.inc();
     series.duration?.record(Math.floor((info.endHr || performance.now()) - info.startHr));
     series.requestBytes?.record(info.bytesReceived);
     series.responseBytes?.record(info.bytesSent);
   }
+}
+
+/** Trailers as the CEL attributes read them. */
+function trailerSource(t: RawHeaders | undefined): HeaderSource | undefined {
+  if (!t) return undefined;
+  return {
+    get: (n) => {
+      const v = t[n];
+      return Array.isArray(v) ? v.join(',') : v;
+    },
+  };
 }
 
 /** Envoy Grpc::Common::getGrpcStatus with stream info: trailers, then headers, then the HTTP status mapped. */
@@ -93,6 +128,8 @@ export const istioStatsFilterFactory: HttpFilterFactory = {
   configTypes: [PluginConfigSchema.typeName],
   create(config, ctx) {
     const cfg = istioStatsConfig(config, ctx.where, ctx.stats.store, ctx.node?.metadata ?? {}, ctx.direction ?? 'unspecified');
-    return new IstioStatsFilter(cfg, ctx.clusterMetadata ?? (() => undefined));
+    const node: JsonObject = { id: ctx.node?.id ?? '', metadata: ctx.node?.metadata ?? {} };
+    const direction = ctx.direction === 'inbound' ? 1 : ctx.direction === 'outbound' ? 2 : 0;
+    return new IstioStatsFilter(cfg, ctx.clusterMetadata ?? (() => undefined), node, direction);
   },
 };

@@ -1,0 +1,292 @@
+// The cost of Istio's standard metrics in the engine (issue 26's goals), in one run:
+//   node scripts/bench/telemetry-cost.mjs [--services 1000] [--duration 8] [--connections 20] [--rounds 3]
+//        [--warmup 1] [--scrapes 7] [--binary dist/mesh] [--proxyCpu 1] [--loadCpu 0] [--noPin] [--keep]
+//
+// Two engines (`pilot-agent envoy -c <bootstrap> --concurrency 1`, the built binary), each a sidecar's outbound
+// listener with a sidecar's stats_matcher (Istio's inclusion list) and --services services (a virtual host per service routing to a cluster of its own, each cluster
+// with Istio's `istio.services` metadata, all reaching the one backend): "on" has istiod's outbound
+// istio.metadata_exchange and istio.stats filters before the router, "off" has not. Both are pinned to
+// --proxyCpu, the backend and the load generator (./gateway/load.mjs, autocannon) to --loadCpu.
+//   1. idle RSS of each, ready and settled, before any traffic: on − off (goal ≤ 5 MB);
+//   2. requests per proxy core-second (completed requests / the engine's CPU seconds) for on and off,
+//      alternating on, off, on, off… for --rounds rounds; the ratio of the medians (goal ≥ 0.9×);
+//   3. the time of --scrapes GET /stats/prometheus on the admin port of "on" after that traffic (one service
+//      called), then again after one request to every service (a series per service, as a sidecar calling all
+//      of them would have): median and max (goal < 50 ms), and the size of the answer.
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { availableParallelism, cpus, tmpdir } from 'node:os';
+import path from 'node:path';
+import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
+import { freePort } from '../lib/ports.mjs';
+import { waitFor } from '../lib/wait.mjs';
+import { runLoad } from './gateway/load-run.mjs';
+import { programLinks, stopProcesses } from './gateway/mesh.mjs';
+import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
+
+const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
+const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
+
+const OPTIONS = {
+  services: { type: 'integer', min: 1, default: 1000, help: 'services (virtual hosts and clusters) in each engine' },
+  duration: { type: 'number', min: 1, default: 8, help: 'seconds per throughput round and engine' },
+  connections: { type: 'integer', min: 1, default: 20, help: 'load connections' },
+  rounds: { type: 'integer', min: 1, default: 3, help: 'alternating on/off rounds' },
+  warmup: { type: 'number', min: 0, default: 1, help: 'seconds of warm-up per run' },
+  scrapes: { type: 'integer', min: 1, default: 7, help: 'timed /stats/prometheus scrapes' },
+  binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured' },
+  ...PIN_OPTIONS,
+  keep: { type: 'boolean', help: 'keep the work directory' },
+};
+
+const children = [];
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const mib = (b) => (b / 1048576).toFixed(1);
+const host = (i) => `svc-${i}.bench.svc.cluster.local`;
+
+// A sidecar's node metadata (Istio's testdata/client_node_metadata.json.tmpl, trimmed).
+const NODE = {
+  id: 'sidecar~10.0.0.1~productpage-v1-84975bc778-pxz2w.default~default.svc.cluster.local',
+  metadata: {
+    LABELS: { app: 'productpage', version: 'v1', 'service.mesh.io/canonical-name': 'productpage', 'service.mesh.io/canonical-revision': 'v1' },
+    NAME: 'productpage-v1-84975bc778-pxz2w',
+    NAMESPACE: 'default',
+    CLUSTER_ID: 'Kubernetes',
+    OWNER: 'kubernetes://apis/apps/v1/namespaces/default/deployments/productpage-v1',
+    WORKLOAD_NAME: 'productpage-v1',
+  },
+};
+// istiod 1.26's outbound filters (pilot/pkg/xds/filters/filters.go, pilot/pkg/model/telemetry.go)
+const TELEMETRY_FILTERS = [
+  {
+    name: 'istio.metadata_exchange',
+    typed_config: {
+      '@type': 'type.googleapis.com/udpa.type.v1.TypedStruct',
+      type_url: 'type.googleapis.com/io.istio.http.peer_metadata.Config',
+      value: { upstream_discovery: [{ istio_headers: {} }, { workload_discovery: {} }], upstream_propagation: [{ istio_headers: {} }] },
+    },
+  },
+  { name: 'istio.stats', typed_config: { '@type': 'type.googleapis.com/stats.PluginConfig' } },
+];
+
+const sock = (port) => ({ socket_address: { address: '127.0.0.1', port_value: port } });
+
+function bootstrap(o) {
+  const clusters = [];
+  const vhosts = [];
+  for (let i = 0; i < o.services; i++) {
+    const name = `outbound|80||${host(i)}`;
+    clusters.push({
+      name,
+      type: 'STATIC',
+      connect_timeout: '1s',
+      metadata: { filter_metadata: { istio: { services: [{ host: host(i), name: `svc-${i}`, namespace: 'bench' }] } } },
+      load_assignment: { cluster_name: name, endpoints: [{ lb_endpoints: [{ endpoint: { address: sock(o.backend) } }] }] },
+    });
+    vhosts.push({
+      name: `${host(i)}:80`,
+      domains: [host(i), `svc-${i}`, `svc-${i}.bench`],
+      routes: [{ match: { prefix: '/' }, route: { cluster: name } }],
+    });
+  }
+  const hcm = {
+    '@type': 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager',
+    stat_prefix: 'outbound_0.0.0.0_80',
+    route_config: { name: '80', virtual_hosts: vhosts },
+    http_filters: [
+      ...(o.telemetry ? TELEMETRY_FILTERS : []),
+      { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } },
+    ],
+  };
+  return {
+    node: NODE,
+    // the stats a sidecar's bootstrap lets through (src/agent/bootstrap.ts, Istio's default inclusion list)
+    stats_config: {
+      stats_matcher: {
+        inclusion_list: {
+          patterns: [
+            { prefix: 'reporter=' },
+            ...['cluster_manager', 'listener_manager', 'server', 'cluster.xds-grpc', 'wasm'].map((prefix) => ({ prefix })),
+            ...['rbac.allowed', 'rbac.denied', 'shadow_allowed', 'shadow_denied'].map((suffix) => ({ suffix })),
+            { safe_regex: { regex: 'vhost\\.*\\.route\\.*' } },
+            { prefix: 'component' },
+            { prefix: 'istio' },
+            { prefix: 'mesh' },
+          ],
+        },
+      },
+    },
+    admin: { address: sock(o.admin) },
+    static_resources: {
+      listeners: [
+        {
+          name: '0.0.0.0_80',
+          address: sock(o.port),
+          traffic_direction: 'OUTBOUND',
+          filter_chains: [{ filters: [{ name: 'envoy.filters.network.http_connection_manager', typed_config: hcm }] }],
+        },
+      ],
+      clusters,
+    },
+  };
+}
+
+async function startBackend(opts) {
+  const argv = [...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs')];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  await waitFor(
+    () => `the backend did not start: ${out}`,
+    () => /listening (\d+)/.test(out),
+    { timeoutMs: 10_000, intervalMs: 100 },
+  );
+  return Number(/listening (\d+)/.exec(out)[1]);
+}
+
+/** GET with node:http (fetch does not let a caller set Host). */
+function get(url, headers = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { headers, agent: false, timeout: 10_000 }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode, body }));
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+  });
+}
+
+async function startEngine(opts, dir, agent, backend, telemetry) {
+  const port = await freePort();
+  const admin = await freePort();
+  const file = path.join(dir, `bootstrap-${telemetry ? 'on' : 'off'}.json`);
+  writeFileSync(file, JSON.stringify(bootstrap({ services: opts.services, backend, port, admin, telemetry })));
+  const argv = [...pinPrefix(opts.pin, opts.proxyCpu), ...agent, 'envoy', '-c', file, '--concurrency', '1', '-l', 'warning'];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  const url = `http://127.0.0.1:${port}/bench`;
+  await waitFor(
+    () => `the engine (${telemetry ? 'on' : 'off'}) did not serve:\n${out}`,
+    async () => {
+      if (child.exitCode !== null) throw new Error(`the engine exited ${child.exitCode}:\n${out}`);
+      return (await get(url, { host: host(0) }).catch(() => ({ status: 0 }))).status === 200;
+    },
+    { timeoutMs: 60_000, intervalMs: 200 },
+  );
+  return { pid: child.pid, url, admin: `http://127.0.0.1:${admin}` };
+}
+
+/** One saturating run against `e`: completed rps and requests per engine core-second. */
+async function throughput(opts, e) {
+  const cpu0 = cpuSeconds(e.pid) ?? 0;
+  const t0 = process.hrtime.bigint();
+  const r = await runLoad(
+    e.url,
+    { connections: opts.connections, duration: opts.duration, warmup: opts.warmup, headers: { host: host(0) } },
+    pinPrefix(opts.pin, opts.loadCpu),
+  );
+  const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = (cpuSeconds(e.pid) ?? cpu0) - cpu0;
+  // as gateway.mjs: completed rps over the engine's share of a core across the run
+  const cpuShare = cpu / wall;
+  return { rps: r.rps, perCore: cpuShare > 0 ? r.rps / cpuShare : NaN, cpuShare, errors: r.errors + r.non2xx };
+}
+
+async function main() {
+  const { noPin, ...o } = parseOptions(
+    'scripts/bench/telemetry-cost.mjs',
+    "The cost of Istio's standard metrics: throughput, idle memory, scrape time.",
+    OPTIONS,
+  );
+  const opts = { ...o, pin: !noPin };
+  const whyNot = opts.pin ? cannotPin(opts.proxyCpu, opts.loadCpu) : undefined;
+  if (whyNot) {
+    console.log(`note: not pinning (${whyNot})`);
+    opts.pin = false;
+  }
+  if (!existsSync(opts.binary)) throw new Error(`${opts.binary} is missing: run \`npm run build\` first`);
+  const dir = mkdtempSync(path.join(tmpdir(), 'mesh-bench-telemetry-'));
+  try {
+    const { agentCommand } = programLinks(opts.binary, dir);
+    console.log(
+      `telemetry cost, node ${process.version}, ${availableParallelism()} cpus (${cpus()[0]?.model ?? '?'}), ${new Date().toISOString()}; ` +
+        `${opts.services} services; ${opts.connections} connections × ${opts.duration} s × ${opts.rounds} rounds; ${opts.pin ? `engines on cpu ${opts.proxyCpu}, load on cpu ${opts.loadCpu}` : 'not pinned'}`,
+    );
+    const backend = await startBackend(opts);
+    const on = await startEngine(opts, dir, agentCommand, backend, true);
+    const off = await startEngine(opts, dir, agentCommand, backend, false);
+
+    // 1. idle memory: ready, one request each (done by the readiness check), settled
+    await sleep(5000);
+    const idleOn = rssBytes(on.pid);
+    const idleOff = rssBytes(off.pid);
+    console.log(
+      `idle RSS with ${opts.services} services: on ${mib(idleOn)} MiB, off ${mib(idleOff)} MiB, on − off ${mib(idleOn - idleOff)} MiB  goal ≤ 5 MB`,
+    );
+
+    // 2. throughput, alternating
+    const runs = { on: [], off: [] };
+    for (let round = 1; round <= opts.rounds; round++) {
+      for (const [name, e] of [
+        ['on', on],
+        ['off', off],
+      ]) {
+        const r = await throughput(opts, e);
+        runs[name].push(r);
+        console.log(
+          `round ${round} ${name.padEnd(3)} ${r.rps.toFixed(0).padStart(6)} rps, engine cpu ${(r.cpuShare * 100).toFixed(0)}%, ${r.perCore.toFixed(0)} requests per core-second${r.errors ? `, ${r.errors} errors` : ''}`,
+        );
+      }
+    }
+    const mOn = median(runs.on.map((r) => r.perCore));
+    const mOff = median(runs.off.map((r) => r.perCore));
+    console.log(`requests per core-second (median): on ${mOn.toFixed(0)}, off ${mOff.toFixed(0)}, on/off ${(mOn / mOff).toFixed(3)}×  goal ≥ 0.9×`);
+    console.log(
+      `rps (median): on ${median(runs.on.map((r) => r.rps)).toFixed(0)}, off ${median(runs.off.map((r) => r.rps)).toFixed(0)}, on/off ${(median(runs.on.map((r) => r.rps)) / median(runs.off.map((r) => r.rps))).toFixed(3)}×`,
+    );
+
+    // 3. the scrape after the traffic above (one service called), then with a series for every service
+    const scrape = async (what) => {
+      const times = [];
+      let size = 0;
+      let series = 0;
+      for (let i = 0; i < opts.scrapes; i++) {
+        const t0 = performance.now();
+        const r = await get(`${on.admin}/stats/prometheus`);
+        times.push(performance.now() - t0);
+        size = r.body.length;
+        series = (r.body.match(/^istio_requests_total\{/gm) ?? []).length;
+      }
+      console.log(
+        `/stats/prometheus with ${opts.services} services, ${what} (${series} istio_requests_total series, ${(size / 1048576).toFixed(1)} MiB): ` +
+          `median ${median(times).toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms  goal < 50 ms`,
+      );
+    };
+    await scrape('after traffic to one service');
+    for (let i = 0; i < opts.services; i += 50) {
+      await Promise.all(Array.from({ length: Math.min(50, opts.services - i) }, (_, j) => get(on.url, { host: host(i + j) })));
+    }
+    await scrape('after traffic to every service');
+    console.log(`RSS after traffic and scrapes: on ${mib(rssBytes(on.pid))} MiB, off ${mib(rssBytes(off.pid))} MiB`);
+  } finally {
+    await stopProcesses(children, []);
+    if (!opts.keep) rmSync(dir, { recursive: true, force: true });
+    else console.log(`work directory kept: ${dir}`);
+  }
+}
+
+try {
+  await main();
+  process.exit(0);
+} catch (e) {
+  console.error(`telemetry-cost failed: ${e.stack ?? e.message}`);
+  await stopProcesses(children, []);
+  process.exit(1);
+}
