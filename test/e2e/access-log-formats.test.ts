@@ -96,6 +96,15 @@ function accessLogs(dir: string): object[] {
         },
       },
     }),
+    // the stream logger (a file logger on /dev/stdout is the same output for the engine; Envoy cannot open
+    // /dev/stdout when its standard output is the socket pair the test reads)
+    {
+      name: 'envoy.access_loggers.stdout',
+      typed_config: {
+        '@type': 'type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog',
+        log_format: textSource('stream-stdout %RESPONSE_CODE% %REQ(:PATH)%\n'),
+      },
+    },
     fileLog(path.join(dir, 'status.log'), textSource('%RESPONSE_CODE%\n'), {
       and_filter: {
         filters: [
@@ -132,7 +141,16 @@ function masked(line: string, ports: { http: number; tcp: number; backend: numbe
     .replace(/127\.0\.0\.1:(\d{2,5})\b/g, (_m, p: string) => `127.0.0.1:${named[p] ?? 'EPHEMERAL'}`);
 }
 
-type Run = { text: string[]; json: object[]; omit: string[]; jsonOmit: object[]; errors: string[]; status: string[]; tcp: string[] };
+type Run = {
+  stdout: string[];
+  text: string[];
+  json: object[];
+  omit: string[];
+  jsonOmit: object[];
+  errors: string[];
+  status: string[];
+  tcp: string[];
+};
 
 async function runPlane(t: Test, plane: DataPlane, backendPort: number, echoPort: number): Promise<Run | undefined> {
   const dir = tempDir(t, `mesh-access-log-${plane}-`);
@@ -185,7 +203,19 @@ async function runPlane(t: Test, plane: DataPlane, backendPort: number, echoPort
     s.once('error', reject);
   });
   const m = (l: string) => masked(l, { http: port, tcp: tcpPort, backend: backendPort, echo: echoPort });
+  const stdout = await waitForValue(
+    `${plane}: access log lines on stdout`,
+    () => {
+      const ls = run
+        .log()
+        .split('\n')
+        .filter((l) => /^stream-stdout \d+ \/(ok|missing)/.test(l));
+      return ls.length >= 3 ? ls.sort() : undefined;
+    },
+    { timeoutMs: 15_000, intervalMs: 100 },
+  );
   return {
+    stdout,
     text: (await lines(path.join(dir, 'text.log'), 3)).map(m),
     json: (await lines(path.join(dir, 'json.log'), 3)).map((l) => JSON.parse(m(l)) as object),
     omit: await lines(path.join(dir, 'omit.log'), 3),
@@ -233,6 +263,11 @@ t.test("Istio's access log formats and filters: engine and Envoy write the same 
     );
     t.strictSame(r.jsonOmit[3], { absent: null, code: 404, mixed: 'a--b', nested: { a: 'GET', z: 1 } }, `${plane}: JSON nulls, '-' and nesting`);
     t.same(Object.keys(r.json[0]!), Object.keys(ISTIO_JSON).sort(), `${plane}: JSON keys sorted`);
+    t.same(
+      r.stdout,
+      ['stream-stdout 200 /ok?x=1', 'stream-stdout 404 /missing', 'stream-stdout 404 /missing'],
+      `${plane}: the stdout logger writes to standard output`,
+    );
     t.same(r.errors, ['404 /missing'], `${plane}: the CEL filter logs the one 4xx with x-log: yes`);
     t.same(r.status, ['200', '404'], `${plane}: status and header filters`);
     t.match(

@@ -162,6 +162,9 @@ t.test("Envoy's builder options", async (t) => {
   t.equal(value("request.method + '!'"), undefined);
   t.equal(value('[1] + [2]'), undefined);
   t.equal(value('1 + 2'), '3');
+  // only Envoy's variables resolve
+  t.equal(value('c'), undefined);
+  t.equal(value('constructor'), undefined);
 });
 
 t.test('attributes are built only when read', async (t) => {

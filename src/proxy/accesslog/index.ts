@@ -75,7 +75,14 @@ function compileOne(l: AccessLog, w: string, deps: AccessLogDeps): AccessLogger 
     default:
       throw new ConfigError(`${w}: Didn't find a registered implementation for name: '${l.name}'`);
   }
-  return filter ? (c) => filter(c) && log(c) : log;
+  // a logger never fails the request or connection it logs
+  return (c) => {
+    try {
+      if (!filter || filter(c)) log(c);
+    } catch {
+      /* dropped, as Envoy drops an entry it cannot write */
+    }
+  };
 }
 
 const writer =

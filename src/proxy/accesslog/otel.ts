@@ -11,7 +11,7 @@ import { create, toBinary, type JsonObject } from '@bufbuild/protobuf';
 import { anyUnpack, type Any } from '@bufbuild/protobuf/wkt';
 import { OpenTelemetryAccessLogConfigSchema } from '../../gen/envoy/extensions/access_loggers/open_telemetry/v3/logs_service_pb';
 import { ExportLogsServiceRequestSchema } from '../../gen/opentelemetry/proto/collector/logs/v1/logs_service_pb';
-import { AnyValueSchema, type AnyValue, type KeyValue } from '../../gen/opentelemetry/proto/common/v1/common_pb';
+import { AnyValueSchema, KeyValueSchema, type AnyValue, type KeyValue } from '../../gen/opentelemetry/proto/common/v1/common_pb';
 import { LogRecordSchema, type LogRecord } from '../../gen/opentelemetry/proto/logs/v1/logs_pb';
 import { ConfigError } from '../common/config-error';
 import { durationToMs } from '../common/duration';
@@ -59,15 +59,10 @@ function compileAnyValue(v: AnyValue, where: string): ValueFn {
 
 function compileKeyValues(kvs: readonly KeyValue[], where: string): (c: CelContext) => KeyValue[] {
   const fs = kvs.map((kv) => [kv.key, kv.value ? compileAnyValue(kv.value, `${where}.${kv.key}`) : undefined] as const);
-  return (c) => fs.map(([key, f]) => ({ $typeName: 'opentelemetry.proto.common.v1.KeyValue', key, value: f?.(c) }) as KeyValue);
+  return (c) => fs.map(([key, f]) => create(KeyValueSchema, f ? { key, value: f(c) } : { key }));
 }
 
-const stringKv = (key: string, value: string): KeyValue =>
-  ({
-    $typeName: 'opentelemetry.proto.common.v1.KeyValue',
-    key,
-    value: create(AnyValueSchema, { value: { case: 'stringValue', value } }),
-  }) as KeyValue;
+const stringKv = (key: string, value: string): KeyValue => create(KeyValueSchema, { key, value: { value: { case: 'stringValue', value } } });
 
 /** A filter state object as Envoy serialises it for the log: strings as they are, objects as JSON. */
 function filterStateText(v: unknown): string | undefined {
