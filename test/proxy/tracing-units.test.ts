@@ -318,13 +318,14 @@ t.test('http.url and the span shapes: Zipkin v2 JSON and OTLP', async (t) => {
   });
   const req = fromBinary(
     ExportTraceServiceRequestSchema,
-    (await import('@bufbuild/protobuf')).toBinary(ExportTraceServiceRequestSchema, exportRequest('reviews.default', [otlpSpan(s)])),
+    (await import('@bufbuild/protobuf')).toBinary(ExportTraceServiceRequestSchema, exportRequest('reviews.default', 'v1', [otlpSpan(s)])),
   );
   const rs = req.resourceSpans[0]!;
   t.same(
     rs.resource?.attributes.map((a) => [a.key, a.value?.value.value]),
     [['service.name', 'reviews.default']],
   );
+  t.same([rs.scopeSpans[0]!.scope?.name, rs.scopeSpans[0]!.scope?.version], ['envoy', 'v1'], "Envoy's instrumentation scope");
   const o = rs.scopeSpans[0]!.spans[0]!;
   t.equal(Buffer.from(o.traceId).toString('hex'), '463ac35c9f6413ad48485a3953bb6124');
   t.equal(Buffer.from(o.parentSpanId).toString('hex'), '48485a3953bb6124');

@@ -11,7 +11,6 @@ import {
 } from '../../gen/envoy/admin/v3/server_info_pb';
 import type { Bootstrap } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import type { Node } from '../../gen/envoy/config/core/v3/base_pb';
-import { buildInfo } from '../../lib/buildinfo';
 import { searcher } from '../../lib/re2';
 import { certsJson } from '../admin/certs';
 import { clustersJson, clustersText, listenersJson, listenersText } from '../admin/clusters';
@@ -22,7 +21,7 @@ import type { Logger, LoggerRegistry } from '../log';
 import type { StatsStore } from '../stats/store';
 import type { TagProducer } from '../stats/tags';
 import type { Managers } from './managers';
-import { ENVOY_API_VERSION } from './node';
+import { engineVersion } from './node';
 import type { EngineOptions } from './options';
 import type { ServerStatus } from './state';
 import type { EngineControl } from './types';
@@ -51,9 +50,8 @@ export interface AdminContext extends Managers {
 function serverInfo(x: AdminContext): JsonValue {
   const { options } = x;
   const uptime = create(DurationSchema, { seconds: BigInt(x.status.uptimeS()) });
-  const b = buildInfo();
   const info = create(ServerInfoSchema, {
-    version: `${b.revision}/${ENVOY_API_VERSION}/${b.status}/RELEASE/mesh-${b.version}/node${process.versions.node}`,
+    version: engineVersion(),
     state: ServerInfo_State[x.status.effective()],
     hotRestartVersion: 'disabled',
     uptimeCurrentEpoch: uptime,

@@ -12,6 +12,7 @@ import { RouteManager } from '../route/rds';
 import type { StatsStore } from '../stats/store';
 import { SecretManager } from '../tls/secrets';
 import { localInfoOf } from '../tracing';
+import { engineVersion } from './node';
 import { ClusterManager } from '../upstream/cluster-manager';
 import { callCluster } from './call-cluster';
 import type { EngineOptions } from './options';
@@ -67,7 +68,7 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
       typeRegistry: registry,
       upstreamCall,
       node: x.node,
-      local: localInfoOf(bootstrap.node),
+      local: localInfoOf(bootstrap.node, engineVersion()),
       secrets,
       serverDraining: x.serverDraining,
       originalDst: addon.ok ? addon.source : undefined,

@@ -8,6 +8,12 @@ import type { HttpFilterRegistry } from '../http/filter-api';
 
 export const ENVOY_API_VERSION = '1.34.0';
 
+/** The engine's version as Envoy prints its own (`<sha>/<version>/<status>/RELEASE/<ssl>`): /server_info, trace scopes. */
+export function engineVersion(): string {
+  const b = buildInfo();
+  return `${b.revision}/${ENVOY_API_VERSION}/${b.status}/RELEASE/mesh-${b.version}/node${process.versions.node}`;
+}
+
 /** `node <id> with labels {k: v, …}`: how an operator recognises this proxy in a warning. */
 export function nodeText(node: Node): string {
   const labels = node.metadata?.['LABELS'];

@@ -211,7 +211,9 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
     const o = this.hcm.options;
     if (o.serverHeader === 'overwrite') h.set('server', o.serverName);
     else if (o.serverHeader === 'appendIfAbsent' && !h.has('server')) h.set('server', o.serverName);
-    if (o.alwaysSetRequestIdInResponse) {
+    if (this.trace) this.trace.onResponseHeaders(h);
+    // Envoy returns the request id of a forced trace (mutateResponseHeaders) whatever the setting
+    if (o.alwaysSetRequestIdInResponse || this.request.has('x-envoy-force-trace')) {
       const rid = this.request.get('x-request-id');
       if (rid) h.set('x-request-id', rid);
     }

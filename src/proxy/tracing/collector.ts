@@ -26,10 +26,12 @@ export interface LocalInfo {
   zone: string;
   /** The first non-loopback IPv4 address (Envoy's Network::Utility::getLocalAddress), else 127.0.0.1. */
   address: string;
+  /** The engine's version string (the OTLP instrumentation scope's version). */
+  version: string;
 }
 
-export function localInfoOf(node: Node | undefined): LocalInfo {
-  return { nodeId: node?.id ?? '', cluster: node?.cluster ?? '', zone: node?.locality?.zone ?? '', address: localAddress() };
+export function localInfoOf(node: Node | undefined, version = ''): LocalInfo {
+  return { nodeId: node?.id ?? '', cluster: node?.cluster ?? '', zone: node?.locality?.zone ?? '', address: localAddress(), version };
 }
 
 let cachedAddress: string | undefined;

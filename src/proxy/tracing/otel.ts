@@ -73,7 +73,7 @@ export class OtelDriver implements TraceDriver {
   }
 
   private send(spans: Span[]): void {
-    const body = Buffer.from(toBinary(ExportTraceServiceRequestSchema, exportRequest(this.o.serviceName, spans)));
+    const body = Buffer.from(toBinary(ExportTraceServiceRequestSchema, exportRequest(this.o.serviceName, this.host.local.version, spans)));
     const t = this.o.transport;
     const timeoutMs = t.timeoutMs || DEFAULT_TIMEOUT_MS;
     const local = internalHeaders(this.host.local);
@@ -140,12 +140,13 @@ export function otlpSpan(s: TraceSpan): Span {
   });
 }
 
-export function exportRequest(serviceName: string, spans: Span[]) {
+/** One request: the resource (service.name) and Envoy's instrumentation scope (`envoy`, the proxy's version). */
+export function exportRequest(serviceName: string, version: string, spans: Span[]) {
   return create(ExportTraceServiceRequestSchema, {
     resourceSpans: [
       {
         resource: { attributes: [{ key: 'service.name', value: { value: { case: 'stringValue', value: serviceName } } }] },
-        scopeSpans: [{ spans }],
+        scopeSpans: [{ scope: { name: 'envoy', version }, spans }],
       },
     ],
   });

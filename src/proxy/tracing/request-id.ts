@@ -41,6 +41,12 @@ export function withTraceReason(rid: string, reason: TraceReason, o: RequestIdOp
 /** The first 8 hex digits of the request id as a number (Envoy's getInteger); undefined when they are not hex. */
 export function requestIdInteger(rid: string | undefined): number | undefined {
   if (rid === undefined || rid.length < 8) return undefined;
-  const head = rid.slice(0, 8);
-  return /^[0-9a-fA-F]{8}$/.test(head) ? parseInt(head, 16) : undefined;
+  let n = 0;
+  for (let i = 0; i < 8; i++) {
+    const c = rid.charCodeAt(i);
+    const d = c >= 48 && c <= 57 ? c - 48 : c >= 97 && c <= 102 ? c - 87 : c >= 65 && c <= 70 ? c - 55 : -1;
+    if (d < 0) return undefined;
+    n = n * 16 + d;
+  }
+  return n;
 }

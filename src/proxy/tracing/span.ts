@@ -6,6 +6,8 @@ import type { HeaderReader, HeaderWriter } from './propagation';
 
 export type SpanKind = 'server' | 'client';
 
+const NO_TAGS: ReadonlyMap<string, string> = new Map();
+
 export class TraceSpan {
   name = '';
   parentId = '';
@@ -13,7 +15,8 @@ export class TraceSpan {
   /** Zipkin: this server span shares its id with the client span that sent the request. */
   shared = false;
   endUs = 0;
-  readonly tags = new Map<string, string>();
+  /** Made on the first tag: a sampled-out span never gets one. */
+  private tagMap: Map<string, string> | undefined;
 
   constructor(
     readonly traceId: string,
@@ -25,7 +28,11 @@ export class TraceSpan {
   ) {}
 
   setTag(name: string, value: string): void {
-    this.tags.set(name, value);
+    (this.tagMap ??= new Map()).set(name, value);
+  }
+
+  get tags(): ReadonlyMap<string, string> {
+    return this.tagMap ?? NO_TAGS;
   }
 }
 

@@ -11,6 +11,7 @@ import type { Counter } from '../stats/store';
 import type { DownstreamConnectionInfo, StreamInfo } from '../stream-info';
 import { plainIp } from '../stream-info';
 import type { TracerHost } from './collector';
+import type { HeaderReader, HeaderWriter } from './propagation';
 import type { CompiledCustomTag, TracingOptions } from './config';
 import { OtelDriver } from './otel';
 import { requestIdInteger, traceReasonOf, withTraceReason, type TraceReason } from './request-id';
@@ -86,21 +87,23 @@ export class HttpTracer {
     const startUs = Math.round((performance.timeOrigin + s.info.startHr) * 1000);
     const span = d.startSpan(egress ? 'client' : 'server', h, h.authority, operation, startUs, traced);
     if (!span) return;
-    this.tag(span, 'node_id', this.host.local.nodeId);
-    this.tag(span, 'zone', this.host.local.zone);
     const decorator = s.route()?.route.decoratorOperation;
     if (decorator) span.name = decorator;
+    let decorated = decorator || undefined;
     if (egress) {
       // the receiving side names its span after the sender's route
       if (decorator) h.set(DECORATOR, decorator);
     } else {
       const override = h.get(DECORATOR);
       if (override !== undefined) {
-        if (override) span.name = override;
+        if (override) {
+          span.name = override;
+          decorated = undefined;
+        }
         h.remove(DECORATOR);
       }
     }
-    s.trace = new RequestTrace(this, d, span);
+    s.trace = new RequestTrace(this, d, span, egress ? undefined : decorated);
   }
 
   tag(span: TraceSpan, name: string, value: string): void {
@@ -111,8 +114,11 @@ export class HttpTracer {
   finishDownstream(s: TracedStream, t: RequestTrace): void {
     for (const c of t.children) this.finishUpstream(s, c);
     const span = t.span;
-    span.endUs = nowUs();
     if (span.sampled) {
+      // what Envoy's tracer sets when the span starts: only a reported span needs it
+      this.tag(span, 'node_id', this.host.local.nodeId);
+      this.tag(span, 'zone', this.host.local.zone);
+      span.endUs = nowUs();
       const h = s.request;
       const info = s.info;
       const rid = h.get('x-request-id');
@@ -125,36 +131,38 @@ export class HttpTracer {
       this.tag(span, 'peer.address', plainIp(s.connection.remoteAddress));
       const ctid = h.get('x-client-trace-id');
       if (ctid !== undefined) this.tag(span, 'guid:x-client-trace-id', ctid);
-      for (const c of this.o.customTags) {
-        const v = customTagValue(c, s);
-        if (v) span.setTag(c.tag, v);
-      }
       this.tag(span, 'request_size', String(info.bytesReceived));
       this.tag(span, 'response_size', String(info.bytesSent));
-      this.commonTags(span, info);
+      this.commonTags(span, s);
     }
     t.driver.report(span);
   }
 
   /** finalizeUpstreamSpan for a child span of spawn_upstream_span. */
-  finishUpstream(s: TracedStream, c: { span: TraceSpan; address: string }): void {
+  finishUpstream(s: TracedStream, c: { span: TraceSpan; address: string; done: boolean }): void {
     const span = c.span;
-    if (span.endUs) return;
-    span.endUs = nowUs();
+    if (c.done) return;
+    c.done = true;
     if (span.sampled) {
+      span.endUs = nowUs();
       this.tag(span, 'http.protocol', s.info.protocol);
       if (c.address) {
         this.tag(span, 'upstream_address', c.address);
         this.tag(span, 'peer.address', c.address);
       }
-      this.commonTags(span, s.info);
+      this.commonTags(span, s);
     }
     this.driver?.report(span);
   }
 
-  /** setCommonTags: component, status, flags, upstream cluster, error. */
-  private commonTags(span: TraceSpan, info: StreamInfo): void {
+  /** setCommonTags: component, custom tags, status, flags, upstream cluster, error (the downstream span and its children alike). */
+  private commonTags(span: TraceSpan, s: TracedStream): void {
+    const info = s.info;
     this.tag(span, 'component', 'proxy');
+    for (const c of this.o.customTags) {
+      const v = customTagValue(c, s);
+      if (v) span.setTag(c.tag, v);
+    }
     this.tag(span, 'http.status_code', String(info.responseCode));
     this.tag(span, 'response_flags', info.flagString());
     if (info.upstreamCluster) {
@@ -171,13 +179,30 @@ export class HttpTracer {
 
 /** A traced request: its span, and the child spans of its upstream requests. */
 export class RequestTrace {
-  readonly children: Array<{ span: TraceSpan; address: string }> = [];
+  readonly children: Array<{ span: TraceSpan; address: string; done: boolean }> = [];
 
   constructor(
     private readonly tracer: HttpTracer,
     readonly driver: TraceDriver,
     readonly span: TraceSpan,
+    /** Ingress: the decorator's operation, told to the caller in the response (unless the request named one). */
+    private readonly decorated: string | undefined,
   ) {}
+
+  /**
+   * Response headers on their way out (ActiveStream::encodeHeaders): ingress tells the caller its operation,
+   * egress takes the name the callee gave and keeps the header from the application.
+   */
+  onResponseHeaders(h: HeaderWriter & HeaderReader & { remove(name: string): void }): void {
+    if (this.tracer.o.operation === 'ingress') {
+      if (this.decorated) h.set(DECORATOR, this.decorated);
+      return;
+    }
+    const v = h.get(DECORATOR);
+    if (v === undefined) return;
+    if (v) this.span.name = v;
+    h.remove(DECORATOR);
+  }
 
   /** An upstream request is about to go: its headers get the context (of a new child span with spawn_upstream_span). */
   upstream(s: TracedStream, headers: RawHeaders, cluster: string, address: string, attempt: number): void {
@@ -190,7 +215,7 @@ export class RequestTrace {
     for (const c of this.children) this.tracer.finishUpstream(s, c);
     const child = this.driver.spawnChild(this.span, `router ${cluster} egress`, nowUs());
     if (attempt > 1) this.tracer.tag(child, 'retry.count', String(attempt - 1));
-    this.children.push({ span: child, address });
+    this.children.push({ span: child, address, done: false });
     this.driver.inject(child, w);
   }
 }
