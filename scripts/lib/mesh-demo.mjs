@@ -2,11 +2,14 @@
 // captured by `pilot-agent mesh-iptables` with a sidecar as uid 1337, pilot-discovery in a fourth namespace.
 // Mesh-wide STRICT mutual TLS and an AuthorizationPolicy on B allowing only A's identity. Prints commands to
 // try, stays up until Ctrl-C (or SIGTERM), then removes every namespace, process and file it made, as it does
-// when the start fails.
-import { existsSync, mkdtempSync, readFileSync, readlinkSync, rmSync, chmodSync } from 'node:fs';
+// when the start fails. Where Prometheus is installed (Debian's `prometheus`), it runs beside discovery and
+// scrapes each pod's merged 15020 endpoint by file service discovery, for `meshctl x metrics`.
+import { appendFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Cleanup, meshAddr, meshPodsUnavailable, spiffeOf, startMesh } from './mesh-pods.mjs';
+import { Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, spiffeOf, startMesh } from './mesh-pods.mjs';
+import { prometheusPath, startPrometheus } from './prometheus.mjs';
+import { waitFor } from './wait.mjs';
 
 const STRICT = `apiVersion: security.istio.io/v1
 kind: PeerAuthentication
@@ -83,6 +86,7 @@ export async function runMeshDemo({ dist }) {
     });
   }
 
+  const prometheus = await startDemoPrometheus(cleanup, mesh, dir);
   const { a, b, c } = mesh.ns;
   const id = mesh.identitiesDir;
   const meshctl = path.join(dist, 'meshctl');
@@ -112,8 +116,54 @@ Mesh-wide PeerAuthentication STRICT; an AuthorizationPolicy on B allows only ${s
   ${ipx(mesh.world)} openssl s_client -connect ${meshAddr.pod(2)}:8080 -alpn istio-http/1.1 -cert ${id}/a.pem -key ${id}/a.key </dev/null 2>/dev/null | openssl x509 -noout -ext subjectAltName   # B's SPIFFE identity
   ${ipx(mesh.world)} ${meshctl} proxy-status --xds-address 127.0.0.1:15010 --plaintext   # the three sidecars, SYNCED
   ${ipx(a)} curl -s localhost:15000/config_dump | head -40        # A's sidecar config, Envoy's shape
-
+  ${ipx(b)} curl -s localhost:15020/stats/prometheus | grep -c .   # B's merged metrics: its agent's, then its proxy's
+${prometheus ? metricsLines(ipx(mesh.world), meshctl) : noPrometheusLine()}
 The demo is ready. Ctrl-C stops everything.`);
+}
+
+const PROMETHEUS = 'http://127.0.0.1:9090';
+
+/** Why the demo has no Prometheus: not installed (its start failure was already reported). */
+function noPrometheusLine() {
+  return prometheusPath() ? '' : '\n  (no Prometheus here: `apt-get install -y prometheus` adds `meshctl x metrics` to this demo)\n';
+}
+
+function metricsLines(ipxWorld, meshctl) {
+  return `
+Prometheus (${PROMETHEUS} in the discovery namespace, every 5 s) scrapes each pod's merged 15020 endpoint; after a
+few requests from A to B:
+
+  ${ipxWorld} ${meshctl} x metrics b.b                # server-side RPS, error RPS, p50/p90/p99 of B over 1m
+  ${ipxWorld} curl -s '${PROMETHEUS}/api/v1/query?query=up'   # the three pods' scrapes
+  ${ipxWorld} ${meshctl} dashboard metrics-ui --browser=false   # Prometheus's UI through a local port
+`;
+}
+
+/** Prometheus in the discovery namespace scraping the pods' 15020 (file SD), or undefined when not installed. */
+async function startDemoPrometheus(cleanup, mesh, dir) {
+  if (!prometheusPath()) return undefined;
+  const home = `${dir}/prometheus`;
+  mkdirSync(home);
+  const targets = Object.keys(mesh.ns).map((name, k) => ({
+    targets: [`${meshAddr.pod(k + 1)}:15020`],
+    // the labels Istio's kubernetes-pods job gives a pod's series
+    labels: { namespace: name, pod: `${name}-1`, app: name },
+  }));
+  try {
+    await startPrometheus(cleanup, {
+      dir: home,
+      port: 9090,
+      netns: mesh.world,
+      targets,
+      interval: '5s',
+      onOutput: (chunk) => appendFileSync(`${mesh.logs}/prometheus.log`, chunk),
+    });
+    await waitFor('Prometheus ready', () => httpGetIn(mesh.world, `${PROMETHEUS}/-/ready`).status === 200, { timeoutMs: 30_000, intervalMs: 250 });
+    return PROMETHEUS;
+  } catch (e) {
+    console.error(`Prometheus did not start (${e.message}); the demo goes on without it`);
+    return undefined;
+  }
 }
 
 /**

@@ -1,6 +1,7 @@
 // `npm run demo -- mesh` as a user meets it (issue 11): it starts the mesh in network namespaces, prints
 // commands that work as printed (A reaches B by name over mutual TLS, B's app sees A's identity in the
-// x-forwarded-client-cert header; C is refused by B's AuthorizationPolicy), and Ctrl-C leaves no namespace,
+// x-forwarded-client-cert header; C is refused by B's AuthorizationPolicy; where Prometheus is installed it
+// scrapes the three pods and the printed `meshctl x metrics` line answers), and Ctrl-C leaves no namespace,
 // process or file behind. Without root it says what it needs and fails. The demo names its namespaces with
 // random suffixes, so runs in parallel do not meet.
 import { spawn, spawnSync } from 'node:child_process';
@@ -11,6 +12,8 @@ import t from 'tap';
 import { createNetns, meshPodsUnavailable, netnsExists, sh } from '../../scripts/lib/mesh-pods.mjs';
 import { built } from '../helpers/binary';
 import { REPO } from '../helpers/spec';
+import { prometheusUnavailable } from '../helpers/prometheus';
+import { waitFor } from '../helpers/wait';
 
 const DEMO = path.join(REPO, 'scripts/demo.mjs');
 const skip = meshPodsUnavailable({ openssl: true }) || (spawnSync('curl', ['--version']).status !== 0 ? 'curl is not installed' : false);
@@ -92,6 +95,32 @@ t.test('npm run demo -- mesh: printed commands work, Ctrl-C removes everything',
     list.some((c) => c.ca_cert.length === 1),
     'and the root its contexts trust',
   );
+
+  // metrics: B's merged 15020 endpoint, then (with Prometheus installed) the printed Prometheus lines
+  const merged = sh(['bash', '-c', printed(out, "B's merged metrics")]);
+  t.ok(Number(merged.stdout.trim()) > 10, `B's 15020 /stats/prometheus answers (${merged.stdout.trim()} lines)`);
+  if (prometheusUnavailable()) {
+    t.match(out, /no Prometheus here: `apt-get install -y prometheus`/, 'the demo says how to get Prometheus');
+  } else {
+    const scrapes = printed(out, "the three pods' scrapes");
+    await waitFor(
+      () => `Prometheus did not scrape the three pods: ${sh(['bash', '-c', scrapes]).stdout}`,
+      () => {
+        const up = JSON.parse(sh(['bash', '-c', scrapes]).stdout || '{}') as {
+          data?: { result?: Array<{ metric: { pod: string }; value: [number, string] }> };
+        };
+        const pods = (up.data?.result ?? []).filter((r) => r.value[1] === '1').map((r) => r.metric.pod);
+        return pods.sort().join(' ') === 'a-1 b-1 c-1';
+      },
+      { timeoutMs: 30_000, intervalMs: 1000 },
+    );
+    t.pass("Prometheus scrapes the three pods' merged endpoints");
+    const metrics = sh(['bash', '-c', printed(out, 'server-side RPS')]);
+    t.equal(metrics.code, 0, `meshctl x metrics as printed: ${metrics.stderr}`);
+    const [header, row] = metrics.stdout.split('\n');
+    t.match(header, /^\s+WORKLOAD\s+TOTAL RPS\s+ERROR RPS\s+P50 LATENCY\s+P90 LATENCY\s+P99 LATENCY$/);
+    t.match(row, /^\s+b\.b\s+\d+\.\d{3}\s+\d+\.\d{3}\s+\S+\s+\S+\s+\S+$/, 'a row for B');
+  }
 
   child.kill('SIGINT');
   t.equal(await exited, 0, 'Ctrl-C stops the demo with exit 0');
