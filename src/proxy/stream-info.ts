@@ -63,6 +63,10 @@ export class StreamInfo {
   bytesReceived = 0;
   bytesSent = 0;
   upstreamHost = '';
+  /** gRPC message counts, when grpc_stats emits filter state (http/grpc-frames.ts). */
+  grpcMessages: { request: { feed(b: Buffer): void }; response: { feed(b: Buffer): void } } | undefined = undefined;
+  /** URI SANs of the upstream TLS connection (peer's and ours), for Istio's client-side principals. */
+  upstreamTls: { readonly peer: string; readonly local: string } | undefined = undefined;
   /** The upstream endpoint's filter_metadata (Istio's `istio.workload` endpoint labels). */
   upstreamHostMetadata: JsonObject | undefined = undefined;
   upstreamCluster = '';

@@ -25,6 +25,7 @@ import { StreamInfo, type DownstreamConnectionInfo } from '../../src/proxy/strea
 import { MetricConfigSchema, PluginConfigSchema } from '../../src/gen/istio/envoy/extensions/stats/config_pb';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import { RequestHeaders } from '../../src/proxy/codec/headers';
+import { GrpcFrameCounter } from '../../src/proxy/http/grpc-frames';
 
 const CLIENT_NODE: JsonObject = {
   LABELS: {
@@ -421,4 +422,17 @@ t.test('CEL dimensions from stats.PluginConfig: a standard label replaced, one a
       ),
     /failed to create an expression/,
   );
+});
+
+t.test('gRPC messages are counted as each length-prefixed message starts, across chunk boundaries', async (t) => {
+  const frame = (n: number) => Buffer.concat([Buffer.from([0, 0, 0, 0, n]), Buffer.alloc(n, 7)]);
+  const all = Buffer.concat([frame(3), frame(0), frame(300 % 256), frame(10)]);
+  for (const size of [1, 2, 5, 7, all.length]) {
+    const c = new GrpcFrameCounter();
+    for (let i = 0; i < all.length; i += size) c.feed(all.subarray(i, i + size));
+    t.equal(c.count, 4, `chunks of ${size}`);
+  }
+  const c = new GrpcFrameCounter();
+  c.feed(Buffer.concat([frame(10).subarray(0, 8)]));
+  t.equal(c.count, 1, 'a message counts from its first byte (Envoy FrameInspector)');
 });

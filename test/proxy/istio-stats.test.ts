@@ -7,8 +7,9 @@
 // naming the other (values from istio/proxy testdata/metric/{client,server}_request_total.yaml.tmpl).
 import t from 'tap';
 import http from 'node:http';
+import http2 from 'node:http2';
 import net from 'node:net';
-import { waitFor } from '../helpers/wait';
+import { waitFor, waitForValue } from '../helpers/wait';
 import { freePorts } from '../helpers/ports';
 import { runStatic, loopback, loopbackCluster } from '../helpers/static-plane';
 import { httpGet } from '../helpers/gateway';
@@ -380,4 +381,109 @@ t.test('TCP: both sidecars count connections and bytes with Istio labels (no in-
     t.match(prom, `istio_tcp_received_bytes_total{${l(labels)}} 5\n`, `${who}: received`);
     t.match(prom, `istio_tcp_sent_bytes_total{${l(labels)}} 5\n`, `${who}: sent`);
   }
+});
+
+t.test('gRPC: request_protocol grpc, grpc_response_status from the trailers, and the message counts', async (t) => {
+  const ports = await freePorts('app', 'client', 'clientAdmin');
+  const frame = (s: string) => Buffer.concat([Buffer.from([0, 0, 0, 0, s.length]), Buffer.from(s)]);
+  const app = http2.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/grpc' });
+      res.write(frame('one'));
+      res.write(frame('two'));
+      res.addTrailers({ 'grpc-status': '0' });
+      res.end();
+    });
+  });
+  await new Promise<void>((r) => app.listen(ports.app, '127.0.0.1', r));
+  t.teardown(() => new Promise<void>((r) => app.close(() => r())));
+  const grpcStats = {
+    name: 'envoy.filters.http.grpc_stats',
+    typed_config: {
+      '@type': 'type.googleapis.com/envoy.extensions.filters.http.grpc_stats.v3.FilterConfig',
+      emit_filter_state: true,
+      stats_for_all_methods: false,
+    },
+  };
+  const client = await runStatic(
+    t,
+    'engine',
+    sidecar({
+      node: CLIENT_NODE,
+      port: ports.client,
+      admin: ports.clientAdmin,
+      direction: 'OUTBOUND',
+      statPrefix: 'outbound_0.0.0.0_9090',
+      filters: [grpcStats, stats({})],
+      cluster: {
+        ...loopbackCluster('outbound|9090||server.default.svc.cluster.local', ports.app),
+        typed_extension_protocol_options: {
+          'envoy.extensions.upstreams.http.v3.HttpProtocolOptions': {
+            '@type': 'type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions',
+            explicit_http_config: { http2_protocol_options: {} },
+          },
+        },
+        metadata: { filter_metadata: { istio: { services: [{ host: 'server.default.svc.cluster.local', name: 'server', namespace: 'default' }] } } },
+      },
+    }),
+    ports.client,
+  );
+  if ('refused' in client) return t.fail(`client sidecar refused its config:\n${client.refused}`);
+  const session = http2.connect(`http://127.0.0.1:${ports.client}`);
+  t.teardown(() => session.close());
+  const req = session.request({
+    ':method': 'POST',
+    ':path': '/ratings.Ratings/Get',
+    ':authority': 'server.default.svc.cluster.local',
+    'content-type': 'application/grpc',
+    te: 'trailers',
+  });
+  req.end(frame('hello'));
+  const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve) => {
+    req.on('trailers', (tr) => resolve(tr));
+    req.resume();
+  });
+  t.equal(trailers['grpc-status'], '0');
+  await new Promise<void>((r) => req.on('close', () => r()));
+  const prom = await waitForValue(
+    () => 'the client reports the gRPC call',
+    async () => {
+      const p = (await httpGet(ports.clientAdmin, '/stats/prometheus')).body;
+      return p.includes('request_protocol="grpc"') ? p : undefined;
+    },
+    { timeoutMs: 5000, intervalMs: 100 },
+  );
+  // Istio's values with no peer (no exchange, no endpoint labels): the workload namespace unknown, the service
+  // namespace from the cluster's istio.services
+  const peer = [
+    ['reporter', 'source'],
+    ...KNOWN_SOURCE.map((v, i) => [SOURCE_NAMES[i]!, v]),
+    ...[
+      'unknown',
+      'unknown',
+      'unknown',
+      'unknown',
+      'unknown',
+      'server.default.svc.cluster.local',
+      'unknown',
+      'latest',
+      'server',
+      'default',
+      'unknown',
+    ].map((v, i) => [DESTINATION_NAMES[i]!, v]),
+  ];
+  const l = (x: string[][]) => x.map(([k, v]) => `${k}="${v}"`).join(',');
+  const full = [
+    ...peer,
+    ['request_protocol', 'grpc'],
+    ['response_code', '200'],
+    ['grpc_response_status', '0'],
+    ['response_flags', '-'],
+    ['connection_security_policy', 'unknown'],
+  ];
+  t.match(prom, `istio_requests_total{${l(full)}} 1\n`);
+  // the message counts carry the peer labels only (Istio reports them before adding the protocol labels)
+  t.match(prom, `istio_request_messages_total{${l(peer)}} 1\n`);
+  t.match(prom, `istio_response_messages_total{${l(peer)}} 2\n`);
 });

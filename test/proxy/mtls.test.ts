@@ -126,6 +126,8 @@ const ALPN_FILTER: JsonObject = {
     ],
   },
 };
+/** Istio's stats filter (stats.PluginConfig): its principals and connection_security_policy come from the TLS. */
+const ISTIO_STATS = { name: 'istio.stats', typed_config: { '@type': 'type.googleapis.com/stats.PluginConfig' } };
 const ROUTER = { name: 'envoy.filters.http.router', typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.http.router.v3.Router' } };
 const TLS_INSPECTOR = {
   name: 'envoy.filters.listener.tls_inspector',
@@ -256,7 +258,7 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
     typed_config: { '@type': 'type.googleapis.com/envoy.extensions.filters.network.rbac.v3.RBAC', stat_prefix: 'tcp.', rules: allowOnly(idA.id) },
   };
   const inboundHcm = (prefix: string) =>
-    hcmFilter(prefix, inboundHttp, [httpRbac], {
+    hcmFilter(prefix, inboundHttp, [httpRbac, ISTIO_STATS], {
       forward_client_cert_details: 'APPEND_FORWARD',
       set_current_client_cert_details: { subject: true, dns: true, uri: true },
       server_name: 'istio-envoy',
@@ -349,7 +351,7 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
             name: `0.0.0.0_${oHttp}`,
             address: sock('127.0.0.1', oHttp),
             traffic_direction: 'OUTBOUND',
-            filter_chains: [{ filters: [hcmFilter(`outbound_0.0.0.0_${oHttp}`, httpCluster, [ALPN_FILTER])] }],
+            filter_chains: [{ filters: [hcmFilter(`outbound_0.0.0.0_${oHttp}`, httpCluster, [ALPN_FILTER, ISTIO_STATS])] }],
           },
           {
             name: `0.0.0.0_${oTcp}`,
@@ -381,6 +383,21 @@ t.test('two engines: ISTIO_MUTUAL by tlsMode, inbound chains by ALPN, XFCC, prin
       aStats,
       /cluster\.outbound\|\d+\|\|b\.b\.svc\.cluster\.local\.tlsMode-istio\.total_match_count: [1-9]/,
       'the endpoint took the tlsMode-istio transport socket',
+    );
+    // Istio's standard metrics name the identities from the TLS connection (istio_stats.cc populatePeerInfo)
+    const aProm = await (await fetch(`${a.engine.admin}/stats/prometheus`)).text();
+    t.match(
+      aProm,
+      new RegExp(`istio_requests_total\\{reporter="source",[^}]*source_principal="${idA.id}",[^}]*connection_security_policy="unknown"\\} 1`),
+      'A (client): its own SPIFFE identity from the upstream TLS connection',
+    );
+    const bProm = await (await fetch(`${b.admin}/stats/prometheus`)).text();
+    t.match(
+      bProm,
+      new RegExp(
+        `istio_requests_total\\{reporter="destination",[^}]*source_principal="${idA.id}",[^}]*destination_principal="${idB.id}",[^}]*connection_security_policy="mutual_tls"\\} 1`,
+      ),
+      'B (server): mutual_tls',
     );
   });
 

@@ -2,6 +2,7 @@
 // header handling (x-forwarded-proto, x-envoy-expected-rq-timeout-ms, x-envoy-original-path, attempt
 // count), route timeout and per-try timeout, retries with jittered back-off, circuit breakers,
 // outlier reporting, and the local replies Envoy makes when upstreams fail.
+import { upstreamIdentities } from '../tls/identities';
 import { applyRequestOps, applyResponseOps } from '../route/header-ops';
 import { pickWeighted, redirectLocation, rewritePath } from '../route/action';
 import type { ForwardAction, RetryPolicy, RouteSelection } from '../route/types';
@@ -63,6 +64,7 @@ class RequestBody implements BodyReader {
 
   onData(c: Buffer): void {
     this.info.bytesReceived += c.length;
+    this.info.grpcMessages?.request.feed(c);
     if (this.chunks) {
       this.size += c.length;
       if (this.size > BODY_BUFFER_LIMIT) this.chunks = undefined;
@@ -569,6 +571,7 @@ class UpstreamExchange implements BodyReader {
     }
     const c = this.cluster;
     if (this.perTryTimer) clearTimeout(this.perTryTimer);
+    if (r.socket) this.s.info.upstreamTls = upstreamIdentities(r.socket, host.key);
     c.outlier?.reportHttp(host, r.status);
     if (this.retry && retryOnResponse(this.retry, r.status, r.headers) && this.canRetry()) {
       r.body.discard();
@@ -613,6 +616,7 @@ class UpstreamExchange implements BodyReader {
   onData(chunk: Buffer): void {
     const s = this.s;
     s.info.bytesSent += chunk.length;
+    s.info.grpcMessages?.response.feed(chunk);
     if (s.downstreamClosed || this.respIsHead) return;
     if (!s.res.write(chunk) && !this.respPaused) {
       this.respPaused = true;

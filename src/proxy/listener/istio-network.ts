@@ -58,11 +58,12 @@ export class IstioNetworkStats implements ConnectionObserver {
         const conn = info.downstream;
         const source = cfg.reporter === 'source';
         const cluster = info.upstreamCluster;
+        const up = source ? (info.upstreamTls ?? { peer: '', local: '' }) : undefined;
         const part = this.parts.get({
           peer: source ? endpointWorkload(info.upstreamHostMetadata) : undefined,
           endpointPeer: undefined,
-          peerSan: source ? '' : (conn.peerUriSans[0] ?? ''),
-          localSan: source ? '' : (conn.ssl?.uriSanLocalCertificate[0] ?? ''),
+          peerSan: up ? up.peer : (conn.peerUriSans[0] ?? ''),
+          localSan: up ? up.local : (conn.ssl?.uriSanLocalCertificate[0] ?? ''),
           hostHeader: undefined,
           routeName: '',
           clusterName: cluster,

@@ -17,6 +17,7 @@ import { joinHostPort } from '../../lib/hostport';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { connectUpstream, readyEvent } from '../upstream/pool';
 import type { ConnectionObserver } from './istio-network';
+import { upstreamIdentities } from '../tls/identities';
 
 /** Envoy statPrefixJoin: `a.` + `b` and `a` + `b` both give `a.b`. */
 function statPrefixJoin(prefix: string, token: string): string {
@@ -184,6 +185,7 @@ export class TcpProxy {
       let connected = false;
       up.once(readyEvent(up), () => {
         connected = true;
+        info.upstreamTls = upstreamIdentities(up, host!.key);
         if (trackers) for (const t of trackers) t.connected();
         // %UPSTREAM_LOCAL_ADDRESS%
         if (up.localAddress) info.upstreamLocalAddress = joinHostPort(plainIp(up.localAddress), up.localPort ?? 0);

@@ -12,6 +12,7 @@ import type { RawHeaders } from '../codec/headers';
 import type { Host } from './host';
 import { forgetWhenEmpty, type HostPools } from './host-pools';
 import type { UpstreamCluster } from './cluster';
+import { upstreamIdentities } from '../tls/identities';
 import type { UpstreamTransport } from './transport-socket';
 import { ipFamily } from '../../lib/ip';
 import { sourcePoolKey, type UpstreamSource } from './source';
@@ -154,6 +155,8 @@ export function connectUpstream(cluster: UpstreamCluster, host: Host, alpnFallba
       }
     }
     connected = true;
+    // read the identities while the handshake's certificates are at hand (Istio's client-side principals)
+    if (socket instanceof tls.TLSSocket) upstreamIdentities(socket, host.key);
     verified?.();
     if (timer) clearTimeout(timer);
     cluster.outlier?.reportLocal(host, 'success');
@@ -205,14 +208,19 @@ function h1Pool(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefi
   return p.h1;
 }
 
+const sessionSockets = new WeakMap<http2.ClientHttp2Session, () => net.Socket | undefined>();
+
 function h2Session(cluster: UpstreamCluster, host: Host, o: ConnectOptions | undefined): http2.ClientHttp2Session {
   const p = pools(cluster, host, o);
   if (p.h2 && !p.h2.closed && !p.h2.destroyed) return p.h2;
   const scheme = cluster.transportFor(host).tls ? 'https' : 'http';
+  let socket: net.Socket | undefined;
   const session = http2.connect(`${scheme}://${host.key}`, {
-    createConnection: () => watched(p, connectUpstream(cluster, host, ['h2'], o)),
+    createConnection: () => (socket = watched(p, connectUpstream(cluster, host, ['h2'], o))),
     settings: { enablePush: false },
   });
+  // the socket itself: session.socket is a proxy that hides the TLS socket's certificates
+  sessionSockets.set(session, () => socket);
   session.on('error', () => {});
   session.on('goaway', () => {
     if (p.h2 === session) p.h2 = undefined;
@@ -259,8 +267,8 @@ export interface UpstreamResponse {
   body: UpstreamBody;
   /** HTTP/2 headers that ended the stream (gRPC trailers-only responses). */
   endStream?: boolean;
-  /** The connection's local end (%UPSTREAM_LOCAL_ADDRESS%). */
-  socket?: { localAddress?: string; localPort?: number };
+  /** The connection the response came on: its local end (%UPSTREAM_LOCAL_ADDRESS%) and TLS identities (Istio's client-side principals). */
+  socket?: net.Socket;
 }
 
 export interface UpstreamCallbacks {
@@ -385,7 +393,7 @@ function startH2Request(
     const status = Number(h[':status']);
     const out: RawHeaders = {};
     for (const k in h) if (k.charCodeAt(0) !== 58) out[k] = h[k] as string | string[];
-    const socket = session.socket as net.Socket | undefined;
+    const socket = sessionSockets.get(session)?.();
     cb.onResponse({ status, headers: out, body, endStream: (flags & http2.constants.NGHTTP2_FLAG_END_STREAM) !== 0, ...(socket ? { socket } : {}) });
   });
   stream.on('error', (e: NodeJS.ErrnoException) => {

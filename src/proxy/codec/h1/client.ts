@@ -12,7 +12,7 @@ import { bodyKindForResponse, BodyKind, H1ParseError, H1Parser, type MessageHead
 export type ClientFailure = 'connect_failure' | 'reset';
 
 export interface ClientCallbacks {
-  /** Response head; the body follows on `body` ('data', 'end', 'aborted'). */
+  /** Response head; the body follows on `body` ('data', 'end', 'aborted'). `socket`: the connection it came on. */
   onResponse(status: number, headers: RawHeaders, body: BodySource, socket?: net.Socket): void;
   /** No response: the connection could not be made, or failed before a response head. */
   onError(kind: ClientFailure, detail: string): void;

@@ -7,6 +7,7 @@ import { ConfigError } from '../../common/config-error';
 import { HttpFilterRegistry, type HttpFilterFactory, type HttpStream } from '../filter-api';
 import type { ResponseHeaders } from '../../codec/headers';
 import { alpnFilterFactory } from './alpn';
+import { GRPC_STATS_STATE, GrpcMessages } from '../grpc-frames';
 import { corsFilterFactory } from './cors';
 import { faultFilterFactory } from './fault';
 import { jwtAuthnFilterFactory } from './jwt-authn/index';
@@ -30,7 +31,8 @@ export const routerFilterFactory: HttpFilterFactory = {
 /**
  * envoy.filters.http.grpc_stats (Istio puts it in every HCM): counts gRPC requests per upstream cluster
  * as `cluster.<name>.grpc.<service>.<method>.{total,success,failure}` when stats_for_all_methods is on,
- * else `cluster.<name>.grpc.{total,success,failure}`.
+ * else `cluster.<name>.grpc.{total,success,failure}`; with emit_filter_state, the stream's message counts
+ * in filter state (what Istio's stats filter reports).
  */
 export const grpcStatsFilterFactory: HttpFilterFactory = {
   name: 'envoy.filters.http.grpc_stats',
@@ -39,6 +41,7 @@ export const grpcStatsFilterFactory: HttpFilterFactory = {
     const c = config ? anyUnpack(config, GrpcStatsSchema) : undefined;
     if (config && !c) throw new ConfigError(`${ctx.where}: cannot decode ${config.typeUrl}`);
     const allMethods = c?.perMethodStatSpecifier.case === 'statsForAllMethods' ? c.perMethodStatSpecifier.value : false;
+    const emit = c?.emitFilterState ?? false;
     const store = ctx.stats.store;
     return {
       decodeHeaders: (s: HttpStream) => {
@@ -46,6 +49,7 @@ export const grpcStatsFilterFactory: HttpFilterFactory = {
         if (!ct.startsWith('application/grpc')) return undefined;
         const m = /^\/([^/]+)\/([^/?]+)/.exec(s.request.path);
         s.filterState.set('grpc_stats', m && allMethods ? `grpc.${m[1]}.${m[2]}.` : 'grpc.');
+        if (emit) s.filterState.set(GRPC_STATS_STATE, (s.info.grpcMessages = new GrpcMessages()));
         return undefined;
       },
       encodeHeaders: (s: HttpStream, h: ResponseHeaders) => {

@@ -5,9 +5,8 @@
 // `upstream_peer` outbound, else the upstream endpoint's `istio.workload` labels on the client side); `metrics`
 // overrides with CEL dimensions evaluated at the end of the stream.
 // Differs on purpose: request/response bytes are body bytes (Envoy's wire meter also counts headers);
-// gRPC message counts (istio_request_messages_total…) need envoy.filters.http.grpc_stats' message counts in
-// filter state (`grpc_messages`), reported at the end of the stream only; the client side knows no upstream
-// certificate, so its principals come from the peer's identity when workload discovery gave one (else unknown).
+// gRPC message counts (istio_request_messages_total…) come from envoy.filters.http.grpc_stats' filter state
+// (emit_filter_state, as istiod sets it) and are reported at the end of the stream only (no periodic report).
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { CelContext } from '../../cel/evaluator';
 import type { RawHeaders } from '../../codec/headers';
@@ -17,10 +16,9 @@ import { DOWNSTREAM_PEER, UPSTREAM_PEER, type Workload } from '../../istio/workl
 import { endpointWorkload, istioStatsConfig, PeerParts, type IstioStatsConfig } from '../../istio/reporting';
 import type { HttpFilter, HttpFilterFactory, HttpStream } from '../filter-api';
 import { grpcStatusFor } from '../stream';
+import { GRPC_STATS_STATE, type GrpcMessages } from '../grpc-frames';
 
 export const ISTIO_STATS_FILTER = 'istio.stats';
-/** Filter state key where a gRPC message counter leaves `[request, response]` message counts. */
-export const GRPC_MESSAGES = 'grpc_messages';
 const NO_VALUES: readonly string[] = [];
 
 class IstioStatsFilter implements HttpFilter {
@@ -67,6 +65,8 @@ class IstioStatsFilter implements HttpFilter {
     let localSan = '';
     if (cfg.reporter === 'source') {
       peer = (state.get(UPSTREAM_PEER) as Workload | undefined) ?? endpointWorkload(info.upstreamHostMetadata);
+      peerSan = info.upstreamTls?.peer ?? '';
+      localSan = info.upstreamTls?.local ?? '';
     } else {
       peer = state.get(DOWNSTREAM_PEER) as Workload | undefined;
       if (cfg.reporter === 'waypoint') endpointPeer = state.get(UPSTREAM_PEER) as Workload | undefined;
@@ -88,11 +88,11 @@ class IstioStatsFilter implements HttpFilter {
     const exprValues = sink.overrides.exprs.length === 0 ? NO_VALUES : this.evaluate(s, cluster);
     const grpc = (s.request.get('content-type') ?? '').startsWith('application/grpc');
     if (grpc) {
-      const m = state.get(GRPC_MESSAGES) as [number, number] | undefined;
+      const m = state.get(GRPC_STATS_STATE) as GrpcMessages | undefined;
       if (m) {
         const [rq, rs] = part.messageCounters(exprValues);
-        rq?.inc(m[0]);
-        rs?.inc(m[1]);
+        rq?.inc(m.request.count);
+        rs?.inc(m.response.count);
       }
     }
     const series = part.httpSeries(grpc ? 'grpc' : 'http', info.responseCode, grpc ? grpcStatusOf(s) : '', info.flagString(), exprValues);
