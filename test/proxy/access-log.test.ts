@@ -97,6 +97,18 @@ t.test('log formats', async (t) => {
   );
 });
 
+t.test('a file that cannot be opened refuses the config', async (t) => {
+  const log = fromJson(
+    AccessLogSchema,
+    {
+      name: 'envoy.access_loggers.file',
+      typed_config: { '@type': 'type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog', path: '/nonexistent-dir/access.log' },
+    },
+    { registry },
+  );
+  t.throws(() => compileAccessLogs([log], 'hcm'), /hcm\.access_log\[0\]\.path: unable to open file '\/nonexistent-dir\/access\.log': ENOENT/);
+});
+
 t.test('OpenTelemetry batching', async (t) => {
   const calls: { cluster: string; authority: string; path: string; body: Buffer }[] = [];
   const call: ClusterCall = async (cluster, c) => {

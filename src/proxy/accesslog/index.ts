@@ -59,7 +59,7 @@ function compileOne(l: AccessLog, w: string, deps: AccessLogDeps): AccessLogger 
     case FILE: {
       const f = anyUnpack(any, FileAccessLogSchema)!;
       if (!f.path) throw new ConfigError(`${w}.path: value length must be at least 1 characters`);
-      log = writer(fileFormat(f, w), sinkFor(f.path));
+      log = writer(fileFormat(f, w), sinkFor(f.path, `${w}.path`));
       break;
     }
     case STDOUT:
