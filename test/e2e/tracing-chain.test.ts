@@ -12,7 +12,7 @@ import http from 'node:http';
 import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
 import { loopback, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort } from '../helpers/ports';
+import { freePorts } from '../helpers/ports';
 import { httpGet, type Reply } from '../helpers/gateway';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -185,16 +185,20 @@ function bootstrap(node: string, admin: number, listeners: ListenerSpec[], clust
 
 interface Chain {
   get: (p: string, h?: Record<string, string>) => Promise<Reply>;
+  /** The gateway's counters whose names contain `tracing` (admin /stats). */
+  tracingStats: () => Promise<Record<string, number>>;
 }
 
 /** gateway → A (inbound → app A → outbound) → B (inbound → app B), all tracing to `zipkin` with `sampling` %. */
 async function startChain(t: Test, plane: DataPlane, zipkin: number, sampling: number): Promise<Chain> {
   const appB = await app(t);
-  const [bIn, aIn, aOut, gw] = [await freePort(), await freePort(), await freePort(), await freePort()];
+  // every port at once, all different (listeners and admins are bound later, one process after the other)
+  const { bIn, aIn, aOut, gw, bAdmin, aAdmin, gwAdmin } = await freePorts('bIn', 'aIn', 'aOut', 'gw', 'bAdmin', 'aAdmin', 'gwAdmin');
+  const admins: Record<string, number> = { b: bAdmin, a: aAdmin, ingressgateway: gwAdmin };
   const appA = await app(t, aOut);
   const z = loopbackCluster('zipkin', zipkin);
   const run = async (name: string, listeners: ListenerSpec[], clusters: object[], port: number) => {
-    const r = await runStatic(t, plane, bootstrap(name, await freePort(), listeners, [...clusters, z], sampling), port, '/ready');
+    const r = await runStatic(t, plane, bootstrap(name, admins[name]!, listeners, [...clusters, z], sampling), port, '/ready');
     if ('refused' in r) throw new Error(`${plane} refused the ${name} bootstrap:\n${r.refused}`);
   };
   await run(
@@ -218,7 +222,11 @@ async function startChain(t: Test, plane: DataPlane, zipkin: number, sampling: n
     [loopbackCluster('outbound|80||a', aIn)],
     gw,
   );
-  return { get: (p, h) => httpGet(gw, p, h) };
+  const tracingStats = async () => {
+    const text = (await httpGet(gwAdmin, '/stats?filter=tracing')).body;
+    return Object.fromEntries(text.split('\n').flatMap((l) => (/^(\S+): (\d+)$/.exec(l) ? [[l.split(': ')[0]!, Number(l.split(': ')[1])]] : [])));
+  };
+  return { get: (p, h) => httpGet(gw, p, h), tracingStats };
 }
 
 /** What B's app saw of the trace of one request. */
@@ -332,6 +340,16 @@ t.test('tracing: gateway → A → B, parentage, sampling, forced traces (engine
     tagsByPlane.set(
       plane,
       chain.map((s) => Object.keys(s.tags ?? {}).sort()),
+    );
+    // Envoy's tracing stats: the HCM's decisions (http.<prefix>.tracing.*) and the Zipkin reporter's (tracing.zipkin.*)
+    const st = await unsampled.tracingStats();
+    t.equal(st['http.gateway.tracing.client_enabled'], 1, `${plane}: one decision forced by the client`);
+    t.equal(st['http.gateway.tracing.service_forced'], 1, `${plane}: one forced by x-envoy-force-trace`);
+    t.equal(st['http.gateway.tracing.random_sampling'], 0, `${plane}: none sampled at 0 %`);
+    t.ok(st['http.gateway.tracing.not_traceable']! >= 1, `${plane}: the rest not traceable`);
+    t.ok(
+      st['tracing.zipkin.spans_sent']! >= 4 && st['tracing.zipkin.reports_sent']! >= 1,
+      `${plane}: spans and reports sent (${JSON.stringify(st)})`,
     );
   }
   const engine = tagsByPlane.get('engine');

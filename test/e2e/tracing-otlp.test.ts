@@ -19,7 +19,7 @@ import { addGrpcService } from '../../src/lib/xds/grpc';
 import { built } from '../helpers/binary';
 import { dataPlanes, envoyMissing, type DataPlane } from '../helpers/envoy';
 import { loopback, loopbackCluster, runStatic } from '../helpers/static-plane';
-import { freePort } from '../helpers/ports';
+import { freePorts } from '../helpers/ports';
 import { httpGet } from '../helpers/gateway';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -104,7 +104,7 @@ t.test('OpenTelemetry tracing: W3C context, OTLP over gRPC and HTTP (engine and 
     });
     await new Promise<void>((r) => appSrv.listen(0, '127.0.0.1', r));
     t.teardown(() => new Promise<void>((r) => appSrv.close(() => r())));
-    const [out, inb] = [await freePort(), await freePort()];
+    const { out, inb, admin } = await freePorts('out', 'inb', 'admin');
     const grpcProvider = {
       grpc_service: {
         envoy_grpc: { cluster_name: 'otel-grpc', authority: 'otel.observability.svc.cluster.local' },
@@ -118,7 +118,7 @@ t.test('OpenTelemetry tracing: W3C context, OTLP over gRPC and HTTP (engine and 
     };
     const boot = {
       node: { id: 'sidecar~127.0.0.1~ab.default~default.svc.cluster.local', cluster: 'ab.default' },
-      admin: { address: loopback(await freePort()) },
+      admin: { address: loopback(admin) },
       static_resources: {
         listeners: [
           {
