@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { joinHostPort } from '../lib/hostport';
-import { findPrometheus, meshNamespace } from './prometheus-address';
+import { findPrometheus, meshNamespace, PROMETHEUS_SELECTOR } from './prometheus-address';
 
 /** istioctl's openBrowser: the URL, then the browser or the reason it is not opened. */
 export function openBrowser(url: string, out: NodeJS.WritableStream, browser: boolean, platform = process.platform): void {
@@ -118,7 +118,7 @@ export const metricsUi: Handler = async (ctx: RunContext) => {
   const namespaces = [meshNamespace(ctx), (ctx.flags['namespace'] as string | undefined) || 'default'];
   // --ui-port is the pod's port to forward to, and the first choice of local port (istioctl's promPort)
   const uiPort = (ctx.flags['ui-port'] as number | undefined) ?? 9090;
-  const target = await findPrometheus(ctx, namespaces, uiPort);
+  const target = await findPrometheus(ctx, namespaces, uiPort, `no pods found with selector ${PROMETHEUS_SELECTOR}`);
   await portForward(ctx, 'Prometheus', target, uiPort);
   return 0;
 };

@@ -20,7 +20,7 @@ export interface PrometheusPod {
 }
 
 /** The first Prometheus pod of the first namespace that has one (istioctl's inferPodMeta), with its IP. */
-export async function findPrometheusPod(ctx: RunContext, namespaces: readonly string[]): Promise<PrometheusPod> {
+export async function findPrometheusPod(ctx: RunContext, namespaces: readonly string[], notFound: string): Promise<PrometheusPod> {
   const client = await meshctlOrchClient(ctx, 'finding Prometheus');
   for (const ns of namespaces) {
     let list: { items?: Array<{ metadata?: { name?: string; namespace?: string }; status?: { podIP?: string } }> };
@@ -35,7 +35,7 @@ export async function findPrometheusPod(ctx: RunContext, namespaces: readonly st
     if (!ip) throw new CommandError(`Prometheus pod ${pod.metadata?.name}.${ns} has no IP address yet`);
     return { name: pod.metadata?.name ?? '', namespace: pod.metadata?.namespace ?? ns, ip };
   }
-  throw new CommandError(`no pods found with selector ${PROMETHEUS_SELECTOR}`);
+  throw new CommandError(notFound);
 }
 
 export function meshNamespace(ctx: RunContext): string {
@@ -45,15 +45,17 @@ export function meshNamespace(ctx: RunContext): string {
 /**
  * The base URL of the Prometheus HTTP API: MESH_PROMETHEUS_URL, else with a cluster the Prometheus pod of the
  * mesh namespace at `podPort` (`x metrics` looks nowhere else, as istioctl), else http://localhost:9090.
+ * `notFound` is istioctl's message when there is no such pod (`x metrics` and `dashboard` word it differently).
  */
 export async function findPrometheus(
   ctx: RunContext,
   namespaces: readonly string[] = [meshNamespace(ctx)],
   podPort = PROMETHEUS_PORT,
+  notFound = 'no Prometheus pods found',
 ): Promise<string> {
   const named = ctx.env[PROMETHEUS_URL_ENV];
   if (named) return named.replace(/\/$/, '');
   if (!orchConfigPath(ctx)) return DEFAULT_PROMETHEUS_URL;
-  const pod = await findPrometheusPod(ctx, namespaces);
+  const pod = await findPrometheusPod(ctx, namespaces, notFound);
   return `http://${joinHostPort(pod.ip, podPort)}`;
 }

@@ -102,7 +102,10 @@ t.test(
     const kube = await startKube(t, { crds: 'none', controllerManager: false });
     const none = await run(program('meshctl'), ['x', 'metrics', 'b.b', '--orchconfig', kube.kubeconfig], { HOME: tempDir(t) });
     t.equal(none.code, 1);
-    t.match(none.stderr, /no pods found with selector app\.kubernetes\.io\/name=prometheus/);
+    t.match(none.stderr, /Error: no Prometheus pods found/, "x metrics: istioctl's words");
+    const noDash = dashboard(t, ['--browser=false', '--orchconfig', kube.kubeconfig], {});
+    t.equal(await noDash.exited, 1);
+    t.match(noDash.out(), /Error: no pods found with selector app\.kubernetes\.io\/name=prometheus/, "dashboard: istioctl's words");
 
     const promPort = await freePort();
     const prom = await startPrometheus(t, { dir: tempDir(t), port: promPort, targets: [] });
