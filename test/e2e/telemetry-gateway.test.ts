@@ -231,10 +231,11 @@ function keep(mesh: Mesh, what: string): void {
   fs.cpSync(mesh.logs, path.join(out, `${what}-logs`), { recursive: true });
 }
 
-// Engine parts still missing when this test was written (they state what Istio does; remove once fixed):
-// src/proxy/http/filters/istio-stats.ts (branch stats) leaves peerSan/localSan empty for reporter=source; Istio
-// reads them from the upstream TLS connection (info.upstreamInfo()->upstreamSslConnection()).
-const CLIENT_PRINCIPALS_TODO = 'stats: reporter=source takes no principals from the upstream TLS connection (source/destination_principal "unknown")';
+// Engine part still missing when this test was written (the assertion states what Istio does; drop the todo once
+// fixed): on the client side (reporter=source) src/proxy/tls/identities.ts upstreamIdentities gives the local URI
+// SAN (source_principal right) but an empty peer URI SAN for these auto-mTLS upstream connections, so
+// destination_principal is "unknown" where Istio reads the upstream certificate's SAN.
+const CLIENT_PRINCIPALS_TODO = 'stats: reporter=source gets no peer URI SAN from the upstream TLS connection (destination_principal "unknown")';
 
 const port = (addr: string) => /^(\d+\.\d+\.\d+\.\d+):(\d+)$/.exec(addr);
 
@@ -342,7 +343,7 @@ t.test('gateway → A → B with mTLS: Istio metrics, traces and access logs, Te
       t.same(
         { source_principal: got.labels['source_principal'], destination_principal: got.labels['destination_principal'] },
         { source_principal: want['source_principal'], destination_principal: want['destination_principal'] },
-        what,
+        `${what}: got ${got.labels['source_principal']} → ${got.labels['destination_principal']}`,
         { todo: CLIENT_PRINCIPALS_TODO },
       );
     }
