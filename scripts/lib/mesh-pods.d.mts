@@ -92,6 +92,8 @@ export function startSidecar(
     tproxy?: boolean;
     /** A real Envoy the agent runs as its data plane instead of its engine. */
     binaryPath?: string;
+    /** `pilot-agent proxy router` (a gateway) instead of `proxy sidecar`. */
+    router?: boolean;
   },
 ): Promise<Started>;
 export function waitSidecarReady(ns: string, timeoutMs: number, why: () => string): Promise<void>;
@@ -105,6 +107,11 @@ export interface MeshPod {
   name: string;
   /** false: a bare pod (no capture, no sidecar, no tlsMode label) */
   mesh?: boolean;
+  /**
+   * a gateway pod: `pilot-agent proxy router` with its workload certificate, no capture, no app, not in the
+   * registry (a Gateway selects it by its labels)
+   */
+  gateway?: boolean;
   /** inbound captured in TPROXY mode (Istio's interceptionMode: TPROXY): original_src on its virtualInbound */
   tproxy?: boolean;
   /** labels beside app and tlsMode (the sidecar's node labels) */

@@ -242,7 +242,7 @@ export function startDiscovery(owner, { ns, dist, configDir, grpcAddr, home, env
  * (e.g. `node --cpu-prof dist/mesh.cjs pilot-agent` to profile it). `tproxy` runs it as Istio's injector does for
  * `sidecar.istio.io/interceptionMode: TPROXY`: uid 0 in group 1337 (the capture rules exempt the group; IP_TRANSPARENT
  * and SO_MARK need the NET_ADMIN capability), with the interception mode in its metadata. `binaryPath`: a real Envoy
- * the agent runs as its data plane instead of its engine.
+ * the agent runs as its data plane instead of its engine. `router`: `proxy router`, a gateway.
  */
 export function startSidecar(
   owner,
@@ -261,6 +261,7 @@ export function startSidecar(
     concurrency,
     tproxy = false,
     binaryPath,
+    router = false,
   },
 ) {
   fs.mkdirSync(home, { recursive: true });
@@ -279,7 +280,7 @@ export function startSidecar(
   };
   // Istio keeps only a few stats unless told otherwise; tests read cluster, listener and chain stats
   if (allStats) proxyConfig.proxyStatsMatcher = { inclusionRegexps: ['.*'] };
-  const argv = [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', 'sidecar', '--meshConfig', 'mesh.yaml'];
+  const argv = [...(command ?? [path.join(dist, 'pilot-agent')]), 'proxy', router ? 'router' : 'sidecar', '--meshConfig', 'mesh.yaml'];
   return startIn(owner, ns, tproxy ? ['setpriv', '--reuid=0', `--regid=${PROXY_UID}`, '--clear-groups', ...argv] : asUser(PROXY_UID, argv), {
     ready: /./,
     what: `pilot-agent ${pod.name}`,
@@ -319,8 +320,40 @@ function podProgram() {
     const name = a1;
     let n = 0;
     const me = { server: name };
+    // what Istio asks an application to pass on so that its hops join one trace (istio.io "Distributed Tracing")
+    const traceHeaders = [
+      'x-request-id',
+      'x-b3-traceid',
+      'x-b3-spanid',
+      'x-b3-parentspanid',
+      'x-b3-sampled',
+      'x-b3-flags',
+      'b3',
+      'traceparent',
+      'tracestate',
+    ];
     http
       .createServer((req, res) => {
+        // /status/<code> answers that code; /call/<host>/<rest> calls http://<host>:8080/<rest> (through the
+        // sidecar: the app is captured) with the trace headers and answers what it got
+        const status = /^\/status\/(\d{3})$/.exec(req.url ?? '');
+        const call = /^\/call\/([^/]+)(\/.*)?$/.exec(req.url ?? '');
+        if (call) {
+          const headers = { host: call[1] };
+          for (const h of traceHeaders) if (typeof req.headers[h] === 'string') headers[h] = req.headers[h];
+          const up = http.request({ host: call[1], port: 8080, path: call[2] || '/', headers, agent: false }, (r) => {
+            res.writeHead(r.statusCode ?? 502, { 'content-type': r.headers['content-type'] ?? 'text/plain' });
+            r.pipe(res);
+          });
+          up.setTimeout(8000, () => up.destroy(new Error('timeout')));
+          up.on('error', (e) => {
+            res.writeHead(502);
+            res.end(`${name} could not call ${call[1]}: ${e.code ?? e.message}`);
+          });
+          up.end();
+          return;
+        }
+        if (status) res.statusCode = Number(status[1]);
         res.setHeader('content-type', 'application/json');
         res.end(
           JSON.stringify({
@@ -341,8 +374,9 @@ function podProgram() {
       })
       .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
   } else if (mode === 'http') {
-    // one GET /hello → {"status", "body"} or {"error"}
-    const req = http.request({ host: a1, port: Number(a2), path: '/hello', headers: a3 ? { host: a3 } : {}, agent: false }, (res) => {
+    // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}
+    const a4 = process.argv[5];
+    const req = http.request({ host: a1, port: Number(a2), path: a4 || '/hello', headers: a3 ? { host: a3 } : {}, agent: false }, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
       res.on('end', () => out({ status: res.statusCode, body }));
@@ -377,7 +411,8 @@ function podProgram() {
 const POD_PROGRAM = `(${podProgram.toString()})()`;
 
 /**
- * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer},
+ * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer}
+ * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on),
  * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address).
  */
 export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = {}) {
@@ -495,6 +530,8 @@ export function meshRegistry(pods) {
   return pods
     .map((p, k) => {
       const i = k + 1;
+      // a gateway is selected by its labels (Gateway.selector), it backs no service of its own here
+      if (p.gateway) return undefined;
       const labels = p.mesh === false ? `{app: ${p.name}}` : `{app: ${p.name}, security.istio.io/tlsMode: istio}`;
       return `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
@@ -516,6 +553,7 @@ spec:
   labels: ${labels}
 `;
     })
+    .filter((y) => y !== undefined)
     .join('---\n');
 }
 
@@ -523,7 +561,8 @@ spec:
  * A whole mesh on this machine: a world namespace running pilot-discovery (xDS on :15010 of every pod's
  * gateway address) and, for each of `pods` ({name, mesh, labels, env}: extra pod labels and sidecar env), a pod namespace `<prefix>-<name>-<random>` with
  * its app; a meshed pod (mesh !== false) also gets capture rules with DNS capture (its resolv.conf names
- * the cluster's search list; `tproxy`: inbound captured in TPROXY mode, see `startSidecar`), a workload certificate (openssl, `opensslIdentities`) and a sidecar. `config`
+ * the cluster's search list; `tproxy`: inbound captured in TPROXY mode, see `startSidecar`), a workload certificate (openssl, `opensslIdentities`) and a sidecar;
+ * a `gateway` pod gets only its certificate and `pilot-agent proxy router` (no capture, no app). `config`
  * maps file names to YAML served beside the registry (the caller may rewrite them: discovery watches the
  * directory); `meshConfig` is the daemon's mesh config file text (else its defaults). Output of the programs goes to `<dir>/logs/<program>.log`. Resolves when every sidecar is ready.
  * `sidecarCommand(name)` gives the argv that replaces `<dist>/pilot-agent` for that pod's sidecar (profiling).
@@ -595,11 +634,11 @@ export async function startMesh(
   for (const [k, p] of pods.entries()) {
     const i = k + 1;
     progress(`starting pod ${p.name}`);
-    if (p.mesh !== false) {
+    if (p.mesh !== false && !p.gateway) {
       const r = capture(ns[p.name], dist, { dns: true, tproxy: p.tproxy === true });
       if (r.code !== 0) throw new Error(`mesh-iptables in ${ns[p.name]} failed (${r.code}): ${r.stderr}`);
     }
-    apps[p.name] = await startApp(owner, ns[p.name], p.name);
+    if (!p.gateway) apps[p.name] = await startApp(owner, ns[p.name], p.name);
     if (p.mesh === false) continue;
     sidecars[p.name] = await startSidecar(owner, {
       ns: ns[p.name],
@@ -611,10 +650,11 @@ export async function startMesh(
         namespace: p.name,
         serviceAccount: p.name,
         ip: meshAddr.pod(i),
-        labels: { app: p.name, 'security.istio.io/tlsMode': 'istio', ...p.labels },
+        labels: { app: p.name, ...(p.gateway ? {} : { 'security.istio.io/tlsMode': 'istio' }), ...p.labels },
       },
       certs: { ...identities.certs[spiffeOf(p.name)], root: identities.root },
-      env: { MESH_META_DNS_CAPTURE: 'true', ...p.env },
+      env: { ...(p.gateway ? {} : { MESH_META_DNS_CAPTURE: 'true' }), ...p.env },
+      router: p.gateway === true,
       onOutput: logTo(`sidecar-${p.name}`),
       stopSignal,
       command: sidecarCommand?.(p.name),

@@ -157,7 +157,8 @@ export class Telemetries {
     const a: Applicable = { key: '', metrics: [], logging: [], tracing: [] };
     const keys: string[] = [];
     const add = (c: Config<'Telemetry'>) => {
-      keys.push(`${c.meta.namespace}/${c.meta.name}`);
+      // the stored version too: the inbound listener is cached across pushes by this key, an edited spec must miss
+      keys.push(`${c.meta.namespace}/${c.meta.name}@${c.meta.resourceVersion ?? ''}`);
       a.metrics.push(...(c.spec.metrics ?? []));
       if (c.spec.accessLogging?.length) a.logging.push(c.spec.accessLogging);
       a.tracing.push(...(c.spec.tracing ?? []));
