@@ -52,6 +52,42 @@ export interface SslDetails {
   urlEncodedPemEncodedPeerCertificateChain(): string;
 }
 
+/**
+ * Envoy's short response flags in the declaration order of its legacy bits (envoy/stream_info/stream_info.h
+ * CoreResponseFlag): CEL's response.flags is their OR, an access log's response_flag_filter accepts these names.
+ */
+export const RESPONSE_FLAGS: readonly string[] = [
+  'LH',
+  'UH',
+  'UT',
+  'LR',
+  'UR',
+  'UF',
+  'UC',
+  'UO',
+  'NR',
+  'DI',
+  'FI',
+  'RL',
+  'UAEX',
+  'RLSE',
+  'DC',
+  'URX',
+  'SI',
+  'IH',
+  'DPE',
+  'UMSDR',
+  'RFCF',
+  'NFCF',
+  'DT',
+  'UPE',
+  'NC',
+  'OM',
+  'DF',
+  'DO',
+  'DR',
+];
+
 export class StreamInfo {
   readonly startTime = Date.now();
   readonly startHr = performance.now();

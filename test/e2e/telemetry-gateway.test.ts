@@ -20,7 +20,7 @@ import path from 'node:path';
 import t from 'tap';
 import { built, DIST } from '../helpers/binary';
 import { meshAddr, meshPodsUnavailable, sh, spiffeOf, startIn, startMesh, type Mesh } from '../../scripts/lib/mesh-pods.mjs';
-import { parseQueryResult, prometheusUnavailable, queryPath, startPrometheus, type Sample } from '../helpers/prometheus';
+import { istioPeerLabels, parseQueryResult, prometheusUnavailable, queryPath, seriesOf, startPrometheus, type Sample } from '../helpers/prometheus';
 import { tempDir } from '../helpers/temp';
 import { waitForValue } from '../helpers/wait';
 
@@ -106,29 +106,7 @@ const ERRORS_ONLY = `  accessLogging:
     filter: {expression: "response.code >= 400"}
 `;
 
-/** Series of one metric in a Prometheus text exposition, as label maps with their values. */
-function seriesOf(text: string, name: string): Array<{ labels: Record<string, string>; value: number }> {
-  const out: Array<{ labels: Record<string, string>; value: number }> = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`)) continue;
-    const end = line.lastIndexOf('}');
-    const labels: Record<string, string> = {};
-    for (const m of line.slice(name.length + 1, end).matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g))
-      labels[m[1]!] = m[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
-    out.push({ labels, value: Number(line.slice(end + 1).trim()) });
-  }
-  return out;
-}
-
-const peer = (side: 'source' | 'destination', name: string) => ({
-  [`${side}_workload`]: `${name}-v1`,
-  [`${side}_workload_namespace`]: name,
-  [`${side}_app`]: name,
-  [`${side}_version`]: 'v1',
-  [`${side}_canonical_service`]: name,
-  [`${side}_canonical_revision`]: 'v1',
-  [`${side}_cluster`]: 'Orchestrator',
-});
+const peer = istioPeerLabels;
 
 /** Istio's label set for one hop `from` → `to` (service `to`.`to`.svc.cluster.local) as `reporter` reports it. */
 function hop(reporter: 'source' | 'destination', from: string, to: string, code = '200'): Record<string, string> {

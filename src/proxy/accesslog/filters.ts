@@ -10,6 +10,7 @@ import { ExpressionFilterSchema } from '../../gen/envoy/extensions/access_logger
 import { compileCel, type CelContext } from '../cel/evaluator';
 import { ConfigError } from '../common/config-error';
 import { compileHeaderMatcher, fractionOf, headerFieldsOf } from '../route/match';
+import { RESPONSE_FLAGS } from '../stream-info';
 
 export type LogFilter = (c: CelContext) => boolean;
 
@@ -24,38 +25,6 @@ function compare(c: ComparisonFilter | undefined, v: number): boolean {
       return v === want;
   }
 }
-
-const RESPONSE_FLAGS = new Set([
-  'LH',
-  'UH',
-  'UT',
-  'LR',
-  'UR',
-  'UF',
-  'UC',
-  'UO',
-  'NR',
-  'DI',
-  'FI',
-  'RL',
-  'UAEX',
-  'RLSE',
-  'DC',
-  'URX',
-  'SI',
-  'IH',
-  'DPE',
-  'UMSDR',
-  'RFCF',
-  'NFCF',
-  'DT',
-  'UPE',
-  'NC',
-  'OM',
-  'DF',
-  'DO',
-  'DR',
-]);
 
 export function compileFilter(f: AccessLogFilter, where: string): LogFilter {
   const s = f.filterSpecifier;
@@ -86,7 +55,7 @@ export function compileFilter(f: AccessLogFilter, where: string): LogFilter {
     }
     case 'responseFlagFilter': {
       for (const fl of s.value.flags)
-        if (!RESPONSE_FLAGS.has(fl)) throw new ConfigError(`${where}.response_flag_filter.flags: unknown response flag '${fl}'`);
+        if (!RESPONSE_FLAGS.includes(fl)) throw new ConfigError(`${where}.response_flag_filter.flags: unknown response flag '${fl}'`);
       const flags = new Set(s.value.flags);
       return (c) => (flags.size === 0 ? c.info.flags.length > 0 : c.info.flags.some((x) => flags.has(x)));
     }

@@ -12,7 +12,7 @@ import { celUint, type CelInput } from '@bufbuild/cel';
 import type { JsonObject, JsonValue } from '@bufbuild/protobuf';
 import { joinHostPort } from '../../lib/hostport';
 import type { FormatContext, HeaderSource } from '../format/substitution';
-import type { StreamInfo } from '../stream-info';
+import { RESPONSE_FLAGS, type StreamInfo } from '../stream-info';
 
 /** What the `xds` variable reads beyond the stream: the engine's own config around this request. */
 export interface XdsAttributes {
@@ -208,46 +208,10 @@ function grpcStatus(c: CelContext): CelInput | undefined {
   return /^\d+$/.test(v) ? BigInt(v) : undefined;
 }
 
-/**
- * Envoy's legacy response flag bits (envoy/stream_info/stream_info.h CoreResponseFlag, in declaration order):
- * response.flags is their OR.
- */
-const FLAG_BITS: readonly string[] = [
-  'LH',
-  'UH',
-  'UT',
-  'LR',
-  'UR',
-  'UF',
-  'UC',
-  'UO',
-  'NR',
-  'DI',
-  'FI',
-  'RL',
-  'UAEX',
-  'RLSE',
-  'DC',
-  'URX',
-  'SI',
-  'IH',
-  'DPE',
-  'UMSDR',
-  'RFCF',
-  'NFCF',
-  'DT',
-  'UPE',
-  'NC',
-  'OM',
-  'DF',
-  'DO',
-  'DR',
-];
-
 export function legacyResponseFlags(info: StreamInfo): number {
   let bits = 0;
   for (const f of info.flags) {
-    const i = FLAG_BITS.indexOf(f);
+    const i = RESPONSE_FLAGS.indexOf(f);
     if (i >= 0) bits |= 1 << i;
   }
   return bits;
