@@ -23,10 +23,10 @@
 // (ready, before any load) and the largest seen under load. The summary shows medians over --repeat rounds.
 // --cpuProf <dir> runs the gateway from the bundle under `node --cpu-prof` (agent and engine) and leaves the
 // profiles there.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
+import { startBackend } from './gateway/backend-run.mjs';
 import { runLoad } from './gateway/load-run.mjs';
 import { childPids, cmdline, startGateway, writeGatewayConfig, stopProcesses, programLinks } from './gateway/mesh.mjs';
 import { freePort } from '../lib/ports.mjs';
@@ -37,7 +37,6 @@ import { waitFor } from '../lib/wait.mjs';
 import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
 const OPTIONS = {
   duration: { type: 'number', min: 1, default: 10, help: 'seconds measured per target and round' },
@@ -70,21 +69,6 @@ async function get(url) {
   const r = await fetch(url, { signal: AbortSignal.timeout(3000) });
   const body = await r.text();
   return { status: r.status, body };
-}
-
-/** Spawns a node script and resolves with the child once it printed `listening <port>`. */
-async function startBackend() {
-  const argv = [...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
-  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  await waitFor(
-    () => `the backend did not start: ${out}`,
-    () => /listening (\d+)/.test(out),
-    { timeoutMs: 10_000, intervalMs: 100 },
-  );
-  return { child, port: Number(/listening (\d+)/.exec(out)[1]) };
 }
 
 /** One autocannon run in a fresh process on the load core; resolves with its JSON result. */
@@ -168,7 +152,8 @@ async function main() {
   );
   console.log(`gateway: ${agentCommand.join(' ')}`);
 
-  const backend = await startBackend();
+  const backend = await startBackend(pinPrefix(opts.pin, opts.loadCpu), ['--kind', opts.backend]);
+  children.push(backend.child);
   const targets = { direct: { url: `http://127.0.0.1:${backend.port}/bench` } };
 
   let gatewayPids;

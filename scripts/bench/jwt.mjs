@@ -11,7 +11,6 @@
 // --proxyCpu and measured one after the other, alternating, --repeat times; the backend, daemon and the
 // autocannon process (../gateway/load.mjs) run on --loadCpu. Every jwt request must be answered 200, so a
 // token that stopped verifying shows as non-2xx, not as speed.
-import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -23,9 +22,9 @@ import { cpuSeconds } from './xds-scale/proc.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { waitFor } from '../lib/wait.mjs';
 import { median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
+import { startBackend } from './gateway/backend-run.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
 const OPTIONS = {
   duration: { type: 'number', min: 0, default: 10, help: 'seconds measured per route and round' },
@@ -116,21 +115,8 @@ for (const b of ['pilot-discovery', 'pilot-agent']) if (!existsSync(binary(b))) 
 const work = mkdtempSync(path.join(tmpdir(), 'mesh-jwt-bench-'));
 const issuer = await startIssuer({ port: 0 });
 try {
-  const backend = spawn(
-    ...(() => {
-      const argv = [...pin(opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs')];
-      return [argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] }];
-    })(),
-  );
+  const { child: backend, port: backendPort } = await startBackend(pin(opts.loadCpu));
   children.push(backend);
-  let bout = '';
-  backend.stdout.on('data', (d) => (bout += d));
-  await waitFor(
-    () => `the backend did not start: ${bout}`,
-    () => /listening (\d+)/.test(bout),
-    { timeoutMs: 10_000, intervalMs: 100 },
-  );
-  const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
 
   const ports = { plain: await freePort(), jwt: await freePort() };
   const configDir = path.join(work, 'config');

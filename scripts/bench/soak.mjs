@@ -51,6 +51,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
+import { startBackend } from './gateway/backend-run.mjs';
 import { runLoad } from './gateway/load-run.mjs';
 import { childPids, cmdline, startGateway, writeGatewayConfig, stopProcesses, programLinks } from './gateway/mesh.mjs';
 import { freePort } from '../lib/ports.mjs';
@@ -247,21 +248,6 @@ function otherProcesses(ours) {
   return out;
 }
 
-/** Spawns the backend and resolves once it printed `listening <port>`. */
-async function startBackend() {
-  const argv = [...ulimitPrefix(), ...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs'), '--kind', opts.backend];
-  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  await waitFor(
-    () => /listening (\d+)/.test(out),
-    10_000,
-    () => `the backend did not start: ${out}`,
-  );
-  return { child, port: Number(/listening (\d+)/.exec(out)[1]) };
-}
-
 const mib = (b) => (b / 1048576).toFixed(1);
 const fmt = (x, d = 2) => (Number.isFinite(x) ? x.toFixed(d) : '-');
 const list = (o) =>
@@ -320,7 +306,8 @@ async function main() {
   );
   console.log(`gateway: ${agentCommand.join(' ')}`);
 
-  const backend = await startBackend();
+  const backend = await startBackend([...ulimitPrefix(), ...pinPrefix(opts.pin, opts.loadCpu)], ['--kind', opts.backend]);
+  children.push(backend.child);
   const configDir = path.join(workDir, 'config');
   const gwDir = path.join(workDir, 'gateway');
   mkdirSync(configDir);

@@ -21,12 +21,12 @@ import path from 'node:path';
 import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
 import { freePort } from '../lib/ports.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { startBackend } from './gateway/backend-run.mjs';
 import { runLoad } from './gateway/load-run.mjs';
 import { programLinks, stopProcesses } from './gateway/mesh.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
 const OPTIONS = {
   services: { type: 'integer', min: 1, default: 1000, help: 'services (virtual hosts and clusters) in each engine' },
@@ -132,20 +132,6 @@ function bootstrap(o) {
   };
 }
 
-async function startBackend(opts) {
-  const argv = [...pinPrefix(opts.pin, opts.loadCpu), process.execPath, path.join(HERE, 'backend.mjs')];
-  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  let out = '';
-  child.stdout.on('data', (d) => (out += d));
-  await waitFor(
-    () => `the backend did not start: ${out}`,
-    () => /listening (\d+)/.test(out),
-    { timeoutMs: 10_000, intervalMs: 100 },
-  );
-  return Number(/listening (\d+)/.exec(out)[1]);
-}
-
 /** GET with node:http (fetch does not let a caller set Host). */
 function get(url, headers = {}) {
   return new Promise((resolve, reject) => {
@@ -219,7 +205,8 @@ async function main() {
       `telemetry cost, node ${process.version}, ${availableParallelism()} cpus (${cpus()[0]?.model ?? '?'}), ${new Date().toISOString()}; ` +
         `${opts.services} services; ${opts.connections} connections × ${opts.duration} s × ${opts.rounds} rounds; ${opts.pin ? `engines on cpu ${opts.proxyCpu}, load on cpu ${opts.loadCpu}` : 'not pinned'}`,
     );
-    const backend = await startBackend(opts);
+    const { child: backendChild, port: backend } = await startBackend(pinPrefix(opts.pin, opts.loadCpu));
+    children.push(backendChild);
     const on = await startEngine(opts, dir, agentCommand, backend, true);
     const off = await startEngine(opts, dir, agentCommand, backend, false);
 

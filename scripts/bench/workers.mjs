@@ -11,7 +11,7 @@
 // Everything on loopback with ephemeral ports: the backend (./gateway/backend.mjs), `pilot-discovery
 // discovery --configDir` with a Gateway, VirtualService and ServiceEntry for it, and per measurement a
 // fresh autocannon process (./gateway/load.mjs).
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
@@ -22,9 +22,9 @@ import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
 import { parseOptions } from '../lib/bench.mjs';
+import { startBackend } from './gateway/backend-run.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
-const HERE = path.join(ROOT, 'scripts', 'bench', 'gateway');
 
 const OPTIONS = {
   workers: { type: 'list', of: 'integer', min: 1, default: [1, 2], help: 'worker counts measured, interleaved' },
@@ -82,17 +82,8 @@ async function main() {
         : `not pinned (everything shares ${ncpu} cpus: the rps ratio cannot show scaling; rps per proxy core-second can)`),
   );
 
-  const bargv = [...loadPrefix, process.execPath, path.join(HERE, 'backend.mjs'), '--kind', o.backend];
-  const backend = spawn(bargv[0], bargv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  const { child: backend, port: backendPort } = await startBackend(loadPrefix, ['--kind', o.backend]);
   children.push(backend);
-  let bout = '';
-  backend.stdout.on('data', (d) => (bout += d));
-  await waitFor(
-    () => `the backend did not start: ${bout}`,
-    () => /listening (\d+)/.test(bout),
-    { timeoutMs: 10_000, intervalMs: 100 },
-  );
-  const backendPort = Number(/listening (\d+)/.exec(bout)[1]);
 
   const configDir = path.join(workDir, 'config');
   mkdirSync(configDir);
