@@ -13,9 +13,10 @@ import { TlsContext } from '../tls/context';
 import type { SecretManager } from '../tls/secrets';
 import { compileChainMatch, type CompiledChainMatch } from './chain-match';
 import { NetworkRbac, TcpProxy } from './tcp-proxy';
-import { IstioNetworkStats, type ConnectionObserver } from './istio-network';
+import { IstioNetworkStats, TcpChainFilters, type ConnectionObserver } from './istio-network';
 import { unwrapTypedStruct } from '../http/typed-struct';
-import { MetadataExchangeSchema } from '../../gen/envoy/tcp/metadataexchange/config/metadata_exchange_pb';
+import { exchangeConfig, type ExchangeConfig } from '../istio/tcp-exchange';
+import { NO_LOCAL_INFO } from '../common/local-info';
 import type { Any } from '@bufbuild/protobuf/wkt';
 
 const HCM = 'type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager';
@@ -63,7 +64,7 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
   }
   const rbac: NetworkRbac[] = [];
   const observers: ConnectionObserver[] = [];
-  let exchange = false;
+  let exchange: ExchangeConfig | undefined;
   let hcm: HcmRuntime | undefined;
   let tcp: TcpProxy | undefined;
   try {
@@ -89,16 +90,22 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
             throw new ConfigError(
               `Error: terminal filter named ${f.name} of type envoy.filters.network.tcp_proxy must be the last filter in a network filter chain.`,
             );
-          tcp = new TcpProxy(any, fw, x.deps.stats, x.deps.clusters, x.log, x.deps.upstreamCall, observers);
+          tcp = new TcpProxy(
+            any,
+            fw,
+            x.deps.stats,
+            x.deps.clusters,
+            x.log,
+            x.deps.upstreamCall,
+            new TcpChainFilters(observers, exchange, x.deps.local ?? NO_LOCAL_INFO),
+          );
           break;
         case ISTIO_MX:
         case ISTIO_STATS:
           if (last)
             throw new ConfigError(`Error: non-terminal filter named ${f.name} of type ${f.name} is the last filter in a network filter chain.`);
-          if (any.typeUrl === ISTIO_MX) {
-            if (!anyUnpack(any, MetadataExchangeSchema)) throw new ConfigError(`${fw}: cannot decode ${any.typeUrl}`);
-            exchange = true;
-          } else observers.push(istioNetworkStats(any, fw, x, exchange));
+          if (any.typeUrl === ISTIO_MX) exchange = exchangeConfig(any, fw, x.deps.stats);
+          else observers.push(istioNetworkStats(any, fw, x));
           break;
         case NET_RBAC:
           if (last)
@@ -119,10 +126,10 @@ export function compileFilterChain(fc: FilterChain, where: string, x: ChainConte
   return { name: fc.name, match, tls: tlsCtx, rbac, hcm, tcp };
 }
 
-function istioNetworkStats(any: Any, where: string, x: ChainContext, exchange: boolean): IstioNetworkStats {
+function istioNetworkStats(any: Any, where: string, x: ChainContext): IstioNetworkStats {
   const d = x.deps;
   const direction = d.trafficDirection === 1 ? 'inbound' : d.trafficDirection === 2 ? 'outbound' : 'unspecified';
-  return new IstioNetworkStats(any, where, d.stats, d.local?.metadata ?? {}, direction, exchange, (c) => d.clusters.get(c)?.metadata);
+  return new IstioNetworkStats(any, where, d.stats, d.local?.metadata ?? {}, direction, (c) => d.clusters.get(c)?.metadata);
 }
 
 export function releaseChain(c: CompiledChain): void {

@@ -17,7 +17,7 @@ import { plainIp, StreamInfo, type DownstreamConnectionInfo } from '../stream-in
 import { joinHostPort } from '../../lib/hostport';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import { connectUpstream, readyEvent } from '../upstream/pool';
-import type { ConnectionObserver } from './istio-network';
+import type { TcpChainFilters } from './istio-network';
 import { upstreamIdentities } from '../tls/identities';
 
 /** Envoy statPrefixJoin: `a.` + `b` and `a` + `b` both give `a.b`. */
@@ -92,9 +92,9 @@ export class TcpProxy {
     stats: StatsStore,
     private readonly clusters: ClusterManager,
     private readonly log: Logger,
-    call?: ClusterCall,
-    /** Network filters before this one that watch its connections (Istio's istio.stats). */
-    private readonly observers: readonly ConnectionObserver[] = [],
+    call: ClusterCall | undefined,
+    /** Istio's network filters before this one (istio.stats, istio.metadata_exchange) and the node they describe. */
+    private readonly filters: TcpChainFilters,
   ) {
     const t = anyUnpack(any, TcpProxySchema);
     if (!t) throw new ConfigError(`${where}: cannot decode ${any.typeUrl}`);
@@ -145,10 +145,10 @@ export class TcpProxy {
       info.endHr = performance.now();
       for (const l of this.accessLogs) l({ info });
     };
-    const trackers = this.observers.length === 0 ? undefined : this.observers.map((o) => o.open(info));
+    const filters = this.filters.open(info);
     down.once('close', () => {
       this.s.active.dec();
-      if (trackers) for (const t of trackers) t.closed();
+      filters.closed();
       log();
     });
     const name = this.pickCluster();
@@ -160,6 +160,16 @@ export class TcpProxy {
       return;
     }
     info.upstreamCluster = cluster.name;
+    const received = (n: number) => {
+      info.bytesReceived += n;
+      this.s.rxBytes.inc(n);
+    };
+    const sent = (n: number) => {
+      info.bytesSent += n;
+      this.s.txBytes.inc(n);
+    };
+    // an exchange on either side takes its bytes off the stream: tcp_proxy counts what is left
+    const exchanges = filters.exchanges(cluster.exchange);
     let attempts = 0;
     const connect = (): void => {
       attempts++;
@@ -187,18 +197,18 @@ export class TcpProxy {
       up.once(readyEvent(up), () => {
         connected = true;
         info.upstreamTls = upstreamIdentities(up, host!.key);
-        if (trackers) for (const t of trackers) t.connected();
+        filters.connected();
         // %UPSTREAM_LOCAL_ADDRESS%
         if (up.localAddress) info.upstreamLocalAddress = joinHostPort(plainIp(up.localAddress), up.localPort ?? 0);
-        if (head && head.length > 0) up.write(head);
-        down.pipe(up);
-        up.pipe(down);
+        if (exchanges) filters.splice(down, up, head, cluster.exchange, { received, sent });
+        else {
+          if (head && head.length > 0) up.write(head);
+          down.pipe(up);
+          up.pipe(down);
+        }
         down.resume();
       });
-      up.on('data', (d: Buffer) => {
-        info.bytesSent += d.length;
-        this.s.txBytes.inc(d.length);
-      });
+      if (!exchanges) up.on('data', (d: Buffer) => sent(d.length));
       up.on('error', (e: Error) => {
         if (!connected) {
           this.log.debug(`tcp_proxy: connect to ${host!.key} failed: ${e.message}`);
@@ -222,10 +232,7 @@ export class TcpProxy {
         down.destroy();
       });
     };
-    down.on('data', (d: Buffer) => {
-      info.bytesReceived += d.length;
-      this.s.rxBytes.inc(d.length);
-    });
+    if (!exchanges) down.on('data', (d: Buffer) => received(d.length));
     down.pause();
     connect();
   }

@@ -30,6 +30,7 @@ import { TransportSocketMatcher, type UpstreamTransport } from './transport-sock
 import { ipFamily } from '../../lib/ip';
 import { WeakInterner } from '../../lib/intern';
 import { joinHostPort } from '../../lib/hostport';
+import { upstreamExchange, type ExchangeConfig } from '../istio/tcp-exchange';
 
 export type ClusterType = 'STATIC' | 'STRICT_DNS' | 'LOGICAL_DNS' | 'EDS' | 'ORIGINAL_DST';
 export type UpstreamProtocol = 'http1' | 'http2' | 'downstream';
@@ -243,6 +244,8 @@ export class UpstreamCluster {
   /** filter_metadata, without what nothing in the engine reads (see keptMetadata). */
   readonly metadata: JsonObject | undefined;
   readonly useHttpHeaderForOriginalDst: string | undefined;
+  /** Cluster.filters: Istio's upstream metadata exchange on the connections tcp_proxy makes. */
+  readonly exchange: ExchangeConfig | undefined;
   readonly ready: Promise<void>;
   hosts: Host[] = [];
   /** In-flight counts for circuit breaking. */
@@ -353,6 +356,7 @@ export class UpstreamCluster {
         ? proto.lbConfig.value.httpHeaderName.toLowerCase() || 'x-envoy-original-dst-host'
         : undefined;
     this.stats = new ClusterStats(scope);
+    this.exchange = upstreamExchange(proto.filters, where, deps.stats);
     const random = deps.random ?? Math.random;
     this.lb = new LoadBalancer({
       policy,

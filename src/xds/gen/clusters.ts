@@ -2,6 +2,7 @@
 // cluster.go, cluster_builder.go, cluster_traffic_policy.go): discovery type from the service's
 // resolution, DestinationRule traffic policy (port-level and subset overrides) → load balancer,
 // circuit breakers, outlier detection, upstream TLS and HTTP protocol options.
+import { supports } from '../../discovery/capabilities';
 import { create } from '@bufbuild/protobuf';
 import type { JsonObject } from '@bufbuild/protobuf';
 import type { ConnectionPoolSettings, LoadBalancerSettings, OutlierDetection, TrafficPolicy } from '../../config/types';
@@ -338,7 +339,8 @@ function applyUpstreamTls(
       drWithSelector: !!dr?.workloadSelector,
       externalRegistry: service.registry === 'External',
       serviceAccounts: service.serviceAccounts,
-      metadataExchange: o.metadataExchange,
+      // as on inbound chains (lds.ts): no istio-peer-exchange offered by a proxy that cannot speak it
+      metadataExchange: o.metadataExchange && supports(ctx.proxy.capabilities, 'metadataExchange'),
       disableMxAlpn: o.disableMxAlpn,
       alpnInsteadOfFilter: o.alpnFilter ? alpnInsteadOfFilter(ctx.proxy.capabilities, upstreamHttp(c, port)) : undefined,
     });

@@ -1,6 +1,7 @@
 // Listeners: gateways (one `0.0.0.0_<port>` listener per Gateway server port, Istio
 // buildGatewayListeners), sidecars (virtualOutbound 15001, virtualInbound 15006 and per-port outbound
 // listeners) and proxyless gRPC clients (api_listeners `<host>:<port>`, Istio grpcgen/lds.go).
+import { supports } from '../../discovery/capabilities';
 import { create } from '@bufbuild/protobuf';
 import { hostMatches, isIp } from '../../discovery/host';
 import { autoAddressForProxy } from '../../discovery/auto-allocate';
@@ -232,7 +233,9 @@ function listenerProtocol(p: Service['ports'][number]['protocol']): ListenerProt
 function inboundChains(push: PushContext, proxy: Proxy, cc: InboundChainConfig, mode: MutualTlsMode, opts: ListenerBuildOptions): FilterChain[] {
   const tlsOpts = {
     trustDomains: [push.options.trustDomain],
-    metadataExchange: push.options.metadataExchange,
+    // a proxy without the exchange filter (upstream Envoy) must not agree to istio-peer-exchange: its peer would
+    // send exchange bytes it passes to the application
+    metadataExchange: push.options.metadataExchange && supports(proxy.capabilities, 'metadataExchange'),
     disableMxAlpn: push.options.disableMxAlpn,
   };
   const httpTls = buildInboundTls(mode, false, tlsOpts);
