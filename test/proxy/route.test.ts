@@ -328,6 +328,13 @@ t.test('redirect locations (Envoy newUri)', async (t) => {
     ['path redirect keeps query', { path_redirect: '/new' }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new?x=1'],
     ['path redirect with its own query', { path_redirect: '/new?y=2' }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new?y=2'],
     ['strip query', { path_redirect: '/new', strip_query: true }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new'],
+    // Istio sets path_redirect to the VirtualService's redirect.uri, '' when absent: Envoy then keeps the path
+    [
+      'empty path redirect keeps the path',
+      { scheme_redirect: 'https', path_redirect: '' },
+      { authority: 'a.com', path: '/p?q' },
+      'https://a.com/p?q',
+    ],
     ['prefix rewrite', { prefix_rewrite: '/v2/' }, { authority: 'a.com', path: '/v1/items?x' }, 'http://a.com/v2/items?x'],
     [
       'https port 443 dropped for http',
