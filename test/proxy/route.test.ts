@@ -7,6 +7,7 @@ import { RouteConfigurationSchema } from '../../src/gen/envoy/config/route/v3/ro
 import { RequestHeaders } from '../../src/proxy/codec/headers';
 import { compileRouteConfiguration, selectRoute } from '../../src/proxy/route/compile';
 import { pickWeighted, redirectLocation, rewritePath } from '../../src/proxy/route/action';
+import { expectedTimeoutMs } from '../../src/proxy/http/router';
 import { applyRequestOps, applyResponseOps } from '../../src/proxy/route/header-ops';
 import type { CompiledRouteConfig, RouteRequest } from '../../src/proxy/route/types';
 import { ResponseHeaders } from '../../src/proxy/codec/headers';
@@ -328,6 +329,13 @@ t.test('redirect locations (Envoy newUri)', async (t) => {
     ['path redirect keeps query', { path_redirect: '/new' }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new?x=1'],
     ['path redirect with its own query', { path_redirect: '/new?y=2' }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new?y=2'],
     ['strip query', { path_redirect: '/new', strip_query: true }, { authority: 'a.com', path: '/old?x=1' }, 'http://a.com/new'],
+    // Istio sets path_redirect to the VirtualService's redirect.uri, '' when absent: Envoy then keeps the path
+    [
+      'empty path redirect keeps the path',
+      { scheme_redirect: 'https', path_redirect: '' },
+      { authority: 'a.com', path: '/p?q' },
+      'https://a.com/p?q',
+    ],
     ['prefix rewrite', { prefix_rewrite: '/v2/' }, { authority: 'a.com', path: '/v1/items?x' }, 'http://a.com/v2/items?x'],
     [
       'https port 443 dropped for http',
@@ -626,4 +634,16 @@ t.test('routes with the same retry policy share one compiled policy; no upgrade_
   t.equal(action('c').retry!.numRetries, 3);
   t.equal(action('a').upgradeTypes, action('b').upgradeTypes, 'no upgrade_configs: the shared empty map');
   t.same([...action('e').upgradeTypes], [['websocket', true]]);
+});
+
+t.test('x-envoy-expected-rq-timeout-ms (Envoy finalTimeout): the per-try time-out when shorter or the only one', async (t) => {
+  for (const [global, perTry, want] of [
+    [15000, 0, 15000],
+    [0, 2000, 2000], // Istio's routes have timeout 0s: a VirtualService retry's perTryTimeout is what is sent
+    [300, 100, 100],
+    [300, 300, 300],
+    [300, 500, 300], // a per-try time-out at or beyond the route's is ignored
+    [0, 0, 0], // no header
+  ] as const)
+    t.equal(expectedTimeoutMs(global, perTry), want, `route ${global} ms, per try ${perTry} ms`);
 });

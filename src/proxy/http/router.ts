@@ -443,7 +443,8 @@ class UpstreamExchange implements BodyReader {
       if (v !== undefined) headers[k] = v;
     }
     if (!this.opts.suppressEnvoyHeaders) {
-      if (this.timeoutMs > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(this.retry?.perTryTimeoutMs || this.timeoutMs);
+      const expected = expectedTimeoutMs(this.timeoutMs, this.retry?.perTryTimeoutMs ?? 0);
+      if (expected > 0) headers['x-envoy-expected-rq-timeout-ms'] = String(expected);
       if (this.sel.vhost.includeRequestAttemptCount) headers['x-envoy-attempt-count'] = String(this.attempt);
     }
     if (s.trace) s.trace.upstream(s, headers, c.name, host.key, this.attempt);
@@ -774,4 +775,14 @@ export function parseHostPort(v: string, defaultPort: number): { address: string
   host = plainIp(host);
   if (host === 'localhost') host = '127.0.0.1';
   return { address: host, port };
+}
+
+/**
+ * The x-envoy-expected-rq-timeout-ms value (Envoy FilterUtility::finalTimeout and setTimeoutHeaders, no hedging): the
+ * per-try time-out when there is one shorter than the route's (or the route has none), else the route's; 0 sends
+ * no header.
+ */
+export function expectedTimeoutMs(globalMs: number, perTryMs: number): number {
+  const perTry = perTryMs > 0 && (globalMs === 0 || perTryMs < globalMs) ? perTryMs : 0;
+  return perTry || globalMs;
 }

@@ -235,7 +235,8 @@ export function compileRedirect(r: RedirectProto, where: string): RedirectAction
   let pathRedirect: string | undefined;
   let pathRewrite: PathRewrite = { kind: 'none' };
   const p = r.pathRewriteSpecifier;
-  if (p.case === 'pathRedirect') pathRedirect = p.value;
+  // Envoy's newUri uses path_redirect only when non-empty (Istio sends '' for a redirect without uri)
+  if (p.case === 'pathRedirect' && p.value !== '') pathRedirect = p.value;
   else if (p.case === 'prefixRewrite') pathRewrite = { kind: 'prefix', value: p.value };
   else if (p.case === 'regexRewrite')
     pathRewrite = { kind: 'regex', ...regexRewrite(p.value.pattern?.regex, p.value.substitution, `${where}.regex_rewrite`) };
