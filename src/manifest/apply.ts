@@ -4,6 +4,7 @@
 import { CommandError, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
 import { buildInfo } from '../lib/buildinfo';
+import { confirm } from '../meshctl/confirm';
 import { apiStatus, meshctlOrchClient } from '../meshctl/orch';
 import { COMPONENT_TEXT, objectRef, type InstallPlan } from './plan';
 import type { Obj } from './render';
@@ -80,26 +81,6 @@ async function serverSideApply(client: OrchClient, o: Obj): Promise<void> {
       `failed to update resource with server-side apply for obj ${o.kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name}: ${(e as Error).message}`,
     );
   }
-}
-
-function confirm(ctx: RunContext, prompt: string): Promise<boolean> {
-  ctx.stdout.write(prompt + ' ');
-  return new Promise((resolve) => {
-    let buf = '';
-    const onData = (d: Buffer) => {
-      buf += d.toString();
-      if (buf.includes('\n')) done();
-    };
-    const done = () => {
-      process.stdin.off('data', onData);
-      process.stdin.off('end', done);
-      process.stdin.pause();
-      resolve(/^y(es)?$/i.test(buf.trim()));
-    };
-    process.stdin.on('data', onData);
-    process.stdin.on('end', done);
-    process.stdin.resume();
-  });
 }
 
 /** Why each Deployment/DaemonSet among `objects` is not ready yet (empty when all are). */

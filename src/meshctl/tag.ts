@@ -1,21 +1,25 @@
 // `meshctl tag generate <tag> --revision <rev>` (istioctl tag generate): the MutatingWebhookConfiguration and
 // the Service of a revision tag, built from the revision's own injection webhook found in the cluster (its CA
 // bundle, service, path and reinvocation policy), as Istio's revision-tags chart templates render them; for the
-// `default` tag also the cluster-wide ValidatingWebhookConfiguration.
-import { CommandError, flagBool, flagString, type Handler } from '../cli/context';
+// `default` tag also the cluster-wide ValidatingWebhookConfiguration. Differs on purpose: the tag's webhook also
+// answers Istio's `istio.io/rev=<tag>` label (two more webhooks), since mesh accepts Istio's labels beside its own.
+import { CommandError, flagBool, flagString, type Handler, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
 import { buildInfo } from '../lib/buildinfo';
 import { jsonToGoYaml } from '../lib/goyaml';
-import { apiStatus, meshctlOrchClient } from './orch';
+import { apiStatus } from './orch';
+import { withOrch } from './orch-errors';
 
-const REV = 'mesh.io/rev';
-const TAG = 'mesh.io/tag';
+export const REV = 'mesh.io/rev';
+export const ISTIO_REV = 'istio.io/rev';
+const ISTIO_NS_INJECTION = 'istio-injection';
+export const TAG = 'mesh.io/tag';
 const INJECTION_SUFFIX = 'sidecar-injector.mesh.io';
 const INJECT_LABEL = 'sidecar.mesh.io/inject';
 const NS_INJECTION = 'mesh-injection';
 const SYSTEM_NAMESPACES = ['kube-system', 'kube-public', 'kube-node-lease', 'local-path-storage'];
 
-type Obj = Record<string, any>;
+export type Obj = Record<string, any>;
 
 /** What the tag's webhook copies from the revision's canonical injection webhook. */
 export interface CanonicalWebhook {
@@ -101,6 +105,18 @@ export function tagWebhook(c: CanonicalWebhook, o: TagOptions): Obj {
   const webhooks = [
     core('rev.namespace.', [expr(REV, 'In', [o.tag]), expr(NS_INJECTION, 'DoesNotExist')], [notDisabled]),
     core('rev.object.', [expr(REV, 'DoesNotExist'), expr(NS_INJECTION, 'DoesNotExist')], [notDisabled, expr(REV, 'In', [o.tag])]),
+    // Istio's label beside ours: a namespace (or pod) labelled istio.io/rev=<tag> reaches the same revision,
+    // unless it also carries mesh.io/rev (which the two webhooks above decide on).
+    core(
+      'istio-rev.namespace.',
+      [expr(ISTIO_REV, 'In', [o.tag]), expr(REV, 'DoesNotExist'), expr(NS_INJECTION, 'DoesNotExist'), expr(ISTIO_NS_INJECTION, 'DoesNotExist')],
+      [notDisabled],
+    ),
+    core(
+      'istio-rev.object.',
+      [expr(ISTIO_REV, 'DoesNotExist'), expr(REV, 'DoesNotExist'), expr(NS_INJECTION, 'DoesNotExist'), expr(ISTIO_NS_INJECTION, 'DoesNotExist')],
+      [notDisabled, expr(ISTIO_REV, 'In', [o.tag]), expr(REV, 'DoesNotExist')],
+    ),
   ];
   if (o.tag === 'default') {
     webhooks.push(core('namespace.', [expr(NS_INJECTION, 'In', ['enabled'])], [notDisabled]));
@@ -138,7 +154,7 @@ export function tagWebhook(c: CanonicalWebhook, o: TagOptions): Obj {
   return { apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration', metadata, webhooks };
 }
 
-const VALIDATOR = 'meshd-default-validator';
+export const VALIDATOR = 'meshd-default-validator';
 /** Both API groups are validated: mesh's own and Istio's, which mesh accepts beside them. */
 const VALIDATED_GROUPS = [
   'security.mesh.io',
@@ -231,61 +247,77 @@ export function tagService(revision: string, o: TagOptions): Obj {
   };
 }
 
-async function list(client: OrchClient, p: string, labelSelector: string): Promise<Obj[]> {
+export const MWC = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
+
+export async function list(client: OrchClient, p: string, labelSelector: string): Promise<Obj[]> {
   const res = (await client.getJson(p, { labelSelector })) as Obj;
   return (res.items ?? []) as Obj[];
 }
 
-export const generate: Handler = async (ctx) => {
-  if (ctx.args.length === 0) throw new CommandError('must provide a tag for modification');
-  if (ctx.args.length > 1) throw new CommandError('must provide a single tag for creation');
-  const tag = ctx.args[0]!;
+/**
+ * The objects of tag `tag` (istioctl's tag.Generate): its webhook, the default tag's validator, its Service. `forApply`
+ * adds the check `tag set` makes and `generate` does not: a tag may not take the name of a revision.
+ */
+export async function tagObjects(ctx: RunContext, client: OrchClient, tag: string, forApply: boolean): Promise<Obj[]> {
   const revision = flagString(ctx, 'revision');
   if (!ctx.changed.has('revision')) throw new CommandError('required flag(s) "revision" not set');
   const meshNamespace = flagString(ctx, 'meshNamespace') || 'mesh-system';
-  const client = await meshctlOrchClient(ctx, 'tag generate');
-  try {
-    const webhooks = await list(client, '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', `${REV}=${revision},!${TAG}`);
-    const services = await list(client, `/api/v1/namespaces/${encodeURIComponent(meshNamespace)}/services`, `${REV}=${revision},!${TAG},app=meshd`);
-    if (services.length > 1) {
-      throw new CommandError(`cannot modify tag: found multiple canonical services with revision "${revision}" in namespace "${meshNamespace}"`);
-    }
-    if (webhooks.length === 0 && services.length === 0) {
-      throw new CommandError(`cannot modify tag: cannot find MutatingWebhookConfiguration or Service with revision "${revision}"`);
-    }
-    if (webhooks.length > 1) throw new CommandError(`cannot modify tag: found multiple canonical webhooks or services with revision "${revision}"`);
-    if (webhooks.length === 0) throw new CommandError(`cannot modify tag: cannot find MutatingWebhookConfiguration with revision "${revision}"`);
-    if (!flagBool(ctx, 'overwrite')) {
-      const tagWebhooks = await list(client, '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', `${TAG}=${tag}`);
-      const tagServices = await list(client, `/api/v1/namespaces/${encodeURIComponent(meshNamespace)}/services`, `${TAG}=${tag}`);
-      if (tagWebhooks.length > 0 || tagServices.length > 0) throw new CommandError(`revision tag "${tag}" already exists, and --overwrite is false`);
-    }
-    let canonical: CanonicalWebhook;
-    try {
-      canonical = canonicalWebhook(webhooks[0]!);
-    } catch (e) {
-      throw new CommandError(`failed to create tag webhook config: ${(e as Error).message}`);
-    }
-    const opts: TagOptions = {
-      tag,
-      meshNamespace,
-      autoInjectNamespaces: flagBool(ctx, 'auto-inject-namespaces'),
-      webhookName: flagString(ctx, 'webhook-name'),
-    };
-    const docs = [jsonToGoYaml(tagWebhook(canonical, opts))];
-    if (tag === 'default') {
-      let existing: Obj | undefined;
-      try {
-        existing = (await client.getJson(`/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${VALIDATOR}`)) as Obj;
-      } catch (e) {
-        if (apiStatus(e) !== 404) throw new CommandError(`failed to create validating webhook config: ${(e as Error).message}`);
-      }
-      docs.push(jsonToGoYaml(defaultValidator(canonical, opts, existing)));
-    }
-    docs.push(jsonToGoYaml(tagService(canonical.revision, opts)));
-    ctx.stdout.write(docs.join('\n---\n'));
-    return 0;
-  } finally {
-    client.close();
+  const overwrite = flagBool(ctx, 'overwrite');
+  if (forApply && !overwrite && tag !== 'default') {
+    const collisions = await list(client, MWC, `${REV}=${tag},!${TAG}`);
+    if (collisions.length > 0) throw new CommandError(`cannot create revision tag "${tag}": found existing control plane revision with same name`);
   }
+  const webhooks = await list(client, MWC, `${REV}=${revision},!${TAG}`);
+  const services = await list(client, `/api/v1/namespaces/${encodeURIComponent(meshNamespace)}/services`, `${REV}=${revision},!${TAG},app=meshd`);
+  if (services.length > 1) {
+    throw new CommandError(`cannot modify tag: found multiple canonical services with revision "${revision}" in namespace "${meshNamespace}"`);
+  }
+  if (webhooks.length === 0 && services.length === 0) {
+    throw new CommandError(`cannot modify tag: cannot find MutatingWebhookConfiguration or Service with revision "${revision}"`);
+  }
+  if (webhooks.length > 1) throw new CommandError(`cannot modify tag: found multiple canonical webhooks or services with revision "${revision}"`);
+  if (webhooks.length === 0) throw new CommandError(`cannot modify tag: cannot find MutatingWebhookConfiguration with revision "${revision}"`);
+  if (!overwrite) {
+    const tagWebhooks = await list(client, MWC, `${TAG}=${tag}`);
+    const tagServices = await list(client, `/api/v1/namespaces/${encodeURIComponent(meshNamespace)}/services`, `${TAG}=${tag}`);
+    if (tagWebhooks.length > 0 || tagServices.length > 0) throw new CommandError(`revision tag "${tag}" already exists, and --overwrite is false`);
+  }
+  let canonical: CanonicalWebhook;
+  try {
+    canonical = canonicalWebhook(webhooks[0]!);
+  } catch (e) {
+    throw new CommandError(`failed to create tag webhook config: ${(e as Error).message}`);
+  }
+  const opts: TagOptions = {
+    tag,
+    meshNamespace,
+    autoInjectNamespaces: flagBool(ctx, 'auto-inject-namespaces'),
+    webhookName: flagString(ctx, 'webhook-name'),
+  };
+  const objects = [tagWebhook(canonical, opts)];
+  if (tag === 'default') {
+    let existing: Obj | undefined;
+    try {
+      existing = (await client.getJson(`/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${VALIDATOR}`)) as Obj;
+    } catch (e) {
+      if (apiStatus(e) !== 404) throw new CommandError(`failed to create validating webhook config: ${(e as Error).message}`);
+    }
+    objects.push(defaultValidator(canonical, opts, existing));
+  }
+  objects.push(tagService(canonical.revision, opts));
+  return objects;
+}
+
+/** The tag given as the one argument, with istioctl's texts for none or several. */
+export function tagArgument(ctx: RunContext): string {
+  if (ctx.args.length === 0) throw new CommandError('must provide a tag for modification');
+  if (ctx.args.length > 1) throw new CommandError('must provide a single tag for creation');
+  return ctx.args[0]!;
+}
+
+export const generate: Handler = async (ctx) => {
+  const tag = tagArgument(ctx);
+  const objects = await withOrch(ctx, 'tag generate', (client) => tagObjects(ctx, client, tag, false));
+  ctx.stdout.write(objects.map((o) => jsonToGoYaml(o)).join('\n---\n'));
+  return 0;
 };

@@ -3,6 +3,8 @@
 // reads and writes (plain HTTPS with the admin client certificate: the code under test has its own client).
 import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
+import { gunzipSync } from 'node:zlib';
+import { parseAllDocuments } from 'yaml';
 import https from 'node:https';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -80,6 +82,27 @@ export async function startKube(t: Teardown, o: KubeOptions = {}): Promise<Kube>
 /** Applies CRDs of `which` (istio|mesh|all) to the instance through ../shared/kube/crds.mjs. */
 export async function applyCrds(kube: Kube, which: 'istio' | 'mesh' | 'all'): Promise<void> {
   await run(process.execPath, [path.join(KUBE_DIR, 'crds.mjs'), 'apply', kube.kubeconfig, which], { timeout: 120_000 });
+}
+
+/**
+ * Applies the vendored Gateway API v1.3.0 CRDs (manifests/gateway-api, Istio 1.26's version) of `channel` and waits
+ * until each is Established.
+ */
+export async function applyGatewayApiCrds(kube: Kube, channel: 'standard' | 'experimental' = 'standard'): Promise<void> {
+  const file = path.join(REPO, 'manifests/gateway-api/v1.3.0', `${channel}-install.yaml.gz`);
+  const docs = parseAllDocuments(gunzipSync(readFileSync(file)).toString('utf8'))
+    .map((d) => d.toJS() as Obj | null)
+    .filter((d): d is Obj => !!d && d.kind === 'CustomResourceDefinition');
+  for (const crd of docs) await kube.api.apply(crd);
+  const deadline = Date.now() + 60_000;
+  for (const crd of docs) {
+    for (;;) {
+      const cur = await kube.api.get(objectPath(crd));
+      if ((cur.status?.conditions ?? []).some((c: Obj) => c.type === 'Established' && c.status === 'True')) break;
+      if (Date.now() > deadline) throw new Error(`CRD ${crd.metadata.name} not Established after 60 s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
 }
 
 export class KubeApiError extends Error {

@@ -82,8 +82,20 @@ t.test('tag generate', { skip: kubeUnavailable() }, async (t) => {
   t.match(mwc.metadata.labels, { 'mesh.io/tag': 'prod', 'mesh.io/rev': 'canary', app: 'sidecar-injector', team: 'platform' });
   t.same(
     mwc.webhooks.map((w: any) => w.name),
-    ['rev.namespace.sidecar-injector.mesh.io', 'rev.object.sidecar-injector.mesh.io'],
+    [
+      'rev.namespace.sidecar-injector.mesh.io',
+      'rev.object.sidecar-injector.mesh.io',
+      'istio-rev.namespace.sidecar-injector.mesh.io',
+      'istio-rev.object.sidecar-injector.mesh.io',
+    ],
   );
+  // Istio's istio.io/rev=<tag> reaches the tag too, unless mesh.io/rev decides.
+  t.same(mwc.webhooks[2].namespaceSelector.matchExpressions, [
+    { key: 'istio.io/rev', operator: 'In', values: ['prod'] },
+    { key: 'mesh.io/rev', operator: 'DoesNotExist' },
+    { key: 'mesh-injection', operator: 'DoesNotExist' },
+    { key: 'istio-injection', operator: 'DoesNotExist' },
+  ]);
   for (const w of mwc.webhooks) {
     t.same(w.clientConfig, { caBundle, service: { name: 'meshd-canary', namespace: 'mesh-system', path: '/inject/cluster/c1/net/n1', port: 443 } });
     t.equal(w.reinvocationPolicy, 'IfNeeded');
@@ -148,6 +160,8 @@ t.test('tag generate', { skip: kubeUnavailable() }, async (t) => {
     [
       'rev.namespace.sidecar-injector.mesh.io',
       'rev.object.sidecar-injector.mesh.io',
+      'istio-rev.namespace.sidecar-injector.mesh.io',
+      'istio-rev.object.sidecar-injector.mesh.io',
       'namespace.sidecar-injector.mesh.io',
       'object.sidecar-injector.mesh.io',
       'auto.sidecar-injector.mesh.io',
