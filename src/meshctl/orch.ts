@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { CommandError, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
+import { describeOrchFailure } from './orch-errors';
 
 /** The client configuration file meshctl would use, or undefined when none is given or present. */
 export function orchConfigPath(ctx: RunContext): string | undefined {
@@ -25,12 +26,34 @@ export async function meshctlOrchClient(ctx: RunContext, why: string): Promise<O
   }
   const context = typeof ctx.flags['context'] === 'string' ? (ctx.flags['context'] as string) : '';
   const { createOrchClient } = await import('../config/orch/client');
+  let client: OrchClient;
   try {
     // JSON is what this client speaks; saying so keeps the daemon's protobuf notice out of meshctl's output.
-    return await createOrchClient({ orchconfig: file, context: context || undefined, userAgent: 'meshctl', contentType: 'json' });
+    client = await createOrchClient({ orchconfig: file, context: context || undefined, userAgent: 'meshctl', contentType: 'json' });
   } catch (e) {
     throw new CommandError((e as Error).message);
   }
+  return withOneLineErrors(client, context ? `context "${context}" of ${file}` : file);
+}
+
+/**
+ * Every request of every meshctl command passes here: a server that cannot be reached, refuses the
+ * credentials or the permission becomes one line naming it (OrchAccessError, which keeps the status);
+ * answers the caller handles (404, 409…) pass through unchanged.
+ */
+export function withOneLineErrors(client: OrchClient, origin: string): OrchClient {
+  const mapped = async <T>(p: Promise<T>): Promise<T> => {
+    try {
+      return await p;
+    } catch (e) {
+      throw describeOrchFailure(client.server, origin, e) ?? e;
+    }
+  };
+  return {
+    ...client,
+    getJson: (p, query, signal) => mapped(client.getJson(p, query, signal)),
+    request: (method, p, opts) => mapped(client.request(method, p, opts)),
+  };
 }
 
 /** An API answer's status code, or undefined for a failure that never reached the server. */
