@@ -88,6 +88,8 @@ export function describeOrchFailure(server: string, origin: string, e: unknown):
     return new OrchAccessError(`the orchestrator API server ${server} denied permission (403 Forbidden): ${statusMessage(err)}`, 403);
   if (status === 400 && /HTTP request to an HTTPS server/i.test(err.message))
     return new OrchAccessError(`the orchestrator API server ${server} speaks TLS: its address in ${origin} must start with https://`, 400);
+  if (status === 429 || status >= 500)
+    return new OrchAccessError(`the orchestrator API server ${server} failed: ${err.message.split('\n')[0]}`, status);
   return undefined;
 }
 

@@ -19,12 +19,12 @@ export function orchConfigPath(ctx: RunContext): string | undefined {
 }
 
 /** A client for the cluster, or a CommandError saying why there is none. */
-export async function meshctlOrchClient(ctx: RunContext, why: string): Promise<OrchClient> {
+export async function meshctlOrchClient(ctx: RunContext, why: string, contextOverride?: string): Promise<OrchClient> {
   const file = orchConfigPath(ctx);
   if (!file) {
     throw new CommandError(`${why} needs the orchestrator API: no client configuration (give --orchconfig, or set ORCHCONFIG or KUBECONFIG)`);
   }
-  const context = typeof ctx.flags['context'] === 'string' ? (ctx.flags['context'] as string) : '';
+  const context = contextOverride ?? (typeof ctx.flags['context'] === 'string' ? (ctx.flags['context'] as string) : '');
   const { createOrchClient } = await import('../config/orch/client');
   let client: OrchClient;
   try {
@@ -36,23 +36,33 @@ export async function meshctlOrchClient(ctx: RunContext, why: string): Promise<O
   return withOneLineErrors(client, context ? `context "${context}" of ${file}` : file);
 }
 
+const RETRIES_429 = 10;
+
 /**
  * Every request of every meshctl command passes here: a server that cannot be reached, refuses the
  * credentials or the permission becomes one line naming it (OrchAccessError, which keeps the status);
  * answers the caller handles (404, 409…) pass through unchanged.
  */
 export function withOneLineErrors(client: OrchClient, origin: string): OrchClient {
-  const mapped = async <T>(p: Promise<T>): Promise<T> => {
-    try {
-      return await p;
-    } catch (e) {
-      throw describeOrchFailure(client.server, origin, e) ?? e;
+  const mapped = async <T>(call: () => Promise<T>): Promise<T> => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (e) {
+        // client-go retries 429 (the server did not process the request: a CRD's storage still starting,
+        // priority-and-fairness queues full) up to 10 times, a second apart without Retry-After.
+        if (apiStatus(e) === 429 && attempt < RETRIES_429) {
+          await new Promise((r) => setTimeout(r, 1000));
+          continue;
+        }
+        throw describeOrchFailure(client.server, origin, e) ?? e;
+      }
     }
   };
   return {
     ...client,
-    getJson: (p, query, signal) => mapped(client.getJson(p, query, signal)),
-    request: (method, p, opts) => mapped(client.request(method, p, opts)),
+    getJson: (p, query, signal) => mapped(() => client.getJson(p, query, signal)),
+    request: (method, p, opts) => mapped(() => client.request(method, p, opts)),
   };
 }
 
@@ -76,4 +86,10 @@ export async function findObject(client: OrchClient, p: string): Promise<Record<
     if (apiStatus(e) === 404) return undefined;
     throw e;
   }
+}
+
+/** The namespace of the client configuration's current context (kubectl's default namespace), or ''. */
+export function contextNamespace(client: OrchClient): string {
+  const kc = client.kubeConfig;
+  return kc.getContextObject(kc.getCurrentContext())?.namespace ?? '';
 }
