@@ -19,30 +19,17 @@
 //   whole burst; PILOT_ENABLE_EDS_DEBOUNCE=false pushes endpoint changes as they come.
 // The API server's own population time and request rate are printed too (they are not the daemon's).
 import { execFile, fork } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import https from 'node:https';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { RssSampler, rssBytes, cpuSeconds } from './xds-scale/proc.mjs';
 import { parseOptions } from '../lib/bench.mjs';
+import { Api, kubeDir, pool, readEnv } from '../lib/kube.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
 const PROXY = path.join(ROOT, 'scripts', 'bench', 'orch-scale', 'proxy.mjs');
 const run = promisify(execFile);
-
-function kubeDir() {
-  for (const c of [path.resolve(ROOT, '../shared/kube'), '/work/shared/kube']) {
-    try {
-      readFileSync(path.join(c, 'start'));
-      return c;
-    } catch {
-      // next
-    }
-  }
-  throw new Error('../shared/kube not found beside the checkout');
-}
 
 const OPTIONS = {
   services: { type: 'integer', min: 1, default: 5000, help: 'Services in the cluster' },
@@ -52,54 +39,6 @@ const OPTIONS = {
   keep: { type: 'boolean', help: 'leave the API server running for --reuse' },
   reuse: { type: 'string', default: '', help: 'an API server left by --keep with the same --services/--podsPerService: no population' },
 };
-
-// ---- the API server ----------------------------------------------------------------------------
-
-class Api {
-  constructor(env, concurrency) {
-    this.url = env.API_URL;
-    this.agent = new https.Agent({
-      ca: readFileSync(env.KUBE_CA),
-      cert: readFileSync(env.KUBE_CLIENT_CERT),
-      key: readFileSync(env.KUBE_CLIENT_KEY),
-      keepAlive: true,
-      maxSockets: concurrency,
-    });
-    this.requests = 0;
-  }
-
-  request(method, p, body, contentType = 'application/json') {
-    this.requests++;
-    return new Promise((resolve, reject) => {
-      const payload = body === undefined ? undefined : JSON.stringify(body);
-      const req = https.request(
-        new URL(this.url + p),
-        { method, agent: this.agent, headers: payload ? { 'content-type': contentType } : {} },
-        (res) => {
-          let text = '';
-          res.setEncoding('utf8');
-          res.on('data', (d) => (text += d));
-          res.on('end', () =>
-            res.statusCode >= 200 && res.statusCode < 300
-              ? resolve(text)
-              : reject(new Error(`${method} ${p}: ${res.statusCode} ${text.slice(0, 300)}`)),
-          );
-        },
-      );
-      req.on('error', reject);
-      req.end(payload);
-    });
-  }
-}
-
-/** Runs `tasks` (functions returning promises) `limit` at a time. */
-async function pool(tasks, limit) {
-  let next = 0;
-  const worker = async () => {
-    while (next < tasks.length) await tasks[next++]();
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, tasks.length) }, worker));
-}
 
 const nsOf = (i, o) => `bench-${String(Math.floor(i / o.servicesPerNamespace)).padStart(3, '0')}`;
 const svcName = (i) => `svc-${String(i).padStart(5, '0')}`;
@@ -217,12 +156,7 @@ async function main() {
     kubeconfig = stdout.trim().split('\n').pop();
   }
   const dir = path.dirname(kubeconfig);
-  const env = Object.fromEntries(
-    readFileSync(path.join(dir, 'env'), 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]),
-  );
+  const env = readEnv(dir);
   const api = new Api(env, o.concurrency);
   let daemon;
   let proxy;

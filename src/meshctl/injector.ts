@@ -6,7 +6,7 @@ import { type Handler, type RunContext } from '../cli/context';
 import type { OrchClient } from '../config/orch/client';
 import { labelSelectorMatches } from '../config/meshconfig';
 import { TabWriter } from '../lib/tabwriter';
-import { contextNamespace, withOrch } from './orch-errors';
+import { commandNamespace, withOrch } from './orch';
 
 type Obj = Record<string, any>;
 
@@ -130,7 +130,7 @@ async function report(ctx: RunContext, client: OrchClient): Promise<string> {
     .filter((n) => !IGNORED.includes(n.metadata.name) && n.metadata.name !== meshNamespace)
     .sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1));
   if (ctx.flags['namespace']) {
-    const only = contextNamespace(ctx, client);
+    const only = commandNamespace(ctx, client);
     const found = namespaces.find((n) => n.metadata.name === only);
     if (found) namespaces = [found];
   }

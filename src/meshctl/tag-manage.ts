@@ -9,8 +9,7 @@ import type { OrchClient } from '../config/orch/client';
 import { jsonToGoYaml } from '../lib/goyaml';
 import { TabWriter } from '../lib/tabwriter';
 import { confirm } from './confirm';
-import { apiStatus } from './orch';
-import { withOrch } from './orch-errors';
+import { apiStatus, withOrch } from './orch';
 import { ISTIO_REV, list, MWC, REV, TAG, tagArgument, tagObjects, VALIDATOR, type Obj } from './tag';
 
 const FIELD_MANAGER = 'meshctl';

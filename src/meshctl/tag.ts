@@ -7,8 +7,7 @@ import { CommandError, flagBool, flagString, type Handler, type RunContext } fro
 import type { OrchClient } from '../config/orch/client';
 import { buildInfo } from '../lib/buildinfo';
 import { jsonToGoYaml } from '../lib/goyaml';
-import { apiStatus } from './orch';
-import { withOrch } from './orch-errors';
+import { apiStatus, withOrch } from './orch';
 
 export const REV = 'mesh.io/rev';
 export const ISTIO_REV = 'istio.io/rev';

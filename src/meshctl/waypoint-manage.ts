@@ -8,8 +8,7 @@ import { CommandError, flagBool, flagNumber, flagString, type Handler, type RunC
 import type { OrchClient } from '../config/orch/client';
 import { formatDurationMs } from '../lib/duration';
 import { TabWriter } from '../lib/tabwriter';
-import { apiStatus } from './orch';
-import { contextNamespace, withOrch } from './orch-errors';
+import { apiStatus, commandNamespace, withOrch } from './orch';
 import { REV_LABEL, WAYPOINT_GATEWAY_CLASS, waypointGateway } from './waypoint';
 
 type Obj = Record<string, any>;
@@ -96,7 +95,7 @@ function timeoutError(what: string, ns: string, name: string, timeoutMs: number,
 }
 
 async function applyIn(ctx: RunContext, client: OrchClient, out: string[]): Promise<void> {
-  const ns = contextNamespace(ctx, client);
+  const ns = commandNamespace(ctx, client);
   const name = flagString(ctx, 'name');
   const enroll = flagBool(ctx, 'enroll-namespace');
   const labels = await namespaceLabels(client, ns);
@@ -153,7 +152,7 @@ export const apply: Handler = async (ctx) => {
 export const list: Handler = async (ctx) => {
   const all = flagBool(ctx, 'all-namespaces');
   const text = await withOrch(ctx, 'waypoint list', async (client) => {
-    const gws = await listWaypoints(client, all ? '' : contextNamespace(ctx, client));
+    const gws = await listWaypoints(client, all ? '' : commandNamespace(ctx, client));
     return gws.length === 0 ? 'No waypoints found.\n' : waypointTable(gws, all);
   });
   ctx.stdout.write(text);
@@ -179,7 +178,7 @@ export const status: Handler = async (ctx) => {
   if (ctx.args.length !== 0) throw new CommandError(`unknown subcommand "${ctx.args[0]}"`);
   const timeoutMs = flagNumber(ctx, 'waypoint-timeout');
   return withOrch(ctx, 'waypoint status', async (client) => {
-    const ns = contextNamespace(ctx, client);
+    const ns = commandNamespace(ctx, client);
     const gws = await listWaypoints(client, ns);
     if (gws.length === 0) {
       ctx.stdout.write('No waypoints found.\n');
@@ -211,7 +210,7 @@ export const remove: Handler = async (ctx) => {
     throw new CommandError('must specify a waypoint name or delete all using --all or delete specific revision using --revision');
   }
   return withOrch(ctx, 'waypoint delete', async (client) => {
-    const ns = contextNamespace(ctx, client);
+    const ns = commandNamespace(ctx, client);
     let targets: string[];
     if (names.length === 0) {
       targets = (await listWaypoints(client, ns, revision ? `${REV_LABEL}=${revision}` : undefined)).map((g) => g.metadata.name);

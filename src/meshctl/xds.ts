@@ -14,6 +14,7 @@ import { AggregatedDiscoveryService } from '../gen/envoy/service/discovery/v3/ad
 import { DiscoveryRequestSchema, type DiscoveryResponse } from '../gen/envoy/service/discovery/v3/discovery_pb';
 import { CommandError, type RunContext } from '../cli/context';
 import { grpcClientConstructor } from '../lib/xds/grpc';
+import { describeDialFailure, silenceIpServerNameWarning } from './orch-errors';
 
 export interface XdsOptions {
   address: string;
@@ -115,6 +116,7 @@ const AdsClient = grpcClientConstructor(AggregatedDiscoveryService);
 function credentials(o: XdsOptions): { creds: grpc.ChannelCredentials; options: grpc.ChannelOptions } {
   const options: grpc.ChannelOptions = { 'grpc.max_receive_message_length': -1 };
   if (o.plaintext) return { creds: grpc.credentials.createInsecure(), options };
+  silenceIpServerNameWarning();
   const host = o.address.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
   const serverName = o.authority || host;
   let root: Buffer | null = null;
@@ -180,7 +182,7 @@ export async function xdsRequest(o: XdsOptions, typeUrl: string, resourceNames: 
       call.on('error', (e: grpc.ServiceError) => {
         if (e.code === grpc.status.DEADLINE_EXCEEDED)
           finish(new CommandError(`timeout waiting for a response from ${o.address} after ${o.timeoutMs / 1000}s`));
-        else if (e.code === grpc.status.UNAVAILABLE) finish(new CommandError(`could not dial ${o.address}: ${dialError(e.details)}`));
+        else if (e.code === grpc.status.UNAVAILABLE) finish(new CommandError(describeDialFailure(o.address, e.details, !o.plaintext)));
         else finish(new CommandError(`ADSC: ${o.address}: ${grpc.status[e.code] ?? e.code}: ${e.details}`));
       });
       call.on('end', () => finish(new CommandError(`${o.address} closed the stream without answering ${typeUrl}`)));
@@ -189,12 +191,6 @@ export async function xdsRequest(o: XdsOptions, typeUrl: string, resourceNames: 
   } finally {
     client.close();
   }
-}
-
-/** grpc-js's "No connection established. Last error: Error: connect ECONNREFUSED …. Resolution note: …" → the cause. */
-function dialError(details: string): string {
-  const m = /Last error: (?:Error: )?(.*?)\.?(?: Resolution note:.*)?$/.exec(details);
-  return m ? m[1]! : details;
 }
 
 /** Istio's IstioControlPlaneInstance from a response's control_plane.identifier. */

@@ -227,11 +227,17 @@ t.test('bad input: missing file, unreadable YAML, unknown kind, --use-kube, time
   t.match(r.stderr, `error processing ${kind}[0] (line 1): failed finding schema for group/version/kind: networking.istio.io/v1/VirtualServic\n`);
   t.notMatch(r.stderr, 'Widget', "kinds of other API groups are not mesh's to judge");
 
-  r = await exec(MESHCTL, ['analyze', file('x.yaml', missingHost)]);
+  // No cluster configured: files given are analyzed, with one line saying so (istioctl fails here).
+  const noCluster = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent' };
+  r = await exec(MESHCTL, ['analyze', '--color=false', file('x.yaml', missingHost)], { env: noCluster });
+  t.equal(r.code, 79, r.stderr);
+  t.match(r.stderr, /^No cluster configured \(no --orchconfig, ORCHCONFIG, KUBECONFIG or ~\/\.kube\/config\): analyzing the files only\.\n/);
+  t.match(r.stdout, /\[IST0101\]/);
+  r = await exec(MESHCTL, ['analyze', '--use-kube=true', file('x.yaml', missingHost)], { env: noCluster });
   t.equal(r.code, 1);
   t.equal(
     r.stderr,
-    'Error: analyzing a live cluster (--use-kube=true, the default) is not available in this build of meshctl yet: add --use-kube=false to analyze the files given\n',
+    'Error: analyze (--use-kube=true, the default) needs the orchestrator API: no client configuration (give --orchconfig, or set ORCHCONFIG or KUBECONFIG)\n',
   );
 
   r = await analyze(['--timeout', '1ns', file('t.yaml', missingHost)]);

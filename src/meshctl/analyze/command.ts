@@ -1,4 +1,5 @@
-// `meshctl analyze <file>…`: istioctl analyze on files (--use-kube=false). Output, exit codes and
+// `meshctl analyze [<file>…]`: istioctl analyze on the live cluster (./cluster.ts, ./live.ts) with files
+// merged over it, or on files alone (--use-kube=false, or no cluster configured). Output, exit codes and
 // the lines around the messages follow istioctl 1.26: messages on stdout, notes on stderr, 79 when a
 // message reaches --failure-threshold, 65 when input could not be parsed.
 import fs from 'node:fs';
@@ -13,6 +14,7 @@ import { type OutputFormat, printMessages } from './format';
 import { defaultResources, loadResources } from './load';
 import { atLeast, type Resource } from '../../analysis/model';
 import { analyze, AnalysisTimeout, defaultMeshConfig, parseMeshConfig, type Suppression } from '../../analysis/run';
+import { liveInput } from './cluster';
 
 /** Exit codes of istioctl's sysexits.go. */
 export const EXIT_DATA_ERROR = 65;
@@ -145,19 +147,19 @@ export const run: Handler = async (ctx) => {
     return 0;
   }
   const inputs = gatherInputs(ctx, ctx.args, format);
-  if (flagBool(ctx, 'use-kube'))
-    throw new CommandError(
-      'analyzing a live cluster (--use-kube=true, the default) is not available in this build of meshctl yet: ' +
-        'add --use-kube=false to analyze the files given',
-    );
   const allNamespaces = flagBool(ctx, 'all-namespaces');
-  const namespace = flagString(ctx, 'namespace') || 'default';
   const meshNamespace = flagString(ctx, 'meshNamespace') || 'mesh-system';
   const suppressions = parseSuppressions(ctx);
+  const live = await liveInput(ctx, inputs.length > 0, meshNamespace);
+  if (live === 'namespace-missing') return 0;
+  const namespace = flagString(ctx, 'namespace') || live?.namespace || 'default';
 
-  const mesh = meshConfigFromFlag(ctx);
-  // Files-only analysis stands in the resources a cluster would have (the ingress gateway).
-  const { resources, badFiles, skipped } = loadInputs(ctx, inputs, namespace, defaultResources(mesh, meshNamespace));
+  // --meshConfigFile wins over the cluster's mesh ConfigMap, which wins over the defaults.
+  const mesh = flagString(ctx, 'meshConfigFile') ? meshConfigFromFlag(ctx) : (live?.mesh ?? defaultMeshConfig());
+  // Files-only analysis stands in the resources a cluster would have (the ingress gateway); files are
+  // read after the cluster's objects, so a file's object replaces the cluster's of the same name.
+  const base = live ? live.resources : defaultResources(mesh, meshNamespace);
+  const { resources, badFiles, skipped } = loadInputs(ctx, inputs, namespace, base);
 
   if (resources.some((r) => r.kind === 'EnvoyFilter')) await loadEnvoyFilterTypes();
   const target = allNamespaces ? 'all namespaces' : `namespace: ${namespace}`;
@@ -179,6 +181,7 @@ export const run: Handler = async (ctx) => {
 
   if (flagBool(ctx, 'verbose')) {
     ctx.stderr.write(`Analyzed resources in ${target}\n`);
+    if (live && live.missing.length > 0) ctx.stderr.write(`Not served by the cluster (no such CRD): ${live.missing.join(', ')}\n`);
     if (skipped.length > 0) ctx.stderr.write(`Skipped documents (no analyzer reads their kind):\n${skipped.map((s) => `\t ${s}\n`).join('')}`);
     ctx.stderr.write(`Executed analyzers:\n${result.executed.map((a) => `\t ${a}\n`).join('')}\n`);
   }
