@@ -12,6 +12,8 @@ export {
   kindOfPlural,
   type KindSchema,
   MESH_KINDS,
+  GATEWAY_API_KINDS,
+  objectKindOf,
   pluralOf,
   preferredApiVersion,
   SCHEMAS,

@@ -15,6 +15,8 @@ export interface KindSchema {
   /** Lower-case plural resource name, as in REST paths (`virtualservices`). */
   plural: string;
   clusterScoped: boolean;
+  /** The kind as manifests write it, when it differs from our Kind (`Gateway` for KubernetesGateway). */
+  objectKind: string;
   /** Every accepted apiVersion, ours first. */
   apiVersions: readonly string[];
   /** The group/version to list and watch per API group, ours first (one entry per group). */
@@ -50,6 +52,13 @@ const EXTENSIONS_GROUPS: readonly GroupVersion[] = [
   { group: 'extensions.mesh.io', version: 'v1alpha1' },
   { group: 'extensions.istio.io', version: 'v1alpha1' },
 ];
+// The Kubernetes Gateway API (v1.3.0 standard channel): the versions its CRDs serve, storage version first.
+const GATEWAY_API_GROUPS: readonly GroupVersion[] = [
+  { group: 'gateway.networking.k8s.io', version: 'v1' },
+  { group: 'gateway.networking.k8s.io', version: 'v1beta1' },
+];
+const GATEWAY_API_V1: readonly GroupVersion[] = [{ group: 'gateway.networking.k8s.io', version: 'v1' }];
+const GATEWAY_API_V1BETA1: readonly GroupVersion[] = [{ group: 'gateway.networking.k8s.io', version: 'v1beta1' }];
 const CORE: readonly GroupVersion[] = [{ group: '', version: 'v1' }];
 const DISCOVERY: readonly GroupVersion[] = [{ group: 'discovery.k8s.io', version: 'v1' }];
 
@@ -63,8 +72,8 @@ function firstPerGroup(gvs: readonly GroupVersion[]): GroupVersion[] {
   return gvs.filter((gv) => (seen.has(gv.group) ? false : (seen.add(gv.group), true)));
 }
 
-function schema(kind: Kind, plural: string, gvs: readonly GroupVersion[], clusterScoped = false): KindSchema {
-  return { kind, plural, clusterScoped, apiVersions: gvs.map(apiVersionOf), watch: firstPerGroup(gvs) };
+function schema(kind: Kind, plural: string, gvs: readonly GroupVersion[], clusterScoped = false, objectKind: string = kind): KindSchema {
+  return { kind, objectKind, plural, clusterScoped, apiVersions: gvs.map(apiVersionOf), watch: firstPerGroup(gvs) };
 }
 
 export const SCHEMAS: Readonly<Record<Kind, KindSchema>> = {
@@ -87,15 +96,33 @@ export const SCHEMAS: Readonly<Record<Kind, KindSchema>> = {
   Pod: schema('Pod', 'pods', CORE),
   Namespace: schema('Namespace', 'namespaces', CORE, true),
   Secret: schema('Secret', 'secrets', CORE),
+  GatewayClass: schema('GatewayClass', 'gatewayclasses', GATEWAY_API_GROUPS, true),
+  KubernetesGateway: schema('KubernetesGateway', 'gateways', GATEWAY_API_GROUPS, false, 'Gateway'),
+  HTTPRoute: schema('HTTPRoute', 'httproutes', GATEWAY_API_GROUPS),
+  GRPCRoute: schema('GRPCRoute', 'grpcroutes', GATEWAY_API_V1),
+  ReferenceGrant: schema('ReferenceGrant', 'referencegrants', GATEWAY_API_V1BETA1),
 };
 
 export const ALL_KINDS: readonly Kind[] = Object.keys(SCHEMAS) as Kind[];
 
-/** The mesh configuration kinds (everything but the Kubernetes core/discovery objects). */
-export const MESH_KINDS: readonly Kind[] = ALL_KINDS.filter((k) => SCHEMAS[k].watch[0]!.group.endsWith('.mesh.io'));
+/** The Gateway API kinds (gateway.networking.k8s.io). */
+export const GATEWAY_API_KINDS: readonly Kind[] = ALL_KINDS.filter((k) => SCHEMAS[k].watch[0]!.group === 'gateway.networking.k8s.io');
 
+/** The mesh configuration kinds (everything but the Kubernetes core/discovery objects): Istio's and the Gateway API's. */
+export const MESH_KINDS: readonly Kind[] = ALL_KINDS.filter((k) => SCHEMAS[k].watch[0]!.group.endsWith('.mesh.io') || GATEWAY_API_KINDS.includes(k));
+
+// Keyed by the kind as written and by our Kind name (objects re-tagged with our Kind by the orchestrator source).
 const BY_GVK = new Map<string, Kind>();
-for (const s of Object.values(SCHEMAS)) for (const av of s.apiVersions) BY_GVK.set(`${av}|${s.kind}`, s.kind);
+for (const s of Object.values(SCHEMAS))
+  for (const av of s.apiVersions) {
+    BY_GVK.set(`${av}|${s.objectKind}`, s.kind);
+    BY_GVK.set(`${av}|${s.kind}`, s.kind);
+  }
+
+/** The kind as manifests write it (`Gateway` for KubernetesGateway). */
+export function objectKindOf(kind: Kind): string {
+  return SCHEMAS[kind].objectKind;
+}
 
 /** The Kind named by an apiVersion and kind as written in a manifest, or undefined when we do not serve it. */
 export function kindOf(apiVersion: string, kind: string): Kind | undefined {

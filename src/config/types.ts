@@ -2,6 +2,8 @@
 // Istio and Kubernetes APIs). Validation lives in validate/, translation to xDS in ../xds: these
 // types carry no behaviour.
 
+import type { GatewayClassSpec, GRPCRouteSpec, HTTPRouteSpec, KubernetesGatewaySpec, ReferenceGrantSpec } from './gateway-api/types';
+
 export type Kind =
   | 'Gateway'
   | 'VirtualService'
@@ -21,7 +23,12 @@ export type Kind =
   | 'EndpointSlice'
   | 'Pod'
   | 'Namespace'
-  | 'Secret';
+  | 'Secret'
+  | 'GatewayClass'
+  | 'KubernetesGateway'
+  | 'HTTPRoute'
+  | 'GRPCRoute'
+  | 'ReferenceGrant';
 
 export interface Meta {
   name: string;
@@ -71,6 +78,11 @@ export interface SpecMap {
   Pod: PodSpec;
   Namespace: Record<string, never>;
   Secret: SecretSpec;
+  GatewayClass: GatewayClassSpec;
+  KubernetesGateway: KubernetesGatewaySpec;
+  HTTPRoute: HTTPRouteSpec;
+  GRPCRoute: GRPCRouteSpec;
+  ReferenceGrant: ReferenceGrantSpec;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -184,6 +196,7 @@ export interface HTTPRewrite {
 export interface HTTPRetry {
   attempts: number;
   perTryTimeout?: string;
+  backoff?: string;
   retryOn?: string;
   retryRemoteLocalities?: boolean;
 }
@@ -215,6 +228,8 @@ export interface HTTPRoute {
   fault?: HTTPFaultInjection;
   mirror?: Destination;
   mirrorPercentage?: { value: number };
+  /** Several mirrors, each with its own percentage (Istio's HTTPMirrorPolicy), served after `mirror`. */
+  mirrors?: Array<{ destination: Destination; percentage?: { value: number } }>;
   corsPolicy?: CorsPolicy;
   headers?: Headers;
 }

@@ -8,6 +8,7 @@ import { CommandError, type RunContext } from '../cli/context';
 import type { EnvTable } from '../lib/env';
 import { AggregateConfigStore } from '../config/aggregate';
 import { FileConfigStore } from '../config/file';
+import { GatewayApiConfigStore, gatewayApiOptions } from '../config/gateway-api';
 import type { ConfigStore } from '../config/store';
 import { buildRegistries, OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry';
 import type { AggregateRegistry } from '../discovery/registry/aggregate';
@@ -65,8 +66,19 @@ async function openStore(ctx: RunContext, env: EnvTable, closers: Closers): Prom
   const orchestrator = await openOrchestrator(ctx, env, closers);
   const stores: ConfigStore[] = configDir ? [new FileConfigStore({ dir: configDir })] : [];
   if (orchestrator) stores.push(orchestrator.store);
-  const store = closers.closing(stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores));
+  let store: ConfigStore = closers.closing(stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores));
+  // The Gateway API is served as the Gateway/VirtualService configs Istio translates it to (PILOT_ENABLE_GATEWAY_API).
+  if (env.bool('PILOT_ENABLE_GATEWAY_API')) store = new GatewayApiConfigStore(store, gatewayApiEnvOptions(ctx, env));
   return { store, ...(orchestrator ? { orchestrator } : {}) };
+}
+
+function gatewayApiEnvOptions(ctx: RunContext, env: EnvTable): ReturnType<typeof gatewayApiOptions> {
+  return gatewayApiOptions({
+    controllerName: env.string('PILOT_GATEWAY_API_CONTROLLER_NAME'),
+    defaultClassName: env.string('PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME'),
+    alpha: env.bool('PILOT_ENABLE_ALPHA_GATEWAY_API'),
+    domain: ctx.flags['domain'] as string,
+  });
 }
 
 /** The registries' options from flags and environment (shared by this cluster's and remote clusters' registries). */

@@ -10,7 +10,7 @@ import { formatConfigError, type ConfigError } from '../errors';
 import { type ConfigRef, MemoryConfigStore } from '../memory';
 import { recordRejectedConfig } from '../metrics';
 import { convertObject } from '../parse';
-import { isClusterScoped, MESH_KINDS } from '../schemas';
+import { isClusterScoped, MESH_KINDS, objectKindOf } from '../schemas';
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
 import type { LabelSelector } from '../meshconfig';
@@ -335,7 +335,7 @@ export class OrchConfigStore implements ConfigStore {
     const g = this.groups.find((x) => x.group === crd.group);
     if (!g) return;
     const name = crdName(crd.group, crd.plural);
-    const kind = g.kinds.find((k) => k === crd.kind);
+    const kind = g.kinds.find((k) => objectKindOf(k) === crd.kind);
     if (deleted || !kind) {
       this.crds.delete(name);
       if (deleted) this.crdGone(crd.group, crd.plural, 'its CustomResourceDefinition was deleted');

@@ -11,6 +11,7 @@ import { validateEndpointSlice, validatePod, validateService } from './core';
 import { validateDestinationRule } from './destinationrule';
 import { validateEnvoyFilter } from './envoyfilter';
 import { validateGateway } from './gateway';
+import { validateGatewayClass, validateGRPCRoute, validateHTTPRoute, validateKubernetesGateway, validateReferenceGrant } from './gateway-api';
 import { k8sDNS1035Errors, k8sLabelErrors, k8sSubdomainErrors } from './names';
 import { Report } from './report';
 import { checkDryRunAnnotation, validateAuthorizationPolicy, validatePeerAuthentication, validateRequestAuthentication } from './security';
@@ -54,6 +55,11 @@ const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
   Pod: validatePod as Validator,
   Namespace: undefined,
   Secret: undefined,
+  GatewayClass: validateGatewayClass as Validator,
+  KubernetesGateway: validateKubernetesGateway as Validator,
+  HTTPRoute: validateHTTPRoute as Validator,
+  GRPCRoute: validateGRPCRoute as Validator,
+  ReferenceGrant: validateReferenceGrant as Validator,
 };
 
 export interface ValidateOptions {

@@ -1,5 +1,6 @@
 // The field shapes of every spec, after Istio's API protos (networking v1alpha3/v1, security v1,
 // type v1beta1) and the Kubernetes objects the registries read. Field names are the JSON names.
+import { GATEWAY_API_SHAPES } from './gateway-api';
 import type { Kind } from '../types';
 import { any, bool, dur, en, i32, intOrString, list, map, matchObj, num, obj, type Shape, str, strMap, strs, u32, u64 } from './shape';
 
@@ -557,4 +558,5 @@ export const SPEC_SHAPES: Readonly<Record<Kind, Shape>> = {
   Pod: pod,
   Namespace: obj({}),
   Secret: obj({ type: str, data: strMap, stringData: strMap }),
+  ...GATEWAY_API_SHAPES,
 };

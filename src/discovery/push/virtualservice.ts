@@ -40,6 +40,7 @@ function resolveHttp(r: HTTPRoute, ns: string, domain: string): HTTPRoute {
     ...(r.match ? { match: r.match.map((m) => (m.gateways ? { ...m, gateways: m.gateways.map((g) => resolveGatewayName(g, ns)) } : m)) } : {}),
     ...(r.route ? { route: r.route.map((d) => ({ ...d, destination: resolveDestination(d.destination, ns, domain) })) } : {}),
     ...(r.mirror ? { mirror: resolveDestination(r.mirror, ns, domain) } : {}),
+    ...(r.mirrors ? { mirrors: r.mirrors.map((m) => ({ ...m, destination: resolveDestination(m.destination, ns, domain) })) } : {}),
   };
 }
 

@@ -8,7 +8,12 @@ import type { CorsPolicy, Destination, Headers, HTTPFaultInjection, HTTPMatchReq
 import type { Service } from '../../discovery/model';
 import type { VirtualServiceEntry } from '../../discovery/push-context';
 import { HeaderValueOption_HeaderAppendAction } from '../../gen/envoy/config/core/v3/base_pb';
-import { RedirectAction_RedirectResponseCode, type RouteSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
+import { ROUTE_SEMANTICS_ANNOTATION } from '../../config/gateway-api/translate';
+import {
+  RedirectAction_RedirectResponseCode,
+  RouteAction_ClusterNotFoundResponseCode,
+  type RouteSchema,
+} from '../../gen/envoy/config/route/v3/route_components_pb';
 import { CorsPolicySchema } from '../../gen/envoy/extensions/filters/http/cors/v3/cors_pb';
 import { HTTPFaultSchema } from '../../gen/envoy/extensions/filters/http/fault/v3/fault_pb';
 import { FractionalPercent_DenominatorType } from '../../gen/envoy/type/v3/percent_pb';
@@ -74,7 +79,11 @@ export function headerMatcher(name: string, m: StringMatch | undefined): HeaderM
   return { name, headerMatchSpecifier: { case: 'stringMatch', value: stringMatcher(m)! } } as HeaderMatcherInit;
 }
 
-export function translateRouteMatch(m: HTTPMatchRequest | undefined, hook?: MetadataMatcherHook): RouteMatchInit {
+/**
+ * `gatewaySemantics`: a VirtualService translated from the Gateway API (Istio UseGatewaySemantics): a prefix other
+ * than `/` matches whole path segments (path_separated_prefix).
+ */
+export function translateRouteMatch(m: HTTPMatchRequest | undefined, hook?: MetadataMatcherHook, gatewaySemantics = false): RouteMatchInit {
   const out: RouteMatchInit = { pathSpecifier: { case: 'prefix', value: '/' } };
   if (!m) return out;
   const headers: HeaderMatcherInit[] = [];
@@ -99,6 +108,8 @@ export function translateRouteMatch(m: HTTPMatchRequest | undefined, hook?: Meta
   headers.sort((a, b) => ((a.name ?? '') < (b.name ?? '') ? -1 : (a.name ?? '') > (b.name ?? '') ? 1 : 0));
   if (m.uri) {
     if (m.uri.exact !== undefined) out.pathSpecifier = { case: 'path', value: m.uri.exact };
+    else if (m.uri.prefix !== undefined && gatewaySemantics && m.uri.prefix !== '/')
+      out.pathSpecifier = { case: 'pathSeparatedPrefix', value: m.uri.prefix.replace(/\/$/, '') };
     else if (m.uri.prefix !== undefined) out.pathSpecifier = { case: 'prefix', value: m.uri.prefix };
     else if (m.uri.regex !== undefined) out.pathSpecifier = { case: 'safeRegex', value: { regex: m.uri.regex } };
   }
@@ -115,6 +126,9 @@ export function translateRouteMatch(m: HTTPMatchRequest | undefined, hook?: Meta
   if (dyn.length > 0) out.dynamicMetadata = dyn as RouteMatchInit['dynamicMetadata'];
   return out;
 }
+
+const PREFIX_MARKER = '%PREFIX()%';
+const escapeRegex = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 type HeaderValueOptionInit = { header: { key: string; value: string }; appendAction: HeaderValueOption_HeaderAppendAction };
 
@@ -335,9 +349,10 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
   let name = http.name ?? '';
   if (match?.name) name = `${name}.${match.name}`;
   const c = vs.config;
+  const gatewaySemantics = c.meta.annotations[ROUTE_SEMANTICS_ANNOTATION] === 'gateway';
   const route: RouteInit = {
     name,
-    match: translateRouteMatch(match, ctx.metadataMatcher),
+    match: translateRouteMatch(match, ctx.metadataMatcher, gatewaySemantics),
     metadata: configInfoMetadata(c.apiVersion, 'VirtualService', vs.namespace, vs.name),
   };
   if (match?.statPrefix) route.statPrefix = match.statPrefix;
@@ -359,6 +374,9 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
       pathRewriteSpecifier: { case: 'pathRedirect', value: r.uri ?? '' },
       responseCode: code,
     };
+    // Istio ApplyRedirect: the Gateway API's ReplacePrefixMatch arrives as `%PREFIX()%<prefix>`.
+    if (gatewaySemantics && r.uri?.startsWith(PREFIX_MARKER))
+      redirect.pathRewriteSpecifier = { case: 'prefixRewrite', value: r.uri.slice(PREFIX_MARKER.length) };
     if (r.scheme) redirect.schemeRewriteSpecifier = { case: 'schemeRedirect', value: r.scheme };
     if (r.port !== undefined || r.derivePort) {
       let port = r.port ?? (r.derivePort === 'FROM_REQUEST_PORT' ? ctx.port : 0);
@@ -382,6 +400,10 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
     if (http.rewrite) {
       if (http.rewrite.uriRegexRewrite) {
         action.regexRewrite = { pattern: { regex: http.rewrite.uriRegexRewrite.match }, substitution: http.rewrite.uriRegexRewrite.rewrite };
+      } else if (http.rewrite.uri && gatewaySemantics && http.rewrite.uri === '/' && route.match?.pathSpecifier?.case === 'pathSeparatedPrefix') {
+        // Istio: removing a whole-segment prefix keeps the `/` that follows it.
+        const prefix = route.match.pathSpecifier.value as string;
+        action.regexRewrite = { pattern: { regex: `^${escapeRegex(prefix)}(/?)(.*)` }, substitution: '/\\2' };
       } else if (http.rewrite.uri) {
         action.prefixRewrite = http.rewrite.uri;
       }
@@ -402,6 +424,20 @@ function translateRoute(vs: VirtualServiceEntry, http: HTTPRoute, match: HTTPMat
         ];
       }
     }
+    for (const m of http.mirrors ?? []) {
+      if (m.percentage && m.percentage.value <= 0) continue;
+      ((action.requestMirrorPolicies ??= []) as unknown[]).push({
+        cluster: destinationCluster(m.destination, ctx.lookupService(m.destination.host), ctx.port),
+        runtimeFraction: {
+          defaultValue: m.percentage
+            ? percentFraction(m.percentage.value)
+            : { numerator: 100, denominator: FractionalPercent_DenominatorType.HUNDRED },
+        },
+        traceSampled: false,
+      });
+    }
+    // Istio: a Gateway API backend that does not resolve answers 500, as the spec asks.
+    if (gatewaySemantics) action.clusterNotFoundResponseCode = RouteAction_ClusterNotFoundResponseCode.INTERNAL_SERVER_ERROR;
     const dests = http.route ?? [];
     if (dests.length === 1) {
       const d = dests[0]!;
