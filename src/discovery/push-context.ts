@@ -2,11 +2,13 @@
 // generators need (Istio model.PushContext). Built by initPushContext from the ConfigStore and the
 // aggregate registry; every rebuild gets a new `version`, and `pushVersion` only grows. Per-proxy
 // derived data (sidecar scopes, merged gateways) is memoised inside the snapshot, which stays valid
-// because the snapshot never changes.
+// because the snapshot never changes. Given the previous snapshot and what changed since (PushChanges),
+// a rebuild re-indexes only what the changed kinds feed and takes the rest from the previous snapshot
+// (Istio's PushContext.updateContext, pilot/pkg/model/push_context.go); it then equals a full build.
 import type { PathNormalization } from '../config/meshconfig';
 import { DEFAULT_MESH_TELEMETRY, type MeshTelemetry } from '../config/mesh-telemetry';
 import type { ConfigStore } from '../config/store';
-import type { Config, TrafficPolicy } from '../config/types';
+import type { Config, Kind, TrafficPolicy } from '../config/types';
 import { hostMatches } from './host';
 import { endpointTlsMode, selectorMatches, TLS_MODE_DISABLED } from './labels';
 import type { Endpoint, Proxy, Service, ServicePort } from './model';
@@ -163,7 +165,58 @@ function endpointsKey(hostname: string, namespace: string): string {
   return `${namespace}/${hostname}`;
 }
 
-function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions): ConfigIndex {
+/** The parts of the configuration index, each rebuilt only when a kind it is built from changed. */
+type IndexPart = 'virtualServices' | 'destinationRules' | 'gateways' | 'sidecars' | 'authn' | 'authz' | 'telemetry';
+
+/**
+ * What each kind of configuration feeds in a push context (Istio updateContext's switch over ConfigsUpdated):
+ * a part of the configuration index; `services` (read through the service registries); or `none` (read
+ * elsewhere, live: a change still needs a new snapshot, whose new pushVersion drops cached output). A new
+ * kind must be placed here (the Record makes that a type error until it is).
+ */
+const KIND_FEEDS: Readonly<Record<Kind, IndexPart | 'services' | 'none'>> = {
+  VirtualService: 'virtualServices',
+  DestinationRule: 'destinationRules',
+  Gateway: 'gateways',
+  Sidecar: 'sidecars',
+  RequestAuthentication: 'authn',
+  PeerAuthentication: 'authn',
+  AuthorizationPolicy: 'authz',
+  Telemetry: 'telemetry',
+  ServiceEntry: 'services',
+  WorkloadEntry: 'services',
+  WorkloadGroup: 'services',
+  Service: 'services',
+  EndpointSlice: 'services',
+  Pod: 'services',
+  Namespace: 'services',
+  EnvoyFilter: 'none',
+  WasmPlugin: 'none',
+  ProxyConfig: 'none',
+  Secret: 'none',
+};
+
+/** What changed since a snapshot was built (Istio's PushRequest.ConfigsUpdated, as updateContext reads it). */
+export interface PushChanges {
+  /** Kinds of the configurations added, updated or deleted. */
+  kinds: ReadonlySet<Kind>;
+  /** Services or endpoints of some registry changed (Istio: a ServiceEntry key in ConfigsUpdated). */
+  services: boolean;
+}
+
+/** The index parts and whether services changed, for a change set. */
+function changedParts(changes: PushChanges): { parts: Set<IndexPart>; services: boolean } {
+  const parts = new Set<IndexPart>();
+  let services = changes.services;
+  for (const k of changes.kinds) {
+    const feeds = KIND_FEEDS[k];
+    if (feeds === 'services') services = true;
+    else if (feeds !== 'none') parts.add(feeds);
+  }
+  return { parts, services };
+}
+
+function virtualServiceIndex(store: ConfigStore, opts: ResolvedPushContextOptions): Pick<ConfigIndex, 'virtualServices' | 'vsByGateway'> {
   const virtualServices = store
     .list('VirtualService')
     .slice()
@@ -177,17 +230,25 @@ function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions):
       vsByGateway.set(g, list);
     }
   }
+  return { virtualServices, vsByGateway };
+}
+
+/** The configuration index: from scratch, or from `prev` re-indexing only the `changed` parts. */
+function buildConfigIndex(store: ConfigStore, opts: ResolvedPushContextOptions, prev?: ConfigIndex, changed?: ReadonlySet<IndexPart>): ConfigIndex {
+  const keep = (part: IndexPart): ConfigIndex | undefined => (prev && changed && !changed.has(part) ? prev : undefined);
+  const vs = keep('virtualServices');
+  const authn = keep('authn');
   return {
-    virtualServices,
-    vsByGateway,
-    destinationRules: new DestinationRuleIndex(store.list('DestinationRule'), opts.rootNamespace, opts.domain),
-    gateways: store.list('Gateway').slice().sort(byAge),
-    sidecars: store.list('Sidecar').slice().sort(byAge),
-    requestAuthentications: store.list('RequestAuthentication').slice(),
-    authorizationPolicies: store.list('AuthorizationPolicy').slice(),
-    peerAuthentications: store.list('PeerAuthentication').slice(),
-    namespaceMtls: new NamespaceMtlsModes(store.list('PeerAuthentication'), opts.rootNamespace),
-    telemetry: new Telemetries(store.list('Telemetry'), opts.meshTelemetry, opts.rootNamespace),
+    ...(vs ? { virtualServices: vs.virtualServices, vsByGateway: vs.vsByGateway } : virtualServiceIndex(store, opts)),
+    destinationRules:
+      keep('destinationRules')?.destinationRules ?? new DestinationRuleIndex(store.list('DestinationRule'), opts.rootNamespace, opts.domain),
+    gateways: keep('gateways')?.gateways ?? store.list('Gateway').slice().sort(byAge),
+    sidecars: keep('sidecars')?.sidecars ?? store.list('Sidecar').slice().sort(byAge),
+    requestAuthentications: authn?.requestAuthentications ?? store.list('RequestAuthentication').slice(),
+    authorizationPolicies: keep('authz')?.authorizationPolicies ?? store.list('AuthorizationPolicy').slice(),
+    peerAuthentications: authn?.peerAuthentications ?? store.list('PeerAuthentication').slice(),
+    namespaceMtls: authn?.namespaceMtls ?? new NamespaceMtlsModes(store.list('PeerAuthentication'), opts.rootNamespace),
+    telemetry: keep('telemetry')?.telemetry ?? new Telemetries(store.list('Telemetry'), opts.meshTelemetry, opts.rootNamespace),
   };
 }
 
@@ -209,17 +270,24 @@ function buildServiceIndex(registry: ServiceRegistry, previous?: ServiceIndex, c
   return { services, byHost, endpoints };
 }
 
+/** Memos a snapshot may take over from the one before it when nothing they are derived from changed. */
+interface InheritedMemos {
+  scopes?: Map<string, SidecarScope>;
+  gateways?: Map<string, MergedGateway>;
+  selectedSidecars?: WeakMap<Proxy, Config<'Sidecar'> | null>;
+}
+
 export class PushContext {
   readonly version: string;
   readonly pushVersion: number;
   readonly options: ResolvedPushContextOptions;
-  private readonly scopes = new Map<string, SidecarScope>();
-  private readonly gatewayCache = new Map<string, MergedGateway>();
+  private readonly scopes: Map<string, SidecarScope>;
+  private readonly gatewayCache: Map<string, MergedGateway>;
   private readonly sharedKeys = new WeakMap<Proxy, string>();
   private labelKeysUsed: readonly string[] | undefined;
   private endpointsByAddress: Map<string, Array<{ service: Service; endpoint: Endpoint }>> | undefined;
   private readonly targets = new WeakMap<Proxy, ServiceTarget[]>();
-  private readonly selectedSidecars = new WeakMap<Proxy, Config<'Sidecar'> | null>();
+  private readonly selectedSidecars: WeakMap<Proxy, Config<'Sidecar'> | null>;
   /** Istio ProxyStatus: what generating this snapshot's configuration found wrong (the push-status gauges). */
   readonly status: PushStatus;
 
@@ -230,7 +298,11 @@ export class PushContext {
     /** Where generated xDS is reused: between proxies of this snapshot and across snapshots. */
     readonly cache: XdsCache,
     status?: PushStatus,
+    memos: InheritedMemos = {},
   ) {
+    this.scopes = memos.scopes ?? new Map();
+    this.gatewayCache = memos.gateways ?? new Map();
+    this.selectedSidecars = memos.selectedSidecars ?? new WeakMap();
     const v = nextVersion();
     this.version = v.version;
     this.pushVersion = v.pushVersion;
@@ -261,6 +333,27 @@ export class PushContext {
     const cfg = buildConfigIndex(store, o);
     cfg.telemetry.reportUnknownProviders();
     return new PushContext(cfg, buildServiceIndex(registry), o, cache);
+  }
+
+  /**
+   * The snapshot after `changes` (Istio updateContext): the indexes no changed kind feeds are taken from `prev`
+   * as they are, and so are its sidecar scopes, merged gateways and Sidecar selections when nothing they are
+   * derived from changed (Istio copies its sidecarIndex likewise). Same options and cache as `prev`; a change
+   * of options needs a full build.
+   */
+  static update(prev: PushContext, store: ConfigStore, registry: ServiceRegistry, changes: PushChanges): PushContext {
+    const { parts, services } = changedParts(changes);
+    const cfg = buildConfigIndex(store, prev.options, prev.cfg, parts);
+    if (cfg.telemetry !== prev.cfg.telemetry) cfg.telemetry.reportUnknownProviders();
+    const svc = services ? buildServiceIndex(registry) : prev.svc;
+    const sidecars = parts.has('sidecars');
+    const memos: InheritedMemos = {
+      // a scope is built from the services, the mesh-bound VirtualServices and the Sidecar (sidecar-scope.ts)
+      ...(services || sidecars || parts.has('virtualServices') ? {} : { scopes: prev.scopes }),
+      ...(parts.has('gateways') ? {} : { gateways: prev.gatewayCache }),
+      ...(sidecars ? {} : { selectedSidecars: prev.selectedSidecars }),
+    };
+    return new PushContext(cfg, svc, prev.options, prev.cache, undefined, memos);
   }
 
   /**
@@ -561,9 +654,19 @@ function labelsKey(labels: Readonly<Record<string, string>>): string {
     .join(',');
 }
 
-/** Istio's initPushContext: a full snapshot from the config store and the aggregate registry. */
-export function initPushContext(store: ConfigStore, registry: ServiceRegistry, opts: PushContextOptions = {}, cache?: XdsCache): PushContext {
-  return PushContext.build(store, registry, opts, cache);
+/**
+ * Istio's initPushContext: a full snapshot from the config store and the aggregate registry, or, given the
+ * previous snapshot and what changed since, one updated from it (PushContext.update; `opts` and `cache` are
+ * then the previous snapshot's).
+ */
+export function initPushContext(
+  store: ConfigStore,
+  registry: ServiceRegistry,
+  opts: PushContextOptions = {},
+  cache?: XdsCache,
+  from?: { prev: PushContext; changes: PushChanges },
+): PushContext {
+  return from ? PushContext.update(from.prev, store, registry, from.changes) : PushContext.build(store, registry, opts, cache);
 }
 
 /** Which hostnames a VirtualService touches (its hosts and destinations), for scoped pushes. */

@@ -1,10 +1,15 @@
-// The daemon's push policy above the generators: it holds the current push context, rebuilds it when a
-// change needs that (Istio's initPushContext, timed as pilot_pushcontext_init_seconds, its status kept for
-// the debug pages), asks the ADS server for the push each change needs (decisions.ts) and counts inbound
-// updates as Istio's DiscoveryServer does (pilot/pkg/xds/discovery.go ConfigUpdate, eds.go EDSUpdate and
-// SvcUpdate: pilot_inbound_updates by type config / eds / svc / svcdelete).
+// The daemon's push policy above the generators, after Istio's DiscoveryServer (pilot/pkg/xds/discovery.go):
+// a change is only recorded and queued as a push request (ConfigUpdate; pilot_inbound_updates by type config /
+// eds / svc / svcdelete as discovery.go ConfigUpdate, eds.go EDSUpdate and SvcUpdate count them), the ADS
+// server's debouncer merges the requests, and when it dispatches a full push the push context is built once for
+// everything merged (Push → initPushContext, timed as pilot_pushcontext_init_seconds, its status kept for the
+// debug pages), updated from the previous one by the kinds that changed (PushContext.update). Endpoint-only
+// changes update the current context in place (Istio's EDS path). Differs on purpose: a new connection or a
+// debug page asking for the context while changes wait gets it built now (Istio serves the last pushed one),
+// so what was applied is served at once; the builds between two dispatches are then all compared
+// (decisions.ts unchangedAcross).
 import type { ConfigEvent, ConfigStore } from '../../config/store';
-import { configKey, type Config } from '../../config/types';
+import { configKey, type Config, type Kind } from '../../config/types';
 import { initPushContext, type PushContext, type PushContextOptions } from '../../discovery/push-context';
 import type { XdsCache } from '../../discovery/push/xds-cache';
 import { setLastPushStatus } from '../../discovery/push-status';
@@ -13,6 +18,7 @@ import { newPushRequest, type PushAllOptions, type PushRequestInit } from '../se
 import { inboundUpdates, pushContextInitTime } from '../server/metrics';
 import type { PushRequest } from '../types';
 import {
+  changedKinds,
   configEventsToPush,
   configPush,
   endpointPush,
@@ -23,12 +29,23 @@ import {
   secretsOnly,
   servicePush,
   serviceUpdateType,
+  unchangedAcross,
+  type PushContextStep,
 } from './decisions';
 
 /** What the controller needs of the ADS server. */
 export interface PushTarget {
   /** Queues the push for every connection; answers how many there are now. */
   pushAll(req: PushRequest<PushContext>, options?: PushAllOptions): number;
+  /** Has `prepare` called on every push as it is dispatched (after the debounce), before it is queued. */
+  onDispatch(prepare: (req: PushRequest<PushContext>) => PushRequest<PushContext>): void;
+}
+
+/** Changes recorded since the push context was last built; `full`: rebuild from scratch. */
+interface Pending {
+  kinds: Set<Kind>;
+  services: boolean;
+  full: boolean;
 }
 
 export interface PushControllerOptions {
@@ -44,13 +61,19 @@ export interface PushControllerOptions {
 
 export class PushController {
   private push: PushContext;
+  private pending: Pending | undefined;
+  /** Builds since the last dispatched full push. */
+  private steps: PushContextStep[] = [];
 
   constructor(private readonly o: PushControllerOptions) {
-    this.push = this.rebuild();
+    this.push = this.build();
+    this.steps = [];
+    o.server.onDispatch((req) => this.prepare(req));
   }
 
-  /** The push context proxies are served from now. */
+  /** The push context proxies are served from now: built first when changes wait for one. */
   current(): PushContext {
+    if (this.pending) this.build();
     return this.push;
   }
 
@@ -60,8 +83,8 @@ export class PushController {
     if (events.length === 0) return;
     inboundUpdates.inc({ type: 'config' }, events.length);
     if (secretsOnly(events)) return this.onSecret(events.map((e) => configKey(e.config)));
-    const prev = this.push;
-    this.send(configPush(prev, this.rebuild(), events));
+    for (const k of changedKinds(events)) this.changed().kinds.add(k);
+    this.send(configPush(events));
   }
 
   /** Secrets changed (`Secret/ns/name` keys, or ALL_SECRETS_OF a namespace whose read access changed). */
@@ -69,7 +92,7 @@ export class PushController {
     this.send(secretPush(keys));
   }
 
-  /** A registry event: endpoints alone update the push context in place; a service change rebuilds it. */
+  /** A registry event: endpoints alone update the push context in place; a service change is built at dispatch. */
   onRegistry(ev: RegistryEvent): void {
     if (ev.endpointsOnly) {
       inboundUpdates.inc({ type: 'eds' }, ev.hostnames.size);
@@ -79,20 +102,21 @@ export class PushController {
       if (headless.length > 0) this.send(headlessPush(headless));
       return;
     }
-    const next = this.rebuild();
-    for (const h of ev.hostnames) inboundUpdates.inc({ type: serviceUpdateType(next, h) });
+    this.changed().services = true;
+    const live = new Set(this.o.registry.services().map((s) => s.hostname));
+    for (const h of ev.hostnames) inboundUpdates.inc({ type: serviceUpdateType(live, h) });
     this.send(servicePush(ev.hostnames));
   }
 
   /** The config sources synced: everything they held is in. */
   onSynced(): void {
-    this.rebuild();
+    this.changed().full = true;
     this.send(fullPush('global'));
   }
 
   /** New or rotated keys at a key server: a full push, as Istio's JwksResolver.PushFunc triggers. */
   onKeysChanged(): void {
-    this.rebuild();
+    this.changed().full = true;
     this.send(fullPush('unknown'));
   }
 
@@ -102,7 +126,7 @@ export class PushController {
    */
   onMeshConfig(changes: Partial<PushContextOptions>): void {
     Object.assign(this.o.options, changes);
-    this.rebuild();
+    this.changed().full = true;
     this.send({ ...fullPush('global'), configsUpdated: ['MeshConfig'] });
   }
 
@@ -116,12 +140,34 @@ export class PushController {
     setLastPushStatus(undefined);
   }
 
-  private rebuild(): PushContext {
+  /**
+   * Istio's Push: a full push leaves the debouncer with every change it merged, and is given the push context
+   * built once for them and the types those builds left unchanged. Endpoint-only pushes keep their context.
+   */
+  private prepare(req: PushRequest<PushContext>): PushRequest<PushContext> {
+    if (!req.full) return req;
+    if (this.pending) this.build();
+    const unchangedTypes = unchangedAcross(this.steps, req.configsUpdated);
+    this.steps = [];
+    const { unchangedTypes: _merged, ...rest } = req;
+    return { ...rest, push: this.push, ...(unchangedTypes ? { unchangedTypes } : {}) };
+  }
+
+  private changed(): Pending {
+    return (this.pending ??= { kinds: new Set(), services: false, full: false });
+  }
+
+  private build(): PushContext {
+    const pending = this.pending;
+    this.pending = undefined;
+    const prev = this.push as PushContext | undefined;
+    const from = prev && pending && !pending.full ? { prev, changes: pending } : undefined;
     const started = performance.now();
-    const next = initPushContext(this.o.store, this.o.registry, this.o.options, this.o.cache);
+    const next = initPushContext(this.o.store, this.o.registry, this.o.options, this.o.cache, from);
     pushContextInitTime.observe((performance.now() - started) / 1000);
     setLastPushStatus(next.status);
     this.o.prefetchJwks?.(this.o.store.list('RequestAuthentication'), next);
+    if (prev) this.steps.push({ prev, next });
     this.push = next;
     return next;
   }

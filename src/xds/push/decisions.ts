@@ -30,10 +30,34 @@ export function secretPush(keys: readonly string[]): PushRequestInit {
   return { full: true, configsUpdated: keys, reasons: { secret: keys.length } };
 }
 
-/** A full push naming the changed configs, with the types `next` provably leaves as `prev` had them. */
-export function configPush(prev: PushContext, next: PushContext, events: readonly ConfigEvent[]): PushRequestInit {
-  const configsUpdated = new Set(events.map((e) => configKey(e.config)));
-  return { full: true, configsUpdated, reasons: { config: events.length }, unchangedTypes: typesUnchanged(prev, next, configsUpdated) };
+/** A full push naming the changed configs; its push context is built when it is dispatched. */
+export function configPush(events: readonly ConfigEvent[]): PushRequestInit {
+  return { full: true, configsUpdated: new Set(events.map((e) => configKey(e.config))), reasons: { config: events.length } };
+}
+
+/** One build of the push context: the snapshot before it and the one it made. */
+export interface PushContextStep {
+  prev: PushContext;
+  next: PushContext;
+}
+
+/**
+ * The types a dispatched full push naming `configsUpdated` leaves as every proxy has them, given the builds since
+ * the previous dispatch (usually one; more when a new connection or a debug page asked for the context in
+ * between, and proxies may hold any of them): those each build provably left unchanged; undefined for none.
+ */
+export function unchangedAcross(steps: readonly PushContextStep[], configsUpdated: ReadonlySet<string>): ReadonlySet<string> | undefined {
+  let out: Set<string> | undefined;
+  for (const { prev, next } of steps) {
+    const u = typesUnchanged(prev, next, configsUpdated);
+    out = out ? new Set([...out].filter((t) => u.has(t))) : u;
+  }
+  return out && out.size > 0 ? out : undefined;
+}
+
+/** The kinds of configuration the events changed, for an incremental build of the push context. */
+export function changedKinds(events: readonly ConfigEvent[]): Set<Kind> {
+  return new Set(events.map((e) => e.config.kind));
 }
 
 /** Endpoints alone changed: incremental EDS for those hostnames. */
@@ -75,6 +99,6 @@ export function headlessPush(keys: readonly string[]): PushRequestInit {
 }
 
 /** pilot_inbound_updates' type for a changed hostname: `svc`, or `svcdelete` once no service has it (Istio's SvcUpdate). */
-export function serviceUpdateType(push: PushContext, hostname: string): 'svc' | 'svcdelete' {
-  return push.servicesByHostname(hostname).length > 0 ? 'svc' : 'svcdelete';
+export function serviceUpdateType(liveHostnames: ReadonlySet<string>, hostname: string): 'svc' | 'svcdelete' {
+  return liveHostnames.has(hostname) ? 'svc' : 'svcdelete';
 }

@@ -1,5 +1,6 @@
 // Pushes of the ADS server (Istio's DiscoveryServer push path, pilot/pkg/xds/discovery.go and pushqueue.go):
-// requests debounced per PILOT_DEBOUNCE_*, each dispatched push versioned and queued for every connection
+// requests debounced per PILOT_DEBOUNCE_*, each dispatched push given its push context by the owner's
+// preparer (Istio's Push → initPushContext), versioned and queued for every connection
 // (merged with what a connection already waits for), drained at most PILOT_PUSH_THROTTLE at a time, and each
 // connection sent what changed for it in Istio's push order.
 import { registerScope } from '../../lib/log/index';
@@ -44,6 +45,7 @@ export class Pusher<P extends { version: string }> {
   private inFlight = 0;
   private pumpScheduled = false;
   private stopped = false;
+  private prepare: ((req: PushRequest<P>) => PushRequest<P>) | undefined;
 
   constructor(private readonly o: PusherOptions<P>) {
     const s = o.settings;
@@ -52,6 +54,11 @@ export class Pusher<P extends { version: string }> {
       (req, info) => this.dispatch(req, info),
       o.now,
     );
+  }
+
+  /** `prepare` is called on each push as it is dispatched, before it is versioned and queued. */
+  onDispatch(prepare: (req: PushRequest<P>) => PushRequest<P>): void {
+    this.prepare = prepare;
   }
 
   /** Debounced unless `immediate`; dropped once stopped. */
@@ -94,8 +101,9 @@ export class Pusher<P extends { version: string }> {
     };
   }
 
-  private dispatch(req: PushRequest<P>, info: DebouncedPush): void {
+  private dispatch(merged: PushRequest<P>, info: DebouncedPush): void {
     if (this.stopped) return;
+    const req = this.prepare ? this.prepare(merged) : merged;
     this.dispatched++;
     if (info.debounced) {
       debounceTime.observe(info.waitedMs / 1000);

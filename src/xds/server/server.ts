@@ -81,6 +81,14 @@ export class AdsServer<P extends { version: string }> {
     return this.streams.byId.size;
   }
 
+  /**
+   * Has `prepare` give each push its push context as it leaves the debouncer, before it is versioned and queued
+   * (the daemon's push controller: Istio builds the push context there, once per debounced push).
+   */
+  onDispatch(prepare: (req: PushRequest<P>) => PushRequest<P>): void {
+    this.pusher.onDispatch(prepare);
+  }
+
   /** Every initialized connection, for adsz/syncz/connections. */
   connections(): ConnectionInfo[] {
     const out: ConnectionInfo[] = [];
