@@ -46,7 +46,8 @@ export const ISTIO_ONLY_EXTENSIONS: Readonly<Record<IstioFeature, IstioOnlyExten
   metadataExchange: {
     name: 'istio.metadata_exchange',
     typeName: 'envoy.tcp.metadataexchange.config.MetadataExchange',
-    instead: 'no TCP metadata exchange filters on inbound chains or outbound clusters',
+    instead:
+      'no TCP metadata exchange filters on inbound chains or outbound clusters, and no istio-peer-exchange ALPN on its mTLS clusters and TCP chains',
   },
 };
 

@@ -39,9 +39,14 @@ const BUILT_IN: ReadonlyArray<{ category: string; name: string; typeNames: strin
   { category: 'envoy.filters.network', name: 'envoy.filters.network.http_connection_manager', typeNames: [HttpConnectionManagerSchema.typeName] },
   { category: 'envoy.filters.network', name: 'envoy.filters.network.tcp_proxy', typeNames: [TcpProxySchema.typeName] },
   { category: 'envoy.filters.network', name: 'envoy.filters.network.rbac', typeNames: [NetworkRbacSchema.typeName] },
-  // Istio's network filters before tcp_proxy (listener/istio-network.ts: the exchange itself is not done in-band)
+  // Istio's network filters before tcp_proxy, and its upstream exchange filter on clusters (listener/istio-network.ts)
   { category: 'envoy.filters.network', name: 'istio.stats', typeNames: [PluginConfigSchema.typeName] },
   { category: 'envoy.filters.network', name: 'istio.metadata_exchange', typeNames: [MetadataExchangeSchema.typeName] },
+  {
+    category: 'envoy.filters.upstream_network',
+    name: 'envoy.filters.network.upstream.metadata_exchange',
+    typeNames: [MetadataExchangeSchema.typeName],
+  },
   { category: 'envoy.filters.listener', name: 'envoy.filters.listener.tls_inspector', typeNames: [TlsInspectorSchema.typeName] },
   { category: 'envoy.filters.listener', name: 'envoy.filters.listener.http_inspector', typeNames: [HttpInspectorSchema.typeName] },
   { category: 'envoy.filters.listener', name: 'envoy.filters.listener.original_dst', typeNames: [OriginalDstSchema.typeName] },

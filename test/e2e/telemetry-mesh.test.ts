@@ -4,7 +4,8 @@
 // :15020/stats/prometheus by file service discovery. A's app calls B over HTTP and TCP; the series each sidecar
 // reports are compared with the label sets Istio's standard metrics give for the same calls (istio.io
 // "Istio Standard Metrics", istio/proxy testdata/metric/*.yaml.tmpl): the destination reporter (B) names the
-// peer it learnt through metadata exchange, the source reporter (A) the service it called.
+// peer it learnt through metadata exchange (HTTP headers; on TCP the in-band exchange over ALPN
+// istio-peer-exchange), the source reporter (A) the service it called and the workload behind it.
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
@@ -50,6 +51,22 @@ const B_REPORTS_HTTP = {
   connection_security_policy: 'mutual_tls',
 };
 
+// B's side of the TCP connection: the same peers, learnt in-band (istio_stats.cc populatePeerInfo for TCP: the peer
+// labels, then request_protocol tcp, response_flags, connection_security_policy; no response code).
+const B_REPORTS_TCP = {
+  reporter: 'destination',
+  ...peer('source', 'a'),
+  source_principal: 'spiffe://cluster.local/ns/a/sa/a',
+  ...peer('destination', 'b'),
+  destination_principal: 'spiffe://cluster.local/ns/b/sa/b',
+  destination_service: 'b.b.svc.cluster.local',
+  destination_service_name: 'b.b.svc.cluster.local',
+  destination_service_namespace: 'b',
+  request_protocol: 'tcp',
+  response_flags: '-',
+  connection_security_policy: 'mutual_tls',
+};
+
 t.test('two sidecars with mTLS report Istio standard metrics, read back through a real Prometheus', { skip }, async (t) => {
   const dir = tempDir(t, 'telemetry-mesh-');
   fs.chmodSync(dir, 0o755);
@@ -58,6 +75,7 @@ t.test('two sidecars with mTLS report Istio standard metrics, read back through 
   const ns = (p: string) => mesh.ns[p]!;
   const CALLS = 3;
   for (let i = 0; i < CALLS; i++) t.equal(callIn(ns('a'), true, 'http', meshAddr.vip(2), '8080', host)['status'], 200, `call ${i + 1}`);
+  // B's app echoes every chunk it gets: an exchange byte reaching it would show in the line
   t.same(callIn(ns('a'), true, 'tcp', meshAddr.vip(2), '9000'), { line: 'b echo ping' }, 'one TCP exchange');
 
   const scrape = (p: 'a' | 'b') => httpGetIn(ns(p), 'http://127.0.0.1:15020/stats/prometheus') as { status: number; body: string };
@@ -102,11 +120,19 @@ t.test('two sidecars with mTLS report Istio standard metrics, read back through 
         '+Inf',
       ],
     );
-    const tcp = seriesOf(text, 'istio_tcp_connections_opened_total').find((s) => s.labels['reporter'] === 'destination');
-    t.ok(tcp, 'the TCP connection is counted');
-    // B's side of the connection; Istio would also name A here, learnt through the in-band TCP metadata exchange
-    // (ALPN istio-peer-exchange), which the engine does not do yet (issue 26's note): its source labels are unknown
-    if (tcp) t.has(tcp.labels, { ...peer('destination', 'b'), connection_security_policy: 'mutual_tls', request_protocol: 'tcp' });
+    const tcp = await waitForValue(
+      () => `no closed TCP connection on B:\n${scrape('b').body.slice(0, 3000)}`,
+      () => seriesOf(scrape('b').body, 'istio_tcp_connections_closed_total').find((s) => s.labels['reporter'] === 'destination'),
+      { timeoutMs: 15_000, intervalMs: 200 },
+    );
+    t.same(tcp.labels, B_REPORTS_TCP, 'A named as the source, learnt in-band');
+    t.equal(tcp.value, 1);
+    const opened = seriesOf(scrape('b').body, 'istio_tcp_connections_opened_total').find((s) => s.labels['reporter'] === 'destination');
+    t.same(opened?.labels, B_REPORTS_TCP);
+    // `ping\n` in, `b echo ping\n` out: the exchange's own bytes are not counted
+    const bytes = (m: string) => seriesOf(scrape('b').body, m).find((s) => s.labels['reporter'] === 'destination')?.value;
+    t.equal(bytes('istio_tcp_received_bytes_total'), 5, 'received: the application bytes');
+    t.equal(bytes('istio_tcp_sent_bytes_total'), 12, 'sent: the application bytes');
   });
 
   await t.test("A's sidecar, reporter=source: the service it called and the workload behind it", async (t) => {
@@ -129,6 +155,25 @@ t.test('two sidecars with mTLS report Istio standard metrics, read back through 
       connection_security_policy: 'unknown',
     });
     t.equal(got.value, CALLS);
+    // the TCP connection: B named from the exchange, app and version included (the endpoint's labels have neither)
+    const tcp = await waitForValue(
+      () => `no closed TCP connection on A:\n${scrape('a').body.slice(0, 3000)}`,
+      () => seriesOf(scrape('a').body, 'istio_tcp_connections_closed_total').find((s) => s.labels['reporter'] === 'source'),
+      { timeoutMs: 15_000, intervalMs: 200 },
+    );
+    t.same(tcp.labels, {
+      reporter: 'source',
+      ...peer('source', 'a'),
+      source_principal: 'spiffe://cluster.local/ns/a/sa/a',
+      ...peer('destination', 'b'),
+      destination_principal: 'spiffe://cluster.local/ns/b/sa/b',
+      destination_service: 'b.b.svc.cluster.local',
+      destination_service_name: 'b.b.svc.cluster.local',
+      destination_service_namespace: 'b',
+      request_protocol: 'tcp',
+      response_flags: '-',
+      connection_security_policy: 'unknown',
+    });
   });
 
   await t.test('Prometheus scrapes both pods and answers PromQL over them', async (t) => {

@@ -308,3 +308,12 @@ t.test('config: packed or in a TypedStruct (as istiod sends it); one object for 
     names.map((n) => `metadata_exchange.${n}`),
   );
 });
+
+t.test('the same payload on two connections gives the same peer object (the stats label cache is keyed by it)', async (t) => {
+  const one = harness('istio-peer-exchange');
+  const two = harness('istio-peer-exchange');
+  one.f.onData(framed(istioPayload()), false);
+  two.f.onData(framed(istioPayload()), false);
+  t.ok(one.state.get('downstream_peer'));
+  t.equal(one.state.get('downstream_peer'), two.state.get('downstream_peer'));
+});

@@ -178,6 +178,41 @@ export function peerOfExchange(s: JsonObject): Workload | undefined {
   return md && typeof md === 'object' && !Array.isArray(md) ? workloadFromStruct(md) : undefined;
 }
 
+/**
+ * Decoded payloads by their bytes: the same few peers send the same payload on every connection, and the stats
+ * filter's label cache (reporting.ts PeerParts) is keyed by the peer object, so one object per peer keeps it
+ * small. Not workload.ts's PeerCache: that one holds the HTTP header's base64 Struct, and this one must tell an
+ * undecodable payload (null: header_not_found) from a Struct without a peer.
+ */
+class PayloadCache {
+  private readonly byBytes = new Map<string, { peer: Workload | undefined } | null>();
+  constructor(private readonly max = 1000) {}
+  lookup(payload: Buffer): { peer: Workload | undefined } | null {
+    // a workload's metadata is a few hundred bytes: anything far larger is decoded, never kept
+    if (payload.length > 16 * 1024) {
+      const s = decodeExchangePayload(payload);
+      return s ? { peer: peerOfExchange(s) } : null;
+    }
+    const key = payload.toString('latin1');
+    let v = this.byBytes.get(key);
+    if (v === undefined) {
+      const s = decodeExchangePayload(payload);
+      v = s ? { peer: peerOfExchange(s) } : null;
+      if (this.byBytes.size >= this.max) {
+        // drop the oldest quarter, as the HTTP peer cache does
+        let n = this.max >> 2;
+        for (const k of this.byBytes.keys()) {
+          if (n-- <= 0) break;
+          this.byBytes.delete(k);
+        }
+      }
+      this.byBytes.set(key, v);
+    }
+    return v;
+  }
+}
+const payloads = new PayloadCache();
+
 /** Where one side of a connection runs the exchange: the listener (downstream) or the cluster (upstream). */
 export type ExchangeDirection = 'downstream' | 'upstream';
 
@@ -251,15 +286,15 @@ export class ExchangeFilter {
       this.held = b;
       return EMPTY;
     }
-    const s = decodeExchangePayload(b.subarray(0, this.payloadBytes));
-    if (!s) {
+    const got = payloads.lookup(b.subarray(0, this.payloadBytes));
+    if (!got) {
       // not drained: the bytes after the header go on, as in Istio
       this.cfg.stats.headerNotFound.inc();
       this.notFound();
       this.phase = 'invalid';
       return b;
     }
-    const peer = peerOfExchange(s);
+    const peer = got.peer;
     if (peer) this.conn.state.set(this.direction === 'downstream' ? DOWNSTREAM_PEER : UPSTREAM_PEER, peer);
     this.phase = 'done';
     return b.subarray(this.payloadBytes);
