@@ -1,7 +1,7 @@
 // xDS scale: how fast a VirtualService edit on disk reaches N connected proxies, and what the daemon costs.
 //   node scripts/bench/xds-scale.mjs [--clients 100,1000] [--services 1000] [--edits 20]
 //        [--perChannel 50] [--routerEvery 10] [--ramp 0] [--scoped] [--vhds] [--maxRssMB 6000] [--build] [--keep] [--maxMinutes 300]
-//        [--cpuProf <dir>] [--heapSnapshot <dir>]
+//        [--mesh <executable>] [--baseline <executable>] [--cpuProf <dir>] [--heapSnapshot <dir>]
 //
 // For each N: a fresh `dist/pilot-discovery discovery --configDir <generated>` (loopback, ephemeral ports),
 // and a separate process (./xds-scale/clients.mjs) of N simulated Envoy ADS clients (every routerEvery-th
@@ -15,7 +15,8 @@
 // previous one holds its initial config. A run whose daemon passes --maxRssMB (a guard for the shared
 // machine, far above the 1 GB goal) or fails otherwise is reported as failed, with what was measured.
 // --mesh <executable> measures that mesh executable instead of dist/mesh (another worktree's build, as a
-// baseline run after or before this one). The daemon inherits PILOT_*, MESH_*, XDS_* and ISTIO_* variables
+// baseline run after or before this one). --baseline <executable> runs that build too, before the measured
+// one at each N, and prints the measured build's figures as ratios of the baseline's (same run, same machine). The daemon inherits PILOT_*, MESH_*, XDS_* and ISTIO_* variables
 // from this process (e.g. PILOT_ENABLE_XDS_CACHE=false).
 // --vhds: the clients use delta xDS and advertise VHDS (node client feature `mesh.io/vhds`, as the engine
 // does), so route configurations come without virtual hosts and an edit sends only the changed virtual host.
@@ -73,6 +74,7 @@ const OPTIONS = {
   keep: { type: 'boolean', help: 'keep the temporary directories' },
   maxMinutes: { type: 'integer', min: 1, default: 300, help: 'stop the benchmark after this long' },
   mesh: { type: 'path', help: 'the mesh binary measured (default dist/mesh)' },
+  baseline: { type: 'path', help: 'a mesh binary run first at each N as the yardstick (e.g. the previous build)' },
   cpuProf: { type: 'string', help: "the daemon's bundle under node --cpu-prof, one profile per N in this directory" },
   heapSnapshot: { type: 'string', help: "the daemon's heap snapshots (connected, edited) in this directory" },
 };
@@ -498,6 +500,7 @@ function printRun(r) {
 function printTable(runs) {
   const head = [
     'N',
+    'build',
     'connect+initial s',
     'edit p50 ms',
     'edit p99 ms',
@@ -509,11 +512,12 @@ function printTable(runs) {
     'client CPU s',
   ];
   const rows = runs.map((r) => {
-    if (r.failure) return [String(r.n), `failed (${r.phase})`, '—', '—', '—', '—', `≥ ${f0(r.rssMaxFailed / MB)}`, '—', '—', '—'];
+    if (r.failure) return [String(r.n), r.build, `failed (${r.phase})`, '—', '—', '—', '—', `≥ ${f0(r.rssMaxFailed / MB)}`, '—', '—', '—'];
     const ms = r.edits.map((e) => e.ms);
     const rssMax = Math.max(r.rssMaxConnect, r.rssMaxEdits);
     return [
       String(r.n),
+      r.build,
       f1(r.connectMs / 1000),
       f0(quantile(ms, 0.5)),
       f0(quantile(ms, 0.99)),
@@ -532,8 +536,37 @@ function printTable(runs) {
   for (const row of rows) console.log(line(row));
 }
 
+/** The measured build's figures over the baseline's at each N (below 1: the measured build is faster or smaller). */
+function printRatios(runs) {
+  const figures = (r) => ({
+    'connect+initial': r.connectMs,
+    'edit p50': quantile(
+      r.edits.map((e) => e.ms),
+      0.5,
+    ),
+    'edit p99': quantile(
+      r.edits.map((e) => e.ms),
+      0.99,
+    ),
+    'daemon CPU connect': r.cpuConnect,
+    'daemon CPU/edit': r.cpuEdits / r.edits.length,
+    'MB/edit': mean(r.edits.map((e) => e.bytes)),
+    'RSS max': Math.max(r.rssMaxConnect, r.rssMaxEdits),
+  });
+  for (const r of runs.filter((x) => x.build === 'measured' && !x.failure)) {
+    const base = runs.find((x) => x.n === r.n && x.build === 'baseline' && !x.failure);
+    if (!base) continue;
+    const a = figures(r);
+    const b = figures(base);
+    console.log(`
+N = ${r.n}, measured / baseline (same run): ${Object.keys(a)
+      .map((k) => `${k} ${f2(a[k] / b[k])}`)
+      .join(', ')}`);
+  }
+}
+
 function printGoal(runs) {
-  const goal = runs.find((r) => r.n === 1000);
+  const goal = runs.find((r) => r.n === 1000 && r.build === 'measured');
   if (!goal) {
     console.log('\ngoal check needs a run with --clients including 1000');
     return;
@@ -557,6 +590,16 @@ function printGoal(runs) {
 
 // ---- main ---------------------------------------------------------------------------------------------
 
+/** A copy of a mesh executable in the run's directory, as `<dir>/pilot-discovery`. */
+function privateCopy(mesh, name) {
+  const dir = path.join(tempDir, name);
+  mkdirSync(dir);
+  copyFileSync(mesh, path.join(dir, 'mesh'));
+  chmodSync(path.join(dir, 'mesh'), 0o755);
+  symlinkSync('mesh', path.join(dir, 'pilot-discovery'));
+  return path.join(dir, 'pilot-discovery');
+}
+
 async function main() {
   const opts = parseOptions(
     'scripts/bench/xds-scale.mjs',
@@ -570,22 +613,22 @@ async function main() {
   }, opts.maxMinutes * 60_000);
   killer.unref();
   ensureBinary(opts.build);
+  if (opts.baseline && (opts.cpuProf || opts.heapSnapshot)) throw new Error('--cpuProf and --heapSnapshot profile the sources: not with --baseline');
   if (opts.cpuProf || opts.heapSnapshot) {
     if (opts.cpuProf) opts.cpuProf = path.resolve(opts.cpuProf);
     if (opts.heapSnapshot) mkdirSync((opts.heapSnapshot = path.resolve(opts.heapSnapshot)), { recursive: true });
     opts.profileBundle = await profileBundle(opts.cpuProf ?? opts.heapSnapshot);
   }
   tempDir = mkdtempSync(path.join(tmpdir(), 'mesh-xds-scale-'));
-  // Run a private copy of the executable, so a rebuild of dist/ during a long run cannot mix two builds.
-  mkdirSync(path.join(tempDir, 'bin'));
-  copyFileSync(opts.mesh ?? path.join(ROOT, 'dist', 'mesh'), path.join(tempDir, 'bin', 'mesh'));
-  chmodSync(path.join(tempDir, 'bin', 'mesh'), 0o755);
-  symlinkSync('mesh', path.join(tempDir, 'bin', 'pilot-discovery'));
-  opts.binary = path.join(tempDir, 'bin', 'pilot-discovery');
+  // Run private copies of the executables, so a rebuild of dist/ during a long run cannot mix two builds.
+  const builds = [
+    ...(opts.baseline ? [{ build: 'baseline', binary: privateCopy(opts.baseline, 'baseline') }] : []),
+    { build: 'measured', binary: privateCopy(opts.mesh ?? path.join(ROOT, 'dist', 'mesh'), 'measured') },
+  ];
   const configDir = path.join(tempDir, 'config');
   const counts = writeConfigDir(configDir, opts.services, { scoped: opts.scoped });
   console.log(
-    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon ${opts.mesh ?? 'dist/mesh'} built ${statSync(opts.mesh ?? path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}`,
+    `xds-scale: node ${process.version}, ${availableParallelism()} cores, ${new Date().toISOString()}; daemon ${opts.mesh ?? 'dist/mesh'} built ${statSync(opts.mesh ?? path.join(ROOT, 'dist', 'mesh')).mtime.toISOString()}${opts.baseline ? `; baseline ${opts.baseline} built ${statSync(opts.baseline).mtime.toISOString()}` : ''}`,
   );
   console.log(
     `config: ${counts.serviceEntries} ServiceEntries in ${counts.namespaces} namespaces, ${counts.workloadEntries} WorkloadEntries, ${counts.destinationRules} DestinationRules, ${counts.virtualServices} VirtualServices, ${counts.gateways} Gateway${counts.sidecars ? `, ${counts.sidecars} namespace Sidecars (egress ./* and mesh-system/*; the edit reaches the routers and app-00's sidecars)` : ''} (${counts.files} files${opts.keep ? ` in ${configDir}` : ''})`,
@@ -595,12 +638,16 @@ async function main() {
   );
   const runs = [];
   for (const n of opts.clients) {
-    const r = await runOne(n, opts, configDir);
-    if (r.rejectedConfigs) throw new Error(`the daemon rejected ${r.rejectedConfigs} generated configs`);
-    printRun(r);
-    runs.push(r);
+    for (const { build, binary } of builds) {
+      const r = { ...(await runOne(n, { ...opts, binary }, configDir)), build };
+      if (r.rejectedConfigs) throw new Error(`the daemon rejected ${r.rejectedConfigs} generated configs`);
+      if (builds.length > 1) console.log(`\n[${build}]`);
+      printRun(r);
+      runs.push(r);
+    }
   }
   printTable(runs);
+  printRatios(runs);
   printGoal(runs);
   // The figures are printed either way; a run that could not be measured makes the exit status say so.
   return runs.some((r) => r.failure) ? 1 : 0;

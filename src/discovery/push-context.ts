@@ -22,7 +22,7 @@ import {
   type MergedPeerAuthentication,
   type MutualTlsMode,
 } from './push/peer-authentication';
-import { buildSidecarScope, selectSidecar, type SidecarScope } from './push/sidecar-scope';
+import { buildSidecarScope, selectSidecar, withVirtualServices, type SidecarScope } from './push/sidecar-scope';
 import { MESH_GATEWAY, resolveVirtualService, type VirtualServiceEntry } from './push/virtualservice';
 import { byAge, isExportedTo } from './push/visibility';
 import { PushStatus, type PushStatusMetric } from './push-status';
@@ -273,6 +273,8 @@ function buildServiceIndex(registry: ServiceRegistry, previous?: ServiceIndex, c
 /** Memos a snapshot may take over from the one before it when nothing they are derived from changed. */
 interface InheritedMemos {
   scopes?: Map<string, SidecarScope>;
+  /** The previous snapshot's scopes, when only VirtualServices changed them: re-scoped, not rebuilt. */
+  rescopeFrom?: ReadonlyMap<string, SidecarScope>;
   gateways?: Map<string, MergedGateway>;
   selectedSidecars?: WeakMap<Proxy, Config<'Sidecar'> | null>;
 }
@@ -282,6 +284,7 @@ export class PushContext {
   readonly pushVersion: number;
   readonly options: ResolvedPushContextOptions;
   private readonly scopes: Map<string, SidecarScope>;
+  private readonly rescopeFrom: ReadonlyMap<string, SidecarScope> | undefined;
   private readonly gatewayCache: Map<string, MergedGateway>;
   private readonly sharedKeys = new WeakMap<Proxy, string>();
   private labelKeysUsed: readonly string[] | undefined;
@@ -301,6 +304,7 @@ export class PushContext {
     memos: InheritedMemos = {},
   ) {
     this.scopes = memos.scopes ?? new Map();
+    this.rescopeFrom = memos.rescopeFrom;
     this.gatewayCache = memos.gateways ?? new Map();
     this.selectedSidecars = memos.selectedSidecars ?? new WeakMap();
     const v = nextVersion();
@@ -347,9 +351,10 @@ export class PushContext {
     if (cfg.telemetry !== prev.cfg.telemetry) cfg.telemetry.reportUnknownProviders();
     const svc = services ? buildServiceIndex(registry) : prev.svc;
     const sidecars = parts.has('sidecars');
+    // a scope is built from the services, the Sidecar and the mesh-bound VirtualServices (sidecar-scope.ts)
+    const scopes = services || sidecars ? {} : parts.has('virtualServices') ? { rescopeFrom: prev.scopes } : { scopes: prev.scopes };
     const memos: InheritedMemos = {
-      // a scope is built from the services, the mesh-bound VirtualServices and the Sidecar (sidecar-scope.ts)
-      ...(services || sidecars || parts.has('virtualServices') ? {} : { scopes: prev.scopes }),
+      ...scopes,
       ...(parts.has('gateways') ? {} : { gateways: prev.gatewayCache }),
       ...(sidecars ? {} : { selectedSidecars: prev.selectedSidecars }),
     };
@@ -579,13 +584,11 @@ export class PushContext {
     const key = `${proxy.namespace}|${sidecar ? `${sidecar.meta.namespace}/${sidecar.meta.name}` : ''}`;
     let s = this.scopes.get(key);
     if (!s) {
-      s = buildSidecarScope(
-        proxy.namespace,
-        sidecar,
-        this.svc.services,
-        this.cfg.vsByGateway.get(MESH_GATEWAY) ?? [],
-        this.options.outboundTrafficPolicy,
-      );
+      const meshVs = this.cfg.vsByGateway.get(MESH_GATEWAY) ?? [];
+      const before = this.rescopeFrom?.get(key);
+      s = before
+        ? withVirtualServices(before, meshVs)
+        : buildSidecarScope(proxy.namespace, sidecar, this.svc.services, meshVs, this.options.outboundTrafficPolicy);
       this.scopes.set(key, s);
     }
     return s;

@@ -180,6 +180,10 @@ t.test('what no changed kind feeds is taken from the previous snapshot', async (
   t.equal(next.allServices(), vsEdit.prev.allServices(), 'services kept');
   t.equal(next.telemetry, vsEdit.prev.telemetry, 'telemetry kept');
   t.not(next.virtualServices(), vsEdit.prev.virtualServices(), 'VirtualServices re-indexed');
+  const before = vsEdit.prev.sidecarScope(PROXIES[2]!);
+  const after0 = next.sidecarScope(PROXIES[2]!);
+  t.equal(after0.services, before.services, "a sidecar scope's services kept: only its VirtualServices re-scoped");
+  t.not(after0.virtualServices, before.virtualServices);
   const seEdit = scenario((s) => s.apply(serviceEntry('ratings', RATINGS)));
   const after = PushContext.update(seEdit.prev, seEdit.store, seEdit.registry, seEdit.changes);
   t.not(after.allServices(), seEdit.prev.allServices(), 'a ServiceEntry re-reads the services');

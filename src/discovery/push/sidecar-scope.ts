@@ -102,7 +102,7 @@ export function buildSidecarScope(
       services: exportedServices.filter(
         (s) => egressAllows(hosts, s.namespace, [s.hostname]) && (!e.port || s.ports.some((p) => p.port === e.port!.number)),
       ),
-      virtualServices: exportedVs.filter((v) => egressAllows(hosts, v.namespace, v.hosts)),
+      virtualServices: [],
     };
   });
   const seen = new Set<string>();
@@ -119,6 +119,29 @@ export function buildSidecarScope(
       if (!prev || (s.namespace === namespace && prev.namespace !== namespace)) byHost.set(s.hostname, s);
     }
   }
+  const scope: SidecarScope = {
+    ...(sidecar ? { name: `${sidecar.meta.namespace}/${sidecar.meta.name}`, sidecar } : {}),
+    namespace,
+    egressListeners: listeners,
+    services: all,
+    virtualServices: [],
+    outboundTrafficPolicy: sidecar?.spec.outboundTrafficPolicy?.mode ?? defaultOutboundPolicy,
+    servicesByHost: byHost,
+  };
+  return withVirtualServices(scope, meshVirtualServices);
+}
+
+/**
+ * `scope` with the mesh-bound VirtualServices it sees taken from `meshVirtualServices` (its services, which no
+ * VirtualService changes, kept): what buildSidecarScope gives for them, at the cost of the VirtualServices alone.
+ * After an edit of VirtualServices only, a push context re-scopes its predecessor's scopes so.
+ */
+export function withVirtualServices(scope: SidecarScope, meshVirtualServices: readonly VirtualServiceEntry[]): SidecarScope {
+  const exportedVs = meshVirtualServices.filter((v) => isExportedTo(v.exportTo, v.namespace, scope.namespace));
+  const listeners = scope.egressListeners.map((l) => ({
+    ...l,
+    virtualServices: exportedVs.filter((v) => egressAllows(l.hosts, v.namespace, v.hosts)),
+  }));
   const vsSeen = new Set<string>();
   const vs: VirtualServiceEntry[] = [];
   for (const l of listeners) {
@@ -129,15 +152,7 @@ export function buildSidecarScope(
       vs.push(v);
     }
   }
-  return {
-    ...(sidecar ? { name: `${sidecar.meta.namespace}/${sidecar.meta.name}`, sidecar } : {}),
-    namespace,
-    egressListeners: listeners,
-    services: all,
-    virtualServices: vs,
-    outboundTrafficPolicy: sidecar?.spec.outboundTrafficPolicy?.mode ?? defaultOutboundPolicy,
-    servicesByHost: byHost,
-  };
+  return { ...scope, egressListeners: listeners, virtualServices: vs };
 }
 
 export { MESH_GATEWAY };

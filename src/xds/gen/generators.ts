@@ -166,13 +166,18 @@ export const edsGenerator: Generator<PushContext> = {
     let requested = names(watched);
     // endpoint-only pushes resend just the clusters of the hosts that changed
     if (!req.full && req.edsUpdates.size > 0) requested = requested.filter((n) => req.edsUpdates.has(parseSubsetKey(n)?.hostname ?? ''));
+    // One cache entry per kind of proxy (sharedKey) and push, holding its load assignments by cluster name: a
+    // proxy's lookups are then by the names it watches, with no key built per proxy and cluster.
+    const byName = req.push.shared('eds', `cla|${req.push.sharedKey(proxy)}`, () => new Map<string, Resource>());
     return {
-      resources: requested.map((n) =>
-        req.push.shared('eds', `${req.push.sharedKey(proxy)}|${n}`, () => ({
-          name: n,
-          resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)),
-        })),
-      ),
+      resources: requested.map((n) => {
+        let r = byName.get(n);
+        if (!r) {
+          r = { name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) };
+          byName.set(n, r);
+        }
+        return r;
+      }),
     };
   },
 };
