@@ -194,6 +194,13 @@ const KIND_FEEDS: Readonly<Record<Kind, IndexPart | 'services' | 'none'>> = {
   WasmPlugin: 'none',
   ProxyConfig: 'none',
   Secret: 'none',
+  // The Gateway API kinds reach the push context translated: GatewayApiConfigStore emits their Gateways and
+  // VirtualServices as events of those kinds, which feed their own parts above.
+  GatewayClass: 'none',
+  KubernetesGateway: 'none',
+  HTTPRoute: 'none',
+  GRPCRoute: 'none',
+  ReferenceGrant: 'none',
 };
 
 /** What changed since a snapshot was built (Istio's PushRequest.ConfigsUpdated, as updateContext reads it). */
