@@ -121,6 +121,7 @@ t.test('cors filter', async (t) => {
   t.equal(pre.headers['access-control-allow-headers'], 'x-token');
   t.equal(pre.headers['access-control-max-age'], '60');
   t.equal(pre.headers['access-control-allow-credentials'], 'true');
+  t.equal(pre.headers['access-control-expose-headers'], 'x-backend', 'Envoy 1.36 exposes headers on the preflight too');
   t.equal(b.seen.length, 0, 'the proxy answered the preflight itself');
   const simple = await request(port, '/x', { headers: { origin: 'https://app.example.com' } });
   t.equal(simple.headers['access-control-allow-origin'], 'https://app.example.com');
