@@ -25,7 +25,7 @@ export interface DiffRequest {
    * `tolerance` (a fraction) of `weights` (percent): the same verdict is expected of both data planes.
    */
   split?: { times: number; weights: Record<string, number>; tolerance: number };
-  /** Which other backend instances also received it (mirroring), after this many ms. */
+  /** Which backend instances received it (mirroring): as soon as another than the answering one has, or after this many ms. */
   mirrorWaitMs?: number;
   /** The gateway listener's port, when not the HTTP server on `ports.gw`. */
   port?: (ports: ScenarioPorts) => number;
@@ -201,7 +201,11 @@ async function runRequest(ports: ScenarioPorts, r: DiffRequest, seen: Record<str
   const before = Object.fromEntries(Object.entries(seen).map(([k, v]) => [k, v.length]));
   const o = observe(await send(port, r));
   if (r.mirrorWaitMs !== undefined) {
-    await new Promise((res) => setTimeout(res, r.mirrorWaitMs));
+    // until another instance than the one that answered got a copy, or the time is up
+    const copied = () =>
+      Object.entries(seen).some(([inst, recs]) => inst !== (o['backend'] as EchoRecord | undefined)?.instance && recs.length > before[inst]!);
+    const until = Date.now() + r.mirrorWaitMs;
+    while (!copied() && Date.now() < until) await new Promise((res) => setTimeout(res, 50));
     // every instance's copies of this request, with the Host and path each got
     const copies: Record<string, unknown[]> = {};
     for (const [inst, recs] of Object.entries(seen)) {
@@ -244,7 +248,7 @@ export async function runScenario(t: Test, s: Scenario, plane: DataPlane): Promi
       const o = observe(await send(ready.port ? ready.port(ports!) : ports!.gw, ready));
       return s.readyStatus !== undefined ? o['status'] === s.readyStatus : (o['status'] as number) >= 200 && (o['status'] as number) < 300;
     },
-    { timeoutMs: 30_000, intervalMs: 100 },
+    { timeoutMs: 60_000, intervalMs: 100 },
   );
   const observations: Record<string, Observation> = {};
   for (const r of s.requests) observations[r.name] = await runRequest(ports!, r, seen);

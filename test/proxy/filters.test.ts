@@ -1,6 +1,7 @@
 // HTTP behaviour through the engine with real sockets: fault, CORS and RBAC filters (per-route
 // configs too), retries, timeouts, circuit breakers, outlier detection, access logs, path
 // normalisation, forwarded headers, rewrites and WebSocket upgrades.
+import os from 'node:os';
 import t from 'tap';
 import http from 'node:http';
 import net from 'node:net';
@@ -120,6 +121,7 @@ t.test('cors filter', async (t) => {
   t.equal(pre.headers['access-control-allow-headers'], 'x-token');
   t.equal(pre.headers['access-control-max-age'], '60');
   t.equal(pre.headers['access-control-allow-credentials'], 'true');
+  t.equal(pre.headers['access-control-expose-headers'], 'x-backend', 'Envoy 1.36 exposes headers on the preflight too');
   t.equal(b.seen.length, 0, 'the proxy answered the preflight itself');
   const simple = await request(port, '/x', { headers: { origin: 'https://app.example.com' } });
   t.equal(simple.headers['access-control-allow-origin'], 'https://app.example.com');
@@ -315,7 +317,15 @@ t.test('access log, path normalisation, forwarded headers and rewrites', async (
   t.equal(r.body, 'b /b/c', 'dot segments removed and slashes merged before routing');
   t.equal(r.headers.server, 'istio-envoy');
   const seen = b.seen.at(-1)!;
-  t.equal(seen.headers['x-forwarded-for'], '203.0.113.9,127.0.0.1', 'use_remote_address appends the peer');
+  // for a loopback peer Envoy appends its own first non-loopback IPv4 address (LocalInfo's), 127.0.0.1 without one
+  const own =
+    Object.values(os.networkInterfaces())
+      .flatMap((l) => l ?? [])
+      .find((a) => a.family === 'IPv4' && !a.internal)?.address ?? '127.0.0.1';
+  t.equal(seen.headers['x-forwarded-for'], `203.0.113.9,${own}`, 'use_remote_address appends the peer');
+  // Envoy ≥ 1.33: with no internal_address_config no peer is internal, loopback included
+  t.equal(seen.headers['x-envoy-internal'], undefined);
+  t.equal(seen.headers['x-envoy-external-address'], '127.0.0.1');
   t.equal(seen.headers['x-forwarded-proto'], 'http');
   t.match(String(seen.headers['x-request-id']), /^[0-9a-f-]{36}$/);
   t.equal(seen.headers['x-envoy-expected-rq-timeout-ms'], '15000');
@@ -338,7 +348,9 @@ t.test('access log, path normalisation, forwarded headers and rewrites', async (
   );
   t.match(
     lines[0]!,
-    /^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\] "GET \/b\/c HTTP\/1\.1" 200 - 0 \d+ \d+ \d+ "203\.0\.113\.9,127\.0\.0\.1" "probe\/1" "[0-9a-f-]{36}" "127\.0\.0\.1:\d+" "127\.0\.0\.1:\d+"$/,
+    new RegExp(
+      String.raw`^\[\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z\] "GET \/b\/c HTTP\/1\.1" 200 - 0 \d+ \d+ \d+ "203\.0\.113\.9,${own.replace(/\./g, '\\.')}" "probe\/1" "[0-9a-f-]{36}" "127\.0\.0\.1:\d+" "127\.0\.0\.1:\d+"$`,
+    ),
   );
   t.match(lines[1]!, /"GET \/api\/items\?x=1 HTTP\/1\.1" 200/, 'the original path is logged');
 });

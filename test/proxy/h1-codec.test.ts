@@ -449,7 +449,12 @@ t.test('upstream pool: a body given whole goes with its length; idle connections
   t.same(seen[1], { te: undefined, cl: '0', body: '' }, 'a POST without a body says Content-Length: 0');
   await call('GET');
   t.same(seen[2], { te: undefined, cl: undefined, body: '' }, 'a GET without a body has no framing headers');
-  t.equal(pool.connections, 1, 'one connection served the three sequential requests');
+  // Envoy's HeaderUtility::requestShouldHaveNoBody: GET, HEAD, DELETE, TRACE, CONNECT; any other method says length 0
+  await call('OPTIONS');
+  t.same(seen[3], { te: undefined, cl: '0', body: '' }, 'an OPTIONS without a body says Content-Length: 0, as Envoy does');
+  await call('DELETE');
+  t.same(seen[4], { te: undefined, cl: undefined, body: '' }, 'a DELETE without a body has no framing headers');
+  t.equal(pool.connections, 1, 'one connection served the sequential requests');
   await waitForValue('the idle connection closing after idle_timeout', () => pool.connections === 0, { timeoutMs: 10_000, intervalMs: 20 });
   t.pass('idle connection closed');
   pool.close();

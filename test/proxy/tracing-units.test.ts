@@ -337,3 +337,29 @@ t.test('http.url and the span shapes: Zipkin v2 JSON and OTLP', async (t) => {
 });
 
 void HCM_TYPE;
+
+t.test('tracing without a provider (a null span): the decorator header is still written on egress, removed on ingress', async (t) => {
+  const store = new StatsStore();
+  const tracer = (egress: boolean) =>
+    new HttpTracer(
+      tracingOptionsOf(istioHcm({}), 'hcm', egress)!,
+      { call: () => Promise.reject(new Error('no')), local: localInfoOf(undefined), stats: store.scope(''), warn: () => {} },
+      store.scope('http.x.'),
+    );
+  const stream = (h: Record<string, string>) => {
+    const request = new RequestHeaders('GET', '/', 'a', 'http', { 'x-request-id': '00000063-feae-4136-9e0f-6fa2ce94dd15', ...h });
+    return {
+      request,
+      info: {},
+      connection: {},
+      route: () => ({ route: { decoratorOperation: 'svc:80/*' } }),
+      trace: undefined,
+    } as never as Parameters<HttpTracer['onRequest']>[0];
+  };
+  const out = stream({});
+  tracer(true).onRequest(out);
+  t.equal(out.request.get('x-envoy-decorator-operation'), 'svc:80/*', 'egress: the route decorator goes upstream');
+  const inbound = stream({ 'x-envoy-decorator-operation': 'caller-op' });
+  tracer(false).onRequest(inbound);
+  t.equal(inbound.request.get('x-envoy-decorator-operation'), undefined, 'ingress: the header is consumed');
+});

@@ -20,7 +20,7 @@ import { compileFormat, formatLog } from '../../src/proxy/format/substitution';
 import { StreamInfo, type DownstreamConnectionInfo } from '../../src/proxy/stream-info';
 import { BootstrapError, loadBootstrap, parseBootstrap } from '../../src/proxy/bootstrap';
 import { OutlierDetector } from '../../src/proxy/upstream/outlier';
-import { isInternalAddress } from '../../src/proxy/common/cidr';
+import { isLoopback } from '../../src/proxy/common/cidr';
 import { pb } from './helpers';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -469,9 +469,9 @@ t.test('substitution formats', async (t) => {
   t.throws(() => compileFormat('%REQ(x', 'f'), /Couldn't find valid command/);
 });
 
-t.test('internal addresses', async (t) => {
-  for (const a of ['10.1.2.3', '172.16.0.1', '192.168.1.1', '127.0.0.1', '::1', 'fd00::1', '::ffff:10.0.0.1']) t.ok(isInternalAddress(a), a);
-  for (const a of ['8.8.8.8', '172.32.0.1', '2001:db8::1']) t.notOk(isInternalAddress(a), a);
+t.test('loopback addresses (Envoy isLoopbackAddress)', async (t) => {
+  for (const a of ['127.0.0.1', '127.9.9.9', '::1', '::ffff:127.0.0.1']) t.ok(isLoopback(a), a);
+  for (const a of ['10.1.2.3', '192.168.1.1', '8.8.8.8', 'fd00::1', '::2']) t.notOk(isLoopback(a), a);
 });
 
 t.test('bootstrap loading', async (t) => {

@@ -72,17 +72,16 @@ export function cidrContains(c: Cidr, ip: IpValue | undefined): boolean {
   return maskOf(v.value, c.len, c.family === 4 ? 32 : 128) === c.prefix;
 }
 
-const INTERNAL: Cidr[] = [
-  { family: 4, prefix: 0x0a000000n, len: 8 },
-  { family: 4, prefix: 0xac100000n, len: 12 },
-  { family: 4, prefix: 0xc0a80000n, len: 16 },
+const LOOPBACK: Cidr[] = [
   { family: 4, prefix: 0x7f000000n, len: 8 },
   { family: 6, prefix: 1n, len: 128 },
-  { family: 6, prefix: 0xfc00n << 112n, len: 7 },
 ];
 
-/** Envoy's default internal addresses: RFC 1918, loopback, IPv6 ULA and ::1. */
-export function isInternalAddress(ip: string): boolean {
+/**
+ * Envoy's Network::Utility::isLoopbackAddress: 127.0.0.0/8 (also IPv4-mapped) and ::1. (Envoy ≥ 1.33 has no
+ * default internal addresses: without internal_address_config no peer is internal, loopback included.)
+ */
+export function isLoopback(ip: string): boolean {
   const v = parseIp(ip);
-  return INTERNAL.some((c) => cidrContains(c, v));
+  return LOOPBACK.some((c) => cidrContains(c, v));
 }

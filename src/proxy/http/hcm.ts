@@ -9,7 +9,8 @@ import type net from 'node:net';
 import type tls from 'node:tls';
 import type { HttpConnectionManager } from '../../gen/envoy/extensions/filters/network/http_connection_manager/v3/http_connection_manager_pb';
 import { ConfigError } from '../common/config-error';
-import { isInternalAddress } from '../common/cidr';
+import { isLoopback } from '../common/cidr';
+import { localInfoOf } from '../common/local-info';
 import { HOP_BY_HOP, RequestHeaders, withRepeatedFields, type RawHeaders } from '../codec/headers';
 import { H1Response, H1ServerConnection } from '../codec/h1/server';
 import type { RouteConfigProvider } from '../route/rds';
@@ -80,8 +81,10 @@ export class HcmRuntime {
   private readonly h2: http2.Http2Server;
   private pendingSessionCtx: ConnectionContext | undefined;
   private readonly log;
-  /** Envoy's internal-request test: internal_address_config ranges, else RFC 1918/loopback. */
-  private isInternal: (ip: string) => boolean = isInternalAddress;
+  /** Envoy's internal-request test: internal_address_config ranges; without them no address is internal (Envoy ≥ 1.33). */
+  private isInternal: (ip: string) => boolean = () => false;
+  /** What Envoy appends to x-forwarded-for for a loopback peer (ConnectionManagerConfig::localAddress). */
+  private readonly localAddress: string;
 
   constructor(
     readonly proto: HttpConnectionManager,
@@ -94,6 +97,7 @@ export class HcmRuntime {
     egress = false,
   ) {
     this.log = deps.log.get('http');
+    this.localAddress = (deps.local ?? localInfoOf(undefined)).address;
     this.clusters = deps.clusters;
     if (!proto.statPrefix) throw new ConfigError(`${where}.stat_prefix: value length must be at least 1 characters`);
     this.statPrefix = proto.statPrefix;
@@ -381,8 +385,10 @@ export class HcmRuntime {
     let internal: boolean;
     if (o.useRemoteAddress) {
       if (!o.skipXffAppend) {
+        // Envoy appends its own address (LocalInfo's, the first non-loopback IPv4) for a loopback peer
+        const hop = isLoopback(remote) ? this.localAddress : remote;
         const xff = h.get('x-forwarded-for');
-        h.set('x-forwarded-for', xff ? `${xff},${remote}` : remote);
+        h.set('x-forwarded-for', xff ? `${xff},${hop}` : hop);
       }
       internal = s.conn.internal ??= this.isInternal(remote);
       if (internal) h.set('x-envoy-internal', 'true');

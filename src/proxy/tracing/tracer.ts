@@ -78,10 +78,17 @@ export class HttpTracer {
     const reason = this.decide(s.request);
     this.stats[reason].inc();
     const d = this.driver;
-    if (!d) return;
     const o = this.o;
     const h = s.request;
     const egress = o.operation === 'egress';
+    if (!d) {
+      // Envoy's tracer without a provider starts a null span all the same, so the decorator header is still
+      // written on egress and taken off on ingress
+      const decorator = s.route()?.route.decoratorOperation;
+      if (egress && decorator) h.set(DECORATOR, decorator);
+      else if (!egress) h.remove(DECORATOR);
+      return;
+    }
     const operation = egress ? `egress ${h.authority}` : 'ingress';
     const traced = reason !== 'notTraceable';
     const startUs = Math.round((performance.timeOrigin + s.info.startHr) * 1000);

@@ -65,7 +65,7 @@ const RULES = `  - name: exact
     ${to('a')}
   - name: timeout
     match: [{uri: {prefix: /timeout}}]
-    timeout: 0.3s
+    timeout: 1s
     ${to('a')}
   - name: abort
     match: [{uri: {prefix: /abort}}]
@@ -74,7 +74,7 @@ const RULES = `  - name: exact
   - name: delay
     match: [{uri: {prefix: /delay}}]
     fault: {delay: {fixedDelay: 0.2s, percentage: {value: 100}}}
-    timeout: 0.1s
+    timeout: 5s
     ${to('a')}
   - name: mirror
     match: [{uri: {prefix: /mirror}}]
@@ -129,11 +129,11 @@ const ROUTING: Scenario = {
     { name: 'retry-exhausted', path: '/retry', headers: { 'x-echo-fail': '5', 'x-echo-key': 'retry-2' } },
     { name: 'no-retry', path: '/no-retry', headers: { 'x-echo-fail': '1', 'x-echo-key': 'retry-3' } },
     { name: 'upstream-status', path: '/exact', headers: { 'x-echo-status': '503' } },
-    { name: 'timeout', path: '/timeout', headers: { 'x-echo-delay-ms': '1500' } },
+    { name: 'timeout', path: '/timeout', headers: { 'x-echo-delay-ms': '3000' } },
     { name: 'in-time', path: '/timeout', headers: { 'x-echo-delay-ms': '10' } },
     { name: 'abort', path: '/abort' },
-    { name: 'delay-then-timeout', path: '/delay' },
-    { name: 'mirror', path: '/mirror/m', headers: { 'x-echo-key': 'mirror-1' }, mirrorWaitMs: 300 },
+    { name: 'delay-then-ok', path: '/delay' },
+    { name: 'mirror', path: '/mirror/m', headers: { 'x-echo-key': 'mirror-1' }, mirrorWaitMs: 3000 },
     { name: 'split', path: '/split', split: { times: 200, weights: { a: 75, b: 25 }, tolerance: 0.1 } },
     {
       name: 'cors-preflight',

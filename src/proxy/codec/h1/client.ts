@@ -30,8 +30,11 @@ export interface PoolOptions {
   onDequeued?(): void;
 }
 
-/** Methods Node's client sends without a body framing when none was written (others get Content-Length: 0). */
-const NO_DEFAULT_BODY = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS', 'TRACE', 'CONNECT']);
+/**
+ * Methods sent without body framing when none was written (Envoy's HeaderUtility::requestShouldHaveNoBody); any
+ * other headers-only request says Content-Length: 0, as Envoy's HTTP/1 codec writes it.
+ */
+const NO_DEFAULT_BODY = new Set(['GET', 'HEAD', 'DELETE', 'TRACE', 'CONNECT']);
 const BAD_NAME = /[^!#$%&'*+\-.^_`|~0-9A-Za-z]/;
 const BAD_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 const PENDING_HIGH_WATER = 64 * 1024;

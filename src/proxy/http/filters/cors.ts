@@ -67,6 +67,8 @@ class CorsFilter implements HttpFilter {
       if (p.allowCredentials) headers['access-control-allow-credentials'] = 'true';
       if (p.allowMethods) headers['access-control-allow-methods'] = p.allowMethods;
       if (p.allowHeaders) headers['access-control-allow-headers'] = p.allowHeaders;
+      // Envoy's CorsFilter::decodeHeaders sets expose-headers on its preflight answer as well (seen on 1.36.2)
+      if (p.exposeHeaders) headers['access-control-expose-headers'] = p.exposeHeaders;
       if (p.maxAge) headers['access-control-max-age'] = p.maxAge;
       if (p.allowPrivateNetwork && s.request.get('access-control-request-private-network') === 'true')
         headers['access-control-allow-private-network'] = 'true';
