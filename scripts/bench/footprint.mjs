@@ -2,11 +2,13 @@
 // when it runs as a separate process, the built-in engine) idle after start and under an open-loop 1000 rps
 // HTTP/1.1 load with 1 KB responses, as a gateway and as a sidecar, with the demo's config and with
 // --services services in scope. Goals: ≤ 80 MB idle, ≤ 100 MB at 1000 rps (Istio's istio-proxy container is
-// reported at 60–72 MB under that load).
+// reported at 60–72 MB under that load). --planes engine,envoy measures the same pod with a real Envoy as the
+// agent's data plane too (scripts/lib/envoy.mjs; its memory counts with the agent's, --concurrency workers) and
+// prints engine/Envoy ratios from the same run (issue 27: engine pod ≤ Envoy pod idle, ≤ 1.2× at load).
 //   node scripts/bench/footprint.mjs [--binary dist/mesh[,/tmp/other-mesh…]] [--roles gateway,sidecar]
 //        [--configs demo,scale] [--services 1000] [--rate 1000] [--duration 10] [--settle 8] [--size 1024]
 //        [--connections 64] [--saturate 5] [--saturateConnections 16] [--concurrency 1]
-//        [--nodeOptions '<V8/Node flags for the agent>'] [--json]
+//        [--nodeOptions '<V8/Node flags for the agent>'] [--planes engine,envoy] [--json]
 //
 // Several --binary (comma-separated) are measured one after the other for each role and config, against the
 // same discovery daemon (the first binary's) and backend, and compared with the first as the baseline. Copy
@@ -41,6 +43,7 @@ import { startDaemon } from './xds-scale/daemon.mjs';
 import { writeConfigDir } from './xds-scale/config.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 import { parseOptions } from '../lib/bench.mjs';
+import { envoyBinary, envoyMissing } from '../lib/envoy.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
@@ -56,7 +59,13 @@ const OPTIONS = {
   settle: { type: 'number', min: 0, default: 8, help: 'seconds before the idle reading' },
   size: { type: 'number', min: 0, default: 1024, help: 'response bytes' },
   connections: { type: 'number', min: 0, default: 64, help: 'load connections' },
-  concurrency: { type: 'number', min: 0, default: 1, help: 'engine workers' },
+  concurrency: { type: 'number', min: 0, default: 1, help: 'engine workers (and Envoy --concurrency)' },
+  planes: {
+    type: 'list',
+    oneOf: ['engine', 'envoy'],
+    default: ['engine', 'envoy'],
+    help: "data planes: the built-in engine, and a real Envoy as the agent's child (the pod is then agent + Envoy)",
+  },
   json: { type: 'boolean', help: 'print the results as JSON' },
   nodeOptions: { type: 'string', default: '', help: 'NODE_OPTIONS of the proxies' },
   inNetns: { type: 'boolean', help: 'internal: already inside the network namespace the script makes' },
@@ -256,7 +265,7 @@ async function startBackend(size) {
   return { child, port };
 }
 
-async function startAgent(o, binary, role, dir, discovery) {
+async function startAgent(o, binary, role, dir, discovery, plane) {
   const ports = { status: await freePort(), admin: await freePort(), proxyStatus: await freePort(), proxyMetrics: await freePort() };
   writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: ${discovery}\n  controlPlaneAuthPolicy: NONE\n`);
   const env = {
@@ -268,7 +277,13 @@ async function startAgent(o, binary, role, dir, discovery) {
     ...(role === 'gateway' ? { MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}' } : {}),
     PROXY_STATUS_PORT: String(ports.proxyStatus),
     PROXY_METRICS_PORT: String(ports.proxyMetrics),
-    PROXY_CONFIG: JSON.stringify({ statusPort: ports.status, proxyAdminPort: ports.admin, drainDuration: '1s', terminationDrainDuration: '1s' }),
+    PROXY_CONFIG: JSON.stringify({
+      statusPort: ports.status,
+      proxyAdminPort: ports.admin,
+      drainDuration: '1s',
+      terminationDrainDuration: '1s',
+      ...(plane === 'envoy' ? { binaryPath: envoyBinary() } : {}),
+    }),
     ...(o.nodeOptions ? { NODE_OPTIONS: o.nodeOptions } : {}),
   };
   const child = spawn(
@@ -298,9 +313,9 @@ function probe(host, port, hostHeader) {
   });
 }
 
-async function measure(o, binary, role, config, discovery, gatewayPort) {
+async function measure(o, binary, role, config, discovery, gatewayPort, plane) {
   const dir = mkdtempSync(path.join(tmpdir(), `mesh-footprint-${role}-`));
-  const agent = await startAgent(o, binary, role, dir, discovery.grpc);
+  const agent = await startAgent(o, binary, role, dir, discovery.grpc, plane);
   try {
     const target =
       role === 'gateway'
@@ -339,6 +354,7 @@ async function measure(o, binary, role, config, discovery, gatewayPort) {
     }
     return {
       binary,
+      plane,
       role,
       config,
       readyMs,
@@ -370,6 +386,10 @@ async function main() {
     OPTIONS,
   );
   const o = { ...rest, binaries: binary.map((b) => path.resolve(b)) };
+  if (o.planes.includes('envoy') && envoyMissing()) {
+    if (!o.inNetns) console.log(`note: ${envoyMissing()}; only the engine is measured`);
+    o.planes = o.planes.filter((p) => p !== 'envoy');
+  }
   if (!o.inNetns) {
     if (process.getuid?.() !== 0) throw new Error('footprint.mjs needs root: it runs in a network namespace of its own (unshare --net)');
     const r = spawnSync('unshare', ['--net', process.execPath, new URL(import.meta.url).pathname, ...process.argv.slice(2), '--inNetns'], {
@@ -418,9 +438,13 @@ async function main() {
       try {
         for (const role of o.roles) {
           for (const binary of o.binaries) {
-            const r = await measure(o, binary, role, config, discovery, gatewayPort);
-            results.push(r);
-            if (!o.json) print(r);
+            for (const plane of o.planes) {
+              // Envoy is the same for every build: measured with the first only
+              if (plane === 'envoy' && binary !== o.binaries[0]) continue;
+              const r = await measure(o, binary, role, config, discovery, gatewayPort, plane);
+              results.push(r);
+              if (!o.json) print(r);
+            }
           }
         }
       } finally {
@@ -461,18 +485,27 @@ async function main() {
         (sat ? ` ${'sat rps'.padStart(8)} ${'rps/core-s'.padStart(10)}` : ''),
     );
     for (const r of results) {
-      const base = results.find((b) => b.role === r.role && b.config === r.config && b.binary === o.binaries[0]);
+      const base = results.find((b) => b.role === r.role && b.config === r.config && b.binary === o.binaries[0] && b.plane === 'engine');
       const vs = (v, b) => (several && r !== base && b ? ` (×${(v / b).toFixed(2)})` : '');
       console.log(
-        `${`${r.role}/${r.config}`.padEnd(18)} ${several ? path.basename(r.binary).slice(0, 21).padEnd(22) : ''}${r.idleMB.toFixed(1).padStart(8)} ${r.idleAnonMB.toFixed(1).padStart(6)} ${r.idleFileMB.toFixed(1).padStart(6)} ${(r.idleMB / GOAL_IDLE_MB).toFixed(2).padStart(6)} ${r.loadMaxMB.toFixed(1).padStart(13)} ${(r.loadMaxMB / GOAL_LOAD_MB).toFixed(2).padStart(6)} ${r.load.rps.toFixed(0).padStart(7)} ${r.load.p99.toFixed(1).padStart(8)} ${r.cpuS.toFixed(1).padStart(6)}` +
+        `${`${r.role}/${r.config}${r.plane === 'envoy' ? '/envoy' : ''}`.padEnd(18)} ${several ? path.basename(r.binary).slice(0, 21).padEnd(22) : ''}${r.idleMB.toFixed(1).padStart(8)} ${r.idleAnonMB.toFixed(1).padStart(6)} ${r.idleFileMB.toFixed(1).padStart(6)} ${(r.idleMB / GOAL_IDLE_MB).toFixed(2).padStart(6)} ${r.loadMaxMB.toFixed(1).padStart(13)} ${(r.loadMaxMB / GOAL_LOAD_MB).toFixed(2).padStart(6)} ${r.load.rps.toFixed(0).padStart(7)} ${r.load.p99.toFixed(1).padStart(8)} ${r.cpuS.toFixed(1).padStart(6)}` +
           (sat ? ` ${r.saturated.rps.toFixed(0).padStart(8)} ${r.saturated.rpsPerCoreS.toFixed(0).padStart(10)}` : '') +
           vs(r.idleMB, base?.idleMB) +
           (several && r !== base ? ` idle, ×${(r.loadMaxMB / base.loadMaxMB).toFixed(2)} load, ×${(r.cpuS / base.cpuS).toFixed(2)} cpu` : '') +
           (sat && several && r !== base ? `, ×${(r.saturated.rpsPerCoreS / base.saturated.rpsPerCoreS).toFixed(2)} rps/core-s` : ''),
       );
     }
+    // the yardstick (issue 27): the pod with Envoy (agent + Envoy) against the pod with the engine, same run
+    for (const v of results.filter((r) => r.plane === 'envoy')) {
+      const e = results.find((r) => r.plane === 'engine' && r.role === v.role && r.config === v.config && r.binary === o.binaries[0]);
+      if (!e) continue;
+      console.log(
+        `engine/Envoy pod ${v.role}/${v.config}: idle ${e.idleMB.toFixed(1)} / ${v.idleMB.toFixed(1)} MB = ${(e.idleMB / v.idleMB).toFixed(2)}× (goal ≤ 1.0×), ` +
+          `at ${o.rate} rps ${e.loadMaxMB.toFixed(1)} / ${v.loadMaxMB.toFixed(1)} MB = ${(e.loadMaxMB / v.loadMaxMB).toFixed(2)}× (goal ≤ 1.2×)`,
+      );
+    }
     for (const binary of o.binaries) {
-      const mine = results.filter((r) => r.binary === binary);
+      const mine = results.filter((r) => r.binary === binary && r.plane === 'engine');
       const worst = { idle: Math.max(...mine.map((r) => r.idleMB)), load: Math.max(...mine.map((r) => r.loadMaxMB)) };
       console.log(
         `${several ? `${binary}: ` : ''}worst: idle ${worst.idle.toFixed(1)} MB (goal ≤ ${GOAL_IDLE_MB}: ${worst.idle <= GOAL_IDLE_MB ? 'met' : 'NOT met'}), at ${o.rate} rps ${worst.load.toFixed(1)} MB (goal ≤ ${GOAL_LOAD_MB}: ${worst.load <= GOAL_LOAD_MB ? 'met' : 'NOT met'})`,
@@ -482,9 +515,10 @@ async function main() {
 }
 
 function print(r) {
-  const procs = r.perProcessMB.map((p) => `${p.mb.toFixed(1)} MB ${p.cmd.includes(' envoy') ? 'engine' : 'agent'}`).join(' + ');
+  const name = (cmd) => (/(^|\/)envoy( |$)/.test(cmd.split(' ')[0] ?? '') ? 'Envoy' : cmd.includes(' envoy') ? 'engine' : 'agent');
+  const procs = r.perProcessMB.map((p) => `${p.mb.toFixed(1)} MB ${name(p.cmd)}`).join(' + ');
   console.log(
-    `${r.role}/${r.config}${path.basename(r.binary) === 'mesh' ? '' : ` [${path.basename(r.binary)}]`}: ready in ${r.readyMs} ms; idle ${r.idleMB.toFixed(1)} MB (${procs}; anon ${r.idleAnonMB.toFixed(1)}, file ${r.idleFileMB.toFixed(1)}; ${r.idleMinMB.toFixed(1)}–${r.idleMaxMB.toFixed(1)} while settling); ` +
+    `${r.role}/${r.config}${r.plane === 'envoy' ? '/envoy' : ''}${path.basename(r.binary) === 'mesh' ? '' : ` [${path.basename(r.binary)}]`}: ready in ${r.readyMs} ms; idle ${r.idleMB.toFixed(1)} MB (${procs}; anon ${r.idleAnonMB.toFixed(1)}, file ${r.idleFileMB.toFixed(1)}; ${r.idleMinMB.toFixed(1)}–${r.idleMaxMB.toFixed(1)} while settling); ` +
       `at ${r.load.rps.toFixed(0)} rps max ${r.loadMaxMB.toFixed(1)} MB (ok ${r.load.ok}, non-200 ${r.load.bad}, errors ${r.load.errors}, unsent ${r.load.unsent}, p50 ${r.load.p50.toFixed(1)} ms, p99 ${r.load.p99.toFixed(1)} ms, ${r.load.connections} connections, proxy cpu ${r.cpuS.toFixed(1)} s)` +
       (r.saturated
         ? `; saturated ${r.saturated.rps.toFixed(0)} rps (non-200 ${r.saturated.bad}, errors ${r.saturated.errors}), ${r.saturated.rpsPerCoreS.toFixed(0)} per proxy core-second`

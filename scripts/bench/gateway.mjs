@@ -1,7 +1,9 @@
 // Gateway data-plane benchmark: requests per second and latency through our ingress gateway (`pilot-agent
-// proxy router`, the built-in engine) against the same backend reached directly and through nginx.
+// proxy router`, the built-in engine) against the same backend reached directly, through the same gateway with a
+// real Envoy as the agent's data plane (target `envoy`: the yardstick of issue 27, found by scripts/lib/envoy.mjs,
+// one worker) and through nginx. The summary gives engine/Envoy ratios from the same run.
 //   node scripts/bench/gateway.mjs [--duration 10] [--connections 50] [--rate 1000] [--rateConnections 1]
-//        [--rateDuration <duration>] [--warmup 2] [--repeat 1] [--targets direct,gateway,nginx]
+//        [--rateDuration <duration>] [--warmup 2] [--repeat 1] [--targets direct,gateway,envoy,nginx]
 //        [--binary dist/mesh | path/to/mesh.cjs] [--backend raw|node] [--proxyCpu 1] [--loadCpu 0] [--noPin]
 //        [--cpuProf <dir>] [--keep] [--routes prefix|regex]
 //
@@ -34,6 +36,7 @@ import { nginxAvailable, NGINX, startNginx } from './gateway/nginx.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { envoyBinary, envoyMissing } from '../lib/envoy.mjs';
 import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
@@ -46,7 +49,12 @@ const OPTIONS = {
   rateDuration: { type: 'number', min: 1, help: 'seconds of the fixed-rate run (default --duration)' },
   warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
   repeat: { type: 'integer', min: 1, default: 1, help: 'rounds' },
-  targets: { type: 'list', oneOf: ['direct', 'gateway', 'nginx'], default: ['direct', 'gateway', 'nginx'], help: 'what is measured' },
+  targets: {
+    type: 'list',
+    oneOf: ['direct', 'gateway', 'envoy', 'nginx'],
+    default: ['direct', 'gateway', 'envoy', 'nginx'],
+    help: 'what is measured (envoy: the same gateway with a real Envoy as the data plane)',
+  },
   binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured (dist/mesh or a mesh.cjs bundle)' },
   backend: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'the backend server' },
   ...PIN_OPTIONS,
@@ -103,6 +111,48 @@ async function stopAll() {
   if (workDir && !opts?.keep) rmSync(workDir, { recursive: true, force: true });
 }
 
+/**
+ * A gateway pod as a target: its own discovery daemon and config (the Gateway names the port), the agent with the
+ * built-in engine (`gateway`) or with a real Envoy as its child (`envoy`: ProxyConfig.binaryPath, --concurrency 1).
+ */
+async function startGatewayTarget(kind, backendPort, { agentCommand, discoveryCommand }) {
+  const configDir = path.join(workDir, `config-${kind}`);
+  const gwDir = path.join(workDir, kind);
+  mkdirSync(configDir);
+  mkdirSync(gwDir);
+  const gwPort = await freePort();
+  writeGatewayConfig(configDir, gwPort, backendPort, opts.routes);
+  const daemon = await startDaemon([...pinPrefix(opts.pin, opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
+  children.push(daemon.child);
+  const proxyConfig = kind === 'envoy' ? { binaryPath: envoyBinary() } : {};
+  const gw = await startGateway({
+    command: [...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand],
+    dir: gwDir,
+    discovery: daemon.grpc,
+    proxyConfig,
+  });
+  children.push(gw.child);
+  await waitFor(
+    () => `the ${kind} did not become ready:\n${gw.child.output()}`,
+    async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200,
+    { timeoutMs: 60_000, intervalMs: 100 },
+  );
+  const url = `http://127.0.0.1:${gwPort}/bench`;
+  await waitFor(
+    () => `the ${kind} does not route to the backend:\n${gw.child.output()}`,
+    async () => (await get(url)).status === 200,
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+  // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
+  const envoy = childPids(gw.child.pid).find((p) => /envoy/.test(cmdline(p).split(' ')[0] ?? ''));
+  if (kind === 'envoy' && !envoy) throw new Error(`the agent did not start Envoy as its child:\n${gw.child.output()}`);
+  if (envoy) {
+    grandchildren.push(envoy);
+    return { target: { url, pids: [envoy, gw.child.pid], names: ['envoy', 'agent'] } };
+  }
+  return { target: { url, pids: [gw.child.pid], names: ['agent with the engine'] } };
+}
+
 async function main() {
   const { noPin, ...o } = parseOptions(
     'scripts/bench/gateway.mjs',
@@ -139,6 +189,10 @@ async function main() {
     ({ agentCommand, discoveryCommand } = programLinks(opts.binary, workDir));
   }
   workDir ??= mkdtempSync(path.join(tmpdir(), 'mesh-bench-gateway-'));
+  if (opts.targets.includes('envoy') && envoyMissing()) {
+    console.log(`note: ${envoyMissing()}; the envoy target is skipped`);
+    opts.targets = opts.targets.filter((t) => t !== 'envoy');
+  }
   const haveNginx = nginxAvailable();
   if (opts.targets.includes('nginx') && !haveNginx) {
     console.log(`note: ${NGINX} is not installed (Debian package nginx-light); nginx is skipped`);
@@ -156,39 +210,11 @@ async function main() {
   children.push(backend.child);
   const targets = { direct: { url: `http://127.0.0.1:${backend.port}/bench` } };
 
-  let gatewayPids;
-  if (opts.targets.includes('gateway')) {
-    const configDir = path.join(workDir, 'config');
-    const gwDir = path.join(workDir, 'gateway');
-    mkdirSync(configDir);
-    mkdirSync(gwDir);
-    const gwPort = await freePort();
-    writeGatewayConfig(configDir, gwPort, backend.port, opts.routes);
-    const daemon = await startDaemon([...pinPrefix(opts.pin, opts.loadCpu), ...discoveryCommand], ['--configDir', configDir]);
-    children.push(daemon.child);
-    const gw = await startGateway({ command: [...pinPrefix(opts.pin, opts.proxyCpu), ...agentCommand], dir: gwDir, discovery: daemon.grpc });
-    children.push(gw.child);
-    await waitFor(
-      () => `the gateway did not become ready:\n${gw.child.output()}`,
-      async () => (await get(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)).status === 200,
-      { timeoutMs: 60_000, intervalMs: 100 },
-    );
-    const url = `http://127.0.0.1:${gwPort}/bench`;
-    await waitFor(
-      () => `the gateway does not route to the backend:\n${gw.child.output()}`,
-      async () => (await get(url)).status === 200,
-      { timeoutMs: 30_000, intervalMs: 100 },
-    );
-    // A real `envoy` runs as the agent's child; the built-in engine runs inside the agent's process.
-    const engine = childPids(gw.child.pid).find((p) => / envoy /.test(` ${cmdline(p)} `));
-    if (engine) {
-      gatewayPids = { agent: gw.child.pid, engine };
-      grandchildren.push(engine);
-      targets.gateway = { url, pids: [engine, gw.child.pid], names: ['engine', 'agent'] };
-    } else {
-      gatewayPids = { agent: gw.child.pid };
-      targets.gateway = { url, pids: [gw.child.pid], names: ['agent with the engine'] };
-    }
+  const gateways = {};
+  for (const kind of ['gateway', 'envoy']) {
+    if (!opts.targets.includes(kind)) continue;
+    gateways[kind] = await startGatewayTarget(kind, backend.port, { agentCommand, discoveryCommand });
+    targets[kind] = gateways[kind].target;
   }
   if (opts.targets.includes('nginx')) {
     const port = await freePort();
@@ -214,9 +240,7 @@ async function main() {
 
   // idle RSS: ready, one routed request, a moment to settle
   await sleep(2000);
-  const idle = gatewayPids
-    ? { agent: rssBytes(gatewayPids.agent), engine: gatewayPids.engine ? rssBytes(gatewayPids.engine) : undefined }
-    : undefined;
+  const idle = Object.fromEntries(Object.entries(gateways).map(([k, g]) => [k, g.target.pids.map((p) => rssBytes(p))]));
 
   const runs = Object.fromEntries(opts.targets.map((t) => [t, []]));
   for (let round = 1; round <= opts.repeat; round++) {
@@ -280,15 +304,27 @@ async function main() {
     }
   }
   if (runs.gateway && runs.direct) console.log(`gateway added p99 at ${opts.rate} rps: ${fmt(m('gateway', 'p99') - d99, 3)} ms  goal < 1 ms`);
+  if (runs.envoy && runs.direct) console.log(`envoy added p99 at ${opts.rate} rps: ${fmt(m('envoy', 'p99') - d99, 3)} ms`);
   if (runs.nginx && runs.direct) console.log(`nginx added p99 at ${opts.rate} rps: ${fmt(m('nginx', 'p99') - d99, 3)} ms`);
-  if (idle) {
-    const loadMax = (i) => Math.max(...runs.gateway.map((r) => r.maxRss[i]));
-    if (idle.engine === undefined)
-      console.log(`gateway RSS (agent with the built-in engine) idle: ${mib(idle.agent)} MiB; under load (max): ${mib(loadMax(0))} MiB`);
-    else
+  for (const [kind, rss] of Object.entries(idle)) {
+    const t = targets[kind];
+    const loadMax = (i) => Math.max(...runs[kind].map((r) => r.maxRss[i]));
+    const sum = (xs) => xs.reduce((a, b) => a + b, 0);
+    console.log(
+      `${kind} RSS idle: ${t.names.map((n, i) => `${n} ${mib(rss[i])} MiB`).join(', ')}; under load (max): ${t.names.map((n, i) => `${n} ${mib(loadMax(i))} MiB`).join(', ')}` +
+        (t.names.length > 1 ? `; pod ${mib(sum(rss))} / ${mib(sum(t.names.map((_, i) => loadMax(i))))} MiB` : ''),
+    );
+  }
+  if (runs.gateway && runs.envoy) {
+    // the yardstick: Envoy in the same run, on the same cores, under the same load (issue 27)
+    const perCore = m('gateway', 'rpsPerCore') / m('envoy', 'rpsPerCore');
+    console.log(`engine/Envoy requests per proxy core-second (saturated): ${fmt(perCore, 2)}×  goal ≥ 0.7× (stretch ≥ 1.0×)`);
+    if (runs.direct) {
+      const added = (k) => m(k, 'p99') - d99;
       console.log(
-        `gateway RSS idle: engine ${mib(idle.engine)} MiB, agent ${mib(idle.agent)} MiB; under load (max): engine ${mib(loadMax(0))} MiB, agent ${mib(loadMax(1))} MiB`,
+        `engine/Envoy added p99 at ${opts.rate} rps: ${fmt(added('gateway'), 3)} / ${fmt(added('envoy'), 3)} ms = ${fmt(added('gateway') / added('envoy'), 2)}×  goal ≤ 1.5×`,
       );
+    }
   }
   if (runs.nginx) {
     const t = targets.nginx;

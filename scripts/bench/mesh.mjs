@@ -3,7 +3,9 @@
 //   direct     two bare pods (no capture, no sidecar): the kernel's path between two pods, the baseline;
 //   plaintext  pods A and B captured with sidecars (uid 1337), PeerAuthentication DISABLE (mesh-wide) and a
 //              DestinationRule with tls DISABLE for B's service;
-//   mtls       the same pods, PeerAuthentication STRICT, auto-mTLS (ISTIO_MUTUAL, both SPIFFE identities checked).
+//   mtls       the same pods, PeerAuthentication STRICT, auto-mTLS (ISTIO_MUTUAL, both SPIFFE identities checked);
+//   envoy      the mtls pair again in pods whose agents run a real Envoy as their data plane (ProxyConfig.binaryPath,
+//              scripts/lib/envoy.mjs): the yardstick of issue 27, with engine/Envoy ratios from the same run.
 // For each: a fixed rate (--rate, open loop: requests leave on a schedule whatever the answers do, latency is
 // counted from the scheduled send time, so a stall is not hidden by the generator waiting for it) and a
 // saturated run (closed loop over --connections keep-alive connections: requests per second). The CPU seconds
@@ -13,7 +15,7 @@
 // mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
-//        [--targets direct,plaintext,mtls] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
+//        [--targets direct,plaintext,mtls,envoy] [--generator raw|http] [--cpuProf <dir>] [--perf <dir>]
 //        [--nodeArgs '<node flags>'] [--keep] [--concurrency N] [--proxyCpus 1 --otherCpus 0] [--nice -19]
 //        (--rate 0: saturated runs only; --concurrency: the sidecars' engine workers, proxyConfig.concurrency;
 //        unset: the agent's default, 2; --proxyCpus/--otherCpus: taskset CPU lists, both sidecars (every
@@ -47,6 +49,7 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { APP_UID, asUser, callIn, Cleanup, httpGetIn, meshAddr, meshPodsUnavailable, proxyPids, startMesh } from '../lib/mesh-pods.mjs';
 import { waitFor } from '../lib/wait.mjs';
+import { envoyBinary, envoyMissing } from '../lib/envoy.mjs';
 import { parseOptions } from '../lib/bench.mjs';
 
 const SELF = new URL(import.meta.url).pathname;
@@ -324,7 +327,12 @@ const OPTIONS = {
   connections: { type: 'number', min: 0, default: 32, help: 'keep-alive connections of the saturated run' },
   warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
   binary: { type: 'path', default: path.join(ROOT, 'dist'), help: 'the build directory measured' },
-  targets: { type: 'list', oneOf: ['direct', 'plaintext', 'mtls'], default: ['direct', 'plaintext', 'mtls'], help: 'what is measured' },
+  targets: {
+    type: 'list',
+    oneOf: ['direct', 'plaintext', 'mtls', 'envoy'],
+    default: ['direct', 'plaintext', 'mtls', 'envoy'],
+    help: "what is measured (envoy: an mTLS pair with a real Envoy as each agent's data plane)",
+  },
   cpuProf: { type: 'path', help: 'both sidecars from <binary>/mesh.cjs under node --cpu-prof, profiles in <dir>/a and <dir>/b' },
   perf: { type: 'path', help: 'record the proxies with perf record -g during each saturated run, into this directory' },
   nodeArgs: { type: 'string', default: '', help: "node flags for the sidecars run from mesh.cjs (e.g. '--trace-gc')" },
@@ -548,14 +556,31 @@ async function main() {
     if ((o.proxyCpus === undefined) !== (o.otherCpus === undefined)) throw new Error('--proxyCpus and --otherCpus go together');
     // Children inherit this process's affinity: the pods' apps, discovery and the generator stay on otherCpus.
     if (o.otherCpus) taskset(['-p', '-c', o.otherCpus, String(process.pid)]);
+    // the yardstick (issue 27): the same pair with Envoy as the data plane, measured with mTLS in the same run
+    if (o.targets.includes('envoy') && envoyMissing()) {
+      console.log(`note: ${envoyMissing()}; the envoy pair is skipped`);
+      o.targets = o.targets.filter((t) => t !== 'envoy');
+    }
+    const envoy = o.targets.includes('envoy') ? envoyBinary() : undefined;
     const mesh = await startMesh(cleanup, {
       sidecarCommand,
       sidecarConcurrency: o.concurrency,
       stopSignal: profiled ? 'SIGTERM' : undefined,
       dist: o.binary,
       dir,
-      // pods 1, 2 (A, B) with sidecars; pods 3, 4 bare, for the direct baseline
-      pods: [{ name: 'a' }, { name: 'b' }, { name: 'da', mesh: false }, { name: 'db', mesh: false }],
+      // pods 1, 2 (A, B) with sidecars; pods 3, 4 bare, for the direct baseline; 5, 6 with Envoy as the data plane
+      pods: [
+        { name: 'a' },
+        { name: 'b' },
+        { name: 'da', mesh: false },
+        { name: 'db', mesh: false },
+        ...(envoy
+          ? [
+              { name: 'ea', binaryPath: envoy },
+              { name: 'eb', binaryPath: envoy },
+            ]
+          : []),
+      ],
       config: PLAINTEXT,
       prefix: 'mesh-bench',
       progress: (what) => console.log(`  ${what}…`),
@@ -595,6 +620,22 @@ async function main() {
       ? await measure('mtls', mesh.ns.a, vip, pids, o, { 'A→B': mesh.ns.a, 'B→app': mesh.ns.b }, [mesh.ns.a, mesh.ns.b])
       : skipped;
 
+    let envoyPair = skipped;
+    if (envoy) {
+      const envoyPids = [...proxyPids(mesh.ns.ea), ...proxyPids(mesh.ns.eb)];
+      if (o.proxyCpus) for (const pid of envoyPids) taskset(['-a', '-p', '-c', o.proxyCpus, String(pid)]);
+      const evip = { host: meshAddr.vip(6), port: 8080 };
+      await waitFor(
+        () => 'mTLS did not take effect between the Envoy sidecars',
+        () =>
+          /URI=spiffe:\/\/cluster\.local\/ns\/ea\/sa\/ea$/.test(
+            String(JSON.parse(String(callIn(mesh.ns.ea, true, 'http', evip.host, '8080').body)).xfcc),
+          ),
+        { timeoutMs: 30_000, intervalMs: 50 },
+      );
+      envoyPair = await measure('envoy-mtls', mesh.ns.ea, evip, envoyPids, o, { 'A→B': mesh.ns.ea, 'B→app': mesh.ns.eb }, [mesh.ns.ea, mesh.ns.eb]);
+    }
+
     // a run that left requests unanswered has no p99 worth the name
     const complete = (r) => r.fixed.unanswered === 0 && r.fixed.errors + r.fixed.non2xx === 0 && Number.isFinite(r.fixed.p99);
     // nor has one whose generator fell behind its schedule (the machine was too busy to say)
@@ -606,6 +647,15 @@ mTLS pair p99 added over direct at ${o.rate} rps: ${Number.isFinite(added) ? `${
 plaintext pair p99 added over direct:       ${(plain.fixed.p99 - direct.fixed.p99).toFixed(3)} ms
 mTLS requests per proxy core-second: ${mtls.perCore.toFixed(0)} vs plaintext pair ${plain.perCore.toFixed(0)}: ${drop >= 0 ? `${drop.toFixed(1)} % lower` : `${(-drop).toFixed(1)} % higher`} (goal ≤ 30 % lower) ${drop <= 30 ? 'MET' : 'NOT MET'}
 saturated rps: direct ${direct.sat.rps.toFixed(0)}, plaintext pair ${plain.sat.rps.toFixed(0)}, mTLS pair ${mtls.sat.rps.toFixed(0)}`);
+    if (envoy) {
+      const envoyAdded =
+        complete(envoyPair) && complete(direct) && onSchedule(envoyPair) && onSchedule(direct) ? envoyPair.fixed.p99 - direct.fixed.p99 : NaN;
+      const f = (x) => (Number.isFinite(x) ? x.toFixed(3) : 'not measured');
+      console.log(
+        `engine/Envoy mTLS pair added p99 at ${o.rate} rps: ${f(added)} / ${f(envoyAdded)} ms = ${Number.isFinite(added / envoyAdded) ? (added / envoyAdded).toFixed(2) : '-'}×  goal ≤ 1.5×\n` +
+          `engine/Envoy mTLS pair requests per proxy core-second: ${mtls.perCore.toFixed(0)} / ${envoyPair.perCore.toFixed(0)} = ${(mtls.perCore / envoyPair.perCore).toFixed(2)}×  goal ≥ 0.7×`,
+      );
+    }
   } finally {
     await cleanup.run();
     if (o.cpuProf) console.log(`cpu profiles of the sidecars in ${o.cpuProf}/{a,b}`);

@@ -1,8 +1,10 @@
 // Engine workers benchmark (issue 15): a saturated gateway (`pilot-agent proxy router --concurrency N`, the
 // built-in engine in the agent's process) with 1 worker and with N, interleaved in one run: requests per
-// second, the gateway process's CPU (all its threads), and requests per proxy core-second.
+// second, the gateway process's CPU (all its threads), and requests per proxy core-second. The same with a real
+// Envoy as the agent's data plane (--planes engine,envoy; Envoy --concurrency N, its CPU and memory added to the
+// agent's): the engine's 2 ÷ 1 ratio against Envoy's from the same run (issue 27), on the same cores.
 //   node scripts/bench/workers.mjs [--workers 1,2] [--duration 10] [--connections 64] [--warmup 2] [--repeat 1]
-//        [--binary dist/mesh] [--proxyCpus 2,3] [--loadCpus 0,1] [--backend raw|node]
+//        [--binary dist/mesh] [--proxyCpus 2,3] [--loadCpus 0,1] [--backend raw|node] [--planes engine,envoy]
 //
 // Goals: rps with 2 workers ≥ 1.7× rps with 1 when the load generator and the backend run on other cores
 // (pin them with --proxyCpus/--loadCpus: a machine with ≥ 4 cores); and, on any machine, rps per proxy
@@ -16,7 +18,8 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import path from 'node:path';
 import { runLoad } from './gateway/load-run.mjs';
-import { startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { childPids, cmdline, startGateway, writeGatewayConfig } from './gateway/mesh.mjs';
+import { envoyBinary, envoyMissing } from '../lib/envoy.mjs';
 import { freePort } from '../lib/ports.mjs';
 import { startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
@@ -36,6 +39,12 @@ const OPTIONS = {
   proxyCpus: { type: 'cpus', help: 'CPUs of the gateway (with --loadCpus)' },
   loadCpus: { type: 'cpus', help: 'CPUs of the backend and load (with --proxyCpus)' },
   backend: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'the backend server' },
+  planes: {
+    type: 'list',
+    oneOf: ['engine', 'envoy'],
+    default: ['engine', 'envoy'],
+    help: "data planes: the built-in engine, and a real Envoy as the agent's child (--concurrency N as well)",
+  },
 };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -94,50 +103,89 @@ async function main() {
   children.push(daemon.child);
   const url = `http://127.0.0.1:${gwPort}/bench`;
 
-  const runs = new Map(o.workers.map((n) => [n, []]));
+  if (o.planes.includes('envoy') && envoyMissing()) {
+    console.log(`note: ${envoyMissing()}; only the engine is measured`);
+    o.planes = o.planes.filter((p) => p !== 'envoy');
+  }
+  const runsOf = Object.fromEntries(o.planes.map((plane) => [plane, new Map(o.workers.map((n) => [n, []]))]));
   for (let round = 1; round <= o.repeat; round++) {
-    for (const n of o.workers) {
-      const dir = path.join(workDir, `gw-${n}-${round}`);
-      mkdirSync(dir);
-      const gw = await startGateway({ command: [...proxyPrefix, path.join(bin, 'pilot-agent')], dir, discovery: daemon.grpc, concurrency: n });
-      children.push(gw.child);
+    for (const plane of o.planes) {
+      for (const n of o.workers) await measure(o, { plane, n, round, runs: runsOf[plane], bin, proxyPrefix, loadPrefix, daemon, url });
+    }
+  }
+  for (const plane of o.planes) summary(o, plane, runsOf[plane], pin);
+  if (runsOf.engine && runsOf.envoy && o.workers.includes(1) && o.workers.includes(2)) {
+    const ratio = (runs) => median(runs.get(2).map((r) => r.rps)) / median(runs.get(1).map((r) => r.rps));
+    const [e, v] = [ratio(runsOf.engine), ratio(runsOf.envoy)];
+    console.log(
+      `saturated rps 2 ÷ 1 workers: engine ×${fmt(e)}, Envoy ×${fmt(v)}; engine ÷ Envoy ${fmt(e / v)}  goal ≥ 1.0 (engine's ratio ≥ Envoy's)`,
+    );
+  }
+}
+
+/** One gateway pod (agent with the engine, or with Envoy as its child) with `n` workers, saturated once. */
+async function measure(o, { plane, n, round, runs, bin, proxyPrefix, loadPrefix, url, daemon }) {
+  const dir = path.join(workDir, `gw-${plane}-${n}-${round}`);
+  mkdirSync(dir);
+  const proxyConfig = plane === 'envoy' ? { binaryPath: envoyBinary() } : {};
+  const gw = await startGateway({
+    command: [...proxyPrefix, path.join(bin, 'pilot-agent')],
+    dir,
+    discovery: daemon.grpc,
+    concurrency: n,
+    proxyConfig,
+  });
+  children.push(gw.child);
+  let envoy;
+  try {
+    await waitFor(
+      () => `the gateway did not become ready:\n${gw.child.output()}`,
+      async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200,
+      { timeoutMs: 60_000, intervalMs: 100 },
+    );
+    await waitFor(
+      () => `the gateway does not route to the backend:\n${gw.child.output()}`,
+      async () => (await status(url)) === 200,
+      { timeoutMs: 30_000, intervalMs: 100 },
+    );
+    // worker threads start once the main thread is live: give them a moment, then check they all serve
+    await sleep(1500);
+    // with Envoy the pod's data plane is the agent's child: its CPU and memory count with the agent's
+    envoy = childPids(gw.child.pid).find((p) => /envoy/.test(cmdline(p).split(' ')[0] ?? ''));
+    if (plane === 'envoy' && !envoy) throw new Error(`the agent did not start Envoy:\n${gw.child.output()}`);
+    const pids = [gw.child.pid, ...(envoy ? [envoy] : [])];
+    const sum = (f) => pids.reduce((a, p) => a + (f(p) ?? 0), 0);
+    const idleRss = sum(rssBytes);
+    const cpu0 = sum(cpuSeconds);
+    const t0 = process.hrtime.bigint();
+    const res = await runLoad(url, { connections: o.connections, duration: o.duration, warmup: o.warmup }, loadPrefix);
+    const wall = Number(process.hrtime.bigint() - t0) / 1e9;
+    const cpu = (sum(cpuSeconds) - cpu0) / wall;
+    const loadRss = sum(rssBytes);
+    const text = await fetch(`http://127.0.0.1:${gw.ports.admin}/stats?filter=^server\\.(concurrency|worker_restarts)$`).then((r) => r.text());
+    const conc = Number(/server\.concurrency: (\d+)/.exec(text)?.[1] ?? NaN);
+    // the load's rps counts only the timed part; the process CPU covers the warm-up too
+    const r = { rps: res.rps, cpu, perCore: res.rps / cpu, errors: res.errors + res.non2xx, idleRss, loadRss, conc };
+    runs.get(n).push(r);
+    console.log(
+      `round ${round} ${plane} workers ${n} (server.concurrency ${conc}): ${fmt(r.rps, 0)} rps, gateway cpu ${fmt(cpu * 100, 0)}%, ${fmt(r.perCore, 0)} rps per proxy core-second` +
+        `${r.errors ? `, ${r.errors} errors/non-2xx` : ''}, RSS idle ${mib(idleRss)} MiB, after load ${mib(loadRss)} MiB`,
+    );
+  } finally {
+    await stop(gw.child);
+    if (envoy) {
       try {
-        await waitFor(
-          () => `the gateway did not become ready:\n${gw.child.output()}`,
-          async () => (await status(`http://127.0.0.1:${gw.ports.status}/healthz/ready`)) === 200,
-          { timeoutMs: 60_000, intervalMs: 100 },
-        );
-        await waitFor(
-          () => `the gateway does not route to the backend:\n${gw.child.output()}`,
-          async () => (await status(url)) === 200,
-          { timeoutMs: 30_000, intervalMs: 100 },
-        );
-        // worker threads start once the main thread is live: give them a moment, then check they all serve
-        await sleep(1500);
-        const idleRss = rssBytes(gw.child.pid);
-        const pid = gw.child.pid;
-        const cpu0 = cpuSeconds(pid) ?? 0;
-        const t0 = process.hrtime.bigint();
-        const res = await runLoad(url, { connections: o.connections, duration: o.duration, warmup: o.warmup }, loadPrefix);
-        const wall = Number(process.hrtime.bigint() - t0) / 1e9;
-        const cpu = ((cpuSeconds(pid) ?? cpu0) - cpu0) / wall;
-        const loadRss = rssBytes(pid);
-        const text = await fetch(`http://127.0.0.1:${gw.ports.admin}/stats?filter=^server\\.(concurrency|worker_restarts)$`).then((r) => r.text());
-        const conc = Number(/server\.concurrency: (\d+)/.exec(text)?.[1] ?? NaN);
-        // the load's rps counts only the timed part; the process CPU covers the warm-up too
-        const r = { rps: res.rps, cpu, perCore: res.rps / cpu, errors: res.errors + res.non2xx, idleRss, loadRss, conc };
-        runs.get(n).push(r);
-        console.log(
-          `round ${round} workers ${n} (server.concurrency ${conc}): ${fmt(r.rps, 0)} rps, gateway cpu ${fmt(cpu * 100, 0)}%, ${fmt(r.perCore, 0)} rps per proxy core-second` +
-            `${r.errors ? `, ${r.errors} errors/non-2xx` : ''}, RSS idle ${mib(idleRss)} MiB, after load ${mib(loadRss)} MiB`,
-        );
-      } finally {
-        await stop(gw.child);
+        process.kill(envoy, 'SIGKILL');
+      } catch {
+        // gone with the agent
       }
     }
   }
+}
+
+function summary(o, plane, runs, pin) {
   console.log('');
-  console.log(`median of ${o.repeat} round(s)`);
+  console.log(`${plane}: median of ${o.repeat} round(s)`);
   const m = (n, k) => median(runs.get(n).map((r) => r[k]));
   const base = o.workers[0];
   for (const n of o.workers) {

@@ -118,6 +118,8 @@ export interface MeshPod {
   labels?: Record<string, string>;
   /** sidecar environment beside the defaults (what an injector would set: MESH_META_WORKLOAD_NAME…) */
   env?: Record<string, string>;
+  /** a real Envoy the pod's agent runs as its data plane (ProxyConfig.binaryPath) instead of its engine */
+  binaryPath?: string;
 }
 export function meshRegistry(pods: readonly MeshPod[]): string;
 export interface Mesh {

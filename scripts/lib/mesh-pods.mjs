@@ -660,6 +660,7 @@ export async function startMesh(
       command: sidecarCommand?.(p.name),
       concurrency: sidecarConcurrency,
       tproxy: p.tproxy === true,
+      binaryPath: p.binaryPath,
     });
   }
   for (const name of meshed) {

@@ -55,8 +55,19 @@ export interface HttpCallOptions {
   signal?: AbortSignal;
 }
 
-/** Makes one request; rejects with HttpCallError on transport failures, resolves with any HTTP status. */
-export function httpCall(rawUrl: string, o: HttpCallOptions): Promise<HttpResult> {
+/** A response whose body is still to be read (a large /stats/prometheus passed on as it comes). */
+export interface HttpStreamResult {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  /** Emits 'error' when the transfer fails or outlasts the call's timeout (then an HttpCallError). */
+  body: http.IncomingMessage;
+}
+
+/**
+ * Makes one request and resolves at the response's headers; rejects with HttpCallError on transport failures.
+ * The timeout covers the body too (Go's Client.Timeout does): a body still arriving then fails.
+ */
+export function httpStream(rawUrl: string, o: HttpCallOptions): Promise<HttpStreamResult> {
   const method = (o.method ?? 'GET').toUpperCase();
   return new Promise((resolve, reject) => {
     let url: URL;
@@ -72,28 +83,42 @@ export function httpCall(rawUrl: string, o: HttpCallOptions): Promise<HttpResult
       );
       return;
     }
-    let done = false;
+    const failure = (err: NodeJS.ErrnoException) => new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: ${detail(err, url)}`, err.code);
+    let response: http.IncomingMessage | undefined;
     const timer = setTimeout(() => {
-      req.destroy(Object.assign(new Error('timeout'), { code: 'TIMEOUT' }));
+      const err = Object.assign(new Error('timeout'), { code: 'TIMEOUT' });
+      if (response) response.destroy(failure(err));
+      else req.destroy(err);
     }, o.timeoutMs);
-    const finish = (f: () => void) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      f();
-    };
     const headers: Record<string, string | number> = { ...(o.headers ?? {}) };
     if (o.body) headers['Content-Length'] = Buffer.byteLength(o.body);
     const req = http.request(url, { method, headers, agent: false, signal: o.signal });
-    req.on('error', (err: NodeJS.ErrnoException) =>
-      finish(() => reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: ${detail(err, url)}`, err.code))),
-    );
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (response) return;
+      clearTimeout(timer);
+      reject(failure(err));
+    });
     req.on('response', (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('error', (err) => finish(() => reject(new HttpCallError(`${op(method)} ${JSON.stringify(rawUrl)}: ${err.message}`))));
-      res.on('end', () => finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') })));
+      response = res;
+      res.on('close', () => clearTimeout(timer));
+      // the reader listens for the body's errors; none may go unheard before it does
+      res.on('error', () => undefined);
+      resolve({ status: res.statusCode ?? 0, headers: res.headers, body: res });
     });
     req.end(o.body || undefined);
   });
+}
+
+/** Makes one request; rejects with HttpCallError on transport failures, resolves with any HTTP status. */
+export async function httpCall(rawUrl: string, o: HttpCallOptions): Promise<HttpResult> {
+  const r = await httpStream(rawUrl, o);
+  const chunks: Buffer[] = [];
+  await new Promise<void>((resolve, reject) => {
+    r.body.on('data', (c: Buffer) => chunks.push(c));
+    r.body.on('error', (e) =>
+      reject(e instanceof HttpCallError ? e : new HttpCallError(`${op(o.method ?? 'GET')} ${JSON.stringify(rawUrl)}: ${e.message}`)),
+    );
+    r.body.on('end', resolve);
+  });
+  return { status: r.status, headers: r.headers, body: Buffer.concat(chunks).toString('utf8') };
 }

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { registerScope } from '../lib/log';
 import { metricsText } from '../lib/metrics';
 import type { AdminClient } from './admin-client';
-import { httpCall } from './http-client';
+import { httpStream, type HttpStreamResult } from './http-client';
 import { joinHostPort } from '../lib/hostport';
 import { appMetricsUrl, FMT_TEXT, negotiateMetricsFormat, scrapeHeaders, scrapeTimeoutMs, type AppScrapeConfig } from './metrics-merge';
 import { scrapeFailures, scrapesTotal } from './metrics';
@@ -160,6 +160,8 @@ export class StatusServer {
         : admin.url(`stats/prometheus${url.search}`)
       : undefined;
     const app = this.o.app;
+    // Istio's handleStats: both scrapes answered (headers), the agent's metrics written, then each body passed
+    // on as it arrives (io.Copy): a proxy exposition of tens of MiB is never held whole
     const [proxy, application] = await Promise.all([
       proxyUrl ? scrape(proxyUrl, headers, timeoutMs, 'envoy') : undefined,
       app ? scrape(appMetricsUrl(app), headers, timeoutMs, 'application') : undefined,
@@ -173,24 +175,31 @@ export class StatusServer {
     }
     // The application's format decides the answer's (text without one); its part goes last, since an
     // OpenMetrics exposition ends with `# EOF`.
-    res.writeHead(200, { 'Content-Type': app ? negotiateMetricsFormat(application?.contentType) : FMT_TEXT });
-    res.end(joinExpositions(agent, proxy?.body ?? '', application?.body ?? ''));
+    res.writeHead(200, { 'Content-Type': app ? negotiateMetricsFormat(application?.headers['content-type']) : FMT_TEXT });
+    const out = new ExpositionWriter(res);
+    out.part(agent);
+    if (proxy) await copyPart(out, proxy.body, 'envoy');
+    if (application) await copyPart(out, application.body, 'application');
+    res.end();
   }
 }
 
 const DEFAULT_SCRAPE_TIMEOUT_MS = 10_000;
 
-/** One GET of a metrics endpoint; a failure is logged and counted (scrape_failures_total{type}), never thrown. */
+/** One GET of a metrics endpoint, at its headers; a failure is logged and counted (scrape_failures_total{type}), never thrown. */
 async function scrape(
   target: string,
   headers: Record<string, string>,
   timeoutMs: number,
   type: 'envoy' | 'application',
-): Promise<{ body: string; contentType: string | undefined } | undefined> {
+): Promise<HttpStreamResult | undefined> {
   try {
-    const r = await httpCall(target, { timeoutMs, headers });
-    if (r.status !== 200) throw new Error(`error scraping ${target}, status code: ${r.status}`);
-    return { body: r.body, contentType: r.headers['content-type'] };
+    const r = await httpStream(target, { timeoutMs, headers });
+    if (r.status !== 200) {
+      r.body.resume();
+      throw new Error(`error scraping ${target}, status code: ${r.status}`);
+    }
+    return r;
   } catch (e) {
     log.error(`failed scraping ${type} metrics: ${(e as Error).message}`);
     scrapeFailures.inc({ type });
@@ -198,12 +207,54 @@ async function scrape(
   }
 }
 
-/** Plain concatenation, as Istio merges: each part ends with a newline. */
-export function joinExpositions(...parts: string[]): string {
-  return parts
-    .filter((p) => p !== '')
-    .map((p) => (p.endsWith('\n') ? p : `${p}\n`))
-    .join('');
+/** The merged answer: parts one after the other, each ending with a newline (plain concatenation, as Istio merges). */
+class ExpositionWriter {
+  private endsLine = true;
+  constructor(private readonly res: http.ServerResponse) {}
+  /** Writes a piece; false when the client is slow (wait for 'drain'). */
+  write(b: string | Buffer): boolean {
+    if (b.length === 0) return true;
+    this.endsLine = (typeof b === 'string' ? b.charCodeAt(b.length - 1) : b[b.length - 1]) === 10;
+    return this.res.write(b);
+  }
+  /** Ends the current part: a newline when it did not end with one. */
+  endPart(): void {
+    if (!this.endsLine) this.write('\n');
+  }
+  part(text: string): void {
+    this.write(text);
+    this.endPart();
+  }
+  get closed(): boolean {
+    return this.res.destroyed;
+  }
+  drained(): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        this.res.off('drain', done);
+        this.res.off('close', done);
+        resolve();
+      };
+      this.res.on('drain', done);
+      this.res.on('close', done);
+    });
+  }
+}
+
+/** Copies one scraped body into the answer with backpressure; a failure midway is logged and counted, as Istio's io.Copy error. */
+async function copyPart(out: ExpositionWriter, body: http.IncomingMessage, type: 'envoy' | 'application'): Promise<void> {
+  try {
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      if (out.closed) break;
+      if (!out.write(chunk)) await out.drained();
+    }
+  } catch (e) {
+    log.error(`failed scraping and writing ${type} metrics: ${(e as Error).message}`);
+    scrapeFailures.inc({ type });
+  } finally {
+    body.destroy();
+  }
+  out.endPart();
 }
 
 function text(res: http.ServerResponse, status: number, body: string): void {

@@ -161,3 +161,28 @@ t.test('the merge: the application down or failing leaves the rest and counts th
   t.notMatch(r3.body, /boom/, "a failed application's body is not merged");
   t.ok(failures(r3.body) > failures(r2.body));
 });
+
+t.test('the merge streams: a proxy exposition of 24 MiB passes through whole; a part without a last newline gets one', async (t) => {
+  const line = `istio_requests_total{reporter="source",destination_service="${'x'.repeat(600)}"} 1\n`;
+  const big = `# TYPE istio_requests_total counter\n${line.repeat(Math.ceil((24 * 1048576) / line.length))}`;
+  const proxy = await endpoint(t, { status: 200, type: 'text/plain; version=0.0.4', body: big.slice(0, -1) });
+  const app = await endpoint(t, { status: 200, type: 'text/plain', body: 'app_hits 41' });
+  const server = new StatusServer({
+    port: 0,
+    host: '127.0.0.1',
+    readiness: { check: async () => undefined },
+    admin: new AdminClient('127.0.0.1', 9),
+    proxyStatsPort: proxy.port,
+    app: { port: String(app.port), path: '/m' },
+    onQuit: () => {},
+    onDrain: () => {},
+  });
+  const port = await server.start();
+  t.teardown(() => server.stop());
+  const r = await fetch(`http://127.0.0.1:${port}/stats/prometheus`);
+  t.equal(r.headers.get('content-length'), null, 'chunked: the answer is not held whole to count it');
+  const body = await r.text();
+  const from = body.indexOf('# TYPE istio_requests_total');
+  t.ok(from > 0, 'agent metrics first');
+  t.equal(body.slice(from), `${big}app_hits 41\n`, 'the proxy part byte for byte, a newline added to each part that lacked one');
+});

@@ -15,7 +15,7 @@ import {
   updateStatsFrom,
 } from '../../src/agent/admin-client';
 import { listenersToDial, ProxyReadiness } from '../../src/agent/readiness';
-import { StatusServer, joinExpositions } from '../../src/agent/status';
+import { StatusServer } from '../../src/agent/status';
 import { freePort } from '../helpers/ports';
 
 interface StubState {
@@ -176,7 +176,6 @@ t.test('status server: ready, merged metrics, localhost-only POST endpoints', as
   t.equal(app.status, 400);
   t.equal(app.body, 'app prober config does not exists for /app-health/reviews/livez');
   t.equal((await get('/nope')).status, 404);
-  t.equal(joinExpositions('a 1', '', 'b 2\n'), 'a 1\nb 2\n');
 });
 
 t.test('status server: a failed proxy scrape still serves the agent metrics and counts the failure', async (t) => {

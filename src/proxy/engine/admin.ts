@@ -84,10 +84,21 @@ function serverInfo(x: AdminContext): JsonValue {
 function workerHandlers(stats: StatsStore, pool: WorkerPool | undefined): Partial<AdminHandlers> {
   if (!pool) return {};
   return {
-    mergedStats: async () => {
-      const { mergeStats } = await import('./worker/merge');
-      return mergeStats(stats, await pool.stats());
-    },
+    mergedStats: (() => {
+      // one merged view kept across scrapes, one round of worker answers at a time (see WorkerPool.stats)
+      let merger: import('./worker/merge').StatsMerger | undefined;
+      let last: Promise<unknown> = Promise.resolve();
+      const round = async () => {
+        const { StatsMerger } = await import('./worker/merge');
+        merger ??= new StatsMerger();
+        return merger.merge(stats, await pool.stats());
+      };
+      return () => {
+        const next = last.then(round, round);
+        last = next.catch(() => undefined);
+        return next;
+      };
+    })(),
     loggingChanged: (q: URLSearchParams) => pool.logging(q),
     ...(process.env['MESH_ENGINE_WORKER_TEST_HOOKS'] === 'true'
       ? {

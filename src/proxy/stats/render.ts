@@ -1,7 +1,11 @@
 // Envoy's admin renderings of the stats store: `/stats` text (`name: value`), `?format=json`, and
-// `/stats/prometheus` with tag extraction (`envoy_cluster_upstream_rq_total{envoy_cluster_name="x"}`).
+// `/stats/prometheus` with tag extraction (`envoy_cluster_upstream_rq_total{envoy_cluster_name="x"}`), the last
+// written as byte chunks from what prom-index.ts keeps per stat (Envoy's source/server/admin/prometheus_stats.cc
+// and stats_request.cc stream in chunks too). With a thousand services' Istio series a scrape is tens of MiB:
+// no scrape builds it as one string, sorts it again, or renders a label set again.
+import { promIndexOf, type Family, type Series } from './prom-index';
 import type { Counter, Gauge, Histogram, StatsStore } from './store';
-import { sanitizePromName, type TagProducer } from './tags';
+import type { TagProducer } from './tags';
 
 export const QUANTILES = [0, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 1];
 
@@ -59,71 +63,158 @@ export function renderStatsJson(store: StatsStore, q: StatsQuery): string {
   return `${JSON.stringify({ stats }, null, 2)}\n`;
 }
 
-function labelValue(v: string): string {
-  return v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+const TYPES = ['counter', 'gauge', 'histogram'] as const;
+/** The size of the pieces an exposition is handed out in (the admin server writes each as it comes). */
+const CHUNK = 128 * 1024;
+
+/** Exposition bytes into fixed-size chunks: label text is copied as bytes, numbers written digit by digit. */
+class ChunkWriter {
+  private buf = Buffer.allocUnsafe(CHUNK);
+  private off = 0;
+  private readonly ready: Buffer[] = [];
+
+  get hasReady(): boolean {
+    return this.ready.length > 0;
+  }
+  flush(): void {
+    if (this.off === 0) return;
+    this.ready.push(this.buf.subarray(0, this.off));
+    this.buf = Buffer.allocUnsafe(CHUNK);
+    this.off = 0;
+  }
+  *take(): Generator<Buffer> {
+    while (this.ready.length > 0) yield this.ready.shift()!;
+  }
+  put(b: Buffer): void {
+    if (this.off + b.length > this.buf.length) {
+      this.flush();
+      // a piece larger than a chunk (a very long label text) goes out on its own; cached pieces are never written to
+      if (b.length > CHUNK) {
+        this.ready.push(b);
+        return;
+      }
+    }
+    this.buf.set(b, this.off);
+    this.off += b.length;
+  }
+  /** ASCII text (TYPE lines, formatted numbers). */
+  ascii(s: string): void {
+    if (this.off + s.length > this.buf.length) this.flush();
+    if (s.length > CHUNK) {
+      this.ready.push(Buffer.from(s, 'latin1'));
+      return;
+    }
+    this.off += this.buf.write(s, this.off, 'latin1');
+  }
+  /** A value as JavaScript prints it (`${v}`), then a newline. */
+  num(v: number): void {
+    if (this.off + 32 > this.buf.length) this.flush();
+    const b = this.buf;
+    let o = this.off;
+    if (v >= 0 && Number.isSafeInteger(v)) {
+      if (v < 10) b[o++] = 48 + v;
+      else {
+        let d = 1;
+        while (d * 10 <= v) d *= 10;
+        for (; d >= 1; d /= 10) {
+          const q = Math.floor(v / d);
+          b[o++] = 48 + q;
+          v -= q * d;
+        }
+      }
+    } else o += b.write(String(v), o, 'latin1');
+    b[o++] = 10;
+    this.off = o;
+  }
 }
 
-/** `k="v",…` without braces. */
-function labelText(tags: ReadonlyArray<readonly [string, string]>): string {
-  let s = '';
-  for (const [k, v] of tags) s += `${s ? ',' : ''}${sanitizePromName(k)}="${labelValue(v)}"`;
-  return s;
+const B = (s: string) => Buffer.from(s);
+const CLOSE = B('} ');
+const NL = B('\n');
+const INF = B('le="+Inf"} ');
+const INF_AFTER_LABELS = B(',le="+Inf"} ');
+
+/** `le="<bound>"} ` per bucket bound, alone and after labels; one set per bounds list. */
+const leBytes = new WeakMap<readonly number[], { alone: Buffer[]; after: Buffer[] }>();
+function lesOf(bounds: readonly number[]): { alone: Buffer[]; after: Buffer[] } {
+  let le = leBytes.get(bounds);
+  if (!le) leBytes.set(bounds, (le = { alone: bounds.map((b) => B(`le="${fmt(b)}"} `)), after: bounds.map((b) => B(`,le="${fmt(b)}"} `)) }));
+  return le;
+}
+
+function scalarLine(w: ChunkWriter, f: Family, s: Series): void {
+  if (s.labels.length === 0) w.put(f.bytes.plain);
+  else {
+    w.put(f.bytes.open);
+    w.put(s.labels);
+    w.put(CLOSE);
+  }
+  w.num((s.stat as Counter | Gauge).value);
+}
+
+function histogramLines(w: ChunkWriter, f: Family, s: Series): void {
+  const h = s.stat as Histogram;
+  const labelled = s.labels.length > 0;
+  const le = lesOf(h.bounds);
+  const les = labelled ? le.after : le.alone;
+  let acc = 0;
+  for (let i = 0; i < les.length; i++) {
+    acc += h.counts[i]!;
+    w.put(f.bytes.bucket);
+    if (labelled) w.put(s.labels);
+    w.put(les[i]!);
+    w.num(acc);
+  }
+  w.put(f.bytes.bucket);
+  if (labelled) w.put(s.labels);
+  w.put(labelled ? INF_AFTER_LABELS : INF);
+  w.num(h.count);
+  if (labelled) {
+    w.put(f.bytes.sumOpen);
+    w.put(s.labels);
+    w.put(CLOSE);
+  } else w.put(f.bytes.sum);
+  w.ascii(fmt(h.sum));
+  w.put(NL);
+  if (labelled) {
+    w.put(f.bytes.countOpen);
+    w.put(s.labels);
+    w.put(CLOSE);
+  } else w.put(f.bytes.count);
+  w.num(h.count);
 }
 
 /**
- * Label text by tag list: the tags of a stat made with explicit tags (Istio's series, four stats per label set)
- * and of an extracted name are the same array from scrape to scrape, so each is rendered once.
+ * `/stats/prometheus` as a sequence of byte chunks, for the admin server to write one at a time (Envoy's admin
+ * streams its stats in chunks too). Families as Envoy groups them: counters, gauges, then histograms, each
+ * family by name with its series by stat name; a family's `# TYPE` is the kind of its first shown stat.
  */
-const labelTexts = new WeakMap<object, string>();
-function cachedLabels(tags: ReadonlyArray<readonly [string, string]>): string {
-  let s = labelTexts.get(tags);
-  if (s === undefined) labelTexts.set(tags, (s = labelText(tags)));
-  return s;
+export function* prometheusChunks(store: StatsStore, tags: TagProducer, q: StatsQuery): Generator<Buffer> {
+  const families = promIndexOf(store, tags).inOrder();
+  const all = !q.usedOnly && !q.filter;
+  const shown = (s: Series) => all || ((!q.usedOnly || s.stat.used) && (!q.filter || q.filter(s.stat.name)));
+  const kinds = families.map((f) => f.series.findIndex((l) => l.some(shown)));
+  const w = new ChunkWriter();
+  for (let phase = 0; phase < 3; phase++) {
+    for (let i = 0; i < families.length; i++) {
+      if (kinds[i] !== phase) continue;
+      const f = families[i]!;
+      w.ascii(`# TYPE ${f.name} ${TYPES[phase]}\n`);
+      for (let k = phase; k < 3; k++) {
+        for (const s of f.series[k as 0 | 1 | 2]) {
+          if (!shown(s)) continue;
+          if (k === 2) histogramLines(w, f, s);
+          else scalarLine(w, f, s);
+          if (w.hasReady) yield* w.take();
+        }
+      }
+    }
+  }
+  w.flush();
+  yield* w.take();
 }
 
-const braces = (l: string) => (l ? `{${l}}` : '');
-
+/** The whole exposition as one string (tests; the admin server streams prometheusChunks). */
 export function renderPrometheus(store: StatsStore, tags: TagProducer, q: StatsQuery): string {
-  type Family = { type: string; lines: string[] };
-  const families = new Map<string, Family>();
-  const add = (name: string, type: string, line: string) => {
-    let f = families.get(name);
-    if (!f) families.set(name, (f = { type, lines: [] }));
-    f.lines.push(line);
-  };
-  // stats made with explicit tags keep their given name (Envoy strips a custom stat namespace such as
-  // Istio's `istiocustom` and adds no `envoy_` prefix to them)
-  const nameOf = (flat: string) => {
-    const t = store.tagged.get(flat);
-    if (t) return { n: sanitizePromName(t.name), labels: cachedLabels(t.tags) };
-    const e = tags.extract(flat);
-    return { n: `envoy_${sanitizePromName(e.name)}`, labels: cachedLabels(e.tags) };
-  };
-  const scalar = (s: Counter | Gauge, type: string) => {
-    const e = nameOf(s.name);
-    add(e.n, type, `${e.n}${braces(e.labels)} ${s.value}`);
-  };
-  for (const c of selected(store.allCounters(), q)) scalar(c, 'counter');
-  for (const g of selected(store.allGauges(), q)) scalar(g, 'gauge');
-  const les = new Map<readonly number[], string[]>();
-  for (const h of selected(store.allHistograms(), q)) {
-    const e = nameOf(h.name);
-    const n = e.n;
-    const sep = e.labels ? `${e.labels},` : '';
-    let le = les.get(h.bounds);
-    if (!le) les.set(h.bounds, (le = h.bounds.map((b) => `le="${fmt(b)}"`)));
-    const cum = h.cumulative();
-    for (let i = 0; i < le.length; i++) add(n, 'histogram', `${n}_bucket{${sep}${le[i]}} ${cum[i]}`);
-    add(n, 'histogram', `${n}_bucket{${sep}le="+Inf"} ${h.count}`);
-    add(n, 'histogram', `${n}_sum${braces(e.labels)} ${fmt(h.sum)}`);
-    add(n, 'histogram', `${n}_count${braces(e.labels)} ${h.count}`);
-  }
-  const order = { counter: 0, gauge: 1, histogram: 2 } as Record<string, number>;
-  const names = [...families.keys()].sort((a, b) => order[families.get(a)!.type]! - order[families.get(b)!.type]! || (a < b ? -1 : a > b ? 1 : 0));
-  const parts: string[] = [];
-  for (const n of names) {
-    const f = families.get(n)!;
-    parts.push(`# TYPE ${n} ${f.type}\n`, f.lines.join('\n'), '\n');
-  }
-  return parts.join('');
+  return Buffer.concat([...prometheusChunks(store, tags, q)]).toString();
 }

@@ -132,12 +132,25 @@ export interface TaggedName {
   tags: Array<[string, string]>;
 }
 
+/** 0 counter, 1 gauge, 2 histogram (prom-index.ts). */
+export type StatKind = 0 | 1 | 2;
+
+/** What the store tells the Prometheus index (prom-index.ts) of stats it drops. */
+export interface StatsIndex {
+  remove(kind: StatKind, stat: Counter | Gauge | Histogram): void;
+  removePrefix(prefix: string): void;
+}
+
 export class StatsStore {
   private readonly counters = new Map<string, Counter>();
   private readonly gauges = new Map<string, Gauge>();
   private readonly histograms = new Map<string, Histogram>();
   /** Flat name → given name and tags, for stats made with explicit tags (see TaggedName). */
   readonly tagged = new Map<string, TaggedName>();
+  /** The Prometheus index (prom-index.ts), made at the first scrape. */
+  promIndex: StatsIndex | undefined;
+  /** Stats made since the index last took them in; undefined while there is no index. */
+  fresh: Array<[StatKind, Counter | Gauge | Histogram]> | undefined;
 
   /**
    * `visible` is the bootstrap's stats_matcher. A name it rejects is never stored: it gets the shared null
@@ -152,6 +165,7 @@ export class StatsStore {
       if (!this.visible(name)) return needed ? new Counter('') : NULL_COUNTER;
       c = new Counter(name);
       this.counters.set(name, c);
+      this.fresh?.push([0, c]);
     }
     return c;
   }
@@ -162,6 +176,7 @@ export class StatsStore {
       if (!this.visible(name)) return needed ? new Gauge('') : NULL_GAUGE;
       g = new Gauge(name);
       this.gauges.set(name, g);
+      this.fresh?.push([1, g]);
     }
     return g;
   }
@@ -172,15 +187,18 @@ export class StatsStore {
       if (!this.visible(name)) return NULL_HISTOGRAM;
       h = new Histogram(name);
       this.histograms.set(name, h);
+      this.fresh?.push([2, h]);
     }
     return h;
   }
 
   /** A counter with explicit tags (`flat` is its `/stats` name); the null counter when stats_matcher rejects it. */
   taggedCounter(flat: string, tagged: TaggedName): Counter {
-    const c = this.counter(flat);
-    if (!isNullStat(c)) this.tagged.set(flat, tagged);
-    return c;
+    const c = this.counters.get(flat);
+    if (c) return c;
+    if (!this.visible(flat)) return NULL_COUNTER;
+    this.tagged.set(flat, tagged);
+    return this.counter(flat);
   }
 
   /** A histogram with explicit tags and its own bucket bounds. */
@@ -191,6 +209,7 @@ export class StatsStore {
       h = new Histogram(flat, bounds);
       this.histograms.set(flat, h);
       this.tagged.set(flat, tagged);
+      this.fresh?.push([2, h]);
     }
     return h;
   }
@@ -205,6 +224,19 @@ export class StatsStore {
     for (const m of [this.counters, this.gauges, this.histograms, this.tagged] as Map<string, unknown>[]) {
       for (const k of [...m.keys()]) if (k.startsWith(prefix)) m.delete(k);
     }
+    if (this.fresh) this.fresh = this.fresh.filter(([, s]) => !s.name.startsWith(prefix));
+    this.promIndex?.removePrefix(prefix);
+  }
+
+  /** Drops one stat (a merged view's stat that no thread has any more). */
+  delete(kind: StatKind, name: string): void {
+    const m = [this.counters, this.gauges, this.histograms][kind] as Map<string, Counter | Gauge | Histogram>;
+    const s = m.get(name);
+    if (!s) return;
+    m.delete(name);
+    this.tagged.delete(name);
+    if (this.fresh) this.fresh = this.fresh.filter(([, x]) => x !== s);
+    this.promIndex?.remove(kind, s);
   }
 
   allCounters(): Counter[] {

@@ -5,7 +5,7 @@
 // thread, so their copies of config stats are dropped here rather than counted N times. Envoy's
 // per-worker listener stats (`listener.<address>.worker_<N>.downstream_cx_total|active`) are derived from
 // each worker's own listener stats.
-import { Histogram, isNullStat, StatsStore, type TaggedName } from '../../stats/store';
+import { Histogram, isNullStat, StatsStore, type Counter, type Gauge, type TaggedName } from '../../stats/store';
 
 /** What a worker thread sends of its stats store. */
 export interface StatsSnapshot {
@@ -34,68 +34,124 @@ export function mergeMode(name: string): MergeMode {
 
 const PER_WORKER = /^listener\.(.+)\.(downstream_cx_total|downstream_cx_active)$/;
 
-/** A stats store's contents as a worker sends them (only what stats_matcher lets through is rendered anyway). */
-export function snapshotOf(store: StatsStore): StatsSnapshot {
+/**
+ * A stats store's contents as a worker sends them (only what stats_matcher lets through is rendered anyway).
+ * With `sent`, the names and tags of tagged stats go once: the main thread's merged view keeps them (each
+ * Istio series carries some twenty labels; sending them on every scrape cost more than the values).
+ */
+export function snapshotOf(store: StatsStore, sent?: WeakSet<TaggedName>): StatsSnapshot {
+  const tagged: Array<[string, TaggedName]> = [];
+  for (const [flat, tg] of store.tagged) {
+    if (sent?.has(tg)) continue;
+    sent?.add(tg);
+    tagged.push([flat, tg]);
+  }
   return {
     counters: store.allCounters().map((c) => [c.name, c.value, c.used]),
     gauges: store.allGauges().map((g) => [g.name, g.value, g.used]),
     histograms: store.allHistograms().map((h) => [h.name, [...h.bounds], [...h.counts], h.sum, h.count]),
-    tagged: [...store.tagged],
+    tagged,
   };
 }
 
+type Stat = Counter | Gauge | Histogram;
+
 /**
- * The merged view: `sources[0]` is the main thread (worker 0: it serves traffic too), the rest the worker
- * threads by id. A new store, rendered by the admin API exactly as a single thread's.
+ * The merged view, kept from scrape to scrape so that what the Prometheus rendering works out per stat (family,
+ * label text, order; src/proxy/stats/prom-index.ts) is worked out once: each merge zeroes the kept stats, adds
+ * every thread's values, and drops the stats no thread has any more.
  */
-export function mergeStats(main: StatsStore, sources: ReadonlyArray<StatsSnapshot | undefined>): StatsStore {
-  // the snapshots hold shown stats only; the matcher still decides the per-worker listener stats derived here
-  const out = new StatsStore(main.visible);
-  const add = (kind: 'counter' | 'gauge', name: string, value: number, used: boolean, fromMain: boolean) => {
-    const mode = mergeMode(name);
-    if (mode === 'main' && !fromMain) return;
-    const s = kind === 'counter' ? out.counter(name) : out.gauge(name);
-    if (mode === 'max') s.value = fromMain ? value : Math.max(s.value, value);
-    else s.value += value;
-    s.used ||= used;
-  };
-  const perWorker = (kind: 'counter' | 'gauge', id: number, name: string, value: number, used: boolean) => {
-    const m = PER_WORKER.exec(name);
-    if (!m) return;
-    const s = kind === 'counter' ? out.counter(`listener.${m[1]}.worker_${id}.${m[2]}`) : out.gauge(`listener.${m[1]}.worker_${id}.${m[2]}`);
-    s.value = value;
-    s.used ||= used;
-  };
-  const addHistogram = (name: string, bounds: readonly number[], counts: readonly number[], sum: number, count: number) => {
-    const h = out.histogram(name);
-    if (isNullStat(h)) return;
-    if (h.bounds.length !== bounds.length || h.bounds.some((b, i) => b !== bounds[i])) {
-      if (h.count > 0) return;
-      // a histogram with its own bounds: replace the default-bounded one just made
-      Object.assign(h, new Histogram(name, bounds));
+export class StatsMerger {
+  private out: StatsStore | undefined;
+
+  /** `sources[0]` is the first worker thread; the main thread (worker 0: it serves traffic too) comes from `main`. */
+  merge(main: StatsStore, sources: ReadonlyArray<StatsSnapshot | undefined>): StatsStore {
+    // the snapshots hold shown stats only; the matcher still decides the per-worker listener stats derived here
+    const out = (this.out ??= new StatsStore(main.visible));
+    const kept: Array<Map<string, Stat>> = [new Map(), new Map(), new Map()];
+    for (const c of out.allCounters()) kept[0]!.set(c.name, c);
+    for (const g of out.allGauges()) kept[1]!.set(g.name, g);
+    for (const h of out.allHistograms()) kept[2]!.set(h.name, h);
+    for (const m of kept.slice(0, 2)) {
+      for (const s of m.values() as IterableIterator<Counter | Gauge>) {
+        s.value = 0;
+        s.used = false;
+      }
     }
-    for (let i = 0; i < counts.length; i++) h.counts[i] = (h.counts[i] ?? 0) + counts[i]!;
-    h.sum += sum;
-    h.count += count;
-    h.used ||= count > 0;
-  };
-  const mainSnap = snapshotOf(main);
-  const all: Array<[number, StatsSnapshot]> = [[0, mainSnap]];
-  sources.forEach((s, i) => {
-    if (s) all.push([i + 1, s]);
-  });
-  for (const [id, snap] of all) {
-    const fromMain = id === 0;
-    for (const [flat, tg] of snap.tagged ?? []) out.tagged.set(flat, tg);
-    for (const [n, v, u] of snap.counters) {
-      add('counter', n, v, u, fromMain);
-      perWorker('counter', id, n, v, u);
+    for (const h of kept[2]!.values() as IterableIterator<Histogram>) {
+      h.counts.fill(0);
+      h.sum = 0;
+      h.count = 0;
+      h.used = false;
     }
-    for (const [n, v, u] of snap.gauges) {
-      add('gauge', n, v, u, fromMain);
-      perWorker('gauge', id, n, v, u);
+    for (const [flat, tg] of main.tagged) if (!out.tagged.has(flat)) out.tagged.set(flat, tg);
+    for (const s of sources) for (const [flat, tg] of s?.tagged ?? []) out.tagged.set(flat, tg);
+    const seen = (kind: 0 | 1 | 2, name: string) => kept[kind]!.delete(name);
+    const add = (kind: 0 | 1, name: string, value: number, used: boolean, fromMain: boolean) => {
+      const mode = mergeMode(name);
+      if (mode === 'main' && !fromMain) return;
+      const s = kind === 0 ? out.counter(name) : out.gauge(name);
+      seen(kind, name);
+      if (mode === 'max') s.value = fromMain ? value : Math.max(s.value, value);
+      else s.value += value;
+      s.used ||= used;
+    };
+    const perWorker = (kind: 0 | 1, id: number, name: string, value: number, used: boolean) => {
+      const m = PER_WORKER.exec(name);
+      if (!m) return;
+      const n = `listener.${m[1]}.worker_${id}.${m[2]}`;
+      const s = kind === 0 ? out.counter(n) : out.gauge(n);
+      seen(kind, n);
+      s.value = value;
+      s.used ||= used;
+    };
+    const addHistogram = (name: string, bounds: readonly number[], counts: readonly number[], sum: number, count: number) => {
+      const h = out.histogram(name);
+      if (isNullStat(h)) return;
+      seen(2, name);
+      if (h.bounds.length !== bounds.length || h.bounds.some((b, i) => b !== bounds[i])) {
+        if (h.count > 0) return;
+        // a histogram with its own bounds: the default-bounded one just made takes them (same object: the
+        // Prometheus index refers to it)
+        Object.assign(h, new Histogram(name, bounds));
+      }
+      for (let i = 0; i < counts.length; i++) h.counts[i] = (h.counts[i] ?? 0) + counts[i]!;
+      h.sum += sum;
+      h.count += count;
+      h.used ||= count > 0;
+    };
+    for (const c of main.allCounters()) {
+      add(0, c.name, c.value, c.used, true);
+      perWorker(0, 0, c.name, c.value, c.used);
     }
-    for (const [n, b, c, sum, count] of snap.histograms) addHistogram(n, b, c, sum, count);
+    for (const g of main.allGauges()) {
+      add(1, g.name, g.value, g.used, true);
+      perWorker(1, 0, g.name, g.value, g.used);
+    }
+    for (const h of main.allHistograms()) addHistogram(h.name, h.bounds, h.counts, h.sum, h.count);
+    sources.forEach((snap, i) => {
+      if (!snap) return;
+      for (const [n, v, u] of snap.counters) {
+        add(0, n, v, u, false);
+        perWorker(0, i + 1, n, v, u);
+      }
+      for (const [n, v, u] of snap.gauges) {
+        add(1, n, v, u, false);
+        perWorker(1, i + 1, n, v, u);
+      }
+      for (const [n, b, c, sum, count] of snap.histograms) addHistogram(n, b, c, sum, count);
+    });
+    // a thread that did not answer may still have what the others lack: drop only on a full answer
+    if (sources.every((s) => s !== undefined)) {
+      kept.forEach((m, kind) => {
+        for (const name of m.keys()) out.delete(kind as 0 | 1 | 2, name);
+      });
+    }
+    return out;
   }
-  return out;
+}
+
+/** One merge into a new store (tests; the admin server keeps a StatsMerger). */
+export function mergeStats(main: StatsStore, sources: ReadonlyArray<StatsSnapshot | undefined>): StatsStore {
+  return new StatsMerger().merge(main, sources);
 }

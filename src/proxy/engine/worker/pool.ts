@@ -59,6 +59,8 @@ interface Slot {
   id: number;
   worker: Worker | undefined;
   crashes: number[];
+  /** The worker whose last stats answer arrived: it need not send the tagged stats' names again. */
+  statsSynced?: Worker | undefined;
 }
 
 export class WorkerPool {
@@ -138,7 +140,10 @@ export class WorkerPool {
     for (const s of this.slots) s.worker?.postMessage(m);
   }
 
-  /** Each worker's stats by worker id - 1 (undefined for one that did not answer in time). */
+  /**
+   * Each worker's stats by worker id - 1 (undefined for one that did not answer in time). A worker sends the
+   * names and tags of its tagged stats once: the caller keeps them (merge.ts StatsMerger) and asks one round at a time.
+   */
   stats(timeoutMs = 2000): Promise<Array<StatsSnapshot | undefined>> {
     return Promise.all(
       this.slots.map((s) => {
@@ -146,16 +151,19 @@ export class WorkerPool {
         if (!w) return undefined;
         const req = this.nextReq++;
         return new Promise<StatsSnapshot | undefined>((resolve) => {
+          const full = s.statsSynced !== w;
           const t = setTimeout(() => {
             this.replies.delete(req);
+            s.statsSynced = undefined;
             resolve(undefined);
           }, timeoutMs);
           this.replies.set(req, (m) => {
             clearTimeout(t);
             this.replies.delete(req);
+            if (m.t === 'stats') s.statsSynced = w;
             resolve(m.t === 'stats' ? m.snapshot : undefined);
           });
-          w.postMessage({ t: 'stats', req } satisfies ToWorker);
+          w.postMessage({ t: 'stats', req, full } satisfies ToWorker);
         });
       }),
     );

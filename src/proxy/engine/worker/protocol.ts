@@ -27,7 +27,8 @@ export interface WorkerData {
 export type ToWorker =
   | { t: 'xds'; key: string; delta: boolean; bytes: Uint8Array }
   | { t: 'fd'; req: number; fd?: number; error?: string }
-  | { t: 'stats'; req: number }
+  /** `full`: send the names and tags of tagged stats again (the main thread missed an answer, or this worker is new). */
+  | { t: 'stats'; req: number; full: boolean }
   | { t: 'drain'; graceful: boolean; inboundOnly: boolean }
   | { t: 'healthcheck'; fail: boolean }
   | { t: 'reset_counters' }

@@ -8,6 +8,7 @@ import { BootstrapSchema } from '../../../gen/envoy/config/bootstrap/v3/bootstra
 import { applyLoggingQuery } from '../../admin/server';
 import { startEngine, type Engine } from '../index';
 import type { GrpcMux, RelayedResponse } from '../../xds/grpc-mux';
+import type { TaggedName } from '../../stats/store';
 import { snapshotOf } from './merge';
 import type { FromWorker, ToWorker, WorkerData } from './protocol';
 
@@ -21,6 +22,8 @@ const early = new Map<string, RelayedResponse[]>();
 const fdWaits = new Map<number, { resolve: (fd: number) => void; reject: (e: Error) => void }>();
 let nextReq = 1;
 let engine: Engine | undefined;
+/** The tagged stats whose names and tags the main thread's merged view has (merge.ts snapshotOf). */
+let taggedSent = new WeakSet<TaggedName>();
 
 port.on('message', (m: ToWorker) => {
   switch (m.t) {
@@ -40,7 +43,8 @@ port.on('message', (m: ToWorker) => {
     }
     case 'stats':
       engine?.control.refreshStats();
-      post({ t: 'stats', req: m.req, snapshot: engine ? snapshotOf(engine.stats) : { counters: [], gauges: [], histograms: [] } });
+      if (m.full) taggedSent = new WeakSet();
+      post({ t: 'stats', req: m.req, snapshot: engine ? snapshotOf(engine.stats, taggedSent) : { counters: [], gauges: [], histograms: [] } });
       return;
     case 'drain':
       engine?.control.drainListeners({ graceful: m.graceful, inboundOnly: m.inboundOnly });

@@ -1,0 +1,2 @@
+export function envoyBinary(root?: string): string | undefined;
+export function envoyMissing(): string | undefined;
