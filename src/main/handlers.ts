@@ -44,6 +44,7 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'cni.install': () => import('../cni/install/command'),
   'meshctl.validate': () => import('../meshctl/validate'),
   'meshctl.analyze': () => import('../meshctl/analyze/command'),
+  'meshctl.admin.log': () => import('../meshctl/admin-log'),
   'meshctl.experimental.ca.client-cert': async () => ({ run: (await import('../meshctl/ca')).clientCert }),
   'meshctl.experimental.workload.group.create': async () => ({ run: (await import('../meshctl/workload')).groupCreate }),
   'meshctl.bug-report': () => import('../meshctl/bugreport/command'),
