@@ -47,6 +47,7 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'meshctl.admin.log': () => import('../meshctl/admin-log'),
   'meshctl.experimental.authz.check': async () => ({ run: (await import('../meshctl/authz')).check }),
   'meshctl.authz': async () => ({ run: (await import('../meshctl/authz')).pointer }),
+  'meshctl.experimental.precheck': () => import('../meshctl/precheck'),
   'meshctl.experimental.ca.client-cert': async () => ({ run: (await import('../meshctl/ca')).clientCert }),
   'meshctl.experimental.workload.group.create': async () => ({ run: (await import('../meshctl/workload')).groupCreate }),
   'meshctl.bug-report': () => import('../meshctl/bugreport/command'),
