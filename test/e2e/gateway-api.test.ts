@@ -69,6 +69,14 @@ spec:
     backendRefs: [{name: echo, port: 80}]
   - matches: [{path: {type: PathPrefix, value: /other-ns}}]
     backendRefs: [{name: echo, namespace: other, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /prefix/one}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /one}}}]
+    backendRefs: [{name: echo, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /strip-prefix}}]
+    filters: [{type: URLRewrite, urlRewrite: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /}}}]
+    backendRefs: [{name: echo, port: 80}]
+  - matches: [{path: {type: PathPrefix, value: /original-prefix}}]
+    filters: [{type: RequestRedirect, requestRedirect: {path: {type: ReplacePrefixMatch, replacePrefixMatch: /replacement-prefix}}}]
 `;
 
 function config(p: GatewayPorts): string {
@@ -92,6 +100,15 @@ t.test('a Gateway and HTTPRoute from files, served by a router labelled with the
   t.equal(exact.headers['x-route'], 'exact', 'an Exact match wins over a PathPrefix, whatever the rule order');
 
   t.equal((await rig.get('/application')).status, 404, 'PathPrefix /app does not match /application (whole segments)');
+
+  // The conformance suite's HTTPRouteRewritePath and HTTPRouteRedirectPath expectations.
+  const rewritten = async (p: string) => (JSON.parse((await rig.get(p)).body) as { path: string }).path;
+  t.equal(await rewritten('/prefix/one/two'), '/one/two', 'URLRewrite ReplacePrefixMatch /one');
+  t.equal(await rewritten('/strip-prefix/three'), '/three', 'URLRewrite ReplacePrefixMatch / strips the prefix');
+  t.equal(await rewritten('/strip-prefix'), '/', 'and keeps a / when nothing follows');
+  const moved = await rig.get('/original-prefix/lemon');
+  t.equal(moved.status, 302, 'RequestRedirect answers 302 by default');
+  t.match(moved.headers.location ?? '', /\/replacement-prefix\/lemon$/, 'RequestRedirect ReplacePrefixMatch keeps the rest of the path');
 
   const cross = await rig.get('/other-ns');
   t.equal(cross.status, 500, 'a backend in another namespace without a ReferenceGrant answers 500');
