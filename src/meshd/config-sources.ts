@@ -23,6 +23,8 @@ export interface ConfigSources {
   /** The orchestrator side (client, this cluster's store, leader elections) when it is used. */
   orchestrator?: Orchestrator;
   registry: AggregateRegistry;
+  /** The Gateway API translation over `store` (PILOT_ENABLE_GATEWAY_API): its computed status. */
+  gatewayApi?: GatewayApiConfigStore;
 }
 
 /** An unusable --configDir is a start-up error, not a daemon that is never ready. */
@@ -60,16 +62,21 @@ async function openOrchestrator(ctx: RunContext, env: EnvTable, closers: Closers
   return undefined;
 }
 
-async function openStore(ctx: RunContext, env: EnvTable, closers: Closers): Promise<{ store: ConfigStore; orchestrator?: Orchestrator }> {
+async function openStore(
+  ctx: RunContext,
+  env: EnvTable,
+  closers: Closers,
+): Promise<{ store: ConfigStore; orchestrator?: Orchestrator; gatewayApi?: GatewayApiConfigStore }> {
   const configDir = ctx.flags['configDir'] as string;
   if (configDir) checkConfigDir(configDir);
   const orchestrator = await openOrchestrator(ctx, env, closers);
   const stores: ConfigStore[] = configDir ? [new FileConfigStore({ dir: configDir })] : [];
   if (orchestrator) stores.push(orchestrator.store);
-  let store: ConfigStore = closers.closing(stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores));
+  const store: ConfigStore = closers.closing(stores.length === 1 ? stores[0]! : new AggregateConfigStore(stores));
   // The Gateway API is served as the Gateway/VirtualService configs Istio translates it to (PILOT_ENABLE_GATEWAY_API).
-  if (env.bool('PILOT_ENABLE_GATEWAY_API')) store = new GatewayApiConfigStore(store, gatewayApiEnvOptions(ctx, env));
-  return { store, ...(orchestrator ? { orchestrator } : {}) };
+  if (!env.bool('PILOT_ENABLE_GATEWAY_API')) return { store, ...(orchestrator ? { orchestrator } : {}) };
+  const gatewayApi = closers.closing(new GatewayApiConfigStore(store, gatewayApiEnvOptions(ctx, env)));
+  return { store: gatewayApi, gatewayApi, ...(orchestrator ? { orchestrator } : {}) };
 }
 
 function gatewayApiEnvOptions(ctx: RunContext, env: EnvTable): ReturnType<typeof gatewayApiOptions> {
@@ -113,7 +120,7 @@ function openRegistries(ctx: RunContext, env: EnvTable, closers: Closers, store:
 
 /** The config store, orchestrator side and service registries, each on `closers` as it is opened. */
 export async function openConfigSources(ctx: RunContext, env: EnvTable, closers: Closers): Promise<ConfigSources> {
-  const { store, orchestrator } = await openStore(ctx, env, closers);
+  const { store, orchestrator, gatewayApi } = await openStore(ctx, env, closers);
   const registry = openRegistries(ctx, env, closers, store, orchestrator);
-  return { store, registry, ...(orchestrator ? { orchestrator } : {}) };
+  return { store, registry, ...(orchestrator ? { orchestrator } : {}), ...(gatewayApi ? { gatewayApi } : {}) };
 }

@@ -37,6 +37,7 @@ export function discoveryProviders(p: DiscoveryParts): MeshdProviders {
     },
     configs: () => MESH_KINDS.flatMap((k) => store.list(k) as readonly Config[]),
     services: () => pushes.current().allServices(),
+    ...(p.gatewayApi ? { gatewayStatus: () => p.gatewayApi!.statusObjects() } : {}),
     endpoints: () =>
       pushes
         .current()

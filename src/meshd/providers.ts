@@ -111,6 +111,8 @@ export interface MeshdProviders {
   configs(): readonly Config[];
   services(): readonly Service[];
   endpoints(): readonly Endpoint[];
+  /** The Gateway API objects' computed status (`/debug/gateway-status`), when the Gateway API is served. */
+  gatewayStatus?(): readonly unknown[];
   /** The last push context's status, undefined before the first push. */
   pushStatus(): PushStatus | undefined;
   xds: XdsServerHandle;

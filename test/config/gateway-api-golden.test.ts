@@ -61,7 +61,15 @@ const PORTS = [
   { name: 'tcp-other', port: 34001, protocol: 'TCP' },
 ];
 const meta = (name: string, namespace: string): Config['meta'] => ({ name, namespace, labels: {}, annotations: {} });
+// Istio's test Secret `istio-system/malformed`: not PEM (the bytes are base64 text), from the conformance suite.
+const MALFORMED = Buffer.from('SGVsbG8gd29ybGQK').toString('base64');
 const SERVICES: Config[] = [
+  {
+    kind: 'Secret',
+    apiVersion: 'v1',
+    meta: meta('malformed', 'istio-system'),
+    spec: { data: { 'tls.crt': MALFORMED, 'tls.key': MALFORMED } },
+  } as Config<'Secret'>,
   ...SERVICE_HOSTS.map((h) => {
     const [name, ns] = h.split('.') as [string, string];
     return { kind: 'Service', apiVersion: 'v1', meta: meta(name, ns), spec: { ports: PORTS } } as Config<'Service'>;
@@ -135,22 +143,29 @@ function expected(name: string): Plain[] {
     }));
 }
 
-function actual(name: string): Plain[] {
+function translate(name: string): { cs: Config[]; out: ReturnType<typeof translateGatewayApi> } {
   const cs = load(name);
-  const out = translateGatewayApi(
-    {
-      gatewayClasses: byKind(cs, 'GatewayClass'),
-      gateways: byKind(cs, 'KubernetesGateway'),
-      httpRoutes: byKind(cs, 'HTTPRoute'),
-      grpcRoutes: byKind(cs, 'GRPCRoute'),
-      referenceGrants: byKind(cs, 'ReferenceGrant'),
-      services: byKind(cs, 'Service'),
-      serviceEntries: byKind(cs, 'ServiceEntry'),
-      namespaces: byKind(cs, 'Namespace'),
-      secrets: byKind(cs, 'Secret'),
-    },
-    OPTS,
-  );
+  return {
+    cs,
+    out: translateGatewayApi(
+      {
+        gatewayClasses: byKind(cs, 'GatewayClass'),
+        gateways: byKind(cs, 'KubernetesGateway'),
+        httpRoutes: byKind(cs, 'HTTPRoute'),
+        grpcRoutes: byKind(cs, 'GRPCRoute'),
+        referenceGrants: byKind(cs, 'ReferenceGrant'),
+        services: byKind(cs, 'Service'),
+        serviceEntries: byKind(cs, 'ServiceEntry'),
+        namespaces: byKind(cs, 'Namespace'),
+        secrets: byKind(cs, 'Secret'),
+      },
+      OPTS,
+    ),
+  };
+}
+
+function actual(name: string): Plain[] {
+  const { out } = translate(name);
   // YAML round trip: drops undefined and orders nothing, as Istio's marshalled golden is compared as data
   const plain = (c: Config): Plain => {
     const spec = dropZeros(JSON.parse(JSON.stringify(c.spec))) as Record<string, unknown>;
@@ -201,5 +216,67 @@ for (const name of [
 ]) {
   t.test(name, async (t) => {
     t.same(sortPlain(actual(name)), sortPlain(expected(name)));
+  });
+}
+
+// Status: each route's Gateway parents (Service parents are not translated yet) and each Gateway's listeners, as in
+// Istio's <name>.status.yaml.golden; lastTransitionTime is Istio's `fake`, controllerName Istio's default.
+interface StatusDoc {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  status?: {
+    parents?: Array<{ parentRef: { kind?: string; name: string }; conditions: Array<Record<string, unknown>> }>;
+    listeners?: Array<Record<string, unknown>>;
+  };
+}
+
+const strip = (cs: ReadonlyArray<Record<string, unknown>>) => cs.map(({ lastTransitionTime: _l, observedGeneration: _o, ...c }) => c);
+
+function expectedStatus(name: string): Record<string, unknown> {
+  const docs = parseAllDocuments(fs.readFileSync(path.join(DIR, `${name}.status.yaml.golden`), 'utf8')).map((d) => d.toJS() as StatusDoc);
+  const out: Record<string, unknown> = {};
+  for (const d of docs) {
+    if (!d) continue;
+    const k = `${d.kind}/${d.metadata.namespace ?? ''}/${d.metadata.name}`;
+    if (d.kind === 'Gateway')
+      out[k] = (d.status?.listeners ?? []).map((l) => ({ ...l, conditions: strip(l.conditions as Array<Record<string, unknown>>) }));
+    else if (d.kind === 'HTTPRoute' || d.kind === 'GRPCRoute') {
+      const parents = (d.status?.parents ?? []).filter((p) => (p.parentRef.kind ?? 'Gateway') === 'Gateway');
+      if (parents.length > 0) out[k] = parents.map((p) => ({ parentRef: p.parentRef, conditions: strip(p.conditions) }));
+    }
+  }
+  return out;
+}
+
+function actualStatus(name: string): Record<string, unknown> {
+  const { out } = translate(name);
+  const res: Record<string, unknown> = {};
+  for (const [k, st] of out.status.gateways)
+    res[k.replace('KubernetesGateway/', 'Gateway/')] = JSON.parse(
+      JSON.stringify(st.listeners.map((l) => ({ ...l, conditions: strip(l.conditions as unknown as Array<Record<string, unknown>>) }))),
+    );
+  for (const [k, st] of out.status.routes)
+    if (st.parents.length > 0)
+      res[k] = JSON.parse(
+        JSON.stringify(
+          st.parents.map((p) => ({ parentRef: p.parentRef, conditions: strip(p.conditions as unknown as Array<Record<string, unknown>>) })),
+        ),
+      );
+  return res;
+}
+
+for (const name of [
+  'route-precedence',
+  'http',
+  'isolation',
+  'route-binding',
+  'reference-policy-service',
+  'invalid',
+  'mismatch',
+  'multi-gateway',
+  'grpc',
+]) {
+  t.test(`${name} status`, async (t) => {
+    t.same(canonical(actualStatus(name)), canonical(expectedStatus(name)));
   });
 }

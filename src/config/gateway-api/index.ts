@@ -10,5 +10,5 @@ export {
   KUBERNETES_GATEWAY_NAME,
   ROUTE_SEMANTICS_ANNOTATION,
 } from './translate';
-export type { GatewayApiStatus, Condition, GatewayStatus, RouteStatus, GatewayClassStatus } from './status';
+export type { GatewayApiStatus, Condition, GatewayStatus, RouteStatus, GatewayClassStatus, StatusObject } from './status';
 export { gatewayApiOptions, ISTIO_GATEWAY_CONTROLLER } from './options';

@@ -142,7 +142,8 @@ export function grpcMatch(m: GRPCRouteMatch): HTTPMatchRequest | RouteError {
 /** Istio createRedirectFilter: the `%PREFIX()%` marker asks the route generator for a prefix rewrite. */
 export function redirect(f: NonNullable<HTTPRouteFilter['requestRedirect']>): HTTPRedirect {
   const out: HTTPRedirect = {};
-  if (f.statusCode !== undefined) out.redirectCode = f.statusCode;
+  // The CRD defaults statusCode to 302 (the API server fills it in; files get the same here).
+  out.redirectCode = f.statusCode ?? 302;
   if (f.hostname !== undefined) out.authority = f.hostname;
   if (f.scheme !== undefined) out.scheme = f.scheme;
   if (f.port !== undefined) out.port = f.port;

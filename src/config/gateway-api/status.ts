@@ -5,6 +5,9 @@
 // (the writer keeps an earlier time when the condition did not change, as kstatus.UpdateConditionIfChanged does), and
 // messages name mesh where Istio's name Istio.
 
+import type { Config, Kind } from '../types';
+import { objectKindOf } from '../schemas';
+
 export interface Condition {
   type: string;
   status: 'True' | 'False' | 'Unknown';
@@ -134,4 +137,30 @@ export function routeStatus(results: readonly RouteParentResult[], generation: n
   }
   parents.sort((a, b) => (a.key > b.key ? -1 : a.key < b.key ? 1 : 0));
   return { parents: parents.map(({ key: _k, ...p }) => p) };
+}
+
+/** A Gateway API object and the status computed for it, in the object's own shape. */
+export interface StatusObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; generation?: number };
+  status: GatewayClassStatus | GatewayStatus | RouteStatus;
+}
+
+/** The computed status of every object, oldest key first: the no-cluster view of what the leader writes. */
+export function statusObjects(st: GatewayApiStatus, get: (kind: Kind, ns: string, name: string) => Config | undefined): StatusObject[] {
+  const out: StatusObject[] = [];
+  const entries: Array<[string, GatewayClassStatus | GatewayStatus | RouteStatus]> = [...st.gatewayClasses, ...st.gateways, ...st.routes];
+  for (const [k, status] of entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    const [kind, ns, name] = k.split('/') as [Kind, string, string];
+    const c = get(kind, ns, name);
+    if (!c) continue;
+    const metadata: StatusObject['metadata'] = {
+      name,
+      ...(ns ? { namespace: ns } : {}),
+      ...(c.meta.generation !== undefined ? { generation: c.meta.generation } : {}),
+    };
+    out.push({ apiVersion: c.apiVersion, kind: objectKindOf(kind), metadata, status });
+  }
+  return out;
 }

@@ -5,7 +5,7 @@
 // List(gvk.Gateway / gvk.VirtualService) returns the translated configs, aggregated with the CRD controller.
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
-import type { GatewayApiStatus } from './status';
+import { type GatewayApiStatus, type StatusObject, statusObjects } from './status';
 import { type GatewayApiOptions, translateGatewayApi } from './translate';
 
 /** Kinds whose changes can change the translation. */
@@ -40,6 +40,11 @@ export class GatewayApiConfigStore implements ConfigStore {
   /** The status of every Gateway API object this controller owns, as last computed. */
   status(): GatewayApiStatus {
     return this.current;
+  }
+
+  /** Each object with a computed status, as a Kubernetes object (what `kubectl get -o yaml` would show). */
+  statusObjects(): StatusObject[] {
+    return statusObjects(this.current, (kind, ns, name) => this.inner.get(kind, ns, name));
   }
 
   list<K extends Kind>(kind: K, namespace?: string): readonly Config<K>[] {

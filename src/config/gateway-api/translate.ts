@@ -10,6 +10,7 @@
 // - Service and ServiceEntry parents (the GAMMA mesh profile) are not translated yet: such parentRefs are ignored;
 // - Programmed reads only whether the Service `<gateway>-<class>` exists with the listener ports (Istio also asks
 //   for endpoints).
+import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { labelSelectorMatches } from '../meshconfig';
 import type { Config, GatewaySpec, Server, ServerTLSSettings, VirtualServiceSpec } from '../types';
 import { hostMatches, hostSubsetOf } from '../validate/hosts';
@@ -174,15 +175,17 @@ function listenerTls(
       tls,
       error: { reason: 'InvalidCertificateRef', message: `invalid certificate reference ${refText}, secret ${ns}/${ref.name} not found` },
     };
-  const data = { ...secret.spec.data, ...secret.spec.stringData };
-  if (!data['tls.crt'] || !data['tls.key'])
-    return {
-      tls,
-      error: {
-        reason: 'InvalidCertificateRef',
-        message: `invalid certificate reference ${refText}, found secret, but didn't have expected keys (tls.crt and tls.key)`,
-      },
-    };
+  const pem = (k: string): string | undefined =>
+    secret.spec.stringData?.[k] ?? (secret.spec.data?.[k] !== undefined ? Buffer.from(secret.spec.data[k]!, 'base64').toString('utf8') : undefined);
+  const cert = pem('tls.crt');
+  const key = pem('tls.key');
+  const bad = (why: string): { tls: ServerTLSSettings; error: RouteError } => ({
+    tls,
+    error: { reason: 'InvalidCertificateRef', message: `invalid certificate reference ${refText}, ${why}` },
+  });
+  if (!cert || !key) return bad("found secret, but didn't have expected keys (tls.crt and tls.key)");
+  const malformed = keyPairError(cert, key);
+  if (malformed) return bad(`the certificate is malformed: ${malformed}`);
   if (ns !== gw.meta.namespace && !grants.allowed('Gateway', gw.meta.namespace, 'Secret', ns, ref.name))
     return {
       tls,
@@ -193,6 +196,20 @@ function listenerTls(
     };
   tls.credentialName = `kubernetes-gateway://${ns}/${ref.name}`;
   return { tls };
+}
+
+/** Go's tls.X509KeyPair verdict on a certificate and key, in its words; undefined when they make a pair. */
+function keyPairError(cert: string, key: string): string | undefined {
+  const block = /-----BEGIN ([A-Z ]+)-----/;
+  if (!block.test(cert)) return 'tls: failed to find any PEM data in certificate input';
+  if (!block.test(key)) return 'tls: failed to find any PEM data in key input';
+  try {
+    const c = new X509Certificate(cert);
+    if (!c.checkPrivateKey(createPrivateKey(key))) return 'tls: private key does not match public key';
+  } catch (e) {
+    return `x509: ${(e as Error).message}`;
+  }
+  return undefined;
 }
 
 /** ReferenceGrants as Istio's ReferenceGrants index: from (kind, namespace) to (kind, namespace, name or any). */

@@ -56,6 +56,11 @@ export class DebugPages {
     this.add('/debug/endpointz', 'Obsolete, use endpointShardz', shardz);
     this.add('/debug/endpointShardz', 'Info about the endpoint shards', shardz);
     this.add('/debug/configz', 'Debug support for config', (req, res, url) => writeJSON(res, url, configzJson(p.configs())));
+    const gatewayStatus = p.gatewayStatus;
+    if (gatewayStatus)
+      this.add('/debug/gateway-status', 'The status of the Gateway API resources, as the leader writes it on Kubernetes', (req, res, url) =>
+        writeJSON(res, url, gatewayStatus()),
+      );
     this.add('/debug/config_dump', 'ConfigDump in the form of the Envoy admin config dump API for passed in proxyID', (req, res, url) =>
       this.configDump(res, url),
     );

@@ -1,6 +1,7 @@
 // Pure translations from the daemon's model to the JSON Istio's debug endpoints answer with
 // (pilot/pkg/xds/debug.go and the model types it marshals), so that tools written against istiod's
 // `/debug/*` read ours unchanged. Go field names are kept where Istio marshals untagged struct fields.
+import { objectKindOf } from '../../config/schemas';
 import type { Config } from '../../config/types';
 import type { Endpoint, HealthStatus, Resolution, Service } from '../../discovery/model';
 import { TYPE_URL } from '../../lib/xds/type-urls';
@@ -103,7 +104,7 @@ export function configJson(c: Config): Record<string, unknown> {
   metadata.creationTimestamp = m.creationTimestamp ?? null;
   if (Object.keys(m.labels).length) metadata.labels = { ...m.labels };
   if (Object.keys(m.annotations).length) metadata.annotations = { ...m.annotations };
-  const out: Record<string, unknown> = { kind: c.kind, apiVersion: c.apiVersion, metadata, spec: c.spec };
+  const out: Record<string, unknown> = { kind: objectKindOf(c.kind), apiVersion: c.apiVersion, metadata, spec: c.spec };
   if (c.status !== undefined) out.status = c.status;
   return out;
 }
