@@ -18,15 +18,18 @@ const NET_TEXT: Record<string, string> = {
   UND_ERR_SOCKET: 'the connection closed unexpectedly',
 };
 
-/** The innermost error of a `cause` chain that carries a `code` (undici wraps the socket's error). */
+/** The innermost error of a `cause` chain that carries a `code` (undici wraps the socket's error), else the innermost message. */
 function rootCause(e: unknown): { code?: string; message: string } {
   let cur = e as { code?: unknown; message?: string; cause?: unknown } | undefined;
   let found: { code?: string; message: string } = { message: (e as Error)?.message ?? String(e) };
+  let deepest = found.message;
   for (let depth = 0; cur && depth < 8; depth++) {
     if (typeof cur.code === 'string') found = { code: cur.code, message: cur.message ?? found.message };
+    if (cur.message) deepest = cur.message;
     cur = cur.cause as typeof cur;
   }
-  return found;
+  // undici's `fetch failed` says nothing; its cause (`bad port`, a socket error) does.
+  return found.code ? found : { message: deepest };
 }
 
 /** The one-line text for a failed call to the API server at `server`. */
