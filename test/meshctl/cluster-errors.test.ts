@@ -83,4 +83,11 @@ t.test('unreachable, refused credentials, refused permission', async (t) => {
       t.ok(noStack(r.stderr + r.stdout), `${what}: no stack`);
     }
   }
+  // bug-report collects what the permissions allow (each refusal is named in its log); a server it cannot reach
+  // or that refuses the credentials stops it with the same one line.
+  for (const c of cases.slice(0, 2)) {
+    const r = await meshctl(['bug-report', '--output-dir', dir], { ORCHCONFIG: c.file });
+    t.equal(r.code, 1, `${c.name}: bug-report`);
+    t.equal(r.stderr, `Error: ${c.want}\n`, `${c.name}: bug-report`);
+  }
 });
