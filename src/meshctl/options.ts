@@ -2,10 +2,9 @@
 // istioctl's shape `  -i, --name: usage` (three spaces where a flag has no shorthand), in pflag's order (by name).
 // Differs on purpose: istioctl lists only its log flags, which meshctl does not have; meshctl lists its global
 // flags (the specification's §4.1), which is what "global options" means for it.
-import { CommandError, type Handler } from '../cli/context';
+import type { Handler } from '../cli/context';
 
 export const run: Handler = async (ctx) => {
-  if (ctx.args.length !== 0) throw new CommandError(`accepts 0 arg(s), received ${ctx.args.length}`);
   const flags = [...(ctx.program.root.persistentFlags ?? [])]
     .filter((f) => !f.hidden)
     .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

@@ -120,3 +120,8 @@ export function silenceIpServerNameWarning(): void {
     emit(warning, ...rest);
   }) as typeof process.emitWarning;
 }
+
+/** The one-line text for a failed request to the API server at `server` (an answer the caller handles keeps its message). */
+export function orchErrorText(e: unknown, server: string): string {
+  return describeOrchFailure(server, 'the client configuration', e)?.message ?? (e as Error)?.message ?? String(e);
+}

@@ -106,6 +106,8 @@ export interface OrchRequestOptions {
   contentType?: string;
   query?: Record<string, string>;
   signal?: AbortSignal;
+  /** The answer as text, not parsed (container logs, a pod's pages through the API server's proxy). */
+  text?: boolean;
 }
 
 let clientNode: Promise<ClientNode> | undefined;
@@ -198,7 +200,7 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     const url = new URL(server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const ctx = new lib.RequestContext(url.toString(), lib.HttpMethod[method]);
-    ctx.setHeaderParam('Accept', 'application/json');
+    ctx.setHeaderParam('Accept', opts.text ? '*/*' : 'application/json');
     if (opts.body !== undefined) {
       ctx.setHeaderParam('Content-Type', opts.contentType ?? 'application/json');
       ctx.setBody(JSON.stringify(opts.body));
@@ -208,6 +210,7 @@ export async function createOrchClient(opts: OrchClientOptions = {}): Promise<Or
     const resp = await http.send(ctx).toPromise();
     const text = await resp.body.text();
     if (resp.httpStatusCode < 200 || resp.httpStatusCode > 299) throw apiError(resp.httpStatusCode, method, path, text);
+    if (opts.text) return text;
     if (text === '') return undefined;
     try {
       return JSON.parse(text) as unknown;

@@ -1,4 +1,4 @@
-// `meshctl bug-report` with no cluster: the daemon's debug pages (over xDS, as `x internal-debug` reads them)
+// `meshctl bug-report` with a cluster (a client configuration is found): see cluster.ts. With no cluster: the daemon's debug pages (over xDS, as `x internal-debug` reads them)
 // and each selected proxy's admin output (as `proxy-config` reaches it, through the daemon's list of connected
 // proxies) into Istio's archive layout, bug-report/{versions, bug-report.log, mesh/<ns>/<daemon>/debug/<page>,
 // proxies/<ns>/<pod>/<admin path>}, as bug-report.tar.gz. --timeout bounds the whole collection: what was
@@ -11,7 +11,9 @@ import { formatDurationMs } from '../../lib/duration';
 import { readInput } from '../io';
 import { connectedClients, proxyTargetOf, proxyDo, type AdsClientInfo } from '../target';
 import { controlPlaneInfo, xdsOptions, xdsRequest, type XdsOptions } from '../xds';
+import { orchConfigPath, withOrch } from '../orch';
 import { tarGz, type ArchiveFile } from './archive';
+import { CLUSTER_READS, collectDaemons, collectObjects, collectProxies, daemonPods, proxyPods } from './cluster';
 import { BugReportConfigError, parseBugReportConfig, type BugReportConfig } from './config';
 import { isSelected, SelectorError, selectorsFromFlags, type ClusterTree, type SelectionSpec } from './filter';
 import { PROXY_CONTAINER } from '../../config/containers';
@@ -320,8 +322,43 @@ function writeArchive(ctx: RunContext, s: Settings, files: Map<string, string>):
   }
 }
 
+/** With a cluster: objects, events, the daemon pods' pages and logs, each proxy pod's dumps and log (cluster.ts). */
+async function runWithCluster(ctx: RunContext, s: Settings, log: RunLog): Promise<number> {
+  const files = new Map<string, string>();
+  const sink = {
+    put: (name: string, body: string) => files.set(name, s.fullSecrets ? body : redactText(body)),
+    note: (line: string) => log.warn(line),
+  };
+  const context = flagString(ctx, 'context');
+  return withOrch(ctx, 'bug-report', async (client) => {
+    log.say(`Collecting from the cluster at ${client.server}.`);
+    if (s.dryRun) {
+      for (const [file, p] of CLUSTER_READS) log.say(`dry run: would GET ${p} into cluster/${file}`);
+      log.say('dry run: nothing was fetched or written.');
+      return 0;
+    }
+    // One read first: a cluster that cannot be reached at all stops here with one line.
+    await client.getJson('/version');
+    const pods = await collectObjects(client, sink, context);
+    const daemons = daemonPods(pods, s.meshNamespace);
+    if (daemons.length === 0)
+      log.warn(`no daemon pods (app=meshd) in namespace ${s.meshNamespace}: the daemon's debug pages and logs are not in the archive`);
+    await collectDaemons(client, sink, daemons, DAEMON_DEBUG_PAGES);
+    const proxies = proxyPods(pods, s.include, s.exclude);
+    log.note(`${proxies.length} proxy pods selected: ${proxies.map((p) => `${p.metadata.namespace}/${p.metadata.name}`).join(', ') || 'none'}`);
+    await collectProxies(client, sink, proxies, PROXY_ADMIN_PATHS);
+    const daemonVersions = daemons.map((d) => `${d.metadata.name}: ${(d.spec?.containers ?? []).map((c: { image?: string }) => c.image).join(', ')}`);
+    files.set('versions', `client version: ${buildInfo().version}\ncontrol plane pods: ${daemonVersions.join('; ') || 'none found'}\n`);
+    files.set('bug-report.log', log.lines.join('\n') + '\n');
+    writeArchive(ctx, s, files);
+    ctx.stdout.write('Done.\n');
+    return 0;
+  });
+}
+
 export const run: Handler = async (ctx) => {
   const s = settings(ctx);
+  if (orchConfigPath(ctx)) return runWithCluster(ctx, s, new RunLog(ctx));
   // --timeout counts from the start, though the daemon's listing itself is not cut short by it.
   const deadline = new Deadline(Date.now() + s.timeoutMs);
   const base = xdsOptions(ctx);
