@@ -13,7 +13,8 @@ import {
 } from '../../gen/envoy/admin/v3/config_dump_shared_pb';
 import type { Bootstrap } from '../../gen/envoy/config/bootstrap/v3/bootstrap_pb';
 import { ClusterSchema } from '../../gen/envoy/config/cluster/v3/cluster_pb';
-import { ClusterLoadAssignmentSchema } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
+import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
+import { HealthStatus } from '../../gen/envoy/config/core/v3/health_check_pb';
 import { ListenerSchema } from '../../gen/envoy/config/listener/v3/listener_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
 import { SecretSchema, type Secret } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
@@ -126,14 +127,42 @@ function build(src: DumpSources, includeEds: boolean): Message[] {
       create(EndpointsConfigDumpSchema, {
         staticEndpointConfigs: e
           .filter((x) => x.isStatic)
-          .map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, x.cla), lastUpdated: ts(x.lastUpdated) })),
+          .map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, asHosts(x.cla)), lastUpdated: ts(x.lastUpdated) })),
         dynamicEndpointConfigs: e
           .filter((x) => !x.isStatic)
-          .map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, x.cla), lastUpdated: ts(x.lastUpdated) })),
+          .map((x) => ({ endpointConfig: anyPack(ClusterLoadAssignmentSchema, asHosts(x.cla)), lastUpdated: ts(x.lastUpdated) })),
       }),
     );
   }
   return out;
+}
+
+/**
+ * Envoy dumps endpoints from its hosts, not from the config it was given (ClusterManagerImpl::addLbEndpoint):
+ * every endpoint carries its coarse health (a configured UNKNOWN or HEALTHY is HEALTHY; UNHEALTHY, DRAINING and
+ * TIMEOUT are UNHEALTHY; DEGRADED stays) and its weight (1 when the config gave none).
+ */
+export function asHosts(cla: ClusterLoadAssignment): ClusterLoadAssignment {
+  const out = clone(ClusterLoadAssignmentSchema, cla);
+  for (const l of out.endpoints)
+    for (const e of l.lbEndpoints) {
+      e.healthStatus = coarseHealth(e.healthStatus);
+      e.loadBalancingWeight ||= 1;
+    }
+  return out;
+}
+
+export function coarseHealth(h: HealthStatus): HealthStatus {
+  switch (h) {
+    case HealthStatus.UNHEALTHY:
+    case HealthStatus.DRAINING:
+    case HealthStatus.TIMEOUT:
+      return HealthStatus.UNHEALTHY;
+    case HealthStatus.DEGRADED:
+      return HealthStatus.DEGRADED;
+    default:
+      return HealthStatus.HEALTHY;
+  }
 }
 
 function pack(m: Message, registry: Registry): Any {
