@@ -5,7 +5,7 @@ import { buildInfo, longForm } from '../lib/buildinfo';
 export const run: Handler = async (ctx) => {
   // meshctl with a control plane address configured (MESHCTL_XDS_ADDRESS or $HOME/.meshctl/config.yaml) asks it.
   if (ctx.program.name === 'meshctl' && ctx.flags['remote'] === true) {
-    const { xdsOptions } = await import('../meshctl/xds');
+    const { xdsOptions } = await import('../meshctl/xds-options');
     if (xdsOptions(ctx).address) return (await import('../meshctl/version')).printVersion(ctx, true);
   }
   const output = flagString(ctx, 'output');

@@ -1,13 +1,11 @@
 // `meshctl x version` (and `meshctl version --remote` when a control plane address is configured): the
 // client's build, the daemon's from the control_plane identifier of a syncz answer, and the proxies' versions
 // from the same answer, in the shapes of Istio's version command.
-import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import type { JsonValue } from '@bufbuild/protobuf';
-import { ClientConfigSchema } from '../gen/envoy/service/status/v3/csds_pb';
 import { CommandError, type Handler, type RunContext } from '../cli/context';
 import { buildInfo, longForm, type BuildInfo } from '../lib/buildinfo';
 import { jsonToGoYaml } from '../lib/goyaml';
-import { controlPlaneInfo, xdsOptions, xdsRequest } from './xds';
+import { validateXdsOptions, xdsOptions } from './xds-options';
 
 interface ServerInfo {
   Component: string;
@@ -21,7 +19,15 @@ interface ProxyInfo {
 }
 
 async function remote(ctx: RunContext): Promise<{ mesh: ServerInfo[]; proxies: ProxyInfo[] }> {
-  const res = await xdsRequest(xdsOptions(ctx), 'istio.io/debug/syncz');
+  const options = xdsOptions(ctx);
+  // No daemon configured is the common case of `meshctl version`: say so before loading gRPC and the xDS types.
+  validateXdsOptions(options);
+  const [{ controlPlaneInfo, xdsRequest }, { anyUnpack }, { ClientConfigSchema }] = await Promise.all([
+    import('./xds'),
+    import('@bufbuild/protobuf/wkt'),
+    import('../gen/envoy/service/status/v3/csds_pb'),
+  ]);
+  const res = await xdsRequest(options, 'istio.io/debug/syncz');
   const cp = controlPlaneInfo(res);
   const revision = (ctx.flags['revision'] as string | undefined) ?? '';
   const mesh: ServerInfo[] = res.controlPlane
