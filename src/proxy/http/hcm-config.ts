@@ -117,6 +117,8 @@ export interface RouterOptions {
   respectExpectedRqTimeout: boolean;
   /** The `router` logger: Envoy's router logs each request's cluster at debug. */
   log: Logger;
+  /** Requests the engine makes itself through a cluster: mirrored copies. */
+  upstreamCall: ClusterCall;
 }
 
 /** One HTTP filter of the chain, in order; the router is not one of them (it ends every chain). */
@@ -193,7 +195,7 @@ export function compileHttpFilters(
   // HTTP filters, in chain order; the router must be the one terminal filter, last
   const filters: ChainEntry[] = [];
   const routerLog = deps.log.get('router');
-  let routerOpts = { suppressEnvoyHeaders: false, respectExpectedRqTimeout: false, log: routerLog };
+  let routerOpts: RouterOptions = { suppressEnvoyHeaders: false, respectExpectedRqTimeout: false, log: routerLog, upstreamCall: deps.upstreamCall };
   proto.httpFilters.forEach((f, i) => {
     const fw = `${where}.http_filters[${i}]`;
     if (f.configType.case === 'configDiscovery') throw new ConfigError(`${fw}.config_discovery: extension config discovery (ECDS) is not supported`);
@@ -219,6 +221,7 @@ export function compileHttpFilters(
         suppressEnvoyHeaders: r?.suppressEnvoyHeaders ?? false,
         respectExpectedRqTimeout: r?.respectExpectedRqTimeout ?? false,
         log: routerLog,
+        upstreamCall: deps.upstreamCall,
       };
       return;
     }

@@ -5,7 +5,7 @@
 import { upstreamIdentities } from '../tls/identities';
 import { applyRequestOps, applyResponseOps } from '../route/header-ops';
 import { pickWeighted, redirectLocation, rewritePath } from '../route/action';
-import type { ForwardAction, RetryPolicy, RouteSelection } from '../route/types';
+import type { ForwardAction, MirrorPolicy, RetryPolicy, RouteSelection } from '../route/types';
 import { hash32, type LbContext } from '../upstream/lb';
 
 const NO_LB_CONTEXT: LbContext = {};
@@ -26,7 +26,7 @@ import {
 import { pendingOn } from '../upstream/host-pools';
 import { plainIp } from '../stream-info';
 import { joinHostPort } from '../../lib/hostport';
-import { HOP_BY_HOP, ResponseHeaders, type RawHeaders } from '../codec/headers';
+import { HOP_BY_HOP, ResponseHeaders, type RawHeaders, type RequestHeaders } from '../codec/headers';
 import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stream';
 import { BodySource, type BodyReader } from '../codec/h1/body';
 import type { StreamInfo } from '../stream-info';
@@ -43,6 +43,7 @@ class RequestBody implements BodyReader {
   ended = false;
   private sink: BodySink | undefined;
   private paused = false;
+  private complete: Array<(body: Buffer | undefined) => void> | undefined;
 
   constructor(
     private readonly src: DownstreamRequest,
@@ -83,6 +84,15 @@ class RequestBody implements BodyReader {
   onEnd(): void {
     this.ended = true;
     this.sink?.end();
+    const waiting = this.complete;
+    this.complete = undefined;
+    for (const cb of waiting ?? []) cb(this.chunks && Buffer.concat(this.chunks));
+  }
+
+  /** `cb` gets the whole body once it has arrived, or undefined when it outgrew the buffer. */
+  whenComplete(cb: (body: Buffer | undefined) => void): void {
+    if (this.ended) cb(this.chunks && Buffer.concat(this.chunks));
+    else (this.complete ??= []).push(cb);
   }
 
   /** The downstream connection went away: the stream's end takes care of the upstream request. */
@@ -296,8 +306,53 @@ export class Router {
       req.remove('x-envoy-retry-on');
       req.remove('x-envoy-max-retries');
     }
-    new UpstreamExchange(this, s, sel, cluster, timeoutMs, retry, this.opts, a).start();
+    const mirrors = a.mirrors.length === 0 ? a.mirrors : a.mirrors.filter((m) => m.fraction >= 1 || Math.random() < m.fraction);
+    const exchange = new UpstreamExchange(this, s, sel, cluster, timeoutMs, retry, this.opts, a, mirrors.length > 0);
+    if (mirrors.length > 0) this.mirror(req, s.req.bodyless === true, mirrors, timeoutMs, exchange);
+    exchange.start();
   }
+
+  /**
+   * Envoy's shadowing (router.cc, ShadowWriter): a copy of the request as the router forwards it, its host with
+   * `-shadow` appended, to each sampled mirror cluster; the answer is dropped and never delays the request.
+   * Differs on purpose: the copy is sent once the whole body has arrived (Envoy streams it) and not at all when
+   * the body outgrows the 1 MiB replay buffer.
+   */
+  private mirror(req: RequestHeaders, bodyless: boolean, mirrors: readonly MirrorPolicy[], timeoutMs: number, exchange: UpstreamExchange): void {
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(req.h as RawHeaders)) {
+      if (v === undefined || HOP_BY_HOP.has(k) || k === 'content-length' || k === 'host') continue;
+      headers[k] = typeof v === 'string' ? v : v.join(',');
+    }
+    const head = { method: req.method, path: req.path, authority: req.authority };
+    exchange.whenBodyComplete((body) => {
+      if (body === undefined && !bodyless) {
+        this.opts.log.debug(`mirror of ${head.path} not sent: its body outgrew the replay buffer`);
+        return;
+      }
+      if (body && body.length > 0) headers['content-length'] = String(body.length);
+      for (const m of mirrors) {
+        const call = {
+          ...head,
+          authority: m.hostSuffix ? shadowHost(head.authority) : head.authority,
+          headers,
+          body,
+          timeoutMs: timeoutMs || 15_000,
+        };
+        this.opts.upstreamCall(m.cluster, call).catch((e: Error) => this.opts.log.debug(`mirror to '${m.cluster}' failed: ${e.message}`));
+      }
+    });
+  }
+}
+
+/** Envoy's shadowAppendedHost: `-shadow` after the host name, before any port. */
+export function shadowHost(authority: string): string {
+  const m = /^(.*?)(:\d+)?$/.exec(authority)!;
+  if (authority.startsWith('[')) {
+    const end = authority.indexOf(']');
+    return `${authority.slice(0, end + 1)}-shadow${authority.slice(end + 1)}`;
+  }
+  return `${m[1]}-shadow${m[2] ?? ''}`;
 }
 
 /** One request forwarded upstream, across its attempts; it reads the response body it forwards. */
@@ -329,10 +384,16 @@ class UpstreamExchange implements BodyReader {
     private readonly retry: RetryPolicy | undefined,
     private readonly opts: RouterOptions,
     private readonly action: ForwardAction,
+    mirrored = false,
   ) {
     this.protocol = cluster.protocol === 'downstream' ? (s.isH2 ? 'http2' : 'http1') : cluster.protocol;
-    this.body = new RequestBody(s.req, !!retry && retry.numRetries > 0, s.info);
+    this.body = new RequestBody(s.req, mirrored || (!!retry && retry.numRetries > 0), s.info);
     s.onDone = () => this.cleanup();
+  }
+
+  /** The request's whole body once it has arrived (undefined when over the buffer limit). */
+  whenBodyComplete(cb: (body: Buffer | undefined) => void): void {
+    this.body.whenComplete(cb);
   }
 
   start(): void {

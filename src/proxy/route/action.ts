@@ -7,6 +7,7 @@ import {
   type RedirectAction as RedirectProto,
   type RetryPolicy as RetryProto,
   type RouteAction,
+  type RouteAction_RequestMirrorPolicy,
   type WeightedCluster,
 } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { WeakInterner } from '../../lib/intern';
@@ -16,12 +17,14 @@ import { readDataSource } from '../common/data-source';
 import { durationToMs } from '../common/duration';
 import type { RequestHeaders } from '../codec/headers';
 import { compileHeaderOps } from './header-ops';
+import { fractionOf } from './match';
 import type {
   ClusterSpecifier,
   DirectResponseAction,
   ForwardAction,
   HashPolicy,
   HostRewrite,
+  MirrorPolicy,
   PathRewrite,
   PerFilterConfig,
   RedirectAction,
@@ -218,6 +221,18 @@ export function compileForward(a: RouteAction, where: string, parsePerFilter: Pe
     maxGrpcTimeoutMs: durationToMs(a.maxGrpcTimeout),
     upgradeTypes,
     appendXForwardedHost: a.appendXForwardedHost,
+    mirrors: a.requestMirrorPolicies.map((m, i) => compileMirror(m, `${where}.request_mirror_policies[${i}]`)),
+  };
+}
+
+/** Envoy's ShadowPolicyImpl: a cluster (or a header naming one: not used by Istio, refused here) and a runtime fraction. */
+function compileMirror(m: RouteAction_RequestMirrorPolicy, where: string): MirrorPolicy {
+  if (m.clusterHeader) throw new ConfigError(`${where}.cluster_header: mirroring to a cluster named by a header is not supported`);
+  if (!m.cluster) throw new ConfigError(`${where}: cluster must not be empty`);
+  return {
+    cluster: m.cluster,
+    fraction: fractionOf(m.runtimeFraction?.defaultValue, m.runtimeFraction ? 0 : 1),
+    hostSuffix: !m.disableShadowHostSuffixAppend,
   };
 }
 

@@ -77,6 +77,17 @@ export interface ForwardAction {
   maxGrpcTimeoutMs: number | undefined;
   upgradeTypes: ReadonlyMap<string, boolean>;
   appendXForwardedHost: boolean;
+  /** RouteAction.request_mirror_policies: copies of the request sent to other clusters, answers dropped. */
+  mirrors: readonly MirrorPolicy[];
+}
+
+/** One RequestMirrorPolicy (Envoy's ShadowPolicy). */
+export interface MirrorPolicy {
+  cluster: string;
+  /** runtime_fraction's default value as a fraction in [0, 1] (1 when absent). */
+  fraction: number;
+  /** Append `-shadow` to the copy's host (not disable_shadow_host_suffix_append). */
+  hostSuffix: boolean;
 }
 
 export interface RedirectAction {
