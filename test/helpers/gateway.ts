@@ -10,7 +10,7 @@ import http from 'node:http';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
-import { freePort } from './ports';
+import { freePort, reservePorts } from './ports';
 import { startDiscovery, type RunningDaemon } from './daemon';
 import { summarize } from './agent';
 import { tempDir } from './temp';
@@ -106,13 +106,15 @@ export function httpGet(port: number, p: string, headers: Record<string, string>
 
 export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayRig> {
   const dir = tempDir(t, 'mesh-gateway-rig-');
+  // The agent's ports stay bound until the daemon (whose other listeners take ephemeral ports) is up.
+  const agentPorts = await reservePorts('gw', 'status', 'admin', 'proxyStatus', 'metrics');
   const ports: GatewayPorts = {
-    gw: await freePort(),
+    gw: agentPorts.ports.gw,
     backend: await startBackend(t),
     grpc: await freePort(),
     secureGrpc: await freePort(),
-    status: await freePort(),
-    admin: await freePort(),
+    status: agentPorts.ports.status,
+    admin: agentPorts.ports.admin,
   };
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
@@ -130,7 +132,12 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
     cwd: dir,
     env: { ...(issuer ? { JWT_RULE: issuer.rule() } : {}), ...o.daemonEnv },
   };
-  let daemon = await startDiscovery(daemonOptions);
+  let daemon: RunningDaemon;
+  try {
+    daemon = await startDiscovery(daemonOptions);
+  } finally {
+    await agentPorts.release();
+  }
   t.teardown(() => daemon.stop());
   if (issuer) {
     fs.mkdirSync(path.join(dir, 'var/run/secrets/tokens'), { recursive: true });
@@ -144,7 +151,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   }
   const envoy = o.dataPlane === 'envoy' ? envoyPath() : undefined;
   if (o.dataPlane === 'envoy' && !envoy) throw new Error('dataPlane envoy asked for, but no Envoy is installed (test/helpers/envoy.ts)');
-  const proxyStatusPort = await freePort();
+  const proxyStatusPort = agentPorts.ports.proxyStatus;
   const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml', ...(o.agentArgs ?? [])], {
     cwd: dir,
     env: {
@@ -158,7 +165,7 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       INSTANCE_IP: '127.0.0.1',
       MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
       PROXY_STATUS_PORT: String(proxyStatusPort),
-      PROXY_METRICS_PORT: String(await freePort()),
+      PROXY_METRICS_PORT: String(agentPorts.ports.metrics),
       PROXY_CONFIG: JSON.stringify({
         statusPort: ports.status,
         proxyAdminPort: ports.admin,

@@ -29,3 +29,23 @@ export async function freePorts<K extends string>(...names: K[]): Promise<Record
   }
   return ports;
 }
+
+/**
+ * Free ports held open (listening) until `release()`: while a daemon started in between binds its own
+ * ephemeral ports (port 0), the kernel cannot hand it one of these, which a plain freePort only makes unlikely
+ * (the claim-routing rig once saw the daemon's ControlZ take the port the gateway's Envoy admin was given).
+ */
+export async function reservePorts<K extends string>(...names: K[]): Promise<{ ports: Record<K, number>; release(): Promise<void> }> {
+  const held: net.Server[] = [];
+  const ports = {} as Record<K, number>;
+  for (const n of names) {
+    const s = net.createServer();
+    await new Promise<void>((resolve, reject) => {
+      s.once('error', reject);
+      s.listen(0, '127.0.0.1', () => resolve());
+    });
+    held.push(s);
+    ports[n] = (s.address() as net.AddressInfo).port;
+  }
+  return { ports, release: () => Promise.all(held.map((s) => new Promise<void>((r) => s.close(() => r())))).then(() => undefined) };
+}
