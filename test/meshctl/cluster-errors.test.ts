@@ -52,22 +52,25 @@ t.test('unreachable, refused credentials, refused permission', async (t) => {
     return f;
   };
   const closed = `https://127.0.0.1:${await closedPort()}`;
+  // The texts of src/meshctl/orch-errors.ts: the server, the client configuration it came from, the reason.
+  const closedConf = write('closed.conf', tokenKubeconfig(kube, closed));
+  const badConf = write('badtoken.conf', tokenKubeconfig(kube, kube.api.url, 'not-a-token'));
   const cases = [
     {
       name: 'unreachable',
-      file: write('closed.conf', tokenKubeconfig(kube, closed)),
-      want: `cannot reach the orchestrator API at ${closed}: connection refused`,
+      file: closedConf,
+      want: `cannot reach the orchestrator API server ${closed} (${closedConf}): connection refused (nothing listens there)`,
     },
     {
       name: 'bad token',
-      file: write('badtoken.conf', tokenKubeconfig(kube, kube.api.url, 'not-a-token')),
-      want: `the orchestrator API at ${kube.api.url} refused the credentials (401 Unauthorized)`,
+      file: badConf,
+      want: `the orchestrator API server ${kube.api.url} refused the credentials of ${badConf} (401 Unauthorized)`,
     },
     {
       name: 'no permission',
       file: write('nobody.conf', tokenKubeconfig(kube, kube.api.url, tr.status.token)),
       want: new RegExp(
-        `^the orchestrator API at ${kube.api.url.replace(/[.]/g, '\\.')} denied the permission \\(403 Forbidden\\): .*system:serviceaccount:default:nobody.* cannot (list|get|patch) resource`,
+        `^the orchestrator API server ${kube.api.url.replace(/[.]/g, '\\.')} denied permission \\(403 Forbidden\\): .*system:serviceaccount:default:nobody.* cannot (list|get|patch) resource`,
       ),
     },
   ];
