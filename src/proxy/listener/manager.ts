@@ -18,7 +18,7 @@ import type { DecodedResource } from '../xds/subscription';
 import { ListenerRuntime, listenerAddress, type ListenerDeps } from './listener';
 import { ipFamily } from '../../lib/ip';
 import { OriginalAddressNotices } from './original-address';
-import { addressKey, ListenerSockets, type BoundSocket } from './sockets';
+import { addressKey, attachTarget, ListenerSockets, type BoundSocket } from './sockets';
 
 interface Slot {
   name: string;
@@ -138,7 +138,7 @@ export class ListenerManager {
       throw new Error(`listener '${l.name}': ${(e as Error).message}`);
     }
     this.statics.set(l.name, slot);
-    if (slot.socket) slot.socket.target = rt;
+    if (slot.socket) attachTarget(slot.socket, rt);
     this.s.added.inc();
     this.s.createSuccess.inc();
     void rt.ready.then(() => {
@@ -291,7 +291,7 @@ export class ListenerManager {
     this.warming.delete(slot.name);
     const prev = this.active.get(slot.name);
     this.active.set(slot.name, slot);
-    if (slot.socket) slot.socket.target = slot.runtime;
+    if (slot.socket) attachTarget(slot.socket, slot.runtime);
     if (this.initialized) slot.runtime.activate();
     if (prev) {
       this.s.modified.inc();

@@ -10,11 +10,32 @@ import type { ListenerRuntime } from './listener';
 export interface BoundSocket {
   key: string;
   server: net.Server;
-  /** The runtime new connections go to. */
+  /** The runtime new connections go to (set it with attachTarget). */
   target: ListenerRuntime | undefined;
+  /**
+   * Connections accepted while no listener version could take them: an engine worker's first version still
+   * warming on a socket the main thread already serves, or an LDS update between releasing the socket and a
+   * new listener taking it over. Envoy's workers accept only on warm listeners; a thread listening on a
+   * shared descriptor cannot refuse what the kernel hands it, so it holds the connection until a version is
+   * ready (destroying it reset a client's request: a late worker under load did exactly that).
+   */
+  held: Set<net.Socket>;
   port: number;
   /** IP_TRANSPARENT is set (kept while the socket lives: a listener update reuses the socket). */
   transparent?: boolean;
+}
+
+/** Directs a socket's new connections, and those it held meanwhile, to a listener runtime. */
+export function attachTarget(b: BoundSocket, rt: ListenerRuntime): void {
+  b.target = rt;
+  for (const s of b.held) if (!s.destroyed) rt.onConnection(s);
+  b.held.clear();
+}
+
+function closeServer(b: BoundSocket): void {
+  b.server.close();
+  for (const s of b.held) s.destroy();
+  b.held.clear();
 }
 
 export function addressKey(a: { host: string; port: number; pipe?: string }): string {
@@ -69,11 +90,12 @@ export class ListenerSockets {
     const existing = this.sockets.get(key);
     if (existing)
       throw new Error(`error adding listener: '${name}' has duplicate address '${rt.address.host}:${rt.address.port}' as existing listener`);
-    const bound: BoundSocket = { key, server: net.createServer(), target: undefined, port: rt.address.port };
+    const bound: BoundSocket = { key, server: net.createServer(), target: undefined, held: new Set(), port: rt.address.port };
     bound.server.on('connection', (sock: net.Socket) => {
       const t = bound.target;
-      if (!t) sock.destroy();
-      else t.onConnection(sock);
+      if (t) return t.onConnection(sock);
+      bound.held.add(sock);
+      sock.once('close', () => bound.held.delete(sock));
     });
     bound.server.on('error', (e) => this.o.log.warn(`listener ${name}: ${e.message}`));
     const addr = rt.address;
@@ -103,7 +125,7 @@ export class ListenerSockets {
     try {
       this.makeTransparent(bound, rt);
     } catch (e) {
-      bound.server.close();
+      closeServer(bound);
       throw e;
     }
     this.sockets.set(key, bound);
@@ -160,7 +182,7 @@ export class ListenerSockets {
       return;
     }
     if (this.sockets.get(b.key) === b) this.sockets.delete(b.key);
-    b.server.close();
+    closeServer(b);
   }
 
   /** An LDS update begins: sockets closed meanwhile wait for a new listener of the same update. */
@@ -180,7 +202,7 @@ export class ListenerSockets {
   }
 
   closeAll(): void {
-    for (const b of this.sockets.values()) b.server.close();
+    for (const b of this.sockets.values()) closeServer(b);
     this.sockets.clear();
   }
 }
