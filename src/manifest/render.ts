@@ -202,6 +202,27 @@ function parseYamlOrFail(text: string, where: string): unknown[] {
 }
 
 /** The CRDs the base chart installs: Istio's, and a copy of each under the mesh.io group of the same name. */
+/** The Gateway API release whose CRDs `values.base.gatewayApiCRDs` installs: the one Istio 1.26 supports. */
+export const GATEWAY_API_VERSION = 'v1.3.0';
+const GATEWAY_API_CHANNELS = ['standard', 'experimental'];
+
+/**
+ * The Kubernetes Gateway API CRDs of one release channel, from manifests/gateway-api/ (vendored unchanged). Istio's
+ * docs have users apply them with kubectl before using the Gateway API; here one value of the base chart does it.
+ */
+export function gatewayApiCrds(source: ManifestSource, channel: unknown): Obj[] {
+  if (typeof channel !== 'string' || !GATEWAY_API_CHANNELS.includes(channel)) {
+    throw new ManifestInputError(
+      `${source.where}: values.base.gatewayApiCRDs: ${JSON.stringify(channel)} is not a Gateway API release channel (${GATEWAY_API_CHANNELS.join(', ')}, or "" for none)`,
+    );
+  }
+  const rel = `gateway-api/${GATEWAY_API_VERSION}/${channel}-install.yaml.gz`;
+  const gz = source.read(rel);
+  if (gz === undefined) throw new ManifestInputError(`${source.where}: ${rel} not found`);
+  const text = gunzipSync(Buffer.from(gz, 'base64')).toString();
+  return parseYamlOrFail(text, `${source.where}: ${rel}`).filter((d): d is Obj => isTree(d) && typeof d.kind === 'string');
+}
+
 export function meshCrds(gzBase64: string): Obj[] {
   const istio = (JSON.parse(gunzipSync(Buffer.from(gzBase64, 'base64')).toString()) as { items: Obj[] }).items;
   const out: Obj[] = [];
@@ -274,6 +295,7 @@ function renderComponent(c: ComponentDef, spec: ComponentSpec, iop: Tree, source
           if (gz === undefined) throw new Error(`charts/${c.chart}/files/crd-all.gen.json.gz not found`);
           return meshCrds(gz);
         },
+        gatewayApiCRDs: (channel: unknown) => gatewayApiCrds(source, channel),
         injectionTemplates: () => INJECTION_TEMPLATES,
         injectorValues: (v: unknown) => JSON.stringify(injectorValues(v as Tree), null, 2),
       },

@@ -29,6 +29,36 @@ t.test('generate is deterministic and framed as Istio frames it', async (t) => {
   t.equal(kinds.filter((k) => k === 'Deployment').length, 3, 'discovery, ingress and egress gateways');
 });
 
+t.test('values.base.gatewayApiCRDs: the Gateway API v1.3.0 CRDs of the channel asked for, none by default', async (t) => {
+  const crds = async (set: string[]) => {
+    const r = await meshctl(['manifest', 'generate', '--set', 'profile=minimal', ...set]);
+    t.equal(r.code, 0, r.stderr);
+    return r.stdout
+      .split('\n---\n')
+      .map((d) => parseYaml(d) as { kind?: string; metadata: { name: string; annotations?: Record<string, string> } } | null)
+      .filter((d) => d?.kind === 'CustomResourceDefinition' && /\.x?-?k8s\.io$/.test(d.metadata.name))
+      .map((d) => d!);
+  };
+  t.same(await crds([]), [], 'none by default');
+  // the release's channels (gateway-api v1.3.0 release notes): standard has the GA and beta kinds
+  const standard = await crds(['--set', 'values.base.gatewayApiCRDs=standard']);
+  t.same(standard.map((c) => c.metadata.name).sort(), [
+    'gatewayclasses.gateway.networking.k8s.io',
+    'gateways.gateway.networking.k8s.io',
+    'grpcroutes.gateway.networking.k8s.io',
+    'httproutes.gateway.networking.k8s.io',
+    'referencegrants.gateway.networking.k8s.io',
+  ]);
+  t.ok(standard.every((c) => c.metadata.annotations?.['gateway.networking.k8s.io/bundle-version'] === 'v1.3.0'));
+  const experimental = (await crds(['--set', 'values.base.gatewayApiCRDs=experimental'])).map((c) => c.metadata.name);
+  for (const n of ['tcproutes.gateway.networking.k8s.io', 'tlsroutes.gateway.networking.k8s.io', 'backendtlspolicies.gateway.networking.k8s.io'])
+    t.ok(experimental.includes(n), `experimental has ${n}`);
+  const bad = await meshctl(['manifest', 'generate', '--set', 'values.base.gatewayApiCRDs=beta']);
+  t.equal(bad.code, 1);
+  t.equal(bad.stdout, '');
+  t.match(bad.stderr, /values\.base\.gatewayApiCRDs: "beta" is not a Gateway API release channel \(standard, experimental, or "" for none\)/);
+});
+
 t.test('--manifests reads a charts directory', async (t) => {
   const copy = path.join(dir, 'manifests');
   cpSync(path.join(REPO, 'manifests'), copy, { recursive: true });

@@ -102,3 +102,51 @@ t.test('manifests on a real API server', async (t) => {
     { timeoutMs: 60_000, intervalMs: 50 },
   );
 });
+
+t.test('values.base.gatewayApiCRDs installs the Gateway API v1.3.0 CRDs with the mesh, and purge takes them', async (t) => {
+  const kube = await startKube(t, { crds: 'none' });
+  t.teardown(() => kube.api.close());
+  const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: '/nonexistent', ORCHCONFIG: kube.kubeconfig };
+  const meshctl = (args: string[]) => exec(MESHCTL, args, { env });
+  await kube.api.apply(namespace('mesh-system'));
+  const inst = await meshctl([
+    'install',
+    '-y',
+    '--readiness-timeout',
+    '3s',
+    '--set',
+    'profile=minimal',
+    '--set',
+    'values.base.gatewayApiCRDs=standard',
+  ]);
+  t.match(inst.stdout, /^✔ Mesh core installed$/m, inst.stdout + inst.stderr);
+  const gateways = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gateways.gateway.networking.k8s.io';
+  await waitFor(
+    () => 'the Gateway CRD not Established',
+    async () => ((await kube.api.find(gateways))?.status?.conditions ?? []).some((x: Obj) => x.type === 'Established' && x.status === 'True'),
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+  const crd = await kube.api.get(gateways);
+  t.equal(crd.metadata.annotations['gateway.networking.k8s.io/bundle-version'], 'v1.3.0');
+  t.equal(crd.metadata.annotations['gateway.networking.k8s.io/channel'], 'standard');
+  t.equal(crd.metadata.labels['operator.mesh.io/component'], 'Base', 'owned by the installer like the mesh CRDs');
+  t.notOk(
+    await kube.api.find('/apis/apiextensions.k8s.io/v1/customresourcedefinitions/tcproutes.gateway.networking.k8s.io'),
+    'TCPRoute is experimental only',
+  );
+  await kube.api.apply({
+    apiVersion: 'gateway.networking.k8s.io/v1',
+    kind: 'Gateway',
+    metadata: { name: 'gw', namespace: 'mesh-system' },
+    spec: { gatewayClassName: 'mesh', listeners: [{ name: 'http', port: 80, protocol: 'HTTP' }] },
+  });
+  t.ok(await kube.api.find('/apis/gateway.networking.k8s.io/v1/namespaces/mesh-system/gateways/gw'), 'a Gateway is accepted by the API server');
+
+  const purge = await meshctl(['uninstall', '--purge', '-y']);
+  t.equal(purge.code, 0, purge.stdout + purge.stderr);
+  await waitFor(
+    () => 'the Gateway CRD still present after uninstall --purge',
+    async () => !(await kube.api.find(gateways)),
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
+});
