@@ -8,6 +8,7 @@ import { confirm } from '../meshctl/confirm';
 import { apiStatus, meshctlOrchClient } from '../meshctl/orch';
 import { COMPONENT_TEXT, objectRef, type InstallPlan } from './plan';
 import type { Obj } from './render';
+import { verifyInstall } from './verify';
 
 const FIELD_MANAGER = 'mesh-operator';
 
@@ -129,7 +130,11 @@ async function ensureNamespace(client: OrchClient, ns: string): Promise<void> {
   await serverSideApply(client, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns, labels: { 'mesh.io/rev': 'default' } } });
 }
 
-export async function install(ctx: RunContext, plan: InstallPlan, o: { skipConfirmation: boolean; timeoutMs: number }): Promise<number> {
+export async function install(
+  ctx: RunContext,
+  plan: InstallPlan,
+  o: { skipConfirmation: boolean; timeoutMs: number; verify: boolean },
+): Promise<number> {
   const client = await meshctlOrchClient(ctx, 'install');
   try {
     if (!o.skipConfirmation) {
@@ -158,6 +163,11 @@ export async function install(ctx: RunContext, plan: InstallPlan, o: { skipConfi
     }
     if (failures.length) throw new CommandError(`failed to install manifests: ${failures.join('; ')}`);
     ctx.stdout.write('✔ Installation complete\n');
+    if (!o.verify) return 0;
+    ctx.stdout.write('\n\nVerifying installation:\n');
+    const v = await verifyInstall(client, plan, objectPath);
+    ctx.stdout.write(v.lines.map((l) => l + '\n').join(''));
+    if (v.error) throw new CommandError(`verification failed with the following error: ${v.error}`);
     return 0;
   } finally {
     client.close();
