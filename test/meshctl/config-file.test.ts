@@ -74,7 +74,7 @@ t.test('proxy-config --file: filters and formats', async (t) => {
   const waypoint = await meshctl(['pc', 'listener', '-f', dump, '--waypoint']);
   t.same(
     [waypoint.code, waypoint.stdout, waypoint.stderr.trim()],
-    [1, '', 'Error: --waypoint (the waypoint listener view) is not available in this build of meshctl'],
+    [1, '', 'Error: --waypoint (the waypoint listener view) needs ambient mode, which mesh does not have: no proxy serves waypoint listeners'],
     '--waypoint is refused with one line and exit 1 (mesh has no waypoint data plane)',
   );
   const brief = await meshctl(['pc', 'listener', '-f', dump, '--type', 'HTTP', '--address', '0.0.0.0', '--verbose=false']);
