@@ -269,6 +269,13 @@ t.test(
       async () => (await ready()) === 200,
       { timeoutMs: 60_000, intervalMs: 50 },
     );
+    // ready means the agent has the new certificate; this test's own SDS stream may hear of it a moment later
+    const served = () => new X509Certificate(inline(def.current(), 'cert')).serialNumber;
+    await waitFor(
+      () => `still served over SDS: ${served()}`,
+      () => served() !== first.serialNumber,
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
     const renewed = new X509Certificate(inline(def.current(), 'cert'));
     t.not(renewed.serialNumber, first.serialNumber, 'a new certificate once the daemon is back');
     t.ok(
