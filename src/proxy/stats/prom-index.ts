@@ -17,6 +17,14 @@ export interface Series {
   stat: Counter | Gauge | Histogram;
   /** `k="v",…` (no braces), empty when the stat has no labels. */
   labels: Buffer;
+  /**
+   * The series' lines as last rendered (render.ts), and what they were rendered from: a counter's or gauge's
+   * value, a histogram's count, sum and bounds. A scrape that finds them unchanged sends these bytes again.
+   */
+  lines?: Buffer;
+  value?: number;
+  sum?: number;
+  bounds?: readonly number[];
 }
 
 export interface Family {
