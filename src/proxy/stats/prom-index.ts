@@ -34,6 +34,14 @@ export interface Family {
   /** Series by kind (counters, gauges, histograms); each sorted by stat name when `sorted[kind]`. */
   series: [Series[], Series[], Series[]];
   sorted: [boolean, boolean, boolean];
+  /** By kind: every series' lines in order as one piece, and the list (and its length) they were made from. */
+  kept: [KeptLines | undefined, KeptLines | undefined, KeptLines | undefined];
+}
+
+export interface KeptLines {
+  bytes: Buffer;
+  list: Series[];
+  length: number;
 }
 
 function labelValue(v: string): string {
@@ -97,6 +105,7 @@ export class PromIndex implements StatsIndex {
         },
         series: [[], [], []],
         sorted: [true, true, true],
+        kept: [undefined, undefined, undefined],
       };
       this.families.set(name, f);
       this.ordered = undefined;

@@ -70,11 +70,16 @@ export function renderStatsJson(store: StatsStore, q: StatsQuery): string {
 const TYPES = ['counter', 'gauge', 'histogram'] as const;
 /** The size of the pieces an exposition is handed out in (the admin server writes each as it comes). */
 const CHUNK = 128 * 1024;
-/** Kept lines at least this long are handed out without copying them into a chunk. */
-const KEEP_WHOLE = 8 * 1024;
+/**
+ * Kept lines at least this long are handed out without copying them into a chunk. Shorter ones (a series'
+ * histogram is some 15 KiB) are copied: one copy costs less than one more write on the socket.
+ */
+const KEEP_WHOLE = 64 * 1024;
 
 /** Exposition bytes into fixed-size chunks: label text is copied as bytes, numbers written digit by digit. */
 class ChunkWriter {
+  /** `views`: a series' kept lines are views of the chunk they were written to (chunks are never written again). */
+  constructor(private readonly views = false) {}
   private buf = Buffer.allocUnsafe(CHUNK);
   private off = 0;
   private readonly ready: Buffer[] = [];
@@ -91,18 +96,22 @@ class ChunkWriter {
   *take(): Generator<Buffer> {
     while (this.ready.length > 0) yield this.ready.shift()!;
   }
-  /** Bytes never written to again (a series' kept lines): a large piece goes out as it is, without a copy. */
+  /** Bytes never written to again (kept lines): a large piece goes out as it is, without a copy. */
   kept(b: Buffer): void {
     if (b.length < KEEP_WHOLE) {
       this.put(b);
       return;
     }
     this.flush();
-    this.ready.push(b);
+    // as views of at most a chunk each: the socket still gets the answer piece by piece
+    for (let i = 0; i < b.length; i += CHUNK) this.ready.push(b.subarray(i, i + CHUNK));
   }
   /** The bytes written since `from` (an offset of the current chunk) as a buffer of their own. */
   since(from: number): Buffer {
-    return Buffer.from(this.buf.subarray(from, this.off));
+    if (this.views) return this.buf.subarray(from, this.off);
+    const b = Buffer.allocUnsafeSlow(this.off - from);
+    this.buf.copy(b, 0, from, this.off);
+    return b;
   }
   /** Room for `n` more bytes in the current chunk (a series rendered in one piece, then kept). */
   reserve(n: number): number {
@@ -247,6 +256,44 @@ function histogramText(w: ChunkWriter, f: Family, s: Series, h: Histogram): void
   w.num(h.count);
 }
 
+/** Whether a series' kept lines are still its lines. */
+function unchanged(s: Series, k: number): boolean {
+  if (!s.lines) return false;
+  if (k !== 2) return s.value === (s.stat as Counter | Gauge).value;
+  const h = s.stat as Histogram;
+  return s.value === h.count && s.sum === h.sum && s.bounds === h.bounds;
+}
+
+/**
+ * Every series of one kind of a family, when all are shown: the family's kept lines as they are when no series
+ * changed (a scrape of a sidecar with many services whose traffic stopped sends tens of MiB without rendering or
+ * copying them); else rendered again (unchanged series copy their lines) into one new piece, which the series'
+ * kept lines then point into, so the text is kept once.
+ */
+function familyLines(w: ChunkWriter, f: Family, k: 0 | 1 | 2): void {
+  const list = f.series[k];
+  const kept = f.kept[k];
+  if (kept && kept.list === list && kept.length === list.length && list.every((s) => unchanged(s, k))) {
+    w.kept(kept.bytes);
+    return;
+  }
+  const fw = new ChunkWriter(true);
+  for (const s of list) {
+    if (k === 2) histogramLines(fw, f, s);
+    else scalarLine(fw, f, s);
+  }
+  fw.flush();
+  const bytes = Buffer.concat([...fw.take()]);
+  let size = 0;
+  for (const s of list) size += s.lines?.length ?? Number.NaN;
+  if (size === bytes.length) {
+    let off = 0;
+    for (const s of list) s.lines = bytes.subarray(off, (off += s.lines!.length));
+    f.kept[k] = { bytes, list, length: list.length };
+  } else f.kept[k] = undefined; // a series too long to keep (rendered every time)
+  w.kept(bytes);
+}
+
 /**
  * `/stats/prometheus` as a sequence of byte chunks, for the admin server to write one at a time (Envoy's admin
  * streams its stats in chunks too). Families as Envoy groups them: counters, gauges, then histograms, each
@@ -264,6 +311,11 @@ export function* prometheusChunks(store: StatsStore, tags: TagProducer, q: Stats
       const f = families[i]!;
       w.ascii(`# TYPE ${f.name} ${TYPES[phase]}\n`);
       for (let k = phase; k < 3; k++) {
+        if (all) {
+          familyLines(w, f, k as 0 | 1 | 2);
+          if (w.hasReady) yield* w.take();
+          continue;
+        }
         for (const s of f.series[k as 0 | 1 | 2]) {
           if (!shown(s)) continue;
           if (k === 2) histogramLines(w, f, s);
