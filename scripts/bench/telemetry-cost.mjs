@@ -15,6 +15,8 @@
 //      of them would have): median and max wall time (goal < 50 ms), the engine's CPU time per scrape (what the
 //      scrape costs the engine, less hit by a busy machine than the wall time), the size of the answer, and the
 //      engine's RSS after the scrapes; both figures side by side at the end. The client only counts the bytes.
+//      Yardstick: a plain node HTTP server on the engine's CPU answering as many bytes from memory (moving the
+//      answer through loopback TCP costs that much whatever renders it): same-run ratios of wall and CPU time.
 // --scrapeOnly skips 2; --concurrency N runs the engines with N workers (the scrape then merges every worker's
 // stats: src/proxy/engine/worker/merge.ts); when N is not --sidecarConcurrency (2, a sidecar's default), a third
 // engine ("on", with that many workers) gets traffic to every service and its scrape is timed in the same run.
@@ -231,6 +233,44 @@ async function throughputRounds(opts, on, off) {
   );
 }
 
+// The yardstick of a scrape: a plain node HTTP server, on the engine's CPU, sending the same number of bytes from
+// memory in 128 KiB pieces (what moving an answer that size through loopback TCP costs, whatever renders it).
+const YARDSTICK = `const http = require('node:http');
+const b = Buffer.alloc(Number(process.argv[1]), 97);
+const pieces = [];
+for (let i = 0; i < b.length; i += 131072) pieces.push(b.subarray(i, i + 131072));
+http.createServer((q, r) => {
+  r.writeHead(200);
+  (async () => {
+    for (const p of pieces) {
+      r.write(p);
+      if (r.writableLength > 1048576) await new Promise((d) => r.once('drain', d));
+    }
+    r.end();
+  })();
+}).listen(Number(process.argv[2]), '127.0.0.1', () => console.log('ready'));`;
+
+/** --scrapes timed GETs of the yardstick server answering `size` bytes: median wall and its CPU per answer. */
+async function yardstick(opts, size) {
+  const port = await freePort();
+  const argv = [...pinPrefix(opts.pin, opts.proxyCpu), process.execPath, '-e', YARDSTICK, String(size), String(port)];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  await new Promise((resolve) => child.stdout.once('data', resolve));
+  const url = `http://127.0.0.1:${port}/`;
+  await get(url, {}, { countOnly: true });
+  const times = [];
+  const cpu0 = cpuSeconds(child.pid) ?? 0;
+  for (let i = 0; i < opts.scrapes; i++) {
+    const t0 = performance.now();
+    await get(url, {}, { countOnly: true });
+    times.push(performance.now() - t0);
+  }
+  const cpu = (((cpuSeconds(child.pid) ?? cpu0) - cpu0) * 1000) / opts.scrapes;
+  child.kill('SIGKILL');
+  return { wall: median(times), cpu };
+}
+
 /** One request to every service of `e` (50 at a time): a series per service. */
 async function everyService(opts, e) {
   for (let i = 0; i < opts.services; i += 50) {
@@ -253,9 +293,11 @@ async function scrapes(opts, e, what) {
   const cpu = (((cpuSeconds(e.pid) ?? cpu0) - cpu0) * 1000) / opts.scrapes;
   const series = ((await get(`${e.admin}/stats/prometheus`)).body.match(/^istio_requests_total\{/gm) ?? []).length;
   const wall = median(times);
+  const floor = await yardstick(opts, size);
   console.log(
     `/stats/prometheus with ${opts.services} services, ${what} (${series} istio_requests_total series, ${(size / 1048576).toFixed(1)} MiB): ` +
-      `median ${wall.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms, engine CPU ${cpu.toFixed(1)} ms per scrape, engine RSS ${mib(rssBytes(e.pid))} MiB  goal < 50 ms`,
+      `median ${wall.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms, engine CPU ${cpu.toFixed(1)} ms per scrape, engine RSS ${mib(rssBytes(e.pid))} MiB  goal < 50 ms; ` +
+      `yardstick (the same bytes from a plain node server's memory) ${floor.wall.toFixed(1)} / ${floor.cpu.toFixed(1)} ms: same-run ratio ${(wall / floor.wall).toFixed(2)}× wall, ${(cpu / floor.cpu).toFixed(2)}× CPU`,
   );
   return { wall, cpu };
 }
