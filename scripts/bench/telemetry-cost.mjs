@@ -15,8 +15,12 @@
 //      of them would have): median and max wall time (goal < 50 ms), the engine's CPU time per scrape (what the
 //      scrape costs the engine, less hit by a busy machine than the wall time), the size of the answer, and the
 //      engine's RSS after the scrapes; both figures side by side at the end. The client only counts the bytes.
+//      Yardstick: a plain node HTTP server on the engine's CPU answering as many bytes from memory (moving the
+//      answer through loopback TCP costs that much whatever renders it): same-run ratios of wall and CPU time.
 // --scrapeOnly skips 2; --concurrency N runs the engines with N workers (the scrape then merges every worker's
-// stats: src/proxy/engine/worker/merge.ts).
+// stats: src/proxy/engine/worker/merge.ts); when N is not --sidecarConcurrency (2, a sidecar's default), a third
+// engine ("on", with that many workers) gets traffic to every service and its scrape is timed in the same run.
+// --cpuProf <dir> writes V8 CPU profiles of the "on" engine's threads (node --cpu-prof) to find where a scrape goes.
 import { spawn } from 'node:child_process';
 import http from 'node:http';
 import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
@@ -41,7 +45,14 @@ const OPTIONS = {
   scrapes: { type: 'integer', min: 1, default: 7, help: 'timed /stats/prometheus scrapes' },
   scrapeOnly: { type: 'boolean', help: 'skip the throughput rounds (idle memory and scrapes only)' },
   concurrency: { type: 'integer', min: 1, default: 1, help: 'engine workers (--concurrency of each engine)' },
+  sidecarConcurrency: {
+    type: 'integer',
+    min: 1,
+    default: 2,
+    help: 'workers of a third engine ("on") whose scrape is timed too when --concurrency differs: a sidecar\'s default (ProxyConfig.concurrency 2)',
+  },
   binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured' },
+  cpuProf: { type: 'path', help: 'write V8 CPU profiles of the "on" engine (every thread) into this directory' },
   ...PIN_OPTIONS,
   keep: { type: 'boolean', help: 'keep the work directory' },
 };
@@ -155,12 +166,17 @@ function get(url, headers = {}, { countOnly = false } = {}) {
   });
 }
 
-async function startEngine(opts, dir, agent, backend, telemetry) {
+async function startEngine(opts, dir, agent, backend, telemetry, concurrency = opts.concurrency) {
   const port = await freePort();
   const admin = await freePort();
-  const file = path.join(dir, `bootstrap-${telemetry ? 'on' : 'off'}.json`);
+  const file = path.join(dir, `bootstrap-${telemetry ? 'on' : 'off'}-${concurrency}.json`);
   writeFileSync(file, JSON.stringify(bootstrap({ services: opts.services, backend, port, admin, telemetry })));
-  const argv = [...pinPrefix(opts.pin, opts.proxyCpu), ...agent, 'envoy', '-c', file, '--concurrency', String(opts.concurrency), '-l', 'warning'];
+  // node --cpu-prof runs the bundle as pilot-agent (its first argument names the program)
+  const program =
+    telemetry && opts.cpuProf
+      ? [process.execPath, '--cpu-prof', `--cpu-prof-dir=${opts.cpuProf}`, path.join(path.dirname(opts.binary), 'mesh.cjs'), 'pilot-agent']
+      : agent;
+  const argv = [...pinPrefix(opts.pin, opts.proxyCpu), ...program, 'envoy', '-c', file, '--concurrency', String(concurrency), '-l', 'warning'];
   const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let out = '';
@@ -217,6 +233,52 @@ async function throughputRounds(opts, on, off) {
   );
 }
 
+// The yardstick of a scrape: a plain node HTTP server, on the engine's CPU, sending the same number of bytes from
+// memory in 128 KiB pieces (what moving an answer that size through loopback TCP costs, whatever renders it).
+const YARDSTICK = `const http = require('node:http');
+const b = Buffer.alloc(Number(process.argv[1]), 97);
+const pieces = [];
+for (let i = 0; i < b.length; i += 131072) pieces.push(b.subarray(i, i + 131072));
+http.createServer((q, r) => {
+  r.writeHead(200);
+  (async () => {
+    for (const p of pieces) {
+      r.write(p);
+      if (r.writableLength > 1048576) await new Promise((d) => r.once('drain', d));
+    }
+    r.end();
+  })();
+}).listen(Number(process.argv[2]), '127.0.0.1', () => console.log('ready'));`;
+
+/** --scrapes timed GETs of the yardstick server answering `size` bytes: median wall and its CPU per answer. */
+async function yardstick(opts, size) {
+  const port = await freePort();
+  const argv = [...pinPrefix(opts.pin, opts.proxyCpu), process.execPath, '-e', YARDSTICK, String(size), String(port)];
+  const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(child);
+  await new Promise((resolve) => child.stdout.once('data', resolve));
+  const url = `http://127.0.0.1:${port}/`;
+  await get(url, {}, { countOnly: true });
+  const times = [];
+  const cpu0 = cpuSeconds(child.pid) ?? 0;
+  for (let i = 0; i < opts.scrapes; i++) {
+    const t0 = performance.now();
+    await get(url, {}, { countOnly: true });
+    times.push(performance.now() - t0);
+  }
+  const cpu = (((cpuSeconds(child.pid) ?? cpu0) - cpu0) * 1000) / opts.scrapes;
+  child.kill('SIGKILL');
+  return { wall: median(times), cpu };
+}
+
+/** One request to every service of `e` (50 at a time): a series per service. */
+async function everyService(opts, e) {
+  for (let i = 0; i < opts.services; i += 50) {
+    await Promise.all(Array.from({ length: Math.min(50, opts.services - i) }, (_, j) => get(e.url, { host: host(i + j) })));
+  }
+  return e;
+}
+
 /** --scrapes timed GETs of /stats/prometheus on `e` (the client counts bytes), then one read whole for its series. */
 async function scrapes(opts, e, what) {
   const times = [];
@@ -231,9 +293,11 @@ async function scrapes(opts, e, what) {
   const cpu = (((cpuSeconds(e.pid) ?? cpu0) - cpu0) * 1000) / opts.scrapes;
   const series = ((await get(`${e.admin}/stats/prometheus`)).body.match(/^istio_requests_total\{/gm) ?? []).length;
   const wall = median(times);
+  const floor = await yardstick(opts, size);
   console.log(
     `/stats/prometheus with ${opts.services} services, ${what} (${series} istio_requests_total series, ${(size / 1048576).toFixed(1)} MiB): ` +
-      `median ${wall.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms, engine CPU ${cpu.toFixed(1)} ms per scrape, engine RSS ${mib(rssBytes(e.pid))} MiB  goal < 50 ms`,
+      `median ${wall.toFixed(1)} ms, max ${Math.max(...times).toFixed(1)} ms, engine CPU ${cpu.toFixed(1)} ms per scrape, engine RSS ${mib(rssBytes(e.pid))} MiB  goal < 50 ms; ` +
+      `yardstick (the same bytes from a plain node server's memory) ${floor.wall.toFixed(1)} / ${floor.cpu.toFixed(1)} ms: same-run ratio ${(wall / floor.wall).toFixed(2)}× wall, ${(cpu / floor.cpu).toFixed(2)}× CPU`,
   );
   return { wall, cpu };
 }
@@ -276,14 +340,21 @@ async function main() {
 
     // 3. the scrape after the traffic above (one service called), then with a series for every service
     const one = await scrapes(opts, on, 'after traffic to one service');
-    for (let i = 0; i < opts.services; i += 50) {
-      await Promise.all(Array.from({ length: Math.min(50, opts.services - i) }, (_, j) => get(on.url, { host: host(i + j) })));
-    }
-    const every = await scrapes(opts, on, 'after traffic to every service');
+    const every = await scrapes(opts, await everyService(opts, on), 'after traffic to every service');
     console.log(
-      `scrape with ${opts.services} services (median wall / engine CPU per scrape): one service has series ${one.wall.toFixed(1)} / ${one.cpu.toFixed(1)} ms, ` +
+      `scrape with ${opts.services} services, --concurrency ${opts.concurrency} (median wall / engine CPU per scrape): one service has series ${one.wall.toFixed(1)} / ${one.cpu.toFixed(1)} ms, ` +
         `every service has series ${every.wall.toFixed(1)} / ${every.cpu.toFixed(1)} ms  goal < 50 ms`,
     );
+    // a sidecar runs two workers unless told otherwise: its scrape merges both threads' stats (worker/merge.ts)
+    if (opts.sidecarConcurrency !== opts.concurrency) {
+      const side = await startEngine(opts, dir, agentCommand, backend, true, opts.sidecarConcurrency);
+      const c = await scrapes(opts, await everyService(opts, side), `--concurrency ${opts.sidecarConcurrency}, after traffic to every service`);
+      console.log(
+        `scrape with ${opts.services} services after traffic to every service (median wall / engine CPU per scrape): --concurrency ${opts.concurrency} ` +
+          `${every.wall.toFixed(1)} / ${every.cpu.toFixed(1)} ms, --concurrency ${opts.sidecarConcurrency} (a sidecar's default) ${c.wall.toFixed(1)} / ${c.cpu.toFixed(1)} ms; ` +
+          `same-run ratio ${(c.wall / every.wall).toFixed(2)}× wall, ${(c.cpu / every.cpu).toFixed(2)}× CPU  goal < 50 ms`,
+      );
+    }
     console.log(`RSS after traffic and scrapes: on ${mib(rssBytes(on.pid))} MiB, off ${mib(rssBytes(off.pid))} MiB`);
   } finally {
     await stopProcesses(children, []);

@@ -107,7 +107,7 @@ export async function runMeshDemo({ dist }) {
 A mesh is running in network namespaces on this machine:
 
   ${a}  pod A ${meshAddr.pod(1)}   ${spiffeOf('a')}
-  ${b}  pod B ${meshAddr.pod(2)}   ${spiffeOf('b')}   service b.b.svc.cluster.local ${meshAddr.vip(2)}:8080 (HTTP), :9000 (TCP echo)
+  ${b}  pod B ${meshAddr.pod(2)}   ${spiffeOf('b')}   service b.b.svc.cluster.local ${meshAddr.vip(2)}:8080 (HTTP), :9000 (TCP echo), :7070 (gRPC)
   ${c}  pod C ${meshAddr.pod(3)}   ${spiffeOf('c')}
   ${mesh.world}  pilot-discovery (xDS :15010), routing between the pods
 

@@ -97,7 +97,7 @@ export function startSidecar(
   },
 ): Promise<Started>;
 export function waitSidecarReady(ns: string, timeoutMs: number, why: () => string): Promise<void>;
-export function startApp(owner: Owner, ns: string, name: string, o?: { httpPort?: number; tcpPort?: number }): Promise<Started>;
+export function startApp(owner: Owner, ns: string, name: string, o?: { httpPort?: number; tcpPort?: number; grpcPort?: number }): Promise<Started>;
 export function callIn(ns: string, asApp: boolean, ...args: string[]): Record<string, unknown>;
 export function opensslIdentities(dir: string, ids: readonly string[], root?: Pem): { root: string; certs: Record<string, Pem> };
 

@@ -312,12 +312,32 @@ export function waitSidecarReady(ns, timeoutMs, why) {
 // none beside it). Only `require` and `process` inside: the text is all a child gets.
 function podProgram() {
   const http = require('node:http');
+  const http2 = require('node:http2');
   const net = require('node:net');
   const [mode, a1, a2, a3] = process.argv.slice(1);
+  // gRPC over HTTP/2 (grpc/grpc doc/PROTOCOL-HTTP2.md): each message is a 1-byte compressed flag, a 4-byte
+  // big-endian length and the message; the status goes in the trailers (grpc-status, grpc-message)
+  const grpcFrame = (msg) => {
+    const b = Buffer.alloc(5 + msg.length);
+    b.writeUInt32BE(msg.length, 1);
+    msg.copy(b, 5);
+    return b;
+  };
+  const grpcMessages = (buf) => {
+    const out = [];
+    for (let i = 0; i + 5 <= buf.length;) {
+      const n = buf.readUInt32BE(i + 1);
+      out.push(buf.subarray(i + 5, i + 5 + n).toString());
+      i += 5 + n;
+    }
+    return out;
+  };
   const out = (o) => process.stdout.write(`${JSON.stringify(o)}\n`);
   if (mode === 'app') {
-    // HTTP on :8080 echoing what it saw (the caller's identity as the sidecar forwards it), TCP echo on :9000
+    // HTTP on :8080 echoing what it saw (the caller's identity as the sidecar forwards it), TCP echo on :9000,
+    // gRPC (HTTP/2 without TLS, as a sidecar forwards it) on :7070
     const name = a1;
+    const ports = 3;
     let n = 0;
     const me = { server: name };
     // what Istio asks an application to pass on so that its hops join one trace (istio.io "Distributed Tracing")
@@ -365,14 +385,63 @@ function podProgram() {
           }),
         );
       })
-      .listen(Number(a2 || 8080), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
+      .listen(Number(a2 || 8080), '0.0.0.0', () => ++n === ports && out({ listening: name }));
     net
       .createServer((c) => {
         c.on('error', () => undefined);
         // `peer` asks who the connection came from (TPROXY source preservation); anything else is echoed
         c.on('data', (d) => c.write(String(d) === 'peer\n' ? `${name} peer ${c.remoteAddress}\n` : `${name} echo ${d}`));
       })
-      .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
+      .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === ports && out({ listening: name }));
+    // two unary methods of a service `mesh.test.Echo`: Echo answers `<name>: <message>` with status 0 (OK);
+    // Fail answers no message and status 5 (NOT_FOUND) in the trailers, still with HTTP status 200
+    const grpc = http2.createServer();
+    grpc.on('stream', (stream, headers) => {
+      const body = [];
+      stream.on('data', (d) => body.push(d));
+      stream.on('error', () => undefined);
+      stream.on('end', () => {
+        const [msg = ''] = grpcMessages(Buffer.concat(body));
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.on('wantTrailers', () =>
+          stream.sendTrailers(
+            headers[':path'] === '/mesh.test.Echo/Echo' ? { 'grpc-status': '0' } : { 'grpc-status': '5', 'grpc-message': `${name} has no ${msg}` },
+          ),
+        );
+        if (headers[':path'] === '/mesh.test.Echo/Echo') stream.write(grpcFrame(Buffer.from(`${name}: ${msg}`)));
+        stream.end();
+      });
+    });
+    grpc.listen(Number(process.argv[5] || 7070), '0.0.0.0', () => ++n === ports && out({ listening: name }));
+  } else if (mode === 'grpc') {
+    // one unary call (method Echo or Fail, the third argument) with the message `ping` → {"status", "grpcStatus",
+    // "messages"} or {"error"}; the fourth argument is the :authority
+    const client = http2.connect(`http://${a1}:${a2}`);
+    const finish = (o) => {
+      out(o);
+      client.close();
+    };
+    client.on('error', (e) => finish({ error: e.code ?? e.message }));
+    const req = client.request({
+      ':method': 'POST',
+      ':path': `/mesh.test.Echo/${a3 || 'Echo'}`,
+      ':authority': process.argv[5] || `${a1}:${a2}`,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+    });
+    let status = 0;
+    let grpcStatus;
+    const body = [];
+    req.setTimeout(8000, () => req.close(http2.constants.NGHTTP2_CANCEL));
+    req.on('response', (h) => {
+      status = h[':status'];
+      if (h['grpc-status'] !== undefined) grpcStatus = h['grpc-status'];
+    });
+    req.on('trailers', (t) => (grpcStatus = t['grpc-status']));
+    req.on('data', (d) => body.push(d));
+    req.on('error', (e) => finish({ error: e.code ?? e.message }));
+    req.on('end', () => finish({ status, grpcStatus, messages: grpcMessages(Buffer.concat(body)) }));
+    req.end(grpcFrame(Buffer.from('ping')));
   } else if (mode === 'http') {
     // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}
     const a4 = process.argv[5];
@@ -413,18 +482,26 @@ const POD_PROGRAM = `(${podProgram.toString()})()`;
 /**
  * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer}
  * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on),
- * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address).
+ * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address),
+ * gRPC on `grpcPort` (7070): `mesh.test.Echo/Echo` answers `<name>: <message>` (grpc-status 0), `mesh.test.Echo/Fail`
+ * answers grpc-status 5 (NOT_FOUND) and no message.
  */
-export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = {}) {
-  return startIn(owner, ns, asUser(APP_UID, [process.execPath, '-e', POD_PROGRAM, 'app', name, String(httpPort), String(tcpPort)]), {
-    ready: /listening/,
-    what: `app ${name}`,
-  });
+export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000, grpcPort = 7070 } = {}) {
+  return startIn(
+    owner,
+    ns,
+    asUser(APP_UID, [process.execPath, '-e', POD_PROGRAM, 'app', name, String(httpPort), String(tcpPort), String(grpcPort)]),
+    {
+      ready: /listening/,
+      what: `app ${name}`,
+    },
+  );
 }
 
 /**
  * One call of a plain client in `ns` (as APP_UID when `asApp`, so that capture applies), as parsed JSON:
- * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port> [line]` → {line} | {closed: true}.
+ * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port> [line]` → {line} | {closed: true};
+ * `grpc <host> <port> Echo|Fail [authority]` → {status, grpcStatus, messages} | {error}.
  */
 export function callIn(ns, asApp, ...args) {
   const argv = [process.execPath, '-e', POD_PROGRAM, ...args];
@@ -523,7 +600,7 @@ export const spiffeOf = (name) => `spiffe://cluster.local/ns/${name}/sa/${name}`
 
 /**
  * The registry of `startMesh`: pod `<name>` (namespace and service account `<name>`, label app=<name>) backs
- * the service <name>.<name>.svc.cluster.local on its VIP (HTTP 8080, TCP 9000). A meshed pod's workload
+ * the service <name>.<name>.svc.cluster.local on its VIP (HTTP 8080, TCP 9000, gRPC 7070). A meshed pod's workload
  * carries the tlsMode label (auto-mTLS sends it mutual TLS); a bare pod's does not.
  */
 export function meshRegistry(pods) {
@@ -541,7 +618,7 @@ spec:
   addresses: [${meshAddr.vip(i)}]
   location: MESH_INTERNAL
   resolution: STATIC
-  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}]
+  ports: [{number: 8080, name: http, protocol: HTTP}, {number: 9000, name: tcp, protocol: TCP}, {number: 7070, name: grpc, protocol: GRPC}]
   workloadSelector: {labels: {app: ${p.name}}}
 ---
 apiVersion: networking.istio.io/v1

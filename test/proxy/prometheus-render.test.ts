@@ -139,6 +139,26 @@ t.test('stats made, changed and removed between scrapes: the kept index stays eq
   t.equal(renderPrometheus(store, tags, q), oracle(store, tags, q), 'whole families removed');
 });
 
+t.test('values changed between scrapes: kept lines of unchanged series, new lines for changed ones', async (t) => {
+  const store = sidecar(120);
+  const tags = new TagProducer();
+  const q = QUERIES[0]![1];
+  t.equal(renderPrometheus(store, tags, q), oracle(store, tags, q), 'first scrape');
+  t.equal(renderPrometheus(store, tags, q), oracle(store, tags, q), 'nothing changed');
+  const counters = store.allCounters();
+  const histograms = store.allHistograms();
+  counters[3]!.inc();
+  counters[40]!.inc(0.25);
+  store.allGauges()[7]!.set(-2);
+  store.allGauges()[8]!.set(Number.NaN);
+  histograms[5]!.record(7);
+  histograms[6]!.record(0); // the count changes, the sum does not
+  histograms[9]!.sum += 1.5; // the sum changes, the count does not
+  for (const [name, q2] of QUERIES) t.equal(renderPrometheus(store, tags, q2), oracle(store, tags, q2), `after changes: ${name}`);
+  counters[3]!.value = 0; // a reset counter
+  t.equal(renderPrometheus(store, tags, q), oracle(store, tags, q), 'after a reset');
+});
+
 t.test('custom stats_tags and no default tags', async (t) => {
   const store = sidecar(50);
   const tags = new TagProducer([{ name: 'cluster_name', regex: '^cluster\\.((.+?(\\..+?\\.svc\\.cluster\\.local)?)\\.)' }], false);

@@ -60,15 +60,17 @@ t.test('a worker that did not answer in time is left out', async (t) => {
   t.equal(mergeStats(main, [undefined]).value('http.x.downstream_rq_total'), 4);
 });
 
-t.test('a kept merger: values start again each round, gone stats go, tagged names travel once', async (t) => {
+t.test('a kept merger: workers send what changed, values start again each round, gone stats go', async (t) => {
   const { StatsMerger } = await import('../../src/proxy/engine/worker/merge');
   const { renderPrometheus } = await import('../../src/proxy/stats/render');
   const { TagProducer } = await import('../../src/proxy/stats/tags');
   const main = new StatsStore();
   const w1 = new StatsStore();
   const tags: Array<[string, string]> = [['reporter', 'source']];
-  for (const s of [main, w1]) s.taggedCounter('istiocustom.istio_requests_total.reporter.source', { name: 'istio_requests_total', tags }).inc(2);
+  const ISTIO = 'istiocustom.istio_requests_total.reporter.source';
+  for (const s of [main, w1]) s.taggedCounter(ISTIO, { name: 'istio_requests_total', tags }).inc(2);
   w1.counter('cluster.x.upstream_rq_total').inc(1);
+  w1.histogram('cluster.x.upstream_rq_time').record(3);
   const sent = new WeakSet<import('../../src/proxy/stats/store').TaggedName>();
   const merger = new StatsMerger();
   const first = merger.merge(main, [snapshotOf(w1, sent)]);
@@ -76,14 +78,28 @@ t.test('a kept merger: values start again each round, gone stats go, tagged name
   t.match(prom(first), /^istio_requests_total\{reporter="source"\} 4$/m);
   w1.counter('cluster.x.upstream_rq_total').inc(1);
   const again = snapshotOf(w1, sent);
-  t.same(again.tagged, [], 'names and tags are not sent again');
+  t.same(again.changes?.added, [], 'names, bounds and tags are not sent again');
+  t.same(again.changes?.histograms, [], 'an unchanged histogram is not sent');
+  t.equal(again.changes?.scalars.length, 3, 'only the changed counter: id, value, used');
   const second = merger.merge(main, [again]);
   t.equal(second, first, 'the same merged store');
-  t.equal(second.value('istiocustom.istio_requests_total.reporter.source'), 4, 'not added to the last round');
+  t.equal(second.value(ISTIO), 4, 'not added to the last round');
   t.equal(second.value('cluster.x.upstream_rq_total'), 2);
-  t.match(prom(second), /^istio_requests_total\{reporter="source"\} 4$/m, 'still rendered with its labels');
+  t.equal(second.allHistograms().find((h) => h.name === 'cluster.x.upstream_rq_time')?.count, 1, 'an unchanged worker histogram still counts');
+  main.counter(ISTIO).inc(5);
+  t.equal(merger.merge(main, [snapshotOf(w1, sent)]).value(ISTIO), 9, "the main thread's values are read every round");
+  t.match(prom(second), /^istio_requests_total\{reporter="source"\} 9$/m, 'still rendered with its labels');
   w1.removePrefix('cluster.x.');
-  t.equal(merger.merge(main, [undefined]).value('cluster.x.upstream_rq_total'), 0, 'a worker that did not answer: kept at 0');
+  // a counter must not go back (Prometheus would read a reset): the worker's last values count until it answers
+  t.equal(merger.merge(main, [undefined]).value('cluster.x.upstream_rq_total'), 2, 'a worker that did not answer: its last values');
   t.equal(merger.merge(main, [snapshotOf(w1, sent)]).value('cluster.x.upstream_rq_total'), undefined, 'gone from every thread: dropped');
   t.notMatch(prom(second), /upstream_rq_total/);
+  // a new record on the worker's side (a restarted worker, or a lost answer) starts the merger's view of it again
+  const restarted = new StatsStore();
+  restarted.counter('cluster.y.upstream_rq_total').inc(7);
+  const fresh = snapshotOf(restarted, new WeakSet());
+  t.equal(fresh.changes?.reset, true);
+  const third = merger.merge(main, [fresh]);
+  t.equal(third.value('cluster.y.upstream_rq_total'), 7);
+  t.equal(third.value(ISTIO), 7, "the old worker's series is gone with its record");
 });

@@ -17,6 +17,14 @@ export interface Series {
   stat: Counter | Gauge | Histogram;
   /** `k="v",…` (no braces), empty when the stat has no labels. */
   labels: Buffer;
+  /**
+   * The series' lines as last rendered (render.ts), and what they were rendered from: a counter's or gauge's
+   * value, a histogram's count, sum and bounds. A scrape that finds them unchanged sends these bytes again.
+   */
+  lines?: Buffer;
+  value?: number;
+  sum?: number;
+  bounds?: readonly number[];
 }
 
 export interface Family {
@@ -26,6 +34,14 @@ export interface Family {
   /** Series by kind (counters, gauges, histograms); each sorted by stat name when `sorted[kind]`. */
   series: [Series[], Series[], Series[]];
   sorted: [boolean, boolean, boolean];
+  /** By kind: every series' lines in order as one piece, and the list (and its length) they were made from. */
+  kept: [KeptLines | undefined, KeptLines | undefined, KeptLines | undefined];
+}
+
+export interface KeptLines {
+  bytes: Buffer;
+  list: Series[];
+  length: number;
 }
 
 function labelValue(v: string): string {
@@ -89,6 +105,7 @@ export class PromIndex implements StatsIndex {
         },
         series: [[], [], []],
         sorted: [true, true, true],
+        kept: [undefined, undefined, undefined],
       };
       this.families.set(name, f);
       this.ordered = undefined;

@@ -2,7 +2,11 @@
 // `/stats/prometheus` with tag extraction (`envoy_cluster_upstream_rq_total{envoy_cluster_name="x"}`), the last
 // written as byte chunks from what prom-index.ts keeps per stat (Envoy's source/server/admin/prometheus_stats.cc
 // and stats_request.cc stream in chunks too). With a thousand services' Istio series a scrape is tens of MiB:
-// no scrape builds it as one string, sorts it again, or renders a label set again.
+// no scrape builds it as one string, sorts it again, or renders a label set again; and a series whose value has
+// not changed since the last scrape is not rendered again either: its lines are kept as bytes (Series.lines) and
+// handed to the socket as they are. On purpose unlike Envoy, which renders every scrape: the kept bytes cost
+// about one exposition of memory per store that is scraped, and save most of a scrape's CPU (most series of a
+// sidecar with many services do not change between two scrapes).
 import { promIndexOf, type Family, type Series } from './prom-index';
 import type { Counter, Gauge, Histogram, StatsStore } from './store';
 import type { TagProducer } from './tags';
@@ -66,9 +70,16 @@ export function renderStatsJson(store: StatsStore, q: StatsQuery): string {
 const TYPES = ['counter', 'gauge', 'histogram'] as const;
 /** The size of the pieces an exposition is handed out in (the admin server writes each as it comes). */
 const CHUNK = 128 * 1024;
+/**
+ * Kept lines at least this long are handed out without copying them into a chunk. Shorter ones (a series'
+ * histogram is some 15 KiB) are copied: one copy costs less than one more write on the socket.
+ */
+const KEEP_WHOLE = 64 * 1024;
 
 /** Exposition bytes into fixed-size chunks: label text is copied as bytes, numbers written digit by digit. */
 class ChunkWriter {
+  /** `views`: a series' kept lines are views of the chunk they were written to (chunks are never written again). */
+  constructor(private readonly views = false) {}
   private buf = Buffer.allocUnsafe(CHUNK);
   private off = 0;
   private readonly ready: Buffer[] = [];
@@ -84,6 +95,28 @@ class ChunkWriter {
   }
   *take(): Generator<Buffer> {
     while (this.ready.length > 0) yield this.ready.shift()!;
+  }
+  /** Bytes never written to again (kept lines): a large piece goes out as it is, without a copy. */
+  kept(b: Buffer): void {
+    if (b.length < KEEP_WHOLE) {
+      this.put(b);
+      return;
+    }
+    this.flush();
+    // as views of at most a chunk each: the socket still gets the answer piece by piece
+    for (let i = 0; i < b.length; i += CHUNK) this.ready.push(b.subarray(i, i + CHUNK));
+  }
+  /** The bytes written since `from` (an offset of the current chunk) as a buffer of their own. */
+  since(from: number): Buffer {
+    if (this.views) return this.buf.subarray(from, this.off);
+    const b = Buffer.allocUnsafeSlow(this.off - from);
+    this.buf.copy(b, 0, from, this.off);
+    return b;
+  }
+  /** Room for `n` more bytes in the current chunk (a series rendered in one piece, then kept). */
+  reserve(n: number): number {
+    if (this.off + n > this.buf.length) this.flush();
+    return this.off;
   }
   put(b: Buffer): void {
     if (this.off + b.length > this.buf.length) {
@@ -143,17 +176,56 @@ function lesOf(bounds: readonly number[]): { alone: Buffer[]; after: Buffer[] } 
 }
 
 function scalarLine(w: ChunkWriter, f: Family, s: Series): void {
+  const v = (s.stat as Counter | Gauge).value;
+  if (s.lines && s.value === v) {
+    w.kept(s.lines);
+    return;
+  }
+  // the line's length at most: the name's opening, the labels, the closing bytes and a number (32)
+  const size = f.bytes.open.length + s.labels.length + CLOSE.length + 32;
+  if (size > CHUNK) {
+    scalarText(w, f, s, v);
+    return;
+  }
+  const from = w.reserve(size);
+  scalarText(w, f, s, v);
+  s.lines = w.since(from);
+  s.value = v;
+}
+
+function scalarText(w: ChunkWriter, f: Family, s: Series, v: number): void {
   if (s.labels.length === 0) w.put(f.bytes.plain);
   else {
     w.put(f.bytes.open);
     w.put(s.labels);
     w.put(CLOSE);
   }
-  w.num((s.stat as Counter | Gauge).value);
+  w.num(v);
 }
 
 function histogramLines(w: ChunkWriter, f: Family, s: Series): void {
   const h = s.stat as Histogram;
+  if (s.lines && s.value === h.count && s.sum === h.sum && s.bounds === h.bounds) {
+    w.kept(s.lines);
+    return;
+  }
+  // every line: the longest opening, the labels, `,le="<bound>"} ` (at most 64) and a number (32)
+  const line = f.bytes.bucket.length + s.labels.length + 96;
+  const size = line * (h.bounds.length + 3);
+  if (size > CHUNK) {
+    // too long to render in one chunk (a very long label text): rendered every time, not kept
+    histogramText(w, f, s, h);
+    return;
+  }
+  const from = w.reserve(size);
+  histogramText(w, f, s, h);
+  s.lines = w.since(from);
+  s.value = h.count;
+  s.sum = h.sum;
+  s.bounds = h.bounds;
+}
+
+function histogramText(w: ChunkWriter, f: Family, s: Series, h: Histogram): void {
   const labelled = s.labels.length > 0;
   const le = lesOf(h.bounds);
   const les = labelled ? le.after : le.alone;
@@ -184,6 +256,44 @@ function histogramLines(w: ChunkWriter, f: Family, s: Series): void {
   w.num(h.count);
 }
 
+/** Whether a series' kept lines are still its lines. */
+function unchanged(s: Series, k: number): boolean {
+  if (!s.lines) return false;
+  if (k !== 2) return s.value === (s.stat as Counter | Gauge).value;
+  const h = s.stat as Histogram;
+  return s.value === h.count && s.sum === h.sum && s.bounds === h.bounds;
+}
+
+/**
+ * Every series of one kind of a family, when all are shown: the family's kept lines as they are when no series
+ * changed (a scrape of a sidecar with many services whose traffic stopped sends tens of MiB without rendering or
+ * copying them); else rendered again (unchanged series copy their lines) into one new piece, which the series'
+ * kept lines then point into, so the text is kept once.
+ */
+function familyLines(w: ChunkWriter, f: Family, k: 0 | 1 | 2): void {
+  const list = f.series[k];
+  const kept = f.kept[k];
+  if (kept && kept.list === list && kept.length === list.length && list.every((s) => unchanged(s, k))) {
+    w.kept(kept.bytes);
+    return;
+  }
+  const fw = new ChunkWriter(true);
+  for (const s of list) {
+    if (k === 2) histogramLines(fw, f, s);
+    else scalarLine(fw, f, s);
+  }
+  fw.flush();
+  const bytes = Buffer.concat([...fw.take()]);
+  let size = 0;
+  for (const s of list) size += s.lines?.length ?? Number.NaN;
+  if (size === bytes.length) {
+    let off = 0;
+    for (const s of list) s.lines = bytes.subarray(off, (off += s.lines!.length));
+    f.kept[k] = { bytes, list, length: list.length };
+  } else f.kept[k] = undefined; // a series too long to keep (rendered every time)
+  w.kept(bytes);
+}
+
 /**
  * `/stats/prometheus` as a sequence of byte chunks, for the admin server to write one at a time (Envoy's admin
  * streams its stats in chunks too). Families as Envoy groups them: counters, gauges, then histograms, each
@@ -201,6 +311,11 @@ export function* prometheusChunks(store: StatsStore, tags: TagProducer, q: Stats
       const f = families[i]!;
       w.ascii(`# TYPE ${f.name} ${TYPES[phase]}\n`);
       for (let k = phase; k < 3; k++) {
+        if (all) {
+          familyLines(w, f, k as 0 | 1 | 2);
+          if (w.hasReady) yield* w.take();
+          continue;
+        }
         for (const s of f.series[k as 0 | 1 | 2]) {
           if (!shown(s)) continue;
           if (k === 2) histogramLines(w, f, s);
