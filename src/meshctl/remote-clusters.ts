@@ -3,9 +3,10 @@
 // daemon name, as later Istio releases sort them). With a cluster: the running pods labelled app=meshd in the
 // system namespace (and mesh.io/rev=<revision> with --revision), each asked on its monitoring port (the
 // `prometheus.io/port` annotation, else 15014), as Istio's AllDiscoveryDo does. Differs on purpose: Istio
-// port-forwards through the kubelet; we reach the pod's IP, as `admin log` does. With no cluster configured: the
-// daemon at the configured xDS address (--xds-address's MESHCTL_XDS_ADDRESS or ~/.meshctl/config.yaml), asked
-// for the page over ADS (type istio.io/debug) and named by its control plane ID.
+// port-forwards through the kubelet; we reach the pod's IP, as `admin log` does (the daemon answers its debug pages
+// to loopback and authenticated callers only, so from outside the pod network an xDS address is the way). With an
+// xDS address configured (MESHCTL_XDS_ADDRESS or ~/.meshctl/config.yaml; it wins over the cluster) or no cluster:
+// that daemon, asked for the page over ADS (type istio.io/debug) and named by its control plane ID.
 import { CommandError, flagString, type Handler, type RunContext } from '../cli/context';
 import { joinHostPort } from '../lib/hostport';
 import { TabWriter } from '../lib/tabwriter';
@@ -80,6 +81,12 @@ async function fromPods(ctx: RunContext, meshNamespace: string): Promise<Map<str
     } catch (e) {
       throw new CommandError(`cannot reach meshd pod ${pod.metadata.name}.${pod.metadata.namespace} at ${url}: ${connectionFailure(e)}`);
     }
+    if (res.status === 401) {
+      throw new CommandError(
+        `unexpected status code: 401 (${url}): meshd serves its debug pages to loopback and authenticated callers only; ` +
+          `forward its xDS port to this machine and give that address in MESHCTL_XDS_ADDRESS (with MESHCTL_PLAINTEXT=true for :15010)`,
+      );
+    }
     if (res.status !== 200) throw new CommandError(`unexpected status code: ${res.status} (${url})`);
     const body = await res.text();
     if (body.length > 0) out.set(pod.metadata.name, parse(pod.metadata.name, body));
@@ -104,7 +111,9 @@ async function fromAddress(ctx: RunContext): Promise<Map<string, ClusterInfo[]>>
 }
 
 export const run: Handler = async (ctx) => {
-  const byDaemon = orchConfigPath(ctx) ? await fromPods(ctx, xdsOptions(ctx).meshNamespace) : await fromAddress(ctx);
+  // A daemon address given explicitly wins over the cluster: it reaches a daemon the pod IPs may not.
+  const o = xdsOptions(ctx);
+  const byDaemon = orchConfigPath(ctx) && !o.address ? await fromPods(ctx, o.meshNamespace) : await fromAddress(ctx);
   ctx.stdout.write(clustersTable(byDaemon));
   return 0;
 };

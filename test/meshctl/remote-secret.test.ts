@@ -158,6 +158,11 @@ t.test('create-remote-secret from B, applied to A: the daemon reads B through it
     t.match(lines[2], /^remote1 {5,}mesh-system\/mesh-remote-secret-remote1 {5,}synced {5,}meshd-5f7c9-x2x4q$/);
     r = await meshctl(['remote-clusters', '-r', 'canary'], env);
     t.equal(r.stderr, 'Error: unable to find any meshd instances\n', 'the revision label is part of the selector');
+    // A daemon address given explicitly wins over the cluster: the daemon is named by its control plane ID.
+    r = await meshctl(['remote-clusters'], { ...env, ...noCluster });
+    t.equal(r.code, 0, r.stderr);
+    t.notMatch(r.stdout, 'meshd-5f7c9-x2x4q');
+    t.match(r.stdout.split('\n')[2], /^remote1 {5,}mesh-system\/mesh-remote-secret-remote1 {5,}synced {5,}\S+$/);
   });
 });
 
