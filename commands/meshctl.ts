@@ -660,7 +660,8 @@ const createRemoteSecret: CommandSpec = {
       type: 'string',
       help:
         'Name of the local cluster whose credentials are stored in the secret. If a name is not specified the ' +
-        "orch-system namespace's UUID of the local cluster will be used.",
+        // The orchestrator's own system namespace keeps its name (the API server is Kubernetes').
+        "kube-system namespace's UUID of the local cluster will be used.",
     },
     {
       name: 'secret-name',

@@ -506,7 +506,8 @@ export function marshalGoYaml(v: GoYamlValue): string {
     else if (typeof v === 'string') w.scalar(v, 0, false);
     else w.text(Array.isArray(v) ? '[]' : '{}');
   }
-  return w.out + '\n';
+  // yaml.v2 ends the document with a line break unless the last literal block already did.
+  return w.out.endsWith('\n') ? w.out : w.out + '\n';
 }
 
 /** What yaml.v2 makes of JSON text: integral numbers become ints. */

@@ -78,6 +78,14 @@ const LOADERS: Readonly<Record<string, Loader>> = {
   'meshctl.install': async () => ({ run: (await import('../manifest/command')).installCommand }),
   'meshctl.upgrade': async () => ({ run: (await import('../manifest/command')).installCommand }),
   'meshctl.uninstall': async () => ({ run: (await import('../manifest/command')).uninstallCommand }),
+  'meshctl.create-remote-secret': async () => {
+    const [{ createRemoteSecretCommand }, { readerAccountObjects }] = await Promise.all([
+      import('../meshctl/remote-secret'),
+      import('../manifest/reader-account'),
+    ]);
+    return { run: createRemoteSecretCommand({ readerObjects: readerAccountObjects }) };
+  },
+  'meshctl.remote-clusters': () => import('../meshctl/remote-clusters'),
   'meshctl.experimental.workload.entry.configure': async () => ({ run: (await import('../meshctl/workload')).entryConfigure }),
 };
 

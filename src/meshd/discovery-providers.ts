@@ -38,6 +38,7 @@ export function discoveryProviders(p: DiscoveryParts): MeshdProviders {
     configs: () => MESH_KINDS.flatMap((k) => store.list(k) as readonly Config[]),
     services: () => pushes.current().allServices(),
     ...(p.gatewayApi ? { gatewayStatus: () => p.gatewayApi!.statusObjects() } : {}),
+    ...(orchestrator ? { clusters: () => orchestrator.clusters() } : {}),
     endpoints: () =>
       pushes
         .current()

@@ -11,7 +11,7 @@ import { buildInfo } from '../lib/buildinfo';
 import { Leadership } from '../leader';
 import type { AggregateRegistry } from '../discovery/registry/aggregate';
 import { OrchestratorRegistry, type OrchestratorOptions } from '../discovery/registry/orchestrator';
-import { MulticlusterController } from '../multicluster';
+import { type ClusterDebugInfo, MulticlusterController } from '../multicluster';
 
 export interface Orchestrator {
   client: OrchClient;
@@ -28,6 +28,8 @@ export interface Orchestrator {
   startMulticluster(registry: AggregateRegistry, registryOptions: OrchestratorOptions): MulticlusterController;
   /** Local store and remote clusters synced (remote ones within PILOT_REMOTE_CLUSTER_TIMEOUT). */
   hasSynced(): boolean;
+  /** `/debug/clusterz`: this (config) cluster, then the remote clusters. */
+  clusters(): ClusterDebugInfo[];
   nodeLocality(nodeName: string): string | undefined;
   subscribeNodes(handler: (nodeName: string) => void): () => void;
   close(): Promise<void>;
@@ -159,6 +161,10 @@ export async function startOrchestrator(ctx: RunContext, env: EnvTable): Promise
       return multicluster;
     },
     hasSynced: () => store.hasSynced() && (multicluster?.hasSynced() ?? true),
+    clusters: () => [
+      { id: ctx.flags['clusterID'] as string, secretName: '', syncStatus: store.hasSynced() ? 'synced' : 'syncing' },
+      ...(multicluster?.debugInfo() ?? []),
+    ],
     close: async () => {
       stopWatchingMesh();
       await multicluster?.close();

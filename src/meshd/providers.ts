@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Server as GrpcServer } from '@grpc/grpc-js';
 import type { Config } from '../config/types';
 import type { Endpoint, Proxy, Service } from '../discovery/model';
+import type { ClusterDebugInfo } from '../multicluster';
 import type { TlsMaterial, TlsSource } from '../serve/tls';
 
 /** Whether a component is ready, and if not, why (shown by `/ready` and logged). */
@@ -113,6 +114,8 @@ export interface MeshdProviders {
   endpoints(): readonly Endpoint[];
   /** The Gateway API objects' computed status (`/debug/gateway-status`), when the Gateway API is served. */
   gatewayStatus?(): readonly unknown[];
+  /** The clusters the daemon reads (`/debug/clusterz`), when it reads the orchestrator API. */
+  clusters?(): readonly ClusterDebugInfo[];
   /** The last push context's status, undefined before the first push. */
   pushStatus(): PushStatus | undefined;
   xds: XdsServerHandle;

@@ -47,6 +47,13 @@ export interface RemoteCluster {
   syncStatus(): 'syncing' | 'synced' | 'timeout' | 'closed';
 }
 
+/** One cluster as `/debug/clusterz` lists it (Istio's pkg/cluster DebugInfo; the config cluster has no secret). */
+export interface ClusterDebugInfo {
+  id: string;
+  secretName: string;
+  syncStatus: 'syncing' | 'synced' | 'timeout' | 'closed';
+}
+
 export interface MulticlusterOptions {
   /** Client of the config cluster, where the secrets are read. */
   client: OrchClient;
@@ -173,6 +180,13 @@ export class MulticlusterController {
 
   clusters(): RemoteCluster[] {
     return [...this.bySecret.values()].flatMap((m) => [...m.values()]);
+  }
+
+  /** Istio's ListRemoteClusters after the config cluster: each secret's clusters, by secret then ID. */
+  debugInfo(): ClusterDebugInfo[] {
+    return this.clusters()
+      .map((c) => ({ id: c.id, secretName: c.secret, syncStatus: c.syncStatus() }))
+      .sort((a, b) => (a.secretName === b.secretName ? (a.id < b.id ? -1 : 1) : a.secretName < b.secretName ? -1 : 1));
   }
 
   /** A mesh config change: remote clusters filter their namespaces the same way. */

@@ -89,7 +89,7 @@ t.test('debug pages on :8080 and :15014 with Istio shapes', async (t) => {
     const u = (p: string) => url(listener, p);
     t.same(
       await getJSON(u('/debug/list')),
-      ['adsz', 'config_dump', 'configz', 'connections', 'endpointShardz', 'endpointz', 'push_status', 'registryz', 'syncz'],
+      ['adsz', 'clusterz', 'config_dump', 'configz', 'connections', 'endpointShardz', 'endpointz', 'push_status', 'registryz', 'syncz'],
       `${listener}: list names every command but list and pprof, sorted`,
     );
     const syncz = (await getJSON(u('/debug/syncz'))) as Array<Record<string, unknown>>;
@@ -100,6 +100,9 @@ t.test('debug pages on :8080 and :15014 with Istio shapes', async (t) => {
     const shards = (await getJSON(u('/debug/endpointShardz'))) as Record<string, unknown>;
     t.same(Object.keys(shards), ['reviews.default.svc.cluster.local']);
     t.same(await getJSON(u('/debug/endpointz')), shards, 'endpointz answers as endpointShardz (Istio: obsolete alias)');
+    // Istio's clusterz with no orchestrator registry (no ListRemoteClusters): 400, no body.
+    const clusterz = await request(u('/debug/clusterz'));
+    t.same([clusterz.status, clusterz.body], [400, '']);
     const configz = (await getJSON(u('/debug/configz'))) as Array<Record<string, unknown>>;
     t.same(
       configz.map((c) => `${c.kind}/${(c.metadata as { name: string }).name}`),

@@ -52,6 +52,10 @@ export class DebugPages {
       writeJSON(res, url, synczJson(p.xds.connections(), url.searchParams.get('namespace') ?? '')),
     );
     this.add('/debug/registryz', 'Debug support for registry', (req, res, url) => writeJSON(res, url, registryzJson(p.services())));
+    // Istio answers 400 with no body when it reads no orchestrator (no ListRemoteClusters).
+    this.add('/debug/clusterz', 'List remote clusters where meshd reads endpoints', (req, res, url) =>
+      p.clusters ? writeJSON(res, url, p.clusters()) : void res.writeHead(400).end(),
+    );
     const shardz: RouteHandler = (req, res, url) => writeJSON(res, url, endpointShardzJson(p.services(), p.endpoints()));
     this.add('/debug/endpointz', 'Obsolete, use endpointShardz', shardz);
     this.add('/debug/endpointShardz', 'Info about the endpoint shards', shardz);
