@@ -25,18 +25,6 @@ if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
 const host = (b: string) => `${b}.demo.svc.cluster.local`;
 const to = (b: string, port = 80) => `route: [{destination: {host: ${host(b)}, port: {number: ${port}}}}]`;
 
-/** A ServiceEntry of protocol `protocol` on service port `port` for the backend on `target`. */
-const entry = (name: string, protocol: string, port: number, target: number) => `apiVersion: networking.istio.io/v1
-kind: ServiceEntry
-metadata: {name: ${name}, namespace: demo}
-spec:
-  hosts: [${host(name)}]
-  location: MESH_INTERNAL
-  resolution: STATIC
-  ports: [{number: ${port}, name: ${protocol.toLowerCase()}, protocol: ${protocol}}]
-  endpoints: [{address: 127.0.0.1, ports: {${protocol.toLowerCase()}: ${target}}}]
-`;
-
 const HTTP = `  - match: [{uri: {prefix: /test.Echo/}}]
     ${to('grpc', 9090)}
   - match: [{uri: {prefix: /ws}}]
@@ -64,9 +52,9 @@ const scenario: Scenario = {
       }),
       serviceEntryDoc('a', { targetPort: p.backends['a'] }),
       serviceEntryDoc('ws', { targetPort: p.backends['ws'] }),
-      entry('grpc', 'GRPC', 9090, p.backends['grpc']!),
-      entry('tcp-a', 'TCP', 9000, p.backends['tcp-a']!),
-      entry('tcp-b', 'TCP', 9000, p.backends['tcp-b']!),
+      serviceEntryDoc('grpc', { protocol: 'GRPC', port: 9090, targetPort: p.backends['grpc'] }),
+      serviceEntryDoc('tcp-a', { protocol: 'TCP', port: 9000, targetPort: p.backends['tcp-a'] }),
+      serviceEntryDoc('tcp-b', { protocol: 'TCP', port: 9000, targetPort: p.backends['tcp-b'] }),
       virtualServiceDoc('http', { http: HTTP }),
       `apiVersion: networking.istio.io/v1
 kind: VirtualService

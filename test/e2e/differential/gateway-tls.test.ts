@@ -1,6 +1,7 @@
 // The differential harness's TLS scenario (issue 27, item 3): TLS termination at the gateway — SIMPLE from files
 // and from a credentialName Secret (served by the daemon over SDS) on one port, the server chosen by SNI; MUTUAL
-// from files and from a credentialName Secret with ca.crt; ALPN (http/1.1, none, h2) — and TLS origination to TLS
+// from files and from a credentialName Secret with ca.crt; ALPN (http/1.1, none, h2); gRPC over h2; a TLS server
+// terminating into a TCP route; PASSTHROUGH routed by SNI (a VirtualService `tls` route) — and TLS origination to TLS
 // backends (DestinationRule tls SIMPLE with caCertificates and sni, MUTUAL with a client certificate, and two
 // failing verifications: an untrusted CA, a subjectAltName that does not match). Run through the built gateway
 // on our engine and on the real Envoy (test/helpers/differential.ts) and compared as the client (handshake,
@@ -14,7 +15,18 @@ import t from 'tap';
 import { built } from '../../helpers/binary';
 import { envoyMissing } from '../../helpers/envoy';
 import { compareScenario, type DiffRequest, type Scenario } from '../../helpers/differential';
-import { h2Request, httpsRequest, issue, startTlsEchoBackend, type ClientTls, type Pem } from '../../helpers/differential-clients';
+import {
+  grpcCall,
+  h2Request,
+  httpsRequest,
+  issue,
+  startGrpcBackend,
+  startTcpBackend,
+  startTlsEchoBackend,
+  tcpExchange,
+  type ClientTls,
+  type Pem,
+} from '../../helpers/differential-clients';
 import { gatewayDoc, serviceEntryDoc, virtualServiceDoc, yamlDocs } from '../../helpers/mesh-yaml';
 import { knownDifferences } from './known';
 
@@ -89,6 +101,12 @@ function config(p: Parameters<Scenario['config']>[0], k: Pki): string {
   - port: {number: ${x['mutualCred']}, name: https-mutual-cred, protocol: HTTPS}
     hosts: ["*"]
     tls: {mode: MUTUAL, credentialName: mutual-cred}
+  - port: {number: ${x['tlsTcp']}, name: tls-tcp, protocol: TLS}
+    hosts: ["*"]
+    tls: {mode: SIMPLE, serverCertificate: ${k.gw.certFile}, privateKey: ${k.gw.keyFile}}
+  - port: {number: ${x['passthrough']}, name: tls-passthrough, protocol: TLS}
+    hosts: [secure.example]
+    tls: {mode: PASSTHROUGH}
 `;
   const origin = (name: string) => `  - match: [{uri: {prefix: /origin/${name}}}]
     route: [{destination: {host: ${host(`secure-${name}`)}, port: {number: 80}}}]
@@ -100,6 +118,9 @@ function config(p: Parameters<Scenario['config']>[0], k: Pki): string {
     serviceEntryDoc('a', { targetPort: p.backends['a'] }),
     ...['simple', 'bad-ca', 'bad-san'].map((n) => serviceEntryDoc(`secure-${n}`, { targetPort: p.backends['tls-simple'] })),
     serviceEntryDoc('secure-mutual', { targetPort: p.backends['tls-mutual'] }),
+    serviceEntryDoc('secure-pass', { protocol: 'TLS', port: 443, targetPort: p.backends['tls-simple'] }),
+    serviceEntryDoc('grpc', { protocol: 'GRPC', port: 9090, targetPort: p.backends['grpc'] }),
+    serviceEntryDoc('tcp', { protocol: 'TCP', port: 9000, targetPort: p.backends['tcp'] }),
     destinationRule('secure-simple', `{mode: SIMPLE, caCertificates: ${k.backendCa.certFile}, sni: secure.example}`),
     destinationRule(
       'secure-mutual',
@@ -111,8 +132,30 @@ function config(p: Parameters<Scenario['config']>[0], k: Pki): string {
       `{mode: SIMPLE, caCertificates: ${k.backendCa.certFile}, sni: secure.example, subjectAltNames: [other.example]}`,
     ),
     virtualServiceDoc('routes', {
-      http: `${['simple', 'mutual', 'bad-ca', 'bad-san'].map(origin).join('')}  - route: [{destination: {host: ${host('a')}, port: {number: 80}}}]\n`,
+      http: `${['simple', 'mutual', 'bad-ca', 'bad-san'].map(origin).join('')}  - match: [{uri: {prefix: /test.Echo/}}]
+    route: [{destination: {host: ${host('grpc')}, port: {number: 9090}}}]
+  - route: [{destination: {host: ${host('a')}, port: {number: 80}}}]\n`,
     }),
+    `apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: tls-routes, namespace: mesh-system}
+spec:
+  hosts: [secure.example]
+  gateways: [gw]
+  tls:
+  - match: [{port: ${x['passthrough']}, sniHosts: [secure.example]}]
+    route: [{destination: {host: ${host('secure-pass')}, port: {number: 443}}}]
+---
+apiVersion: networking.istio.io/v1
+kind: VirtualService
+metadata: {name: tcp-routes, namespace: mesh-system}
+spec:
+  hosts: ["*"]
+  gateways: [gw]
+  tcp:
+  - match: [{port: ${x['tlsTcp']}}]
+    route: [{destination: {host: ${host('tcp')}, port: {number: 9000}}}]
+`,
   );
 }
 
@@ -133,8 +176,10 @@ t.test('differential: TLS termination and origination at the gateway', { skip: e
     servers: {
       'tls-simple': (t) => startTlsEchoBackend(t, 'tls-simple', { cert: k.secure }),
       'tls-mutual': (t) => startTlsEchoBackend(t, 'tls-mutual', { cert: k.secure, ca: k.clientCa }),
+      grpc: (t) => startGrpcBackend(t, 'grpc'),
+      tcp: (t) => startTcpBackend(t, 'tcp'),
     },
-    extraPorts: ['https', 'mutual', 'mutualCred'],
+    extraPorts: ['https', 'mutual', 'mutualCred', 'tlsTcp', 'passthrough'],
     config: (p) => config(p, k),
     // every TLS listener has its certificates (credentialName ones come from the daemon over SDS)
     ready: {
@@ -172,6 +217,14 @@ t.test('differential: TLS termination and origination at the gateway', { skip: e
         path: '/echo/mh2',
         client: (p) => h2Request(p.extra['mutual']!, { path: '/echo/mh2' }, { servername: 'gw.example', cert: k.client }),
       },
+      {
+        name: 'grpc-over-tls',
+        path: '/test.Echo/Say',
+        client: (p) => grpcCall(p.extra['https']!, '/test.Echo/Say', 'over tls', { host: 'a.example', tls: { servername: 'a.example' } }),
+      },
+      { name: 'tls-to-tcp', path: '', client: (p) => tcpExchange(p.extra['tlsTcp']!, 'over tls', { servername: 'gw.example' }) },
+      https('passthrough', 'passthrough', { path: '/pass', host: 'secure.example' }, { ...h1, servername: 'secure.example' }),
+      https('passthrough-other-sni', 'passthrough', { path: '/pass', host: 'other.example' }, { ...h1, servername: 'other.example' }),
       { name: 'origin-simple', path: '/origin/simple/x' },
       { name: 'origin-mutual', path: '/origin/mutual/x' },
       { name: 'origin-bad-ca', path: '/origin/bad-ca/x' },
