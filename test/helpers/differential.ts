@@ -29,6 +29,11 @@ export interface DiffRequest {
   mirrorWaitMs?: number;
   /** The gateway listener's port, when not the HTTP server on `ports.gw`. */
   port?: (ports: ScenarioPorts) => number;
+  /**
+   * A client other than one HTTP/1.1 request (TLS, HTTP/2, gRPC, WebSockets, TCP: test/helpers/differential-clients.ts):
+   * it makes the exchange and returns what it observed; `status` there decides readiness.
+   */
+  client?: (ports: ScenarioPorts) => Promise<Observation>;
 }
 
 /** The ports a scenario's config is written from. */
@@ -43,6 +48,11 @@ export interface Scenario {
   name: string;
   /** Echo backend instance names; each answers naming itself. */
   backends: string[];
+  /**
+   * Backends other than the plain echo (TLS, gRPC, WebSocket, TCP), by instance name: each starts one and
+   * returns its port (in `ports.backends`) and what it saw.
+   */
+  servers?: Record<string, (t: Test) => Promise<{ port: number; seen: EchoRecord[] }>>;
   /** Names of further free ports the config needs (HTTPS or TCP servers). */
   extraPorts?: string[];
   config(ports: ScenarioPorts): string;
@@ -60,6 +70,8 @@ export interface EchoRecord {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** What a TLS backend saw of the handshake (SNI, ALPN, the client certificate's CN). */
+  tls?: Record<string, unknown>;
 }
 
 /** What a client and the backends observed of one request, normalised; `answers` instead for repeated requests. */
@@ -85,13 +97,31 @@ const DROPPED = new Set(['date', 'server']);
  */
 export async function startEchoBackend(t: Test, instance: string): Promise<{ port: number; seen: EchoRecord[] }> {
   const seen: EchoRecord[] = [];
+  const server = http.createServer(echoHandler(instance, seen));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  );
+  return { port: (server.address() as { port: number }).port, seen };
+}
+
+/** The echo backend's request handler (startEchoBackend), for servers of other kinds; `describe` adds to each record. */
+export function echoHandler(
+  instance: string,
+  seen: EchoRecord[],
+  describe?: (req: http.IncomingMessage) => Partial<EchoRecord>,
+): http.RequestListener {
   const attempts = new Map<string, number>();
-  const server = http.createServer((req, res) => {
+  return (req, res) => {
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (d) => (body += d));
     req.on('end', () => {
-      const rec: EchoRecord = { instance, method: req.method ?? '', path: req.url ?? '', headers: req.headers, body };
+      const rec: EchoRecord = { instance, method: req.method ?? '', path: req.url ?? '', headers: req.headers, body, ...describe?.(req) };
       seen.push(rec);
       const h = (n: string) => (typeof req.headers[n] === 'string' ? (req.headers[n] as string) : undefined);
       const key = h('x-echo-key') ?? '';
@@ -110,16 +140,7 @@ export async function startEchoBackend(t: Test, instance: string): Promise<{ por
       if (delay > 0) setTimeout(answer, delay);
       else answer();
     });
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeAllConnections();
-      }),
-  );
-  return { port: (server.address() as { port: number }).port, seen };
+  };
 }
 
 interface RawReply {
@@ -178,12 +199,14 @@ export function observe(reply: RawReply | { error: string }): Observation {
       path: echo.path,
       body: echo.body,
       headers: normaliseHeaders(echo.headers, new Set()),
+      ...(echo.tls ? { tls: echo.tls } : {}),
     };
   } else o['body'] = reply.body;
   return o;
 }
 
 async function runRequest(ports: ScenarioPorts, r: DiffRequest, seen: Record<string, EchoRecord[]>): Promise<Observation> {
+  if (r.client) return r.client(ports);
   const port = r.port ? r.port(ports) : ports.gw;
   if (r.split) {
     const { times, weights, tolerance } = r.split;
@@ -232,6 +255,11 @@ export async function runScenario(t: Test, s: Scenario, plane: DataPlane): Promi
     seen[name] = b.seen;
     backendPorts[name] = b.port;
   }
+  for (const [name, start] of Object.entries(s.servers ?? {})) {
+    const b = await start(t);
+    seen[name] = b.seen;
+    backendPorts[name] = b.port;
+  }
   const { freePort } = await import('./ports');
   const extra: Record<string, number> = {};
   for (const n of s.extraPorts ?? []) extra[n] = await freePort();
@@ -245,7 +273,7 @@ export async function runScenario(t: Test, s: Scenario, plane: DataPlane): Promi
   await waitFor(
     () => `${s.name} on ${plane}: ${ready.name} never ready:\n${summarize(rig.agentOut())}`,
     async () => {
-      const o = observe(await send(ready.port ? ready.port(ports!) : ports!.gw, ready));
+      const o = ready.client ? await ready.client(ports!) : observe(await send(ready.port ? ready.port(ports!) : ports!.gw, ready));
       return s.readyStatus !== undefined ? o['status'] === s.readyStatus : (o['status'] as number) >= 200 && (o['status'] as number) < 300;
     },
     { timeoutMs: 60_000, intervalMs: 100 },
@@ -308,6 +336,8 @@ export async function compareScenario(t: Test, s: Scenario, known: readonly Know
     });
   }
   if (!runs.engine || !runs.envoy) return;
+  // MESH_DIFF_DUMP=1: what the engine observed, to read a scenario's expectations against Envoy's docs
+  if (process.env['MESH_DIFF_DUMP']) t.comment(JSON.stringify(runs.engine, null, 1));
   const found = differences(s.name, runs.engine, runs.envoy);
   const mine = known.filter((k) => k.where.startsWith(`${s.name}/`));
   const same = (listedValue: string | undefined, seen: string | undefined) => listedValue === ANY || listedValue === seen;

@@ -32,13 +32,23 @@ ${o.servers ?? ''}`;
 
 /**
  * A STATIC ServiceEntry `name` (default namespace demo, host `<name>.<namespace>.svc.cluster.local`) on service
- * port `port` (default 80, named http) with one endpoint on 127.0.0.1, at `targetPort` when given.
+ * port `port` (default 80) of protocol `protocol` (default HTTP; the port is named after it, lower case) with one
+ * endpoint on 127.0.0.1, at `targetPort` when given.
  */
 export function serviceEntryDoc(
   name: string,
-  o: { namespace?: string; host?: string; port?: number; targetPort?: number; location?: 'MESH_INTERNAL' | 'MESH_EXTERNAL' } = {},
+  o: {
+    namespace?: string;
+    host?: string;
+    port?: number;
+    targetPort?: number;
+    location?: 'MESH_INTERNAL' | 'MESH_EXTERNAL';
+    protocol?: 'HTTP' | 'HTTP2' | 'GRPC' | 'TCP' | 'TLS' | 'HTTPS';
+  } = {},
 ): string {
   const ns = o.namespace ?? 'demo';
+  const protocol = o.protocol ?? 'HTTP';
+  const portName = protocol.toLowerCase();
   return `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: ${name}, namespace: ${ns}}
@@ -46,8 +56,8 @@ spec:
   hosts: [${o.host ?? `${name}.${ns}.svc.cluster.local`}]
   location: ${o.location ?? 'MESH_INTERNAL'}
   resolution: STATIC
-  ports: [{number: ${o.port ?? 80}, name: http, protocol: HTTP}]
-  endpoints: [{address: 127.0.0.1${o.targetPort ? `, ports: {http: ${o.targetPort}}` : ''}}]
+  ports: [{number: ${o.port ?? 80}, name: ${portName}, protocol: ${protocol}}]
+  endpoints: [{address: 127.0.0.1${o.targetPort ? `, ports: {${portName}: ${o.targetPort}}` : ''}}]
 `;
 }
 

@@ -3,6 +3,7 @@
 // count), route timeout and per-try timeout, retries with jittered back-off, circuit breakers,
 // outlier reporting, and the local replies Envoy makes when upstreams fail.
 import { upstreamIdentities } from '../tls/identities';
+import { tlsVerifyFailure } from '../tls/failure-reason';
 import { applyRequestOps, applyResponseOps } from '../route/header-ops';
 import { pickWeighted, redirectLocation, rewritePath } from '../route/action';
 import type { ForwardAction, MirrorPolicy, RetryPolicy, RouteSelection } from '../route/types';
@@ -281,7 +282,13 @@ export class Router {
         s.sendLocalReply({ status: 403, details: 'upgrade_failed' });
         return;
       }
-      spliceUpgrade(s, cluster, timeoutMs);
+      // Envoy routes an upgrade as any request (the router's headers included), then joins the two connections
+      const extra: Record<string, string> = {};
+      if (!this.opts.suppressEnvoyHeaders) {
+        if (timeoutMs > 0) extra['x-envoy-expected-rq-timeout-ms'] = String(timeoutMs);
+        if (sel.vhost.includeRequestAttemptCount) extra['x-envoy-attempt-count'] = '1';
+      }
+      spliceUpgrade(s, cluster, timeoutMs, extra);
       return;
     }
     let retry = sel.route.action.kind === 'route' ? (a.retry ?? sel.vhost.retry) : undefined;
@@ -600,21 +607,31 @@ class UpstreamExchange implements BodyReader {
     this.endAttempt(host);
     host.stats.rqError++;
     if (kind === 'reset') this.cluster.outlier?.reportLocal(host, 'reset');
-    this.s.info.upstreamTransportFailureReason = detail;
+    // a certificate that fails verification: Envoy's words for it (a remote connection failure with BoringSSL's text)
+    const tlsFailure = kind === 'connect_failure' ? tlsVerifyFailure(detail) : undefined;
+    this.s.info.upstreamTransportFailureReason = tlsFailure ?? detail;
     const refused = detail === 'refused stream';
     if (this.retry && retryOnFailure(this.retry, kind, refused) && this.canRetry()) {
       this.scheduleRetry();
       return;
     }
-    const reason = kind === 'connect_failure' ? 'connection failure' : refused ? 'remote refused stream reset' : 'connection termination';
+    const reason = tlsFailure
+      ? 'remote connection failure'
+      : kind === 'connect_failure'
+        ? 'connection failure'
+        : refused
+          ? 'remote refused stream reset'
+          : 'connection termination';
     const flag = kind === 'connect_failure' ? 'UF' : 'UC';
     if (this.attempt > 1) this.s.info.setFlag('URX');
     const prefix = this.attempt > 1 ? 'retried and the latest reset reason: ' : 'reset reason: ';
+    // Envoy Router::Filter::onUpstreamReset: the transport failure reason follows the reset reason when there is one
+    const transport = tlsFailure ? `, transport failure reason: ${tlsFailure}` : '';
     this.fail(
       503,
-      `upstream connect error or disconnect/reset before headers. ${prefix}${reason}`,
+      `upstream connect error or disconnect/reset before headers. ${prefix}${reason}${transport}`,
       flag,
-      `upstream_reset_before_response_started{${reason.replace(/ /g, '_')}}`,
+      `upstream_reset_before_response_started{${reason.replace(/ /g, '_')}${tlsFailure ? `|${tlsFailure.replace(/ /g, '_')}` : ''}}`,
     );
   }
 
@@ -744,7 +761,7 @@ class Attempt implements UpstreamCallbacks {
  * An allowed HTTP/1.1 upgrade (WebSocket): the request goes to the upstream as it came (with its
  * Upgrade/Connection headers), then the two sockets are spliced; the upstream's 101 goes back verbatim.
  */
-function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): void {
+function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number, extra: Record<string, string>): void {
   const host =
     cluster.type === 'ORIGINAL_DST'
       ? (() => {
@@ -780,6 +797,7 @@ function spliceUpgrade(s: Stream, cluster: UpstreamCluster, timeoutMs: number): 
       const v = r.h[k];
       for (const x of Array.isArray(v) ? v : v === undefined ? [] : [v]) head += `${k}: ${x}\r\n`;
     }
+    for (const [k, v] of Object.entries(extra)) head += `${k}: ${v}\r\n`;
     up.write(`${head}\r\n`);
     s.responded = true;
     (s.res as unknown as { detachSocket(sock: unknown): void }).detachSocket(down);

@@ -293,7 +293,9 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
     if (body) {
       h.set('content-type', 'text/plain');
       h.set('content-length', String(Buffer.byteLength(body)));
-    } else if (r.status !== 204 && r.status !== 304) {
+    } else if (!this.isH2 && r.status !== 204 && r.status !== 304) {
+      // Envoy's local reply sets a length only for a body (Http::Utility::encodeLocalReply); its HTTP/1 codec
+      // then adds `content-length: 0` to a response without one, HTTP/2 sends the end of stream alone
       h.set('content-length', '0');
     }
     this.sendHeaders(h);

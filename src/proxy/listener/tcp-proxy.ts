@@ -139,6 +139,9 @@ export class TcpProxy {
   handle(down: net.Socket, head: Buffer | undefined, conn: DownstreamConnectionInfo): void {
     this.s.cxTotal.inc();
     this.s.active.inc();
+    // Envoy's tcp_proxy enables half-close on both connections (TcpProxy::Filter::initializeReadFilterCallbacks,
+    // onPoolReady): a client's FIN is passed on and the other direction stays open until its own FIN
+    down.allowHalfOpen = true;
     const info = new StreamInfo(conn);
     info.protocol = '';
     const log = () => {
@@ -193,6 +196,7 @@ export class TcpProxy {
       info.upstreamHost = host.key;
       info.upstreamHostMetadata = host.metadata;
       const up = connectUpstream(cluster, host, undefined, conn.upstreamSource ? { source: conn.upstreamSource } : undefined);
+      up.allowHalfOpen = true;
       let connected = false;
       up.once(readyEvent(up), () => {
         connected = true;
