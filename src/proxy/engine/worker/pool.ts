@@ -69,7 +69,6 @@ export class WorkerPool {
   private readonly replies = new Map<number, (m: FromWorker) => void>();
   private nextReq = 1;
   private closing = false;
-  private readonly script = workerScript();
 
   constructor(private readonly o: PoolOptions) {
     for (let i = 1; i <= o.threads; i++) this.slots.push({ id: i, worker: undefined, crashes: [] });
@@ -88,8 +87,9 @@ export class WorkerPool {
   private spawn(slot: Slot): void {
     if (this.closing) return;
     const data: WorkerData = { id: slot.id, bootstrap: this.o.bootstrap, options: this.o.engineOptions };
-    const w =
-      'code' in this.script ? new Worker(this.script.code, { eval: true, workerData: data }) : new Worker(this.script.file, { workerData: data });
+    // read for each start, not kept: the worker's bundle as a string is ~1 MB of the main thread's heap
+    const script = workerScript();
+    const w = 'code' in script ? new Worker(script.code, { eval: true, workerData: data }) : new Worker(script.file, { workerData: data });
     slot.worker = w;
     // what the main thread holds now, then every accepted response after it, in order
     for (const [key, mux] of this.muxes)
