@@ -8,7 +8,10 @@
 //     descriptor;
 //   - xDS: every response the main thread accepts goes to every worker as the same encoded Envoy message
 //     (a worker that starts late first gets what the main thread holds, as DeltaDiscoveryResponses), and
-//     the worker applies it with the engine's own code;
+//     the worker applies it with the engine's own code, except that it builds an EDS cluster only when a
+//     request first needs it (upstream/cluster-manager.ts deferEds: a sidecar with 1000 services in scope
+//     talks to few, and an isolate cannot share the main thread's cluster objects as Envoy's workers do);
+//   - memory: each worker gives back its isolate's memory when idle (common/memory-relief.ts, from thread.ts);
 //   - stats: /stats asks each worker for its stats and merges them (merge.ts); drain, health check
 //     failure, counter resets and log levels are repeated in every worker;
 //   - a worker that dies is started again (with the current config) and counted in
