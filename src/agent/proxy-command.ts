@@ -10,7 +10,7 @@ import { durationText } from './config';
 import { proxyConfigToJson } from '../config/proxyconfig';
 import { WorkloadIdentity } from './identity';
 import { DnsConfigError } from '../dns/server';
-import { startMemoryRelief } from './memory';
+import { startMemoryRelief } from '../proxy/common/memory-relief';
 import { armTestFaults, FaultBoundary, parseTestFaults, type TestFault } from './boundary';
 import { prepareAgent, type PreparedAgent } from './prepare';
 import type { Agent, AgentOptions } from './agent';

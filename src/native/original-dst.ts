@@ -29,7 +29,7 @@ interface Binding extends Partial<MemoryBinding> {
   transparentSocket?(source: string, mark: number): number | { errno: number; step: string };
 }
 
-/** memory.cc's functions, built into the same addon (src/agent/memory.ts uses them). */
+/** memory.cc's functions, built into the same addon (src/proxy/common/memory-relief.ts uses them). */
 export interface MemoryBinding {
   /** V8's critical memory-pressure GC (compacts, shrinks the young generation, frees heap pages), then malloc_trim. */
   releaseMemory(): void;

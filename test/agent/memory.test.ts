@@ -1,11 +1,11 @@
-// The agent's memory (src/agent/memory.ts, src/native/memory.cc): the addon's releaseMemory shrinks V8's heap and
+// The agent's memory (src/proxy/common/memory-relief.ts, src/native/memory.cc): the addon's releaseMemory shrinks V8's heap and
 // releaseExecutablePages unmaps the executable's clean pages, and the agent does both when idle, never when busy.
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { buildOriginalDstAddon } from '../../scripts/native-addon.mjs';
-import { startMemoryRelief } from '../../src/agent/memory';
+import { startMemoryRelief } from '../../src/proxy/common/memory-relief';
 import { ADDON_FILE, type MemoryBinding } from '../../src/native/original-dst';
 import { freePort } from '../helpers/ports';
 import { tempDir } from '../helpers/temp';

@@ -41,7 +41,8 @@ export interface ManagersContext {
 export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Managers {
   const { options, stats, loggers, registry, filters } = x;
   const secrets = new SecretManager(x.sources.resolve, loggers.get('secret'), stats, bootstrap.staticResources?.secrets ?? []);
-  const clusters = new ClusterManager(stats, loggers.get('upstream'), secrets);
+  // a worker thread builds an EDS cluster on first use; the main thread builds all (it ACKs and dumps them)
+  const clusters = new ClusterManager(stats, loggers.get('upstream'), secrets, options.worker !== undefined);
   for (const c of bootstrap.staticResources?.clusters ?? []) clusters.addStatic(c);
   const routes: RouteManager = new RouteManager(
     () => ({ parsePerFilter: perFilterParser(filters, registry), clusterExists: (n) => clusters.has(n) }),

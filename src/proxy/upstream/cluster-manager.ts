@@ -3,9 +3,14 @@
 // changed cluster serves only once its endpoints (or DNS answer, or SDS secrets) are there; until then
 // the previous version keeps serving. An invalid cluster rejects the CDS response (NACK) with Envoy's
 // `Error adding/updating cluster(s) <name>: <why>` while the valid ones are applied.
+// Deferred clusters (an engine worker thread's manager, `deferEds`): an EDS cluster stays its encoded bytes
+// until a request first needs it (a sidecar with 1000 services in scope sends traffic to few), then it is
+// built from those bytes and the held assignment. Envoy's workers share the main thread's cluster objects;
+// a worker isolate cannot, so it builds only what its traffic uses. The main thread ACKs and serves the
+// admin API with every cluster built, so validation, warming and config_dump are unchanged.
 import { createHash } from 'node:crypto';
 import { fromBinary } from '@bufbuild/protobuf';
-import { ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
+import { Cluster_DiscoveryType, ClusterSchema, type Cluster } from '../../gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../gen/envoy/config/endpoint/v3/endpoint_pb';
 import { TYPE_URL } from '../../lib/xds/type-urls';
 import type { Logger } from '../log';
@@ -22,6 +27,23 @@ interface Slot {
   lastUpdated: number;
 }
 
+/** An EDS cluster of a worker's manager not built yet: its bytes as received, and what CDS knew of it. */
+interface Deferred {
+  encoded: Uint8Array;
+  hash: string;
+  version: string;
+  edsServiceName: string;
+  lastUpdated: number;
+}
+
+/** The EDS service name of an EDS cluster (as UpstreamCluster names it), or undefined for another type. */
+function edsServiceOf(c: Cluster): string | undefined {
+  const dt = c.clusterDiscoveryType;
+  if (dt.case !== 'type' || dt.value !== Cluster_DiscoveryType.EDS) return undefined;
+  const service = c.edsClusterConfig?.serviceName;
+  return !service || service === c.name ? c.name : service;
+}
+
 export interface ClusterDumpEntry {
   cluster: Cluster;
   versionInfo: string;
@@ -32,6 +54,8 @@ export class ClusterManager {
   private readonly statics = new Map<string, Slot>();
   private readonly active = new Map<string, Slot>();
   private readonly warming = new Map<string, Slot>();
+  /** EDS clusters not built yet (deferEds only). */
+  private readonly deferred = new Map<string, Deferred>();
   /** The last assignment per EDS service name, encoded (clusters made later start from it; config_dump). */
   private readonly cla = new Map<string, { encoded: Uint8Array; lastUpdated: number }>();
   private eds: SubscriptionHandle | undefined;
@@ -48,6 +72,8 @@ export class ClusterManager {
     private readonly store: StatsStore,
     private readonly log: Logger,
     private readonly secrets: SecretManager,
+    /** Build EDS clusters on first use (engine worker threads). */
+    private readonly deferEds = false,
   ) {
     const s = store.scope('cluster_manager.');
     this.gActive = s.gauge('active_clusters');
@@ -78,11 +104,37 @@ export class ClusterManager {
   }
 
   get(name: string): UpstreamCluster | undefined {
-    return this.active.get(name)?.cluster ?? this.statics.get(name)?.cluster;
+    return this.active.get(name)?.cluster ?? this.statics.get(name)?.cluster ?? this.build(name);
   }
 
+  /** Without building a deferred cluster (route validation asks for every cluster a route config names). */
   has(name: string): boolean {
-    return this.get(name) !== undefined;
+    if (this.active.has(name) || this.statics.has(name)) return true;
+    const d = this.deferred.get(name);
+    return d !== undefined && this.cla.has(d.edsServiceName);
+  }
+
+  /**
+   * A deferred cluster, built now from its bytes and the held assignment. One whose assignment has not come
+   * is not served yet, as a warming cluster is not.
+   */
+  private build(name: string): UpstreamCluster | undefined {
+    const d = this.deferred.get(name);
+    if (!d) return undefined;
+    const cached = this.cla.get(d.edsServiceName);
+    if (!cached) return undefined;
+    this.deferred.delete(name);
+    let cluster: UpstreamCluster;
+    try {
+      cluster = new UpstreamCluster(fromBinary(ClusterSchema, d.encoded), true, d.version, this.deps(), d.encoded);
+      cluster.setAssignment(fromBinary(ClusterLoadAssignmentSchema, cached.encoded));
+    } catch (e) {
+      // the main thread accepted it: a worker that cannot build it says why and serves without it
+      this.log.error(`cds: cluster '${name}' cannot be built: ${(e as Error).message}`);
+      return undefined;
+    }
+    this.active.set(name, { cluster, hash: d.hash, lastUpdated: d.lastUpdated });
+    return cluster;
   }
 
   /** Static non-EDS cluster for config sources (Envoy requires one). */
@@ -144,8 +196,16 @@ export class ClusterManager {
       // bytes for it.
       const encoded = delta ? r.any.value : r.any.value.slice();
       const hash = createHash('sha256').update(encoded).digest('base64');
-      const current = this.warming.get(c.name) ?? this.active.get(c.name);
+      const current = this.warming.get(c.name) ?? this.active.get(c.name) ?? this.deferred.get(c.name);
       if (current && current.hash === hash) continue;
+      const eds = this.deferEds && !this.active.has(c.name) && !this.warming.has(c.name) ? edsServiceOf(c) : undefined;
+      if (eds !== undefined) {
+        if (current) this.cModified.inc();
+        else this.cAdded.inc();
+        this.deferred.set(c.name, { encoded, hash, version, edsServiceName: eds, lastUpdated: Date.now() });
+        continue;
+      }
+      this.deferred.delete(c.name);
       let cluster: UpstreamCluster;
       try {
         cluster = new UpstreamCluster(c, true, version, this.deps(), encoded);
@@ -165,8 +225,8 @@ export class ClusterManager {
       void cluster.ready.then(() => this.promote(c.name, slot));
     }
     const gone = removed
-      ? removed.filter((n) => !seen.has(n) && (this.active.has(n) || this.warming.has(n)))
-      : [...new Set([...this.active.keys(), ...this.warming.keys()])].filter((n) => !seen.has(n));
+      ? removed.filter((n) => !seen.has(n) && (this.active.has(n) || this.warming.has(n) || this.deferred.has(n)))
+      : [...new Set([...this.active.keys(), ...this.warming.keys(), ...this.deferred.keys()])].filter((n) => !seen.has(n));
     for (const name of gone) this.remove(name);
     this.cdsVersion = version;
     this.updateEds();
@@ -196,6 +256,7 @@ export class ClusterManager {
     const w = this.warming.get(name);
     a?.cluster.close();
     w?.cluster.close();
+    this.deferred.delete(name);
     this.active.delete(name);
     this.warming.delete(name);
     this.store.removePrefix(`cluster.${name}.`);
@@ -215,6 +276,7 @@ export class ClusterManager {
 
   private updateEds(): void {
     const names = new Set(this.edsClusters().map((c) => c.edsServiceName));
+    for (const d of this.deferred.values()) names.add(d.edsServiceName);
     if (!this.adsMux) return;
     if (!this.eds) {
       if (names.size === 0) return;
@@ -231,11 +293,12 @@ export class ClusterManager {
       l.push(c);
       byName.set(c.edsServiceName, l);
     }
+    const deferredNames = new Set([...this.deferred.values()].map((d) => d.edsServiceName));
     const errors: string[] = [];
     for (const r of resources) {
       const name = r.message.clusterName;
-      const targets = byName.get(name);
-      if (!targets) continue;
+      const targets = byName.get(name) ?? [];
+      if (targets.length === 0 && !deferredNames.has(name)) continue;
       // the bytes as received (copied out of the response), not encoded again
       this.cla.set(name, { encoded: r.any.value.slice(), lastUpdated: Date.now() });
       for (const c of targets) {
@@ -250,7 +313,7 @@ export class ClusterManager {
   }
 
   private updateGauges(): void {
-    this.gActive.set(this.active.size + this.statics.size);
+    this.gActive.set(this.active.size + this.statics.size + this.deferred.size);
     this.gWarming.set(this.warming.size);
   }
 
@@ -262,7 +325,14 @@ export class ClusterManager {
     const m = (s: Slot): ClusterDumpEntry => ({ cluster: s.cluster.proto, versionInfo: s.cluster.versionInfo, lastUpdated: s.lastUpdated });
     return {
       statics: [...this.statics.values()].map(m),
-      active: [...this.active.values()].map(m),
+      active: [
+        ...[...this.active.values()].map(m),
+        ...[...this.deferred.values()].map((d) => ({
+          cluster: fromBinary(ClusterSchema, d.encoded),
+          versionInfo: d.version,
+          lastUpdated: d.lastUpdated,
+        })),
+      ],
       warming: [...this.warming.values()].map(m),
       version: this.cdsVersion,
     };

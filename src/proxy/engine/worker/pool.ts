@@ -8,7 +8,10 @@
 //     descriptor;
 //   - xDS: every response the main thread accepts goes to every worker as the same encoded Envoy message
 //     (a worker that starts late first gets what the main thread holds, as DeltaDiscoveryResponses), and
-//     the worker applies it with the engine's own code;
+//     the worker applies it with the engine's own code, except that it builds an EDS cluster only when a
+//     request first needs it (upstream/cluster-manager.ts deferEds: a sidecar with 1000 services in scope
+//     talks to few, and an isolate cannot share the main thread's cluster objects as Envoy's workers do);
+//   - memory: each worker gives back its isolate's memory when idle (common/memory-relief.ts, from thread.ts);
 //   - stats: /stats asks each worker for its stats and merges them (merge.ts); drain, health check
 //     failure, counter resets and log levels are repeated in every worker;
 //   - a worker that dies is started again (with the current config) and counted in
@@ -69,7 +72,6 @@ export class WorkerPool {
   private readonly replies = new Map<number, (m: FromWorker) => void>();
   private nextReq = 1;
   private closing = false;
-  private readonly script = workerScript();
 
   constructor(private readonly o: PoolOptions) {
     for (let i = 1; i <= o.threads; i++) this.slots.push({ id: i, worker: undefined, crashes: [] });
@@ -88,8 +90,9 @@ export class WorkerPool {
   private spawn(slot: Slot): void {
     if (this.closing) return;
     const data: WorkerData = { id: slot.id, bootstrap: this.o.bootstrap, options: this.o.engineOptions };
-    const w =
-      'code' in this.script ? new Worker(this.script.code, { eval: true, workerData: data }) : new Worker(this.script.file, { workerData: data });
+    // read for each start, not kept: the worker's bundle as a string is ~1 MB of the main thread's heap
+    const script = workerScript();
+    const w = 'code' in script ? new Worker(script.code, { eval: true, workerData: data }) : new Worker(script.file, { workerData: data });
     slot.worker = w;
     // what the main thread holds now, then every accepted response after it, in order
     for (const [key, mux] of this.muxes)

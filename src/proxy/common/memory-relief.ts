@@ -1,5 +1,6 @@
 // The agent process's memory (agent and, in-process, the built-in engine: one pod's data plane): giving back what
-// start-up used. Start-up (option parsing, bootstrap, the first xDS configuration) leaves V8's young generation
+// start-up used. Each engine worker thread runs its own release too (worker/thread.ts): the memory-pressure GC
+// works on the calling thread's isolate only, and a worker's isolate grows as the main thread's does. Start-up (option parsing, bootstrap, the first xDS configuration) leaves V8's young generation
 // grown to its 16 MB semi-spaces, a fragmented old generation, freed malloc memory that glibc keeps, and ~45 MB of
 // the executable's pages mapped (Node's start-up code, the V8 snapshot, the chunks and code caches, each read
 // once). When the process is idle and has grown since it last did so, it asks V8 for its memory-pressure GC
@@ -13,7 +14,7 @@
 // at 1000 rps over 40 s against Node's 16 MB (80.0 vs 80.1 MB), 4 MB saved ~9 MB but cost 8–13 % of saturated
 // requests per core-second, and the restart added ~0.1–0.3 s to the agent's start.
 import { performance, type EventLoopUtilization } from 'node:perf_hooks';
-import { originalDstAddon, type MemoryBinding } from '../native/original-dst';
+import { originalDstAddon, type MemoryBinding } from '../../native/original-dst';
 
 export interface MemoryReliefOptions {
   /** How often the process checks whether it is idle (ms). */
