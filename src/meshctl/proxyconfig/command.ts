@@ -113,7 +113,10 @@ export const cluster = handler(async (ctx) => {
 
 export const listener = handler(async (ctx) => {
   checkSource(ctx, 'listener');
-  if (ctx.flags['waypoint'] === true) throw new CommandError('--waypoint (the waypoint listener view) needs ambient mode, which mesh does not have: no proxy serves waypoint listeners');
+  if (ctx.flags['waypoint'] === true)
+    throw new CommandError(
+      '--waypoint (the waypoint listener view) needs ambient mode, which mesh does not have: no proxy serves waypoint listeners',
+    );
   const d = await dump(ctx, LISTENER_PATH);
   if (output(ctx) === 'short') return listenerSummary(d, listenerFilter(ctx));
   return listenerDumpOutput(d, listenerFilter(ctx), dumpFormat(ctx) ?? unsupported(ctx));
