@@ -340,6 +340,18 @@ t.test('hand-encoded responses are byte-identical to protobuf-es toBinary', asyn
     t.same(Buffer.from(wantDelta), delta, `delta ${controlPlane ? 'with' : 'without'} control plane`);
   }
   t.same(encodeDiscoveryResponse({ versionInfo: '', resources: [], typeUrl: '', nonce: '' }), Buffer.alloc(0), 'all defaults: empty message');
+  // the second round above encoded the same lists again (their blocks reused); another list is its own block
+  const one = resources.slice(0, 1);
+  t.same(
+    encodeDiscoveryResponse({ versionInfo: 'v', resources: one, typeUrl: CDS, nonce: 'n' }),
+    Buffer.from(
+      toBinary(
+        DiscoveryResponseSchema,
+        create(DiscoveryResponseSchema, { versionInfo: 'v', resources: one.map((r) => r.resource), typeUrl: CDS, nonce: 'n' }),
+      ),
+    ),
+    'a shorter list of the same resources',
+  );
 });
 
 t.test('SendBudget: writes beyond the budget wait, in order, and a stuck write gives its share back', async (t) => {
