@@ -85,7 +85,10 @@ export function deltaOnRequest(watches: Map<string, WatchState>, req: DeltaReque
     if (nack) w.lastNack = nack;
     // A reconnecting client re-subscribes to what it holds; what it already holds unchanged is not resent.
     for (const name of [...force]) if (w.held.has(name)) force.delete(name);
-    return { respond: true, required: true, force, init: true, nack, expired: false };
+    // Usually every name subscribed is forced: the watch's interned set stands for them (no second copy, and
+    // one set for the streams of a kind, which deltaPushDiff's sharing keys on).
+    const forced = force.size === w.names.size ? w.names : force;
+    return { respond: true, required: true, force: forced, init: true, nack, expired: false };
   }
   let expired = false;
   if (req.responseNonce !== '') {
