@@ -41,13 +41,14 @@ export function servicePorts(i) {
 export const hasDestinationRule = (i) => i % 3 === 0;
 export const hasVirtualService = (i) => i % 4 === 0;
 
-function serviceFile(i) {
+/** The ServiceEntry of service i; edit k > 0 adds an HTTP port 8000 + k % 10 (a new cluster, listener port and route). */
+export function serviceEntryDoc(i, edit = 0) {
   const name = serviceName(i);
   const ns = namespaceOf(i);
-  const ports = servicePorts(i);
+  const ports = [...servicePorts(i)];
+  if (edit > 0) ports.push({ number: 8000 + (edit % 10), name: 'http-alt', protocol: 'HTTP', targetPort: 8080 });
   const vip = `240.240.${(i >> 8) & 255}.${i & 255}`;
-  const docs = [
-    `apiVersion: networking.istio.io/v1
+  return `apiVersion: networking.istio.io/v1
 kind: ServiceEntry
 metadata: {name: ${name}, namespace: ${ns}}
 spec:
@@ -58,32 +59,42 @@ spec:
   ports:
 ${ports.map((p) => `  - {number: ${p.number}, name: ${p.name}, protocol: ${p.protocol}, targetPort: ${p.targetPort}}`).join('\n')}
   workloadSelector: {labels: {app: ${name}}}
-`,
-  ];
-  for (const k of [0, 1]) {
-    docs.push(`apiVersion: networking.istio.io/v1
+`;
+}
+
+/** WorkloadEntry k of service i; edit n > 0 moves workload 1 to another address (an endpoint change only). */
+export function workloadEntryDoc(i, k, edit = 0) {
+  const name = serviceName(i);
+  const address = k === 1 && edit > 0 ? `10.254.${(edit >> 8) & 255}.${edit & 255}` : workloadAddress(i, k);
+  return `apiVersion: networking.istio.io/v1
 kind: WorkloadEntry
-metadata: {name: ${name}-${k}, namespace: ${ns}}
+metadata: {name: ${name}-${k}, namespace: ${namespaceOf(i)}}
 spec:
-  address: ${workloadAddress(i, k)}
-  ports: {${ports.map((p) => `${p.name}: ${p.targetPort}`).join(', ')}}
+  address: ${address}
+  ports: {${servicePorts(i)
+    .map((p) => `${p.name}: ${p.targetPort}`)
+    .join(', ')}}
   labels: {app: ${name}, version: v${k + 1}}
   serviceAccount: ${name}
-`);
-  }
-  if (hasDestinationRule(i)) {
-    const policy =
-      i % 2 === 0
-        ? `  trafficPolicy:
+`;
+}
+
+/** The DestinationRule of service i (when it has one); edit n varies its connection limit. */
+export function destinationRuleDoc(i, edit = 0) {
+  const name = serviceName(i);
+  const ns = namespaceOf(i);
+  const policy =
+    i % 2 === 0
+      ? `  trafficPolicy:
     connectionPool:
-      tcp: {maxConnections: 100, connectTimeout: 3s}
+      tcp: {maxConnections: ${100 + edit}, connectTimeout: 3s}
       http: {http1MaxPendingRequests: 64, maxRequestsPerConnection: 10}
     outlierDetection: {consecutive5xxErrors: 5, interval: 10s, baseEjectionTime: 30s}
 `
-        : `  trafficPolicy:
+      : `  trafficPolicy:
     loadBalancer: {simple: LEAST_REQUEST}
 `;
-    docs.push(`apiVersion: networking.istio.io/v1
+  return `apiVersion: networking.istio.io/v1
 kind: DestinationRule
 metadata: {name: ${name}, namespace: ${ns}}
 spec:
@@ -91,8 +102,12 @@ spec:
 ${policy}  subsets:
   - {name: v1, labels: {version: v1}}
   - {name: v2, labels: {version: v2}}
-`);
-  }
+`;
+}
+
+function serviceFile(i) {
+  const docs = [serviceEntryDoc(i), workloadEntryDoc(i, 0), workloadEntryDoc(i, 1)];
+  if (hasDestinationRule(i)) docs.push(destinationRuleDoc(i));
   return docs.join('---\n');
 }
 
@@ -179,6 +194,28 @@ ${routes}  - route:
 export const EDITED_VS = path.join(namespaceOf(0), `${serviceName(0)}-vs.yaml`);
 
 /**
+ * What the benchmark can edit, all of service 0 (svc-0000, which every unscoped proxy sees), each in a file
+ * of its own so a rewrite changes that one object: `file` relative to the config dir, `text(k)` its content
+ * at edit k (k = 0: as generated).
+ */
+export const EDITS = {
+  vs: { kind: 'VirtualService', file: EDITED_VS, text: (k) => virtualServiceFile(0, k), what: 'weights and timeout' },
+  dr: {
+    kind: 'DestinationRule',
+    file: path.join(namespaceOf(0), `${serviceName(0)}-dr.yaml`),
+    text: (k) => destinationRuleDoc(0, k),
+    what: 'connection limit',
+  },
+  se: { kind: 'ServiceEntry', file: path.join(namespaceOf(0), `${serviceName(0)}.yaml`), text: (k) => serviceEntryDoc(0, k), what: 'an added port' },
+  we: {
+    kind: 'WorkloadEntry',
+    file: path.join(namespaceOf(0), `${serviceName(0)}-we.yaml`),
+    text: (k) => workloadEntryDoc(0, 1, k),
+    what: 'an address',
+  },
+};
+
+/**
  * A namespace-wide Sidecar limiting egress to the namespace itself and the gateway namespace, as production
  * meshes scope sidecars (Istio's advice for large meshes).
  */
@@ -202,8 +239,11 @@ export function writeConfigDir(dir, services, { scoped = false } = {}) {
     counts.files++;
   };
   put(path.join(GATEWAY_NAMESPACE, 'ingressgateway.yaml'), gatewayFile(services));
+  for (let i = 1; i < services; i++) put(path.join(namespaceOf(i), `${serviceName(i)}.yaml`), serviceFile(i));
+  // service 0's objects one per file (EDITS); its first WorkloadEntry never changes
+  for (const e of Object.values(EDITS)) if (e !== EDITS.vs) put(e.file, e.text(0));
+  put(path.join(namespaceOf(0), `${serviceName(0)}-we0.yaml`), workloadEntryDoc(0, 0));
   for (let i = 0; i < services; i++) {
-    put(path.join(namespaceOf(i), `${serviceName(i)}.yaml`), serviceFile(i));
     counts.serviceEntries++;
     counts.workloadEntries += 2;
     if (hasDestinationRule(i)) counts.destinationRules++;

@@ -1,7 +1,7 @@
 // The Generator<PushContext> implementations the ADS server calls, one per resource type and proxy
 // kind, and generatorsFor(proxy) choosing them (Istio's `GENERATOR: grpc` metadata selects grpcgen).
 import { create } from '@bufbuild/protobuf';
-import type { Proxy } from '../../discovery/model';
+import type { Proxy, Service, ServicePort } from '../../discovery/model';
 import type { PushContext } from '../../discovery/push-context';
 import {
   ClusterSchema,
@@ -136,8 +136,32 @@ export const cdsGenerator: Generator<PushContext> = {
 // ---------------------------------------------------------------------------------------------
 // EDS
 
-/** The ClusterLoadAssignment of one cluster name; empty when the cluster is unknown (warming needs an answer). */
-export function buildLoadAssignment(proxy: Proxy, push: PushContext, clusterName: string) {
+/** What a proxy's load assignment of a cluster name is built from: the service and port the name resolves to, and the subset's labels. */
+interface LoadAssignmentInputs {
+  svc: Service;
+  port: ServicePort;
+  labels: Readonly<Record<string, string>> | undefined;
+}
+
+/** The inputs of a cluster name's load assignment for a proxy; undefined when it is empty (unknown cluster or subset). */
+function loadAssignmentInputs(proxy: Proxy, push: PushContext, clusterName: string): LoadAssignmentInputs | undefined {
+  const key = parseSubsetKey(clusterName);
+  if (!key || key.direction !== 'outbound') return undefined;
+  const svc = push.serviceForHostname(proxy, key.hostname);
+  const port = svc?.ports.find((p) => p.port === key.port);
+  if (!svc || !port) return undefined;
+  let labels: Readonly<Record<string, string>> | undefined;
+  if (key.subset) {
+    labels = push.subsetLabels(proxy, key.hostname, key.subset);
+    // a subset no DestinationRule defines selects nothing, as in Istio
+    if (labels === undefined) return undefined;
+  }
+  return { svc, port, labels };
+}
+
+/** The ClusterLoadAssignment of one cluster name from its inputs; empty without (warming needs an answer). */
+function loadAssignment(push: PushContext, clusterName: string, inputs: LoadAssignmentInputs | undefined) {
+  if (!inputs) return create(ClusterLoadAssignmentSchema, { clusterName });
   const o = push.options;
   const opts = {
     sendUnhealthy: o.sendUnhealthyEndpoints,
@@ -145,20 +169,36 @@ export function buildLoadAssignment(proxy: Proxy, push: PushContext, clusterName
     requireIp: true,
     telemetryLabel: o.enableTelemetryLabel && o.endpointTelemetryLabel,
   };
-  const key = parseSubsetKey(clusterName);
-  if (!key || key.direction !== 'outbound') return create(ClusterLoadAssignmentSchema, { clusterName });
-  const svc = push.serviceForHostname(proxy, key.hostname);
-  const port = svc?.ports.find((p) => p.port === key.port);
-  if (!svc || !port) return create(ClusterLoadAssignmentSchema, { clusterName });
-  let labels: Readonly<Record<string, string>> | undefined;
-  if (key.subset) {
-    labels = push.subsetLabels(proxy, key.hostname, key.subset);
-    // a subset no DestinationRule defines selects nothing, as in Istio
-    if (labels === undefined) return create(ClusterLoadAssignmentSchema, { clusterName });
-  }
-  const cla = clusterLoadAssignment(clusterName, push.endpoints(svc, port, labels), opts);
+  const cla = clusterLoadAssignment(clusterName, push.endpoints(inputs.svc, inputs.port, inputs.labels), opts);
   if (cla.endpoints.length === 0) push.addMetric('edsNoInstances', clusterName);
   return cla;
+}
+
+/** The ClusterLoadAssignment of one cluster name for a proxy; empty when the cluster is unknown (warming needs an answer). */
+export function buildLoadAssignment(proxy: Proxy, push: PushContext, clusterName: string) {
+  return loadAssignment(push, clusterName, loadAssignmentInputs(proxy, push, clusterName));
+}
+
+/**
+ * The packed load assignment of a cluster name for a proxy. Proxy kinds differ in which service a hostname
+ * resolves to (visibility) and which subset labels apply (their namespace's DestinationRule), not in how
+ * a resolved name is built: packed assignments are shared by every kind of proxy in a push, keyed by the
+ * service object, the name and the labels (Istio's EndpointBuilder key: cluster name, service, subset
+ * labels… and nothing of the proxy beyond what resolves them).
+ */
+export function packedLoadAssignment(proxy: Proxy, push: PushContext, clusterName: string): Resource {
+  const inputs = loadAssignmentInputs(proxy, push, clusterName);
+  const pack = (): Resource => ({ name: clusterName, resource: anyPack(ClusterLoadAssignmentSchema, loadAssignment(push, clusterName, inputs)) });
+  if (!inputs) return push.shared('eds', `cla-empty|${clusterName}`, pack);
+  const byService = push.shared('eds', 'cla-by-service', () => new WeakMap<Service, Map<string, Resource>>());
+  let byName = byService.get(inputs.svc);
+  if (!byName) byService.set(inputs.svc, (byName = new Map()));
+  const key = inputs.labels
+    ? `${clusterName}|${initKey(Object.entries(inputs.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))}`
+    : clusterName;
+  let r = byName.get(key);
+  if (!r) byName.set(key, (r = pack()));
+  return r;
 }
 
 export const edsGenerator: Generator<PushContext> = {
@@ -172,10 +212,7 @@ export const edsGenerator: Generator<PushContext> = {
     return {
       resources: requested.map((n) => {
         let r = byName.get(n);
-        if (!r) {
-          r = { name: n, resource: anyPack(ClusterLoadAssignmentSchema, buildLoadAssignment(proxy, req.push, n)) };
-          byName.set(n, r);
-        }
+        if (!r) byName.set(n, (r = packedLoadAssignment(proxy, req.push, n)));
         return r;
       }),
     };

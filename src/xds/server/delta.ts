@@ -85,7 +85,10 @@ export function deltaOnRequest(watches: Map<string, WatchState>, req: DeltaReque
     if (nack) w.lastNack = nack;
     // A reconnecting client re-subscribes to what it holds; what it already holds unchanged is not resent.
     for (const name of [...force]) if (w.held.has(name)) force.delete(name);
-    return { respond: true, required: true, force, init: true, nack, expired: false };
+    // Usually every name subscribed is forced: the watch's interned set stands for them (no second copy, and
+    // one set for the streams of a kind, which deltaPushDiff's sharing keys on).
+    const forced = force.size === w.names.size ? w.names : force;
+    return { respond: true, required: true, force: forced, init: true, nack, expired: false };
   }
   let expired = false;
   if (req.responseNonce !== '') {
@@ -150,8 +153,11 @@ interface SharedDiff {
   after?: WeakRef<Held>;
 }
 
-/** Diffs kept per held table: one per kind of proxy holding it (every stream starts from the empty table). */
-const DIFFS_PER_HELD = 64;
+/**
+ * Diffs kept per held table: one per kind of proxy, type and forced set holding it (every stream starts from
+ * the empty table, so its memo sees every kind's first answers of every type).
+ */
+const DIFFS_PER_HELD = 256;
 
 function sameResources(a: readonly HashedResource[], b: readonly HashedResource[]): boolean {
   if (a === b) return true;
@@ -164,11 +170,26 @@ function sameResources(a: readonly HashedResource[], b: readonly HashedResource[
   return true;
 }
 
+/** Ids of interned forced-name sets, for memo keys. */
+const forceIds = new WeakMap<ReadonlySet<string>, number>();
+let nextForceId = 0;
+
+/** The memo key part of a forced set: equal sets (interned) get one id. */
+function forceKey(force: ReadonlySet<string> | 'all'): string {
+  if (force === 'all') return 'all';
+  if (force.size === 0) return '';
+  const set = internNameSet(force as Set<string>);
+  let id = forceIds.get(set);
+  if (id === undefined) forceIds.set(set, (id = nextForceId++));
+  return `f${id}`;
+}
+
 /**
- * deltaDiff for a push. The diff depends only on what the client holds and what it is due, so streams that
- * hold the same table (Held is interned) and are due the same resources share one diff, worked out once,
- * and then share the table they hold after it. Forced names and scoped (incremental EDS) diffs are
- * per-stream and are worked out directly.
+ * deltaDiff for a push or an answer. The diff depends only on what the client holds, what it is due and the
+ * names forced on it, so streams that hold the same table (Held is interned), are due the same resources and
+ * have equal forced names (proxies of one kind connecting subscribe to the same names) share one diff, worked
+ * out once, and then share the table they hold after it. Scoped (incremental EDS) diffs are per-stream and
+ * are worked out directly. `force` must not change afterwards (it may be shared).
  */
 export function deltaPushDiff(
   w: WatchState,
@@ -176,8 +197,8 @@ export function deltaPushDiff(
   force: ReadonlySet<string> | 'all',
   scope?: ReadonlySet<string>,
 ): DeltaDiff {
-  if (scope || force === 'all' || force.size > 0) return deltaDiff(w.held, generated, force, scope);
-  const key = `diff|${setDigest(generated)}`;
+  if (scope) return deltaDiff(w.held, generated, force, scope);
+  const key = `diff|${forceKey(force)}|${setDigest(generated)}`;
   const memo = w.held.memo;
   const hit = memo.get(key) as SharedDiff | undefined;
   // Equal digests of different resource lists are possible in principle: the lists are compared.

@@ -1,6 +1,9 @@
 // Hand-rolled protobuf encoding (src/lib/protowire.ts) of the two response messages. Every proxy gets the same resources, so the
 // wire bytes of each resource (its Any, or delta Resource) are encoded once and reused from a WeakMap; a
 // response is then a few small fields plus byte copies instead of a full message serialization per proxy.
+// The resources of one response, as a block, are reused too while the block lives: proxies of one kind are
+// sent the same resource list (one shared delta diff, one cached generation), and a thousand of them
+// connecting at once would otherwise each join the same thousands of chunks again.
 // The output is byte-for-byte what toBinary would produce for the same message (tested).
 import { toBinary } from '@bufbuild/protobuf';
 import { ControlPlaneSchema, type ControlPlane } from '../../gen/envoy/config/core/v3/base_pb';
@@ -40,6 +43,26 @@ function deltaChunk(r: HashedResource): Buffer {
   return c;
 }
 
+/**
+ * Encoded resource lists by list, held weakly: a block is reused by the responses written while it is alive
+ * (the streams of one kind, answered one after another), and the collector may drop it any time after, so a
+ * burst of distinct lists never stays in memory because of this cache. A list is never changed once sent.
+ */
+const sotwBlocks = new WeakMap<readonly HashedResource[], WeakRef<Buffer>>();
+const deltaBlocks = new WeakMap<readonly HashedResource[], WeakRef<Buffer>>();
+
+function block(
+  blocks: WeakMap<readonly HashedResource[], WeakRef<Buffer>>,
+  resources: readonly HashedResource[],
+  chunk: (r: HashedResource) => Buffer,
+): Buffer {
+  const known = blocks.get(resources)?.deref();
+  if (known) return known;
+  const b = concat(resources.map(chunk));
+  blocks.set(resources, new WeakRef(b));
+  return b;
+}
+
 const controlPlanes = new WeakMap<ControlPlane, Uint8Array>();
 
 function controlPlaneField(field: number, cp: ControlPlane | undefined): Buffer | undefined {
@@ -64,7 +87,7 @@ export function encodeDiscoveryResponse(m: {
 }): Buffer {
   return concat([
     stringField(1, m.versionInfo),
-    ...m.resources.map(sotwChunk),
+    block(sotwBlocks, m.resources, sotwChunk),
     stringField(4, m.typeUrl),
     stringField(5, m.nonce),
     controlPlaneField(6, m.controlPlane),
@@ -82,7 +105,7 @@ export function encodeDeltaDiscoveryResponse(m: {
 }): Buffer {
   return concat([
     stringField(1, m.systemVersionInfo),
-    ...m.resources.map(deltaChunk),
+    block(deltaBlocks, m.resources, deltaChunk),
     stringField(4, m.typeUrl),
     stringField(5, m.nonce),
     ...m.removedResources.map((r) => lengthDelimited(6, utf8.encode(r))),

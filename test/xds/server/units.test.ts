@@ -340,6 +340,18 @@ t.test('hand-encoded responses are byte-identical to protobuf-es toBinary', asyn
     t.same(Buffer.from(wantDelta), delta, `delta ${controlPlane ? 'with' : 'without'} control plane`);
   }
   t.same(encodeDiscoveryResponse({ versionInfo: '', resources: [], typeUrl: '', nonce: '' }), Buffer.alloc(0), 'all defaults: empty message');
+  // the second round above encoded the same lists again (their blocks reused); another list is its own block
+  const one = resources.slice(0, 1);
+  t.same(
+    encodeDiscoveryResponse({ versionInfo: 'v', resources: one, typeUrl: CDS, nonce: 'n' }),
+    Buffer.from(
+      toBinary(
+        DiscoveryResponseSchema,
+        create(DiscoveryResponseSchema, { versionInfo: 'v', resources: one.map((r) => r.resource), typeUrl: CDS, nonce: 'n' }),
+      ),
+    ),
+    'a shorter list of the same resources',
+  );
 });
 
 t.test('SendBudget: writes beyond the budget wait, in order, and a stuck write gives its share back', async (t) => {
@@ -418,5 +430,46 @@ t.test('delta: streams holding the same resources share one table and one diff p
   t.same(
     forced.send.map((r) => r.name),
     ['a'],
+  );
+});
+
+t.test('delta: answers forcing equal names (proxies of one kind subscribing) share one diff and one table; other names their own', async (t) => {
+  const res = (name: string, hash: string, n: number) => ({ name, hash, h1: n, h2: n * 7, size: 1, resource: undefined as never });
+  const v1 = [res('a', 'a1', 1), res('b', 'b1', 2), res('c', 'c1', 3)];
+  const [w1, w2, w3, w4] = [newWatch(EDS), newWatch(EDS), newWatch(EDS), newWatch(EDS)];
+  // each stream's request decodes its own Set of the same names
+  const d1 = deltaPushDiff(w1, [...v1], new Set(['a', 'b', 'gone']));
+  const d2 = deltaPushDiff(w2, [...v1], new Set(['gone', 'b', 'a']));
+  t.equal(d1, d2, 'one diff for equal forced names');
+  t.same(
+    d1.send.map((r) => r.name),
+    ['a', 'b', 'c'],
+    'everything it does not hold',
+  );
+  t.same(d1.removed, ['gone'], 'a forced name that does not exist is reported removed (the client stops waiting for it)');
+  deltaRecordSent(w1, d1);
+  deltaRecordSent(w2, d2);
+  t.equal(w1.held, w2.held, 'one table after it');
+  const d3 = deltaPushDiff(w3, [...v1], new Set(['c']));
+  t.not(d3, d1, 'other forced names: another diff');
+  t.same(d3.removed, [], 'nothing forced is missing');
+  // a full re-send (EDS after CDS) is shared too
+  deltaRecordSent(w3, d3);
+  const all1 = deltaPushDiff(w3, [...v1], 'all');
+  deltaRecordSent(w4, deltaPushDiff(w4, [...v1], new Set()));
+  const all2 = deltaPushDiff(w4, [...v1], 'all');
+  t.equal(w3.held, w4.held);
+  t.equal(all1, all2, "'all' on equal tables: one diff");
+  t.same(
+    all1.send.map((r) => r.name),
+    ['a', 'b', 'c'],
+  );
+  // a stream holding something else is not given another table's diff
+  const after = deltaPushDiff(w1, [...v1], new Set(['a', 'b', 'gone']));
+  t.not(after, d1, 'a different held table: its own diff');
+  t.same(
+    after.send.map((r) => r.name),
+    ['a', 'b'],
+    'forced names are sent even when held, the others not',
   );
 });
