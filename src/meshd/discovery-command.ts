@@ -118,7 +118,13 @@ export const run: Handler = async (ctx) => {
     options.trustDomain = identity.trustDomain;
     // The controllers that write (root ConfigMaps, webhook configurations, untainting) and the injector.
     enableQueueMetrics(env.bool('MESH_ENABLE_CONTROLLER_QUEUE_METRICS'));
-    const writers = await startWriters({ ctx, env, ...(orchestrator ? { orchestrator } : {}), identity });
+    const writers = await startWriters({
+      ctx,
+      env,
+      ...(orchestrator ? { orchestrator } : {}),
+      identity,
+      ...(sources.gatewayApi ? { gatewayApi: sources.gatewayApi } : {}),
+    });
     closers.add(() => writers.stop());
     // WorkloadEntry auto-registration and health of workloads outside the cluster (every replica, its own proxies).
     const wle = startAutoRegistration({ ctx, env, store, client: orchestrator?.client });
