@@ -188,7 +188,11 @@ async function startControllers(c: ControllerContext): Promise<void> {
     lead(ELECTIONS.NodeUntaintController, 'node untaint controller', () => new NodeUntainter(writers.client, cniNamespace));
   }
   if (env.bool('PILOT_ENABLE_ANALYSIS') && c.store) lead(ELECTIONS.AnalyzeController, 'analysis controller', await analysisController(c, c.store));
-  if (c.gatewayApi) for (const g of gatewayControllers({ ctx, env, client: writers.client, store: c.gatewayApi })) lead(g.election, g.name, g.make);
+  if (c.gatewayApi)
+    for (const g of gatewayControllers({ ctx, env, client: writers.client, store: c.gatewayApi, inject: c.inject }))
+      writers.leadership
+        .election(g.election, g.perRevision ? { perRevision: true } : {})
+        .addRunFunction(g.name, whileLeading(running, shutdown.signal, g.make));
   if (hasRoot(identity)) startWebhookPatchers(c);
   c.closers.add(() => shutdown.abort());
 }
