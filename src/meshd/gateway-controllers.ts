@@ -2,11 +2,13 @@
 // (pilot/pkg/bootstrap/configcontroller.go): the status writer under the gateway status election
 // (PILOT_ENABLE_GATEWAY_API_STATUS), writing through a status manager of PILOT_STATUS_MAX_WORKERS workers; the
 // deployment controller under the per-revision gateway deployment election
-// (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER), rendering the injector's `kube-gateway` template.
+// (PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER), rendering the injector's `kube-gateway` template; and, on every
+// replica, the default GatewayClass controller.
 import type { RunContext } from '../cli/context';
 import type { EnvTable } from '../lib/env';
 import { type GatewayApiConfigStore, gatewayApiOptions } from '../config/gateway-api';
 import { GatewayDeploymentController } from '../config/gateway-api/deploy';
+import { GatewayClassController } from '../config/gateway-api/gatewayclass';
 import { GatewayStatusWriter } from '../config/gateway-api/status-writer';
 import type { OrchClient } from '../config/orch/client';
 import { ELECTIONS } from '../leader';
@@ -73,6 +75,21 @@ function deploymentController(c: GatewayControllerContext): Controller {
     revision: env.string('REVISION'),
     render: (input) => renderKubeGateway(c.inject?.current() ?? (builtin ??= builtinInjectorState(ctx.env)), input, ctx.env),
   });
+}
+
+/**
+ * The default GatewayClass controller (PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER), started on every replica as
+ * Istio runs it; undefined when off.
+ */
+export function startGatewayClassController(c: GatewayControllerContext): Controller | undefined {
+  if (!c.env.bool('PILOT_ENABLE_GATEWAY_API_GATEWAYCLASS_CONTROLLER')) return undefined;
+  const gcc = new GatewayClassController(
+    c.client,
+    c.env.string('PILOT_GATEWAY_API_DEFAULT_GATEWAYCLASS_NAME'),
+    c.env.string('PILOT_GATEWAY_API_CONTROLLER_NAME'),
+  );
+  void gcc.start();
+  return gcc;
 }
 
 /** The elected Gateway API controllers to run: election, name, and the maker of one run. */

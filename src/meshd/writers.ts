@@ -20,7 +20,7 @@ import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
 import type { OrchConfigStore } from '../config/orch/source';
 import type { GatewayApiConfigStore } from '../config/gateway-api';
-import { gatewayControllers } from './gateway-controllers';
+import { gatewayControllers, startGatewayClassController } from './gateway-controllers';
 import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
@@ -188,11 +188,15 @@ async function startControllers(c: ControllerContext): Promise<void> {
     lead(ELECTIONS.NodeUntaintController, 'node untaint controller', () => new NodeUntainter(writers.client, cniNamespace));
   }
   if (env.bool('PILOT_ENABLE_ANALYSIS') && c.store) lead(ELECTIONS.AnalyzeController, 'analysis controller', await analysisController(c, c.store));
-  if (c.gatewayApi)
-    for (const g of gatewayControllers({ ctx, env, client: writers.client, store: c.gatewayApi, inject: c.inject }))
+  if (c.gatewayApi) {
+    const g = { ctx, env, client: writers.client, store: c.gatewayApi, inject: c.inject };
+    for (const e of gatewayControllers(g))
       writers.leadership
-        .election(g.election, g.perRevision ? { perRevision: true } : {})
-        .addRunFunction(g.name, whileLeading(running, shutdown.signal, g.make));
+        .election(e.election, e.perRevision ? { perRevision: true } : {})
+        .addRunFunction(e.name, whileLeading(running, shutdown.signal, e.make));
+    const classes = startGatewayClassController(g);
+    if (classes) c.closers.add(() => classes.stop());
+  }
   if (hasRoot(identity)) startWebhookPatchers(c);
   c.closers.add(() => shutdown.abort());
 }

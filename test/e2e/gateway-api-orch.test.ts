@@ -1,5 +1,6 @@
 // The built discovery daemon's Gateway API writers against a real Kubernetes API server (../shared/kube), two
 // replicas and one Lease per controller:
+// - the default GatewayClass `mesh` (controller mesh.io/gateway-controller) made by the GatewayClass controller;
 // - status (Istio 1.26's gateway status writer, pilot/pkg/config/kube/gateway conditions.go/conversion.go): only the
 //   holder of `mesh-gateway-status-leader` writes; GatewayClass Accepted, Gateway Accepted/Programmed with Istio's
 //   reasons and messages, addresses from the gateway Service (hostname, then the load balancer's), listener
@@ -10,7 +11,7 @@ import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { applyGatewayApiCrds, type Kube, namespace, type Obj, service, startKube, requireKube } from '../helpers/kube';
-import { waitFor } from '../helpers/wait';
+import { waitFor, waitForValue } from '../helpers/wait';
 
 requireKube();
 
@@ -60,12 +61,13 @@ const listenerOk = (gen: number) => [
 ];
 
 t.test('status: only the leader writes, with Istio values', async (t) => {
-  await kube.api.create(`${GW_API}/gatewayclasses`, {
-    apiVersion: `${G}/v1`,
-    kind: 'GatewayClass',
-    metadata: { name: 'mesh' },
-    spec: { controllerName: 'mesh.io/gateway-controller' },
-  });
+  // The default GatewayClass, made by the GatewayClass controller (every replica; one create wins).
+  const cls = await waitForValue(
+    () => 'GatewayClass mesh',
+    async () => kube.api.find(path('gatewayclasses', 'mesh')),
+    { timeoutMs: 20_000 },
+  );
+  t.same(cls.spec, { controllerName: 'mesh.io/gateway-controller', description: 'The default mesh GatewayClass' });
   await kube.api.create(`/api/v1/namespaces/${NS}/services`, service(NS, 'web', { selector: { app: 'web' } }));
   await kube.api.create(`${GW_API}/namespaces/${NS}/gateways`, {
     apiVersion: `${G}/v1`,
