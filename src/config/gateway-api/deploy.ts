@@ -219,12 +219,25 @@ export class GatewayDeploymentController {
     log.info(`gateway ${k} updated`);
   }
 
+  private async find(path: string): Promise<Obj | undefined> {
+    try {
+      return (await this.o.client.getJson(path)) as Obj;
+    } catch (e) {
+      if (e instanceof OrchApiError && e.statusCode === 404) return undefined;
+      throw e;
+    }
+  }
+
   /** Istio apply: our managed label, skipped when the object exists and is not ours, server-side apply forced. */
   private async apply(controller: string, obj: Obj): Promise<void> {
     obj.metadata.labels = { ...(obj.metadata.labels ?? {}), [GATEWAY_MANAGED_LABEL]: controller.replaceAll('/', '-') };
     const ns = obj.metadata.namespace as string;
     const name = obj.metadata.name as string;
-    const existing = this.children.get(obj.kind)?.get(key(ns, name));
+    const base = CHILDREN.find((c) => c.kind === obj.kind)?.path;
+    if (!base) throw new Error(`unknown kind ${obj.kind} in the rendered template`);
+    const path = `${base.replace(/\/([a-z]+)$/, `/namespaces/${encodeURIComponent(ns)}/$1`)}/${encodeURIComponent(name)}`;
+    // The informers see only objects carrying the gateway-name label; one without it is looked up (Istio's informers see all).
+    const existing = this.children.get(obj.kind)?.get(key(ns, name)) ?? (await this.find(path));
     if (existing) {
       if (!(GATEWAY_MANAGED_LABEL in (existing.metadata.labels ?? {}))) {
         log.debug(`skipping ${obj.kind} ${ns}/${name}, already managed`);
@@ -232,9 +245,6 @@ export class GatewayDeploymentController {
       }
       obj.metadata.resourceVersion = existing.metadata.resourceVersion;
     }
-    const base = CHILDREN.find((c) => c.kind === obj.kind)?.path;
-    if (!base) throw new Error(`unknown kind ${obj.kind} in the rendered template`);
-    const path = `${base.replace(/\/([a-z]+)$/, `/namespaces/${encodeURIComponent(ns)}/$1`)}/${encodeURIComponent(name)}`;
     try {
       await this.o.client.request('PATCH', path, {
         body: obj,
