@@ -9,11 +9,14 @@ import type { EnvTable } from '../lib/env';
 import { type GatewayApiConfigStore, gatewayApiOptions } from '../config/gateway-api';
 import { GatewayDeploymentController } from '../config/gateway-api/deploy';
 import { GatewayClassController } from '../config/gateway-api/gatewayclass';
+import type { ProxyNack } from '../config/gateway-api/status-merge';
 import { GatewayStatusWriter } from '../config/gateway-api/status-writer';
+import { GATEWAY_NAME_LABEL } from '../config/gateway-api/translate';
 import type { OrchClient } from '../config/orch/client';
 import { ELECTIONS } from '../leader';
 import { builtinInjectorState, renderKubeGateway } from './gateway-deploy-render';
 import type { InjectionWebhook } from './inject-webhook';
+import type { XdsServerHandle } from './providers';
 import { StatusManager } from './status-manager';
 
 interface Controller {
@@ -28,6 +31,21 @@ export interface GatewayControllerContext {
   store: GatewayApiConfigStore;
   /** The running injector, whose configuration the deployments are rendered from. */
   inject: InjectionWebhook | undefined;
+  /** The NACKs of connected gateway proxies, for the route status (beyond Istio). */
+  nacks?: () => readonly ProxyNack[];
+}
+
+/** Each connected proxy serving a Gateway (its gateway-name label) whose last answer for a type was a NACK. */
+export function proxyNacks(xds: XdsServerHandle | undefined): ProxyNack[] {
+  const out: ProxyNack[] = [];
+  for (const con of xds?.connections() ?? []) {
+    const gateway = con.proxy.labels[GATEWAY_NAME_LABEL];
+    if (!gateway) continue;
+    for (const w of con.watched)
+      if (w.lastError !== undefined)
+        out.push({ proxy: con.proxy.id, namespace: con.proxy.namespace, gateway, typeUrl: w.typeUrl, message: w.lastError });
+  }
+  return out.sort((a, b) => (`${a.proxy} ${a.typeUrl}` < `${b.proxy} ${b.typeUrl}` ? -1 : 1));
 }
 
 export interface ElectedController {
@@ -46,6 +64,7 @@ function statusWriter(c: GatewayControllerContext): Controller {
     queue,
     controllerName: env.string('PILOT_GATEWAY_API_CONTROLLER_NAME'),
     domain: ctx.flags['domain'] as string,
+    ...(c.nacks ? { nacks: c.nacks } : {}),
   });
   return {
     start: () => writer.start(),

@@ -20,6 +20,7 @@ import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
 import type { OrchConfigStore } from '../config/orch/source';
 import type { GatewayApiConfigStore } from '../config/gateway-api';
+import type { ProxyNack } from '../config/gateway-api/status-merge';
 import { gatewayControllers, startGatewayClassController } from './gateway-controllers';
 import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
 import { NodeUntainter } from './untaint';
@@ -116,6 +117,8 @@ interface ControllerContext {
   inject: InjectionWebhook | undefined;
   /** The Gateway API translation, whose status and deployments the gateway controllers write. */
   gatewayApi: GatewayApiConfigStore | undefined;
+  /** The NACKs of connected gateway proxies (the route status says so). */
+  gatewayNacks: (() => readonly ProxyNack[]) | undefined;
   closers: Closers;
 }
 
@@ -189,7 +192,7 @@ async function startControllers(c: ControllerContext): Promise<void> {
   }
   if (env.bool('PILOT_ENABLE_ANALYSIS') && c.store) lead(ELECTIONS.AnalyzeController, 'analysis controller', await analysisController(c, c.store));
   if (c.gatewayApi) {
-    const g = { ctx, env, client: writers.client, store: c.gatewayApi, inject: c.inject };
+    const g = { ctx, env, client: writers.client, store: c.gatewayApi, inject: c.inject, ...(c.gatewayNacks ? { nacks: c.gatewayNacks } : {}) };
     for (const e of gatewayControllers(g))
       writers.leadership
         .election(e.election, e.perRevision ? { perRevision: true } : {})
@@ -207,6 +210,7 @@ export async function startWriters(o: {
   orchestrator?: Orchestrator;
   identity: DaemonIdentity;
   gatewayApi?: GatewayApiConfigStore;
+  gatewayNacks?: () => readonly ProxyNack[];
 }): Promise<Writers> {
   const { ctx, env } = o;
   const closers = new Closers();
@@ -232,6 +236,7 @@ export async function startWriters(o: {
         store: o.orchestrator?.store,
         inject,
         gatewayApi: o.orchestrator ? o.gatewayApi : undefined,
+        gatewayNacks: o.gatewayNacks,
         closers,
       });
     return { ...(inject ? { inject } : {}), stop: () => closers.close() };

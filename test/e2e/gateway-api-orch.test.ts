@@ -6,12 +6,15 @@
 //   reasons and messages, addresses from the gateway Service (hostname, then the load balancer's), listener
 //   conditions and attachedRoutes, HTTPRoute parents; observedGeneration follows the spec and an unchanged
 //   condition keeps its lastTransitionTime; an unchanged status is not written again; waypoint-class Gateways say
-//   mesh has no waypoint data plane.
+//   mesh has no waypoint data plane;
+// - beyond Istio: while a connected router of the Gateway NACKs its configuration, the routes bound to it carry the
+//   condition `mesh.io/ConfigRejected` on that parent, with the proxy's error; it goes when the NACK does.
 import t from 'tap';
 import { built } from '../helpers/binary';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { applyGatewayApiCrds, type Kube, namespace, type Obj, service, startKube, requireKube } from '../helpers/kube';
 import { waitFor, waitForValue } from '../helpers/wait';
+import { LDS, XdsWatch } from '../helpers/xds';
 
 requireKube();
 
@@ -217,4 +220,47 @@ t.test('status: only the leader writes, with Istio values', async (t) => {
     wp.conditions.find((c: Obj) => c.type === 'Programmed'),
     { status: 'False', message: /mesh has no waypoint data plane yet/ },
   );
+
+  // A router of this Gateway (its gateway-name label) connected to the leader rejects its listeners.
+  const router = {
+    id: `router~10.200.0.20~gw-mesh-1.${NS}~${NS}.svc.cluster.local`,
+    metadata: {
+      NAMESPACE: NS,
+      MESH_VERSION: '1.26.0',
+      INSTANCE_IPS: '10.200.0.20',
+      LABELS: { [`${G}/gateway-name`]: 'gw' },
+      CLUSTER_ID: 'Orchestrator',
+    },
+  };
+  const lds = new XdsWatch(leader.grpc, router, LDS, [], () => 'bogus listener: rejected by the test');
+  const rejected = await statusOf(
+    'httproutes',
+    'web',
+    (s) => (s.parents?.[0]?.conditions ?? []).some((c: Obj) => c.type === 'mesh.io/ConfigRejected'),
+    'route says its configuration was rejected',
+  );
+  t.match(
+    rejected.parents[0].conditions.find((c: Obj) => c.type === 'mesh.io/ConfigRejected'),
+    {
+      status: 'True',
+      reason: 'Rejected',
+      message: `proxy gw-mesh-1.${NS} rejected the Listener configuration generated for this route: bogus listener: rejected by the test`,
+      observedGeneration: 1,
+    },
+  );
+  t.same(
+    bare(rejected.parents[0].conditions)
+      .slice(0, 2)
+      .map((c) => c.type),
+    ['Accepted', 'ResolvedRefs'],
+    "Istio's conditions stay as they were",
+  );
+  lds.close();
+  await statusOf(
+    'httproutes',
+    'web',
+    (s) => !(s.parents?.[0]?.conditions ?? []).some((c: Obj) => c.type === 'mesh.io/ConfigRejected'),
+    'the condition gone with the NACK',
+  );
+  t.pass('the condition goes when no connected proxy rejects the configuration');
 });

@@ -78,7 +78,11 @@ export function routeStatusToWrite(live: unknown, computed: RouteStatus, namespa
   for (const p of computed.parents) {
     const k = key(p);
     const i = ours.get(k);
-    const merged = { ...p, conditions: mergeConditions(i !== undefined ? current[i]!.conditions : [], p.conditions, now) };
+    // The NACK condition is ours alone: it goes when no longer computed.
+    const live = (i !== undefined ? current[i]!.conditions : []).filter(
+      (c) => c.type !== NACK_CONDITION || p.conditions.some((x) => x.type === NACK_CONDITION),
+    );
+    const merged = { ...p, conditions: mergeConditions(live, p.conditions, now) };
     if (i !== undefined) {
       parents[i] = merged;
       ours.delete(k);
@@ -125,7 +129,8 @@ export function withServiceAddresses(
   annotations: Readonly<Record<string, string>>,
   svc: GatewayServiceState | undefined,
 ): GatewayStatus {
-  if (!svc) return st;
+  // A Service the watch has not seen yet: the class's address type still applies (its load balancer is not known yet).
+  svc ??= { ingress: [] };
   const external = svc.ingress.map((i) => i.ip || i.hostname || '').filter((a) => a !== '');
   const computed = st.addresses ?? [];
   const out: GatewayStatus = { ...st };
@@ -159,4 +164,81 @@ export function withServiceAddresses(
     );
   }
   return out;
+}
+
+/**
+ * Beyond Istio (issue 59933): the route-parent condition saying a connected proxy of that Gateway rejected (NACKed) the
+ * configuration generated for it. Written only while some proxy's last answer for a type is a NACK; removed after.
+ */
+export const NACK_CONDITION = 'mesh.io/ConfigRejected';
+
+/** A connected proxy serving a Gateway whose last answer for `typeUrl` was a NACK. */
+export interface ProxyNack {
+  proxy: string;
+  namespace: string;
+  /** The Gateway it serves (its `gateway.networking.k8s.io/gateway-name` label). */
+  gateway: string;
+  typeUrl: string;
+  message: string;
+}
+
+/** The VirtualService fields the mapping reads: which internal Gateways it binds and which routes produced it. */
+export interface DerivedRoutes {
+  gateways: readonly string[];
+  /** PARENT_NAMES_ANNOTATION: `Kind/name.namespace,…`. */
+  parents: string;
+}
+
+/**
+ * The NACK condition per route and parent Gateway (`Kind/ns/name` → `gwNamespace/gwName` → condition): a route
+ * generated into a VirtualService bound to a Gateway listener (`<ns>/<gateway>-<internalSuffix>-<listener>`) whose
+ * proxy NACKed.
+ */
+export function nackConditions(
+  nacks: readonly ProxyNack[],
+  derived: readonly DerivedRoutes[],
+  internalSuffix: string,
+  generationOf: (routeKey: string) => number | undefined,
+): Map<string, Map<string, Condition>> {
+  const out = new Map<string, Map<string, Condition>>();
+  if (nacks.length === 0) return out;
+  for (const vs of derived) {
+    for (const n of nacks) {
+      const prefix = `${n.namespace}/${n.gateway}-${internalSuffix}-`;
+      if (!vs.gateways.some((g) => g.startsWith(prefix))) continue;
+      for (const p of vs.parents.split(',')) {
+        const m = /^([A-Za-z]+)\/(.+)\.([^.]+)$/.exec(p.trim());
+        if (!m) continue;
+        const routeKey = `${m[1]}/${m[3]}/${m[2]}`;
+        const perGw = out.get(routeKey) ?? new Map<string, Condition>();
+        out.set(routeKey, perGw);
+        const gwKey = `${n.namespace}/${n.gateway}`;
+        const type = n.typeUrl.slice(n.typeUrl.lastIndexOf('.') + 1);
+        const text = `proxy ${n.proxy} rejected the ${type} configuration generated for this route: ${n.message}`;
+        const prev = perGw.get(gwKey);
+        if (prev?.message.includes(text)) continue;
+        const gen = generationOf(routeKey);
+        perGw.set(gwKey, {
+          type: NACK_CONDITION,
+          status: 'True',
+          reason: 'Rejected',
+          message: prev ? `${prev.message}; ${text}` : text,
+          ...(gen !== undefined ? { observedGeneration: gen } : {}),
+        });
+      }
+    }
+  }
+  return out;
+}
+
+/** A route status with the NACK condition added to the parents of the Gateways whose proxies rejected it. */
+export function withNacks(st: RouteStatus, routeNamespace: string, byGateway: ReadonlyMap<string, Condition> | undefined): RouteStatus {
+  if (!byGateway || byGateway.size === 0) return st;
+  return {
+    parents: st.parents.map((p) => {
+      const ref = p.parentRef as { name?: string; namespace?: string; kind?: string };
+      const c = (ref.kind ?? 'Gateway') === 'Gateway' ? byGateway.get(`${ref.namespace ?? routeNamespace}/${ref.name}`) : undefined;
+      return c ? { ...p, conditions: [...p.conditions, c] } : p;
+    }),
+  };
 }

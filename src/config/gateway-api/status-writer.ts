@@ -13,6 +13,9 @@ import type { Config } from '../types';
 import type { StatusObject, GatewayClassStatus, GatewayStatus, RouteStatus } from './status';
 import {
   type GatewayServiceState,
+  nackConditions,
+  type ProxyNack,
+  withNacks,
   gatewayClassStatusToWrite,
   gatewayStatusToWrite,
   routeStatusToWrite,
@@ -21,7 +24,7 @@ import {
   withServiceAddresses,
 } from './status-merge';
 import type { GatewayApiConfigStore } from './store';
-import { GATEWAY_NAME_LABEL, gatewayServices } from './translate';
+import { GATEWAY_NAME_LABEL, gatewayServices, KUBERNETES_GATEWAY_NAME, PARENT_NAMES_ANNOTATION } from './translate';
 
 const log = registerScope('status', 'status controller for mesh');
 
@@ -50,6 +53,9 @@ export interface GatewayStatusWriterOptions {
   controllerName: string;
   domain: string;
   now?: () => string;
+  /** The NACKs of connected gateway proxies (beyond Istio: routes they rejected say so); polled every `nackPollMs`. */
+  nacks?: () => readonly ProxyNack[];
+  nackPollMs?: number;
 }
 
 export class GatewayStatusWriter {
@@ -58,6 +64,8 @@ export class GatewayStatusWriter {
   private off: (() => void) | undefined;
   private scheduled = false;
   private stopped = false;
+  private nackTimer: NodeJS.Timeout | undefined;
+  private nackDigest = '[]';
 
   constructor(private readonly o: GatewayStatusWriterOptions) {
     const set = (x: RawObject, gone: boolean) => {
@@ -80,11 +88,20 @@ export class GatewayStatusWriter {
     this.off = this.o.store.subscribe(() => this.schedule());
     await Promise.all([this.informer.whenSynced(), this.o.store.whenSynced()]);
     this.schedule();
+    const nacks = this.o.nacks;
+    if (nacks && !this.stopped) {
+      // The xDS server has no NACK event to subscribe to: a changed set of NACKs is noticed at the next poll.
+      this.nackTimer = setInterval(() => {
+        if (JSON.stringify(nacks()) !== this.nackDigest) this.schedule();
+      }, this.o.nackPollMs ?? 2000);
+      this.nackTimer.unref();
+    }
   }
 
   async stop(): Promise<void> {
     log.info('Stopping gateway status writer');
     this.stopped = true;
+    if (this.nackTimer) clearInterval(this.nackTimer);
     this.off?.();
     await this.informer.stop();
   }
@@ -101,7 +118,21 @@ export class GatewayStatusWriter {
 
   private writeAll(): void {
     const now = this.o.now ?? (() => new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'));
-    for (const so of this.o.store.statusObjects()) this.push(so, now);
+    const nacks = this.o.nacks?.() ?? [];
+    this.nackDigest = JSON.stringify(nacks);
+    const derived = this.o.store
+      .list('VirtualService')
+      .filter((vs) => vs.meta.annotations[PARENT_NAMES_ANNOTATION] !== undefined)
+      .map((vs) => ({ gateways: vs.spec.gateways ?? [], parents: vs.meta.annotations[PARENT_NAMES_ANNOTATION]! }));
+    const rejected = nackConditions(nacks, derived, KUBERNETES_GATEWAY_NAME, (k) => {
+      const [kind, ns, name] = k.split('/') as ['HTTPRoute', string, string];
+      return this.o.store.get(kind, ns, name)?.meta.generation;
+    });
+    for (const so of this.o.store.statusObjects()) {
+      const rk = `${so.kind}/${so.metadata.namespace ?? ''}/${so.metadata.name}`;
+      const r = rejected.get(rk);
+      this.push(r ? { ...so, status: withNacks(so.status as RouteStatus, so.metadata.namespace ?? '', r) } : so, now);
+    }
     for (const gw of this.o.store.list('KubernetesGateway')) {
       if (!WAYPOINT_CLASSES.has(gw.spec.gatewayClassName)) continue;
       this.push({ apiVersion: gw.apiVersion, kind: 'Gateway', metadata: this.meta(gw), status: waypointStatus(gw.meta.generation) }, now);
