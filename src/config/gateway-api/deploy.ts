@@ -14,6 +14,7 @@ import { OrchApiError } from '../orch/client';
 import { ResourceInformer, type RawObject } from '../orch/informer';
 import { registerScope } from '../../lib/log';
 import { ReconcileQueue } from '../../lib/reconcile-queue';
+import { waitForCrd } from './crd-wait';
 import { GATEWAY_NAME_LABEL } from './translate';
 import type { GatewayListener } from './types';
 
@@ -133,6 +134,7 @@ export class GatewayDeploymentController {
   private readonly queue: ReconcileQueue;
   private kubeVersion = 0;
   private synced = false;
+  private stopped = false;
 
   constructor(private readonly o: GatewayDeploymentOptions) {
     this.queue = new ReconcileQueue({ name: 'gateway deployment', reconcile: (k) => this.reconcile(k), log, maxAttempts: 5, baseDelayMs: 5 });
@@ -169,8 +171,17 @@ export class GatewayDeploymentController {
     );
   }
 
-  async start(): Promise<void> {
+  /** Starts once the Gateway CRD is served (Istio waits for it too); returns at once. */
+  start(): void {
+    void (async () => {
+      if (!(await waitForCrd(this.o.client, 'gateways.gateway.networking.k8s.io', () => this.stopped))) return;
+      await this.run();
+    })().catch((e: unknown) => log.error(`gateway deployment controller did not start: ${(e as Error).message}`));
+  }
+
+  private async run(): Promise<void> {
     const v = (await this.o.client.getJson('/version')) as { major?: string; minor?: string };
+    if (this.stopped) return;
     this.kubeVersion = Number.parseInt(v.major ?? '1', 10) * 100 + Number.parseInt((v.minor ?? '0').replace(/\D.*$/, ''), 10);
     for (const i of this.informers) i.start();
     await Promise.all(this.informers.map((i) => i.whenSynced()));
@@ -179,6 +190,7 @@ export class GatewayDeploymentController {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await Promise.all(this.informers.map((i) => i.stop()));
     await this.queue.stop();
   }

@@ -8,6 +8,7 @@ import { OrchApiError, type OrchClient } from '../orch/client';
 import { ResourceInformer } from '../orch/informer';
 import { registerScope } from '../../lib/log';
 import { ReconcileQueue } from '../../lib/reconcile-queue';
+import { waitForCrd } from './crd-wait';
 import { GATEWAY_API_GROUP } from './types';
 
 const log = registerScope('gateway', 'gateway-api controller');
@@ -17,6 +18,7 @@ export class GatewayClassController {
   private readonly names = new Set<string>();
   private readonly informer: ResourceInformer;
   private readonly queue: ReconcileQueue;
+  private stopped = false;
 
   constructor(
     private readonly client: OrchClient,
@@ -38,12 +40,14 @@ export class GatewayClassController {
   }
 
   async start(): Promise<void> {
+    if (!(await waitForCrd(this.client, 'gatewayclasses.gateway.networking.k8s.io', () => this.stopped))) return;
     this.informer.start();
     await this.informer.whenSynced();
     this.queue.add('');
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.informer.stop();
     await this.queue.stop();
   }
