@@ -19,7 +19,7 @@ export const USE_WAYPOINT_LABEL = 'mesh.io/use-waypoint';
 const GATEWAYS = 'gateway.networking.k8s.io/v1';
 const POLL_MS = 1000;
 export const NO_DATA_PLANE =
-  'mesh has no waypoint data plane (no ambient mode): nothing in mesh programs Gateways of class mesh-waypoint, so their Programmed condition stays as the API server defaulted it';
+  'mesh has no waypoint data plane (no ambient mode): nothing in mesh programs Gateways of class mesh-waypoint, so their Programmed condition stays False';
 
 function gatewaysPath(ns: string): string {
   return ns ? `/apis/${GATEWAYS}/namespaces/${encodeURIComponent(ns)}/gateways` : `/apis/${GATEWAYS}/gateways`;

@@ -28,6 +28,7 @@ import { startIdentity, type DaemonIdentity } from './identity';
 import { orchestratorAvailable } from './orchestrator';
 import { SecretAccessReviews } from './secret-access';
 import { startWriters } from './writers';
+import { proxyNacks } from './gateway-controllers';
 import { controlPlaneIdentifier, debugAccessDenied, debugGenerators, isDebugType, TYPE_DEBUG_SYNCZ } from './xds-debug';
 import { type DaemonXds, xdsServerHandle } from './xds-handle';
 
@@ -118,7 +119,15 @@ export const run: Handler = async (ctx) => {
     options.trustDomain = identity.trustDomain;
     // The controllers that write (root ConfigMaps, webhook configurations, untainting) and the injector.
     enableQueueMetrics(env.bool('MESH_ENABLE_CONTROLLER_QUEUE_METRICS'));
-    const writers = await startWriters({ ctx, env, ...(orchestrator ? { orchestrator } : {}), identity });
+    // The ADS server is made below; the gateway status writer reads its proxies' NACKs once it exists.
+    let adsHandle: DaemonXds | undefined;
+    const writers = await startWriters({
+      ctx,
+      env,
+      ...(orchestrator ? { orchestrator } : {}),
+      identity,
+      ...(sources.gatewayApi ? { gatewayApi: sources.gatewayApi, gatewayNacks: () => proxyNacks(adsHandle) } : {}),
+    });
     closers.add(() => writers.stop());
     // WorkloadEntry auto-registration and health of workloads outside the cluster (every replica, its own proxies).
     const wle = startAutoRegistration({ ctx, env, store, client: orchestrator?.client });
@@ -128,6 +137,7 @@ export const run: Handler = async (ctx) => {
     const reviews = orchestrator ? new SecretAccessReviews(orchestrator.client, (ns) => pushes.onSecret([ALL_SECRETS_OF(ns)])) : undefined;
     const parts = { ctx, env, store, security, identity, reviews, hooks: wle.hooks };
     const { server, xds } = adsServer({ ...parts, current: () => pushes.current(), debugPush: () => pushes.onDebug() });
+    adsHandle = xds;
     const cache = new XdsCache(xdsCacheSettingsFromEnv(ctx.env));
     const pushes = closers.closing(new PushController({ server, store, registry, options, cache, prefetchJwks: security.prefetch }));
     security.onKeysChanged(() => pushes.onKeysChanged());

@@ -294,6 +294,11 @@ export class InjectionWebhook {
   }
 
   /** `/inject` and `/inject/…`. */
+  /** The configuration injection works from now (the gateway deployment controller renders its templates). */
+  current(): InjectorState | undefined {
+    return this.state;
+  }
+
   handler() {
     return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
       requests.inc();

@@ -19,6 +19,9 @@ import type { DaemonIdentity } from './identity';
 import { InjectionWebhook } from './inject-webhook';
 import { NamespaceController } from './namespace-controller';
 import type { OrchConfigStore } from '../config/orch/source';
+import type { GatewayApiConfigStore } from '../config/gateway-api';
+import type { ProxyNack } from '../config/gateway-api/status-merge';
+import { gatewayControllers, startGatewayClassController } from './gateway-controllers';
 import { daemonLeadership, daemonOrchClient, type Orchestrator, orchestratorAvailable } from './orchestrator';
 import { NodeUntainter } from './untaint';
 import { InjectionWebhookPatcher, ValidationWebhookController } from './webhook-patch';
@@ -112,6 +115,10 @@ interface ControllerContext {
   /** This cluster's config store, for the analysis controller. */
   store: OrchConfigStore | undefined;
   inject: InjectionWebhook | undefined;
+  /** The Gateway API translation, whose status and deployments the gateway controllers write. */
+  gatewayApi: GatewayApiConfigStore | undefined;
+  /** The NACKs of connected gateway proxies (the route status says so). */
+  gatewayNacks: (() => readonly ProxyNack[]) | undefined;
   closers: Closers;
 }
 
@@ -184,11 +191,27 @@ async function startControllers(c: ControllerContext): Promise<void> {
     lead(ELECTIONS.NodeUntaintController, 'node untaint controller', () => new NodeUntainter(writers.client, cniNamespace));
   }
   if (env.bool('PILOT_ENABLE_ANALYSIS') && c.store) lead(ELECTIONS.AnalyzeController, 'analysis controller', await analysisController(c, c.store));
+  if (c.gatewayApi) {
+    const g = { ctx, env, client: writers.client, store: c.gatewayApi, inject: c.inject, ...(c.gatewayNacks ? { nacks: c.gatewayNacks } : {}) };
+    for (const e of gatewayControllers(g))
+      writers.leadership
+        .election(e.election, e.perRevision ? { perRevision: true } : {})
+        .addRunFunction(e.name, whileLeading(running, shutdown.signal, e.make));
+    const classes = startGatewayClassController(g);
+    if (classes) c.closers.add(() => classes.stop());
+  }
   if (hasRoot(identity)) startWebhookPatchers(c);
   c.closers.add(() => shutdown.abort());
 }
 
-export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestrator?: Orchestrator; identity: DaemonIdentity }): Promise<Writers> {
+export async function startWriters(o: {
+  ctx: RunContext;
+  env: EnvTable;
+  orchestrator?: Orchestrator;
+  identity: DaemonIdentity;
+  gatewayApi?: GatewayApiConfigStore;
+  gatewayNacks?: () => readonly ProxyNack[];
+}): Promise<Writers> {
   const { ctx, env } = o;
   const closers = new Closers();
   return closers.unwindOnError(async () => {
@@ -204,7 +227,18 @@ export async function startWriters(o: { ctx: RunContext; env: EnvTable; orchestr
       env: ctx.env,
     });
     if (inject) closers.add(() => inject.stop());
-    if (writers) await startControllers({ ctx, env, identity: o.identity, writers, store: o.orchestrator?.store, inject, closers });
+    if (writers)
+      await startControllers({
+        ctx,
+        env,
+        identity: o.identity,
+        writers,
+        store: o.orchestrator?.store,
+        inject,
+        gatewayApi: o.orchestrator ? o.gatewayApi : undefined,
+        gatewayNacks: o.gatewayNacks,
+        closers,
+      });
     return { ...(inject ? { inject } : {}), stop: () => closers.close() };
   });
 }

@@ -35,7 +35,7 @@ export function sidecarNode(namespace: string, ip = '10.200.0.9', name = 'client
 
 export type XdsType = keyof Decoded;
 
-/** One SotW subscription: latest resources by name, every response ACKed, waiters woken on change. */
+/** One SotW subscription: latest resources by name, every response ACKed (or NACKed, when asked), waiters woken on change. */
 export class XdsWatch<T extends XdsType> {
   private readonly client: InstanceType<typeof AdsClient>;
   private readonly call: grpc.ClientDuplexStream<DiscoveryRequest, DiscoveryResponse>;
@@ -52,6 +52,8 @@ export class XdsWatch<T extends XdsType> {
     node: { id: string; metadata: JsonObject },
     readonly typeUrl: T,
     names: string[] = [],
+    /** Answers a response with a NACK of this message instead of an ACK, when it returns one. */
+    nack?: (r: DiscoveryResponse) => string | undefined,
   ) {
     this.client = new AdsClient(address, grpc.credentials.createInsecure());
     this.call = this.client.streamAggregatedResources();
@@ -65,7 +67,10 @@ export class XdsWatch<T extends XdsType> {
       if (typeUrl === CDS || typeUrl === LDS) this.resources = next;
       else for (const [k, v] of next) this.resources.set(k, v);
       this.responses++;
-      this.send({ typeUrl, versionInfo: r.versionInfo, responseNonce: r.nonce, resourceNames: names });
+      const rejected = nack?.(r);
+      if (rejected !== undefined)
+        this.send({ typeUrl, responseNonce: r.nonce, resourceNames: names, errorDetail: { code: 3, message: rejected } as never });
+      else this.send({ typeUrl, versionInfo: r.versionInfo, responseNonce: r.nonce, resourceNames: names });
       this.lastAckAt = Date.now();
       this.wake();
     });
