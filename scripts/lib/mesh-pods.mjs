@@ -320,6 +320,9 @@ function podProgram() {
     const name = a1;
     let n = 0;
     const me = { server: name };
+    // the differential harness's steering (test/helpers/differential.ts): `x-echo-fail: <n>` answers 503 to the
+    // first n requests with the same `x-echo-key`; `x-echo-headers` adds the method and every request header
+    const attempts = new Map();
     // what Istio asks an application to pass on so that its hops join one trace (istio.io "Distributed Tracing")
     const traceHeaders = [
       'x-request-id',
@@ -354,6 +357,10 @@ function podProgram() {
           return;
         }
         if (status) res.statusCode = Number(status[1]);
+        const key = String(req.headers['x-echo-key'] ?? '');
+        attempts.set(key, (attempts.get(key) ?? 0) + 1);
+        if (attempts.get(key) <= Number(req.headers['x-echo-fail'] ?? 0)) res.statusCode = 503;
+        const all = req.headers['x-echo-headers'] !== undefined ? { method: req.method, headers: req.headers } : {};
         res.setHeader('content-type', 'application/json');
         res.end(
           JSON.stringify({
@@ -362,6 +369,7 @@ function podProgram() {
             host: req.headers.host ?? '',
             xfcc: req.headers['x-forwarded-client-cert'] ?? null,
             peer: req.socket.remoteAddress,
+            ...all,
           }),
         );
       })
@@ -374,12 +382,15 @@ function podProgram() {
       })
       .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === 2 && out({ listening: name }));
   } else if (mode === 'http') {
-    // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}
+    // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}; a fifth argument, JSON
+    // {method, headers}, sets those and adds the response's headers to what is printed
     const a4 = process.argv[5];
-    const req = http.request({ host: a1, port: Number(a2), path: a4 || '/hello', headers: a3 ? { host: a3 } : {}, agent: false }, (res) => {
+    const more = process.argv[6] ? JSON.parse(process.argv[6]) : undefined;
+    const headers = { ...(a3 ? { host: a3 } : {}), ...more?.headers };
+    const req = http.request({ host: a1, port: Number(a2), method: more?.method ?? 'GET', path: a4 || '/hello', headers, agent: false }, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
-      res.on('end', () => out({ status: res.statusCode, body }));
+      res.on('end', () => out({ status: res.statusCode, body, ...(more ? { headers: res.headers } : {}) }));
     });
     req.setTimeout(8000, () => req.destroy(new Error('timeout')));
     req.on('error', (e) => out({ error: e.code ?? e.message }));
@@ -412,7 +423,8 @@ const POD_PROGRAM = `(${podProgram.toString()})()`;
 
 /**
  * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer}
- * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on),
+ * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on;
+ * `x-echo-fail: <n>` answers 503 to the first n requests of one `x-echo-key`; `x-echo-headers` adds {method, headers}),
  * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address).
  */
 export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = {}) {
@@ -424,7 +436,8 @@ export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000 } = 
 
 /**
  * One call of a plain client in `ns` (as APP_UID when `asApp`, so that capture applies), as parsed JSON:
- * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port> [line]` → {line} | {closed: true}.
+ * `http <host> <port> [Host] [path] [{method, headers}]` → {status, body[, headers]} | {error};
+ * `tcp <host> <port> [line]` → {line} | {closed: true}.
  */
 export function callIn(ns, asApp, ...args) {
   const argv = [process.execPath, '-e', POD_PROGRAM, ...args];
