@@ -244,3 +244,11 @@ export function expectListed(
   t.same(unlisted, [], `${name}: the two runs observed the same, but for the README's listed differences`);
   t.same(gone, [], `${name}: every listed difference still shows (else remove its README row)`);
 }
+
+/**
+ * What the reference run (Envoy's) must have observed of some calls, so that two runs cannot agree on a broken
+ * mesh: each call's observation matches (t.match) its expected shape.
+ */
+export function expectObserved(t: Test, observations: Record<string, Observation>, expected: Record<string, object>): void {
+  for (const [name, shape] of Object.entries(expected)) t.match(observations[name], shape, `${name}: as Envoy's documentation says`);
+}

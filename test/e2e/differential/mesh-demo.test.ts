@@ -7,7 +7,17 @@
 import t, { type Test } from 'tap';
 import { built } from '../../helpers/binary';
 import { envoyMissing } from '../../helpers/envoy';
-import { ADDR, allOn, expectListed, hostOf, type MeshRun, type MeshScenario, type Pod, runMeshScenario } from '../../helpers/differential-mesh';
+import {
+  ADDR,
+  allOn,
+  expectListed,
+  expectObserved,
+  hostOf,
+  type MeshRun,
+  type MeshScenario,
+  type Pod,
+  runMeshScenario,
+} from '../../helpers/differential-mesh';
 import { meshPodsUnavailable } from '../../../scripts/lib/mesh-pods.mjs';
 import { meshDemoMesh } from '../../../scripts/lib/mesh-demo.mjs';
 import { knownDifferences } from './known';
@@ -53,4 +63,16 @@ t.test('the mesh demo: engine sidecars and Envoy sidecars observe the same', { s
     });
   }
   if (runs.engine && runs.envoy) expectListed(t, SCENARIO.name, runs.engine.observations, runs.envoy.observations, knownDifferences());
+  // what the demo's printed comments promise
+  if (runs.envoy) {
+    expectObserved(t, runs.envoy.observations, {
+      'a-by-name': { status: 200, app: { server: 'b', xfcc: /;URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/ } },
+      'a-by-vip': { status: 200, app: { server: 'b' } },
+      'a-tcp': { line: 'b echo ping' },
+      'c-by-name': { status: 403, body: 'RBAC: access denied' },
+      'world-plaintext': { error: /\w/ },
+      'world-tls': { san: 'URI:spiffe://cluster.local/ns/b/sa/b' },
+      'b-to-a': { status: 200, app: { server: 'a' } },
+    });
+  }
 });

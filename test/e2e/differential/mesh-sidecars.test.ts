@@ -16,6 +16,7 @@ import {
   ADDR,
   allOn,
   expectListed,
+  expectObserved,
   hostOf,
   type MeshCall,
   type MeshRun,
@@ -158,6 +159,32 @@ const SCENARIO: MeshScenario = {
   ],
 };
 
+const fromA = /;URI=spiffe:\/\/cluster\.local\/ns\/a\/sa\/a$/;
+/** Envoy's run, as its docs say: XFCC By/Hash/Subject/URI (APPEND_FORWARD), RBAC's 403 text, the router's retries. */
+const EXPECTED: Record<string, object> = {
+  vip: { status: 200, app: { server: 'b', host: hostOf('b'), xfcc: fromA } },
+  // a pod IP matches no service's virtual host on A's 0.0.0.0_8080: allow_any, PassthroughCluster, plaintext
+  'pod-ip': { status: 200, app: { server: 'b', xfcc: null } },
+  'default-retry': { status: 200, app: { server: 'b' } },
+  tcp: { line: 'b echo ping' },
+  'plaintext-permissive': { status: 200, app: { server: 'b', xfcc: null } },
+  'passthrough-http': { status: 200, app: { server: 'external', xfcc: null } },
+  'passthrough-tcp': { line: 'external echo ping' },
+  'vs-header-route': { status: 200, app: { server: 'c', xfcc: fromA } },
+  'vs-rewrite': { status: 200, headers: { 'x-resp': 'two' }, app: { path: '/new/x?y=1', headers: { 'x-added': 'one' } } },
+  'vs-retry-ok': { status: 200, app: { server: 'b' } },
+  'vs-retry-exhausted': { status: 503 },
+  'allow-a': { status: 200 },
+  'allow-c': { status: 403, body: 'RBAC: access denied' },
+  'allow-c-tcp': { closed: true },
+  'deny-a-admin': { status: 403 },
+  'deny-a-other': { status: 200 },
+  'deny-c-admin': { status: 200 },
+  'strict-plaintext': { error: /\w/ },
+  'strict-a': { status: 200, app: { xfcc: fromA } },
+  'strict-tls-san': { san: 'URI:spiffe://cluster.local/ns/b/sa/b' },
+};
+
 const runs = new Map<string, MeshRun>();
 async function run(t: Test, planes: Planes): Promise<MeshRun | undefined> {
   const key = planesName(planes);
@@ -175,6 +202,7 @@ t.test('sidecars: engine pair and Envoy pair observe the same', { skip }, async 
   const engine = await run(t, allOn('engine'));
   const envoy = await run(t, allOn('envoy'));
   if (engine && envoy) expectListed(t, SCENARIO.name, engine.observations, envoy.observations, knownDifferences());
+  if (envoy) expectObserved(t, envoy.observations, EXPECTED);
 });
 
 // A and C on one data plane, B on the other, against the all-Envoy run: the engine's column is the mixed run's
