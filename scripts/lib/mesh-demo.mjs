@@ -32,6 +32,19 @@ spec:
   rules: [{from: [{source: {principals: [cluster.local/ns/a/sa/a]}}]}]
 `;
 
+/**
+ * The demo's mesh as `startMesh` takes it: three pods, each named as its workload (as the injector sets it from the
+ * pod's owner: `meshctl x metrics b.b` names it), mesh-wide STRICT, B allowing only A, the installed mesh config.
+ * `binaryPath(pod)`: a real Envoy as that pod's data plane (the differential tests run the demo on Envoy too).
+ */
+export function meshDemoMesh(binaryPath = () => undefined) {
+  return {
+    pods: ['a', 'b', 'c'].map((name) => ({ name, env: { MESH_META_WORKLOAD_NAME: name }, binaryPath: binaryPath(name) })),
+    config: { 'peer-authentication.yaml': STRICT, 'authorization-policy.yaml': ALLOW_ONLY_A },
+    meshConfig: MESH_CONFIG,
+  };
+}
+
 /** Why the demo cannot run here (the one message a user sees), or false. */
 export function meshDemoUnavailable(dist) {
   const missing = meshPodsUnavailable({ openssl: true });
@@ -68,10 +81,7 @@ export async function runMeshDemo({ dist }) {
     mesh = await startMesh(cleanup, {
       dist,
       dir,
-      // each pod's workload name, as the injector sets it from the pod's owner (`meshctl x metrics b.b` names it)
-      pods: ['a', 'b', 'c'].map((name) => ({ name, env: { MESH_META_WORKLOAD_NAME: name } })),
-      config: { 'peer-authentication.yaml': STRICT, 'authorization-policy.yaml': ALLOW_ONLY_A },
-      meshConfig: MESH_CONFIG,
+      ...meshDemoMesh(),
       prefix: 'mesh-demo',
       stopSignal: 'SIGTERM',
       progress: (what) => console.log(`${what}…`),

@@ -145,6 +145,8 @@ export function startMesh(
     stopSignal?: NodeJS.Signals;
     timeoutMs?: number;
     progress?: (what: string) => void;
+    /** the argv that replaces `<dist>/pilot-agent` for that pod's sidecar */
+    sidecarCommand?: (pod: string) => string[] | undefined;
   },
 ): Promise<Mesh>;
 export function proxyPids(ns: string): number[];

@@ -340,6 +340,9 @@ function podProgram() {
     const ports = 3;
     let n = 0;
     const me = { server: name };
+    // the differential harness's steering (test/helpers/differential.ts): `x-echo-fail: <n>` answers 503 to the
+    // first n requests with the same `x-echo-key`; `x-echo-headers` adds the method and every request header
+    const attempts = new Map();
     // what Istio asks an application to pass on so that its hops join one trace (istio.io "Distributed Tracing")
     const traceHeaders = [
       'x-request-id',
@@ -374,6 +377,10 @@ function podProgram() {
           return;
         }
         if (status) res.statusCode = Number(status[1]);
+        const key = String(req.headers['x-echo-key'] ?? '');
+        attempts.set(key, (attempts.get(key) ?? 0) + 1);
+        if (attempts.get(key) <= Number(req.headers['x-echo-fail'] ?? 0)) res.statusCode = 503;
+        const all = req.headers['x-echo-headers'] !== undefined ? { method: req.method, headers: req.headers } : {};
         res.setHeader('content-type', 'application/json');
         res.end(
           JSON.stringify({
@@ -382,6 +389,7 @@ function podProgram() {
             host: req.headers.host ?? '',
             xfcc: req.headers['x-forwarded-client-cert'] ?? null,
             peer: req.socket.remoteAddress,
+            ...all,
           }),
         );
       })
@@ -443,12 +451,15 @@ function podProgram() {
     req.on('end', () => finish({ status, grpcStatus, messages: grpcMessages(Buffer.concat(body)) }));
     req.end(grpcFrame(Buffer.from('ping')));
   } else if (mode === 'http') {
-    // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}
+    // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}; a fifth argument, JSON
+    // {method, headers}, sets those and adds the response's headers to what is printed
     const a4 = process.argv[5];
-    const req = http.request({ host: a1, port: Number(a2), path: a4 || '/hello', headers: a3 ? { host: a3 } : {}, agent: false }, (res) => {
+    const more = process.argv[6] ? JSON.parse(process.argv[6]) : undefined;
+    const headers = { ...(a3 ? { host: a3 } : {}), ...more?.headers };
+    const req = http.request({ host: a1, port: Number(a2), method: more?.method ?? 'GET', path: a4 || '/hello', headers, agent: false }, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
-      res.on('end', () => out({ status: res.statusCode, body }));
+      res.on('end', () => out({ status: res.statusCode, body, ...(more ? { headers: res.headers } : {}) }));
     });
     req.setTimeout(8000, () => req.destroy(new Error('timeout')));
     req.on('error', (e) => out({ error: e.code ?? e.message }));
@@ -481,7 +492,8 @@ const POD_PROGRAM = `(${podProgram.toString()})()`;
 
 /**
  * The pod's application as APP_UID: HTTP on `httpPort` (8080) answering JSON {server, path, host, xfcc, peer}
- * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on),
+ * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on;
+ * `x-echo-fail: <n>` answers 503 to the first n requests of one `x-echo-key`; `x-echo-headers` adds {method, headers}),
  * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address),
  * gRPC on `grpcPort` (7070): `mesh.test.Echo/Echo` answers `<name>: <message>` (grpc-status 0), `mesh.test.Echo/Fail`
  * answers grpc-status 5 (NOT_FOUND) and no message.
@@ -500,7 +512,8 @@ export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000, grp
 
 /**
  * One call of a plain client in `ns` (as APP_UID when `asApp`, so that capture applies), as parsed JSON:
- * `http <host> <port> [Host]` → {status, body} | {error}; `tcp <host> <port> [line]` → {line} | {closed: true};
+ * `http <host> <port> [Host] [path] [{method, headers}]` → {status, body[, headers]} | {error};
+ * `tcp <host> <port> [line]` → {line} | {closed: true};
  * `grpc <host> <port> Echo|Fail [authority]` → {status, grpcStatus, messages} | {error}.
  */
 export function callIn(ns, asApp, ...args) {

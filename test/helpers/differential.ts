@@ -167,7 +167,7 @@ export function send(port: number, r: DiffRequest, timeoutMs = 15_000): Promise<
   });
 }
 
-function normaliseHeaders(h: http.IncomingHttpHeaders, drop: Set<string>): Record<string, unknown> {
+export function normaliseHeaders(h: http.IncomingHttpHeaders, drop: Set<string>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const k of Object.keys(h).sort()) {
     if (drop.has(k)) continue;
@@ -359,7 +359,7 @@ export function cellOf(v: string | undefined): string {
 }
 
 /** `<scenario>/<request or *>/<field>` as a pattern over Difference.where. */
-function wherePattern(where: string): RegExp {
+export function wherePattern(where: string): RegExp {
   const [scenario, request, ...field] = where.split('/');
   const esc = (x: string) => x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return new RegExp(`^${esc(scenario!)}/${request === '*' ? '[^/]+' : esc(request!)}/${esc(field.join('/'))}$`);

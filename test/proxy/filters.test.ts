@@ -285,6 +285,45 @@ t.test('circuit breaker overflow and outlier ejection', async (t) => {
   t.equal(statValue(stats, 'cluster.limited.upstream_rq_pending_overflow'), 1);
 });
 
+// ConnectionManagerUtility::mutateRequestHeaders / cleanInternalHeaders: a request not found internal loses
+// Envoy's control headers even where use_remote_address is off (a sidecar's inbound), the three edge-only ones
+// excepted; without use_remote_address only a single XFF address can make it internal; x-envoy-internal is the
+// proxy's word alone
+t.test('x-envoy-* sanitising without use_remote_address (a sidecar inbound): external unless one internal XFF address', async (t) => {
+  const b = await backend('b');
+  t.teardown(() => b.close());
+  const { port } = await proxy(
+    t,
+    hcm({
+      statPrefix: 'inbound',
+      extra: { internal_address_config: { cidr_ranges: [{ address_prefix: '10.0.0.0', prefix_len: 8 }] } },
+      routeConfig: vhost([{ match: { prefix: '/' }, route: { cluster: 'b' } }]),
+    }),
+    [staticClusterJson('b', [b.port])],
+  );
+  const control = {
+    'x-envoy-ip-tags': 'office',
+    'x-envoy-expected-rq-timeout-ms': '99',
+    'x-envoy-upstream-rq-timeout-ms': '7',
+    'x-envoy-internal': 'true',
+    'x-envoy-downstream-service-node': 'caller',
+  };
+  await request(port, '/', { headers: control });
+  let seen = b.seen.at(-1)!.headers;
+  t.equal(seen['x-envoy-ip-tags'], undefined, 'external: control headers dropped');
+  t.equal(seen['x-envoy-upstream-rq-timeout-ms'], undefined);
+  t.equal(seen['x-envoy-expected-rq-timeout-ms'], '15000', "the router's own");
+  t.equal(seen['x-envoy-internal'], undefined, "the client's x-envoy-internal dropped");
+  t.equal(seen['x-envoy-downstream-service-node'], 'caller', 'not an edge request: edge-only headers kept');
+  t.equal(seen['x-envoy-external-address'], undefined);
+  await request(port, '/', { headers: { ...control, 'x-forwarded-for': '10.1.2.3' } });
+  seen = b.seen.at(-1)!.headers;
+  t.equal(seen['x-envoy-internal'], 'true', 'one internal XFF address: internal');
+  t.equal(seen['x-envoy-ip-tags'], 'office', 'and keeps them');
+  await request(port, '/', { headers: { ...control, 'x-forwarded-for': '10.1.2.3,10.4.5.6' } });
+  t.equal(b.seen.at(-1)!.headers['x-envoy-internal'], undefined, 'two XFF addresses: external');
+});
+
 t.test('access log, path normalisation, forwarded headers and rewrites', async (t) => {
   const dir = tempDir(t, 'mesh-access-');
   const log = path.join(dir, 'access.log');

@@ -362,4 +362,22 @@ t.test('tracing without a provider (a null span): the decorator header is still 
   const inbound = stream({ 'x-envoy-decorator-operation': 'caller-op' });
   tracer(false).onRequest(inbound);
   t.equal(inbound.request.get('x-envoy-decorator-operation'), undefined, 'ingress: the header is consumed');
+  // encodeHeaders: ingress answers with the route's operation unless the request named one; egress keeps the
+  // callee's operation from the application
+  const response = () => {
+    const h = new Map<string, string>([['x-envoy-decorator-operation', 'callee-op']]);
+    return { get: (n: string) => h.get(n), set: (n: string, v: string) => void h.set(n, v), remove: (n: string) => void h.delete(n), h };
+  };
+  const overridden = response();
+  tracer(false).onResponseHeaders(inbound, overridden);
+  t.equal(overridden.h.get('x-envoy-decorator-operation'), 'callee-op', 'ingress, operation named by the caller: not written');
+  const plain = stream({});
+  tracer(false).onRequest(plain);
+  const answer = response();
+  answer.h.clear();
+  tracer(false).onResponseHeaders(plain, answer);
+  t.equal(answer.h.get('x-envoy-decorator-operation'), 'svc:80/*', 'ingress: the route operation goes to the caller');
+  const back = response();
+  tracer(true).onResponseHeaders(out, back);
+  t.equal(back.h.get('x-envoy-decorator-operation'), undefined, 'egress: taken off the response');
 });

@@ -45,15 +45,19 @@ export interface TlsHooks {
   onError(why: string): void;
 }
 
-/** Headers an edge proxy strips from external requests (Envoy's x-envoy-* sanitising). */
+/** Headers stripped only from an edge request (external, use_remote_address): cleanInternalHeaders. */
+const EDGE_STRIPPED = ['x-envoy-decorator-operation', 'x-envoy-downstream-service-cluster', 'x-envoy-downstream-service-node'];
+/**
+ * Headers stripped from every request not found internal, edge or not (cleanInternalHeaders): a sidecar's
+ * inbound (no use_remote_address, no trusted XFF) strips them too.
+ */
 const EXTERNAL_STRIPPED = [
-  'x-envoy-decorator-operation',
-  'x-envoy-downstream-service-cluster',
-  'x-envoy-downstream-service-node',
+  'x-envoy-retriable-status-codes',
+  'x-envoy-retriable-header-names',
   'x-envoy-expected-rq-timeout-ms',
   'x-envoy-force-trace',
-  'x-envoy-internal',
   'x-envoy-ip-tags',
+  'x-envoy-original-url',
   'x-envoy-max-retries',
   'x-envoy-retry-grpc-on',
   'x-envoy-retry-on',
@@ -382,30 +386,34 @@ export class HcmRuntime {
     const o = this.options;
     const h = s.request;
     const remote = plainIp(s.conn.info.remoteAddress);
+    // only the proxy says a request is internal
+    h.remove('x-envoy-internal');
     let internal: boolean;
+    const xff = h.get('x-forwarded-for');
     if (o.useRemoteAddress) {
       if (!o.skipXffAppend) {
         // Envoy appends its own address (LocalInfo's, the first non-loopback IPv4) for a loopback peer
         const hop = isLoopback(remote) ? this.localAddress : remote;
-        const xff = h.get('x-forwarded-for');
         h.set('x-forwarded-for', xff ? `${xff},${hop}` : hop);
       }
-      internal = s.conn.internal ??= this.isInternal(remote);
-      if (internal) h.set('x-envoy-internal', 'true');
-      else {
-        for (const k of EXTERNAL_STRIPPED) h.remove(k);
+      // the peer's address is trusted only when it came with no XFF of its own (allow_trusted_address_checks)
+      internal = xff === undefined && (s.conn.internal ??= this.isInternal(remote));
+      if (!internal) {
+        for (const k of EDGE_STRIPPED) h.remove(k);
         h.set('x-envoy-external-address', remote);
       }
       h.set('x-forwarded-proto', s.conn.info.tls ? 'https' : 'http');
     } else {
-      const xff = h.get('x-forwarded-for');
+      // the XFF extension: a single address in XFF is the client's; without XFF the request is external
       const last = xff
         ?.split(',')
         .map((x) => x.trim())
         .filter(Boolean);
-      internal = last ? last.length === 1 && this.isInternal(last[0]!) : (s.conn.internal ??= this.isInternal(remote));
+      internal = last !== undefined && last.length === 1 && this.isInternal(last[0]!);
       if (!h.has('x-forwarded-proto')) h.set('x-forwarded-proto', s.conn.info.tls ? 'https' : 'http');
     }
+    if (internal) h.set('x-envoy-internal', 'true');
+    else for (const k of EXTERNAL_STRIPPED) h.remove(k);
     const xfcc = xfccAction(o.forwardClientCert, o.clientCertDetails, s.conn.info);
     if (xfcc.kind === 'remove') h.remove(XFCC);
     else if (xfcc.kind === 'set') h.set(XFCC, xfcc.value);

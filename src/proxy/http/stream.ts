@@ -15,7 +15,7 @@ import type { ChainEntry, HcmOptions, HcmStats } from './hcm-config';
 import type { RouteConfigProvider } from '../route/rds';
 import type { ClusterManager } from '../upstream/cluster-manager';
 import type { ResponseObserver } from '../codec/h1/server';
-import type { RequestTrace } from '../tracing';
+import type { HttpTracer, RequestTrace } from '../tracing';
 
 /**
  * A downstream request: the engine's HTTP/1 codec's H1Request (plaintext HTTP/1.x; its body is a
@@ -99,6 +99,7 @@ export interface StreamHcm {
   readonly filters: readonly ChainEntry[];
   readonly routes: RouteConfigProvider;
   readonly clusters: ClusterManager;
+  readonly tracer: HttpTracer | undefined;
   onStreamDone(s: Stream): void;
 }
 
@@ -124,6 +125,8 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   responseTrailers: RawHeaders | undefined;
   /** The request's span (its HCM traces and the request has a trace context). */
   trace: RequestTrace | undefined = undefined;
+  /** Ingress with no span: the route's operation for the response (HttpTracer.onRequest). */
+  decorated: string | undefined = undefined;
 
   constructor(
     readonly hcm: StreamHcm,
@@ -211,7 +214,7 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
     const o = this.hcm.options;
     if (o.serverHeader === 'overwrite') h.set('server', o.serverName);
     else if (o.serverHeader === 'appendIfAbsent' && !h.has('server')) h.set('server', o.serverName);
-    if (this.trace) this.trace.onResponseHeaders(h);
+    this.hcm.tracer?.onResponseHeaders(this, h);
     // Envoy returns the request id of a forced trace (mutateResponseHeaders) whatever the setting
     if (o.alwaysSetRequestIdInResponse || this.request.has('x-envoy-force-trace')) {
       const rid = this.request.get('x-request-id');

@@ -27,6 +27,8 @@ export interface TracedStream {
   readonly connection: DownstreamConnectionInfo;
   route(): RouteSelection | undefined;
   trace: RequestTrace | undefined;
+  /** Ingress with no span (no provider): the operation the response tells the caller (Envoy's decorated_operation_). */
+  decorated?: string | undefined;
 }
 
 /** Whether `x` (0…denominator-1) falls under `numerator` (Envoy's featureEnabled over a FractionalPercent). */
@@ -83,10 +85,14 @@ export class HttpTracer {
     const egress = o.operation === 'egress';
     if (!d) {
       // Envoy's tracer without a provider starts a null span all the same, so the decorator header is still
-      // written on egress and taken off on ingress
+      // written on egress and taken off on ingress, and ingress answers with the route's operation unless the
+      // request named one (traceRequest, then encodeHeaders)
       const decorator = s.route()?.route.decoratorOperation;
       if (egress && decorator) h.set(DECORATOR, decorator);
-      else if (!egress) h.remove(DECORATOR);
+      else if (!egress) {
+        if (!h.get(DECORATOR) && decorator) s.decorated = decorator;
+        h.remove(DECORATOR);
+      }
       return;
     }
     const operation = egress ? `egress ${h.authority}` : 'ingress';
@@ -111,6 +117,17 @@ export class HttpTracer {
       }
     }
     s.trace = new RequestTrace(this, d, span, egress ? undefined : decorated);
+  }
+
+  /**
+   * Response headers on their way out (ActiveStream::encodeHeaders), whether or not the request has a span:
+   * ingress tells the caller its operation, egress keeps the callee's from the application.
+   */
+  onResponseHeaders(s: TracedStream, h: HeaderWriter & HeaderReader & { remove(name: string): void }): void {
+    if (s.trace) s.trace.onResponseHeaders(h);
+    else if (this.o.operation !== 'egress') {
+      if (s.decorated) h.set(DECORATOR, s.decorated);
+    } else h.remove(DECORATOR);
   }
 
   tag(span: TraceSpan, name: string, value: string): void {
