@@ -149,53 +149,16 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
   } else {
     fs.writeFileSync(path.join(dir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${ports.grpc}\n  controlPlaneAuthPolicy: NONE\n`);
   }
-  const envoy = o.dataPlane === 'envoy' ? envoyPath() : undefined;
-  if (o.dataPlane === 'envoy' && !envoy) throw new Error('dataPlane envoy asked for, but no Envoy is installed (test/helpers/envoy.ts)');
   const proxyStatusPort = agentPorts.ports.proxyStatus;
-  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml', ...(o.agentArgs ?? [])], {
-    cwd: dir,
-    env: {
-      PATH: process.env['PATH'],
-      HOME: process.env['HOME'],
-      POD_NAME: 'gateway-0',
-      POD_NAMESPACE: 'mesh-system',
-      SERVICE_ACCOUNT: 'ingressgateway',
-      // The daemon's certificate names its service; the rig dials it by address.
-      MESHD_SAN: 'meshd.mesh-system.svc',
-      INSTANCE_IP: '127.0.0.1',
-      MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
-      PROXY_STATUS_PORT: String(proxyStatusPort),
-      PROXY_METRICS_PORT: String(agentPorts.ports.metrics),
-      PROXY_CONFIG: JSON.stringify({
-        statusPort: ports.status,
-        proxyAdminPort: ports.admin,
-        binaryPath: envoy ?? path.join(dir, 'no-envoy-here'),
-        terminationDrainDuration: '1s',
-        ...o.proxyConfig,
-      }),
-      ...o.agentEnv,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    // its own process group, so teardown's SIGKILL reaches a child Envoy too (Istio's agent does not take its
-    // Envoy down when it is killed outright: the pod goes with both; here an orphan keeps the rig's pipes open)
-    detached: true,
+  const router = await startRouter(t, {
+    dir,
+    ports: { status: ports.status, admin: ports.admin, proxyStatus: proxyStatusPort, metrics: agentPorts.ports.metrics },
+    env: o.agentEnv,
+    args: o.agentArgs,
+    proxyConfig: o.proxyConfig,
+    dataPlane: o.dataPlane,
+    daemonLog: () => daemon.log(),
   });
-  let out = '';
-  agent.stdout!.on('data', (d) => (out += d));
-  agent.stderr!.on('data', (d) => (out += d));
-  const exited = new Promise<void>((r) => agent.on('exit', () => r()));
-  t.teardown(async () => {
-    if (agent.exitCode === null && agent.signalCode === null) process.kill(-agent.pid!, 'SIGKILL');
-    await exited;
-  });
-  await waitFor(
-    () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${daemon.log()}`,
-    async () =>
-      (await fetch(`http://127.0.0.1:${ports.status}/healthz/ready`)
-        .then((r) => r.status)
-        .catch(() => 0)) === 200,
-    { timeoutMs: 60_000, intervalMs: 50 },
-  );
   return {
     ports,
     dir,
@@ -210,8 +173,87 @@ export async function startGateway(t: Test, o: GatewayOptions): Promise<GatewayR
       return daemon;
     },
     get: (p, headers) => httpGet(ports.gw, p, headers),
-    agentOut: () => out,
-    agentPid: agent.pid!,
+    agentOut: router.out,
+    agentPid: router.pid,
     proxyStatusPort,
   };
+}
+
+export interface RouterPorts {
+  status: number;
+  admin: number;
+  proxyStatus: number;
+  metrics: number;
+}
+
+export interface RunningRouter {
+  pid: number;
+  out(): string;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `pilot-agent proxy router` in `dir` (which holds its mesh.yaml: the discovery address) as the gateway pod
+ * `gateway-0` of mesh-system with the given ports, `env` beside (e.g. its labels), and waits until it is ready.
+ */
+export async function startRouter(
+  t: Test,
+  o: {
+    dir: string;
+    ports: RouterPorts;
+    env?: NodeJS.ProcessEnv;
+    args?: string[];
+    proxyConfig?: Record<string, unknown>;
+    dataPlane?: DataPlane;
+    daemonLog(): string;
+  },
+): Promise<RunningRouter> {
+  const envoy = o.dataPlane === 'envoy' ? envoyPath() : undefined;
+  if (o.dataPlane === 'envoy' && !envoy) throw new Error('dataPlane envoy asked for, but no Envoy is installed (test/helpers/envoy.ts)');
+  const agent = spawn(path.join(DIST, 'pilot-agent'), ['proxy', 'router', '--meshConfig', 'mesh.yaml', ...(o.args ?? [])], {
+    cwd: o.dir,
+    env: {
+      PATH: process.env['PATH'],
+      HOME: process.env['HOME'],
+      POD_NAME: 'gateway-0',
+      POD_NAMESPACE: 'mesh-system',
+      SERVICE_ACCOUNT: 'ingressgateway',
+      // The daemon's certificate names its service; the rig dials it by address.
+      MESHD_SAN: 'meshd.mesh-system.svc',
+      INSTANCE_IP: '127.0.0.1',
+      MESH_METAJSON_LABELS: '{"mesh":"ingressgateway"}',
+      PROXY_STATUS_PORT: String(o.ports.proxyStatus),
+      PROXY_METRICS_PORT: String(o.ports.metrics),
+      PROXY_CONFIG: JSON.stringify({
+        statusPort: o.ports.status,
+        proxyAdminPort: o.ports.admin,
+        binaryPath: envoy ?? path.join(o.dir, 'no-envoy-here'),
+        terminationDrainDuration: '1s',
+        ...o.proxyConfig,
+      }),
+      ...o.env,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // its own process group, so teardown's SIGKILL reaches a child Envoy too (Istio's agent does not take its
+    // Envoy down when it is killed outright: the pod goes with both; here an orphan keeps the rig's pipes open)
+    detached: true,
+  });
+  let out = '';
+  agent.stdout!.on('data', (d) => (out += d));
+  agent.stderr!.on('data', (d) => (out += d));
+  const exited = new Promise<void>((r) => agent.on('exit', () => r()));
+  const stop = async (): Promise<void> => {
+    if (agent.exitCode === null && agent.signalCode === null) process.kill(-agent.pid!, 'SIGKILL');
+    await exited;
+  };
+  t.teardown(stop);
+  await waitFor(
+    () => `gateway not ready:\n${summarize(out)}\n--- daemon:\n${o.daemonLog()}`,
+    async () =>
+      (await fetch(`http://127.0.0.1:${o.ports.status}/healthz/ready`)
+        .then((r) => r.status)
+        .catch(() => 0)) === 200,
+    { timeoutMs: 60_000, intervalMs: 50 },
+  );
+  return { pid: agent.pid!, out: () => out, stop };
 }

@@ -267,7 +267,8 @@ function translateGateway(
       ok = false;
     }
     const protocol = listenerProtocol(l.protocol, opts.alpha === true);
-    if (typeof protocol !== 'string') {
+    const accepted = typeof protocol === 'string';
+    if (!accepted) {
       specs.Accepted!.error = protocol;
       ok = false;
     }
@@ -298,14 +299,17 @@ function translateGateway(
       gateway: gw,
       internalName: `${gw.meta.namespace}/${name}`,
       allowedKinds: kinds,
-      hosts: ok ? hosts : [],
+      hosts: accepted ? hosts : [],
       originalHostname: l.hostname ?? '',
       sectionName: l.name,
       port: l.port,
       protocol: l.protocol,
     });
-    // A listener that failed is still a parent (routes see its status), but never matches a route.
-    if (!ok) parents[parents.length - 1]!.allowedKinds = [];
+    // A listener that is not accepted is still a parent (routes see its status), but never matches a route. One
+    // whose certificate refs failed takes its routes, counted in attachedRoutes, while nothing serves it (Istio
+    // keeps its parent info and marks the internal Gateway invalid; the conformance test GatewayWithAttachedRoutes
+    // expects the route counted).
+    if (!accepted) parents[parents.length - 1]!.allowedKinds = [];
   }
   return { parents, servers, status: gatewayStatus(gw, services, input, opts, listeners) };
 }

@@ -1,0 +1,172 @@
+// The rig the conformance runner drives: one `pilot-discovery discovery --configDir` (plaintext xDS, no cluster)
+// holding the suite's base manifests, an echo backend per Service, and one `pilot-agent proxy router` per Gateway,
+// labelled `gateway.networking.k8s.io/gateway-name: <name>` as Istio's deployment controller labels a Gateway's pods.
+// A test's manifests are one more file in the config directory, written for the test and removed after it, as the
+// suite applies and deletes them (conformance/utils/suite: Applier, cleanup).
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+import { stringify } from 'yaml';
+import { startIssuer } from '../../ca/helpers';
+import { makeServerCert } from '../../helpers/agent';
+import { startDiscovery, type RunningDaemon } from '../../helpers/daemon';
+import { type EchoBackend, type EchoRequest, startEchoBackend, startGrpcEchoBackend } from '../../helpers/echo-backend';
+import type { DataPlane } from '../../helpers/envoy';
+import { startRouter, type RunningRouter } from '../../helpers/gateway';
+import { freePort, freePorts } from '../../helpers/ports';
+import { tempDir } from '../../helpers/temp';
+import { configDocs, type Doc, listenerPorts, parseDocs, podName, services } from './manifests';
+import type { Reply, StatusList } from './expect';
+
+export const MANIFESTS = fileURLToPath(new URL('manifests', import.meta.url));
+
+export function manifestDocs(file: string): Doc[] {
+  return parseDocs(fs.readFileSync(path.join(MANIFESTS, file.replace(/^tests\//, 'tests/')), 'utf8'));
+}
+
+/** The Secrets the suite creates at start (conformance/utils/suite/suite.go), self-signed here. */
+const SECRETS = [
+  ['gateway-conformance-web-backend', 'certificate'],
+  ['gateway-conformance-infra', 'tls-validity-checks-certificate'],
+  ['gateway-conformance-infra', 'tls-passthrough-checks-certificate'],
+  ['gateway-conformance-app-backend', 'tls-passthrough-checks-certificate'],
+] as const;
+
+function secretDocs(dir: string): Doc[] {
+  return SECRETS.map(([ns, name]) => {
+    const d = path.join(dir, `${ns}-${name}`);
+    fs.mkdirSync(d, { recursive: true });
+    const c = makeServerCert(d, name.startsWith('tls-passthrough') ? 'abc.example.com' : 'example.org');
+    return {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: ns },
+      type: 'kubernetes.io/tls',
+      data: { 'tls.crt': fs.readFileSync(c.cert).toString('base64'), 'tls.key': fs.readFileSync(c.key).toString('base64') },
+    };
+  });
+}
+
+export interface ConformanceRig {
+  daemon: RunningDaemon;
+  backends: Map<string, EchoBackend>;
+  /** Writes (or with no docs removes) the test's manifests file. */
+  apply(docs: readonly Doc[] | undefined): void;
+  status(): Promise<StatusList>;
+  /** Starts the routers of these Gateways (ns/name) not running yet; stops those of other non-base Gateways. */
+  routersFor(gateways: readonly string[]): Promise<void>;
+  listenerPort(gateway: string, port: number): number;
+  /** The manifest's port of a placed listener port (for a Location header), or undefined. */
+  manifestPort(port: number): number | undefined;
+  request(port: number, o: { method?: string; path: string; headers: Record<string, string> }): Promise<Reply>;
+}
+
+export async function startConformanceRig(t: Test, o: { tests: readonly Doc[][]; dataPlane: DataPlane }): Promise<ConformanceRig> {
+  const dir = tempDir(t, 'mesh-gwconf-');
+  const base = manifestDocs('base.yaml');
+  const all = [base, ...o.tests].flat();
+  const backends = new Map<string, EchoBackend>();
+  for (const svc of new Set(services(all))) {
+    const [namespace, name] = svc.split('/') as [string, string];
+    // the suite's grpc-infra-backend-* Services run its gRPC echo server, the others its HTTP one
+    const start = name.startsWith('grpc-') ? startGrpcEchoBackend : startEchoBackend;
+    backends.set(svc, await start(t, { namespace, service: name, pod: podName(svc) }));
+  }
+  const ports = new Map<string, number>();
+  for (const lp of listenerPorts(all)) ports.set(`${lp.gateway}:${lp.port}`, await freePort());
+  const place = {
+    listenerPort: (gw: string, port: number) => ports.get(`${gw}:${port}`)!,
+    backendPort: (svc: string) => backends.get(svc)!.port,
+  };
+  const configDir = path.join(dir, 'config');
+  fs.mkdirSync(configDir);
+  const write = (file: string, docs: readonly Doc[]) =>
+    fs.writeFileSync(
+      path.join(configDir, file),
+      configDocs(docs, place)
+        .map((d) => stringify(d))
+        .join('---\n'),
+    );
+  write('base.yaml', [...base, ...secretDocs(path.join(dir, 'secrets'))]);
+  // The control plane secured as out of the box (test/helpers/gateway.ts): each router authenticates to the
+  // daemon's CA with a token from a loopback OIDC issuer and gets the workload certificate its clusters wait for.
+  const issuer = await startIssuer(t);
+  const secure = await freePort();
+  const daemon = await startDiscovery({ configDir, securePort: secure, cwd: dir, env: { JWT_RULE: issuer.rule() } });
+  t.teardown(() => daemon.stop());
+
+  const baseGateways = new Set(base.filter((d) => d.kind === 'Gateway').map((d) => `${d.metadata!.namespace}/${d.metadata!.name}`));
+  const routers = new Map<string, RunningRouter>();
+  let routerDirs = 0;
+  const startOne = async (gw: string): Promise<RunningRouter> => {
+    const [ns, name] = gw.split('/') as [string, string];
+    // short: the agent's unix sockets live under it (sun_path holds 108 bytes)
+    const rdir = path.join(dir, `r${routerDirs++}`);
+    fs.mkdirSync(rdir, { recursive: true });
+    fs.mkdirSync(path.join(rdir, 'var/run/secrets/tokens'), { recursive: true });
+    fs.writeFileSync(path.join(rdir, 'var/run/secrets/tokens/mesh-token'), await issuer.token({ ns, sa: 'ingressgateway', expSeconds: 4 * 3600 }));
+    // the root the daemon publishes in its directory, where the agent looks for it
+    fs.symlinkSync(path.join(dir, 'var/run/secrets/mesh'), path.join(rdir, 'var/run/secrets/mesh'));
+    fs.writeFileSync(path.join(rdir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${secure}\n`);
+    return startRouter(t, {
+      dir: rdir,
+      ports: await freePorts('status', 'admin', 'proxyStatus', 'metrics'),
+      env: { POD_NAME: `${name}-0`, POD_NAMESPACE: ns, MESH_METAJSON_LABELS: JSON.stringify({ 'gateway.networking.k8s.io/gateway-name': name }) },
+      dataPlane: o.dataPlane,
+      daemonLog: () => daemon.log(),
+    });
+  };
+  return {
+    daemon,
+    backends,
+    apply: (docs) => {
+      const file = path.join(configDir, 'test.yaml');
+      if (docs) write('test.yaml', docs);
+      else fs.rmSync(file, { force: true });
+    },
+    status: async () => (await (await fetch(`http://${daemon.http}/debug/gateway-status`)).json()) as StatusList,
+    routersFor: async (gateways) => {
+      for (const [gw, r] of routers)
+        if (!baseGateways.has(gw) && !gateways.includes(gw)) {
+          await r.stop();
+          routers.delete(gw);
+        }
+      await Promise.all(gateways.filter((gw) => !routers.has(gw)).map(async (gw) => routers.set(gw, await startOne(gw))));
+    },
+    listenerPort: place.listenerPort,
+    manifestPort: (port) => {
+      for (const [k, v] of ports) if (v === port) return Number(k.slice(k.lastIndexOf(':') + 1));
+      return undefined;
+    },
+    request: (port, r) => request(port, r),
+  };
+}
+
+function request(port: number, r: { method?: string; path: string; headers: Record<string, string> }): Promise<Reply> {
+  return new Promise<Reply>((resolve) => {
+    const req = http.request({ host: '127.0.0.1', port, method: r.method ?? 'GET', path: r.path, headers: r.headers, agent: false }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => (body += d));
+      res.on('end', () => {
+        let echo: EchoRequest | undefined;
+        try {
+          const j = JSON.parse(body) as EchoRequest;
+          if (typeof j.pod === 'string') echo = j;
+        } catch {
+          // not the echo backend's answer
+        }
+        // each header line apart, as Go's http.Header keeps them (Node's res.headers joins repeats with ", ")
+        const headers: Record<string, string[]> = {};
+        for (let i = 0; i < res.rawHeaders.length; i += 2) (headers[res.rawHeaders[i]!.toLowerCase()] ??= []).push(res.rawHeaders[i + 1]!);
+        resolve({ status: res.statusCode ?? 0, headers, echo });
+      });
+    });
+    // A refused or reset connection is a reply the suite retries too (its round trip fails).
+    req.on('error', () => resolve({ status: 0, headers: {} }));
+    req.setTimeout(10_000, () => req.destroy());
+    req.end();
+  });
+}
