@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import path from 'node:path';
-import { constants as osConstants } from 'node:os';
+import { availableParallelism, constants as osConstants } from 'node:os';
 import type { Engine, EngineOptions } from '../proxy/engine';
 import type { LogLevel } from '../proxy/log';
 
@@ -95,7 +95,8 @@ export function builtinEngineOptions(i: ProxyRun, logLevel: LogLevel): EngineOpt
     logLevel,
     ...(i.componentLogLevel ? { componentLogLevel: i.componentLogLevel } : {}),
     ...(i.override ? { configYaml: i.override } : {}),
-    ...(i.concurrency !== undefined && i.concurrency > 0 ? { concurrency: i.concurrency } : {}),
+    // unset or 0 is Envoy's default, one worker per core (a gateway with no CPU limit), as for Envoy as the child
+    concurrency: i.concurrency !== undefined && i.concurrency > 0 ? i.concurrency : availableParallelism(),
   };
 }
 

@@ -9,7 +9,8 @@ import { validateBootstrap } from '../../src/agent/bootstrap-schema';
 import { renderBootstrapTemplate } from '../../src/agent/template';
 import { nodeMetadata } from '../../src/agent/node';
 import { grpcBootstrap } from '../../src/agent/grpc-bootstrap';
-import { exitStatus, findProxyBinary, proxyArgs } from '../../src/agent/process';
+import { builtinEngineOptions, exitStatus, findProxyBinary, proxyArgs } from '../../src/agent/process';
+import { availableParallelism } from 'node:os';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { ApiConfigSource_ApiType, ApiVersion } from '../../src/gen/envoy/config/core/v3/config_source_pb';
@@ -345,6 +346,23 @@ t.test("proxy command line: Istio's Envoy flags", async (t) => {
   t.same(real.slice(-2), ['--config-yaml', '{"a":1}']);
   t.notOk(real.includes('--concurrency'), 'no --concurrency when unset');
   t.notOk(real.includes('-l'));
+});
+
+t.test('the built-in engine in the agent: concurrency unset is one worker per core, as Envoy without --concurrency', async (t) => {
+  const run = {
+    configFile: 'c.json',
+    drainDurationMs: 45_000,
+    parentShutdownDurationMs: 60_000,
+    ipv6: false,
+    logLevel: 'warning',
+    componentLogLevel: '',
+    realEnvoy: false,
+    skipDeprecatedLogs: false,
+    enableCoreDump: false,
+  };
+  t.equal(builtinEngineOptions({ ...run, concurrency: 2 }, 'warning').concurrency, 2);
+  t.equal(builtinEngineOptions(run, 'warning').concurrency, availableParallelism(), 'a gateway with no CPU limit');
+  t.equal(builtinEngineOptions({ ...run, concurrency: 0 }, 'warning').concurrency, availableParallelism());
 });
 
 t.test('exitStatus: a shell-style status of the proxy', async (t) => {
