@@ -18,6 +18,7 @@ import type { Test } from 'tap';
 import { openssl } from '../ca/helpers';
 import { EC_P256_KEY, signWith } from './openssl';
 import { echoHandler, observe, type EchoRecord, type Observation } from './differential';
+import { serveForTest } from './ports';
 
 /** A started backend: its port and what it saw (HTTP backends; empty for gRPC, WebSocket and TCP backends). */
 export interface Backend {
@@ -62,22 +63,6 @@ export function issue(dir: string, name: string, o: { ca?: Pem; san?: string } =
   };
 }
 
-function closeWith(t: Test, server: net.Server, extra?: () => void): void {
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.close(() => r());
-        extra?.();
-        (server as http.Server).closeAllConnections?.();
-      }),
-  );
-}
-
-async function listen(server: net.Server): Promise<number> {
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return (server.address() as net.AddressInfo).port;
-}
-
 /** The CN of a certificate's subject, or undefined. */
 function cnOf(c: { subject?: Record<string, unknown> } | undefined): string | undefined {
   const cn = c?.subject?.['CN'];
@@ -97,8 +82,7 @@ export async function startTlsEchoBackend(t: Test, instance: string, o: { cert: 
       return { tls: { sni: s.servername || null, alpn: s.alpnProtocol || null, client: cnOf(s.getPeerCertificate()) ?? null } };
     }),
   );
-  const port = await listen(server);
-  closeWith(t, server);
+  const port = await serveForTest(t, server);
   return { port, seen };
 }
 
@@ -242,10 +226,9 @@ export async function startGrpcBackend(t: Test, instance: string): Promise<Backe
       stream.end();
     });
   });
-  const port = await listen(server as unknown as net.Server);
+  const port = await serveForTest(t, server as unknown as net.Server, () => sessions.forEach((s) => s.destroy()));
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (s) => (sessions.add(s), s.on('close', () => sessions.delete(s))));
-  closeWith(t, server as unknown as net.Server, () => sessions.forEach((s) => s.destroy()));
   return { port, seen: [] };
 }
 
@@ -370,8 +353,7 @@ export async function startWebSocketBackend(t: Test, instance: string): Promise<
       }
     });
   });
-  const port = await listen(server);
-  closeWith(t, server, () => sockets.forEach((s) => s.destroy()));
+  const port = await serveForTest(t, server, () => sockets.forEach((s) => s.destroy()));
   return { port, seen: [] };
 }
 
@@ -467,8 +449,7 @@ export async function startTcpBackend(t: Test, instance: string): Promise<Backen
     s.on('data', (d) => (got += d));
     s.on('end', () => s.end(`${instance} got ${got}`));
   });
-  const port = await listen(server);
-  closeWith(t, server, () => sockets.forEach((s) => s.destroy()));
+  const port = await serveForTest(t, server, () => sockets.forEach((s) => s.destroy()));
   return { port, seen: [] };
 }
 

@@ -10,6 +10,7 @@ import { startGateway, type GatewayOptions, type GatewayPorts, type GatewayRig }
 import { nacks, type DataPlane } from './envoy';
 import { summarize } from './agent';
 import { waitFor } from './wait';
+import { serveForTest } from './ports';
 
 /** One request a client sends to the gateway's port (or to `port`). */
 export interface DiffRequest {
@@ -98,15 +99,8 @@ const DROPPED = new Set(['date', 'server']);
 export async function startEchoBackend(t: Test, instance: string): Promise<{ port: number; seen: EchoRecord[] }> {
   const seen: EchoRecord[] = [];
   const server = http.createServer(echoHandler(instance, seen));
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeAllConnections();
-      }),
-  );
-  return { port: (server.address() as { port: number }).port, seen };
+  const port = await serveForTest(t, server);
+  return { port, seen };
 }
 
 /** The echo backend's request handler (startEchoBackend), for servers of other kinds; `describe` adds to each record. */

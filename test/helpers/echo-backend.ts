@@ -7,6 +7,7 @@
 // them (lower case; the suite compares them case-insensitively).
 import http from 'node:http';
 import type { Test } from 'tap';
+import { serveForTest } from './ports';
 
 export interface EchoPod {
   namespace: string;
@@ -78,15 +79,8 @@ export async function startEchoBackend(t: Test, pod: EchoPod): Promise<EchoBacke
       res.end(JSON.stringify(seen));
     }, ms);
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        server.close(() => r());
-        server.closeAllConnections();
-      }),
-  );
-  return { port: (server.address() as { port: number }).port, pod, received };
+  const port = await serveForTest(t, server);
+  return { port, pod, received };
 }
 
 // ---- gRPC ----

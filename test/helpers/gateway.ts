@@ -10,7 +10,7 @@ import http from 'node:http';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { DIST } from './binary';
-import { freePort, reservePorts } from './ports';
+import { freePort, reservePorts, serveForTest } from './ports';
 import { startDiscovery, type RunningDaemon } from './daemon';
 import { summarize } from './agent';
 import { tempDir } from './temp';
@@ -79,15 +79,8 @@ async function startBackend(t: Test): Promise<number> {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ workload: 'demo', path: req.url, headers: req.headers }));
   });
-  await new Promise<void>((r) => backend.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        backend.close(() => r());
-        backend.closeAllConnections(); // the gateway's pooled keep-alive connections
-      }),
-  );
-  return (backend.address() as { port: number }).port;
+  const port = await serveForTest(t, backend);
+  return port;
 }
 
 export function httpGet(port: number, p: string, headers: Record<string, string> = {}, timeoutMs = 10_000): Promise<Reply> {

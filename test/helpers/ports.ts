@@ -1,6 +1,8 @@
 // Loopback ports for tests that must name a port before the listener starts (a config that carries it, a
 // daemon restarted on the same port). Tests inside their own network namespaces bind fixed ports instead.
+import type http from 'node:http';
 import * as net from 'node:net';
+import type { Test } from 'tap';
 
 /** A port nothing listens on right now (bound and released; the tests bind it again at once). */
 export async function freePort(host = '127.0.0.1'): Promise<number> {
@@ -48,4 +50,22 @@ export async function reservePorts<K extends string>(...names: K[]): Promise<{ p
     ports[n] = (s.address() as net.AddressInfo).port;
   }
   return { ports, release: () => Promise.all(held.map((s) => new Promise<void>((r) => s.close(() => r())))).then(() => undefined) };
+}
+
+/**
+ * Listens on an ephemeral loopback port for the rest of the test, closing the server and its open connections at
+ * teardown (a proxy's pooled keep-alive connections would keep close() waiting); `extra` ends what the server does
+ * not track itself (HTTP/2 sessions, raw sockets).
+ */
+export async function serveForTest(t: Test, server: net.Server, extra?: () => void): Promise<number> {
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  t.teardown(
+    () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        extra?.();
+        (server as Partial<http.Server>).closeAllConnections?.();
+      }),
+  );
+  return (server.address() as net.AddressInfo).port;
 }

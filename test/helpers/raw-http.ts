@@ -4,6 +4,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { Test } from 'tap';
+import { serveForTest } from './ports';
 
 export interface RawAnswer {
   status: number;
@@ -95,15 +96,8 @@ export async function startEchoBackend(t: Test): Promise<number> {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ path: req.url ?? '', fields } satisfies EchoSeen));
   });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  t.teardown(
-    () =>
-      new Promise<void>((r) => {
-        srv.close(() => r());
-        srv.closeAllConnections();
-      }),
-  );
-  return (srv.address() as net.AddressInfo).port;
+  const port = await serveForTest(t, srv);
+  return port;
 }
 
 /** What the echo backend saw, or undefined when the answer did not come from it. */
