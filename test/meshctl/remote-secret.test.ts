@@ -15,6 +15,7 @@ import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { endpointSlice, type Kube, namespace, pod, podStatus, requireKube, service, startKube, type Obj } from '../helpers/kube';
 import { addressesOf, CDS, EDS, sidecarNode, XdsWatch } from '../helpers/xds';
 import { tempDir } from '../helpers/temp';
+import { freePort } from '../helpers/ports';
 
 requireKube();
 if (!built()) t.fail('dist/mesh is missing: run `npm run build` first');
@@ -158,6 +159,18 @@ t.test('create-remote-secret from B, applied to A: the daemon reads B through it
     t.match(lines[2], /^remote1 {5,}mesh-system\/mesh-remote-secret-remote1 {5,}synced {5,}meshd-5f7c9-x2x4q$/);
     r = await meshctl(['remote-clusters', '-r', 'canary'], env);
     t.equal(r.stderr, 'Error: unable to find any meshd instances\n', 'the revision label is part of the selector');
+    // A daemon pod this machine cannot reach at its IP: the API server's port-forward is tried next (istioctl's
+    // way), which this test server (no kubelet) refuses; both reasons are told in one line.
+    const gone = pod('mesh-system', 'meshd-7d9f8-zz9zz', { labels: { app: 'meshd', 'mesh.io/rev': 'broken' } });
+    gone.metadata.annotations = { 'prometheus.io/port': String(await freePort()) };
+    await a.api.create('/api/v1/namespaces/mesh-system/pods', gone);
+    await a.api.merge('/api/v1/namespaces/mesh-system/pods/meshd-7d9f8-zz9zz', podStatus('127.0.0.1'), 'status');
+    r = await meshctl(['remote-clusters', '-r', 'broken'], env);
+    t.equal(r.code, 1);
+    t.match(
+      r.stderr,
+      /^Error: meshd pod meshd-7d9f8-zz9zz\.mesh-system: cannot reach http:\/\/127\.0\.0\.1:\d+\/debug\/clusterz: [^\n]+; through the API server's port-forward: error upgrading connection: \d{3}[^\n]*\n$/,
+    );
     // A daemon address given explicitly wins over the cluster: the daemon is named by its control plane ID.
     r = await meshctl(['remote-clusters'], { ...env, ...noCluster });
     t.equal(r.code, 0, r.stderr);
