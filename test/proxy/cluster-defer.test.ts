@@ -11,7 +11,7 @@ import { StatsStore } from '../../src/proxy/stats/store';
 import { SecretManager } from '../../src/proxy/tls/secrets';
 import { ClusterManager } from '../../src/proxy/upstream/cluster-manager';
 import { GrpcMux } from '../../src/proxy/xds/grpc-mux';
-import { cla, edsCluster, startAds } from './helpers';
+import { cla, edsCluster, relayRig, startAds } from './helpers';
 import { waitForValue } from '../helpers/wait';
 
 const A = 'outbound|80||a.demo.svc.cluster.local';
@@ -44,24 +44,9 @@ for (const delta of [false, true]) {
   t.test(
     `${delta ? 'delta' : 'state of the world'}: a worker builds an EDS cluster on first use, from the bytes and assignment it holds`,
     async (t) => {
-      const ads = await startAds({
-        clusters: [edsCluster(A), edsCluster(B)],
-        endpoints: [cla(A, [{ port: 1001 }]), cla(B, [{ port: 2001 }])],
-        listeners: [],
-        routes: [],
-      });
-      t.teardown(() => ads.close());
-      const loggers = new LoggerRegistry('warning', () => undefined);
-      const common = {
-        node: create(NodeSchema, { id: 'sidecar~10.0.0.1~app-0.demo~demo.svc.cluster.local' }),
-        setNodeOnFirstMessageOnly: true,
-        log: loggers.get('config'),
-        typeRegistry: proxyTypeRegistry(),
-      };
-      const mainMux = new GrpcMux({ ...common, target: ads.address, credentials: grpc.credentials.createInsecure(), service: 'ads', delta });
-      const relay = new GrpcMux({ ...common, target: 'unused:1', credentials: grpc.credentials.createInsecure(), service: 'ads', relay: true });
-      t.teardown(() => mainMux.close());
-      t.teardown(() => relay.close());
+      const { ads, loggers, mux } = await relayRig(t, 'sidecar~10.0.0.1~app-0.demo~demo.svc.cluster.local', A, B);
+      const mainMux = mux({ relay: false, delta });
+      const relay = mux({ relay: true });
       mainMux.onRelay = (r) => relay.receive(r);
       const main = manager(mainMux, false, loggers);
       const worker = manager(relay, true, loggers);

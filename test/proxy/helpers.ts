@@ -6,7 +6,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import pathMod from 'node:path';
-import { fromJson, type DescMessage, type JsonObject, type MessageShape } from '@bufbuild/protobuf';
+import { create, fromJson, type DescMessage, type JsonObject, type MessageShape } from '@bufbuild/protobuf';
 import { anyPack } from '@bufbuild/protobuf/wkt';
 import * as grpc from '@grpc/grpc-js';
 import type { Proxy } from '../../src/discovery/model';
@@ -20,6 +20,9 @@ import { MemorySink, setSinks } from '../../src/lib/log/index';
 import { parseBootstrap } from '../../src/proxy/bootstrap';
 import { startEngine, type Engine, type EngineOptions } from '../../src/proxy/engine';
 import { proxyTypeRegistry } from '../../src/proxy/registry';
+import { LoggerRegistry } from '../../src/proxy/log';
+import { GrpcMux } from '../../src/proxy/xds/grpc-mux';
+import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
 import { AdsServer, newPushRequest, type AdsSettings } from '../../src/xds/server/index';
 import type { Generator, Resource, WatchedResource } from '../../src/xds/types';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
@@ -514,4 +517,40 @@ export function makePki(): TestPki {
     },
     cleanup: () => rmSync(dir, { recursive: true, force: true }),
   };
+}
+
+/**
+ * An ADS server holding EDS clusters `a` (endpoint port 1001) and `b` (2001), and muxes to it as an engine makes
+ * them: the main thread's (`relay: false`, to the server) and a worker's relay mux (`relay: true`, fed by the
+ * main thread's onRelay), all for the node `nodeId`, closed at teardown.
+ */
+export async function relayRig(
+  t: { teardown(fn: () => unknown): void },
+  nodeId: string,
+  a: string,
+  b: string,
+): Promise<{ ads: TestAds; loggers: LoggerRegistry; mux(o: { relay: boolean; delta?: boolean }): GrpcMux }> {
+  const ads = await startAds({
+    clusters: [edsCluster(a), edsCluster(b)],
+    endpoints: [cla(a, [{ port: 1001 }]), cla(b, [{ port: 2001 }])],
+    listeners: [],
+    routes: [],
+  });
+  t.teardown(() => ads.close());
+  const loggers = new LoggerRegistry('warning', () => undefined);
+  const mux = (o: { relay: boolean; delta?: boolean }) => {
+    const m = new GrpcMux({
+      node: create(NodeSchema, { id: nodeId }),
+      setNodeOnFirstMessageOnly: true,
+      log: loggers.get('config'),
+      typeRegistry: proxyTypeRegistry(),
+      target: o.relay ? 'unused:1' : ads.address,
+      credentials: grpc.credentials.createInsecure(),
+      service: 'ads',
+      ...(o.relay ? { relay: true } : { delta: o.delta ?? false }),
+    });
+    t.teardown(() => m.close());
+    return m;
+  };
+  return { ads, loggers, mux };
 }

@@ -3,16 +3,12 @@
 // late gets what the main thread holds (snapshot) and then the live responses. Against the real ADS server,
 // over state of the world and delta, with one stream to the server whatever the number of relays.
 import t from 'tap';
-import * as grpc from '@grpc/grpc-js';
-import { create, type Message } from '@bufbuild/protobuf';
-import { NodeSchema } from '../../src/gen/envoy/config/core/v3/base_pb';
+import type { Message } from '@bufbuild/protobuf';
 import { ClusterSchema } from '../../src/gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema, type ClusterLoadAssignment } from '../../src/gen/envoy/config/endpoint/v3/endpoint_pb';
-import { LoggerRegistry } from '../../src/proxy/log';
-import { proxyTypeRegistry } from '../../src/proxy/registry';
-import { GrpcMux, type RelayedResponse } from '../../src/proxy/xds/grpc-mux';
+import type { GrpcMux, RelayedResponse } from '../../src/proxy/xds/grpc-mux';
 import { TYPE_URL } from '../../src/lib/xds/type-urls';
-import { cla, edsCluster, startAds } from './helpers';
+import { cla, edsCluster, relayRig } from './helpers';
 import { waitForValue } from '../helpers/wait';
 
 const A = 'outbound|80||a.demo.svc.cluster.local';
@@ -47,22 +43,8 @@ function watch(mux: GrpcMux): Seen {
 
 for (const delta of [false, true]) {
   t.test(`${delta ? 'delta' : 'state of the world'}: relays see what the main thread applied, late or live`, async (t) => {
-    const ads = await startAds({
-      clusters: [edsCluster(A), edsCluster(B)],
-      endpoints: [cla(A, [{ port: 1001 }]), cla(B, [{ port: 2001 }])],
-      listeners: [],
-      routes: [],
-    });
-    t.teardown(() => ads.close());
-    const loggers = new LoggerRegistry('warning', () => undefined);
-    const common = {
-      node: create(NodeSchema, { id: 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local' }),
-      setNodeOnFirstMessageOnly: true,
-      log: loggers.get('config'),
-      typeRegistry: proxyTypeRegistry(),
-    };
-    const main = new GrpcMux({ ...common, target: ads.address, credentials: grpc.credentials.createInsecure(), service: 'ads', delta });
-    t.teardown(() => main.close());
+    const { ads, mux } = await relayRig(t, 'router~127.0.0.1~gw.mesh-system~mesh-system.svc.cluster.local', A, B);
+    const main = mux({ relay: false, delta });
     const relayed: RelayedResponse[] = [];
     main.onRelay = (r) => relayed.push(r);
     const mainSeen = watch(main);
@@ -76,8 +58,7 @@ for (const delta of [false, true]) {
     );
 
     // a worker that starts now: the snapshot, then whatever comes next
-    const late = new GrpcMux({ ...common, target: 'unused:1', credentials: grpc.credentials.createInsecure(), service: 'ads', relay: true });
-    t.teardown(() => late.close());
+    const late = mux({ relay: true });
     // responses may arrive before the worker subscribes (RDS after LDS): they wait for the subscription
     for (const r of main.snapshot()) late.receive(r);
     const lateSeen = watch(late);
