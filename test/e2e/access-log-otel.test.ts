@@ -189,9 +189,10 @@ t.test('OTLP access logs as istiod configures envoyOtelAls: engine and Envoy exp
       `${plane}: the filtered logger and its resource attributes`,
     );
     for (const r of records) t.ok(r.startMs >= before - 1000 && r.startMs <= Date.now(), `${plane}: time_unix_nano is the request's start`);
+    // in a stable order: Envoy's workers batch on their own, so arrival order is not part of the comparison
     results.set(
       plane,
-      records.map((r) => ({ ...r, startMs: 0 })),
+      records.map((r) => ({ ...r, startMs: 0 })).sort((a, b) => a.group.localeCompare(b.group) || byBody(a, b)),
     );
   }
   const engine = results.get('engine');
