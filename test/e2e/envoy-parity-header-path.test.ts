@@ -13,7 +13,7 @@ import path from 'node:path';
 import { DIST, built } from '../helpers/binary';
 import { envoyMissing, envoyPath } from '../helpers/envoy';
 import { echoed, rawExchange, rawRequest, startEchoBackend, type RawAnswer } from '../helpers/raw-http';
-import { freePort } from '../helpers/ports';
+import { freePorts } from '../helpers/ports';
 import { HEADER_CASES, PATH_CASES, PATH_MODE_HCM, PATH_MODES } from '../proxy/fixtures/path-header-cases';
 import { waitFor } from '../helpers/wait';
 import { tempDir } from '../helpers/temp';
@@ -146,9 +146,9 @@ interface Plane {
 }
 
 async function startPlane(t: Test, dir: string, name: string, cmd: string, args: string[], echo: number): Promise<Plane> {
-  const admin = await freePort();
-  const ports: number[] = [];
-  for (let i = 0; i <= PATH_MODES.length + 1; i++) ports.push(await freePort());
+  // all different: a port just released may be offered again, and two listeners on one address are refused
+  const named = await freePorts(...Array.from({ length: PATH_MODES.length + 3 }, (_, i) => `p${i}`));
+  const [admin, ...ports] = Object.values(named) as [number, ...number[]];
   const file = path.join(dir, `${name}.json`);
   writeFileSync(file, JSON.stringify(bootstrap(admin, ports, echo)));
   const child = spawn(cmd, [...args, '-c', file, '--log-level', 'error', '--disable-hot-restart'], { stdio: ['ignore', 'pipe', 'pipe'] });
