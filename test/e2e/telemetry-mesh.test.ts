@@ -227,8 +227,14 @@ t.test('two sidecars with mTLS report Istio standard metrics, read back through 
       { timeoutMs: 30_000, intervalMs: 500 },
     );
     t.equal(total, CALLS);
+    // A's series come from the other target, which Prometheus may scrape a moment later than B's
     const hist = 'sum(istio_request_duration_milliseconds_count{reporter="source",source_workload="a-v1",request_protocol="http"})';
-    t.equal(query(hist)[0]?.value, CALLS, hist);
+    const observed = await waitForValue(
+      () => `${hist} has no answer`,
+      () => query(hist)[0]?.value,
+      { timeoutMs: 30_000, intervalMs: 500 },
+    );
+    t.equal(observed, CALLS, hist);
 
     // gRPC: every series of each reporter, exactly, as Prometheus stored them
     const series = (q: string) => query(q).map((s) => ({ labels: scrapeLabels(s.metric), value: s.value }));
