@@ -182,15 +182,22 @@ function scalarLine(w: ChunkWriter, f: Family, s: Series): void {
     return;
   }
   // the line's length at most: the name's opening, the labels, the closing bytes and a number (32)
-  const size = f.bytes.open.length + s.labels.length + CLOSE.length + 32;
+  if (renderKept(w, s, f.bytes.open.length + s.labels.length + CLOSE.length + 32, () => scalarText(w, f, s, v))) s.value = v;
+}
+
+/**
+ * Renders a series' lines, kept for the next scrape (`s.lines`) when at most `size` bytes fit in one chunk; a longer
+ * one (a very long label text) is rendered every time. Whether the lines were kept.
+ */
+function renderKept(w: ChunkWriter, s: Series, size: number, render: () => void): boolean {
   if (size > CHUNK) {
-    scalarText(w, f, s, v);
-    return;
+    render();
+    return false;
   }
   const from = w.reserve(size);
-  scalarText(w, f, s, v);
+  render();
   s.lines = w.since(from);
-  s.value = v;
+  return true;
 }
 
 function scalarText(w: ChunkWriter, f: Family, s: Series, v: number): void {
@@ -211,15 +218,7 @@ function histogramLines(w: ChunkWriter, f: Family, s: Series): void {
   }
   // every line: the longest opening, the labels, `,le="<bound>"} ` (at most 64) and a number (32)
   const line = f.bytes.bucket.length + s.labels.length + 96;
-  const size = line * (h.bounds.length + 3);
-  if (size > CHUNK) {
-    // too long to render in one chunk (a very long label text): rendered every time, not kept
-    histogramText(w, f, s, h);
-    return;
-  }
-  const from = w.reserve(size);
-  histogramText(w, f, s, h);
-  s.lines = w.since(from);
+  if (!renderKept(w, s, line * (h.bounds.length + 3), () => histogramText(w, f, s, h))) return;
   s.value = h.count;
   s.sum = h.sum;
   s.bounds = h.bounds;
