@@ -90,7 +90,11 @@ export const RUN: readonly string[] = [
  * Tests that fail here today, and why: they run, their failures are printed, and the file asserts only that they
  * still fail (one that passes must leave this list and raise the README's count).
  */
-export const KNOWN_FAILING: Record<string, string> = {};
+export const KNOWN_FAILING: Record<string, string> = {
+  HTTPRouteHostnameIntersection:
+    'its parent check names suite.ControllerName and a helper of its file (parentRefTo), which the extractor does not evaluate',
+  HTTPRouteServiceTypes: 'it builds its paths with append and makes EndpointSlices in code (setupEndpointSlices), which the runner does not do',
+};
 
 /** Checks the suite makes in code, not data, and what the runner does instead (by hand from the Go source). */
 const SPECIAL: Record<string, string> = {
@@ -199,7 +203,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     (e: Error) => e.message.split('\n')[0],
   );
   if (started) {
-    t.comment(`router: ${started}`);
+    check(started, 'router ready');
     rig.apply(undefined);
     return [`router: ${started}`];
   }
@@ -207,6 +211,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
   for (const call of c.calls.filter((x) => x.fn !== 'Delete')) {
     const u = unresolved(call.args);
     if (u) {
+      check(`the runner cannot evaluate ${u}`, `status: ${call.fn}`);
       failures.push(`${call.fn}: the runner cannot evaluate ${u}`);
       continue;
     }
@@ -232,6 +237,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
         : `${i}: ${methodOf(e as unknown as GrpcExpectedResponse)} ${JSON.stringify((e as unknown as GrpcExpectedResponse).RequestMetadata ?? {})}`);
     const u = unresolved(e);
     if (u || !tgt) {
+      check(`the runner cannot evaluate ${u ?? 'the gateway address'}`, name);
       failures.push(`${name}: the runner cannot evaluate ${u ?? 'the gateway address'}`);
       continue;
     }
@@ -277,9 +283,10 @@ for (const plane of planes) {
       let failures: string[] = ['the test did not finish'];
       await t.test(c.shortName + (SPECIAL[c.shortName] ? ` (${SPECIAL[c.shortName]})` : ''), async (t) => {
         failures = await runCase(t, rig, c, baseDocs);
+        // a known failure's checks were comments: its one assertion is that it still fails
+        if (KNOWN_FAILING[c.shortName]) t.ok(failures.length > 0, `${c.shortName} still fails (${KNOWN_FAILING[c.shortName]})`);
       });
       outcomes.push({ profile: profile(c), name: c.shortName, failures });
-      if (KNOWN_FAILING[c.shortName]) t.ok(failures.length > 0, `${c.shortName} still fails (${KNOWN_FAILING[c.shortName]})`);
       // the next test starts from the base manifests only: wait until this test's routes are gone
       await waitForValue(
         'the test’s objects removed',

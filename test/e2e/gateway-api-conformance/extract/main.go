@@ -90,7 +90,13 @@ func eval(e ast.Expr, vars env) any {
 			return v
 		}
 	case *ast.SelectorExpr:
-		if _, ok := x.X.(*ast.Ident); ok {
+		if id, ok := x.X.(*ast.Ident); ok {
+			// a field of a bound struct literal: `tc.gatewayNamespacedName` in a range over the test's table
+			if obj, ok := vars[id.Name].(map[string]any); ok {
+				if v, ok := obj[x.Sel.Name]; ok {
+					return v
+				}
+			}
 			if v, ok := consts[src(x)]; ok {
 				return v
 			}
