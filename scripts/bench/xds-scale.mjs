@@ -24,7 +24,7 @@
 // --cpuProf <dir> runs the daemon's bundle under `node --cpu-prof` and leaves one .cpuprofile per N there.
 // --heapSnapshot <dir> runs the daemon's bundle under node and writes a .heapsnapshot there once the clients
 // hold their initial config and once more after the edits (what the daemon keeps, not its transient peak).
-import { fork, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   chmodSync,
   copyFileSync,
@@ -43,21 +43,18 @@ import path from 'node:path';
 import { EDITS, seesEditedService, writeConfigDir } from './xds-scale/config.mjs';
 import { metricSum, scrape, startDaemon } from './xds-scale/daemon.mjs';
 import { cpuSeconds, RssSampler } from './xds-scale/proc.mjs';
+import { checkHealthy, children, newSink, now, quantile, settle, sleep, startClients, until } from './xds-scale/driver.mjs';
 import { parseOptions } from '../lib/bench.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 const BINARY = path.join(ROOT, 'dist', 'pilot-discovery');
-const CLIENTS_SCRIPT = path.join(ROOT, 'scripts', 'bench', 'xds-scale', 'clients.mjs');
 
 // ---- limits: everything below stops by itself (the per-N ones grow with N: pushes are per proxy) ------
 const connectTimeoutMs = (n) => 5 * 60_000 + n * 1_500; // all N clients hold their initial config
-const SETTLE_QUIET_MS = 1_000; // no responses for this long = the daemon is idle
-const settleTimeoutMs = (n) => 2 * 60_000 + n * 500;
 const EDIT_QUIET_MS = 300; // after every client got the edit, wait this long for further responses
 const EDIT_PARTIAL_QUIET_MS = 15_000; // not every client got it: give up after this long without responses
 const editTimeoutMs = (n) => 2 * 60_000 + n * 1_500;
 const firstResponseTimeoutMs = (n) => 60_000 + n * 200;
-const PROGRESS_EVERY_MS = 30_000; // progress lines on stderr during long phases
 
 // ---- arguments ---------------------------------------------------------------------------------------
 
@@ -89,32 +86,6 @@ const OPTIONS = {
 // ---- small helpers -----------------------------------------------------------------------------------
 
 const MB = 1e6;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const now = () => performance.timeOrigin + performance.now();
-
-/** Nearest-rank quantile (p99 of 20 samples is the largest). */
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
-}
-
-/** Polls `check` until it returns something truthy; `progress()` (if given) is printed every 30 s. */
-async function until(check, timeoutMs, what, progress) {
-  const start = Date.now();
-  const deadline = start + timeoutMs;
-  let nextProgress = start + PROGRESS_EVERY_MS;
-  for (;;) {
-    const r = check();
-    if (r) return r;
-    const t = Date.now();
-    if (t > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    if (progress && t >= nextProgress) {
-      console.error(`  … ${((t - start) / 1000).toFixed(0)} s: ${progress()}`);
-      nextProgress += PROGRESS_EVERY_MS;
-    }
-    await sleep(10);
-  }
-}
 
 function newestMtime(dir) {
   let newest = 0;
@@ -157,7 +128,6 @@ async function profileBundle(dir) {
 
 // ---- cleanup: child processes never outlive the benchmark ----------------------------------------------
 
-const children = new Set();
 let tempDir;
 function cleanup() {
   for (const c of children) {
@@ -178,107 +148,6 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
     console.error(`\n${sig}: stopping`);
     process.exit(130);
   });
-}
-
-// ---- the client process --------------------------------------------------------------------------------
-
-/** Forks the client process; events from it land in `sink`. */
-async function startClients(sink) {
-  const child = fork(CLIENTS_SCRIPT, [], {
-    cwd: ROOT,
-    execArgv: ['--import', 'tsx', '--max-old-space-size=4096'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  children.add(child);
-  let ready = false;
-  let exited = false;
-  child.on('exit', (code, sig) => {
-    exited = true;
-    if (!sink.stopping) sink.fatal = `client process exited (${code ?? sig})`;
-  });
-  child.on('message', (m) => {
-    switch (m.kind) {
-      case 'ready':
-        ready = true;
-        break;
-      case 'started':
-        sink.startedAt = m.at;
-        break;
-      case 'events':
-        for (const e of m.events) sink.onEvent(e);
-        break;
-      case 'initial':
-        sink.initial.set(m.client, m.at);
-        break;
-      case 'streamError':
-        sink.streamErrors.push(`client ${m.client}: ${m.message}`);
-        break;
-    }
-  });
-  await until(() => ready || exited, 120_000, 'the client process to load');
-  if (!ready) throw new Error('the client process exited while loading');
-  return {
-    child,
-    pid: child.pid,
-    send: (m) => child.send(m),
-    async stop() {
-      sink.stopping = true;
-      if (exited) return;
-      try {
-        child.send({ cmd: 'stop' });
-      } catch {
-        // channel closed
-      }
-      const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
-      await until(() => exited, 10_000, 'the client process to exit').catch(() => child.kill('SIGKILL'));
-      clearTimeout(t);
-    },
-  };
-}
-
-/** What the client process reports, plus the collector of the edit being measured. */
-function newSink() {
-  return {
-    startedAt: 0,
-    initial: new Map(),
-    streamErrors: [],
-    fatal: undefined,
-    stopping: false,
-    lastEventAt: 0, // local receive time of the latest event
-    totals: { responses: 0, bytes: 0 },
-    bytesByType: {},
-    edit: undefined, // {t0, events: [], reached: Set}
-    onEvent(e) {
-      const [client, type, , bytes, , ackAt] = e;
-      this.lastEventAt = now();
-      this.totals.responses++;
-      this.totals.bytes += bytes;
-      this.bytesByType[type] = (this.bytesByType[type] ?? 0) + bytes;
-      if (this.edit && ackAt >= this.edit.t0) {
-        this.edit.events.push(e);
-        this.edit.reached.add(client);
-        this.edit.byType[type] = (this.edit.byType[type] ?? 0) + 1;
-      }
-    },
-  };
-}
-
-function checkHealthy(sink, daemon) {
-  if (sink.fatal) throw new Error(sink.fatal);
-  if (sink.streamErrors.length > 0) throw new Error(`ADS streams failed (${sink.streamErrors.length}): ${sink.streamErrors.slice(0, 5).join('; ')}`);
-  if (daemon.child.exitCode !== null || daemon.child.signalCode !== null) throw new Error(`the daemon exited:\n${daemon.log()}`);
-}
-
-/** Waits until no response arrived for SETTLE_QUIET_MS. */
-async function settle(sink, daemon, n) {
-  await until(
-    () => {
-      checkHealthy(sink, daemon);
-      return now() - sink.lastEventAt >= SETTLE_QUIET_MS;
-    },
-    settleTimeoutMs(n),
-    'the daemon to stop pushing',
-  );
 }
 
 /** Signals the daemon to write a heap snapshot (node --heapsnapshot-signal) and renames it once written. */
