@@ -14,6 +14,13 @@ import { TYPE_URL } from '../../lib/xds/type-urls';
 
 const VS_KEY = /^VirtualService\/([^/]+)\/([^/]+)$/;
 
+/**
+ * Gateway API kinds that reach generation only as the VirtualServices translated from them (config/gateway-api
+ * store.ts), whose own keys are in the same push: an edit of an HTTPRoute is judged by its VirtualServices.
+ * (A Gateway API Gateway's or class's change also changes internal Gateways, which no rule here accepts.)
+ */
+const ROUTE_KEY = /^(HTTPRoute|GRPCRoute|ReferenceGrant)\//;
+
 const json = (v: unknown): string => JSON.stringify(v ?? null);
 
 /** Everything of a VirtualService listeners are built from (all but its HTTP routes). */
@@ -43,6 +50,7 @@ export function typesUnchanged(prev: PushContext, next: PushContext, configsUpda
   if (configsUpdated.size === 0 || prev === next) return none;
   const changed: Array<readonly [string, string]> = [];
   for (const key of configsUpdated) {
+    if (ROUTE_KEY.test(key)) continue;
     const m = VS_KEY.exec(key);
     if (!m) return none;
     changed.push([m[1]!, m[2]!]);

@@ -8,6 +8,8 @@ import type { Config } from '../../../src/config/types';
 import type { Proxy } from '../../../src/discovery/model';
 import { generatorsFor } from '../../../src/xds/gen';
 import { typesUnchanged } from '../../../src/xds/gen/unchanged';
+import { GatewayApiConfigStore } from '../../../src/config/gateway-api/store';
+import type { ConfigEvent } from '../../../src/config/store';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, ListStore, proxy } from '../../discovery/fixtures';
 import { fullPush } from './helpers';
@@ -156,4 +158,52 @@ t.test('any other kind, or no list of changes, leaves nothing known unchanged', 
   t.same([...typesUnchanged(prev, next, keys)], [], 'a DestinationRule beside the VirtualService');
   t.same([...typesUnchanged(prev, next, new Set())], [], 'unknown changes');
   t.same([...typesUnchanged(prev, prev, keys)], [], 'the same push context');
+});
+
+t.test('an HTTPRoute edit is judged by the VirtualService translated from it: clusters and listeners unchanged', async (t) => {
+  const gateway = cfg('KubernetesGateway', 'mesh-system', 'web', {
+    gatewayClassName: 'mesh',
+    listeners: [{ name: 'http', port: 8080, protocol: 'HTTP', allowedRoutes: { namespaces: { from: 'All' } } }],
+  } as never);
+  const route = (timeout: string) =>
+    cfg('HTTPRoute', 'apps', 'reviews', {
+      parentRefs: [{ name: 'web', namespace: 'mesh-system' }],
+      hostnames: ['reviews.example'],
+      rules: [
+        {
+          backendRefs: [{ group: 'networking.istio.io', kind: 'Hostname', name: 'reviews.apps.svc.cluster.local', port: 9080 }],
+          timeouts: { request: timeout },
+        },
+      ],
+    } as never);
+  const inner = new ListStore([...base, gateway, route('3s')]);
+  const store = new GatewayApiConfigStore(inner, {
+    domain: 'cluster.local',
+    controllers: ['mesh.io/gateway-controller'],
+    controllerName: 'mesh.io/gateway-controller',
+    builtinClasses: { mesh: 'mesh.io/gateway-controller' },
+  });
+  const events: ConfigEvent[] = [];
+  store.subscribe((e) => events.push(...e));
+  const registry = buildRegistries(store, []);
+  const prev = initPushContext(store, registry);
+  t.ok(
+    prev.virtualServices().some((v) => v.hosts.includes('reviews.example')),
+    'the HTTPRoute is served as a VirtualService',
+  );
+  inner.apply(route('9s'));
+  const next = initPushContext(store, registry);
+  const keys = new Set(events.map((e) => `${e.config.kind}/${e.config.meta.namespace}/${e.config.meta.name}`));
+  t.same([...keys].map((k) => k.split('/')[0]).sort(), ['HTTPRoute', 'VirtualService'], 'the push names the HTTPRoute and its VirtualService');
+  t.same([...typesUnchanged(prev, next, keys)].sort(), [TYPE_URL.cluster, TYPE_URL.listener].sort());
+  const router = proxy('router~10.0.0.9~web.mesh-system~mesh-system.svc.cluster.local', {
+    NAMESPACE: 'mesh-system',
+    LABELS: { 'gateway.networking.k8s.io/gateway-name': 'web' },
+  });
+  for (const p of [...proxies(), router])
+    for (const typeUrl of [TYPE_URL.cluster, TYPE_URL.listener])
+      t.same(generated(p, next, typeUrl), generated(p, prev, typeUrl), `${p.type} ${p.id}: ${typeUrl.split('.').pop()} unchanged`);
+  t.ok(generated(router, next, TYPE_URL.listener).size > 0, 'the router has the Gateway’s listener');
+  const other = new Set([...keys, 'KubernetesGateway/mesh-system/web']);
+  t.same([...typesUnchanged(prev, next, other)], [], 'a Gateway API Gateway beside it: nothing known unchanged');
 });
