@@ -6,7 +6,7 @@
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
 import { type GatewayApiStatus, type StatusObject, statusObjects } from './status';
-import { type GatewayApiOptions, translateGatewayApi } from './translate';
+import { type GatewayApiOptions, newTranslationMemo, type TranslationMemo, translateGatewayApi } from './translate';
 
 /** Kinds whose changes can change the translation. */
 const INPUT_KINDS: ReadonlySet<Kind> = new Set<Kind>([
@@ -21,10 +21,18 @@ const INPUT_KINDS: ReadonlySet<Kind> = new Set<Kind>([
   'Secret',
 ]);
 
+/** The route kinds: a change of those alone keeps the translation's memo (translate.ts TranslationMemo). */
+const ROUTE_KINDS: ReadonlySet<Kind> = new Set<Kind>(['HTTPRoute', 'GRPCRoute']);
+
 type Derived = Map<string, Config>;
 
 export class GatewayApiConfigStore implements ConfigStore {
   private derived: Derived = new Map();
+  /** The derived configs by kind, as list() hands them out (the push context lists them on every build). */
+  private derivedByKind = new Map<Kind, Config[]>();
+  /** JSON of each derived config's spec and meta, to tell an unchanged translation without serializing it twice. */
+  private derivedJson = new Map<string, string>();
+  private memo: TranslationMemo = newTranslationMemo();
   private current: GatewayApiStatus = { gatewayClasses: new Map(), gateways: new Map(), routes: new Map() };
   private readonly handlers = new Set<(events: readonly ConfigEvent[]) => void>();
   private readonly off: () => void;
@@ -50,10 +58,9 @@ export class GatewayApiConfigStore implements ConfigStore {
   list<K extends Kind>(kind: K, namespace?: string): readonly Config<K>[] {
     const own = this.inner.list(kind, namespace);
     if (kind !== 'Gateway' && kind !== 'VirtualService') return own;
-    const extra = [...this.derived.values()].filter(
-      (c) => c.kind === kind && (namespace === undefined || c.meta.namespace === namespace),
-    ) as Config<K>[];
-    return extra.length === 0 ? own : [...own, ...extra];
+    const all = (this.derivedByKind.get(kind) ?? []) as Config<K>[];
+    const extra = namespace === undefined ? all : all.filter((c) => c.meta.namespace === namespace);
+    return extra.length === 0 ? own : own.length === 0 ? extra : [...own, ...extra];
   }
 
   get<K extends Kind>(kind: K, namespace: string, name: string): Config<K> | undefined {
@@ -81,6 +88,7 @@ export class GatewayApiConfigStore implements ConfigStore {
 
   private onEvents(events: readonly ConfigEvent[]): void {
     const relevant = events.some((e) => INPUT_KINDS.has(e.config.kind));
+    if (events.some((e) => INPUT_KINDS.has(e.config.kind) && !ROUTE_KINDS.has(e.config.kind))) this.memo = newTranslationMemo();
     const derivedEvents = relevant || this.derived.size === 0 ? this.recompute() : [];
     const all = derivedEvents.length > 0 ? [...events, ...derivedEvents] : events;
     for (const h of this.handlers) h(all);
@@ -102,20 +110,34 @@ export class GatewayApiConfigStore implements ConfigStore {
         secrets: list('Secret'),
       },
       this.opts,
+      this.memo,
     );
     this.current = out.status;
     const next: Derived = new Map();
     for (const c of [...out.gateways, ...out.virtualServices]) next.set(configKey(c), c);
     const events: ConfigEvent[] = [];
+    const json = new Map<string, string>();
     for (const [k, c] of next) {
       const old = this.derived.get(k);
+      if (old === c) {
+        json.set(k, this.derivedJson.get(k)!); // reused by the translation: unchanged
+        continue;
+      }
+      const text = JSON.stringify([c.spec, c.meta]);
+      json.set(k, text);
       if (!old) events.push({ type: 'add', config: c });
-      else if (JSON.stringify(old.spec) !== JSON.stringify(c.spec) || JSON.stringify(old.meta) !== JSON.stringify(c.meta))
-        events.push({ type: 'update', config: c, old });
+      else if (this.derivedJson.get(k) !== text) events.push({ type: 'update', config: c, old });
       else next.set(k, old); // unchanged: keep the old object so identity-based caches stay warm
     }
+    this.derivedJson = json;
     for (const [k, c] of this.derived) if (!next.has(k)) events.push({ type: 'delete', config: c, old: c });
     this.derived = next;
+    this.derivedByKind = new Map();
+    for (const c of next.values()) {
+      const list = this.derivedByKind.get(c.kind) ?? [];
+      list.push(c);
+      this.derivedByKind.set(c.kind, list);
+    }
     return events;
   }
 }

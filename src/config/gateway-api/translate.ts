@@ -526,7 +526,23 @@ const byCreation = <T extends Config>(a: T, b: T): number => {
 };
 
 /** Everything: internal Gateways and VirtualServices, and the status of every object this controller owns. */
-export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOptions): GatewayApiOutput {
+/**
+ * What a translation can reuse from the previous one while its owner keeps it: each route's conversion by route
+ * object, and each generated VirtualService by the route objects it was made from. The owner starts a new one when
+ * anything but the routes themselves changed (Gateways, classes, namespaces, Services, ServiceEntries,
+ * ReferenceGrants, options). With it an edit of one route converts that route alone and hands out the other
+ * VirtualServices as the same objects, as Istio's krt collections recompute only what an event touched.
+ */
+export interface TranslationMemo {
+  routes: WeakMap<Config, { routes: GatewayHTTPRoute[]; error?: RouteError }>;
+  virtualServices: Map<string, { from: readonly Config[]; vs: Config<'VirtualService'> }>;
+}
+
+export function newTranslationMemo(): TranslationMemo {
+  return { routes: new WeakMap(), virtualServices: new Map() };
+}
+
+export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOptions, memo?: TranslationMemo): GatewayApiOutput {
   const grants = new Grants(input.referenceGrants);
   const status: GatewayApiStatus = { gatewayClasses: new Map(), gateways: new Map(), routes: new Map() };
   const controllers = classControllers(input, opts);
@@ -544,13 +560,15 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
     status.gateways.set(key('KubernetesGateway', gw.meta.namespace, gw.meta.name), r.status);
   }
   const ctx = routeContext(input, opts, grants);
-  const merged = new Map<string, { vs: Config<'VirtualService'>; routes: GatewayHTTPRoute[] }>();
+  // each VirtualService's routes are cloned only when it is built anew (not when the memo hands out the last one)
+  const merged = new Map<string, { vs: Config<'VirtualService'>; routes: GatewayHTTPRoute[]; from: Config[] }>();
   const attached = new Map<string, number>();
   const allRoutes = [...input.httpRoutes, ...input.grpcRoutes].sort(byCreation);
   for (const route of allRoutes) {
     const parents = routeParents(route, byGateway);
     if (parents.length === 0) continue;
-    const converted = convertRoutes(ctx, route);
+    const converted = memo?.routes.get(route) ?? convertRoutes(ctx, route);
+    memo?.routes.set(route, converted);
     const results: RouteParentResult[] = parents.map((p) => ({
       parentRef: p.ref as unknown as Record<string, unknown>,
       refKey: parentRefString(p.ref, route.meta.namespace),
@@ -568,7 +586,8 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
         const mk = `${p.info.internalName}/${h}`;
         const m = merged.get(mk);
         if (m) {
-          m.routes.push(...converted.routes.map((r) => structuredClone(r)));
+          m.from.push(route);
+          m.routes.push(...converted.routes);
           const names = m.vs.meta.annotations[PARENT_NAMES_ANNOTATION];
           (m.vs.meta.annotations as Record<string, string>)[PARENT_NAMES_ANNOTATION] =
             `${names},${route.kind}/${route.meta.name}.${route.meta.namespace}`;
@@ -576,7 +595,8 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
         }
         const spec: VirtualServiceSpec = { hosts: [h], gateways: [p.info.internalName], http: [] };
         merged.set(mk, {
-          routes: converted.routes.map((r) => structuredClone(r)),
+          from: [route],
+          routes: [...converted.routes],
           vs: {
             kind: 'VirtualService',
             apiVersion: 'networking.istio.io/v1',
@@ -601,6 +621,13 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
     const [, ns, name] = k.split('/');
     for (const l of st.listeners) l.attachedRoutes = attached.get(`${ns}/${name}/${l.name}`) ?? 0;
   }
-  const virtualServices = [...merged.values()].map(({ vs, routes }) => ({ ...vs, spec: { ...vs.spec, http: sortHTTPRoutes(routes) } }));
+  const virtualServices = [...merged].map(([mk, { vs, routes, from }]) => {
+    const prev = memo?.virtualServices.get(mk);
+    if (prev && prev.from.length === from.length && prev.from.every((r, i) => r === from[i])) return prev.vs;
+    const out = { ...vs, spec: { ...vs.spec, http: sortHTTPRoutes(routes.map((r) => structuredClone(r))) } };
+    memo?.virtualServices.set(mk, { from, vs: out });
+    return out;
+  });
+  if (memo) for (const mk of memo.virtualServices.keys()) if (!merged.has(mk)) memo.virtualServices.delete(mk);
   return { gateways, virtualServices, status };
 }
