@@ -9,7 +9,8 @@
 //
 // With `vhds` the clients use DeltaAggregatedResources instead and ask for VHDS (DeltaAdsClient).
 //
-// IPC protocol (driver → clients): {cmd:'start', address, clients, perChannel, services, routerEvery, ramp, vhds}
+// IPC protocol (driver → clients): {cmd:'start', address, clients, perChannel, services, routerEvery, ramp, vhds,
+// routerLabels?}
 // and {cmd:'stop'}. Clients → driver: {kind:'events', events:[[client, type, version, bytes, resources,
 // ackAt], …]} batched, {kind:'initial', client, at}, {kind:'streamError', client, message} and
 // {kind:'started', at}. Times are ms since the epoch with sub-ms precision (performance.timeOrigin-based),
@@ -475,7 +476,7 @@ function main() {
         for (let c = clients.length; c < end; c++) {
           if (c % m.perChannel === 0) channels.push(new Ads(m.address, grpc.credentials.createInsecure(), options));
           const Client = m.vhds ? DeltaAdsClient : AdsClient;
-          const client = new Client(c, nodeFor(c, m.services, m.routerEvery), channels[channels.length - 1], report);
+          const client = new Client(c, nodeFor(c, m.services, m.routerEvery, m.routerLabels), channels[channels.length - 1], report);
           clients.push(client);
           client.start();
         }

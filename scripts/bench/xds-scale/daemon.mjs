@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import { ephemeralListeners } from '../../lib/daemon-flags.mjs';
 
-const PURPOSES = { grpc: 'discovery gRPC', http: 'discovery HTTP', monitoring: 'monitoring HTTP' };
+const PURPOSES = { grpc: 'discovery gRPC', http: 'discovery HTTP', monitoring: 'monitoring HTTP', ctrlz: 'ControlZ' };
 const LOG_TAIL_LINES = 400;
 
 /** The environment the daemon gets: a minimal one plus the caller's PILOT_, MESH_, XDS_ and ISTIO_ tuning variables. */
@@ -111,4 +111,12 @@ export function metricSum(text, name, filter = '') {
 export async function scrape(handle) {
   const r = await fetch(`http://${handle.monitoring}/metrics`, { signal: AbortSignal.timeout(30_000) });
   return r.text();
+}
+
+/** The daemon's V8 heap in use right after a full collection (ControlZ: PUT /memj/forcecollection, GET /memj). */
+export async function heapAfterGc(handle) {
+  const r = await fetch(`http://${handle.ctrlz}/memj/forcecollection`, { method: 'PUT', signal: AbortSignal.timeout(30_000) });
+  if (!r.ok) throw new Error(`ControlZ forcecollection: HTTP ${r.status}`);
+  const mem = await (await fetch(`http://${handle.ctrlz}/memj`, { signal: AbortSignal.timeout(30_000) })).json();
+  return mem.memoryUsage.heapUsed;
 }

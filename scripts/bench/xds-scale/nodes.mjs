@@ -3,8 +3,11 @@ import { create } from '@bufbuild/protobuf';
 import { NodeSchema } from '../../../src/gen/envoy/config/core/v3/base_pb.ts';
 import { GATEWAY_LABELS, GATEWAY_NAMESPACE, DOMAIN, namespaceOf, serviceName, workloadAddress } from './config.mjs';
 
-/** Node identity of client c: every `routerEvery`-th is an ingress gateway, the rest sidecars of app workloads. */
-export function nodeFor(c, services, routerEvery) {
+/**
+ * Node identity of client c: every `routerEvery`-th is an ingress gateway (with `routerLabels` besides its own),
+ * the rest sidecars of app workloads.
+ */
+export function nodeFor(c, services, routerEvery, routerLabels = {}) {
   if (c % routerEvery === 0) {
     const ip = `10.255.${(c >> 8) & 255}.${c & 255}`;
     return create(NodeSchema, {
@@ -12,7 +15,7 @@ export function nodeFor(c, services, routerEvery) {
       cluster: 'ingressgateway',
       metadata: {
         NAMESPACE: GATEWAY_NAMESPACE,
-        LABELS: { ...GATEWAY_LABELS },
+        LABELS: { ...GATEWAY_LABELS, ...routerLabels },
         CLUSTER_ID: 'Orchestrator',
         ISTIO_VERSION: '1.26.0',
         INSTANCE_IPS: ip,
