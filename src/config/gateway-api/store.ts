@@ -3,6 +3,7 @@
 // store (registries, push context, debug pages) then serves Gateway API objects through the Gateway/VirtualService
 // path unchanged. Istio's counterpart: pilot/pkg/config/kube/gateway/controller.go, a ConfigStoreController whose
 // List(gvk.Gateway / gvk.VirtualService) returns the translated configs, aggregated with the CRD controller.
+import { createHash } from 'node:crypto';
 import type { ConfigEvent, ConfigStore } from '../store';
 import { type Config, configKey, type Kind } from '../types';
 import { type GatewayApiStatus, type StatusObject, statusObjects } from './status';
@@ -30,8 +31,8 @@ export class GatewayApiConfigStore implements ConfigStore {
   private derived: Derived = new Map();
   /** The derived configs by kind, as list() hands them out (the push context lists them on every build). */
   private derivedByKind = new Map<Kind, Config[]>();
-  /** JSON of each derived config's spec and meta, to tell an unchanged translation without serializing it twice. */
-  private derivedJson = new Map<string, string>();
+  /** A digest of each derived config's spec and meta, to tell an unchanged translation without serializing the old one again. */
+  private derivedDigest = new Map<string, string>();
   private memo: TranslationMemo = newTranslationMemo();
   private current: GatewayApiStatus = { gatewayClasses: new Map(), gateways: new Map(), routes: new Map() };
   private readonly handlers = new Set<(events: readonly ConfigEvent[]) => void>();
@@ -116,20 +117,22 @@ export class GatewayApiConfigStore implements ConfigStore {
     const next: Derived = new Map();
     for (const c of [...out.gateways, ...out.virtualServices]) next.set(configKey(c), c);
     const events: ConfigEvent[] = [];
-    const json = new Map<string, string>();
+    const digests = new Map<string, string>();
     for (const [k, c] of next) {
       const old = this.derived.get(k);
       if (old === c) {
-        json.set(k, this.derivedJson.get(k)!); // reused by the translation: unchanged
+        digests.set(k, this.derivedDigest.get(k)!); // reused by the translation: unchanged
         continue;
       }
-      const text = JSON.stringify([c.spec, c.meta]);
-      json.set(k, text);
+      const digest = createHash('sha1')
+        .update(JSON.stringify([c.spec, c.meta]))
+        .digest('base64');
+      digests.set(k, digest);
       if (!old) events.push({ type: 'add', config: c });
-      else if (this.derivedJson.get(k) !== text) events.push({ type: 'update', config: c, old });
+      else if (this.derivedDigest.get(k) !== digest) events.push({ type: 'update', config: c, old });
       else next.set(k, old); // unchanged: keep the old object so identity-based caches stay warm
     }
-    this.derivedJson = json;
+    this.derivedDigest = digests;
     for (const [k, c] of this.derived) if (!next.has(k)) events.push({ type: 'delete', config: c, old: c });
     this.derived = next;
     this.derivedByKind = new Map();

@@ -527,19 +527,19 @@ const byCreation = <T extends Config>(a: T, b: T): number => {
 
 /** Everything: internal Gateways and VirtualServices, and the status of every object this controller owns. */
 /**
- * What a translation can reuse from the previous one while its owner keeps it: each route's conversion by route
- * object, and each generated VirtualService by the route objects it was made from. The owner starts a new one when
- * anything but the routes themselves changed (Gateways, classes, namespaces, Services, ServiceEntries,
- * ReferenceGrants, options). With it an edit of one route converts that route alone and hands out the other
- * VirtualServices as the same objects, as Istio's krt collections recompute only what an event touched.
+ * What a translation can reuse from the previous one while its owner keeps it: each generated VirtualService by
+ * the route objects it was made from. The owner starts a new one when anything but the routes themselves changed
+ * (Gateways, classes, namespaces, Services, ServiceEntries, ReferenceGrants, options). With it an edit of one route
+ * hands out every other VirtualService as the same object, not a fresh clone to be compared, as Istio's krt
+ * collections recompute only what an event touched. (Conversions are not kept: converting again costs less than
+ * the memory of holding every route twice.)
  */
 export interface TranslationMemo {
-  routes: WeakMap<Config, { routes: GatewayHTTPRoute[]; error?: RouteError }>;
   virtualServices: Map<string, { from: readonly Config[]; vs: Config<'VirtualService'> }>;
 }
 
 export function newTranslationMemo(): TranslationMemo {
-  return { routes: new WeakMap(), virtualServices: new Map() };
+  return { virtualServices: new Map() };
 }
 
 export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOptions, memo?: TranslationMemo): GatewayApiOutput {
@@ -567,8 +567,7 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
   for (const route of allRoutes) {
     const parents = routeParents(route, byGateway);
     if (parents.length === 0) continue;
-    const converted = memo?.routes.get(route) ?? convertRoutes(ctx, route);
-    memo?.routes.set(route, converted);
+    const converted = convertRoutes(ctx, route);
     const results: RouteParentResult[] = parents.map((p) => ({
       parentRef: p.ref as unknown as Record<string, unknown>,
       refKey: parentRefString(p.ref, route.meta.namespace),
