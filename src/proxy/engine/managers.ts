@@ -44,9 +44,17 @@ export function buildManagers(bootstrap: Bootstrap, x: ManagersContext): Manager
   // a worker thread builds an EDS cluster on first use; the main thread builds all (it ACKs and dumps them)
   const clusters = new ClusterManager(stats, loggers.get('upstream'), secrets, options.worker !== undefined);
   for (const c of bootstrap.staticResources?.clusters ?? []) clusters.addStatic(c);
+  // a worker thread compiles a virtual host on its first request without validating the configuration first: it
+  // only gets what the main thread accepted
+  const routeLog = loggers.get('router');
   const routes: RouteManager = new RouteManager(
-    () => ({ parsePerFilter: perFilterParser(filters, registry), clusterExists: (n) => clusters.has(n) }),
-    loggers.get('router'),
+    () => ({
+      parsePerFilter: perFilterParser(filters, registry),
+      clusterExists: (n) => clusters.has(n),
+      validate: options.worker === undefined,
+      onLazyError: (e) => routeLog.error(`virtual host not compiled, it matches no request: ${e.message}`),
+    }),
+    routeLog,
     stats,
   );
   const upstreamCall: ClusterCall = (cluster, call) => callCluster(clusters, cluster, call);

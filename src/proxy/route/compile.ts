@@ -1,5 +1,12 @@
 // RouteConfiguration → CompiledRouteConfig (once per RDS update), and routing one request with it:
 // virtual host by authority, then the first route whose match holds (Envoy's first-match order).
+//
+// A virtual host is compiled on its first request, not with its route configuration: Envoy's workers share one
+// immutable route table, but a JS object cannot be shared between threads, and a sidecar with 1000 services in
+// scope has 1000 virtual hosts per port of which it talks to a few. So each thread keeps the virtual hosts as
+// received (domains in the lookup table, the rest encoded) and compiles one when a request first selects it. The
+// configuration is still validated whole when it arrives (every virtual host compiled, then dropped), so an
+// invalid one is rejected as Envoy rejects it; a worker thread skips that: it only gets what the main thread accepted.
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type Route, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
 import { ConfigError } from '../common/config-error';
@@ -15,6 +22,19 @@ export interface RouteCompileOptions {
   clusterExists?: (name: string) => boolean;
   /** Inline (static) route configs validate clusters unless told otherwise; RDS ones do not. */
   isStatic?: boolean;
+  /**
+   * Compile every virtual host on arrival to reject an invalid configuration (the results are dropped). Default
+   * on; off in an engine worker thread, which gets only configurations the main thread accepted.
+   */
+  validate?: boolean;
+  /** A virtual host that fails to compile on its first request (only possible unvalidated): it then matches nothing. */
+  onLazyError?: (e: Error) => void;
+}
+
+/** One virtual host as received: its domains (the lookup table needs them all) and its message, decoded on first use. */
+export interface VirtualHostSource {
+  readonly domains: readonly string[];
+  message(): VirtualHost;
 }
 
 function compileRoute(r: Route, index: number, where: string, opts: RouteCompileOptions, maxBody: number, clusterNames: Set<string>): CompiledRoute {
@@ -85,26 +105,57 @@ function compileVirtualHost(
   };
 }
 
-/** Throws ConfigError naming the route configuration and the field for any invalid part. */
-export function compileRouteConfiguration(rc: RouteConfiguration, opts: RouteCompileOptions): CompiledRouteConfig {
+/**
+ * Throws ConfigError naming the route configuration and the field for any invalid part. `sources` are the virtual
+ * hosts when they are not `rc.virtualHosts` decoded (RDS keeps them encoded; VHDS delivers them apart).
+ */
+export function compileRouteConfiguration(
+  rc: RouteConfiguration,
+  opts: RouteCompileOptions,
+  sources: readonly VirtualHostSource[] = rc.virtualHosts.map((v) => ({ domains: v.domains, message: () => v })),
+): CompiledRouteConfig {
   const where = `route_config '${rc.name}'`;
   if (rc.vhds) throw new ConfigError(`${where}.vhds: on-demand virtual hosts are not supported`);
   const maxBody = rc.maxDirectResponseBodySizeBytes ?? DEFAULT_MAX_DIRECT_RESPONSE_BODY;
-  const clusterNames = new Set<string>();
-  const vhosts = rc.virtualHosts.map((v, i) => compileVirtualHost(v, `${where}.virtual_hosts[${i}]`, opts, maxBody, clusterNames));
+  const vhostWhere = (i: number) => `${where}.virtual_hosts[${i}]`;
   const validate = rc.validateClusters ?? opts.isStatic ?? false;
-  if (validate && opts.clusterExists) {
-    for (const c of clusterNames) if (!opts.clusterExists(c)) throw new ConfigError(`${where}: route: unknown cluster '${c}'`);
+  if (opts.validate !== false) {
+    const clusterNames = new Set<string>();
+    sources.forEach((s, i) => compileVirtualHost(s.message(), vhostWhere(i), opts, maxBody, clusterNames));
+    if (validate && opts.clusterExists) {
+      for (const c of clusterNames) if (!opts.clusterExists(c)) throw new ConfigError(`${where}: route: unknown cluster '${c}'`);
+    }
   }
   const table = new VirtualHostTable(
-    vhosts.map((v) => ({ domains: v.domains, value: v })),
+    sources.map((s, i) => ({ domains: s.domains, value: i })),
     rc.ignorePortInHostMatching,
     where,
   );
+  // by index, filled on first use; null: failed to compile (an unvalidated configuration)
+  const compiled: Array<CompiledVirtualHost | null | undefined> = new Array(sources.length);
+  let count = 0;
+  const vhostAt = (i: number): CompiledVirtualHost | undefined => {
+    const have = compiled[i];
+    if (have !== undefined) return have ?? undefined;
+    try {
+      const v = compileVirtualHost(sources[i]!.message(), vhostWhere(i), opts, maxBody, new Set());
+      compiled[i] = v;
+      count++;
+      return v;
+    } catch (e) {
+      compiled[i] = null;
+      opts.onLazyError?.(e as Error);
+      return undefined;
+    }
+  };
   return {
     name: rc.name,
-    findVirtualHost: (authority) => table.find(authority),
-    virtualHosts: vhosts,
+    findVirtualHost: (authority) => {
+      const i = table.find(authority);
+      return i === undefined ? undefined : vhostAt(i);
+    },
+    virtualHostCount: sources.length,
+    compiledVirtualHosts: () => count,
     headerOps: compileHeaderOps(rc, where),
     perFilterConfig: opts.parsePerFilter(rc.typedPerFilterConfig, `${where}.typed_per_filter_config`),
     mostSpecificHeaderMutationsWins: rc.mostSpecificHeaderMutationsWins,

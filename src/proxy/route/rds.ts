@@ -4,7 +4,8 @@
 // keeps serving. A route configuration that names a `vhds` source gets its virtual hosts over VHDS
 // (VirtualHost resources `<route config>/<virtual host>` on the ADS stream, added and removed one by
 // one); it is ready once VHDS has answered, and each VHDS update recompiles the configurations it touches.
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
+// "Compiled" is the lookup table with each virtual host kept encoded until a request selects it (compile.ts).
+import { create, fromBinary } from '@bufbuild/protobuf';
 import type { RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { RouteConfigurationSchema } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHostSchema, type VirtualHost } from '../../gen/envoy/config/route/v3/route_components_pb';
@@ -15,6 +16,7 @@ import type { StatsStore } from '../stats/store';
 import type { GrpcMux } from '../xds/grpc-mux';
 import type { DecodedResource, SubscriptionHandle } from '../xds/subscription';
 import { compileRouteConfiguration, type RouteCompileOptions } from './compile';
+import { EncodedVirtualHost, encodedVirtualHosts } from './encoded';
 import type { CompiledRouteConfig } from './types';
 
 export interface RouteConfigProvider {
@@ -28,8 +30,8 @@ interface RdsEntry {
   name: string;
   compiled: CompiledRouteConfig | undefined;
   /**
-   * The RouteConfiguration as received, encoded (decoded for config_dump and to merge VHDS virtual hosts):
-   * the compiled table is what routes, and a sidecar with 1000 services in scope holds MBs of decoded routes.
+   * The RouteConfiguration as received (the bytes the xDS client holds, not a copy), decoded for config_dump and
+   * to merge VHDS virtual hosts: the compiled table keeps views of its virtual hosts in it.
    */
   encoded: Uint8Array | undefined;
   /** Its virtual hosts come from VHDS. */
@@ -45,16 +47,26 @@ function decodeRoutes(encoded: Uint8Array): RouteConfiguration {
   return fromBinary(RouteConfigurationSchema, encoded);
 }
 
-/** A route configuration's proto with its VHDS virtual hosts in place of the vhds source (what is compiled). */
-function withVirtualHosts(
-  rc: RouteConfiguration,
-  vhosts: ReadonlyMap<string, Uint8Array> | undefined,
-  fresh?: ReadonlyMap<string, VirtualHost>,
-): RouteConfiguration {
-  const decoded = [...(vhosts ?? [])].map(([name, b]) => fresh?.get(name) ?? fromBinary(VirtualHostSchema, b));
-  const merged = create(RouteConfigurationSchema, { ...rc, virtualHosts: [...rc.virtualHosts, ...decoded] });
+/** A route configuration's proto with its VHDS virtual hosts in place of the vhds source (config_dump). */
+function withVirtualHosts(rc: RouteConfiguration, vhosts: ReadonlyMap<string, EncodedVirtualHost> | undefined): RouteConfiguration {
+  const merged = create(RouteConfigurationSchema, {
+    ...rc,
+    virtualHosts: [...rc.virtualHosts, ...[...(vhosts ?? new Map()).values()].map((v) => v.message())],
+  });
   merged.vhds = undefined;
   return merged;
+}
+
+/** A received route configuration's table: its own virtual hosts, then (vhds) those VHDS delivered, kept encoded. */
+function compileReceived(
+  rc: RouteConfiguration,
+  encoded: Uint8Array,
+  vhds: ReadonlyMap<string, EncodedVirtualHost> | undefined,
+  opts: RouteCompileOptions,
+): CompiledRouteConfig {
+  const own = encodedVirtualHosts(encoded, rc.virtualHosts);
+  if (!rc.vhds) return compileRouteConfiguration(rc, { ...opts, isStatic: false }, own);
+  return compileRouteConfiguration({ ...rc, vhds: undefined }, { ...opts, isStatic: false }, [...own, ...(vhds?.values() ?? [])]);
 }
 
 export class StaticRouteProvider implements RouteConfigProvider {
@@ -86,7 +98,7 @@ export class RouteManager {
    * VHDS virtual hosts by route configuration, then by resource name, as received: decoded when a route
    * configuration is compiled or dumped (a sidecar with 1000 services in scope held ~7 MB of decoded ones).
    */
-  private readonly vhds = new Map<string, Map<string, Uint8Array>>();
+  private readonly vhds = new Map<string, Map<string, EncodedVirtualHost>>();
   private vhdsHandle: SubscriptionHandle | undefined;
   /** VHDS answered at least once: route configurations waiting for their virtual hosts can serve. */
   private vhdsAnswered = false;
@@ -116,9 +128,8 @@ export class RouteManager {
    * configurations they belong to; nothing changes if one of them does not compile.
    */
   private onVhds(added: Array<DecodedResource<VirtualHost>>, removed: string[], complete: boolean): void {
-    const next = new Map<string, Map<string, Uint8Array>>();
-    const fresh = new Map<string, VirtualHost>();
-    const copy = (rc: string): Map<string, Uint8Array> => {
+    const next = new Map<string, Map<string, EncodedVirtualHost>>();
+    const copy = (rc: string): Map<string, EncodedVirtualHost> => {
       let m = next.get(rc);
       if (!m) next.set(rc, (m = complete ? new Map() : new Map(this.vhds.get(rc) ?? [])));
       return m;
@@ -135,8 +146,7 @@ export class RouteManager {
         errors.push(`virtual host '${r.name}': a VHDS resource is named <route config name>/<virtual host name>`);
         continue;
       }
-      copy(parts.routeConfig).set(r.name, r.any.value);
-      fresh.set(r.name, r.message);
+      copy(parts.routeConfig).set(r.name, new EncodedVirtualHost(r.message.domains, r.any.value));
     }
     if (errors.length > 0) throw new Error(errors.join('\n'));
     const opts = this.compileOptions();
@@ -145,7 +155,7 @@ export class RouteManager {
       const e = this.entries.get(rc);
       if (!e?.encoded || !e.viaVhds) continue;
       try {
-        compiled.set(e, compileRouteConfiguration(withVirtualHosts(decodeRoutes(e.encoded), vhosts, fresh), { ...opts, isStatic: false }));
+        compiled.set(e, compileReceived(decodeRoutes(e.encoded), e.encoded, vhosts, opts));
       } catch (err) {
         errors.push((err as Error).message);
       }
@@ -217,11 +227,8 @@ export class RouteManager {
       scope.counter('config_reload').inc();
       try {
         const viaVhds = r.message.vhds !== undefined;
-        e.compiled = compileRouteConfiguration(viaVhds ? withVirtualHosts(r.message, this.vhds.get(r.message.name)) : r.message, {
-          ...opts,
-          isStatic: false,
-        });
-        e.encoded = toBinary(RouteConfigurationSchema, r.message);
+        e.compiled = compileReceived(r.message, r.any.value, this.vhds.get(r.message.name), opts);
+        e.encoded = r.any.value;
         e.viaVhds = viaVhds;
         e.version = version;
         e.lastUpdated = Date.now();

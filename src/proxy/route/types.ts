@@ -144,8 +144,11 @@ export interface CompiledVirtualHost {
 
 export interface CompiledRouteConfig {
   name: string;
+  /** The virtual host for an authority, compiled on its first request (src/proxy/route/compile.ts). */
   findVirtualHost(authority: string): CompiledVirtualHost | undefined;
-  virtualHosts: readonly CompiledVirtualHost[];
+  virtualHostCount: number;
+  /** How many virtual hosts requests have compiled so far. */
+  compiledVirtualHosts(): number;
   headerOps: HeaderOps | undefined;
   perFilterConfig: ReadonlyMap<string, PerFilterConfig>;
   mostSpecificHeaderMutationsWins: boolean;
