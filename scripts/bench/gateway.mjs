@@ -3,7 +3,7 @@
 // real Envoy as the agent's data plane (target `envoy`: the yardstick of issue 27, found by scripts/lib/envoy.mjs,
 // one worker) and through nginx. The summary gives engine/Envoy ratios from the same run.
 //   node scripts/bench/gateway.mjs [--duration 10] [--connections 50] [--rate 1000] [--rateConnections 1]
-//        [--rateDuration <duration>] [--rateMaxConnections 256] [--generatorPolicy fifo|normal] [--generatorSpin 0]
+//        [--rateDuration <duration>] [--rateMaxConnections <n>] [--generatorPolicy fifo|normal] [--generatorSpin 0]
 //        [--warmup 2] [--repeat 1] [--targets direct,gateway,envoy,nginx]
 //        [--binary dist/mesh | path/to/mesh.cjs] [--backend raw|node] [--proxyCpu 1] [--loadCpu 0] [--noPin]
 //        [--cpuProf <dir>] [--keep] [--routes prefix|regex]
@@ -24,7 +24,8 @@
 // then, so a stall of the proxy counts in every request it delays (autocannon's overallRate, used before, sends
 // each connection's share of the second back to back and times each request from when it actually left: a stall
 // hid the requests it held back, coordinated omission). --rateConnections keep-alive connections are opened first;
-// a request that finds all of them busy opens another (up to --rateMaxConnections), then waits for one. The
+// a request that finds all of them busy waits for one (timed from its due time, as wrk2 does), or with
+// --rateMaxConnections opens another up to that many. The
 // generator sleeps to each due time on an OS thread of its own under SCHED_FIFO priority 1 (--generatorPolicy)
 // and reports how late it sent; a round whose send lateness p99 exceeds 0.2 ms has its latencies left out of the
 // medians (the generator, not the proxy, was measured). RSS (VmRSS) of the gateway's agent and engine processes at idle
@@ -56,8 +57,7 @@ const OPTIONS = {
   rateMaxConnections: {
     type: 'integer',
     min: 1,
-    default: 256,
-    help: 'connections the fixed-rate run may open while every open one is busy at a due time (then requests wait for one, from their due time)',
+    help: 'connections the fixed-rate run may open while every open one is busy at a due time (default --rateConnections: a request due while all are busy waits for one, timed from its due time)',
   },
   rateDuration: { type: 'number', min: 1, help: 'seconds of the fixed-rate run (default --duration)' },
   warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
@@ -109,7 +109,7 @@ function openLoop(url) {
     duration: opts.rateDuration,
     warmup: opts.warmup > 0 ? 1 : 0,
     connections: opts.rateConnections,
-    maxConnections: Math.max(opts.rateConnections, opts.rateMaxConnections),
+    maxConnections: Math.max(opts.rateConnections, opts.rateMaxConnections ?? 0),
     spinUs: opts.generatorSpin,
   };
   return runLoadgen(opts.loadgen.binary, o, (argv) => [...pinPrefix(opts.pin, opts.loadCpu), ...opts.loadgen.prefix, ...argv]);
@@ -239,7 +239,7 @@ async function main() {
   const model = cpus()[0]?.model ?? 'unknown cpu';
   console.log(`gateway benchmark, node ${process.version}, ${ncpu} cpus (${model}), ${new Date().toISOString()}`);
   console.log(
-    `saturating: ${opts.connections} connections × ${opts.duration} s; fixed rate: ${opts.rate} rps open loop over ${opts.rateConnections} connection(s) (up to ${Math.max(opts.rateConnections, opts.rateMaxConnections)}; generator ${opts.generatorPolicy === 'fifo' && opts.loadgen.prefix.length ? 'SCHED_FIFO' : 'normal policy'}) × ${opts.rateDuration} s; warm-up ${opts.warmup} s; ` +
+    `saturating: ${opts.connections} connections × ${opts.duration} s; fixed rate: ${opts.rate} rps open loop over ${opts.rateConnections} connection(s) (up to ${Math.max(opts.rateConnections, opts.rateMaxConnections ?? 0)}; generator ${opts.generatorPolicy === 'fifo' && opts.loadgen.prefix.length ? 'SCHED_FIFO' : 'normal policy'}) × ${opts.rateDuration} s; warm-up ${opts.warmup} s; ` +
       `${opts.repeat} round(s); backend ${opts.backend}; routes ${opts.routes}; ${opts.pin ? `proxies on cpu ${opts.proxyCpu}, backend/discovery/load generator on cpu ${opts.loadCpu}` : 'not pinned'}`,
   );
   console.log(`gateway: ${agentCommand.join(' ')}`);

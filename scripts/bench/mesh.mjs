@@ -16,7 +16,7 @@
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
 //        [--targets direct,plaintext,mtls,envoy] [--generator raw|http] [--generatorPolicy fifo|normal]
-//        [--generatorSpin 0] [--cpuProf <dir>] [--perf <dir>]
+//        [--generatorSpin 0] [--rateConnections 1] [--rateMaxConnections 256] [--cpuProf <dir>] [--perf <dir>]
 //        [--nodeArgs '<node flags>'] [--keep] [--concurrency N] [--proxyCpus 1 --otherCpus 0] [--nice -19]
 //        (--rate 0: saturated runs only; --concurrency: the sidecars' engine workers, proxyConfig.concurrency;
 //        unset: the agent's default, 2; --proxyCpus/--otherCpus: taskset CPU lists, both sidecars (every
@@ -38,10 +38,10 @@
 // a Go toolchain to build the open-loop generator once (scripts/lib/loadgen.mjs). Both load generators run inside
 // the calling pod's network namespace as the application's user (no wrk/h2load on this machine). The fixed rate:
 // scripts/lib/loadgen.go, one OS thread sleeping to each request's due time with clock_nanosleep (under
-// SCHED_FIFO priority 1 unless --generatorPolicy normal), one keep-alive connection opened first and more (up to
-// 256) whenever every open one is busy at a due time; it reports its send lateness, and a run whose p99 exceeds
-// 0.2 ms gives no added-p99 figure (the JS generator it replaces sent 3–4 ms late at p99 on these two cores). The
-// saturated run: this script run again (`--load <json>`), by default keep-alive connections on raw sockets
+// SCHED_FIFO priority 1 unless --generatorPolicy normal), --rateConnections keep-alive connections (1) opened first
+// and more (up to --rateMaxConnections, 256) whenever every open one is busy at a due time; it reports its send
+// lateness, and a run whose p99 exceeds 0.2 ms gives no added-p99 figure (the JS generator it replaces sent 3–4 ms
+// late at p99 on these two cores). The saturated run: this script run again (`--load <json>`), by default keep-alive connections on raw sockets
 // writing one prepared request and reading responses only as far as their framing (`--generator raw`), or node's
 // http client with a keep-alive agent (`--generator http`, the method of the figures recorded before; it spends
 // as much CPU per request as a proxy, on the same two cores). Everything it makes is removed at the end, on
@@ -264,6 +264,13 @@ const OPTIONS = {
   duration: { type: 'number', min: 0, default: 10, help: 'seconds per run' },
   rate: { type: 'number', min: 0, default: 1000, help: 'requests per second of the fixed-rate run (0: saturated runs only)' },
   connections: { type: 'number', min: 0, default: 32, help: 'keep-alive connections of the saturated run' },
+  rateConnections: { type: 'integer', min: 1, default: 1, help: 'keep-alive connections of the fixed-rate run, opened before it starts' },
+  rateMaxConnections: {
+    type: 'integer',
+    min: 1,
+    default: 256,
+    help: 'connections the fixed-rate run may open while every open one is busy at a due time (beyond: a request waits for one, timed from its due time)',
+  },
   warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
   binary: { type: 'path', default: path.join(ROOT, 'dist'), help: 'the build directory measured' },
   targets: {
@@ -404,8 +411,16 @@ async function measure(name, ns, target, pids, o, sidecars = {}, pods = [ns]) {
   const fixedRun = async () => {
     if (o.nice !== 0) schedule(pods, o.nice);
     try {
-      // one connection opened first, more while every open one is busy at a due time (as many as the open loop needs)
-      const fixed = { ...common, mode: 'fixed', path: '/hello', rate: o.rate, connections: 1, maxConnections: 256, spinUs: o.generatorSpin };
+      // --rateConnections opened first, more while every open one is busy at a due time, up to --rateMaxConnections
+      const fixed = {
+        ...common,
+        mode: 'fixed',
+        path: '/hello',
+        rate: o.rate,
+        connections: o.rateConnections,
+        maxConnections: Math.max(o.rateConnections, o.rateMaxConnections),
+        spinUs: o.generatorSpin,
+      };
       return await load(ns, fixed, o.loadgen, undefined, o.nice);
     } finally {
       if (o.nice !== 0) schedule(pods, 0);
