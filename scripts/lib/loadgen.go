@@ -2,8 +2,10 @@
 // scripts/bench/mesh.mjs measure their fixed-rate latency with it). Request i is due at start + i/rate whatever the
 // answers do; its latency runs from that scheduled time to the end of its response, so a stall of the path measured
 // shows in every request it delays, including those it kept waiting for a connection (no coordinated omission: the
-// method of wrk2 and of Gil Tene's HdrHistogram "corrected" latency, which Envoy's own benchmarking tool, Nighthawk,
-// also follows with its open-loop mode). Requests go over HTTP/1.1 keep-alive connections: `connections` are opened
+// method of wrk2 and YCSB's "intended" latency). It differs on purpose from Envoy's benchmarking client, Nighthawk
+// (envoyproxy/nighthawk), which reports "queueing and connection setup" apart from "request start to response
+// end": here one figure runs from the due time, and the requests that waited for a connection are counted
+// (`queued`). Requests go over HTTP/1.1 keep-alive connections: `connections` are opened
 // before the schedule starts; a request that finds none idle opens one more up to `maxConnections`, then waits for
 // the first to be free (counted in `queued`).
 //

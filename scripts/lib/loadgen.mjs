@@ -2,7 +2,8 @@
 // built on first use with the Go toolchain into .cache/loadgen/<hash of source and Go version>/ (ignored by git;
 // MESH_GO names the `go` to use), run as a child process whose one JSON line this module returns. Used by the
 // fixed-rate runs of scripts/bench/gateway.mjs and scripts/bench/mesh.mjs (inside a pod's network namespace there).
-// The method follows wrk2 and Envoy's Nighthawk in open-loop mode: latency from the scheduled send time.
+// The method is wrk2's: latency from the scheduled send time (Envoy's Nighthawk times from the actual start and
+// reports the queueing apart; loadgen.go says why this one does not).
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from 'node:fs';
