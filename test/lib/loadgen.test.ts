@@ -70,8 +70,9 @@ t.test('open loop with room to grow: a request finding every connection busy ope
   const r = await runLoadgen(bin, { host: '127.0.0.1', port: s.port, rate: 500, duration: 1, connections: 1, maxConnections: 8 });
   t.equal(r.sent, 500, 'rate × duration requests were sent');
   t.equal(r.ok, 500, 'every one answered 200');
-  t.equal(r.queued, 0, 'none waited for a connection');
   t.ok(r.connections >= 2 && r.connections <= 8, `a second connection was opened during the stall (${r.connections})`);
+  // how many connections a loaded machine needs varies; that a request waits only when none more may open does not
+  t.ok(r.queued === 0 || r.connections === 8, `requests waited (${r.queued}) only once all 8 connections were open (${r.connections})`);
   t.ok((r.max ?? 0) >= 300, `the stalled request took its 300 ms (max ${r.max} ms)`);
   t.equal(s.requests(), 500, 'the server saw each request once');
 });
