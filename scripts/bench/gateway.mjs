@@ -18,18 +18,18 @@
 // pinned with taskset to --proxyCpu and everything else (backend, discovery, load generator) to --loadCpu,
 // so each proxy has one core to itself.
 //
-// Per target and repetition: a saturating run (--connections for --duration s: completed requests per
-// second, and the proxy's CPU use, from which requests per proxy-core-second follow), then a run at a fixed
-// --rate, an open loop: request i is due at start + i/rate whatever the answers do and its latency runs from
-// then, so a stall of the proxy counts in every request it delays (autocannon's overallRate, used before, sends
-// each connection's share of the second back to back and times each request from when it actually left: a stall
-// hid the requests it held back, coordinated omission). --rateConnections keep-alive connections are opened first;
-// a request that finds all of them busy waits for one (timed from its due time, as wrk2 does), or with
-// --rateMaxConnections opens another up to that many. The
-// generator sleeps to each due time on an OS thread of its own under SCHED_FIFO priority 1 (--generatorPolicy)
-// and reports how late it sent; a round whose send lateness p99 exceeds 0.2 ms has its latencies left out of the
-// medians (the generator, not the proxy, was measured). RSS (VmRSS) of the gateway's agent and engine processes at idle
-// (ready, before any load) and the largest seen under load. The summary shows medians over --repeat rounds.
+// Per target and repetition: a saturating run (--connections for --duration s: completed requests per second, and the
+// proxy's CPU use, from which requests per proxy-core-second follow), then a run at a fixed --rate, an open loop:
+// request i is due at start + i/rate whatever the answers do and its latency runs from then, so a stall of the proxy
+// counts in every request it delays (autocannon's overallRate, used before, sends each connection's share of the
+// second back to back and times each request from when it actually left: a stall hid the requests it held back,
+// coordinated omission). --rateConnections keep-alive connections are opened first; a request that finds all of them
+// busy waits for one (timed from its due time, as wrk2 does), or with --rateMaxConnections opens another up to that
+// many. The generator sleeps to each due time on an OS thread of its own under SCHED_FIFO priority 1
+// (--generatorPolicy) and reports how late it sent; a round whose send lateness p99 exceeds 0.2 ms has its latencies
+// left out of the medians (the generator, not the proxy, was measured). RSS (VmRSS) of the gateway's agent and engine
+// processes at idle (ready, before any load) and the largest seen under load. The summary shows medians over --repeat
+// rounds.
 // --cpuProf <dir> runs the gateway from the bundle under `node --cpu-prof` (agent and engine) and leaves the
 // profiles there.
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';

@@ -6,13 +6,13 @@
 //   mtls       the same pods, PeerAuthentication STRICT, auto-mTLS (ISTIO_MUTUAL, both SPIFFE identities checked);
 //   envoy      the mtls pair again in pods whose agents run a real Envoy as their data plane (ProxyConfig.binaryPath,
 //              scripts/lib/envoy.mjs): the yardstick of issue 27, with engine/Envoy ratios from the same run.
-// For each: a fixed rate (--rate, open loop: requests leave on a schedule whatever the answers do, latency is
-// counted from the scheduled send time, so a stall is not hidden by the generator waiting for it; the generator is
-// scripts/lib/loadgen.go, see below) and a saturated run (closed loop over --connections keep-alive connections: requests per second). The CPU seconds
-// of both proxies (agent + engine processes of uid 1337 in pods A and B, from /proc/<pid>/stat) during the
-// saturated run give requests per proxy core-second. Then, from the same run, the two goals of issue 11: the
-// mTLS pair's p99 added over direct at the fixed rate (≤ 0.5 ms; Istio 1.20 publishes +0.298 ms), and the
-// mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
+// For each: a fixed rate (--rate, open loop: requests leave on a schedule whatever the answers do, latency is counted
+// from the scheduled send time, so a stall is not hidden by the generator waiting for it; the generator is
+// scripts/lib/loadgen.go, see below) and a saturated run (closed loop over --connections keep-alive connections:
+// requests per second). The CPU seconds of both proxies (agent + engine processes of uid 1337 in pods A and B, from
+// /proc/<pid>/stat) during the saturated run give requests per proxy core-second. Then, from the same run, the two
+// goals of issue 11: the mTLS pair's p99 added over direct at the fixed rate (≤ 0.5 ms; Istio 1.20 publishes +0.298
+// ms), and the mTLS pair's requests per proxy core-second against the plaintext pair's (≤ 30 % lower).
 //
 //   sudo node scripts/bench/mesh.mjs [--duration 10] [--rate 1000] [--connections 32] [--warmup 2] [--binary dist]
 //        [--targets direct,plaintext,mtls,envoy] [--generator raw|http] [--generatorPolicy fifo|normal]
@@ -41,11 +41,11 @@
 // SCHED_FIFO priority 1 unless --generatorPolicy normal), --rateConnections keep-alive connections (1) opened first
 // and more (up to --rateMaxConnections, 256) whenever every open one is busy at a due time; it reports its send
 // lateness, and a run whose p99 exceeds 0.2 ms gives no added-p99 figure (the JS generator it replaces sent 3–4 ms
-// late at p99 on these two cores). The saturated run: this script run again (`--load <json>`), by default keep-alive connections on raw sockets
-// writing one prepared request and reading responses only as far as their framing (`--generator raw`), or node's
-// http client with a keep-alive agent (`--generator http`, the method of the figures recorded before; it spends
-// as much CPU per request as a proxy, on the same two cores). Everything it makes is removed at the end, on
-// Ctrl-C and on failure.
+// late at p99 on these two cores). The saturated run: this script run again (`--load <json>`), by default
+// keep-alive connections on raw sockets writing one prepared request and reading responses only as far as their
+// framing (`--generator raw`), or node's http client with a keep-alive agent (`--generator http`, the method of
+// the figures recorded before; it spends as much CPU per request as a proxy, on the same two cores). Everything it
+// makes is removed at the end, on Ctrl-C and on failure.
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync, unlinkSync } from 'node:fs';
 import http from 'node:http';
