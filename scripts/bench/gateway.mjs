@@ -3,7 +3,8 @@
 // real Envoy as the agent's data plane (target `envoy`: the yardstick of issue 27, found by scripts/lib/envoy.mjs,
 // one worker) and through nginx. The summary gives engine/Envoy ratios from the same run.
 //   node scripts/bench/gateway.mjs [--duration 10] [--connections 50] [--rate 1000] [--rateConnections 1]
-//        [--rateDuration <duration>] [--warmup 2] [--repeat 1] [--targets direct,gateway,envoy,nginx]
+//        [--rateDuration <duration>] [--rateMaxConnections <n>] [--generatorPolicy fifo|normal] [--generatorSpin 0]
+//        [--warmup 2] [--repeat 1] [--targets direct,gateway,envoy,nginx]
 //        [--binary dist/mesh | path/to/mesh.cjs] [--backend raw|node] [--proxyCpu 1] [--loadCpu 0] [--noPin]
 //        [--cpuProf <dir>] [--keep] [--routes prefix|regex]
 //
@@ -12,17 +13,23 @@
 // WorkloadEntry for the backend; the gateway (`pilot-agent proxy router --concurrency 1`, whose child
 // `pilot-agent envoy` is the engine); nginx (/usr/sbin/nginx, one worker, upstream keep-alive) as a plain
 // reverse proxy to the same backend; and for every measurement a fresh load-generator process
-// (./gateway/load.mjs, autocannon). On a machine with two or more cores the proxies (gateway, nginx) are
+// (./gateway/load.mjs, autocannon, for the saturating run; scripts/lib/loadgen.go, built with Go on first use, for
+// the fixed rate). On a machine with two or more cores the proxies (gateway, nginx) are
 // pinned with taskset to --proxyCpu and everything else (backend, discovery, load generator) to --loadCpu,
 // so each proxy has one core to itself.
 //
-// Per target and repetition: a saturating run (--connections for --duration s: completed requests per
-// second, and the proxy's CPU use, from which requests per proxy-core-second follow), then a run at a fixed
-// --rate (autocannon overallRate over --rateConnections connections: p50/p99 latency). autocannon's rate
-// limit is per second and bursty (each connection sends its share of the second back to back, then waits),
-// so with one connection the latency is that of back-to-back requests without queueing in the proxy, which
-// is what the "added p99" goal is about. RSS (VmRSS) of the gateway's agent and engine processes at idle
-// (ready, before any load) and the largest seen under load. The summary shows medians over --repeat rounds.
+// Per target and repetition: a saturating run (--connections for --duration s: completed requests per second, and the
+// proxy's CPU use, from which requests per proxy-core-second follow), then a run at a fixed --rate, an open loop:
+// request i is due at start + i/rate whatever the answers do and its latency runs from then, so a stall of the proxy
+// counts in every request it delays (autocannon's overallRate, used before, sends each connection's share of the
+// second back to back and times each request from when it actually left: a stall hid the requests it held back,
+// coordinated omission). --rateConnections keep-alive connections are opened first; a request that finds all of them
+// busy waits for one (timed from its due time, as wrk2 does), or with --rateMaxConnections opens another up to that
+// many. The generator sleeps to each due time on an OS thread of its own under SCHED_FIFO priority 1
+// (--generatorPolicy) and reports how late it sent; a round whose send lateness p99 exceeds 0.2 ms has its latencies
+// left out of the medians (the generator, not the proxy, was measured). RSS (VmRSS) of the gateway's agent and engine
+// processes at idle (ready, before any load) and the largest seen under load. The summary shows medians over --repeat
+// rounds.
 // --cpuProf <dir> runs the gateway from the bundle under `node --cpu-prof` (agent and engine) and leaves the
 // profiles there.
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -38,6 +45,7 @@ import { cpuSeconds, rssBytes } from './xds-scale/proc.mjs';
 import { waitFor } from '../lib/wait.mjs';
 import { envoyBinary, envoyMissing } from '../lib/envoy.mjs';
 import { cannotPin, median, parseOptions, PIN_OPTIONS, pinPrefix } from '../lib/bench.mjs';
+import { LOADGEN_OPTIONS, loadgenBinary, loadgenMissing, offSchedule, policyPrefix, runLoadgen, SCHEDULE_SLACK_MS } from '../lib/loadgen.mjs';
 
 const ROOT = path.resolve(path.dirname(new URL(import.meta.url).pathname), '../..');
 
@@ -45,7 +53,12 @@ const OPTIONS = {
   duration: { type: 'number', min: 1, default: 10, help: 'seconds measured per target and round' },
   connections: { type: 'integer', min: 1, default: 50, help: 'load connections' },
   rate: { type: 'number', min: 1, default: 1000, help: 'requests per second of the fixed-rate run' },
-  rateConnections: { type: 'integer', min: 1, default: 1, help: 'connections of the fixed-rate run' },
+  rateConnections: { type: 'integer', min: 1, default: 1, help: 'connections of the fixed-rate run, opened before it starts' },
+  rateMaxConnections: {
+    type: 'integer',
+    min: 1,
+    help: 'connections the fixed-rate run may open while every open one is busy at a due time (default --rateConnections: a request due while all are busy waits for one, timed from its due time)',
+  },
   rateDuration: { type: 'number', min: 1, help: 'seconds of the fixed-rate run (default --duration)' },
   warmup: { type: 'number', min: 0, default: 2, help: 'seconds of warm-up' },
   repeat: { type: 'integer', min: 1, default: 1, help: 'rounds' },
@@ -58,6 +71,7 @@ const OPTIONS = {
   binary: { type: 'path', default: path.join(ROOT, 'dist', 'mesh'), help: 'the build measured (dist/mesh or a mesh.cjs bundle)' },
   backend: { type: 'string', oneOf: ['raw', 'node'], default: 'raw', help: 'the backend server' },
   ...PIN_OPTIONS,
+  ...LOADGEN_OPTIONS,
   cpuProf: { type: 'path', help: 'CPU profiles of the engine in this directory' },
   keep: { type: 'boolean', help: 'keep the work directory' },
   routes: {
@@ -82,6 +96,23 @@ async function get(url) {
 /** One autocannon run in a fresh process on the load core; resolves with its JSON result. */
 function load(url, o) {
   return runLoad(url, o, pinPrefix(opts.pin, opts.loadCpu));
+}
+
+/** The fixed-rate run: the open-loop generator (scripts/lib/loadgen.go) on the load core; resolves with its result. */
+function openLoop(url) {
+  const u = new URL(url);
+  const o = {
+    host: u.hostname,
+    port: Number(u.port),
+    path: u.pathname,
+    rate: opts.rate,
+    duration: opts.rateDuration,
+    warmup: opts.warmup > 0 ? 1 : 0,
+    connections: opts.rateConnections,
+    maxConnections: Math.max(opts.rateConnections, opts.rateMaxConnections ?? 0),
+    spinUs: opts.generatorSpin,
+  };
+  return runLoadgen(opts.loadgen.binary, o, (argv) => [...pinPrefix(opts.pin, opts.loadCpu), ...opts.loadgen.prefix, ...argv]);
 }
 
 /** CPU seconds and the largest RSS of `pids` while `fn` runs. */
@@ -156,7 +187,10 @@ async function startGatewayTarget(kind, backendPort, { agentCommand, discoveryCo
 async function main() {
   const { noPin, ...o } = parseOptions(
     'scripts/bench/gateway.mjs',
-    'Gateway throughput and latency: direct, through our gateway and through nginx, in one run.',
+    'Gateway throughput and latency: direct, through our gateway, through it with Envoy as the data plane and through nginx, in one run.\n' +
+      'Saturating run: autocannon (closed loop). Fixed rate: an open loop (scripts/lib/loadgen.go, built with Go on first use): request i\n' +
+      `is due at start + i/rate and its latency runs from then (no coordinated omission); a round whose send lateness p99 exceeds ${SCHEDULE_SLACK_MS} ms\n` +
+      'has its latencies left out.',
     OPTIONS,
   );
   opts = { ...o, pin: !noPin, rateDuration: o.rateDuration ?? o.duration };
@@ -189,6 +223,10 @@ async function main() {
     ({ agentCommand, discoveryCommand } = programLinks(opts.binary, workDir));
   }
   workDir ??= mkdtempSync(path.join(tmpdir(), 'mesh-bench-gateway-'));
+  if (loadgenMissing()) throw new Error(loadgenMissing());
+  const policy = policyPrefix(opts.generatorPolicy);
+  if (policy.note) console.log(`note: ${policy.note}`);
+  opts.loadgen = { binary: loadgenBinary(), prefix: policy.prefix };
   if (opts.targets.includes('envoy') && envoyMissing()) {
     console.log(`note: ${envoyMissing()}; the envoy target is skipped`);
     opts.targets = opts.targets.filter((t) => t !== 'envoy');
@@ -201,7 +239,7 @@ async function main() {
   const model = cpus()[0]?.model ?? 'unknown cpu';
   console.log(`gateway benchmark, node ${process.version}, ${ncpu} cpus (${model}), ${new Date().toISOString()}`);
   console.log(
-    `saturating: ${opts.connections} connections × ${opts.duration} s; fixed rate: ${opts.rate} rps over ${opts.rateConnections} connection(s) × ${opts.rateDuration} s; warm-up ${opts.warmup} s; ` +
+    `saturating: ${opts.connections} connections × ${opts.duration} s; fixed rate: ${opts.rate} rps open loop over ${opts.rateConnections} connection(s) (up to ${Math.max(opts.rateConnections, opts.rateMaxConnections ?? 0)}; generator ${opts.generatorPolicy === 'fifo' && opts.loadgen.prefix.length ? 'SCHED_FIFO' : 'normal policy'}) × ${opts.rateDuration} s; warm-up ${opts.warmup} s; ` +
       `${opts.repeat} round(s); backend ${opts.backend}; routes ${opts.routes}; ${opts.pin ? `proxies on cpu ${opts.proxyCpu}, backend/discovery/load generator on cpu ${opts.loadCpu}` : 'not pinned'}`,
   );
   console.log(`gateway: ${agentCommand.join(' ')}`);
@@ -248,21 +286,24 @@ async function main() {
       const t = targets[name];
       const pids = t.pids ?? [];
       const sat = await observe(pids, () => load(t.url, { connections: opts.connections, duration: opts.duration, warmup: opts.warmup }));
-      const fixed = await observe(pids, () =>
-        load(t.url, { connections: opts.rateConnections, duration: opts.rateDuration, overallRate: opts.rate, warmup: opts.warmup > 0 ? 1 : 0 }),
-      );
+      const fixed = await observe(pids, () => openLoop(t.url));
+      // nor says a p99 anything when requests went unanswered
+      const late = offSchedule(fixed.result) ?? (fixed.result.unanswered > 0 ? `${fixed.result.unanswered} requests went unanswered` : undefined);
       const proxyCpu = sat.cpu.reduce((a, b) => a + b, 0) / sat.wall;
       const r = {
         rps: sat.result.rps,
         satP50: sat.result.latency.p50,
         satP99: sat.result.latency.p99,
-        errors: sat.result.errors + sat.result.non2xx + fixed.result.errors + fixed.result.non2xx,
+        errors: sat.result.errors + sat.result.non2xx + fixed.result.errors + fixed.result.non2xx + fixed.result.unanswered,
         proxyCpu: pids.length ? proxyCpu : NaN,
         rpsPerCore: pids.length ? sat.result.rps / proxyCpu : NaN,
         rateRps: fixed.result.rps,
-        p50: fixed.result.latency.p50,
-        p99: fixed.result.latency.p99,
-        p999: fixed.result.latency.p999,
+        // a round whose generator fell behind its schedule measured the generator: its latencies are left out
+        p50: late ? NaN : (fixed.result.p50 ?? NaN),
+        p99: late ? NaN : (fixed.result.p99 ?? NaN),
+        p999: late ? NaN : (fixed.result.p999 ?? NaN),
+        sendLateP99: fixed.result.sendLateP99 ?? NaN,
+        late,
         maxRss: sat.maxRss.map((x, i) => Math.max(x, fixed.maxRss[i])),
       };
       runs[name].push(r);
@@ -272,7 +313,9 @@ async function main() {
           (pids.length ? ` (proxy cpu ${fmt(r.proxyCpu * 100, 0)}%, ${fmt(r.rpsPerCore, 0)} rps/core)` : '') +
           ` | at ${fmt(r.rateRps, 0)} rps: p50 ${fmt(r.p50, 3)} ms p99 ${fmt(r.p99, 3)} ms p99.9 ${fmt(r.p999, 3)} ms` +
           (r.errors ? ` | ${r.errors} errors/non-2xx` : '') +
-          (rss ? ` | max RSS ${rss}` : ''),
+          (rss ? ` | max RSS ${rss}` : '') +
+          ` | send lateness p99 ${fmt(r.sendLateP99, 3)} ms, connections ${fixed.result.connections}, queued ${fixed.result.queued}` +
+          (late ? `\n  ${late}: this round's latencies are left out` : ''),
       );
     }
   }
@@ -295,6 +338,11 @@ async function main() {
     );
   }
   console.log('(latencies in ms; "sat" = under the saturating load; +p50/+p99 = added over direct at the fixed rate)');
+  const lateRounds = Object.entries(runs).flatMap(([name, rs]) => rs.filter((r) => r.late).map(() => name));
+  if (lateRounds.length)
+    console.log(
+      `note: the load generator fell behind its schedule (send lateness p99 > ${SCHEDULE_SLACK_MS} ms) or requests went unanswered in ${lateRounds.length} fixed-rate run(s) (${lateRounds.join(', ')}): their latencies are left out of the medians`,
+    );
   if (runs.gateway && runs.nginx) {
     const ratio = m('gateway', 'rps') / m('nginx', 'rps');
     const perCore = m('gateway', 'rpsPerCore') / m('nginx', 'rpsPerCore');
