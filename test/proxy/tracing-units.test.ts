@@ -352,7 +352,7 @@ t.test('tracing without a provider (a null span): the decorator header is still 
       request,
       info: {},
       connection: {},
-      route: () => ({ route: { decoratorOperation: 'svc:80/*' } }),
+      route: () => ({ route: { decoratorOperation: 'svc:80/*', decoratorPropagate: true } }),
       trace: undefined,
     } as never as Parameters<HttpTracer['onRequest']>[0];
   };

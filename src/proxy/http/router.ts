@@ -32,6 +32,7 @@ import { copyResponseHeaders, type DownstreamRequest, type Stream } from './stre
 import { BodySource, type BodyReader } from '../codec/h1/body';
 import type { StreamInfo } from '../stream-info';
 import type { RouterOptions } from './hcm-config';
+import { routeHostRewrite, updateAuthority } from './authority';
 
 const RETRIABLE_4XX = 409;
 const BODY_BUFFER_LIMIT = 1024 * 1024;
@@ -241,27 +242,25 @@ export class Router {
     s.info.upstreamCluster = cluster.name;
     const req = s.request;
     if (this.opts.log.enabled('debug')) this.opts.log.debug(`cluster '${cluster.name}' match for URL '${req.path}'`);
-    // request header mutations: route → vhost → route config by default (the route config wins)
+    // finalizeRequestHeaders. A weighted cluster's own (WeightedClusterEntry): its header mutations, then its
+    // host_rewrite_literal as a plain set. The route's: header mutations (route → vhost → route config by
+    // default, the route config winning), the Host, then the path.
     const fctx = s.formatContext();
-    const order = sel.config.mostSpecificHeaderMutationsWins
-      ? [sel.config.headerOps, sel.vhost.headerOps, sel.route.headerOps, s.weighted?.headerOps]
-      : [s.weighted?.headerOps, sel.route.headerOps, sel.vhost.headerOps, sel.config.headerOps];
-    for (const ops of order) applyRequestOps(ops, req, fctx);
+    const w = s.weighted;
+    const keepOld = !this.opts.suppressEnvoyHeaders;
+    const mostSpecific = sel.config.mostSpecificHeaderMutationsWins;
+    if (mostSpecific)
+      for (const ops of [sel.config.headerOps, sel.vhost.headerOps, sel.route.headerOps, w?.headerOps]) applyRequestOps(ops, req, fctx);
+    else applyRequestOps(w?.headerOps, req, fctx);
+    if (w?.hostRewriteLiteral) req.authority = w.hostRewriteLiteral;
+    if (!mostSpecific) for (const ops of [sel.route.headerOps, sel.vhost.headerOps, sel.config.headerOps]) applyRequestOps(ops, req, fctx);
+    const newHost = routeHostRewrite(a.hostRewrite, req);
+    if (newHost) updateAuthority(req, newHost, a.appendXForwardedHost, keepOld);
     const newPath = rewritePath(a.pathRewrite, req.path, sel.route.prefixLength(s));
     if (newPath !== undefined) {
-      if (!this.opts.suppressEnvoyHeaders) req.set('x-envoy-original-path', req.path);
+      if (keepOld) req.set('x-envoy-original-path', req.path);
       req.path = newPath;
       req.pathChanged();
-    }
-    if (a.appendXForwardedHost) req.add('x-forwarded-host', req.authority);
-    const hr = a.hostRewrite;
-    if (s.weighted?.hostRewriteLiteral) req.authority = s.weighted.hostRewriteLiteral;
-    else if (hr.kind === 'literal') req.authority = hr.value;
-    else if (hr.kind === 'header') {
-      const v = req.get(hr.header);
-      if (v) req.authority = v;
-    } else if (hr.kind === 'pathRegex') {
-      req.authority = hr.replace(req.pathOnly());
     }
     // timeouts
     let timeoutMs = a.timeoutMs;
@@ -503,6 +502,10 @@ class UpstreamExchange implements BodyReader {
     cs.rqActive.inc();
     c.updateCircuitBreakerGauges();
     const req = s.request;
+    // auto_host_rewrite: the chosen host's name, written into the request itself (UpstreamRequest::onPoolReady), so
+    // a retry to another host appends and keeps what the previous attempt wrote
+    if (this.action.hostRewrite.kind === 'auto' && host.hostname)
+      updateAuthority(req, host.hostname, this.action.appendXForwardedHost, !this.opts.suppressEnvoyHeaders);
     const headers: RawHeaders = {};
     const src = req.h;
     for (const k in src) {
@@ -516,8 +519,6 @@ class UpstreamExchange implements BodyReader {
       if (this.sel.vhost.includeRequestAttemptCount) headers['x-envoy-attempt-count'] = String(this.attempt);
     }
     if (s.trace) s.trace.upstream(s, headers, c.name, host.key, this.attempt);
-    let authority = req.authority;
-    if (this.action.hostRewrite.kind === 'auto' && host.hostname) authority = host.hostname;
     this.attemptStart = performance.now();
     const attemptNo = this.attempt;
     const alpnFor = this.s.filterState.get(APPLICATION_PROTOCOLS_KEY) as ApplicationProtocolsFor | undefined;
@@ -527,7 +528,7 @@ class UpstreamExchange implements BodyReader {
       c,
       host,
       this.protocol,
-      { method: req.method, path: req.path, authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers },
+      { method: req.method, path: req.path, authority: req.authority, scheme: c.transportFor(host).tls ? 'https' : 'http', headers },
       new Attempt(this, attemptNo, host),
       alpn || source ? { alpnOverride: alpn, source } : undefined,
     );

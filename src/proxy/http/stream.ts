@@ -110,6 +110,8 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   decoded = 0;
   weighted: WeightedClusterEntry | undefined;
   private cachedRoute: RouteSelection | undefined | null = null;
+  /** The route cache was cleared since the route was last picked. */
+  private routeCleared = false;
   /** Set when the response started (headers sent or local reply). */
   responded = false;
   /** Called once when the stream ends for any reason. */
@@ -127,6 +129,8 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
   trace: RequestTrace | undefined = undefined;
   /** Ingress with no span: the route's operation for the response (HttpTracer.onRequest). */
   decorated: string | undefined = undefined;
+  /** Ingress: the request named its own operation (HttpTracer.onRequest). */
+  operationNamed = false;
 
   constructor(
     readonly hcm: StreamHcm,
@@ -170,12 +174,18 @@ export class Stream implements HttpStream, RouteRequest, ResponseObserver {
     if (this.cachedRoute === null) {
       const rc = this.hcm.routes.current();
       this.cachedRoute = rc ? selectRoute(rc, this) : undefined;
+      if (this.routeCleared) {
+        // picked again after a filter cleared the cache: the tracing follows the new route (refreshTracing)
+        this.routeCleared = false;
+        this.hcm.tracer?.onRouteRefreshed(this, this.cachedRoute);
+      }
     }
     return this.cachedRoute;
   }
 
   clearRouteCache(): void {
     this.cachedRoute = null;
+    this.routeCleared = true;
     this.weighted = undefined;
   }
 

@@ -73,6 +73,7 @@ function compileRoute(r: Route, index: number, where: string, opts: RouteCompile
     perFilterConfig: opts.parsePerFilter(r.typedPerFilterConfig, `${where}.typed_per_filter_config`),
     metadata: r.metadata?.filterMetadata && Object.keys(r.metadata.filterMetadata).length > 0 ? r.metadata.filterMetadata : undefined,
     decoratorOperation: r.decorator?.operation ?? '',
+    decoratorPropagate: r.decorator?.propagate ?? true,
     statPrefix: r.statPrefix,
   };
 }
@@ -185,6 +186,7 @@ const SSL_REDIRECT_ROUTE: CompiledRoute = {
   perFilterConfig: new Map(),
   metadata: undefined,
   decoratorOperation: '',
+  decoratorPropagate: true,
   statPrefix: '',
 };
 

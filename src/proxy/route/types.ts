@@ -127,6 +127,8 @@ export interface CompiledRoute {
   perFilterConfig: ReadonlyMap<string, PerFilterConfig>;
   metadata: JsonObject | undefined;
   decoratorOperation: string;
+  /** Decorator.propagate (default true): an egress request carries the operation in x-envoy-decorator-operation. */
+  decoratorPropagate: boolean;
   statPrefix: string;
 }
 

@@ -29,6 +29,8 @@ export interface TracedStream {
   trace: RequestTrace | undefined;
   /** Ingress with no span (no provider): the operation the response tells the caller (Envoy's decorated_operation_). */
   decorated?: string | undefined;
+  /** Ingress: the request named its operation (x-envoy-decorator-operation), which a route picked again keeps. */
+  operationNamed?: boolean;
 }
 
 /** Whether `x` (0…denominator-1) falls under `numerator` (Envoy's featureEnabled over a FractionalPercent). */
@@ -87,10 +89,14 @@ export class HttpTracer {
       // Envoy's tracer without a provider starts a null span all the same, so the decorator header is still
       // written on egress and taken off on ingress, and ingress answers with the route's operation unless the
       // request named one (traceRequest, then encodeHeaders)
-      const decorator = s.route()?.route.decoratorOperation;
-      if (egress && decorator) h.set(DECORATOR, decorator);
-      else if (!egress) {
-        if (!h.get(DECORATOR) && decorator) s.decorated = decorator;
+      const route = s.route()?.route;
+      const decorator = route?.decoratorOperation;
+      if (egress) {
+        if (decorator && route.decoratorPropagate) h.set(DECORATOR, decorator);
+      } else {
+        const override = h.get(DECORATOR);
+        if (override) s.operationNamed = true;
+        else if (decorator) s.decorated = decorator;
         h.remove(DECORATOR);
       }
       return;
@@ -100,23 +106,42 @@ export class HttpTracer {
     const startUs = Math.round((performance.timeOrigin + s.info.startHr) * 1000);
     const span = d.startSpan(egress ? 'client' : 'server', h, h.authority, operation, startUs, traced);
     if (!span) return;
-    const decorator = s.route()?.route.decoratorOperation;
+    const route = s.route()?.route;
+    const decorator = route?.decoratorOperation;
     if (decorator) span.name = decorator;
     let decorated = decorator || undefined;
     if (egress) {
       // the receiving side names its span after the sender's route
-      if (decorator) h.set(DECORATOR, decorator);
+      if (decorator && route.decoratorPropagate) h.set(DECORATOR, decorator);
     } else {
       const override = h.get(DECORATOR);
       if (override !== undefined) {
         if (override) {
           span.name = override;
           decorated = undefined;
+          s.operationNamed = true;
         }
         h.remove(DECORATOR);
       }
     }
     s.trace = new RequestTrace(this, d, span, egress ? undefined : decorated);
+  }
+
+  /**
+   * A filter cleared the route cache and the route was picked again: since Envoy 1.36 the connection manager
+   * refreshes its tracing (ActiveStream::refreshTracing, envoyproxy/envoy#40336), so the new route's decorator names
+   * the span, goes upstream on egress (when it propagates) and answers the caller on ingress unless the caller
+   * named the operation itself. A route without a decorator leaves what the first one wrote.
+   */
+  onRouteRefreshed(s: TracedStream, sel: RouteSelection | undefined): void {
+    const route = sel?.route;
+    const decorator = route?.decoratorOperation;
+    if (!decorator || s.operationNamed) return;
+    if (s.trace) s.trace.span.name = decorator;
+    if (this.o.operation === 'egress') {
+      if (route.decoratorPropagate) s.request.set(DECORATOR, decorator);
+    } else if (s.trace) s.trace.decorated = decorator;
+    else s.decorated = decorator;
   }
 
   /**
@@ -210,7 +235,7 @@ export class RequestTrace {
     readonly driver: TraceDriver,
     readonly span: TraceSpan,
     /** Ingress: the decorator's operation, told to the caller in the response (unless the request named one). */
-    private readonly decorated: string | undefined,
+    public decorated: string | undefined,
   ) {}
 
   /**
