@@ -150,7 +150,7 @@ func (p *pool) dispatch(r request) {
 	}
 	if p.open < p.cfg.MaxConnections {
 		p.open++
-		p.maxOpen = max(p.maxOpen, p.open)
+		p.maxOpen = maxOf(p.maxOpen, p.open)
 		p.mu.Unlock()
 		go p.dial(r, false)
 		return
@@ -388,7 +388,7 @@ func percentile(sorted []int64, q float64) float64 {
 		return math.NaN()
 	}
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	return float64(sorted[min(max(i, 0), len(sorted)-1)]) / 1e6
+	return float64(sorted[minOf(maxOf(i, 0), len(sorted)-1)]) / 1e6
 }
 
 func cpuSeconds() float64 {
@@ -466,8 +466,8 @@ func run(cfg config) (map[string]any, error) {
 	maxOpen := p.maxOpen
 	p.mu.Unlock()
 	m := measured
-	lat := append([]int64(nil), m.latency[:min(int(m.nLat.Load()), len(m.latency))]...)
-	late := append([]int64(nil), m.late[:min(int(m.nLate.Load()), len(m.late))]...)
+	lat := append([]int64(nil), m.latency[:minOf(int(m.nLat.Load()), len(m.latency))]...)
+	late := append([]int64(nil), m.late[:minOf(int(m.nLate.Load()), len(m.late))]...)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 	var sum int64
@@ -526,13 +526,13 @@ func main() {
 	if cfg.Authority == "" {
 		cfg.Authority = net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	}
-	cfg.MaxConnections = max(cfg.MaxConnections, cfg.Connections, 1)
+	cfg.MaxConnections = maxOf(cfg.MaxConnections, cfg.Connections, 1)
 	if cfg.Timeout < 0 {
-		cfg.Timeout = max(10, cfg.Duration)
+		cfg.Timeout = maxOf(10, cfg.Duration)
 	}
 	// spare processors: the scheduling thread holds one while it sleeps in a system call
 	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(max(4, runtime.NumCPU()))
+		runtime.GOMAXPROCS(maxOf(4, runtime.NumCPU()))
 	}
 	base = time.Now()
 	baseMono = clockMono()
@@ -544,4 +544,25 @@ func main() {
 	b, _ := json.Marshal(out)
 	os.Stdout.Write(append(b, '\n'))
 	os.Exit(0)
+}
+
+// minOf and maxOf stand in for Go 1.21's builtins: CI builds this with Debian 12's Go 1.19.
+func minOf[T int | int64 | float64](first T, rest ...T) T {
+	m := first
+	for _, v := range rest {
+		if v < m {
+			m = v
+		}
+	}
+	return m
+}
+
+func maxOf[T int | int64 | float64](first T, rest ...T) T {
+	m := first
+	for _, v := range rest {
+		if v > m {
+			m = v
+		}
+	}
+	return m
 }
