@@ -15,6 +15,8 @@ const INPUT_KINDS: ReadonlySet<Kind> = new Set<Kind>([
   'HTTPRoute',
   'GRPCRoute',
   'ReferenceGrant',
+  'TLSRoute',
+  'TCPRoute',
   'Service',
   'ServiceEntry',
   'Namespace',
@@ -100,6 +102,8 @@ export class GatewayApiConfigStore implements ConfigStore {
         serviceEntries: list('ServiceEntry'),
         namespaces: list('Namespace'),
         secrets: list('Secret'),
+        tlsRoutes: list('TLSRoute'),
+        tcpRoutes: list('TCPRoute'),
       },
       this.opts,
     );
