@@ -59,6 +59,8 @@ const GATEWAY_API_GROUPS: readonly GroupVersion[] = [
 ];
 const GATEWAY_API_V1: readonly GroupVersion[] = [{ group: 'gateway.networking.k8s.io', version: 'v1' }];
 const GATEWAY_API_V1BETA1: readonly GroupVersion[] = [{ group: 'gateway.networking.k8s.io', version: 'v1beta1' }];
+// Alpha kinds, served when PILOT_ENABLE_ALPHA_GATEWAY_API is on (experimental channel, v1.3.0).
+const GATEWAY_API_V1ALPHA2: readonly GroupVersion[] = [{ group: 'gateway.networking.k8s.io', version: 'v1alpha2' }];
 const CORE: readonly GroupVersion[] = [{ group: '', version: 'v1' }];
 const DISCOVERY: readonly GroupVersion[] = [{ group: 'discovery.k8s.io', version: 'v1' }];
 
@@ -101,6 +103,8 @@ export const SCHEMAS: Readonly<Record<Kind, KindSchema>> = {
   HTTPRoute: schema('HTTPRoute', 'httproutes', GATEWAY_API_GROUPS),
   GRPCRoute: schema('GRPCRoute', 'grpcroutes', GATEWAY_API_V1),
   ReferenceGrant: schema('ReferenceGrant', 'referencegrants', GATEWAY_API_V1BETA1),
+  TLSRoute: schema('TLSRoute', 'tlsroutes', GATEWAY_API_V1ALPHA2),
+  TCPRoute: schema('TCPRoute', 'tcproutes', GATEWAY_API_V1ALPHA2),
 };
 
 export const ALL_KINDS: readonly Kind[] = Object.keys(SCHEMAS) as Kind[];

@@ -3,6 +3,7 @@
 // types carry no behaviour.
 
 import type { GatewayClassSpec, GRPCRouteSpec, HTTPRouteSpec, KubernetesGatewaySpec, ReferenceGrantSpec } from './gateway-api/types';
+import type { TCPRouteSpec, TLSRouteSpec } from './gateway-api/tls-types';
 
 export type Kind =
   | 'Gateway'
@@ -28,7 +29,9 @@ export type Kind =
   | 'KubernetesGateway'
   | 'HTTPRoute'
   | 'GRPCRoute'
-  | 'ReferenceGrant';
+  | 'ReferenceGrant'
+  | 'TLSRoute'
+  | 'TCPRoute';
 
 export interface Meta {
   name: string;
@@ -83,6 +86,8 @@ export interface SpecMap {
   HTTPRoute: HTTPRouteSpec;
   GRPCRoute: GRPCRouteSpec;
   ReferenceGrant: ReferenceGrantSpec;
+  TLSRoute: TLSRouteSpec;
+  TCPRoute: TCPRouteSpec;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -201,6 +201,8 @@ const KIND_FEEDS: Readonly<Record<Kind, IndexPart | 'services' | 'none'>> = {
   HTTPRoute: 'none',
   GRPCRoute: 'none',
   ReferenceGrant: 'none',
+  TLSRoute: 'none',
+  TCPRoute: 'none',
 };
 
 /** What changed since a snapshot was built (Istio's PushRequest.ConfigsUpdated, as updateContext reads it). */

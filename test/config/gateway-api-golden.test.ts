@@ -12,6 +12,8 @@ import { parseAllDocuments } from 'yaml';
 import { parseDocuments } from '../../src/config/parse';
 import type { Config, Kind } from '../../src/config/types';
 import { gatewayApiOptions, translateGatewayApi } from '../../src/config/gateway-api';
+import { makeServerCert } from '../helpers/agent';
+import { tempDir } from '../helpers/temp';
 
 const DIR = fileURLToPath(new URL('../fixtures/gateway-api/istio-testdata/', import.meta.url));
 
@@ -63,7 +65,17 @@ const PORTS = [
 const meta = (name: string, namespace: string): Config['meta'] => ({ name, namespace, labels: {}, annotations: {} });
 // Istio's test Secret `istio-system/malformed`: not PEM (the bytes are base64 text), from the conformance suite.
 const MALFORMED = Buffer.from('SGVsbG8gd29ybGQK').toString('base64');
+// Istio's test Secret `istio-system/my-cert-http` (conversion_test.go): a valid key pair (made here, any pair does).
+const certDir = tempDir(t, 'mesh-gw-golden-');
+const pair = makeServerCert(certDir, 'domain.example');
+const PEM = (f: string) => fs.readFileSync(f).toString('base64');
 const SERVICES: Config[] = [
+  {
+    kind: 'Secret',
+    apiVersion: 'v1',
+    meta: meta('my-cert-http', 'istio-system'),
+    spec: { data: { 'tls.crt': PEM(pair.cert), 'tls.key': PEM(pair.key) } },
+  } as Config<'Secret'>,
   {
     kind: 'Secret',
     apiVersion: 'v1',
@@ -158,6 +170,8 @@ function translate(name: string): { cs: Config[]; out: ReturnType<typeof transla
         serviceEntries: byKind(cs, 'ServiceEntry'),
         namespaces: byKind(cs, 'Namespace'),
         secrets: byKind(cs, 'Secret'),
+        tlsRoutes: byKind(cs, 'TLSRoute'),
+        tcpRoutes: byKind(cs, 'TCPRoute'),
       },
       OPTS,
     ),
@@ -170,6 +184,8 @@ function actual(name: string): Plain[] {
   const plain = (c: Config): Plain => {
     const spec = dropZeros(JSON.parse(JSON.stringify(c.spec))) as Record<string, unknown>;
     delete spec.selector;
+    // PASSTHROUGH is the zero value of Istio's ServerTLSSettings.TLSmode: protobuf JSON leaves it out (`tls: {}`)
+    for (const srv of (spec.servers ?? []) as Array<{ tls?: { mode?: string } }>) if (srv.tls?.mode === 'PASSTHROUGH') delete srv.tls.mode;
     return { kind: c.kind, name: c.meta.name, namespace: c.meta.namespace, annotations: { ...c.meta.annotations }, spec };
   };
   return [...out.gateways.map(plain), ...out.virtualServices.map(plain)];
@@ -202,9 +218,22 @@ function canonical(v: unknown): unknown {
 const sortPlain = (ps: Plain[]): unknown =>
   canonical([...ps].sort((a, b) => `${a.kind}/${a.namespace}/${a.name}`.localeCompare(`${b.kind}/${b.namespace}/${b.name}`)));
 
-// Istio's cases run here (configs and status). Not here yet: zero, weighted, tcp, tls (TCPRoute/TLSRoute), mesh
-// (Service parents), delegated, serviceentry.
-const CASES = ['route-precedence', 'http', 'isolation', 'route-binding', 'reference-policy-service', 'invalid', 'mismatch', 'multi-gateway', 'grpc'];
+// Istio's cases run here (configs and status). Not here yet: zero, weighted, mesh (Service parents), delegated,
+// serviceentry. tls, tcp and reference-policy-tcp (TLSRoute/TCPRoute) are translated with `alpha` (OPTS) on.
+const CASES = [
+  'route-precedence',
+  'http',
+  'isolation',
+  'route-binding',
+  'reference-policy-service',
+  'invalid',
+  'mismatch',
+  'multi-gateway',
+  'grpc',
+  'tls',
+  'tcp',
+  'reference-policy-tcp',
+];
 
 for (const name of CASES) {
   t.test(name, async (t) => {
@@ -233,7 +262,7 @@ function expectedStatus(name: string): Record<string, unknown> {
     const k = `${d.kind}/${d.metadata.namespace ?? ''}/${d.metadata.name}`;
     if (d.kind === 'Gateway')
       out[k] = (d.status?.listeners ?? []).map((l) => ({ ...l, conditions: strip(l.conditions as Array<Record<string, unknown>>) }));
-    else if (d.kind === 'HTTPRoute' || d.kind === 'GRPCRoute') {
+    else if (['HTTPRoute', 'GRPCRoute', 'TLSRoute', 'TCPRoute'].includes(d.kind)) {
       const parents = (d.status?.parents ?? []).filter((p) => (p.parentRef.kind ?? 'Gateway') === 'Gateway');
       if (parents.length > 0) out[k] = parents.map((p) => ({ parentRef: p.parentRef, conditions: strip(p.conditions) }));
     }

@@ -6,6 +6,7 @@
 // check mirrored requests (the suite reads the mirror backend's log instead), and header names are as Node gives
 // them (lower case; the suite compares them case-insensitively).
 import http from 'node:http';
+import https from 'node:https';
 import type { Test } from 'tap';
 import { serveForTest } from './ports';
 
@@ -47,9 +48,13 @@ function headerValues(req: http.IncomingMessage): Record<string, string[]> {
   return out;
 }
 
-export async function startEchoBackend(t: Test, pod: EchoPod): Promise<EchoBackend> {
+/**
+ * `tls`: serve HTTPS with this PEM key pair, as echo-basic does with TLS_SERVER_CERT/TLS_SERVER_PRIVKEY (the suite's
+ * tls-backend, reached through TLS passthrough).
+ */
+export async function startEchoBackend(t: Test, pod: EchoPod, tls?: { cert: string; key: string }): Promise<EchoBackend> {
   const received: EchoRequest[] = [];
-  const server = http.createServer((req, res) => {
+  const handler = (req: http.IncomingMessage, res: http.ServerResponse) => {
     req.resume();
     const seen: EchoRequest = {
       path: req.url ?? '',
@@ -78,7 +83,8 @@ export async function startEchoBackend(t: Test, pod: EchoPod): Promise<EchoBacke
       res.writeHead(200, { 'content-type': 'application/json', 'x-content-type-options': 'nosniff', ...set });
       res.end(JSON.stringify(seen));
     }, ms);
-  });
+  };
+  const server = tls ? https.createServer({ cert: tls.cert, key: tls.key }, handler) : http.createServer(handler);
   const port = await serveForTest(t, server);
   return { port, pod, received };
 }

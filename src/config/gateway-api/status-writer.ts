@@ -38,6 +38,8 @@ const PLURALS: Readonly<Record<string, string>> = {
   Gateway: 'gateways',
   HTTPRoute: 'httproutes',
   GRPCRoute: 'grpcroutes',
+  TLSRoute: 'tlsroutes',
+  TCPRoute: 'tcproutes',
 };
 
 function objectPath(apiVersion: string, kind: string, namespace: string | undefined, name: string): string {

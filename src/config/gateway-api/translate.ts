@@ -27,6 +27,7 @@ import {
   type RouteParentResult,
   routeStatus,
 } from './status';
+import { type StreamRouteConfig, translateStreamRoutes } from './tls-routes';
 import { GATEWAY_API_GROUP, type GatewayListener, type GRPCRouteMatch, type HTTPRouteMatch, type ParentReference } from './types';
 
 /** Istio constants.KubernetesGatewayName, renamed. */
@@ -48,6 +49,9 @@ export interface GatewayApiInput {
   serviceEntries: readonly Config<'ServiceEntry'>[];
   namespaces: readonly Config<'Namespace'>[];
   secrets: readonly Config<'Secret'>[];
+  /** Alpha kinds, read only with `alpha` (PILOT_ENABLE_ALPHA_GATEWAY_API), as Istio. */
+  tlsRoutes?: readonly Config<'TLSRoute'>[];
+  tcpRoutes?: readonly Config<'TCPRoute'>[];
 }
 
 export interface GatewayApiOptions {
@@ -447,8 +451,14 @@ function parentDenied(
       return { reason: 'NoMatchingListenerHostname', message: `no hostnames matched parent hostname "${p.originalHostname}"` };
     }
   }
-  if (!p.allowedKinds.some((k) => k.kind === routeKind && k.group === GATEWAY_API_GROUP))
-    return { reason: 'NotAllowedByListeners', message: `kind ${GATEWAY_API_GROUP}/v1, Kind=${routeKind} is not allowed` };
+  if (!p.allowedKinds.some((k) => k.kind === routeKind && k.group === GATEWAY_API_GROUP)) {
+    // Istio prints its gvk: the alpha stream routes as `group/v1alpha2/Kind` (route-binding.status.yaml.golden)
+    const gvk =
+      routeKind === 'TLSRoute' || routeKind === 'TCPRoute'
+        ? `${GATEWAY_API_GROUP}/v1alpha2/${routeKind}`
+        : `${GATEWAY_API_GROUP}/v1, Kind=${routeKind}`;
+    return { reason: 'NotAllowedByListeners', message: `kind ${gvk} is not allowed` };
+  }
   return undefined;
 }
 
@@ -465,7 +475,7 @@ function allowedByIsolation(rp: RouteParent, routeHost: string): boolean {
 }
 
 /** Istio extractParentReferenceInfo for Gateway parents (Service/ServiceEntry parents are not translated yet). */
-function routeParents(route: Config<'HTTPRoute'> | Config<'GRPCRoute'>, byGateway: Map<string, ParentInfo[]>): RouteParent[] {
+function routeParents(route: Config<'HTTPRoute'> | Config<'GRPCRoute'> | StreamRouteConfig, byGateway: Map<string, ParentInfo[]>): RouteParent[] {
   const ns = route.meta.namespace;
   const out: Array<RouteParent & { sortKey: string }> = [];
   for (const ref of route.spec.parentRefs ?? []) {
@@ -473,7 +483,8 @@ function routeParents(route: Config<'HTTPRoute'> | Config<'GRPCRoute'>, byGatewa
     const current = byGateway.get(`${ref.namespace ?? ns}/${ref.name}`) ?? [];
     for (const info of current) {
       const banned = current.filter((o) => o !== info && o.port === info.port && o.protocol === info.protocol).map((o) => o.originalHostname);
-      const denied = parentDenied(info, ref, route.kind, route.spec.hostnames ?? [], ns);
+      const hostnames = 'hostnames' in route.spec ? (route.spec.hostnames ?? []) : [];
+      const denied = parentDenied(info, ref, route.kind, hostnames, ns);
       out.push({
         info,
         ref,
@@ -563,6 +574,7 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
   // each VirtualService's routes are cloned only when it is built anew (not when the memo hands out the last one)
   const merged = new Map<string, { vs: Config<'VirtualService'>; routes: GatewayHTTPRoute[]; from: Config[] }>();
   const attached = new Map<string, number>();
+  const streamVirtualServices: Config<'VirtualService'>[] = [];
   const allRoutes = [...input.httpRoutes, ...input.grpcRoutes].sort(byCreation);
   for (const route of allRoutes) {
     const parents = routeParents(route, byGateway);
@@ -616,11 +628,30 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
       }
     }
   }
+  if (opts.alpha) {
+    // TLSRoute and TCPRoute (tls-routes.ts), behind PILOT_ENABLE_ALPHA_GATEWAY_API as in Istio
+    const streams = translateStreamRoutes(
+      [...(input.tlsRoutes ?? []), ...(input.tcpRoutes ?? [])].sort(byCreation),
+      (route) =>
+        routeParents(route, byGateway).map((p) => ({
+          internalName: p.info.internalName,
+          listenerKey: `${p.info.gateway.meta.namespace}/${p.info.gateway.meta.name}/${p.info.sectionName}`,
+          ref: p.ref,
+          refKey: parentRefString(p.ref, route.meta.namespace),
+          ...(p.denied ? { denied: p.denied } : {}),
+        })),
+      ctx,
+      opts.controllerName,
+    );
+    for (const [k, st] of streams.status) status.routes.set(k, st);
+    for (const lk of streams.attached) attached.set(lk, (attached.get(lk) ?? 0) + 1);
+    streamVirtualServices.push(...streams.virtualServices);
+  }
   for (const [k, st] of status.gateways) {
     const [, ns, name] = k.split('/');
     for (const l of st.listeners) l.attachedRoutes = attached.get(`${ns}/${name}/${l.name}`) ?? 0;
   }
-  const virtualServices = [...merged].map(([mk, { vs, routes, from }]) => {
+  const httpVirtualServices = [...merged].map(([mk, { vs, routes, from }]) => {
     const prev = memo?.virtualServices.get(mk);
     if (prev && prev.from.length === from.length && prev.from.every((r, i) => r === from[i])) return prev.vs;
     const out = { ...vs, spec: { ...vs.spec, http: sortHTTPRoutes(routes.map((r) => structuredClone(r))) } };
@@ -628,5 +659,6 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
     return out;
   });
   if (memo) for (const mk of memo.virtualServices.keys()) if (!merged.has(mk)) memo.virtualServices.delete(mk);
+  const virtualServices = [...httpVirtualServices, ...streamVirtualServices];
   return { gateways, virtualServices, status };
 }

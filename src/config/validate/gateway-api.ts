@@ -78,7 +78,14 @@ const listener = obj({
   }),
 });
 
-export const GATEWAY_API_SHAPES: Readonly<Record<'GatewayClass' | 'KubernetesGateway' | 'HTTPRoute' | 'GRPCRoute' | 'ReferenceGrant', Shape>> = {
+// TLSRoute and TCPRoute (v1alpha2): parents, SNI hostnames (TLSRoute), backends with weights.
+const streamRule = obj({ name: str, backendRefs: list(obj({ group: str, kind: str, name: str, namespace: str, port: i32, weight: i32 })) });
+const tlsRoute = obj({ parentRefs: list(parentRef), hostnames: strs, rules: list(streamRule) });
+const tcpRoute = obj({ parentRefs: list(parentRef), rules: list(streamRule) });
+
+export const GATEWAY_API_SHAPES: Readonly<
+  Record<'GatewayClass' | 'KubernetesGateway' | 'HTTPRoute' | 'GRPCRoute' | 'ReferenceGrant' | 'TLSRoute' | 'TCPRoute', Shape>
+> = {
   GatewayClass: obj({ controllerName: str, parametersRef: any, description: str }),
   KubernetesGateway: obj({
     gatewayClassName: str,
@@ -91,6 +98,8 @@ export const GATEWAY_API_SHAPES: Readonly<Record<'GatewayClass' | 'KubernetesGat
   HTTPRoute: httpRoute,
   GRPCRoute: grpcRoute,
   ReferenceGrant: obj({ from: list(obj({ group: str, kind: str, namespace: str })), to: list(obj({ group: str, kind: str, name: str })) }),
+  TLSRoute: tlsRoute,
+  TCPRoute: tcpRoute,
 };
 const required = (r: Report, path: string, v: unknown): void => {
   if (v === undefined || v === '') r.error(path, 'Required value');
@@ -132,6 +141,11 @@ export function validateHTTPRoute(c: Config<'HTTPRoute'>, r: Report): void {
 }
 
 export function validateGRPCRoute(c: Config<'GRPCRoute'>, r: Report): void {
+  validateRouteRefs(c.spec.parentRefs, c.spec.rules, r);
+}
+
+/** TLSRoute and TCPRoute: parents and backends name what they refer to (the CRD's required fields). */
+export function validateStreamRoute(c: Config<'TLSRoute'> | Config<'TCPRoute'>, r: Report): void {
   validateRouteRefs(c.spec.parentRefs, c.spec.rules, r);
 }
 

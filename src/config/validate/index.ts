@@ -11,7 +11,14 @@ import { validateEndpointSlice, validatePod, validateService } from './core';
 import { validateDestinationRule } from './destinationrule';
 import { validateEnvoyFilter } from './envoyfilter';
 import { validateGateway } from './gateway';
-import { validateGatewayClass, validateGRPCRoute, validateHTTPRoute, validateKubernetesGateway, validateReferenceGrant } from './gateway-api';
+import {
+  validateGatewayClass,
+  validateGRPCRoute,
+  validateHTTPRoute,
+  validateKubernetesGateway,
+  validateReferenceGrant,
+  validateStreamRoute,
+} from './gateway-api';
 import { k8sDNS1035Errors, k8sLabelErrors, k8sSubdomainErrors } from './names';
 import { Report } from './report';
 import { checkDryRunAnnotation, validateAuthorizationPolicy, validatePeerAuthentication, validateRequestAuthentication } from './security';
@@ -60,6 +67,8 @@ const VALIDATORS: Readonly<Record<Kind, Validator | undefined>> = {
   HTTPRoute: validateHTTPRoute as Validator,
   GRPCRoute: validateGRPCRoute as Validator,
   ReferenceGrant: validateReferenceGrant as Validator,
+  TLSRoute: validateStreamRoute as Validator,
+  TCPRoute: validateStreamRoute as Validator,
 };
 
 export interface ValidateOptions {

@@ -150,7 +150,7 @@ function find(st: StatusList, kinds: readonly string[], nn: NamespacedName): Sta
   return st.find((o) => kinds.includes(o.kind) && o.metadata.name === nn.Name && (o.metadata.namespace ?? 'default') === nn.Namespace);
 }
 
-const ROUTE_KINDS = ['HTTPRoute', 'GRPCRoute'];
+const ROUTE_KINDS = ['HTTPRoute', 'GRPCRoute', 'TLSRoute'];
 const GATEWAY_KINDS = ['Gateway', 'KubernetesGateway'];
 
 function condMatches(have: readonly Condition[], want: { Type: string; Status: string; Reason?: string }): boolean {
@@ -173,6 +173,7 @@ export function checkCall(fn: string, args: readonly unknown[], st: StatusList, 
     case 'NamespacesMustBeReady':
       return undefined; // no pods: the echo backends are up before the daemon starts
     case 'GatewayAndHTTPRoutesMustBeAccepted':
+    case 'GatewayAndTLSRoutesMustBeAccepted':
     case 'GatewayAndRoutesMustBeAccepted': {
       // WaitForGatewayAddress, RouteMustHaveParents, GatewayListenersMustHaveConditions
       const ref = args.find((a) => (a as Json)?.['$type'] === 'GatewayRef') as GatewayRef | undefined;
@@ -205,6 +206,7 @@ export function checkCall(fn: string, args: readonly unknown[], st: StatusList, 
       return undefined;
     }
     case 'HTTPRouteMustHaveResolvedRefsConditionsTrue':
+    case 'TLSRouteMustHaveCondition':
     case 'HTTPRouteMustHaveCondition': {
       const [routeNN, gwNN] = nns;
       const cond = (args.find((a) => (a as Json)?.['$type'] === 'metav1.Condition') as

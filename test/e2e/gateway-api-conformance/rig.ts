@@ -63,7 +63,17 @@ export interface ConformanceRig {
   request(port: number, o: { method?: string; path: string; headers: Record<string, string> }): Promise<Reply>;
 }
 
-export async function startConformanceRig(t: Test, o: { tests: readonly Doc[][]; dataPlane: DataPlane }): Promise<ConformanceRig> {
+export async function startConformanceRig(
+  t: Test,
+  o: {
+    tests: readonly Doc[][];
+    dataPlane: DataPlane;
+    /** More daemon environment (tls.test.ts: PILOT_ENABLE_ALPHA_GATEWAY_API). */
+    env?: Record<string, string>;
+    /** Services (`ns/name`) whose echo backend serves HTTPS with this PEM key pair (tls.test.ts: the tls-backends). */
+    tlsBackends?: ReadonlyMap<string, { cert: string; key: string }>;
+  },
+): Promise<ConformanceRig> {
   const dir = tempDir(t, 'mesh-gwconf-');
   const base = manifestDocs('base.yaml');
   const all = [base, ...o.tests].flat();
@@ -72,7 +82,13 @@ export async function startConformanceRig(t: Test, o: { tests: readonly Doc[][];
     const [namespace, name] = svc.split('/') as [string, string];
     // the suite's grpc-infra-backend-* Services run its gRPC echo server, the others its HTTP one
     const start = name.startsWith('grpc-') ? startGrpcEchoBackend : startEchoBackend;
-    backends.set(svc, await start(t, { namespace, service: name, pod: podName(svc) }));
+    const tls = o.tlsBackends?.get(svc);
+    backends.set(
+      svc,
+      tls
+        ? await startEchoBackend(t, { namespace, service: name, pod: podName(svc) }, tls)
+        : await start(t, { namespace, service: name, pod: podName(svc) }),
+    );
   }
   const ports = new Map<string, number>();
   for (const lp of listenerPorts(all)) ports.set(`${lp.gateway}:${lp.port}`, await freePort());
@@ -94,7 +110,7 @@ export async function startConformanceRig(t: Test, o: { tests: readonly Doc[][];
   // daemon's CA with a token from a loopback OIDC issuer and gets the workload certificate its clusters wait for.
   const issuer = await startIssuer(t);
   const secure = await freePort();
-  const daemon = await startDiscovery({ configDir, securePort: secure, cwd: dir, env: { JWT_RULE: issuer.rule() } });
+  const daemon = await startDiscovery({ configDir, securePort: secure, cwd: dir, env: { JWT_RULE: issuer.rule(), ...o.env } });
   t.teardown(() => daemon.stop());
 
   const baseGateways = new Set(base.filter((d) => d.kind === 'Gateway').map((d) => `${d.metadata!.namespace}/${d.metadata!.name}`));
