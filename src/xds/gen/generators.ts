@@ -387,7 +387,7 @@ export function generatorsFor(proxy: Proxy, opts: GeneratorOptions = {}): Genera
     [TYPE_URL.listener]: ldsGenerator(opts),
     [TYPE_URL.route]: rdsGenerator(opts),
     [TYPE_URL.nameTable]: ndsGenerator(opts.nameTable),
-    ...(opts.secrets ? { [TYPE_URL.secret]: secretGenerator(opts.secrets) as Generator<PushContext> } : {}),
+    ...(opts.secrets ? { [TYPE_URL.secret]: secretGenerator(opts.secrets) } : {}),
     [TYPE_URL.virtualHost]: vhdsGenerator(opts),
   };
 }

@@ -9,6 +9,8 @@ import { anyPack } from '@bufbuild/protobuf/wkt';
 import { X509Certificate } from 'node:crypto';
 import type { Config } from '../../config/types';
 import type { Proxy } from '../../discovery/model';
+import type { PushContext } from '../../discovery/push-context';
+import type { GatewayServer } from '../../discovery/push/gateway';
 import { DataSourceSchema } from '../../gen/envoy/config/core/v3/base_pb';
 import { CertificateValidationContextSchema } from '../../gen/envoy/extensions/transport_sockets/tls/v3/common_pb';
 import { SecretSchema, type Secret } from '../../gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
@@ -181,8 +183,39 @@ export interface SecretGenOptions {
   now?: () => number;
 }
 
+/** The annotation the Gateway API translation puts on the Gateways it makes (config/gateway-api/translate.ts). */
+const GATEWAY_API_PARENTS = 'internal.mesh.io/parents';
+
+/**
+ * Istio MergedGateway.VerifiedCertificateReferences (model/gateway.go mergeGateways): the credentials of the
+ * Gateways a router serves that it may read without further authorization, for Gateways in its own namespace: a
+ * Secret in that namespace, or one elsewhere that a ReferenceGrant lets the Gateway use. Istio asks its Gateway API
+ * controller for the grant; here the translation already did, and writes a `kubernetes-gateway://` credential for
+ * another namespace's Secret only when one allows it (translate.ts buildTLS), so a Gateway it made carries only
+ * verified ones. A MUTUAL server's `-cacert` companion goes with its credential.
+ */
+export function verifiedCertificateReferences(servers: readonly GatewayServer[], proxyNamespace: string): Set<string> {
+  const out = new Set<string>();
+  for (const { gateway, server } of servers) {
+    const cn = server.tls?.credentialName;
+    if (!cn || cn.startsWith('builtin://') || gateway.meta.namespace !== proxyNamespace) continue;
+    const rn = cn.includes('://') ? cn : `${CREDENTIAL_PREFIX}${cn}`;
+    const r = parseResourceName(rn, proxyNamespace);
+    if (r instanceof Error) continue;
+    if (r.namespace !== proxyNamespace && !(r.type === 'kubernetes-gateway' && gateway.meta.annotations?.[GATEWAY_API_PARENTS])) continue;
+    out.add(rn);
+    if (server.tls?.mode === 'MUTUAL') out.add(`${rn}${CREDENTIAL_CA_SUFFIX}`);
+  }
+  return out;
+}
+
 /** Istio filterAuthorizedResources. */
-function authorizedResources(resources: readonly SecretResource[], proxy: Proxy, authorize: SecretAuthorizer): SecretResource[] {
+function authorizedResources(
+  resources: readonly SecretResource[],
+  proxy: Proxy,
+  authorize: SecretAuthorizer,
+  verified: ReadonlySet<string>,
+): SecretResource[] {
   const id = proxy.verifiedIdentity!;
   const answer: { decided?: boolean | Error | undefined; asked: boolean } = { asked: false };
   const authorized = () => {
@@ -194,8 +227,9 @@ function authorizedResources(resources: readonly SecretResource[], proxy: Proxy,
   const denied: string[] = [];
   for (const r of resources) {
     if (r.type === 'kubernetes-gateway') {
-      // Verified certificate references come from Gateway API ReferenceGrants, which mesh does not serve.
-      denied.push(r.name);
+      // only the references the proxy's own Gateways verified, as Istio
+      if (verified.has(r.resourceName)) allowed.push(r);
+      else denied.push(r.name);
       continue;
     }
     const sameNamespace = r.namespace === id.namespace;
@@ -243,12 +277,12 @@ function generateOne(r: SecretResource, secrets: SecretSource, now: number): Res
 }
 
 /** Istio SecretGen.Generate, for the resource names a proxy watches. */
-export function secretGenerator(o: SecretGenOptions): Generator<unknown> {
+export function secretGenerator(o: SecretGenOptions): Generator<PushContext> {
   return {
     // Every watched name is generated on each push (sdsNeedsPush in ../server/needs-push decides whether
     // there is one): the server sends only those whose content changed, and a name left out would read
     // as removed to a delta client.
-    generate(proxy: Proxy, watched) {
+    generate(proxy: Proxy, watched, req) {
       if (!proxy.verifiedIdentity) {
         log.warn(`proxy ${proxy.id} is not authorized to receive credentials. Ensure you are connecting over TLS port and are authenticated.`);
         return { resources: [] };
@@ -265,7 +299,14 @@ export function secretGenerator(o: SecretGenOptions): Generator<unknown> {
       }
       const now = (o.now ?? Date.now)();
       const resources: Resource[] = [];
-      for (const r of authorizedResources(parsed, proxy, o.authorize)) {
+      const verified =
+        proxy.type === 'router' && parsed.some((r) => r.type === 'kubernetes-gateway')
+          ? verifiedCertificateReferences(
+              req.push.mergedGateway(proxy).ports.flatMap((p) => p.servers),
+              proxy.verifiedIdentity.namespace,
+            )
+          : new Set<string>();
+      for (const r of authorizedResources(parsed, proxy, o.authorize, verified)) {
         const res = generateOne(r, o.secrets, now);
         if (res) resources.push(res);
       }

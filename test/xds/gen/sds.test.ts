@@ -9,6 +9,8 @@ import t from 'tap';
 import { fromBinary } from '@bufbuild/protobuf';
 import type { Config } from '../../../src/config/types';
 import type { Proxy } from '../../../src/discovery/model';
+import type { PushContext } from '../../../src/discovery/push-context';
+import { cfg } from '../../discovery/fixtures';
 import { SecretSchema } from '../../../src/gen/envoy/extensions/transport_sockets/tls/v3/secret_pb';
 import { parseResourceName, secretGenerator, type SecretAuthorizer } from '../../../src/xds/gen/sds';
 import { typeNeedsFullPush } from '../../../src/xds/server/needs-push';
@@ -103,9 +105,40 @@ interface Expected {
 const text = (d: { specifier: { case?: string; value?: unknown } } | undefined) =>
   d?.specifier.case === 'inlineBytes' ? Buffer.from(d.specifier.value as Uint8Array).toString('utf8') : undefined;
 
-function run(p: Proxy, names: string[], authorize: SecretAuthorizer = () => true): Record<string, Expected> {
+/** A Gateway a router serves: its namespace, one server's TLS, and whether the Gateway API translation made it. */
+interface Served {
+  namespace: string;
+  credentialName: string;
+  mode?: 'SIMPLE' | 'MUTUAL';
+  gatewayApi?: boolean;
+}
+
+/** The one thing the generator reads of a push context: the servers of the router's merged gateway. */
+function pushServing(served: readonly Served[]): PushContext {
+  const servers = served.map((g, i) => ({
+    gateway: cfg(
+      'Gateway',
+      g.namespace,
+      `gw-${i}`,
+      { servers: [] },
+      g.gatewayApi ? { annotations: { 'internal.mesh.io/parents': `Gateway/web/https.${g.namespace}` } } : {},
+    ),
+    gatewayName: `${g.namespace}/gw-${i}`,
+    server: {
+      port: { number: 443, name: 'https', protocol: 'HTTPS' },
+      hosts: ['*'],
+      tls: { mode: g.mode ?? 'SIMPLE', credentialName: g.credentialName },
+    },
+    hosts: [{ namespace: '*', host: '*' }],
+  }));
+  return {
+    mergedGateway: () => ({ gatewayNames: new Set(), ports: [{ port: 443, kind: 'tls', servers }], serversByRouteName: new Map() }),
+  } as unknown as PushContext;
+}
+
+function run(p: Proxy, names: string[], authorize: SecretAuthorizer = () => true, served: readonly Served[] = []): Record<string, Expected> {
   const gen = secretGenerator({ secrets, authorize });
-  const req = newPushRequest(undefined, { full: true });
+  const req = newPushRequest(pushServing(served), { full: true });
   const out: Record<string, Expected> = {};
   for (const r of gen.generate(p, { typeUrl: TYPE_URL.secret, resourceNames: new Set(names), wildcard: false }, req).resources) {
     const s = fromBinary(SecretSchema, r.resource.value);
@@ -136,7 +169,14 @@ const ALL_RESOURCES = [
 ];
 const denied: SecretAuthorizer = () => new Error('not authorized');
 
-const cases: Array<{ name: string; proxy: Proxy; resources: string[]; authorize?: SecretAuthorizer; expect: Record<string, Expected> }> = [
+const cases: Array<{
+  name: string;
+  proxy: Proxy;
+  resources: string[];
+  authorize?: SecretAuthorizer;
+  served?: Served[];
+  expect: Record<string, Expected>;
+}> = [
   {
     name: 'simple',
     proxy: proxy('mesh-system'),
@@ -207,9 +247,48 @@ const cases: Array<{ name: string; proxy: Proxy; resources: string[]; authorize?
     expect: {},
   },
   {
-    name: 'kubernetes-gateway:// needs a verified reference (ReferenceGrant): refused',
+    name: 'kubernetes-gateway:// that no Gateway of the proxy names: refused',
     proxy: proxy('mesh-system'),
     resources: ['kubernetes-gateway://mesh-system/generic'],
+    expect: {},
+  },
+  {
+    name: "kubernetes-gateway:// of a Gateway in the proxy's namespace, its Secret there too: served without asking",
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes-gateway://mesh-system/generic'],
+    authorize: denied,
+    served: [{ namespace: 'mesh-system', credentialName: 'kubernetes-gateway://mesh-system/generic', gatewayApi: true }],
+    expect: { 'kubernetes-gateway://mesh-system/generic': { key: def.key, cert: def.cert } },
+  },
+  {
+    name: "a MUTUAL server's -cacert companion is verified with it",
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes-gateway://mesh-system/generic-mtls', 'kubernetes-gateway://mesh-system/generic-mtls-cacert'],
+    served: [{ namespace: 'mesh-system', credentialName: 'kubernetes-gateway://mesh-system/generic-mtls', mode: 'MUTUAL', gatewayApi: true }],
+    expect: {
+      'kubernetes-gateway://mesh-system/generic-mtls': { key: dns.key, cert: dns.cert },
+      'kubernetes-gateway://mesh-system/generic-mtls-cacert': { caCert: root.cert },
+    },
+  },
+  {
+    name: 'a Gateway in another namespace than the proxy verifies nothing',
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes-gateway://bookinfo/bookinfo-certs'],
+    served: [{ namespace: 'bookinfo', credentialName: 'kubernetes-gateway://bookinfo/bookinfo-certs', gatewayApi: true }],
+    expect: {},
+  },
+  {
+    name: "another namespace's Secret, named by a Gateway the Gateway API translation made (it checked the ReferenceGrant): served",
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes-gateway://bookinfo/bookinfo-certs'],
+    served: [{ namespace: 'mesh-system', credentialName: 'kubernetes-gateway://bookinfo/bookinfo-certs', gatewayApi: true }],
+    expect: { 'kubernetes-gateway://bookinfo/bookinfo-certs': { key: def.key, cert: def.cert } },
+  },
+  {
+    name: "another namespace's Secret, named by a hand-written Gateway (no grant was checked): refused",
+    proxy: proxy('mesh-system'),
+    resources: ['kubernetes-gateway://bookinfo/bookinfo-certs'],
+    served: [{ namespace: 'mesh-system', credentialName: 'kubernetes-gateway://bookinfo/bookinfo-certs' }],
     expect: {},
   },
   {
@@ -241,7 +320,7 @@ const cases: Array<{ name: string; proxy: Proxy; resources: string[]; authorize?
 
 for (const c of cases) {
   t.test(c.name, async (t) => {
-    t.same(run(c.proxy, c.resources, c.authorize), c.expect);
+    t.same(run(c.proxy, c.resources, c.authorize, c.served), c.expect);
   });
 }
 
