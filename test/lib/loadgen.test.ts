@@ -55,7 +55,8 @@ t.test('open loop over one connection: a 300 ms stall counts in every request it
   t.equal(r.connections, 1, 'one connection');
   // due in [198, 498] ms: about 150 requests queue behind the stalled one
   t.ok(r.queued >= 100, `requests waited for the busy connection (${r.queued})`);
-  t.ok((r.max ?? 0) >= 300, `the stalled request took its 300 ms (max ${r.max} ms)`);
+  // the server's stall is a Node timer, which may fire up to a millisecond early by the generator's clock
+  t.ok((r.max ?? 0) >= 299, `the stalled request took its 300 ms (max ${r.max} ms)`);
   // the k-th request due after the stall waits about 300 − 2k ms: the slowest 50 (10 %) all took ≥ 200 ms
   t.ok((r.p90 ?? 0) >= 100, `p90 carries the held-back requests (${r.p90} ms), not only the one slow answer`);
 });
@@ -73,7 +74,8 @@ t.test('open loop with room to grow: a request finding every connection busy ope
   t.ok(r.connections >= 2 && r.connections <= 8, `a second connection was opened during the stall (${r.connections})`);
   // how many connections a loaded machine needs varies; that a request waits only when none more may open does not
   t.ok(r.queued === 0 || r.connections === 8, `requests waited (${r.queued}) only once all 8 connections were open (${r.connections})`);
-  t.ok((r.max ?? 0) >= 300, `the stalled request took its 300 ms (max ${r.max} ms)`);
+  // the server's stall is a Node timer, which may fire up to a millisecond early by the generator's clock
+  t.ok((r.max ?? 0) >= 299, `the stalled request took its 300 ms (max ${r.max} ms)`);
   t.equal(s.requests(), 500, 'the server saw each request once');
 });
 
