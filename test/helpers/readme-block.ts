@@ -49,9 +49,10 @@ function readiness(cmd: string): string {
   throw new Error(`the test does not know when this README line is ready: ${cmd}`);
 }
 
-export async function runReadmeBlock(t: Test, title: string, name: string): Promise<ReadmeRun> {
+/** `minLines`: how many lines the block must have at least (a block cut short by an edit fails). */
+export async function runReadmeBlock(t: Test, title: string, name: string, minLines = 8): Promise<ReadmeRun> {
   const lines = readmeLines(title);
-  t.ok(lines.length >= 8, `${lines.length} lines in the README block`);
+  t.ok(lines.length >= minLines, `${lines.length} lines in the README block`);
   const ns = createNetns(t, name);
   const dir = tempDir(t, `${name}-`);
   fs.symlinkSync(DIST, path.join(dir, 'dist'));

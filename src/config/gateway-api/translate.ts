@@ -7,7 +7,7 @@
 // - the internal Gateway selects the pods labelled `gateway.networking.k8s.io/gateway-name: <name>` (the label
 //   Istio's deployment controller puts on the pods it creates and its Service selects), so that a router started by
 //   hand with that label serves the Gateway with no cluster; Istio matches the proxies behind the Service instead;
-// - Service and ServiceEntry parents (the GAMMA mesh profile) are not translated yet: such parentRefs are ignored;
+// - Service and ServiceEntry parents (the GAMMA mesh profile) are resolved in mesh.ts, which says how it differs;
 // - Programmed reads only whether the Service `<gateway>-<class>` exists with the listener ports (Istio also asks
 //   for endpoints).
 import { createPrivateKey, X509Certificate } from 'node:crypto';
@@ -28,6 +28,7 @@ import {
   routeStatus,
 } from './status';
 import { type StreamRouteConfig, translateStreamRoutes } from './tls-routes';
+import { MESH_GATEWAY_NAME, meshParents, meshRouteKeys } from './mesh';
 import { GATEWAY_API_GROUP, type GatewayListener, type GRPCRouteMatch, type HTTPRouteMatch, type ParentReference } from './types';
 
 /** Istio constants.KubernetesGatewayName, renamed. */
@@ -498,7 +499,11 @@ function routeParents(route: Config<'HTTPRoute'> | Config<'GRPCRoute'> | StreamR
 }
 
 /** The routes of one HTTPRoute/GRPCRoute, one per (rule, match), and the error that made them partial or absent. */
-function convertRoutes(ctx: RouteContext, route: Config<'HTTPRoute'> | Config<'GRPCRoute'>): { routes: GatewayHTTPRoute[]; error?: RouteError } {
+function convertRoutes(
+  ctx: RouteContext,
+  route: Config<'HTTPRoute'> | Config<'GRPCRoute'>,
+  enforceRefGrant: boolean,
+): { routes: GatewayHTTPRoute[]; error?: RouteError } {
   const routes: GatewayHTTPRoute[] = [];
   let error: RouteError | undefined;
   const rules = route.spec.rules ?? [];
@@ -507,7 +512,7 @@ function convertRoutes(ctx: RouteContext, route: Config<'HTTPRoute'> | Config<'G
     for (const m of matches) {
       const match = m === undefined ? undefined : route.kind === 'HTTPRoute' ? httpMatch(m as HTTPRouteMatch) : grpcMatch(m as GRPCRouteMatch);
       if (match && 'reason' in match) return { routes: [], error: match };
-      const r = convertRule(ctx, rule, match as Parameters<typeof convertRule>[2], route, n, true);
+      const r = convertRule(ctx, rule, match as Parameters<typeof convertRule>[2], route, n, enforceRefGrant);
       if (!r.route) return { routes: [], ...(r.error ? { error: r.error } : {}) };
       if (r.error) error = r.error;
       routes.push(r.route);
@@ -535,6 +540,54 @@ const byCreation = <T extends Config>(a: T, b: T): number => {
   const kb = `${b.meta.namespace}/${b.meta.name}`;
   return ka < kb ? -1 : ka > kb ? 1 : 0;
 };
+
+interface MergedRoutes {
+  vs: Config<'VirtualService'>;
+  routes: GatewayHTTPRoute[];
+  /** The route objects the routes came from, in order (the memo reuses a VirtualService made from the same). */
+  from: Config[];
+}
+
+/**
+ * Istio mergeHTTPRoutes: the routes of every HTTPRoute/GRPCRoute with one key (parent, host) in one VirtualService
+ * named after the key, with the oldest route's metadata and every route's name in the parents annotation.
+ */
+function mergeRoutes(
+  merged: Map<string, MergedRoutes>,
+  mk: string,
+  host: string,
+  gateway: string,
+  route: Config<'HTTPRoute'> | Config<'GRPCRoute'>,
+  routes: readonly GatewayHTTPRoute[],
+): void {
+  const m = merged.get(mk);
+  const parentName = `${route.kind}/${route.meta.name}.${route.meta.namespace}`;
+  if (m) {
+    m.from.push(route);
+    m.routes.push(...routes);
+    const names = m.vs.meta.annotations[PARENT_NAMES_ANNOTATION];
+    (m.vs.meta.annotations as Record<string, string>)[PARENT_NAMES_ANNOTATION] = `${names},${parentName}`;
+    return;
+  }
+  const spec: VirtualServiceSpec = { hosts: [host], gateways: [gateway], http: [] };
+  merged.set(mk, {
+    from: [route],
+    routes: [...routes],
+    vs: {
+      kind: 'VirtualService',
+      apiVersion: 'networking.istio.io/v1',
+      meta: {
+        name: mk.replaceAll('/', '~'),
+        namespace: route.meta.namespace,
+        labels: {},
+        annotations: { [ROUTE_SEMANTICS_ANNOTATION]: 'gateway', [PARENT_NAMES_ANNOTATION]: parentName },
+        ...(route.meta.creationTimestamp ? { creationTimestamp: route.meta.creationTimestamp } : {}),
+      },
+      spec,
+      source: route.source ?? key(route.kind, route.meta.namespace, route.meta.name),
+    },
+  });
+}
 
 /** Everything: internal Gateways and VirtualServices, and the status of every object this controller owns. */
 /**
@@ -572,21 +625,28 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
   }
   const ctx = routeContext(input, opts, grants);
   // each VirtualService's routes are cloned only when it is built anew (not when the memo hands out the last one)
-  const merged = new Map<string, { vs: Config<'VirtualService'>; routes: GatewayHTTPRoute[]; from: Config[] }>();
+  const merged = new Map<string, MergedRoutes>();
   const attached = new Map<string, number>();
   const streamVirtualServices: Config<'VirtualService'>[] = [];
   const allRoutes = [...input.httpRoutes, ...input.grpcRoutes].sort(byCreation);
   for (const route of allRoutes) {
     const parents = routeParents(route, byGateway);
-    if (parents.length === 0) continue;
-    const converted = convertRoutes(ctx, route);
-    const results: RouteParentResult[] = parents.map((p) => ({
-      parentRef: p.ref as unknown as Record<string, unknown>,
-      refKey: parentRefString(p.ref, route.meta.namespace),
-      ...(p.denied ? { denied: p.denied } : {}),
-      ...(converted.error ? { routeError: converted.error } : {}),
+    const mesh = meshParents(route, input, opts.domain);
+    if (parents.length === 0 && mesh.length === 0) continue;
+    // Istio buildMeshAndGatewayRoutes: mesh routes are converted without ReferenceGrant checks on backends
+    const converted = parents.length > 0 ? convertRoutes(ctx, route, true) : { routes: [] };
+    const meshConverted = mesh.length > 0 ? convertRoutes(ctx, route, false) : { routes: [] };
+    const ns = route.meta.namespace;
+    const results: RouteParentResult[] = [
+      ...parents.map((p) => ({ ref: p.ref, denied: p.denied, error: converted.error })),
+      ...mesh.map((p) => ({ ref: p.ref, denied: p.denied, error: meshConverted.error })),
+    ].map(({ ref, denied, error }) => ({
+      parentRef: ref as unknown as Record<string, unknown>,
+      refKey: parentRefString(ref, ns),
+      ...(denied ? { denied } : {}),
+      ...(error ? { routeError: error } : {}),
     }));
-    status.routes.set(key(route.kind, route.meta.namespace, route.meta.name), routeStatus(results, route.meta.generation, opts.controllerName));
+    status.routes.set(key(route.kind, ns, route.meta.name), routeStatus(results, route.meta.generation, opts.controllerName));
     for (const p of parents.filter((x) => !x.denied)) {
       const lk = `${p.info.gateway.meta.namespace}/${p.info.gateway.meta.name}/${p.info.sectionName}`;
       attached.set(lk, (attached.get(lk) ?? 0) + 1);
@@ -594,39 +654,11 @@ export function translateGatewayApi(input: GatewayApiInput, opts: GatewayApiOpti
       const hosts = route.spec.hostnames && route.spec.hostnames.length > 0 ? route.spec.hostnames : ['*'];
       for (const h of hosts) {
         if (!allowedByIsolation(p, h)) continue;
-        const mk = `${p.info.internalName}/${h}`;
-        const m = merged.get(mk);
-        if (m) {
-          m.from.push(route);
-          m.routes.push(...converted.routes);
-          const names = m.vs.meta.annotations[PARENT_NAMES_ANNOTATION];
-          (m.vs.meta.annotations as Record<string, string>)[PARENT_NAMES_ANNOTATION] =
-            `${names},${route.kind}/${route.meta.name}.${route.meta.namespace}`;
-          continue;
-        }
-        const spec: VirtualServiceSpec = { hosts: [h], gateways: [p.info.internalName], http: [] };
-        merged.set(mk, {
-          from: [route],
-          routes: [...converted.routes],
-          vs: {
-            kind: 'VirtualService',
-            apiVersion: 'networking.istio.io/v1',
-            meta: {
-              name: mk.replaceAll('/', '~'),
-              namespace: route.meta.namespace,
-              labels: {},
-              annotations: {
-                [ROUTE_SEMANTICS_ANNOTATION]: 'gateway',
-                [PARENT_NAMES_ANNOTATION]: `${route.kind}/${route.meta.name}.${route.meta.namespace}`,
-              },
-              ...(route.meta.creationTimestamp ? { creationTimestamp: route.meta.creationTimestamp } : {}),
-            },
-            spec,
-            source: route.source ?? key(route.kind, route.meta.namespace, route.meta.name),
-          },
-        });
+        mergeRoutes(merged, `${p.info.internalName}/${h}`, h, p.info.internalName, route, converted.routes);
       }
     }
+    for (const p of mesh)
+      for (const k of meshRouteKeys(ns, p, meshConverted.routes)) mergeRoutes(merged, k.key, k.host, MESH_GATEWAY_NAME, route, k.routes);
   }
   if (opts.alpha) {
     // TLSRoute and TCPRoute (tls-routes.ts), behind PILOT_ENABLE_ALPHA_GATEWAY_API as in Istio

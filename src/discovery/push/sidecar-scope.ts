@@ -6,7 +6,7 @@ import type { Config, IstioEgressListener, Port } from '../../config/types';
 import { hostMatches } from '../host';
 import { isEmptySelector, selectorMatches } from '../labels';
 import type { Service } from '../model';
-import { MESH_GATEWAY, type VirtualServiceEntry } from './virtualservice';
+import { inSelectionOrder, MESH_GATEWAY, type VirtualServiceEntry } from './virtualservice';
 import { isExportedTo } from './visibility';
 
 export interface EgressHost {
@@ -137,7 +137,10 @@ export function buildSidecarScope(
  * After an edit of VirtualServices only, a push context re-scopes its predecessor's scopes so.
  */
 export function withVirtualServices(scope: SidecarScope, meshVirtualServices: readonly VirtualServiceEntry[]): SidecarScope {
-  const exportedVs = meshVirtualServices.filter((v) => isExportedTo(v.exportTo, v.namespace, scope.namespace));
+  const exportedVs = inSelectionOrder(
+    meshVirtualServices.filter((v) => isExportedTo(v.exportTo, v.namespace, scope.namespace)),
+    scope.namespace,
+  );
   const listeners = scope.egressListeners.map((l) => ({
     ...l,
     virtualServices: exportedVs.filter((v) => egressAllows(l.hosts, v.namespace, v.hosts)),

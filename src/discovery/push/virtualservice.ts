@@ -1,6 +1,7 @@
 // VirtualServices as the generators consume them: short hosts resolved to FQDNs in the
 // VirtualService's namespace (Istio ResolveShortnameToFQDN), gateway references resolved to
 // `namespace/name` keys, `mesh` kept as is (and implied when `gateways` is empty).
+import { ROUTE_SEMANTICS_ANNOTATION } from '../../config/gateway-api/translate';
 import type { Config, Destination, HTTPRoute, TCPRoute, TLSRoute, VirtualServiceSpec } from '../../config/types';
 import { resolveShortName } from '../host';
 
@@ -17,6 +18,30 @@ export interface VirtualServiceEntry {
   exportTo: readonly string[];
   /** The spec with every host (hosts, destinations, mirrors, match gateways) resolved. */
   spec: VirtualServiceSpec;
+}
+
+/** Istio UseGatewaySemantics: the VirtualService was translated from a Gateway API route. */
+export function usesGatewaySemantics(v: VirtualServiceEntry): boolean {
+  return v.config.meta.annotations[ROUTE_SEMANTICS_ANNOTATION] === 'gateway';
+}
+
+/**
+ * Istio SelectVirtualServices (PILOT_UNIFIED_SIDECAR_SCOPE, the default) orders the mesh VirtualServices a proxy in
+ * `namespace` sees: those private to its namespace, then those exported to it by name, then public ones; in each
+ * group Gateway API routes of the proxy's own namespace (consumer routes) first; oldest first within. The first
+ * VirtualService to name a host claims it, so a consumer's HTTPRoute wins over a public VirtualService.
+ */
+export function inSelectionOrder(vss: readonly VirtualServiceEntry[], namespace: string): VirtualServiceEntry[] {
+  const group = (v: VirtualServiceEntry): number => {
+    const e = v.exportTo;
+    if (e.length === 0 || e.includes('*')) return 2;
+    return v.namespace === namespace && (e.includes('.') || e.includes(namespace)) ? 0 : 1;
+  };
+  const rank = (v: VirtualServiceEntry): number => 2 * group(v) + (usesGatewaySemantics(v) && v.namespace === namespace ? 0 : 1);
+  return vss
+    .map((v, i) => ({ v, i, r: rank(v) }))
+    .sort((a, b) => a.r - b.r || a.i - b.i)
+    .map((x) => x.v);
 }
 
 /** `name` → `<vsNamespace>/name`; `ns/name` and `mesh` unchanged (Istio resolveGatewayName). */

@@ -8,6 +8,7 @@ import { hostMatches, domainName, ipv6Compliant, isWildcard } from '../../discov
 import type { Proxy, Service } from '../../discovery/model';
 import type { PushContext, VirtualServiceEntry } from '../../discovery/push-context';
 import { MESH_GATEWAY } from '../../discovery/push-context';
+import { usesGatewaySemantics } from '../../discovery/push/virtualservice';
 import { isHttpOrSniffed } from '../../discovery/registry/protocol';
 import { RouteConfigurationSchema, type RouteConfiguration } from '../../gen/envoy/config/route/v3/route_pb';
 import { VirtualHost_TlsRequirementType, type VirtualHostSchema } from '../../gen/envoy/config/route/v3/route_components_pb';
@@ -325,7 +326,13 @@ export function sidecarVirtualHosts(
     if (routes.length === 0) continue;
     const services: Service[] = [];
     const vsHosts: string[] = [];
+    const gatewaySemantics = usesGatewaySemantics(vs);
     for (const h of vs.hosts) {
+      // Istio separateVSHostsAndServices: a Gateway API route's wildcard host (a ServiceEntry's) names no service
+      if (isWildcard(h) && gatewaySemantics) {
+        vsHosts.push(h);
+        continue;
+      }
       if (!isWildcard(h)) {
         const s = servicesByName.get(h);
         if (s) services.push(s);
@@ -340,6 +347,9 @@ export function sidecarVirtualHosts(
       }
       if (!found) vsHosts.push(h);
     }
+    // Istio buildSidecarVirtualHostsForVirtualService: a Gateway API route applies to callers in its own namespace
+    // (a consumer route) or, when it sits in the service's namespace (a producer route), to every caller
+    if (gatewaySemantics && vs.namespace !== proxy.namespace && !services.some((s) => s.namespace === vs.namespace)) continue;
     for (const s of services) claimed.add(s.hostname);
     const httpServices = services.filter((s) => s.ports.some((p) => isHttpOrSniffed(p.protocol)));
     if (httpServices.length === 0 && listenerPort !== 80) continue;
