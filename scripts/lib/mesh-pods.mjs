@@ -382,15 +382,20 @@ function podProgram() {
         if (attempts.get(key) <= Number(req.headers['x-echo-fail'] ?? 0)) res.statusCode = 503;
         const all = req.headers['x-echo-headers'] !== undefined ? { method: req.method, headers: req.headers } : {};
         res.setHeader('content-type', 'application/json');
-        res.end(
-          JSON.stringify({
-            ...me,
-            path: req.url,
-            host: req.headers.host ?? '',
-            xfcc: req.headers['x-forwarded-client-cert'] ?? null,
-            peer: req.socket.remoteAddress,
-            ...all,
-          }),
+        // `x-echo-delay-ms: <ms>` answers that late (time-outs at the caller's sidecar)
+        setTimeout(
+          () =>
+            res.end(
+              JSON.stringify({
+                ...me,
+                path: req.url,
+                host: req.headers.host ?? '',
+                xfcc: req.headers['x-forwarded-client-cert'] ?? null,
+                peer: req.socket.remoteAddress,
+                ...all,
+              }),
+            ),
+          Number(req.headers['x-echo-delay-ms'] ?? 0),
         );
       })
       .listen(Number(a2 || 8080), '0.0.0.0', () => ++n === ports && out({ listening: name }));
@@ -401,24 +406,60 @@ function podProgram() {
         c.on('data', (d) => c.write(String(d) === 'peer\n' ? `${name} peer ${c.remoteAddress}\n` : `${name} echo ${d}`));
       })
       .listen(Number(a3 || 9000), '0.0.0.0', () => ++n === ports && out({ listening: name }));
-    // two unary methods of a service `mesh.test.Echo`: Echo answers `<name>: <message>` with status 0 (OK);
-    // Fail answers no message and status 5 (NOT_FOUND) in the trailers, still with HTTP status 200
+    // HTTP/2 without TLS, as a sidecar forwards it. gRPC (content-type application/grpc), service `mesh.test.Echo`:
+    // Echo answers `<name>: <message>` with status 0 (OK); Stream answers each message as it arrives (so a proxy
+    // that waited for the whole request would stall the caller), then status 0; Deny answers trailers-only (one
+    // HEADERS frame) with status 7; any other method answers no message and status 5 (NOT_FOUND) in the trailers,
+    // still with HTTP status 200. Any other request gets the HTTP server's JSON, `:authority` as its host.
+    // `x-echo-delay-ms` delays the response headers.
     const grpc = http2.createServer();
     grpc.on('stream', (stream, headers) => {
       const body = [];
-      stream.on('data', (d) => body.push(d));
+      const method = String(headers[':path']).replace('/mesh.test.Echo/', '');
+      const delay = Number(headers['x-echo-delay-ms'] ?? 0);
+      const isGrpc = String(headers['content-type'] ?? '').startsWith('application/grpc');
       stream.on('error', () => undefined);
-      stream.on('end', () => {
-        const [msg = ''] = grpcMessages(Buffer.concat(body));
+      if (isGrpc && method === 'Stream') {
         stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-        stream.on('wantTrailers', () =>
-          stream.sendTrailers(
-            headers[':path'] === '/mesh.test.Echo/Echo' ? { 'grpc-status': '0' } : { 'grpc-status': '5', 'grpc-message': `${name} has no ${msg}` },
-          ),
-        );
-        if (headers[':path'] === '/mesh.test.Echo/Echo') stream.write(grpcFrame(Buffer.from(`${name}: ${msg}`)));
-        stream.end();
-      });
+        stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        let pending = Buffer.alloc(0);
+        stream.on('data', (d) => {
+          pending = Buffer.concat([pending, d]);
+          while (pending.length >= 5 && pending.length >= 5 + pending.readUInt32BE(1)) {
+            const n = pending.readUInt32BE(1);
+            stream.write(grpcFrame(Buffer.from(`${name}: ${pending.subarray(5, 5 + n)}`)));
+            pending = pending.subarray(5 + n);
+          }
+        });
+        stream.on('end', () => stream.end());
+        return;
+      }
+      stream.on('data', (d) => body.push(d));
+      stream.on('end', () =>
+        setTimeout(() => {
+          if (stream.destroyed) return;
+          if (!isGrpc) {
+            const all = headers['x-echo-headers'] !== undefined ? { method: headers[':method'], headers: { ...headers } } : {};
+            for (const k of Object.keys(all.headers ?? {})) if (k.startsWith(':')) delete all.headers[k];
+            stream.respond({ ':status': 200, 'content-type': 'application/json' });
+            const xfcc = headers['x-forwarded-client-cert'] ?? null;
+            const peer = stream.session?.socket?.remoteAddress;
+            stream.end(JSON.stringify({ ...me, path: headers[':path'], host: headers[':authority'] ?? '', xfcc, peer, ...all }));
+            return;
+          }
+          if (method === 'Deny') {
+            stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '7', 'grpc-message': 'denied' }, { endStream: true });
+            return;
+          }
+          const [msg = ''] = grpcMessages(Buffer.concat(body));
+          stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+          stream.on('wantTrailers', () =>
+            stream.sendTrailers(method === 'Echo' ? { 'grpc-status': '0' } : { 'grpc-status': '5', 'grpc-message': `${name} has no ${msg}` }),
+          );
+          if (method === 'Echo') stream.write(grpcFrame(Buffer.from(`${name}: ${msg}`)));
+          stream.end();
+        }, delay),
+      );
     });
     grpc.listen(Number(process.argv[5] || 7070), '0.0.0.0', () => ++n === ports && out({ listening: name }));
   } else if (mode === 'grpc') {
@@ -450,6 +491,54 @@ function podProgram() {
     req.on('error', (e) => finish({ error: e.code ?? e.message }));
     req.on('end', () => finish({ status, grpcStatus, messages: grpcMessages(Buffer.concat(body)) }));
     req.end(grpcFrame(Buffer.from('ping')));
+  } else if (mode === 'h2') {
+    // one HTTP/2 exchange (h2c by prior knowledge): the third argument, JSON {authority, path, method, headers,
+    // body, grpc: [messages], stream}, says what to send; gRPC messages go one by one, and with `stream` each
+    // waits for the answer to the one before → {status, headers, trailers, body | messages} or {error}
+    const r = JSON.parse(a3);
+    const client = http2.connect(`http://${a1}:${a2}`);
+    const finish = (o) => {
+      out(o);
+      client.close();
+    };
+    client.on('error', (e) => finish({ error: e.code ?? e.message }));
+    const grpcCall = Array.isArray(r.grpc);
+    const req = client.request({
+      ':method': r.method ?? (grpcCall ? 'POST' : 'GET'),
+      ':path': r.path ?? '/',
+      ':authority': r.authority ?? `${a1}:${a2}`,
+      ...(grpcCall ? { 'content-type': 'application/grpc', te: 'trailers' } : {}),
+      ...r.headers,
+    });
+    let headers = {};
+    let trailers;
+    const body = [];
+    req.setTimeout(8000, () => req.close(http2.constants.NGHTTP2_CANCEL));
+    req.on('response', (h) => (headers = { ...h }));
+    req.on('trailers', (t) => (trailers = { ...t }));
+    const toSend = grpcCall ? [...r.grpc] : [];
+    let got = 0;
+    req.on('data', (d) => {
+      body.push(d);
+      const n = grpcMessages(Buffer.concat(body)).length;
+      if (r.stream && n > got) {
+        got = n;
+        if (toSend.length > 0) req.write(grpcFrame(Buffer.from(toSend.shift())));
+        if (toSend.length === 0 && !req.writableEnded) req.end();
+      }
+    });
+    req.on('error', (e) => finish({ error: e.code ?? e.message }));
+    req.on('end', () => {
+      const data = Buffer.concat(body);
+      const status = headers[':status'];
+      delete headers[':status'];
+      finish({ status, headers, trailers, ...(grpcCall ? { messages: grpcMessages(data) } : { body: data.toString() }) });
+    });
+    if (r.stream) req.write(grpcFrame(Buffer.from(toSend.shift())));
+    else {
+      for (const m of toSend) req.write(grpcFrame(Buffer.from(m)));
+      req.end(r.body);
+    }
   } else if (mode === 'http') {
     // one GET (of /hello, or the fourth argument) → {"status", "body"} or {"error"}; a fifth argument, JSON
     // {method, headers}, sets those and adds the response's headers to what is printed
@@ -495,8 +584,10 @@ const POD_PROGRAM = `(${podProgram.toString()})()`;
  * (`/status/<code>` with that code; `/call/<host>/<path>` calls <host>:8080/<path> passing the trace headers on;
  * `x-echo-fail: <n>` answers 503 to the first n requests of one `x-echo-key`; `x-echo-headers` adds {method, headers}),
  * TCP on `tcpPort` (9000) echoing lines prefixed with its name (the line `peer` is answered with the caller's address),
- * gRPC on `grpcPort` (7070): `mesh.test.Echo/Echo` answers `<name>: <message>` (grpc-status 0), `mesh.test.Echo/Fail`
- * answers grpc-status 5 (NOT_FOUND) and no message.
+ * HTTP/2 on `grpcPort` (7070): gRPC `mesh.test.Echo/Echo` answers `<name>: <message>` (grpc-status 0), `Stream`
+ * answers each message as it comes, `Deny` answers trailers-only grpc-status 7, any other method grpc-status 5
+ * (NOT_FOUND) and no message; a request that is not gRPC gets the HTTP server's JSON. `x-echo-delay-ms` delays
+ * the answer on both HTTP ports.
  */
 export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000, grpcPort = 7070 } = {}) {
   return startIn(
@@ -514,7 +605,8 @@ export function startApp(owner, ns, name, { httpPort = 8080, tcpPort = 9000, grp
  * One call of a plain client in `ns` (as APP_UID when `asApp`, so that capture applies), as parsed JSON:
  * `http <host> <port> [Host] [path] [{method, headers}]` → {status, body[, headers]} | {error};
  * `tcp <host> <port> [line]` → {line} | {closed: true};
- * `grpc <host> <port> Echo|Fail [authority]` → {status, grpcStatus, messages} | {error}.
+ * `grpc <host> <port> Echo|Fail [authority]` → {status, grpcStatus, messages} | {error};
+ * `h2 <host> <port> <{authority, path, method, headers, body, grpc, stream}>` → {status, headers, trailers, body | messages} | {error}.
  */
 export function callIn(ns, asApp, ...args) {
   const argv = [process.execPath, '-e', POD_PROGRAM, ...args];

@@ -19,6 +19,21 @@ import { openssl } from '../ca/helpers';
 import { EC_P256_KEY, signWith } from './openssl';
 import { echoHandler, observe, type EchoRecord, type Observation } from './differential';
 import { serveForTest } from './ports';
+import { REPO } from './spec';
+
+/**
+ * The documents of a demo's config directory (`examples/<example>/config`, what `npm run demo -- <example>` serves),
+ * with the demo's fixed ports and addresses replaced (`{'18080': '<gateway port>', …}`), as one YAML stream.
+ */
+export function exampleConfig(example: string, replace: Record<string, string>): string {
+  const dir = path.join(REPO, 'examples', example, 'config');
+  const docs = fs
+    .readdirSync(dir)
+    .sort()
+    .map((f) => fs.readFileSync(path.join(dir, f), 'utf8'))
+    .join('---\n');
+  return Object.entries(replace).reduce((s, [from, to]) => s.replaceAll(from, to), docs);
+}
 
 /** A started backend: its port and what it saw (HTTP backends; empty for gRPC, WebSocket and TCP backends). */
 export interface Backend {
@@ -360,15 +375,17 @@ export async function startWebSocketBackend(t: Test, instance: string): Promise<
 /**
  * A WebSocket exchange through `port`: the upgrade request for `r.path`, then `send` as text frames one by
  * one, each awaiting one answer. Observed: the handshake's status and headers (the accept key checked, not
- * shown), the backend's first frame (what it received) and the answers.
+ * shown), the backend's first frame (what it received) and the answers; over TLS (`o`: wss) also the TLS
+ * handshake (ALPN, the certificate's CN).
  */
-export function webSocketExchange(port: number, r: ClientRequest, send: string[], timeoutMs = 10_000): Promise<Observation> {
+export function webSocketExchange(port: number, r: ClientRequest, send: string[], o?: ClientTls, timeoutMs = 10_000): Promise<Observation> {
   return new Promise((resolve) => {
     // the same key on every run (RFC 6455's example nonce), so both data planes forward the same bytes
     const key = 'dGhlIHNhbXBsZSBub25jZQ==';
     const want = crypto.createHash('sha1').update(`${key}${WS_GUID}`).digest('base64');
-    const socket = net.connect(port, '127.0.0.1');
+    const socket = o ? tls.connect({ ...tlsOptions(o), port }) : net.connect(port, '127.0.0.1');
     const out: Observation = {};
+    if (o) socket.once('secureConnect', () => (out['tls'] = handshake(socket as tls.TLSSocket)));
     const answers: string[] = [];
     let buf: Buffer = Buffer.alloc(0);
     let upgraded = false;

@@ -34,12 +34,29 @@ export const ADDR = {
 };
 export const hostOf = (p: Pod) => `${p}.${p}.svc.cluster.local`;
 
-/** One call: HTTP (default), a TCP line, or the certificate a TLS server shows (openssl s_client from the world). */
+/**
+ * An HTTP/2 exchange (h2c by prior knowledge, as an app speaks to its sidecar): gRPC when `grpc` gives the
+ * messages (sent one by one; with `stream`, each after the answer to the one before), else one request.
+ */
+export interface H2Exchange {
+  path: string;
+  method?: string;
+  /** default the call's `host`, else `<to>:<port>` */
+  authority?: string;
+  headers?: Record<string, string>;
+  body?: string;
+  grpc?: string[];
+  stream?: boolean;
+}
+
+/** One call: HTTP/1.1 (default), HTTP/2 or gRPC, a TCP line, or the certificate a TLS server shows (openssl s_client from the world). */
 export interface MeshCall {
   name: string;
   /** the caller: a pod's app (captured) or a plain client in the world (no sidecar) */
   from: Pod | 'world';
-  kind?: 'http' | 'tcp' | 'tls-san';
+  kind?: 'http' | 'h2' | 'tcp' | 'tls-san';
+  /** kind h2: what is sent */
+  h2?: H2Exchange;
   /** an address or a name the pod resolves */
   to: string;
   port: number;
@@ -99,6 +116,21 @@ function observeHttp(r: Record<string, unknown>, hashes: Record<string, string>)
   return o;
 }
 
+/**
+ * What a caller observed of an HTTP/2 exchange: as observeHttp for a plain request; for gRPC the status, response
+ * headers, trailers (absent for a trailers-only answer) and messages.
+ */
+function observeH2(r: Record<string, unknown>, hashes: Record<string, string>): Observation {
+  if ('error' in r || !('messages' in r)) return observeHttp(r, hashes);
+  const o: Observation = {
+    status: r['status'],
+    headers: normaliseHeaders((r['headers'] ?? {}) as Record<string, string>, new Set(['date', 'server'])),
+  };
+  if (r['trailers']) o['trailers'] = normaliseHeaders(r['trailers'] as Record<string, string>, new Set());
+  o['messages'] = r['messages'];
+  return o;
+}
+
 /** The SAN of the certificate a TLS server at `to:port` shows a client holding A's certificate (ALPN istio-http/1.1). */
 function tlsSan(mesh: Mesh, c: MeshCall): Observation {
   const id = mesh.identitiesDir;
@@ -130,6 +162,10 @@ function call(mesh: Mesh, c: MeshCall, hashes: Record<string, string>): Observat
   const asApp = c.from !== 'world';
   if (c.kind === 'tls-san') return tlsSan(mesh, c);
   if (c.kind === 'tcp') return callIn(ns, asApp, 'tcp', c.to, String(c.port), c.line ?? 'ping');
+  if (c.kind === 'h2') {
+    const x = { authority: c.host, ...c.h2, headers: { 'x-echo-headers': '1', ...c.h2?.headers } };
+    return observeH2(callIn(ns, asApp, 'h2', c.to, String(c.port), JSON.stringify(x)), hashes);
+  }
   const more = JSON.stringify({ method: c.method ?? 'GET', headers: { 'x-echo-headers': '1', ...c.headers } });
   return observeHttp(callIn(ns, asApp, 'http', c.to, String(c.port), c.host ?? '', c.path ?? '/hello', more), hashes);
 }

@@ -271,6 +271,9 @@ t.test('HEAD and 204 responses carry no body and leave the connection usable', a
     if (req.url === '/empty') {
       res.writeHead(204);
       res.end();
+    } else if (req.url === '/unsized') {
+      // Node says chunked on a HEAD response without a length (as the GET would be), sending no body
+      res.end(req.method === 'HEAD' ? undefined : 'some bytes');
     } else {
       res.setHeader('content-length', '12');
       res.end(req.method === 'HEAD' ? undefined : 'twelve bytes');
@@ -283,6 +286,10 @@ t.test('HEAD and 204 responses carry no body and leave the connection usable', a
   const h = await c.response({ head: true });
   t.equal(h.status, 200);
   t.equal(h.headers['content-length'], '12', 'HEAD keeps the length the GET would have');
+  c.send('HEAD /unsized HTTP/1.1\r\nHost: x\r\n\r\n');
+  const u = await c.response({ head: true });
+  t.equal(u.headers['transfer-encoding'], 'chunked', 'HEAD without a length says chunked, as Envoy writes it (no body follows)');
+  t.equal(u.headers['content-length'], undefined);
   c.send('GET /empty HTTP/1.1\r\nHost: x\r\n\r\n');
   const e = await c.response();
   t.equal(e.status, 204);

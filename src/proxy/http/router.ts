@@ -43,6 +43,8 @@ class RequestBody implements BodyReader {
   private chunks: Buffer[] | undefined = [];
   private size = 0;
   ended = false;
+  /** when the whole request had arrived downstream (Envoy's downstream_request_complete_time_) */
+  completedAt: number | undefined;
   private sink: BodySink | undefined;
   private paused = false;
   private complete: Array<(body: Buffer | undefined) => void> | undefined;
@@ -56,6 +58,7 @@ class RequestBody implements BodyReader {
     if (src.bodyless) {
       // nothing will come: the upstream request ends with its head
       this.ended = true;
+      this.completedAt = performance.now();
       return;
     }
     if (src instanceof BodySource) src.read(this);
@@ -85,6 +88,7 @@ class RequestBody implements BodyReader {
 
   onEnd(): void {
     this.ended = true;
+    this.completedAt = performance.now();
     this.sink?.end();
     const waiting = this.complete;
     this.complete = undefined;
@@ -371,7 +375,6 @@ class UpstreamExchange implements BodyReader {
   private perTryTimer: NodeJS.Timeout | undefined;
   private readonly body: RequestBody;
   private finished = false;
-  private attemptStart = 0;
   private readonly start0 = performance.now();
   private attemptActive = false;
   private readonly protocol: 'http1' | 'http2';
@@ -519,7 +522,6 @@ class UpstreamExchange implements BodyReader {
       if (this.sel.vhost.includeRequestAttemptCount) headers['x-envoy-attempt-count'] = String(this.attempt);
     }
     if (s.trace) s.trace.upstream(s, headers, c.name, host.key, this.attempt);
-    this.attemptStart = performance.now();
     const attemptNo = this.attempt;
     const alpnFor = this.s.filterState.get(APPLICATION_PROTOCOLS_KEY) as ApplicationProtocolsFor | undefined;
     const alpn = alpnFor?.(this.protocol, c.metadata);
@@ -667,7 +669,10 @@ class UpstreamExchange implements BodyReader {
     s.info.responseCodeDetails = 'via_upstream';
     if (r.socket?.localAddress) s.info.upstreamLocalAddress = joinHostPort(plainIp(r.socket.localAddress), r.socket.localPort ?? 0);
     const h = new ResponseHeaders(r.status, copyResponseHeaders(r.headers));
-    if (!this.opts.suppressEnvoyHeaders) h.set('x-envoy-upstream-service-time', String(Math.round(performance.now() - this.attemptStart)));
+    // as Envoy's router: the time since the whole request arrived, and only when it had (not on a response that
+    // starts while the request still streams, as a bidirectional gRPC call's does)
+    const since = this.body.completedAt;
+    if (!this.opts.suppressEnvoyHeaders && since !== undefined) h.set('x-envoy-upstream-service-time', String(Math.round(performance.now() - since)));
     if (this.sel.vhost.includeAttemptCountInResponse) h.set('x-envoy-attempt-count', String(this.attempt));
     this.router.applyResponseHeaderOps(s, this.sel, h);
     if (r.endStream) {

@@ -4,13 +4,11 @@
 // (test/helpers/differential.ts). JWT errors (401 and www-authenticate), claim routing (404 without the claim),
 // RBAC allow/deny by path, header and claim must look the same to the client and the backend on both, but for
 // the README's listed differences. Tokens are minted once, so both runs send the same bytes.
-import fs from 'node:fs';
-import path from 'node:path';
 import t from 'tap';
 import { built } from '../../helpers/binary';
 import { envoyMissing } from '../../helpers/envoy';
 import { compareScenario, type DiffRequest, type Scenario } from '../../helpers/differential';
-import { REPO } from '../../helpers/spec';
+import { exampleConfig } from '../../helpers/differential-clients';
 import { yamlDocs } from '../../helpers/mesh-yaml';
 // @ts-expect-error the demo's issuer is plain JavaScript
 import { startIssuer } from '../../../examples/claim-routing/issuer.mjs';
@@ -26,19 +24,9 @@ interface Issuer {
   close(): Promise<void>;
 }
 
-const DEMO = path.join(REPO, 'examples/claim-routing/config');
-
 /** The demo's documents with its fixed ports (gateway 18080, httpbin 19090, issuer 19443) replaced. */
-function demoConfig(gw: number, httpbin: number, jwksUri: string): string {
-  return fs
-    .readdirSync(DEMO)
-    .sort()
-    .map((f) => fs.readFileSync(path.join(DEMO, f), 'utf8'))
-    .join('---\n')
-    .replaceAll('18080', String(gw))
-    .replaceAll('19090', String(httpbin))
-    .replaceAll('http://127.0.0.1:19443/jwks.json', jwksUri);
-}
+const demoConfig = (gw: number, httpbin: number, jwksUri: string) =>
+  exampleConfig('claim-routing', { '18080': String(gw), '19090': String(httpbin), 'http://127.0.0.1:19443/jwks.json': jwksUri });
 
 const EXTRA = `apiVersion: networking.istio.io/v1
 kind: VirtualService

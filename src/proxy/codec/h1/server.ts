@@ -26,6 +26,9 @@ export interface H1ServerOptions {
 }
 
 const HEADERS_TIMEOUT_MS = 60_000;
+
+/** Whether a response with this status describes a body (not 1xx, 204 or 304). */
+const headOfBody = (status: number) => status >= 200 && status !== 204 && status !== 304;
 /** Parked bytes of one connection above which it stops reading until they are handled. */
 const PARK_HIGH_WATER = 64 * 1024;
 /** Response bytes gathered before they are written without waiting for the end of the turn. */
@@ -215,6 +218,10 @@ export class H1Response {
       } else {
         close = true; // HTTP/1.0 without a length: the end of the connection ends the body
       }
+    } else if (this.req.method === 'HEAD' && !this.hasLength && this.req.httpVersionMinor === 1 && headOfBody(this.statusCode)) {
+      // as Envoy's HTTP/1 codec: a HEAD response without a length says `chunked`, as the GET's would (RFC 9110
+      // 9.3.2), though no body follows
+      s += 'transfer-encoding: chunked\r\n';
     }
     if (close) {
       this.shouldKeepAlive = false;
