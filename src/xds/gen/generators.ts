@@ -190,15 +190,43 @@ export function packedLoadAssignment(proxy: Proxy, push: PushContext, clusterNam
   const inputs = loadAssignmentInputs(proxy, push, clusterName);
   const pack = (): Resource => ({ name: clusterName, resource: anyPack(ClusterLoadAssignmentSchema, loadAssignment(push, clusterName, inputs)) });
   if (!inputs) return push.shared('eds', `cla-empty|${clusterName}`, pack);
-  const byService = push.shared('eds', 'cla-by-service', () => new WeakMap<Service, Map<string, Resource>>());
-  let byName = byService.get(inputs.svc);
-  if (!byName) byService.set(inputs.svc, (byName = new Map()));
-  const key = inputs.labels
-    ? `${clusterName}|${initKey(Object.entries(inputs.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))}`
-    : clusterName;
+  const build = (): Resource => {
+    const cla = loadAssignment(push, clusterName, inputs);
+    const r = { name: clusterName, resource: anyPack(ClusterLoadAssignmentSchema, cla) };
+    if (cla.endpoints.length === 0) EMPTY.add(r);
+    return r;
+  };
+  const byName = assignmentsOf(push, inputs.svc);
+  const labels = inputs.labels ? initKey(Object.entries(inputs.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : '';
+  const key = `${clusterName}|${labels}|${inputs.port.name}|${inputs.svc.ports.length}`;
   let r = byName.get(key);
-  if (!r) byName.set(key, (r = pack()));
+  if (!r) byName.set(key, (r = build()));
+  // the push status of every push lists the empty ones, built in it or not (Istio's edsNoInstances)
+  else if (EMPTY.has(r)) push.addMetric('edsNoInstances', clusterName);
   return r;
+}
+
+/**
+ * Packed load assignments across pushes (Istio keeps its EDS cache entries until a change names their service):
+ * keyed by what they are built from — the snapshot's options and the service's endpoint list (objects a push
+ * context takes over unchanged from the one before: PushContext.update, withRegistryUpdates), then the name,
+ * the subset labels and what of the service picks a port's endpoints (the port's name, how many ports) — so a
+ * push whose change left a service's endpoints alone (a DestinationRule, another service's endpoints) packs none
+ * of its load assignments again; a changed list is a new object, so a stale entry is never found. Without the
+ * xDS cache (PILOT_ENABLE_XDS_CACHE=false), one push's only.
+ */
+const ACROSS_PUSHES = new WeakMap<object, WeakMap<readonly unknown[], Map<string, Resource>>>();
+/** Load assignments without endpoints, reported in the status of each push that serves them. */
+const EMPTY = new WeakSet<Resource>();
+
+function assignmentsOf(push: PushContext, svc: Service): Map<string, Resource> {
+  const byEndpoints = push.cache.settings.enabled
+    ? (ACROSS_PUSHES.get(push.options) ?? ACROSS_PUSHES.set(push.options, new WeakMap()).get(push.options)!)
+    : push.shared('eds', 'cla-by-endpoints', () => new WeakMap<readonly unknown[], Map<string, Resource>>());
+  const endpoints = push.allEndpoints(svc);
+  let byName = byEndpoints.get(endpoints);
+  if (!byName) byEndpoints.set(endpoints, (byName = new Map()));
+  return byName;
 }
 
 export const edsGenerator: Generator<PushContext> = {

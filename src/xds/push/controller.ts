@@ -13,6 +13,7 @@ import { configKey, type Config, type Kind } from '../../config/types';
 import { initPushContext, type PushContext, type PushContextOptions } from '../../discovery/push-context';
 import type { XdsCache } from '../../discovery/push/xds-cache';
 import { setLastPushStatus } from '../../discovery/push-status';
+import type { Service } from '../../discovery/model';
 import type { RegistryEvent, ServiceRegistry } from '../../discovery/registry/types';
 import { newPushRequest, type PushAllOptions, type PushRequestInit } from '../server';
 import { inboundUpdates, pushContextInitTime } from '../server/metrics';
@@ -21,12 +22,15 @@ import {
   changedKinds,
   configEventsToPush,
   configPush,
+  dnsEndpointPush,
+  dnsEndpointUpdates,
   endpointPush,
   fullPush,
   headlessPush,
   headlessUpdates,
   secretPush,
   secretsOnly,
+  serviceKeys,
   servicePush,
   serviceUpdateType,
   unchangedAcross,
@@ -100,12 +104,19 @@ export class PushController {
       this.send(endpointPush(ev.hostnames));
       const headless = headlessUpdates(this.push, ev.hostnames);
       if (headless.length > 0) this.send(headlessPush(headless));
+      const dns = dnsEndpointUpdates(this.push, ev.hostnames);
+      if (dns.length > 0) this.send(dnsEndpointPush(dns));
       return;
     }
     this.changed().services = true;
-    const live = new Set(this.o.registry.services().map((s) => s.hostname));
+    const services = this.o.registry.services();
+    const live = new Set(services.map((s) => s.hostname));
     for (const h of ev.hostnames) inboundUpdates.inc({ type: serviceUpdateType(live, h) });
-    this.send(servicePush(ev.hostnames));
+    // named by namespace as the registry has them now, or as the last context had them (deleted ones)
+    const byHost = new Map<string, Service[]>();
+    for (const s of services) byHost.set(s.hostname, [...(byHost.get(s.hostname) ?? []), s]);
+    const now = { servicesByHostname: (h: string) => byHost.get(h) ?? [] };
+    this.send(servicePush(ev.hostnames, serviceKeys(ev.hostnames, [now, this.push])));
   }
 
   /** The config sources synced: everything they held is in. */

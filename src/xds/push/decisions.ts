@@ -2,7 +2,9 @@
 // where Istio builds its PushRequests: bootstrap/server.go initRegistryEventHandlers (a config event is a
 // ConfigUpdate push naming the config; a service event an unnamed ServiceUpdate push), xds/eds.go EDSUpdate
 // (endpoint-only: incremental EDS), serviceregistry/kube/controller/endpointslice.go (a headless service's
-// endpoints are its DNS answers, so a full push naming it) and bootstrap's secret handler (SecretTrigger).
+// endpoints are its DNS answers, so a full push naming it), serviceregistry/serviceentry/controller.go
+// (workloadEntryHandler: a DNS ServiceEntry's endpoints are in its clusters, so a full push naming it) and
+// bootstrap's secret handler (SecretTrigger).
 import type { ConfigEvent } from '../../config/store';
 import { configKey, type Kind } from '../../config/types';
 import type { PushContext } from '../../discovery/push-context';
@@ -10,10 +12,19 @@ import { typesUnchanged } from '../gen/unchanged';
 import type { PushRequestInit } from '../server';
 
 /**
- * Kinds read only through the service registries: Services, EndpointSlices and Pods reach proxies through the
- * registry's events (endpoint-only changes as incremental EDS), never as configuration pushes.
+ * Kinds read only through the service registries: Services, EndpointSlices and Pods, and (as Istio's
+ * initRegistryEventHandlers skips them: the ServiceEntry controller handles them) ServiceEntries,
+ * WorkloadEntries and WorkloadGroups reach proxies through the registry's events — endpoint-only changes as
+ * incremental EDS, service changes as a full push naming the services — never as configuration pushes.
  */
-export const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>(['Service', 'EndpointSlice', 'Pod']);
+export const REGISTRY_ONLY_KINDS: ReadonlySet<Kind> = new Set<Kind>([
+  'Service',
+  'EndpointSlice',
+  'Pod',
+  'ServiceEntry',
+  'WorkloadEntry',
+  'WorkloadGroup',
+]);
 
 /** The configuration events a config push is for: all but the registry-only kinds. */
 export function configEventsToPush(events: readonly ConfigEvent[]): readonly ConfigEvent[] {
@@ -65,9 +76,26 @@ export function endpointPush(hostnames: ReadonlySet<string>): PushRequestInit {
   return { full: false, edsUpdates: hostnames, reasons: { endpoint: hostnames.size } };
 }
 
-/** Services changed: a full push (every type, every config). */
-export function servicePush(hostnames: ReadonlySet<string>): PushRequestInit {
-  return { full: true, reasons: { service: hostnames.size } };
+/**
+ * Services changed: a full push naming each as `ServiceEntry/namespace/hostname` (Istio's serviceHandler), or
+ * naming nothing (everything) when some hostname's namespace is not known.
+ */
+export function servicePush(hostnames: ReadonlySet<string>, keys: readonly string[] | undefined): PushRequestInit {
+  return { full: true, ...(keys ? { configsUpdated: keys } : {}), reasons: { service: hostnames.size } };
+}
+
+/**
+ * `ServiceEntry/namespace/hostname` for every service of `hostnames` in any of the push contexts given (the one
+ * before the change knows deleted services, the one after added ones); undefined when a hostname is in none.
+ */
+export function serviceKeys(hostnames: ReadonlySet<string>, contexts: readonly Pick<PushContext, 'servicesByHostname'>[]): string[] | undefined {
+  const out = new Set<string>();
+  for (const h of hostnames) {
+    const before = out.size;
+    for (const c of contexts) for (const s of c.servicesByHostname(h)) out.add(`ServiceEntry/${s.namespace}/${h}`);
+    if (out.size === before && !contexts.some((c) => c.servicesByHostname(h).length > 0)) return undefined;
+  }
+  return [...out].sort();
 }
 
 /** A full push of everything for one reason: `global` (config synced), `unknown` (new JWKS keys), `debug`. */
@@ -91,6 +119,26 @@ export function headlessUpdates(push: PushContext, hostnames: ReadonlySet<string
     }
   }
   return out;
+}
+
+/**
+ * `ServiceEntry/ns/host` for each DNS-resolved service among `hostnames`: its endpoints are inlined in its
+ * clusters (STRICT_DNS / LOGICAL_DNS load assignments), so an endpoint change is a full push naming it (Istio's
+ * workloadEntryHandler for a DNS ServiceEntry).
+ */
+export function dnsEndpointUpdates(push: Pick<PushContext, 'servicesByHostname'>, hostnames: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const h of hostnames) {
+    for (const s of push.servicesByHostname(h)) {
+      if (s.resolution === 'DNS' || s.resolution === 'DNSRoundRobin') out.push(`ServiceEntry/${s.namespace}/${h}`);
+    }
+  }
+  return out;
+}
+
+/** A full push naming the DNS-resolved services whose endpoints changed (Istio: reason EndpointUpdate). */
+export function dnsEndpointPush(keys: readonly string[]): PushRequestInit {
+  return { full: true, configsUpdated: keys, reasons: { endpoint: keys.length } };
 }
 
 /** A full push naming the headless services whose endpoints changed. */

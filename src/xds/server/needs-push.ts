@@ -83,3 +83,20 @@ export function typeNeedsFullPush(typeUrl: string, proxyType: string, configsUpd
   }
   return false;
 }
+
+/**
+ * Istio's canSendPartialFullPushes: when every config a full push names that EDS does not skip is a service
+ * (`ServiceEntry/namespace/hostname`), only those hostnames' load assignments can have changed, so only they are
+ * regenerated. undefined: every watched load assignment (a push naming nothing, or other kinds).
+ */
+export function partialEdsHosts(configsUpdated: ReadonlySet<string>): ReadonlySet<string> | undefined {
+  if (configsUpdated.size === 0) return undefined;
+  const hosts = new Set<string>();
+  for (const key of configsUpdated) {
+    const [kind = '', , name] = key.split('/');
+    if (SKIPPED_EDS.has(kind)) continue;
+    if (kind !== 'ServiceEntry' || name === undefined) return undefined;
+    hosts.add(name);
+  }
+  return hosts;
+}

@@ -11,7 +11,7 @@ import { Debouncer, type DebouncedPush } from './debounce';
 import { deltaPushDiff } from './delta';
 import type { Responder } from './generate';
 import { debounceTime, proxiesConvergeDelay, proxiesQueueTime, recordPushTriggers } from './metrics';
-import { typeNeedsFullPush } from './needs-push';
+import { partialEdsHosts, typeNeedsFullPush } from './needs-push';
 import type { PushAllOptions } from './options';
 import { PushQueue, type QueuedPush } from './push-queue';
 import { reasonsOrUnknown } from './push-request';
@@ -164,7 +164,11 @@ export class Pusher<P extends { version: string }> {
       if (!w) continue;
       const gen = responder.generatorFor(proxy, typeUrl);
       if (!gen) continue;
-      const only = req.full || w.wildcard ? undefined : this.namesForEndpointUpdate(w, req.edsUpdates);
+      const only = w.wildcard
+        ? undefined
+        : req.full
+          ? this.partialEdsNames(typeUrl, w, req, clustersSent)
+          : this.namesForEndpointUpdate(w, req.edsUpdates);
       if (only && only.size === 0) continue;
       const generated = responder.generate(con, gen, w, req, only);
       if (!generated) continue;
@@ -189,6 +193,25 @@ export class Pusher<P extends { version: string }> {
       }
     }
     proxiesConvergeDelay.observe(Math.max(0, this.o.now() - req.start) / 1000);
+  }
+
+  /**
+   * The load assignments a full push regenerates when it names only services (Istio's partial full push):
+   * those of the named hostnames, and those of the clusters this push just sent (re-warmed by Envoy);
+   * undefined: every watched name.
+   */
+  private partialEdsNames(
+    typeUrl: string,
+    w: WatchState,
+    req: PushRequest<P>,
+    clustersSent: ReadonlySet<string> | undefined,
+  ): ReadonlySet<string> | undefined {
+    if (typeUrl !== TYPE_URL.endpoint) return undefined;
+    const hosts = partialEdsHosts(req.configsUpdated);
+    if (!hosts) return undefined;
+    const out = new Set<string>();
+    for (const n of w.names) if (hosts.has(this.o.endpointHostname(n)) || clustersSent?.has(n)) out.add(n);
+    return out;
   }
 
   /** Watched endpoint names whose service host changed (all when the request lists none). */

@@ -14,6 +14,10 @@ import type { Resource } from '../../../src/xds/types';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
 import { cfg, proxy } from '../../discovery/fixtures';
 import { fullPush, pushOf } from './helpers';
+import { initPushContext, type PushContext } from '../../../src/discovery/push-context';
+import { buildRegistries } from '../../../src/discovery/registry';
+import { XdsCache } from '../../../src/discovery/push/xds-cache';
+import { ListStore } from '../../discovery/fixtures';
 
 const se = (ns: string, host: string, extra: Record<string, unknown> = {}): Config =>
   cfg('ServiceEntry', ns, host.split('.')[0]!, {
@@ -135,4 +139,80 @@ t.test('a later push builds its own assignments (a push entry, not kept across c
     .resources.find((x) => x.name === V1);
   t.same(addresses(r), ['10.1.0.1', '10.1.0.3']);
   t.same(addresses(out.apps1.get(V1)), ['10.1.0.1'], 'the earlier push still gives its own');
+});
+
+t.test('across pushes: an assignment is packed again only when its service, endpoints or subset labels changed', async (t) => {
+  for (const cacheOn of [true, false]) {
+    const store = new ListStore(configs);
+    const registry = buildRegistries(store, []);
+    let push: PushContext = initPushContext(store, registry, {}, new XdsCache({ enabled: cacheOn }));
+    let services = false;
+    // the push controller's bookkeeping: endpoint-only events update the snapshot in place
+    registry.subscribe((ev) => (ev.endpointsOnly ? (push = push.withRegistryUpdates(registry, ev.hostnames)) : (services = true)));
+    const get = (p: PushContext) =>
+      new Map(
+        edsGenerator
+          .generate(P.apps1, { typeUrl: TYPE_URL.endpoint, resourceNames: new Set(NAMES), wildcard: false }, fullPush(p))
+          .resources.map((r) => [r.name, r]),
+      );
+    const steps: Array<{ what: string; change: () => void; kinds: string[]; repacked: string[]; ips?: [string, string[]] }> = [
+      {
+        what: 'a DestinationRule edit that keeps the subset labels',
+        change: () =>
+          store.apply({
+            ...dr('apps', 'v1'),
+            spec: { ...dr('apps', 'v1').spec, trafficPolicy: { connectionPool: { tcp: { maxConnections: 7 } } } },
+          } as never),
+        kinds: ['DestinationRule'],
+        repacked: [],
+      },
+      {
+        what: "a DestinationRule's subset labels",
+        change: () => store.apply(dr('apps', 'v2')),
+        kinds: ['DestinationRule'],
+        repacked: [V1],
+        ips: [V1, ['10.1.0.2']],
+      },
+      {
+        what: 'a WorkloadEntry of the other service moves',
+        change: () => store.apply(we('apps', 'la', '10.1.0.8', { app: 'local' })),
+        kinds: [],
+        repacked: [LOCAL_ALL],
+      },
+      {
+        what: "a WorkloadEntry of the rule's service moves",
+        change: () => store.apply(we('apps', 'r2', '10.1.0.7', { app: 'reviews', version: 'v2' })),
+        kinds: [],
+        repacked: [V1, ALL],
+        ips: [ALL, ['10.1.0.1', '10.1.0.7']],
+      },
+    ];
+    let before = get(push);
+    for (const s of steps) {
+      s.change();
+      push = initPushContext(store, registry, {}, undefined, { prev: push, changes: { kinds: new Set(s.kinds as never), services } });
+      services = false;
+      const after = get(push);
+      const repacked = NAMES.filter((n) => after.get(n) !== before.get(n)).sort();
+      // the empty assignment of an unknown subset is one push's (its name alone is its content)
+      const expected = cacheOn ? [...s.repacked, UNDEFINED_SUBSET].sort() : [...NAMES].sort();
+      t.same(repacked, expected, `cache ${cacheOn ? 'on' : 'off'}, ${s.what}: packed again`);
+      if (s.ips) t.same(addresses(after.get(s.ips[0])), s.ips[1], `${s.what}: the new endpoints`);
+      before = after;
+    }
+  }
+});
+
+t.test('a reused empty assignment is still reported in the push status (edsNoInstances)', async (t) => {
+  const store = new ListStore([...configs, we('apps', 'r1', '10.1.0.1', { app: 'reviews', version: 'v3' })]);
+  const registry = buildRegistries(store, []);
+  const first = initPushContext(store, registry);
+  const next = initPushContext(store, registry, {}, undefined, { prev: first, changes: { kinds: new Set(['VirtualService']), services: false } });
+  const v1 = (p: PushContext) =>
+    edsGenerator.generate(P.apps1, { typeUrl: TYPE_URL.endpoint, resourceNames: new Set([V1]), wildcard: false }, fullPush(p)).resources[0];
+  const a = v1(first);
+  const b = v1(next);
+  t.equal(a, b, 'reused');
+  t.same(addresses(b), [], 'no endpoint has version v1');
+  for (const p of [first, next]) t.match(JSON.stringify(p.status.toJSON()), V1, `push ${p.pushVersion} reports ${V1} without instances`);
 });

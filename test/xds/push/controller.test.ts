@@ -213,7 +213,9 @@ t.test('registry-only kinds push through the registry: endpoints as incremental 
     }),
   );
   await f.settled();
-  t.same(f.pushes.map(f.without), [{ full: true, configsUpdated: [], edsUpdates: [], reasons: { service: 1 }, push: undefined }]);
+  t.same(f.pushes.map(f.without), [
+    { full: true, configsUpdated: [`ServiceEntry/apps/${host}`], edsUpdates: [], reasons: { service: 1 }, push: undefined },
+  ]);
   t.same(
     f.pushes[0]!.push.servicesByHostname(host)[0]!.ports.map((p) => p.port),
     [9080, 9090],
@@ -226,8 +228,9 @@ t.test('registry-only kinds push through the registry: endpoints as incremental 
   f.store.remove('Service', 'apps', 'reviews');
   await f.settled();
   t.same(
-    f.pushes.map((p) => p.reasons),
-    [{ service: 1 }],
+    f.pushes.map((p) => [p.configsUpdated, p.reasons]),
+    [[[`ServiceEntry/apps/${host}`], { service: 1 }]],
+    'a deleted service is named with the namespace the last context had it in',
   );
   t.same(f.pushes[0]!.push.servicesByHostname(host), []);
   t.same(grew(before, await inbound()), { svcdelete: 1 });
@@ -251,6 +254,56 @@ t.test('a headless service: EDS, then a full push naming it as ServiceEntry (a T
   f.store.apply(slice('web', '10.1.0.8', { name: 'http', port: 80 }));
   await f.settled();
   t.same(f.pushes[1] && [f.pushes[1].configsUpdated, f.pushes[1].reasons], [['DNSName/apps/web.apps.svc.cluster.local'], { headlessendpoint: 1 }]);
+});
+
+t.test('ServiceEntries and WorkloadEntries push through their registry as Istio does (no config push of their own)', async (t) => {
+  const se = (resolution: string, ports: Array<{ number: number; name: string; protocol: string }>) =>
+    cfg('ServiceEntry', 'apps', `db-${resolution.toLowerCase()}`, {
+      hosts: [`db-${resolution.toLowerCase()}.example.com`],
+      location: 'MESH_INTERNAL',
+      resolution,
+      ports,
+      workloadSelector: { labels: { app: `db-${resolution.toLowerCase()}` } },
+    } as never);
+  const we = (resolution: string, address: string) =>
+    cfg('WorkloadEntry', 'apps', `db-${resolution.toLowerCase()}-1`, { address, labels: { app: `db-${resolution.toLowerCase()}` } } as never);
+  const tcp = [{ number: 5432, name: 'tcp', protocol: 'TCP' }];
+  const f = fixture([se('STATIC', tcp), we('STATIC', '10.2.0.1'), se('DNS', tcp), we('DNS', 'db1.internal')]);
+  const cases: Array<{ what: string; apply: Config; pushes: unknown[]; inbound: Record<string, number> }> = [
+    {
+      what: 'a WorkloadEntry of a STATIC ServiceEntry moves: incremental EDS of its host only (workloadEntryHandler → EDSUpdate)',
+      apply: we('STATIC', '10.2.0.2'),
+      pushes: [[false, [], ['db-static.example.com'], { endpoint: 1 }]],
+      inbound: { eds: 1 },
+    },
+    {
+      what: 'a WorkloadEntry of a DNS ServiceEntry moves: EDS, and a full push naming it (its endpoints are in its clusters)',
+      apply: we('DNS', 'db2.internal'),
+      pushes: [
+        [false, [], ['db-dns.example.com'], { endpoint: 1 }],
+        [true, ['ServiceEntry/apps/db-dns.example.com'], [], { endpoint: 1 }],
+      ],
+      inbound: { eds: 1 },
+    },
+    {
+      what: 'a ServiceEntry gains a port: a full push naming its host as ServiceEntry (serviceHandler)',
+      apply: se('STATIC', [...tcp, { number: 8080, name: 'http', protocol: 'HTTP' }]),
+      pushes: [[true, ['ServiceEntry/apps/db-static.example.com'], [], { service: 1 }]],
+      inbound: { svc: 1 },
+    },
+  ];
+  for (const c of cases) {
+    f.pushes.length = 0;
+    const before = await inbound();
+    f.store.apply(c.apply);
+    await f.settled();
+    t.same(
+      f.pushes.map((p) => [p.full, p.configsUpdated, p.edsUpdates, p.reasons]),
+      c.pushes,
+      c.what,
+    );
+    t.same(grew(before, await inbound()), c.inbound, `${c.what}: inbound updates`);
+  }
 });
 
 t.test('Secrets push in full naming them, on the same push context', async (t) => {

@@ -183,6 +183,35 @@ t.test('delta incremental EDS sends only the changed clusters', async (t) => {
   t.not(inc.resources[0]!.version, e.resources.find((r) => r.name === CLUSTER_A)!.version, 'new content, new version');
 });
 
+t.test('a full push naming only services regenerates only their load assignments (Istio canSendPartialFullPushes)', async (t) => {
+  const { srv, s: d } = await serverWithStream(t, DeltaStream, W1);
+  d.send({ node: node(), typeUrl: EDS, resourceNamesSubscribe: [CLUSTER_A, CLUSTER_B] });
+  d.ack(await d.expect(EDS));
+  // every push moves both clusters' endpoints: what is regenerated shows in what is asked and sent
+  const cases: Array<[string, string[], string[]]> = [
+    ['a ServiceEntry key: its clusters only', [`ServiceEntry/default/${HOST_A}`], [CLUSTER_A]],
+    ['a ServiceEntry key beside a kind EDS skips (VirtualService)', [`ServiceEntry/default/${HOST_A}`, 'VirtualService/default/v'], [CLUSTER_A]],
+    ['a DestinationRule key: every watched name', ['DestinationRule/default/a'], [CLUSTER_A, CLUSTER_B]],
+    [
+      'a ServiceEntry and a DestinationRule: every watched name',
+      [`ServiceEntry/default/${HOST_A}`, 'DestinationRule/default/a'],
+      [CLUSTER_A, CLUSTER_B],
+    ],
+    ['a push naming nothing: every watched name', [], [CLUSTER_A, CLUSTER_B]],
+  ];
+  let ip = 10;
+  for (const [what, configs, expected] of cases) {
+    ip++;
+    const w = world(W1.version, { [CLUSTER_A]: [`10.1.0.${ip}`], [CLUSTER_B]: [`10.2.0.${ip}`] });
+    srv.gens.edsAsked.length = 0;
+    srv.ads.pushAll(pushReq(w, { configsUpdated: new Set(configs) }));
+    const r = await d.expect(EDS);
+    d.ack(r);
+    t.same(rnames(r), expected.sort(), `${what}: sent`);
+    t.same(srv.gens.edsAsked, [expected.sort()], `${what}: generated`);
+  }
+});
+
 t.test('a cluster request is followed by endpoints for warming', async (t) => {
   const { s: d } = await serverWithStream(t, DeltaStream, W1);
   d.send({ node: node(), typeUrl: EDS, resourceNamesSubscribe: [CLUSTER_A] });
