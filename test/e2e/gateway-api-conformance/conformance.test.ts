@@ -14,7 +14,7 @@ import { REPO } from '../../helpers/spec';
 import { waitForValue } from '../../helpers/wait';
 import { checkCall, compare, type ExpectedResponse, type GatewayRef, requestHeaders, unresolved } from './expect';
 import { compareRpc, type GrpcExpectedResponse, methodOf, sendRpc } from './grpc';
-import { type Doc, gateways } from './manifests';
+import { type Doc, gateways, podDoc, withPodEndpoints } from './manifests';
 import { type ConformanceRig, manifestDocs, startConformanceRig } from './rig';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -26,7 +26,15 @@ interface Case {
   features: string[];
   manifests: string[] | null;
   responses: ExpectedResponse[];
-  calls: Array<{ fn: string; args: unknown[]; beforeResponse?: number }>;
+  calls: Call[];
+}
+
+interface Call {
+  fn: string;
+  args: unknown[];
+  beforeResponse?: number;
+  /** A helper of the test's own file (extract/main.go), done by the runner as LOCAL says. */
+  local?: boolean;
 }
 
 const CASES = JSON.parse(fs.readFileSync(new URL('cases.json', import.meta.url), 'utf8')) as Case[];
@@ -90,11 +98,7 @@ export const RUN: readonly string[] = [
  * Tests that fail here today, and why: they run, their failures are printed, and the file asserts only that they
  * still fail (one that passes must leave this list and raise the README's count).
  */
-export const KNOWN_FAILING: Record<string, string> = {
-  HTTPRouteHostnameIntersection:
-    'its parent check names suite.ControllerName and a helper of its file (parentRefTo), which the extractor does not evaluate',
-  HTTPRouteServiceTypes: 'it builds its paths with append and makes EndpointSlices in code (setupEndpointSlices), which the runner does not do',
-};
+export const KNOWN_FAILING: Record<string, string> = {};
 
 /** Checks the suite makes in code, not data, and what the runner does instead (by hand from the Go source). */
 const SPECIAL: Record<string, string> = {
@@ -112,6 +116,26 @@ function profile(c: Case): string {
   if (f.includes('SupportUDPRoute')) return 'GATEWAY-UDP';
   return 'GATEWAY-HTTP';
 }
+
+/**
+ * The helpers of the tests' own files the runner does, by hand from their Go source; each returns the test's
+ * manifests after it, or throws why it cannot be done. Any other helper fails its test.
+ */
+const LOCAL: Record<string, (rig: ConformanceRig, call: Call, docs: readonly Doc[]) => readonly Doc[]> = {
+  // HTTPRouteServiceTypes: the pods it lists are infra-backend-v1's (it reads that Deployment's selector); they run
+  // in the suite's cluster, so the runner writes them too (an endpoint naming a Pod the daemon does not know is
+  // dropped, as Istio drops it)
+  setupEndpointSlices: (rig, call, docs) => {
+    const [prefixes, ns] = call.args as [string[], string];
+    const dep = 'gateway-conformance-infra/infra-backend-v1';
+    if (!rig.pods.has(dep)) throw new Error(`no pods of ${dep}`);
+    const pod = podDoc(manifestDocs('base.yaml'), dep, '127.0.0.1');
+    const slices = withPodEndpoints(docs, prefixes, ns, [{ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, ip: '127.0.0.1' }]);
+    return [...slices.filter((d) => !(d.kind === 'Pod' && d.metadata?.name === pod.metadata!.name)), pod];
+  },
+  // HTTPRouteWeight: the distribution is checked with the response it is given (weights below)
+  testDistribution: (_rig, _call, docs) => docs,
+};
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -208,7 +232,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     return [`router: ${started}`];
   }
   // status, as the suite's helpers wait for it (eventually)
-  for (const call of c.calls.filter((x) => x.fn !== 'Delete')) {
+  for (const call of c.calls.filter((x) => x.fn !== 'Delete' && !x.local)) {
     const u = unresolved(call.args);
     if (u) {
       check(`the runner cannot evaluate ${u}`, `status: ${call.fn}`);
@@ -221,8 +245,25 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     check(why, `status: ${call.fn}`);
     if (why) failures.push(`${call.fn}: ${why}`);
   }
-  let current = docs;
+  let current: readonly Doc[] = docs;
+  // the suite's own helpers, in the order the test calls them (before the response of their index)
+  const local = (i: number) => {
+    for (const call of c.calls.filter((x) => x.local && (x.beforeResponse ?? 0) === i)) {
+      const why = LOCAL[call.fn] ? undefined : `the runner does not do ${call.fn}`;
+      try {
+        if (LOCAL[call.fn]) current = LOCAL[call.fn]!(rig, call, current);
+      } catch (err) {
+        check(`${call.fn}: ${(err as Error).message}`, call.fn);
+        failures.push(`${call.fn}: ${(err as Error).message}`);
+        continue;
+      }
+      check(why, call.fn);
+      if (why) failures.push(why);
+      rig.apply(current);
+    }
+  };
   for (const [i, e] of c.responses.entries()) {
+    local(i);
     // suite.Client.Delete(obj) between the suite's requests: the object's file entry goes
     for (const del of c.calls.filter((x) => x.fn === 'Delete' && x.beforeResponse === i)) {
       const meta = (del.args[0] as { ObjectMeta: { Name: string; Namespace: string } }).ObjectMeta;
@@ -255,6 +296,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     check(why ?? mirror, name);
     if (why ?? mirror) failures.push(`${name}: ${why ?? mirror}`);
   }
+  local(c.responses.length);
   rig.apply(undefined);
   return failures;
 }

@@ -17,7 +17,7 @@ import type { DataPlane } from '../../helpers/envoy';
 import { startRouter, type RunningRouter } from '../../helpers/gateway';
 import { freePort, freePorts } from '../../helpers/ports';
 import { tempDir } from '../../helpers/temp';
-import { configDocs, type Doc, listenerPorts, parseDocs, podName, services } from './manifests';
+import { configDocs, deploymentOf, type Doc, listenerPorts, parseDocs, podName, services } from './manifests';
 import type { Reply, StatusList } from './expect';
 
 export const MANIFESTS = fileURLToPath(new URL('manifests', import.meta.url));
@@ -51,7 +51,10 @@ function secretDocs(dir: string): Doc[] {
 
 export interface ConformanceRig {
   daemon: RunningDaemon;
+  /** The echo backend of each Service that selects pods (`ns/name`; Services selecting the same pods share one). */
   backends: Map<string, EchoBackend>;
+  /** The echo backend standing in for each Deployment's pod (`ns/name` of the Deployment). */
+  pods: Map<string, EchoBackend>;
   /** Writes (or with no docs removes) the test's manifests file. */
   apply(docs: readonly Doc[] | undefined): void;
   status(): Promise<StatusList>;
@@ -68,17 +71,23 @@ export async function startConformanceRig(t: Test, o: { tests: readonly Doc[][];
   const base = manifestDocs('base.yaml');
   const all = [base, ...o.tests].flat();
   const backends = new Map<string, EchoBackend>();
+  const pods = new Map<string, EchoBackend>();
   for (const svc of new Set(services(all))) {
-    const [namespace, name] = svc.split('/') as [string, string];
-    // the suite's grpc-infra-backend-* Services run its gRPC echo server, the others its HTTP one
+    // a Service's endpoints are the pods it selects: one echo server per Deployment
+    const dep = deploymentOf(all, svc);
+    if (!dep) continue;
+    const [namespace, name] = dep.split('/') as [string, string];
+    // the suite's grpc-infra-backend-* Deployments run its gRPC echo server, the others its HTTP one
     const start = name.startsWith('grpc-') ? startGrpcEchoBackend : startEchoBackend;
-    backends.set(svc, await start(t, { namespace, service: name, pod: podName(svc) }));
+    if (!pods.has(dep)) pods.set(dep, await start(t, { namespace, service: name, pod: podName(dep) }));
+    backends.set(svc, pods.get(dep)!);
   }
   const ports = new Map<string, number>();
   for (const lp of listenerPorts(all)) ports.set(`${lp.gateway}:${lp.port}`, await freePort());
   const place = {
     listenerPort: (gw: string, port: number) => ports.get(`${gw}:${port}`)!,
-    backendPort: (svc: string) => backends.get(svc)!.port,
+    backendPort: (svc: string) => backends.get(svc)?.port,
+    podPort: (pod: string) => [...pods.values()].find((b) => `${b.pod.namespace}/${b.pod.pod}` === pod)?.port,
   };
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
@@ -121,6 +130,7 @@ export async function startConformanceRig(t: Test, o: { tests: readonly Doc[][];
   return {
     daemon,
     backends,
+    pods,
     apply: (docs) => {
       const file = path.join(configDir, 'test.yaml');
       if (docs) write('test.yaml', docs);
