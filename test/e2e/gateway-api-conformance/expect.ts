@@ -32,6 +32,8 @@ export interface Reply {
   headers: Record<string, string | string[] | undefined>;
   /** The echo backend's report, when the body was one. */
   echo?: EchoRequest;
+  /** Why there was no response (status 0): the connection's error. */
+  error?: string;
 }
 
 /** Whether extract/main.go left something it could not evaluate ({"$expr": …}) anywhere in `v`. */
@@ -72,7 +74,7 @@ export function compare(
   manifestPort: (p: number) => number | undefined = () => undefined,
 ): string | undefined {
   const want = e.Response?.StatusCode || 200;
-  if (want !== r.status) return `expected status code to be ${want}, got ${r.status}`;
+  if (want !== r.status) return `expected status code to be ${want}, got ${r.status}${r.error ? ` (${r.error})` : ''}`;
   if (r.status === 200) {
     const er = e.ExpectedRequest?.Request ?? e.Request;
     const method = er.Method || 'GET';

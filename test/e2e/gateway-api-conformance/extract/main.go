@@ -17,6 +17,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,6 +103,19 @@ func eval(e ast.Expr, vars env) any {
 			if obj, ok := vars[id.Name].(map[string]any); ok {
 				if v, ok := obj[x.Sel.Name]; ok {
 					return v
+				}
+				// a field the literal leaves out has its type's zero value
+				if t, ok := obj["$type"].(string); ok && strings.HasPrefix(t, "struct") {
+					if m := regexp.MustCompile(`\b` + x.Sel.Name + `\s+(\w+)`).FindStringSubmatch(t); m != nil {
+						switch m[1] {
+						case "string":
+							return ""
+						case "int", "int32", "int64":
+							return 0
+						case "bool":
+							return false
+						}
+					}
 				}
 			}
 			if v, ok := consts[src(x)]; ok {
