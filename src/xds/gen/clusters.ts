@@ -247,7 +247,10 @@ function discoveryCluster(
 ): Cluster {
   const o = ctx.push.options;
   const c = create(ClusterSchema, { name, connectTimeout: durationMs(o.connectTimeoutMs) });
-  switch (service.resolution) {
+  // Istio convertResolution: a router cannot use an original-destination cluster, so a headless Service's
+  // (Passthrough) cluster on a gateway is EDS over its endpoints, as a ClientSide one
+  const resolution = service.resolution === 'Passthrough' && ctx.gateway ? 'ClientSide' : service.resolution;
+  switch (resolution) {
     case 'ClientSide':
       c.clusterDiscoveryType = { case: 'type', value: Cluster_DiscoveryType.EDS };
       c.edsClusterConfig = create(Cluster_EdsClusterConfigSchema, { edsConfig: adsConfigSource(), serviceName: name });

@@ -12,9 +12,9 @@ import { built } from '../../helpers/binary';
 import { dataPlanes } from '../../helpers/envoy';
 import { REPO } from '../../helpers/spec';
 import { waitForValue } from '../../helpers/wait';
-import { checkCall, compare, type ExpectedResponse, type GatewayRef, requestHeaders, unresolved } from './expect';
+import { checkCall, compare, type ExpectedResponse, type GatewayRef, type NamespacedName, requestHeaders, unresolved } from './expect';
 import { compareRpc, type GrpcExpectedResponse, methodOf, sendRpc } from './grpc';
-import { type Doc, gateways } from './manifests';
+import { type Doc, gateways, podDoc, withPodEndpoints } from './manifests';
 import { type ConformanceRig, manifestDocs, startConformanceRig } from './rig';
 
 if (!built()) t.fail('dist/mesh is missing: run `node build.mjs` first');
@@ -26,7 +26,15 @@ interface Case {
   features: string[];
   manifests: string[] | null;
   responses: ExpectedResponse[];
-  calls: Array<{ fn: string; args: unknown[]; beforeResponse?: number }>;
+  calls: Call[];
+}
+
+interface Call {
+  fn: string;
+  args: unknown[];
+  beforeResponse?: number;
+  /** A helper of the test's own file (extract/main.go), done by the runner as LOCAL says. */
+  local?: boolean;
 }
 
 const CASES = JSON.parse(fs.readFileSync(new URL('cases.json', import.meta.url), 'utf8')) as Case[];
@@ -72,6 +80,7 @@ export const RUN: readonly string[] = [
   'HTTPRouteServiceTypes',
   'HTTPRouteDisallowedKind',
   'HTTPRouteRequestHeaderModifierBackendWeights',
+  'HTTPRouteHTTPSListener',
   'GatewayWithAttachedRoutes',
   'GatewayWithAttachedRoutesWithPort8080',
   'GatewayInvalidRouteKind',
@@ -91,9 +100,9 @@ export const RUN: readonly string[] = [
  * still fail (one that passes must leave this list and raise the README's count).
  */
 export const KNOWN_FAILING: Record<string, string> = {
-  HTTPRouteHostnameIntersection:
-    'its parent check names suite.ControllerName and a helper of its file (parentRefTo), which the extractor does not evaluate',
-  HTTPRouteServiceTypes: 'it builds its paths with append and makes EndpointSlices in code (setupEndpointSlices), which the runner does not do',
+  HTTPRouteHTTPSListener:
+    'the daemon denies the router its kubernetes-gateway:// Secret (src/xds/gen/sds.ts denies every such resource; Istio allows the ' +
+    'merged gateway’s VerifiedCertificateReferences), so the TLS handshake fails',
 };
 
 /** Checks the suite makes in code, not data, and what the runner does instead (by hand from the Go source). */
@@ -113,30 +122,74 @@ function profile(c: Case): string {
   return 'GATEWAY-HTTP';
 }
 
+/** What a test's own helpers change: its manifests, and the certificate its TLS requests trust. */
+interface CaseState {
+  docs: readonly Doc[];
+  trust?: string;
+}
+
+/**
+ * The helpers of the tests' own files the runner does, by hand from their Go source; each updates the state, or
+ * throws why it cannot be done. Any other helper fails its test.
+ */
+const LOCAL: Record<string, (rig: ConformanceRig, call: Call, state: CaseState) => void> = {
+  // HTTPRouteServiceTypes: the pods it lists are infra-backend-v1's (it reads that Deployment's selector); they run
+  // in the suite's cluster, so the runner writes them too (an endpoint naming a Pod the daemon does not know is
+  // dropped, as Istio drops it)
+  setupEndpointSlices: (rig, call, state) => {
+    const [prefixes, ns] = call.args as [string[], string];
+    const dep = 'gateway-conformance-infra/infra-backend-v1';
+    if (!rig.pods.has(dep)) throw new Error(`no pods of ${dep}`);
+    const pod = podDoc(manifestDocs('base.yaml'), dep, '127.0.0.1');
+    const slices = withPodEndpoints(state.docs, prefixes, ns, [{ name: pod.metadata!.name!, namespace: pod.metadata!.namespace!, ip: '127.0.0.1' }]);
+    state.docs = [...slices.filter((d) => !(d.kind === 'Pod' && d.metadata?.name === pod.metadata!.name)), pod];
+  },
+  // HTTPRouteWeight: the distribution is checked with the response it is given (weights below)
+  testDistribution: () => undefined,
+  // the Secret's certificate, which the test's TLS requests trust (tls.MakeTLSRequest… with cPem)
+  GetTLSSecret: (rig, call, state) => {
+    const nn = call.args[0] as NamespacedName;
+    state.trust = rig.secretCert(`${nn.Namespace}/${nn.Name}`);
+    if (!state.trust) throw new Error(`no Secret ${nn.Namespace}/${nn.Name}`);
+  },
+};
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The Gateway and its port a test's requests go to: its first Gateway reference (the suite's gwAddr). */
-function target(c: Case, e: ExpectedResponse, docs: readonly Doc[], rig: ConformanceRig): { gw: string; port: number; host: string } | undefined {
+function target(
+  c: Case,
+  e: ExpectedResponse,
+  docs: readonly Doc[],
+  rig: ConformanceRig,
+): { gw: string; port: number; host: string; https: boolean } | undefined {
   const ref = e.$gateway ?? (c.calls.flatMap((x) => x.args).find((a) => (a as { $type?: string })?.$type === 'GatewayRef') as GatewayRef | undefined);
   if (!ref) return undefined;
   const gw = `${ref.gateway.Namespace}/${ref.gateway.Name}`;
   const doc = docs.find((d) => d.kind === 'Gateway' && `${d.metadata?.namespace}/${d.metadata?.name}` === gw);
-  const listeners = (doc?.spec?.['listeners'] as Array<{ name: string; port: number }> | undefined) ?? [];
+  const listeners = (doc?.spec?.['listeners'] as Array<{ name: string; port: number; protocol?: string }> | undefined) ?? [];
   // HTTPRouteListenerPortMatching sends each request to the listener whose port its Host names (80 when none)
   const hostPort = c.shortName === 'HTTPRouteListenerPortMatching' ? Number(e.Request?.Host?.split(':')[1] ?? 80) : undefined;
   const l = (hostPort ? listeners.find((x) => x.port === hostPort) : listeners.find((x) => x.name === ref.listeners?.[0])) ?? listeners[0];
   if (!l) return undefined;
-  return { gw, port: rig.listenerPort(gw, l.port), host: l.port === 80 ? '127.0.0.1' : `127.0.0.1:${l.port}` };
+  return { gw, port: rig.listenerPort(gw, l.port), host: l.port === 80 ? '127.0.0.1' : `127.0.0.1:${l.port}`, https: l.protocol === 'HTTPS' };
 }
 
-async function eventually(rig: ConformanceRig, port: number, host: string, e: ExpectedResponse): Promise<string | undefined> {
+/** MakeRequestAndExpectEventuallyConsistentResponse; with `tls`, MakeTLSRequestAndExpectEventuallyConsistentResponse. */
+async function eventually(
+  rig: ConformanceRig,
+  port: number,
+  host: string,
+  e: ExpectedResponse,
+  tls?: { servername: string; ca: string },
+): Promise<string | undefined> {
   const headers = { ...requestHeaders(e), ...(e.Request.Host ? { host: e.Request.Host } : { host }) };
   // the suite allows 30 s (MaxTimeToConsistency); once status is written a config reaches the router in far less
   const deadline = Date.now() + 8_000;
   let why: string | undefined;
   let streak = 0;
   while (Date.now() < deadline) {
-    const r = await rig.request(port, { method: e.Request.Method, path: e.Request.Path ?? '/', headers });
+    const r = await rig.request(port, { method: e.Request.Method, path: e.Request.Path ?? '/', headers, ...(tls ? { tls } : {}) });
     why = compare(e, e.Request.Path ?? '/', r, (p) => rig.manifestPort(p));
     streak = why ? 0 : streak + 1;
     if (streak >= 2) return undefined;
@@ -200,7 +253,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
   // a router that does not get ready fails this test (counted, printed), not the file
   const started = await rig.routersFor(gateways([...baseDocs, ...docs]).map((g) => `${g.ns}/${g.name}`)).then(
     () => undefined,
-    (e: Error) => e.message.split('\n')[0],
+    (e: Error) => e.message,
   );
   if (started) {
     check(started, 'router ready');
@@ -208,7 +261,7 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     return [`router: ${started}`];
   }
   // status, as the suite's helpers wait for it (eventually)
-  for (const call of c.calls.filter((x) => x.fn !== 'Delete')) {
+  for (const call of c.calls.filter((x) => x.fn !== 'Delete' && !x.local)) {
     const u = unresolved(call.args);
     if (u) {
       check(`the runner cannot evaluate ${u}`, `status: ${call.fn}`);
@@ -221,13 +274,30 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     check(why, `status: ${call.fn}`);
     if (why) failures.push(`${call.fn}: ${why}`);
   }
-  let current = docs;
+  const state: CaseState = { docs };
+  // the suite's own helpers, in the order the test calls them (before the response of their index)
+  const local = (i: number) => {
+    for (const call of c.calls.filter((x) => x.local && (x.beforeResponse ?? 0) === i)) {
+      const why = LOCAL[call.fn] ? undefined : `the runner does not do ${call.fn}`;
+      try {
+        LOCAL[call.fn]?.(rig, call, state);
+      } catch (err) {
+        check(`${call.fn}: ${(err as Error).message}`, call.fn);
+        failures.push(`${call.fn}: ${(err as Error).message}`);
+        continue;
+      }
+      check(why, call.fn);
+      if (why) failures.push(why);
+      rig.apply(state.docs);
+    }
+  };
   for (const [i, e] of c.responses.entries()) {
+    local(i);
     // suite.Client.Delete(obj) between the suite's requests: the object's file entry goes
     for (const del of c.calls.filter((x) => x.fn === 'Delete' && x.beforeResponse === i)) {
       const meta = (del.args[0] as { ObjectMeta: { Name: string; Namespace: string } }).ObjectMeta;
-      current = current.filter((d) => !(d.metadata?.name === meta.Name && d.metadata?.namespace === meta.Namespace));
-      rig.apply(current);
+      state.docs = state.docs.filter((d) => !(d.metadata?.name === meta.Name && d.metadata?.namespace === meta.Namespace));
+      rig.apply(state.docs);
     }
     const tgt = target(c, e, [...baseDocs, ...docs], rig);
     const name =
@@ -241,6 +311,14 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
       failures.push(`${name}: the runner cannot evaluate ${u ?? 'the gateway address'}`);
       continue;
     }
+    // an HTTPS listener is reached as the suite does: TLS to the request's host (its server name), trusting the
+    // certificate GetTLSSecret read
+    if (tgt.https && !state.trust) {
+      check('an HTTPS listener but no certificate to trust (no GetTLSSecret)', name);
+      failures.push(`${name}: no certificate to trust`);
+      continue;
+    }
+    const tls = tgt.https ? { servername: (e.Request.Host ?? '').split(':')[0]!, ca: state.trust! } : undefined;
     if ((e as { $type?: string }).$type === 'grpc.ExpectedResponse') {
       const why = await eventuallyRpc(tgt.port, tgt.host, e as unknown as GrpcExpectedResponse);
       check(why, name);
@@ -250,11 +328,17 @@ async function runCase(t: Test, rig: ConformanceRig, c: Case, baseDocs: readonly
     const why =
       c.shortName === 'HTTPRouteWeight'
         ? ((await eventually(rig, tgt.port, tgt.host, e)) ?? (await weights(rig, tgt.port, tgt.host, e)))
-        : await eventually(rig, tgt.port, tgt.host, e);
+        : await eventually(rig, tgt.port, tgt.host, e, tls);
     const mirror = why ? undefined : await mirrored(rig, e);
     check(why ?? mirror, name);
     if (why ?? mirror) failures.push(`${name}: ${why ?? mirror}`);
   }
+  local(c.responses.length);
+  // what the routers said, for a failure to be investigated rather than retried
+  if (failures.length)
+    for (const g of gateways([...baseDocs, ...docs]))
+      t.comment(`router ${g.ns}/${g.name}, last lines:\n${rig.routerOut(`${g.ns}/${g.name}`).split('\n').slice(-15).join('\n')}`);
+  if (failures.length) t.comment(`daemon, last lines:\n${rig.daemon.log().split('\n').slice(-15).join('\n')}`);
   rig.apply(undefined);
   return failures;
 }
@@ -265,7 +349,9 @@ export interface Outcome {
   failures: string[];
 }
 
-// Our engine; MESH_CONFORMANCE_PLANES=engine,envoy adds Envoy where it is installed (not counted in the README yet)
+// Our engine; MESH_CONFORMANCE_PLANES=engine,envoy adds Envoy where it is installed (its rows in the README are
+// checked when it runs; not the default yet: in one two-plane run a router of the first Envoy test was not ready in
+// 60 s, which is being investigated)
 const planes = dataPlanes().filter((p) => (process.env['MESH_CONFORMANCE_PLANES'] ?? 'engine').split(',').includes(p));
 for (const plane of planes) {
   t.test(`conformance, data plane ${plane}`, async (t) => {

@@ -32,6 +32,8 @@ export interface Reply {
   headers: Record<string, string | string[] | undefined>;
   /** The echo backend's report, when the body was one. */
   echo?: EchoRequest;
+  /** Why there was no response (status 0): the connection's error. */
+  error?: string;
 }
 
 /** Whether extract/main.go left something it could not evaluate ({"$expr": …}) anywhere in `v`. */
@@ -72,7 +74,7 @@ export function compare(
   manifestPort: (p: number) => number | undefined = () => undefined,
 ): string | undefined {
   const want = e.Response?.StatusCode || 200;
-  if (want !== r.status) return `expected status code to be ${want}, got ${r.status}`;
+  if (want !== r.status) return `expected status code to be ${want}, got ${r.status}${r.error ? ` (${r.error})` : ''}`;
   if (r.status === 200) {
     const er = e.ExpectedRequest?.Request ?? e.Request;
     const method = er.Method || 'GET';
@@ -161,6 +163,33 @@ function parentsFor(route: StatusObject | undefined, gw: NamespacedName, routeNs
   return (route?.status.parents ?? []).filter((p) => p.parentRef.name === gw.Name && (p.parentRef.namespace ?? routeNs) === gw.Namespace);
 }
 
+interface ExpectedParent {
+  ParentRef: { Group?: string; Kind?: string; Name: string; Namespace?: string };
+  ControllerName: string | { $suite: 'ControllerName' };
+  Conditions: Array<{ Type: string; Status: string; Reason?: string }>;
+}
+
+/** parentsForRouteMatch (conformance/utils/kubernetes/helpers.go); `suite.ControllerName` is our controller. */
+function parentsMatch(route: StatusObject, want: readonly ExpectedParent[], namespaceRequired: boolean, controller: string): string | undefined {
+  const name = route.metadata.name;
+  const have = route.status.parents ?? [];
+  if (have.length !== want.length) return `route ${name}: ${have.length} parents, expected ${want.length}`;
+  for (const [i, w] of want.entries()) {
+    const a = have[i]!;
+    const wantController = typeof w.ControllerName === 'string' ? w.ControllerName : controller;
+    if (a.controllerName !== wantController) return `route ${name}: controllerName ${a.controllerName}, expected ${wantController}`;
+    if (a.parentRef.group !== w.ParentRef.Group) return `route ${name}: parentRef group ${a.parentRef.group}, expected ${w.ParentRef.Group}`;
+    if (a.parentRef.kind !== w.ParentRef.Kind) return `route ${name}: parentRef kind ${a.parentRef.kind}, expected ${w.ParentRef.Kind}`;
+    if (a.parentRef.name !== w.ParentRef.Name) return `route ${name}: parentRef name ${a.parentRef.name}, expected ${w.ParentRef.Name}`;
+    if (a.parentRef.namespace !== w.ParentRef.Namespace && (namespaceRequired || a.parentRef.namespace !== undefined))
+      return `route ${name}: parentRef namespace ${a.parentRef.namespace}, expected ${w.ParentRef.Namespace}`;
+    if (a.conditions.length < w.Conditions.length) return `route ${name}: fewer conditions than expected: ${JSON.stringify(a.conditions)}`;
+    for (const c of w.Conditions)
+      if (!condMatches(a.conditions, c)) return `route ${name}: no ${c.Type}=${c.Status} ${c.Reason ?? ''}: ${JSON.stringify(a.conditions)}`;
+  }
+  return undefined;
+}
+
 export interface GatewayRef {
   gateway: NamespacedName;
   listeners?: string[];
@@ -168,7 +197,8 @@ export interface GatewayRef {
 
 /** One status helper call of the suite, checked against the daemon's status; undefined when it holds. */
 export function checkCall(fn: string, args: readonly unknown[], st: StatusList, controller: string): string | undefined {
-  const nns = args.filter((a): a is NamespacedName => (a as Json)?.['$type'] === 'types.NamespacedName');
+  // a variadic argument passed as `routes...` is one list in cases.json: its names count as arguments
+  const nns = args.flat().filter((a): a is NamespacedName => (a as Json)?.['$type'] === 'types.NamespacedName');
   switch (fn) {
     case 'NamespacesMustBeReady':
       return undefined; // no pods: the echo backends are up before the daemon starts
@@ -221,6 +251,16 @@ export function checkCall(fn: string, args: readonly unknown[], st: StatusList, 
       return parents.some((p) => condMatches(p.conditions, cond))
         ? undefined
         : `route ${routeNN!.Name}: no ${cond.Type}=${cond.Status}${cond.Reason ? ` (${cond.Reason})` : ''}: ${JSON.stringify(parents.map((p) => p.conditions))}`;
+    }
+    case 'HTTPRouteMustHaveParents':
+    case 'RouteMustHaveParents': {
+      // parentsForRouteMatch: the same number of parents, in order, each with the controller, group, kind, name,
+      // namespace (when required or when the status names one) and at least the expected conditions
+      const route = find(st, ROUTE_KINDS, nns[0]!);
+      if (!route) return `route ${nns[0]!.Namespace}/${nns[0]!.Name} has no status`;
+      const want = args.find(Array.isArray) as ExpectedParent[] | undefined;
+      if (!want) return 'no expected parents';
+      return parentsMatch(route, want, args[args.length - 1] === true, controller);
     }
     case 'HTTPRouteMustHaveNoAcceptedParents': {
       const route = find(st, ROUTE_KINDS, nns[0]!);

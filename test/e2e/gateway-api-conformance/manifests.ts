@@ -2,16 +2,21 @@
 // conformance/tests/*.yaml, Apache-2.0, manifests/LICENSE) made into a `--configDir` file for a daemon with no
 // cluster, pure. What the suite's cluster would do, done here instead:
 // - `{GATEWAY_CLASS_NAME}` is the class `mesh`;
-// - Deployments do not run: each Service gets an EndpointSlice on loopback pointing at its echo backend (one echo
-//   server per Service, pod `<service>-<hash>` as a Deployment's pod would be named, since the suite matches the
-//   backend by pod name prefix);
+// - Deployments do not run: each Deployment is one echo server on loopback (pod `<deployment>-<hash>`, as a
+//   Deployment's pod is named, since the suite matches the backend by pod name prefix), its container ports moved to
+//   the echo server's port; a Service with a selector gets the EndpointSlice the endpoint-slice controller would
+//   write for the pods it selects; a Service without one gets none (its EndpointSlices are the manifests', whose
+//   endpoints the test fills in, as setupEndpointSlices does: withPodEndpoints);
 // - each Gateway listener port is moved to a free port (so several Gateways listening on :80 share one network
 //   namespace), and the Service Istio's deployment controller would create (`<gateway>-mesh`, which Programmed
 //   reads) is written with those ports;
 // - the TLS Secrets the suite creates at start (suite.go: certificate, tls-validity-checks-certificate,
 //   tls-passthrough-checks-certificate) come from the rig.
-// - Namespaces get the label kubernetes.io/metadata.name, as the API server adds it.
-// Differs from the suite on purpose: Deployments, ConfigMaps and Pods are dropped (nothing schedules them).
+// - Namespaces get the label kubernetes.io/metadata.name, as the API server adds it;
+// - a route's parentRefs get the group and kind the CRD schema defaults (the API server writes them on create, and
+//   Istio's route status repeats the stored reference, which the suite compares).
+// Differs from the suite on purpose: Deployments and ConfigMaps are dropped (nothing schedules them); a test that
+// lists a Deployment's pods gets them as Pod objects (podDoc).
 import { parseAllDocuments } from 'yaml';
 
 export type Doc = {
@@ -30,8 +35,10 @@ export interface ListenerPort {
 export interface Placement {
   /** The port of a Gateway's listener port on loopback: `${ns}/${name}:${port}` → port (undefined: no such listener). */
   listenerPort(gateway: string, port: number): number | undefined;
-  /** The echo backend's port for a Service `${ns}/${name}`. */
-  backendPort(service: string): number;
+  /** The echo backend's port for a Service `${ns}/${name}` (undefined: the Service selects no pods). */
+  backendPort(service: string): number | undefined;
+  /** The echo backend's port for a pod `${ns}/${pod}` (an EndpointSlice endpoint's targetRef). */
+  podPort?(pod: string): number | undefined;
 }
 
 export function parseDocs(text: string): Doc[] {
@@ -44,6 +51,67 @@ const key = (d: Doc): string => `${d.metadata?.namespace ?? 'default'}/${d.metad
 
 export function services(docs: readonly Doc[]): string[] {
   return docs.filter((d) => d.kind === 'Service').map(key);
+}
+
+/** The Deployment (`ns/name`) whose pods a Service selects, or undefined (no selector, or no such pods). */
+export function deploymentOf(docs: readonly Doc[], service: string): string | undefined {
+  const svc = docs.find((d) => d.kind === 'Service' && key(d) === service);
+  const sel = svc?.spec?.['selector'] as Record<string, string> | undefined;
+  if (!svc || !sel) return undefined;
+  const ns = svc.metadata?.namespace ?? 'default';
+  const dep = docs.find((d) => {
+    const labels = (d.spec?.['template'] as { metadata?: { labels?: Record<string, string> } } | undefined)?.metadata?.labels ?? {};
+    return d.kind === 'Deployment' && (d.metadata?.namespace ?? 'default') === ns && Object.entries(sel).every(([k, v]) => labels[k] === v);
+  });
+  return dep ? key(dep) : undefined;
+}
+
+/** The running pod of a Deployment (`ns/name`) as the API server lists it: its template's labels, ready, at `ip`. */
+export function podDoc(docs: readonly Doc[], deployment: string, ip: string): Doc {
+  const dep = docs.find((d) => d.kind === 'Deployment' && key(d) === deployment);
+  if (!dep) throw new Error(`no Deployment ${deployment}`);
+  const tpl = dep.spec?.['template'] as { metadata?: { labels?: Record<string, string> } } | undefined;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: podName(deployment), namespace: dep.metadata!.namespace, labels: { ...tpl?.metadata?.labels } },
+    spec: { nodeName: 'conformance-node' },
+    status: { phase: 'Running', podIP: ip, podIPs: [{ ip }], conditions: [{ type: 'Ready', status: 'True' }] },
+  };
+}
+
+/**
+ * setupEndpointSlices (tests/httproute-service-types.go): each `<prefix>-ip4` / `<prefix>-ip6` EndpointSlice of `ns`
+ * gets an endpoint per pod address of its family (ready, serving, not terminating, targetRef the pod); a family
+ * with no such address is left as it is. Throws when a slice is missing, as the suite's require does.
+ */
+export function withPodEndpoints(
+  docs: readonly Doc[],
+  prefixes: readonly string[],
+  ns: string,
+  pods: ReadonlyArray<{ name: string; namespace: string; ip: string }>,
+): Doc[] {
+  const out = [...docs];
+  for (const [suffix, isMember] of [
+    ['ip4', (ip: string) => !ip.includes(':')],
+    ['ip6', (ip: string) => ip.includes(':')],
+  ] as const) {
+    for (const prefix of prefixes) {
+      const name = `${prefix}-${suffix}`;
+      const i = out.findIndex((d) => d.kind === 'EndpointSlice' && d.metadata?.name === name && d.metadata?.namespace === ns);
+      if (i < 0) throw new Error(`Unable to fetch EndpointSlice "${name}"`);
+      const endpoints = pods
+        .filter((p) => isMember(p.ip))
+        .map((p) => ({
+          addresses: [p.ip],
+          conditions: { ready: true, serving: true, terminating: false },
+          targetRef: { kind: 'Pod', name: p.name, namespace: p.namespace },
+        }));
+      if (endpoints.length === 0) continue;
+      out[i] = { ...out[i]!, endpoints };
+    }
+  }
+  return out;
 }
 
 /** Every (Gateway, listener port) pair, to place. */
@@ -83,7 +151,7 @@ function endpointSlice(svc: Doc, port: number): Doc {
 export function configDocs(docs: readonly Doc[], place: Placement): Doc[] {
   const out: Doc[] = [];
   for (const d of docs) {
-    if (d.kind === 'Deployment' || d.kind === 'ConfigMap' || d.kind === 'Pod') continue;
+    if (d.kind === 'Deployment' || d.kind === 'ConfigMap') continue;
     if (d.kind === 'Namespace') {
       // the label the API server gives every namespace (Kubernetes ≥ 1.22), which the suite's selectors use
       out.push({ ...d, metadata: { ...d.metadata, labels: { ...d.metadata?.labels, 'kubernetes.io/metadata.name': d.metadata!.name! } } });
@@ -93,7 +161,17 @@ export function configDocs(docs: readonly Doc[], place: Placement): Doc[] {
       const spec = { ...(d.spec ?? {}) };
       if (spec['clusterIP'] === undefined && spec['type'] !== 'ExternalName')
         spec['clusterIP'] = `10.96.${Math.floor(nextIp / 250)}.${(nextIp++ % 250) + 1}`;
-      out.push({ ...d, spec }, endpointSlice(d, place.backendPort(key(d))));
+      const port = place.backendPort(key(d));
+      out.push({ ...d, spec }, ...(port === undefined ? [] : [endpointSlice(d, port)]));
+      continue;
+    }
+    if (d.kind === 'EndpointSlice' && Array.isArray(d['endpoints'])) {
+      // the pods' container ports are their echo servers' ports
+      const pod = (d['endpoints'] as Array<{ targetRef?: { kind?: string; name?: string; namespace?: string } }>).find(
+        (e) => e.targetRef?.kind === 'Pod',
+      )?.targetRef;
+      const port = pod && place.podPort?.(`${pod.namespace ?? d.metadata?.namespace}/${pod.name}`);
+      out.push(port ? { ...d, ports: ((d['ports'] as Array<Record<string, unknown>> | undefined) ?? []).map((p) => ({ ...p, port })) } : d);
       continue;
     }
     if (d.kind === 'Gateway') {
@@ -118,11 +196,11 @@ export function configDocs(docs: readonly Doc[], place: Placement): Doc[] {
     if ((d.kind === 'HTTPRoute' || d.kind === 'GRPCRoute') && Array.isArray(d.spec?.['parentRefs'])) {
       // a parentRef's port names a listener port: the placed one
       const ns = d.metadata?.namespace ?? 'default';
-      const parentRefs = (d.spec['parentRefs'] as Array<{ name: string; namespace?: string; port?: number; kind?: string }>).map((r) =>
-        r.port !== undefined && (r.kind ?? 'Gateway') === 'Gateway'
-          ? { ...r, port: place.listenerPort(`${r.namespace ?? ns}/${r.name}`, r.port) ?? r.port }
-          : r,
-      );
+      const parentRefs = (d.spec['parentRefs'] as Array<{ name: string; namespace?: string; port?: number; kind?: string; group?: string }>)
+        .map((r) => ({ group: 'gateway.networking.k8s.io', kind: 'Gateway', ...r }))
+        .map((r) =>
+          r.port !== undefined && r.kind === 'Gateway' ? { ...r, port: place.listenerPort(`${r.namespace ?? ns}/${r.name}`, r.port) ?? r.port } : r,
+        );
       out.push({ ...d, spec: { ...d.spec, parentRefs } });
       continue;
     }

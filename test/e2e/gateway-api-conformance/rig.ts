@@ -3,21 +3,22 @@
 // labelled `gateway.networking.k8s.io/gateway-name: <name>` as Istio's deployment controller labels a Gateway's pods.
 // A test's manifests are one more file in the config directory, written for the test and removed after it, as the
 // suite applies and deletes them (conformance/utils/suite: Applier, cleanup).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { stringify } from 'yaml';
 import { startIssuer } from '../../ca/helpers';
-import { makeServerCert } from '../../helpers/agent';
 import { startDiscovery, type RunningDaemon } from '../../helpers/daemon';
 import { type EchoBackend, type EchoRequest, startEchoBackend, startGrpcEchoBackend } from '../../helpers/echo-backend';
 import type { DataPlane } from '../../helpers/envoy';
 import { startRouter, type RunningRouter } from '../../helpers/gateway';
 import { freePort, freePorts } from '../../helpers/ports';
 import { tempDir } from '../../helpers/temp';
-import { configDocs, type Doc, listenerPorts, parseDocs, podName, services } from './manifests';
+import { configDocs, deploymentOf, type Doc, listenerPorts, parseDocs, podName, services } from './manifests';
 import type { Reply, StatusList } from './expect';
 
 export const MANIFESTS = fileURLToPath(new URL('manifests', import.meta.url));
@@ -26,32 +27,60 @@ export function manifestDocs(file: string): Doc[] {
   return parseDocs(fs.readFileSync(path.join(MANIFESTS, file.replace(/^tests\//, 'tests/')), 'utf8'));
 }
 
-/** The Secrets the suite creates at start (conformance/utils/suite/suite.go), self-signed here. */
+/** The Secrets the suite creates at start (conformance/utils/suite/suite.go), self-signed for the same names. */
 const SECRETS = [
-  ['gateway-conformance-web-backend', 'certificate'],
-  ['gateway-conformance-infra', 'tls-validity-checks-certificate'],
-  ['gateway-conformance-infra', 'tls-passthrough-checks-certificate'],
-  ['gateway-conformance-app-backend', 'tls-passthrough-checks-certificate'],
+  ['gateway-conformance-web-backend', 'certificate', ['*']],
+  ['gateway-conformance-infra', 'tls-validity-checks-certificate', ['*', '*.org']],
+  ['gateway-conformance-infra', 'tls-passthrough-checks-certificate', ['abc.example.com']],
+  ['gateway-conformance-app-backend', 'tls-passthrough-checks-certificate', ['abc.example.com']],
 ] as const;
 
+/** kubernetes.MustCreateSelfSignedCertSecret: a self-signed certificate for `hosts` (its own CA, as the suite's). */
+function selfSigned(dir: string, hosts: readonly string[]): { cert: string; key: string } {
+  const r = spawnSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      'tls.key',
+      '-out',
+      'tls.crt',
+      '-days',
+      '2',
+      '-subj',
+      '/O=gateway-conformance',
+    ].concat(['-addext', `subjectAltName=${hosts.map((h) => `DNS:${h}`).join(',')}`]),
+    { cwd: dir, encoding: 'utf8' },
+  );
+  if (r.status !== 0) throw new Error(`openssl: ${r.stderr}`);
+  return { cert: fs.readFileSync(path.join(dir, 'tls.crt'), 'utf8'), key: fs.readFileSync(path.join(dir, 'tls.key'), 'utf8') };
+}
+
 function secretDocs(dir: string): Doc[] {
-  return SECRETS.map(([ns, name]) => {
+  return SECRETS.map(([ns, name, hosts]) => {
     const d = path.join(dir, `${ns}-${name}`);
     fs.mkdirSync(d, { recursive: true });
-    const c = makeServerCert(d, name.startsWith('tls-passthrough') ? 'abc.example.com' : 'example.org');
+    const c = selfSigned(d, hosts);
     return {
       apiVersion: 'v1',
       kind: 'Secret',
       metadata: { name, namespace: ns },
       type: 'kubernetes.io/tls',
-      data: { 'tls.crt': fs.readFileSync(c.cert).toString('base64'), 'tls.key': fs.readFileSync(c.key).toString('base64') },
+      data: { 'tls.crt': Buffer.from(c.cert).toString('base64'), 'tls.key': Buffer.from(c.key).toString('base64') },
     };
   });
 }
 
 export interface ConformanceRig {
   daemon: RunningDaemon;
+  /** The echo backend of each Service that selects pods (`ns/name`; Services selecting the same pods share one). */
   backends: Map<string, EchoBackend>;
+  /** The echo backend standing in for each Deployment's pod (`ns/name` of the Deployment). */
+  pods: Map<string, EchoBackend>;
   /** Writes (or with no docs removes) the test's manifests file. */
   apply(docs: readonly Doc[] | undefined): void;
   status(): Promise<StatusList>;
@@ -60,7 +89,15 @@ export interface ConformanceRig {
   listenerPort(gateway: string, port: number): number;
   /** The manifest's port of a placed listener port (for a Location header), or undefined. */
   manifestPort(port: number): number | undefined;
-  request(port: number, o: { method?: string; path: string; headers: Record<string, string> }): Promise<Reply>;
+  /** One request; with `tls`, over TLS to that server name trusting that PEM (the suite's MakeTLSRequest). */
+  request(
+    port: number,
+    o: { method?: string; path: string; headers: Record<string, string>; tls?: { servername: string; ca: string } },
+  ): Promise<Reply>;
+  /** The output of a Gateway's (`ns/name`) router so far ('' when none runs): printed when a test fails. */
+  routerOut(gateway: string): string;
+  /** A Secret's tls.crt (PEM) as the rig wrote it (`ns/name`), or undefined: the suite's GetTLSSecret. */
+  secretCert(secret: string): string | undefined;
 }
 
 export async function startConformanceRig(
@@ -78,23 +115,30 @@ export async function startConformanceRig(
   const base = manifestDocs('base.yaml');
   const all = [base, ...o.tests].flat();
   const backends = new Map<string, EchoBackend>();
+  const pods = new Map<string, EchoBackend>();
   for (const svc of new Set(services(all))) {
-    const [namespace, name] = svc.split('/') as [string, string];
-    // the suite's grpc-infra-backend-* Services run its gRPC echo server, the others its HTTP one
+    // a Service's endpoints are the pods it selects: one echo server per Deployment
+    const dep = deploymentOf(all, svc);
+    if (!dep) continue;
+    const [namespace, name] = dep.split('/') as [string, string];
+    // the suite's grpc-infra-backend-* Deployments run its gRPC echo server, the others its HTTP one
     const start = name.startsWith('grpc-') ? startGrpcEchoBackend : startEchoBackend;
     const tls = o.tlsBackends?.get(svc);
-    backends.set(
-      svc,
-      tls
-        ? await startEchoBackend(t, { namespace, service: name, pod: podName(svc) }, tls)
-        : await start(t, { namespace, service: name, pod: podName(svc) }),
-    );
+    if (!pods.has(dep))
+      pods.set(
+        dep,
+        tls
+          ? await startEchoBackend(t, { namespace, service: name, pod: podName(dep) }, tls)
+          : await start(t, { namespace, service: name, pod: podName(dep) }),
+      );
+    backends.set(svc, pods.get(dep)!);
   }
   const ports = new Map<string, number>();
   for (const lp of listenerPorts(all)) ports.set(`${lp.gateway}:${lp.port}`, await freePort());
   const place = {
     listenerPort: (gw: string, port: number) => ports.get(`${gw}:${port}`)!,
-    backendPort: (svc: string) => backends.get(svc)!.port,
+    backendPort: (svc: string) => backends.get(svc)?.port,
+    podPort: (pod: string) => [...pods.values()].find((b) => `${b.pod.namespace}/${b.pod.pod}` === pod)?.port,
   };
   const configDir = path.join(dir, 'config');
   fs.mkdirSync(configDir);
@@ -105,7 +149,8 @@ export async function startConformanceRig(
         .map((d) => stringify(d))
         .join('---\n'),
     );
-  write('base.yaml', [...base, ...secretDocs(path.join(dir, 'secrets'))]);
+  const secrets = secretDocs(path.join(dir, 'secrets'));
+  write('base.yaml', [...base, ...secrets]);
   // The control plane secured as out of the box (test/helpers/gateway.ts): each router authenticates to the
   // daemon's CA with a token from a loopback OIDC issuer and gets the workload certificate its clusters wait for.
   const issuer = await startIssuer(t);
@@ -137,6 +182,7 @@ export async function startConformanceRig(
   return {
     daemon,
     backends,
+    pods,
     apply: (docs) => {
       const file = path.join(configDir, 'test.yaml');
       if (docs) write('test.yaml', docs);
@@ -149,7 +195,19 @@ export async function startConformanceRig(
           await r.stop();
           routers.delete(gw);
         }
-      await Promise.all(gateways.filter((gw) => !routers.has(gw)).map(async (gw) => routers.set(gw, await startOne(gw))));
+      // a router that does not get ready names its Gateway (the caller fails the test with it)
+      await Promise.all(
+        gateways
+          .filter((gw) => !routers.has(gw))
+          .map(async (gw) =>
+            routers.set(
+              gw,
+              await startOne(gw).catch((e: Error) => {
+                throw new Error(`router of ${gw}: ${e.message}`);
+              }),
+            ),
+          ),
+      );
     },
     listenerPort: place.listenerPort,
     manifestPort: (port) => {
@@ -157,12 +215,24 @@ export async function startConformanceRig(
       return undefined;
     },
     request: (port, r) => request(port, r),
+    routerOut: (gw) => routers.get(gw)?.out() ?? '',
+    secretCert: (secret) => {
+      const d = secrets.find((x) => `${x.metadata?.namespace}/${x.metadata?.name}` === secret);
+      return d && Buffer.from((d['data'] as Record<string, string>)['tls.crt']!, 'base64').toString('utf8');
+    },
   };
 }
 
-function request(port: number, r: { method?: string; path: string; headers: Record<string, string> }): Promise<Reply> {
+function request(
+  port: number,
+  r: { method?: string; path: string; headers: Record<string, string>; tls?: { servername: string; ca: string } },
+): Promise<Reply> {
   return new Promise<Reply>((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port, method: r.method ?? 'GET', path: r.path, headers: r.headers, agent: false }, (res) => {
+    const o = { host: '127.0.0.1', port, method: r.method ?? 'GET', path: r.path, headers: r.headers, agent: false as const };
+    const send = r.tls
+      ? (cb: (res: http.IncomingMessage) => void) => https.request({ ...o, ...r.tls }, cb)
+      : (cb: (res: http.IncomingMessage) => void) => http.request(o, cb);
+    const req = send((res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (d) => (body += d));
@@ -181,7 +251,7 @@ function request(port: number, r: { method?: string; path: string; headers: Reco
       });
     });
     // A refused or reset connection is a reply the suite retries too (its round trip fails).
-    req.on('error', () => resolve({ status: 0, headers: {} }));
+    req.on('error', (err) => resolve({ status: 0, headers: {}, error: err.message }));
     req.setTimeout(10_000, () => req.destroy());
     req.end();
   });

@@ -3,7 +3,7 @@ import t from 'tap';
 import { anyUnpack } from '@bufbuild/protobuf/wkt';
 import { initPushContext } from '../../../src/discovery/push-context';
 import { buildRegistries } from '../../../src/discovery/registry';
-import { ClusterSchema, Cluster_LbPolicy, type Cluster } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb';
+import { ClusterSchema, Cluster_DiscoveryType, Cluster_LbPolicy, type Cluster } from '../../../src/gen/envoy/config/cluster/v3/cluster_pb';
 import { ClusterLoadAssignmentSchema } from '../../../src/gen/envoy/config/endpoint/v3/endpoint_pb';
 import { ListenerSchema } from '../../../src/gen/envoy/config/listener/v3/listener_pb';
 import { RouteConfigurationSchema } from '../../../src/gen/envoy/config/route/v3/route_pb';
@@ -94,6 +94,23 @@ t.test('CDS: outbound default and subset clusters with DestinationRule policy', 
     [TYPE_URL.cluster]!.generate(sc, watch(TYPE_URL.cluster), fullPush(push))
     .resources.map((r) => r.name);
   for (const n of ['PassthroughCluster', 'InboundPassthroughCluster', 'BlackHoleCluster', 'inbound|9080||']) t.ok(sidecarNames.includes(n), n);
+});
+
+t.test('CDS: a Passthrough service is ORIGINAL_DST on a sidecar and EDS on a router (Istio convertResolution)', async (t) => {
+  const push = pushOf([
+    ...configs,
+    internalService('apps', 'headless', { resolution: 'NONE', addresses: [], ports: [{ number: 8080, name: 'http', protocol: 'HTTP' }] }),
+  ]);
+  const name = 'outbound|8080||headless.apps.svc.cluster.local';
+  const typeOf = (p: typeof gw) => {
+    const r = generatorsFor(p)
+      [TYPE_URL.cluster]!.generate(p, watch(TYPE_URL.cluster), fullPush(push))
+      .resources.find((x) => x.name === name);
+    const c = r && (anyUnpack(r.resource, ClusterSchema) as Cluster);
+    return c?.clusterDiscoveryType.case === 'type' ? Cluster_DiscoveryType[c.clusterDiscoveryType.value] : undefined;
+  };
+  t.equal(typeOf(sc), 'ORIGINAL_DST', 'sidecar: the connection’s original destination');
+  t.equal(typeOf(gw), 'EDS', 'router: "Gateways cannot use passthrough clusters. So fallback to EDS"');
 });
 
 t.test('EDS: subset filtering, draining label, empty answer for unknown clusters', async (t) => {

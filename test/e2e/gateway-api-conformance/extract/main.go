@@ -17,6 +17,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,7 +30,14 @@ var consts = map[string]any{
 	"metav1.ConditionTrue": "True", "metav1.ConditionFalse": "False", "metav1.ConditionUnknown": "Unknown",
 	"codes.OK": 0, "codes.Unimplemented": 12, "codes.NotFound": 5,
 	"(*v1.Group)(&v1.GroupVersion.Group)": "gateway.networking.k8s.io",
+	// the controller name the implementation gives the suite: a marker the runner replaces with its controller
+	"suite.ControllerName": map[string]any{"$suite": "ControllerName"},
 }
+
+// funcs: the helper functions the tests' files declare (package tests), by name: a call to one whose body is
+// bindings and a return is evaluated (parentRefTo); a call statement to another is recorded for the runner
+// (setupEndpointSlices), which does what it does or says it cannot.
+var funcs = map[string]*ast.FuncDecl{}
 
 func loadConsts(dir string) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -96,6 +104,19 @@ func eval(e ast.Expr, vars env) any {
 				if v, ok := obj[x.Sel.Name]; ok {
 					return v
 				}
+				// a field the literal leaves out has its type's zero value
+				if t, ok := obj["$type"].(string); ok && strings.HasPrefix(t, "struct") {
+					if m := regexp.MustCompile(`\b` + x.Sel.Name + `\s+(\w+)`).FindStringSubmatch(t); m != nil {
+						switch m[1] {
+						case "string":
+							return ""
+						case "int", "int32", "int64":
+							return 0
+						case "bool":
+							return false
+						}
+					}
+				}
 			}
 			if v, ok := consts[src(x)]; ok {
 				return v
@@ -130,6 +151,34 @@ func eval(e ast.Expr, vars env) any {
 			strings.HasPrefix(fn, "v1alpha2.") || strings.HasPrefix(fn, "features.") || fn == "gatewayv1.SectionName" || fn == "time.Duration") {
 			return eval(x.Args[0], vars)
 		}
+		// make([]T, 0, n): an empty list that appends fill
+		if fn == "make" && len(x.Args) >= 1 {
+			if _, ok := x.Args[0].(*ast.ArrayType); ok {
+				return []any{}
+			}
+		}
+		// append(list, a, b) and append(list, other...) of lists known here
+		if fn == "append" && len(x.Args) >= 1 {
+			if base, ok := eval(x.Args[0], vars).([]any); ok {
+				out := append([]any{}, base...)
+				for i, a := range x.Args[1:] {
+					v := eval(a, vars)
+					if x.Ellipsis.IsValid() && i == len(x.Args)-2 {
+						more, ok := v.([]any)
+						if !ok {
+							return map[string]any{"$expr": src(e)}
+						}
+						out = append(out, more...)
+					} else {
+						out = append(out, v)
+					}
+				}
+				return out
+			}
+		}
+		if v, ok := callLocal(x, vars); ok {
+			return v
+		}
 		if strings.HasSuffix(fn, "NewGatewayRef") && len(x.Args) >= 1 {
 			ref := map[string]any{"$type": "GatewayRef", "gateway": eval(x.Args[0], vars)}
 			if len(x.Args) > 1 {
@@ -148,6 +197,64 @@ func eval(e ast.Expr, vars env) any {
 		return v
 	}
 	return map[string]any{"$expr": src(e)}
+}
+
+// callLocal evaluates a call to a helper of the tests' files whose body is only bindings and one return
+// (parentRefTo): its parameters bound to the arguments' values, by its Go definition.
+func callLocal(x *ast.CallExpr, vars env) (any, bool) {
+	id, ok := x.Fun.(*ast.Ident)
+	if !ok {
+		return nil, false
+	}
+	decl, ok := funcs[id.Name]
+	if !ok || decl.Body == nil {
+		return nil, false
+	}
+	scope := env{}
+	i := 0
+	for _, f := range decl.Type.Params.List {
+		for _, n := range f.Names {
+			if i >= len(x.Args) {
+				return nil, false
+			}
+			scope[n.Name] = eval(x.Args[i], vars)
+			i++
+		}
+	}
+	for _, st := range decl.Body.List {
+		switch s := st.(type) {
+		case *ast.DeclStmt:
+			g, ok := s.Decl.(*ast.GenDecl)
+			if !ok {
+				return nil, false
+			}
+			for _, sp := range g.Specs {
+				vs, ok := sp.(*ast.ValueSpec)
+				if !ok {
+					return nil, false
+				}
+				for j, n := range vs.Names {
+					if j < len(vs.Values) {
+						scope[n.Name] = eval(vs.Values[j], scope)
+					}
+				}
+			}
+		case *ast.AssignStmt:
+			for j, l := range s.Lhs {
+				if n, ok := l.(*ast.Ident); ok && j < len(s.Rhs) {
+					scope[n.Name] = eval(s.Rhs[j], scope)
+				}
+			}
+		case *ast.ReturnStmt:
+			if len(s.Results) != 1 {
+				return nil, false
+			}
+			return eval(s.Results[0], scope), true
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 func composite(x *ast.CompositeLit, vars env) any {
@@ -214,12 +321,22 @@ func main() {
 		loadConsts(filepath.Join(mod, p))
 	}
 	files, _ := filepath.Glob(filepath.Join(mod, "conformance/tests/*.go"))
-	out := []testCase{}
+	parsed := map[string]*ast.File{}
 	for _, f := range files {
 		file, err := parser.ParseFile(fset, f, nil, 0)
 		if err != nil {
 			panic(err)
 		}
+		parsed[f] = file
+		for _, d := range file.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil {
+				funcs[fd.Name.Name] = fd
+			}
+		}
+	}
+	out := []testCase{}
+	for _, f := range files {
+		file := parsed[f]
 		for _, d := range file.Decls {
 			g, ok := d.(*ast.GenDecl)
 			if !ok || g.Tok != token.VAR {
@@ -300,6 +417,8 @@ func walk(n ast.Node, vars env, tc *testCase) {
 			for i, name := range x.Names {
 				if i < len(x.Values) {
 					bind(name, x.Values[i], vars)
+				} else if _, isSlice := x.Type.(*ast.ArrayType); isSlice {
+					vars[name.Name] = []any{} // `var testCases []T`: nil, which append fills
 				}
 			}
 			return false
@@ -345,22 +464,34 @@ func walk(n ast.Node, vars env, tc *testCase) {
 				tc.Calls = append(tc.Calls, map[string]any{"fn": "Delete", "args": []any{eval(x.Args[1], vars)}, "beforeResponse": len(tc.Responses)})
 				return false
 			}
+			// a call to a helper of the tests' files that is not a value (setupEndpointSlices): recorded, "local"
+			if id, ok := x.Fun.(*ast.Ident); ok && funcs[id.Name] != nil {
+				if _, isValue := callLocal(x, vars); !isValue {
+					tc.Calls = append(tc.Calls, map[string]any{"fn": id.Name, "local": true, "args": callArgs(x, vars), "beforeResponse": len(tc.Responses)})
+					return false
+				}
+			}
 			if sel, ok := x.Fun.(*ast.SelectorExpr); ok {
 				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "kubernetes" && sel.Sel.Name != "NewGatewayRef" {
-					args := []any{}
-					for _, a := range x.Args {
-						s := src(a)
-						if strings.HasPrefix(s, "suite.") || strings.HasPrefix(s, "s.") || s == "t" {
-							continue
-						}
-						args = append(args, eval(a, vars))
-					}
-					tc.Calls = append(tc.Calls, map[string]any{"fn": sel.Sel.Name, "args": args})
+					tc.Calls = append(tc.Calls, map[string]any{"fn": sel.Sel.Name, "args": callArgs(x, vars)})
 				}
 			}
 		}
 		return true
 	})
+}
+
+// callArgs: a call's arguments but the test's t and the suite's client, timeouts and controller name
+func callArgs(x *ast.CallExpr, vars env) []any {
+	args := []any{}
+	for _, a := range x.Args {
+		s := src(a)
+		if strings.HasPrefix(s, "suite.") || strings.HasPrefix(s, "s.") || s == "t" {
+			continue
+		}
+		args = append(args, eval(a, vars))
+	}
+	return args
 }
 
 // bind records `name := value`; a Gateway's address (the result of a …MustBeAccepted call) names its Gateway.
@@ -377,9 +508,6 @@ func bind(l ast.Expr, r ast.Expr, vars env) {
 				return
 			}
 		}
-	}
-	if _, isCall := r.(*ast.CallExpr); isCall && strings.HasPrefix(src(r), "append(") {
-		return
 	}
 	vars[id.Name] = eval(r, vars)
 }
