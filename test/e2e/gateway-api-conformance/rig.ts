@@ -16,7 +16,7 @@ import { startDiscovery, type RunningDaemon } from '../../helpers/daemon';
 import { type EchoBackend, type EchoRequest, startEchoBackend, startGrpcEchoBackend } from '../../helpers/echo-backend';
 import type { DataPlane } from '../../helpers/envoy';
 import { startRouter, type RunningRouter } from '../../helpers/gateway';
-import { freePort, freePorts } from '../../helpers/ports';
+import { freePort } from '../../helpers/ports';
 import { tempDir } from '../../helpers/temp';
 import { configDocs, deploymentOf, type Doc, listenerPorts, parseDocs, podName, services } from './manifests';
 import type { Reply, StatusList } from './expect';
@@ -133,8 +133,17 @@ export async function startConformanceRig(
       );
     backends.set(svc, pods.get(dep)!);
   }
+  // Every port this rig hands out is different: a router's static listeners (admin, status…) once got the port a
+  // Gateway listener had been given, and that router never became ready (freePort releases what it found).
+  const given = new Set<number>();
+  const port = async (): Promise<number> => {
+    let p = await freePort();
+    while (given.has(p)) p = await freePort();
+    given.add(p);
+    return p;
+  };
   const ports = new Map<string, number>();
-  for (const lp of listenerPorts(all)) ports.set(`${lp.gateway}:${lp.port}`, await freePort());
+  for (const lp of listenerPorts(all)) ports.set(`${lp.gateway}:${lp.port}`, await port());
   const place = {
     listenerPort: (gw: string, port: number) => ports.get(`${gw}:${port}`)!,
     backendPort: (svc: string) => backends.get(svc)?.port,
@@ -154,7 +163,7 @@ export async function startConformanceRig(
   // The control plane secured as out of the box (test/helpers/gateway.ts): each router authenticates to the
   // daemon's CA with a token from a loopback OIDC issuer and gets the workload certificate its clusters wait for.
   const issuer = await startIssuer(t);
-  const secure = await freePort();
+  const secure = await port();
   const daemon = await startDiscovery({ configDir, securePort: secure, cwd: dir, env: { JWT_RULE: issuer.rule(), ...o.env } });
   t.teardown(() => daemon.stop());
 
@@ -173,7 +182,7 @@ export async function startConformanceRig(
     fs.writeFileSync(path.join(rdir, 'mesh.yaml'), `defaultConfig:\n  discoveryAddress: 127.0.0.1:${secure}\n`);
     return startRouter(t, {
       dir: rdir,
-      ports: await freePorts('status', 'admin', 'proxyStatus', 'metrics'),
+      ports: { status: await port(), admin: await port(), proxyStatus: await port(), metrics: await port() },
       env: { POD_NAME: `${name}-0`, POD_NAMESPACE: ns, MESH_METAJSON_LABELS: JSON.stringify({ 'gateway.networking.k8s.io/gateway-name': name }) },
       dataPlane: o.dataPlane,
       daemonLog: () => daemon.log(),
@@ -223,6 +232,24 @@ export async function startConformanceRig(
   };
 }
 
+/**
+ * The suite's client is Go's: crypto/x509 VerifyHostname matches a DNS SAN label by label, a `*` standing for any
+ * one leftmost label (`*.org` covers `example.org`), where Node's checkServerIdentity refuses a wildcard over two
+ * labels. The suite's Secret for HTTPRouteHTTPSListener is `*.org`, so its client's rule is the one to apply.
+ */
+function goVerifyHostname(host: string, cert: { subjectaltname?: string }): Error | undefined {
+  const sans = (cert.subjectaltname ?? '')
+    .split(', ')
+    .filter((s) => s.startsWith('DNS:'))
+    .map((s) => s.slice(4).toLowerCase());
+  const want = host.toLowerCase().replace(/\.$/, '').split('.');
+  const matches = (pattern: string): boolean => {
+    const p = pattern.replace(/\.$/, '').split('.');
+    return p.length === want.length && p.every((l, i) => (i === 0 && l === '*') || l === want[i]);
+  };
+  return sans.some(matches) ? undefined : new Error(`x509: certificate is valid for ${sans.join(', ')}, not ${host}`);
+}
+
 function request(
   port: number,
   r: { method?: string; path: string; headers: Record<string, string>; tls?: { servername: string; ca: string } },
@@ -230,7 +257,7 @@ function request(
   return new Promise<Reply>((resolve) => {
     const o = { host: '127.0.0.1', port, method: r.method ?? 'GET', path: r.path, headers: r.headers, agent: false as const };
     const send = r.tls
-      ? (cb: (res: http.IncomingMessage) => void) => https.request({ ...o, ...r.tls }, cb)
+      ? (cb: (res: http.IncomingMessage) => void) => https.request({ ...o, ...r.tls, checkServerIdentity: goVerifyHostname }, cb)
       : (cb: (res: http.IncomingMessage) => void) => http.request(o, cb);
     const req = send((res) => {
       let body = '';
