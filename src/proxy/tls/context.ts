@@ -394,10 +394,6 @@ export class TlsContext {
     };
     const v = this.validation();
     if (this.opts.role === 'server' && this.opts.requireClientCertificate && !presented) return { error: 'peer did not return a certificate', peer };
-    // An SDS validation context that has not arrived (or was removed) fails closed: Envoy never uses a context
-    // without its secret (the cluster or listener stays warming), so no peer is trusted until the CA is there.
-    if (this.awaitingValidation() && (presented || this.opts.role === 'client'))
-      return { error: 'certificate verify failed: the validation context secret has not arrived', peer };
     if (!v || !presented) return { peer };
     if (v.ca && !socket.authorized && !v.acceptUntrusted) {
       const err = String(socket.authorizationError ?? '');
@@ -431,13 +427,7 @@ export class TlsContext {
 
   /** Whether OpenSSL alone decides (no extra checks after the handshake). */
   needsPostHandshakeCheck(): boolean {
-    if (this.awaitingValidation()) return true;
     const v = this.validation();
     return !!v && (v.sans.length > 0 || v.hashes.length > 0 || v.acceptUntrusted || v.allowExpired || !v.ca);
-  }
-
-  /** An SDS validation context is named and its secret is not here. */
-  private awaitingValidation(): boolean {
-    return this.validationWatch !== undefined && this.validationWatch.current() === undefined;
   }
 }
