@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import path from 'node:path';
-import { availableParallelism, constants as osConstants } from 'node:os';
+import { constants as osConstants } from 'node:os';
 import type { Engine, EngineOptions } from '../proxy/engine';
 import type { LogLevel } from '../proxy/log';
 
@@ -95,8 +95,11 @@ export function builtinEngineOptions(i: ProxyRun, logLevel: LogLevel): EngineOpt
     logLevel,
     ...(i.componentLogLevel ? { componentLogLevel: i.componentLogLevel } : {}),
     ...(i.override ? { configYaml: i.override } : {}),
-    // unset or 0 is Envoy's default, one worker per core (a gateway with no CPU limit), as for Envoy as the child
-    concurrency: i.concurrency !== undefined && i.concurrency > 0 ? i.concurrency : availableParallelism(),
+    // Unset or 0 is one worker here, not Envoy's one per core: the built-in engine's worker threads receive their
+    // SDS secrets relayed from the main thread and can serve a TLS listener or cluster before they arrive (resets,
+    // and an origination that does not check its CA yet). Until that is fixed a worker pool is opted into by
+    // setting concurrency (the sidecar injector's default is 2).
+    concurrency: i.concurrency !== undefined && i.concurrency > 0 ? i.concurrency : 1,
   };
 }
 
