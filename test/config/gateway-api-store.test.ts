@@ -3,9 +3,9 @@
 // push is for one VirtualService), while a change of what a conversion reads (here a ServiceEntry a backendRef
 // names) converts the routes again (its status no longer says the backend is missing).
 import t from 'tap';
-import { GatewayApiConfigStore } from '../../src/config/gateway-api/store';
+import type { GatewayApiConfigStore } from '../../src/config/gateway-api/store';
 import type { ConfigEvent } from '../../src/config/store';
-import { cfg, ListStore } from '../discovery/fixtures';
+import { cfg, gatewayApiStore, ListStore } from '../discovery/fixtures';
 
 const host = (i: number) => `svc-${i}.apps.svc.cluster.local`;
 const serviceEntry = (i: number) =>
@@ -35,15 +35,7 @@ const gateway = cfg('KubernetesGateway', 'mesh-system', 'web', {
 
 function open(configs: Parameters<ListStore['apply']>) {
   const inner = new ListStore(configs);
-  const store = new GatewayApiConfigStore(inner, {
-    domain: 'cluster.local',
-    controllers: ['mesh.io/gateway-controller'],
-    controllerName: 'mesh.io/gateway-controller',
-    builtinClasses: { mesh: 'mesh.io/gateway-controller' },
-  });
-  const events: ConfigEvent[] = [];
-  store.subscribe((e) => events.push(...e));
-  return { inner, store, events };
+  return { inner, ...gatewayApiStore(inner) };
 }
 
 const names = (events: readonly ConfigEvent[]) => events.map((e) => `${e.type} ${e.config.kind}/${e.config.meta.name}`).sort();

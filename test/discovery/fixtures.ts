@@ -3,6 +3,8 @@
 import type { ConfigEvent, ConfigStore } from '../../src/config/store';
 import type { Config, Kind, ServiceEntrySpec, SpecOf } from '../../src/config/types';
 import { configKey } from '../../src/config/types';
+import { gatewayApiOptions } from '../../src/config/gateway-api/options';
+import { GatewayApiConfigStore } from '../../src/config/gateway-api/store';
 import { parseNodeMetadata, parseServiceNode } from '../../src/discovery/proxy';
 import type { Proxy } from '../../src/discovery/model';
 
@@ -117,4 +119,18 @@ export function internalService(namespace: string, name: string, spec: Partial<S
 
 export function proxy(nodeId: string, meta: Record<string, unknown> = {}): Proxy {
   return parseServiceNode(nodeId, parseNodeMetadata(meta));
+}
+
+/**
+ * A Gateway API store over `inner` with the daemon's default options (class `mesh`, our controller and Istio's), and
+ * every event it passes on, in order.
+ */
+export function gatewayApiStore(inner: ConfigStore): { store: GatewayApiConfigStore; events: ConfigEvent[] } {
+  const store = new GatewayApiConfigStore(
+    inner,
+    gatewayApiOptions({ controllerName: 'mesh.io/gateway-controller', defaultClassName: 'mesh', alpha: false, domain: 'cluster.local' }),
+  );
+  const events: ConfigEvent[] = [];
+  store.subscribe((e) => events.push(...e));
+  return { store, events };
 }

@@ -8,10 +8,8 @@ import type { Config } from '../../../src/config/types';
 import type { Proxy } from '../../../src/discovery/model';
 import { generatorsFor } from '../../../src/xds/gen';
 import { typesUnchanged } from '../../../src/xds/gen/unchanged';
-import { GatewayApiConfigStore } from '../../../src/config/gateway-api/store';
-import type { ConfigEvent } from '../../../src/config/store';
 import { TYPE_URL } from '../../../src/lib/xds/type-urls';
-import { cfg, ListStore, proxy } from '../../discovery/fixtures';
+import { cfg, gatewayApiStore, ListStore, proxy } from '../../discovery/fixtures';
 import { fullPush } from './helpers';
 
 const CREATED = '2026-01-01T00:00:00Z';
@@ -177,14 +175,7 @@ t.test('an HTTPRoute edit is judged by the VirtualService translated from it: cl
       ],
     } as never);
   const inner = new ListStore([...base, gateway, route('3s')]);
-  const store = new GatewayApiConfigStore(inner, {
-    domain: 'cluster.local',
-    controllers: ['mesh.io/gateway-controller'],
-    controllerName: 'mesh.io/gateway-controller',
-    builtinClasses: { mesh: 'mesh.io/gateway-controller' },
-  });
-  const events: ConfigEvent[] = [];
-  store.subscribe((e) => events.push(...e));
+  const { store, events } = gatewayApiStore(inner);
   const registry = buildRegistries(store, []);
   const prev = initPushContext(store, registry);
   t.ok(
